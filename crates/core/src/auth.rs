@@ -1,0 +1,215 @@
+//! Principals, memberships and the one authorisation check, [`can`].
+//!
+//! A membership grants a role on a group path, to a subject or to every
+//! principal whose claim matches a glob (for example a CI system's OIDC `sub`).
+//! A role on a group covers that group and all its descendants. An owner
+//! membership on the root group makes a system administrator.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::names::GroupPath;
+
+/// Roles, each including the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads everything in the group.
+    Viewer,
+    /// Also submits and cancels jobs.
+    Deployer,
+    /// Also manages runners, rules and environments.
+    Maintainer,
+    /// Also manages memberships.
+    Owner,
+}
+
+/// Everything a principal may ask to do, each needing a minimum role on the group concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Read runners, rules, environments, jobs, logs and memberships.
+    Read,
+    /// Submit or cancel a job.
+    Deploy,
+    /// Create, change or delete runners, rules and environments; refresh a runner link.
+    Manage,
+    /// Grant or revoke memberships.
+    Administer,
+}
+
+impl Action {
+    /// The least role that allows this action.
+    pub fn required_role(self) -> Role {
+        match self {
+            Self::Read => Role::Viewer,
+            Self::Deploy => Role::Deployer,
+            Self::Manage => Role::Maintainer,
+            Self::Administer => Role::Owner,
+        }
+    }
+}
+
+/// Who a membership is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Grantee {
+    /// One subject (`sub`), optionally only from one issuer.
+    Subject {
+        /// The exact `sub`.
+        subject: String,
+        /// The token issuer; any issuer when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issuer: Option<String>,
+    },
+    /// Every principal whose claim matches a glob, such as
+    /// `sub` = `repo:acme/infra:ref:refs/heads/*`.
+    ClaimPattern {
+        /// The claim's name.
+        claim: String,
+        /// A glob over the claim's string value; `*` matches any run of characters, `/` included.
+        pattern: String,
+        /// The token issuer; any issuer when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issuer: Option<String>,
+    },
+}
+
+/// A role granted on a group path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Membership {
+    /// The group the role is granted on (and inherited below).
+    pub group: GroupPath,
+    /// The role.
+    pub role: Role,
+    /// Who gets it.
+    pub grantee: Grantee,
+}
+
+impl Membership {
+    /// True when this membership applies to `principal`.
+    pub fn applies_to(&self, principal: &Principal) -> bool {
+        let issuer_ok =
+            |issuer: &Option<String>| issuer.as_ref().is_none_or(|i| *i == principal.issuer);
+        match &self.grantee {
+            Grantee::Subject { subject, issuer } => {
+                issuer_ok(issuer) && *subject == principal.subject
+            }
+            Grantee::ClaimPattern {
+                claim,
+                pattern,
+                issuer,
+            } => {
+                issuer_ok(issuer)
+                    && principal
+                        .claim_str(claim)
+                        .is_some_and(|value| claim_matches(pattern, value))
+            }
+        }
+    }
+}
+
+/// True when a claim pattern matches a claim value.
+pub fn claim_matches(pattern: &str, value: &str) -> bool {
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: false,
+        require_literal_leading_dot: false,
+    };
+    glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(value, options))
+}
+
+/// The caller: a verified token's issuer, subject and claims, with the memberships that apply to it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Principal {
+    /// The token issuer (`iss`).
+    pub issuer: String,
+    /// The subject (`sub`).
+    pub subject: String,
+    /// Every claim of the token.
+    #[serde(default)]
+    pub claims: BTreeMap<String, Value>,
+    /// The memberships that apply to this principal.
+    #[serde(default)]
+    pub memberships: Vec<Membership>,
+}
+
+/// The issuer of the local development identity.
+pub const LOCAL_DEV_ISSUER: &str = "sortie:local-dev";
+
+impl Principal {
+    /// A principal from a verified token's claims (`iss` and `sub` are read from them).
+    pub fn from_claims(claims: BTreeMap<String, Value>) -> Self {
+        let get = |k: &str| {
+            claims
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Self {
+            issuer: get("iss"),
+            subject: get("sub"),
+            claims,
+            memberships: Vec::new(),
+        }
+    }
+
+    /// The local development identity: a system administrator. Only enabled explicitly.
+    pub fn local_dev() -> Self {
+        Self {
+            issuer: LOCAL_DEV_ISSUER.into(),
+            subject: "local-dev".into(),
+            claims: BTreeMap::new(),
+            memberships: vec![Membership {
+                group: GroupPath::root(),
+                role: Role::Owner,
+                grantee: Grantee::Subject {
+                    subject: "local-dev".into(),
+                    issuer: Some(LOCAL_DEV_ISSUER.into()),
+                },
+            }],
+        }
+    }
+
+    /// Keeps, from `all`, the memberships that apply to this principal.
+    pub fn with_memberships(mut self, all: impl IntoIterator<Item = Membership>) -> Self {
+        let applicable: Vec<Membership> = all.into_iter().filter(|m| m.applies_to(&self)).collect();
+        self.memberships.extend(applicable);
+        self
+    }
+
+    /// A claim's value when it is a string (`sub` and `iss` fall back to the principal's own).
+    pub fn claim_str(&self, claim: &str) -> Option<&str> {
+        match self.claims.get(claim).and_then(Value::as_str) {
+            Some(v) => Some(v),
+            None if claim == "sub" => Some(&self.subject),
+            None if claim == "iss" => Some(&self.issuer),
+            None => None,
+        }
+    }
+
+    /// The highest role this principal holds on `group`, inherited from ancestors.
+    pub fn role_on(&self, group: &GroupPath) -> Option<Role> {
+        self.memberships
+            .iter()
+            .filter(|m| m.group.contains(group))
+            .map(|m| m.role)
+            .max()
+    }
+
+    /// True for a system administrator: an owner of the root group.
+    pub fn is_system_admin(&self) -> bool {
+        self.role_on(&GroupPath::root()) == Some(Role::Owner)
+    }
+}
+
+/// May `principal` do `action` on `group`? True when one of its memberships, on `group`
+/// or an ancestor, grants at least the role the action needs.
+pub fn can(principal: &Principal, action: Action, group: &GroupPath) -> bool {
+    principal
+        .role_on(group)
+        .is_some_and(|r| r >= action.required_role())
+}

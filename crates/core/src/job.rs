@@ -1,0 +1,436 @@
+//! Jobs and their state machine.
+//!
+//! `queued → dispatching → running → succeeded | failed | canceled | timed_out`.
+//! A transition is checked here; an illegal one is an error value. The store
+//! makes every transition a conditional write on the expected current state.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::names::{EnvPath, RunnerId};
+use crate::problems::{parse_document, Fields, Problems};
+use crate::runner::check_secret_refs;
+use crate::ValidationError;
+
+/// What a job does to its environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// `terraform plan`: reads state, writes nothing.
+    Plan,
+    /// `terraform apply`.
+    Apply,
+    /// `terraform destroy`.
+    Destroy,
+}
+
+impl Operation {
+    /// True for operations that write state, which must never be re-run blindly.
+    pub fn writes_state(self) -> bool {
+        !matches!(self, Self::Plan)
+    }
+
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plan => "plan",
+            Self::Apply => "apply",
+            Self::Destroy => "destroy",
+        }
+    }
+}
+
+/// A job's lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting: for the environment's lock, or in the jobs queue.
+    Queued,
+    /// Claimed by a dispatcher that is launching it.
+    Dispatching,
+    /// Launched: a task or Kubernetes Job exists.
+    Running,
+    /// Finished with exit code 0.
+    Succeeded,
+    /// Finished unsuccessfully; the reason says why.
+    Failed,
+    /// Canceled by a user.
+    Canceled,
+    /// Stopped from outside after exceeding its runner's timeout.
+    TimedOut,
+}
+
+/// Every state, for tests and listings.
+pub const ALL_STATES: [JobState; 7] = [
+    JobState::Queued,
+    JobState::Dispatching,
+    JobState::Running,
+    JobState::Succeeded,
+    JobState::Failed,
+    JobState::Canceled,
+    JobState::TimedOut,
+];
+
+impl JobState {
+    /// True for `succeeded`, `failed`, `canceled` and `timed_out`: nothing follows them.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded | Self::Failed | Self::Canceled | Self::TimedOut
+        )
+    }
+
+    /// True while the job holds its environment's lock (`dispatching` or `running`).
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Dispatching | Self::Running)
+    }
+
+    /// The allowed transitions:
+    ///
+    /// - `queued → dispatching` (claimed) or `canceled`;
+    /// - `dispatching → running` (launched), `queued` (retryable launch failure, lease
+    ///   expired), `failed` (not retryable) or `canceled`;
+    /// - `running → succeeded | failed | canceled | timed_out`, or `queued` (a plan
+    ///   interrupted on Spot is requeued).
+    pub fn can_become(self, to: JobState) -> bool {
+        use JobState::*;
+        matches!(
+            (self, to),
+            (Queued, Dispatching)
+                | (Queued, Canceled)
+                | (Dispatching, Running)
+                | (Dispatching, Queued)
+                | (Dispatching, Failed)
+                | (Dispatching, Canceled)
+                | (Running, Succeeded)
+                | (Running, Failed)
+                | (Running, Canceled)
+                | (Running, TimedOut)
+                | (Running, Queued)
+        )
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Dispatching => "dispatching",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+            Self::TimedOut => "timed_out",
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One recorded transition: from, to, when and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// The state before (`None` for the job's creation).
+    pub from: Option<JobState>,
+    /// The state after.
+    pub to: JobState,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// A transition the state machine does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job {job_id} cannot go from {from} to {to}")]
+pub struct IllegalTransition {
+    /// The job.
+    pub job_id: String,
+    /// Its current state.
+    pub from: JobState,
+    /// The state asked for.
+    pub to: JobState,
+}
+
+/// Where a job's Terraform configuration comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Source {
+    /// A git repository.
+    Git {
+        /// Clone URL (`https://`, `ssh://`, `git@host:` or, for local development, `file://`).
+        url: String,
+        /// Branch, tag or commit; the default branch when absent.
+        #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+        git_ref: Option<String>,
+        /// Directory inside the repository holding the configuration.
+        #[serde(default)]
+        path: String,
+        /// A secret reference (ARN) for the clone credentials.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials_secret: Option<String>,
+    },
+    /// A tar.gz archive in S3.
+    S3 {
+        /// Bucket.
+        bucket: String,
+        /// Object key.
+        key: String,
+        /// The archive's SHA-256, hex; the runner refuses an archive that does not match.
+        sha256: String,
+        /// Directory inside the archive holding the configuration.
+        #[serde(default)]
+        path: String,
+    },
+    /// No source: the configuration is made entirely of the job's `files`.
+    Inline,
+}
+
+/// What a client submits: the job's specification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRequest {
+    /// Plan, apply or destroy.
+    pub operation: Operation,
+    /// Where the configuration comes from.
+    pub source: Source,
+    /// Terraform variables, written to `terraform.tfvars.json`.
+    #[serde(default)]
+    pub variables: BTreeMap<String, Value>,
+    /// Extra files by relative path, written over the source.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Secret references (ARNs) by environment variable name.
+    #[serde(default)]
+    pub secret_refs: BTreeMap<String, String>,
+}
+
+/// Largest total size of a job's inline files, in bytes.
+pub const MAX_FILES_BYTES: usize = 128 * 1024;
+
+impl JobRequest {
+    /// Parses a job request from YAML or JSON and validates it, reporting every problem.
+    pub fn parse(text: &str) -> Result<Self, ValidationError> {
+        Self::from_value(&parse_document(text)?)
+    }
+
+    /// Decodes and validates a parsed job request.
+    pub fn from_value(value: &Value) -> Result<Self, ValidationError> {
+        let mut p = Problems::default();
+        let Some(mut f) = Fields::new(value, "", &mut p) else {
+            return Err(ValidationError { problems: p.0 });
+        };
+        let operation: Option<Operation> = f.required("operation", &mut p);
+        let source = match f.raw("source") {
+            Some(v) => decode_source(v, &mut p),
+            None => Some(Source::Inline),
+        };
+        let variables: BTreeMap<String, Value> =
+            f.optional("variables", &mut p).unwrap_or_default();
+        let files: BTreeMap<String, String> = f.optional("files", &mut p).unwrap_or_default();
+        let mut total = 0;
+        for (path, content) in &files {
+            total += content.len();
+            if !is_relative_safe_path(path) {
+                p.push(
+                    format!("files.{path}"),
+                    "must be a relative path inside the working directory, without `..`",
+                );
+            }
+        }
+        if total > MAX_FILES_BYTES {
+            p.push("files", format!("total {total} bytes is over the {MAX_FILES_BYTES}-byte limit; use a source instead"));
+        }
+        let secret_refs: BTreeMap<String, String> =
+            f.optional("secret_refs", &mut p).unwrap_or_default();
+        check_secret_refs(&secret_refs, "secret_refs", &mut p);
+        f.finish(&mut p);
+        if matches!(source, Some(Source::Inline)) && files.is_empty() && p.is_empty() {
+            p.push(
+                "source",
+                "is required unless the configuration is given inline in `files`",
+            );
+        }
+        match (operation, source) {
+            (Some(operation), Some(source)) if p.is_empty() => Ok(Self {
+                operation,
+                source,
+                variables,
+                files,
+                secret_refs,
+            }),
+            _ => Err(ValidationError { problems: p.0 }),
+        }
+    }
+}
+
+/// True for a relative path that stays inside its base directory.
+pub fn is_relative_safe_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\\')
+        && !path.contains('\0')
+        && path
+            .split('/')
+            .all(|s| !s.is_empty() && s != ".." && s != ".")
+}
+
+fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
+    let mut f = Fields::new(value, "source", p)?;
+    let t: String = f.required("type", p)?;
+    let out = match t.as_str() {
+        "git" => {
+            let url = f.required_str("url", p);
+            if let Some(u) = &url {
+                let ok = ["https://", "ssh://", "git@", "file://"]
+                    .iter()
+                    .any(|s| u.starts_with(s));
+                if !ok {
+                    p.push(
+                        "source.url",
+                        format!("`{u}` is not an https://, ssh://, git@ or file:// URL"),
+                    );
+                }
+            }
+            let git_ref = f.optional("ref", p);
+            let path: String = f.optional("path", p).unwrap_or_default();
+            if !path.is_empty() && !is_relative_safe_path(&path) {
+                p.push("source.path", "must be a relative path without `..`");
+            }
+            let credentials_secret: Option<String> = f.optional("credentials_secret", p);
+            if let Some(c) = &credentials_secret {
+                if !crate::arn::is_secret_ref(c) {
+                    p.push(
+                        "source.credentials_secret",
+                        "must be the ARN of a Secrets Manager secret or SSM parameter",
+                    );
+                }
+            }
+            url.map(|url| Source::Git {
+                url,
+                git_ref,
+                path,
+                credentials_secret,
+            })
+        }
+        "s3" => {
+            let bucket = f.required_str("bucket", p);
+            let key = f.required_str("key", p);
+            let sha256 = f.required_str("sha256", p);
+            if let Some(s) = &sha256 {
+                if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    p.push("source.sha256", "must be 64 hexadecimal characters");
+                }
+            }
+            let path: String = f.optional("path", p).unwrap_or_default();
+            if !path.is_empty() && !is_relative_safe_path(&path) {
+                p.push("source.path", "must be a relative path without `..`");
+            }
+            match (bucket, key, sha256) {
+                (Some(bucket), Some(key), Some(sha256)) => Some(Source::S3 {
+                    bucket,
+                    key,
+                    sha256,
+                    path,
+                }),
+                _ => None,
+            }
+        }
+        "inline" => Some(Source::Inline),
+        other => {
+            p.push(
+                "source.type",
+                format!("`{other}` is not a known source type; known types: git, s3, inline"),
+            );
+            return None;
+        }
+    };
+    f.finish(p);
+    out
+}
+
+/// A job: one operation on one environment, with its full transition history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The job's id.
+    pub id: String,
+    /// The environment it runs against.
+    pub environment: EnvPath,
+    /// The runner linked to the environment when the job was submitted.
+    pub runner_id: RunnerId,
+    /// What was asked for.
+    #[serde(flatten)]
+    pub request: JobRequest,
+    /// The subject of the principal who submitted it.
+    pub requested_by: String,
+    /// The current state.
+    pub state: JobState,
+    /// Every transition, oldest first; the first records the creation.
+    pub transitions: Vec<Transition>,
+}
+
+impl Job {
+    /// A new job in `queued`, with its creation recorded.
+    pub fn new(
+        id: String,
+        environment: EnvPath,
+        runner_id: RunnerId,
+        request: JobRequest,
+        requested_by: String,
+        at: DateTime<Utc>,
+    ) -> Self {
+        let reason = format!("submitted by {requested_by}");
+        Self {
+            id,
+            environment,
+            runner_id,
+            request,
+            requested_by,
+            state: JobState::Queued,
+            transitions: vec![Transition {
+                from: None,
+                to: JobState::Queued,
+                at,
+                reason,
+            }],
+        }
+    }
+
+    /// Moves the job to `to`, recording when and why, or returns the illegal transition unchanged.
+    pub fn transition(
+        &mut self,
+        to: JobState,
+        at: DateTime<Utc>,
+        reason: impl Into<String>,
+    ) -> Result<&Transition, IllegalTransition> {
+        if !self.state.can_become(to) {
+            return Err(IllegalTransition {
+                job_id: self.id.clone(),
+                from: self.state,
+                to,
+            });
+        }
+        self.transitions.push(Transition {
+            from: Some(self.state),
+            to,
+            at,
+            reason: reason.into(),
+        });
+        self.state = to;
+        Ok(self.transitions.last().expect("just pushed"))
+    }
+
+    /// The reason of the latest transition.
+    pub fn reason(&self) -> &str {
+        self.transitions
+            .last()
+            .map(|t| t.reason.as_str())
+            .unwrap_or_default()
+    }
+}

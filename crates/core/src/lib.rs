@@ -1,0 +1,67 @@
+//! Sortie's domain: names, runners, rules and their resolution, environments,
+//! jobs and their state machine, principals and authorisation.
+//!
+//! This crate has no AWS, Lambda or I/O types. Everything here is a pure
+//! function of its inputs (time is passed in), so it is tested with unit and
+//! property tests alone.
+
+pub mod arn;
+pub mod auth;
+pub mod environment;
+pub mod job;
+pub mod names;
+pub mod problems;
+pub mod rule;
+pub mod runner;
+
+pub use auth::{can, Action, Grantee, Membership, Principal, Role};
+pub use environment::{Environment, RunnerLink};
+pub use job::{IllegalTransition, Job, JobRequest, JobState, Operation, Source, Transition};
+pub use names::{EnvPath, GroupPath, RunnerId};
+pub use problems::{Problem, Problems};
+pub use rule::{
+    resolve, Considered, Criteria, EnvFacts, NoRunnerMatched, Resolution, RunnerRule, Verdict,
+};
+pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
+
+/// Input that failed parsing or validation, with every problem found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe(.problems))]
+pub struct ValidationError {
+    /// Every problem, each with its field path and a sentence.
+    pub problems: Vec<Problem>,
+}
+
+impl ValidationError {
+    /// An error with one problem.
+    pub fn single(path: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            problems: vec![Problem {
+                path: path.into(),
+                problem: problem.into(),
+            }],
+        }
+    }
+
+    /// The first problem's sentence, for nesting into another field's problem.
+    pub fn first_problem(&self) -> String {
+        self.problems
+            .first()
+            .map(|p| p.problem.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn describe(problems: &[Problem]) -> String {
+    let parts: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            if p.path.is_empty() {
+                p.problem.clone()
+            } else {
+                format!("{}: {}", p.path, p.problem)
+            }
+        })
+        .collect();
+    format!("{} problem(s): {}", parts.len(), parts.join("; "))
+}

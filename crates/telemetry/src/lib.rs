@@ -1,0 +1,22 @@
+//! JSON log set-up shared by every Sortie binary.
+//!
+//! Every line is one JSON object, with the span fields flattened in, so that a
+//! `job_id` recorded on a job's span appears on every line logged for that job.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global JSON subscriber, filtered by `RUST_LOG` (default `info`).
+///
+/// Calling it twice is harmless: the second call keeps the first subscriber.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(true)
+        .with_span_list(false)
+        .flatten_event(true)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
