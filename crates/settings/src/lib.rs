@@ -1,0 +1,46 @@
+//! The environment variables Sortie's functions read, in one place.
+//!
+//! The SAM template sets exactly these per function, and a test checks the
+//! template against [`FUNCTIONS`], so the code and the template cannot drift.
+
+/// DynamoDB table name (the single table).
+pub const TABLE: &str = "SORTIE_TABLE";
+/// URL of the jobs queue (SQS).
+pub const JOBS_QUEUE_URL: &str = "SORTIE_JOBS_QUEUE_URL";
+/// Name of Sortie's EventBridge bus, where `sortie.job.completed` is published.
+pub const BUS_NAME: &str = "SORTIE_BUS_NAME";
+/// Artifacts and logs bucket.
+pub const BUCKET: &str = "SORTIE_BUCKET";
+/// The public URL of the API, passed to runners so they can fetch their spec.
+pub const API_URL: &str = "SORTIE_API_URL";
+/// Enables the local development identity when set to `1`. Never set in AWS.
+pub const DEV_IDENTITY: &str = "SORTIE_DEV_IDENTITY";
+
+/// One function and the variables it reads.
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionEnv {
+    /// The function's crate name under `functions/`.
+    pub name: &'static str,
+    /// The SAM logical id of the function.
+    pub logical_id: &'static str,
+    /// Every variable the function requires.
+    pub required: &'static [&'static str],
+}
+
+/// Every function and what it reads.
+pub const FUNCTIONS: &[FunctionEnv] = &[
+    FunctionEnv { name: "api", logical_id: "ApiFunction", required: &[TABLE, JOBS_QUEUE_URL, BUCKET] },
+    FunctionEnv { name: "dispatch", logical_id: "DispatchFunction", required: &[TABLE, JOBS_QUEUE_URL, API_URL] },
+    FunctionEnv { name: "task-events", logical_id: "TaskEventsFunction", required: &[TABLE, JOBS_QUEUE_URL, BUS_NAME] },
+    FunctionEnv { name: "sweeper", logical_id: "SweeperFunction", required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME] },
+];
+
+/// A required variable is missing or empty.
+#[derive(Debug, thiserror::Error)]
+#[error("environment variable {0} is not set")]
+pub struct Missing(pub &'static str);
+
+/// Reads a required variable.
+pub fn required(name: &'static str) -> Result<String, Missing> {
+    std::env::var(name).ok().filter(|v| !v.is_empty()).ok_or(Missing(name))
+}
