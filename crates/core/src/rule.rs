@@ -1,9 +1,9 @@
 //! Runner rules and rule resolution: the one precedence of DESIGN.md.
 //!
 //! For an environment E in group G, every rule whose scope is G or an ancestor
-//! and whose criteria all hold is a candidate. Candidates are ordered by
-//! 1. the deepest scope, 2. the most criteria set, 3. the highest priority,
-//! 4. the rule id (ascending); the first one wins. [`resolve`] is a pure function
+//! and whose criteria all hold is a candidate. Candidates are ordered by the
+//! deepest scope, then the most criteria set, then the highest priority, then
+//! the rule id (ascending); the first one wins. [`resolve`] is a pure function
 //! that also explains the fate of every rule it was given.
 
 use std::cmp::Ordering;

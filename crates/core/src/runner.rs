@@ -554,7 +554,7 @@ fn fargate_memory_ok(cpu: u32, memory: u32) -> bool {
         16384 => (32768, 122_880, 8192),
         _ => return false,
     };
-    (lo..=hi).contains(&memory) && (memory - lo) % step == 0
+    (lo..=hi).contains(&memory) && (memory - lo).is_multiple_of(step)
 }
 
 fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> {

@@ -29,10 +29,26 @@ pub struct FunctionEnv {
 
 /// Every function and what it reads.
 pub const FUNCTIONS: &[FunctionEnv] = &[
-    FunctionEnv { name: "api", logical_id: "ApiFunction", required: &[TABLE, JOBS_QUEUE_URL, BUCKET] },
-    FunctionEnv { name: "dispatch", logical_id: "DispatchFunction", required: &[TABLE, JOBS_QUEUE_URL, API_URL] },
-    FunctionEnv { name: "task-events", logical_id: "TaskEventsFunction", required: &[TABLE, JOBS_QUEUE_URL, BUS_NAME] },
-    FunctionEnv { name: "sweeper", logical_id: "SweeperFunction", required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME] },
+    FunctionEnv {
+        name: "api",
+        logical_id: "ApiFunction",
+        required: &[TABLE, JOBS_QUEUE_URL, BUCKET],
+    },
+    FunctionEnv {
+        name: "dispatch",
+        logical_id: "DispatchFunction",
+        required: &[TABLE, JOBS_QUEUE_URL, API_URL],
+    },
+    FunctionEnv {
+        name: "task-events",
+        logical_id: "TaskEventsFunction",
+        required: &[TABLE, JOBS_QUEUE_URL, BUS_NAME],
+    },
+    FunctionEnv {
+        name: "sweeper",
+        logical_id: "SweeperFunction",
+        required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME],
+    },
 ];
 
 /// A required variable is missing or empty.
@@ -42,5 +58,8 @@ pub struct Missing(pub &'static str);
 
 /// Reads a required variable.
 pub fn required(name: &'static str) -> Result<String, Missing> {
-    std::env::var(name).ok().filter(|v| !v.is_empty()).ok_or(Missing(name))
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or(Missing(name))
 }

@@ -1,0 +1,123 @@
+//! The job state machine: allowed transitions, terminal states, recorded history.
+
+use chrono::{TimeZone, Utc};
+use proptest::prelude::*;
+use sortie_core::job::ALL_STATES;
+use sortie_core::{EnvPath, Job, JobRequest, JobState, RunnerId};
+
+fn job() -> Job {
+    let req = JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#).unwrap();
+    Job::new(
+        "01JOB".into(),
+        EnvPath::parse("acme/payments/prod").unwrap(),
+        RunnerId::parse("acme/r").unwrap(),
+        req,
+        "alice".into(),
+        Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+    )
+}
+
+#[test]
+fn the_happy_path_records_every_transition_with_time_and_reason() {
+    let mut j = job();
+    let t = |s: i64| Utc.timestamp_opt(1_700_000_000 + s, 0).unwrap();
+    j.transition(JobState::Dispatching, t(1), "claimed")
+        .unwrap();
+    j.transition(JobState::Running, t(2), "task arn:aws:ecs:...:task/c/1")
+        .unwrap();
+    j.transition(JobState::Succeeded, t(60), "exit code 0")
+        .unwrap();
+    let states: Vec<JobState> = j.transitions.iter().map(|t| t.to).collect();
+    assert_eq!(
+        states,
+        vec![
+            JobState::Queued,
+            JobState::Dispatching,
+            JobState::Running,
+            JobState::Succeeded
+        ]
+    );
+    assert_eq!(j.transitions[0].from, None);
+    assert_eq!(j.transitions[3].from, Some(JobState::Running));
+    assert_eq!(j.transitions[3].at, t(60));
+    assert_eq!(j.reason(), "exit code 0");
+}
+
+#[test]
+fn an_illegal_transition_is_an_error_value_and_changes_nothing() {
+    let mut j = job();
+    let before = j.clone();
+    let err = j
+        .transition(JobState::Succeeded, Utc::now(), "skip ahead")
+        .unwrap_err();
+    assert_eq!((err.from, err.to), (JobState::Queued, JobState::Succeeded));
+    assert!(err
+        .to_string()
+        .contains("cannot go from queued to succeeded"));
+    assert_eq!(j, before);
+}
+
+#[test]
+fn the_transition_table_is_exactly_the_documented_one() {
+    use JobState::*;
+    let allowed: Vec<(JobState, JobState)> = ALL_STATES
+        .iter()
+        .flat_map(|a| ALL_STATES.iter().map(move |b| (*a, *b)))
+        .filter(|(a, b)| a.can_become(*b))
+        .collect();
+    assert_eq!(
+        allowed,
+        vec![
+            (Queued, Dispatching),
+            (Queued, Canceled),
+            (Dispatching, Queued),
+            (Dispatching, Running),
+            (Dispatching, Failed),
+            (Dispatching, Canceled),
+            (Running, Queued),
+            (Running, Succeeded),
+            (Running, Failed),
+            (Running, Canceled),
+            (Running, TimedOut),
+        ]
+    );
+    for s in ALL_STATES {
+        assert_eq!(
+            s.is_terminal(),
+            matches!(s, Succeeded | Failed | Canceled | TimedOut)
+        );
+        assert_eq!(s.is_active(), matches!(s, Dispatching | Running));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn no_sequence_of_events_leaves_a_terminal_job_non_terminal(events in prop::collection::vec(0..ALL_STATES.len(), 0..40)) {
+        let mut j = job();
+        let mut was_terminal: Option<JobState> = None;
+        for (i, e) in events.iter().enumerate() {
+            let to = ALL_STATES[*e];
+            let before = j.clone();
+            let result = j.transition(to, Utc.timestamp_opt(1_700_000_000 + i as i64, 0).unwrap(), "event");
+            match was_terminal {
+                Some(terminal) => {
+                    prop_assert!(result.is_err());
+                    prop_assert_eq!(j.state, terminal);
+                    prop_assert_eq!(&j, &before);
+                }
+                None => {
+                    prop_assert_eq!(result.is_ok(), before.state.can_become(to));
+                    if result.is_err() { prop_assert_eq!(&j, &before); }
+                }
+            }
+            if j.state.is_terminal() { was_terminal = Some(j.state); }
+            // The history always ends in the current state and chains from→to.
+            prop_assert_eq!(j.transitions.last().unwrap().to, j.state);
+            for w in j.transitions.windows(2) {
+                prop_assert_eq!(w[1].from, Some(w[0].to));
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Run a command against a local AWS: a moto server on a free loopback port.
+#
+#   scripts/with-moto.sh cargo test --workspace
+#
+# Installs the project tools (scripts/tools.sh) if needed, starts
+# .tools/venv/bin/moto_server on 127.0.0.1:<free port>, waits until it answers,
+# then runs the command with:
+#   SORTIE_TEST_AWS_ENDPOINT, AWS_ENDPOINT_URL   http://127.0.0.1:<port>
+#   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY      testing
+#   AWS_REGION, AWS_DEFAULT_REGION                us-east-1
+#   SORTIE_TEST_TERRAFORM                         absolute path of Terraform 0.11.11
+#   PATH                                          .tools/bin and .tools/venv/bin first
+# moto is stopped when the script exits, whatever happens; the script exits
+# with the command's status. moto's log goes to .tools/moto.log.
+set -euo pipefail
+
+if [[ $# -eq 0 ]]; then
+    echo "usage: scripts/with-moto.sh CMD [ARGS...]" >&2
+    exit 2
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools="$root/.tools"
+venv="$tools/venv"
+log_file="$tools/moto.log"
+
+"$root/scripts/tools.sh" </dev/null
+
+log() { printf 'with-moto: %s\n' "$*" >&2; }
+
+moto_pid=""
+stop_moto() {
+    if [[ -n "$moto_pid" ]] && kill -0 "$moto_pid" 2>/dev/null; then
+        kill "$moto_pid" 2>/dev/null || true
+        # Give it a moment to exit cleanly, then make sure.
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$moto_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -9 "$moto_pid" 2>/dev/null || true
+        wait "$moto_pid" 2>/dev/null || true
+    fi
+    moto_pid=""
+}
+trap stop_moto EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+    "$venv/bin/python" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# True once anything answers HTTP on the port (moto replies even to a bare GET /).
+answers() {
+    "$venv/bin/python" - "$1" <<'PY' 2>/dev/null
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/moto-api/", timeout=2)
+except urllib.error.HTTPError:
+    pass
+PY
+}
+
+: >"$log_file"
+port=""
+# The port is free when picked but could be taken before moto binds it: retry a few times.
+for attempt in 1 2 3; do
+    port="$(free_port)"
+    echo "--- attempt $attempt: moto_server on 127.0.0.1:$port" >>"$log_file"
+    "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" </dev/null >>"$log_file" 2>&1 &
+    moto_pid=$!
+    deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+        kill -0 "$moto_pid" 2>/dev/null || break
+        if answers "$port"; then
+            break 2
+        fi
+        sleep 0.3
+    done
+    log "moto did not come up on port $port (attempt $attempt); see $log_file"
+    stop_moto
+done
+if [[ -z "$moto_pid" ]]; then
+    log "giving up: moto_server never answered; last lines of $log_file:"
+    tail -n 20 "$log_file" >&2 || true
+    exit 1
+fi
+log "moto_server ready on http://127.0.0.1:$port (pid $moto_pid, log .tools/moto.log)"
+
+export SORTIE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
+export AWS_ENDPOINT_URL="$SORTIE_TEST_AWS_ENDPOINT"
+export AWS_ACCESS_KEY_ID=testing
+export AWS_SECRET_ACCESS_KEY=testing
+export AWS_REGION=us-east-1
+export AWS_DEFAULT_REGION=us-east-1
+export SORTIE_TEST_TERRAFORM="$tools/bin/terraform"
+export PATH="$tools/bin:$venv/bin:$PATH"
+# Keep any real AWS profile or session out of the way.
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_SECURITY_TOKEN
+
+set +e
+"$@"
+status=$?
+set -e
+exit "$status"
