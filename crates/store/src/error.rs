@@ -1,0 +1,129 @@
+//! The store's one error type.
+
+use sortie_core::JobState;
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such item.
+    #[error("{kind} `{id}` was not found")]
+    NotFound {
+        /// What was looked for: `runner`, `rule`, `environment`, `job`, `membership`.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// The id is taken.
+    #[error("{kind} `{id}` already exists")]
+    AlreadyExists {
+        /// What was created.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// The item changed since the caller read it (optimistic concurrency).
+    #[error("{kind} `{id}` is at version {actual}, not {expected}")]
+    VersionMismatch {
+        /// What was changed.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+        /// The version the caller expected.
+        expected: u64,
+        /// The version found.
+        actual: u64,
+    },
+    /// The item is still used by others and cannot be deleted.
+    #[error("{kind} `{id}` is in use by {}", .by.join(", "))]
+    InUse {
+        /// What was to be deleted.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+        /// Who uses it (environment paths, job ids).
+        by: Vec<String>,
+    },
+    /// A job was not in the state a conditional transition expected.
+    #[error("job `{job_id}` is {actual}, not {expected}")]
+    StateConflict {
+        /// The job.
+        job_id: String,
+        /// The state the write expected.
+        expected: JobState,
+        /// The state found.
+        actual: JobState,
+    },
+    /// The same idempotency key was used with a different request.
+    #[error("idempotency key `{key}` was already used for a different request (job {job_id})")]
+    IdempotencyMismatch {
+        /// The key.
+        key: String,
+        /// The job the key belongs to.
+        job_id: String,
+    },
+    /// A stored item could not be read back.
+    #[error("stored item {key} is unreadable: {message}")]
+    Corrupt {
+        /// The item's key.
+        key: String,
+        /// What failed.
+        message: String,
+    },
+    /// DynamoDB or SQS failed.
+    #[error("{service} error: {message}")]
+    Aws {
+        /// `dynamodb` or `sqs`.
+        service: &'static str,
+        /// The AWS error code and message.
+        message: String,
+        /// True for throttling, 5xx and transport failures.
+        retryable: bool,
+    },
+}
+
+impl StoreError {
+    /// True when retrying the same call may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Aws {
+                retryable: true,
+                ..
+            }
+        )
+    }
+}
+
+/// Builds [`StoreError::Aws`] from any SDK error, with its code and message.
+pub(crate) fn aws<E>(service: &'static str, err: aws_sdk_dynamodb::error::SdkError<E>) -> StoreError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    use aws_sdk_dynamodb::error::SdkError;
+    let retryable = match &err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => true,
+        SdkError::ResponseError(_) => true,
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            let code = se.err().code().unwrap_or_default();
+            status >= 500
+                || code.contains("Throttl")
+                || code == "ProvisionedThroughputExceededException"
+                || code == "RequestLimitExceeded"
+        }
+        _ => false,
+    };
+    let message = match err.as_service_error() {
+        Some(se) => format!(
+            "{}: {}",
+            se.code().unwrap_or("Unknown"),
+            se.message().unwrap_or_default()
+        ),
+        None => aws_sdk_dynamodb::error::DisplayErrorContext(&err).to_string(),
+    };
+    StoreError::Aws {
+        service,
+        message,
+        retryable,
+    }
+}

@@ -1,0 +1,65 @@
+//! The jobs queue (SQS): one message per job that holds its environment's lock.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// The body of a jobs-queue message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobMessage {
+    /// The job to dispatch.
+    pub job_id: String,
+}
+
+/// Sends jobs to the dispatcher.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Sends one job, optionally delayed (seconds, at most 900).
+    async fn send(&self, job_id: &str, delay_seconds: i32) -> Result<(), StoreError>;
+}
+
+/// The SQS jobs queue.
+#[derive(Debug, Clone)]
+pub struct SqsJobQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl SqsJobQueue {
+    /// A queue at `url`.
+    pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl JobQueue for SqsJobQueue {
+    async fn send(&self, job_id: &str, delay_seconds: i32) -> Result<(), StoreError> {
+        let body = serde_json::to_string(&JobMessage {
+            job_id: job_id.to_string(),
+        })
+        .expect("serialisable");
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .delay_seconds(delay_seconds.clamp(0, 900))
+            .send()
+            .await
+            .map_err(|e| {
+                use aws_sdk_sqs::error::ProvideErrorMetadata;
+                let retryable = !matches!(e, aws_sdk_sqs::error::SdkError::ServiceError(ref se) if se.raw().status().as_u16() < 500);
+                let message = match e.as_service_error() {
+                    Some(se) => format!("{}: {}", se.code().unwrap_or("Unknown"), se.message().unwrap_or_default()),
+                    None => aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+                };
+                StoreError::Aws { service: "sqs", message, retryable }
+            })?;
+        Ok(())
+    }
+}

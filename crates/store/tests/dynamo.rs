@@ -1,0 +1,647 @@
+//! Every store operation against DynamoDB on moto, through the real SDK.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::Utc;
+use sortie_core::{
+    EnvPath, Environment, Grantee, GroupPath, Job, JobRequest, JobState, Membership, Role, Runner,
+    RunnerId, RunnerLink, RunnerRule, RunnerSpec,
+};
+use sortie_store::{
+    DynamoStore, IdempotencyKey, JobUpdate, MembershipRecord, Released, Store, StoreError,
+};
+
+async fn store() -> DynamoStore {
+    let config = sortie_tests::sdk_config().await;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&config),
+        sortie_tests::unique("sortie"),
+    );
+    store.ensure_table().await.expect("table");
+    store
+}
+
+fn runner(id: &str) -> Runner {
+    Runner {
+        id: RunnerId::parse(id).unwrap(),
+        spec: RunnerSpec::parse("description: test\nrunner_configuration: {type: local}\nstate_storage_configuration: {type: local, directory: /tmp/s}").unwrap(),
+    }
+}
+
+fn environment(path: &str, runner: &str) -> Environment {
+    Environment {
+        path: EnvPath::parse(path).unwrap(),
+        env_type: "development".into(),
+        labels: BTreeMap::from([("tier".into(), "gold".into())]),
+        tags: BTreeSet::new(),
+        runner: RunnerLink {
+            runner_id: RunnerId::parse(runner).unwrap(),
+            rule_id: "r1".into(),
+            linked_by: "alice".into(),
+            linked_at: Utc::now(),
+        },
+    }
+}
+
+fn job(env: &str) -> Job {
+    let req = JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":"output \"x\" { value = 1 }"},"variables":{"n":3,"s":"x"}}"#).unwrap();
+    Job::new(
+        sortie_store::new_id(),
+        EnvPath::parse(env).unwrap(),
+        RunnerId::parse("acme/local").unwrap(),
+        req,
+        "alice".into(),
+        Utc::now(),
+    )
+}
+
+async fn setup_env(s: &DynamoStore, path: &str) {
+    match s.create_runner(&runner("acme/local")).await {
+        Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+    s.create_environment(&environment(path, "acme/local"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn runner_crud_with_versions_and_conflicts() {
+    let s = store().await;
+    let created = s.create_runner(&runner("acme/payments/r1")).await.unwrap();
+    assert_eq!(created.version, 1);
+    assert!(matches!(
+        s.create_runner(&runner("acme/payments/r1")).await,
+        Err(StoreError::AlreadyExists { kind: "runner", .. })
+    ));
+    let got = s
+        .get_runner(&RunnerId::parse("acme/payments/r1").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(got.item, created.item, "round-trips through DynamoDB");
+    s.create_runner(&runner("acme/payments/r2")).await.unwrap();
+    s.create_runner(&runner("acme/other")).await.unwrap();
+    let listed = s
+        .list_runners(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| r.item.id.to_string())
+            .collect::<Vec<_>>(),
+        vec!["acme/payments/r1", "acme/payments/r2"]
+    );
+
+    let mut changed = runner("acme/payments/r1");
+    changed.spec.description = "changed".into();
+    assert!(matches!(
+        s.update_runner(&changed, Some(7)).await,
+        Err(StoreError::VersionMismatch {
+            expected: 7,
+            actual: 1,
+            ..
+        })
+    ));
+    let updated = s.update_runner(&changed, Some(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(
+        s.get_runner(&changed.id)
+            .await
+            .unwrap()
+            .item
+            .spec
+            .description,
+        "changed"
+    );
+    assert!(matches!(
+        s.delete_runner(&changed.id, Some(1)).await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+    s.delete_runner(&changed.id, Some(2)).await.unwrap();
+    assert!(matches!(
+        s.get_runner(&changed.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.update_runner(&changed, None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_runner_linked_to_environments_cannot_be_deleted_and_says_by_whom() {
+    let s = store().await;
+    s.create_runner(&runner("acme/local")).await.unwrap();
+    s.create_environment(&environment("acme/payments/prod", "acme/local"))
+        .await
+        .unwrap();
+    s.create_environment(&environment("acme/web/dev", "acme/local"))
+        .await
+        .unwrap();
+    let id = RunnerId::parse("acme/local").unwrap();
+    match s.delete_runner(&id, None).await {
+        Err(StoreError::InUse { by, .. }) => {
+            assert_eq!(by, vec!["acme/payments/prod", "acme/web/dev"])
+        }
+        other => panic!("expected InUse, got {other:?}"),
+    }
+    s.delete_environment(&EnvPath::parse("acme/payments/prod").unwrap(), None)
+        .await
+        .unwrap();
+    s.delete_environment(&EnvPath::parse("acme/web/dev").unwrap(), None)
+        .await
+        .unwrap();
+    s.delete_runner(&id, None).await.unwrap();
+}
+
+#[tokio::test]
+async fn rules_are_created_listed_read_in_one_batch_and_deleted() {
+    let s = store().await;
+    let rule = |id: &str, scope: &str, runner: &str| RunnerRule {
+        id: id.into(),
+        scope: GroupPath::parse(scope).unwrap(),
+        runner_id: RunnerId::parse(runner).unwrap(),
+        criteria: Default::default(),
+        priority: 0,
+    };
+    s.create_rule(&rule("shared", "", "fargate-shared"))
+        .await
+        .unwrap();
+    s.create_rule(&rule("org", "acme", "acme/r")).await.unwrap();
+    let v = s
+        .create_rule(&rule("team", "acme/payments", "acme/r"))
+        .await
+        .unwrap();
+    assert_eq!(v.version, 1);
+    s.create_rule(&rule("team-2", "acme/payments", "acme/r"))
+        .await
+        .unwrap();
+    s.create_rule(&rule("elsewhere", "globex", "globex/r"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.create_rule(&rule("team", "acme/payments", "acme/r"))
+            .await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    let listed = s
+        .list_rules(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(listed.version, 2);
+    assert_eq!(listed.item.len(), 2);
+    let mut ids: Vec<String> = s
+        .rules_for(&GroupPath::parse("acme/payments/eu").unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        vec!["org", "shared", "team", "team-2"],
+        "ancestors' rules, never a sibling's"
+    );
+    assert!(matches!(
+        s.delete_rule(&GroupPath::parse("acme/payments").unwrap(), "team", Some(1))
+            .await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+    s.delete_rule(&GroupPath::parse("acme/payments").unwrap(), "team", Some(2))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_rule(&GroupPath::parse("acme/payments").unwrap(), "team", None)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn environments_crud_relink_and_conflicts() {
+    let s = store().await;
+    s.create_runner(&runner("acme/local")).await.unwrap();
+    s.create_runner(&runner("acme/second")).await.unwrap();
+    let path = EnvPath::parse("acme/payments/prod").unwrap();
+    assert!(matches!(
+        s.create_environment(&environment("acme/payments/prod", "acme/missing"))
+            .await,
+        Err(StoreError::NotFound { kind: "runner", .. })
+    ));
+    let created = s
+        .create_environment(&environment("acme/payments/prod", "acme/local"))
+        .await
+        .unwrap();
+    assert_eq!(created.version, 1);
+    assert!(matches!(
+        s.create_environment(&environment("acme/payments/prod", "acme/local"))
+            .await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    let listed = s
+        .list_environments(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].item.environment.path, path);
+
+    let mut changed = created.item.environment.clone();
+    changed.env_type = "production".into();
+    changed.labels.insert("team".into(), "blue".into());
+    changed.runner.runner_id = RunnerId::parse("acme/second").unwrap(); // ignored: updates never relink
+    let updated = s.update_environment(&changed, Some(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.item.environment.env_type, "production");
+    assert_eq!(
+        updated.item.environment.runner.runner_id.to_string(),
+        "acme/local",
+        "an update never relinks"
+    );
+    assert!(matches!(
+        s.update_environment(&changed, Some(1)).await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+
+    let link = RunnerLink {
+        runner_id: RunnerId::parse("acme/second").unwrap(),
+        rule_id: "r2".into(),
+        linked_by: "bob".into(),
+        linked_at: Utc::now(),
+    };
+    let relinked = s.relink_environment(&path, &link, Some(2)).await.unwrap();
+    assert_eq!(relinked.version, 3);
+    assert_eq!(
+        s.get_environment(&path)
+            .await
+            .unwrap()
+            .item
+            .environment
+            .runner
+            .linked_by,
+        "bob"
+    );
+    // The old runner is free now, the new one is not.
+    s.delete_runner(&RunnerId::parse("acme/local").unwrap(), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_runner(&RunnerId::parse("acme/second").unwrap(), None)
+            .await,
+        Err(StoreError::InUse { .. })
+    ));
+    s.delete_environment(&path, Some(3)).await.unwrap();
+    assert!(matches!(
+        s.get_environment(&path).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn submit_takes_the_lock_then_queues_fifo_and_release_hands_it_on() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let env = EnvPath::parse("acme/payments/prod").unwrap();
+    let (a, b, c) = (
+        job("acme/payments/prod"),
+        job("acme/payments/prod"),
+        job("acme/payments/prod"),
+    );
+    assert!(s.submit_job(&a, None).await.unwrap().took_lock);
+    assert!(!s.submit_job(&b, None).await.unwrap().took_lock);
+    assert!(!s.submit_job(&c, None).await.unwrap().took_lock);
+    let rec = s.get_environment(&env).await.unwrap().item;
+    assert_eq!(rec.active_job.as_deref(), Some(a.id.as_str()));
+    assert_eq!(rec.queued_count, 2);
+    assert!(matches!(
+        s.delete_environment(&env, None).await,
+        Err(StoreError::InUse { .. })
+    ));
+    // The lock holder is a pending send until it is claimed.
+    let pending = s
+        .pending_sends(Utc::now() + chrono::Duration::seconds(1), 100)
+        .await
+        .unwrap();
+    assert!(pending.iter().any(|j| j.id == a.id) && !pending.iter().any(|j| j.id == b.id));
+
+    assert_eq!(
+        s.release_environment(&env, &b.id).await.unwrap(),
+        Released::NotHeld,
+        "only the holder releases"
+    );
+    match s.release_environment(&env, &a.id).await.unwrap() {
+        Released::HandedTo(next) => assert_eq!(next.id, b.id, "FIFO"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.release_environment(&env, &a.id).await.unwrap(),
+        Released::NotHeld,
+        "a second release is harmless"
+    );
+    match s.release_environment(&env, &b.id).await.unwrap() {
+        Released::HandedTo(next) => assert_eq!(next.id, c.id),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.release_environment(&env, &c.id).await.unwrap(),
+        Released::Idle
+    );
+    let rec = s.get_environment(&env).await.unwrap().item;
+    assert_eq!((rec.active_job, rec.queued_count), (None, 0));
+}
+
+#[tokio::test]
+async fn idempotent_submit_returns_the_same_job_and_refuses_a_changed_body() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let key = IdempotencyKey {
+        key: "deploy-42".into(),
+        request_hash: "h1".into(),
+    };
+    let first = s
+        .submit_job(&job("acme/payments/prod"), Some(&key))
+        .await
+        .unwrap();
+    let retry = s
+        .submit_job(&job("acme/payments/prod"), Some(&key))
+        .await
+        .unwrap();
+    assert!(retry.replayed && !retry.took_lock);
+    assert_eq!(retry.job.id, first.job.id);
+    let changed = IdempotencyKey {
+        key: "deploy-42".into(),
+        request_hash: "h2".into(),
+    };
+    assert!(matches!(
+        s.submit_job(&job("acme/payments/prod"), Some(&changed))
+            .await,
+        Err(StoreError::IdempotencyMismatch { .. })
+    ));
+    let page = s
+        .list_jobs(&EnvPath::parse("acme/payments/prod").unwrap(), 10, None)
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 1, "a replay writes no second job");
+}
+
+#[tokio::test]
+async fn two_concurrent_submits_to_an_idle_environment_take_the_lock_once() {
+    let s = Arc::new(store().await);
+    setup_env(&s, "acme/payments/prod").await;
+    for _ in 0..5 {
+        let env = EnvPath::parse("acme/payments/prod").unwrap();
+        let (a, b) = (job("acme/payments/prod"), job("acme/payments/prod"));
+        let (s1, s2) = (s.clone(), s.clone());
+        let (ra, rb) = tokio::join!(async move { s1.submit_job(&a, None).await }, async move {
+            s2.submit_job(&b, None).await
+        });
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert!(ra.took_lock ^ rb.took_lock, "exactly one takes the lock");
+        let holder = if ra.took_lock { &ra.job } else { &rb.job };
+        let waiter = if ra.took_lock { &rb.job } else { &ra.job };
+        assert_eq!(
+            s.get_environment(&env)
+                .await
+                .unwrap()
+                .item
+                .active_job
+                .as_deref(),
+            Some(holder.id.as_str())
+        );
+        assert_eq!(
+            s.get_job(&waiter.id).await.unwrap().job.state,
+            JobState::Queued
+        );
+        // Drain: the waiter gets the lock, then the environment is idle again.
+        assert!(
+            matches!(s.release_environment(&env, &holder.id).await.unwrap(), Released::HandedTo(j) if j.id == waiter.id)
+        );
+        assert_eq!(
+            s.release_environment(&env, &waiter.id).await.unwrap(),
+            Released::Idle
+        );
+    }
+}
+
+#[tokio::test]
+async fn job_transitions_are_conditional_and_recorded() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let j = job("acme/payments/prod");
+    s.submit_job(&j, None).await.unwrap();
+    let now = Utc::now();
+    let claimed = s
+        .transition_job(
+            &j.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            now,
+            "claimed by dispatch",
+            JobUpdate::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed.job.state, JobState::Dispatching);
+    // A second claim (a duplicate delivery) loses: the write is conditional.
+    match s
+        .transition_job(
+            &j.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            now,
+            "again",
+            JobUpdate::default(),
+        )
+        .await
+    {
+        Err(StoreError::StateConflict {
+            expected: JobState::Queued,
+            actual: JobState::Dispatching,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    let update = JobUpdate {
+        task_arn: Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc".into()),
+        token_hash: Some("0f".repeat(32)),
+        ..Default::default()
+    };
+    let running = s
+        .transition_job(
+            &j.id,
+            JobState::Dispatching,
+            JobState::Running,
+            now,
+            "launched",
+            update,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        running.task_arn.as_deref(),
+        Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc")
+    );
+    // The core state machine refuses an illegal transition before any write.
+    assert!(matches!(
+        s.transition_job(
+            &j.id,
+            JobState::Running,
+            JobState::Dispatching,
+            now,
+            "x",
+            JobUpdate::default()
+        )
+        .await,
+        Err(StoreError::StateConflict { .. })
+    ));
+    let done = s
+        .transition_job(
+            &j.id,
+            JobState::Running,
+            JobState::Succeeded,
+            now,
+            "exit code 0",
+            JobUpdate::default(),
+        )
+        .await
+        .unwrap();
+    let states: Vec<JobState> = done.job.transitions.iter().map(|t| t.to).collect();
+    assert_eq!(
+        states,
+        vec![
+            JobState::Queued,
+            JobState::Dispatching,
+            JobState::Running,
+            JobState::Succeeded
+        ]
+    );
+    let read = s.get_job(&j.id).await.unwrap();
+    assert_eq!(read.job, done.job, "the stored job equals the returned one");
+    assert_eq!(read.job.request.variables["n"], serde_json::json!(3));
+    assert!(s
+        .pending_sends(Utc::now() + chrono::Duration::seconds(1), 100)
+        .await
+        .unwrap()
+        .iter()
+        .all(|p| p.id != j.id));
+}
+
+#[tokio::test]
+async fn a_waiting_job_is_canceled_at_once_and_leaves_the_queue() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let env = EnvPath::parse("acme/payments/prod").unwrap();
+    let (a, b) = (job("acme/payments/prod"), job("acme/payments/prod"));
+    s.submit_job(&a, None).await.unwrap();
+    s.submit_job(&b, None).await.unwrap();
+    let canceled = s
+        .cancel_waiting_job(&b.id, Utc::now(), "canceled by alice")
+        .await
+        .unwrap();
+    assert_eq!(canceled.job.state, JobState::Canceled);
+    assert_eq!(
+        s.get_job(&b.id).await.unwrap().job.state,
+        JobState::Canceled
+    );
+    assert_eq!(s.get_environment(&env).await.unwrap().item.queued_count, 0);
+    assert_eq!(
+        s.release_environment(&env, &a.id).await.unwrap(),
+        Released::Idle,
+        "the canceled job never gets the lock"
+    );
+    assert!(s
+        .cancel_waiting_job(&b.id, Utc::now(), "again")
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn jobs_list_newest_first_with_an_opaque_cursor() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let env = EnvPath::parse("acme/payments/prod").unwrap();
+    let mut ids = vec![];
+    for _ in 0..5 {
+        let j = job("acme/payments/prod");
+        ids.push(j.id.clone());
+        s.submit_job(&j, None).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    ids.reverse();
+    let p1 = s.list_jobs(&env, 2, None).await.unwrap();
+    let p2 = s.list_jobs(&env, 2, p1.next.as_deref()).await.unwrap();
+    let p3 = s.list_jobs(&env, 2, p2.next.as_deref()).await.unwrap();
+    let got: Vec<String> = [p1.jobs, p2.jobs, p3.jobs]
+        .concat()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(got, ids);
+    assert!(
+        p3.next.is_none()
+            || s.list_jobs(&env, 2, p3.next.as_deref())
+                .await
+                .unwrap()
+                .jobs
+                .is_empty()
+    );
+    assert!(matches!(
+        s.list_jobs(&env, 2, Some("zz-not-a-cursor")).await,
+        Err(StoreError::NotFound { kind: "cursor", .. })
+    ));
+}
+
+#[tokio::test]
+async fn memberships_are_granted_listed_scoped_to_org_and_revoked() {
+    let s = store().await;
+    let m = |group: &str, subject: &str| MembershipRecord {
+        id: sortie_store::new_id(),
+        membership: Membership {
+            group: GroupPath::parse(group).unwrap(),
+            role: Role::Deployer,
+            grantee: Grantee::Subject {
+                subject: subject.into(),
+                issuer: None,
+            },
+        },
+        granted_by: "root".into(),
+        granted_at: Utc::now(),
+    };
+    let a = m("acme/payments", "alice");
+    s.put_membership(&a).await.unwrap();
+    s.put_membership(&m("acme", "bob")).await.unwrap();
+    s.put_membership(&m("acme/pay", "carol")).await.unwrap();
+    s.put_membership(&m("globex", "mallory")).await.unwrap();
+    s.put_membership(&m("", "admin")).await.unwrap();
+    let listed = s
+        .list_memberships(&GroupPath::parse("acme/pay").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.len(),
+        1,
+        "acme/pay is not a prefix match for acme/payments"
+    );
+    assert_eq!(
+        s.list_memberships(&GroupPath::parse("acme/payments").unwrap())
+            .await
+            .unwrap()[0],
+        a
+    );
+    let for_acme = s.memberships_for(Some("acme")).await.unwrap();
+    assert_eq!(
+        for_acme.len(),
+        4,
+        "acme's three plus the root's one, never globex's"
+    );
+    s.delete_membership(&GroupPath::parse("acme/payments").unwrap(), &a.id)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_membership(&GroupPath::parse("acme/payments").unwrap(), &a.id)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
