@@ -1547,7 +1547,9 @@ impl Store for DynamoStore {
                         ),
                     ];
                     match self.transact(items).await? {
-                        TxOutcome::Done => return Ok(Released::HandedTo(next_job.record.job)),
+                        TxOutcome::Done => {
+                            return Ok(Released::HandedTo(Box::new(next_job.record.job)))
+                        }
                         TxOutcome::Cancelled(_) => continue,
                     }
                 }
@@ -1731,7 +1733,7 @@ fn encode_cursor(last_id: &str) -> String {
 }
 
 fn decode_cursor(cursor: &str) -> Option<String> {
-    if cursor.len() % 2 != 0 || cursor.len() > 200 {
+    if !cursor.len().is_multiple_of(2) || cursor.len() > 200 {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..cursor.len())

@@ -89,7 +89,7 @@ pub struct JobPage {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Released {
     /// The lock was handed to the next queued job, which must now be sent.
-    HandedTo(Job),
+    HandedTo(Box<Job>),
     /// No job waited: the environment is idle.
     Idle,
     /// The lock was not held by that job (already released, or never taken).
