@@ -1,0 +1,159 @@
+//! The API's one error type and its JSON body:
+//! `{"error": {"code", "message", "fields": [{"path", "problem"}]}}`.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use sortie_core::{Problem, ValidationError};
+use sortie_store::StoreError;
+
+/// An error answered to an HTTP client.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable, machine-readable code such as `invalid_request`.
+    pub code: &'static str,
+    /// A human sentence.
+    pub message: String,
+    /// The fields at fault, each with its problem.
+    pub fields: Vec<Problem>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct ErrorBody<'a> {
+    error: ErrorDetail<'a>,
+}
+
+/// The `error` object of every error response.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail<'a> {
+    /// A stable, machine-readable code.
+    code: &'a str,
+    /// A human sentence.
+    message: &'a str,
+    /// The fields at fault.
+    #[schema(value_type = Vec<Object>)]
+    fields: &'a [Problem],
+}
+
+impl ApiError {
+    /// An error with no field list.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            fields: vec![],
+        }
+    }
+
+    /// 400 naming one field.
+    pub fn field(path: impl Into<String>, problem: impl Into<String>) -> Self {
+        let problem = Problem {
+            path: path.into(),
+            problem: problem.into(),
+        };
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_request",
+            message: format!("{}: {}", problem.path, problem.problem),
+            fields: vec![problem],
+        }
+    }
+
+    /// 404 for a resource, also used when the caller may not see it.
+    pub fn not_found(what: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} was not found"),
+        )
+    }
+
+    /// 403: the caller sees the group but lacks the role.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+}
+
+impl From<ValidationError> for ApiError {
+    fn from(e: ValidationError) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_request",
+            message: e.to_string(),
+            fields: e.problems,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        let message = e.to_string();
+        match &e {
+            StoreError::NotFound { .. } => Self::new(StatusCode::NOT_FOUND, "not_found", message),
+            StoreError::AlreadyExists { .. } => {
+                Self::new(StatusCode::CONFLICT, "already_exists", message)
+            }
+            StoreError::VersionMismatch { .. } => {
+                Self::new(StatusCode::PRECONDITION_FAILED, "version_mismatch", message)
+            }
+            StoreError::InUse { by, .. } => Self {
+                status: StatusCode::CONFLICT,
+                code: "in_use",
+                message,
+                fields: by
+                    .iter()
+                    .map(|b| Problem {
+                        path: b.clone(),
+                        problem: "still uses it".into(),
+                    })
+                    .collect(),
+            },
+            StoreError::StateConflict { .. } => {
+                Self::new(StatusCode::CONFLICT, "state_conflict", message)
+            }
+            StoreError::IdempotencyMismatch { .. } => Self {
+                status: StatusCode::CONFLICT,
+                code: "idempotency_key_reused",
+                message,
+                fields: vec![Problem {
+                    path: "Idempotency-Key".into(),
+                    problem: "was used before with a different request body".into(),
+                }],
+            },
+            StoreError::Aws {
+                retryable: true, ..
+            } => Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message),
+            StoreError::Aws { .. } | StoreError::Corrupt { .. } => {
+                tracing::error!(error = %message, "store failure");
+                Self::new(
+                    StatusCode::BAD_GATEWAY,
+                    "store_error",
+                    "the store failed; the request was not applied",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: &self.message,
+                fields: &self.fields,
+            },
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
