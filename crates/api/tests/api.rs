@@ -1,0 +1,891 @@
+//! The HTTP API against DynamoDB and SQS on moto, through the real SDK.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::{local_runner, seed_org, Api};
+use serde_json::json;
+use sortie_api::Route;
+use sortie_core::Role;
+use sortie_store::{JobQueue, Store, StoreError};
+
+#[tokio::test]
+async fn runner_crud_with_etags_inherited_and_shared_marks() {
+    let api = Api::new().await;
+    let r = api
+        .as_admin("POST", "/v1/groups/-/runners/shared", Some(local_runner()))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/-/runners/org-runner",
+            Some(local_runner()),
+        )
+        .await;
+    assert_eq!((r.status.as_u16(), r.etag.as_deref()), (201, Some("\"1\"")));
+    let json_body = json!({"runner_configuration": {"type": "local"}, "state_storage_configuration": {"type": "local", "directory": "/tmp/x"}}).to_string();
+    let r = api
+        .call(
+            Some("admin"),
+            "POST",
+            "/v1/groups/acme/payments/-/runners/team",
+            Some(&json_body),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        api.as_admin(
+            "POST",
+            "/v1/groups/acme/-/runners/org-runner",
+            Some(local_runner())
+        )
+        .await
+        .status,
+        409
+    );
+
+    let list = api
+        .as_admin("GET", "/v1/groups/acme/payments/-/runners", None)
+        .await;
+    let rows: Vec<(String, bool, bool)> = list.body["runners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                r["inherited"].as_bool().unwrap(),
+                r["shared"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("acme/payments/team".into(), false, false),
+            ("acme/org-runner".into(), true, false),
+            ("shared".into(), true, true)
+        ]
+    );
+
+    let got = api
+        .as_admin("GET", "/v1/groups/acme/-/runners/org-runner", None)
+        .await;
+    assert_eq!(got.body["runner_configuration"]["type"], "local");
+    let changed = local_runner().replace("local runner", "changed");
+    let stale = api
+        .call(
+            Some("admin"),
+            "PUT",
+            "/v1/groups/acme/-/runners/org-runner",
+            Some(&changed),
+            &[("if-match", "\"9\"")],
+        )
+        .await;
+    assert_eq!(
+        (stale.status.as_u16(), stale.body["error"]["code"].as_str()),
+        (412, Some("version_mismatch"))
+    );
+    let upd = api
+        .call(
+            Some("admin"),
+            "PUT",
+            "/v1/groups/acme/-/runners/org-runner",
+            Some(&changed),
+            &[("if-match", "\"1\"")],
+        )
+        .await;
+    assert_eq!(
+        (upd.status.as_u16(), upd.etag.as_deref()),
+        (200, Some("\"2\""))
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/acme/-/runners/org-runner", None)
+            .await
+            .body["description"],
+        "changed"
+    );
+    assert_eq!(
+        api.as_admin("DELETE", "/v1/groups/acme/-/runners/org-runner", None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/acme/-/runners/org-runner", None)
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn rules_environments_memberships_and_jobs_full_crud() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    // Rules.
+    let rules = api.as_admin("GET", "/v1/groups/acme/-/rules", None).await;
+    assert_eq!(rules.body["rules"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+            .await
+            .body["runner_id"],
+        "acme/local"
+    );
+    // Environments.
+    let env = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/payments/-/environments",
+            Some(r#"{"name":"prod","env_type":"production","labels":{"tier":"gold"}}"#),
+        )
+        .await;
+    assert_eq!(env.status, 201, "{}", env.body);
+    assert_eq!(env.body["runner"]["runner_id"], "acme/local");
+    assert_eq!(env.body["resolution"]["rule"]["id"], "default");
+    assert_eq!(env.body["resolution"]["explanation"][0]["outcome"], "won");
+    let listed = api
+        .as_admin("GET", "/v1/groups/acme/payments/-/environments", None)
+        .await;
+    assert_eq!(listed.body["environments"][0]["path"], "acme/payments/prod");
+    let patched = api
+        .call(
+            Some("admin"),
+            "PATCH",
+            "/v1/environments/acme/payments/prod",
+            Some(r#"{"labels":{"tier":"silver"}}"#),
+            &[("if-match", "\"1\"")],
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["labels"]["tier"], "silver");
+    assert_eq!(patched.body["env_type"], "production");
+    // Jobs.
+    let job = api.as_admin("POST", "/v1/environments/acme/payments/prod/-/jobs", Some(r#"{"operation":"plan","source":{"type":"git","url":"https://git.example.com/acme/infra.git","ref":"main"}}"#)).await;
+    assert_eq!(job.status, 201, "{}", job.body);
+    let id = job.body["id"].as_str().unwrap().to_string();
+    assert_eq!(job.body["state"], "queued");
+    assert!(job.body.get("token_hash").is_none());
+    assert_eq!(
+        api.drain_queue().await,
+        vec![id.clone()],
+        "the lock holder is sent to the queue"
+    );
+    let got = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(got.body["transitions"][0]["to"], "queued");
+    assert!(got.body["transitions"][0]["at"].is_string());
+    let page = api
+        .as_admin(
+            "GET",
+            "/v1/environments/acme/payments/prod/-/jobs?limit=10",
+            None,
+        )
+        .await;
+    assert_eq!(page.body["jobs"][0]["id"], id.as_str());
+    assert_eq!(
+        api.as_admin("DELETE", "/v1/environments/acme/payments/prod", None)
+            .await
+            .status,
+        409,
+        "refused while a job is active"
+    );
+    let canceled = api
+        .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
+        .await;
+    assert_eq!(
+        (canceled.status.as_u16(), canceled.body["state"].as_str()),
+        (200, Some("canceled"))
+    );
+    assert_eq!(
+        canceled.body["transitions"][1]["reason"],
+        "sortie: canceled by admin"
+    );
+    assert_eq!(
+        api.as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
+            .await
+            .status,
+        409
+    );
+    // Memberships.
+    let m = api.as_admin("POST", "/v1/groups/acme/payments/-/memberships", Some(r#"{"role":"deployer","grantee":{"kind":"claim_pattern","claim":"sub","pattern":"repo:acme/infra:ref:refs/heads/*"}}"#)).await;
+    assert_eq!(m.status, 201, "{}", m.body);
+    let mid = m.body["id"].as_str().unwrap().to_string();
+    let ci = api
+        .call(
+            Some("repo:acme/infra:ref:refs/heads/main"),
+            "POST",
+            "/v1/environments/acme/payments/prod/-/jobs",
+            Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        ci.status, 201,
+        "a CI token matching the claim pattern may deploy: {}",
+        ci.body
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/acme/payments/-/memberships", None)
+            .await
+            .body["memberships"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        api.as_admin(
+            "DELETE",
+            &format!("/v1/groups/acme/payments/-/memberships/{mid}"),
+            None
+        )
+        .await
+        .status,
+        204
+    );
+    let ci = api
+        .call(
+            Some("repo:acme/infra:ref:refs/heads/main"),
+            "GET",
+            "/v1/environments/acme/payments/prod",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(ci.status, 404, "revoked");
+    // Rule delete, environment delete once idle.
+    let ci_job = api
+        .as_admin("GET", "/v1/environments/acme/payments/prod/-/jobs", None)
+        .await
+        .body["jobs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.as_admin("POST", &format!("/v1/jobs/{ci_job}/cancel"), None)
+        .await;
+    assert_eq!(
+        api.as_admin("DELETE", "/v1/environments/acme/payments/prod", None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        api.as_admin("DELETE", "/v1/groups/acme/-/rules/default", None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    seed_org(&api, "globex").await;
+    assert_eq!(
+        api.as_admin(
+            "POST",
+            "/v1/groups/globex/-/environments",
+            Some(r#"{"name":"prod","env_type":"production"}"#)
+        )
+        .await
+        .status,
+        201
+    );
+    let job = api
+        .as_admin(
+            "POST",
+            "/v1/environments/globex/prod/-/jobs",
+            Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+        )
+        .await;
+    let job_id = job.body["id"].as_str().unwrap().to_string();
+    let membership = api
+        .as_admin("GET", "/v1/groups/globex/-/memberships", None)
+        .await
+        .body["memberships"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body_for = |route: Route| -> Option<String> {
+        match route {
+            Route::CreateRunner | Route::UpdateRunner => Some(local_runner().to_string()),
+            Route::CreateRule => {
+                Some(json!({"id": "steal", "runner_id": "globex/local"}).to_string())
+            }
+            Route::CreateEnvironment => Some(r#"{"name":"x","env_type":"dev"}"#.into()),
+            Route::UpdateEnvironment => Some(r#"{"env_type":"dev"}"#.into()),
+            Route::SubmitJob => Some(r#"{"operation":"destroy","files":{"main.tf":""}}"#.into()),
+            Route::GrantMembership => Some(
+                r#"{"role":"owner","grantee":{"kind":"subject","subject":"acme-owner"}}"#.into(),
+            ),
+            _ => None,
+        }
+    };
+    let mut checked = 0;
+    for route in Route::ALL {
+        if matches!(route, Route::Health | Route::OpenApi) {
+            continue;
+        }
+        let (method, template) = route.spec();
+        let id = match route {
+            Route::GetJob | Route::CancelJob => job_id.clone(),
+            Route::RevokeMembership => membership.clone(),
+            Route::GetRule | Route::DeleteRule => "default".into(),
+            _ => "local".into(),
+        };
+        let path = template
+            .replace("{group}", "globex")
+            .replace("{environment}", "globex/prod")
+            .replace("{name}", "local")
+            .replace("{id}", &id);
+        let r = api
+            .call(
+                Some("acme-owner"),
+                method.as_str(),
+                &path,
+                body_for(*route).as_deref(),
+                &[],
+            )
+            .await;
+        assert_eq!(
+            r.status, 404,
+            "{method} {path} must be 404 for another tenant, got {}: {}",
+            r.status, r.body
+        );
+        assert_eq!(r.body["error"]["code"], "not_found");
+        assert!(
+            !r.body.to_string().contains("acme"),
+            "no leak of the caller's own names either"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, Route::ALL.len() - 2);
+    // Nothing of globex changed.
+    assert_eq!(
+        api.as_admin("GET", &format!("/v1/jobs/{job_id}"), None)
+            .await
+            .body["state"],
+        "queued"
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/globex/-/runners/local", None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/globex/-/memberships", None)
+            .await
+            .body["memberships"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/globex/-/rules", None)
+            .await
+            .body["rules"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // And acme-owner still runs its own org.
+    assert_eq!(
+        api.call(
+            Some("acme-owner"),
+            "GET",
+            "/v1/groups/acme/-/runners",
+            None,
+            &[]
+        )
+        .await
+        .status,
+        200
+    );
+    // A viewer sees but may not act: 403, not 404.
+    api.grant("globex", Role::Viewer, "auditor").await;
+    assert_eq!(
+        api.call(
+            Some("auditor"),
+            "GET",
+            "/v1/environments/globex/prod",
+            None,
+            &[]
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        api.call(
+            Some("auditor"),
+            "POST",
+            "/v1/environments/globex/prod/-/jobs",
+            Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+            &[]
+        )
+        .await
+        .status,
+        403
+    );
+}
+
+#[tokio::test]
+async fn precedence_through_the_api_group_beats_ancestor_beats_shared() {
+    let api = Api::new().await;
+    api.as_admin("POST", "/v1/groups/-/runners/shared", Some(local_runner()))
+        .await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/-/rules",
+        Some(r#"{"id":"shared","runner_id":"shared"}"#),
+    )
+    .await;
+    let env = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/payments/-/environments",
+            Some(r#"{"name":"a","env_type":"dev"}"#),
+        )
+        .await;
+    assert_eq!(env.body["runner"]["runner_id"], "shared");
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/runners/org",
+        Some(local_runner()),
+    )
+    .await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/rules",
+        Some(r#"{"id":"org","runner_id":"acme/org"}"#),
+    )
+    .await;
+    let env = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/payments/-/environments",
+            Some(r#"{"name":"b","env_type":"dev"}"#),
+        )
+        .await;
+    assert_eq!(env.body["runner"]["runner_id"], "acme/org");
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/payments/-/runners/team",
+        Some(local_runner()),
+    )
+    .await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/payments/-/rules",
+        Some(r#"{"id":"team","runner_id":"acme/payments/team"}"#),
+    )
+    .await;
+    let env = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/payments/-/environments",
+            Some(r#"{"name":"c","env_type":"dev"}"#),
+        )
+        .await;
+    assert_eq!(env.body["runner"]["runner_id"], "acme/payments/team");
+    let explanation = env.body["resolution"]["explanation"].as_array().unwrap();
+    let outcome = |id: &str| {
+        explanation.iter().find(|c| c["rule_id"] == id).unwrap()["outcome"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        (outcome("team"), outcome("org"), outcome("shared")),
+        ("won".into(), "lost".into(), "lost".into())
+    );
+    // No rule for another org: the error names the environment and the scopes searched.
+    api.as_admin("DELETE", "/v1/groups/-/rules/shared", None)
+        .await;
+    let none = api
+        .as_admin(
+            "POST",
+            "/v1/groups/globex/-/environments",
+            Some(r#"{"name":"prod","env_type":"dev"}"#),
+        )
+        .await;
+    assert_eq!(
+        (none.status.as_u16(), none.body["error"]["code"].as_str()),
+        (409, Some("no_runner_matched"))
+    );
+    let msg = none.body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("globex/prod") && msg.contains("globex, (root)"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/payments/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/payments/-/runners/new",
+        Some(local_runner()),
+    )
+    .await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/payments/-/rules",
+        Some(r#"{"id":"team","runner_id":"acme/payments/new"}"#),
+    )
+    .await;
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/payments/prod", None)
+        .await;
+    assert_eq!(
+        env.body["runner"]["runner_id"], "acme/local",
+        "a rule change does not relink"
+    );
+    let dry = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/payments/prod/-/refresh-runner?dry_run=true",
+            None,
+        )
+        .await;
+    assert_eq!(dry.status, 200, "{}", dry.body);
+    assert_eq!(
+        (
+            dry.body["runner_id"].as_str(),
+            dry.body["changed"].as_bool()
+        ),
+        (Some("acme/payments/new"), Some(true))
+    );
+    assert_eq!(dry.body["resolution"]["rule"]["id"], "team");
+    let after_dry = api
+        .as_admin("GET", "/v1/environments/acme/payments/prod", None)
+        .await;
+    assert_eq!(
+        (
+            after_dry.body["runner"]["runner_id"].as_str(),
+            after_dry.etag.as_deref()
+        ),
+        (Some("acme/local"), env.etag.as_deref()),
+        "a dry run changes nothing"
+    );
+    let real = api
+        .call(
+            Some("acme-owner"),
+            "POST",
+            "/v1/environments/acme/payments/prod/-/refresh-runner",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(real.status, 200, "{}", real.body);
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/payments/prod", None)
+        .await;
+    assert_eq!(env.body["runner"]["runner_id"], "acme/payments/new");
+    assert_eq!(
+        env.body["runner"]["linked_by"], "acme-owner",
+        "who refreshed is recorded"
+    );
+    assert_eq!(env.body["runner"]["rule_id"], "team");
+    // The old runner is free to delete now; the new one is not, and the answer names the environment.
+    assert_eq!(
+        api.as_admin("DELETE", "/v1/groups/acme/-/runners/local", None)
+            .await
+            .status,
+        204
+    );
+    let refused = api
+        .as_admin("DELETE", "/v1/groups/acme/payments/-/runners/new", None)
+        .await;
+    assert_eq!(
+        (
+            refused.status.as_u16(),
+            refused.body["error"]["fields"][0]["path"].as_str()
+        ),
+        (409, Some("acme/payments/prod"))
+    );
+}
+
+#[tokio::test]
+async fn idempotent_submit_returns_the_same_job() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    let body = r#"{"operation":"apply","files":{"main.tf":""}}"#;
+    let first = api
+        .call(
+            Some("admin"),
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(body),
+            &[("idempotency-key", "ci-run-77")],
+        )
+        .await;
+    let again = api
+        .call(
+            Some("admin"),
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(body),
+            &[("idempotency-key", "ci-run-77")],
+        )
+        .await;
+    assert_eq!((first.status.as_u16(), again.status.as_u16()), (201, 200));
+    assert_eq!(first.body["id"], again.body["id"]);
+    assert_eq!(again.headers.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(api.drain_queue().await.len(), 1, "sent once");
+    let other = api
+        .call(
+            Some("admin"),
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(r#"{"operation":"destroy","files":{"main.tf":""}}"#),
+            &[("idempotency-key", "ci-run-77")],
+        )
+        .await;
+    assert_eq!(
+        (other.status.as_u16(), other.body["error"]["code"].as_str()),
+        (409, Some("idempotency_key_reused"))
+    );
+}
+
+#[tokio::test]
+async fn two_concurrent_submits_to_an_idle_environment_one_takes_the_lock() {
+    let api = Arc::new(Api::new().await);
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    let body = r#"{"operation":"apply","files":{"main.tf":""}}"#;
+    let (a, b) = tokio::join!(
+        api.as_admin("POST", "/v1/environments/acme/prod/-/jobs", Some(body)),
+        api.as_admin("POST", "/v1/environments/acme/prod/-/jobs", Some(body))
+    );
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (201, 201));
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/prod", None)
+        .await;
+    let holder = env.body["active_job"].as_str().unwrap().to_string();
+    assert!(holder == a.body["id"] || holder == b.body["id"]);
+    assert_eq!(env.body["queued_count"], 1, "the other one waits");
+    assert_eq!(api.drain_queue().await, vec![holder], "exactly one is sent");
+}
+
+struct FailingQueue;
+
+#[async_trait]
+impl JobQueue for FailingQueue {
+    async fn send(&self, _: &str, _: i32) -> Result<(), StoreError> {
+        Err(StoreError::Aws {
+            service: "sqs",
+            message: "ServiceUnavailable: injected".into(),
+            retryable: true,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failed_send_leaves_a_durable_pending_marker_for_the_sweeper() {
+    let api = Api::with_queue(Some(Arc::new(FailingQueue))).await;
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    let job = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+        )
+        .await;
+    assert_eq!(
+        job.status, 201,
+        "the submit itself succeeds: the job is durable"
+    );
+    let pending = api
+        .store
+        .pending_sends(chrono::Utc::now() + chrono::Duration::seconds(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        vec![job.body["id"].as_str().unwrap()]
+    );
+}
+
+#[tokio::test]
+async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
+    let api = Api::new().await;
+    let r = api
+        .call(None, "GET", "/v1/groups/acme/-/runners", None, &[])
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["error"]["code"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+    assert_eq!(
+        api.call(None, "GET", "/v1/health", None, &[]).await.status,
+        200
+    );
+    let dev = sortie_api::router(sortie_api::AppState {
+        store: api.store.clone(),
+        queue: Arc::new(FailingQueue),
+        dev_identity: true,
+    });
+    let req = axum::http::Request::get("/v1/groups/acme/-/runners")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(
+        tower::ServiceExt::oneshot(dev, req).await.unwrap().status(),
+        200,
+        "only when explicitly enabled"
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_exactly_the_routes() {
+    let api = Api::new().await;
+    let doc = api
+        .call(None, "GET", "/v1/openapi.json", None, &[])
+        .await
+        .body;
+    let mut documented = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                documented.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    let routed: BTreeSet<(String, String)> = Route::ALL
+        .iter()
+        .map(|r| (r.spec().0.to_string(), r.spec().1.to_string()))
+        .collect();
+    assert_eq!(documented, routed);
+}
+
+/// (method, path, body, headers, expected status, expected code)
+type Bad = (
+    &'static str,
+    String,
+    Option<String>,
+    Vec<(&'static str, &'static str)>,
+    u16,
+    &'static str,
+);
+
+#[tokio::test]
+async fn a_table_of_bad_requests_gets_clear_errors_never_500() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    let s = |x: &str| Some(x.to_string());
+    let big = "x".repeat(300 * 1024);
+    let cases: Vec<Bad> = vec![
+        ("GET", "/v1/nope".into(), None, vec![], 404, "not_found"),
+        ("GET", "/v1/groups/acme/runners".into(), None, vec![], 404, "not_found"),
+        ("PATCH", "/v1/groups/acme/-/runners".into(), None, vec![], 405, "method_not_allowed"),
+        ("GET", "/v1/groups/Acme/-/runners".into(), None, vec![], 400, "invalid_request"),
+        ("GET", "/v1/groups/a/b/c/d/e/f/g/h/i/-/runners".into(), None, vec![], 400, "invalid_request"),
+        ("GET", "/v1/environments/prod".into(), None, vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/Bad_Name".into(), s(local_runner()), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: [oops"), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("{\"runner_configuration\": "), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s(""), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: gke}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: local}\nstate_storage_configuration: {type: kubernetes, namespace: x}"), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: local, colour: red}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: local, timeout_seconds: soon}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/runners/local".into(), s(local_runner()), vec![], 409, "already_exists"),
+        ("POST", "/v1/groups/acme/-/runners/big".into(), Some(big), vec![], 413, "payload_too_large"),
+        ("PUT", "/v1/groups/acme/-/runners/local".into(), s(local_runner()), vec![("if-match", "\"42\"")], 412, "version_mismatch"),
+        ("PUT", "/v1/groups/acme/-/runners/local".into(), s(local_runner()), vec![("if-match", "banana")], 400, "invalid_request"),
+        ("PUT", "/v1/groups/acme/-/runners/ghost".into(), s(local_runner()), vec![], 404, "not_found"),
+        ("GET", "/v1/groups/acme/-/runners/ghost".into(), None, vec![], 404, "not_found"),
+        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","runner_id":"globex/r"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","runner_id":"acme/ghost"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","runner_id":"acme/local","priority":"high"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","scope":"globex","runner_id":"acme/local"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"default","runner_id":"acme/local"}"#), vec![], 409, "already_exists"),
+        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"env_type":"production"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"name":"UPPER","env_type":"production"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"name":"prod","env_type":"production"}"#), vec![], 409, "already_exists"),
+        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"name":"x","env_type":"dev","labels":["a"]}"#), vec![], 400, "invalid_request"),
+        ("PATCH", "/v1/environments/acme/prod".into(), s(r#"{"runner":"acme/other"}"#), vec![], 400, "invalid_request"),
+        ("GET", "/v1/environments/acme/ghost".into(), None, vec![], 404, "not_found"),
+        ("POST", "/v1/environments/acme/prod/-/refresh-runner?dry_run=maybe".into(), None, vec![], 400, "invalid_request"),
+        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"yolo","files":{"main.tf":""}}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan"}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan","files":{"../x":""}}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan","files":{"a.tf":""},"secret_refs":{"TOKEN":"hunter2"}}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan","files":{"a.tf":""}}"#), vec![("idempotency-key", "has space")], 400, "invalid_request"),
+        ("POST", "/v1/environments/acme/ghost/-/jobs".into(), s(r#"{"operation":"plan","files":{"a.tf":""}}"#), vec![], 404, "not_found"),
+        ("GET", "/v1/environments/acme/prod/-/jobs?limit=0".into(), None, vec![], 400, "invalid_request"),
+        ("GET", "/v1/environments/acme/prod/-/jobs?cursor=%zz".into(), None, vec![], 400, "invalid_request"),
+        ("GET", "/v1/environments/acme/prod/-/jobs?cursor=deadbeef".into(), None, vec![], 400, "invalid_request"),
+        ("GET", "/v1/jobs/ghost".into(), None, vec![], 404, "not_found"),
+        ("POST", "/v1/jobs/ghost/cancel".into(), None, vec![], 404, "not_found"),
+        ("POST", "/v1/groups/acme/-/memberships".into(), s(r#"{"role":"emperor","grantee":{"kind":"subject","subject":"x"}}"#), vec![], 400, "invalid_request"),
+        ("POST", "/v1/groups/acme/-/memberships".into(), s(r#"{"role":"viewer","grantee":{"kind":"subject","subject":""}}"#), vec![], 400, "invalid_request"),
+        ("DELETE", "/v1/groups/acme/-/memberships/ghost".into(), None, vec![], 404, "not_found"),
+        ("POST", "/v1/groups/acme/-/runners/r3".into(), s("\u{0}\u{1}binary"), vec![], 400, "invalid_request"),
+    ];
+    assert!(cases.len() >= 30);
+    for (method, path, body, headers, status, code) in cases {
+        let r = api
+            .call(Some("admin"), method, &path, body.as_deref(), &headers)
+            .await;
+        assert_eq!(r.status.as_u16(), status, "{method} {path}: {}", r.body);
+        assert_eq!(r.body["error"]["code"], code, "{method} {path}: {}", r.body);
+        assert!(!r.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty());
+        if status == 400 && !path.contains("Bad_Name") {
+            assert!(
+                !r.body["error"]["fields"].as_array().unwrap().is_empty(),
+                "400 names the field: {method} {path}: {}",
+                r.body
+            );
+        }
+    }
+}

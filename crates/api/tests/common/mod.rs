@@ -1,0 +1,197 @@
+//! Shared set-up for the API tests: a real DynamoDB table and SQS queue on moto.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::Utc;
+use serde_json::{json, Value};
+use sortie_api::{router, AppState, VerifiedClaims};
+use sortie_core::{Grantee, GroupPath, Membership, Role};
+use sortie_store::{DynamoStore, JobQueue, MembershipRecord, SqsJobQueue, Store};
+use tower::ServiceExt;
+
+/// A running API over fresh resources.
+pub struct Api {
+    pub app: axum::Router,
+    pub store: Arc<DynamoStore>,
+    pub sqs: aws_sdk_sqs::Client,
+    pub queue_url: String,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+    pub etag: Option<String>,
+    pub headers: axum::http::HeaderMap,
+}
+
+impl Api {
+    pub async fn new() -> Self {
+        Self::with_queue(None).await
+    }
+
+    /// An API whose queue is `queue` (a failing one, say) instead of the real SQS queue.
+    pub async fn with_queue(queue: Option<Arc<dyn JobQueue>>) -> Self {
+        let config = sortie_tests::sdk_config().await;
+        let store = Arc::new(DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&config),
+            sortie_tests::unique("sortie"),
+        ));
+        store.ensure_table().await.unwrap();
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(sortie_tests::unique("jobs"))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let queue =
+            queue.unwrap_or_else(|| Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone())));
+        let app = router(AppState {
+            store: store.clone(),
+            queue,
+            dev_identity: false,
+        });
+        let api = Self {
+            app,
+            store,
+            sqs,
+            queue_url,
+        };
+        api.grant("", Role::Owner, "admin").await;
+        api
+    }
+
+    pub async fn grant(&self, group: &str, role: Role, subject: &str) {
+        self.store
+            .put_membership(&MembershipRecord {
+                id: sortie_store::new_id(),
+                membership: Membership {
+                    group: GroupPath::parse(group).unwrap(),
+                    role,
+                    grantee: Grantee::Subject {
+                        subject: subject.into(),
+                        issuer: None,
+                    },
+                },
+                granted_by: "test".into(),
+                granted_at: Utc::now(),
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Sends a request as `subject` (None: no verified claims).
+    pub async fn call(
+        &self,
+        subject: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut req = req
+            .body(
+                body.map(|b| Body::from(b.to_string()))
+                    .unwrap_or_else(Body::empty),
+            )
+            .unwrap();
+        if let Some(sub) = subject {
+            let claims = BTreeMap::from([
+                ("sub".to_string(), json!(sub)),
+                ("iss".to_string(), json!("https://idp.example.com")),
+            ]);
+            req.extensions_mut().insert(VerifiedClaims(claims));
+        }
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let etag = headers.get("etag").map(|v| v.to_str().unwrap().to_string());
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+        };
+        Reply {
+            status,
+            body,
+            etag,
+            headers,
+        }
+    }
+
+    pub async fn as_admin(&self, method: &str, path: &str, body: Option<&str>) -> Reply {
+        self.call(Some("admin"), method, path, body, &[]).await
+    }
+
+    /// Messages currently in the jobs queue (job ids), drained.
+    pub async fn drain_queue(&self) -> Vec<String> {
+        let mut out = vec![];
+        loop {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap();
+            let msgs = got.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                return out;
+            }
+            for m in msgs {
+                let body: Value = serde_json::from_str(m.body().unwrap()).unwrap();
+                out.push(body["job_id"].as_str().unwrap().to_string());
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+pub fn local_runner() -> &'static str {
+    "description: local runner\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: local\n  directory: /tmp/sortie-state\n"
+}
+
+/// Sets up org `org`: a runner `<org>/local`, a rule at the org using it, and an owner `<org>-owner`.
+pub async fn seed_org(api: &Api, org: &str) {
+    assert_eq!(
+        api.as_admin(
+            "POST",
+            &format!("/v1/groups/{org}/-/runners/local"),
+            Some(local_runner())
+        )
+        .await
+        .status,
+        201
+    );
+    let rule = json!({"id": "default", "runner_id": format!("{org}/local")}).to_string();
+    assert_eq!(
+        api.as_admin("POST", &format!("/v1/groups/{org}/-/rules"), Some(&rule))
+            .await
+            .status,
+        201
+    );
+    api.grant(org, Role::Owner, &format!("{org}-owner")).await;
+}
