@@ -3,7 +3,7 @@
 #
 #   cfn-lint infra/template.yaml infra/target-account.yaml   zero errors
 #   sam validate --lint -t infra/template.yaml               SAM transform + cfn-lint
-#   checkov -d infra --quiet --compact                       zero failed checks;
+#   checkov -d infra --quiet --compact                       zero failed checks, no parsing error;
 #                                                            each skip justified in the template
 #   hadolint infra/runner.Dockerfile                         the runner image
 #
@@ -74,8 +74,15 @@ run "$bin/sam" validate --lint --template-file infra/template.yaml
 
 # 3. checkov: every finding must be fixed or skipped inline, with a reason, in
 #    the resource's Metadata.checkov.skip.
-run "$tools/infra-checkov-venv/bin/checkov" -d infra --quiet --compact \
-    --framework cloudformation kubernetes dockerfile secrets --skip-download
+#    checkov exits 0 on a file it cannot parse, so a parsing error fails here.
+checkov_out="$(mktemp)"
+trap 'rm -f "$checkov_out"' EXIT
+run "$tools/infra-checkov-venv/bin/checkov" -d infra --quiet --compact --skip-download \
+    | tee "$checkov_out"
+if grep -q 'Parsing errors' "$checkov_out"; then
+    log "checkov could not parse a file under infra/"
+    exit 1
+fi
 
 # 4. hadolint on the runner image's Dockerfile.
 run "$bin/hadolint" --failure-threshold warning infra/runner.Dockerfile

@@ -1,0 +1,40 @@
+# Sortie developer entry points. CI runs `make test` (see .ci/run).
+# Every tool beyond cargo is installed into .tools/ by scripts/tools.sh.
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+.PHONY: test tools fmt fmt-check lint clippy demo infra
+
+## test: install tools, check formatting, lint, then run every test against a local moto
+# (explicit steps rather than prerequisites, so the order holds even under -j)
+test:
+	scripts/tools.sh
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	scripts/check-infra.sh
+	scripts/with-moto.sh cargo test --workspace
+
+## tools: install the pinned tools (moto, cfn-lint, cargo-lambda, terraform 0.11.11) into .tools/
+tools:
+	scripts/tools.sh
+
+## fmt: format all Rust code in place
+fmt:
+	cargo fmt --all
+
+fmt-check:
+	cargo fmt --all --check
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## lint: formatting check and clippy with warnings denied
+lint: fmt-check clippy
+
+## demo: run Sortie locally (not yet)
+demo:
+	@echo "make demo: local mode arrives with issue 5; nothing to run yet."
+
+## infra: lint the SAM and target-account templates, the k8s manifests and the runner Dockerfile
+infra:
+	scripts/check-infra.sh

@@ -1,0 +1,1540 @@
+//! The deployable infrastructure against the contracts the code assumes.
+//!
+//! `infra/template.yaml` (the SAM control plane), `infra/target-account.yaml`,
+//! `infra/runner.Dockerfile`, `infra/k8s/` and `samconfig.toml` are parsed and
+//! checked against `sortie_settings::FUNCTIONS` (every function and every
+//! environment variable it reads), the single-table layout of the store, the
+//! queue and event contracts of the job lifecycle, and least privilege. No
+//! AWS, no moto: these tests only read files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_norway::{Mapping, Value};
+use sortie_settings::{API_URL, BUCKET, BUS_NAME, DEV_IDENTITY, FUNCTIONS, JOBS_QUEUE_URL, TABLE};
+
+// ------------------------------------------------------------------ loading
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn read(rel: &str) -> String {
+    let path = root().join(rel);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Parses a CloudFormation template, turning the short forms (`!Ref X`,
+/// `!GetAtt A.B`, `!Sub s`, `!If [...]`, ...) into the long JSON forms
+/// (`{Ref: X}`, `{Fn::GetAtt: [A, B]}`, ...), so the checks below see one shape.
+fn template(rel: &str) -> Value {
+    let value: Value =
+        serde_norway::from_str(&read(rel)).unwrap_or_else(|e| panic!("parsing {rel}: {e}"));
+    long_form(value)
+}
+
+fn long_form(value: Value) -> Value {
+    match value {
+        Value::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            let inner = long_form(tagged.value);
+            let (key, inner) = match name {
+                "Ref" | "Condition" => (name.to_string(), inner),
+                "GetAtt" => {
+                    let inner = match inner {
+                        Value::String(s) => {
+                            let (resource, attribute) = s
+                                .split_once('.')
+                                .unwrap_or_else(|| panic!("bad !GetAtt {s}"));
+                            Value::Sequence(vec![resource.into(), attribute.into()])
+                        }
+                        other => other,
+                    };
+                    ("Fn::GetAtt".to_string(), inner)
+                }
+                other => (format!("Fn::{other}"), inner),
+            };
+            let mut map = Mapping::new();
+            map.insert(Value::String(key), inner);
+            Value::Mapping(map)
+        }
+        Value::Sequence(seq) => Value::Sequence(seq.into_iter().map(long_form).collect()),
+        Value::Mapping(map) => {
+            Value::Mapping(map.into_iter().map(|(k, v)| (k, long_form(v))).collect())
+        }
+        other => other,
+    }
+}
+
+// ------------------------------------------------------------------ access
+
+/// The value at `path` (mapping keys), or a panic naming the path.
+fn at<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
+    let mut cur = value;
+    for (i, key) in path.iter().enumerate() {
+        cur = cur
+            .get(*key)
+            .unwrap_or_else(|| panic!("missing {}", path[..=i].join(".")));
+    }
+    cur
+}
+
+fn opt<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut cur = value;
+    for key in path {
+        cur = cur.get(*key)?;
+    }
+    Some(cur)
+}
+
+fn string<'a>(value: &'a Value, what: &str) -> &'a str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("{what} is not a string: {value:?}"))
+}
+
+/// A number written as a YAML number or a string (CloudFormation takes both).
+fn number(value: &Value, what: &str) -> u64 {
+    value
+        .as_u64()
+        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("{what} is not a number: {value:?}"))
+}
+
+fn strings(value: &Value, what: &str) -> Vec<String> {
+    match value {
+        Value::Sequence(seq) => seq.iter().map(|v| string(v, what).to_string()).collect(),
+        Value::String(s) => vec![s.clone()],
+        other => panic!("{what} is not a string or a list: {other:?}"),
+    }
+}
+
+/// The logical id in `{Ref: X}`.
+fn ref_target(value: &Value) -> Option<&str> {
+    value.get("Ref").and_then(Value::as_str)
+}
+
+/// The logical id and attribute in `{Fn::GetAtt: [X, Attr]}`.
+fn getatt_target(value: &Value) -> Option<(&str, &str)> {
+    let seq = value.get("Fn::GetAtt")?.as_sequence()?;
+    Some((seq.first()?.as_str()?, seq.get(1)?.as_str()?))
+}
+
+fn resources(template: &Value) -> &Mapping {
+    at(template, &["Resources"])
+        .as_mapping()
+        .expect("Resources is a mapping")
+}
+
+fn resource<'a>(template: &'a Value, logical_id: &str) -> &'a Value {
+    at(template, &["Resources", logical_id])
+}
+
+fn resource_type<'a>(template: &'a Value, logical_id: &str) -> &'a str {
+    string(at(resource(template, logical_id), &["Type"]), logical_id)
+}
+
+fn resources_of_type<'a>(template: &'a Value, ty: &str) -> Vec<(&'a str, &'a Value)> {
+    resources(template)
+        .iter()
+        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some(ty))
+        .map(|(k, r)| (k.as_str().expect("logical id"), r))
+        .collect()
+}
+
+/// A function property, falling back to `Globals.Function`.
+fn function_property<'a>(template: &'a Value, logical_id: &str, property: &str) -> &'a Value {
+    opt(resource(template, logical_id), &["Properties", property])
+        .or_else(|| opt(template, &["Globals", "Function", property]))
+        .unwrap_or_else(|| panic!("{logical_id} has no {property}, not even in Globals"))
+}
+
+/// A function's environment: `Globals.Function.Environment.Variables`
+/// overlaid with its own, as SAM merges them.
+fn function_env<'a>(template: &'a Value, logical_id: &str) -> BTreeMap<String, &'a Value> {
+    let mut env = BTreeMap::new();
+    for vars in [
+        opt(
+            template,
+            &["Globals", "Function", "Environment", "Variables"],
+        ),
+        opt(
+            resource(template, logical_id),
+            &["Properties", "Environment", "Variables"],
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        for (k, v) in vars.as_mapping().expect("Variables is a mapping") {
+            env.insert(k.as_str().expect("variable name").to_string(), v);
+        }
+    }
+    env
+}
+
+/// The SAM events of a function, by name.
+fn events<'a>(template: &'a Value, logical_id: &str) -> Vec<(&'a str, &'a Value)> {
+    opt(resource(template, logical_id), &["Properties", "Events"])
+        .and_then(Value::as_mapping)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.as_str().expect("event name"), v))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The logical id of the SQS queue DispatchFunction consumes, and its event.
+fn dispatch_sqs_event(template: &Value) -> (&str, &Value) {
+    let sqs: Vec<_> = events(template, "DispatchFunction")
+        .into_iter()
+        .filter(|(_, e)| e.get("Type").and_then(Value::as_str) == Some("SQS"))
+        .collect();
+    assert_eq!(
+        sqs.len(),
+        1,
+        "DispatchFunction must have exactly one SQS event source"
+    );
+    let props = at(sqs[0].1, &["Properties"]);
+    let (queue, attr) =
+        getatt_target(at(props, &["Queue"])).expect("the SQS event's Queue is !GetAtt <queue>.Arn");
+    assert_eq!(attr, "Arn");
+    (queue, props)
+}
+
+fn control_plane() -> Value {
+    template("infra/template.yaml")
+}
+
+fn target_account() -> Value {
+    template("infra/target-account.yaml")
+}
+
+// ------------------------------------------------------------------ functions
+
+#[test]
+fn every_function_in_settings_is_in_the_template_with_its_crate_runtime_and_architecture() {
+    let t = control_plane();
+    assert_eq!(FUNCTIONS.len(), 4, "api, dispatch, task-events and sweeper");
+    for f in FUNCTIONS {
+        let id = f.logical_id;
+        assert_eq!(resource_type(&t, id), "AWS::Serverless::Function", "{id}");
+        let r = resource(&t, id);
+        assert_eq!(
+            string(at(r, &["Metadata", "BuildMethod"]), id),
+            "rust-cargolambda",
+            "{id}"
+        );
+        assert_eq!(
+            string(at(r, &["Metadata", "BuildProperties", "Binary"]), id),
+            f.name,
+            "{id}"
+        );
+
+        // CodeUri is the function's crate, and that crate builds the binary.
+        let code_uri = string(at(r, &["Properties", "CodeUri"]), id);
+        assert_eq!(code_uri, format!("../functions/{}", f.name), "{id} CodeUri");
+        let manifest = read(&format!("functions/{}/Cargo.toml", f.name));
+        assert!(
+            manifest
+                .lines()
+                .any(|l| l.replace(' ', "") == format!("name=\"{}\"", f.name)),
+            "functions/{}/Cargo.toml must be the package {}",
+            f.name,
+            f.name
+        );
+
+        assert_eq!(
+            string(function_property(&t, id, "Runtime"), id),
+            "provided.al2023",
+            "{id}"
+        );
+        assert_eq!(
+            string(function_property(&t, id, "Handler"), id),
+            "bootstrap",
+            "{id}"
+        );
+        assert_eq!(
+            strings(function_property(&t, id, "Architectures"), id),
+            vec!["arm64".to_string()],
+            "{id}"
+        );
+        assert_eq!(
+            number(function_property(&t, id, "MemorySize"), id),
+            128,
+            "{id} memory"
+        );
+    }
+
+    // And no function that the code does not know about.
+    let in_template: BTreeSet<_> = resources_of_type(&t, "AWS::Serverless::Function")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let in_code: BTreeSet<_> = FUNCTIONS.iter().map(|f| f.logical_id).collect();
+    assert_eq!(in_template, in_code);
+}
+
+#[test]
+fn every_function_gets_exactly_the_sortie_variables_it_reads() {
+    let t = control_plane();
+    for f in FUNCTIONS {
+        let env = function_env(&t, f.logical_id);
+        for var in f.required {
+            let value = env.get(*var).unwrap_or_else(|| {
+                panic!(
+                    "{} reads {var}, which the template does not set",
+                    f.logical_id
+                )
+            });
+            assert!(
+                !matches!(value, Value::Null) && value.as_str() != Some(""),
+                "{}: {var} is empty",
+                f.logical_id
+            );
+        }
+        let set: BTreeSet<_> = env
+            .keys()
+            .filter(|k| k.starts_with("SORTIE_"))
+            .map(String::as_str)
+            .collect();
+        let required: BTreeSet<_> = f.required.iter().copied().collect();
+        assert_eq!(
+            set, required,
+            "{}: the SORTIE_ variables set must be exactly those it reads",
+            f.logical_id
+        );
+        assert!(
+            !env.contains_key(DEV_IDENTITY),
+            "{} must never enable the dev identity",
+            f.logical_id
+        );
+    }
+}
+
+#[test]
+fn the_variables_point_at_the_resources_they_name() {
+    let t = control_plane();
+    let (jobs_queue, _) = dispatch_sqs_event(&t);
+    for f in FUNCTIONS {
+        let env = function_env(&t, f.logical_id);
+        for (var, value) in &env {
+            let target_type = |what: &str| {
+                let id = ref_target(value).unwrap_or_else(|| {
+                    panic!("{}: {var} must be !Ref to the {what}", f.logical_id)
+                });
+                (id.to_string(), resource_type(&t, id).to_string())
+            };
+            match var.as_str() {
+                v if v == TABLE => assert_eq!(target_type("table").1, "AWS::DynamoDB::Table"),
+                v if v == BUCKET => assert_eq!(target_type("bucket").1, "AWS::S3::Bucket"),
+                v if v == BUS_NAME => assert_eq!(target_type("bus").1, "AWS::Events::EventBus"),
+                v if v == JOBS_QUEUE_URL => {
+                    let (id, ty) = target_type("jobs queue");
+                    assert_eq!(ty, "AWS::SQS::Queue");
+                    assert_eq!(
+                        id, jobs_queue,
+                        "{}: {var} must be the queue dispatch consumes",
+                        f.logical_id
+                    );
+                }
+                v if v == API_URL => {
+                    let text = format!("{value:?}");
+                    assert!(
+                        text.contains("${HttpApi}") && text.contains("PublicApiUrl"),
+                        "{}: {var} must be the HttpApi's URL or the PublicApiUrl parameter: {text}",
+                        f.logical_id
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn timeouts_fit_their_triggers() {
+    let t = control_plane();
+    let timeout = |id: &str| number(function_property(&t, id, "Timeout"), id);
+    assert!(
+        timeout("ApiFunction") <= 29,
+        "API Gateway gives up after 29 s"
+    );
+    for f in FUNCTIONS {
+        let s = timeout(f.logical_id);
+        assert!((3..=900).contains(&s), "{}: timeout {s}", f.logical_id);
+    }
+}
+
+// ------------------------------------------------------------------ queues
+
+#[test]
+fn jobs_queue_visibility_covers_six_dispatch_timeouts_and_redrives_after_five_receives() {
+    let t = control_plane();
+    let (queue, _) = dispatch_sqs_event(&t);
+    assert_eq!(resource_type(&t, queue), "AWS::SQS::Queue");
+    let props = at(resource(&t, queue), &["Properties"]);
+
+    let dispatch_timeout = number(
+        function_property(&t, "DispatchFunction", "Timeout"),
+        "Timeout",
+    );
+    let visibility = number(at(props, &["VisibilityTimeout"]), "VisibilityTimeout");
+    assert!(
+        visibility >= 6 * dispatch_timeout,
+        "visibility timeout {visibility} s < 6 x dispatch timeout {dispatch_timeout} s"
+    );
+
+    let redrive = at(props, &["RedrivePolicy"]);
+    assert_eq!(
+        number(at(redrive, &["maxReceiveCount"]), "maxReceiveCount"),
+        5
+    );
+    let (dlq, attr) = getatt_target(at(redrive, &["deadLetterTargetArn"])).expect("DLQ is !GetAtt");
+    assert_eq!(attr, "Arn");
+    assert_eq!(resource_type(&t, dlq), "AWS::SQS::Queue");
+    let dlq_props = at(resource(&t, dlq), &["Properties"]);
+    assert_eq!(
+        number(at(dlq_props, &["MessageRetentionPeriod"]), "retention"),
+        14 * 24 * 3600
+    );
+
+    for id in [queue, dlq] {
+        let p = at(resource(&t, id), &["Properties"]);
+        assert!(
+            p.get("SqsManagedSseEnabled").and_then(Value::as_bool) == Some(true)
+                || p.get("KmsMasterKeyId").is_some(),
+            "{id} must be encrypted at rest"
+        );
+    }
+}
+
+#[test]
+fn dispatch_reports_batch_item_failures_with_parameterised_batch_and_concurrency() {
+    let t = control_plane();
+    let (_, props) = dispatch_sqs_event(&t);
+    assert!(
+        strings(
+            at(props, &["FunctionResponseTypes"]),
+            "FunctionResponseTypes"
+        )
+        .contains(&"ReportBatchItemFailures".to_string()),
+        "one bad message must never fail its batch"
+    );
+    for path in [
+        &["BatchSize"][..],
+        &["ScalingConfig", "MaximumConcurrency"][..],
+    ] {
+        let name = ref_target(at(props, path))
+            .unwrap_or_else(|| panic!("{} must be a template parameter", path.join(".")));
+        let param = at(&t, &["Parameters", name]);
+        assert_eq!(string(at(param, &["Type"]), name), "Number", "{name}");
+    }
+    let concurrency = ref_target(at(props, &["ScalingConfig", "MaximumConcurrency"])).unwrap();
+    assert!(
+        number(at(&t, &["Parameters", concurrency, "MinValue"]), "MinValue") >= 2,
+        "SQS needs >= 2"
+    );
+    let batch = ref_target(at(props, &["BatchSize"])).unwrap();
+    assert!(
+        number(at(&t, &["Parameters", batch, "MaxValue"]), "MaxValue") <= 10,
+        "no batching window: <= 10"
+    );
+}
+
+// ------------------------------------------------------------------ table
+
+#[test]
+fn the_table_is_the_single_table_the_store_expects() {
+    let t = control_plane();
+    let tables = resources_of_type(&t, "AWS::DynamoDB::Table");
+    assert_eq!(tables.len(), 1, "one table");
+    let (id, table) = tables[0];
+    let env_table = function_env(&t, "ApiFunction")[TABLE];
+    assert_eq!(ref_target(env_table), Some(id));
+
+    let p = at(table, &["Properties"]);
+    assert_eq!(
+        string(at(p, &["BillingMode"]), "BillingMode"),
+        "PAY_PER_REQUEST"
+    );
+
+    let key_schema = |v: &Value| -> Vec<(String, String)> {
+        v.as_sequence()
+            .expect("KeySchema")
+            .iter()
+            .map(|k| {
+                (
+                    string(at(k, &["AttributeName"]), "name").into(),
+                    string(at(k, &["KeyType"]), "type").into(),
+                )
+            })
+            .collect()
+    };
+    let pair = |h: &str, r: &str| {
+        vec![
+            (h.to_string(), "HASH".to_string()),
+            (r.to_string(), "RANGE".to_string()),
+        ]
+    };
+    assert_eq!(key_schema(at(p, &["KeySchema"])), pair("pk", "sk"));
+
+    let attrs: BTreeMap<String, String> = at(p, &["AttributeDefinitions"])
+        .as_sequence()
+        .expect("AttributeDefinitions")
+        .iter()
+        .map(|a| {
+            (
+                string(at(a, &["AttributeName"]), "name").into(),
+                string(at(a, &["AttributeType"]), "type").into(),
+            )
+        })
+        .collect();
+    let mut want: BTreeMap<String, String> = BTreeMap::new();
+    for name in [
+        "pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk",
+    ] {
+        want.insert(name.into(), "S".into());
+    }
+    assert_eq!(attrs, want, "string keys only, and nothing else defined");
+
+    let gsis = at(p, &["GlobalSecondaryIndexes"])
+        .as_sequence()
+        .expect("GSIs");
+    assert_eq!(gsis.len(), 3);
+    for (i, gsi) in gsis.iter().enumerate() {
+        let n = i + 1;
+        assert_eq!(
+            string(at(gsi, &["IndexName"]), "IndexName"),
+            format!("gsi{n}")
+        );
+        assert_eq!(
+            key_schema(at(gsi, &["KeySchema"])),
+            pair(&format!("gsi{n}pk"), &format!("gsi{n}sk"))
+        );
+        assert_eq!(
+            string(at(gsi, &["Projection", "ProjectionType"]), "Projection"),
+            "ALL"
+        );
+    }
+
+    assert_eq!(
+        string(at(p, &["TimeToLiveSpecification", "AttributeName"]), "TTL"),
+        "expires_at"
+    );
+    assert_eq!(
+        at(p, &["TimeToLiveSpecification", "Enabled"]).as_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        at(
+            p,
+            &[
+                "PointInTimeRecoverySpecification",
+                "PointInTimeRecoveryEnabled"
+            ]
+        )
+        .as_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        at(p, &["SSESpecification", "SSEEnabled"]).as_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        string(at(table, &["DeletionPolicy"]), "DeletionPolicy"),
+        "Retain"
+    );
+}
+
+// ------------------------------------------------------------------ events
+
+fn ecs_task_state_pattern_is_sortie_only(pattern: &Value, what: &str) {
+    assert_eq!(
+        strings(at(pattern, &["source"]), what),
+        vec!["aws.ecs"],
+        "{what}"
+    );
+    assert_eq!(
+        strings(at(pattern, &["detail-type"]), what),
+        vec!["ECS Task State Change"],
+        "{what}"
+    );
+    let started_by = at(pattern, &["detail", "startedBy"])
+        .as_sequence()
+        .expect("startedBy list");
+    assert_eq!(started_by.len(), 1, "{what}");
+    assert_eq!(
+        string(at(&started_by[0], &["prefix"]), what),
+        "sortie:",
+        "{what}: only tasks started by Sortie (startedBy = sortie:<job id>)"
+    );
+}
+
+#[test]
+fn task_events_hears_sortie_tasks_on_the_default_bus_and_on_sortie_bus() {
+    let t = control_plane();
+    let buses: Vec<_> = resources_of_type(&t, "AWS::Events::EventBus");
+    assert_eq!(buses.len(), 1);
+    let bus = buses[0].0;
+
+    let mut on_default = 0;
+    let mut on_sortie = 0;
+    for (name, event) in events(&t, "TaskEventsFunction") {
+        assert_eq!(
+            string(at(event, &["Type"]), name),
+            "EventBridgeRule",
+            "{name}"
+        );
+        let props = at(event, &["Properties"]);
+        ecs_task_state_pattern_is_sortie_only(at(props, &["Pattern"]), name);
+        assert!(
+            props.get("DeadLetterConfig").is_some(),
+            "{name}: undeliverable events go to a DLQ"
+        );
+        match props.get("EventBusName") {
+            None => on_default += 1,
+            Some(v) => {
+                assert_eq!(ref_target(v), Some(bus), "{name}");
+                on_sortie += 1;
+            }
+        }
+    }
+    assert_eq!((on_default, on_sortie), (1, 1), "one rule per bus");
+}
+
+#[test]
+fn target_accounts_may_put_only_ecs_task_events_on_the_bus() {
+    let t = control_plane();
+    let (_, bus) = resources_of_type(&t, "AWS::Events::EventBus")[0];
+    let policy = at(bus, &["Properties", "Policy", "Fn::If"])
+        .as_sequence()
+        .expect("!If");
+    assert_eq!(string(&policy[0], "condition"), "HasTargetAccounts");
+    let statement = &at(&policy[1], &["Statement"])
+        .as_sequence()
+        .expect("Statement")[0];
+    assert_eq!(
+        ref_target(at(statement, &["Principal", "AWS"])),
+        Some("TargetAccountIds")
+    );
+    assert_eq!(
+        strings(at(statement, &["Action"]), "Action"),
+        vec!["events:PutEvents"]
+    );
+    assert_eq!(
+        string(
+            at(statement, &["Condition", "StringEquals", "events:source"]),
+            "source"
+        ),
+        "aws.ecs"
+    );
+    assert_eq!(
+        at(&t, &["Parameters", "TargetAccountIds", "Type"]).as_str(),
+        Some("CommaDelimitedList")
+    );
+}
+
+#[test]
+fn the_sweeper_runs_every_minute() {
+    let t = control_plane();
+    let schedules: Vec<_> = events(&t, "SweeperFunction")
+        .into_iter()
+        .filter(|(_, e)| e.get("Type").and_then(Value::as_str) == Some("Schedule"))
+        .collect();
+    assert_eq!(schedules.len(), 1);
+    assert_eq!(
+        string(at(schedules[0].1, &["Properties", "Schedule"]), "Schedule"),
+        "rate(1 minute)"
+    );
+}
+
+#[test]
+fn completion_webhooks_are_optional_and_hear_only_sortie_job_completed() {
+    let t = control_plane();
+    for id in [
+        "WebhookConnection",
+        "WebhookDestination",
+        "WebhookRule",
+        "WebhookRole",
+    ] {
+        assert_eq!(
+            string(at(resource(&t, id), &["Condition"]), id),
+            "HasCompletionWebhook",
+            "{id} exists only with a webhook URL"
+        );
+    }
+    let rule = at(resource(&t, "WebhookRule"), &["Properties"]);
+    assert_eq!(
+        strings(at(rule, &["EventPattern", "source"]), "source"),
+        vec!["sortie"]
+    );
+    assert_eq!(
+        strings(at(rule, &["EventPattern", "detail-type"]), "detail-type"),
+        vec!["sortie.job.completed"]
+    );
+    assert_eq!(
+        resource_type(&t, "WebhookDestination"),
+        "AWS::Events::ApiDestination"
+    );
+}
+
+// ------------------------------------------------------------------ HTTP API
+
+#[test]
+fn the_http_api_verifies_jwts_logs_and_throttles() {
+    let t = control_plane();
+    let apis = resources_of_type(&t, "AWS::Serverless::HttpApi");
+    assert_eq!(apis.len(), 1);
+    let (api, props) = (apis[0].0, at(apis[0].1, &["Properties"]));
+    let auth = at(props, &["Auth"]);
+    let default = string(at(auth, &["DefaultAuthorizer"]), "DefaultAuthorizer");
+    let jwt = at(auth, &["Authorizers", default, "JwtConfiguration"]);
+    assert_eq!(ref_target(at(jwt, &["issuer"])), Some("JwtIssuer"));
+    assert_eq!(ref_target(at(jwt, &["audience"])), Some("JwtAudience"));
+    let (log_group, _) =
+        getatt_target(at(props, &["AccessLogSettings", "DestinationArn"])).expect("log group");
+    assert_eq!(resource_type(&t, log_group), "AWS::Logs::LogGroup");
+    assert!(at(props, &["DefaultRouteSettings", "ThrottlingRateLimit"])
+        .get("Ref")
+        .is_some());
+    assert!(at(props, &["DefaultRouteSettings", "ThrottlingBurstLimit"])
+        .get("Ref")
+        .is_some());
+
+    // $default goes to the api function with the JWT authorizer; the only
+    // routes without it are the ones a runner calls with its job token, and
+    // the public health and OpenAPI documents.
+    let mut default_route = false;
+    for (name, event) in events(&t, "ApiFunction") {
+        assert_eq!(string(at(event, &["Type"]), name), "HttpApi");
+        let p = at(event, &["Properties"]);
+        assert_eq!(ref_target(at(p, &["ApiId"])), Some(api));
+        let path = string(at(p, &["Path"]), name);
+        let unauthenticated =
+            opt(p, &["Auth", "Authorizer"]).and_then(Value::as_str) == Some("NONE");
+        if path == "$default" {
+            assert!(!unauthenticated, "$default must keep the JWT authorizer");
+            default_route = true;
+        } else if unauthenticated {
+            assert!(
+                ["/v1/jobs/{job}/spec", "/v1/health", "/v1/openapi.json"].contains(&path),
+                "route {path} skips the JWT authorizer"
+            );
+            assert_eq!(string(at(p, &["Method"]), name), "GET", "{path}");
+        }
+    }
+    assert!(default_route, "ApiFunction serves the $default route");
+}
+
+// ------------------------------------------------------------------ S3
+
+#[test]
+fn the_bucket_is_private_versioned_encrypted_tls_only_and_expires_logs() {
+    let t = control_plane();
+    let buckets = resources_of_type(&t, "AWS::S3::Bucket");
+    assert_eq!(buckets.len(), 1);
+    let (id, bucket) = buckets[0];
+    assert_eq!(
+        ref_target(function_env(&t, "ApiFunction")[BUCKET]),
+        Some(id)
+    );
+    let p = at(bucket, &["Properties"]);
+    assert_eq!(
+        string(at(p, &["VersioningConfiguration", "Status"]), "versioning"),
+        "Enabled"
+    );
+    assert!(at(
+        p,
+        &["BucketEncryption", "ServerSideEncryptionConfiguration"]
+    )
+    .as_sequence()
+    .is_some());
+    for flag in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(
+            at(p, &["PublicAccessBlockConfiguration", flag]).as_bool(),
+            Some(true),
+            "{flag}"
+        );
+    }
+    let rules = at(p, &["LifecycleConfiguration", "Rules"])
+        .as_sequence()
+        .expect("rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.get("Prefix").and_then(Value::as_str) == Some("logs/")
+                && r.get("ExpirationInDays").is_some()),
+        "logs/ must expire"
+    );
+    assert_tls_only(&t, "AWS::S3::BucketPolicy", id);
+}
+
+/// A bucket policy of `ty` on `bucket` denies every request without TLS.
+fn assert_tls_only(t: &Value, ty: &str, bucket: &str) {
+    let policies: Vec<_> = resources_of_type(t, ty)
+        .into_iter()
+        .filter(|(_, p)| ref_target(at(p, &["Properties", "Bucket"])) == Some(bucket))
+        .collect();
+    assert_eq!(policies.len(), 1, "{bucket} has one bucket policy");
+    let statements = at(
+        policies[0].1,
+        &["Properties", "PolicyDocument", "Statement"],
+    )
+    .as_sequence()
+    .unwrap();
+    assert!(
+        statements.iter().any(|s| {
+            s.get("Effect").and_then(Value::as_str) == Some("Deny")
+                && opt(s, &["Condition", "Bool", "aws:SecureTransport"]).and_then(Value::as_str)
+                    == Some("false")
+        }),
+        "{bucket} must deny requests without TLS"
+    );
+}
+
+// ------------------------------------------------------------------ IAM
+
+/// Every policy statement in a template: (where, statement).
+fn statements(value: &Value, path: String, out: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Mapping(map) => {
+            for (k, v) in map {
+                let key = k.as_str().unwrap_or("?");
+                let here = format!("{path}.{key}");
+                if key == "Statement" {
+                    for (i, s) in v.as_sequence().into_iter().flatten().enumerate() {
+                        // A statement may itself be !If [cond, statement, AWS::NoValue].
+                        match s.get("Fn::If").and_then(Value::as_sequence) {
+                            Some(branches) => {
+                                for b in branches
+                                    .iter()
+                                    .skip(1)
+                                    .filter(|b| b.get("Effect").is_some())
+                                {
+                                    out.push((format!("{here}[{i}]"), b.clone()));
+                                }
+                            }
+                            None => out.push((format!("{here}[{i}]"), s.clone())),
+                        }
+                    }
+                }
+                statements(v, here, out);
+            }
+        }
+        Value::Sequence(seq) => {
+            for (i, v) in seq.iter().enumerate() {
+                statements(v, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn all_statements(t: &Value) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    statements(t, String::new(), &mut out);
+    assert!(!out.is_empty());
+    out
+}
+
+#[test]
+fn no_allow_statement_grants_a_wildcard_action_or_an_unscoped_resource() {
+    // Resource "*" only where the action has no resource type, scoped by a
+    // condition where IAM offers one.
+    let resourceless = ["ecr:GetAuthorizationToken", "ecs:ListTasks"];
+    for (file, t) in [
+        ("template.yaml", control_plane()),
+        ("target-account.yaml", target_account()),
+    ] {
+        for (path, s) in all_statements(&t) {
+            let effect = string(at(&s, &["Effect"]), &path);
+            assert!(
+                s.get("NotAction").is_none() && s.get("NotResource").is_none(),
+                "{file}{path}: no Not*"
+            );
+            let actions = strings(at(&s, &["Action"]), &path);
+            let wildcard = actions.iter().any(|a| a == "*" || a.ends_with(":*"));
+            if effect == "Deny" {
+                // Only the TLS-only guard may deny with a wildcard.
+                if wildcard {
+                    assert_eq!(
+                        opt(&s, &["Condition", "Bool", "aws:SecureTransport"])
+                            .and_then(Value::as_str),
+                        Some("false"),
+                        "{file}{path}"
+                    );
+                }
+                continue;
+            }
+            assert_eq!(effect, "Allow", "{file}{path}");
+            assert!(!wildcard, "{file}{path}: wildcard action in {actions:?}");
+            if let Some(resource) = s.get("Resource") {
+                if resource.as_str() == Some("*") {
+                    assert!(
+                        actions.iter().all(|a| resourceless.contains(&a.as_str())),
+                        "{file}{path}: Resource \"*\" for {actions:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The inline policy statements of a role, by Sid.
+fn role_statements(t: &Value, role: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let mut policies = at(resource(t, role), &["Properties", "Policies"]);
+    // Conditional policies: !If [condition, [policies], AWS::NoValue].
+    if let Some(branches) = policies.get("Fn::If").and_then(Value::as_sequence) {
+        policies = &branches[1];
+    }
+    for policy in policies.as_sequence().expect("Policies") {
+        for s in at(policy, &["PolicyDocument", "Statement"])
+            .as_sequence()
+            .expect("Statement")
+        {
+            let s = match s.get("Fn::If").and_then(Value::as_sequence) {
+                Some(b) => b[1].clone(),
+                None => s.clone(),
+            };
+            let sid = s
+                .get("Sid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            out.insert(sid, s);
+        }
+    }
+    out
+}
+
+fn granted(t: &Value, role: &str) -> BTreeSet<String> {
+    role_statements(t, role)
+        .values()
+        .flat_map(|s| strings(at(s, &["Action"]), role))
+        .collect()
+}
+
+#[test]
+fn each_function_has_its_own_role_with_only_what_it_needs() {
+    let t = control_plane();
+    let mut roles = BTreeSet::new();
+    for f in FUNCTIONS {
+        let (role, attr) = getatt_target(at(resource(&t, f.logical_id), &["Properties", "Role"]))
+            .unwrap_or_else(|| panic!("{} has an explicit role", f.logical_id));
+        assert_eq!(attr, "Arn");
+        assert!(roles.insert(role), "{} shares its role", f.logical_id);
+        assert!(
+            opt(resource(&t, role), &["Properties", "ManagedPolicyArns"]).is_none(),
+            "{role}: inline, scoped statements only"
+        );
+        let actions = granted(&t, role);
+        assert!(
+            actions.contains("dynamodb:Query") && actions.contains("dynamodb:PutItem"),
+            "{role}"
+        );
+        assert!(actions.contains("sqs:SendMessage"), "{role}: {actions:?}");
+    }
+    let api = granted(&t, "ApiRole");
+    assert!(api.contains("s3:GetObject") && api.contains("s3:PutObject"));
+    assert!(
+        !api.iter().any(|a| a.starts_with("sts:")),
+        "the api never assumes launcher roles"
+    );
+    let task_events = granted(&t, "TaskEventsRole");
+    assert!(task_events.contains("events:PutEvents"));
+    assert!(!task_events.iter().any(|a| a.starts_with("sts:")));
+
+    for role in ["DispatchRole", "SweeperRole"] {
+        let st = role_statements(&t, role);
+        let assume = st
+            .values()
+            .find(|s| strings(at(s, &["Action"]), role) == ["sts:AssumeRole"])
+            .expect(role);
+        assert_eq!(
+            ref_target(at(assume, &["Resource"])),
+            Some("LauncherRoleArnPattern"),
+            "{role}"
+        );
+        let tag = st
+            .values()
+            .find(|s| strings(at(s, &["Action"]), role) == ["sts:TagSession"])
+            .expect(role);
+        assert_eq!(
+            ref_target(at(tag, &["Resource"])),
+            Some("LauncherRoleArnPattern"),
+            "{role}"
+        );
+    }
+    let dispatch = granted(&t, "DispatchRole");
+    for a in [
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+    ] {
+        assert!(
+            dispatch.contains(a),
+            "dispatch consumes the jobs queue: {a}"
+        );
+    }
+    let pattern = string(
+        at(&t, &["Parameters", "LauncherRoleArnPattern", "Default"]),
+        "pattern",
+    );
+    assert!(pattern.contains(":role/sortie-launcher-"), "{pattern}");
+}
+
+// ------------------------------------------------------------------ outputs
+
+#[test]
+fn the_outputs_name_what_deploying_needs() {
+    let t = control_plane();
+    for output in [
+        "ApiUrl",
+        "BusArn",
+        "JobsQueueUrl",
+        "JobsDlqUrl",
+        "TableName",
+    ] {
+        assert!(
+            opt(&t, &["Outputs", output, "Value"]).is_some(),
+            "output {output}"
+        );
+    }
+    let (bus, attr) = getatt_target(at(&t, &["Outputs", "BusArn", "Value"])).expect("BusArn");
+    assert_eq!(
+        (resource_type(&t, bus), attr),
+        ("AWS::Events::EventBus", "Arn")
+    );
+}
+
+// ------------------------------------------------------------------ target account
+
+#[test]
+fn the_launcher_role_trusts_the_control_plane_only_with_the_external_id_and_session_tags() {
+    let t = target_account();
+    let trust = at(
+        resource(&t, "LauncherRole"),
+        &["Properties", "AssumeRolePolicyDocument", "Statement"],
+    )
+    .as_sequence()
+    .expect("trust statements");
+    let by_action = |action: &str| {
+        trust
+            .iter()
+            .find(|s| strings(at(s, &["Action"]), "Action") == [action])
+            .unwrap_or_else(|| panic!("the trust policy allows {action}"))
+    };
+    let assume = by_action("sts:AssumeRole");
+    let principal = format!("{:?}", at(assume, &["Principal", "AWS"]));
+    assert!(principal.contains("ControlPlaneAccountId"), "{principal}");
+    assert_eq!(
+        ref_target(at(assume, &["Condition", "StringEquals", "sts:ExternalId"])),
+        Some("ExternalId"),
+        "AssumeRole only with the ExternalId"
+    );
+    let tag = by_action("sts:TagSession");
+    for key in ["sortie:org", "sortie:env", "sortie:job"] {
+        for s in [assume, tag] {
+            assert_eq!(
+                opt(s, &["Condition", "Null", &format!("aws:RequestTag/{key}")])
+                    .and_then(Value::as_str),
+                Some("false"),
+                "session tag {key} is required"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runner_roles() {
+    let t = target_account();
+    let st = role_statements(&t, "LauncherRole");
+    let run = st
+        .values()
+        .find(|s| strings(at(s, &["Action"]), "a") == ["ecs:RunTask"])
+        .expect("RunTask");
+    let resource = format!("{:?}", at(run, &["Resource"]));
+    assert!(
+        resource.contains("task-definition/${RunnerFamily}:*"),
+        "{resource}"
+    );
+    assert!(opt(run, &["Condition", "ArnEquals", "ecs:cluster"]).is_some());
+
+    let actions: BTreeSet<_> = st
+        .values()
+        .flat_map(|s| strings(at(s, &["Action"]), "a"))
+        .collect();
+    for a in [
+        "ecs:StopTask",
+        "ecs:DescribeTasks",
+        "ecs:ListTasks",
+        "ecs:TagResource",
+        "iam:PassRole",
+    ] {
+        assert!(actions.contains(a), "{a}");
+    }
+    for s in st.values() {
+        let acts = strings(at(s, &["Action"]), "a");
+        if acts
+            .iter()
+            .any(|a| a.starts_with("ecs:") && a != "ecs:TagResource")
+        {
+            assert!(
+                opt(s, &["Condition", "ArnEquals", "ecs:cluster"]).is_some(),
+                "{acts:?} scoped to the cluster"
+            );
+        }
+    }
+    let pass = st
+        .values()
+        .find(|s| strings(at(s, &["Action"]), "a") == ["iam:PassRole"])
+        .unwrap();
+    let targets: Vec<_> = at(pass, &["Resource"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|r| getatt_target(r).map(|(id, _)| id.to_string()))
+        .collect();
+    assert_eq!(targets, ["RunnerTaskRole", "RunnerExecutionRole"]);
+    assert_eq!(
+        string(
+            at(pass, &["Condition", "StringEquals", "iam:PassedToService"]),
+            "service"
+        ),
+        "ecs-tasks.amazonaws.com"
+    );
+}
+
+#[test]
+fn the_runner_task_is_non_root_read_only_with_a_writable_work_volume() {
+    let t = target_account();
+    let p = at(resource(&t, "RunnerTaskDefinition"), &["Properties"]);
+    assert_eq!(
+        strings(at(p, &["RequiresCompatibilities"]), "compat"),
+        vec!["FARGATE"]
+    );
+    let containers = at(p, &["ContainerDefinitions"]).as_sequence().unwrap();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    assert_eq!(
+        string(at(c, &["Name"]), "Name"),
+        "runner",
+        "the container_name dispatch overrides"
+    );
+    let user = string(at(c, &["User"]), "User");
+    let uid: u32 = user
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("numeric uid");
+    assert_ne!(uid, 0, "non-root");
+    assert_eq!(
+        uid,
+        dockerfile_user_uid(),
+        "the task's user is the image's user"
+    );
+    assert_eq!(at(c, &["ReadonlyRootFilesystem"]).as_bool(), Some(true));
+    assert!(c.get("Memory").is_some(), "container memory is set");
+    let work = at(c, &["MountPoints"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m.get("ContainerPath").and_then(Value::as_str) == Some("/work"))
+        .expect("/work is mounted");
+    assert_eq!(work.get("ReadOnly").and_then(Value::as_bool), Some(false));
+    let volume = string(at(work, &["SourceVolume"]), "SourceVolume");
+    assert!(at(p, &["Volumes"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|v| v.get("Name").and_then(Value::as_str) == Some(volume)));
+    assert_eq!(
+        string(at(c, &["LogConfiguration", "LogDriver"]), "LogDriver"),
+        "awslogs"
+    );
+}
+
+#[test]
+fn the_cluster_has_fargate_and_spot_and_the_state_bucket_is_safe() {
+    let t = target_account();
+    let cluster = resource(&t, "Cluster");
+    assert_eq!(
+        string(at(cluster, &["Condition"]), "Condition"),
+        "CreateClusterCondition"
+    );
+    assert_eq!(
+        strings(at(cluster, &["Properties", "CapacityProviders"]), "cp"),
+        vec!["FARGATE", "FARGATE_SPOT"]
+    );
+    let bucket = resource(&t, "StateBucket");
+    assert_eq!(
+        string(at(bucket, &["Condition"]), "Condition"),
+        "CreateStateBucketCondition"
+    );
+    let p = at(bucket, &["Properties"]);
+    assert_eq!(
+        string(at(p, &["VersioningConfiguration", "Status"]), "versioning"),
+        "Enabled"
+    );
+    assert!(p.get("BucketEncryption").is_some());
+    assert_eq!(
+        at(p, &["PublicAccessBlockConfiguration", "BlockPublicPolicy"]).as_bool(),
+        Some(true)
+    );
+    assert_tls_only(&t, "AWS::S3::BucketPolicy", "StateBucket");
+
+    // The lock table every Terraform and OpenTofu version understands.
+    let lock = resource(&t, "StateLockTable");
+    assert_eq!(
+        string(at(lock, &["Condition"]), "Condition"),
+        "CreateStateBucketCondition"
+    );
+    let key = &at(lock, &["Properties", "KeySchema"])
+        .as_sequence()
+        .unwrap()[0];
+    assert_eq!(string(at(key, &["AttributeName"]), "key"), "LockID");
+    let task = granted(&t, "RunnerTaskRole");
+    for a in [
+        "s3:GetObject",
+        "s3:PutObject",
+        "dynamodb:PutItem",
+        "dynamodb:DeleteItem",
+    ] {
+        assert!(task.contains(a), "the runner task role may {a}");
+    }
+}
+
+#[test]
+fn target_accounts_forward_sortie_task_events_to_the_control_plane_bus() {
+    let t = target_account();
+    let rules = resources_of_type(&t, "AWS::Events::Rule");
+    assert_eq!(rules.len(), 1);
+    let p = at(rules[0].1, &["Properties"]);
+    ecs_task_state_pattern_is_sortie_only(at(p, &["EventPattern"]), "forwarding rule");
+    let target = &at(p, &["Targets"]).as_sequence().unwrap()[0];
+    assert_eq!(ref_target(at(target, &["Arn"])), Some("ControlPlaneBusArn"));
+    let (role, _) =
+        getatt_target(at(target, &["RoleArn"])).expect("a role to put events cross-account");
+    let st = role_statements(&t, role);
+    let put = st.values().next().unwrap();
+    assert_eq!(strings(at(put, &["Action"]), "a"), vec!["events:PutEvents"]);
+    assert_eq!(
+        ref_target(at(put, &["Resource"])),
+        Some("ControlPlaneBusArn")
+    );
+
+    // The control-plane bus policy accepts exactly what this rule sends.
+    let cp = control_plane();
+    let (_, bus) = resources_of_type(&cp, "AWS::Events::EventBus")[0];
+    let text = format!("{:?}", at(bus, &["Properties", "Policy"]));
+    assert!(
+        text.contains("aws.ecs") && text.contains("ECS Task State Change"),
+        "{text}"
+    );
+}
+
+// ------------------------------------------------------------------ EKS
+
+fn k8s_documents() -> Vec<Value> {
+    let dir = root().join("infra/k8s");
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .expect("infra/k8s")
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let mut docs = Vec::new();
+    for file in files
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+    {
+        let text = fs::read_to_string(&file).unwrap();
+        // Multi-document YAML: split on the "---" separator lines.
+        let mut chunk = String::new();
+        for line in text.lines().chain(std::iter::once("---")) {
+            if line.trim_end() == "---" {
+                let value: Value = serde_norway::from_str(&chunk)
+                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                if !value.is_null() {
+                    docs.push(value);
+                }
+                chunk.clear();
+            } else {
+                chunk.push_str(line);
+                chunk.push('\n');
+            }
+        }
+    }
+    assert!(!docs.is_empty());
+    docs
+}
+
+#[test]
+fn the_launcher_group_may_manage_jobs_and_read_pods_in_the_runner_namespace_only() {
+    let docs = k8s_documents();
+    let kind = |d: &Value| {
+        d.get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(docs.iter().any(|d| kind(d) == "Namespace"));
+    assert!(docs.iter().any(|d| kind(d) == "ServiceAccount"));
+    assert!(
+        !docs.iter().any(|d| kind(d).starts_with("Cluster")),
+        "no cluster-wide grant"
+    );
+
+    let group = string(
+        at(
+            &target_account(),
+            &["Parameters", "EksKubernetesGroup", "Default"],
+        ),
+        "EksKubernetesGroup",
+    )
+    .to_string();
+    let binding = docs
+        .iter()
+        .find(|d| {
+            kind(d) == "RoleBinding"
+                && d.get("subjects")
+                    .and_then(Value::as_sequence)
+                    .is_some_and(|s| {
+                        s.iter().any(|s| {
+                            s.get("kind").and_then(Value::as_str) == Some("Group")
+                                && s.get("name").and_then(Value::as_str) == Some(&group)
+                        })
+                    })
+        })
+        .expect("a RoleBinding for the launcher group of the access entry");
+    let role_name = string(at(binding, &["roleRef", "name"]), "roleRef");
+    let role = docs
+        .iter()
+        .find(|d| {
+            kind(d) == "Role"
+                && opt(d, &["metadata", "name"]).and_then(Value::as_str) == Some(role_name)
+        })
+        .expect("the bound Role");
+
+    let mut grants: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for rule in at(role, &["rules"]).as_sequence().unwrap() {
+        let groups = strings(at(rule, &["apiGroups"]), "apiGroups");
+        for res in strings(at(rule, &["resources"]), "resources") {
+            for g in &groups {
+                let key = if g.is_empty() {
+                    res.clone()
+                } else {
+                    format!("{g}/{res}")
+                };
+                grants
+                    .entry(key)
+                    .or_default()
+                    .extend(strings(at(rule, &["verbs"]), "verbs"));
+            }
+        }
+    }
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    let mut want = BTreeMap::new();
+    want.insert(
+        "batch/jobs".to_string(),
+        set(&["create", "get", "list", "watch", "delete"]),
+    );
+    want.insert("pods".to_string(), set(&["get", "list"]));
+    want.insert("pods/log".to_string(), set(&["get", "list"]));
+    assert_eq!(grants, want);
+}
+
+// ------------------------------------------------------------------ runner image
+
+/// The Dockerfile as logical instructions (continuations joined, comments dropped).
+fn dockerfile() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    for line in read("infra/runner.Dockerfile").lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') || (trimmed.is_empty() && pending.is_empty()) {
+            continue;
+        }
+        if let Some(head) = trimmed.strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(trimmed);
+        let full = std::mem::take(&mut pending);
+        let (instruction, rest) = full.split_once(char::is_whitespace).unwrap_or((&full, ""));
+        out.push((instruction.to_uppercase(), rest.trim().to_string()));
+    }
+    out
+}
+
+/// Instructions of the final stage.
+fn final_stage() -> Vec<(String, String)> {
+    let all = dockerfile();
+    let last_from = all.iter().rposition(|(i, _)| i == "FROM").expect("a FROM");
+    all[last_from..].to_vec()
+}
+
+fn dockerfile_user_uid() -> u32 {
+    let users: Vec<_> = final_stage()
+        .into_iter()
+        .filter(|(i, _)| i == "USER")
+        .collect();
+    let (_, user) = users.last().expect("the final stage sets USER");
+    user.split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("USER is a numeric uid, so Kubernetes runAsNonRoot can verify it")
+}
+
+#[test]
+fn the_runner_image_is_multi_stage_checksummed_non_root_with_git() {
+    let all = dockerfile();
+    let froms: Vec<_> = all.iter().filter(|(i, _)| i == "FROM").collect();
+    assert!(froms.len() >= 2, "multi-stage: {froms:?}");
+
+    let args: BTreeSet<_> = all
+        .iter()
+        .filter(|(i, _)| i == "ARG")
+        .map(|(_, a)| a.split('=').next().unwrap().to_string())
+        .collect();
+    for arg in ["TERRAFORM_VERSION", "TOFU_VERSION"] {
+        assert!(args.contains(arg), "ARG {arg}");
+    }
+    assert!(
+        args.iter().any(|a| a.starts_with("TERRAFORM_SHA256")),
+        "terraform checksum ARG"
+    );
+    assert!(
+        args.iter().any(|a| a.starts_with("TOFU_SHA256")),
+        "tofu checksum ARG"
+    );
+    for (i, a) in all.iter().filter(|(i, _)| i == "ARG") {
+        if a.contains("_SHA256") {
+            let sum = a.split_once('=').map(|(_, v)| v).unwrap_or("");
+            assert!(
+                sum.len() == 64 && sum.chars().all(|c| c.is_ascii_hexdigit()),
+                "{i} {a}: a sha256"
+            );
+        }
+    }
+    let runs: String = all
+        .iter()
+        .filter(|(i, _)| i == "RUN")
+        .map(|(_, r)| r.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        runs.contains("sha256sum -c"),
+        "downloads are verified with sha256sum -c"
+    );
+    assert!(
+        runs.contains("sortie-runner") && runs.contains("--release"),
+        "builds sortie-runner"
+    );
+
+    let last = final_stage();
+    let user = dockerfile_user_uid();
+    assert_ne!(user, 0, "the final stage runs as non-root");
+    let final_runs: String = last
+        .iter()
+        .filter(|(i, _)| i == "RUN")
+        .map(|(_, r)| r.as_str())
+        .collect();
+    assert!(
+        final_runs.contains("apk add") && final_runs.split_whitespace().any(|w| w == "git"),
+        "git is installed in the final stage"
+    );
+    assert!(
+        last.iter().any(|(i, v)| i == "WORKDIR" && v == "/work"),
+        "WORKDIR /work"
+    );
+    assert!(
+        last.iter()
+            .any(|(i, v)| i == "ENTRYPOINT" && v.contains("sortie-runner")),
+        "sortie-runner is the entrypoint"
+    );
+    for tool in ["terraform", "tofu", "sortie-runner"] {
+        assert!(
+            last.iter().any(|(i, v)| i == "COPY"
+                && v.starts_with("--from=")
+                && v.contains(&format!("/{tool}"))),
+            "{tool} is copied into the final stage"
+        );
+    }
+}
+
+// ------------------------------------------------------------------ samconfig
+
+#[test]
+fn samconfig_has_default_and_prod_and_overrides_only_real_parameters() {
+    let text = read("samconfig.toml");
+    let t = control_plane();
+    let params = at(&t, &["Parameters"]).as_mapping().unwrap();
+    for env in ["default", "prod"] {
+        for section in ["global", "build", "deploy"] {
+            assert!(
+                text.contains(&format!("[{env}.{section}.parameters]")),
+                "[{env}.{section}.parameters]"
+            );
+        }
+    }
+    assert!(text.contains("template_file = \"infra/template.yaml\""));
+    assert!(
+        text.contains("stack_name = \"sortie\"") && text.contains("stack_name = \"sortie-prod\"")
+    );
+    assert!(
+        text.contains("beta_features = true"),
+        "rust-cargolambda is a SAM beta feature"
+    );
+
+    // Every "Name=value" override names a parameter of the template, and
+    // every parameter without a default is given in each environment.
+    let mut env = "";
+    let mut given: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            env = header.split('.').next().unwrap();
+            continue;
+        }
+        if let Some(quoted) = line
+            .strip_prefix('"')
+            .and_then(|l| l.trim_end_matches(',').strip_suffix('"'))
+        {
+            if let Some((name, _)) = quoted.split_once('=') {
+                assert!(
+                    params.contains_key(name),
+                    "samconfig [{env}] overrides unknown parameter {name}"
+                );
+                given.entry(env).or_default().insert(name.to_string());
+            }
+        }
+    }
+    for env in ["default", "prod"] {
+        for (name, p) in params {
+            let name = name.as_str().unwrap();
+            if p.get("Default").is_none() {
+                assert!(
+                    given.get(env).is_some_and(|g| g.contains(name)),
+                    "[{env}] must set {name}"
+                );
+            }
+        }
+    }
+}
