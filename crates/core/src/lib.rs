@@ -10,6 +10,7 @@ pub mod auth;
 pub mod environment;
 pub mod job;
 pub mod names;
+pub mod outcome;
 pub mod problems;
 pub mod rule;
 pub mod runner;
@@ -18,6 +19,7 @@ pub use auth::{can, Action, Grantee, Membership, Principal, Role};
 pub use environment::{Environment, RunnerLink};
 pub use job::{IllegalTransition, Job, JobRequest, JobState, Operation, Source, Transition};
 pub use names::{EnvPath, GroupPath, RunnerId};
+pub use outcome::{task_outcome, Outcome, TaskStop};
 pub use problems::{Problem, Problems};
 pub use rule::{
     resolve, Considered, Criteria, EnvFacts, NoRunnerMatched, Resolution, RunnerRule, Verdict,
