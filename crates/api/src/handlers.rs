@@ -607,14 +607,20 @@ pub(crate) async fn submit_job(cx: &Ctx) -> Result<Response, ApiError> {
     let idempotency = idempotency_key(cx)?;
     let request = JobRequest::from_value(&cx.document()?)?;
     let env = cx.state.store.get_environment(path).await?;
-    let job = Job::new(
+    let runner_id = env.item.environment.runner.runner_id.clone();
+    let runner = cx.state.store.get_runner(&runner_id).await.map_err(|e| match e {
+        StoreError::NotFound { .. } => ApiError::new(StatusCode::CONFLICT, "runner_missing", format!("environment `{path}` is linked to runner `{runner_id}`, which no longer exists; refresh its runner")),
+        other => other.into(),
+    })?;
+    let mut job = Job::new(
         sortie_store::new_id(),
         path.clone(),
-        env.item.environment.runner.runner_id.clone(),
+        runner_id,
         request,
         principal.subject.clone(),
         Utc::now(),
     );
+    job.runner_spec = Some(runner.item.spec);
     let submitted = cx
         .state
         .store

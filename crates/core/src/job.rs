@@ -373,6 +373,10 @@ pub struct Job {
     pub state: JobState,
     /// Every transition, oldest first; the first records the creation.
     pub transitions: Vec<Transition>,
+    /// The runner's specification when the job was submitted: the job runs with it,
+    /// whatever later updates change, and dispatch needs no second read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_spec: Option<crate::runner::RunnerSpec>,
 }
 
 impl Job {
@@ -399,6 +403,7 @@ impl Job {
                 at,
                 reason,
             }],
+            runner_spec: None,
         }
     }
 

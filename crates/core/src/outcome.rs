@@ -37,12 +37,18 @@ pub struct Outcome {
 
 impl Outcome {
     fn new(state: JobState, reason: impl Into<String>) -> Self {
-        Self { state, reason: reason.into() }
+        Self {
+            state,
+            reason: reason.into(),
+        }
     }
 }
 
 fn is_oom(stop: &TaskStop) -> bool {
-    let says_oom = |s: &Option<String>| s.as_deref().is_some_and(|r| r.contains("OutOfMemory") || r.contains("OOMKilled"));
+    let says_oom = |s: &Option<String>| {
+        s.as_deref()
+            .is_some_and(|r| r.contains("OutOfMemory") || r.contains("OOMKilled"))
+    };
     says_oom(&stop.container_reason) || says_oom(&stop.stopped_reason)
 }
 
@@ -58,23 +64,43 @@ pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
         return Outcome::new(JobState::Canceled, format!("canceled by {who}"));
     }
     if reason.starts_with(TIMED_OUT_AFTER) {
-        return Outcome::new(JobState::TimedOut, reason.trim_start_matches(STOP_REASON_PREFIX).to_string());
+        return Outcome::new(
+            JobState::TimedOut,
+            reason.trim_start_matches(STOP_REASON_PREFIX).to_string(),
+        );
     }
     match stop.stop_code.as_deref() {
         Some("TaskFailedToStart") => {
-            return Outcome::new(JobState::Failed, format!("task failed to start: \"{}\"", if reason.is_empty() { "no reason given" } else { &reason }));
+            return Outcome::new(
+                JobState::Failed,
+                format!(
+                    "task failed to start: \"{}\"",
+                    if reason.is_empty() {
+                        "no reason given"
+                    } else {
+                        &reason
+                    }
+                ),
+            );
         }
         Some("SpotInterruption") | Some("TerminationNotice") => {
             return if operation.writes_state() {
                 Outcome::new(JobState::Failed, format!("the {} was interrupted on Fargate Spot (\"{reason}\") and is not re-run blindly: check the state, then submit it again", operation.as_str()))
             } else {
-                Outcome::new(JobState::Queued, format!("plan interrupted on Fargate Spot (\"{reason}\"); requeued"))
+                Outcome::new(
+                    JobState::Queued,
+                    format!("plan interrupted on Fargate Spot (\"{reason}\"); requeued"),
+                )
             };
         }
         _ => {}
     }
     if is_oom(stop) {
-        let detail = stop.container_reason.clone().or(stop.stopped_reason.clone()).unwrap_or_default();
+        let detail = stop
+            .container_reason
+            .clone()
+            .or(stop.stopped_reason.clone())
+            .unwrap_or_default();
         return Outcome::new(JobState::Failed, format!("the runner was killed for running out of memory (\"{detail}\"); give the runner more memory"));
     }
     match stop.exit_code {
@@ -86,7 +112,17 @@ pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
             }
             Outcome::new(JobState::Failed, r)
         }
-        None => Outcome::new(JobState::Failed, format!("the task stopped before the runner exited: \"{}\"", if reason.is_empty() { "no reason given" } else { &reason })),
+        None => Outcome::new(
+            JobState::Failed,
+            format!(
+                "the task stopped before the runner exited: \"{}\"",
+                if reason.is_empty() {
+                    "no reason given"
+                } else {
+                    &reason
+                }
+            ),
+        ),
     }
 }
 
@@ -94,29 +130,73 @@ pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
 mod tests {
     use super::*;
 
-    fn stop(code: Option<&str>, reason: Option<&str>, exit: Option<i32>, container: Option<&str>) -> TaskStop {
-        TaskStop { stop_code: code.map(Into::into), stopped_reason: reason.map(Into::into), exit_code: exit, container_reason: container.map(Into::into) }
+    fn stop(
+        code: Option<&str>,
+        reason: Option<&str>,
+        exit: Option<i32>,
+        container: Option<&str>,
+    ) -> TaskStop {
+        TaskStop {
+            stop_code: code.map(Into::into),
+            stopped_reason: reason.map(Into::into),
+            exit_code: exit,
+            container_reason: container.map(Into::into),
+        }
     }
 
     #[test]
     fn exit_codes_decide_ordinary_stops() {
-        let ok = task_outcome(Operation::Apply, &stop(Some("EssentialContainerExited"), Some("Essential container in task exited"), Some(0), None));
+        let ok = task_outcome(
+            Operation::Apply,
+            &stop(
+                Some("EssentialContainerExited"),
+                Some("Essential container in task exited"),
+                Some(0),
+                None,
+            ),
+        );
         assert_eq!(ok.state, JobState::Succeeded);
-        let bad = task_outcome(Operation::Apply, &stop(Some("EssentialContainerExited"), None, Some(1), Some("terraform apply failed")));
+        let bad = task_outcome(
+            Operation::Apply,
+            &stop(
+                Some("EssentialContainerExited"),
+                None,
+                Some(1),
+                Some("terraform apply failed"),
+            ),
+        );
         assert_eq!(bad.state, JobState::Failed);
         assert!(bad.reason.contains("code 1") && bad.reason.contains("terraform apply failed"));
     }
 
     #[test]
     fn failed_to_start_quotes_aws() {
-        let o = task_outcome(Operation::Plan, &stop(Some("TaskFailedToStart"), Some("CannotPullContainerError: pull image manifest has been retried 5 time(s)"), None, None));
+        let o = task_outcome(
+            Operation::Plan,
+            &stop(
+                Some("TaskFailedToStart"),
+                Some("CannotPullContainerError: pull image manifest has been retried 5 time(s)"),
+                None,
+                None,
+            ),
+        );
         assert_eq!(o.state, JobState::Failed);
-        assert!(o.reason.contains("\"CannotPullContainerError: pull image manifest"), "{}", o.reason);
+        assert!(
+            o.reason
+                .contains("\"CannotPullContainerError: pull image manifest"),
+            "{}",
+            o.reason
+        );
     }
 
     #[test]
     fn spot_requeues_a_plan_but_fails_an_apply() {
-        let s = stop(Some("SpotInterruption"), Some("Your Spot Task was interrupted."), Some(143), None);
+        let s = stop(
+            Some("SpotInterruption"),
+            Some("Your Spot Task was interrupted."),
+            Some(143),
+            None,
+        );
         assert_eq!(task_outcome(Operation::Plan, &s).state, JobState::Queued);
         let apply = task_outcome(Operation::Apply, &s);
         assert_eq!(apply.state, JobState::Failed);
@@ -126,25 +206,67 @@ mod tests {
 
     #[test]
     fn oom_is_named() {
-        let o = task_outcome(Operation::Apply, &stop(Some("EssentialContainerExited"), None, Some(137), Some("OutOfMemoryError: Container killed due to memory usage")));
+        let o = task_outcome(
+            Operation::Apply,
+            &stop(
+                Some("EssentialContainerExited"),
+                None,
+                Some(137),
+                Some("OutOfMemoryError: Container killed due to memory usage"),
+            ),
+        );
         assert_eq!(o.state, JobState::Failed);
         assert!(o.reason.contains("out of memory"), "{}", o.reason);
     }
 
     #[test]
     fn stops_sortie_asked_for_are_canceled_or_timed_out() {
-        let c = task_outcome(Operation::Apply, &stop(Some("UserInitiated"), Some("sortie: canceled by alice"), Some(143), None));
-        assert_eq!((c.state, c.reason.as_str()), (JobState::Canceled, "canceled by alice"));
-        let t = task_outcome(Operation::Apply, &stop(Some("UserInitiated"), Some("sortie: timed out after 7200s"), Some(143), None));
+        let c = task_outcome(
+            Operation::Apply,
+            &stop(
+                Some("UserInitiated"),
+                Some("sortie: canceled by alice"),
+                Some(143),
+                None,
+            ),
+        );
+        assert_eq!(
+            (c.state, c.reason.as_str()),
+            (JobState::Canceled, "canceled by alice")
+        );
+        let t = task_outcome(
+            Operation::Apply,
+            &stop(
+                Some("UserInitiated"),
+                Some("sortie: timed out after 7200s"),
+                Some(143),
+                None,
+            ),
+        );
         assert_eq!(t.state, JobState::TimedOut);
         assert!(t.reason.contains("7200s"));
-        let other_user = task_outcome(Operation::Plan, &stop(Some("UserInitiated"), Some("stopped by an operator"), Some(143), None));
-        assert_eq!(other_user.state, JobState::Failed, "a stop Sortie did not ask for is a failure, with its exit code");
+        let other_user = task_outcome(
+            Operation::Plan,
+            &stop(
+                Some("UserInitiated"),
+                Some("stopped by an operator"),
+                Some(143),
+                None,
+            ),
+        );
+        assert_eq!(
+            other_user.state,
+            JobState::Failed,
+            "a stop Sortie did not ask for is a failure, with its exit code"
+        );
     }
 
     #[test]
     fn no_exit_code_fails_with_the_reason() {
-        let o = task_outcome(Operation::Plan, &stop(None, Some("Task stopped"), None, None));
+        let o = task_outcome(
+            Operation::Plan,
+            &stop(None, Some("Task stopped"), None, None),
+        );
         assert_eq!(o.state, JobState::Failed);
         assert!(o.reason.contains("Task stopped"));
     }

@@ -5,12 +5,34 @@ use sortie_core::{task_outcome, JobState, Operation, TaskStop};
 
 fn arb_stop() -> impl Strategy<Value = TaskStop> {
     (
-        proptest::option::of(prop::sample::select(vec!["EssentialContainerExited", "TaskFailedToStart", "SpotInterruption", "UserInitiated", "TerminationNotice", "ServiceSchedulerInitiated"])),
-        proptest::option::of(prop::sample::select(vec!["sortie: canceled by bob", "sortie: timed out after 60s", "Essential container in task exited", "CannotPullContainerError: x", ""])),
+        proptest::option::of(prop::sample::select(vec![
+            "EssentialContainerExited",
+            "TaskFailedToStart",
+            "SpotInterruption",
+            "UserInitiated",
+            "TerminationNotice",
+            "ServiceSchedulerInitiated",
+        ])),
+        proptest::option::of(prop::sample::select(vec![
+            "sortie: canceled by bob",
+            "sortie: timed out after 60s",
+            "Essential container in task exited",
+            "CannotPullContainerError: x",
+            "",
+        ])),
         proptest::option::of(-1i32..256),
-        proptest::option::of(prop::sample::select(vec!["OutOfMemoryError: Container killed due to memory usage", "error", ""])),
+        proptest::option::of(prop::sample::select(vec![
+            "OutOfMemoryError: Container killed due to memory usage",
+            "error",
+            "",
+        ])),
     )
-        .prop_map(|(c, r, e, cr)| TaskStop { stop_code: c.map(Into::into), stopped_reason: r.map(Into::into), exit_code: e, container_reason: cr.map(Into::into) })
+        .prop_map(|(c, r, e, cr)| TaskStop {
+            stop_code: c.map(Into::into),
+            stopped_reason: r.map(Into::into),
+            exit_code: e,
+            container_reason: cr.map(Into::into),
+        })
 }
 
 proptest! {

@@ -138,6 +138,9 @@ struct JobItem {
     gsi3pk: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gsi3sk: Option<String>,
+    /// The job's position in its environment's queue, while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    queue_sk: Option<String>,
     #[serde(flatten)]
     record: JobRecord,
 }
@@ -152,6 +155,31 @@ struct MemberItem {
 }
 
 const PENDING: &str = "PENDING";
+const ACTIVE: &str = "ACTIVE";
+
+/// Adds the optional attributes of a job update to an update expression.
+fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item) {
+    if let Some(v) = &update.task_arn {
+        set.push("task_arn = :arn");
+        values.insert(":arn".into(), s(v));
+    }
+    if let Some(v) = &update.token_hash {
+        set.push("token_hash = :th");
+        values.insert(":th".into(), s(v));
+    }
+    if let Some(v) = &update.started_at {
+        set.push("started_at = :sa");
+        values.insert(":sa".into(), s(v.to_rfc3339()));
+    }
+    if let Some(v) = &update.cancel_requested_by {
+        set.push("cancel_requested_by = :cr");
+        values.insert(":cr".into(), s(v));
+    }
+    if let Some(v) = &update.timeout_requested_at {
+        set.push("timeout_requested_at = :tr");
+        values.insert(":tr".into(), s(v.to_rfc3339()));
+    }
+}
 
 fn pending_sk(job: &Job) -> String {
     format!("{}#{}", job.transitions[0].at.to_rfc3339(), job.id)
@@ -181,12 +209,14 @@ fn job_item(job: &Job, holds_lock: bool) -> JobItem {
         gsi1sk: job.id.clone(),
         gsi3pk: holds_lock.then(|| PENDING.to_string()),
         gsi3sk: holds_lock.then(|| pending_sk(job)),
+        queue_sk: None,
         record: JobRecord {
             job: job.clone(),
             task_arn: None,
             token_hash: None,
             started_at: None,
             cancel_requested_by: None,
+            timeout_requested_at: None,
             updated_at: job.transitions[0].at,
         },
     }
@@ -881,6 +911,7 @@ impl Store for DynamoStore {
             environment: env.clone(),
             active_job: None,
             queued_count: 0,
+            queue_seq: 0,
         };
         let item = env_item(record.clone(), 1);
         let items = vec![
@@ -1179,15 +1210,35 @@ impl Store for DynamoStore {
                 });
             }
             // The environment is busy (or missing): join its FIFO queue, while it stays busy.
-            let mut queue_item = queue_key(env, &job.id);
+            // The queue position is the environment's next sequence number, taken in the
+            // same transaction, so FIFO follows the order the submits committed in.
+            let Some(current) = self.read_env(env).await? else {
+                return Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: env.to_string(),
+                });
+            };
+            if current.record.active_job.is_none() {
+                continue;
+            }
+            let seq = current.record.queue_seq;
+            let position = format!("{:020}", seq + 1);
+            let mut queue_item = queue_key(env, &position);
             queue_item.insert("kind".into(), s("queue"));
+            queue_item.insert("job_id".into(), s(&job.id));
+            let mut waiting = job_item(job, false);
+            waiting.queue_sk = Some(position);
             let mut items = vec![
-                self.put(to_item(&job_item(job, false)), "attribute_not_exists(pk)"),
+                self.put(to_item(&waiting), "attribute_not_exists(pk)"),
                 self.update(
                     env_key(env),
-                    "SET queued_count = queued_count + :one",
-                    "attribute_exists(active_job)",
-                    HashMap::from([(":one".to_string(), n(1))]),
+                    "SET queued_count = queued_count + :one, queue_seq = :next",
+                    "attribute_exists(active_job) AND queue_seq = :seq",
+                    HashMap::from([
+                        (":one".to_string(), n(1)),
+                        (":next".to_string(), n(seq + 1)),
+                        (":seq".to_string(), n(seq)),
+                    ]),
                     HashMap::new(),
                 ),
                 self.put(queue_item, "attribute_not_exists(pk)"),
@@ -1285,29 +1336,21 @@ impl Store for DynamoStore {
         reason: &str,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError> {
-        let current = self
-            .read_job(id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound {
-                kind: "job",
-                id: id.to_string(),
-            })?;
-        if current.record.job.state != from {
+        // The core state machine checks the transition; the write checks the current state.
+        // One UpdateItem, no read first: this is the dispatch hot path.
+        if !from.can_become(to) {
             return Err(StoreError::StateConflict {
                 job_id: id.to_string(),
                 expected: from,
-                actual: current.record.job.state,
+                actual: from,
             });
         }
-        // Check the transition in the core state machine before writing it.
-        let mut job = current.record.job.clone();
-        job.transition(to, at, reason)
-            .map_err(|e| StoreError::StateConflict {
-                job_id: e.job_id,
-                expected: from,
-                actual: e.from,
-            })?;
-        let transition: &Transition = job.transitions.last().expect("just recorded");
+        let transition = Transition {
+            from: Some(from),
+            to,
+            at,
+            reason: reason.to_string(),
+        };
         let mut set = vec![
             "#state = :to",
             "transitions = list_append(transitions, :t)",
@@ -1320,33 +1363,25 @@ impl Store for DynamoStore {
             (
                 ":t".to_string(),
                 AttributeValue::L(vec![
-                    serde_dynamo::to_attribute_value(transition).expect("transition serialises")
+                    serde_dynamo::to_attribute_value(&transition).expect("transition serialises")
                 ]),
             ),
             (":now".to_string(), s(at.to_rfc3339())),
         ]);
-        if let Some(v) = &update.task_arn {
-            set.push("task_arn = :arn");
-            values.insert(":arn".into(), s(v));
-        }
-        if let Some(v) = &update.token_hash {
-            set.push("token_hash = :th");
-            values.insert(":th".into(), s(v));
-        }
-        if let Some(v) = &update.started_at {
-            set.push("started_at = :sa");
-            values.insert(":sa".into(), s(v.to_rfc3339()));
-        }
-        if let Some(v) = &update.cancel_requested_by {
-            set.push("cancel_requested_by = :cr");
-            values.insert(":cr".into(), s(v));
-        }
-        // A job that holds its lock and is `queued` is a pending send; any other state is not.
+        add_update(&update, &mut set, &mut values);
+        // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
+        // ACTIVE while launched (dispatching, running), absent once terminal.
         if to == JobState::Queued {
-            set.push("gsi3pk = :pending, gsi3sk = :psk");
-            values.insert(":pending".into(), s(PENDING));
-            values.insert(":psk".into(), s(pending_sk(&job)));
-        } else if from == JobState::Queued {
+            set.push("gsi3pk = :g3");
+            set.push("gsi3sk = :g3s");
+            values.insert(":g3".into(), s(PENDING));
+            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
+        } else if to.is_active() {
+            set.push("gsi3pk = :g3");
+            set.push("gsi3sk = :g3s");
+            values.insert(":g3".into(), s(ACTIVE));
+            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
+        } else {
             remove.push("gsi3pk, gsi3sk");
         }
         let mut expr = format!("SET {}", set.join(", "));
@@ -1371,19 +1406,86 @@ impl Store for DynamoStore {
                 if e.as_service_error()
                     .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
             {
-                let actual = self
-                    .read_job(id)
-                    .await?
-                    .map(|j| j.record.job.state)
-                    .unwrap_or(from);
-                Err(StoreError::StateConflict {
-                    job_id: id.to_string(),
-                    expected: from,
-                    actual,
-                })
+                match self.read_job(id).await? {
+                    Some(j) => Err(StoreError::StateConflict {
+                        job_id: id.to_string(),
+                        expected: from,
+                        actual: j.record.job.state,
+                    }),
+                    None => Err(StoreError::NotFound {
+                        kind: "job",
+                        id: id.to_string(),
+                    }),
+                }
             }
             Err(e) => Err(aws("dynamodb", e)),
         }
+    }
+
+    async fn mark_job(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        let mut set = vec!["updated_at = :now"];
+        let mut values: Item = HashMap::from([
+            (":now".to_string(), s(at.to_rfc3339())),
+            (":d".to_string(), s(JobState::Dispatching.as_str())),
+            (":r".to_string(), s(JobState::Running.as_str())),
+        ]);
+        add_update(&update, &mut set, &mut values);
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression(format!("SET {}", set.join(", ")))
+            .condition_expression("#state IN (:d, :r)")
+            .expression_attribute_names("#state", "state")
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
+            {
+                match self.read_job(id).await? {
+                    Some(j) => Err(StoreError::StateConflict {
+                        job_id: id.to_string(),
+                        expected: JobState::Running,
+                        actual: j.record.job.state,
+                    }),
+                    None => Err(StoreError::NotFound {
+                        kind: "job",
+                        id: id.to_string(),
+                    }),
+                }
+            }
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :a")
+            .expression_attribute_values(":a", s(ACTIVE))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        out.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| from_item::<JobItem>(i).map(|j| j.record))
+            .collect()
     }
 
     async fn cancel_waiting_job(
@@ -1409,9 +1511,18 @@ impl Store for DynamoStore {
                 actual: e.from,
             })?;
         let env = &record.job.environment;
+        let Some(position) = current.queue_sk.clone() else {
+            // Not waiting in a queue: it holds its environment's lock (or never queued).
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::Queued,
+                actual: current.record.job.state,
+            });
+        };
         let transition = record.job.transitions.last().expect("just recorded");
-        let items = vec![
-            self.delete(queue_key(env, id), "attribute_exists(pk)", HashMap::new()),
+        let items =
+            vec![
+            self.delete(queue_key(env, &position), "attribute_exists(pk)", HashMap::new()),
             self.update(
                 env_key(env),
                 "SET queued_count = queued_count - :one",
@@ -1483,7 +1594,11 @@ impl Store for DynamoStore {
                 .unwrap_or_default()
                 .into_iter()
                 .next()
-                .and_then(|i| i.get("sk").and_then(|v| v.as_s().ok()).cloned());
+                .and_then(|i| {
+                    let sk = i.get("sk").and_then(|v| v.as_s().ok()).cloned()?;
+                    let job_id = i.get("job_id").and_then(|v| v.as_s().ok()).cloned()?;
+                    Some((sk, job_id))
+                });
             let held = HashMap::from([(":held".to_string(), s(job_id))]);
             match next {
                 None => {
@@ -1511,7 +1626,7 @@ impl Store for DynamoStore {
                         Err(e) => return Err(aws("dynamodb", e)),
                     }
                 }
-                Some(next_id) => {
+                Some((position, next_id)) => {
                     let Some(next_job) = self.read_job(&next_id).await? else {
                         return Err(StoreError::Corrupt {
                             key: format!("QUEUE#{env}/{next_id}"),
@@ -1530,13 +1645,13 @@ impl Store for DynamoStore {
                             HashMap::new(),
                         ),
                         self.delete(
-                            queue_key(env, &next_id),
+                            queue_key(env, &position),
                             "attribute_exists(pk)",
                             HashMap::new(),
                         ),
                         self.update(
                             job_key(&next_id),
-                            "SET gsi3pk = :pending, gsi3sk = :psk",
+                            "SET gsi3pk = :pending, gsi3sk = :psk REMOVE queue_sk",
                             "#state = :queued",
                             HashMap::from([
                                 (":pending".to_string(), s(PENDING)),

@@ -54,6 +54,9 @@ pub struct EnvironmentRecord {
     pub active_job: Option<String>,
     /// How many jobs wait for the lock.
     pub queued_count: u64,
+    /// The last queue position handed out; the FIFO order of waiting jobs.
+    #[serde(default)]
+    pub queue_seq: u64,
 }
 
 /// What happened to a submitted job.
@@ -107,6 +110,8 @@ pub struct JobUpdate {
     pub started_at: Option<DateTime<Utc>>,
     /// Who asked for a cancel.
     pub cancel_requested_by: Option<String>,
+    /// When Sortie stopped the task for exceeding its timeout.
+    pub timeout_requested_at: Option<DateTime<Utc>>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -127,6 +132,9 @@ pub struct JobRecord {
     /// Who asked for a cancel, while the stop is under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_requested_by: Option<String>,
+    /// When Sortie stopped the task for exceeding its timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_requested_at: Option<DateTime<Utc>>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
 }
@@ -238,6 +246,16 @@ pub trait Store: Send + Sync {
         env: &EnvPath,
         job_id: &str,
     ) -> Result<Released, StoreError>;
+    /// Records attributes of a launched (`dispatching` or `running`) job without changing its
+    /// state, such as a cancel or timeout request; `StateConflict` if the job is not launched.
+    async fn mark_job(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError>;
+    /// Launched jobs (`dispatching` or `running`), longest in that state first, at most `limit`.
+    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError>;
     /// Jobs that hold their environment's lock but are still `queued`, created before `before`:
     /// their send may have been lost.
     async fn pending_sends(

@@ -645,3 +645,127 @@ async fn memberships_are_granted_listed_scoped_to_org_and_revoked() {
         Err(StoreError::NotFound { .. })
     ));
 }
+
+#[tokio::test]
+async fn launched_jobs_are_listed_for_the_sweeper_and_can_be_marked() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let j = job("acme/payments/prod");
+    s.submit_job(&j, None).await.unwrap();
+    assert!(
+        matches!(
+            s.mark_job(&j.id, Utc::now(), JobUpdate::default()).await,
+            Err(StoreError::StateConflict { .. })
+        ),
+        "a queued job is not launched"
+    );
+    s.transition_job(
+        &j.id,
+        JobState::Queued,
+        JobState::Dispatching,
+        Utc::now(),
+        "claimed",
+        JobUpdate::default(),
+    )
+    .await
+    .unwrap();
+    let active: Vec<String> = s
+        .active_jobs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job.id)
+        .collect();
+    assert_eq!(active, vec![j.id.clone()]);
+    let marked = s
+        .mark_job(
+            &j.id,
+            Utc::now(),
+            JobUpdate {
+                cancel_requested_by: Some("alice".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (marked.job.state, marked.cancel_requested_by.as_deref()),
+        (JobState::Dispatching, Some("alice"))
+    );
+    // Back to queued (a retryable launch failure): a pending send again, not active.
+    s.transition_job(
+        &j.id,
+        JobState::Dispatching,
+        JobState::Queued,
+        Utc::now(),
+        "throttled",
+        JobUpdate::default(),
+    )
+    .await
+    .unwrap();
+    assert!(s.active_jobs(10).await.unwrap().is_empty());
+    assert!(s
+        .pending_sends(Utc::now() + chrono::Duration::seconds(1), 10)
+        .await
+        .unwrap()
+        .iter()
+        .any(|p| p.id == j.id));
+    s.transition_job(
+        &j.id,
+        JobState::Queued,
+        JobState::Dispatching,
+        Utc::now(),
+        "claimed",
+        JobUpdate::default(),
+    )
+    .await
+    .unwrap();
+    s.transition_job(
+        &j.id,
+        JobState::Dispatching,
+        JobState::Failed,
+        Utc::now(),
+        "AccessDenied",
+        JobUpdate::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        s.active_jobs(10).await.unwrap().is_empty(),
+        "terminal jobs leave the index"
+    );
+    assert!(matches!(
+        s.transition_job(
+            "ghost",
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "x",
+            JobUpdate::default()
+        )
+        .await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn twenty_waiting_jobs_get_the_lock_in_submit_order() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let env = EnvPath::parse("acme/payments/prod").unwrap();
+    let jobs: Vec<Job> = (0..20).map(|_| job("acme/payments/prod")).collect();
+    for j in &jobs {
+        s.submit_job(j, None).await.unwrap();
+    }
+    let mut order = vec![jobs[0].id.clone()];
+    let mut holder = jobs[0].id.clone();
+    while let Released::HandedTo(next) = s.release_environment(&env, &holder).await.unwrap() {
+        holder = next.id.clone();
+        order.push(next.id);
+    }
+    assert_eq!(
+        order,
+        jobs.iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+        "strict FIFO, even within one millisecond"
+    );
+}
