@@ -19,7 +19,12 @@ async fn handler(app: axum::Router, request: Request) -> Result<axum::response::
             .authorizer
             .as_ref()
             .and_then(|a| a.jwt.as_ref())
-            .map(|jwt| jwt.claims.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect())
+            .map(|jwt| {
+                jwt.claims
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect()
+            })
             .unwrap_or_default(),
         _ => BTreeMap::new(),
     };
@@ -33,9 +38,19 @@ async fn handler(app: axum::Router, request: Request) -> Result<axum::response::
 async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
     let config = aws_config::load_from_env().await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), sortie_settings::required(sortie_settings::TABLE)?);
-    let queue = SqsJobQueue::new(aws_sdk_sqs::Client::new(&config), sortie_settings::required(sortie_settings::JOBS_QUEUE_URL)?);
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&config),
+        sortie_settings::required(sortie_settings::TABLE)?,
+    );
+    let queue = SqsJobQueue::new(
+        aws_sdk_sqs::Client::new(&config),
+        sortie_settings::required(sortie_settings::JOBS_QUEUE_URL)?,
+    );
     // The development identity is never enabled in AWS: the authorizer verifies every caller.
-    let app = router(AppState { store: Arc::new(store), queue: Arc::new(queue), dev_identity: false });
+    let app = router(AppState {
+        store: Arc::new(store),
+        queue: Arc::new(queue),
+        dev_identity: false,
+    });
     run(service_fn(move |request| handler(app.clone(), request))).await
 }
