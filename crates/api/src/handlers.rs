@@ -678,24 +678,29 @@ pub(crate) async fn get_job(cx: &Ctx) -> Result<Response, ApiError> {
 
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
     params(("id" = String, Path, description = "Job id")),
-    responses((status = 200, description = "A queued job is canceled at once", body = Object), (status = 409, description = "The job already ended, or is launched and must be stopped by its launcher")))]
+    responses((status = 200, description = "A queued job is canceled at once", body = Object), (status = 202, description = "A launched job's task is being stopped; it ends `canceled`", body = Object), (status = 409, description = "The job already ended")))]
 pub(crate) async fn cancel_job(cx: &Ctx) -> Result<Response, ApiError> {
     let (record, principal) = read_job_for(cx, Action::Deploy).await?;
     let reason = format!("sortie: canceled by {}", principal.subject);
     let job = &record.job;
-    if job.state != JobState::Queued {
+    if job.state.is_terminal() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "state_conflict",
-            if job.state.is_terminal() {
-                format!("job `{}` already ended: {}", job.id, job.state)
-            } else {
-                format!(
-                    "job `{}` is {}; stopping a launched job is done by its launcher",
-                    job.id, job.state
-                )
-            },
+            format!("job `{}` already ended: {}", job.id, job.state),
         ));
+    }
+    if job.state.is_active() {
+        // A launched job: dispatch stops its task (the API holds no ECS permissions), and
+        // task-events finishes it as `canceled` when the task's STOPPED event arrives.
+        let message = sortie_store::JobMessage {
+            job_id: job.id.clone(),
+            cancel_by: Some(principal.subject.clone()),
+        };
+        cx.state.queue.send_message(&message, 0).await?;
+        let mut body = job_view(&record);
+        body["cancel_requested_by"] = json!(principal.subject);
+        return ok(StatusCode::ACCEPTED, body);
     }
     let env = cx.state.store.get_environment(&job.environment).await?;
     let holds_lock = env.item.active_job.as_deref() == Some(job.id.as_str());

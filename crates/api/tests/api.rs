@@ -706,7 +706,7 @@ struct FailingQueue;
 
 #[async_trait]
 impl JobQueue for FailingQueue {
-    async fn send(&self, _: &str, _: i32) -> Result<(), StoreError> {
+    async fn send_message(&self, _: &sortie_store::JobMessage, _: i32) -> Result<(), StoreError> {
         Err(StoreError::Aws {
             service: "sqs",
             message: "ServiceUnavailable: injected".into(),

@@ -11,13 +11,32 @@ use crate::StoreError;
 pub struct JobMessage {
     /// The job to dispatch.
     pub job_id: String,
+    /// Set for a cancel: stop the launched job's task on behalf of this principal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_by: Option<String>,
 }
 
 /// Sends jobs to the dispatcher.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
-    /// Sends one job, optionally delayed (seconds, at most 900).
-    async fn send(&self, job_id: &str, delay_seconds: i32) -> Result<(), StoreError>;
+    /// Sends one message, optionally delayed (seconds, at most 900).
+    async fn send_message(
+        &self,
+        message: &JobMessage,
+        delay_seconds: i32,
+    ) -> Result<(), StoreError>;
+
+    /// Sends one job to be dispatched.
+    async fn send(&self, job_id: &str, delay_seconds: i32) -> Result<(), StoreError> {
+        self.send_message(
+            &JobMessage {
+                job_id: job_id.to_string(),
+                cancel_by: None,
+            },
+            delay_seconds,
+        )
+        .await
+    }
 }
 
 /// The SQS jobs queue.
@@ -35,15 +54,37 @@ impl SqsJobQueue {
             url: url.into(),
         }
     }
+
+    /// Delays the next delivery of a received message: the retry backoff of `dispatch`.
+    pub async fn delay_redelivery(
+        &self,
+        receipt_handle: &str,
+        seconds: i32,
+    ) -> Result<(), StoreError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds.clamp(0, 43_200))
+            .send()
+            .await
+            .map_err(|e| StoreError::Aws {
+                service: "sqs",
+                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+                retryable: true,
+            })?;
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl JobQueue for SqsJobQueue {
-    async fn send(&self, job_id: &str, delay_seconds: i32) -> Result<(), StoreError> {
-        let body = serde_json::to_string(&JobMessage {
-            job_id: job_id.to_string(),
-        })
-        .expect("serialisable");
+    async fn send_message(
+        &self,
+        message: &JobMessage,
+        delay_seconds: i32,
+    ) -> Result<(), StoreError> {
+        let body = serde_json::to_string(message).expect("serialisable");
         self.client
             .send_message()
             .queue_url(&self.url)

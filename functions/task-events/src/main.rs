@@ -1,24 +1,28 @@
-//! `task-events`: EventBridge `aws.ecs` "ECS Task State Change" → job outcome.
+//! `task-events`: EventBridge `aws.ecs` "ECS Task State Change" → the job's outcome.
 //!
-//! Wiring plus one handler. The outcome mapping lands with issue 4.
+//! Wiring plus one handler. An error makes EventBridge retry the event; every
+//! event is safe to handle twice.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use sortie_lifecycle::wiring::{from_env, Wired};
+use sortie_lifecycle::EcsTaskStateChange;
 
-/// Handles one ECS task state change event.
-async fn handler(event: LambdaEvent<EventBridgeEvent<serde_json::Value>>) -> Result<(), Error> {
+/// Handles one task state change.
+async fn handler(
+    wired: &Wired,
+    event: LambdaEvent<EventBridgeEvent<EcsTaskStateChange>>,
+) -> Result<(), Error> {
     let detail = &event.payload.detail;
-    tracing::info!(
-        detail_type = %event.payload.detail_type,
-        started_by = detail.get("startedBy").and_then(|v| v.as_str()).unwrap_or(""),
-        last_status = detail.get("lastStatus").and_then(|v| v.as_str()).unwrap_or(""),
-        "task state change received"
-    );
+    let outcome = wired.engine.task_event(detail).await?;
+    tracing::info!(task = %detail.task_arn, status = %detail.last_status, outcome = ?outcome, "task state change handled");
     Ok(())
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
-    run(service_fn(handler)).await
+    let config = aws_config::load_from_env().await;
+    let wired = from_env(&config)?;
+    run(service_fn(|event| handler(&wired, event))).await
 }

@@ -1,0 +1,480 @@
+//! The `ecs-fargate` launcher: ECS RunTask as the runner's launcher role.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::identity::IdentityCache;
+use aws_config::sts::AssumeRoleProvider;
+use aws_config::{Region, SdkConfig};
+use aws_sdk_ecs::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_ecs::types::{
+    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride,
+    DesiredStatus, KeyValuePair, NetworkConfiguration, PropagateTags, Secret, Tag, TaskOverride,
+};
+use sortie_core::runner::{CapacityProvider, EcsFargateRunner};
+use sortie_core::{Job, Operation, RunnerConfiguration, TaskStop};
+
+use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
+
+/// How long an assumed session lasts: the shortest STS allows.
+const SESSION: Duration = Duration::from_secs(15 * 60);
+/// Assumed credentials are refreshed this long before they expire.
+const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
+
+/// A hook that adjusts every ECS client's configuration (tests add interceptors with it).
+pub type EcsCustomizer =
+    Arc<dyn Fn(aws_sdk_ecs::config::Builder) -> aws_sdk_ecs::config::Builder + Send + Sync>;
+
+/// Launches Fargate tasks in runners' accounts.
+///
+/// One ECS client per (launcher role, ExternalId, organisation), kept for the life of
+/// the Lambda container. Each client's credentials come from
+/// [`AssumeRoleProvider`] (ExternalId, session name `sortie-<job id>`, session tags
+/// `sortie:org`, `sortie:env`, `sortie:job`), cached by the client's identity cache
+/// until five minutes before they expire. The organisation is part of the key, so a
+/// session tagged for one tenant never launches another tenant's job.
+pub struct EcsLauncher {
+    base: SdkConfig,
+    customize: Option<EcsCustomizer>,
+    clients: Mutex<HashMap<(String, String, String), aws_sdk_ecs::Client>>,
+    task_definitions: tokio::sync::Mutex<HashMap<String, String>>,
+}
+
+impl EcsLauncher {
+    /// A launcher whose base credentials (the ones that assume roles) come from `base`.
+    pub fn new(base: SdkConfig) -> Self {
+        Self {
+            base,
+            customize: None,
+            clients: Mutex::new(HashMap::new()),
+            task_definitions: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Adjusts every ECS client this launcher builds.
+    pub fn with_customizer(mut self, customize: EcsCustomizer) -> Self {
+        self.customize = Some(customize);
+        self
+    }
+
+    fn runner(job: &Job) -> Result<&EcsFargateRunner, LaunchError> {
+        match job.runner_spec.as_ref().map(|s| &s.runner_configuration) {
+            Some(RunnerConfiguration::EcsFargate(c)) => Ok(c),
+            Some(other) => Err(LaunchError::Fatal(format!(
+                "the ECS launcher cannot run a `{}` runner",
+                other.type_name()
+            ))),
+            None => Err(LaunchError::Fatal(format!(
+                "job {} has no runner configuration",
+                job.id
+            ))),
+        }
+    }
+
+    async fn client(&self, c: &EcsFargateRunner, job: &Job) -> aws_sdk_ecs::Client {
+        let key = (
+            c.access.role_arn.clone(),
+            c.access.external_id.clone(),
+            job.environment.org().to_string(),
+        );
+        if let Some(client) = self.clients.lock().expect("client cache lock").get(&key) {
+            return client.clone();
+        }
+        let provider = AssumeRoleProvider::builder(c.access.role_arn.clone())
+            .external_id(c.access.external_id.clone())
+            .session_name(format!("sortie-{}", job.id))
+            .session_length(SESSION)
+            .tags([
+                ("sortie:org", job.environment.org().to_string()),
+                ("sortie:env", job.environment.to_string()),
+                ("sortie:job", job.id.clone()),
+            ])
+            .region(Region::new(c.access.region.clone()))
+            .configure(&self.base)
+            .build()
+            .await;
+        let mut conf = aws_sdk_ecs::config::Builder::from(&self.base)
+            .region(Region::new(c.access.region.clone()))
+            .credentials_provider(provider)
+            .identity_cache(
+                IdentityCache::lazy()
+                    .buffer_time(REFRESH_BEFORE_EXPIRY)
+                    .build(),
+            );
+        if let Some(customize) = &self.customize {
+            conf = customize(conf);
+        }
+        let client = aws_sdk_ecs::Client::from_conf(conf.build());
+        self.clients
+            .lock()
+            .expect("client cache lock")
+            .entry(key)
+            .or_insert(client)
+            .clone()
+    }
+
+    /// The task definition to run: the runner's, or a derived one carrying the runner's
+    /// secrets (ARNs) in the runner container's `secrets`, registered once per secret set.
+    async fn task_definition(
+        &self,
+        client: &aws_sdk_ecs::Client,
+        c: &EcsFargateRunner,
+    ) -> Result<String, LaunchError> {
+        if c.secrets.is_empty() {
+            return Ok(c.task_definition.clone());
+        }
+        let fingerprint = {
+            use sha2::Digest;
+            let text = serde_json::to_string(&c.secrets).unwrap_or_default();
+            let digest = sha2::Sha256::digest(format!(
+                "{}|{}|{}",
+                c.task_definition, c.container_name, text
+            ));
+            digest
+                .iter()
+                .take(4)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        let cache_key = format!("{}|{}|{fingerprint}", c.access.role_arn, c.task_definition);
+        let mut cache = self.task_definitions.lock().await;
+        if let Some(arn) = cache.get(&cache_key) {
+            return Ok(arn.clone());
+        }
+        let base = client
+            .describe_task_definition()
+            .task_definition(&c.task_definition)
+            .send()
+            .await
+            .map_err(|e| from_sdk("DescribeTaskDefinition", e))?;
+        let td = base.task_definition.ok_or_else(|| {
+            LaunchError::Fatal(format!(
+                "task definition `{}` was not found",
+                c.task_definition
+            ))
+        })?;
+        let secrets: Vec<Secret> = c
+            .secrets
+            .iter()
+            .map(|(name, arn)| {
+                Secret::builder()
+                    .name(name)
+                    .value_from(arn)
+                    .build()
+                    .map_err(|e| LaunchError::Fatal(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut containers = td.container_definitions.clone().unwrap_or_default();
+        let runner = containers
+            .iter_mut()
+            .find(|cd| cd.name.as_deref() == Some(c.container_name.as_str()))
+            .ok_or_else(|| {
+                LaunchError::Fatal(format!(
+                    "task definition `{}` has no container named `{}`",
+                    c.task_definition, c.container_name
+                ))
+            })?;
+        let mut all = runner.secrets.clone().unwrap_or_default();
+        all.retain(|s| !c.secrets.contains_key(&s.name));
+        all.extend(secrets);
+        runner.secrets = Some(all);
+        let family = format!(
+            "{}-sortie-{fingerprint}",
+            td.family.clone().unwrap_or_else(|| "runner".into())
+        );
+        let registered = client
+            .register_task_definition()
+            .family(family)
+            .set_container_definitions(Some(containers))
+            .set_cpu(td.cpu.clone())
+            .set_memory(td.memory.clone())
+            .set_network_mode(td.network_mode.clone())
+            .set_requires_compatibilities(td.requires_compatibilities.clone())
+            .set_execution_role_arn(td.execution_role_arn.clone())
+            .set_task_role_arn(td.task_role_arn.clone())
+            .set_volumes(td.volumes.clone())
+            .set_runtime_platform(td.runtime_platform.clone())
+            .set_ephemeral_storage(td.ephemeral_storage.clone())
+            .send()
+            .await
+            .map_err(|e| from_sdk("RegisterTaskDefinition", e))?;
+        let arn = registered
+            .task_definition
+            .and_then(|t| t.task_definition_arn)
+            .ok_or_else(|| {
+                LaunchError::Retryable("RegisterTaskDefinition returned no ARN".into())
+            })?;
+        cache.insert(cache_key, arn.clone());
+        Ok(arn)
+    }
+}
+
+/// Classifies an AWS error for a launch: retry only what is safe to retry.
+pub fn classify(operation: &str, code: &str, message: &str, status: u16) -> LaunchError {
+    let text = format!("{operation} failed: {code}: {message}");
+    let lower = message.to_ascii_lowercase();
+    let retryable = status >= 500
+        || code.contains("Throttl")
+        || code == "RequestLimitExceeded"
+        || code == "ServerException"
+        || code == "ServiceUnavailable"
+        || code.starts_with("RESOURCE:")
+        || lower.contains("capacity is unavailable")
+        || lower.contains("rate exceeded")
+        || lower.contains("throttl");
+    if retryable {
+        LaunchError::Retryable(text)
+    } else {
+        LaunchError::Fatal(text)
+    }
+}
+
+fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+    operation: &str,
+    err: SdkError<E>,
+) -> LaunchError {
+    match &err {
+        SdkError::ServiceError(se) => classify(
+            operation,
+            se.err().code().unwrap_or("Unknown"),
+            se.err().message().unwrap_or_default(),
+            se.raw().status().as_u16(),
+        ),
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            let text = aws_sdk_ecs::error::DisplayErrorContext(&err).to_string();
+            // A failed AssumeRole surfaces here: access denied is final, anything else transient.
+            if text.contains("AccessDenied") || text.contains("not authorized") {
+                LaunchError::Fatal(format!(
+                    "{operation} failed: could not assume the runner's role: {text}"
+                ))
+            } else {
+                LaunchError::Retryable(format!("{operation} failed: {text}"))
+            }
+        }
+        _ => {
+            let text = aws_sdk_ecs::error::DisplayErrorContext(&err).to_string();
+            if text.contains("AccessDenied")
+                || text.contains("not authorized")
+                || text.contains("ExternalId")
+            {
+                LaunchError::Fatal(format!(
+                    "{operation} failed: could not assume the runner's role: {text}"
+                ))
+            } else {
+                LaunchError::Retryable(format!("{operation} failed: {text}"))
+            }
+        }
+    }
+}
+
+/// The runner container's environment: Sortie's variables, then the runner's own.
+fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair> {
+    let job = spec.job;
+    let mut env = vec![
+        ("SORTIE_JOB_ID".to_string(), job.id.clone()),
+        ("SORTIE_JOB_TOKEN".to_string(), spec.token.to_string()),
+        ("SORTIE_API_URL".to_string(), spec.api_url.to_string()),
+    ];
+    if !job.request.secret_refs.is_empty() {
+        // References only: the runner resolves them with its task role.
+        env.push((
+            "SORTIE_SECRET_REFS".to_string(),
+            serde_json::to_string(&job.request.secret_refs).unwrap_or_default(),
+        ));
+    }
+    env.extend(c.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.into_iter()
+        .map(|(k, v)| KeyValuePair::builder().name(k).value(v).build())
+        .collect()
+}
+
+#[async_trait]
+impl Launcher for EcsLauncher {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+        let job = spec.job;
+        let c = Self::runner(job)?;
+        let client = self.client(c, job).await;
+        let task_definition = self.task_definition(&client, c).await?;
+        let capacity = match (c.capacity_provider, job.request.operation) {
+            (CapacityProvider::FargateSpot, Operation::Plan) => "FARGATE_SPOT",
+            _ => "FARGATE",
+        };
+        let vpc = AwsVpcConfiguration::builder()
+            .set_subnets(Some(c.subnets.clone()))
+            .set_security_groups(Some(c.security_groups.clone()))
+            .assign_public_ip(if c.assign_public_ip {
+                AssignPublicIp::Enabled
+            } else {
+                AssignPublicIp::Disabled
+            })
+            .build()
+            .map_err(|e| LaunchError::Fatal(e.to_string()))?;
+        let overrides = TaskOverride::builder()
+            .container_overrides(
+                ContainerOverride::builder()
+                    .name(&c.container_name)
+                    .set_environment(Some(environment(spec, c)))
+                    .build(),
+            )
+            .set_cpu(c.cpu.map(|v| v.to_string()))
+            .set_memory(c.memory.map(|v| v.to_string()))
+            .set_task_role_arn(c.task_role_arn.clone())
+            .build();
+        let tags = [
+            ("sortie:job", job.id.clone()),
+            ("sortie:env", job.environment.to_string()),
+            ("sortie:org", job.environment.org().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect();
+        let out = client
+            .run_task()
+            .cluster(&c.cluster)
+            .task_definition(task_definition)
+            .count(1)
+            .started_by(started_by(&job.id))
+            .client_token(&job.id)
+            .capacity_provider_strategy(
+                CapacityProviderStrategyItem::builder()
+                    .capacity_provider(capacity)
+                    .weight(1)
+                    .build()
+                    .map_err(|e| LaunchError::Fatal(e.to_string()))?,
+            )
+            .network_configuration(
+                NetworkConfiguration::builder()
+                    .awsvpc_configuration(vpc)
+                    .build(),
+            )
+            .overrides(overrides)
+            .set_tags(Some(tags))
+            .propagate_tags(PropagateTags::TaskDefinition)
+            .enable_ecs_managed_tags(true)
+            .send()
+            .await
+            .map_err(|e| from_sdk("RunTask", e))?;
+        if let Some(arn) = out.tasks().first().and_then(|t| t.task_arn.clone()) {
+            return Ok(arn);
+        }
+        // RunTask answers 200 with `failures` for capacity and placement problems.
+        let failure = out.failures().first();
+        let reason = failure
+            .and_then(|f| f.reason.clone())
+            .unwrap_or_else(|| "no task and no failure returned".into());
+        let detail = failure.and_then(|f| f.detail.clone()).unwrap_or_default();
+        Err(classify("RunTask", &reason, &detail, 200))
+    }
+
+    async fn stop(&self, job: &Job, task: &str, reason: &str) -> Result<(), LaunchError> {
+        let c = Self::runner(job)?;
+        let client = self.client(c, job).await;
+        match client
+            .stop_task()
+            .cluster(&c.cluster)
+            .task(task)
+            .reason(reason)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(from_sdk("StopTask", e)),
+        }
+    }
+
+    async fn describe(&self, job: &Job, task: &str) -> Result<TaskStatus, LaunchError> {
+        let c = Self::runner(job)?;
+        let client = self.client(c, job).await;
+        let out = client
+            .describe_tasks()
+            .cluster(&c.cluster)
+            .tasks(task)
+            .send()
+            .await
+            .map_err(|e| from_sdk("DescribeTasks", e))?;
+        let Some(t) = out.tasks().first() else {
+            return Ok(TaskStatus::Missing);
+        };
+        if t.last_status.as_deref() != Some("STOPPED") {
+            return Ok(TaskStatus::Running);
+        }
+        let container = t
+            .containers()
+            .iter()
+            .find(|x| x.name.as_deref() == Some(c.container_name.as_str()));
+        Ok(TaskStatus::Stopped(TaskStop {
+            stop_code: t.stop_code.as_ref().map(|s| s.as_str().to_string()),
+            stopped_reason: t.stopped_reason.clone(),
+            exit_code: container.and_then(|x| x.exit_code),
+            container_reason: container.and_then(|x| x.reason.clone()),
+        }))
+    }
+
+    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError> {
+        let c = Self::runner(job)?;
+        let client = self.client(c, job).await;
+        for status in [DesiredStatus::Running, DesiredStatus::Stopped] {
+            let out = client
+                .list_tasks()
+                .cluster(&c.cluster)
+                .started_by(started_by(&job.id))
+                .desired_status(status)
+                .send()
+                .await
+                .map_err(|e| from_sdk("ListTasks", e))?;
+            if let Some(arn) = out.task_arns().first() {
+                return Ok(Some(arn.clone()));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_only_what_is_safe_to_retry() {
+        assert!(classify("RunTask", "ThrottlingException", "Rate exceeded", 400).is_retryable());
+        assert!(classify("RunTask", "RESOURCE:MEMORY", "", 200).is_retryable());
+        assert!(classify(
+            "RunTask",
+            "ClientException",
+            "Capacity is unavailable at this time. Please try again later",
+            400
+        )
+        .is_retryable());
+        assert!(classify("RunTask", "ServerException", "internal", 500).is_retryable());
+        let denied = classify(
+            "RunTask",
+            "AccessDeniedException",
+            "User is not authorized to perform ecs:RunTask",
+            400,
+        );
+        assert!(!denied.is_retryable());
+        assert_eq!(
+            denied.to_string(),
+            "RunTask failed: AccessDeniedException: User is not authorized to perform ecs:RunTask"
+        );
+        assert!(!classify(
+            "RunTask",
+            "ClusterNotFoundException",
+            "Cluster not found.",
+            400
+        )
+        .is_retryable());
+        assert!(
+            !classify("RunTask", "InvalidParameterException", "bad subnet", 400).is_retryable()
+        );
+        assert!(!classify(
+            "RunTask",
+            "ClientException",
+            "Unable to find task definition",
+            400
+        )
+        .is_retryable());
+    }
+}

@@ -1,0 +1,126 @@
+//! Launchers: one task per job, behind the [`Launcher`] trait.
+//!
+//! [`EcsLauncher`] runs a Fargate task with ECS RunTask in the runner's account,
+//! as the runner's launcher role. Every launcher also stops, describes and finds
+//! (by `startedBy = sortie:<job id>`) the tasks it started, so the sweeper can
+//! adopt orphans and resolve lost completion events.
+
+mod ecs;
+
+use async_trait::async_trait;
+use sortie_core::{Job, TaskStop};
+
+pub use ecs::{classify, EcsCustomizer, EcsLauncher};
+
+/// The `startedBy` of a job's task: `sortie:<job id>`.
+pub fn started_by(job_id: &str) -> String {
+    format!("sortie:{job_id}")
+}
+
+/// The job id in a `startedBy`, if it is Sortie's.
+pub fn job_id_of(started_by: &str) -> Option<&str> {
+    started_by
+        .strip_prefix("sortie:")
+        .filter(|id| !id.is_empty())
+}
+
+/// What a launcher needs to start a job's task.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec<'a> {
+    /// The job, with its runner snapshot.
+    pub job: &'a Job,
+    /// The job's callback token: scoped to this job, passed to the runner only.
+    pub token: &'a str,
+    /// The API URL the runner calls back.
+    pub api_url: &'a str,
+}
+
+/// A launch or control call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// Worth retrying with backoff: throttling, capacity, `RESOURCE:*`, 5xx, transport.
+    #[error("{0}")]
+    Retryable(String),
+    /// Never worth retrying: access denied, invalid configuration, a missing cluster or image.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl LaunchError {
+    /// True for [`LaunchError::Retryable`].
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Retryable(_))
+    }
+}
+
+/// Where a launched task stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Not stopped yet (pending, provisioning or running).
+    Running,
+    /// Stopped, with what is known about why.
+    Stopped(TaskStop),
+    /// The platform does not know the task (it never existed, or it expired).
+    Missing,
+}
+
+/// Starts, stops, describes and finds a job's task.
+#[async_trait]
+pub trait Launcher: Send + Sync {
+    /// Starts the job's task; returns its id (an ECS task ARN).
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError>;
+    /// Asks the platform to stop the task, with a reason it records.
+    async fn stop(&self, job: &Job, task: &str, reason: &str) -> Result<(), LaunchError>;
+    /// Where the task stands.
+    async fn describe(&self, job: &Job, task: &str) -> Result<TaskStatus, LaunchError>;
+    /// The task started for this job, found by `startedBy`, if any.
+    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError>;
+}
+
+/// Routes each job to the launcher for its runner's type.
+#[derive(Clone, Default)]
+pub struct ByRunnerType {
+    /// For `ecs-fargate` runners.
+    pub ecs: Option<std::sync::Arc<dyn Launcher>>,
+    /// For `eks` runners.
+    pub eks: Option<std::sync::Arc<dyn Launcher>>,
+    /// For `local` runners (`sortie dev` only).
+    pub local: Option<std::sync::Arc<dyn Launcher>>,
+}
+
+impl ByRunnerType {
+    fn pick(&self, job: &Job) -> Result<&std::sync::Arc<dyn Launcher>, LaunchError> {
+        let kind = job
+            .runner_spec
+            .as_ref()
+            .map(|s| s.runner_configuration.type_name())
+            .unwrap_or("unknown");
+        let chosen = match kind {
+            "ecs-fargate" => self.ecs.as_ref(),
+            "eks" => self.eks.as_ref(),
+            "local" => self.local.as_ref(),
+            _ => None,
+        };
+        chosen.ok_or_else(|| {
+            LaunchError::Fatal(format!(
+                "no launcher for `{kind}` runners is configured here"
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl Launcher for ByRunnerType {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+        self.pick(spec.job)?.launch(spec).await
+    }
+    async fn stop(&self, job: &Job, task: &str, reason: &str) -> Result<(), LaunchError> {
+        self.pick(job)?.stop(job, task, reason).await
+    }
+    async fn describe(&self, job: &Job, task: &str) -> Result<TaskStatus, LaunchError> {
+        self.pick(job)?.describe(job, task).await
+    }
+    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError> {
+        self.pick(job)?.find(job).await
+    }
+}

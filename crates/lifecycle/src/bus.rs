@@ -1,0 +1,86 @@
+//! The completion bus: `sortie.job.completed` on Sortie's EventBridge bus.
+
+use async_trait::async_trait;
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use serde_json::json;
+use sortie_store::JobRecord;
+
+use crate::LifecycleError;
+
+/// The `source` of Sortie's own events.
+pub const SOURCE: &str = "sortie";
+/// The `detail-type` of a finished job.
+pub const JOB_COMPLETED: &str = "sortie.job.completed";
+
+/// Publishes lifecycle events.
+#[async_trait]
+pub trait Bus: Send + Sync {
+    /// Publishes that a job reached a terminal state.
+    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError>;
+}
+
+/// The detail of `sortie.job.completed`.
+pub fn completed_detail(record: &JobRecord) -> serde_json::Value {
+    let job = &record.job;
+    json!({
+        "job_id": job.id,
+        "environment": job.environment.to_string(),
+        "org": job.environment.org(),
+        "operation": job.request.operation,
+        "state": job.state,
+        "reason": job.reason(),
+        "runner_id": job.runner_id.to_string(),
+        "task_arn": record.task_arn,
+        "requested_by": job.requested_by,
+    })
+}
+
+/// Sortie's EventBridge bus.
+#[derive(Debug, Clone)]
+pub struct EventBridgeBus {
+    client: aws_sdk_eventbridge::Client,
+    bus_name: String,
+}
+
+impl EventBridgeBus {
+    /// The bus named `bus_name`.
+    pub fn new(client: aws_sdk_eventbridge::Client, bus_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            bus_name: bus_name.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Bus for EventBridgeBus {
+    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        let entry = PutEventsRequestEntry::builder()
+            .event_bus_name(&self.bus_name)
+            .source(SOURCE)
+            .detail_type(JOB_COMPLETED)
+            .resources(format!("sortie:job/{}", record.job.id))
+            .detail(completed_detail(record).to_string())
+            .build();
+        let out = self
+            .client
+            .put_events()
+            .entries(entry)
+            .send()
+            .await
+            .map_err(|e| {
+                LifecycleError::Bus(aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())
+            })?;
+        if out.failed_entry_count() > 0 {
+            let why = out
+                .entries()
+                .first()
+                .and_then(|e| e.error_message.clone())
+                .unwrap_or_default();
+            return Err(LifecycleError::Bus(format!(
+                "PutEvents rejected the event: {why}"
+            )));
+        }
+        Ok(())
+    }
+}
