@@ -364,3 +364,5 @@ mod tests {
         );
     }
 }
+pub mod proxy;
+pub mod runtime;

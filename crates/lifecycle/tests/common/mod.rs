@@ -1,0 +1,310 @@
+//! A Fargate-shaped world on moto: network, cluster, task definition, table, queue and bus,
+//! with every client of the code under test going through a loopback fault proxy.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_ecs::types::{Compatibility, ContainerDefinition, NetworkMode};
+use chrono::Utc;
+use serde_json::{json, Value};
+use sortie_core::{
+    EnvPath, Environment, Job, JobRequest, Runner, RunnerId, RunnerLink, RunnerSpec,
+};
+use sortie_launch::{ByRunnerType, EcsLauncher};
+use sortie_lifecycle::{Engine, EventBridgeBus, SweepSettings};
+use sortie_store::{DynamoStore, SqsJobQueue, Store};
+use sortie_tests::proxy::FaultProxy;
+
+pub const ROLE: &str = "arn:aws:iam::123456789012:role/sortie-launcher-test";
+pub const EXTERNAL_ID: &str = "sortie-ext-7f3a";
+
+pub async fn config_for(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_ecs::config::Credentials::new(
+            "testing", "testing", None, None, "tests",
+        ))
+        .region(Region::new("us-east-1"))
+        .load()
+        .await
+}
+
+pub struct World {
+    pub proxy: FaultProxy,
+    pub direct: SdkConfig,
+    pub engine: Engine,
+    pub store: Arc<DynamoStore>,
+    pub sqs: aws_sdk_sqs::Client,
+    pub ecs: aws_sdk_ecs::Client,
+    pub queue_url: String,
+    pub events_url: String,
+    pub cluster: String,
+    pub task_definition: String,
+    pub subnet: String,
+    pub security_group: String,
+}
+
+fn network(endpoint: &str) -> (String, String) {
+    let python = sortie_tests::repo_root().join(".tools/venv/bin/python");
+    let script = sortie_tests::repo_root().join("tests/fixtures/ecs_network.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(endpoint)
+        .output()
+        .expect("run the network fixture");
+    assert!(
+        out.status.success(),
+        "network fixture failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        v["subnet"].as_str().unwrap().to_string(),
+        v["security_group"].as_str().unwrap().to_string(),
+    )
+}
+
+impl World {
+    pub async fn new() -> Self {
+        Self::with_settings(SweepSettings::default()).await
+    }
+
+    pub async fn with_settings(settings: SweepSettings) -> Self {
+        let endpoint = sortie_tests::endpoint();
+        let direct = config_for(&endpoint).await;
+        let proxy = FaultProxy::start(&endpoint);
+        let via_proxy = config_for(&proxy.url()).await;
+        let (subnet, security_group) = network(&endpoint);
+        // Cluster and task definition are the target account's: made directly, not counted.
+        let ecs = aws_sdk_ecs::Client::new(&direct);
+        let cluster = sortie_tests::unique("runners");
+        ecs.create_cluster()
+            .cluster_name(&cluster)
+            .send()
+            .await
+            .unwrap();
+        let family = sortie_tests::unique("sortie-runner");
+        let td = ecs
+            .register_task_definition()
+            .family(&family)
+            .requires_compatibilities(Compatibility::Fargate)
+            .network_mode(NetworkMode::Awsvpc)
+            .cpu("256")
+            .memory("512")
+            .container_definitions(
+                ContainerDefinition::builder()
+                    .name("runner")
+                    .image("sortie-runner:test")
+                    .memory(512)
+                    .essential(true)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let task_definition = td.task_definition.unwrap().task_definition_arn.unwrap();
+        // The control plane's resources, used through the proxy.
+        let store = Arc::new(DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&via_proxy),
+            sortie_tests::unique("sortie"),
+        ));
+        store.ensure_table().await.unwrap();
+        let sqs = aws_sdk_sqs::Client::new(&direct);
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(sortie_tests::unique("jobs"))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let events_url = sqs
+            .create_queue()
+            .queue_name(sortie_tests::unique("completed"))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let events_arn = sqs
+            .get_queue_attributes()
+            .queue_url(&events_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+            .clone();
+        let eb = aws_sdk_eventbridge::Client::new(&direct);
+        let bus = sortie_tests::unique("sortie-bus");
+        eb.create_event_bus().name(&bus).send().await.unwrap();
+        let rule = sortie_tests::unique("completed");
+        eb.put_rule()
+            .name(&rule)
+            .event_bus_name(&bus)
+            .event_pattern(
+                json!({"source": ["sortie"], "detail-type": ["sortie.job.completed"]}).to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        eb.put_targets()
+            .rule(&rule)
+            .event_bus_name(&bus)
+            .targets(
+                aws_sdk_eventbridge::types::Target::builder()
+                    .id("q")
+                    .arn(events_arn)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let launcher = ByRunnerType {
+            ecs: Some(Arc::new(EcsLauncher::new(via_proxy.clone()))),
+            ..Default::default()
+        };
+        let engine = Engine {
+            store: store.clone(),
+            launcher: Arc::new(launcher),
+            queue: Arc::new(SqsJobQueue::new(
+                aws_sdk_sqs::Client::new(&via_proxy),
+                queue_url.clone(),
+            )),
+            bus: Arc::new(EventBridgeBus::new(
+                aws_sdk_eventbridge::Client::new(&via_proxy),
+                bus,
+            )),
+            api_url: "https://api.sortie.example.com".into(),
+            settings,
+        };
+        Self {
+            proxy,
+            direct,
+            engine,
+            store,
+            sqs,
+            ecs,
+            queue_url,
+            events_url,
+            cluster,
+            task_definition,
+            subnet,
+            security_group,
+        }
+    }
+
+    pub fn runner_spec(&self, extra: &str) -> RunnerSpec {
+        RunnerSpec::parse(&format!(
+            "runner_configuration:\n  type: ecs-fargate\n  role_arn: {ROLE}\n  external_id: {EXTERNAL_ID}\n  region: us-east-1\n  cluster: {}\n  task_definition: {}\n  container_name: runner\n  subnets: [{}]\n  security_groups: [{}]\n{extra}state_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n",
+            self.cluster, self.task_definition, self.subnet, self.security_group
+        ))
+        .unwrap()
+    }
+
+    /// Creates the runner `acme/fargate` and environment `path` linked to it.
+    pub async fn environment(&self, path: &str, extra: &str) -> EnvPath {
+        let runner = Runner {
+            id: RunnerId::parse("acme/fargate").unwrap(),
+            spec: self.runner_spec(extra),
+        };
+        let _ = self.store.create_runner(&runner).await;
+        let env = Environment {
+            path: EnvPath::parse(path).unwrap(),
+            env_type: "production".into(),
+            labels: BTreeMap::new(),
+            tags: Default::default(),
+            runner: RunnerLink {
+                runner_id: runner.id.clone(),
+                rule_id: "default".into(),
+                linked_by: "admin".into(),
+                linked_at: Utc::now(),
+            },
+        };
+        self.store.create_environment(&env).await.unwrap();
+        env.path
+    }
+
+    /// Submits a job as the API does (with the runner snapshot); true if it took the lock.
+    pub async fn submit(&self, env: &EnvPath, operation: &str, extra: &str) -> (Job, bool) {
+        let req = JobRequest::parse(&format!(
+            r#"{{"operation":"{operation}","files":{{"main.tf":""}}}}"#
+        ))
+        .unwrap();
+        let mut job = Job::new(
+            sortie_store::new_id(),
+            env.clone(),
+            RunnerId::parse("acme/fargate").unwrap(),
+            req,
+            "alice".into(),
+            Utc::now(),
+        );
+        job.runner_spec = Some(self.runner_spec(extra));
+        let s = self.store.submit_job(&job, None).await.unwrap();
+        (job, s.took_lock)
+    }
+
+    pub fn body(job_id: &str) -> String {
+        json!({"job_id": job_id}).to_string()
+    }
+
+    /// Job ids of the messages in the jobs queue, removed from it.
+    pub async fn drain(&self, url: &str) -> Vec<Value> {
+        let mut out = vec![];
+        loop {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap();
+            let msgs = got.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                return out;
+            }
+            for m in msgs {
+                out.push(serde_json::from_str(m.body().unwrap()).unwrap());
+                self.sqs
+                    .delete_message()
+                    .queue_url(url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    pub async fn queued_ids(&self) -> Vec<String> {
+        self.drain(&self.queue_url)
+            .await
+            .iter()
+            .map(|v| v["job_id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// An "ECS Task State Change" detail built from a sample in `events/`, for this task.
+    pub fn event(
+        sample: &str,
+        job_id: &str,
+        task_arn: &str,
+    ) -> sortie_lifecycle::EcsTaskStateChange {
+        let path = sortie_tests::repo_root().join("events").join(sample);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v["detail"]["startedBy"] = json!(format!("sortie:{job_id}"));
+        v["detail"]["taskArn"] = json!(task_arn);
+        serde_json::from_value(v["detail"].clone()).unwrap()
+    }
+
+    pub async fn state(&self, id: &str) -> sortie_core::JobState {
+        self.store.get_job(id).await.unwrap().job.state
+    }
+}

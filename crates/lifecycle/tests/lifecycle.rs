@@ -1,0 +1,575 @@
+//! The job lifecycle on Fargate against moto, through the real SDK and a loopback
+//! fault proxy that counts and injects at the request level.
+
+mod common;
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use common::{World, EXTERNAL_ID, ROLE};
+use sortie_core::{JobState, TaskStop};
+use sortie_launch::LaunchSpec;
+use sortie_lifecycle::{EventOutcome, RecordOutcome, SweepSettings};
+use sortie_store::Store;
+
+/// RunTask calls made for a job: distinct SDK invocations (an SDK-level retry of one call
+/// shares its invocation id and its clientToken, so it is still one launch).
+fn launches(w: &World, job_id: &str) -> usize {
+    let mut ids = std::collections::BTreeSet::new();
+    for r in w.proxy.requests_for("RunTask") {
+        if r.json().unwrap()["startedBy"] == format!("sortie:{job_id}") {
+            ids.insert(
+                r.header("amz-sdk-invocation-id")
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
+    ids.len()
+}
+
+#[tokio::test]
+async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_give_one_run_task() {
+    let w = Arc::new(World::new().await);
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, took) = w.submit(&env, "apply", "").await;
+    assert!(took);
+    for _ in 0..3 {
+        assert_eq!(
+            w.engine.dispatch(&World::body(&job.id), 1).await,
+            RecordOutcome::Done
+        );
+    }
+    assert_eq!(launches(&w, &job.id), 1, "three deliveries, one launch");
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::Running);
+    let task = rec.task_arn.clone().unwrap();
+    assert!(rec.token_hash.is_some());
+
+    // Two dispatchers racing on one job.
+    let env2 = w.environment("acme/payments/eu", "").await;
+    let (job2, _) = w.submit(&env2, "plan", "").await;
+    let (a, b) = (w.clone(), w.clone());
+    let (id_a, id_b) = (job2.id.clone(), job2.id.clone());
+    let (ra, rb) = tokio::join!(
+        tokio::spawn(async move { a.engine.dispatch(&World::body(&id_a), 1).await }),
+        tokio::spawn(async move { b.engine.dispatch(&World::body(&id_b), 1).await })
+    );
+    assert_eq!(
+        (ra.unwrap(), rb.unwrap()),
+        (RecordOutcome::Done, RecordOutcome::Done)
+    );
+    assert_eq!(
+        launches(&w, &job2.id),
+        1,
+        "one launch for the second job, not two"
+    );
+
+    // The RunTask request carried what the design requires.
+    let run = &w.proxy.requests_for("RunTask")[0];
+    let body = run.json().unwrap();
+    assert_eq!(body["startedBy"], format!("sortie:{}", job.id));
+    assert_eq!(body["clientToken"], job.id.as_str());
+    assert_eq!(
+        body["capacityProviderStrategy"][0]["capacityProvider"],
+        "FARGATE"
+    );
+    assert_eq!(
+        body["networkConfiguration"]["awsvpcConfiguration"]["securityGroups"][0],
+        w.security_group.as_str()
+    );
+    assert_eq!(body["propagateTags"], "TASK_DEFINITION");
+    let env_vars = body["overrides"]["containerOverrides"][0]["environment"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = env_vars
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"SORTIE_JOB_TOKEN")
+            && names.contains(&"SORTIE_API_URL")
+            && names.contains(&"SORTIE_JOB_ID")
+    );
+    let tags: Vec<(String, String)> = body["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["key"].as_str().unwrap().into(),
+                t["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(tags.contains(&("sortie:job".into(), job.id.clone())));
+    assert!(tags.contains(&("sortie:env".into(), "acme/payments/prod".into())));
+    // Exactly one task exists for the job, found by startedBy.
+    let listed = w
+        .ecs
+        .list_tasks()
+        .cluster(&w.cluster)
+        .started_by(format!("sortie:{}", job.id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.task_arns(), [task]);
+}
+
+#[tokio::test]
+async fn invariant_6_assume_role_carries_the_external_id_and_session_tags_and_is_cached() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "plan", "").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let calls = w.proxy.requests_for("AssumeRole");
+    assert_eq!(calls.len(), 1);
+    let form = calls[0].form();
+    assert_eq!(form["RoleArn"], ROLE);
+    assert_eq!(form["ExternalId"], EXTERNAL_ID);
+    assert_eq!(form["RoleSessionName"], format!("sortie-{}", job.id));
+    assert_eq!(form["DurationSeconds"], "900");
+    let mut tags = std::collections::BTreeMap::new();
+    for i in 1..=3 {
+        tags.insert(
+            form[&format!("Tags.member.{i}.Key")].clone(),
+            form[&format!("Tags.member.{i}.Value")].clone(),
+        );
+    }
+    assert_eq!(tags["sortie:org"], "acme");
+    assert_eq!(tags["sortie:env"], "acme/payments/prod");
+    assert_eq!(tags["sortie:job"], job.id);
+    // A second job of the same org, same role: the cached credentials are reused.
+    let env2 = w.environment("acme/web/dev", "").await;
+    let (job2, _) = w.submit(&env2, "plan", "").await;
+    w.engine.dispatch(&World::body(&job2.id), 1).await;
+    assert_eq!(w.proxy.count("AssumeRole"), 1, "cached until near expiry");
+    assert_eq!(w.proxy.count("RunTask"), 2);
+}
+
+#[tokio::test]
+async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_the_message() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    let (waiting, took) = w.submit(&env, "plan", "").await;
+    assert!(!took);
+    // The SDK itself retries throttling (3 attempts); Sortie's backoff takes over after that.
+    w.proxy
+        .inject("RunTask", 3, 400, "ThrottlingException", "Rate exceeded");
+    match w.engine.dispatch(&World::body(&job.id), 1).await {
+        RecordOutcome::Retry {
+            delay_seconds,
+            reason,
+        } => {
+            assert!(delay_seconds > 0);
+            assert!(reason.contains("ThrottlingException"), "{reason}");
+        }
+        other => panic!("expected a retry, got {other:?}"),
+    }
+    assert_eq!(
+        w.state(&job.id).await,
+        JobState::Queued,
+        "back in the queue, still holding the lock"
+    );
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 2).await,
+        RecordOutcome::Done
+    );
+    assert_eq!(w.state(&job.id).await, JobState::Running);
+    assert_eq!(
+        w.proxy.count("RunTask"),
+        4,
+        "three throttled attempts, then one launch"
+    );
+
+    // AccessDenied fails at once, quoting AWS, releases the environment and sends the next job.
+    let env2 = w.environment("acme/payments/eu", "").await;
+    let (denied, _) = w.submit(&env2, "apply", "").await;
+    let (next, _) = w.submit(&env2, "plan", "").await;
+    w.queued_ids().await;
+    w.proxy.inject("RunTask", 1, 400, "AccessDeniedException", "User: arn:aws:sts::123456789012:assumed-role/sortie-launcher-test is not authorized to perform: ecs:RunTask");
+    assert_eq!(
+        w.engine.dispatch(&World::body(&denied.id), 1).await,
+        RecordOutcome::Done
+    );
+    let rec = w.store.get_job(&denied.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::Failed);
+    assert!(rec.job.reason().contains("\"RunTask failed: AccessDeniedException: User: arn:aws:sts::123456789012:assumed-role/sortie-launcher-test is not authorized"), "{}", rec.job.reason());
+    assert_eq!(
+        w.store
+            .get_environment(&env2)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .as_deref(),
+        Some(next.id.as_str())
+    );
+    assert_eq!(
+        w.queued_ids().await,
+        vec![next.id.clone()],
+        "the next queued job is sent"
+    );
+    let _ = waiting;
+}
+
+#[tokio::test]
+async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_that_the_sweeper_adopts(
+) {
+    let w = World::with_settings(SweepSettings {
+        dispatch_lease: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    // The dispatcher claims and launches, then dies before recording the task.
+    let claimed = w
+        .store
+        .transition_job(
+            &job.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "claimed by dispatch",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let task = w
+        .engine
+        .launcher
+        .launch(&LaunchSpec {
+            job: &claimed.job,
+            token: "t",
+            api_url: "x",
+        })
+        .await
+        .unwrap();
+    // The message is redelivered: no second launch.
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 2).await,
+        RecordOutcome::Done
+    );
+    let report = w.engine.sweep(Utc::now()).await.unwrap();
+    assert_eq!(report.adopted, 1, "{report:?}");
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(
+        (rec.job.state, rec.task_arn.as_deref()),
+        (JobState::Running, Some(task.as_str()))
+    );
+    assert!(rec.job.reason().contains("adopted orphan task"));
+    assert_eq!(w.proxy.count("RunTask"), 1, "adopted, never launched twice");
+    // A second pass changes nothing.
+    assert_eq!(w.engine.sweep(Utc::now()).await.unwrap().adopted, 0);
+}
+
+#[tokio::test]
+async fn a_dispatch_with_no_task_after_the_lease_is_requeued_and_launched_again() {
+    let w = World::with_settings(SweepSettings {
+        dispatch_lease: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "plan", "").await;
+    w.store
+        .transition_job(
+            &job.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "claimed by dispatch",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    w.queued_ids().await;
+    let report = w.engine.sweep(Utc::now()).await.unwrap();
+    assert_eq!(report.requeued, 1);
+    assert_eq!(w.state(&job.id).await, JobState::Queued);
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
+    assert_eq!(w.state(&job.id).await, JobState::Running);
+}
+
+#[tokio::test]
+async fn invariant_3_a_lost_send_is_resent_and_a_lost_event_is_resolved_by_describe_tasks() {
+    let w = World::with_settings(SweepSettings {
+        resend_after: Duration::zero(),
+        silence: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, took) = w.submit(&env, "apply", "").await;
+    assert!(took);
+    // The API's send was lost: the sweeper re-sends it.
+    let report = w
+        .engine
+        .sweep(Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(report.resent, 1);
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    // The task stops, and its event is lost.
+    w.ecs
+        .stop_task()
+        .cluster(&w.cluster)
+        .task(&task)
+        .reason("Essential container in task exited")
+        .send()
+        .await
+        .unwrap();
+    let report = w.engine.sweep(Utc::now()).await.unwrap();
+    assert_eq!(report.resolved, 1, "{report:?}");
+    assert!(w.proxy.count("DescribeTasks") >= 1);
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert!(rec.job.state.is_terminal());
+    assert!(
+        w.store
+            .get_environment(&env)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .is_none(),
+        "released"
+    );
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_is_stopped_from_outside_and_ends_timed_out() {
+    let w = World::with_settings(SweepSettings {
+        silence: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w
+        .environment("acme/payments/prod", "  timeout_seconds: 60\n")
+        .await;
+    let (job, _) = w.submit(&env, "apply", "  timeout_seconds: 60\n").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let later = Utc::now() + Duration::seconds(61);
+    assert_eq!(w.engine.sweep(later).await.unwrap().timed_out, 1);
+    let stop = &w.proxy.requests_for("StopTask")[0];
+    assert_eq!(
+        stop.json().unwrap()["reason"],
+        "sortie: timed out after 60s"
+    );
+    // Either the STOPPED event or the sweeper's DescribeTasks finishes it as timed_out.
+    let described = w
+        .ecs
+        .describe_tasks()
+        .cluster(&w.cluster)
+        .tasks(&task)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.tasks()[0].last_status(), Some("STOPPED"));
+    w.engine.sweep(later).await.unwrap();
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::TimedOut, "{}", rec.job.reason());
+    assert!(rec.job.reason().contains("60s"));
+}
+
+#[tokio::test]
+async fn task_events_map_outcomes_release_start_the_next_job_and_publish_completion() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    let (next, _) = w.submit(&env, "apply", "").await;
+    w.queued_ids().await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    assert_eq!(
+        w.engine
+            .task_event(&World::event("ecs-task-running.json", &job.id, &task))
+            .await
+            .unwrap(),
+        EventOutcome::Ignored("start recorded")
+    );
+    assert!(w.store.get_job(&job.id).await.unwrap().started_at.is_some());
+    let out = w
+        .engine
+        .task_event(&World::event("ecs-task-stopped-exit0.json", &job.id, &task))
+        .await
+        .unwrap();
+    assert_eq!(out, EventOutcome::Moved(JobState::Succeeded));
+    assert_eq!(
+        w.store
+            .get_environment(&env)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .as_deref(),
+        Some(next.id.as_str())
+    );
+    assert_eq!(
+        w.queued_ids().await,
+        vec![next.id.clone()],
+        "the next job is sent"
+    );
+    let completed = w.drain(&w.events_url).await;
+    assert_eq!(completed.len(), 1, "sortie.job.completed reached the bus");
+    assert_eq!(completed[0]["detail-type"], "sortie.job.completed");
+    assert_eq!(completed[0]["detail"]["job_id"], job.id.as_str());
+    assert_eq!(completed[0]["detail"]["state"], "succeeded");
+
+    // Duplicate STOPPED, RUNNING after STOPPED, and an unknown task: all harmless.
+    let before = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(
+        w.engine
+            .task_event(&World::event("ecs-task-stopped-exit1.json", &job.id, &task))
+            .await
+            .unwrap(),
+        EventOutcome::Ignored("already finished")
+    );
+    assert_eq!(
+        w.engine
+            .task_event(&World::event("ecs-task-running.json", &job.id, &task))
+            .await
+            .unwrap(),
+        EventOutcome::Ignored("out of order or duplicate")
+    );
+    assert_eq!(
+        w.engine
+            .task_event(&World::event(
+                "ecs-task-stopped-exit0.json",
+                "01unknownjob0000000000000",
+                "arn:aws:ecs:us-east-1:123456789012:task/x/y"
+            ))
+            .await
+            .unwrap(),
+        EventOutcome::Ignored("unknown job")
+    );
+    let mut foreign = World::event("ecs-task-stopped-exit0.json", &job.id, &task);
+    foreign.started_by = Some("ecs-svc/1234".into());
+    assert_eq!(
+        w.engine.task_event(&foreign).await.unwrap(),
+        EventOutcome::Ignored("not a task Sortie started")
+    );
+    assert_eq!(
+        w.store.get_job(&job.id).await.unwrap(),
+        before,
+        "nothing changed"
+    );
+    assert!(w.queued_ids().await.is_empty(), "and nothing was sent");
+    assert!(w.drain(&w.events_url).await.is_empty(), "nor published");
+}
+
+async fn outcome_of(sample: &str, operation: &str) -> (JobState, String, World, String) {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, operation, "").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    w.queued_ids().await;
+    w.engine
+        .task_event(&World::event(sample, &job.id, &task))
+        .await
+        .unwrap();
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    (rec.job.state, rec.job.reason().to_string(), w, job.id)
+}
+
+#[tokio::test]
+async fn stopped_events_become_the_right_outcome() {
+    let (s, r, ..) = outcome_of("ecs-task-stopped-exit1.json", "apply").await;
+    assert_eq!(s, JobState::Failed, "{r}");
+    assert!(r.contains("code 1"));
+    let (s, r, ..) = outcome_of("ecs-task-failed-to-start.json", "plan").await;
+    assert_eq!(s, JobState::Failed);
+    assert!(r.contains("CannotPullContainerError"), "{r}");
+    let (s, r, ..) = outcome_of("ecs-task-oom.json", "apply").await;
+    assert_eq!(s, JobState::Failed);
+    assert!(r.contains("out of memory"), "{r}");
+    let (s, r, ..) = outcome_of("ecs-task-timed-out.json", "apply").await;
+    assert_eq!(s, JobState::TimedOut, "{r}");
+    let (s, r, w, id) = outcome_of("ecs-task-spot-interruption.json", "plan").await;
+    assert_eq!(s, JobState::Queued, "a plan on Spot is requeued: {r}");
+    assert_eq!(
+        w.queued_ids().await,
+        vec![id],
+        "and sent again, keeping its lock"
+    );
+    let (s, r, ..) = outcome_of("ecs-task-spot-interruption.json", "apply").await;
+    assert_eq!(s, JobState::Failed);
+    assert!(r.contains("not re-run blindly"), "{r}");
+}
+
+#[tokio::test]
+async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let cancel = serde_json::json!({"job_id": job.id, "cancel_by": "bob"}).to_string();
+    assert_eq!(w.engine.dispatch(&cancel, 1).await, RecordOutcome::Done);
+    let stop = &w.proxy.requests_for("StopTask")[0];
+    assert_eq!(stop.json().unwrap()["reason"], "sortie: canceled by bob");
+    let described = w
+        .ecs
+        .describe_tasks()
+        .cluster(&w.cluster)
+        .tasks(&task)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        described.tasks()[0].stopped_reason(),
+        Some("sortie: canceled by bob")
+    );
+    // The STOPPED event (here with exit 143 from SIGTERM) finishes it as canceled.
+    let mut event = World::event("ecs-task-stopped-exit1.json", &job.id, &task);
+    event.stopped_reason = Some("sortie: canceled by bob".into());
+    assert_eq!(
+        w.engine.task_event(&event).await.unwrap(),
+        EventOutcome::Moved(JobState::Canceled)
+    );
+    assert_eq!(
+        w.store.get_job(&job.id).await.unwrap().job.reason(),
+        "canceled by bob"
+    );
+}
+
+#[tokio::test]
+async fn poison_and_unknown_jobs_are_poison_and_a_spot_plan_runs_on_fargate_spot() {
+    let w = World::new().await;
+    assert!(matches!(
+        w.engine.dispatch("not json", 1).await,
+        RecordOutcome::Poison(_)
+    ));
+    assert!(matches!(
+        w.engine
+            .dispatch(r#"{"job_id":"01nosuchjob0000000000000000"}"#, 1)
+            .await,
+        RecordOutcome::Poison(_)
+    ));
+    assert!(matches!(
+        w.engine.dispatch(r#"{"job":"x"}"#, 1).await,
+        RecordOutcome::Poison(_)
+    ));
+    let env = w
+        .environment("acme/payments/prod", "  capacity_provider: FARGATE_SPOT\n")
+        .await;
+    let (plan, _) = w
+        .submit(&env, "plan", "  capacity_provider: FARGATE_SPOT\n")
+        .await;
+    w.engine.dispatch(&World::body(&plan.id), 1).await;
+    let body = w.proxy.requests_for("RunTask")[0].json().unwrap();
+    assert_eq!(
+        body["capacityProviderStrategy"][0]["capacityProvider"],
+        "FARGATE_SPOT"
+    );
+    let _ = TaskStop::default();
+}
