@@ -14,6 +14,7 @@ pub mod outcome;
 pub mod problems;
 pub mod rule;
 pub mod runner;
+pub mod spec;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
 pub use environment::{Environment, RunnerLink};
@@ -24,6 +25,7 @@ pub use problems::{Problem, Problems};
 pub use rule::{
     resolve, Considered, Criteria, EnvFacts, NoRunnerMatched, Resolution, RunnerRule, Verdict,
 };
+pub use spec::{ArtifactLocation, ChangeSummary, JobSpec};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
 
 /// Input that failed parsing or validation, with every problem found.
