@@ -573,3 +573,89 @@ async fn poison_and_unknown_jobs_are_poison_and_a_spot_plan_runs_on_fargate_spot
     );
     let _ = TaskStop::default();
 }
+
+#[tokio::test]
+async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_environment_runs_in_parallel(
+) {
+    let w = World::new().await;
+    let a = w.environment("acme/payments/prod", "").await;
+    let b = w.environment("acme/web/prod", "").await;
+    let mut submitted_a = vec![];
+    for _ in 0..20 {
+        submitted_a.push(w.submit(&a, "apply", "").await.0.id);
+    }
+    let mut submitted_b = vec![];
+    for _ in 0..3 {
+        submitted_b.push(w.submit(&b, "apply", "").await.0.id);
+    }
+    // Both environments' first jobs took their locks; the API would have sent them.
+    let mut inbox: Vec<String> = vec![submitted_a[0].clone(), submitted_b[0].clone()];
+    let (mut started_a, mut started_b) = (vec![], vec![]);
+    let mut b_overlapped_a = false;
+    while !inbox.is_empty() {
+        // Dispatch everything delivered, as the SQS-triggered function would.
+        for id in inbox.drain(..) {
+            assert_eq!(
+                w.engine.dispatch(&World::body(&id), 1).await,
+                RecordOutcome::Done
+            );
+        }
+        // At every step at most one job of each environment is launched.
+        let mut running = vec![];
+        for id in submitted_a.iter().chain(submitted_b.iter()) {
+            if w.state(id).await.is_active() {
+                running.push(id.clone());
+            }
+        }
+        let active_a: Vec<&String> = running
+            .iter()
+            .filter(|id| submitted_a.contains(id))
+            .collect();
+        let active_b: Vec<&String> = running
+            .iter()
+            .filter(|id| submitted_b.contains(id))
+            .collect();
+        assert!(
+            active_a.len() <= 1 && active_b.len() <= 1,
+            "one writer per environment: {running:?}"
+        );
+        b_overlapped_a |= !active_a.is_empty() && !active_b.is_empty();
+        // Finish each running task with its own STOPPED event.
+        for id in running {
+            let rec = w.store.get_job(&id).await.unwrap();
+            if submitted_a.contains(&id) {
+                started_a.push(id.clone())
+            } else {
+                started_b.push(id.clone())
+            }
+            let task = rec.task_arn.unwrap();
+            assert_eq!(
+                w.engine
+                    .task_event(&World::event("ecs-task-stopped-exit0.json", &id, &task))
+                    .await
+                    .unwrap(),
+                EventOutcome::Moved(JobState::Succeeded)
+            );
+        }
+        inbox = w.queued_ids().await;
+    }
+    assert_eq!(started_a, submitted_a, "strict FIFO within the environment");
+    assert_eq!(started_b, submitted_b);
+    assert!(
+        b_overlapped_a,
+        "the other environment's jobs ran in parallel"
+    );
+    assert_eq!(launches_total(&w), 23);
+}
+
+fn launches_total(w: &World) -> usize {
+    let mut ids = std::collections::BTreeSet::new();
+    for r in w.proxy.requests_for("RunTask") {
+        ids.insert(
+            r.header("amz-sdk-invocation-id")
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    ids.len()
+}
