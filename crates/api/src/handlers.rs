@@ -42,6 +42,9 @@ pub(crate) async fn run(route: Route, cx: &Ctx) -> Result<Response, ApiError> {
         SubmitJob => submit_job(cx).await,
         GetJob => get_job(cx).await,
         CancelJob => cancel_job(cx).await,
+        GetJobLogs => get_job_logs(cx).await,
+        GetJobSpec => get_job_spec(cx).await,
+        PutJobSummary => put_job_summary(cx).await,
     }
 }
 
@@ -816,4 +819,147 @@ pub(crate) async fn revoke_membership(cx: &Ctx) -> Result<Response, ApiError> {
         .delete_membership(group, cx.param_id())
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Checks a runner's job token: valid for this one job, and only while it is not terminal.
+async fn job_by_token(cx: &Ctx) -> Result<JobRecord, ApiError> {
+    let refuse = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_token",
+            "the job token is not valid for this job",
+        )
+    };
+    let token = cx
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .filter(|t| !t.is_empty())
+        .ok_or_else(refuse)?;
+    let record = match cx.state.store.get_job(cx.param_id()).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound { .. }) => return Err(refuse()),
+        Err(e) => return Err(e.into()),
+    };
+    let presented = sortie_store::sha256_hex(token.as_bytes());
+    let matches = record
+        .token_hash
+        .as_deref()
+        .is_some_and(|h| constant_time_eq(h.as_bytes(), presented.as_bytes()));
+    if !matches || record.job.state.is_terminal() {
+        return Err(refuse());
+    }
+    Ok(record)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[utoipa::path(get, path = "/v1/jobs/{id}/spec", tag = "runner",
+    params(("id" = String, Path, description = "Job id"), ("Authorization" = String, Header, description = "Bearer <job token>: valid for this job only, while it is not terminal")),
+    responses((status = 200, description = "The job spec the runner runs", body = Object), (status = 401, description = "The token is not this job's, or the job ended")))]
+pub(crate) async fn get_job_spec(cx: &Ctx) -> Result<Response, ApiError> {
+    let record = job_by_token(cx).await?;
+    let job = &record.job;
+    let runner = job.runner_spec.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "runner_missing",
+            "the job has no runner configuration",
+        )
+    })?;
+    let state_key = match &runner.state_storage_configuration {
+        sortie_core::StateStorageConfiguration::S3(s3) => Some(s3.state_key(&job.environment)),
+        _ => None,
+    };
+    let location = |kind: &str| sortie_core::ArtifactLocation {
+        bucket: cx.state.bucket.name.clone(),
+        prefix: format!("{kind}/{}/", job.id),
+        region: cx.state.bucket.region.clone(),
+    };
+    let spec = sortie_core::JobSpec {
+        job_id: job.id.clone(),
+        environment: job.environment.clone(),
+        operation: job.request.operation,
+        source: job.request.source.clone(),
+        variables: job.request.variables.clone(),
+        files: job.request.files.clone(),
+        secret_refs: job.request.secret_refs.clone(),
+        state_storage: runner.state_storage_configuration.clone(),
+        state_key,
+        logs: location("logs"),
+        artifacts: location("artifacts"),
+    };
+    ok(
+        StatusCode::OK,
+        serde_json::to_value(spec).unwrap_or_default(),
+    )
+}
+
+#[utoipa::path(put, path = "/v1/jobs/{id}/summary", tag = "runner",
+    params(("id" = String, Path, description = "Job id"), ("Authorization" = String, Header, description = "Bearer <job token>")),
+    request_body(content = Object, description = "add, change, destroy"),
+    responses((status = 200, description = "Recorded on the job", body = Object), (status = 401, description = "The token is not this job's, or the job ended")))]
+pub(crate) async fn put_job_summary(cx: &Ctx) -> Result<Response, ApiError> {
+    let record = job_by_token(cx).await?;
+    let summary: sortie_core::ChangeSummary = serde_json::from_value(cx.document()?)
+        .map_err(|e| ApiError::field("body", e.to_string()))?;
+    let updated = cx
+        .state
+        .store
+        .mark_job(
+            &record.job.id,
+            Utc::now(),
+            sortie_store::JobUpdate {
+                summary: Some(summary),
+                ..Default::default()
+            },
+        )
+        .await?;
+    ok(StatusCode::OK, job_view(&updated))
+}
+
+/// Most log bytes answered at once.
+const MAX_LOG_PAGE: usize = 1024 * 1024;
+
+#[utoipa::path(get, path = "/v1/jobs/{id}/logs", tag = "jobs",
+    params(("id" = String, Path, description = "Job id"), ("offset" = Option<u64>, Query, description = "The byte offset to read from (the `next_offset` of the previous answer)")),
+    responses((status = 200, description = "`data` from `offset`, `next_offset`, and `more`: whether more may come (the job has not ended)", body = Object), (status = 404, description = "Not found")))]
+pub(crate) async fn get_job_logs(cx: &Ctx) -> Result<Response, ApiError> {
+    let (record, _) = read_job_for(cx, Action::Read).await?;
+    let offset = match cx.query.get("offset") {
+        None => 0,
+        Some(o) => o
+            .parse::<u64>()
+            .map_err(|_| ApiError::field("query.offset", "must be a whole number of bytes"))?,
+    };
+    let prefix = format!("logs/{}/", record.job.id);
+    let mut data: Vec<u8> = Vec::new();
+    let mut next = offset;
+    for chunk in cx.state.artifacts.list(&prefix).await? {
+        let Some(start) = sortie_core::spec::log_chunk_offset(&prefix, &chunk.key) else {
+            continue;
+        };
+        if start + chunk.size <= next || start > next {
+            // Already read, or a gap (a chunk not written yet): stop at the gap.
+            if start > next {
+                break;
+            }
+            continue;
+        }
+        let bytes = cx.state.artifacts.get(&chunk.key).await?;
+        let from = (next - start) as usize;
+        data.extend_from_slice(bytes.get(from..).unwrap_or_default());
+        next = start + bytes.len() as u64;
+        if data.len() >= MAX_LOG_PAGE {
+            break;
+        }
+    }
+    let more = !record.job.state.is_terminal() || data.len() >= MAX_LOG_PAGE;
+    ok(
+        StatusCode::OK,
+        json!({ "offset": offset, "next_offset": next, "data": String::from_utf8_lossy(&data), "more": more }),
+    )
 }

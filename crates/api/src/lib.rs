@@ -44,6 +44,19 @@ pub struct AppState {
     /// Use the local development identity for requests without verified claims.
     /// Never set in AWS; set only by `sortie dev` or tests that ask for it.
     pub dev_identity: bool,
+    /// Where runners write logs and artifacts, and where the API reads them.
+    pub artifacts: Arc<dyn sortie_store::Artifacts>,
+    /// The artifacts bucket's name and region, given to runners in their spec.
+    pub bucket: BucketConfig,
+}
+
+/// The artifacts bucket, as runners are told about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketConfig {
+    /// Bucket name.
+    pub name: String,
+    /// Bucket region.
+    pub region: String,
 }
 
 /// The API router: every v1 route, answering JSON errors for anything else.
@@ -54,7 +67,7 @@ pub fn router(state: AppState) -> axum::Router {
 /// One request's context: who asks, what they sent, and which route matched.
 pub struct Ctx {
     state: AppState,
-    principal: Principal,
+    principal: Option<Principal>,
     headers: HeaderMap,
     query: HashMap<String, String>,
     body: Bytes,
@@ -82,8 +95,10 @@ async fn handle(state: AppState, request: Request) -> Result<Response, ApiError>
         _ => {}
     }
     let principal = match parts.extensions.get::<VerifiedClaims>() {
-        Some(claims) if !claims.0.is_empty() => Principal::from_claims(claims.0.clone()),
-        _ if state.dev_identity => Principal::local_dev(),
+        Some(claims) if !claims.0.is_empty() => Some(Principal::from_claims(claims.0.clone())),
+        _ if state.dev_identity => Some(Principal::local_dev()),
+        // A runner's job token is checked by its route, against that one job.
+        _ if route.uses_job_token() => None,
         _ => {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -164,8 +179,15 @@ impl Ctx {
         group: &GroupPath,
         what: &str,
     ) -> Result<Principal, ApiError> {
+        let Some(caller) = &self.principal else {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "a bearer token is required",
+            ));
+        };
         let memberships = self.state.store.memberships_for(group.org()).await?;
-        let principal = self.principal.clone().with_memberships(memberships);
+        let principal = caller.clone().with_memberships(memberships);
         if !can(&principal, Action::Read, group) {
             return Err(ApiError::not_found(what));
         }

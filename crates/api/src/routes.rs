@@ -58,6 +58,12 @@ pub enum Route {
     GetJob,
     /// `POST /v1/jobs/{id}/cancel`
     CancelJob,
+    /// `GET /v1/jobs/{id}/logs`
+    GetJobLogs,
+    /// `GET /v1/jobs/{id}/spec` (job token)
+    GetJobSpec,
+    /// `PUT /v1/jobs/{id}/summary` (job token)
+    PutJobSummary,
 }
 
 impl Route {
@@ -87,7 +93,15 @@ impl Route {
         Route::SubmitJob,
         Route::GetJob,
         Route::CancelJob,
+        Route::GetJobLogs,
+        Route::GetJobSpec,
+        Route::PutJobSummary,
     ];
+
+    /// True for the routes a runner calls with its job token instead of a user's JWT.
+    pub fn uses_job_token(self) -> bool {
+        matches!(self, Route::GetJobSpec | Route::PutJobSummary)
+    }
 
     /// The method and the OpenAPI path template.
     pub fn spec(self) -> (Method, &'static str) {
@@ -120,6 +134,9 @@ impl Route {
             SubmitJob => (Method::POST, "/v1/environments/{environment}/-/jobs"),
             GetJob => (Method::GET, "/v1/jobs/{id}"),
             CancelJob => (Method::POST, "/v1/jobs/{id}/cancel"),
+            GetJobLogs => (Method::GET, "/v1/jobs/{id}/logs"),
+            GetJobSpec => (Method::GET, "/v1/jobs/{id}/spec"),
+            PutJobSummary => (Method::PUT, "/v1/jobs/{id}/summary"),
         }
     }
 }
@@ -215,6 +232,18 @@ pub fn match_route(method: &Method, path: &str) -> Result<(Route, Params), ApiEr
             [id, "cancel"] if !id.is_empty() => {
                 params.id = Some(id.to_string());
                 vec![CancelJob]
+            }
+            [id, "logs"] if !id.is_empty() => {
+                params.id = Some(id.to_string());
+                vec![GetJobLogs]
+            }
+            [id, "spec"] if !id.is_empty() => {
+                params.id = Some(id.to_string());
+                vec![GetJobSpec]
+            }
+            [id, "summary"] if !id.is_empty() => {
+                params.id = Some(id.to_string());
+                vec![PutJobSummary]
             }
             _ => return Err(not_found()),
         }

@@ -765,6 +765,11 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
         store: api.store.clone(),
         queue: Arc::new(FailingQueue),
         dev_identity: true,
+        artifacts: api.artifacts.clone(),
+        bucket: sortie_api::BucketConfig {
+            name: "b".into(),
+            region: "us-east-1".into(),
+        },
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())
@@ -888,4 +893,303 @@ async fn a_table_of_bad_requests_gets_clear_errors_never_500() {
             );
         }
     }
+}
+
+/// Launches a job as dispatch would: claimed, running, with a token.
+async fn launch(api: &Api, job_id: &str, token: &str) {
+    use sortie_core::JobState;
+    let now = chrono::Utc::now();
+    api.store
+        .transition_job(
+            job_id,
+            JobState::Queued,
+            JobState::Dispatching,
+            now,
+            "claimed",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let update = sortie_store::JobUpdate {
+        task_arn: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
+        token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+        ..Default::default()
+    };
+    api.store
+        .transition_job(
+            job_id,
+            JobState::Dispatching,
+            JobState::Running,
+            now,
+            "launched",
+            update,
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"dev","env_type":"development"}"#),
+    )
+    .await;
+    let a = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(r#"{"operation":"apply","files":{"main.tf":""},"variables":{"n":1}}"#),
+        )
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/dev/-/jobs",
+            Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+        )
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    launch(&api, &a, "token-a").await;
+    launch(&api, &b, "token-b").await;
+    let spec = api
+        .call(
+            None,
+            "GET",
+            &format!("/v1/jobs/{a}/spec"),
+            None,
+            &[("authorization", "Bearer token-a")],
+        )
+        .await;
+    assert_eq!(spec.status, 200, "{}", spec.body);
+    assert_eq!(spec.body["job_id"], a.as_str());
+    assert_eq!(spec.body["operation"], "apply");
+    assert_eq!(spec.body["variables"]["n"], 1);
+    assert_eq!(spec.body["logs"]["prefix"], format!("logs/{a}/"));
+    assert_eq!(spec.body["state_storage"]["type"], "local");
+    // Job A's token on job B: refused, on every runner route and on the log.
+    for (method, path) in [
+        ("GET", format!("/v1/jobs/{b}/spec")),
+        ("PUT", format!("/v1/jobs/{b}/summary")),
+        ("GET", format!("/v1/jobs/{b}/logs")),
+    ] {
+        let r = api
+            .call(
+                None,
+                method,
+                &path,
+                Some(r#"{"add":1,"change":0,"destroy":0}"#),
+                &[("authorization", "Bearer token-a")],
+            )
+            .await;
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.body);
+    }
+    for bad in ["", "Bearer ", "Bearer wrong", "Basic dG9rZW4tYQ=="] {
+        let r = api
+            .call(
+                None,
+                "GET",
+                &format!("/v1/jobs/{a}/spec"),
+                None,
+                &[("authorization", bad)],
+            )
+            .await;
+        assert_eq!(
+            (r.status.as_u16(), r.body["error"]["code"].as_str()),
+            (401, Some("invalid_token")),
+            "{bad:?}"
+        );
+    }
+    let r = api
+        .call(
+            None,
+            "GET",
+            "/v1/jobs/nosuchjob/spec",
+            None,
+            &[("authorization", "Bearer token-a")],
+        )
+        .await;
+    assert_eq!(r.status, 401, "no hint whether a job exists");
+    // The summary is recorded on the job.
+    let r = api
+        .call(
+            None,
+            "PUT",
+            &format!("/v1/jobs/{a}/summary"),
+            Some(r#"{"add":2,"change":1,"destroy":0}"#),
+            &[("authorization", "Bearer token-a")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        api.as_admin("GET", &format!("/v1/jobs/{a}"), None)
+            .await
+            .body["summary"]["add"],
+        2
+    );
+    // Once the job ends, its token is dead.
+    api.store
+        .transition_job(
+            &a,
+            sortie_core::JobState::Running,
+            sortie_core::JobState::Succeeded,
+            chrono::Utc::now(),
+            "exit 0",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let r = api
+        .call(
+            None,
+            "GET",
+            &format!("/v1/jobs/{a}/spec"),
+            None,
+            &[("authorization", "Bearer token-a")],
+        )
+        .await;
+    assert_eq!(r.status, 401, "expired with the job");
+}
+
+#[tokio::test]
+async fn logs_are_followed_live_by_offset_from_s3_chunks() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(r#"{"name":"prod","env_type":"production"}"#),
+    )
+    .await;
+    let id = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
+        )
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    launch(&api, &id, "t").await;
+    let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+    let bucket = api.artifacts.bucket().to_string();
+    let put = |offset: u64, text: &'static str| {
+        let (s3, bucket, key) = (
+            s3.clone(),
+            bucket.clone(),
+            sortie_core::spec::log_chunk_key(&format!("logs/{id}/"), offset),
+        );
+        async move {
+            s3.put_object()
+                .bucket(bucket)
+                .key(key)
+                .body(text.as_bytes().to_vec().into())
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let r = api
+        .as_admin("GET", &format!("/v1/jobs/{id}/logs"), None)
+        .await;
+    assert_eq!(
+        (
+            r.body["data"].as_str(),
+            r.body["next_offset"].as_u64(),
+            r.body["more"].as_bool()
+        ),
+        (Some(""), Some(0), Some(true))
+    );
+    put(0, "Initializing the backend...\n").await;
+    put(28, "Plan: 0 to add").await;
+    let r = api
+        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=0"), None)
+        .await;
+    assert_eq!(
+        r.body["data"],
+        "Initializing the backend...\nPlan: 0 to add"
+    );
+    let next = r.body["next_offset"].as_u64().unwrap();
+    assert_eq!(next, 42);
+    let r = api
+        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=30"), None)
+        .await;
+    assert_eq!(r.body["data"], "an: 0 to add", "reads from inside a chunk");
+    put(42, ", 0 to change.\n").await;
+    let r = api
+        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={next}"), None)
+        .await;
+    assert_eq!(
+        (r.body["data"].as_str(), r.body["more"].as_bool()),
+        (Some(", 0 to change.\n"), Some(true))
+    );
+    api.store
+        .transition_job(
+            &id,
+            sortie_core::JobState::Running,
+            sortie_core::JobState::Succeeded,
+            chrono::Utc::now(),
+            "exit 0",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let r = api
+        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=57"), None)
+        .await;
+    assert_eq!(
+        (r.body["data"].as_str(), r.body["more"].as_bool()),
+        (Some(""), Some(false)),
+        "no more once the job ended"
+    );
+    // Any reader of the job may read its log; another tenant may not.
+    api.grant("acme", Role::Viewer, "viewer").await;
+    assert_eq!(
+        api.call(
+            Some("viewer"),
+            "GET",
+            &format!("/v1/jobs/{id}/logs"),
+            None,
+            &[]
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        api.call(
+            Some("globex-owner"),
+            "GET",
+            &format!("/v1/jobs/{id}/logs"),
+            None,
+            &[]
+        )
+        .await
+        .status,
+        404
+    );
+    assert_eq!(
+        api.as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=x"), None)
+            .await
+            .status,
+        400
+    );
 }

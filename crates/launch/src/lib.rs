@@ -6,11 +6,13 @@
 //! adopt orphans and resolve lost completion events.
 
 mod ecs;
+mod local;
 
 use async_trait::async_trait;
 use sortie_core::{Job, TaskStop};
 
 pub use ecs::{classify, EcsCustomizer, EcsLauncher};
+pub use local::{LocalLauncher, LOCAL_CONTAINER};
 
 /// The `startedBy` of a job's task: `sortie:<job id>`.
 pub fn started_by(job_id: &str) -> String {

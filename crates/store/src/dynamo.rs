@@ -179,6 +179,13 @@ fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item
         set.push("timeout_requested_at = :tr");
         values.insert(":tr".into(), s(v.to_rfc3339()));
     }
+    if let Some(v) = &update.summary {
+        set.push("summary = :sum");
+        values.insert(
+            ":sum".into(),
+            serde_dynamo::to_attribute_value(v).expect("summary serialises"),
+        );
+    }
 }
 
 fn pending_sk(job: &Job) -> String {
@@ -217,6 +224,7 @@ fn job_item(job: &Job, holds_lock: bool) -> JobItem {
             started_at: None,
             cancel_requested_by: None,
             timeout_requested_at: None,
+            summary: None,
             updated_at: job.transitions[0].at,
         },
     }

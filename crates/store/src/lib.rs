@@ -4,8 +4,10 @@
 //! Every state change is a conditional write or a transaction. The keys and
 //! the access pattern each serves are documented in `docs/ARCHITECTURE.md`.
 
+mod artifacts;
 mod dynamo;
 mod error;
+mod memory;
 mod queue;
 
 use async_trait::async_trait;
@@ -16,8 +18,10 @@ use sortie_core::{
     RunnerRule,
 };
 
+pub use artifacts::{Artifacts, ObjectInfo, S3Artifacts};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
+pub use memory::MemoryStore;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 
 /// A value with the version used for optimistic concurrency (the HTTP ETag).
@@ -112,6 +116,8 @@ pub struct JobUpdate {
     pub cancel_requested_by: Option<String>,
     /// When Sortie stopped the task for exceeding its timeout.
     pub timeout_requested_at: Option<DateTime<Utc>>,
+    /// The change summary the runner reported.
+    pub summary: Option<sortie_core::ChangeSummary>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -135,6 +141,9 @@ pub struct JobRecord {
     /// When Sortie stopped the task for exceeding its timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_requested_at: Option<DateTime<Utc>>,
+    /// The change summary the runner reported (added, changed, destroyed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<sortie_core::ChangeSummary>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
 }

@@ -1,6 +1,6 @@
 //! `sweeper`: EventBridge schedule → one bounded, idempotent sweep pass.
 //!
-//! Wiring plus one handler.
+//! Wiring plus one handler; the logic is `sortie_handlers::sweep_tick`.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
@@ -9,10 +9,9 @@ use sortie_lifecycle::wiring::{from_env, Wired};
 /// Runs one sweep pass per schedule tick.
 async fn handler(
     wired: &Wired,
-    _tick: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
+    tick: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
 ) -> Result<(), Error> {
-    let report = wired.engine.sweep(chrono::Utc::now()).await?;
-    tracing::info!(?report, "sweep pass done");
+    sortie_handlers::sweep_tick(&wired.engine, tick.payload).await?;
     Ok(())
 }
 

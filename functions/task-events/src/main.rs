@@ -1,21 +1,18 @@
 //! `task-events`: EventBridge `aws.ecs` "ECS Task State Change" → the job's outcome.
 //!
-//! Wiring plus one handler. An error makes EventBridge retry the event; every
-//! event is safe to handle twice.
+//! Wiring plus one handler; the logic is `sortie_handlers::task_state_change`.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use sortie_lifecycle::wiring::{from_env, Wired};
 use sortie_lifecycle::EcsTaskStateChange;
 
-/// Handles one task state change.
+/// Handles one task state change; an error makes EventBridge retry it.
 async fn handler(
     wired: &Wired,
     event: LambdaEvent<EventBridgeEvent<EcsTaskStateChange>>,
 ) -> Result<(), Error> {
-    let detail = &event.payload.detail;
-    let outcome = wired.engine.task_event(detail).await?;
-    tracing::info!(task = %detail.task_arn, status = %detail.last_status, outcome = ?outcome, "task state change handled");
+    sortie_handlers::task_state_change(&wired.engine, event.payload).await?;
     Ok(())
 }
 

@@ -9,15 +9,16 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use serde_json::{json, Value};
-use sortie_api::{router, AppState, VerifiedClaims};
+use sortie_api::{router, AppState, BucketConfig, VerifiedClaims};
 use sortie_core::{Grantee, GroupPath, Membership, Role};
-use sortie_store::{DynamoStore, JobQueue, MembershipRecord, SqsJobQueue, Store};
+use sortie_store::{DynamoStore, JobQueue, MembershipRecord, S3Artifacts, SqsJobQueue, Store};
 use tower::ServiceExt;
 
 /// A running API over fresh resources.
 pub struct Api {
     pub app: axum::Router,
     pub store: Arc<DynamoStore>,
+    pub artifacts: Arc<S3Artifacts>,
     pub sqs: aws_sdk_sqs::Client,
     pub queue_url: String,
 }
@@ -53,12 +54,24 @@ impl Api {
             .unwrap();
         let queue =
             queue.unwrap_or_else(|| Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone())));
+        let bucket = sortie_tests::unique("artifacts");
+        let artifacts = Arc::new(S3Artifacts::new(
+            sortie_tests::s3_client(&config),
+            bucket.clone(),
+        ));
+        artifacts.ensure_bucket().await.unwrap();
         let app = router(AppState {
             store: store.clone(),
             queue,
             dev_identity: false,
+            artifacts: artifacts.clone(),
+            bucket: BucketConfig {
+                name: bucket,
+                region: "us-east-1".into(),
+            },
         });
         let api = Self {
+            artifacts,
             app,
             store,
             sqs,

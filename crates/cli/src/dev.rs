@@ -1,0 +1,329 @@
+//! `sortie dev`: the four handlers in one process, against a local AWS on loopback.
+//!
+//! - the API router on 127.0.0.1, behind a development token;
+//! - an SQS long-poller feeding real `SqsEvent` batches to the dispatch handler;
+//! - `local` runners' exits, as ECS "Task State Change" events, to the task-events handler;
+//! - the sweeper on a timer.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sortie_api::{router, AppState, BucketConfig};
+use sortie_launch::{ByRunnerType, EcsLauncher, LocalLauncher};
+use sortie_lifecycle::{EcsTaskStateChange, Engine, EventBridgeBus, SweepSettings};
+use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
+use tokio::sync::mpsc;
+
+/// Options of `sortie dev`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DevArgs {
+    /// Port for the API on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// DynamoDB table.
+    #[arg(long, default_value = "sortie-dev")]
+    table: String,
+    /// SQS jobs queue name.
+    #[arg(long, default_value = "sortie-dev-jobs")]
+    queue: String,
+    /// S3 bucket for logs and artifacts.
+    #[arg(long, default_value = "sortie-dev-artifacts")]
+    bucket: String,
+    /// EventBridge bus for `sortie.job.completed`.
+    #[arg(long, default_value = "sortie-dev")]
+    bus: String,
+    /// The `sortie-runner` binary local runners start (default: next to this binary).
+    #[arg(long, env = "SORTIE_RUNNER_BINARY")]
+    runner: Option<PathBuf>,
+    /// Where local runners' process output goes.
+    #[arg(long, default_value = ".sortie-dev")]
+    work_dir: PathBuf,
+    /// Seconds between sweeper passes.
+    #[arg(long, default_value_t = 5)]
+    sweep_every: u64,
+    /// Write `{"url", "token"}` here once ready (for scripts).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+}
+
+fn random_hex(bytes: usize) -> anyhow::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Runs the local control plane until Ctrl-C or SIGTERM.
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        bail!("sortie dev runs against a local AWS: set AWS_ENDPOINT_URL (`make demo` starts moto and sets it)");
+    }
+    let config = aws_config::load_from_env().await;
+    let region = config
+        .region()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "us-east-1".into());
+
+    // Resources, created if missing.
+    let store = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&config),
+        &args.table,
+    ));
+    store.ensure_table().await.context("creating the table")?;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(&args.queue)
+        .send()
+        .await
+        .context("creating the jobs queue")?
+        .queue_url
+        .unwrap_or_default();
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(true)
+            .build(),
+    );
+    let artifacts = Arc::new(S3Artifacts::new(s3, &args.bucket));
+    artifacts
+        .ensure_bucket()
+        .await
+        .context("creating the bucket")?;
+    let eb = aws_sdk_eventbridge::Client::new(&config);
+    if eb
+        .describe_event_bus()
+        .name(&args.bus)
+        .send()
+        .await
+        .is_err()
+    {
+        eb.create_event_bus()
+            .name(&args.bus)
+            .send()
+            .await
+            .context("creating the bus")?;
+    }
+
+    // The API's address is the runners' callback URL, so bind first.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+        .await
+        .context("binding the API port")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let token = random_hex(16)?;
+
+    let queue = Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone()));
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let runner_binary = match &args.runner {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("sortie-runner"),
+    };
+    let local = LocalLauncher::new(runner_binary, args.work_dir.join("jobs"), events_tx);
+    let launcher = ByRunnerType {
+        local: Some(Arc::new(local)),
+        ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
+        ..Default::default()
+    };
+    let engine = Arc::new(Engine {
+        store: store.clone(),
+        launcher: Arc::new(launcher),
+        queue: queue.clone(),
+        bus: Arc::new(EventBridgeBus::new(eb, &args.bus)),
+        api_url: url.clone(),
+        settings: SweepSettings::default(),
+    });
+
+    // The API, behind the development token.
+    let state = AppState {
+        store,
+        queue: queue.clone(),
+        dev_identity: true,
+        artifacts,
+        bucket: BucketConfig {
+            name: args.bucket.clone(),
+            region,
+        },
+    };
+    let expected = format!("Bearer {token}");
+    let app = router(state).layer(axum::middleware::from_fn(
+        move |req: Request, next: Next| {
+            let expected = expected.clone();
+            async move { dev_token_gate(&expected, req, next).await }
+        },
+    ));
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "the API server stopped");
+        }
+    });
+
+    // dispatch: an SQS long-poller feeding real SqsEvent batches.
+    let (poll_engine, poll_queue) = (engine.clone(), queue.clone());
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = poll_once(&sqs, &queue_url, &poll_engine, &poll_queue).await {
+                tracing::warn!(error = %e, "polling the jobs queue failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    });
+
+    // task-events: local runners' exits as ECS-shaped events.
+    let event_engine = engine.clone();
+    tokio::spawn(async move {
+        while let Some(detail) = events_rx.recv().await {
+            let event = json!({
+                "version": "0", "id": random_hex(8).unwrap_or_default(), "detail-type": "ECS Task State Change", "source": "aws.ecs",
+                "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
+            });
+            let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(error = %e, "unreadable local task event");
+                    continue;
+                }
+            };
+            for attempt in 1..=5 {
+                match sortie_handlers::task_state_change(&event_engine, parsed.clone()).await {
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::warn!(attempt, error = %e, "task event failed; retrying");
+                        tokio::time::sleep(Duration::from_secs(attempt)).await;
+                    }
+                }
+            }
+        }
+    });
+
+    // sweeper: on a timer.
+    let (sweep_engine, every) = (engine.clone(), Duration::from_secs(args.sweep_every.max(1)));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            let event: EventBridgeEvent<serde_json::Value> = match serde_json::from_value(json!({
+                "version": "0", "id": "tick", "detail-type": "Scheduled Event", "source": "aws.events", "account": "000000000000",
+                "time": chrono::Utc::now(), "region": "local", "resources": [], "detail": {}
+            })) {
+                Ok(e) => e,
+                Err(_) => continue,
+            };
+            if let Err(e) = sortie_handlers::sweep_tick(&sweep_engine, event).await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+    });
+
+    println!("sortie dev: API {url}");
+    println!("sortie dev: token {token}");
+    println!("sortie dev: export SORTIE_URL={url} SORTIE_TOKEN={token}");
+    if let Some(path) = &args.ready_file {
+        std::fs::write(path, json!({"url": url, "token": token}).to_string())
+            .context("writing the ready file")?;
+    }
+    shutdown_signal().await;
+    println!("sortie dev: stopped");
+    Ok(())
+}
+
+/// Lets through health, the OpenAPI document and the runner routes (which carry job tokens);
+/// everything else needs the development token.
+async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let open = path == "/v1/health"
+        || path == "/v1/openapi.json"
+        || (path.starts_with("/v1/jobs/")
+            && (path.ends_with("/spec") || path.ends_with("/summary")));
+    let authorised = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(expected);
+    if open || authorised {
+        return next.run(req).await;
+    }
+    let body = json!({"error": {"code": "unauthenticated", "message": "sortie dev needs `Authorization: Bearer <token>`, as printed at start", "fields": []}});
+    (axum::http::StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+}
+
+async fn poll_once(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    engine: &Engine,
+    queue: &SqsJobQueue,
+) -> anyhow::Result<()> {
+    let got = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .message_system_attribute_names(
+            aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+        )
+        .send()
+        .await?;
+    let messages = got.messages.unwrap_or_default();
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let records: Vec<SqsMessage> = messages
+        .iter()
+        .map(|m| {
+            let mut r = SqsMessage::default();
+            r.message_id = m.message_id.clone();
+            r.receipt_handle = m.receipt_handle.clone();
+            r.body = m.body.clone();
+            r.event_source = Some("aws:sqs".into());
+            r.aws_region = Some("local".into());
+            for (k, v) in m.attributes().into_iter().flatten() {
+                r.attributes.insert(k.as_str().to_string(), v.clone());
+            }
+            r
+        })
+        .collect();
+    let mut event = SqsEvent::default();
+    event.records = records;
+    let response = sortie_handlers::dispatch_batch(engine, queue, event).await;
+    let failed: Vec<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    for m in messages {
+        if !failed.contains(&m.message_id.clone().unwrap_or_default()) {
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle.unwrap_or_default())
+                .send()
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,240 @@
+//! The `local` launcher: `sortie-runner` as a child process of this host, for
+//! `sortie dev`, the demo and tests (like Tharsis's `local` dispatcher).
+//!
+//! The child runs in its own process group, so a cancel or a timeout stops the
+//! runner and everything it started (terraform, providers). Its exit is reported
+//! as an ECS-shaped "Task State Change" STOPPED event, so completion takes the
+//! same path as on Fargate.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::json;
+use sortie_core::{Job, RunnerConfiguration, TaskStop};
+use tokio::sync::{mpsc, Mutex};
+
+use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
+
+/// The container name local tasks report, as the runner container of a task definition would.
+pub const LOCAL_CONTAINER: &str = "runner";
+
+#[derive(Debug, Clone)]
+struct LocalTask {
+    job_id: String,
+    pid: u32,
+    stop_reason: Option<String>,
+    stopped: Option<TaskStop>,
+}
+
+/// Launches `sortie-runner` processes and reports their state changes on a channel, as the
+/// `detail` JSON of ECS "Task State Change" events.
+#[derive(Clone)]
+pub struct LocalLauncher {
+    runner_binary: PathBuf,
+    logs_dir: PathBuf,
+    events: mpsc::UnboundedSender<serde_json::Value>,
+    tasks: Arc<Mutex<HashMap<String, LocalTask>>>,
+}
+
+impl LocalLauncher {
+    /// A launcher running `runner_binary` (unless a runner names its own), writing each
+    /// child's stdout and stderr to `<logs_dir>/<job id>.log`, and sending task events to `events`.
+    pub fn new(
+        runner_binary: PathBuf,
+        logs_dir: PathBuf,
+        events: mpsc::UnboundedSender<serde_json::Value>,
+    ) -> Self {
+        Self {
+            runner_binary,
+            logs_dir,
+            events,
+            tasks: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn event(
+        task_arn: &str,
+        job_id: &str,
+        status: &str,
+        stop: Option<&TaskStop>,
+    ) -> serde_json::Value {
+        let mut detail = json!({
+            "taskArn": task_arn,
+            "clusterArn": "arn:sortie:local:cluster/local",
+            "lastStatus": status,
+            "desiredStatus": if status == "STOPPED" { "STOPPED" } else { "RUNNING" },
+            "startedBy": started_by(job_id),
+            "launchType": "LOCAL",
+            "containers": [{"name": LOCAL_CONTAINER, "lastStatus": status}],
+        });
+        if let Some(stop) = stop {
+            detail["stopCode"] = json!(stop.stop_code);
+            detail["stoppedReason"] = json!(stop.stopped_reason);
+            detail["containers"][0]["exitCode"] = json!(stop.exit_code);
+            detail["containers"][0]["reason"] = json!(stop.container_reason);
+        }
+        detail
+    }
+}
+
+/// Sends `signal` to the whole process group of `pid` (the runner and its children).
+fn signal_group(pid: u32, signal: &str) {
+    let _ = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(format!("-{pid}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+#[async_trait]
+impl Launcher for LocalLauncher {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+        let job = spec.job;
+        let runner = match job.runner_spec.as_ref().map(|s| &s.runner_configuration) {
+            Some(RunnerConfiguration::Local(c)) => c,
+            _ => {
+                return Err(LaunchError::Fatal(
+                    "the local launcher runs only `local` runners".into(),
+                ))
+            }
+        };
+        let binary = runner
+            .runner_binary
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.runner_binary.clone());
+        std::fs::create_dir_all(&self.logs_dir).map_err(|e| {
+            LaunchError::Fatal(format!("cannot create {}: {e}", self.logs_dir.display()))
+        })?;
+        let log_path = self.logs_dir.join(format!("{}.log", job.id));
+        let log = std::fs::File::create(&log_path).map_err(|e| {
+            LaunchError::Fatal(format!("cannot create {}: {e}", log_path.display()))
+        })?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| LaunchError::Fatal(e.to_string()))?;
+        let mut command = tokio::process::Command::new(&binary);
+        command
+            .env("SORTIE_JOB_ID", &job.id)
+            .env("SORTIE_JOB_TOKEN", spec.token)
+            .env("SORTIE_API_URL", spec.api_url)
+            .envs(&runner.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .process_group(0)
+            .kill_on_drop(false);
+        if !job.request.secret_refs.is_empty() {
+            command.env(
+                "SORTIE_SECRET_REFS",
+                serde_json::to_string(&job.request.secret_refs).unwrap_or_default(),
+            );
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| LaunchError::Fatal(format!("cannot start {}: {e}", binary.display())))?;
+        let pid = child.id().unwrap_or_default();
+        let task_arn = format!("arn:sortie:local:task/local/{}-{pid}", job.id);
+        self.tasks.lock().await.insert(
+            task_arn.clone(),
+            LocalTask {
+                job_id: job.id.clone(),
+                pid,
+                stop_reason: None,
+                stopped: None,
+            },
+        );
+        let _ = self
+            .events
+            .send(Self::event(&task_arn, &job.id, "RUNNING", None));
+        let (tasks, events, arn, job_id) = (
+            self.tasks.clone(),
+            self.events.clone(),
+            task_arn.clone(),
+            job.id.clone(),
+        );
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            let mut tasks = tasks.lock().await;
+            let Some(task) = tasks.get_mut(&arn) else {
+                return;
+            };
+            let stop = match (&task.stop_reason, status) {
+                (Some(reason), s) => TaskStop {
+                    stop_code: Some("UserInitiated".into()),
+                    stopped_reason: Some(reason.clone()),
+                    exit_code: s.ok().and_then(|s| s.code()).or(Some(143)),
+                    container_reason: None,
+                },
+                (None, Ok(s)) => TaskStop {
+                    stop_code: Some("EssentialContainerExited".into()),
+                    stopped_reason: Some("Essential container in task exited".into()),
+                    exit_code: s.code().or(Some(137)),
+                    container_reason: s.code().is_none().then(|| "killed by a signal".to_string()),
+                },
+                (None, Err(e)) => TaskStop {
+                    stop_code: Some("TaskFailedToStart".into()),
+                    stopped_reason: Some(e.to_string()),
+                    exit_code: None,
+                    container_reason: None,
+                },
+            };
+            task.stopped = Some(stop.clone());
+            let _ = events.send(Self::event(&arn, &job_id, "STOPPED", Some(&stop)));
+        });
+        Ok(task_arn)
+    }
+
+    async fn stop(&self, _job: &Job, task: &str, reason: &str) -> Result<(), LaunchError> {
+        let pid = {
+            let mut tasks = self.tasks.lock().await;
+            let Some(t) = tasks.get_mut(task) else {
+                return Err(LaunchError::Fatal(format!("no local task {task}")));
+            };
+            if t.stopped.is_some() {
+                return Ok(());
+            }
+            t.stop_reason = Some(reason.to_string());
+            t.pid
+        };
+        signal_group(pid, "TERM");
+        let tasks = self.tasks.clone();
+        let task = task.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+            if tasks
+                .lock()
+                .await
+                .get(&task)
+                .is_some_and(|t| t.stopped.is_none())
+            {
+                signal_group(pid, "KILL");
+            }
+        });
+        Ok(())
+    }
+
+    async fn describe(&self, _job: &Job, task: &str) -> Result<TaskStatus, LaunchError> {
+        Ok(match self.tasks.lock().await.get(task) {
+            None => TaskStatus::Missing,
+            Some(t) => match &t.stopped {
+                Some(stop) => TaskStatus::Stopped(stop.clone()),
+                None => TaskStatus::Running,
+            },
+        })
+    }
+
+    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError> {
+        Ok(self
+            .tasks
+            .lock()
+            .await
+            .iter()
+            .find(|(_, t)| t.job_id == job.id)
+            .map(|(arn, _)| arn.clone()))
+    }
+}
