@@ -31,9 +31,10 @@ clippy:
 ## lint: formatting check and clippy with warnings denied
 lint: fmt-check clippy
 
-## demo: run Sortie locally (not yet)
+## demo: plan and apply examples/hello through `sortie dev` with real terraform, state in local S3
 demo:
-	@echo "make demo: local mode arrives with issue 5; nothing to run yet."
+	scripts/tools.sh
+	scripts/with-moto.sh scripts/demo.sh
 
 ## infra: lint the SAM and target-account templates, the k8s manifests and the runner Dockerfile
 infra:

@@ -25,8 +25,8 @@ pub use problems::{Problem, Problems};
 pub use rule::{
     resolve, Considered, Criteria, EnvFacts, NoRunnerMatched, Resolution, RunnerRule, Verdict,
 };
-pub use spec::{ArtifactLocation, ChangeSummary, JobSpec};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
+pub use spec::{ArtifactLocation, ChangeSummary, JobSpec};
 
 /// Input that failed parsing or validation, with every problem found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
