@@ -364,5 +364,6 @@ mod tests {
         );
     }
 }
+pub mod http;
 pub mod proxy;
 pub mod runtime;

@@ -83,8 +83,7 @@ impl LocalLauncher {
 /// Sends `signal` to the whole process group of `pid` (the runner and its children).
 fn signal_group(pid: u32, signal: &str) {
     let _ = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(format!("-{pid}"))
+        .args(["-s", signal, "--", &format!("-{pid}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
@@ -157,6 +156,7 @@ impl Launcher for LocalLauncher {
             task_arn.clone(),
             job.id.clone(),
         );
+        let log_path = log_path.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
             let mut tasks = tasks.lock().await;
@@ -174,7 +174,14 @@ impl Launcher for LocalLauncher {
                     stop_code: Some("EssentialContainerExited".into()),
                     stopped_reason: Some("Essential container in task exited".into()),
                     exit_code: s.code().or(Some(137)),
-                    container_reason: s.code().is_none().then(|| "killed by a signal".to_string()),
+                    // The runner ends a failure with one `sortie-runner: <reason>` line: the container's reason.
+                    container_reason: if s.success() {
+                        None
+                    } else {
+                        last_runner_line(&log_path).or_else(|| {
+                            s.code().is_none().then(|| "killed by a signal".to_string())
+                        })
+                    },
                 },
                 (None, Err(e)) => TaskStop {
                     stop_code: Some("TaskFailedToStart".into()),
@@ -237,4 +244,13 @@ impl Launcher for LocalLauncher {
             .find(|(_, t)| t.job_id == job.id)
             .map(|(arn, _)| arn.clone()))
     }
+}
+
+/// The last `sortie-runner: …` line of a runner's output, without the prefix.
+fn last_runner_line(log: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("sortie-runner: "))
+        .map(|l| l.chars().take(1000).collect())
 }

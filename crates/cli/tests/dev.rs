@@ -1,0 +1,346 @@
+//! End to end through `sortie dev`: the real binary, the real `sortie-runner` as local
+//! runners, real terraform 0.11.11, and moto for DynamoDB, SQS, S3 and EventBridge.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sortie_tests::http::call;
+
+struct Dev {
+    child: Child,
+    url: String,
+    token: String,
+    dir: PathBuf,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- sortie dev log ---\n{}",
+                std::fs::read_to_string(self.dir.join("dev.log")).unwrap_or_default()
+            );
+        }
+    }
+}
+
+impl Dev {
+    fn start() -> Self {
+        let dir = sortie_tests::scratch_dir("dev").unwrap();
+        let ready = dir.join("ready.json");
+        let runner = sortie_tests::runtime::function_binary("sortie-runner");
+        let log = std::fs::File::create(dir.join("dev.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sortie"))
+            .args(["dev", "--sweep-every", "1"])
+            .args([
+                "--table",
+                &sortie_tests::unique("sortie-dev"),
+                "--queue",
+                &sortie_tests::unique("jobs"),
+                "--bucket",
+                &sortie_tests::unique("artifacts"),
+                "--bus",
+                &sortie_tests::unique("bus"),
+            ])
+            .arg("--ready-file")
+            .arg(&ready)
+            .arg("--work-dir")
+            .arg(&dir)
+            .arg("--runner")
+            .arg(&runner)
+            .env("AWS_ENDPOINT_URL", sortie_tests::endpoint())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start sortie dev");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.exists()
+            || std::fs::read_to_string(&ready)
+                .unwrap_or_default()
+                .is_empty()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "sortie dev did not start: {}",
+                std::fs::read_to_string(dir.join("dev.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+        Self {
+            child,
+            url: r["url"].as_str().unwrap().into(),
+            token: r["token"].as_str().unwrap().into(),
+            dir,
+        }
+    }
+
+    fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let auth = format!("Bearer {}", self.token);
+        let body = body.map(|b| {
+            if let Value::String(s) = b {
+                s
+            } else {
+                b.to_string()
+            }
+        });
+        call(
+            &self.url,
+            method,
+            path,
+            &[("Authorization", &auth)],
+            body.as_deref(),
+        )
+    }
+
+    fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, v) = self.api(method, path, body);
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v}"
+        );
+        v
+    }
+
+    /// A runner, a rule and an environment; state in the moto bucket `bucket`.
+    fn setup(&self, bucket: &str, runner_extra: &str) {
+        let s3 = format!(
+            "runner_configuration:\n  type: local\n{runner_extra}state_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
+            sortie_tests::endpoint()
+        );
+        self.ok(
+            "POST",
+            "/v1/groups/acme/-/runners/local",
+            Some(Value::String(s3)),
+        );
+        self.ok(
+            "POST",
+            "/v1/groups/acme/-/rules",
+            Some(json!({"id": "default", "runner_id": "acme/local"})),
+        );
+        self.ok(
+            "POST",
+            "/v1/groups/acme/demo/-/environments",
+            Some(json!({"name": "hello", "env_type": "development"})),
+        );
+    }
+
+    fn submit(&self, operation: &str, files: Value) -> String {
+        let v = self.ok("POST", "/v1/environments/acme/demo/hello/-/jobs", Some(json!({"operation": operation, "files": files, "variables": {"greeting": "hi from the e2e test"}})));
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let job = self.ok("GET", &format!("/v1/jobs/{id}"), None);
+            if ["succeeded", "failed", "canceled", "timed_out"]
+                .contains(&job["state"].as_str().unwrap())
+            {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id} did not finish: {job}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn log(&self, id: &str) -> String {
+        let mut offset = 0;
+        let mut text = String::new();
+        loop {
+            let v = self.ok("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None);
+            text.push_str(v["data"].as_str().unwrap());
+            offset = v["next_offset"].as_u64().unwrap();
+            if v["data"].as_str().unwrap().is_empty() {
+                return text;
+            }
+        }
+    }
+}
+
+fn hello_files() -> Value {
+    let dir = sortie_tests::example_dir("hello");
+    let mut files = serde_json::Map::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "tf") {
+            files.insert(
+                p.file_name().unwrap().to_string_lossy().into(),
+                Value::String(std::fs::read_to_string(&p).unwrap()),
+            );
+        }
+    }
+    Value::Object(files)
+}
+
+fn at(job: &Value, state: &str) -> String {
+    job["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["to"] == state)
+        .map(|t| t["at"].as_str().unwrap().to_string())
+        .next_back()
+        .unwrap_or_default()
+}
+
+fn state_bucket() -> String {
+    let bucket = sortie_tests::unique("state");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    });
+    bucket
+}
+
+fn read_state(bucket: &str, key: &str) -> Value {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let out = s3
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .expect("the state object exists");
+        serde_json::from_slice(&out.body.collect().await.unwrap().into_bytes()).unwrap()
+    })
+}
+
+#[test]
+fn plan_and_apply_succeed_with_state_in_s3_ordered_logs_and_a_second_apply_that_waits() {
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    dev.setup(&bucket, "");
+    let plan = dev.submit("plan", hello_files());
+    let apply = dev.submit("apply", hello_files());
+    let second = dev.submit("apply", hello_files());
+    let (plan, apply, second) = (
+        dev.wait_terminal(&plan, Duration::from_secs(90)),
+        dev.wait_terminal(&apply, Duration::from_secs(90)),
+        dev.wait_terminal(&second, Duration::from_secs(90)),
+    );
+    for job in [&plan, &apply, &second] {
+        assert_eq!(job["state"], "succeeded", "{job}");
+        assert_eq!(
+            job["summary"]["destroy"], 0,
+            "a summary was reported: {job}"
+        );
+    }
+    // One writer at a time, in FIFO order: each job starts after the previous one ended.
+    assert!(
+        at(&apply, "dispatching") >= at(&plan, "succeeded"),
+        "apply waited for the plan"
+    );
+    assert!(
+        at(&second, "dispatching") >= at(&apply, "succeeded"),
+        "the second apply waited for the first"
+    );
+    // The state object is under the environment's key, with the applied output.
+    let state = read_state(&bucket, "sortie/acme/demo/hello/terraform.tfstate");
+    let root = state["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"] == json!(["root"]))
+        .unwrap();
+    assert_eq!(root["outputs"]["message"]["value"], "hi from the e2e test!");
+    // The log has terraform's output, in order.
+    let log = dev.log(apply["id"].as_str().unwrap());
+    let init = log
+        .find("Initializing the backend")
+        .expect("init in the log");
+    let done = log.find("Apply complete!").expect("apply in the log");
+    assert!(init < done, "in order:\n{log}");
+    assert!(log.contains("message = hi from the e2e test!"));
+}
+
+#[test]
+fn a_terraform_syntax_error_fails_the_job_with_the_error_as_its_reason_and_in_the_log() {
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    dev.setup(&bucket, "");
+    let id = dev.submit(
+        "apply",
+        json!({"main.tf": "output \"broken\" {\n  value = \n"}),
+    );
+    let job = dev.wait_terminal(&id, Duration::from_secs(90));
+    assert_eq!(job["state"], "failed", "{job}");
+    let reason = job["transitions"].as_array().unwrap().last().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("code 1") && reason.to_lowercase().contains("error"),
+        "the terraform error is the reason: {reason}"
+    );
+    let log = dev.log(&id);
+    assert!(
+        log.to_lowercase().contains("error"),
+        "and it is in the log:\n{log}"
+    );
+    assert!(
+        log.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("sortie-runner:"),
+        "the last log line is the runner's one-line reason:\n{log}"
+    );
+}
+
+#[test]
+fn canceling_a_running_local_job_kills_its_process_group_and_ends_canceled() {
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    // A runner that never finishes on its own, with a child process of its own.
+    let script = dev.dir.join("slow-runner.sh");
+    std::fs::write(&script, "#!/bin/sh\nsleep 300 &\nwait\n").unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    dev.setup(&bucket, &format!("  runner_binary: {}\n", script.display()));
+    let id = dev.submit("apply", hello_files());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let task = loop {
+        let job = dev.ok("GET", &format!("/v1/jobs/{id}"), None);
+        if job["state"] == "running" {
+            break job["task_arn"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "never ran: {job}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let pid: i32 = task.rsplit('-').next().unwrap().parse().unwrap();
+    let (status, body) = dev.api("POST", &format!("/v1/jobs/{id}/cancel"), None);
+    assert_eq!(status, 202, "{body}");
+    let job = dev.wait_terminal(&id, Duration::from_secs(30));
+    assert_eq!(job["state"], "canceled", "{job}");
+    assert_eq!(at(&job, "canceled").is_empty(), false);
+    // The whole process group is gone: the runner and its `sleep` child.
+    let alive = || Command::new("pgrep").args(["-g", &pid.to_string()]).output().map(|o| !o.stdout.is_empty()).unwrap_or(false);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!alive(), "process group {pid} still has processes");
+}
+
+#[test]
+fn requests_without_the_dev_token_are_refused() {
+    let dev = Dev::start();
+    let (status, body) = call(&dev.url, "GET", "/v1/groups/acme/-/runners", &[], None);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+    assert_eq!(call(&dev.url, "GET", "/v1/health", &[], None).0, 200);
+}
