@@ -1,0 +1,144 @@
+//! The local launcher: a child process group per job, stopped from outside, reported as
+//! ECS-shaped STOPPED events that map to the job's outcome.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use sortie_core::{
+    task_outcome, EnvPath, Job, JobRequest, JobState, RunnerId, RunnerSpec, TaskStop,
+};
+use sortie_launch::{LaunchSpec, Launcher, LocalLauncher, TaskStatus};
+
+fn job(runner_binary: &std::path::Path) -> Job {
+    let mut j = Job::new(
+        "01localtest000000000000000".into(),
+        EnvPath::parse("acme/dev").unwrap(),
+        RunnerId::parse("acme/local").unwrap(),
+        JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap(),
+        "alice".into(),
+        Utc::now(),
+    );
+    j.runner_spec = Some(
+        RunnerSpec::parse(&format!(
+            "runner_configuration: {{type: local, runner_binary: {}, timeout_seconds: 60}}\nstate_storage_configuration: {{type: local, directory: /tmp/x}}",
+            runner_binary.display()
+        ))
+        .unwrap(),
+    );
+    j
+}
+
+fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&path)
+        .status()
+        .unwrap();
+    path
+}
+
+async fn next_event(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
+) -> serde_json::Value {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("an event in time")
+        .expect("the channel is open")
+}
+
+#[tokio::test]
+async fn a_timeout_stop_kills_the_process_group_and_the_stopped_event_maps_to_timed_out() {
+    let dir = std::env::temp_dir().join(format!("sortie-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let slow = script(&dir, "slow.sh", "sleep 300 &\nwait");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let launcher = LocalLauncher::new(slow.clone(), dir.join("logs"), tx);
+    let j = job(&slow);
+    let task = launcher
+        .launch(&LaunchSpec {
+            job: &j,
+            token: "secret-token",
+            api_url: "http://127.0.0.1:1",
+        })
+        .await
+        .unwrap();
+    assert_eq!(next_event(&mut rx).await["lastStatus"], "RUNNING");
+    assert_eq!(
+        launcher.describe(&j, &task).await.unwrap(),
+        TaskStatus::Running
+    );
+    assert_eq!(
+        launcher.find(&j).await.unwrap().as_deref(),
+        Some(task.as_str()),
+        "found by job, like startedBy"
+    );
+    launcher
+        .stop(&j, &task, "sortie: timed out after 60s")
+        .await
+        .unwrap();
+    let stopped = next_event(&mut rx).await;
+    assert_eq!(stopped["lastStatus"], "STOPPED");
+    assert_eq!(stopped["startedBy"], format!("sortie:{}", j.id));
+    assert_eq!(stopped["stoppedReason"], "sortie: timed out after 60s");
+    let detail: sortie_lifecycle_shape::Detail = serde_json::from_value(stopped).unwrap();
+    let stop = TaskStop {
+        stop_code: detail.stop_code,
+        stopped_reason: detail.stopped_reason,
+        exit_code: detail.containers[0].exit_code,
+        container_reason: None,
+    };
+    assert_eq!(
+        task_outcome(j.request.operation, &stop).state,
+        JobState::TimedOut
+    );
+    assert!(matches!(
+        launcher.describe(&j, &task).await.unwrap(),
+        TaskStatus::Stopped(_)
+    ));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn a_failing_runner_reports_its_exit_code_and_last_line() {
+    let dir = std::env::temp_dir().join(format!("sortie-local-fail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let failing = script(&dir, "fail.sh", "echo 'Error: something broke'\necho 'sortie-runner: terraform apply failed with exit code 1: Error: something broke'\nexit 1");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let launcher = LocalLauncher::new(failing.clone(), dir.join("logs"), tx);
+    let j = job(&failing);
+    launcher
+        .launch(&LaunchSpec {
+            job: &j,
+            token: "t",
+            api_url: "http://127.0.0.1:1",
+        })
+        .await
+        .unwrap();
+    next_event(&mut rx).await;
+    let stopped = next_event(&mut rx).await;
+    assert_eq!(stopped["containers"][0]["exitCode"], 1);
+    assert_eq!(
+        stopped["containers"][0]["reason"],
+        "terraform apply failed with exit code 1: Error: something broke"
+    );
+    assert_eq!(stopped["stopCode"], "EssentialContainerExited");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The fields of the event detail this test reads (the lifecycle crate owns the full type).
+mod sortie_lifecycle_shape {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Detail {
+        pub stop_code: Option<String>,
+        pub stopped_reason: Option<String>,
+        pub containers: Vec<Container>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Container {
+        pub exit_code: Option<i32>,
+    }
+}
