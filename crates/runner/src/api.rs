@@ -1,0 +1,293 @@
+//! The runner's two calls to the API, both with the job token:
+//! `GET /v1/jobs/{id}/spec` and `PUT /v1/jobs/{id}/summary`.
+//!
+//! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
+//! exponential backoff; any other answer (401, 403, 404, ...) is final.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use sortie_core::{ChangeSummary, JobSpec};
+
+use crate::env::{RunnerEnv, Secret};
+use crate::error::{one_line, RunnerError};
+
+/// How many times, and how patiently, a call is retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts in all (at least 1).
+    pub attempts: u32,
+    /// The delay after the first failure; doubled after each further one.
+    pub first_delay: Duration,
+    /// How long one attempt may take.
+    pub timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 5,
+            first_delay: Duration::from_millis(500),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One failed attempt.
+#[derive(Debug)]
+enum Failure {
+    /// Worth another try.
+    Transient(String),
+    /// Final.
+    Fatal(String),
+}
+
+/// The API client for one job.
+pub struct ApiClient {
+    base: String,
+    job_id: String,
+    token: Secret,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("base", &self.base)
+            .field("job_id", &self.job_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiClient {
+    /// A client for `env`'s API and job, with the default retry policy.
+    pub fn new(env: &RunnerEnv) -> Result<Self, RunnerError> {
+        Self::with_retry(env, RetryPolicy::default())
+    }
+
+    /// A client with an explicit retry policy.
+    pub fn with_retry(env: &RunnerEnv, retry: RetryPolicy) -> Result<Self, RunnerError> {
+        let connector = connector(env.api_url.starts_with("https://"))?;
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Self {
+            base: env.api_url.clone(),
+            job_id: env.job_id.clone(),
+            token: env.token.clone(),
+            client,
+            retry,
+        })
+    }
+
+    fn path(&self, tail: &str) -> String {
+        format!("/v1/jobs/{}/{tail}", self.job_id)
+    }
+
+    /// `GET /v1/jobs/{id}/spec`.
+    pub async fn job_spec(&self) -> Result<JobSpec, RunnerError> {
+        let path = self.path("spec");
+        let body = self.call(Method::GET, &path, None).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            RunnerError::Api(format!(
+                "GET {path} answered a job spec this runner cannot read: {e}"
+            ))
+        })
+    }
+
+    /// `PUT /v1/jobs/{id}/summary`.
+    pub async fn report_summary(&self, summary: &ChangeSummary) -> Result<(), RunnerError> {
+        let path = self.path("summary");
+        let body = serde_json::to_vec(summary)
+            .map_err(|e| RunnerError::Api(format!("could not encode the summary: {e}")))?;
+        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, RunnerError> {
+        let mut delay = self.retry.first_delay;
+        let attempts = self.retry.attempts.max(1);
+        for attempt in 1..=attempts {
+            match self.attempt(&method, path, body.clone()).await {
+                Ok(bytes) => return Ok(bytes),
+                Err(Failure::Fatal(message)) => return Err(RunnerError::Api(message)),
+                Err(Failure::Transient(message)) if attempt == attempts => {
+                    return Err(RunnerError::Api(format!(
+                        "{message} (gave up after {attempts} attempts)"
+                    )))
+                }
+                Err(Failure::Transient(message)) => {
+                    tracing::warn!(%method, path, attempt, error = %message, "API call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                }
+            }
+        }
+        Err(RunnerError::Api(format!(
+            "{method} {path} was never attempted"
+        )))
+    }
+
+    async fn attempt(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, Failure> {
+        let url = format!("{}{path}", self.base);
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
+            .map_err(|_| Failure::Fatal("the job token is not a valid header value".into()))?;
+        bearer.set_sensitive(true);
+        let mut request = Request::builder()
+            .method(method.clone())
+            .uri(&url)
+            .header(AUTHORIZATION, bearer)
+            .header(ACCEPT, "application/json")
+            .header(
+                USER_AGENT,
+                concat!("sortie-runner/", env!("CARGO_PKG_VERSION")),
+            );
+        if body.is_some() {
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| Failure::Fatal(format!("{method} {url} is not a valid request: {e}")))?;
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| {
+                Failure::Transient(format!(
+                    "{method} {path}: could not reach the API at {}: {}",
+                    self.base,
+                    error_chain(&e)
+                ))
+            })?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| {
+                    Failure::Transient(format!("{method} {path}: the answer was cut short: {e}"))
+                })?
+                .to_bytes();
+            Ok::<_, Failure>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(self.retry.timeout, exchange)
+            .await
+            .map_err(|_| {
+                Failure::Transient(format!(
+                    "{method} {path}: no answer within {} s",
+                    self.retry.timeout.as_secs()
+                ))
+            })??;
+        if status.is_success() {
+            return Ok(bytes);
+        }
+        let message = status_message(method, path, status, &bytes);
+        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            Err(Failure::Transient(message))
+        } else {
+            Err(Failure::Fatal(message))
+        }
+    }
+}
+
+/// The one-line message for an unsuccessful answer.
+pub fn status_message(method: &Method, path: &str, status: StatusCode, body: &[u8]) -> String {
+    let detail = error_detail(body);
+    let lead = match status {
+        StatusCode::UNAUTHORIZED => "the API refused the job token: ".to_string(),
+        StatusCode::FORBIDDEN => "the API did not allow the job token: ".to_string(),
+        StatusCode::NOT_FOUND => "the API does not know this job: ".to_string(),
+        _ => String::new(),
+    };
+    let mut message = format!("{lead}{method} {path} answered {status}");
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(&detail);
+    }
+    message
+}
+
+/// A short, one-line detail from an error body: its JSON `message` or `error`,
+/// else the text itself, cut to 200 characters.
+fn error_detail(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let from_json = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| {
+            ["message", "error", "detail"]
+                .iter()
+                .find_map(|k| v.get(k).and_then(|m| m.as_str()).map(str::to_string))
+        });
+    let detail = one_line(&from_json.unwrap_or_else(|| text.into_owned()));
+    detail.chars().take(200).collect()
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+/// HTTP and HTTPS, with the system's CA certificates. Without any certificates
+/// plain HTTP still works (local mode); HTTPS then fails with a clear message.
+fn connector(https: bool) -> Result<HttpsConnector<HttpConnector>, RunnerError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider.clone())
+    {
+        Ok(builder) => builder,
+        Err(e) if https => {
+            return Err(RunnerError::Config(format!(
+                "no CA certificates to verify the API's HTTPS certificate: {e}"
+            )))
+        }
+        Err(_) => {
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| RunnerError::Config(format!("TLS set-up failed: {e}")))?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+    };
+    Ok(builder.https_or_http().enable_http1().build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_say_what_happened_on_one_line() {
+        let m = status_message(
+            &Method::GET,
+            "/v1/jobs/j/spec",
+            StatusCode::UNAUTHORIZED,
+            br#"{"error":"unauthorized","message":"invalid job\ntoken"}"#,
+        );
+        assert_eq!(
+            m,
+            "the API refused the job token: GET /v1/jobs/j/spec answered 401 Unauthorized: invalid job token"
+        );
+        let m = status_message(&Method::PUT, "/p", StatusCode::BAD_GATEWAY, b"");
+        assert_eq!(m, "PUT /p answered 502 Bad Gateway");
+    }
+}

@@ -1,0 +1,77 @@
+//! `sortie-runner`: runs one Sortie job, described by its environment
+//! (see the library's `env` module), and exits 0 on success, 1 on failure.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use sortie_runner::objects::S3Objects;
+use sortie_runner::run::report_early_failure;
+use sortie_runner::RunnerEnv;
+
+const HELP: &str = "sortie-runner: runs one Sortie job (Terraform or OpenTofu) and exits.
+
+It takes no arguments; it reads its job from the environment:
+  SORTIE_API_URL, SORTIE_JOB_ID, SORTIE_JOB_TOKEN      (required)
+  SORTIE_SECRET_REFS, SORTIE_WORK_DIR, SORTIE_TERRAFORM,
+  SORTIE_GIT_CREDENTIALS, AWS_ENDPOINT_URL             (optional)
+Terraform output goes to stdout and to S3; its own diagnostics go to stderr as JSON.";
+
+fn main() -> ExitCode {
+    if let Some(arg) = std::env::args().nth(1) {
+        return match arg.as_str() {
+            "--version" | "-V" => {
+                println!("sortie-runner {}", env!("CARGO_PKG_VERSION"));
+                ExitCode::SUCCESS
+            }
+            "--help" | "-h" => {
+                println!("{HELP}");
+                ExitCode::SUCCESS
+            }
+            other => {
+                eprintln!("sortie-runner: unexpected argument `{other}`\n\n{HELP}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            println!("sortie-runner: could not start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(real_main()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reason is already the last line of stdout and of the log.
+        Err(_) => ExitCode::from(1),
+    }
+}
+
+async fn real_main() -> anyhow::Result<()> {
+    let env = RunnerEnv::from_env().inspect_err(report_early_failure)?;
+    let objects = Arc::new(S3Objects::from_env().await);
+    sortie_runner::run(&env, objects).await?;
+    Ok(())
+}
+
+/// JSON lines on stderr, like `sortie_telemetry::init` but off stdout, which
+/// carries the job's terraform output and must end with the job's reason.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(true)
+        .with_span_list(false)
+        .flatten_event(true)
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,501 @@
+//! One job from spec to exit: the orchestration of every other module.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sortie_core::runner::LocalStorage;
+use sortie_core::{ChangeSummary, JobSpec, Operation, Source, StateStorageConfiguration};
+use tracing::Instrument;
+
+use crate::api::ApiClient;
+use crate::backend::{backend_setup, BACKEND_FILE};
+use crate::env::{check_env_name, RunnerEnv, PRIVATE_VARS};
+use crate::error::RunnerError;
+use crate::log::{LogShipper, LogSink, FLUSH_INTERVAL};
+use crate::objects::{ObjectRef, ObjectStore};
+use crate::source;
+use crate::summary;
+use crate::terraform::{self, Finished, ToolEnv, PLAN_FILE};
+use crate::version::ToolVersion;
+
+/// Every line the runner writes itself starts with this.
+pub const PREFIX: &str = "sortie-runner:";
+
+/// The last line of a failed job's log.
+pub fn failure_line(error: &RunnerError) -> String {
+    format!("{PREFIX} {}", error.reason())
+}
+
+/// Prints a failure that happened before the job's log exists (bad environment,
+/// the spec refused) as the last line of stdout.
+pub fn report_early_failure(error: &RunnerError) {
+    tracing::error!(reason = %error.reason(), "job failed before it started");
+    LogSink::new(true).line(&failure_line(error));
+}
+
+/// Runs the job described by `env`: fetch the spec, lay out the source, run
+/// terraform, ship the log, upload and report the summary.
+///
+/// On failure the reason has already been written as the log's (and stdout's)
+/// last line when this returns.
+pub async fn run(
+    env: &RunnerEnv,
+    objects: Arc<dyn ObjectStore>,
+) -> Result<ChangeSummary, RunnerError> {
+    let span = tracing::info_span!("job", job_id = %env.job_id);
+    run_job(env, objects).instrument(span).await
+}
+
+async fn run_job(
+    env: &RunnerEnv,
+    objects: Arc<dyn ObjectStore>,
+) -> Result<ChangeSummary, RunnerError> {
+    let spec = match fetch_spec(env).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            report_early_failure(&e);
+            return Err(e);
+        }
+    };
+    let (api, spec) = spec;
+    tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
+
+    let sink = LogSink::new(true);
+    let shipper = LogShipper::spawn(
+        sink.clone(),
+        objects.clone(),
+        spec.logs.clone(),
+        FLUSH_INTERVAL,
+    );
+    let result = execute(env, &spec, &sink, objects.as_ref(), &api).await;
+    match &result {
+        Ok(summary) => {
+            tracing::info!(
+                add = summary.add,
+                change = summary.change,
+                destroy = summary.destroy,
+                "job succeeded"
+            );
+            sink.line(&format!(
+                "{PREFIX} {} succeeded: {}",
+                spec.operation.as_str(),
+                summary::describe(summary, spec.operation)
+            ));
+        }
+        Err(e) => {
+            tracing::error!(reason = %e.reason(), "job failed");
+            sink.line(&failure_line(e));
+        }
+    }
+    shipper.finish().await;
+    result
+}
+
+async fn fetch_spec(env: &RunnerEnv) -> Result<(ApiClient, JobSpec), RunnerError> {
+    let api = ApiClient::new(env)?;
+    let spec = api.job_spec().await?;
+    if spec.job_id != env.job_id {
+        return Err(RunnerError::Api(format!(
+            "the API answered the spec of job {} when asked for job {}",
+            spec.job_id, env.job_id
+        )));
+    }
+    Ok((api, spec))
+}
+
+/// Runs a blocking step on a blocking thread, inside the current span.
+async fn blocking<T, F>(f: F) -> Result<T, RunnerError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, RunnerError> + Send + 'static,
+{
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
+        .await
+        .map_err(|e| RunnerError::Tool(format!("a worker thread failed: {e}")))?
+}
+
+/// The job's directory: removed at the end when the runner made it up itself.
+struct WorkDir {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl WorkDir {
+    fn create(base: Option<&Path>, job_id: &str) -> Result<Self, RunnerError> {
+        let (path, remove) = match base {
+            Some(base) => (base.join(format!("job-{job_id}")), false),
+            None => (
+                std::env::temp_dir().join(format!("sortie-runner-{job_id}-{}", std::process::id())),
+                true,
+            ),
+        };
+        if path.exists() {
+            // A leftover of an earlier attempt at the same job.
+            std::fs::remove_dir_all(&path).map_err(|e| {
+                RunnerError::Workspace(format!("could not clear {}: {e}", path.display()))
+            })?;
+        }
+        std::fs::create_dir_all(&path).map_err(|e| {
+            RunnerError::Workspace(format!("could not create {}: {e}", path.display()))
+        })?;
+        Ok(Self { path, remove })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+async fn execute(
+    env: &RunnerEnv,
+    spec: &JobSpec,
+    sink: &LogSink,
+    objects: &dyn ObjectStore,
+    api: &ApiClient,
+) -> Result<ChangeSummary, RunnerError> {
+    let mut tf_env = ToolEnv::for_terraform();
+
+    // The tool and its version.
+    let path_var = std::env::var_os("PATH");
+    let bin = terraform::find_binary(env.terraform.as_deref(), path_var.as_deref())?;
+    let version = {
+        let (bin, tf_env) = (bin.clone(), tf_env.clone());
+        blocking(move || terraform::detect_version(&bin, &tf_env)).await?
+    };
+    sink.line(&format!(
+        "{PREFIX} job {}: {} of {} with {version} ({})",
+        spec.job_id,
+        spec.operation.as_str(),
+        spec.environment,
+        bin.display()
+    ));
+
+    // The source, then the job's files and variables.
+    let work = WorkDir::create(env.work_dir.as_deref(), &spec.job_id)?;
+    let root = work.path.join("src");
+    let source_path = fetch_source(env, spec, sink, objects, &work.path, &root).await?;
+    let dir = source::config_dir(&root, &source_path)?;
+    source::write_files(&dir, &spec.files)?;
+    if source::write_variables(&dir, &spec.variables)? {
+        sink.line(&format!(
+            "{PREFIX} wrote {} variable(s) to {}",
+            spec.variables.len(),
+            source::TFVARS_FILE
+        ));
+    }
+
+    // Secret references: exposed as <NAME>_ARN; the values are fetched by the
+    // configuration itself (a data source, with the task's role).
+    let refs = secret_refs(spec, env)?;
+    if !refs.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} secret references exposed as {} (ARNs only: the runner does not fetch secret values)",
+            refs.keys().map(|k| format!("{k}_ARN")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    tf_env.set.extend(
+        refs.into_iter()
+            .map(|(name, arn)| (format!("{name}_ARN"), arn)),
+    );
+
+    // The backend.
+    let storage = absolute_storage(&spec.state_storage)?;
+    let setup = backend_setup(
+        &version,
+        &storage,
+        &spec.environment,
+        spec.state_key.as_deref(),
+        env.aws_endpoint.as_deref(),
+    )?;
+    for note in &setup.notes {
+        sink.line(&format!("{PREFIX} note: {note}"));
+    }
+    if let Some(state_dir) = &setup.create_dir {
+        std::fs::create_dir_all(state_dir).map_err(|e| {
+            RunnerError::Workspace(format!(
+                "could not create the state directory {}: {e}",
+                state_dir.display()
+            ))
+        })?;
+    }
+    std::fs::write(dir.join(BACKEND_FILE), &setup.file)
+        .map_err(|e| RunnerError::Workspace(format!("could not write {BACKEND_FILE}: {e}")))?;
+
+    // init, then the operation.
+    let tool = Tool {
+        bin: bin.clone(),
+        version,
+        dir: dir.clone(),
+        env: tf_env,
+    };
+    tool.run(sink, terraform::init_args(&setup.init_args))
+        .await?;
+    let finished = tool
+        .run(sink, terraform::operation_args(&version, spec.operation))
+        .await?;
+
+    // The summary and the artifacts.
+    let summary = summarize(&tool, spec.operation, &finished, sink).await;
+    let artifacts = &spec.artifacts;
+    if spec.operation == Operation::Plan {
+        let plan = std::fs::read(dir.join(PLAN_FILE)).map_err(|e| {
+            RunnerError::Artifact(format!("the plan file {PLAN_FILE} could not be read: {e}"))
+        })?;
+        let object = ObjectRef::new(
+            Some(&artifacts.region),
+            &artifacts.bucket,
+            &format!("{}{PLAN_FILE}", artifacts.prefix),
+        );
+        objects
+            .put(&object, plan, "application/octet-stream")
+            .await
+            .map_err(|e| RunnerError::Artifact(format!("could not upload the plan: {e}")))?;
+        sink.line(&format!("{PREFIX} uploaded the plan to {object}"));
+    }
+    let summary_json = serde_json::to_vec_pretty(&summary)
+        .map_err(|e| RunnerError::Artifact(format!("could not encode the summary: {e}")))?;
+    let object = ObjectRef::new(
+        Some(&artifacts.region),
+        &artifacts.bucket,
+        &format!("{}summary.json", artifacts.prefix),
+    );
+    objects
+        .put(&object, summary_json, "application/json")
+        .await
+        .map_err(|e| RunnerError::Artifact(format!("could not upload the summary: {e}")))?;
+    if let Err(e) = api.report_summary(&summary).await {
+        tracing::warn!(error = %e.reason(), "could not report the summary");
+        sink.line(&format!(
+            "{PREFIX} warning: could not report the summary to the API: {}",
+            e.reason()
+        ));
+    }
+    drop(work);
+    Ok(summary)
+}
+
+/// Terraform or OpenTofu, ready to run in the configuration directory.
+struct Tool {
+    bin: PathBuf,
+    version: ToolVersion,
+    dir: PathBuf,
+    env: ToolEnv,
+}
+
+impl Tool {
+    /// Runs one command with its output in the log; a non-zero exit is an error.
+    async fn run(&self, sink: &LogSink, args: Vec<String>) -> Result<Finished, RunnerError> {
+        let tool = self.version.tool();
+        let command = args.first().cloned().unwrap_or_default();
+        sink.line(&format!("{PREFIX} $ {tool} {}", args.join(" ")));
+        let (bin, dir, env, sink) = (
+            self.bin.clone(),
+            self.dir.clone(),
+            self.env.clone(),
+            sink.clone(),
+        );
+        let finished =
+            blocking(move || terraform::run_logged(&bin, &args, &dir, &env, &sink)).await?;
+        if finished.success {
+            Ok(finished)
+        } else {
+            Err(RunnerError::Terraform {
+                tool: tool.to_string(),
+                command,
+                code: finished.code.clone(),
+                // Paths inside the job's directory read better relative to it.
+                first_error: terraform::first_error_line(&finished.output).map(|line| {
+                    let dir = self.dir.to_string_lossy();
+                    line.replace(&format!("{}/", dir.trim_end_matches('/')), "")
+                }),
+            })
+        }
+    }
+}
+
+/// The counts: from `show -json` for a plan where the version has it, else from the text.
+async fn summarize(
+    tool: &Tool,
+    operation: Operation,
+    finished: &Finished,
+    sink: &LogSink,
+) -> ChangeSummary {
+    if operation == Operation::Plan && tool.version.has_show_json() {
+        let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+        let args: Vec<String> = ["show", "-no-color", "-json", PLAN_FILE]
+            .map(String::from)
+            .to_vec();
+        match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+            Ok((true, json)) => {
+                if let Some(summary) = summary::from_plan_json(&json) {
+                    return summary;
+                }
+                tracing::warn!("show -json printed no plan; reading the plan text instead");
+            }
+            Ok((false, _)) => tracing::warn!("show -json failed; reading the plan text instead"),
+            Err(e) => {
+                tracing::warn!(error = %e.reason(), "show -json could not run; reading the plan text instead")
+            }
+        }
+    }
+    summary::from_text(&finished.output, operation).unwrap_or_else(|| {
+        sink.line(&format!(
+            "{PREFIX} note: no change summary in the output; reporting zeros"
+        ));
+        ChangeSummary::default()
+    })
+}
+
+/// The job's and the runner's secret references, checked.
+fn secret_refs(spec: &JobSpec, env: &RunnerEnv) -> Result<BTreeMap<String, String>, RunnerError> {
+    let mut refs = spec.secret_refs.clone();
+    refs.extend(env.secret_refs.clone());
+    for name in refs.keys() {
+        check_env_name(name).map_err(RunnerError::Config)?;
+    }
+    Ok(refs)
+}
+
+/// The storage with a relative `local` directory made absolute (terraform runs
+/// in the configuration directory, not where the runner started).
+fn absolute_storage(
+    storage: &StateStorageConfiguration,
+) -> Result<StateStorageConfiguration, RunnerError> {
+    match storage {
+        StateStorageConfiguration::Local(local) if Path::new(&local.directory).is_relative() => {
+            let cwd = std::env::current_dir().map_err(|e| {
+                RunnerError::Workspace(format!("could not read the current directory: {e}"))
+            })?;
+            Ok(StateStorageConfiguration::Local(LocalStorage {
+                directory: cwd.join(&local.directory).to_string_lossy().into_owned(),
+            }))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// Fetches the source into `root` and returns the configuration's path inside it.
+async fn fetch_source(
+    env: &RunnerEnv,
+    spec: &JobSpec,
+    sink: &LogSink,
+    objects: &dyn ObjectStore,
+    work: &Path,
+    root: &Path,
+) -> Result<String, RunnerError> {
+    match &spec.source {
+        Source::Inline => {
+            std::fs::create_dir_all(root).map_err(|e| {
+                RunnerError::Workspace(format!("could not create {}: {e}", root.display()))
+            })?;
+            sink.line(&format!(
+                "{PREFIX} inline source: {} file(s)",
+                spec.files.len()
+            ));
+            Ok(String::new())
+        }
+        Source::S3 {
+            bucket,
+            key,
+            sha256,
+            path,
+        } => {
+            let object = ObjectRef::new(None, bucket, key);
+            sink.line(&format!("{PREFIX} fetching {object}"));
+            let bytes = objects.get(&object).await.map_err(|e| {
+                RunnerError::Source(format!("could not fetch the source archive: {e}"))
+            })?;
+            source::verify_checksum(&bytes, sha256, bucket, key)?;
+            sink.line(&format!(
+                "{PREFIX} sha256 {} verified; extracting",
+                sha256.trim().to_ascii_lowercase()
+            ));
+            let dest = root.to_path_buf();
+            blocking(move || source::extract_tar_gz(&bytes, &dest)).await?;
+            Ok(path.clone())
+        }
+        Source::Git {
+            url,
+            git_ref,
+            path,
+            credentials_secret,
+        } => {
+            let credentials = match (credentials_secret, &env.git_credentials) {
+                (Some(_), Some(value)) => Some(value.expose().to_string()),
+                (Some(arn), None) => {
+                    sink.line(&format!(
+                        "{PREFIX} note: source.credentials_secret {arn} is set but {} is not; cloning without credentials",
+                        crate::env::GIT_CREDENTIALS
+                    ));
+                    None
+                }
+                (None, _) => None,
+            };
+            let askpass = work.join(".sortie-askpass");
+            if credentials.is_some() {
+                write_askpass(&askpass)?;
+            }
+            let git_env = ToolEnv {
+                set: source::git_env(credentials.as_deref(), &askpass),
+                remove: PRIVATE_VARS.iter().map(|v| v.to_string()).collect(),
+            };
+            let dest = root.to_string_lossy().into_owned();
+            for args in source::git_steps(url, git_ref.as_deref(), &dest) {
+                let shown: Vec<String> = args
+                    .iter()
+                    .map(|a| {
+                        if a == url {
+                            source::redact_url(a)
+                        } else {
+                            a.clone()
+                        }
+                    })
+                    .collect();
+                sink.line(&format!("{PREFIX} $ git {}", shown.join(" ")));
+                let subcommand = args
+                    .iter()
+                    .find(|a| *a == "clone" || *a == "checkout")
+                    .cloned()
+                    .unwrap_or_else(|| "command".into());
+                let (work, env, sink) = (work.to_path_buf(), git_env.clone(), sink.clone());
+                let finished = blocking(move || {
+                    terraform::run_logged(Path::new("git"), &args, &work, &env, &sink)
+                })
+                .await?;
+                if !finished.success {
+                    let detail = terraform::first_error_line(&finished.output)
+                        .map(|l| format!(": {l}"))
+                        .unwrap_or_default();
+                    return Err(RunnerError::Source(format!(
+                        "git {subcommand} of {} failed with exit code {}{detail}",
+                        source::redact_url(url),
+                        finished.code
+                    )));
+                }
+            }
+            Ok(path.clone())
+        }
+    }
+}
+
+fn write_askpass(path: &Path) -> Result<(), RunnerError> {
+    std::fs::write(path, source::ASKPASS_SCRIPT).map_err(|e| {
+        RunnerError::Workspace(format!("could not write the git askpass helper: {e}"))
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+            RunnerError::Workspace(format!(
+                "could not make the git askpass helper executable: {e}"
+            ))
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,679 @@
+//! End-to-end: the real `sortie-runner` binary against a fake API on loopback,
+//! a local AWS (moto) for state, logs and artifacts, and Terraform 0.11.11.
+//!
+//! Run with `scripts/with-moto.sh cargo test -p sortie-runner`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use sortie_core::runner::{LocalStorage, S3Storage};
+use sortie_core::spec::{log_chunk_offset, ArtifactLocation};
+use sortie_core::{ChangeSummary, EnvPath, JobSpec, Operation, Source, StateStorageConfiguration};
+use sortie_tests::{s3_client, sdk_config, unique, REGION};
+
+const TOKEN: &str = "job-token-for-tests";
+
+/// What the fake API serves and what it was told.
+#[derive(Clone, Default)]
+struct ApiState {
+    specs: Arc<Mutex<HashMap<String, JobSpec>>>,
+    summaries: Arc<Mutex<HashMap<String, ChangeSummary>>>,
+    /// Spec requests still to answer with 503 Service Unavailable.
+    unavailable: Arc<Mutex<u32>>,
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {TOKEN}"))
+}
+
+async fn get_spec(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<JobSpec>, (StatusCode, Json<Value>)> {
+    if !authorized(&headers) {
+        return Err((
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "unauthorized", "message": "invalid job token"})),
+        ));
+    }
+    {
+        let mut unavailable = state.unavailable.lock().unwrap();
+        if *unavailable > 0 {
+            *unavailable -= 1;
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"error": "unavailable"})),
+            ));
+        }
+    }
+    let spec = state.specs.lock().unwrap().get(&id).cloned();
+    spec.map(Json)
+        .ok_or((StatusCode::NOT_FOUND, Json(json!({"error": "not_found"}))))
+}
+
+async fn put_summary(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(summary): Json<ChangeSummary>,
+) -> StatusCode {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    state.summaries.lock().unwrap().insert(id, summary);
+    StatusCode::NO_CONTENT
+}
+
+struct FakeApi {
+    url: String,
+    state: ApiState,
+}
+
+impl FakeApi {
+    async fn start() -> Self {
+        let state = ApiState::default();
+        let app = Router::new()
+            .route("/v1/jobs/{id}/spec", get(get_spec))
+            .route("/v1/jobs/{id}/summary", put(put_summary))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url, state }
+    }
+
+    fn add(&self, spec: &JobSpec) {
+        self.state
+            .specs
+            .lock()
+            .unwrap()
+            .insert(spec.job_id.clone(), spec.clone());
+    }
+
+    fn summary(&self, job_id: &str) -> Option<ChangeSummary> {
+        self.state.summaries.lock().unwrap().get(job_id).copied()
+    }
+}
+
+/// Buckets and a fake API for one test.
+struct World {
+    api: FakeApi,
+    s3: aws_sdk_s3::Client,
+    state_bucket: String,
+    logs_bucket: String,
+}
+
+impl World {
+    async fn new() -> Self {
+        let s3 = s3_client(&sdk_config().await);
+        let state_bucket = unique("runner-state");
+        let logs_bucket = unique("runner-logs");
+        for bucket in [&state_bucket, &logs_bucket] {
+            s3.create_bucket().bucket(bucket).send().await.unwrap();
+        }
+        Self {
+            api: FakeApi::start().await,
+            s3,
+            state_bucket,
+            logs_bucket,
+        }
+    }
+
+    /// A job of `operation` on `acme/payments/dev` with s3 state storage.
+    fn spec(
+        &self,
+        operation: Operation,
+        source: Source,
+        files: BTreeMap<String, String>,
+    ) -> JobSpec {
+        let job_id = unique("job");
+        let environment = EnvPath::parse("acme/payments/dev").unwrap();
+        let storage = S3Storage {
+            bucket: self.state_bucket.clone(),
+            key_prefix: "tf/".into(),
+            region: REGION.into(),
+            kms_key_id: None,
+            use_lockfile: false,
+            dynamodb_table: None,
+            endpoint: None,
+        };
+        JobSpec {
+            state_key: Some(storage.state_key(&environment)),
+            job_id: job_id.clone(),
+            environment,
+            operation,
+            source,
+            variables: BTreeMap::new(),
+            files,
+            secret_refs: BTreeMap::new(),
+            state_storage: StateStorageConfiguration::S3(storage),
+            logs: ArtifactLocation {
+                bucket: self.logs_bucket.clone(),
+                prefix: format!("logs/{job_id}/"),
+                region: REGION.into(),
+            },
+            artifacts: ArtifactLocation {
+                bucket: self.logs_bucket.clone(),
+                prefix: format!("artifacts/{job_id}/"),
+                region: REGION.into(),
+            },
+        }
+    }
+
+    /// Runs the runner binary for `spec` (registered with the fake API) with `token`.
+    async fn run(&self, spec: &JobSpec, token: &str) -> Output {
+        self.api.add(spec);
+        let work = sortie_tests::scratch_dir("runner").unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sortie-runner"));
+        command
+            .env("SORTIE_API_URL", &self.api.url)
+            .env("SORTIE_JOB_ID", &spec.job_id)
+            .env("SORTIE_JOB_TOKEN", token)
+            .env("SORTIE_TERRAFORM", sortie_tests::terraform_bin())
+            .env("SORTIE_WORK_DIR", &work)
+            .env_remove("SORTIE_SECRET_REFS")
+            .env_remove("SORTIE_GIT_CREDENTIALS");
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .expect("the runner binary starts");
+        // Everything the runner did is in its log (S3 and stdout); the files can go.
+        let _ = std::fs::remove_dir_all(&work);
+        output
+    }
+
+    async fn object(&self, key: &str) -> Option<Vec<u8>> {
+        self.object_in(&self.logs_bucket, key).await
+    }
+
+    async fn object_in(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
+        let out = self
+            .s3
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .ok()?;
+        Some(out.body.collect().await.ok()?.into_bytes().to_vec())
+    }
+
+    /// The job's log: its chunks in key order, checked to tile the log exactly.
+    async fn log(&self, spec: &JobSpec) -> String {
+        let prefix = &spec.logs.prefix;
+        let listed = self
+            .s3
+            .list_objects_v2()
+            .bucket(&self.logs_bucket)
+            .prefix(prefix)
+            .send()
+            .await
+            .unwrap();
+        let mut keys: Vec<String> = listed
+            .contents()
+            .iter()
+            .filter_map(|o| o.key().map(str::to_string))
+            .collect();
+        keys.sort();
+        assert!(!keys.is_empty(), "no log chunks under {prefix}");
+        let mut log = Vec::new();
+        for key in keys {
+            let offset =
+                log_chunk_offset(prefix, &key).unwrap_or_else(|| panic!("bad chunk key {key}"));
+            assert_eq!(
+                offset,
+                log.len() as u64,
+                "chunk {key} starts where the previous one ended"
+            );
+            log.extend(self.object(&key).await.unwrap());
+        }
+        String::from_utf8(log).unwrap()
+    }
+}
+
+fn hello_files() -> BTreeMap<String, String> {
+    let dir = sortie_tests::example_dir("hello");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tf"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        text(&output.stdout),
+        text(&output.stderr)
+    )
+}
+
+fn tar_gz(entries: &[(String, String)]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, body) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(body.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, path, body.as_bytes())
+            .unwrap();
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&builder.into_inner().unwrap()).unwrap();
+    gz.finish().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
+    let world = World::new().await;
+
+    // Plan: exits 0, uploads the plan and a zero summary (hello has only outputs).
+    let plan = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let output = world.run(&plan, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let plan_file = world
+        .object(&format!("{}plan.tfplan", plan.artifacts.prefix))
+        .await;
+    assert!(
+        plan_file.is_some_and(|b| !b.is_empty()),
+        "plan.tfplan uploaded"
+    );
+    let summary: ChangeSummary = serde_json::from_slice(
+        &world
+            .object(&format!("{}summary.json", plan.artifacts.prefix))
+            .await
+            .expect("summary.json uploaded"),
+    )
+    .unwrap();
+    assert_eq!(summary, ChangeSummary::default());
+    assert_eq!(
+        world.api.summary(&plan.job_id),
+        Some(ChangeSummary::default())
+    );
+    let log = world.log(&plan).await;
+    assert!(
+        last_line(&log).starts_with("sortie-runner: plan succeeded"),
+        "{log}"
+    );
+
+    // Apply, with a variable: the state lands at the environment's key.
+    let mut apply = world.spec(Operation::Apply, Source::Inline, hello_files());
+    apply
+        .variables
+        .insert("greeting".into(), Value::from("hello from the runner test"));
+    let output = world.run(&apply, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let key = apply.state_key.clone().unwrap();
+    assert_eq!(key, "tf/acme/payments/dev/terraform.tfstate");
+    let state: Value = serde_json::from_slice(
+        &world
+            .object_in(&world.state_bucket, &key)
+            .await
+            .expect("the state object exists"),
+    )
+    .unwrap();
+    assert_eq!(
+        state["modules"][0]["outputs"]["message"]["value"], "hello from the runner test!",
+        "{state:#}"
+    );
+    assert!(world.api.summary(&apply.job_id).is_some());
+
+    // The log: terraform's output in order, on S3 and on stdout alike.
+    let log = world.log(&apply).await;
+    let init = log
+        .find("Initializing the backend...")
+        .expect("init output in the log");
+    let done = log
+        .find("Apply complete!")
+        .expect("apply output in the log");
+    assert!(init < done, "{log}");
+    assert!(
+        last_line(&log).starts_with("sortie-runner: apply succeeded: 0 added"),
+        "{log}"
+    );
+    assert_eq!(text(&output.stdout), log, "stdout carries exactly the log");
+    assert!(
+        !log.contains(TOKEN) && !text(&output.stderr).contains(TOKEN),
+        "the token is never logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syntax_error_fails_with_terraforms_error_as_the_last_line() {
+    let world = World::new().await;
+    let files = BTreeMap::from([(
+        "main.tf".to_string(),
+        "output \"broken\" {\n  value = \"unterminated\n".to_string(),
+    )]);
+    let spec = world.spec(Operation::Apply, Source::Inline, files);
+    let output = world.run(&spec, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log(&spec).await;
+    let last = last_line(&log);
+    assert!(
+        last.starts_with(
+            "sortie-runner: terraform init failed with exit code 1: Error: Error parsing main.tf"
+        ),
+        "{log}"
+    );
+    assert_eq!(last, last_line(&text(&output.stdout)));
+    assert_eq!(
+        world.api.summary(&spec.job_id),
+        None,
+        "no summary for a failed job"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_refused_with_a_clear_line() {
+    let world = World::new().await;
+    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let output = world.run(&spec, "not-the-token").await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = text(&output.stdout);
+    let last = last_line(&stdout);
+    assert!(
+        last.starts_with("sortie-runner: the API refused the job token"),
+        "{stdout}"
+    );
+    assert!(last.contains("401"), "{last}");
+    assert!(!stdout.contains("not-the-token") && !text(&output.stderr).contains("not-the-token"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_archive_source_is_checked_then_planned() {
+    let world = World::new().await;
+    let entries: Vec<(String, String)> = hello_files()
+        .into_iter()
+        .map(|(name, body)| (format!("configs/hello/{name}"), body))
+        .collect();
+    let archive = tar_gz(&entries);
+    let key = "sources/hello.tar.gz";
+    world
+        .s3
+        .put_object()
+        .bucket(&world.state_bucket)
+        .key(key)
+        .body(archive.clone().into())
+        .send()
+        .await
+        .unwrap();
+    let source = |sha256: String| Source::S3 {
+        bucket: world.state_bucket.clone(),
+        key: key.into(),
+        sha256,
+        path: "configs/hello".into(),
+    };
+
+    // The wrong checksum: refused before anything runs.
+    let wrong = world.spec(Operation::Plan, source("ab".repeat(32)), BTreeMap::new());
+    let output = world.run(&wrong, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log(&wrong).await;
+    let last = last_line(&log);
+    assert!(
+        last.starts_with("sortie-runner: checksum mismatch"),
+        "{log}"
+    );
+    assert!(last.contains(key), "{last}");
+    assert!(!log.contains("Initializing"), "terraform never ran: {log}");
+
+    // The right one: the archive's directory is planned.
+    let right = world.spec(
+        Operation::Plan,
+        source(sortie_runner::source::sha256_hex(&archive)),
+        BTreeMap::new(),
+    );
+    let output = world.run(&right, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(world
+        .object(&format!("{}plan.tfplan", right.artifacts.prefix))
+        .await
+        .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_state_storage_keeps_one_state_file_per_environment() {
+    let world = World::new().await;
+    let dir: PathBuf = sortie_tests::scratch_dir("runner-local-state").unwrap();
+    let mut spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    spec.state_storage = StateStorageConfiguration::Local(LocalStorage {
+        directory: dir.to_string_lossy().into_owned(),
+    });
+    spec.state_key = None;
+    let output = world.run(&spec, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let state_file = dir.join("acme/payments/dev/terraform.tfstate");
+    let state: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
+    assert_eq!(
+        state["modules"][0]["outputs"]["message"]["value"],
+        "hello from sortie!"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stand-in for Terraform 1.9 that records its arguments and environment,
+/// takes its time in `init` and answers `show -json` with a plan of its own.
+const FAKE_TERRAFORM_1_9: &str = r#"#!/bin/sh
+echo "$* token=${SORTIE_JOB_TOKEN:-absent}" >> "$FAKE_TF_RECORD"
+case "$1" in
+  version) echo "Terraform v1.9.8"; echo "on linux_amd64" ;;
+  init) echo "Initializing the backend..."; sleep 2.5; echo "Terraform has been successfully initialized!" ;;
+  plan) echo "Plan: 1 to add, 0 to change, 0 to destroy."; echo "fake plan" > plan.tfplan ;;
+  show) echo '{"resource_changes":[{"change":{"actions":["create"]}},{"change":{"actions":["delete","create"]}}]}' ;;
+  *) echo "Error: unexpected command $1" >&2; exit 1 ;;
+esac
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts() {
+    use std::os::unix::fs::PermissionsExt;
+    let world = World::new().await;
+    let dir = sortie_tests::scratch_dir("runner-fake-tf").unwrap();
+    let tool = dir.join("terraform");
+    std::fs::write(&tool, FAKE_TERRAFORM_1_9).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let record = dir.join("record.txt");
+
+    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    world.api.add(&spec);
+    let work = dir.join("work");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sortie-runner"));
+    command
+        .env("SORTIE_API_URL", &world.api.url)
+        .env("SORTIE_JOB_ID", &spec.job_id)
+        .env("SORTIE_JOB_TOKEN", TOKEN)
+        .env("SORTIE_TERRAFORM", &tool)
+        .env("SORTIE_WORK_DIR", &work)
+        .env("FAKE_TF_RECORD", &record);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+
+    // Terraform 1.6+ options, and never the job token in terraform's environment.
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    let endpoint = sortie_tests::endpoint();
+    assert!(
+        recorded.contains(&format!("-backend-config=endpoints={{s3=\"{endpoint}\"}}")),
+        "{recorded}"
+    );
+    assert!(
+        recorded.contains("-backend-config=use_path_style=true"),
+        "{recorded}"
+    );
+    assert!(!recorded.contains("force_path_style"), "{recorded}");
+    assert!(
+        recorded.contains("show -no-color -json plan.tfplan"),
+        "{recorded}"
+    );
+    assert!(
+        !recorded.contains(TOKEN) && recorded.contains("token=absent"),
+        "{recorded}"
+    );
+
+    // The counts come from show -json (2 to add, 1 to destroy), not from the text.
+    let expected = ChangeSummary {
+        add: 2,
+        change: 0,
+        destroy: 1,
+    };
+    assert_eq!(world.api.summary(&spec.job_id), Some(expected));
+
+    // init took longer than a flush interval: the log came in several chunks
+    // (World::log checks that they tile it), the first before init finished.
+    let listed = world
+        .s3
+        .list_objects_v2()
+        .bucket(&world.logs_bucket)
+        .prefix(&spec.logs.prefix)
+        .send()
+        .await
+        .unwrap();
+    assert!(listed.contents().len() >= 2, "{:?}", listed.contents());
+    let log = world.log(&spec).await;
+    assert!(
+        log.contains("Initializing the backend...\nTerraform has been successfully initialized!"),
+        "{log}"
+    );
+    assert!(
+        last_line(&log)
+            .starts_with("sortie-runner: plan succeeded: 2 to add, 0 to change, 1 to destroy"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs git in `dir` for a fixture repository (outside the project's work tree).
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args([
+            "-c",
+            "user.name=sortie-tests",
+            "-c",
+            "user.email=tests@sortie.invalid",
+        ])
+        .args(["-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        describe(&output)
+    );
+    text(&output.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_source_is_cloned_at_a_branch_or_a_commit() {
+    let world = World::new().await;
+    let repo = std::env::temp_dir().join(unique("sortie-runner-git"));
+    let config = repo.join("infra/hello");
+    std::fs::create_dir_all(&config).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    let main_tf = hello_files().remove("main.tf").unwrap();
+    std::fs::write(
+        config.join("main.tf"),
+        main_tf.replace("hello from sortie", "first"),
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let first = git(&repo, &["rev-parse", "HEAD"]);
+    std::fs::write(
+        config.join("main.tf"),
+        main_tf.replace("hello from sortie", "second"),
+    )
+    .unwrap();
+    git(&repo, &["commit", "-q", "-am", "second"]);
+    let url = format!("file://{}", repo.display());
+    let source = |git_ref: &str| Source::Git {
+        url: url.clone(),
+        git_ref: Some(git_ref.to_string()),
+        path: "infra/hello".into(),
+        credentials_secret: None,
+    };
+
+    // A commit: full clone and checkout; the state holds that commit's output.
+    let at_commit = world.spec(Operation::Apply, source(&first), BTreeMap::new());
+    let output = world.run(&at_commit, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let state: Value = serde_json::from_slice(
+        &world
+            .object_in(&world.state_bucket, at_commit.state_key.as_deref().unwrap())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["modules"][0]["outputs"]["message"]["value"], "first!");
+
+    // A branch: a shallow clone of its tip.
+    let at_branch = world.spec(Operation::Apply, source("main"), BTreeMap::new());
+    let output = world.run(&at_branch, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&at_branch).await;
+    assert!(log.contains("$ git clone --depth 1 --branch main"), "{log}");
+    assert!(log.contains("message = second!"), "{log}");
+
+    // A ref that does not exist: git's own error is the reason.
+    let missing = world.spec(Operation::Plan, source("no-such-branch"), BTreeMap::new());
+    let output = world.run(&missing, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log(&missing).await;
+    assert!(
+        last_line(&log).starts_with("sortie-runner: git clone of file://"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_briefly_unavailable_api_is_retried() {
+    let world = World::new().await;
+    *world.api.state.unavailable.lock().unwrap() = 2;
+    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let output = world.run(&spec, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(*world.api.state.unavailable.lock().unwrap(), 0);
+    assert!(
+        text(&output.stderr).contains("retrying"),
+        "{}",
+        describe(&output)
+    );
+}
