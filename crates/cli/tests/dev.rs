@@ -326,7 +326,13 @@ fn canceling_a_running_local_job_kills_its_process_group_and_ends_canceled() {
     assert_eq!(job["state"], "canceled", "{job}");
     assert_eq!(at(&job, "canceled").is_empty(), false);
     // The whole process group is gone: the runner and its `sleep` child.
-    let alive = || Command::new("pgrep").args(["-g", &pid.to_string()]).output().map(|o| !o.stdout.is_empty()).unwrap_or(false);
+    let alive = || {
+        Command::new("pgrep")
+            .args(["-g", &pid.to_string()])
+            .output()
+            .map(|o| !o.stdout.is_empty())
+            .unwrap_or(false)
+    };
     let deadline = Instant::now() + Duration::from_secs(5);
     while alive() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
