@@ -741,7 +741,8 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
                 allowed.contains(&(method.clone(), path.to_string())),
                 "route {method} {path} skips the JWT authorizer"
             );
-            job_token_routes.retain(|r| r != &(method, path.to_string()));
+            let key = (method, path.to_string());
+            job_token_routes.retain(|r| r != &key);
         }
     }
     assert!(default_route, "ApiFunction serves the $default route");

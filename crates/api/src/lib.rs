@@ -48,6 +48,9 @@ pub struct AppState {
     pub artifacts: Arc<dyn sortie_store::Artifacts>,
     /// The artifacts bucket's name and region, given to runners in their spec.
     pub bucket: BucketConfig,
+    /// JWT subjects that are system administrators (owners of the root group) from
+    /// configuration: how the first administrator of a fresh deployment exists.
+    pub admin_subjects: Vec<String>,
 }
 
 /// The artifacts bucket, as runners are told about it.
@@ -186,7 +189,23 @@ impl Ctx {
                 "a bearer token is required",
             ));
         };
-        let memberships = self.state.store.memberships_for(group.org()).await?;
+        let mut memberships = self.state.store.memberships_for(group.org()).await?;
+        if self
+            .state
+            .admin_subjects
+            .iter()
+            .any(|s| *s == caller.subject)
+            && !caller.subject.is_empty()
+        {
+            memberships.push(sortie_core::Membership {
+                group: GroupPath::root(),
+                role: sortie_core::Role::Owner,
+                grantee: sortie_core::Grantee::Subject {
+                    subject: caller.subject.clone(),
+                    issuer: None,
+                },
+            });
+        }
         let principal = caller.clone().with_memberships(memberships);
         if !can(&principal, Action::Read, group) {
             return Err(ApiError::not_found(what));

@@ -770,6 +770,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
             name: "b".into(),
             region: "us-east-1".into(),
         },
+        admin_subjects: vec![],
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())

@@ -149,6 +149,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             name: args.bucket.clone(),
             region,
         },
+        admin_subjects: vec![],
     };
     let expected = format!("Bearer {token}");
     let app = router(state).layer(axum::middleware::from_fn(

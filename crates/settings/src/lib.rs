@@ -13,8 +13,10 @@ pub const BUS_NAME: &str = "SORTIE_BUS_NAME";
 pub const BUCKET: &str = "SORTIE_BUCKET";
 /// The public URL of the API, passed to runners so they can fetch their spec.
 pub const API_URL: &str = "SORTIE_API_URL";
-/// Enables the local development identity when set to `1`. Never set in AWS.
+/// Enables the local development identity when set to `1`. Never set in AWS: the template test checks.
 pub const DEV_IDENTITY: &str = "SORTIE_DEV_IDENTITY";
+/// Comma-separated JWT subjects that are system administrators (optional; read by `api`).
+pub const ADMIN_SUBJECTS: &str = "SORTIE_ADMIN_SUBJECTS";
 
 /// One function and the variables it reads.
 #[derive(Debug, Clone, Copy)]

@@ -43,6 +43,12 @@ async fn main() -> Result<(), Error> {
             name: bucket,
             region,
         },
+        admin_subjects: std::env::var(sortie_settings::ADMIN_SUBJECTS)
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
     });
     run(service_fn(move |request| handler(app.clone(), request))).await
 }

@@ -69,6 +69,7 @@ impl Api {
                 name: bucket,
                 region: "us-east-1".into(),
             },
+            admin_subjects: vec!["bootstrap-admin".into()],
         });
         let api = Self {
             artifacts,
