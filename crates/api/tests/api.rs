@@ -1194,3 +1194,40 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         400
     );
 }
+
+#[tokio::test]
+async fn configured_admin_subjects_are_system_administrators_and_no_one_else_is() {
+    let api = Api::new().await;
+    // `bootstrap-admin` is in the API's configured admin subjects (see common::Api).
+    let r = api
+        .call(
+            Some("bootstrap-admin"),
+            "POST",
+            "/v1/groups/-/runners/shared",
+            Some(local_runner()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api
+        .call(
+            Some("someone-else"),
+            "POST",
+            "/v1/groups/-/runners/other",
+            Some(local_runner()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    api.grant("acme", Role::Owner, "acme-owner").await;
+    let r = api
+        .call(
+            Some("acme-owner"),
+            "POST",
+            "/v1/groups/-/runners/other",
+            Some(local_runner()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 404, "an org owner is not a system administrator");
+}

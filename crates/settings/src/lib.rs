@@ -27,6 +27,8 @@ pub struct FunctionEnv {
     pub logical_id: &'static str,
     /// Every variable the function requires.
     pub required: &'static [&'static str],
+    /// Variables the function reads when set.
+    pub optional: &'static [&'static str],
 }
 
 /// Every function and what it reads.
@@ -35,21 +37,25 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
         name: "api",
         logical_id: "ApiFunction",
         required: &[TABLE, JOBS_QUEUE_URL, BUCKET],
+        optional: &[ADMIN_SUBJECTS],
     },
     FunctionEnv {
         name: "dispatch",
         logical_id: "DispatchFunction",
         required: &[TABLE, JOBS_QUEUE_URL, API_URL],
+        optional: &[],
     },
     FunctionEnv {
         name: "task-events",
         logical_id: "TaskEventsFunction",
         required: &[TABLE, JOBS_QUEUE_URL, BUS_NAME],
+        optional: &[],
     },
     FunctionEnv {
         name: "sweeper",
         logical_id: "SweeperFunction",
         required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME],
+        optional: &[],
     },
 ];
 
