@@ -1,0 +1,138 @@
+//! The dispatch adapter on a real SQS batch shape: one bad record never fails the rest,
+//! and a poison message reaches the dead-letter queue after 5 receives (moto's redrive).
+
+#[path = "../../lifecycle/tests/common/mod.rs"]
+mod common;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_sqs::types::QueueAttributeName;
+use common::World;
+use sortie_core::JobState;
+use sortie_store::{SqsJobQueue, Store};
+
+fn sample_batch(first: &str, second: &str) -> SqsEvent {
+    let text =
+        std::fs::read_to_string(sortie_tests::repo_root().join("events/sqs-batch.json")).unwrap();
+    let text = text
+        .replace("01jnx6v4k2m8q9r3s5t7w0y1za", first)
+        .replace("01jnx6v7b3c4d5e6f7g8h9j0kb", second);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn an_unparsable_record_is_the_only_batch_item_failure_and_the_rest_launch() {
+    let w = World::new().await;
+    let a = w.environment("acme/payments/prod", "").await;
+    let b = w.environment("acme/payments/eu", "").await;
+    let (ja, _) = w.submit(&a, "plan", "").await;
+    let (jb, _) = w.submit(&b, "apply", "").await;
+    let queue = SqsJobQueue::new(aws_sdk_sqs::Client::new(&w.direct), w.queue_url.clone());
+    let response =
+        sortie_handlers::dispatch_batch(&w.engine, &queue, sample_batch(&ja.id, &jb.id)).await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        vec!["c80e8021-a70a-42c7-a470-796e1186f753"],
+        "only the record whose body is `not json`"
+    );
+    assert_eq!(w.state(&ja.id).await, JobState::Running);
+    assert_eq!(w.state(&jb.id).await, JobState::Running);
+    // The response serialises as Lambda expects for ReportBatchItemFailures.
+    let json = serde_json::to_value(&response).unwrap();
+    assert_eq!(
+        json["batchItemFailures"][0]["itemIdentifier"],
+        "c80e8021-a70a-42c7-a470-796e1186f753"
+    );
+}
+
+#[tokio::test]
+async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
+    let w = World::new().await;
+    let sqs = aws_sdk_sqs::Client::new(&w.direct);
+    let dlq_url = sqs
+        .create_queue()
+        .queue_name(sortie_tests::unique("dlq"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let url = sqs
+        .create_queue()
+        .queue_name(sortie_tests::unique("jobs"))
+        .attributes(QueueAttributeName::VisibilityTimeout, "0")
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"5"}}"#),
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let queue = SqsJobQueue::new(sqs.clone(), url.clone());
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("not json")
+        .send()
+        .await
+        .unwrap();
+    let mut receives = 0;
+    for _ in 0..10 {
+        let got = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(
+                aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+            )
+            .send()
+            .await
+            .unwrap();
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            break;
+        }
+        receives += 1;
+        let mut event = SqsEvent::default();
+        for m in &messages {
+            let mut r = aws_lambda_events::event::sqs::SqsMessage::default();
+            r.message_id = m.message_id.clone();
+            r.receipt_handle = m.receipt_handle.clone();
+            r.body = m.body.clone();
+            event.records.push(r);
+        }
+        let response = sortie_handlers::dispatch_batch(&w.engine, &queue, event).await;
+        assert_eq!(
+            response.batch_item_failures.len(),
+            1,
+            "poison is reported, so SQS keeps it"
+        );
+    }
+    assert_eq!(receives, 5, "received five times, then moved");
+    let dead = sqs
+        .receive_message()
+        .queue_url(&dlq_url)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].body(), Some("not json"));
+    let _ = w.store.active_jobs(1).await.unwrap();
+}
