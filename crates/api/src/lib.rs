@@ -190,13 +190,7 @@ impl Ctx {
             ));
         };
         let mut memberships = self.state.store.memberships_for(group.org()).await?;
-        if self
-            .state
-            .admin_subjects
-            .iter()
-            .any(|s| *s == caller.subject)
-            && !caller.subject.is_empty()
-        {
+        if self.state.admin_subjects.contains(&caller.subject) && !caller.subject.is_empty() {
             memberships.push(sortie_core::Membership {
                 group: GroupPath::root(),
                 role: sortie_core::Role::Owner,
