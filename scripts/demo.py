@@ -32,6 +32,14 @@ def call(method, path, body=None, content_type="application/json"):
         return e.code, json.loads(e.read() or b"null")
 
 
+def parse_time(text):
+    """RFC 3339 with up to nanoseconds (Python's datetime keeps microseconds)."""
+    from datetime import datetime
+    base, _, frac = text.rstrip("Z").partition(".")
+    micros = (frac + "000000")[:6]
+    return datetime.fromisoformat(f"{base}.{micros}+00:00")
+
+
 def must(expected, result, what):
     status, body = result
     if status != expected:
@@ -84,6 +92,11 @@ def run(operation):
         time.sleep(0.5)
     final = must(200, call("GET", f"/v1/jobs/{job['id']}"), "reading the job")
     summary = final.get("summary") or {}
+    seen = {t["to"]: t["at"] for t in final["transitions"]}
+    def ms(a, b):
+        return round((parse_time(seen[b]) - parse_time(seen[a])).total_seconds() * 1000, 1)
+    if "running" in seen:
+        print(f"demo: latency: submitted -> claimed {ms('queued', 'dispatching')} ms, -> runner started {ms('queued', 'running')} ms, -> {final['state']} {ms('queued', final['state'])} ms")
     print(f"demo: {operation} {final['state']}: {final['transitions'][-1]['reason']}")
     print(f"demo: changes: {summary.get('add', '?')} to add, {summary.get('change', '?')} to change, {summary.get('destroy', '?')} to destroy")
     if final["state"] != "succeeded":

@@ -340,7 +340,11 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
         }
         let (method, template) = route.spec();
         let id = match route {
-            Route::GetJob | Route::CancelJob => job_id.clone(),
+            Route::GetJob
+            | Route::CancelJob
+            | Route::GetJobLogs
+            | Route::GetJobSpec
+            | Route::PutJobSummary => job_id.clone(),
             Route::RevokeMembership => membership.clone(),
             Route::GetRule | Route::DeleteRule => "default".into(),
             _ => "local".into(),
@@ -359,12 +363,22 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
                 &[],
             )
             .await;
-        assert_eq!(
-            r.status, 404,
-            "{method} {path} must be 404 for another tenant, got {}: {}",
-            r.status, r.body
-        );
-        assert_eq!(r.body["error"]["code"], "not_found");
+        if route.uses_job_token() {
+            // A user's token is never a job token: refused, with nothing about the job.
+            assert_eq!(
+                (r.status.as_u16(), r.body["error"]["code"].as_str()),
+                (401, Some("invalid_token")),
+                "{method} {path}: {}",
+                r.body
+            );
+        } else {
+            assert_eq!(
+                r.status, 404,
+                "{method} {path} must be 404 for another tenant, got {}: {}",
+                r.status, r.body
+            );
+            assert_eq!(r.body["error"]["code"], "not_found");
+        }
         assert!(
             !r.body.to_string().contains("acme"),
             "no leak of the caller's own names either"
