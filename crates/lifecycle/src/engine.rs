@@ -331,6 +331,32 @@ impl Engine {
         }
     }
 
+    /// Records the task of a job still `dispatching` (`dispatching → running`): a task seen
+    /// running, stopped, or found by `startedBy` before the dispatcher recorded it.
+    async fn adopt(
+        &self,
+        id: &str,
+        task: &str,
+        reason: &str,
+        seen_running: bool,
+    ) -> Result<JobRecord, StoreError> {
+        let update = JobUpdate {
+            task_arn: Some(task.to_string()),
+            started_at: seen_running.then(Utc::now),
+            ..Default::default()
+        };
+        self.store
+            .transition_job(
+                id,
+                JobState::Dispatching,
+                JobState::Running,
+                Utc::now(),
+                reason,
+                update,
+            )
+            .await
+    }
+
     /// Releases the environment's lock if this (terminal) job still holds it, sending the next job.
     async fn ensure_released(&self, id: &str) -> Result<(), LifecycleError> {
         let record = self.store.get_job(id).await?;
@@ -394,20 +420,12 @@ impl Engine {
                 }
                 "RUNNING" => match record.job.state {
                     JobState::Dispatching => {
-                        let update = JobUpdate {
-                            task_arn: Some(change.task_arn.clone()),
-                            started_at: Some(Utc::now()),
-                            ..Default::default()
-                        };
                         match self
-                            .store
-                            .transition_job(
+                            .adopt(
                                 id,
-                                JobState::Dispatching,
-                                JobState::Running,
-                                Utc::now(),
+                                &change.task_arn,
                                 &format!("task {} running", change.task_arn),
-                                update,
+                                true,
                             )
                             .await
                         {
@@ -465,19 +483,12 @@ impl Engine {
         }
         if from == JobState::Dispatching {
             // The task stopped before the dispatcher recorded it: record it first.
-            let update = JobUpdate {
-                task_arn: Some(task.to_string()),
-                ..Default::default()
-            };
             match self
-                .store
-                .transition_job(
+                .adopt(
                     &id,
-                    JobState::Dispatching,
-                    JobState::Running,
-                    Utc::now(),
+                    task,
                     &format!("task {task} adopted on its stop"),
-                    update,
+                    false,
                 )
                 .await
             {
@@ -589,19 +600,12 @@ impl Engine {
                 }
                 match self.launcher.find(&record.job).await? {
                     Some(task) => {
-                        let update = JobUpdate {
-                            task_arn: Some(task.clone()),
-                            ..Default::default()
-                        };
                         if self
-                            .store
-                            .transition_job(
+                            .adopt(
                                 &id,
-                                JobState::Dispatching,
-                                JobState::Running,
-                                Utc::now(),
+                                &task,
                                 &format!("adopted orphan task {task}, found by startedBy"),
-                                update,
+                                false,
                             )
                             .await
                             .is_ok()

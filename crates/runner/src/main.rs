@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    init_tracing();
+    sortie_telemetry::init_with_writer(std::io::stderr);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -57,21 +57,4 @@ async fn real_main() -> anyhow::Result<()> {
     let objects = Arc::new(S3Objects::from_env().await);
     sortie_runner::run(&env, objects).await?;
     Ok(())
-}
-
-/// JSON lines on stderr, like `sortie_telemetry::init` but off stdout, which
-/// carries the job's terraform output and must end with the job's reason.
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_current_span(true)
-        .with_span_list(false)
-        .flatten_event(true)
-        .with_target(false)
-        .without_time()
-        .with_writer(std::io::stderr)
-        .try_init();
 }
