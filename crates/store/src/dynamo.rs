@@ -157,6 +157,11 @@ struct MemberItem {
 const PENDING: &str = "PENDING";
 const ACTIVE: &str = "ACTIVE";
 
+/// True when a write failed its condition expression (the item was not as expected).
+fn condition_failed<E: ProvideErrorMetadata>(e: &aws_sdk_dynamodb::error::SdkError<E>) -> bool {
+    e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")
+}
+
 /// Adds the optional attributes of a job update to an update expression.
 fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item) {
     if let Some(v) = &update.task_arn {
@@ -579,15 +584,10 @@ impl Store for DynamoStore {
                 item: runner.clone(),
                 version: 1,
             }),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                Err(StoreError::AlreadyExists {
-                    kind: "runner",
-                    id: runner.id.to_string(),
-                })
-            }
+            Err(e) if condition_failed(&e) => Err(StoreError::AlreadyExists {
+                kind: "runner",
+                id: runner.id.to_string(),
+            }),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -654,10 +654,7 @@ impl Store for DynamoStore {
                 item: runner.clone(),
                 version: item.version,
             }),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
+            Err(e) if condition_failed(&e) => {
                 let actual = self
                     .read_runner(&runner.id)
                     .await?
@@ -713,28 +710,23 @@ impl Store for DynamoStore {
             .await;
         match res {
             Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                match self.read_runner(id).await? {
-                    None => Err(StoreError::NotFound {
-                        kind: "runner",
-                        id: id.to_string(),
-                    }),
-                    Some(r) if r.link_count > 0 => Err(StoreError::InUse {
-                        kind: "runner",
-                        id: id.to_string(),
-                        by: linked().await?,
-                    }),
-                    Some(r) => Err(StoreError::VersionMismatch {
-                        kind: "runner",
-                        id: id.to_string(),
-                        expected: current.version,
-                        actual: r.version,
-                    }),
-                }
-            }
+            Err(e) if condition_failed(&e) => match self.read_runner(id).await? {
+                None => Err(StoreError::NotFound {
+                    kind: "runner",
+                    id: id.to_string(),
+                }),
+                Some(r) if r.link_count > 0 => Err(StoreError::InUse {
+                    kind: "runner",
+                    id: id.to_string(),
+                    by: linked().await?,
+                }),
+                Some(r) => Err(StoreError::VersionMismatch {
+                    kind: "runner",
+                    id: id.to_string(),
+                    expected: current.version,
+                    actual: r.version,
+                }),
+            },
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -786,12 +778,7 @@ impl Store for DynamoStore {
                         version: set.version,
                     })
                 }
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-                {
-                    continue
-                }
+                Err(e) if condition_failed(&e) => continue,
                 Err(e) => return Err(aws("dynamodb", e)),
             }
         }
@@ -895,12 +882,7 @@ impl Store for DynamoStore {
                 .await;
             match res {
                 Ok(_) => return Ok(()),
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-                {
-                    continue
-                }
+                Err(e) if condition_failed(&e) => continue,
                 Err(e) => return Err(aws("dynamodb", e)),
             }
         }
@@ -1024,10 +1006,7 @@ impl Store for DynamoStore {
             Ok(out) => Ok(Self::versioned_env(from_item(
                 out.attributes.unwrap_or_default(),
             )?)),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
+            Err(e) if condition_failed(&e) => {
                 let actual = self
                     .read_env(&env.path)
                     .await?
@@ -1410,22 +1389,17 @@ impl Store for DynamoStore {
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                match self.read_job(id).await? {
-                    Some(j) => Err(StoreError::StateConflict {
-                        job_id: id.to_string(),
-                        expected: from,
-                        actual: j.record.job.state,
-                    }),
-                    None => Err(StoreError::NotFound {
-                        kind: "job",
-                        id: id.to_string(),
-                    }),
-                }
-            }
+            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
+                Some(j) => Err(StoreError::StateConflict {
+                    job_id: id.to_string(),
+                    expected: from,
+                    actual: j.record.job.state,
+                }),
+                None => Err(StoreError::NotFound {
+                    kind: "job",
+                    id: id.to_string(),
+                }),
+            },
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -1457,22 +1431,17 @@ impl Store for DynamoStore {
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                match self.read_job(id).await? {
-                    Some(j) => Err(StoreError::StateConflict {
-                        job_id: id.to_string(),
-                        expected: JobState::Running,
-                        actual: j.record.job.state,
-                    }),
-                    None => Err(StoreError::NotFound {
-                        kind: "job",
-                        id: id.to_string(),
-                    }),
-                }
-            }
+            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
+                Some(j) => Err(StoreError::StateConflict {
+                    job_id: id.to_string(),
+                    expected: JobState::Running,
+                    actual: j.record.job.state,
+                }),
+                None => Err(StoreError::NotFound {
+                    kind: "job",
+                    id: id.to_string(),
+                }),
+            },
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -1625,12 +1594,7 @@ impl Store for DynamoStore {
                     match res {
                         Ok(_) => return Ok(Released::Idle),
                         // A job joined the queue meanwhile: hand the lock to it instead.
-                        Err(e)
-                            if e.as_service_error()
-                                .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-                        {
-                            continue
-                        }
+                        Err(e) if condition_failed(&e) => continue,
                         Err(e) => return Err(aws("dynamodb", e)),
                     }
                 }
@@ -1726,15 +1690,10 @@ impl Store for DynamoStore {
             .await;
         match res {
             Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                Err(StoreError::AlreadyExists {
-                    kind: "membership",
-                    id: record.id.clone(),
-                })
-            }
+            Err(e) if condition_failed(&e) => Err(StoreError::AlreadyExists {
+                kind: "membership",
+                id: record.id.clone(),
+            }),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -1753,15 +1712,10 @@ impl Store for DynamoStore {
             .await;
         match res {
             Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                Err(StoreError::NotFound {
-                    kind: "membership",
-                    id: id.to_string(),
-                })
-            }
+            Err(e) if condition_failed(&e) => Err(StoreError::NotFound {
+                kind: "membership",
+                id: id.to_string(),
+            }),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
