@@ -1164,7 +1164,7 @@ impl Store for DynamoStore {
         });
         for _ in 0..RETRIES {
             // First try: take the lock, if the environment is idle.
-            let mut items = vec![
+            let items = vec![
                 self.put(to_item(&job_item(job, true)), "attribute_not_exists(pk)"),
                 self.update(
                     env_key(env),
@@ -1174,22 +1174,13 @@ impl Store for DynamoStore {
                     HashMap::new(),
                 ),
             ];
-            if let Some(i) = &idem_item {
-                items.push(self.put(i.clone(), "attribute_not_exists(pk)"));
-            }
-            let codes = match self.transact(items).await? {
-                TxOutcome::Done => {
-                    return Ok(Submitted {
-                        job: job.clone(),
-                        took_lock: true,
-                        replayed: false,
-                    })
-                }
-                TxOutcome::Cancelled(codes) => codes,
+            let codes = match self
+                .try_submit(items, job, idem_item.as_ref(), idempotency, true)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) => codes,
             };
-            if let Some(replay) = self.check_replay(&codes, 2, idempotency, env).await? {
-                return Ok(replay);
-            }
             if codes.first().is_some_and(|c| c.is_some()) {
                 return Err(StoreError::AlreadyExists {
                     kind: "job",
@@ -1215,7 +1206,7 @@ impl Store for DynamoStore {
             queue_item.insert("job_id".into(), s(&job.id));
             let mut waiting = job_item(job, false);
             waiting.queue_sk = Some(position);
-            let mut items = vec![
+            let items = vec![
                 self.put(to_item(&waiting), "attribute_not_exists(pk)"),
                 self.update(
                     env_key(env),
@@ -1230,27 +1221,24 @@ impl Store for DynamoStore {
                 ),
                 self.put(queue_item, "attribute_not_exists(pk)"),
             ];
-            if let Some(i) = &idem_item {
-                items.push(self.put(i.clone(), "attribute_not_exists(pk)"));
-            }
-            let codes = match self.transact(items).await? {
-                TxOutcome::Done => {
-                    return Ok(Submitted {
-                        job: job.clone(),
-                        took_lock: false,
-                        replayed: false,
-                    })
+            match self
+                .try_submit(items, job, idem_item.as_ref(), idempotency, false)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) if codes.first().is_some_and(|c| c.is_some()) => {
+                    return Err(StoreError::AlreadyExists {
+                        kind: "job",
+                        id: job.id.clone(),
+                    });
                 }
-                TxOutcome::Cancelled(codes) => codes,
-            };
-            if let Some(replay) = self.check_replay(&codes, 3, idempotency, env).await? {
-                return Ok(replay);
-            }
-            if self.read_env(env).await?.is_none() {
-                return Err(StoreError::NotFound {
-                    kind: "environment",
-                    id: env.to_string(),
-                });
+                Err(_) if self.read_env(env).await?.is_none() => {
+                    return Err(StoreError::NotFound {
+                        kind: "environment",
+                        id: env.to_string(),
+                    });
+                }
+                Err(_) => {}
             }
             // The lock was released between the two attempts: try to take it again.
         }
@@ -1754,6 +1742,37 @@ impl Store for DynamoStore {
 }
 
 impl DynamoStore {
+    /// One submit transaction: `items`, then the idempotency key if there is one.
+    /// `Ok(Ok(_))` when it committed, or when the key replays an earlier submit;
+    /// `Ok(Err(codes))` with the cancellation codes, in item order, otherwise.
+    async fn try_submit(
+        &self,
+        mut items: Vec<TransactWriteItem>,
+        job: &Job,
+        idem_item: Option<&Item>,
+        idempotency: Option<&IdempotencyKey>,
+        took_lock: bool,
+    ) -> Result<Result<Submitted, Vec<Option<String>>>, StoreError> {
+        let idem_index = items.len();
+        if let Some(i) = idem_item {
+            items.push(self.put(i.clone(), "attribute_not_exists(pk)"));
+        }
+        match self.transact(items).await? {
+            TxOutcome::Done => Ok(Ok(Submitted {
+                job: job.clone(),
+                took_lock,
+                replayed: false,
+            })),
+            TxOutcome::Cancelled(codes) => match self
+                .check_replay(&codes, idem_index, idempotency, &job.environment)
+                .await?
+            {
+                Some(replay) => Ok(Ok(replay)),
+                None => Ok(Err(codes)),
+            },
+        }
+    }
+
     /// If the idempotency item's condition failed, returns the earlier job (or a mismatch error).
     async fn check_replay(
         &self,

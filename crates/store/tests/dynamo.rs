@@ -769,3 +769,37 @@ async fn twenty_waiting_jobs_get_the_lock_in_submit_order() {
         "strict FIFO, even within one millisecond"
     );
 }
+
+#[tokio::test]
+async fn the_same_job_submitted_twice_is_a_conflict_whether_the_environment_is_idle_or_busy() {
+    let s = store().await;
+    setup_env(&s, "acme/payments/prod").await;
+    let (a, b) = (job("acme/payments/prod"), job("acme/payments/prod"));
+    assert!(s.submit_job(&a, None).await.unwrap().took_lock);
+    assert!(!s.submit_job(&b, None).await.unwrap().took_lock);
+    // `b` again while the environment is busy: refused at once, not retried into a timeout.
+    assert!(matches!(
+        s.submit_job(&b, None).await,
+        Err(StoreError::AlreadyExists { kind: "job", .. })
+    ));
+    assert_eq!(
+        s.get_environment(&EnvPath::parse("acme/payments/prod").unwrap())
+            .await
+            .unwrap()
+            .item
+            .queued_count,
+        1,
+        "queued once"
+    );
+    // `a` again once the environment is idle.
+    s.release_environment(&EnvPath::parse("acme/payments/prod").unwrap(), &a.id)
+        .await
+        .unwrap();
+    s.release_environment(&EnvPath::parse("acme/payments/prod").unwrap(), &b.id)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.submit_job(&a, None).await,
+        Err(StoreError::AlreadyExists { kind: "job", .. })
+    ));
+}
