@@ -553,12 +553,7 @@ async fn precedence_through_the_api_group_beats_ancestor_beats_shared() {
 async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/payments/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
+    api.create_env("acme/payments", "prod", "production").await;
     api.as_admin(
         "POST",
         "/v1/groups/acme/payments/-/runners/new",
@@ -647,12 +642,7 @@ async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
 async fn idempotent_submit_returns_the_same_job() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
+    api.create_env("acme", "prod", "production").await;
     let body = r#"{"operation":"apply","files":{"main.tf":""}}"#;
     let first = api
         .call(
@@ -695,12 +685,7 @@ async fn idempotent_submit_returns_the_same_job() {
 async fn two_concurrent_submits_to_an_idle_environment_one_takes_the_lock() {
     let api = Arc::new(Api::new().await);
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
+    api.create_env("acme", "prod", "production").await;
     let body = r#"{"operation":"apply","files":{"main.tf":""}}"#;
     let (a, b) = tokio::join!(
         api.as_admin("POST", "/v1/environments/acme/prod/-/jobs", Some(body)),
@@ -733,12 +718,7 @@ impl JobQueue for FailingQueue {
 async fn a_failed_send_leaves_a_durable_pending_marker_for_the_sweeper() {
     let api = Api::with_queue(Some(Arc::new(FailingQueue))).await;
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
+    api.create_env("acme", "prod", "production").await;
     let job = api
         .as_admin(
             "POST",
@@ -832,12 +812,7 @@ type Bad = (
 async fn a_table_of_bad_requests_gets_clear_errors_never_500() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
+    api.create_env("acme", "prod", "production").await;
     let s = |x: &str| Some(x.to_string());
     let big = "x".repeat(300 * 1024);
     let cases: Vec<Bad> = vec![
@@ -947,18 +922,8 @@ async fn launch(api: &Api, job_id: &str, token: &str) {
 async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"dev","env_type":"development"}"#),
-    )
-    .await;
+    api.create_env("acme", "prod", "production").await;
+    api.create_env("acme", "dev", "development").await;
     let a = api
         .as_admin(
             "POST",
@@ -1086,12 +1051,7 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
 async fn logs_are_followed_live_by_offset_from_s3_chunks() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/environments",
-        Some(r#"{"name":"prod","env_type":"production"}"#),
-    )
-    .await;
+    api.create_env("acme", "prod", "production").await;
     let id = api
         .as_admin(
             "POST",

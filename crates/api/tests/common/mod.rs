@@ -148,6 +148,20 @@ impl Api {
         }
     }
 
+    /// Creates environment `<group>/<name>` as the admin, and checks it was created.
+    pub async fn create_env(&self, group: &str, name: &str, env_type: &str) -> Reply {
+        let body = json!({"name": name, "env_type": env_type}).to_string();
+        let r = self
+            .as_admin(
+                "POST",
+                &format!("/v1/groups/{group}/-/environments"),
+                Some(&body),
+            )
+            .await;
+        assert_eq!(r.status, 201, "creating {group}/{name}: {}", r.body);
+        r
+    }
+
     pub async fn as_admin(&self, method: &str, path: &str, body: Option<&str>) -> Reply {
         self.call(Some("admin"), method, path, body, &[]).await
     }
