@@ -6,7 +6,6 @@
 //! - the sweeper on a timer.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -16,10 +15,10 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sortie_api::{router, AppState, BucketConfig};
-use sortie_launch::{ByRunnerType, EcsLauncher, LocalLauncher};
-use sortie_lifecycle::{EcsTaskStateChange, Engine, EventBridgeBus, SweepSettings};
-use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
+use sortie_launch::LocalLauncher;
+use sortie_lifecycle::{EcsTaskStateChange, Engine};
+use sortie_store::SqsJobQueue;
+use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
 
 /// Options of `sortie dev`.
@@ -66,17 +65,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         bail!("sortie dev runs against a local AWS: set AWS_ENDPOINT_URL (`make demo` starts moto and sets it)");
     }
     let config = aws_config::load_from_env().await;
-    let region = config
-        .region()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|| "us-east-1".into());
-
-    // Resources, created if missing.
-    let store = Arc::new(DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&config),
-        &args.table,
-    ));
-    store.ensure_table().await.context("creating the table")?;
+    // Resources, created if missing: the queue and the bus here, the table and the bucket
+    // through the composition's own store and artifacts once it is built.
     let sqs = aws_sdk_sqs::Client::new(&config);
     let queue_url = sqs
         .create_queue()
@@ -86,16 +76,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .context("creating the jobs queue")?
         .queue_url
         .unwrap_or_default();
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&config)
-            .force_path_style(true)
-            .build(),
-    );
-    let artifacts = Arc::new(S3Artifacts::new(s3, &args.bucket));
-    artifacts
-        .ensure_bucket()
-        .await
-        .context("creating the bucket")?;
     let eb = aws_sdk_eventbridge::Client::new(&config);
     if eb
         .describe_event_bus()
@@ -118,41 +98,38 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let url = format!("http://{}", listener.local_addr()?);
     let token = random_hex(16)?;
 
-    let queue = Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone()));
+    // The same composition root as the functions, plus the `local` launcher.
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let runner_binary = match &args.runner {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("sortie-runner"),
     };
     let local = LocalLauncher::new(runner_binary, args.work_dir.join("jobs"), events_tx);
-    let launcher = ByRunnerType {
-        local: Some(Arc::new(local)),
-        ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
-        ..Default::default()
-    };
-    let engine = Arc::new(Engine {
-        store: store.clone(),
-        launcher: Arc::new(launcher),
-        queue: queue.clone(),
-        bus: Arc::new(EventBridgeBus::new(eb, &args.bus)),
+    let resources = Resources {
+        table: args.table.clone(),
+        jobs_queue_url: queue_url.clone(),
+        bus_name: args.bus.clone(),
+        bucket: Some(args.bucket.clone()),
         api_url: url.clone(),
-        settings: SweepSettings::default(),
-    });
-
-    // The API, behind the development token.
-    let state = AppState {
-        store,
-        queue: queue.clone(),
-        dev_identity: true,
-        artifacts,
-        bucket: BucketConfig {
-            name: args.bucket.clone(),
-            region,
-        },
         admin_subjects: vec![],
     };
+    let parts = compose(&config, resources, Some(local));
+    parts
+        .store
+        .ensure_table()
+        .await
+        .context("creating the table")?;
+    if let Some(artifacts) = &parts.artifacts {
+        artifacts
+            .ensure_bucket()
+            .await
+            .context("creating the bucket")?;
+    }
+    let (engine, queue) = (parts.engine.clone(), parts.queue.clone());
+
+    // The API, behind the development token.
     let expected = format!("Bearer {token}");
-    let app = router(state).layer(axum::middleware::from_fn(
+    let app = parts.router(true)?.layer(axum::middleware::from_fn(
         move |req: Request, next: Next| {
             let expected = expected.clone();
             async move { dev_token_gate(&expected, req, next).await }
@@ -191,7 +168,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 }
             };
             for attempt in 1..=5 {
-                match sortie_handlers::task_state_change(&event_engine, parsed.clone()).await {
+                match sortie_lambda_adapters::task_state_change(&event_engine, parsed.clone()).await
+                {
                     Ok(_) => break,
                     Err(e) => {
                         tracing::warn!(attempt, error = %e, "task event failed; retrying");
@@ -215,7 +193,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 Ok(e) => e,
                 Err(_) => continue,
             };
-            if let Err(e) = sortie_handlers::sweep_tick(&sweep_engine, event).await {
+            if let Err(e) = sortie_lambda_adapters::sweep_tick(&sweep_engine, event).await {
                 tracing::warn!(error = %e, "sweep failed");
             }
         }
@@ -290,7 +268,7 @@ async fn poll_once(
         .collect();
     let mut event = SqsEvent::default();
     event.records = records;
-    let response = sortie_handlers::dispatch_batch(engine, queue, event).await;
+    let response = sortie_lambda_adapters::dispatch_batch(engine, queue, event).await;
     let failed: Vec<String> = response
         .batch_item_failures
         .iter()

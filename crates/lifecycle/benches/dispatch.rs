@@ -34,7 +34,8 @@ use sortie_core::{
 };
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_lifecycle::{
-    Bus, EcsTaskStateChange, Engine, EventOutcome, LifecycleError, RecordOutcome, SweepSettings,
+    Bus, EcsTaskStateChange, Engine, EventOutcome, JobService, LifecycleError, RecordOutcome,
+    SweepSettings,
 };
 use sortie_store::{JobMessage, JobQueue, JobRecord, MemoryStore, Store, StoreError};
 use tokio::runtime::Runtime;
@@ -153,10 +154,12 @@ impl World {
             .await
             .unwrap();
         let engine = Engine {
-            store: store.clone(),
+            jobs: JobService {
+                store: store.clone(),
+                queue: queue.clone(),
+                bus: bus.clone(),
+            },
             launcher: Arc::new(FakeLauncher),
-            queue: queue.clone(),
-            bus: bus.clone(),
             api_url: "https://api.sortie.example.com".into(),
             settings: SweepSettings::default(),
         };

@@ -6,10 +6,10 @@ use chrono::{DateTime, Duration, Utc};
 use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
 use sortie_core::{task_outcome, JobState, RunnerConfiguration, TaskStop};
 use sortie_launch::{job_id_of, LaunchError, LaunchSpec, Launcher, TaskStatus};
-use sortie_store::{JobMessage, JobQueue, JobRecord, JobUpdate, Released, Store, StoreError};
+use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn, Instrument};
 
-use crate::{Bus, EcsTaskStateChange, LifecycleError};
+use crate::{EcsTaskStateChange, JobService, LifecycleError};
 
 /// What to do with one queue message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,14 +84,10 @@ pub fn backoff_seconds(receive_count: u32) -> i32 {
 
 /// The lifecycle's dependencies.
 pub struct Engine {
-    /// The repository.
-    pub store: Arc<dyn Store>,
+    /// Submit, cancel, complete and release-and-next, shared with the API.
+    pub jobs: JobService,
     /// Starts and controls tasks.
     pub launcher: Arc<dyn Launcher>,
-    /// The jobs queue.
-    pub queue: Arc<dyn JobQueue>,
-    /// Where `sortie.job.completed` goes.
-    pub bus: Arc<dyn Bus>,
     /// The API URL runners call back.
     pub api_url: String,
     /// Sweep timing.
@@ -150,6 +146,7 @@ impl Engine {
         // Claim: the one conditional write that makes a duplicate delivery, or a racing
         // dispatcher, a no-op. Moto ignores RunTask's clientToken, so this alone must hold.
         let claimed = match self
+            .jobs
             .store
             .transition_job(
                 id,
@@ -202,6 +199,7 @@ impl Engine {
                     ..Default::default()
                 };
                 match self
+                    .jobs
                     .store
                     .transition_job(
                         id,
@@ -236,6 +234,7 @@ impl Engine {
             Err(LaunchError::Retryable(reason)) => {
                 warn!(%reason, "launch failed; retrying with backoff");
                 if let Err(e) = self
+                    .jobs
                     .store
                     .transition_job(
                         id,
@@ -257,6 +256,7 @@ impl Engine {
             Err(LaunchError::Fatal(reason)) => {
                 warn!(%reason, "launch failed for good");
                 match self
+                    .jobs
                     .store
                     .transition_job(
                         id,
@@ -287,6 +287,7 @@ impl Engine {
     /// Stops a launched job's task for a cancel; `task-events` then finishes it as `canceled`.
     async fn cancel_launched(&self, id: &str, by: &str) -> RecordOutcome {
         let marked = match self
+            .jobs
             .store
             .mark_job(
                 id,
@@ -345,7 +346,8 @@ impl Engine {
             started_at: seen_running.then(Utc::now),
             ..Default::default()
         };
-        self.store
+        self.jobs
+            .store
             .transition_job(
                 id,
                 JobState::Dispatching,
@@ -359,32 +361,16 @@ impl Engine {
 
     /// Releases the environment's lock if this (terminal) job still holds it, sending the next job.
     async fn ensure_released(&self, id: &str) -> Result<(), LifecycleError> {
-        let record = self.store.get_job(id).await?;
+        let record = self.jobs.store.get_job(id).await?;
         self.release_and_next(&record).await
     }
 
     async fn release_and_next(&self, record: &JobRecord) -> Result<(), LifecycleError> {
-        if let Released::HandedTo(next) = self
-            .store
-            .release_environment(&record.job.environment, &record.job.id)
-            .await?
-        {
-            info!(next = %next.id, "environment handed to the next queued job");
-            if let Err(e) = self.queue.send(&next.id, 0).await {
-                warn!(next = %next.id, error = %e, "send failed; the sweeper will re-send");
-            }
-        }
-        Ok(())
+        Ok(self.jobs.release_and_next(record).await?)
     }
 
-    /// After a job reached a terminal state: release, start the next job, publish.
     async fn complete(&self, record: &JobRecord) -> Result<(), LifecycleError> {
-        self.release_and_next(record).await?;
-        if let Err(e) = self.bus.job_completed(record).await {
-            warn!(error = %e, "publishing sortie.job.completed failed");
-        }
-        info!(state = %record.job.state, reason = record.job.reason(), "job finished");
-        Ok(())
+        Ok(self.jobs.complete(record).await?)
     }
 
     /// Handles one "ECS Task State Change" event.
@@ -397,7 +383,7 @@ impl Engine {
         };
         let span = tracing::info_span!("job", job_id = %id);
         async {
-            let record = match self.store.get_job(id).await {
+            let record = match self.jobs.store.get_job(id).await {
                 Ok(r) => r,
                 Err(StoreError::NotFound { .. }) => {
                     return Ok(EventOutcome::Ignored("unknown job"))
@@ -438,6 +424,7 @@ impl Engine {
                     }
                     JobState::Running if record.started_at.is_none() => {
                         match self
+                            .jobs
                             .store
                             .mark_job(
                                 id,
@@ -524,6 +511,7 @@ impl Engine {
             };
         }
         let finished = match self
+            .jobs
             .store
             .transition_job(
                 &id,
@@ -543,7 +531,7 @@ impl Engine {
         };
         if outcome.state == JobState::Queued {
             // A plan interrupted on Spot: it keeps the environment's lock and runs again.
-            if let Err(e) = self.queue.send(&id, 0).await {
+            if let Err(e) = self.jobs.queue.send(&id, 0).await {
                 warn!(error = %e, "requeue send failed; the sweeper will re-send");
             }
         } else {
@@ -556,11 +544,12 @@ impl Engine {
     pub async fn sweep(&self, now: DateTime<Utc>) -> Result<SweepReport, LifecycleError> {
         let mut report = SweepReport::default();
         for job in self
+            .jobs
             .store
             .pending_sends(now - self.settings.resend_after, self.settings.batch)
             .await?
         {
-            match self.queue.send(&job.id, 0).await {
+            match self.jobs.queue.send(&job.id, 0).await {
                 Ok(()) => {
                     info!(job_id = %job.id, "re-sent a lost send");
                     report.resent += 1;
@@ -571,7 +560,7 @@ impl Engine {
                 }
             }
         }
-        for record in self.store.active_jobs(self.settings.batch).await? {
+        for record in self.jobs.store.active_jobs(self.settings.batch).await? {
             let span = tracing::info_span!("job", job_id = %record.job.id);
             if let Err(e) = self
                 .sweep_one(record, now, &mut report)
@@ -617,6 +606,7 @@ impl Engine {
                     None if record.cancel_requested_by.is_some() => {
                         let by = record.cancel_requested_by.clone().unwrap_or_default();
                         if let Ok(done) = self
+                            .jobs
                             .store
                             .transition_job(
                                 &id,
@@ -633,6 +623,7 @@ impl Engine {
                     }
                     None => {
                         if self
+                            .jobs
                             .store
                             .transition_job(
                                 &id,
@@ -645,7 +636,8 @@ impl Engine {
                             .await
                             .is_ok()
                         {
-                            self.queue
+                            self.jobs
+                                .queue
                                 .send(&id, 0)
                                 .await
                                 .map_err(LifecycleError::Store)?;
@@ -668,7 +660,8 @@ impl Engine {
                 if record.timeout_requested_at.is_none()
                     && now - started > Duration::seconds(i64::from(limit))
                 {
-                    self.store
+                    self.jobs
+                        .store
                         .mark_job(
                             &id,
                             Utc::now(),
@@ -698,6 +691,7 @@ impl Engine {
                     }
                     TaskStatus::Missing => {
                         if let Ok(done) = self
+                            .jobs
                             .store
                             .transition_job(
                                 &id,
@@ -716,6 +710,7 @@ impl Engine {
                     TaskStatus::Running => {
                         // Heard from: the task is alive. Reset the silence clock.
                         let _ = self
+                            .jobs
                             .store
                             .mark_job(&id, Utc::now(), JobUpdate::default())
                             .await;

@@ -9,13 +9,14 @@
 mod bus;
 mod ecs_event;
 mod engine;
-pub mod wiring;
+mod jobs;
 
 pub use bus::{completed_detail, Bus, EventBridgeBus, JOB_COMPLETED, SOURCE};
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use engine::{
     backoff_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepSettings,
 };
+pub use jobs::{Cancellation, JobService};
 
 /// The lifecycle's one error type.
 #[derive(Debug, thiserror::Error)]
@@ -29,4 +30,23 @@ pub enum LifecycleError {
     /// A launcher call failed.
     #[error(transparent)]
     Launch(#[from] sortie_launch::LaunchError),
+}
+
+impl LifecycleError {
+    /// A stable class for the error, reported as Lambda's `errorType` so alarms and log
+    /// queries can tell a transient failure (retried by the event source) from a defect.
+    pub fn class(&self) -> &'static str {
+        use sortie_launch::LaunchError;
+        use sortie_store::StoreError;
+        match self {
+            LifecycleError::Store(StoreError::Aws {
+                retryable: true, ..
+            }) => "Sortie.StoreUnavailable",
+            LifecycleError::Store(StoreError::Corrupt { .. }) => "Sortie.StoreCorrupt",
+            LifecycleError::Store(_) => "Sortie.StoreError",
+            LifecycleError::Bus(_) => "Sortie.BusError",
+            LifecycleError::Launch(LaunchError::Retryable(_)) => "Sortie.LaunchRetryable",
+            LifecycleError::Launch(LaunchError::Fatal(_)) => "Sortie.LaunchFatal",
+        }
+    }
 }

@@ -1,17 +1,18 @@
 //! `sweeper`: EventBridge schedule → one bounded, idempotent sweep pass.
 //!
-//! Wiring plus one handler; the logic is `sortie_handlers::sweep_tick`.
+//! Wiring plus one handler; the logic is `sortie_lambda_adapters::sweep_tick`.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use sortie_lifecycle::wiring::{from_env, Wired};
+use sortie_lambda_adapters::FunctionError;
+use sortie_wiring::{compose, Composition, Resources};
 
-/// Runs one sweep pass per schedule tick.
+/// Runs one sweep pass per schedule tick; a failed pass reports its class as the `errorType`.
 async fn handler(
-    wired: &Wired,
+    parts: &Composition,
     tick: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
-) -> Result<(), Error> {
-    sortie_handlers::sweep_tick(&wired.engine, tick.payload).await?;
+) -> Result<(), FunctionError> {
+    sortie_lambda_adapters::sweep_tick(&parts.engine, tick.payload).await?;
     Ok(())
 }
 
@@ -19,6 +20,6 @@ async fn handler(
 async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
     let config = aws_config::load_from_env().await;
-    let wired = from_env(&config)?;
-    run(service_fn(|event| handler(&wired, event))).await
+    let parts = compose(&config, Resources::for_function("sweeper")?, None);
+    run(service_fn(|event| handler(&parts, event))).await
 }

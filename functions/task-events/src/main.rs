@@ -1,18 +1,20 @@
 //! `task-events`: EventBridge `aws.ecs` "ECS Task State Change" → the job's outcome.
 //!
-//! Wiring plus one handler; the logic is `sortie_handlers::task_state_change`.
+//! Wiring plus one handler; the logic is `sortie_lambda_adapters::task_state_change`.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use sortie_lifecycle::wiring::{from_env, Wired};
+use sortie_lambda_adapters::FunctionError;
 use sortie_lifecycle::EcsTaskStateChange;
+use sortie_wiring::{compose, Composition, Resources};
 
-/// Handles one task state change; an error makes EventBridge retry it.
+/// Handles one task state change; an error (with its class as the `errorType`) makes
+/// EventBridge retry it.
 async fn handler(
-    wired: &Wired,
+    parts: &Composition,
     event: LambdaEvent<EventBridgeEvent<EcsTaskStateChange>>,
-) -> Result<(), Error> {
-    sortie_handlers::task_state_change(&wired.engine, event.payload).await?;
+) -> Result<(), FunctionError> {
+    sortie_lambda_adapters::task_state_change(&parts.engine, event.payload).await?;
     Ok(())
 }
 
@@ -20,6 +22,6 @@ async fn handler(
 async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
     let config = aws_config::load_from_env().await;
-    let wired = from_env(&config)?;
-    run(service_fn(|event| handler(&wired, event))).await
+    let parts = compose(&config, Resources::for_function("task-events")?, None);
+    run(service_fn(|event| handler(&parts, event))).await
 }

@@ -14,7 +14,7 @@ use sortie_core::{
     EnvPath, Environment, Job, JobRequest, Runner, RunnerId, RunnerLink, RunnerSpec,
 };
 use sortie_launch::{ByRunnerType, EcsLauncher};
-use sortie_lifecycle::{Engine, EventBridgeBus, SweepSettings};
+use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_store::{DynamoStore, SqsJobQueue, Store};
 use sortie_tests::proxy::FaultProxy;
 
@@ -170,16 +170,18 @@ impl World {
             ..Default::default()
         };
         let engine = Engine {
-            store: store.clone(),
+            jobs: JobService {
+                store: store.clone(),
+                queue: Arc::new(SqsJobQueue::new(
+                    aws_sdk_sqs::Client::new(&via_proxy),
+                    queue_url.clone(),
+                )),
+                bus: Arc::new(EventBridgeBus::new(
+                    aws_sdk_eventbridge::Client::new(&via_proxy),
+                    bus,
+                )),
+            },
             launcher: Arc::new(launcher),
-            queue: Arc::new(SqsJobQueue::new(
-                aws_sdk_sqs::Client::new(&via_proxy),
-                queue_url.clone(),
-            )),
-            bus: Arc::new(EventBridgeBus::new(
-                aws_sdk_eventbridge::Client::new(&via_proxy),
-                bus,
-            )),
             api_url: "https://api.sortie.example.com".into(),
             settings,
         };

@@ -28,7 +28,8 @@ async fn an_unparsable_record_is_the_only_batch_item_failure_and_the_rest_launch
     let (jb, _) = w.submit(&b, "apply", "").await;
     let queue = SqsJobQueue::new(aws_sdk_sqs::Client::new(&w.direct), w.queue_url.clone());
     let response =
-        sortie_handlers::dispatch_batch(&w.engine, &queue, sample_batch(&ja.id, &jb.id)).await;
+        sortie_lambda_adapters::dispatch_batch(&w.engine, &queue, sample_batch(&ja.id, &jb.id))
+            .await;
     let failed: Vec<&str> = response
         .batch_item_failures
         .iter()
@@ -116,7 +117,7 @@ async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
             r.body = m.body.clone();
             event.records.push(r);
         }
-        let response = sortie_handlers::dispatch_batch(&w.engine, &queue, event).await;
+        let response = sortie_lambda_adapters::dispatch_batch(&w.engine, &queue, event).await;
         assert_eq!(
             response.batch_item_failures.len(),
             1,

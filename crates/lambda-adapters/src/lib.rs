@@ -1,0 +1,166 @@
+//! The Lambda event adapters of Sortie's four functions. Each takes the real
+//! `aws_lambda_events` / `lambda_http` shape, calls the logic in `sortie-lifecycle`
+//! or `sortie-api`, and maps the result back: batch item failures, an HTTP
+//! response, or a [`FunctionError`] whose class is the Lambda `errorType`. The
+//! functions in `functions/` are wiring around these, and `sortie dev` feeds them
+//! the same events locally.
+
+use std::collections::BTreeMap;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures_util::stream::{self, StreamExt};
+use lambda_http::request::RequestContext;
+use lambda_http::RequestExt;
+use lambda_runtime::Diagnostic;
+use sortie_api::VerifiedClaims;
+use sortie_lifecycle::{
+    EcsTaskStateChange, Engine, EventOutcome, LifecycleError, RecordOutcome, SweepReport,
+};
+use sortie_store::SqsJobQueue;
+use tower::ServiceExt;
+
+/// How many records of one SQS batch are handled at once.
+pub const RECORDS_IN_FLIGHT: usize = 10;
+
+/// An error a function returns to Lambda: the invocation fails and its event is retried
+/// by its source. Its [`FunctionError::class`] becomes the `errorType` Lambda reports.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct FunctionError(#[from] pub LifecycleError);
+
+impl FunctionError {
+    /// The error's class, as Lambda's `errorType` (see `LifecycleError::class`).
+    pub fn class(&self) -> &'static str {
+        self.0.class()
+    }
+}
+
+impl From<FunctionError> for Diagnostic {
+    fn from(e: FunctionError) -> Self {
+        Diagnostic {
+            error_type: e.class().to_string(),
+            error_message: e.to_string(),
+        }
+    }
+}
+
+/// `dispatch`: handles an SQS batch, up to [`RECORDS_IN_FLIGHT`] records at once. Only the
+/// records worth retrying (with their redelivery delayed by the backoff) and poison records
+/// (on their way to the dead-letter queue) are batch item failures; one bad record never
+/// fails the rest.
+pub async fn dispatch_batch(
+    engine: &Engine,
+    queue: &SqsJobQueue,
+    event: SqsEvent,
+) -> SqsBatchResponse {
+    let failed: Vec<Option<String>> = stream::iter(event.records)
+        .map(|record| dispatch_record(engine, queue, record))
+        .buffer_unordered(RECORDS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut response = SqsBatchResponse::default();
+    for message_id in failed.into_iter().flatten() {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = message_id;
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
+
+/// Handles one record; the message id when it is a batch item failure.
+async fn dispatch_record(
+    engine: &Engine,
+    queue: &SqsJobQueue,
+    record: SqsMessage,
+) -> Option<String> {
+    let message_id = record.message_id.clone().unwrap_or_default();
+    let receive_count = record
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let failed = match engine
+        .dispatch(record.body.as_deref().unwrap_or_default(), receive_count)
+        .await
+    {
+        RecordOutcome::Done => false,
+        RecordOutcome::Retry {
+            delay_seconds,
+            reason,
+        } => {
+            tracing::warn!(%message_id, delay_seconds, %reason, "retrying the record later");
+            if let Some(handle) = record.receipt_handle.as_deref() {
+                if let Err(e) = queue.delay_redelivery(handle, delay_seconds).await {
+                    tracing::warn!(%message_id, error = %e, "could not set the retry delay");
+                }
+            }
+            true
+        }
+        RecordOutcome::Poison(reason) => {
+            tracing::error!(%message_id, %reason, "poison message; it goes to the dead-letter queue after 5 receives");
+            true
+        }
+    };
+    failed.then_some(message_id)
+}
+
+/// `task-events`: one "ECS Task State Change" event. An error makes EventBridge retry it;
+/// every event is safe to handle twice.
+pub async fn task_state_change(
+    engine: &Engine,
+    event: EventBridgeEvent<EcsTaskStateChange>,
+) -> Result<EventOutcome, FunctionError> {
+    let detail = &event.detail;
+    let outcome = engine.task_event(detail).await?;
+    tracing::info!(task = %detail.task_arn, status = %detail.last_status, outcome = ?outcome, "task state change handled");
+    Ok(outcome)
+}
+
+/// `sweeper`: one bounded, idempotent pass per schedule tick.
+pub async fn sweep_tick(
+    engine: &Engine,
+    tick: EventBridgeEvent<serde_json::Value>,
+) -> Result<SweepReport, FunctionError> {
+    let now = tick
+        .time
+        .unwrap_or_else(chrono::Utc::now)
+        .max(chrono::Utc::now());
+    let report = engine.sweep(now).await?;
+    tracing::info!(?report, "sweep pass done");
+    Ok(report)
+}
+
+/// The claims API Gateway's JWT authorizer verified, from a payload v2 request.
+pub fn verified_claims(request: &lambda_http::Request) -> VerifiedClaims {
+    let claims: BTreeMap<String, serde_json::Value> = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx
+            .authorizer
+            .as_ref()
+            .and_then(|a| a.jwt.as_ref())
+            .map(|jwt| {
+                jwt.claims
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => BTreeMap::new(),
+    };
+    VerifiedClaims(claims)
+}
+
+/// `api`: one API Gateway request, answered by the router as the caller the authorizer verified.
+pub async fn api_request(
+    app: axum::Router,
+    request: lambda_http::Request,
+) -> Result<axum::response::Response, std::convert::Infallible> {
+    let claims = verified_claims(&request);
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(claims);
+    app.oneshot(axum::http::Request::from_parts(
+        parts,
+        axum::body::Body::new(body),
+    ))
+    .await
+}

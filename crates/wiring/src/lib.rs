@@ -1,0 +1,174 @@
+//! Sortie's one composition root.
+//!
+//! [`compose`] builds, once, everything the control plane is made of: the
+//! DynamoDB store, the jobs queue, the completion bus, the artifacts bucket, the
+//! launchers, the [`JobService`], the [`Engine`] and the API's [`AppState`]. The
+//! four Lambda functions build it from their `SORTIE_*` variables
+//! ([`Resources::for_function`]); `sortie dev` builds it from its own resources
+//! and adds the `local` launcher. No other place constructs these parts, so the
+//! functions and local mode cannot drift apart.
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use sortie_api::{AppState, BucketConfig};
+use sortie_launch::{ByRunnerType, EcsLauncher, LocalLauncher};
+use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
+use sortie_settings::{FunctionEnv, Missing};
+use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
+
+/// The AWS resources the control plane uses, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// The DynamoDB table.
+    pub table: String,
+    /// The jobs queue's URL.
+    pub jobs_queue_url: String,
+    /// The EventBridge bus `sortie.job.completed` goes to (`default` when not set).
+    pub bus_name: String,
+    /// The artifacts and logs bucket, for the functions that read or presign it.
+    pub bucket: Option<String>,
+    /// The API's public URL, which runners call back (empty for functions that launch nothing).
+    pub api_url: String,
+    /// JWT subjects that are system administrators from configuration.
+    pub admin_subjects: Vec<String>,
+}
+
+impl Resources {
+    /// Reads the variables of the function `name` (as listed in [`sortie_settings::FUNCTIONS`]):
+    /// each required one must be set; optional ones default.
+    pub fn for_function(name: &str) -> Result<Self, Missing> {
+        let function = sortie_settings::FUNCTIONS
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or(Missing("(no such function in sortie_settings::FUNCTIONS)"))?;
+        for variable in function.required {
+            sortie_settings::required(variable)?;
+        }
+        let read = |variable: &'static str| read_if_listed(function, variable);
+        Ok(Self {
+            table: read(sortie_settings::TABLE).unwrap_or_default(),
+            jobs_queue_url: read(sortie_settings::JOBS_QUEUE_URL).unwrap_or_default(),
+            bus_name: read(sortie_settings::BUS_NAME).unwrap_or_else(|| "default".into()),
+            bucket: read(sortie_settings::BUCKET),
+            api_url: read(sortie_settings::API_URL).unwrap_or_default(),
+            admin_subjects: read(sortie_settings::ADMIN_SUBJECTS)
+                .unwrap_or_default()
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        })
+    }
+}
+
+/// A variable's value, only if the function lists it (so a function never depends on a
+/// variable the template does not give it) and it is set.
+fn read_if_listed(function: &FunctionEnv, variable: &'static str) -> Option<String> {
+    let listed = function.required.contains(&variable) || function.optional.contains(&variable);
+    listed
+        .then(|| std::env::var(variable).ok())
+        .flatten()
+        .filter(|v| !v.is_empty())
+}
+
+/// Everything the control plane is made of, built once.
+pub struct Composition {
+    /// The repository.
+    pub store: Arc<DynamoStore>,
+    /// The jobs queue (concrete: the dispatch adapter delays redeliveries through it).
+    pub queue: Arc<SqsJobQueue>,
+    /// Submit, cancel, complete and release-and-next, shared by the API and the engine.
+    pub jobs: JobService,
+    /// Dispatch, task events and the sweep.
+    pub engine: Arc<Engine>,
+    /// The artifacts bucket, when this composition has one.
+    pub artifacts: Option<Arc<S3Artifacts>>,
+    resources: Resources,
+    region: String,
+}
+
+/// Builds the composition for `resources`. `local` adds the `local` runner type's
+/// launcher (only `sortie dev` has one); `ecs-fargate` runners always get `EcsLauncher`.
+pub fn compose(
+    config: &SdkConfig,
+    resources: Resources,
+    local: Option<LocalLauncher>,
+) -> Composition {
+    let store = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(config),
+        &resources.table,
+    ));
+    let queue = Arc::new(SqsJobQueue::new(
+        aws_sdk_sqs::Client::new(config),
+        &resources.jobs_queue_url,
+    ));
+    let bus = Arc::new(EventBridgeBus::new(
+        aws_sdk_eventbridge::Client::new(config),
+        &resources.bus_name,
+    ));
+    let jobs = JobService {
+        store: store.clone(),
+        queue: queue.clone(),
+        bus,
+    };
+    let launcher = ByRunnerType {
+        ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
+        local: local.map(|l| Arc::new(l) as Arc<dyn sortie_launch::Launcher>),
+        ..Default::default()
+    };
+    let engine = Arc::new(Engine {
+        jobs: jobs.clone(),
+        launcher: Arc::new(launcher),
+        api_url: resources.api_url.clone(),
+        settings: SweepSettings::default(),
+    });
+    let artifacts = resources.bucket.as_ref().map(|bucket| {
+        // Path-style addressing only against a local S3 (moto): AWS wants virtual hosts.
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(config)
+                .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
+                .build(),
+        );
+        Arc::new(S3Artifacts::new(s3, bucket.clone()))
+    });
+    Composition {
+        store,
+        queue,
+        jobs,
+        engine,
+        artifacts,
+        region: config
+            .region()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "us-east-1".into()),
+        resources,
+    }
+}
+
+impl Composition {
+    /// The API's state. `dev_identity` is only ever true in `sortie dev`. The API reads the
+    /// artifacts bucket, so a composition without one is refused.
+    pub fn api_state(&self, dev_identity: bool) -> Result<AppState, Missing> {
+        let artifacts = self
+            .artifacts
+            .clone()
+            .ok_or(Missing(sortie_settings::BUCKET))?;
+        Ok(AppState {
+            store: self.store.clone(),
+            queue: self.queue.clone(),
+            dev_identity,
+            artifacts,
+            bucket: BucketConfig {
+                name: self.resources.bucket.clone().unwrap_or_default(),
+                region: self.region.clone(),
+            },
+            admin_subjects: self.resources.admin_subjects.clone(),
+        })
+    }
+
+    /// The API router over [`Composition::api_state`].
+    pub fn router(&self, dev_identity: bool) -> Result<axum::Router, Missing> {
+        Ok(sortie_api::router(self.api_state(dev_identity)?))
+    }
+}
