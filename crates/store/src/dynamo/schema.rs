@@ -1,7 +1,5 @@
 //! Creating the table: keys, three GSIs and TTL.
 
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-
 use super::DynamoStore;
 use crate::error::aws;
 use crate::StoreError;
