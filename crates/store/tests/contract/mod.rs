@@ -660,7 +660,12 @@ pub async fn two_concurrent_submits_to_an_idle_environment_take_the_lock_once<
             s2.submit_job(&b, None).await
         });
         let (ra, rb) = (ra.unwrap(), rb.unwrap());
-        assert!(ra.took_lock ^ rb.took_lock, "exactly one takes the lock");
+        assert!(
+            ra.took_lock ^ rb.took_lock,
+            "exactly one takes the lock (took: {}, {})",
+            ra.took_lock,
+            rb.took_lock
+        );
         let holder = if ra.took_lock { &ra.job } else { &rb.job };
         let waiter = if ra.took_lock { &rb.job } else { &ra.job };
         assert_eq!(
