@@ -10,6 +10,8 @@
 //! Every state change is a conditional write or a transaction. The keys and
 //! the access pattern each serves are documented in `docs/ARCHITECTURE.md`.
 
+#![warn(missing_docs)]
+
 mod artifacts;
 mod cursor;
 mod dynamo;
