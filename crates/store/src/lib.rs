@@ -1,18 +1,27 @@
-//! Sortie's repository: every concept in one DynamoDB table, behind the
-//! [`Store`] trait, and the jobs queue behind [`JobQueue`].
+//! Sortie's repository: every concept in one DynamoDB table, behind one small
+//! trait per aggregate, and the jobs queue behind [`JobQueue`].
+//!
+//! Each use case takes only the trait it needs: [`RunnerStore`], [`RuleStore`],
+//! [`EnvironmentStore`], [`JobStore`] or [`MembershipStore`]. [`Store`] is all five
+//! at once, for the wiring that holds one `Arc<dyn Store>`. Two implementations:
+//! [`DynamoStore`] (the table) and [`MemoryStore`] (its in-memory twin), held to the
+//! same contract by one test suite (`crates/store/tests/contract`).
 //!
 //! Every state change is a conditional write or a transaction. The keys and
 //! the access pattern each serves are documented in `docs/ARCHITECTURE.md`.
 
+#![warn(missing_docs)]
+
 mod artifacts;
+mod cursor;
 mod dynamo;
 mod error;
 mod memory;
 mod queue;
+mod records;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use sortie_core::{
     EnvPath, Environment, GroupPath, Job, JobState, Membership, Runner, RunnerId, RunnerLink,
     RunnerRule,
@@ -23,134 +32,14 @@ pub use dynamo::DynamoStore;
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
+pub use records::{
+    EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, MembershipRecord, Released,
+    Submitted, Versioned,
+};
 
-/// A value with the version used for optimistic concurrency (the HTTP ETag).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Versioned<T> {
-    /// The value.
-    pub item: T,
-    /// Starts at 1; every change adds 1.
-    pub version: u64,
-}
-
-/// A stored membership with its id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MembershipRecord {
-    /// The membership's id.
-    pub id: String,
-    /// The membership.
-    #[serde(flatten)]
-    pub membership: Membership,
-    /// Who granted it.
-    pub granted_by: String,
-    /// When.
-    pub granted_at: DateTime<Utc>,
-}
-
-/// An environment with its lock: the job holding it and how many wait.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EnvironmentRecord {
-    /// The environment.
-    #[serde(flatten)]
-    pub environment: Environment,
-    /// The job that holds the environment's lock, if any (absent, never NULL, so conditions can test it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_job: Option<String>,
-    /// How many jobs wait for the lock.
-    pub queued_count: u64,
-    /// The last queue position handed out; the FIFO order of waiting jobs.
-    #[serde(default)]
-    pub queue_seq: u64,
-}
-
-/// What happened to a submitted job.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Submitted {
-    /// The job (the earlier one, when the idempotency key was seen before).
-    pub job: Job,
-    /// True when this submission took the environment's lock: the job must be sent to the queue.
-    pub took_lock: bool,
-    /// True when the idempotency key matched an earlier submission.
-    pub replayed: bool,
-}
-
-/// An idempotency key and the hash of the request it was first used with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyKey {
-    /// The client's key.
-    pub key: String,
-    /// SHA-256 of the request body, so a reused key with another body is refused.
-    pub request_hash: String,
-}
-
-/// One page of jobs, newest first.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobPage {
-    /// The jobs.
-    pub jobs: Vec<Job>,
-    /// An opaque cursor for the next page, if there is one.
-    pub next: Option<String>,
-}
-
-/// What a release did with the environment's lock.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Released {
-    /// The lock was handed to the next queued job, which must now be sent.
-    HandedTo(Box<Job>),
-    /// No job waited: the environment is idle.
-    Idle,
-    /// The lock was not held by that job (already released, or never taken).
-    NotHeld,
-}
-
-/// Extra attributes a job transition records with the state.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JobUpdate {
-    /// The task ARN or Kubernetes Job name, once launched.
-    pub task_arn: Option<String>,
-    /// SHA-256 of the job's callback token.
-    pub token_hash: Option<String>,
-    /// When the task was seen running.
-    pub started_at: Option<DateTime<Utc>>,
-    /// Who asked for a cancel.
-    pub cancel_requested_by: Option<String>,
-    /// When Sortie stopped the task for exceeding its timeout.
-    pub timeout_requested_at: Option<DateTime<Utc>>,
-    /// The change summary the runner reported.
-    pub summary: Option<sortie_core::ChangeSummary>,
-}
-
-/// A job as stored, with the attributes that are not part of the domain job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobRecord {
-    /// The job.
-    #[serde(flatten)]
-    pub job: Job,
-    /// The task ARN or Kubernetes Job name, once launched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_arn: Option<String>,
-    /// SHA-256 of the job's callback token (never the token).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_hash: Option<String>,
-    /// When the task was seen running.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<DateTime<Utc>>,
-    /// Who asked for a cancel, while the stop is under way.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancel_requested_by: Option<String>,
-    /// When Sortie stopped the task for exceeding its timeout.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_requested_at: Option<DateTime<Utc>>,
-    /// The change summary the runner reported (added, changed, destroyed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<sortie_core::ChangeSummary>,
-    /// The last change.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// The repository for runners, rules, environments, jobs and memberships.
+/// Runners: the compute and state storage a job runs with, owned by a group.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait RunnerStore: Send + Sync {
     /// Creates a runner; `AlreadyExists` if its id is taken.
     async fn create_runner(&self, runner: &Runner) -> Result<Versioned<Runner>, StoreError>;
     /// Reads a runner.
@@ -165,7 +54,11 @@ pub trait Store: Send + Sync {
     ) -> Result<Versioned<Runner>, StoreError>;
     /// Deletes a runner; `InUse` listing the linked environments while any is linked.
     async fn delete_runner(&self, id: &RunnerId, expected: Option<u64>) -> Result<(), StoreError>;
+}
 
+/// Runner rules: one versioned rule set per scope.
+#[async_trait]
+pub trait RuleStore: Send + Sync {
     /// Creates a rule; `AlreadyExists` if its id is taken in its scope.
     async fn create_rule(&self, rule: &RunnerRule) -> Result<Versioned<RunnerRule>, StoreError>;
     /// Lists the rules of exactly this scope, with the scope's rule-set version.
@@ -173,6 +66,14 @@ pub trait Store: Send + Sync {
         -> Result<Versioned<Vec<RunnerRule>>, StoreError>;
     /// Every rule at this group and all its ancestors, in one read.
     async fn rules_for(&self, group: &GroupPath) -> Result<Vec<RunnerRule>, StoreError>;
+    /// Replaces the rule with the same id in its scope, checking the scope's rule-set
+    /// version when given; `NotFound` if there is no such rule. Returns the rule with the
+    /// new rule-set version.
+    async fn update_rule(
+        &self,
+        rule: &RunnerRule,
+        expected: Option<u64>,
+    ) -> Result<Versioned<RunnerRule>, StoreError>;
     /// Deletes a rule, checking the scope's rule-set version when given.
     async fn delete_rule(
         &self,
@@ -180,7 +81,11 @@ pub trait Store: Send + Sync {
         id: &str,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
+}
 
+/// Environments: their runner link and their lock (the active job and the FIFO queue).
+#[async_trait]
+pub trait EnvironmentStore: Send + Sync {
     /// Creates an environment linked to its runner (which must exist).
     async fn create_environment(
         &self,
@@ -215,7 +120,11 @@ pub trait Store: Send + Sync {
         path: &EnvPath,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
+}
 
+/// Jobs: submission under the environment lock, conditional transitions, the sweeper's lists.
+#[async_trait]
+pub trait JobStore: Send + Sync {
     /// Writes a new `queued` job. In the same transaction it takes the environment's
     /// lock when free, or joins the environment's FIFO queue.
     async fn submit_job(
@@ -272,7 +181,11 @@ pub trait Store: Send + Sync {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Job>, StoreError>;
+}
 
+/// Memberships: roles granted on groups, loaded per organisation for authorisation.
+#[async_trait]
+pub trait MembershipStore: Send + Sync {
     /// Grants a membership.
     async fn put_membership(&self, record: &MembershipRecord) -> Result<(), StoreError>;
     /// Revokes a membership by id on a group.
@@ -284,6 +197,17 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<MembershipRecord>, StoreError>;
     /// Every membership that could apply inside `org`: the org's and the root's.
     async fn memberships_for(&self, org: Option<&str>) -> Result<Vec<Membership>, StoreError>;
+}
+
+/// The whole repository: runners, rules, environments, jobs and memberships.
+///
+/// Implemented for every type that implements the five aggregate traits, so
+/// `Arc<dyn Store>` reaches every operation.
+pub trait Store: RunnerStore + RuleStore + EnvironmentStore + JobStore + MembershipStore {}
+
+impl<T> Store for T where
+    T: RunnerStore + RuleStore + EnvironmentStore + JobStore + MembershipStore + ?Sized
+{
 }
 
 /// A new, time-ordered, lower-case id (a ULID) for jobs and memberships.

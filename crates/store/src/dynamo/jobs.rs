@@ -1,0 +1,570 @@
+//! Jobs: submission under the environment lock (the job, the lock or a queue entry, and
+//! the idempotency key in one transaction), conditional transitions, and the sparse gsi3
+//! index the sweeper reads.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use chrono::{DateTime, Utc};
+use sortie_core::{EnvPath, Job, JobState, Transition};
+
+use super::items::{from_item, job_item, to_item, JobItem};
+use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, PENDING};
+use super::submit::IDEMPOTENCY_TTL_SECONDS;
+use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
+use crate::cursor::{decode_cursor, encode_cursor};
+use crate::error::aws;
+use crate::{
+    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Released, StoreError, Submitted,
+};
+
+/// Adds the optional attributes of a job update to an update expression.
+fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item) {
+    if let Some(v) = &update.task_arn {
+        set.push("task_arn = :arn");
+        values.insert(":arn".into(), s(v));
+    }
+    if let Some(v) = &update.token_hash {
+        set.push("token_hash = :th");
+        values.insert(":th".into(), s(v));
+    }
+    if let Some(v) = &update.started_at {
+        set.push("started_at = :sa");
+        values.insert(":sa".into(), s(v.to_rfc3339()));
+    }
+    if let Some(v) = &update.cancel_requested_by {
+        set.push("cancel_requested_by = :cr");
+        values.insert(":cr".into(), s(v));
+    }
+    if let Some(v) = &update.timeout_requested_at {
+        set.push("timeout_requested_at = :tr");
+        values.insert(":tr".into(), s(v.to_rfc3339()));
+    }
+    if let Some(v) = &update.summary {
+        set.push("summary = :sum");
+        values.insert(
+            ":sum".into(),
+            serde_dynamo::to_attribute_value(v).expect("summary serialises"),
+        );
+    }
+}
+
+#[async_trait]
+impl JobStore for DynamoStore {
+    async fn submit_job(
+        &self,
+        job: &Job,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let env = &job.environment;
+        let idem_item = idempotency.map(|k| {
+            let mut item = key(format!("IDEM#{env}#{}", k.key), "IDEM");
+            item.insert("kind".into(), s("idempotency"));
+            item.insert("job_id".into(), s(&job.id));
+            item.insert("request_hash".into(), s(&k.request_hash));
+            item.insert(
+                "expires_at".into(),
+                n(Utc::now().timestamp() + IDEMPOTENCY_TTL_SECONDS),
+            );
+            item
+        });
+        for _ in 0..RETRIES {
+            // First try: take the lock, if the environment is idle.
+            let items = vec![
+                self.put(to_item(&job_item(job, true)), "attribute_not_exists(pk)"),
+                self.update(
+                    env_key(env),
+                    "SET active_job = :id",
+                    "attribute_exists(pk) AND attribute_not_exists(active_job)",
+                    HashMap::from([(":id".to_string(), s(&job.id))]),
+                    HashMap::new(),
+                ),
+            ];
+            let codes = match self
+                .try_submit(items, job, idem_item.as_ref(), idempotency, true)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) => codes,
+            };
+            if codes.first().is_some_and(|c| c.is_some()) {
+                return Err(StoreError::AlreadyExists {
+                    kind: "job",
+                    id: job.id.clone(),
+                });
+            }
+            // The environment is busy (or missing): join its FIFO queue, while it stays busy.
+            // The queue position is the environment's next sequence number, taken in the
+            // same transaction, so FIFO follows the order the submits committed in.
+            let Some(current) = self.read_env(env).await? else {
+                return Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: env.to_string(),
+                });
+            };
+            if current.record.active_job.is_none() {
+                continue;
+            }
+            let seq = current.record.queue_seq;
+            let position = format!("{:020}", seq + 1);
+            let mut queue_item = queue_key(env, &position);
+            queue_item.insert("kind".into(), s("queue"));
+            queue_item.insert("job_id".into(), s(&job.id));
+            let mut waiting = job_item(job, false);
+            waiting.queue_sk = Some(position);
+            let items = vec![
+                self.put(to_item(&waiting), "attribute_not_exists(pk)"),
+                self.update(
+                    env_key(env),
+                    "SET queued_count = queued_count + :one, queue_seq = :next",
+                    "attribute_exists(active_job) AND queue_seq = :seq",
+                    HashMap::from([
+                        (":one".to_string(), n(1)),
+                        (":next".to_string(), n(seq + 1)),
+                        (":seq".to_string(), n(seq)),
+                    ]),
+                    HashMap::new(),
+                ),
+                self.put(queue_item, "attribute_not_exists(pk)"),
+            ];
+            match self
+                .try_submit(items, job, idem_item.as_ref(), idempotency, false)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) if codes.first().is_some_and(|c| c.is_some()) => {
+                    return Err(StoreError::AlreadyExists {
+                        kind: "job",
+                        id: job.id.clone(),
+                    });
+                }
+                Err(_) if self.read_env(env).await?.is_none() => {
+                    return Err(StoreError::NotFound {
+                        kind: "environment",
+                        id: env.to_string(),
+                    });
+                }
+                Err(_) => {}
+            }
+            // The lock was released between the two attempts: try to take it again.
+        }
+        Err(StoreError::Aws {
+            service: "dynamodb",
+            message: "environment lock kept changing; try again".into(),
+            retryable: true,
+        })
+    }
+
+    async fn get_job(&self, id: &str) -> Result<JobRecord, StoreError> {
+        self.read_job(id)
+            .await?
+            .map(|j| j.record)
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "job",
+                id: id.to_string(),
+            })
+    }
+
+    async fn list_jobs(
+        &self,
+        env: &EnvPath,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> Result<JobPage, StoreError> {
+        let pk = format!("ENVJOBS#{env}");
+        let mut q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi1")
+            .key_condition_expression("gsi1pk = :pk")
+            .expression_attribute_values(":pk", s(&pk))
+            .scan_index_forward(false)
+            .limit(limit.clamp(1, 100) as i32);
+        if let Some(c) = cursor {
+            let last = decode_cursor(c).ok_or(StoreError::NotFound {
+                kind: "cursor",
+                id: c.to_string(),
+            })?;
+            let mut start = job_key(&last);
+            start.insert("gsi1pk".into(), s(&pk));
+            start.insert("gsi1sk".into(), s(&last));
+            q = q.set_exclusive_start_key(Some(start));
+        }
+        let out = q.send().await.map_err(|e| aws("dynamodb", e))?;
+        let jobs: Vec<Job> = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| from_item::<JobItem>(i).map(|j| j.record.job))
+            .collect::<Result<_, _>>()?;
+        let next = match out.last_evaluated_key {
+            Some(k) if !k.is_empty() => k
+                .get("gsi1sk")
+                .and_then(|v| v.as_s().ok())
+                .map(|id| encode_cursor(id)),
+            _ => None,
+        };
+        Ok(JobPage { jobs, next })
+    }
+
+    async fn transition_job(
+        &self,
+        id: &str,
+        from: JobState,
+        to: JobState,
+        at: DateTime<Utc>,
+        reason: &str,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        // The core state machine checks the transition; the write checks the current state.
+        // One UpdateItem, no read first: this is the dispatch hot path.
+        if !from.can_become(to) {
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: from,
+                actual: from,
+            });
+        }
+        let transition = Transition {
+            from: Some(from),
+            to,
+            at,
+            reason: reason.to_string(),
+        };
+        let mut set = vec![
+            "#state = :to",
+            "transitions = list_append(transitions, :t)",
+            "updated_at = :now",
+        ];
+        let mut remove: Vec<&str> = vec![];
+        let mut values: Item = HashMap::from([
+            (":to".to_string(), s(to.as_str())),
+            (":from".to_string(), s(from.as_str())),
+            (
+                ":t".to_string(),
+                AttributeValue::L(vec![
+                    serde_dynamo::to_attribute_value(&transition).expect("transition serialises")
+                ]),
+            ),
+            (":now".to_string(), s(at.to_rfc3339())),
+        ]);
+        add_update(&update, &mut set, &mut values);
+        // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
+        // ACTIVE while launched (dispatching, running), absent once terminal.
+        if to == JobState::Queued {
+            set.push("gsi3pk = :g3");
+            set.push("gsi3sk = :g3s");
+            values.insert(":g3".into(), s(PENDING));
+            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
+        } else if to.is_active() {
+            set.push("gsi3pk = :g3");
+            set.push("gsi3sk = :g3s");
+            values.insert(":g3".into(), s(ACTIVE));
+            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
+        } else {
+            remove.push("gsi3pk, gsi3sk");
+        }
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression(expr)
+            .condition_expression("#state = :from")
+            .expression_attribute_names("#state", "state")
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
+            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
+                Some(j) => Err(StoreError::StateConflict {
+                    job_id: id.to_string(),
+                    expected: from,
+                    actual: j.record.job.state,
+                }),
+                None => Err(StoreError::NotFound {
+                    kind: "job",
+                    id: id.to_string(),
+                }),
+            },
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    async fn mark_job(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        let mut set = vec!["updated_at = :now"];
+        let mut values: Item = HashMap::from([
+            (":now".to_string(), s(at.to_rfc3339())),
+            (":d".to_string(), s(JobState::Dispatching.as_str())),
+            (":r".to_string(), s(JobState::Running.as_str())),
+        ]);
+        add_update(&update, &mut set, &mut values);
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression(format!("SET {}", set.join(", ")))
+            .condition_expression("#state IN (:d, :r)")
+            .expression_attribute_names("#state", "state")
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
+            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
+                Some(j) => Err(StoreError::StateConflict {
+                    job_id: id.to_string(),
+                    expected: JobState::Running,
+                    actual: j.record.job.state,
+                }),
+                None => Err(StoreError::NotFound {
+                    kind: "job",
+                    id: id.to_string(),
+                }),
+            },
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :a")
+            .expression_attribute_values(":a", s(ACTIVE))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        out.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| from_item::<JobItem>(i).map(|j| j.record))
+            .collect()
+    }
+
+    async fn cancel_waiting_job(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<JobRecord, StoreError> {
+        let current = self
+            .read_job(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "job",
+                id: id.to_string(),
+            })?;
+        let mut record = current.record.clone();
+        record
+            .job
+            .transition(JobState::Canceled, at, reason)
+            .map_err(|e| StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::Queued,
+                actual: e.from,
+            })?;
+        let env = &record.job.environment;
+        let Some(position) = current.queue_sk.clone() else {
+            // Not waiting in a queue: it holds its environment's lock (or never queued).
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::Queued,
+                actual: current.record.job.state,
+            });
+        };
+        let transition = record.job.transitions.last().expect("just recorded");
+        let items =
+            vec![
+            self.delete(queue_key(env, &position), "attribute_exists(pk)", HashMap::new()),
+            self.update(
+                env_key(env),
+                "SET queued_count = queued_count - :one",
+                "queued_count > :zero",
+                HashMap::from([(":one".to_string(), n(1)), (":zero".to_string(), n(0))]),
+                HashMap::new(),
+            ),
+            self.update(
+                job_key(id),
+                "SET #state = :to, transitions = list_append(transitions, :t), updated_at = :now",
+                "#state = :from",
+                HashMap::from([
+                    (":to".to_string(), s(JobState::Canceled.as_str())),
+                    (":from".to_string(), s(JobState::Queued.as_str())),
+                    (
+                        ":t".to_string(),
+                        AttributeValue::L(vec![serde_dynamo::to_attribute_value(transition)
+                            .expect("transition serialises")]),
+                    ),
+                    (":now".to_string(), s(at.to_rfc3339())),
+                ]),
+                HashMap::from([("#state".to_string(), "state".to_string())]),
+            ),
+        ];
+        match self.transact(items).await? {
+            TxOutcome::Done => {
+                record.updated_at = at;
+                Ok(record)
+            }
+            TxOutcome::Cancelled(_) => {
+                let actual = self
+                    .read_job(id)
+                    .await?
+                    .map(|j| j.record.job.state)
+                    .unwrap_or(JobState::Queued);
+                Err(StoreError::StateConflict {
+                    job_id: id.to_string(),
+                    expected: JobState::Queued,
+                    actual,
+                })
+            }
+        }
+    }
+
+    async fn release_environment(
+        &self,
+        env: &EnvPath,
+        job_id: &str,
+    ) -> Result<Released, StoreError> {
+        for _ in 0..RETRIES {
+            let Some(current) = self.read_env(env).await? else {
+                return Ok(Released::NotHeld);
+            };
+            if current.record.active_job.as_deref() != Some(job_id) {
+                return Ok(Released::NotHeld);
+            }
+            let next = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(format!("QUEUE#{env}")))
+                .consistent_read(true)
+                .limit(1)
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .next()
+                .and_then(|i| {
+                    let sk = i.get("sk").and_then(|v| v.as_s().ok()).cloned()?;
+                    let job_id = i.get("job_id").and_then(|v| v.as_s().ok()).cloned()?;
+                    Some((sk, job_id))
+                });
+            let held = HashMap::from([(":held".to_string(), s(job_id))]);
+            match next {
+                None => {
+                    let mut values = held.clone();
+                    values.insert(":zero".into(), n(0));
+                    let res = self
+                        .client
+                        .update_item()
+                        .table_name(&self.table)
+                        .set_key(Some(env_key(env)))
+                        .update_expression("REMOVE active_job")
+                        .condition_expression("active_job = :held AND queued_count = :zero")
+                        .set_expression_attribute_values(Some(values))
+                        .send()
+                        .await;
+                    match res {
+                        Ok(_) => return Ok(Released::Idle),
+                        // A job joined the queue meanwhile: hand the lock to it instead.
+                        Err(e) if condition_failed(&e) => continue,
+                        Err(e) => return Err(aws("dynamodb", e)),
+                    }
+                }
+                Some((position, next_id)) => {
+                    let Some(next_job) = self.read_job(&next_id).await? else {
+                        return Err(StoreError::Corrupt {
+                            key: format!("QUEUE#{env}/{next_id}"),
+                            message: "queued job item is missing".into(),
+                        });
+                    };
+                    let mut values = held.clone();
+                    values.insert(":next".into(), s(&next_id));
+                    values.insert(":one".into(), n(1));
+                    let items = vec![
+                        self.update(
+                            env_key(env),
+                            "SET active_job = :next, queued_count = queued_count - :one",
+                            "active_job = :held",
+                            values,
+                            HashMap::new(),
+                        ),
+                        self.delete(
+                            queue_key(env, &position),
+                            "attribute_exists(pk)",
+                            HashMap::new(),
+                        ),
+                        self.update(
+                            job_key(&next_id),
+                            "SET gsi3pk = :pending, gsi3sk = :psk REMOVE queue_sk",
+                            "#state = :queued",
+                            HashMap::from([
+                                (":pending".to_string(), s(PENDING)),
+                                (":psk".to_string(), s(pending_sk(&next_job.record.job))),
+                                (":queued".to_string(), s(JobState::Queued.as_str())),
+                            ]),
+                            HashMap::from([("#state".to_string(), "state".to_string())]),
+                        ),
+                    ];
+                    match self.transact(items).await? {
+                        TxOutcome::Done => {
+                            return Ok(Released::HandedTo(Box::new(next_job.record.job)))
+                        }
+                        TxOutcome::Cancelled(_) => continue,
+                    }
+                }
+            }
+        }
+        Err(StoreError::Aws {
+            service: "dynamodb",
+            message: "environment lock kept changing; try again".into(),
+            retryable: true,
+        })
+    }
+
+    async fn pending_sends(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Job>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :p AND gsi3sk < :before")
+            .expression_attribute_values(":p", s(PENDING))
+            .expression_attribute_values(":before", s(before.to_rfc3339()))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        out.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| from_item::<JobItem>(i).map(|j| j.record.job))
+            .collect()
+    }
+}

@@ -1,0 +1,40 @@
+//! The table's keys: partition and sort keys of every item, and the gsi3 partitions.
+
+use std::collections::HashMap;
+
+use sortie_core::{EnvPath, GroupPath, Job, RunnerId};
+
+use super::{s, Item};
+
+pub(super) fn key(pk: String, sk: &str) -> Item {
+    HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])
+}
+
+pub(super) fn group_pk(g: &GroupPath) -> String {
+    format!("GROUP#{}", g.as_str())
+}
+pub(super) fn runner_key(id: &RunnerId) -> Item {
+    key(group_pk(id.group()), &format!("RUNNER#{}", id.name()))
+}
+pub(super) fn rules_key(scope: &GroupPath) -> Item {
+    key(format!("RULES#{}", scope.as_str()), "RULES")
+}
+pub(super) fn env_key(path: &EnvPath) -> Item {
+    key(format!("ENV#{path}"), "ENV")
+}
+pub(super) fn job_key(id: &str) -> Item {
+    key(format!("JOB#{id}"), "JOB")
+}
+pub(super) fn queue_key(env: &EnvPath, id: &str) -> Item {
+    key(format!("QUEUE#{env}"), id)
+}
+pub(super) fn members_pk(org: Option<&str>) -> String {
+    format!("MEMBERS#{}", org.unwrap_or_default())
+}
+
+pub(super) const PENDING: &str = "PENDING";
+pub(super) const ACTIVE: &str = "ACTIVE";
+
+pub(super) fn pending_sk(job: &Job) -> String {
+    format!("{}#{}", job.transitions[0].at.to_rfc3339(), job.id)
+}

@@ -1,0 +1,303 @@
+//! The DynamoDB implementation of the store traits: one table, documented in
+//! `docs/ARCHITECTURE.md`.
+//!
+//! This module holds [`DynamoStore`] and the helpers every aggregate shares (reads,
+//! transactions, queries, version checks); `keys` and `items` are the table's layout,
+//! `schema` creates the table, and one module per aggregate implements its trait.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::Client;
+use sortie_core::{EnvPath, GroupPath, RunnerId};
+
+use crate::error::aws;
+use crate::{EnvironmentRecord, Store, StoreError, Versioned};
+
+mod environments;
+mod items;
+mod jobs;
+mod keys;
+mod memberships;
+mod rules;
+mod runners;
+mod schema;
+mod submit;
+
+use items::{from_item, EnvItem, JobItem, RuleSetItem, RunnerItem};
+use keys::{env_key, job_key, rules_key, runner_key};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// How often a conditional read-modify-write is retried on a concurrent change.
+const RETRIES: usize = 8;
+
+/// The DynamoDB store.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+/// Lets code that holds a concrete `DynamoStore` and imports only [`Store`] call every
+/// aggregate trait's methods (supertrait methods need their own trait in scope on a
+/// concrete type, not on `dyn Store`).
+impl std::ops::Deref for DynamoStore {
+    type Target = dyn Store;
+
+    fn deref(&self) -> &Self::Target {
+        self
+    }
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// True when a write failed its condition expression (the item was not as expected).
+fn condition_failed<E: ProvideErrorMetadata>(e: &aws_sdk_dynamodb::error::SdkError<E>) -> bool {
+    e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")
+}
+
+/// The codes of a cancelled transaction's reasons, in item order (`None` where an item passed).
+fn cancellation_codes<E: ProvideErrorMetadata>(
+    err: &aws_sdk_dynamodb::error::SdkError<E>,
+    reasons: Option<Vec<Option<String>>>,
+    items: usize,
+) -> Option<Vec<Option<String>>> {
+    if let Some(r) = reasons {
+        return Some(r);
+    }
+    // Fall back to the message: "... cancellation reasons [ConditionalCheckFailed, None]".
+    let msg = err
+        .as_service_error()
+        .and_then(|e| e.message())
+        .unwrap_or_default();
+    let start = msg.find('[')?;
+    let end = msg.rfind(']')?;
+    let codes: Vec<Option<String>> = msg[start + 1..end]
+        .split(',')
+        .map(|c| c.trim())
+        .map(|c| {
+            if c == "None" || c.is_empty() {
+                None
+            } else {
+                Some(c.to_string())
+            }
+        })
+        .collect();
+    (codes.len() == items).then_some(codes)
+}
+
+enum TxOutcome {
+    Done,
+    /// The transaction was cancelled; the codes say which items failed.
+    Cancelled(Vec<Option<String>>),
+}
+
+impl DynamoStore {
+    /// A store over `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    async fn get_item(&self, key: Item) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(out.item)
+    }
+
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+        let count = items.len();
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(TxOutcome::Done),
+            Err(err) => {
+                let reasons = err.as_service_error().and_then(|se| match se {
+                    aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(tc) => {
+                        tc.cancellation_reasons.as_ref().map(|r| r.iter().map(|x| x.code.clone().filter(|c| c != "None")).collect::<Vec<_>>())
+                    }
+                    _ => None,
+                });
+                let is_cancel = err
+                    .as_service_error()
+                    .is_some_and(|se| se.code() == Some("TransactionCanceledException"));
+                if is_cancel {
+                    if let Some(codes) = cancellation_codes(&err, reasons, count) {
+                        // A conflict with another transaction is worth another try, like throttling.
+                        if codes.iter().flatten().any(|c| c == "TransactionConflict") {
+                            return Err(StoreError::Aws {
+                                service: "dynamodb",
+                                message: "TransactionConflict".into(),
+                                retryable: true,
+                            });
+                        }
+                        return Ok(TxOutcome::Cancelled(codes));
+                    }
+                }
+                Err(aws("dynamodb", err))
+            }
+        }
+    }
+
+    fn put(&self, item: Item, condition: &str) -> TransactWriteItem {
+        TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(item))
+                    .condition_expression(condition)
+                    .build()
+                    .expect("table, item and condition are set"),
+            )
+            .build()
+    }
+
+    fn update(
+        &self,
+        key: Item,
+        expr: &str,
+        condition: &str,
+        values: Item,
+        names: HashMap<String, String>,
+    ) -> TransactWriteItem {
+        let mut b = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression(expr)
+            .condition_expression(condition);
+        if !values.is_empty() {
+            b = b.set_expression_attribute_values(Some(values));
+        }
+        if !names.is_empty() {
+            b = b.set_expression_attribute_names(Some(names));
+        }
+        TransactWriteItem::builder()
+            .update(b.build().expect("table, key and expression are set"))
+            .build()
+    }
+
+    fn delete(&self, key: Item, condition: &str, values: Item) -> TransactWriteItem {
+        let mut b = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .condition_expression(condition);
+        if !values.is_empty() {
+            b = b.set_expression_attribute_values(Some(values));
+        }
+        TransactWriteItem::builder()
+            .delete(b.build().expect("table, key and condition are set"))
+            .build()
+    }
+
+    async fn read_runner(&self, id: &RunnerId) -> Result<Option<RunnerItem>, StoreError> {
+        self.get_item(runner_key(id))
+            .await?
+            .map(from_item)
+            .transpose()
+    }
+
+    async fn read_rules(&self, scope: &GroupPath) -> Result<Option<RuleSetItem>, StoreError> {
+        self.get_item(rules_key(scope))
+            .await?
+            .map(from_item)
+            .transpose()
+    }
+
+    async fn read_env(&self, path: &EnvPath) -> Result<Option<EnvItem>, StoreError> {
+        self.get_item(env_key(path))
+            .await?
+            .map(from_item)
+            .transpose()
+    }
+
+    async fn read_job(&self, id: &str) -> Result<Option<JobItem>, StoreError> {
+        self.get_item(job_key(id)).await?.map(from_item).transpose()
+    }
+
+    async fn query_pk(
+        &self,
+        index: Option<&str>,
+        pk_name: &str,
+        pk: &str,
+        sk_prefix: Option<(&str, &str)>,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(index.map(String::from))
+                .expression_attribute_values(":pk", s(pk))
+                .set_exclusive_start_key(start.take());
+            q = match sk_prefix {
+                Some((sk_name, prefix)) => q
+                    .key_condition_expression(format!(
+                        "{pk_name} = :pk AND begins_with({sk_name}, :prefix)"
+                    ))
+                    .expression_attribute_values(":prefix", s(prefix)),
+                None => q.key_condition_expression(format!("{pk_name} = :pk")),
+            };
+            if index.is_none() {
+                q = q.consistent_read(true);
+            }
+            let page = q.send().await.map_err(|e| aws("dynamodb", e))?;
+            out.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    fn version_check(
+        kind: &'static str,
+        id: String,
+        expected: Option<u64>,
+        actual: u64,
+    ) -> Result<(), StoreError> {
+        match expected {
+            Some(e) if e != actual => Err(StoreError::VersionMismatch {
+                kind,
+                id,
+                expected: e,
+                actual,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn versioned_env(item: EnvItem) -> Versioned<EnvironmentRecord> {
+        Versioned {
+            item: item.record,
+            version: item.version,
+        }
+    }
+}

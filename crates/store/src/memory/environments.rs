@@ -1,0 +1,201 @@
+//! Environments, their runner links and their lock.
+
+use async_trait::async_trait;
+use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
+
+use super::{runner_key, version_check, EnvEntry, MemoryStore};
+use crate::{EnvironmentRecord, EnvironmentStore, StoreError, Versioned};
+
+#[async_trait]
+impl EnvironmentStore for MemoryStore {
+    async fn create_environment(
+        &self,
+        env: &Environment,
+    ) -> Result<Versioned<EnvironmentRecord>, StoreError> {
+        let mut st = self.lock();
+        let path = env.path.to_string();
+        if st.envs.contains_key(&path) {
+            return Err(StoreError::AlreadyExists {
+                kind: "environment",
+                id: path,
+            });
+        }
+        let runner = st
+            .runners
+            .get_mut(&runner_key(&env.runner.runner_id))
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "runner",
+                id: env.runner.runner_id.to_string(),
+            })?;
+        runner.link_count += 1;
+        let record = EnvironmentRecord {
+            environment: env.clone(),
+            active_job: None,
+            queued_count: 0,
+            queue_seq: 0,
+        };
+        st.envs.insert(
+            path,
+            EnvEntry {
+                record: record.clone(),
+                version: 1,
+            },
+        );
+        Ok(Versioned {
+            item: record,
+            version: 1,
+        })
+    }
+
+    async fn get_environment(
+        &self,
+        path: &EnvPath,
+    ) -> Result<Versioned<EnvironmentRecord>, StoreError> {
+        let st = self.lock();
+        st.envs
+            .get(&path.to_string())
+            .map(|e| Versioned {
+                item: e.record.clone(),
+                version: e.version,
+            })
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "environment",
+                id: path.to_string(),
+            })
+    }
+
+    async fn list_environments(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError> {
+        let st = self.lock();
+        let mut out: Vec<Versioned<EnvironmentRecord>> = st
+            .envs
+            .values()
+            .filter(|e| e.record.environment.path.group() == group)
+            .map(|e| Versioned {
+                item: e.record.clone(),
+                version: e.version,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            a.item
+                .environment
+                .path
+                .name()
+                .cmp(b.item.environment.path.name())
+        });
+        Ok(out)
+    }
+
+    async fn update_environment(
+        &self,
+        env: &Environment,
+        expected: Option<u64>,
+    ) -> Result<Versioned<EnvironmentRecord>, StoreError> {
+        let id = env.path.to_string();
+        let mut st = self.lock();
+        let entry = st.envs.get_mut(&id).ok_or_else(|| StoreError::NotFound {
+            kind: "environment",
+            id: id.clone(),
+        })?;
+        version_check("environment", id, expected, entry.version)?;
+        entry.version += 1;
+        let e = &mut entry.record.environment;
+        e.env_type = env.env_type.clone();
+        e.labels = env.labels.clone();
+        e.tags = env.tags.clone();
+        Ok(Versioned {
+            item: entry.record.clone(),
+            version: entry.version,
+        })
+    }
+
+    async fn relink_environment(
+        &self,
+        path: &EnvPath,
+        link: &RunnerLink,
+        expected: Option<u64>,
+    ) -> Result<Versioned<EnvironmentRecord>, StoreError> {
+        let id = path.to_string();
+        let mut st = self.lock();
+        let entry = st.envs.get(&id).ok_or_else(|| StoreError::NotFound {
+            kind: "environment",
+            id: id.clone(),
+        })?;
+        version_check("environment", id.clone(), expected, entry.version)?;
+        let version = entry.version;
+        let old = runner_key(&entry.record.environment.runner.runner_id);
+        let new = runner_key(&link.runner_id);
+        if old != new {
+            if !st.runners.contains_key(&new) {
+                return Err(StoreError::NotFound {
+                    kind: "runner",
+                    id: link.runner_id.to_string(),
+                });
+            }
+            if !st.runners.contains_key(&old) {
+                // The DynamoDB transaction fails on the old runner's condition and reports
+                // it as a version conflict; do the same.
+                return Err(StoreError::VersionMismatch {
+                    kind: "environment",
+                    id,
+                    expected: version,
+                    actual: version,
+                });
+            }
+            if let Some(r) = st.runners.get_mut(&new) {
+                r.link_count += 1;
+            }
+            if let Some(r) = st.runners.get_mut(&old) {
+                r.link_count = r.link_count.saturating_sub(1);
+            }
+        }
+        let entry = st
+            .envs
+            .get_mut(&id)
+            .expect("read above, under the same lock");
+        entry.record.environment.runner = link.clone();
+        entry.version += 1;
+        Ok(Versioned {
+            item: entry.record.clone(),
+            version: entry.version,
+        })
+    }
+
+    async fn delete_environment(
+        &self,
+        path: &EnvPath,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let id = path.to_string();
+        let mut st = self.lock();
+        let entry = st.envs.get(&id).ok_or_else(|| StoreError::NotFound {
+            kind: "environment",
+            id: id.clone(),
+        })?;
+        version_check("environment", id.clone(), expected, entry.version)?;
+        if entry.record.active_job.is_some() || entry.record.queued_count > 0 {
+            return Err(StoreError::InUse {
+                kind: "environment",
+                id,
+                by: entry.record.active_job.clone().into_iter().collect(),
+            });
+        }
+        let runner = runner_key(&entry.record.environment.runner.runner_id);
+        let version = entry.version;
+        let Some(r) = st.runners.get_mut(&runner) else {
+            // As in DynamoDB: the runner's condition fails and is reported as a conflict.
+            return Err(StoreError::VersionMismatch {
+                kind: "environment",
+                id,
+                expected: version,
+                actual: version,
+            });
+        };
+        r.link_count = r.link_count.saturating_sub(1);
+        st.envs.remove(&id);
+        st.queues.remove(&id);
+        Ok(())
+    }
+}

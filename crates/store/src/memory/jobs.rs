@@ -1,0 +1,342 @@
+//! Jobs: submission under the environment lock, transitions, and the sparse gsi3 index.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sortie_core::{EnvPath, Job, JobState, Transition};
+
+use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore};
+use crate::cursor::{decode_cursor, encode_cursor};
+use crate::{
+    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Released, StoreError, Submitted,
+};
+
+#[async_trait]
+impl JobStore for MemoryStore {
+    async fn submit_job(
+        &self,
+        job: &Job,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let env = job.environment.to_string();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        if let Some(k) = idempotency {
+            if let Some((job_id, hash)) = st.idempotency.get(&(env.clone(), k.key.clone())) {
+                if *hash != k.request_hash {
+                    return Err(StoreError::IdempotencyMismatch {
+                        key: k.key.clone(),
+                        job_id: job_id.clone(),
+                    });
+                }
+                let earlier = st.jobs.get(job_id).ok_or_else(|| StoreError::NotFound {
+                    kind: "job",
+                    id: job_id.clone(),
+                })?;
+                return Ok(Submitted {
+                    job: earlier.record.job.clone(),
+                    took_lock: false,
+                    replayed: true,
+                });
+            }
+        }
+        if st.jobs.contains_key(&job.id) {
+            return Err(StoreError::AlreadyExists {
+                kind: "job",
+                id: job.id.clone(),
+            });
+        }
+        let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
+            kind: "environment",
+            id: env.clone(),
+        })?;
+        let took_lock = entry.record.active_job.is_none();
+        let (gsi3, queue_pos) = if took_lock {
+            entry.record.active_job = Some(job.id.clone());
+            (Some((Gsi3::Pending, pending_sk(job))), None)
+        } else {
+            // The position is the environment's next sequence number: FIFO in commit order.
+            entry.record.queued_count += 1;
+            entry.record.queue_seq += 1;
+            let position = entry.record.queue_seq;
+            st.queues
+                .entry(env.clone())
+                .or_default()
+                .insert(position, job.id.clone());
+            (None, Some(position))
+        };
+        st.jobs.insert(
+            job.id.clone(),
+            JobEntry {
+                record: JobRecord {
+                    job: job.clone(),
+                    task_arn: None,
+                    token_hash: None,
+                    started_at: None,
+                    cancel_requested_by: None,
+                    timeout_requested_at: None,
+                    summary: None,
+                    updated_at: job.transitions[0].at,
+                },
+                gsi3,
+                queue_pos,
+            },
+        );
+        st.env_jobs
+            .entry(env.clone())
+            .or_default()
+            .insert(job.id.clone());
+        if let Some(k) = idempotency {
+            st.idempotency.insert(
+                (env, k.key.clone()),
+                (job.id.clone(), k.request_hash.clone()),
+            );
+        }
+        Ok(Submitted {
+            job: job.clone(),
+            took_lock,
+            replayed: false,
+        })
+    }
+
+    async fn get_job(&self, id: &str) -> Result<JobRecord, StoreError> {
+        let st = self.lock();
+        st.jobs
+            .get(id)
+            .map(|j| j.record.clone())
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "job",
+                id: id.to_string(),
+            })
+    }
+
+    async fn list_jobs(
+        &self,
+        env: &EnvPath,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> Result<JobPage, StoreError> {
+        let after = match cursor {
+            Some(c) => Some(decode_cursor(c).ok_or_else(|| StoreError::NotFound {
+                kind: "cursor",
+                id: c.to_string(),
+            })?),
+            None => None,
+        };
+        let st = self.lock();
+        let Some(ids) = st.env_jobs.get(&env.to_string()) else {
+            return Ok(JobPage {
+                jobs: vec![],
+                next: None,
+            });
+        };
+        let limit = limit.clamp(1, 100) as usize;
+        let mut newest_first = ids
+            .iter()
+            .rev()
+            .filter(|id| after.as_ref().is_none_or(|a| id.as_str() < a.as_str()));
+        let page: Vec<&String> = newest_first.by_ref().take(limit).collect();
+        // A next page only when there is more, as moto answers (DynamoDB itself may also
+        // return a cursor to an empty last page).
+        let next = match (page.last(), newest_first.next()) {
+            (Some(last), Some(_)) => Some(encode_cursor(last)),
+            _ => None,
+        };
+        let jobs = page
+            .into_iter()
+            .filter_map(|id| st.jobs.get(id).map(|j| j.record.job.clone()))
+            .collect();
+        Ok(JobPage { jobs, next })
+    }
+
+    async fn transition_job(
+        &self,
+        id: &str,
+        from: JobState,
+        to: JobState,
+        at: DateTime<Utc>,
+        reason: &str,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        if !from.can_become(to) {
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: from,
+                actual: from,
+            });
+        }
+        let mut st = self.lock();
+        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
+            kind: "job",
+            id: id.to_string(),
+        })?;
+        if entry.record.job.state != from {
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: from,
+                actual: entry.record.job.state,
+            });
+        }
+        let record = &mut entry.record;
+        record.job.state = to;
+        record.job.transitions.push(Transition {
+            from: Some(from),
+            to,
+            at,
+            reason: reason.to_string(),
+        });
+        record.updated_at = at;
+        apply_update(record, update);
+        // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
+        // ACTIVE while launched (dispatching, running), absent once terminal.
+        let sk = || format!("{}#{id}", at.to_rfc3339());
+        entry.gsi3 = if to == JobState::Queued {
+            Some((Gsi3::Pending, sk()))
+        } else if to.is_active() {
+            Some((Gsi3::Active, sk()))
+        } else {
+            None
+        };
+        Ok(entry.record.clone())
+    }
+
+    async fn cancel_waiting_job(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<JobRecord, StoreError> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
+            kind: "job",
+            id: id.to_string(),
+        })?;
+        let mut record = entry.record.clone();
+        record
+            .job
+            .transition(JobState::Canceled, at, reason)
+            .map_err(|e| StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::Queued,
+                actual: e.from,
+            })?;
+        let conflict = |actual| StoreError::StateConflict {
+            job_id: id.to_string(),
+            expected: JobState::Queued,
+            actual,
+        };
+        // Not waiting in a queue: it holds its environment's lock (or never queued).
+        let Some(position) = entry.queue_pos else {
+            return Err(conflict(entry.record.job.state));
+        };
+        let env = record.job.environment.to_string();
+        let in_queue = st
+            .queues
+            .get(&env)
+            .is_some_and(|q| q.contains_key(&position));
+        let counted = st.envs.get(&env).is_some_and(|e| e.record.queued_count > 0);
+        if entry.record.job.state != JobState::Queued || !in_queue || !counted {
+            return Err(conflict(entry.record.job.state));
+        }
+        if let Some(q) = st.queues.get_mut(&env) {
+            q.remove(&position);
+        }
+        if let Some(e) = st.envs.get_mut(&env) {
+            e.record.queued_count -= 1;
+        }
+        record.updated_at = at;
+        entry.record = record.clone();
+        entry.queue_pos = None;
+        Ok(record)
+    }
+
+    async fn release_environment(
+        &self,
+        env: &EnvPath,
+        job_id: &str,
+    ) -> Result<Released, StoreError> {
+        let path = env.to_string();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let Some(entry) = st.envs.get_mut(&path) else {
+            return Ok(Released::NotHeld);
+        };
+        if entry.record.active_job.as_deref() != Some(job_id) {
+            return Ok(Released::NotHeld);
+        }
+        let next = st
+            .queues
+            .get(&path)
+            .and_then(|q| q.first_key_value())
+            .map(|(position, id)| (*position, id.clone()));
+        let Some((position, next_id)) = next else {
+            entry.record.active_job = None;
+            return Ok(Released::Idle);
+        };
+        let Some(next_job) = st.jobs.get_mut(&next_id) else {
+            return Err(StoreError::Corrupt {
+                key: format!("QUEUE#{path}/{next_id}"),
+                message: "queued job item is missing".into(),
+            });
+        };
+        if next_job.record.job.state != JobState::Queued {
+            // DynamoDB's hand-over transaction keeps failing on this condition until its
+            // retries run out.
+            return Err(lock_kept_changing());
+        }
+        entry.record.active_job = Some(next_id);
+        entry.record.queued_count = entry.record.queued_count.saturating_sub(1);
+        if let Some(q) = st.queues.get_mut(&path) {
+            q.remove(&position);
+        }
+        next_job.gsi3 = Some((Gsi3::Pending, pending_sk(&next_job.record.job)));
+        next_job.queue_pos = None;
+        Ok(Released::HandedTo(Box::new(next_job.record.job.clone())))
+    }
+
+    async fn mark_job(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        let mut st = self.lock();
+        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
+            kind: "job",
+            id: id.to_string(),
+        })?;
+        if !entry.record.job.state.is_active() {
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::Running,
+                actual: entry.record.job.state,
+            });
+        }
+        entry.record.updated_at = at;
+        apply_update(&mut entry.record, update);
+        Ok(entry.record.clone())
+    }
+
+    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .gsi3(Gsi3::Active, None, limit)
+            .into_iter()
+            .map(|j| j.record.clone())
+            .collect())
+    }
+
+    async fn pending_sends(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Job>, StoreError> {
+        let st = self.lock();
+        let before = before.to_rfc3339();
+        Ok(st
+            .gsi3(Gsi3::Pending, Some(&before), limit)
+            .into_iter()
+            .map(|j| j.record.job.clone())
+            .collect())
+    }
+}

@@ -1,0 +1,202 @@
+//! An in-memory [`Store`](crate::Store) for fast unit tests and benchmarks.
+//!
+//! [`MemoryStore`] keeps every item behind one mutex and follows the semantics of
+//! [`DynamoStore`](crate::DynamoStore) item for item: conditional creates
+//! (`AlreadyExists`), versions (`VersionMismatch`), runner link counts (`InUse` listing
+//! the linked environments), rule sets per scope, the environment lock (`active_job`)
+//! with a FIFO queue ordered by the environment's queue sequence, idempotency keys,
+//! transitions checked by [`JobState::can_become`](sortie_core::JobState::can_become) and by the expected current state,
+//! and the sparse `gsi3` index behind [`JobStore::pending_sends`](crate::JobStore::pending_sends)
+//! and [`JobStore::active_jobs`](crate::JobStore::active_jobs) (sort keys compared as the same strings DynamoDB compares).
+//!
+//! It is a twin, not the reference: the contract suite in `crates/store/tests/contract`,
+//! run against DynamoDB on moto, remains the source of truth for the store's behaviour. Differences that cannot be seen
+//! through the trait: idempotency keys never expire (DynamoDB's TTL deletes them lazily,
+//! after a day or more), and every call is atomic, so no retry loop is ever needed.
+//!
+//! This module holds [`MemoryStore`], its state and shared helpers; one module per
+//! aggregate implements its trait.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use sortie_core::{Job, Runner, RunnerId, RunnerRule};
+
+use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, Store, StoreError};
+
+mod environments;
+mod jobs;
+mod memberships;
+mod rules;
+mod runners;
+
+/// The in-memory store. Cheap to create; every instance is an empty table.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+/// Lets code that holds a concrete `MemoryStore` and imports only [`Store`] call every
+/// aggregate trait's methods (supertrait methods need their own trait in scope on a
+/// concrete type, not on `dyn Store`).
+impl std::ops::Deref for MemoryStore {
+    type Target = dyn Store;
+
+    fn deref(&self) -> &Self::Target {
+        self
+    }
+}
+
+/// Which partition of the sparse `gsi3` index a job is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gsi3 {
+    /// Holds its environment's lock but is still `queued`: its send may be lost.
+    Pending,
+    /// `dispatching` or `running`.
+    Active,
+}
+
+#[derive(Debug)]
+struct RunnerEntry {
+    runner: Runner,
+    version: u64,
+    link_count: u64,
+}
+
+#[derive(Debug)]
+struct EnvEntry {
+    record: EnvironmentRecord,
+    version: u64,
+}
+
+#[derive(Debug)]
+struct JobEntry {
+    record: JobRecord,
+    /// The `gsi3` partition and sort key (`<time>#<id>`), as DynamoDB stores them.
+    gsi3: Option<(Gsi3, String)>,
+    /// The job's position in its environment's queue, while it waits.
+    queue_pos: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// By (owner group, name): listing a group's runners is a range, in name order.
+    runners: BTreeMap<(String, String), RunnerEntry>,
+    /// By scope: the scope's rule set and its version.
+    rules: HashMap<String, (u64, Vec<RunnerRule>)>,
+    /// By environment path.
+    envs: BTreeMap<String, EnvEntry>,
+    /// By environment path: the waiting jobs by queue position.
+    queues: HashMap<String, BTreeMap<u64, String>>,
+    /// By job id.
+    jobs: HashMap<String, JobEntry>,
+    /// By environment path: the ids of its jobs (ids are time-ordered ULIDs).
+    env_jobs: HashMap<String, BTreeSet<String>>,
+    /// By (environment path, key): the job id and the request hash.
+    idempotency: HashMap<(String, String), (String, String)>,
+    /// By (org partition, `M#<group>#<id>`), as the table's membership items.
+    memberships: BTreeMap<(String, String), MembershipRecord>,
+}
+
+fn runner_key(id: &RunnerId) -> (String, String) {
+    (id.group().as_str().to_string(), id.name().to_string())
+}
+
+fn members_pk(org: Option<&str>) -> String {
+    format!("MEMBERS#{}", org.unwrap_or_default())
+}
+
+fn pending_sk(job: &Job) -> String {
+    format!("{}#{}", job.transitions[0].at.to_rfc3339(), job.id)
+}
+
+fn version_check(
+    kind: &'static str,
+    id: String,
+    expected: Option<u64>,
+    actual: u64,
+) -> Result<(), StoreError> {
+    match expected {
+        Some(e) if e != actual => Err(StoreError::VersionMismatch {
+            kind,
+            id,
+            expected: e,
+            actual,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn apply_update(record: &mut JobRecord, update: JobUpdate) {
+    if let Some(v) = update.task_arn {
+        record.task_arn = Some(v);
+    }
+    if let Some(v) = update.token_hash {
+        record.token_hash = Some(v);
+    }
+    if let Some(v) = update.started_at {
+        record.started_at = Some(v);
+    }
+    if let Some(v) = update.cancel_requested_by {
+        record.cancel_requested_by = Some(v);
+    }
+    if let Some(v) = update.timeout_requested_at {
+        record.timeout_requested_at = Some(v);
+    }
+    if let Some(v) = update.summary {
+        record.summary = Some(v);
+    }
+}
+
+fn lock_kept_changing() -> StoreError {
+    StoreError::Aws {
+        service: "dynamodb",
+        message: "environment lock kept changing; try again".into(),
+        retryable: true,
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every operation validates before it mutates, so a panic elsewhere never leaves
+        // half a change behind: a poisoned lock still guards consistent data.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl State {
+    fn linked_envs(&self, runner: &RunnerId) -> Vec<String> {
+        // Already sorted: the map is ordered by path.
+        self.envs
+            .iter()
+            .filter(|(_, e)| &e.record.environment.runner.runner_id == runner)
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+
+    fn gsi3(&self, index: Gsi3, below: Option<&str>, limit: u32) -> Vec<&JobEntry> {
+        let mut found: Vec<(&str, &JobEntry)> = self
+            .jobs
+            .values()
+            .filter_map(|j| match &j.gsi3 {
+                Some((i, sk)) if *i == index && below.is_none_or(|b| sk.as_str() < b) => {
+                    Some((sk.as_str(), j))
+                }
+                _ => None,
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(b.0));
+        found
+            .into_iter()
+            .take(limit.clamp(1, 1000) as usize)
+            .map(|(_, j)| j)
+            .collect()
+    }
+}

@@ -1,0 +1,131 @@
+//! The records the store reads and writes: the domain values with the attributes
+//! only the store keeps (versions, the environment lock, job extras), and the
+//! answers of its operations. Re-exported at the crate root.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sortie_core::{Environment, Job, Membership};
+
+/// A value with the version used for optimistic concurrency (the HTTP ETag).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Versioned<T> {
+    /// The value.
+    pub item: T,
+    /// Starts at 1; every change adds 1.
+    pub version: u64,
+}
+
+/// A stored membership with its id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MembershipRecord {
+    /// The membership's id.
+    pub id: String,
+    /// The membership.
+    #[serde(flatten)]
+    pub membership: Membership,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When.
+    pub granted_at: DateTime<Utc>,
+}
+
+/// An environment with its lock: the job holding it and how many wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentRecord {
+    /// The environment.
+    #[serde(flatten)]
+    pub environment: Environment,
+    /// The job that holds the environment's lock, if any (absent, never NULL, so conditions can test it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_job: Option<String>,
+    /// How many jobs wait for the lock.
+    pub queued_count: u64,
+    /// The last queue position handed out; the FIFO order of waiting jobs.
+    #[serde(default)]
+    pub queue_seq: u64,
+}
+
+/// What happened to a submitted job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The job (the earlier one, when the idempotency key was seen before).
+    pub job: Job,
+    /// True when this submission took the environment's lock: the job must be sent to the queue.
+    pub took_lock: bool,
+    /// True when the idempotency key matched an earlier submission.
+    pub replayed: bool,
+}
+
+/// An idempotency key and the hash of the request it was first used with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    /// The client's key.
+    pub key: String,
+    /// SHA-256 of the request body, so a reused key with another body is refused.
+    pub request_hash: String,
+}
+
+/// One page of jobs, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    /// The jobs.
+    pub jobs: Vec<Job>,
+    /// An opaque cursor for the next page, if there is one.
+    pub next: Option<String>,
+}
+
+/// What a release did with the environment's lock.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Released {
+    /// The lock was handed to the next queued job, which must now be sent.
+    HandedTo(Box<Job>),
+    /// No job waited: the environment is idle.
+    Idle,
+    /// The lock was not held by that job (already released, or never taken).
+    NotHeld,
+}
+
+/// Extra attributes a job transition records with the state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobUpdate {
+    /// The task ARN or Kubernetes Job name, once launched.
+    pub task_arn: Option<String>,
+    /// SHA-256 of the job's callback token.
+    pub token_hash: Option<String>,
+    /// When the task was seen running.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Who asked for a cancel.
+    pub cancel_requested_by: Option<String>,
+    /// When Sortie stopped the task for exceeding its timeout.
+    pub timeout_requested_at: Option<DateTime<Utc>>,
+    /// The change summary the runner reported.
+    pub summary: Option<sortie_core::ChangeSummary>,
+}
+
+/// A job as stored, with the attributes that are not part of the domain job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The job.
+    #[serde(flatten)]
+    pub job: Job,
+    /// The task ARN or Kubernetes Job name, once launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_arn: Option<String>,
+    /// SHA-256 of the job's callback token (never the token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_hash: Option<String>,
+    /// When the task was seen running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// Who asked for a cancel, while the stop is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_by: Option<String>,
+    /// When Sortie stopped the task for exceeding its timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_requested_at: Option<DateTime<Utc>>,
+    /// The change summary the runner reported (added, changed, destroyed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<sortie_core::ChangeSummary>,
+    /// The last change.
+    pub updated_at: DateTime<Utc>,
+}

@@ -1,0 +1,1181 @@
+//! The store's contract: every test here runs against both stores, through the traits.
+//!
+//! A test target includes this module and calls [`contract_suite!`] with an expression
+//! that makes a fresh, empty store; the macro writes one `#[tokio::test]` per contract
+//! test. DynamoDB on moto is the reference: when the two stores disagree, the memory
+//! store is the one to fix.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use sortie_core::{
+    EnvPath, Environment, Grantee, GroupPath, Job, JobRequest, JobState, Membership, Role, Runner,
+    RunnerId, RunnerLink, RunnerRule, RunnerSpec,
+};
+use sortie_store::{IdempotencyKey, JobUpdate, MembershipRecord, Released, Store, StoreError};
+
+/// Writes one `#[tokio::test]` per contract test, each on a fresh store made by `$make`.
+macro_rules! contract_suite {
+    ($make:expr) => {
+        $crate::contract::contract_suite!(@each $make;
+            runner_crud_with_versions_and_conflicts,
+            a_runner_linked_to_environments_cannot_be_deleted_and_says_by_whom,
+            runners_count_their_links_and_versions_guard_changes,
+            rules_are_created_listed_read_in_one_batch_and_deleted,
+            rules_are_updated_in_place_checking_the_rule_set_version,
+            environments_crud_relink_and_conflicts,
+            submit_takes_the_lock_then_queues_fifo_and_release_hands_it_on,
+            twenty_waiting_jobs_get_the_lock_in_submit_order,
+            a_released_lock_is_taken_again_by_the_next_submit,
+            environments_lock_independently,
+            idempotent_submit_returns_the_same_job_and_refuses_a_changed_body,
+            two_concurrent_submits_to_an_idle_environment_take_the_lock_once,
+            the_same_job_submitted_twice_is_a_conflict_whether_the_environment_is_idle_or_busy,
+            job_transitions_are_conditional_and_recorded,
+            racing_claims_on_one_job_succeed_exactly_once,
+            a_waiting_job_is_canceled_at_once_and_leaves_the_queue,
+            a_waiting_job_is_canceled_and_leaves_the_queue_but_the_holder_is_not,
+            jobs_list_newest_first_with_an_opaque_cursor,
+            launched_jobs_are_listed_for_the_sweeper_and_can_be_marked,
+            pending_sends_and_active_jobs_follow_the_sparse_index,
+            memberships_are_granted_listed_scoped_to_org_and_revoked,
+        );
+    };
+    (@each $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                $crate::contract::$name(std::sync::Arc::new($make)).await;
+            }
+        )*
+    };
+}
+pub(crate) use contract_suite;
+
+const ENV: &str = "acme/payments/prod";
+
+fn env() -> EnvPath {
+    EnvPath::parse(ENV).unwrap()
+}
+
+fn runner(id: &str) -> Runner {
+    Runner {
+        id: RunnerId::parse(id).unwrap(),
+        spec: RunnerSpec::parse("description: test\nrunner_configuration: {type: local}\nstate_storage_configuration: {type: local, directory: /tmp/s}").unwrap(),
+    }
+}
+
+fn environment(path: &str, runner: &str) -> Environment {
+    Environment {
+        path: EnvPath::parse(path).unwrap(),
+        env_type: "development".into(),
+        labels: BTreeMap::from([("tier".into(), "gold".into())]),
+        tags: BTreeSet::new(),
+        runner: RunnerLink {
+            runner_id: RunnerId::parse(runner).unwrap(),
+            rule_id: "r1".into(),
+            linked_by: "alice".into(),
+            linked_at: Utc::now(),
+        },
+    }
+}
+
+fn job(env: &str) -> Job {
+    let req = JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":"output \"x\" { value = 1 }"},"variables":{"n":3,"s":"x"}}"#).unwrap();
+    Job::new(
+        sortie_store::new_id(),
+        EnvPath::parse(env).unwrap(),
+        RunnerId::parse("acme/local").unwrap(),
+        req,
+        "alice".into(),
+        Utc::now(),
+    )
+}
+
+fn rule(id: &str, scope: &str, runner: &str) -> RunnerRule {
+    RunnerRule {
+        id: id.into(),
+        scope: GroupPath::parse(scope).unwrap(),
+        runner_id: RunnerId::parse(runner).unwrap(),
+        criteria: Default::default(),
+        priority: 0,
+    }
+}
+
+/// The runner `acme/local` (if not there yet) and an environment linked to it.
+async fn setup_env<S: Store>(s: &S, path: &str) {
+    match s.create_runner(&runner("acme/local")).await {
+        Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+    s.create_environment(&environment(path, "acme/local"))
+        .await
+        .unwrap();
+}
+
+async fn step<S: Store>(s: &S, id: &str, from: JobState, to: JobState) -> sortie_store::JobRecord {
+    s.transition_job(id, from, to, Utc::now(), "step", JobUpdate::default())
+        .await
+        .unwrap()
+}
+
+async fn pending_ids<S: Store>(s: &S, before: DateTime<Utc>) -> Vec<String> {
+    s.pending_sends(before, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect()
+}
+
+// ---------------------------------------------------------------- runners
+
+pub async fn runner_crud_with_versions_and_conflicts<S: Store + 'static>(s: Arc<S>) {
+    let created = s.create_runner(&runner("acme/payments/r1")).await.unwrap();
+    assert_eq!(created.version, 1);
+    assert!(matches!(
+        s.create_runner(&runner("acme/payments/r1")).await,
+        Err(StoreError::AlreadyExists { kind: "runner", .. })
+    ));
+    let got = s
+        .get_runner(&RunnerId::parse("acme/payments/r1").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(got.item, created.item, "round-trips through the store");
+    s.create_runner(&runner("acme/payments/r2")).await.unwrap();
+    s.create_runner(&runner("acme/other")).await.unwrap();
+    let listed = s
+        .list_runners(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| r.item.id.to_string())
+            .collect::<Vec<_>>(),
+        vec!["acme/payments/r1", "acme/payments/r2"]
+    );
+
+    let mut changed = runner("acme/payments/r1");
+    changed.spec.description = "changed".into();
+    assert!(matches!(
+        s.update_runner(&changed, Some(7)).await,
+        Err(StoreError::VersionMismatch {
+            expected: 7,
+            actual: 1,
+            ..
+        })
+    ));
+    let updated = s.update_runner(&changed, Some(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(
+        s.get_runner(&changed.id)
+            .await
+            .unwrap()
+            .item
+            .spec
+            .description,
+        "changed"
+    );
+    assert!(matches!(
+        s.delete_runner(&changed.id, Some(1)).await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+    s.delete_runner(&changed.id, Some(2)).await.unwrap();
+    assert!(matches!(
+        s.get_runner(&changed.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.update_runner(&changed, None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn a_runner_linked_to_environments_cannot_be_deleted_and_says_by_whom<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    s.create_runner(&runner("acme/local")).await.unwrap();
+    s.create_environment(&environment("acme/payments/prod", "acme/local"))
+        .await
+        .unwrap();
+    s.create_environment(&environment("acme/web/dev", "acme/local"))
+        .await
+        .unwrap();
+    let id = RunnerId::parse("acme/local").unwrap();
+    match s.delete_runner(&id, None).await {
+        Err(StoreError::InUse { by, .. }) => {
+            assert_eq!(by, vec!["acme/payments/prod", "acme/web/dev"])
+        }
+        other => panic!("expected InUse, got {other:?}"),
+    }
+    s.delete_environment(&EnvPath::parse("acme/payments/prod").unwrap(), None)
+        .await
+        .unwrap();
+    s.delete_environment(&EnvPath::parse("acme/web/dev").unwrap(), None)
+        .await
+        .unwrap();
+    s.delete_runner(&id, None).await.unwrap();
+}
+
+pub async fn runners_count_their_links_and_versions_guard_changes<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, "acme/payments/a").await;
+    setup_env(&*s, "acme/payments/b").await;
+    let id = RunnerId::parse("acme/local").unwrap();
+    assert!(matches!(
+        s.create_runner(&runner("acme/local")).await,
+        Err(StoreError::AlreadyExists { kind: "runner", .. })
+    ));
+    assert!(matches!(
+        s.delete_runner(&id, None).await,
+        Err(StoreError::InUse { by, .. }) if by == vec!["acme/payments/a", "acme/payments/b"]
+    ));
+    assert!(matches!(
+        s.update_runner(&runner("acme/local"), Some(7)).await,
+        Err(StoreError::VersionMismatch {
+            expected: 7,
+            actual: 1,
+            ..
+        })
+    ));
+    assert_eq!(
+        s.update_runner(&runner("acme/local"), Some(1))
+            .await
+            .unwrap()
+            .version,
+        2
+    );
+    s.create_runner(&runner("acme/other")).await.unwrap();
+    let link = environment(ENV, "acme/other").runner;
+    let a = EnvPath::parse("acme/payments/a").unwrap();
+    assert!(matches!(
+        s.relink_environment(&a, &link, Some(3)).await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+    assert_eq!(
+        s.relink_environment(&a, &link, Some(1))
+            .await
+            .unwrap()
+            .version,
+        2
+    );
+    s.delete_environment(&EnvPath::parse("acme/payments/b").unwrap(), None)
+        .await
+        .unwrap();
+    s.delete_runner(&id, Some(2)).await.unwrap();
+    assert!(matches!(
+        s.delete_runner(&RunnerId::parse("acme/other").unwrap(), None)
+            .await,
+        Err(StoreError::InUse { by, .. }) if by == vec!["acme/payments/a"]
+    ));
+    let names: Vec<String> = s
+        .list_runners(&GroupPath::parse("acme").unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.item.id.to_string())
+        .collect();
+    assert_eq!(names, vec!["acme/other"]);
+}
+
+// ---------------------------------------------------------------- rules
+
+pub async fn rules_are_created_listed_read_in_one_batch_and_deleted<S: Store + 'static>(s: Arc<S>) {
+    s.create_rule(&rule("shared", "", "fargate-shared"))
+        .await
+        .unwrap();
+    s.create_rule(&rule("org", "acme", "acme/r")).await.unwrap();
+    let v = s
+        .create_rule(&rule("team", "acme/payments", "acme/r"))
+        .await
+        .unwrap();
+    assert_eq!(v.version, 1);
+    s.create_rule(&rule("team-2", "acme/payments", "acme/r"))
+        .await
+        .unwrap();
+    s.create_rule(&rule("elsewhere", "globex", "globex/r"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.create_rule(&rule("team", "acme/payments", "acme/r"))
+            .await,
+        Err(StoreError::AlreadyExists { kind: "rule", .. })
+    ));
+    let listed = s
+        .list_rules(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(listed.version, 2);
+    assert_eq!(listed.item.len(), 2);
+    let mut ids: Vec<String> = s
+        .rules_for(&GroupPath::parse("acme/payments/eu").unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        vec!["org", "shared", "team", "team-2"],
+        "ancestors' rules, never a sibling's"
+    );
+    assert!(matches!(
+        s.delete_rule(&GroupPath::parse("acme/payments").unwrap(), "team", Some(1))
+            .await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+    s.delete_rule(&GroupPath::parse("acme/payments").unwrap(), "team", Some(2))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_rule(&GroupPath::parse("acme/payments").unwrap(), "team", None)
+            .await,
+        Err(StoreError::NotFound { kind: "rule", .. })
+    ));
+}
+
+pub async fn rules_are_updated_in_place_checking_the_rule_set_version<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    let scope = GroupPath::parse("acme/payments").unwrap();
+    s.create_rule(&rule("team", "acme/payments", "acme/r"))
+        .await
+        .unwrap();
+    let other = s
+        .create_rule(&rule("team-2", "acme/payments", "acme/r"))
+        .await
+        .unwrap();
+    assert_eq!(other.version, 2);
+
+    // An update replaces the rule, keeps its place, and bumps the rule-set version.
+    let mut changed = rule("team", "acme/payments", "acme/payments/fast");
+    changed.priority = 5;
+    changed.criteria.env_type = Some("production".into());
+    let updated = s.update_rule(&changed, Some(2)).await.unwrap();
+    assert_eq!(updated.version, 3);
+    assert_eq!(updated.item, changed);
+    let listed = s.list_rules(&scope).await.unwrap();
+    assert_eq!(listed.version, 3);
+    assert_eq!(listed.item, vec![changed.clone(), other.item.clone()]);
+    assert!(s
+        .rules_for(&GroupPath::parse("acme/payments/eu").unwrap())
+        .await
+        .unwrap()
+        .contains(&changed));
+    // Without an expected version it still writes on the version it read.
+    changed.priority = 6;
+    assert_eq!(s.update_rule(&changed, None).await.unwrap().version, 4);
+
+    // A stale version is refused, as delete_rule refuses it, and changes nothing.
+    let mut stale = changed.clone();
+    stale.priority = 99;
+    match s.update_rule(&stale, Some(3)).await {
+        Err(StoreError::VersionMismatch {
+            kind: "rule",
+            id,
+            expected: 3,
+            actual: 4,
+        }) => assert_eq!(id, "acme/payments:team"),
+        other => panic!("expected VersionMismatch, got {other:?}"),
+    }
+    let after = s.list_rules(&scope).await.unwrap();
+    assert_eq!(after.version, 4);
+    assert_eq!(after.item, vec![changed.clone(), other.item.clone()]);
+
+    // A rule that is not there, in a scope with rules or in one without, is NotFound.
+    match s
+        .update_rule(&rule("ghost", "acme/payments", "acme/r"), None)
+        .await
+    {
+        Err(StoreError::NotFound { kind: "rule", id }) => assert_eq!(id, "acme/payments:ghost"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    match s
+        .update_rule(&rule("team", "globex", "globex/r"), None)
+        .await
+    {
+        Err(StoreError::NotFound { kind: "rule", id }) => assert_eq!(id, "globex:team"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert_eq!(s.list_rules(&scope).await.unwrap().version, 4);
+    assert_eq!(
+        s.list_rules(&GroupPath::parse("globex").unwrap())
+            .await
+            .unwrap()
+            .version,
+        0,
+        "a refused update creates no rule set"
+    );
+}
+
+// ---------------------------------------------------------------- environments
+
+pub async fn environments_crud_relink_and_conflicts<S: Store + 'static>(s: Arc<S>) {
+    s.create_runner(&runner("acme/local")).await.unwrap();
+    s.create_runner(&runner("acme/second")).await.unwrap();
+    let path = EnvPath::parse("acme/payments/prod").unwrap();
+    assert!(matches!(
+        s.create_environment(&environment("acme/payments/prod", "acme/missing"))
+            .await,
+        Err(StoreError::NotFound { kind: "runner", .. })
+    ));
+    let created = s
+        .create_environment(&environment("acme/payments/prod", "acme/local"))
+        .await
+        .unwrap();
+    assert_eq!(created.version, 1);
+    assert!(matches!(
+        s.create_environment(&environment("acme/payments/prod", "acme/local"))
+            .await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    let listed = s
+        .list_environments(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].item.environment.path, path);
+
+    let mut changed = created.item.environment.clone();
+    changed.env_type = "production".into();
+    changed.labels.insert("team".into(), "blue".into());
+    changed.runner.runner_id = RunnerId::parse("acme/second").unwrap(); // ignored: updates never relink
+    let updated = s.update_environment(&changed, Some(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.item.environment.env_type, "production");
+    assert_eq!(
+        updated.item.environment.runner.runner_id.to_string(),
+        "acme/local",
+        "an update never relinks"
+    );
+    assert!(matches!(
+        s.update_environment(&changed, Some(1)).await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+
+    let link = RunnerLink {
+        runner_id: RunnerId::parse("acme/second").unwrap(),
+        rule_id: "r2".into(),
+        linked_by: "bob".into(),
+        linked_at: Utc::now(),
+    };
+    let relinked = s.relink_environment(&path, &link, Some(2)).await.unwrap();
+    assert_eq!(relinked.version, 3);
+    assert_eq!(
+        s.get_environment(&path)
+            .await
+            .unwrap()
+            .item
+            .environment
+            .runner
+            .linked_by,
+        "bob"
+    );
+    // The old runner is free now, the new one is not.
+    s.delete_runner(&RunnerId::parse("acme/local").unwrap(), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_runner(&RunnerId::parse("acme/second").unwrap(), None)
+            .await,
+        Err(StoreError::InUse { .. })
+    ));
+    s.delete_environment(&path, Some(3)).await.unwrap();
+    assert!(matches!(
+        s.get_environment(&path).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+// ---------------------------------------------------------------- the environment lock
+
+pub async fn submit_takes_the_lock_then_queues_fifo_and_release_hands_it_on<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let env = env();
+    let (a, b, c) = (job(ENV), job(ENV), job(ENV));
+    assert!(s.submit_job(&a, None).await.unwrap().took_lock);
+    assert!(!s.submit_job(&b, None).await.unwrap().took_lock);
+    assert!(!s.submit_job(&c, None).await.unwrap().took_lock);
+    let rec = s.get_environment(&env).await.unwrap().item;
+    assert_eq!(rec.active_job.as_deref(), Some(a.id.as_str()));
+    assert_eq!(rec.queued_count, 2);
+    assert!(matches!(
+        s.delete_environment(&env, None).await,
+        Err(StoreError::InUse { .. })
+    ));
+    // The lock holder is a pending send until it is claimed.
+    let pending = s
+        .pending_sends(Utc::now() + Duration::seconds(1), 100)
+        .await
+        .unwrap();
+    assert!(pending.iter().any(|j| j.id == a.id) && !pending.iter().any(|j| j.id == b.id));
+
+    assert_eq!(
+        s.release_environment(&env, &b.id).await.unwrap(),
+        Released::NotHeld,
+        "only the holder releases"
+    );
+    match s.release_environment(&env, &a.id).await.unwrap() {
+        Released::HandedTo(next) => assert_eq!(next.id, b.id, "FIFO"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.release_environment(&env, &a.id).await.unwrap(),
+        Released::NotHeld,
+        "a second release is harmless"
+    );
+    match s.release_environment(&env, &b.id).await.unwrap() {
+        Released::HandedTo(next) => assert_eq!(next.id, c.id),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.release_environment(&env, &c.id).await.unwrap(),
+        Released::Idle
+    );
+    let rec = s.get_environment(&env).await.unwrap().item;
+    assert_eq!((rec.active_job, rec.queued_count), (None, 0));
+}
+
+pub async fn twenty_waiting_jobs_get_the_lock_in_submit_order<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let jobs: Vec<Job> = (0..20).map(|_| job(ENV)).collect();
+    let mut took = vec![];
+    for j in &jobs {
+        took.push(s.submit_job(j, None).await.unwrap().took_lock);
+    }
+    assert!(took[0] && took[1..].iter().all(|t| !t));
+    let rec = s.get_environment(&env()).await.unwrap();
+    assert_eq!(rec.item.active_job.as_deref(), Some(jobs[0].id.as_str()));
+    assert_eq!((rec.item.queued_count, rec.item.queue_seq), (19, 19));
+    assert_eq!(rec.version, 1, "the lock never bumps the version");
+    assert!(matches!(
+        s.delete_environment(&env(), None).await,
+        Err(StoreError::InUse { by, .. }) if by == vec![jobs[0].id.clone()]
+    ));
+
+    let mut order = vec![jobs[0].id.clone()];
+    let mut holder = jobs[0].id.clone();
+    assert_eq!(
+        s.release_environment(&env(), &jobs[5].id).await.unwrap(),
+        Released::NotHeld,
+        "only the holder releases"
+    );
+    while let Released::HandedTo(next) = s.release_environment(&env(), &holder).await.unwrap() {
+        assert_eq!(
+            s.release_environment(&env(), &holder).await.unwrap(),
+            Released::NotHeld,
+            "a second release is harmless"
+        );
+        holder = next.id.clone();
+        order.push(next.id);
+    }
+    assert_eq!(
+        order,
+        jobs.iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+        "strict FIFO, even within one millisecond"
+    );
+    let rec = s.get_environment(&env()).await.unwrap().item;
+    assert_eq!((rec.active_job, rec.queued_count), (None, 0));
+    s.delete_environment(&env(), Some(1)).await.unwrap();
+}
+
+pub async fn a_released_lock_is_taken_again_by_the_next_submit<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let a = job(ENV);
+    assert!(s.submit_job(&a, None).await.unwrap().took_lock);
+    assert_eq!(
+        s.release_environment(&env(), &a.id).await.unwrap(),
+        Released::Idle
+    );
+    assert!(s.submit_job(&job(ENV), None).await.unwrap().took_lock);
+    assert!(matches!(
+        s.submit_job(&job("acme/payments/ghost"), None).await,
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.submit_job(&a, None).await,
+        Err(StoreError::AlreadyExists { kind: "job", .. })
+    ));
+}
+
+pub async fn environments_lock_independently<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    setup_env(&*s, "acme/payments/eu").await;
+    assert!(s.submit_job(&job(ENV), None).await.unwrap().took_lock);
+    assert!(
+        s.submit_job(&job("acme/payments/eu"), None)
+            .await
+            .unwrap()
+            .took_lock
+    );
+    assert!(!s.submit_job(&job(ENV), None).await.unwrap().took_lock);
+}
+
+pub async fn idempotent_submit_returns_the_same_job_and_refuses_a_changed_body<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let key = IdempotencyKey {
+        key: "deploy-42".into(),
+        request_hash: "h1".into(),
+    };
+    let first = s.submit_job(&job(ENV), Some(&key)).await.unwrap();
+    let retry = s.submit_job(&job(ENV), Some(&key)).await.unwrap();
+    assert!(retry.replayed && !retry.took_lock);
+    assert_eq!(retry.job.id, first.job.id);
+    let changed = IdempotencyKey {
+        key: "deploy-42".into(),
+        request_hash: "h2".into(),
+    };
+    assert!(matches!(
+        s.submit_job(&job(ENV), Some(&changed)).await,
+        Err(StoreError::IdempotencyMismatch { job_id, .. }) if job_id == first.job.id
+    ));
+    let page = s.list_jobs(&env(), 10, None).await.unwrap();
+    assert_eq!(page.jobs.len(), 1, "a replay writes no second job");
+}
+
+pub async fn two_concurrent_submits_to_an_idle_environment_take_the_lock_once<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    for _ in 0..5 {
+        let env = env();
+        let (a, b) = (job(ENV), job(ENV));
+        let (s1, s2) = (s.clone(), s.clone());
+        let (ra, rb) = tokio::join!(async move { s1.submit_job(&a, None).await }, async move {
+            s2.submit_job(&b, None).await
+        });
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert!(
+            ra.took_lock ^ rb.took_lock,
+            "exactly one takes the lock (took: {}, {})",
+            ra.took_lock,
+            rb.took_lock
+        );
+        let holder = if ra.took_lock { &ra.job } else { &rb.job };
+        let waiter = if ra.took_lock { &rb.job } else { &ra.job };
+        assert_eq!(
+            s.get_environment(&env)
+                .await
+                .unwrap()
+                .item
+                .active_job
+                .as_deref(),
+            Some(holder.id.as_str())
+        );
+        assert_eq!(
+            s.get_job(&waiter.id).await.unwrap().job.state,
+            JobState::Queued
+        );
+        // Drain: the waiter gets the lock, then the environment is idle again.
+        assert!(
+            matches!(s.release_environment(&env, &holder.id).await.unwrap(), Released::HandedTo(j) if j.id == waiter.id)
+        );
+        assert_eq!(
+            s.release_environment(&env, &waiter.id).await.unwrap(),
+            Released::Idle
+        );
+    }
+}
+
+pub async fn the_same_job_submitted_twice_is_a_conflict_whether_the_environment_is_idle_or_busy<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let (a, b) = (job(ENV), job(ENV));
+    assert!(s.submit_job(&a, None).await.unwrap().took_lock);
+    assert!(!s.submit_job(&b, None).await.unwrap().took_lock);
+    // `b` again while the environment is busy: refused at once, not retried into a timeout.
+    assert!(matches!(
+        s.submit_job(&b, None).await,
+        Err(StoreError::AlreadyExists { kind: "job", .. })
+    ));
+    assert_eq!(
+        s.get_environment(&env()).await.unwrap().item.queued_count,
+        1,
+        "queued once"
+    );
+    // `a` again once the environment is idle.
+    s.release_environment(&env(), &a.id).await.unwrap();
+    s.release_environment(&env(), &b.id).await.unwrap();
+    assert!(matches!(
+        s.submit_job(&a, None).await,
+        Err(StoreError::AlreadyExists { kind: "job", .. })
+    ));
+}
+
+// ---------------------------------------------------------------- jobs
+
+pub async fn job_transitions_are_conditional_and_recorded<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let j = job(ENV);
+    s.submit_job(&j, None).await.unwrap();
+    let now = Utc::now();
+    let claimed = s
+        .transition_job(
+            &j.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            now,
+            "claimed by dispatch",
+            JobUpdate::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed.job.state, JobState::Dispatching);
+    // A second claim (a duplicate delivery) loses: the write is conditional.
+    match s
+        .transition_job(
+            &j.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            now,
+            "again",
+            JobUpdate::default(),
+        )
+        .await
+    {
+        Err(StoreError::StateConflict {
+            expected: JobState::Queued,
+            actual: JobState::Dispatching,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    let update = JobUpdate {
+        task_arn: Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc".into()),
+        token_hash: Some("0f".repeat(32)),
+        ..Default::default()
+    };
+    let running = s
+        .transition_job(
+            &j.id,
+            JobState::Dispatching,
+            JobState::Running,
+            now,
+            "launched",
+            update,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        running.task_arn.as_deref(),
+        Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc")
+    );
+    let states: Vec<JobState> = running.job.transitions.iter().map(|t| t.to).collect();
+    assert_eq!(
+        states,
+        vec![JobState::Queued, JobState::Dispatching, JobState::Running]
+    );
+    assert_eq!(
+        s.get_job(&j.id).await.unwrap(),
+        running,
+        "the stored record equals the returned one"
+    );
+    // The core state machine refuses an illegal transition before any write.
+    assert!(matches!(
+        s.transition_job(
+            &j.id,
+            JobState::Running,
+            JobState::Dispatching,
+            now,
+            "x",
+            JobUpdate::default()
+        )
+        .await,
+        Err(StoreError::StateConflict {
+            expected: JobState::Running,
+            actual: JobState::Running,
+            ..
+        })
+    ));
+    let done = s
+        .transition_job(
+            &j.id,
+            JobState::Running,
+            JobState::Succeeded,
+            now,
+            "exit code 0",
+            JobUpdate::default(),
+        )
+        .await
+        .unwrap();
+    let states: Vec<JobState> = done.job.transitions.iter().map(|t| t.to).collect();
+    assert_eq!(
+        states,
+        vec![
+            JobState::Queued,
+            JobState::Dispatching,
+            JobState::Running,
+            JobState::Succeeded
+        ]
+    );
+    let read = s.get_job(&j.id).await.unwrap();
+    assert_eq!(read.job, done.job, "the stored job equals the returned one");
+    assert_eq!(read.job.request.variables["n"], serde_json::json!(3));
+    assert!(s
+        .pending_sends(Utc::now() + Duration::seconds(1), 100)
+        .await
+        .unwrap()
+        .iter()
+        .all(|p| p.id != j.id));
+    assert!(matches!(
+        s.transition_job(
+            "ghost",
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "x",
+            JobUpdate::default()
+        )
+        .await,
+        Err(StoreError::NotFound { kind: "job", .. })
+    ));
+}
+
+pub async fn racing_claims_on_one_job_succeed_exactly_once<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let j = job(ENV);
+    s.submit_job(&j, None).await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (s, id) = (s.clone(), j.id.clone());
+            tokio::spawn(async move {
+                s.transition_job(
+                    &id,
+                    JobState::Queued,
+                    JobState::Dispatching,
+                    Utc::now(),
+                    "claimed",
+                    JobUpdate::default(),
+                )
+                .await
+                .is_ok()
+            })
+        })
+        .collect();
+    let mut wins = 0;
+    for t in tasks {
+        wins += usize::from(t.await.unwrap());
+    }
+    assert_eq!(wins, 1);
+}
+
+pub async fn a_waiting_job_is_canceled_at_once_and_leaves_the_queue<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let env = env();
+    let (a, b) = (job(ENV), job(ENV));
+    s.submit_job(&a, None).await.unwrap();
+    s.submit_job(&b, None).await.unwrap();
+    let canceled = s
+        .cancel_waiting_job(&b.id, Utc::now(), "canceled by alice")
+        .await
+        .unwrap();
+    assert_eq!(canceled.job.state, JobState::Canceled);
+    assert_eq!(
+        s.get_job(&b.id).await.unwrap().job.state,
+        JobState::Canceled
+    );
+    assert_eq!(s.get_environment(&env).await.unwrap().item.queued_count, 0);
+    assert_eq!(
+        s.release_environment(&env, &a.id).await.unwrap(),
+        Released::Idle,
+        "the canceled job never gets the lock"
+    );
+    assert!(s
+        .cancel_waiting_job(&b.id, Utc::now(), "again")
+        .await
+        .is_err());
+}
+
+pub async fn a_waiting_job_is_canceled_and_leaves_the_queue_but_the_holder_is_not<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let (a, b, c) = (job(ENV), job(ENV), job(ENV));
+    for j in [&a, &b, &c] {
+        s.submit_job(j, None).await.unwrap();
+    }
+    let canceled = s
+        .cancel_waiting_job(&b.id, Utc::now(), "canceled by alice")
+        .await
+        .unwrap();
+    assert_eq!(canceled.job.state, JobState::Canceled);
+    assert_eq!(s.get_job(&b.id).await.unwrap(), canceled);
+    assert_eq!(
+        s.get_environment(&env()).await.unwrap().item.queued_count,
+        1
+    );
+    assert!(matches!(
+        s.cancel_waiting_job(&b.id, Utc::now(), "again").await,
+        Err(StoreError::StateConflict {
+            actual: JobState::Canceled,
+            ..
+        })
+    ));
+    assert!(
+        matches!(
+            s.cancel_waiting_job(&a.id, Utc::now(), "holder").await,
+            Err(StoreError::StateConflict {
+                actual: JobState::Queued,
+                ..
+            })
+        ),
+        "the lock holder is not waiting"
+    );
+    assert!(
+        matches!(s.release_environment(&env(), &a.id).await.unwrap(), Released::HandedTo(n) if n.id == c.id),
+        "the canceled job never gets the lock"
+    );
+    assert_eq!(
+        s.release_environment(&env(), &c.id).await.unwrap(),
+        Released::Idle
+    );
+}
+
+pub async fn jobs_list_newest_first_with_an_opaque_cursor<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let env = env();
+    let mut ids = vec![];
+    for _ in 0..5 {
+        let j = job(ENV);
+        ids.push(j.id.clone());
+        s.submit_job(&j, None).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    ids.reverse();
+    let p1 = s.list_jobs(&env, 2, None).await.unwrap();
+    let p2 = s.list_jobs(&env, 2, p1.next.as_deref()).await.unwrap();
+    let p3 = s.list_jobs(&env, 2, p2.next.as_deref()).await.unwrap();
+    let got: Vec<String> = [p1.jobs, p2.jobs, p3.jobs]
+        .concat()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(got, ids);
+    // A short last page has no cursor (DynamoDB may give one after a full last page).
+    assert!(p3.next.is_none());
+    assert!(matches!(
+        s.list_jobs(&env, 2, Some("zz-not-a-cursor")).await,
+        Err(StoreError::NotFound { kind: "cursor", .. })
+    ));
+    assert!(matches!(
+        s.list_jobs(&env, 2, Some("zz")).await,
+        Err(StoreError::NotFound { kind: "cursor", .. })
+    ));
+}
+
+pub async fn launched_jobs_are_listed_for_the_sweeper_and_can_be_marked<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let j = job(ENV);
+    s.submit_job(&j, None).await.unwrap();
+    assert!(
+        matches!(
+            s.mark_job(&j.id, Utc::now(), JobUpdate::default()).await,
+            Err(StoreError::StateConflict { .. })
+        ),
+        "a queued job is not launched"
+    );
+    step(&*s, &j.id, JobState::Queued, JobState::Dispatching).await;
+    let active: Vec<String> = s
+        .active_jobs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job.id)
+        .collect();
+    assert_eq!(active, vec![j.id.clone()]);
+    let marked = s
+        .mark_job(
+            &j.id,
+            Utc::now(),
+            JobUpdate {
+                cancel_requested_by: Some("alice".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (marked.job.state, marked.cancel_requested_by.as_deref()),
+        (JobState::Dispatching, Some("alice"))
+    );
+    // Back to queued (a retryable launch failure): a pending send again, not active.
+    step(&*s, &j.id, JobState::Dispatching, JobState::Queued).await;
+    assert!(s.active_jobs(10).await.unwrap().is_empty());
+    assert!(s
+        .pending_sends(Utc::now() + Duration::seconds(1), 10)
+        .await
+        .unwrap()
+        .iter()
+        .any(|p| p.id == j.id));
+    step(&*s, &j.id, JobState::Queued, JobState::Dispatching).await;
+    step(&*s, &j.id, JobState::Dispatching, JobState::Failed).await;
+    assert!(
+        s.active_jobs(10).await.unwrap().is_empty(),
+        "terminal jobs leave the index"
+    );
+    assert!(matches!(
+        s.transition_job(
+            "ghost",
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "x",
+            JobUpdate::default()
+        )
+        .await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn pending_sends_and_active_jobs_follow_the_sparse_index<S: Store + 'static>(s: Arc<S>) {
+    setup_env(&*s, ENV).await;
+    let (a, b) = (job(ENV), job(ENV));
+    s.submit_job(&a, None).await.unwrap();
+    s.submit_job(&b, None).await.unwrap();
+    let later = Utc::now() + Duration::seconds(1);
+    assert_eq!(
+        pending_ids(&*s, later).await,
+        vec![a.id.clone()],
+        "only the lock holder"
+    );
+    assert!(s
+        .pending_sends(a.transitions[0].at, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(matches!(
+        s.mark_job(&a.id, Utc::now(), JobUpdate::default()).await,
+        Err(StoreError::StateConflict {
+            actual: JobState::Queued,
+            ..
+        })
+    ));
+    step(&*s, &a.id, JobState::Queued, JobState::Dispatching).await;
+    assert!(pending_ids(&*s, later).await.is_empty());
+    let active: Vec<String> = s
+        .active_jobs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job.id)
+        .collect();
+    assert_eq!(active, vec![a.id.clone()]);
+    let marked = s
+        .mark_job(
+            &a.id,
+            Utc::now(),
+            JobUpdate {
+                cancel_requested_by: Some("alice".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (marked.job.state, marked.cancel_requested_by.as_deref()),
+        (JobState::Dispatching, Some("alice"))
+    );
+    // A retryable launch failure: a pending send again, no longer active.
+    step(&*s, &a.id, JobState::Dispatching, JobState::Queued).await;
+    assert!(s.active_jobs(10).await.unwrap().is_empty());
+    assert_eq!(pending_ids(&*s, later).await, vec![a.id.clone()]);
+    step(&*s, &a.id, JobState::Queued, JobState::Dispatching).await;
+    step(&*s, &a.id, JobState::Dispatching, JobState::Running).await;
+    step(&*s, &a.id, JobState::Running, JobState::Succeeded).await;
+    assert!(s.active_jobs(10).await.unwrap().is_empty(), "terminal");
+    assert!(pending_ids(&*s, later).await.is_empty());
+    // The hand-over makes the next job a pending send.
+    assert!(
+        matches!(s.release_environment(&env(), &a.id).await.unwrap(), Released::HandedTo(n) if n.id == b.id)
+    );
+    assert_eq!(pending_ids(&*s, later).await, vec![b.id.clone()]);
+}
+
+// ---------------------------------------------------------------- memberships
+
+pub async fn memberships_are_granted_listed_scoped_to_org_and_revoked<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    let m = |group: &str, subject: &str| MembershipRecord {
+        id: sortie_store::new_id(),
+        membership: Membership {
+            group: GroupPath::parse(group).unwrap(),
+            role: Role::Deployer,
+            grantee: Grantee::Subject {
+                subject: subject.into(),
+                issuer: None,
+            },
+        },
+        granted_by: "root".into(),
+        granted_at: Utc::now(),
+    };
+    let a = m("acme/payments", "alice");
+    s.put_membership(&a).await.unwrap();
+    s.put_membership(&m("acme", "bob")).await.unwrap();
+    s.put_membership(&m("acme/pay", "carol")).await.unwrap();
+    s.put_membership(&m("globex", "mallory")).await.unwrap();
+    s.put_membership(&m("", "admin")).await.unwrap();
+    assert!(matches!(
+        s.put_membership(&a).await,
+        Err(StoreError::AlreadyExists {
+            kind: "membership",
+            ..
+        })
+    ));
+    let listed = s
+        .list_memberships(&GroupPath::parse("acme/pay").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.len(),
+        1,
+        "acme/pay is not a prefix match for acme/payments"
+    );
+    assert_eq!(
+        s.list_memberships(&GroupPath::parse("acme/payments").unwrap())
+            .await
+            .unwrap()[0],
+        a
+    );
+    let for_acme = s.memberships_for(Some("acme")).await.unwrap();
+    assert_eq!(
+        for_acme.len(),
+        4,
+        "acme's three plus the root's one, never globex's"
+    );
+    assert_eq!(
+        s.memberships_for(None).await.unwrap().len(),
+        1,
+        "outside any org, only the root's"
+    );
+    s.delete_membership(&GroupPath::parse("acme/payments").unwrap(), &a.id)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_membership(&GroupPath::parse("acme/payments").unwrap(), &a.id)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
