@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::Value;
 use sortie_core::{Grantee, GroupPath, Membership, Role};
-use sortie_store::{DynamoStore, MembershipRecord, Store};
+use sortie_store::{DynamoStore, MembershipRecord, MembershipStore};
 use sortie_tests::runtime::{event, function_binary, FunctionProcess, RuntimeDouble};
 use sortie_tests::{endpoint, sdk_config, unique, REGION, TEST_CREDENTIAL};
 

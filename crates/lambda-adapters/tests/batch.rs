@@ -8,7 +8,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::QueueAttributeName;
 use common::World;
 use sortie_core::JobState;
-use sortie_store::{SqsJobQueue, Store};
+use sortie_store::{JobStore, SqsJobQueue};
 
 fn sample_batch(first: &str, second: &str) -> SqsEvent {
     let text =

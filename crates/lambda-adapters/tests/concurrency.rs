@@ -18,7 +18,10 @@ use sortie_core::{
 use sortie_lambda_adapters::{dispatch_batch, FunctionError, RECORDS_IN_FLIGHT};
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_lifecycle::{Bus, Engine, JobService, LifecycleError, SweepSettings};
-use sortie_store::{JobMessage, JobQueue, JobRecord, MemoryStore, SqsJobQueue, Store, StoreError};
+use sortie_store::{
+    EnvironmentStore, JobMessage, JobQueue, JobRecord, JobStore, MemoryStore, RunnerStore,
+    SqsJobQueue, StoreError,
+};
 
 /// Holds every launch for a while and records how many were in flight at once.
 #[derive(Default)]

@@ -37,7 +37,10 @@ use sortie_lifecycle::{
     Bus, EcsTaskStateChange, Engine, EventOutcome, JobService, LifecycleError, RecordOutcome,
     SweepSettings,
 };
-use sortie_store::{JobMessage, JobQueue, JobRecord, MemoryStore, Store, StoreError};
+use sortie_store::{
+    EnvironmentStore, JobMessage, JobQueue, JobRecord, JobStore, MemoryStore, RunnerStore,
+    StoreError,
+};
 use tokio::runtime::Runtime;
 
 const ENV: &str = "acme/payments/prod";

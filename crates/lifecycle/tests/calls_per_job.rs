@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use common::World;
 use sortie_core::JobState;
 use sortie_lifecycle::RecordOutcome;
-use sortie_store::Store;
+use sortie_store::JobStore;
 
 const JOBS: usize = 100;
 const GOAL: f64 = 3.0;

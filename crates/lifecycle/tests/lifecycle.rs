@@ -10,7 +10,7 @@ use common::{World, EXTERNAL_ID, ROLE};
 use sortie_core::{JobState, TaskStop};
 use sortie_launch::LaunchSpec;
 use sortie_lifecycle::{EventOutcome, RecordOutcome, SweepSettings};
-use sortie_store::Store;
+use sortie_store::{EnvironmentStore, JobStore};
 
 /// RunTask calls made for a job: distinct SDK invocations (an SDK-level retry of one call
 /// shares its invocation id and its clientToken, so it is still one launch).

@@ -11,7 +11,9 @@ use chrono::Utc;
 use serde_json::{json, Value};
 use sortie_api::{router, AppState, BucketConfig, VerifiedClaims};
 use sortie_core::{Grantee, GroupPath, Membership, Role};
-use sortie_store::{DynamoStore, JobQueue, MembershipRecord, S3Artifacts, SqsJobQueue, Store};
+use sortie_store::{
+    DynamoStore, JobQueue, MembershipRecord, MembershipStore, S3Artifacts, SqsJobQueue,
+};
 use tower::ServiceExt;
 
 /// A running API over fresh resources.

@@ -15,7 +15,7 @@ use sortie_core::{
 };
 use sortie_launch::{ByRunnerType, EcsLauncher};
 use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
-use sortie_store::{DynamoStore, SqsJobQueue, Store};
+use sortie_store::{DynamoStore, EnvironmentStore, JobStore, RunnerStore, SqsJobQueue};
 use sortie_tests::proxy::FaultProxy;
 
 pub const ROLE: &str = "arn:aws:iam::123456789012:role/sortie-launcher-test";

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::Client;
 use sortie_core::{EnvPath, GroupPath, RunnerId};
 
 use crate::error::aws;
-use crate::{EnvironmentRecord, Store, StoreError, Versioned};
+use crate::{EnvironmentRecord, StoreError, Versioned};
 
 mod environments;
 mod items;
@@ -38,17 +38,6 @@ const RETRIES: usize = 8;
 pub struct DynamoStore {
     client: Client,
     table: String,
-}
-
-/// Lets code that holds a concrete `DynamoStore` and imports only [`Store`] call every
-/// aggregate trait's methods (supertrait methods need their own trait in scope on a
-/// concrete type, not on `dyn Store`).
-impl std::ops::Deref for DynamoStore {
-    type Target = dyn Store;
-
-    fn deref(&self) -> &Self::Target {
-        self
-    }
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {

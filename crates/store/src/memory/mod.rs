@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use sortie_core::{Job, Runner, RunnerId, RunnerRule};
 
-use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, Store, StoreError};
+use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreError};
 
 mod environments;
 mod jobs;
@@ -34,17 +34,6 @@ mod runners;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
-}
-
-/// Lets code that holds a concrete `MemoryStore` and imports only [`Store`] call every
-/// aggregate trait's methods (supertrait methods need their own trait in scope on a
-/// concrete type, not on `dyn Store`).
-impl std::ops::Deref for MemoryStore {
-    type Target = dyn Store;
-
-    fn deref(&self) -> &Self::Target {
-        self
-    }
 }
 
 /// Which partition of the sparse `gsi3` index a job is in.
