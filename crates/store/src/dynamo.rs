@@ -845,6 +845,54 @@ impl Store for DynamoStore {
         })
     }
 
+    async fn update_rule(
+        &self,
+        rule: &RunnerRule,
+        expected: Option<u64>,
+    ) -> Result<Versioned<RunnerRule>, StoreError> {
+        let rule_id = format!("{}:{}", rule.scope.as_str(), rule.id);
+        let not_found = || StoreError::NotFound {
+            kind: "rule",
+            id: rule_id.clone(),
+        };
+        for _ in 0..RETRIES {
+            let mut set = self.read_rules(&rule.scope).await?.ok_or_else(not_found)?;
+            Self::version_check("rule", rule_id.clone(), expected, set.version)?;
+            let slot = set
+                .rules
+                .iter_mut()
+                .find(|r| r.id == rule.id)
+                .ok_or_else(not_found)?;
+            *slot = rule.clone();
+            let old = set.version;
+            set.version += 1;
+            let res = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(to_item(&set)))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(old))
+                .send()
+                .await;
+            match res {
+                Ok(_) => {
+                    return Ok(Versioned {
+                        item: rule.clone(),
+                        version: set.version,
+                    })
+                }
+                Err(e) if condition_failed(&e) => continue,
+                Err(e) => return Err(aws("dynamodb", e)),
+            }
+        }
+        Err(StoreError::Aws {
+            service: "dynamodb",
+            message: "rule set kept changing; try again".into(),
+            retryable: true,
+        })
+    }
+
     async fn delete_rule(
         &self,
         scope: &GroupPath,

@@ -180,6 +180,13 @@ pub trait Store: Send + Sync {
         id: &str,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
+    /// Replaces the rule with `rule`'s scope and id, checking the scope's rule-set version
+    /// when given (like [`Store::delete_rule`]); `NotFound` if there is no such rule.
+    async fn update_rule(
+        &self,
+        rule: &RunnerRule,
+        expected: Option<u64>,
+    ) -> Result<Versioned<RunnerRule>, StoreError>;
 
     /// Creates an environment linked to its runner (which must exist).
     async fn create_environment(

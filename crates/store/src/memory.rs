@@ -350,6 +350,35 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    async fn update_rule(
+        &self,
+        rule: &RunnerRule,
+        expected: Option<u64>,
+    ) -> Result<Versioned<RunnerRule>, StoreError> {
+        let rule_id = format!("{}:{}", rule.scope.as_str(), rule.id);
+        let not_found = || StoreError::NotFound {
+            kind: "rule",
+            id: rule_id.clone(),
+        };
+        let mut st = self.lock();
+        let set = st
+            .rules
+            .get_mut(rule.scope.as_str())
+            .ok_or_else(not_found)?;
+        version_check("rule", rule_id.clone(), expected, set.0)?;
+        let slot = set
+            .1
+            .iter_mut()
+            .find(|r| r.id == rule.id)
+            .ok_or_else(not_found)?;
+        *slot = rule.clone();
+        set.0 += 1;
+        Ok(Versioned {
+            item: rule.clone(),
+            version: set.0,
+        })
+    }
+
     async fn delete_rule(
         &self,
         scope: &GroupPath,
