@@ -4,9 +4,9 @@
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use sortie_core::{Problem, ValidationError};
 use sortie_store::StoreError;
+use utoipa::ToSchema;
 
 /// An error answered to an HTTP client.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -120,7 +120,10 @@ pub(crate) mod errors {
 
     /// 403.
     #[derive(IntoResponses)]
-    #[response(status = 403, description = "The caller sees the group but lacks the role")]
+    #[response(
+        status = 403,
+        description = "The caller sees the group but lacks the role"
+    )]
     pub(crate) struct Forbidden(ErrorBody);
 
     /// 404.
@@ -141,7 +144,10 @@ pub(crate) mod errors {
 
     /// 412.
     #[derive(IntoResponses)]
-    #[response(status = 412, description = "If-Match names a version that is no longer current")]
+    #[response(
+        status = 412,
+        description = "If-Match names a version that is no longer current"
+    )]
     pub(crate) struct PreconditionFailed(ErrorBody);
 
     /// 413.
@@ -151,7 +157,10 @@ pub(crate) mod errors {
 
     /// 502.
     #[derive(IntoResponses)]
-    #[response(status = 502, description = "The store failed; the request was not applied")]
+    #[response(
+        status = 502,
+        description = "The store failed; the request was not applied"
+    )]
     pub(crate) struct BadGateway(ErrorBody);
 
     /// 503.

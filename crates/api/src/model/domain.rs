@@ -447,9 +447,8 @@ pub struct JobRequest {
     /// Where the configuration comes from; `inline` when absent.
     #[serde(default)]
     pub source: Option<Source>,
-    /// Terraform variables, written to `terraform.tfvars.json` (free-form values).
+    /// Terraform variables, written to `terraform.tfvars.json` (any JSON values).
     #[serde(default)]
-    #[schema(value_type = BTreeMap<String, Object>)]
     pub variables: BTreeMap<String, Value>,
     /// Extra files by relative path, written over the source.
     #[serde(default)]
@@ -515,9 +514,8 @@ pub struct JobSpec {
     pub operation: Operation,
     /// Where the configuration comes from.
     pub source: Source,
-    /// Terraform variables (free-form values).
+    /// Terraform variables (any JSON values).
     #[serde(default)]
-    #[schema(value_type = BTreeMap<String, Object>)]
     pub variables: BTreeMap<String, Value>,
     /// Extra files by relative path.
     #[serde(default)]

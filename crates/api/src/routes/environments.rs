@@ -93,7 +93,12 @@ pub(crate) async fn list_environments(
     caller: Caller,
 ) -> Result<Reply<EnvironmentList>, ApiError> {
     caller
-        .authorize(&state, Action::Read, &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            Action::Read,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     let envs = state.store.list_environments(&group).await?;
     Ok(Reply::ok(EnvironmentList {
@@ -115,7 +120,12 @@ pub(crate) async fn create_environment(
     body: Document,
 ) -> Result<Reply<EnvironmentCreated>, ApiError> {
     let principal = caller
-        .authorize(&state, Action::Manage, &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            Action::Manage,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     let fields = env_fields(&body.value()?, true)?;
     let path = EnvPath::new(group.clone(), fields.name.as_deref().unwrap_or_default())
@@ -170,7 +180,12 @@ pub(crate) async fn get_environment(
     caller: Caller,
 ) -> Result<Reply<EnvironmentView>, ApiError> {
     caller
-        .authorize(&state, Action::Read, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            Action::Read,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
     let e = state.store.get_environment(&path).await?;
     let version = e.version;
@@ -193,7 +208,12 @@ pub(crate) async fn update_environment(
     body: Document,
 ) -> Result<Reply<EnvironmentView>, ApiError> {
     caller
-        .authorize(&state, Action::Manage, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            Action::Manage,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
     let fields = env_fields(&body.value()?, false)?;
     let expected = if_match.version()?;
@@ -230,9 +250,17 @@ pub(crate) async fn delete_environment(
     if_match: IfMatch,
 ) -> Result<StatusCode, ApiError> {
     caller
-        .authorize(&state, Action::Manage, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            Action::Manage,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
-    state.store.delete_environment(&path, if_match.version()?).await?;
+    state
+        .store
+        .delete_environment(&path, if_match.version()?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -275,7 +303,12 @@ pub(crate) async fn refresh_runner(
         Action::Manage
     };
     let principal = caller
-        .authorize(&state, action, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            action,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
     let current = state.store.get_environment(&path).await?;
     let resolution = resolve_for(&state, &current.item.environment).await?;

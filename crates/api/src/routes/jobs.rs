@@ -48,7 +48,12 @@ pub(crate) async fn list_jobs(
     query: QueryParams<JobListQuery>,
 ) -> Result<Reply<JobListPage>, ApiError> {
     caller
-        .authorize(&state, Action::Read, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            Action::Read,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
     let query = query.get()?;
     let page = state
@@ -113,7 +118,12 @@ pub(crate) async fn submit_job(
     body: Document,
 ) -> Result<Response, ApiError> {
     let principal = caller
-        .authorize(&state, Action::Deploy, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            Action::Deploy,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
     let idempotency = idempotency_key(&headers, &body.0)?;
     let request = JobRequest::from_value(&body.value()?)?;

@@ -25,7 +25,12 @@ pub(crate) async fn list_memberships(
     caller: Caller,
 ) -> Result<Reply<MembershipList>, ApiError> {
     caller
-        .authorize(&state, Action::Read, &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            Action::Read,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     Ok(Reply::ok(MembershipList {
         memberships: state.store.list_memberships(&group).await?,
@@ -46,7 +51,12 @@ pub(crate) async fn grant_membership(
     body: Document,
 ) -> Result<Reply<MembershipRecord>, ApiError> {
     let principal = caller
-        .authorize(&state, Action::Administer, &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            Action::Administer,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     let doc = body.value()?;
     let mut p = sortie_core::Problems::default();
@@ -97,7 +107,12 @@ pub(crate) async fn revoke_membership(
     caller: Caller,
 ) -> Result<StatusCode, ApiError> {
     caller
-        .authorize(&state, Action::Administer, &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            Action::Administer,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     state.store.delete_membership(&group, &id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -230,12 +230,14 @@ pub(crate) fn build(state: AppState) -> axum::Router {
             .or_insert_with(|| (MethodRouter::new(), vec![]));
         let route = *route;
         // Each answer carries its route, so tests can find the operation it belongs to.
-        let tagged = route.method_router().layer(tower::util::MapResponseLayer::new(
-            move |mut response: Response| {
-                response.extensions_mut().insert(route);
-                response
-            },
-        ));
+        let tagged = route
+            .method_router()
+            .layer(tower::util::MapResponseLayer::new(
+                move |mut response: Response| {
+                    response.extensions_mut().insert(route);
+                    response
+                },
+            ));
         entry.0 = std::mem::take(&mut entry.0).merge(tagged);
         entry.1.push(method.to_string());
     }
@@ -264,7 +266,10 @@ async fn not_found(Extension(OriginalPath(path)): Extension<OriginalPath>) -> Ap
 }
 
 fn method_not_allowed(method: Method, path: &str, allowed: &str) -> ApiError {
-    let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -330,7 +335,9 @@ mod tests {
     use axum::body::Body;
     use serde_json::Value;
     use sortie_core::{Runner, RunnerId, RunnerSpec};
-    use sortie_store::{Artifacts, JobMessage, JobQueue, MemoryStore, ObjectInfo, Store, StoreError};
+    use sortie_store::{
+        Artifacts, JobMessage, JobQueue, MemoryStore, ObjectInfo, Store, StoreError,
+    };
     use tower::ServiceExt;
 
     use super::*;
@@ -394,8 +401,14 @@ mod tests {
         let resp = app.clone().oneshot(req).await.unwrap();
         let route = resp.extensions().get::<Route>().copied();
         let status = resp.status().as_u16();
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-        (route, status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            route,
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
     }
 
     #[tokio::test]
@@ -408,15 +421,25 @@ mod tests {
         let (r, _, body) = call(&app, Method::GET, "/v1/groups/-/runners").await;
         assert_eq!(r, Some(Route::ListRunners));
         assert_eq!(
-            (body["runners"][0]["group"].as_str(), body["runners"][0]["inherited"].as_bool()),
+            (
+                body["runners"][0]["group"].as_str(),
+                body["runners"][0]["inherited"].as_bool()
+            ),
             (Some(""), Some(false)),
             "the root group is the empty path"
         );
         let (r, status, body) = call(&app, Method::DELETE, "/v1/groups/acme/-/rules/prod").await;
         assert_eq!((r, status), (Some(Route::DeleteRule), 404));
-        assert!(body["error"]["message"].as_str().unwrap().contains("prod"), "{body}");
-        let (r, _, _) =
-            call(&app, Method::POST, "/v1/environments/acme/payments/prod/-/jobs").await;
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("prod"),
+            "{body}"
+        );
+        let (r, _, _) = call(
+            &app,
+            Method::POST,
+            "/v1/environments/acme/payments/prod/-/jobs",
+        )
+        .await;
         assert_eq!(r, Some(Route::SubmitJob));
         let (r, status, body) =
             call(&app, Method::GET, "/v1/environments/acme/payments/prod").await;
@@ -429,13 +452,19 @@ mod tests {
     #[tokio::test]
     async fn unknown_paths_are_404_wrong_methods_405_bad_groups_400() {
         let app = app().await;
-        assert_eq!(call(&app, Method::GET, "/v1/groups/acme/runners").await.1, 404);
+        assert_eq!(
+            call(&app, Method::GET, "/v1/groups/acme/runners").await.1,
+            404
+        );
         assert_eq!(call(&app, Method::GET, "/v2/health").await.1, 404);
         let (r, status, body) = call(&app, Method::DELETE, "/v1/groups/acme/-/runners").await;
         assert_eq!((r, status), (None, 405));
         assert_eq!(body["error"]["code"], "method_not_allowed");
         let (_, status, body) = call(&app, Method::GET, "/v1/groups/ACME/-/runners").await;
-        assert_eq!((status, body["error"]["fields"][0]["path"].as_str()), (400, Some("group")));
+        assert_eq!(
+            (status, body["error"]["fields"][0]["path"].as_str()),
+            (400, Some("group"))
+        );
         let (_, status, body) = call(&app, Method::GET, "/v1/environments/prod").await;
         assert_eq!(
             (status, body["error"]["fields"][0]["path"].as_str()),
@@ -454,8 +483,13 @@ mod tests {
         let resp = app.oneshot(req).await.unwrap();
         assert_eq!(resp.status(), 405);
         let allow = resp.headers()["allow"].to_str().unwrap().to_string();
-        assert!(allow.contains("GET") && allow.contains("PUT") && allow.contains("DELETE"), "{allow}");
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        assert!(
+            allow.contains("GET") && allow.contains("PUT") && allow.contains("DELETE"),
+            "{allow}"
+        );
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
         let body: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(
             body["error"]["message"],
@@ -469,7 +503,10 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for route in Route::ALL {
             let (method, template) = route.spec();
-            assert!(seen.insert((method.to_string(), template)), "{template} twice");
+            assert!(
+                seen.insert((method.to_string(), template)),
+                "{template} twice"
+            );
             let path = template
                 .replace("{group}", "acme/payments")
                 .replace("{environment}", "acme/payments/prod")

@@ -63,7 +63,12 @@ pub(crate) async fn list_rules(
     caller: Caller,
 ) -> Result<Reply<RuleList>, ApiError> {
     caller
-        .authorize(&state, Action::Read, &scope, &format!("group `{}`", scope.as_str()))
+        .authorize(
+            &state,
+            Action::Read,
+            &scope,
+            &format!("group `{}`", scope.as_str()),
+        )
         .await?;
     let rules = state.store.list_rules(&scope).await?;
     Ok(Reply::ok(RuleList { rules: rules.item }).etag(rules.version))
@@ -83,7 +88,12 @@ pub(crate) async fn create_rule(
     body: Document,
 ) -> Result<Reply<RunnerRule>, ApiError> {
     caller
-        .authorize(&state, manage_action(&scope), &scope, &format!("group `{}`", scope.as_str()))
+        .authorize(
+            &state,
+            manage_action(&scope),
+            &scope,
+            &format!("group `{}`", scope.as_str()),
+        )
         .await?;
     let rule = checked_rule(&state, body.value()?, &scope).await?;
     let created = state.store.create_rule(&rule).await?;
@@ -103,7 +113,9 @@ pub(crate) async fn get_rule(
     caller: Caller,
 ) -> Result<Reply<RunnerRule>, ApiError> {
     let what = format!("rule `{id}` in `{}`", scope.as_str());
-    caller.authorize(&state, Action::Read, &scope, &what).await?;
+    caller
+        .authorize(&state, Action::Read, &scope, &what)
+        .await?;
     let rules = state.store.list_rules(&scope).await?;
     let rule = rules
         .item
@@ -130,7 +142,12 @@ pub(crate) async fn update_rule(
     body: Document,
 ) -> Result<Reply<RunnerRule>, ApiError> {
     caller
-        .authorize(&state, manage_action(&scope), &scope, &format!("rule `{id}`"))
+        .authorize(
+            &state,
+            manage_action(&scope),
+            &scope,
+            &format!("rule `{id}`"),
+        )
         .await?;
     let expected = if_match.version()?;
     let mut doc = body.value()?;
@@ -155,8 +172,16 @@ pub(crate) async fn delete_rule(
     if_match: IfMatch,
 ) -> Result<StatusCode, ApiError> {
     caller
-        .authorize(&state, manage_action(&scope), &scope, &format!("rule `{id}`"))
+        .authorize(
+            &state,
+            manage_action(&scope),
+            &scope,
+            &format!("rule `{id}`"),
+        )
         .await?;
-    state.store.delete_rule(&scope, &id, if_match.version()?).await?;
+    state
+        .store
+        .delete_rule(&scope, &id, if_match.version()?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

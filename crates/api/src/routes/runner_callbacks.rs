@@ -15,7 +15,11 @@ use crate::openapi::errors::*;
 use crate::AppState;
 
 /// Checks a runner's job token: valid for this one job, and only while it is not terminal.
-async fn job_by_token(state: &AppState, headers: &HeaderMap, id: &str) -> Result<JobRecord, ApiError> {
+async fn job_by_token(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<JobRecord, ApiError> {
     let refuse = || {
         ApiError::new(
             StatusCode::UNAUTHORIZED,

@@ -27,7 +27,12 @@ pub(crate) async fn list_runners(
     caller: Caller,
 ) -> Result<Reply<RunnerList>, ApiError> {
     caller
-        .authorize(&state, Action::Read, &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            Action::Read,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     let mut runners = vec![];
     for g in group.self_and_ancestors() {
@@ -55,7 +60,12 @@ pub(crate) async fn create_runner(
 ) -> Result<Reply<RunnerView>, ApiError> {
     let id = runner_id(&group, &name)?;
     caller
-        .authorize(&state, manage_action(&group), &group, &format!("group `{}`", group.as_str()))
+        .authorize(
+            &state,
+            manage_action(&group),
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
         .await?;
     let spec = RunnerSpec::from_value(&body.value()?)?;
     let created = state.store.create_runner(&Runner { id, spec }).await?;
@@ -103,11 +113,19 @@ pub(crate) async fn update_runner(
 ) -> Result<Reply<RunnerView>, ApiError> {
     let id = runner_id(&group, &name)?;
     caller
-        .authorize(&state, manage_action(&group), &group, &format!("runner `{id}`"))
+        .authorize(
+            &state,
+            manage_action(&group),
+            &group,
+            &format!("runner `{id}`"),
+        )
         .await?;
     let expected = if_match.version()?;
     let spec = RunnerSpec::from_value(&body.value()?)?;
-    let r = state.store.update_runner(&Runner { id, spec }, expected).await?;
+    let r = state
+        .store
+        .update_runner(&Runner { id, spec }, expected)
+        .await?;
     let version = r.version;
     Ok(Reply::ok(RunnerView::new(r, &group)).etag(version))
 }
@@ -128,7 +146,12 @@ pub(crate) async fn delete_runner(
 ) -> Result<StatusCode, ApiError> {
     let id = runner_id(&group, &name)?;
     caller
-        .authorize(&state, manage_action(&group), &group, &format!("runner `{id}`"))
+        .authorize(
+            &state,
+            manage_action(&group),
+            &group,
+            &format!("runner `{id}`"),
+        )
         .await?;
     state.store.delete_runner(&id, if_match.version()?).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -96,17 +96,29 @@ mod tests {
     #[test]
     fn group_and_environment_paths_become_one_segment() {
         let cases = [
-            ("/v1/groups/acme/payments/-/runners", "/v1/groups/acme%2Fpayments/-/runners"),
+            (
+                "/v1/groups/acme/payments/-/runners",
+                "/v1/groups/acme%2Fpayments/-/runners",
+            ),
             ("/v1/groups/-/runners", "/v1/groups/-/-/runners"),
-            ("/v1/groups/acme/-/rules/prod", "/v1/groups/acme/-/rules/prod"),
-            ("/v1/groups/acme/-/rules/prod/", "/v1/groups/acme/-/rules/prod"),
+            (
+                "/v1/groups/acme/-/rules/prod",
+                "/v1/groups/acme/-/rules/prod",
+            ),
+            (
+                "/v1/groups/acme/-/rules/prod/",
+                "/v1/groups/acme/-/rules/prod",
+            ),
             ("/v1/groups/acme/runners", "/v1/groups/acme/runners"),
             ("/v1/groups/a%2Fb/-/runners", "/v1/groups/a%252Fb/-/runners"),
             (
                 "/v1/environments/acme/payments/prod/-/jobs",
                 "/v1/environments/acme%2Fpayments%2Fprod/-/jobs",
             ),
-            ("/v1/environments/acme/payments/prod", "/v1/environments/acme%2Fpayments%2Fprod"),
+            (
+                "/v1/environments/acme/payments/prod",
+                "/v1/environments/acme%2Fpayments%2Fprod",
+            ),
             ("/v1/environments/acme/jobs", "/v1/environments/acme%2Fjobs"),
             ("/v1/environments/-/jobs", "/v1/environments/-/-/jobs"),
             ("/v1/jobs/x/logs", "/v1/jobs/x/logs"),
