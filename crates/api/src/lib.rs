@@ -12,6 +12,8 @@
 //! `extract` the extractors they share; [`model`] the typed bodies; [`openapi()`]
 //! the document generated from the handlers' annotations.
 
+#![warn(missing_docs)]
+
 mod error;
 mod extract;
 pub mod model;
