@@ -3,9 +3,10 @@
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sortie_core::{Problem, ValidationError};
 use sortie_store::StoreError;
+use utoipa::ToSchema;
 
 /// An error answered to an HTTP client.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -21,21 +22,32 @@ pub struct ApiError {
     pub fields: Vec<Problem>,
 }
 
-#[derive(Serialize, utoipa::ToSchema)]
-struct ErrorBody<'a> {
-    error: ErrorDetail<'a>,
+/// The body of every error response: `{"error": {"code", "message", "fields"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
 }
 
 /// The `error` object of every error response.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail<'a> {
-    /// A stable, machine-readable code.
-    code: &'a str,
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code such as `invalid_request` or `not_found`.
+    pub code: String,
     /// A human sentence.
-    message: &'a str,
-    /// The fields at fault.
-    #[schema(value_type = Vec<Object>)]
-    fields: &'a [Problem],
+    pub message: String,
+    /// The fields at fault, each with its problem (empty when no field is).
+    pub fields: Vec<FieldProblem>,
+}
+
+/// One field at fault: its path (`runner_configuration.subnets[0]`, `query.limit`,
+/// `If-Match`, `group`) and what is wrong with it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FieldProblem {
+    /// The field's path.
+    pub path: String,
+    /// What is wrong with it.
+    pub problem: String,
 }
 
 impl ApiError {
@@ -141,11 +153,21 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, code = self.code, message = %self.message, "request failed");
+        }
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code,
-                message: &self.message,
-                fields: &self.fields,
+                code: self.code.to_string(),
+                message: self.message,
+                fields: self
+                    .fields
+                    .into_iter()
+                    .map(|p| FieldProblem {
+                        path: p.path,
+                        problem: p.problem,
+                    })
+                    .collect(),
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();

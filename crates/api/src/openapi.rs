@@ -1,15 +1,22 @@
-//! The OpenAPI document, generated with utoipa from the handlers' annotations.
+//! The OpenAPI document, generated with utoipa from the route handlers' annotations.
+//!
+//! Every operation declares its request body schema, each status it answers with
+//! its schema (the [`ErrorBody`] on every 4xx and 5xx), its path, query and header
+//! parameters, and its security: `bearerAuth` (a user's JWT) on user routes,
+//! `jobToken` (a job's token) on the runner's routes, none on the meta routes.
 
-use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 
-use crate::handlers::*;
+use crate::error::{ErrorBody, ErrorDetail, FieldProblem};
+use crate::routes::*;
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Sortie API",
         version = "1",
-        description = "Runners, rules, environments, jobs and memberships. Group and environment paths are written with their slashes and end at the `/-/` separator."
+        description = "Runners, rules, environments, jobs and memberships. Group and environment paths are written with their slashes and end at the `/-/` separator; the root group is `-`."
     ),
     paths(
         health,
@@ -22,6 +29,7 @@ use crate::handlers::*;
         list_rules,
         create_rule,
         get_rule,
+        update_rule,
         delete_rule,
         list_environments,
         create_environment,
@@ -40,21 +48,127 @@ use crate::handlers::*;
         grant_membership,
         revoke_membership,
     ),
-    components(schemas(crate::error::ErrorDetail))
+    components(schemas(ErrorBody, ErrorDetail, FieldProblem)),
+    modifiers(&SecuritySchemes)
 )]
 struct ApiDoc;
 
-/// `GET /v1/health`: liveness, without authentication.
-#[utoipa::path(get, path = "/v1/health", tag = "meta", responses((status = 200, description = "The API is up", body = Object)))]
-#[allow(dead_code)]
-fn health() {}
+/// Adds the two bearer schemes.
+struct SecuritySchemes;
 
-/// `GET /v1/openapi.json`: this document.
-#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta", responses((status = 200, description = "The OpenAPI document", body = Object)))]
-#[allow(dead_code)]
-fn openapi_json() {}
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearerAuth",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A user's or CI system's OIDC token, verified by API Gateway's JWT authorizer",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "jobToken",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The job token dispatch gave the runner: valid for that one job, while it is not terminal",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
 
 /// The OpenAPI document as JSON.
 pub fn openapi() -> serde_json::Value {
     serde_json::to_value(ApiDoc::openapi()).unwrap_or_default()
+}
+
+/// The error responses operations declare, each with the [`ErrorBody`] schema.
+#[allow(dead_code)]
+pub(crate) mod errors {
+    use utoipa::IntoResponses;
+
+    use crate::error::ErrorBody;
+
+    /// 400.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 400,
+        description = "Invalid: every problem, each with its field path (`group`, `environment`, `query.<name>`, `If-Match` or a body path)"
+    )]
+    pub(crate) struct BadRequest(ErrorBody);
+
+    /// 401 on user routes.
+    #[derive(IntoResponses)]
+    #[response(status = 401, description = "No verified bearer token")]
+    pub(crate) struct Unauthorized(ErrorBody);
+
+    /// 401 on the runner's routes.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 401,
+        description = "The token is not this job's, or the job ended (no hint whether the job exists)"
+    )]
+    pub(crate) struct InvalidToken(ErrorBody);
+
+    /// 403.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 403,
+        description = "The caller sees the group but lacks the role"
+    )]
+    pub(crate) struct Forbidden(ErrorBody);
+
+    /// 404.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 404,
+        description = "Not found, or not visible to the caller (another tenant's resources are never revealed)"
+    )]
+    pub(crate) struct NotFound(ErrorBody);
+
+    /// 409.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 409,
+        description = "A conflict: the id is taken, the resource is in use (`fields` lists by what), no rule matches (`fields` explains), the job's state forbids it, or an Idempotency-Key was reused with another body"
+    )]
+    pub(crate) struct Conflict(ErrorBody);
+
+    /// 412.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 412,
+        description = "If-Match names a version that is no longer current"
+    )]
+    pub(crate) struct PreconditionFailed(ErrorBody);
+
+    /// 413.
+    #[derive(IntoResponses)]
+    #[response(status = 413, description = "The request body is over 256 KiB")]
+    pub(crate) struct PayloadTooLarge(ErrorBody);
+
+    /// 502.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 502,
+        description = "The store failed; the request was not applied"
+    )]
+    pub(crate) struct BadGateway(ErrorBody);
+
+    /// 503.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 503,
+        description = "A dependency is throttling or unavailable; retry after `Retry-After` seconds",
+        headers(("retry-after" = String, description = "Seconds to wait"))
+    )]
+    pub(crate) struct Unavailable(ErrorBody);
 }

@@ -1205,3 +1205,202 @@ async fn configured_admin_subjects_are_system_administrators_and_no_one_else_is(
         .await;
     assert_eq!(r.status, 404, "an org owner is not a system administrator");
 }
+
+#[tokio::test]
+async fn put_rule_replaces_it_under_if_match_like_delete() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    seed_org(&api, "globex").await;
+    api.as_admin(
+        "POST",
+        "/v1/groups/acme/-/runners/other",
+        Some(local_runner()),
+    )
+    .await;
+    let got = api
+        .as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        .await;
+    assert_eq!(got.etag.as_deref(), Some("\"1\""));
+    let body = r#"{"runner_id":"acme/other","criteria":{"env_type":"production"},"priority":5}"#;
+    let stale = api
+        .call(
+            Some("admin"),
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(body),
+            &[("if-match", "\"7\"")],
+        )
+        .await;
+    assert_eq!(
+        (stale.status.as_u16(), stale.body["error"]["code"].as_str()),
+        (412, Some("version_mismatch"))
+    );
+    let put = api
+        .call(
+            Some("acme-owner"),
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(body),
+            &[("if-match", "\"1\"")],
+        )
+        .await;
+    assert_eq!(
+        (put.status.as_u16(), put.etag.as_deref()),
+        (200, Some("\"2\"")),
+        "{}",
+        put.body
+    );
+    assert_eq!(
+        (
+            put.body["id"].as_str(),
+            put.body["scope"].as_str(),
+            put.body["runner_id"].as_str(),
+            put.body["priority"].as_i64()
+        ),
+        (Some("default"), Some("acme"), Some("acme/other"), Some(5))
+    );
+    let again = api
+        .as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        .await;
+    assert_eq!(again.etag.as_deref(), Some("\"2\""));
+    assert_eq!(again.body["criteria"]["env_type"], "production");
+    // The old ETag is stale now.
+    let r = api
+        .call(
+            Some("admin"),
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(body),
+            &[("if-match", "\"1\"")],
+        )
+        .await;
+    assert_eq!(r.status, 412);
+    // Missing rule, wrong id in the body, invisible runner.
+    let r = api
+        .as_admin("PUT", "/v1/groups/acme/-/rules/ghost", Some(body))
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    let r = api
+        .as_admin(
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(r#"{"id":"other","runner_id":"acme/local"}"#),
+        )
+        .await;
+    assert_eq!(
+        (
+            r.status.as_u16(),
+            r.body["error"]["fields"][0]["path"].as_str()
+        ),
+        (400, Some("id"))
+    );
+    let r = api
+        .as_admin(
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(r#"{"id":"default","runner_id":"globex/local"}"#),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    // Another tenant: 404, and nothing changes.
+    let r = api
+        .call(
+            Some("globex-owner"),
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(r#"{"runner_id":"acme/local"}"#),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    assert!(!r.body.to_string().contains("globex"));
+    // A viewer may read but not update.
+    api.grant("acme", Role::Viewer, "auditor").await;
+    let r = api
+        .call(
+            Some("auditor"),
+            "PUT",
+            "/v1/groups/acme/-/rules/default",
+            Some(r#"{"runner_id":"acme/local"}"#),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        api.as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+            .await
+            .body["runner_id"],
+        "acme/other"
+    );
+}
+
+#[test]
+fn the_conformance_check_rejects_undeclared_statuses_and_wrong_bodies() {
+    use axum::http::StatusCode;
+    let fails = |route, status: u16, body: serde_json::Value| {
+        std::panic::catch_unwind(|| {
+            common::conforms(
+                route,
+                "GET",
+                "/x",
+                StatusCode::from_u16(status).unwrap(),
+                &body,
+            )
+        })
+        .is_err()
+    };
+    let job = Some(Route::GetJob);
+    // A body that is not a job view, or a status GET /v1/jobs/{id} never answers.
+    assert!(fails(job, 200, json!({"id": "x"})));
+    assert!(fails(
+        job,
+        200,
+        json!({"error": {"code": "x", "message": "m", "fields": []}})
+    ));
+    assert!(fails(
+        job,
+        418,
+        json!({"error": {"code": "x", "message": "m", "fields": []}})
+    ));
+    assert!(fails(
+        job,
+        409,
+        json!({"error": {"code": "x", "message": "m", "fields": []}})
+    ));
+    // An error whose shape drifted.
+    assert!(fails(
+        job,
+        404,
+        json!({"error": {"code": "x", "message": "m"}})
+    ));
+    assert!(fails(job, 404, json!({"code": "x"})));
+    assert!(fails(None, 404, json!({"oops": true})));
+    assert!(fails(
+        None,
+        500,
+        json!({"error": {"code": "x", "message": "m", "fields": []}})
+    ));
+    // And the right ones pass.
+    assert!(!fails(
+        job,
+        404,
+        json!({"error": {"code": "not_found", "message": "m", "fields": []}})
+    ));
+    assert!(!fails(Some(Route::Health), 200, json!({"status": "ok"})));
+    assert!(!fails(
+        Some(Route::DeleteRule),
+        204,
+        serde_json::Value::Null
+    ));
+    assert!(fails(
+        Some(Route::DeleteRule),
+        204,
+        json!({"deleted": true})
+    ));
+}

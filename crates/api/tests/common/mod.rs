@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -15,6 +15,71 @@ use sortie_store::{
     DynamoStore, JobQueue, MembershipRecord, MembershipStore, S3Artifacts, SqsJobQueue,
 };
 use tower::ServiceExt;
+
+/// The OpenAPI document, once.
+fn document() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(sortie_api::openapi)
+}
+
+/// Checks an answer against the document: its status must be declared for the
+/// operation that answered (the router tags each answer with its route), and its
+/// body must validate against the schema declared for that status. Answers of no
+/// operation (404 for an unknown path, 405 for a wrong method) must be the error body.
+pub fn conforms(
+    route: Option<sortie_api::Route>,
+    method: &str,
+    path: &str,
+    status: StatusCode,
+    body: &Value,
+) {
+    let doc = document();
+    let at = format!("{method} {path} -> {status}");
+    let schema = match route {
+        None => {
+            assert!(
+                status == StatusCode::NOT_FOUND || status == StatusCode::METHOD_NOT_ALLOWED,
+                "{at}: only 404 and 405 come from no operation"
+            );
+            json!({"$ref": "#/components/schemas/ErrorBody"})
+        }
+        Some(route) => {
+            let (m, template) = route.spec();
+            let op = &doc["paths"][template][m.as_str().to_lowercase()];
+            assert!(
+                op.is_object(),
+                "{at}: {m} {template} is not in the document"
+            );
+            let Some(response) = op["responses"].get(status.as_str()) else {
+                panic!("{at}: status {status} is not declared for {m} {template}: {body}");
+            };
+            match response.get("content") {
+                None => {
+                    assert!(
+                        body.is_null(),
+                        "{at}: a body where none is declared: {body}"
+                    );
+                    return;
+                }
+                Some(content) => content["application/json"]["schema"].clone(),
+            }
+        }
+    };
+    let mut root = schema;
+    root["components"] = doc["components"].clone();
+    let validator = jsonschema::draft202012::options()
+        .build(&root)
+        .unwrap_or_else(|e| panic!("{at}: the declared schema does not compile: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(body)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{at}: the body does not match its declared schema:\n{}\nbody: {body}",
+        errors.join("\n")
+    );
+}
 
 /// A running API over fresh resources.
 pub struct Api {
@@ -130,6 +195,7 @@ impl Api {
             req.extensions_mut().insert(VerifiedClaims(claims));
         }
         let resp = self.app.clone().oneshot(req).await.unwrap();
+        let route = resp.extensions().get::<sortie_api::Route>().copied();
         let status = resp.status();
         let headers = resp.headers().clone();
         let etag = headers.get("etag").map(|v| v.to_str().unwrap().to_string());
@@ -142,6 +208,7 @@ impl Api {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
         };
+        conforms(route, method, path, status, &body);
         Reply {
             status,
             body,

@@ -1,0 +1,266 @@
+//! The extractors every route shares: the authenticated caller, the path's typed
+//! group, environment and id, `If-Match`, typed query strings and the body document.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode};
+use serde::de::DeserializeOwned;
+use sortie_core::{can, Action, EnvPath, GroupPath, Principal};
+
+use crate::error::ApiError;
+use crate::routes::separator::decode_segment;
+use crate::{AppState, VerifiedClaims, MAX_BODY_BYTES};
+
+fn unauthenticated() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthenticated",
+        "a bearer token is required",
+    )
+}
+
+/// The caller of a user route: from the claims API Gateway verified, or the local
+/// development identity when the state enables it. 401 otherwise.
+pub(crate) struct Caller(pub Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match parts.extensions.get::<VerifiedClaims>() {
+            Some(claims) if !claims.0.is_empty() => {
+                Ok(Caller(Principal::from_claims(claims.0.clone())))
+            }
+            _ if state.dev_identity => Ok(Caller(Principal::local_dev())),
+            _ => Err(unauthenticated()),
+        }
+    }
+}
+
+impl Caller {
+    /// Loads the caller's memberships for `group` and checks `action`: 404 when the caller
+    /// may not even read the group, 403 when it may read but not act.
+    pub(crate) async fn authorize(
+        &self,
+        state: &AppState,
+        action: Action,
+        group: &GroupPath,
+        what: &str,
+    ) -> Result<Principal, ApiError> {
+        let caller = &self.0;
+        let mut memberships = state.store.memberships_for(group.org()).await?;
+        if state.admin_subjects.contains(&caller.subject) && !caller.subject.is_empty() {
+            memberships.push(sortie_core::Membership {
+                group: GroupPath::root(),
+                role: sortie_core::Role::Owner,
+                grantee: sortie_core::Grantee::Subject {
+                    subject: caller.subject.clone(),
+                    issuer: None,
+                },
+            });
+        }
+        let principal = caller.clone().with_memberships(memberships);
+        if !can(&principal, Action::Read, group) {
+            return Err(ApiError::not_found(what));
+        }
+        if !can(&principal, action, group) {
+            return Err(ApiError::forbidden(
+                format!(
+                    "{what}: this needs the {:?} role on `{group}`",
+                    action.required_role()
+                )
+                .to_lowercase(),
+            ));
+        }
+        Ok(principal)
+    }
+}
+
+/// One decoded path parameter of the matched route.
+async fn path_param(parts: &mut Parts, name: &str) -> Result<String, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, &())
+        .await
+        .map_err(|_| ApiError::field(name, "is not valid percent-encoded UTF-8"))?;
+    params
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .ok_or_else(|| ApiError::not_found("route"))
+}
+
+/// 400 naming the path parameter (`group` or `environment`) for a path that does not parse.
+fn bad_path(what: &str, e: sortie_core::ValidationError) -> ApiError {
+    let mut err = ApiError::from(e);
+    for f in &mut err.fields {
+        f.path = what.to_string();
+    }
+    err.message = format!(
+        "the {what} in the URL is invalid: {}",
+        err.fields
+            .first()
+            .map(|f| f.problem.as_str())
+            .unwrap_or_default()
+    );
+    err
+}
+
+/// The `{group}` of a group route, parsed (`-` is the root group).
+pub(crate) struct GroupParam(pub GroupPath);
+
+impl<S: Send + Sync> FromRequestParts<S> for GroupParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let raw = path_param(parts, "group").await?;
+        GroupPath::parse(decode_segment(&raw))
+            .map(GroupParam)
+            .map_err(|e| bad_path("group", e))
+    }
+}
+
+/// The `{environment}` of an environment route, parsed.
+pub(crate) struct EnvParam(pub EnvPath);
+
+impl<S: Send + Sync> FromRequestParts<S> for EnvParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let raw = path_param(parts, "environment").await?;
+        EnvPath::parse(decode_segment(&raw))
+            .map(EnvParam)
+            .map_err(|e| bad_path("environment", e))
+    }
+}
+
+/// The `{name}` of a runner route (checked by the handler, with its group).
+pub(crate) struct NameParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for NameParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        path_param(parts, "name").await.map(NameParam)
+    }
+}
+
+/// The `{id}` of a rule, membership or job route.
+pub(crate) struct IdParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        path_param(parts, "id").await.map(IdParam)
+    }
+}
+
+/// The `If-Match` header, read when the handler asks (after it authorised).
+pub(crate) struct IfMatch(Option<HeaderValue>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(IfMatch(parts.headers.get("if-match").cloned()))
+    }
+}
+
+impl IfMatch {
+    /// The version sent, if any: `"3"`, `W/"3"` or `3`; `*` is none.
+    pub(crate) fn version(&self) -> Result<Option<u64>, ApiError> {
+        let Some(v) = &self.0 else {
+            return Ok(None);
+        };
+        let text = v.to_str().unwrap_or_default().trim();
+        let text = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
+        if text == "*" {
+            return Ok(None);
+        }
+        text.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::field(
+                "If-Match",
+                "must be an ETag this API returned, such as \"3\"",
+            )
+        })
+    }
+}
+
+/// A typed query string (axum's `Query`), checked when the handler asks, so that
+/// authorisation comes first. Field deserializers name their field in their error
+/// as `query.<field>: <problem>` (see [`query_field`]).
+pub(crate) struct QueryParams<T>(Result<T, ApiError>);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(QueryParams(
+            Query::<T>::try_from_uri(&parts.uri)
+                .map(|Query(q)| q)
+                .map_err(|rejection| {
+                    let text = rejection.body_text();
+                    match text.find("query.").map(|i| &text[i..]) {
+                        Some(tail) => match tail.split_once(": ") {
+                            Some((path, problem)) => ApiError::field(path, problem),
+                            None => ApiError::field("query", tail),
+                        },
+                        None => ApiError::field("query", text),
+                    }
+                }),
+        ))
+    }
+}
+
+impl<T> QueryParams<T> {
+    /// The parsed query, or 400 naming the field at fault.
+    pub(crate) fn get(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
+
+/// Parses one query field's text, failing with `query.<field>: <problem>`.
+pub(crate) fn query_field<'de, D, T>(
+    d: D,
+    field: &str,
+    problem: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    parse(&text)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("query.{field}: {problem}")))
+}
+
+/// The request body, read whole (at most [`MAX_BODY_BYTES`]; 413 above) and parsed
+/// as a YAML or JSON document when the handler asks, after it authorised.
+pub(crate) struct Document(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Document {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+            .await
+            .map(Document)
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the request body is over {} KiB", MAX_BODY_BYTES / 1024),
+                )
+            })
+    }
+}
+
+impl Document {
+    /// The body as a JSON or YAML document; the caller's core type validates it field by field.
+    pub(crate) fn value(&self) -> Result<serde_json::Value, ApiError> {
+        let text = std::str::from_utf8(&self.0)
+            .map_err(|_| ApiError::field("body", "is not UTF-8 text"))?;
+        Ok(sortie_core::problems::parse_document(text)?)
+    }
+}

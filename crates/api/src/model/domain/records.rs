@@ -1,0 +1,362 @@
+//! Rules and resolutions, environments, jobs and memberships.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::{RunnerSpec, StateStorageConfiguration};
+
+/// Optional conditions a rule places on an environment. All that are set must hold.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct Criteria {
+    /// The environment's type must equal this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_type: Option<String>,
+    /// A glob over the environment's full path; `*` stays within one segment, `**` spans segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_path: Option<String>,
+    /// Every label here must be on the environment with the same value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Every tag here must be among the environment's tags.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub tags: BTreeSet<String>,
+}
+
+/// A runner rule: at `scope`, environments meeting `criteria` use `runner_id`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunnerRule {
+    /// The rule's id, unique within its scope.
+    pub id: String,
+    /// The group the rule applies in (and below); `""` is the root.
+    pub scope: String,
+    /// The runner it picks; visible at `scope`.
+    pub runner_id: String,
+    /// Conditions on the environment.
+    #[serde(default)]
+    pub criteria: Criteria,
+    /// Breaks ties between rules of the same depth and criteria count; higher wins.
+    #[serde(default)]
+    pub priority: i32,
+}
+
+/// What happened to one rule in a resolution.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Verdict {
+    /// This rule won.
+    Won,
+    /// It matched but lost to the winner at the first precedence step where they differ.
+    Lost {
+        /// The winning rule's id.
+        to: String,
+        /// The precedence step that decided it.
+        because: String,
+    },
+    /// Its scope is not the environment's group or an ancestor of it.
+    OutOfScope,
+    /// Its runner is not visible at its scope.
+    RunnerNotVisible,
+    /// One of its criteria does not hold.
+    NotMatched {
+        /// The criterion that failed.
+        reason: String,
+    },
+}
+
+/// One rule's line in a resolution's explanation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Considered {
+    /// The rule's id.
+    pub rule_id: String,
+    /// The rule's scope.
+    pub scope: String,
+    /// The runner it names.
+    pub runner_id: String,
+    /// How many criteria it sets.
+    pub criteria_count: usize,
+    /// Its priority.
+    pub priority: i32,
+    /// What happened to it.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// A successful resolution: the winning rule, and the fate of every rule considered.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Resolution {
+    /// The rule that won.
+    pub rule: RunnerRule,
+    /// Every rule given, in precedence order for those that matched, then the rest.
+    pub explanation: Vec<Considered>,
+}
+
+/// The runner an environment is linked to, and how it got linked.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunnerLink {
+    /// The linked runner.
+    pub runner_id: String,
+    /// The rule that picked it.
+    pub rule_id: String,
+    /// Who linked it (created the environment or refreshed its runner).
+    pub linked_by: String,
+    /// When.
+    pub linked_at: DateTime<Utc>,
+}
+
+/// What a job does to its environment.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// `terraform plan`.
+    Plan,
+    /// `terraform apply`.
+    Apply,
+    /// `terraform destroy`.
+    Destroy,
+}
+
+/// A job's lifecycle state.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting: for the environment's lock, or in the jobs queue.
+    Queued,
+    /// Claimed by a dispatcher that is launching it.
+    Dispatching,
+    /// Launched.
+    Running,
+    /// Finished with exit code 0.
+    Succeeded,
+    /// Finished unsuccessfully.
+    Failed,
+    /// Canceled by a user.
+    Canceled,
+    /// Stopped after exceeding its runner's timeout.
+    TimedOut,
+}
+
+/// One recorded transition: from, to, when and why.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Transition {
+    /// The state before (null for the job's creation).
+    pub from: Option<JobState>,
+    /// The state after.
+    pub to: JobState,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Where a job's Terraform configuration comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Source {
+    /// A git repository.
+    Git {
+        /// Clone URL (`https://`, `ssh://`, `git@host:` or `file://`).
+        url: String,
+        /// Branch, tag or commit; the default branch when absent.
+        #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+        git_ref: Option<String>,
+        /// Directory inside the repository holding the configuration.
+        #[serde(default)]
+        path: String,
+        /// A secret reference (ARN) for the clone credentials.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials_secret: Option<String>,
+    },
+    /// A tar.gz archive in S3.
+    S3 {
+        /// Bucket.
+        bucket: String,
+        /// Object key.
+        key: String,
+        /// The archive's SHA-256, hex.
+        sha256: String,
+        /// Directory inside the archive holding the configuration.
+        #[serde(default)]
+        path: String,
+    },
+    /// No source: the configuration is made entirely of the job's `files`.
+    Inline,
+}
+
+/// What a client submits: the job's specification.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobRequest {
+    /// Plan, apply or destroy.
+    pub operation: Operation,
+    /// Where the configuration comes from; `inline` when absent.
+    #[serde(default)]
+    pub source: Option<Source>,
+    /// Terraform variables, written to `terraform.tfvars.json` (any JSON values).
+    #[serde(default)]
+    pub variables: BTreeMap<String, Value>,
+    /// Extra files by relative path, written over the source.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Secret references (ARNs) by environment variable name.
+    #[serde(default)]
+    pub secret_refs: BTreeMap<String, String>,
+}
+
+/// A job: one operation on one environment, with its transitions.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Job {
+    /// The job's id (a ULID).
+    pub id: String,
+    /// The environment it runs on.
+    pub environment: String,
+    /// The runner it runs with.
+    pub runner_id: String,
+    /// What it runs.
+    #[serde(flatten)]
+    pub request: JobRequest,
+    /// The principal who submitted it.
+    pub requested_by: String,
+    /// Its current state.
+    pub state: JobState,
+    /// Every transition so far.
+    pub transitions: Vec<Transition>,
+    /// The runner's specification as it was at submit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_spec: Option<RunnerSpec>,
+}
+
+/// What a plan, apply or destroy changed, reported by the runner.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+pub struct ChangeSummary {
+    /// Resources to add (or added).
+    pub add: u32,
+    /// Resources to change (or changed).
+    pub change: u32,
+    /// Resources to destroy (or destroyed).
+    pub destroy: u32,
+}
+
+/// An S3 location for a job's logs or artifacts.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ArtifactLocation {
+    /// Bucket.
+    pub bucket: String,
+    /// Key prefix.
+    pub prefix: String,
+    /// Region.
+    pub region: String,
+}
+
+/// What a runner fetches with its job token.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobSpec {
+    /// The job.
+    pub job_id: String,
+    /// Its environment.
+    pub environment: String,
+    /// Plan, apply or destroy.
+    pub operation: Operation,
+    /// Where the configuration comes from.
+    pub source: Source,
+    /// Terraform variables (any JSON values).
+    #[serde(default)]
+    pub variables: BTreeMap<String, Value>,
+    /// Extra files by relative path.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Secret references (ARNs) by environment variable name.
+    #[serde(default)]
+    pub secret_refs: BTreeMap<String, String>,
+    /// Where the state lives.
+    pub state_storage: StateStorageConfiguration,
+    /// The state object's key, for `s3` state storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_key: Option<String>,
+    /// Where to write log chunks.
+    pub logs: ArtifactLocation,
+    /// Where to write the plan and the summary.
+    pub artifacts: ArtifactLocation,
+}
+
+/// A role on a group.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads.
+    Viewer,
+    /// Reads, submits and cancels jobs.
+    Deployer,
+    /// Also manages runners, rules and environments.
+    Maintainer,
+    /// Also administers memberships.
+    Owner,
+}
+
+/// Who a membership is for.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Grantee {
+    /// One subject (`sub`), optionally only from one issuer.
+    Subject {
+        /// The exact `sub`.
+        subject: String,
+        /// The token issuer; any issuer when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issuer: Option<String>,
+    },
+    /// Every principal whose claim matches a glob.
+    ClaimPattern {
+        /// The claim's name.
+        claim: String,
+        /// A glob over the claim's string value; `*` matches any run of characters, `/` included.
+        pattern: String,
+        /// The token issuer; any issuer when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issuer: Option<String>,
+    },
+}
+
+/// An environment with its linked runner and its lock.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnvironmentRecord {
+    /// The environment's path, `<group>/<name>`.
+    pub path: String,
+    /// Its type.
+    pub env_type: String,
+    /// Its labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Its tags.
+    #[serde(default)]
+    pub tags: BTreeSet<String>,
+    /// The runner it is linked to.
+    pub runner: RunnerLink,
+    /// The job that holds the environment's lock, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_job: Option<String>,
+    /// How many jobs wait for the lock.
+    pub queued_count: u64,
+    /// The last queue position handed out.
+    #[serde(default)]
+    pub queue_seq: u64,
+}
+
+/// A membership with its id: a role on a group for a grantee.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MembershipRecord {
+    /// The membership's id.
+    pub id: String,
+    /// The group the role is granted on (and inherited below).
+    pub group: String,
+    /// The role.
+    pub role: Role,
+    /// Who gets it.
+    pub grantee: Grantee,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When.
+    pub granted_at: DateTime<Utc>,
+}

@@ -1,0 +1,307 @@
+//! The API's request and response bodies: serde types with OpenAPI schemas.
+//!
+//! Views wrap the store's records (whose serde shape is the wire format) and add
+//! the fields the API computes; [`domain`] declares the schemas of the embedded
+//! `sortie-core` and `sortie-store` types.
+
+pub mod domain;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sortie_core::{ChangeSummary, GroupPath, Job, Resolution, Runner, RunnerRule};
+use sortie_store::{EnvironmentRecord, JobRecord, MembershipRecord, Versioned};
+use utoipa::ToSchema;
+
+/// A runner as the API shows it: the stored runner plus where it sits relative to
+/// the group it was listed for.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunnerView {
+    /// The runner: id, description and configurations.
+    #[serde(flatten)]
+    #[schema(value_type = domain::Runner)]
+    pub runner: Runner,
+    /// The owner group's path (`""` for a shared runner).
+    pub group: String,
+    /// The runner's name within its owner group.
+    pub name: String,
+    /// The version, also sent as the ETag.
+    pub version: u64,
+    /// True for a shared runner (owned by the root group).
+    pub shared: bool,
+    /// True when the owner is an ancestor of the group it was listed for.
+    pub inherited: bool,
+}
+
+impl RunnerView {
+    /// The view of `r` as seen from `listed_for`.
+    pub fn new(r: Versioned<Runner>, listed_for: &GroupPath) -> Self {
+        Self {
+            group: r.item.id.group().as_str().to_string(),
+            name: r.item.id.name().to_string(),
+            version: r.version,
+            shared: r.item.id.is_shared(),
+            inherited: r.item.id.group() != listed_for,
+            runner: r.item,
+        }
+    }
+}
+
+/// A group's runners, then inherited and shared ones.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunnerList {
+    /// The runners, each marked `inherited` and `shared`.
+    pub runners: Vec<RunnerView>,
+}
+
+/// The rules of one scope.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RuleList {
+    /// The rules.
+    #[schema(value_type = Vec<domain::RunnerRule>)]
+    pub rules: Vec<RunnerRule>,
+}
+
+/// The body of `POST .../rules`: a rule to create at the scope in the URL.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleCreate {
+    /// The rule's id, unique within its scope.
+    pub id: String,
+    /// The scope; when given it must be the group in the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The runner it picks, visible at the scope.
+    pub runner_id: String,
+    /// Conditions on the environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<domain::Criteria>,
+    /// Higher wins ties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+}
+
+/// The body of `PUT .../rules/{id}`: the rule's new content.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleUpdate {
+    /// When given, it must be the id in the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// When given, it must be the group in the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The runner it picks, visible at the scope.
+    pub runner_id: String,
+    /// Conditions on the environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<domain::Criteria>,
+    /// Higher wins ties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+}
+
+/// An environment as the API shows it: the stored environment with its lock.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnvironmentView {
+    /// The environment, its linked runner and its lock.
+    #[serde(flatten)]
+    #[schema(value_type = domain::EnvironmentRecord)]
+    pub record: EnvironmentRecord,
+    /// The environment's group.
+    pub group: String,
+    /// The environment's name within its group.
+    pub name: String,
+    /// The version, also sent as the ETag.
+    pub version: u64,
+}
+
+impl From<Versioned<EnvironmentRecord>> for EnvironmentView {
+    fn from(e: Versioned<EnvironmentRecord>) -> Self {
+        Self {
+            group: e.item.environment.path.group().as_str().to_string(),
+            name: e.item.environment.path.name().to_string(),
+            version: e.version,
+            record: e.item,
+        }
+    }
+}
+
+/// A group's environments.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnvironmentList {
+    /// The environments.
+    pub environments: Vec<EnvironmentView>,
+}
+
+/// A created environment, with the rule resolution that linked its runner.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnvironmentCreated {
+    /// The environment.
+    #[serde(flatten)]
+    pub environment: EnvironmentView,
+    /// Which rule won, and why every other rule did not.
+    #[schema(value_type = domain::Resolution)]
+    pub resolution: Resolution,
+}
+
+/// The body of `POST .../environments`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentCreate {
+    /// The environment's name within the group in the URL.
+    pub name: String,
+    /// Its type, such as `production`; rules may match on it.
+    pub env_type: String,
+    /// Labels; rules may match on them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Tags; a rule's tags must be a subset of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeSet<String>>,
+}
+
+/// The body of `PATCH /v1/environments/{environment}`: any subset of the fields.
+/// The runner link never changes here (see refresh-runner).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentPatch {
+    /// A new type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_type: Option<String>,
+    /// New labels (replacing the old ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// New tags (replacing the old ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeSet<String>>,
+}
+
+/// The answer of refresh-runner: the runner picked now, and the explanation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RefreshRunnerAnswer {
+    /// True when nothing was changed.
+    pub dry_run: bool,
+    /// The runner linked before.
+    pub previous_runner_id: String,
+    /// The runner the rules pick now.
+    pub runner_id: String,
+    /// True when the rules pick another runner than the linked one.
+    pub changed: bool,
+    /// Which rule won, and why every other rule did not.
+    #[schema(value_type = domain::Resolution)]
+    pub resolution: Resolution,
+    /// The relinked environment (absent on a dry run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentView>,
+}
+
+/// A job as the API shows it: the job, its transitions and what the control plane
+/// recorded about it (never its token's hash).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    /// The job.
+    #[serde(flatten)]
+    #[schema(value_type = domain::Job)]
+    pub job: Job,
+    /// The task ARN or Kubernetes Job name, once launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_arn: Option<String>,
+    /// When the task was seen running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// Who asked for a cancel, while the stop is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_by: Option<String>,
+    /// When Sortie stopped the task for exceeding its timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_requested_at: Option<DateTime<Utc>>,
+    /// The change summary the runner reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<domain::ChangeSummary>)]
+    pub summary: Option<ChangeSummary>,
+    /// The last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<JobRecord> for JobView {
+    fn from(r: JobRecord) -> Self {
+        // `token_hash` is deliberately dropped: it is nobody's business.
+        Self {
+            job: r.job,
+            task_arn: r.task_arn,
+            started_at: r.started_at,
+            cancel_requested_by: r.cancel_requested_by,
+            timeout_requested_at: r.timeout_requested_at,
+            summary: r.summary,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// One page of an environment's jobs, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobListPage {
+    /// The jobs.
+    #[schema(value_type = Vec<domain::Job>)]
+    pub jobs: Vec<Job>,
+    /// The cursor of the next page; null on the last page.
+    pub next: Option<String>,
+}
+
+/// A page of a job's log.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LogsPage {
+    /// The offset read from.
+    pub offset: u64,
+    /// The offset to read from next.
+    pub next_offset: u64,
+    /// The log text from `offset` (invalid UTF-8 replaced).
+    pub data: String,
+    /// Whether more may come: the job has not ended, or the page was full.
+    pub more: bool,
+}
+
+/// The memberships granted on one group.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MembershipList {
+    /// The memberships.
+    #[schema(value_type = Vec<domain::MembershipRecord>)]
+    pub memberships: Vec<MembershipRecord>,
+}
+
+/// The body of `POST .../memberships`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MembershipGrant {
+    /// The role to grant.
+    pub role: domain::Role,
+    /// Who gets it.
+    pub grantee: domain::Grantee,
+}
+
+/// The answer of `GET /v1/health`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+}
+
+/// The answer of `GET /v1/openapi.json`: an OpenAPI 3.1 document.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OpenApiDocument {
+    /// The OpenAPI version.
+    pub openapi: String,
+    /// Title, version and description (free-form OpenAPI object).
+    #[schema(value_type = Object)]
+    pub info: Value,
+    /// The operations by path template (free-form OpenAPI objects).
+    #[schema(value_type = BTreeMap<String, Object>)]
+    pub paths: BTreeMap<String, Value>,
+    /// Schemas and security schemes (free-form OpenAPI object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub components: Option<Value>,
+}

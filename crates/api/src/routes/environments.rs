@@ -1,0 +1,341 @@
+//! Environments: `/v1/groups/{group}/-/environments`, `/v1/environments/{environment}`
+//! and its refresh-runner.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::Value;
+use sortie_core::{resolve, Action, EnvPath, Environment, RunnerId, RunnerLink};
+use sortie_store::StoreError;
+use utoipa::IntoParams;
+
+use super::Reply;
+use crate::error::ApiError;
+use crate::extract::{query_field, Caller, Document, EnvParam, GroupParam, IfMatch, QueryParams};
+use crate::model::{
+    EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
+    RefreshRunnerAnswer,
+};
+use crate::openapi::errors::*;
+use crate::AppState;
+
+/// The body of an environment create or update, validated field by field.
+struct EnvFields {
+    name: Option<String>,
+    env_type: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    tags: Option<BTreeSet<String>>,
+}
+
+fn env_fields(doc: &Value, creating: bool) -> Result<EnvFields, ApiError> {
+    let mut p = sortie_core::Problems::default();
+    let Some(mut f) = sortie_core::problems::Fields::new(doc, "", &mut p) else {
+        return Err(sortie_core::ValidationError { problems: p.0 }.into());
+    };
+    let name = if creating {
+        f.required_str("name", &mut p)
+    } else {
+        None
+    };
+    let env_type = if creating {
+        f.required_str("env_type", &mut p)
+    } else {
+        f.optional::<String>("env_type", &mut p)
+    };
+    if env_type.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        p.push("env_type", "must not be empty");
+    }
+    let labels = f.optional("labels", &mut p);
+    let tags = f.optional("tags", &mut p);
+    f.finish(&mut p);
+    p.finish(EnvFields {
+        name,
+        env_type,
+        labels,
+        tags,
+    })
+    .map_err(Into::into)
+}
+
+async fn resolve_for(
+    state: &AppState,
+    env: &Environment,
+) -> Result<sortie_core::Resolution, ApiError> {
+    let rules = state.store.rules_for(env.path.group()).await?;
+    resolve(&env.facts(), &rules).map_err(no_match)
+}
+
+fn no_match(e: sortie_core::NoRunnerMatched) -> ApiError {
+    let mut err = ApiError::new(StatusCode::CONFLICT, "no_runner_matched", e.to_string());
+    err.fields = e
+        .explanation
+        .iter()
+        .map(|c| sortie_core::Problem {
+            path: format!("rules.{}:{}", c.scope.as_str(), c.rule_id),
+            problem: format!("{:?}", c.verdict),
+        })
+        .collect();
+    err
+}
+
+/// The group's environments.
+#[utoipa::path(get, path = "/v1/groups/{group}/-/environments", tag = "environments",
+    params(("group" = String, Path, description = "Group path")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The group's environments", body = EnvironmentList),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn list_environments(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    caller: Caller,
+) -> Result<Reply<EnvironmentList>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Read,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
+        .await?;
+    let envs = state.store.list_environments(&group).await?;
+    Ok(Reply::ok(EnvironmentList {
+        environments: envs.into_iter().map(EnvironmentView::from).collect(),
+    }))
+}
+
+/// Creates an environment and links it to the runner the rules pick.
+#[utoipa::path(post, path = "/v1/groups/{group}/-/environments", tag = "environments",
+    params(("group" = String, Path, description = "Group path")),
+    request_body(description = "The environment, YAML or JSON", content((EnvironmentCreate = "application/json"), (EnvironmentCreate = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 201, description = "Created and linked; the answer explains the rule resolution", body = EnvironmentCreated, headers(("etag" = String, description = "The version"))),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+pub(crate) async fn create_environment(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    caller: Caller,
+    body: Document,
+) -> Result<Reply<EnvironmentCreated>, ApiError> {
+    let principal = caller
+        .authorize(
+            &state,
+            Action::Manage,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
+        .await?;
+    let fields = env_fields(&body.value()?, true)?;
+    let path = EnvPath::new(group.clone(), fields.name.as_deref().unwrap_or_default())
+        .map_err(|e| ApiError::field("name", e.first_problem()))?;
+    let mut env = Environment {
+        path,
+        env_type: fields.env_type.unwrap_or_default(),
+        labels: fields.labels.unwrap_or_default(),
+        tags: fields.tags.unwrap_or_default(),
+        runner: RunnerLink {
+            runner_id: RunnerId::parse("unresolved").expect("valid name"),
+            rule_id: String::new(),
+            linked_by: principal.subject.clone(),
+            linked_at: Utc::now(),
+        },
+    };
+    let resolution = resolve_for(&state, &env).await?;
+    env.runner.runner_id = resolution.runner_id().clone();
+    env.runner.rule_id = resolution.rule.id.clone();
+    let created = state
+        .store
+        .create_environment(&env)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound { kind: "runner", id } => ApiError::new(
+                StatusCode::CONFLICT,
+                "runner_missing",
+                format!(
+                    "rule `{}` picks runner `{id}`, which does not exist",
+                    resolution.rule.id
+                ),
+            ),
+            other => other.into(),
+        })?;
+    let version = created.version;
+    let body = EnvironmentCreated {
+        environment: created.into(),
+        resolution,
+    };
+    Ok(Reply::new(StatusCode::CREATED, body).etag(version))
+}
+
+/// One environment.
+#[utoipa::path(get, path = "/v1/environments/{environment}", tag = "environments",
+    params(("environment" = String, Path, description = "Environment path, slashes included")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The environment, its linked runner and its lock", body = EnvironmentView, headers(("etag" = String, description = "The version"))),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn get_environment(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+) -> Result<Reply<EnvironmentView>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Read,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    let e = state.store.get_environment(&path).await?;
+    let version = e.version;
+    Ok(Reply::ok(EnvironmentView::from(e)).etag(version))
+}
+
+/// Changes an environment's type, labels or tags; never its runner link.
+#[utoipa::path(patch, path = "/v1/environments/{environment}", tag = "environments",
+    params(("environment" = String, Path, description = "Environment path"),
+        ("If-Match" = Option<String>, Header, description = "The ETag last read")),
+    request_body(description = "Any subset of env_type, labels, tags, YAML or JSON", content((EnvironmentPatch = "application/json"), (EnvironmentPatch = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Updated", body = EnvironmentView, headers(("etag" = String, description = "The version"))),
+        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, BadGateway, Unavailable))]
+pub(crate) async fn update_environment(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+    if_match: IfMatch,
+    body: Document,
+) -> Result<Reply<EnvironmentView>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Manage,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    let fields = env_fields(&body.value()?, false)?;
+    let expected = if_match.version()?;
+    let current = state.store.get_environment(&path).await?;
+    let mut env = current.item.environment;
+    if let Some(t) = fields.env_type {
+        env.env_type = t;
+    }
+    if let Some(l) = fields.labels {
+        env.labels = l;
+    }
+    if let Some(t) = fields.tags {
+        env.tags = t;
+    }
+    let updated = state
+        .store
+        .update_environment(&env, Some(expected.unwrap_or(current.version)))
+        .await?;
+    let version = updated.version;
+    Ok(Reply::ok(EnvironmentView::from(updated)).etag(version))
+}
+
+/// Deletes an idle environment.
+#[utoipa::path(delete, path = "/v1/environments/{environment}", tag = "environments",
+    params(("environment" = String, Path, description = "Environment path"),
+        ("If-Match" = Option<String>, Header, description = "The ETag last read")),
+    security(("bearerAuth" = [])),
+    responses((status = 204, description = "Deleted"),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PreconditionFailed, BadGateway, Unavailable))]
+pub(crate) async fn delete_environment(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+    if_match: IfMatch,
+) -> Result<StatusCode, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Manage,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    state
+        .store
+        .delete_environment(&path, if_match.version()?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The query of refresh-runner.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct RefreshQuery {
+    /// Answer without changing anything (`true`, `false`, or empty for true).
+    #[serde(default, deserialize_with = "dry_run")]
+    #[param(value_type = Option<bool>)]
+    dry_run: Option<bool>,
+}
+
+fn dry_run<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    query_field(d, "dry_run", "is not true or false", |s| match s {
+        "true" | "" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    })
+}
+
+/// Resolves the environment's runner again and relinks it, unless `dry_run`.
+#[utoipa::path(post, path = "/v1/environments/{environment}/-/refresh-runner", tag = "environments",
+    params(("environment" = String, Path, description = "Environment path"), RefreshQuery,
+        ("If-Match" = Option<String>, Header, description = "The ETag last read")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The runner picked now, the rule that picked it and the explanation; relinked unless dry_run", body = RefreshRunnerAnswer),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PreconditionFailed, BadGateway, Unavailable))]
+pub(crate) async fn refresh_runner(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+    query: QueryParams<RefreshQuery>,
+    if_match: IfMatch,
+) -> Result<Reply<RefreshRunnerAnswer>, ApiError> {
+    let dry_run = query.get()?.dry_run.unwrap_or(false);
+    let action = if dry_run {
+        Action::Read
+    } else {
+        Action::Manage
+    };
+    let principal = caller
+        .authorize(
+            &state,
+            action,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    let current = state.store.get_environment(&path).await?;
+    let resolution = resolve_for(&state, &current.item.environment).await?;
+    let previous = current.item.environment.runner.runner_id.clone();
+    let mut answer = RefreshRunnerAnswer {
+        dry_run,
+        previous_runner_id: previous.to_string(),
+        runner_id: resolution.runner_id().to_string(),
+        changed: *resolution.runner_id() != previous,
+        resolution,
+        environment: None,
+    };
+    if dry_run {
+        return Ok(Reply::ok(answer));
+    }
+    let link = RunnerLink {
+        runner_id: answer.resolution.runner_id().clone(),
+        rule_id: answer.resolution.rule.id.clone(),
+        linked_by: principal.subject.clone(),
+        linked_at: Utc::now(),
+    };
+    let expected = if_match.version()?.unwrap_or(current.version);
+    let updated = state
+        .store
+        .relink_environment(&path, &link, Some(expected))
+        .await?;
+    let version = updated.version;
+    answer.environment = Some(updated.into());
+    Ok(Reply::ok(answer).etag(version))
+}

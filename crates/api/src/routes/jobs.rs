@@ -1,0 +1,260 @@
+//! Jobs: `/v1/environments/{environment}/-/jobs`, `/v1/jobs/{id}` and its cancel.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde::Deserialize;
+use sortie_core::{Action, Job, JobRequest, JobState, Principal};
+use sortie_store::{IdempotencyKey, JobRecord, Released, StoreError};
+use utoipa::IntoParams;
+
+use super::Reply;
+use crate::error::ApiError;
+use crate::extract::{query_field, Caller, Document, EnvParam, IdParam, QueryParams};
+use crate::model::{domain, JobListPage, JobView};
+use crate::openapi::errors::*;
+use crate::AppState;
+
+/// The query of the job list.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct JobListQuery {
+    /// Page size: 1 to 100, default 20.
+    #[serde(default, deserialize_with = "limit")]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    limit: Option<u32>,
+    /// The `next` of the previous page.
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+fn limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    query_field(d, "limit", "must be a whole number from 1 to 100", |s| {
+        s.parse::<u32>().ok().filter(|l| (1..=100).contains(l))
+    })
+}
+
+/// An environment's jobs, newest first.
+#[utoipa::path(get, path = "/v1/environments/{environment}/-/jobs", tag = "jobs",
+    params(("environment" = String, Path, description = "Environment path"), JobListQuery),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Jobs, newest first, and the next cursor", body = JobListPage),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn list_jobs(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+    query: QueryParams<JobListQuery>,
+) -> Result<Reply<JobListPage>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Read,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    let query = query.get()?;
+    let page = state
+        .store
+        .list_jobs(&path, query.limit.unwrap_or(20), query.cursor.as_deref())
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound { kind: "cursor", .. } => {
+                ApiError::field("query.cursor", "is not a cursor this API returned")
+            }
+            other => other.into(),
+        })?;
+    Ok(Reply::ok(JobListPage {
+        jobs: page.jobs,
+        next: page.next,
+    }))
+}
+
+fn idempotency_key(headers: &HeaderMap, body: &[u8]) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = v
+        .to_str()
+        .map_err(|_| ApiError::field("Idempotency-Key", "must be printable ASCII"))?;
+    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::field(
+            "Idempotency-Key",
+            "must be 1 to 255 printable ASCII characters without spaces",
+        ));
+    }
+    Ok(Some(IdempotencyKey {
+        key: key.to_string(),
+        request_hash: sortie_store::sha256_hex(body),
+    }))
+}
+
+/// Sends a lock-holding job to the queue. If the send fails the job stays a pending
+/// send in the store (it holds the lock and is `queued`), and the sweeper re-sends it.
+async fn send_or_leave_pending(state: &AppState, job_id: &str) {
+    if let Err(e) = state.queue.send(job_id, 0).await {
+        tracing::warn!(job_id, error = %e, "send to the jobs queue failed; the sweeper will re-send");
+    }
+}
+
+/// Submits a job; it runs when the environment is free.
+#[utoipa::path(post, path = "/v1/environments/{environment}/-/jobs", tag = "jobs",
+    params(("environment" = String, Path, description = "Environment path"),
+        ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the same job")),
+    request_body(description = "The job, YAML or JSON: operation, source (git | s3 | inline), variables, files, secret_refs (ARNs)",
+        content((domain::JobRequest = "application/json"), (domain::JobRequest = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 201, description = "Queued; it runs when the environment is free", body = JobView),
+        (status = 200, description = "A replay of an earlier submit with the same Idempotency-Key", body = JobView,
+            headers(("idempotent-replayed" = String, description = "`true`"))),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+pub(crate) async fn submit_job(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Document,
+) -> Result<Response, ApiError> {
+    let principal = caller
+        .authorize(
+            &state,
+            Action::Deploy,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    let idempotency = idempotency_key(&headers, &body.0)?;
+    let request = JobRequest::from_value(&body.value()?)?;
+    let env = state.store.get_environment(&path).await?;
+    let runner_id = env.item.environment.runner.runner_id.clone();
+    let runner = state.store.get_runner(&runner_id).await.map_err(|e| match e {
+        StoreError::NotFound { .. } => ApiError::new(StatusCode::CONFLICT, "runner_missing", format!("environment `{path}` is linked to runner `{runner_id}`, which no longer exists; refresh its runner")),
+        other => other.into(),
+    })?;
+    let mut job = Job::new(
+        sortie_store::new_id(),
+        path.clone(),
+        runner_id,
+        request,
+        principal.subject.clone(),
+        Utc::now(),
+    );
+    job.runner_spec = Some(runner.item.spec);
+    let submitted = state.store.submit_job(&job, idempotency.as_ref()).await?;
+    if submitted.took_lock {
+        send_or_leave_pending(&state, &submitted.job.id).await;
+    }
+    let record = state.store.get_job(&submitted.job.id).await?;
+    let status = if submitted.replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    let mut response = Reply::new(status, JobView::from(record)).into_response();
+    if submitted.replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
+}
+
+/// Reads a job and checks the caller may do `action` in its environment's group.
+pub(crate) async fn read_job_for(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    action: Action,
+) -> Result<(JobRecord, Principal), ApiError> {
+    let what = format!("job `{id}`");
+    let record = state.store.get_job(id).await.map_err(|e| match e {
+        StoreError::NotFound { .. } => ApiError::not_found(&what),
+        other => other.into(),
+    })?;
+    let principal = caller
+        .authorize(state, action, record.job.environment.group(), &what)
+        .await?;
+    Ok((record, principal))
+}
+
+/// One job.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The job with every transition, its time and reason", body = JobView),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn get_job(
+    State(state): State<AppState>,
+    IdParam(id): IdParam,
+    caller: Caller,
+) -> Result<Reply<JobView>, ApiError> {
+    let (record, _) = read_job_for(&state, &caller, &id, Action::Read).await?;
+    Ok(Reply::ok(record.into()))
+}
+
+/// Cancels a job: a waiting one at once, a launched one by stopping its task.
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "A queued job is canceled at once", body = JobView),
+        (status = 202, description = "A launched job's task is being stopped; it ends `canceled`", body = JobView),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, BadGateway, Unavailable))]
+pub(crate) async fn cancel_job(
+    State(state): State<AppState>,
+    IdParam(id): IdParam,
+    caller: Caller,
+) -> Result<Reply<JobView>, ApiError> {
+    let (record, principal) = read_job_for(&state, &caller, &id, Action::Deploy).await?;
+    let reason = format!("sortie: canceled by {}", principal.subject);
+    let job = &record.job;
+    if job.state.is_terminal() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "state_conflict",
+            format!("job `{}` already ended: {}", job.id, job.state),
+        ));
+    }
+    if job.state.is_active() {
+        // A launched job: dispatch stops its task (the API holds no ECS permissions), and
+        // task-events finishes it as `canceled` when the task's STOPPED event arrives.
+        let message = sortie_store::JobMessage {
+            job_id: job.id.clone(),
+            cancel_by: Some(principal.subject.clone()),
+        };
+        state.queue.send_message(&message, 0).await?;
+        let mut view = JobView::from(record);
+        view.cancel_requested_by = Some(principal.subject.clone());
+        return Ok(Reply::new(StatusCode::ACCEPTED, view));
+    }
+    let env = state.store.get_environment(&job.environment).await?;
+    let holds_lock = env.item.active_job.as_deref() == Some(job.id.as_str());
+    let canceled = if holds_lock {
+        let c = state
+            .store
+            .transition_job(
+                &job.id,
+                JobState::Queued,
+                JobState::Canceled,
+                Utc::now(),
+                &reason,
+                Default::default(),
+            )
+            .await?;
+        if let Released::HandedTo(next) = state
+            .store
+            .release_environment(&job.environment, &job.id)
+            .await?
+        {
+            send_or_leave_pending(&state, &next.id).await;
+        }
+        c
+    } else {
+        state
+            .store
+            .cancel_waiting_job(&job.id, Utc::now(), &reason)
+            .await?
+    };
+    Ok(Reply::ok(canceled.into()))
+}

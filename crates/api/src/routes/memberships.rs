@@ -1,0 +1,119 @@
+//! Memberships: `/v1/groups/{group}/-/memberships[/{id}]`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::Utc;
+use sortie_core::{Action, Grantee, Membership, Role};
+use sortie_store::MembershipRecord;
+
+use super::Reply;
+use crate::error::ApiError;
+use crate::extract::{Caller, Document, GroupParam, IdParam};
+use crate::model::{domain, MembershipGrant, MembershipList};
+use crate::openapi::errors::*;
+use crate::AppState;
+
+/// The memberships granted on exactly this group.
+#[utoipa::path(get, path = "/v1/groups/{group}/-/memberships", tag = "memberships",
+    params(("group" = String, Path, description = "Group path")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Memberships granted on exactly this group", body = MembershipList),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn list_memberships(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    caller: Caller,
+) -> Result<Reply<MembershipList>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Read,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
+        .await?;
+    Ok(Reply::ok(MembershipList {
+        memberships: state.store.list_memberships(&group).await?,
+    }))
+}
+
+/// Grants a role on the group to a subject or a claim pattern.
+#[utoipa::path(post, path = "/v1/groups/{group}/-/memberships", tag = "memberships",
+    params(("group" = String, Path, description = "Group path")),
+    request_body(description = "role and grantee, YAML or JSON", content((MembershipGrant = "application/json"), (MembershipGrant = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 201, description = "Granted", body = domain::MembershipRecord),
+        BadRequest, Unauthorized, Forbidden, NotFound, PayloadTooLarge, BadGateway, Unavailable))]
+pub(crate) async fn grant_membership(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    caller: Caller,
+    body: Document,
+) -> Result<Reply<MembershipRecord>, ApiError> {
+    let principal = caller
+        .authorize(
+            &state,
+            Action::Administer,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
+        .await?;
+    let doc = body.value()?;
+    let mut p = sortie_core::Problems::default();
+    let Some(mut f) = sortie_core::problems::Fields::new(&doc, "", &mut p) else {
+        return Err(sortie_core::ValidationError { problems: p.0 }.into());
+    };
+    let role: Option<Role> = f.required("role", &mut p);
+    let grantee: Option<Grantee> = f.required("grantee", &mut p);
+    f.finish(&mut p);
+    if let Some(Grantee::ClaimPattern { claim, pattern, .. }) = &grantee {
+        if claim.is_empty() {
+            p.push("grantee.claim", "must not be empty");
+        }
+        if glob::Pattern::new(pattern).is_err() || pattern.is_empty() {
+            p.push("grantee.pattern", "is not a valid glob");
+        }
+    }
+    if let Some(Grantee::Subject { subject, .. }) = &grantee {
+        if subject.is_empty() {
+            p.push("grantee.subject", "must not be empty");
+        }
+    }
+    let (role, grantee) = p.finish((role, grantee))?;
+    let record = MembershipRecord {
+        id: sortie_store::new_id(),
+        membership: Membership {
+            group: group.clone(),
+            role: role.expect("checked"),
+            grantee: grantee.expect("checked"),
+        },
+        granted_by: principal.subject.clone(),
+        granted_at: Utc::now(),
+    };
+    state.store.put_membership(&record).await?;
+    Ok(Reply::new(StatusCode::CREATED, record))
+}
+
+/// Revokes a membership.
+#[utoipa::path(delete, path = "/v1/groups/{group}/-/memberships/{id}", tag = "memberships",
+    params(("group" = String, Path, description = "Group path"), ("id" = String, Path, description = "Membership id")),
+    security(("bearerAuth" = [])),
+    responses((status = 204, description = "Revoked"),
+        BadRequest, Unauthorized, Forbidden, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn revoke_membership(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    IdParam(id): IdParam,
+    caller: Caller,
+) -> Result<StatusCode, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Administer,
+            &group,
+            &format!("group `{}`", group.as_str()),
+        )
+        .await?;
+    state.store.delete_membership(&group, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

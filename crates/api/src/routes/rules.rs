@@ -1,0 +1,187 @@
+//! Runner rules: `/v1/groups/{group}/-/rules[/{id}]`. A scope's rules are one rule
+//! set with one version: its ETag, checked by `If-Match` on update and delete.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use sortie_core::{Action, GroupPath, RunnerRule};
+use sortie_store::StoreError;
+
+use super::{manage_action, Reply};
+use crate::error::ApiError;
+use crate::extract::{Caller, Document, GroupParam, IdParam, IfMatch};
+use crate::model::{domain, RuleCreate, RuleList, RuleUpdate};
+use crate::openapi::errors::*;
+use crate::AppState;
+
+/// Fills `field` of a rule document with the URL's `value`, or checks that it equals it.
+fn pin_field(doc: &mut Value, field: &str, value: &str, what: &str) -> Result<(), ApiError> {
+    if let Some(o) = doc.as_object_mut() {
+        match o.get(field) {
+            None => {
+                o.insert(field.into(), json!(value));
+            }
+            Some(s) if s.as_str() == Some(value) => {}
+            Some(_) => {
+                return Err(ApiError::field(
+                    field,
+                    format!("must be `{value}`, the {what} in the URL, or absent"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Validates a rule document for `scope` and checks that its runner exists.
+async fn checked_rule(
+    state: &AppState,
+    mut doc: Value,
+    scope: &GroupPath,
+) -> Result<RunnerRule, ApiError> {
+    pin_field(&mut doc, "scope", scope.as_str(), "group")?;
+    let rule = RunnerRule::from_value(&doc)?;
+    match state.store.get_runner(&rule.runner_id).await {
+        Ok(_) => Ok(rule),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::field(
+            "runner_id",
+            format!("runner `{}` does not exist", rule.runner_id),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The rules of exactly this scope.
+#[utoipa::path(get, path = "/v1/groups/{group}/-/rules", tag = "rules",
+    params(("group" = String, Path, description = "Scope group path")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The scope's rules; ETag is the scope's rule-set version", body = RuleList, headers(("etag" = String, description = "The rule set's version"))),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn list_rules(
+    State(state): State<AppState>,
+    GroupParam(scope): GroupParam,
+    caller: Caller,
+) -> Result<Reply<RuleList>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Read,
+            &scope,
+            &format!("group `{}`", scope.as_str()),
+        )
+        .await?;
+    let rules = state.store.list_rules(&scope).await?;
+    Ok(Reply::ok(RuleList { rules: rules.item }).etag(rules.version))
+}
+
+/// Creates a rule at the scope.
+#[utoipa::path(post, path = "/v1/groups/{group}/-/rules", tag = "rules",
+    params(("group" = String, Path, description = "Scope group path")),
+    request_body(description = "The rule, YAML or JSON", content((RuleCreate = "application/json"), (RuleCreate = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 201, description = "Created; ETag is the rule set's new version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+pub(crate) async fn create_rule(
+    State(state): State<AppState>,
+    GroupParam(scope): GroupParam,
+    caller: Caller,
+    body: Document,
+) -> Result<Reply<RunnerRule>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            manage_action(&scope),
+            &scope,
+            &format!("group `{}`", scope.as_str()),
+        )
+        .await?;
+    let rule = checked_rule(&state, body.value()?, &scope).await?;
+    let created = state.store.create_rule(&rule).await?;
+    Ok(Reply::new(StatusCode::CREATED, created.item).etag(created.version))
+}
+
+/// One rule.
+#[utoipa::path(get, path = "/v1/groups/{group}/-/rules/{id}", tag = "rules",
+    params(("group" = String, Path, description = "Scope group path"), ("id" = String, Path, description = "Rule id")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The rule; ETag is the rule set's version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn get_rule(
+    State(state): State<AppState>,
+    GroupParam(scope): GroupParam,
+    IdParam(id): IdParam,
+    caller: Caller,
+) -> Result<Reply<RunnerRule>, ApiError> {
+    let what = format!("rule `{id}` in `{}`", scope.as_str());
+    caller
+        .authorize(&state, Action::Read, &scope, &what)
+        .await?;
+    let rules = state.store.list_rules(&scope).await?;
+    let rule = rules
+        .item
+        .into_iter()
+        .find(|r| r.id == id)
+        .ok_or_else(|| ApiError::not_found(&what))?;
+    Ok(Reply::ok(rule).etag(rules.version))
+}
+
+/// Replaces a rule. Linked environments keep their runner until refreshed.
+#[utoipa::path(put, path = "/v1/groups/{group}/-/rules/{id}", tag = "rules",
+    params(("group" = String, Path, description = "Scope group path"), ("id" = String, Path, description = "Rule id"),
+        ("If-Match" = Option<String>, Header, description = "The rule set's ETag")),
+    request_body(description = "The rule's new content, YAML or JSON", content((RuleUpdate = "application/json"), (RuleUpdate = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Updated; ETag is the rule set's new version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
+        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, BadGateway, Unavailable))]
+pub(crate) async fn update_rule(
+    State(state): State<AppState>,
+    GroupParam(scope): GroupParam,
+    IdParam(id): IdParam,
+    caller: Caller,
+    if_match: IfMatch,
+    body: Document,
+) -> Result<Reply<RunnerRule>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            manage_action(&scope),
+            &scope,
+            &format!("rule `{id}`"),
+        )
+        .await?;
+    let expected = if_match.version()?;
+    let mut doc = body.value()?;
+    pin_field(&mut doc, "id", &id, "rule id")?;
+    let rule = checked_rule(&state, doc, &scope).await?;
+    let updated = state.store.update_rule(&rule, expected).await?;
+    Ok(Reply::ok(updated.item).etag(updated.version))
+}
+
+/// Deletes a rule. Linked environments keep their runner until refreshed.
+#[utoipa::path(delete, path = "/v1/groups/{group}/-/rules/{id}", tag = "rules",
+    params(("group" = String, Path, description = "Scope group path"), ("id" = String, Path, description = "Rule id"),
+        ("If-Match" = Option<String>, Header, description = "The rule set's ETag")),
+    security(("bearerAuth" = [])),
+    responses((status = 204, description = "Deleted; linked environments keep their runner until refreshed"),
+        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, BadGateway, Unavailable))]
+pub(crate) async fn delete_rule(
+    State(state): State<AppState>,
+    GroupParam(scope): GroupParam,
+    IdParam(id): IdParam,
+    caller: Caller,
+    if_match: IfMatch,
+) -> Result<StatusCode, ApiError> {
+    caller
+        .authorize(
+            &state,
+            manage_action(&scope),
+            &scope,
+            &format!("rule `{id}`"),
+        )
+        .await?;
+    state
+        .store
+        .delete_rule(&scope, &id, if_match.version()?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

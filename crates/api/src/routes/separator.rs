@@ -1,0 +1,149 @@
+//! The one place that splits the `/-/` separator.
+//!
+//! Group and environment paths contain `/` (`acme/payments`), so in URLs they end
+//! at a `-` segment: `/v1/groups/acme/payments/-/runners/r1`,
+//! `/v1/environments/acme/payments/prod/-/jobs`, and the root group is
+//! `/v1/groups/-/runners`. Before routing, [`canonical_path`] rewrites such a
+//! path so that the group or environment becomes **one** percent-encoded segment
+//! (`/v1/groups/acme%2Fpayments/-/runners/r1`), which axum's `Router` matches
+//! against the templates of the route table (`/v1/groups/{group}/-/runners/{name}`);
+//! the path extractors decode it back and parse it. An empty path (the root
+//! group) becomes the segment [`EMPTY_SEGMENT`].
+
+use axum::extract::Request;
+use axum::http::uri::{PathAndQuery, Uri};
+
+/// The segment that stands for an empty group or environment path (the root group).
+/// No real path can be `-`: its first `-` segment would be the separator.
+pub const EMPTY_SEGMENT: &str = "-";
+
+/// The request's path as the client sent it, before [`canonical_path`], for messages.
+#[derive(Debug, Clone)]
+pub(crate) struct OriginalPath(pub String);
+
+/// Rewrites a request path for the router: one trailing `/` is dropped, and the
+/// group or environment path of `/v1/groups/...` and `/v1/environments/...` routes
+/// becomes one percent-encoded segment. A group route without the separator is left
+/// as it is, so no route matches it (404).
+pub fn canonical_path(path: &str) -> String {
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
+    for (prefix, separator_required) in [("/v1/groups/", true), ("/v1/environments/", false)] {
+        let Some(rest) = path.strip_prefix(prefix) else {
+            continue;
+        };
+        let segments: Vec<&str> = rest.split('/').collect();
+        let (name, tail) = match segments.iter().position(|s| *s == "-") {
+            Some(i) => (segments[..i].join("/"), Some(segments[i + 1..].join("/"))),
+            None if separator_required => return path.to_string(),
+            None => (rest.to_string(), None),
+        };
+        let mut out = format!("{prefix}{}", encode_segment(&name));
+        if let Some(tail) = tail {
+            out.push_str("/-/");
+            out.push_str(&tail);
+        }
+        return out;
+    }
+    path.to_string()
+}
+
+/// The value of a `{group}` or `{environment}` segment, as the router decoded it.
+pub(crate) fn decode_segment(segment: &str) -> &str {
+    if segment == EMPTY_SEGMENT {
+        ""
+    } else {
+        segment
+    }
+}
+
+fn encode_segment(path: &str) -> String {
+    if path.is_empty() {
+        EMPTY_SEGMENT.to_string()
+    } else {
+        path.replace('%', "%25").replace('/', "%2F")
+    }
+}
+
+/// Applies [`canonical_path`] to a request, keeping its query and remembering the
+/// original path.
+pub(crate) fn rewrite(mut request: Request) -> Request {
+    let original = request.uri().path().to_string();
+    let path = canonical_path(&original);
+    if path != original {
+        let pq = match request.uri().query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        };
+        if let Ok(pq) = PathAndQuery::try_from(pq) {
+            let mut parts = request.uri().clone().into_parts();
+            parts.path_and_query = Some(pq);
+            if let Ok(uri) = Uri::from_parts(parts) {
+                *request.uri_mut() = uri;
+            }
+        }
+    }
+    request.extensions_mut().insert(OriginalPath(original));
+    request
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_and_environment_paths_become_one_segment() {
+        let cases = [
+            (
+                "/v1/groups/acme/payments/-/runners",
+                "/v1/groups/acme%2Fpayments/-/runners",
+            ),
+            ("/v1/groups/-/runners", "/v1/groups/-/-/runners"),
+            (
+                "/v1/groups/acme/-/rules/prod",
+                "/v1/groups/acme/-/rules/prod",
+            ),
+            (
+                "/v1/groups/acme/-/rules/prod/",
+                "/v1/groups/acme/-/rules/prod",
+            ),
+            ("/v1/groups/acme/runners", "/v1/groups/acme/runners"),
+            ("/v1/groups/a%2Fb/-/runners", "/v1/groups/a%252Fb/-/runners"),
+            (
+                "/v1/environments/acme/payments/prod/-/jobs",
+                "/v1/environments/acme%2Fpayments%2Fprod/-/jobs",
+            ),
+            (
+                "/v1/environments/acme/payments/prod",
+                "/v1/environments/acme%2Fpayments%2Fprod",
+            ),
+            ("/v1/environments/acme/jobs", "/v1/environments/acme%2Fjobs"),
+            ("/v1/environments/-/jobs", "/v1/environments/-/-/jobs"),
+            ("/v1/jobs/x/logs", "/v1/jobs/x/logs"),
+            ("/v1/health/", "/v1/health"),
+            ("/", "/"),
+        ];
+        for (given, want) in cases {
+            assert_eq!(canonical_path(given), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn the_rewrite_keeps_the_query_and_the_original_path() {
+        let req = Request::builder()
+            .uri("/v1/environments/acme/prod/-/jobs?limit=5")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let req = rewrite(req);
+        assert_eq!(
+            req.uri().to_string(),
+            "/v1/environments/acme%2Fprod/-/jobs?limit=5"
+        );
+        assert_eq!(
+            req.extensions().get::<OriginalPath>().unwrap().0,
+            "/v1/environments/acme/prod/-/jobs"
+        );
+    }
+}
