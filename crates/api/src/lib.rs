@@ -23,7 +23,8 @@ pub mod routes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sortie_store::{JobQueue, Store};
+use sortie_lifecycle::JobService;
+use sortie_store::Store;
 
 pub use error::{ApiError, ErrorBody, ErrorDetail, FieldProblem};
 pub use openapi::openapi;
@@ -41,8 +42,9 @@ pub struct VerifiedClaims(pub BTreeMap<String, serde_json::Value>);
 pub struct AppState {
     /// The repository.
     pub store: Arc<dyn Store>,
-    /// The jobs queue.
-    pub queue: Arc<dyn JobQueue>,
+    /// Submit and cancel (with the environment lock's release-and-next), shared with the
+    /// engine so both move jobs the same way.
+    pub jobs: JobService,
     /// Use the local development identity for requests without verified claims.
     /// Never set in AWS; set only by `sortie dev` or tests that ask for it.
     pub dev_identity: bool,

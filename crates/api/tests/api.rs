@@ -757,7 +757,14 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
     );
     let dev = sortie_api::router(sortie_api::AppState {
         store: api.store.clone(),
-        queue: Arc::new(FailingQueue),
+        jobs: sortie_lifecycle::JobService {
+            store: api.store.clone(),
+            queue: Arc::new(FailingQueue),
+            bus: Arc::new(sortie_lifecycle::EventBridgeBus::new(
+                aws_sdk_eventbridge::Client::new(&sortie_tests::sdk_config().await),
+                "default",
+            )),
+        },
         dev_identity: true,
         artifacts: api.artifacts.clone(),
         bucket: sortie_api::BucketConfig {

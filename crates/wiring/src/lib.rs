@@ -156,7 +156,7 @@ impl Composition {
             .ok_or(Missing(sortie_settings::BUCKET))?;
         Ok(AppState {
             store: self.store.clone(),
-            queue: self.queue.clone(),
+            jobs: self.jobs.clone(),
             dev_identity,
             artifacts,
             bucket: BucketConfig {

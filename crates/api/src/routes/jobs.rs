@@ -5,8 +5,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
-use sortie_core::{Action, Job, JobRequest, JobState, Principal};
-use sortie_store::{IdempotencyKey, JobRecord, Released, StoreError};
+use sortie_core::{Action, Job, JobRequest, Principal};
+use sortie_lifecycle::Cancellation;
+use sortie_store::{IdempotencyKey, JobRecord, StoreError};
 use utoipa::IntoParams;
 
 use super::Reply;
@@ -91,14 +92,6 @@ fn idempotency_key(headers: &HeaderMap, body: &[u8]) -> Result<Option<Idempotenc
     }))
 }
 
-/// Sends a lock-holding job to the queue. If the send fails the job stays a pending
-/// send in the store (it holds the lock and is `queued`), and the sweeper re-sends it.
-async fn send_or_leave_pending(state: &AppState, job_id: &str) {
-    if let Err(e) = state.queue.send(job_id, 0).await {
-        tracing::warn!(job_id, error = %e, "send to the jobs queue failed; the sweeper will re-send");
-    }
-}
-
 /// Submits a job; it runs when the environment is free.
 #[utoipa::path(post, path = "/v1/environments/{environment}/-/jobs", tag = "jobs",
     params(("environment" = String, Path, description = "Environment path"),
@@ -142,10 +135,7 @@ pub(crate) async fn submit_job(
         Utc::now(),
     );
     job.runner_spec = Some(runner.item.spec);
-    let submitted = state.store.submit_job(&job, idempotency.as_ref()).await?;
-    if submitted.took_lock {
-        send_or_leave_pending(&state, &submitted.job.id).await;
-    }
+    let submitted = state.jobs.submit(&job, idempotency.as_ref()).await?;
     let record = state.store.get_job(&submitted.job.id).await?;
     let status = if submitted.replayed {
         StatusCode::OK
@@ -207,54 +197,19 @@ pub(crate) async fn cancel_job(
     caller: Caller,
 ) -> Result<Reply<JobView>, ApiError> {
     let (record, principal) = read_job_for(&state, &caller, &id, Action::Deploy).await?;
-    let reason = format!("sortie: canceled by {}", principal.subject);
-    let job = &record.job;
-    if job.state.is_terminal() {
-        return Err(ApiError::new(
+    match state.jobs.cancel(&record, &principal.subject).await? {
+        Cancellation::Canceled(canceled) => Ok(Reply::ok(canceled.into())),
+        Cancellation::Stopping(launched) => {
+            // Dispatch stops the task (the API holds no ECS permissions), and task-events
+            // finishes it as `canceled` when the task's STOPPED event arrives.
+            let mut view = JobView::from(launched);
+            view.cancel_requested_by = Some(principal.subject.clone());
+            Ok(Reply::new(StatusCode::ACCEPTED, view))
+        }
+        Cancellation::AlreadyEnded(ended) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "state_conflict",
-            format!("job `{}` already ended: {}", job.id, job.state),
-        ));
+            format!("job `{}` already ended: {}", ended.job.id, ended.job.state),
+        )),
     }
-    if job.state.is_active() {
-        // A launched job: dispatch stops its task (the API holds no ECS permissions), and
-        // task-events finishes it as `canceled` when the task's STOPPED event arrives.
-        let message = sortie_store::JobMessage {
-            job_id: job.id.clone(),
-            cancel_by: Some(principal.subject.clone()),
-        };
-        state.queue.send_message(&message, 0).await?;
-        let mut view = JobView::from(record);
-        view.cancel_requested_by = Some(principal.subject.clone());
-        return Ok(Reply::new(StatusCode::ACCEPTED, view));
-    }
-    let env = state.store.get_environment(&job.environment).await?;
-    let holds_lock = env.item.active_job.as_deref() == Some(job.id.as_str());
-    let canceled = if holds_lock {
-        let c = state
-            .store
-            .transition_job(
-                &job.id,
-                JobState::Queued,
-                JobState::Canceled,
-                Utc::now(),
-                &reason,
-                Default::default(),
-            )
-            .await?;
-        if let Released::HandedTo(next) = state
-            .store
-            .release_environment(&job.environment, &job.id)
-            .await?
-        {
-            send_or_leave_pending(&state, &next.id).await;
-        }
-        c
-    } else {
-        state
-            .store
-            .cancel_waiting_job(&job.id, Utc::now(), &reason)
-            .await?
-    };
-    Ok(Reply::ok(canceled.into()))
 }

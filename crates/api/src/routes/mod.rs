@@ -352,6 +352,18 @@ mod tests {
         }
     }
 
+    struct NoBus;
+
+    #[async_trait::async_trait]
+    impl sortie_lifecycle::Bus for NoBus {
+        async fn job_completed(
+            &self,
+            _: &sortie_store::JobRecord,
+        ) -> Result<(), sortie_lifecycle::LifecycleError> {
+            Ok(())
+        }
+    }
+
     struct NoArtifacts;
 
     #[async_trait::async_trait]
@@ -379,8 +391,12 @@ mod tests {
             store.create_runner(&Runner { id, spec }).await.unwrap();
         }
         build(AppState {
-            store,
-            queue: Arc::new(NoQueue),
+            store: store.clone(),
+            jobs: sortie_lifecycle::JobService {
+                store,
+                queue: Arc::new(NoQueue),
+                bus: Arc::new(NoBus),
+            },
             dev_identity: true,
             artifacts: Arc::new(NoArtifacts),
             bucket: BucketConfig {

@@ -11,6 +11,7 @@ use chrono::Utc;
 use serde_json::{json, Value};
 use sortie_api::{router, AppState, BucketConfig, VerifiedClaims};
 use sortie_core::{Grantee, GroupPath, Membership, Role};
+use sortie_lifecycle::{EventBridgeBus, JobService};
 use sortie_store::{
     DynamoStore, JobQueue, MembershipRecord, MembershipStore, S3Artifacts, SqsJobQueue,
 };
@@ -127,9 +128,17 @@ impl Api {
             bucket.clone(),
         ));
         artifacts.ensure_bucket().await.unwrap();
+        let bus = Arc::new(EventBridgeBus::new(
+            aws_sdk_eventbridge::Client::new(&config),
+            "default",
+        ));
         let app = router(AppState {
             store: store.clone(),
-            queue,
+            jobs: JobService {
+                store: store.clone(),
+                queue,
+                bus,
+            },
             dev_identity: false,
             artifacts: artifacts.clone(),
             bucket: BucketConfig {
