@@ -89,7 +89,7 @@ impl EcsLauncher {
             .tags([
                 ("sortie:org", job.environment.org().to_string()),
                 ("sortie:env", job.environment.to_string()),
-                ("sortie:job", job.id.clone()),
+                ("sortie:job", job.id.to_string()),
             ])
             .region(Region::new(c.access.region.clone()))
             .configure(&self.base)
@@ -323,7 +323,7 @@ impl Launcher for EcsLauncher {
             .set_task_role_arn(c.task_role_arn.clone())
             .build();
         let tags = [
-            ("sortie:job", job.id.clone()),
+            ("sortie:job", job.id.to_string()),
             ("sortie:env", job.environment.to_string()),
             ("sortie:org", job.environment.org().to_string()),
         ]
