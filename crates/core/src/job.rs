@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::ids::JobId;
 use crate::names::{EnvPath, RunnerId};
 use crate::problems::{parse_document, Fields, Problems};
 use crate::runner::check_secret_refs;
@@ -152,7 +153,7 @@ pub struct Transition {
 #[error("job {job_id} cannot go from {from} to {to}")]
 pub struct IllegalTransition {
     /// The job.
-    pub job_id: String,
+    pub job_id: JobId,
     /// Its current state.
     pub from: JobState,
     /// The state asked for.
@@ -359,7 +360,7 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     /// The job's id.
-    pub id: String,
+    pub id: JobId,
     /// The environment it runs against.
     pub environment: EnvPath,
     /// The runner linked to the environment when the job was submitted.
@@ -382,7 +383,7 @@ pub struct Job {
 impl Job {
     /// A new job in `queued`, with its creation recorded.
     pub fn new(
-        id: String,
+        id: impl Into<JobId>,
         environment: EnvPath,
         runner_id: RunnerId,
         request: JobRequest,
@@ -391,7 +392,7 @@ impl Job {
     ) -> Self {
         let reason = format!("submitted by {requested_by}");
         Self {
-            id,
+            id: id.into(),
             environment,
             runner_id,
             request,

@@ -8,6 +8,7 @@
 pub mod arn;
 pub mod auth;
 pub mod environment;
+pub mod ids;
 pub mod job;
 pub mod names;
 pub mod outcome;
@@ -18,6 +19,7 @@ pub mod spec;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
 pub use environment::{Environment, RunnerLink};
+pub use ids::{JobId, TaskRef};
 pub use job::{IllegalTransition, Job, JobRequest, JobState, Operation, Source, Transition};
 pub use names::{EnvPath, GroupPath, RunnerId};
 pub use outcome::{task_outcome, Outcome, TaskStop};

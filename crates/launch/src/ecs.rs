@@ -89,7 +89,7 @@ impl EcsLauncher {
             .tags([
                 ("sortie:org", job.environment.org().to_string()),
                 ("sortie:env", job.environment.to_string()),
-                ("sortie:job", job.id.clone()),
+                ("sortie:job", job.id.to_string()),
             ])
             .region(Region::new(c.access.region.clone()))
             .configure(&self.base)
@@ -273,7 +273,7 @@ fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
 fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair> {
     let job = spec.job;
     let mut env = vec![
-        ("SORTIE_JOB_ID".to_string(), job.id.clone()),
+        ("SORTIE_JOB_ID".to_string(), job.id.to_string()),
         ("SORTIE_JOB_TOKEN".to_string(), spec.token.to_string()),
         ("SORTIE_API_URL".to_string(), spec.api_url.to_string()),
     ];
@@ -323,7 +323,7 @@ impl Launcher for EcsLauncher {
             .set_task_role_arn(c.task_role_arn.clone())
             .build();
         let tags = [
-            ("sortie:job", job.id.clone()),
+            ("sortie:job", job.id.to_string()),
             ("sortie:env", job.environment.to_string()),
             ("sortie:org", job.environment.org().to_string()),
         ]
@@ -336,7 +336,7 @@ impl Launcher for EcsLauncher {
             .task_definition(task_definition)
             .count(1)
             .started_by(started_by(&job.id))
-            .client_token(&job.id)
+            .client_token(job.id.as_str())
             .capacity_provider_strategy(
                 CapacityProviderStrategyItem::builder()
                     .capacity_provider(capacity)

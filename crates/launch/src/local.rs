@@ -118,7 +118,7 @@ impl Launcher for LocalLauncher {
             .map_err(|e| LaunchError::Fatal(e.to_string()))?;
         let mut command = tokio::process::Command::new(&binary);
         command
-            .env("SORTIE_JOB_ID", &job.id)
+            .env("SORTIE_JOB_ID", job.id.as_str())
             .env("SORTIE_JOB_TOKEN", spec.token)
             .env("SORTIE_API_URL", spec.api_url)
             .envs(&runner.env)
@@ -141,7 +141,7 @@ impl Launcher for LocalLauncher {
         self.tasks.lock().await.insert(
             task_arn.clone(),
             LocalTask {
-                job_id: job.id.clone(),
+                job_id: job.id.to_string(),
                 pid,
                 stop_reason: None,
                 stopped: None,

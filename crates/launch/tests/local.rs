@@ -11,7 +11,7 @@ use sortie_launch::{LaunchSpec, Launcher, LocalLauncher, TaskStatus};
 
 fn job(runner_binary: &std::path::Path) -> Job {
     let mut j = Job::new(
-        "01localtest000000000000000".into(),
+        "01localtest000000000000000",
         EnvPath::parse("acme/dev").unwrap(),
         RunnerId::parse("acme/local").unwrap(),
         JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap(),
