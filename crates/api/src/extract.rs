@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use serde::de::DeserializeOwned;
-use sortie_core::{can, Action, EnvPath, GroupPath, Principal};
+use sortie_core::{can, Action, EnvPath, GroupPath, JobId, Principal};
 
 use crate::error::ApiError;
 use crate::routes::separator::decode_segment;
@@ -152,6 +152,19 @@ impl<S: Send + Sync> FromRequestParts<S> for IdParam {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         path_param(parts, "id").await.map(IdParam)
+    }
+}
+
+/// The `{id}` of a job route, as a [`JobId`].
+pub(crate) struct JobIdParam(pub JobId);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobIdParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        path_param(parts, "id")
+            .await
+            .map(|id| JobIdParam(JobId::new(id)))
     }
 }
 

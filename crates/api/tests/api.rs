@@ -895,6 +895,7 @@ async fn a_table_of_bad_requests_gets_clear_errors_never_500() {
 /// Launches a job as dispatch would: claimed, running, with a token.
 async fn launch(api: &Api, job_id: &str, token: &str) {
     use sortie_core::JobState;
+    let job_id = &sortie_core::JobId::from(job_id);
     let now = chrono::Utc::now();
     api.store
         .transition_job(
@@ -908,7 +909,7 @@ async fn launch(api: &Api, job_id: &str, token: &str) {
         .await
         .unwrap();
     let update = sortie_store::JobUpdate {
-        task_arn: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
+        task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
         token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
         ..Default::default()
     };
@@ -1033,7 +1034,7 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     // Once the job ends, its token is dead.
     api.store
         .transition_job(
-            &a,
+            &sortie_core::JobId::from(a.as_str()),
             sortie_core::JobState::Running,
             sortie_core::JobState::Succeeded,
             chrono::Utc::now(),
@@ -1125,7 +1126,7 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
     );
     api.store
         .transition_job(
-            &id,
+            &sortie_core::JobId::from(id.as_str()),
             sortie_core::JobState::Running,
             sortie_core::JobState::Succeeded,
             chrono::Utc::now(),

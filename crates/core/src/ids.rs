@@ -81,6 +81,12 @@ impl AsRef<str> for JobId {
     }
 }
 
+impl AsRef<std::ffi::OsStr> for JobId {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_ref()
+    }
+}
+
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -133,6 +139,24 @@ impl From<String> for TaskRef {
 impl From<&str> for TaskRef {
     fn from(reference: &str) -> Self {
         Self(reference.to_string())
+    }
+}
+
+impl From<TaskRef> for String {
+    fn from(reference: TaskRef) -> Self {
+        reference.0
+    }
+}
+
+impl From<&TaskRef> for String {
+    fn from(reference: &TaskRef) -> Self {
+        reference.0.clone()
+    }
+}
+
+impl PartialEq<TaskRef> for String {
+    fn eq(&self, other: &TaskRef) -> bool {
+        *self == other.0
     }
 }
 

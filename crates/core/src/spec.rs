@@ -26,7 +26,7 @@ pub struct ArtifactLocation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     /// The job.
-    pub job_id: String,
+    pub job_id: crate::JobId,
     /// The environment it runs against.
     pub environment: EnvPath,
     /// Plan, apply or destroy.

@@ -8,7 +8,7 @@ use sortie_core::{EnvPath, Job, JobRequest, JobState, RunnerId};
 fn job() -> Job {
     let req = JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#).unwrap();
     Job::new(
-        "01JOB".into(),
+        "01JOB",
         EnvPath::parse("acme/payments/prod").unwrap(),
         RunnerId::parse("acme/r").unwrap(),
         req,

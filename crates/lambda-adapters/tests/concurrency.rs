@@ -14,6 +14,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use chrono::Utc;
 use sortie_core::{
     EnvPath, Environment, Job, JobRequest, JobState, Runner, RunnerId, RunnerLink, RunnerSpec,
+    TaskRef,
 };
 use sortie_lambda_adapters::{dispatch_batch, FunctionError, RECORDS_IN_FLIGHT};
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
@@ -32,23 +33,23 @@ struct GatedLauncher {
 
 #[async_trait]
 impl Launcher for GatedLauncher {
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(150)).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        Ok(format!(
+        Ok(TaskRef::new(format!(
             "arn:aws:ecs:us-east-1:123456789012:task/c/{}",
             spec.job.id
-        ))
+        )))
     }
-    async fn stop(&self, _: &Job, _: &str, _: &str) -> Result<(), LaunchError> {
+    async fn stop(&self, _: &Job, _: &TaskRef, _: &str) -> Result<(), LaunchError> {
         Ok(())
     }
-    async fn describe(&self, _: &Job, _: &str) -> Result<TaskStatus, LaunchError> {
+    async fn describe(&self, _: &Job, _: &TaskRef) -> Result<TaskStatus, LaunchError> {
         Ok(TaskStatus::Running)
     }
-    async fn find(&self, _: &Job) -> Result<Option<String>, LaunchError> {
+    async fn find(&self, _: &Job) -> Result<Option<TaskRef>, LaunchError> {
         Ok(None)
     }
 }

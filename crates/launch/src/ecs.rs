@@ -14,7 +14,7 @@ use aws_sdk_ecs::types::{
     DesiredStatus, KeyValuePair, NetworkConfiguration, PropagateTags, Secret, Tag, TaskOverride,
 };
 use sortie_core::runner::{CapacityProvider, EcsFargateRunner};
-use sortie_core::{Job, Operation, RunnerConfiguration, TaskStop};
+use sortie_core::{Job, Operation, RunnerConfiguration, TaskRef, TaskStop};
 
 use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
 
@@ -292,7 +292,7 @@ fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair>
 
 #[async_trait]
 impl Launcher for EcsLauncher {
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
         let job = spec.job;
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
@@ -357,7 +357,7 @@ impl Launcher for EcsLauncher {
             .await
             .map_err(|e| from_sdk("RunTask", e))?;
         if let Some(arn) = out.tasks().first().and_then(|t| t.task_arn.clone()) {
-            return Ok(arn);
+            return Ok(TaskRef::new(arn));
         }
         // RunTask answers 200 with `failures` for capacity and placement problems.
         let failure = out.failures().first();
@@ -368,13 +368,13 @@ impl Launcher for EcsLauncher {
         Err(classify("RunTask", &reason, &detail, 200))
     }
 
-    async fn stop(&self, job: &Job, task: &str, reason: &str) -> Result<(), LaunchError> {
+    async fn stop(&self, job: &Job, task: &TaskRef, reason: &str) -> Result<(), LaunchError> {
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
         match client
             .stop_task()
             .cluster(&c.cluster)
-            .task(task)
+            .task(task.as_str())
             .reason(reason)
             .send()
             .await
@@ -384,13 +384,13 @@ impl Launcher for EcsLauncher {
         }
     }
 
-    async fn describe(&self, job: &Job, task: &str) -> Result<TaskStatus, LaunchError> {
+    async fn describe(&self, job: &Job, task: &TaskRef) -> Result<TaskStatus, LaunchError> {
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
         let out = client
             .describe_tasks()
             .cluster(&c.cluster)
-            .tasks(task)
+            .tasks(task.as_str())
             .send()
             .await
             .map_err(|e| from_sdk("DescribeTasks", e))?;
@@ -412,7 +412,7 @@ impl Launcher for EcsLauncher {
         }))
     }
 
-    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError> {
+    async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
         for status in [DesiredStatus::Running, DesiredStatus::Stopped] {
@@ -425,7 +425,7 @@ impl Launcher for EcsLauncher {
                 .await
                 .map_err(|e| from_sdk("ListTasks", e))?;
             if let Some(arn) = out.task_arns().first() {
-                return Ok(Some(arn.clone()));
+                return Ok(Some(TaskRef::new(arn.clone())));
             }
         }
         Ok(None)

@@ -9,7 +9,7 @@ mod ecs;
 mod local;
 
 use async_trait::async_trait;
-use sortie_core::{Job, TaskStop};
+use sortie_core::{Job, TaskRef, TaskStop};
 
 pub use ecs::{classify, EcsCustomizer, EcsLauncher};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
@@ -70,13 +70,13 @@ pub enum TaskStatus {
 #[async_trait]
 pub trait Launcher: Send + Sync {
     /// Starts the job's task; returns its id (an ECS task ARN).
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError>;
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError>;
     /// Asks the platform to stop the task, with a reason it records.
-    async fn stop(&self, job: &Job, task: &str, reason: &str) -> Result<(), LaunchError>;
+    async fn stop(&self, job: &Job, task: &TaskRef, reason: &str) -> Result<(), LaunchError>;
     /// Where the task stands.
-    async fn describe(&self, job: &Job, task: &str) -> Result<TaskStatus, LaunchError>;
+    async fn describe(&self, job: &Job, task: &TaskRef) -> Result<TaskStatus, LaunchError>;
     /// The task started for this job, found by `startedBy`, if any.
-    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError>;
+    async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError>;
 }
 
 /// Routes each job to the launcher for its runner's type.
@@ -113,16 +113,16 @@ impl ByRunnerType {
 
 #[async_trait]
 impl Launcher for ByRunnerType {
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
         self.pick(spec.job)?.launch(spec).await
     }
-    async fn stop(&self, job: &Job, task: &str, reason: &str) -> Result<(), LaunchError> {
+    async fn stop(&self, job: &Job, task: &TaskRef, reason: &str) -> Result<(), LaunchError> {
         self.pick(job)?.stop(job, task, reason).await
     }
-    async fn describe(&self, job: &Job, task: &str) -> Result<TaskStatus, LaunchError> {
+    async fn describe(&self, job: &Job, task: &TaskRef) -> Result<TaskStatus, LaunchError> {
         self.pick(job)?.describe(job, task).await
     }
-    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError> {
+    async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
         self.pick(job)?.find(job).await
     }
 }

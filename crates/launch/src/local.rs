@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::json;
-use sortie_core::{Job, RunnerConfiguration, TaskStop};
+use sortie_core::{Job, RunnerConfiguration, TaskRef, TaskStop};
 use tokio::sync::{mpsc, Mutex};
 
 use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
@@ -91,7 +91,7 @@ fn signal_group(pid: u32, signal: &str) {
 
 #[async_trait]
 impl Launcher for LocalLauncher {
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
         let job = spec.job;
         let runner = match job.runner_spec.as_ref().map(|s| &s.runner_configuration) {
             Some(RunnerConfiguration::Local(c)) => c,
@@ -193,13 +193,13 @@ impl Launcher for LocalLauncher {
             task.stopped = Some(stop.clone());
             let _ = events.send(Self::event(&arn, &job_id, "STOPPED", Some(&stop)));
         });
-        Ok(task_arn)
+        Ok(TaskRef::new(task_arn))
     }
 
-    async fn stop(&self, _job: &Job, task: &str, reason: &str) -> Result<(), LaunchError> {
+    async fn stop(&self, _job: &Job, task: &TaskRef, reason: &str) -> Result<(), LaunchError> {
         let pid = {
             let mut tasks = self.tasks.lock().await;
-            let Some(t) = tasks.get_mut(task) else {
+            let Some(t) = tasks.get_mut(task.as_str()) else {
                 return Err(LaunchError::Fatal(format!("no local task {task}")));
             };
             if t.stopped.is_some() {
@@ -225,8 +225,8 @@ impl Launcher for LocalLauncher {
         Ok(())
     }
 
-    async fn describe(&self, _job: &Job, task: &str) -> Result<TaskStatus, LaunchError> {
-        Ok(match self.tasks.lock().await.get(task) {
+    async fn describe(&self, _job: &Job, task: &TaskRef) -> Result<TaskStatus, LaunchError> {
+        Ok(match self.tasks.lock().await.get(task.as_str()) {
             None => TaskStatus::Missing,
             Some(t) => match &t.stopped {
                 Some(stop) => TaskStatus::Stopped(stop.clone()),
@@ -235,14 +235,14 @@ impl Launcher for LocalLauncher {
         })
     }
 
-    async fn find(&self, job: &Job) -> Result<Option<String>, LaunchError> {
+    async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
         Ok(self
             .tasks
             .lock()
             .await
             .iter()
             .find(|(_, t)| t.job_id == job.id)
-            .map(|(arn, _)| arn.clone()))
+            .map(|(arn, _)| TaskRef::new(arn.clone())))
     }
 }
 

@@ -30,7 +30,7 @@ use chrono::Utc;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use sortie_core::{
     resolve, Criteria, EnvPath, Environment, GroupPath, Job, JobRequest, JobState, Runner,
-    RunnerId, RunnerLink, RunnerRule, RunnerSpec,
+    RunnerId, RunnerLink, RunnerRule, RunnerSpec, TaskRef,
 };
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_lifecycle::{
@@ -52,19 +52,19 @@ struct FakeLauncher;
 
 #[async_trait]
 impl Launcher for FakeLauncher {
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<String, LaunchError> {
-        Ok(format!(
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
+        Ok(TaskRef::new(format!(
             "arn:aws:ecs:us-east-1:123456789012:task/runners/{}",
             spec.job.id
-        ))
+        )))
     }
-    async fn stop(&self, _job: &Job, _task: &str, _reason: &str) -> Result<(), LaunchError> {
+    async fn stop(&self, _job: &Job, _task: &TaskRef, _reason: &str) -> Result<(), LaunchError> {
         Ok(())
     }
-    async fn describe(&self, _job: &Job, _task: &str) -> Result<TaskStatus, LaunchError> {
+    async fn describe(&self, _job: &Job, _task: &TaskRef) -> Result<TaskStatus, LaunchError> {
         Ok(TaskStatus::Running)
     }
-    async fn find(&self, _job: &Job) -> Result<Option<String>, LaunchError> {
+    async fn find(&self, _job: &Job) -> Result<Option<TaskRef>, LaunchError> {
         Ok(None)
     }
 }
@@ -91,7 +91,7 @@ impl Bus for FakeBus {
         // Build the detail as the EventBridge bus does, so its cost is counted.
         let detail = sortie_lifecycle::completed_detail(record).to_string();
         black_box(detail);
-        self.0.lock().unwrap().push(record.job.id.clone());
+        self.0.lock().unwrap().push(record.job.id.to_string());
         Ok(())
     }
 }
@@ -216,7 +216,14 @@ async fn running_with_next() -> (World, EcsTaskStateChange) {
         w.engine.dispatch(&body(&job.id), 1).await,
         RecordOutcome::Done
     );
-    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let task = w
+        .store
+        .get_job(&job.id)
+        .await
+        .unwrap()
+        .task
+        .unwrap()
+        .to_string();
     let mut change = stopped_detail();
     change.started_by = Some(format!("sortie:{}", job.id));
     change.task_arn = task;
@@ -242,7 +249,7 @@ fn check(rt: &Runtime) {
         let id = serde_json::from_str::<JobMessage>(&msg).unwrap().job_id;
         let rec = w.store.get_job(&id).await.unwrap();
         assert_eq!(rec.job.state, JobState::Running);
-        assert!(rec.task_arn.is_some() && rec.token_hash.is_some());
+        assert!(rec.task.is_some() && rec.token_hash.is_some());
 
         let (w, change) = running_with_next().await;
         assert_eq!(

@@ -30,7 +30,7 @@ pub fn completed_detail(record: &JobRecord) -> serde_json::Value {
         "state": job.state,
         "reason": job.reason(),
         "runner_id": job.runner_id.to_string(),
-        "task_arn": record.task_arn,
+        "task_arn": record.task,
         "requested_by": job.requested_by,
     })
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
-use sortie_core::{task_outcome, JobState, RunnerConfiguration, TaskStop};
+use sortie_core::{task_outcome, JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
 use sortie_launch::{job_id_of, LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn, Instrument};
@@ -141,7 +141,7 @@ impl Engine {
         .await
     }
 
-    async fn launch(&self, id: &str, receive_count: u32) -> RecordOutcome {
+    async fn launch(&self, id: &JobId, receive_count: u32) -> RecordOutcome {
         let now = Utc::now();
         // Claim: the one conditional write that makes a duplicate delivery, or a racing
         // dispatcher, a no-op. Moto ignores RunTask's clientToken, so this alone must hold.
@@ -194,7 +194,7 @@ impl Engine {
         match launched {
             Ok(task) => {
                 let update = JobUpdate {
-                    task_arn: Some(task.clone()),
+                    task: Some(task.clone()),
                     token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
                     ..Default::default()
                 };
@@ -285,7 +285,7 @@ impl Engine {
     }
 
     /// Stops a launched job's task for a cancel; `task-events` then finishes it as `canceled`.
-    async fn cancel_launched(&self, id: &str, by: &str) -> RecordOutcome {
+    async fn cancel_launched(&self, id: &JobId, by: &str) -> RecordOutcome {
         let marked = match self
             .jobs
             .store
@@ -311,7 +311,7 @@ impl Engine {
                 }
             }
         };
-        match &marked.task_arn {
+        match &marked.task {
             Some(task) => match self
                 .launcher
                 .stop(&marked.job, task, &format!("{CANCELED_BY}{by}"))
@@ -336,13 +336,13 @@ impl Engine {
     /// running, stopped, or found by `startedBy` before the dispatcher recorded it.
     async fn adopt(
         &self,
-        id: &str,
-        task: &str,
+        id: &JobId,
+        task: &TaskRef,
         reason: &str,
         seen_running: bool,
     ) -> Result<JobRecord, StoreError> {
         let update = JobUpdate {
-            task_arn: Some(task.to_string()),
+            task: Some(task.clone()),
             started_at: seen_running.then(Utc::now),
             ..Default::default()
         };
@@ -360,7 +360,7 @@ impl Engine {
     }
 
     /// Releases the environment's lock if this (terminal) job still holds it, sending the next job.
-    async fn ensure_released(&self, id: &str) -> Result<(), LifecycleError> {
+    async fn ensure_released(&self, id: &JobId) -> Result<(), LifecycleError> {
         let record = self.jobs.store.get_job(id).await?;
         self.release_and_next(&record).await
     }
@@ -378,9 +378,16 @@ impl Engine {
         &self,
         change: &EcsTaskStateChange,
     ) -> Result<EventOutcome, LifecycleError> {
-        let Some(id) = change.started_by.as_deref().and_then(job_id_of) else {
+        let Some(id) = change
+            .started_by
+            .as_deref()
+            .and_then(job_id_of)
+            .map(JobId::from)
+        else {
             return Ok(EventOutcome::Ignored("not a task Sortie started"));
         };
+        let id = &id;
+        let task = TaskRef::new(change.task_arn.clone());
         let span = tracing::info_span!("job", job_id = %id);
         async {
             let record = match self.jobs.store.get_job(id).await {
@@ -390,11 +397,7 @@ impl Engine {
                 }
                 Err(e) => return Err(e.into()),
             };
-            if record
-                .task_arn
-                .as_deref()
-                .is_some_and(|known| known != change.task_arn)
-            {
+            if record.task.as_ref().is_some_and(|known| *known != task) {
                 return Ok(EventOutcome::Ignored(
                     "an event of an earlier task of this job",
                 ));
@@ -402,17 +405,12 @@ impl Engine {
             match change.last_status.as_str() {
                 "STOPPED" => {
                     let stop = change.task_stop(container_name(&record).as_deref());
-                    self.finish_stopped(record, stop, &change.task_arn).await
+                    self.finish_stopped(record, stop, &task).await
                 }
                 "RUNNING" => match record.job.state {
                     JobState::Dispatching => {
                         match self
-                            .adopt(
-                                id,
-                                &change.task_arn,
-                                &format!("task {} running", change.task_arn),
-                                true,
-                            )
+                            .adopt(id, &task, &format!("task {task} running"), true)
                             .await
                         {
                             Ok(_) => Ok(EventOutcome::Moved(JobState::Running)),
@@ -456,7 +454,7 @@ impl Engine {
         &self,
         record: JobRecord,
         stop: TaskStop,
-        task: &str,
+        task: &TaskRef,
     ) -> Result<EventOutcome, LifecycleError> {
         let id = record.job.id.clone();
         if record.job.state.is_terminal() {
@@ -647,7 +645,7 @@ impl Engine {
                 }
             }
             JobState::Running => {
-                let Some(task) = record.task_arn.clone() else {
+                let Some(task) = record.task.clone() else {
                     return Ok(());
                 };
                 let limit = record

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use sortie_core::{Job, JobState};
+use sortie_core::{Job, JobId, JobState};
 use sortie_store::{
     IdempotencyKey, JobMessage, JobQueue, JobRecord, Released, Store, StoreError, Submitted,
 };
@@ -54,9 +54,9 @@ impl JobService {
 
     /// Sends a lock-holding job to the queue. If the send fails the job stays a pending
     /// send in the store (it holds the lock and is `queued`), and the sweeper re-sends it.
-    pub async fn send_or_leave_pending(&self, job_id: &str) {
+    pub async fn send_or_leave_pending(&self, job_id: &JobId) {
         if let Err(e) = self.queue.send(job_id, 0).await {
-            warn!(job_id, error = %e, "send to the jobs queue failed; the sweeper will re-send");
+            warn!(%job_id, error = %e, "send to the jobs queue failed; the sweeper will re-send");
         }
     }
 

@@ -43,7 +43,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
     assert_eq!(launches(&w, &job.id), 1, "three deliveries, one launch");
     let rec = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(rec.job.state, JobState::Running);
-    let task = rec.task_arn.clone().unwrap();
+    let task = rec.task.clone().unwrap();
     assert!(rec.token_hash.is_some());
 
     // Two dispatchers racing on one job.
@@ -102,7 +102,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
             )
         })
         .collect();
-    assert!(tags.contains(&("sortie:job".into(), job.id.clone())));
+    assert!(tags.contains(&("sortie:job".into(), job.id.to_string())));
     assert!(tags.contains(&("sortie:env".into(), "acme/payments/prod".into())));
     // Exactly one task exists for the job, found by startedBy.
     let listed = w
@@ -256,7 +256,7 @@ async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_th
     assert_eq!(report.adopted, 1, "{report:?}");
     let rec = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(
-        (rec.job.state, rec.task_arn.as_deref()),
+        (rec.job.state, rec.task.as_deref()),
         (JobState::Running, Some(task.as_str()))
     );
     assert!(rec.job.reason().contains("adopted orphan task"));
@@ -317,7 +317,7 @@ async fn invariant_3_a_lost_send_is_resent_and_a_lost_event_is_resolved_by_descr
     assert_eq!(report.resent, 1);
     assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
     w.engine.dispatch(&World::body(&job.id), 1).await;
-    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
     // The task stops, and its event is lost.
     w.ecs
         .stop_task()
@@ -356,7 +356,7 @@ async fn a_job_past_its_timeout_is_stopped_from_outside_and_ends_timed_out() {
         .await;
     let (job, _) = w.submit(&env, "apply", "  timeout_seconds: 60\n").await;
     w.engine.dispatch(&World::body(&job.id), 1).await;
-    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
     let later = Utc::now() + Duration::seconds(61);
     assert_eq!(w.engine.sweep(later).await.unwrap().timed_out, 1);
     let stop = &w.proxy.requests_for("StopTask")[0];
@@ -388,7 +388,7 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
     let (next, _) = w.submit(&env, "apply", "").await;
     w.queued_ids().await;
     w.engine.dispatch(&World::body(&job.id), 1).await;
-    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
     assert_eq!(
         w.engine
             .task_event(&World::event("ecs-task-running.json", &job.id, &task))
@@ -471,14 +471,19 @@ async fn outcome_of(sample: &str, operation: &str) -> (JobState, String, World, 
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, operation, "").await;
     w.engine.dispatch(&World::body(&job.id), 1).await;
-    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
     w.queued_ids().await;
     w.engine
         .task_event(&World::event(sample, &job.id, &task))
         .await
         .unwrap();
     let rec = w.store.get_job(&job.id).await.unwrap();
-    (rec.job.state, rec.job.reason().to_string(), w, job.id)
+    (
+        rec.job.state,
+        rec.job.reason().to_string(),
+        w,
+        job.id.to_string(),
+    )
 }
 
 #[tokio::test]
@@ -512,7 +517,7 @@ async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;
     w.engine.dispatch(&World::body(&job.id), 1).await;
-    let task = w.store.get_job(&job.id).await.unwrap().task_arn.unwrap();
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
     let cancel = serde_json::json!({"job_id": job.id, "cancel_by": "bob"}).to_string();
     assert_eq!(w.engine.dispatch(&cancel, 1).await, RecordOutcome::Done);
     let stop = &w.proxy.requests_for("StopTask")[0];
@@ -589,7 +594,7 @@ async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_e
         submitted_b.push(w.submit(&b, "apply", "").await.0.id);
     }
     // Both environments' first jobs took their locks; the API would have sent them.
-    let mut inbox: Vec<String> = vec![submitted_a[0].clone(), submitted_b[0].clone()];
+    let mut inbox: Vec<sortie_core::JobId> = vec![submitted_a[0].clone(), submitted_b[0].clone()];
     let (mut started_a, mut started_b) = (vec![], vec![]);
     let mut b_overlapped_a = false;
     while !inbox.is_empty() {
@@ -607,11 +612,11 @@ async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_e
                 running.push(id.clone());
             }
         }
-        let active_a: Vec<&String> = running
+        let active_a: Vec<&sortie_core::JobId> = running
             .iter()
             .filter(|id| submitted_a.contains(id))
             .collect();
-        let active_b: Vec<&String> = running
+        let active_b: Vec<&sortie_core::JobId> = running
             .iter()
             .filter(|id| submitted_b.contains(id))
             .collect();
@@ -628,7 +633,7 @@ async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_e
             } else {
                 started_b.push(id.clone())
             }
-            let task = rec.task_arn.unwrap();
+            let task = rec.task.unwrap();
             assert_eq!(
                 w.engine
                     .task_event(&World::event("ecs-task-stopped-exit0.json", &id, &task))

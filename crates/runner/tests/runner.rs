@@ -101,7 +101,7 @@ impl FakeApi {
             .specs
             .lock()
             .unwrap()
-            .insert(spec.job_id.clone(), spec.clone());
+            .insert(spec.job_id.to_string(), spec.clone());
     }
 
     fn summary(&self, job_id: &str) -> Option<ChangeSummary> {
@@ -153,7 +153,7 @@ impl World {
         };
         JobSpec {
             state_key: Some(storage.state_key(&environment)),
-            job_id: job_id.clone(),
+            job_id: job_id.clone().into(),
             environment,
             operation,
             source,

@@ -23,8 +23,8 @@ mod records;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sortie_core::{
-    EnvPath, Environment, GroupPath, Job, JobState, Membership, Runner, RunnerId, RunnerLink,
-    RunnerRule,
+    EnvPath, Environment, GroupPath, Job, JobId, JobState, Membership, Runner, RunnerId,
+    RunnerLink, RunnerRule,
 };
 
 pub use artifacts::{Artifacts, ObjectInfo, S3Artifacts};
@@ -133,7 +133,7 @@ pub trait JobStore: Send + Sync {
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError>;
     /// Reads a job.
-    async fn get_job(&self, id: &str) -> Result<JobRecord, StoreError>;
+    async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError>;
     /// Lists an environment's jobs, newest first.
     async fn list_jobs(
         &self,
@@ -144,7 +144,7 @@ pub trait JobStore: Send + Sync {
     /// Moves a job from `from` to `to` with a conditional write, recording time, reason and extras.
     async fn transition_job(
         &self,
-        id: &str,
+        id: &JobId,
         from: JobState,
         to: JobState,
         at: DateTime<Utc>,
@@ -154,7 +154,7 @@ pub trait JobStore: Send + Sync {
     /// Cancels a job that waits in its environment's queue (not holding the lock).
     async fn cancel_waiting_job(
         &self,
-        id: &str,
+        id: &JobId,
         at: DateTime<Utc>,
         reason: &str,
     ) -> Result<JobRecord, StoreError>;
@@ -162,13 +162,13 @@ pub trait JobStore: Send + Sync {
     async fn release_environment(
         &self,
         env: &EnvPath,
-        job_id: &str,
+        job_id: &JobId,
     ) -> Result<Released, StoreError>;
     /// Records attributes of a launched (`dispatching` or `running`) job without changing its
     /// state, such as a cancel or timeout request; `StateConflict` if the job is not launched.
     async fn mark_job(
         &self,
-        id: &str,
+        id: &JobId,
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError>;

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use sortie_core::JobId;
 
 use crate::StoreError;
 
@@ -10,7 +11,7 @@ use crate::StoreError;
 #[serde(deny_unknown_fields)]
 pub struct JobMessage {
     /// The job to dispatch.
-    pub job_id: String,
+    pub job_id: JobId,
     /// Set for a cancel: stop the launched job's task on behalf of this principal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_by: Option<String>,
@@ -27,10 +28,10 @@ pub trait JobQueue: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Sends one job to be dispatched.
-    async fn send(&self, job_id: &str, delay_seconds: i32) -> Result<(), StoreError> {
+    async fn send(&self, job_id: &JobId, delay_seconds: i32) -> Result<(), StoreError> {
         self.send_message(
             &JobMessage {
-                job_id: job_id.to_string(),
+                job_id: job_id.clone(),
                 cancel_by: None,
             },
             delay_seconds,

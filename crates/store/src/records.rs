@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sortie_core::{Environment, Job, Membership};
+use sortie_core::{Environment, Job, JobId, Membership, TaskRef};
 
 /// A value with the version used for optimistic concurrency (the HTTP ETag).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ pub struct EnvironmentRecord {
     pub environment: Environment,
     /// The job that holds the environment's lock, if any (absent, never NULL, so conditions can test it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_job: Option<String>,
+    pub active_job: Option<JobId>,
     /// How many jobs wait for the lock.
     pub queued_count: u64,
     /// The last queue position handed out; the FIFO order of waiting jobs.
@@ -88,8 +88,8 @@ pub enum Released {
 /// Extra attributes a job transition records with the state.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobUpdate {
-    /// The task ARN or Kubernetes Job name, once launched.
-    pub task_arn: Option<String>,
+    /// The launched task's reference, once launched.
+    pub task: Option<TaskRef>,
     /// SHA-256 of the job's callback token.
     pub token_hash: Option<String>,
     /// When the task was seen running.
@@ -108,9 +108,10 @@ pub struct JobRecord {
     /// The job.
     #[serde(flatten)]
     pub job: Job,
-    /// The task ARN or Kubernetes Job name, once launched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_arn: Option<String>,
+    /// The launched task's platform-neutral reference (an ECS task ARN, a Kubernetes Job),
+    /// once launched. Stored and served as `task_arn`, its historical name.
+    #[serde(rename = "task_arn", default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRef>,
     /// SHA-256 of the job's callback token (never the token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_hash: Option<String>,

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sortie_core::{ChangeSummary, GroupPath, Job, Resolution, Runner, RunnerRule};
+use sortie_core::{ChangeSummary, GroupPath, Job, Resolution, Runner, RunnerRule, TaskRef};
 use sortie_store::{EnvironmentRecord, JobRecord, MembershipRecord, Versioned};
 use utoipa::ToSchema;
 
@@ -208,7 +208,8 @@ pub struct JobView {
     pub job: Job,
     /// The task ARN or Kubernetes Job name, once launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_arn: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub task_arn: Option<TaskRef>,
     /// When the task was seen running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
@@ -231,7 +232,7 @@ impl From<JobRecord> for JobView {
         // `token_hash` is deliberately dropped: it is nobody's business.
         Self {
             job: r.job,
-            task_arn: r.task_arn,
+            task_arn: r.task,
             started_at: r.started_at,
             cancel_requested_by: r.cancel_requested_by,
             timeout_requested_at: r.timeout_requested_at,

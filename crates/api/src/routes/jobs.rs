@@ -5,14 +5,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
-use sortie_core::{Action, Job, JobRequest, Principal};
+use sortie_core::{Action, Job, JobId, JobRequest, Principal};
 use sortie_lifecycle::Cancellation;
 use sortie_store::{IdempotencyKey, JobRecord, StoreError};
 use utoipa::IntoParams;
 
 use super::Reply;
 use crate::error::ApiError;
-use crate::extract::{query_field, Caller, Document, EnvParam, IdParam, QueryParams};
+use crate::extract::{query_field, Caller, Document, EnvParam, JobIdParam, QueryParams};
 use crate::model::{domain, JobListPage, JobView};
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -155,7 +155,7 @@ pub(crate) async fn submit_job(
 pub(crate) async fn read_job_for(
     state: &AppState,
     caller: &Caller,
-    id: &str,
+    id: &JobId,
     action: Action,
 ) -> Result<(JobRecord, Principal), ApiError> {
     let what = format!("job `{id}`");
@@ -177,7 +177,7 @@ pub(crate) async fn read_job_for(
         BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
 pub(crate) async fn get_job(
     State(state): State<AppState>,
-    IdParam(id): IdParam,
+    JobIdParam(id): JobIdParam,
     caller: Caller,
 ) -> Result<Reply<JobView>, ApiError> {
     let (record, _) = read_job_for(&state, &caller, &id, Action::Read).await?;
@@ -193,7 +193,7 @@ pub(crate) async fn get_job(
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, BadGateway, Unavailable))]
 pub(crate) async fn cancel_job(
     State(state): State<AppState>,
-    IdParam(id): IdParam,
+    JobIdParam(id): JobIdParam,
     caller: Caller,
 ) -> Result<Reply<JobView>, ApiError> {
     let (record, principal) = read_job_for(&state, &caller, &id, Action::Deploy).await?;

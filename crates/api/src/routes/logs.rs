@@ -8,7 +8,7 @@ use utoipa::IntoParams;
 use super::jobs::read_job_for;
 use super::Reply;
 use crate::error::ApiError;
-use crate::extract::{query_field, Caller, IdParam, QueryParams};
+use crate::extract::{query_field, Caller, JobIdParam, QueryParams};
 use crate::model::LogsPage;
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -40,7 +40,7 @@ fn offset<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Erro
         BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
 pub(crate) async fn get_job_logs(
     State(state): State<AppState>,
-    IdParam(id): IdParam,
+    JobIdParam(id): JobIdParam,
     caller: Caller,
     query: QueryParams<LogsQuery>,
 ) -> Result<Reply<LogsPage>, ApiError> {

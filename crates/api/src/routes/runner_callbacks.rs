@@ -4,12 +4,12 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::Utc;
-use sortie_core::JobSpec;
+use sortie_core::{JobId, JobSpec};
 use sortie_store::{JobRecord, StoreError};
 
 use super::Reply;
 use crate::error::ApiError;
-use crate::extract::{Document, IdParam};
+use crate::extract::{Document, JobIdParam};
 use crate::model::{domain, JobView};
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -18,7 +18,7 @@ use crate::AppState;
 async fn job_by_token(
     state: &AppState,
     headers: &HeaderMap,
-    id: &str,
+    id: &JobId,
 ) -> Result<JobRecord, ApiError> {
     let refuse = || {
         ApiError::new(
@@ -61,7 +61,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         InvalidToken, Conflict, BadGateway, Unavailable))]
 pub(crate) async fn get_job_spec(
     State(state): State<AppState>,
-    IdParam(id): IdParam,
+    JobIdParam(id): JobIdParam,
     headers: HeaderMap,
 ) -> Result<Reply<JobSpec>, ApiError> {
     let record = job_by_token(&state, &headers, &id).await?;
@@ -106,7 +106,7 @@ pub(crate) async fn get_job_spec(
         BadRequest, InvalidToken, PayloadTooLarge, BadGateway, Unavailable))]
 pub(crate) async fn put_job_summary(
     State(state): State<AppState>,
-    IdParam(id): IdParam,
+    JobIdParam(id): JobIdParam,
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {

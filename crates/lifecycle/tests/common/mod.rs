@@ -285,11 +285,11 @@ impl World {
         }
     }
 
-    pub async fn queued_ids(&self) -> Vec<String> {
+    pub async fn queued_ids(&self) -> Vec<sortie_core::JobId> {
         self.drain(&self.queue_url)
             .await
             .iter()
-            .map(|v| v["job_id"].as_str().unwrap().to_string())
+            .map(|v| v["job_id"].as_str().unwrap().into())
             .collect()
     }
 
@@ -307,6 +307,11 @@ impl World {
     }
 
     pub async fn state(&self, id: &str) -> sortie_core::JobState {
-        self.store.get_job(id).await.unwrap().job.state
+        self.store
+            .get_job(&sortie_core::JobId::from(id))
+            .await
+            .unwrap()
+            .job
+            .state
     }
 }

@@ -224,7 +224,12 @@ impl EnvironmentStore for DynamoStore {
             return Err(StoreError::InUse {
                 kind: "environment",
                 id,
-                by: current.record.active_job.into_iter().collect(),
+                by: current
+                    .record
+                    .active_job
+                    .iter()
+                    .map(|j| j.to_string())
+                    .collect(),
             });
         }
         let items = vec![
@@ -254,7 +259,7 @@ impl EnvironmentStore for DynamoStore {
                 Some(e) if busy(&e.record) => Err(StoreError::InUse {
                     kind: "environment",
                     id,
-                    by: e.record.active_job.into_iter().collect(),
+                    by: e.record.active_job.iter().map(|j| j.to_string()).collect(),
                 }),
                 Some(e) => Err(StoreError::VersionMismatch {
                     kind: "environment",

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
-use sortie_core::{EnvPath, Job, JobState, Transition};
+use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::items::{from_item, job_item, to_item, JobItem};
 use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, PENDING};
@@ -21,9 +21,9 @@ use crate::{
 
 /// Adds the optional attributes of a job update to an update expression.
 fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item) {
-    if let Some(v) = &update.task_arn {
+    if let Some(v) = &update.task {
         set.push("task_arn = :arn");
-        values.insert(":arn".into(), s(v));
+        values.insert(":arn".into(), s(v.as_str()));
     }
     if let Some(v) = &update.token_hash {
         set.push("token_hash = :th");
@@ -91,7 +91,7 @@ impl JobStore for DynamoStore {
             if codes.first().is_some_and(|c| c.is_some()) {
                 return Err(StoreError::AlreadyExists {
                     kind: "job",
-                    id: job.id.clone(),
+                    id: job.id.to_string(),
                 });
             }
             // The environment is busy (or missing): join its FIFO queue, while it stays busy.
@@ -136,7 +136,7 @@ impl JobStore for DynamoStore {
                 Err(codes) if codes.first().is_some_and(|c| c.is_some()) => {
                     return Err(StoreError::AlreadyExists {
                         kind: "job",
-                        id: job.id.clone(),
+                        id: job.id.to_string(),
                     });
                 }
                 Err(_) if self.read_env(env).await?.is_none() => {
@@ -156,7 +156,7 @@ impl JobStore for DynamoStore {
         })
     }
 
-    async fn get_job(&self, id: &str) -> Result<JobRecord, StoreError> {
+    async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError> {
         self.read_job(id)
             .await?
             .map(|j| j.record)
@@ -211,7 +211,7 @@ impl JobStore for DynamoStore {
 
     async fn transition_job(
         &self,
-        id: &str,
+        id: &JobId,
         from: JobState,
         to: JobState,
         at: DateTime<Utc>,
@@ -301,7 +301,7 @@ impl JobStore for DynamoStore {
 
     async fn mark_job(
         &self,
-        id: &str,
+        id: &JobId,
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError> {
@@ -362,7 +362,7 @@ impl JobStore for DynamoStore {
 
     async fn cancel_waiting_job(
         &self,
-        id: &str,
+        id: &JobId,
         at: DateTime<Utc>,
         reason: &str,
     ) -> Result<JobRecord, StoreError> {
@@ -442,7 +442,7 @@ impl JobStore for DynamoStore {
     async fn release_environment(
         &self,
         env: &EnvPath,
-        job_id: &str,
+        job_id: &JobId,
     ) -> Result<Released, StoreError> {
         for _ in 0..RETRIES {
             let Some(current) = self.read_env(env).await? else {

@@ -2,7 +2,7 @@
 //! submission when the key was seen before.
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
-use sortie_core::{EnvPath, Job};
+use sortie_core::{EnvPath, Job, JobId};
 
 use super::keys::key;
 use super::{DynamoStore, Item, TxOutcome};
@@ -81,7 +81,7 @@ impl DynamoStore {
                 job_id,
             });
         }
-        let job = self.get_job(&job_id).await?.job;
+        let job = self.get_job(&JobId::new(job_id)).await?.job;
         Ok(Some(Submitted {
             job,
             took_lock: false,

@@ -179,7 +179,12 @@ impl EnvironmentStore for MemoryStore {
             return Err(StoreError::InUse {
                 kind: "environment",
                 id,
-                by: entry.record.active_job.clone().into_iter().collect(),
+                by: entry
+                    .record
+                    .active_job
+                    .iter()
+                    .map(|j| j.to_string())
+                    .collect(),
             });
         }
         let runner = runner_key(&entry.record.environment.runner.runner_id);

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sortie_core::{EnvPath, Job, JobState, Transition};
+use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore};
 use crate::cursor::{decode_cursor, encode_cursor};
@@ -25,12 +25,12 @@ impl JobStore for MemoryStore {
                 if *hash != k.request_hash {
                     return Err(StoreError::IdempotencyMismatch {
                         key: k.key.clone(),
-                        job_id: job_id.clone(),
+                        job_id: job_id.to_string(),
                     });
                 }
                 let earlier = st.jobs.get(job_id).ok_or_else(|| StoreError::NotFound {
                     kind: "job",
-                    id: job_id.clone(),
+                    id: job_id.to_string(),
                 })?;
                 return Ok(Submitted {
                     job: earlier.record.job.clone(),
@@ -42,7 +42,7 @@ impl JobStore for MemoryStore {
         if st.jobs.contains_key(&job.id) {
             return Err(StoreError::AlreadyExists {
                 kind: "job",
-                id: job.id.clone(),
+                id: job.id.to_string(),
             });
         }
         let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
@@ -69,7 +69,7 @@ impl JobStore for MemoryStore {
             JobEntry {
                 record: JobRecord {
                     job: job.clone(),
-                    task_arn: None,
+                    task: None,
                     token_hash: None,
                     started_at: None,
                     cancel_requested_by: None,
@@ -98,7 +98,7 @@ impl JobStore for MemoryStore {
         })
     }
 
-    async fn get_job(&self, id: &str) -> Result<JobRecord, StoreError> {
+    async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError> {
         let st = self.lock();
         st.jobs
             .get(id)
@@ -134,7 +134,7 @@ impl JobStore for MemoryStore {
             .iter()
             .rev()
             .filter(|id| after.as_ref().is_none_or(|a| id.as_str() < a.as_str()));
-        let page: Vec<&String> = newest_first.by_ref().take(limit).collect();
+        let page: Vec<&JobId> = newest_first.by_ref().take(limit).collect();
         // A next page only when there is more, as moto answers (DynamoDB itself may also
         // return a cursor to an empty last page).
         let next = match (page.last(), newest_first.next()) {
@@ -150,7 +150,7 @@ impl JobStore for MemoryStore {
 
     async fn transition_job(
         &self,
-        id: &str,
+        id: &JobId,
         from: JobState,
         to: JobState,
         at: DateTime<Utc>,
@@ -201,7 +201,7 @@ impl JobStore for MemoryStore {
 
     async fn cancel_waiting_job(
         &self,
-        id: &str,
+        id: &JobId,
         at: DateTime<Utc>,
         reason: &str,
     ) -> Result<JobRecord, StoreError> {
@@ -253,7 +253,7 @@ impl JobStore for MemoryStore {
     async fn release_environment(
         &self,
         env: &EnvPath,
-        job_id: &str,
+        job_id: &JobId,
     ) -> Result<Released, StoreError> {
         let path = env.to_string();
         let mut guard = self.lock();
@@ -296,7 +296,7 @@ impl JobStore for MemoryStore {
 
     async fn mark_job(
         &self,
-        id: &str,
+        id: &JobId,
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError> {

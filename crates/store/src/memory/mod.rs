@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
-use sortie_core::{Job, Runner, RunnerId, RunnerRule};
+use sortie_core::{Job, JobId, Runner, RunnerId, RunnerRule};
 
 use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreError};
 
@@ -76,13 +76,13 @@ struct State {
     /// By environment path.
     envs: BTreeMap<String, EnvEntry>,
     /// By environment path: the waiting jobs by queue position.
-    queues: HashMap<String, BTreeMap<u64, String>>,
+    queues: HashMap<String, BTreeMap<u64, JobId>>,
     /// By job id.
-    jobs: HashMap<String, JobEntry>,
+    jobs: HashMap<JobId, JobEntry>,
     /// By environment path: the ids of its jobs (ids are time-ordered ULIDs).
-    env_jobs: HashMap<String, BTreeSet<String>>,
+    env_jobs: HashMap<String, BTreeSet<JobId>>,
     /// By (environment path, key): the job id and the request hash.
-    idempotency: HashMap<(String, String), (String, String)>,
+    idempotency: HashMap<(String, String), (JobId, String)>,
     /// By (org partition, `M#<group>#<id>`), as the table's membership items.
     memberships: BTreeMap<(String, String), MembershipRecord>,
 }
@@ -117,8 +117,8 @@ fn version_check(
 }
 
 fn apply_update(record: &mut JobRecord, update: JobUpdate) {
-    if let Some(v) = update.task_arn {
-        record.task_arn = Some(v);
+    if let Some(v) = update.task {
+        record.task = Some(v);
     }
     if let Some(v) = update.token_hash {
         record.token_hash = Some(v);

@@ -115,9 +115,16 @@ async fn setup_env<S: Store>(s: &S, path: &str) {
 }
 
 async fn step<S: Store>(s: &S, id: &str, from: JobState, to: JobState) -> sortie_store::JobRecord {
-    s.transition_job(id, from, to, Utc::now(), "step", JobUpdate::default())
-        .await
-        .unwrap()
+    s.transition_job(
+        &id.into(),
+        from,
+        to,
+        Utc::now(),
+        "step",
+        JobUpdate::default(),
+    )
+    .await
+    .unwrap()
 }
 
 async fn pending_ids<S: Store>(s: &S, before: DateTime<Utc>) -> Vec<String> {
@@ -125,7 +132,7 @@ async fn pending_ids<S: Store>(s: &S, before: DateTime<Utc>) -> Vec<String> {
         .await
         .unwrap()
         .into_iter()
-        .map(|j| j.id)
+        .map(|j| j.id.to_string())
         .collect()
 }
 
@@ -759,7 +766,7 @@ pub async fn job_transitions_are_conditional_and_recorded<S: Store + 'static>(s:
         other => panic!("{other:?}"),
     }
     let update = JobUpdate {
-        task_arn: Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc".into()),
+        task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc".into()),
         token_hash: Some("0f".repeat(32)),
         ..Default::default()
     };
@@ -775,7 +782,7 @@ pub async fn job_transitions_are_conditional_and_recorded<S: Store + 'static>(s:
         .await
         .unwrap();
     assert_eq!(
-        running.task_arn.as_deref(),
+        running.task.as_deref(),
         Some("arn:aws:ecs:us-east-1:123456789012:task/c/abc")
     );
     let states: Vec<JobState> = running.job.transitions.iter().map(|t| t.to).collect();
@@ -837,7 +844,7 @@ pub async fn job_transitions_are_conditional_and_recorded<S: Store + 'static>(s:
         .all(|p| p.id != j.id));
     assert!(matches!(
         s.transition_job(
-            "ghost",
+            &"ghost".into(),
             JobState::Queued,
             JobState::Dispatching,
             Utc::now(),
@@ -968,7 +975,7 @@ pub async fn jobs_list_newest_first_with_an_opaque_cursor<S: Store + 'static>(s:
     let got: Vec<String> = [p1.jobs, p2.jobs, p3.jobs]
         .concat()
         .into_iter()
-        .map(|j| j.id)
+        .map(|j| j.id.to_string())
         .collect();
     assert_eq!(got, ids);
     // A short last page has no cursor (DynamoDB may give one after a full last page).
@@ -1002,7 +1009,7 @@ pub async fn launched_jobs_are_listed_for_the_sweeper_and_can_be_marked<S: Store
         .await
         .unwrap()
         .into_iter()
-        .map(|r| r.job.id)
+        .map(|r| r.job.id.to_string())
         .collect();
     assert_eq!(active, vec![j.id.clone()]);
     let marked = s
@@ -1037,7 +1044,7 @@ pub async fn launched_jobs_are_listed_for_the_sweeper_and_can_be_marked<S: Store
     );
     assert!(matches!(
         s.transition_job(
-            "ghost",
+            &"ghost".into(),
             JobState::Queued,
             JobState::Dispatching,
             Utc::now(),
@@ -1079,7 +1086,7 @@ pub async fn pending_sends_and_active_jobs_follow_the_sparse_index<S: Store + 's
         .await
         .unwrap()
         .into_iter()
-        .map(|r| r.job.id)
+        .map(|r| r.job.id.to_string())
         .collect();
     assert_eq!(active, vec![a.id.clone()]);
     let marked = s
