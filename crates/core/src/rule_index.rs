@@ -1,0 +1,617 @@
+//! A compiled rule index: the one precedence of [`crate::rule::resolve`], fast.
+//!
+//! [`RuleIndex::compile`] does, once per rule set, everything that does not
+//! depend on the environment: it computes each rule's precedence keys, compiles
+//! its `env_path` glob, interns its labels and tags, and files it in a bucket by
+//! scope and `env_type`, each bucket sorted by precedence. [`RuleIndex::resolve`]
+//! then visits only the buckets of the environment's group and its ancestors,
+//! deepest first, and in each only the rules with the environment's `env_type`
+//! or none, merged in precedence order. The first rule whose remaining criteria
+//! hold wins; the rest are counted, never formatted.
+//!
+//! [`crate::rule::resolve`] stays the reference: the index picks the same rule
+//! (property-tested), and [`RuleIndex::explain`] gives its full explanation.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::{GroupPath, RunnerId};
+use crate::rule::{display_scopes, resolve, EnvFacts, NoRunnerMatched, Resolution, RunnerRule};
+
+/// No glob on a rule.
+const NO_GLOB: u32 = u32::MAX;
+
+/// Label and tag atoms below this id live in a bit mask; the rest in a list.
+const MASK_BITS: u32 = 64;
+
+/// A small, fast, non-cryptographic hasher (FxHash) for the index's own
+/// look-up tables. The keys are group paths, environment types, labels and
+/// tags of one rule set, so hash flooding is not a concern worth SipHash's cost.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// One rule that can be a candidate: its precedence keys and compiled criteria.
+#[derive(Debug, Clone)]
+struct Entry {
+    /// Index of the rule in [`RuleIndex::rules`] (the order it was given in).
+    rule: u32,
+    /// How many criteria it sets.
+    count: u32,
+    /// Its priority.
+    priority: i32,
+    /// Its `env_path` glob in [`RuleIndex::globs`], or [`NO_GLOB`].
+    glob: u32,
+    /// Label atoms below [`MASK_BITS`].
+    label_mask: u64,
+    /// Tag atoms below [`MASK_BITS`].
+    tag_mask: u64,
+    /// Label atoms at or above [`MASK_BITS`], in [`RuleIndex::overflow`].
+    label_overflow: Range<u32>,
+    /// Tag atoms at or above [`MASK_BITS`], in [`RuleIndex::overflow`].
+    tag_overflow: Range<u32>,
+}
+
+/// The rules of one scope.
+#[derive(Debug, Clone, Default)]
+struct ScopeSlot {
+    /// Rules without `env_type`, in [`RuleIndex::entries`], by precedence.
+    untyped: Range<u32>,
+    /// Rules with an `env_type` (by interned type id, ascending), each by precedence.
+    typed: Vec<(u32, Range<u32>)>,
+    /// Rules whose runner is visible at the scope.
+    visible: u32,
+    /// Rules whose runner is not visible at the scope: never candidates.
+    invisible: u32,
+}
+
+impl ScopeSlot {
+    fn typed(&self, env_type: Option<u32>) -> Range<u32> {
+        env_type
+            .and_then(|t| {
+                self.typed
+                    .binary_search_by_key(&t, |(id, _)| *id)
+                    .ok()
+                    .map(|i| self.typed[i].1.clone())
+            })
+            .unwrap_or(0..0)
+    }
+}
+
+/// A rule set compiled for fast resolution; see the [module docs](self).
+///
+/// Build it once per rule set with [`RuleIndex::compile`], then call
+/// [`RuleIndex::resolve`] for each environment.
+#[derive(Debug, Clone)]
+pub struct RuleIndex {
+    rules: Vec<RunnerRule>,
+    entries: Vec<Entry>,
+    overflow: Vec<u32>,
+    /// Distinct `env_path` globs; `None` for one that does not compile (it never matches).
+    globs: Vec<Option<glob::Pattern>>,
+    scopes: FxMap<String, ScopeSlot>,
+    env_types: FxMap<String, u32>,
+    labels: FxMap<String, FxMap<String, u32>>,
+    tags: FxMap<String, u32>,
+}
+
+/// How many rules did not win, and why; every rule given is counted exactly once.
+///
+/// Rules ranked below the winner are [`Tally::outranked`]: their remaining
+/// criteria are never checked, because matching or not they cannot win. So a
+/// rule that [`resolve`] reports as `lost`, and a rule ranked below the winner
+/// that it reports as `not_matched` on `env_path`, labels or tags, are both
+/// counted here as outranked. Every other count is exactly the number of rules
+/// with that verdict in [`resolve`]'s explanation; when no rule matches there is
+/// nothing outranked and every count is exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tally {
+    /// 1 if a rule won, else 0.
+    pub won: usize,
+    /// Rules ranked below the winner, by the precedence step that puts them there.
+    pub outranked: ByStep,
+    /// Rules in scope whose runner is visible but one of whose criteria fails, by the first one that fails.
+    pub not_matched: ByCriterion,
+    /// Rules in scope whose runner is not visible at their scope.
+    pub runner_not_visible: usize,
+    /// Rules whose scope is neither the environment's group nor one of its ancestors.
+    pub out_of_scope: usize,
+}
+
+impl Tally {
+    /// Every rule counted: equals the number of rules in the index.
+    pub fn total(&self) -> usize {
+        self.won
+            + self.outranked.total()
+            + self.not_matched.total()
+            + self.runner_not_visible
+            + self.out_of_scope
+    }
+}
+
+/// Counts by the precedence step at which a rule ranks below the winner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ByStep {
+    /// The winner's scope is deeper.
+    pub deeper_scope: usize,
+    /// Same scope; the winner sets more criteria.
+    pub more_criteria: usize,
+    /// Same scope and criteria count; the winner has the higher priority.
+    pub higher_priority: usize,
+    /// Same scope, criteria count and priority; the winner's rule id sorts first.
+    pub rule_id: usize,
+}
+
+impl ByStep {
+    /// The sum of the counts.
+    pub fn total(&self) -> usize {
+        self.deeper_scope + self.more_criteria + self.higher_priority + self.rule_id
+    }
+}
+
+/// Counts by the first criterion that fails, in the order [`crate::Criteria::check`] checks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ByCriterion {
+    /// `env_type` differs.
+    pub env_type: usize,
+    /// `env_path` glob does not match.
+    pub env_path: usize,
+    /// A label is missing or has another value.
+    pub labels: usize,
+    /// A tag is missing.
+    pub tags: usize,
+}
+
+impl ByCriterion {
+    /// The sum of the counts.
+    pub fn total(&self) -> usize {
+        self.env_type + self.env_path + self.labels + self.tags
+    }
+}
+
+/// The rule a [`RuleIndex`] picked for an environment, and why it won.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pick<'a> {
+    /// The winning rule: in scope, runner visible, every criterion holds, first by precedence.
+    pub rule: &'a RunnerRule,
+    /// Its scope's depth (0 for the root): no matching rule is deeper.
+    pub scope_depth: usize,
+    /// How many criteria it sets: no matching rule at its scope sets more.
+    pub criteria_count: usize,
+    /// What happened to every other rule.
+    pub tally: Tally,
+}
+
+impl Pick<'_> {
+    /// The runner the winning rule picks.
+    pub fn runner_id(&self) -> &RunnerId {
+        &self.rule.runner_id
+    }
+}
+
+/// No rule in a [`RuleIndex`] matched an environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("no runner rule matches environment `{environment}`; scopes searched: {}", display_scopes(.scopes_searched))]
+pub struct NoRuleMatched {
+    /// The environment that found no runner.
+    pub environment: String,
+    /// The scopes searched, deepest first, ending with the root.
+    pub scopes_searched: Vec<GroupPath>,
+    /// Why each rule did not match (all counts exact: nothing is outranked).
+    pub tally: Tally,
+}
+
+/// Which criterion failed.
+#[derive(Debug, Clone, Copy)]
+enum Failed {
+    EnvPath,
+    Labels,
+    Tags,
+}
+
+/// The environment's facts, translated into the index's terms once per resolution.
+struct Probe {
+    path: String,
+    label_mask: u64,
+    tag_mask: u64,
+    overflow: Vec<u32>,
+    /// Per glob: 0 unknown, 1 matches, 2 does not.
+    glob_memo: Vec<u8>,
+}
+
+impl RuleIndex {
+    /// Compiles a rule set. Rules are kept in the order given; the order does
+    /// not change any resolution.
+    pub fn compile(rules: Vec<RunnerRule>) -> Self {
+        let mut index = Self {
+            rules: Vec::new(),
+            entries: Vec::with_capacity(rules.len()),
+            overflow: Vec::new(),
+            globs: Vec::new(),
+            scopes: FxMap::default(),
+            env_types: FxMap::default(),
+            labels: FxMap::default(),
+            tags: FxMap::default(),
+        };
+        let mut glob_ids: FxMap<&str, u32> = FxMap::default();
+        let mut atoms: u32 = 0;
+        // Bucket of each entry: (scope slot, env_type + 1 or 0 for none).
+        let mut slot_names: Vec<&str> = Vec::new();
+        let mut slot_of: FxMap<&str, u32> = FxMap::default();
+        let mut invisible: Vec<u32> = Vec::new();
+        let mut keyed: Vec<(u32, u32, Entry)> = Vec::with_capacity(rules.len());
+        for (k, rule) in rules.iter().enumerate() {
+            let scope = rule.scope.as_str();
+            let slot = *slot_of.entry(scope).or_insert_with(|| {
+                slot_names.push(scope);
+                invisible.push(0);
+                (slot_names.len() - 1) as u32
+            });
+            if !rule.runner_id.is_visible_at(&rule.scope) {
+                invisible[slot as usize] += 1;
+                continue;
+            }
+            let c = &rule.criteria;
+            let bucket = match &c.env_type {
+                None => 0,
+                Some(t) => {
+                    let next = index.env_types.len() as u32;
+                    if let Some(&id) = index.env_types.get(t.as_str()) {
+                        id + 1
+                    } else {
+                        index.env_types.insert(t.clone(), next);
+                        next + 1
+                    }
+                }
+            };
+            let glob = match &c.env_path {
+                None => NO_GLOB,
+                Some(g) => *glob_ids.entry(g.as_str()).or_insert_with(|| {
+                    index.globs.push(glob::Pattern::new(g).ok());
+                    (index.globs.len() - 1) as u32
+                }),
+            };
+            let mut label_mask = 0u64;
+            let start = index.overflow.len() as u32;
+            for (key, value) in &c.labels {
+                if !index.labels.contains_key(key.as_str()) {
+                    index.labels.insert(key.clone(), FxMap::default());
+                }
+                let values = index.labels.get_mut(key.as_str()).expect("inserted above");
+                let id = match values.get(value.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        values.insert(value.clone(), atoms);
+                        atoms += 1;
+                        atoms - 1
+                    }
+                };
+                if id < MASK_BITS {
+                    label_mask |= 1 << id;
+                } else {
+                    index.overflow.push(id);
+                }
+            }
+            let mid = index.overflow.len() as u32;
+            let mut tag_mask = 0u64;
+            for tag in &c.tags {
+                let id = match index.tags.get(tag.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        index.tags.insert(tag.clone(), atoms);
+                        atoms += 1;
+                        atoms - 1
+                    }
+                };
+                if id < MASK_BITS {
+                    tag_mask |= 1 << id;
+                } else {
+                    index.overflow.push(id);
+                }
+            }
+            let end = index.overflow.len() as u32;
+            keyed.push((
+                slot,
+                bucket,
+                Entry {
+                    rule: k as u32,
+                    count: c.count() as u32,
+                    priority: rule.priority,
+                    glob,
+                    label_mask,
+                    tag_mask,
+                    label_overflow: start..mid,
+                    tag_overflow: mid..end,
+                },
+            ));
+        }
+        keyed.sort_unstable_by(|(sa, ba, a), (sb, bb, b)| {
+            sa.cmp(sb)
+                .then(ba.cmp(bb))
+                .then_with(|| by_precedence(&rules, a, b))
+        });
+        let mut slots: Vec<ScopeSlot> = invisible
+            .iter()
+            .map(|&n| ScopeSlot {
+                invisible: n,
+                ..ScopeSlot::default()
+            })
+            .collect();
+        let mut i = 0;
+        while i < keyed.len() {
+            let (slot, bucket) = (keyed[i].0, keyed[i].1);
+            let start = i;
+            while i < keyed.len() && keyed[i].0 == slot && keyed[i].1 == bucket {
+                i += 1;
+            }
+            let range = start as u32..i as u32;
+            let s = &mut slots[slot as usize];
+            s.visible += range.len() as u32;
+            if bucket == 0 {
+                s.untyped = range;
+            } else {
+                s.typed.push((bucket - 1, range));
+            }
+        }
+        index.entries = keyed.into_iter().map(|(_, _, e)| e).collect();
+        index.scopes = slot_names
+            .iter()
+            .zip(slots)
+            .map(|(name, slot)| ((*name).to_string(), slot))
+            .collect();
+        index.rules = rules;
+        index
+    }
+
+    /// Compiles a copy of a slice of rules; see [`RuleIndex::compile`].
+    pub fn from_slice(rules: &[RunnerRule]) -> Self {
+        Self::compile(rules.to_vec())
+    }
+
+    /// The rules, in the order given to [`RuleIndex::compile`].
+    pub fn rules(&self) -> &[RunnerRule] {
+        &self.rules
+    }
+
+    /// How many rules the index holds.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// True when the index holds no rule.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Picks the runner rule for an environment by the one precedence: the same
+    /// rule as [`resolve`] over the same rules, with counts instead of an
+    /// explanation.
+    pub fn resolve<'a>(&'a self, env: &EnvFacts<'_>) -> Result<Pick<'a>, NoRuleMatched> {
+        let env_type = self.env_types.get(env.env_type).copied();
+        let mut probe = self.probe(env);
+        let mut tally = Tally::default();
+        let mut in_scope = 0usize;
+        let mut winner: Option<&Entry> = None;
+        let mut scope_depth = 0usize;
+        let group = env.path.group().as_str();
+        let mut scope = group;
+        let mut depth = env.path.group().depth();
+        loop {
+            if let Some(slot) = self.scopes.get(scope) {
+                in_scope += (slot.visible + slot.invisible) as usize;
+                tally.runner_not_visible += slot.invisible as usize;
+                let typed = slot.typed(env_type);
+                let untyped = slot.untyped.clone();
+                tally.not_matched.env_type +=
+                    slot.visible as usize - typed.len() - untyped.len();
+                if winner.is_some() {
+                    tally.outranked.deeper_scope += typed.len() + untyped.len();
+                } else if let Some(w) = self.walk(typed, untyped, &mut probe, &mut tally) {
+                    winner = Some(w);
+                    scope_depth = depth;
+                }
+            }
+            if scope.is_empty() {
+                break;
+            }
+            scope = scope.rfind('/').map_or("", |i| &scope[..i]);
+            depth -= 1;
+        }
+        tally.out_of_scope = self.rules.len() - in_scope;
+        match winner {
+            Some(w) => {
+                tally.won = 1;
+                Ok(Pick {
+                    rule: &self.rules[w.rule as usize],
+                    scope_depth,
+                    criteria_count: w.count as usize,
+                    tally,
+                })
+            }
+            None => Err(NoRuleMatched {
+                environment: probe.path,
+                scopes_searched: env.path.group().self_and_ancestors(),
+                tally,
+            }),
+        }
+    }
+
+    /// Resolves with the full per-rule explanation: exactly [`resolve`] over the
+    /// index's rules (slower; for showing a user why).
+    pub fn explain(&self, env: &EnvFacts<'_>) -> Result<Resolution, NoRunnerMatched> {
+        resolve(env, &self.rules)
+    }
+
+    fn probe(&self, env: &EnvFacts<'_>) -> Probe {
+        let mut probe = Probe {
+            path: env.path.to_string(),
+            label_mask: 0,
+            tag_mask: 0,
+            overflow: Vec::new(),
+            glob_memo: vec![0; self.globs.len()],
+        };
+        if !self.labels.is_empty() {
+            for (key, value) in env.labels {
+                if let Some(id) = self.labels.get(key.as_str()).and_then(|v| v.get(value.as_str())) {
+                    if *id < MASK_BITS {
+                        probe.label_mask |= 1 << id;
+                    } else {
+                        probe.overflow.push(*id);
+                    }
+                }
+            }
+        }
+        if !self.tags.is_empty() {
+            for tag in env.tags {
+                if let Some(&id) = self.tags.get(tag.as_str()) {
+                    if id < MASK_BITS {
+                        probe.tag_mask |= 1 << id;
+                    } else {
+                        probe.overflow.push(id);
+                    }
+                }
+            }
+        }
+        probe
+    }
+
+    /// Merges one scope's two buckets in precedence order and returns the first
+    /// rule that matches, counting the rules checked before it and ranked after it.
+    fn walk(
+        &self,
+        typed: Range<u32>,
+        untyped: Range<u32>,
+        probe: &mut Probe,
+        tally: &mut Tally,
+    ) -> Option<&Entry> {
+        let (mut i, mut j) = (typed.start as usize, untyped.start as usize);
+        let (ie, je) = (typed.end as usize, untyped.end as usize);
+        loop {
+            let take_typed = if i < ie && j < je {
+                by_precedence(&self.rules, &self.entries[i], &self.entries[j]) == Ordering::Less
+            } else if i < ie {
+                true
+            } else if j < je {
+                false
+            } else {
+                return None;
+            };
+            let at = if take_typed { &mut i } else { &mut j };
+            let e = &self.entries[*at];
+            *at += 1;
+            match self.check(e, probe) {
+                Ok(()) => {
+                    count_outranked(e, &self.entries[i..ie], tally);
+                    count_outranked(e, &self.entries[j..je], tally);
+                    return Some(e);
+                }
+                Err(Failed::EnvPath) => tally.not_matched.env_path += 1,
+                Err(Failed::Labels) => tally.not_matched.labels += 1,
+                Err(Failed::Tags) => tally.not_matched.tags += 1,
+            }
+        }
+    }
+
+    /// The criteria other than `env_type` (the bucket already holds it), in [`crate::Criteria::check`]'s order.
+    #[inline]
+    fn check(&self, e: &Entry, probe: &mut Probe) -> Result<(), Failed> {
+        if e.glob != NO_GLOB {
+            let memo = &mut probe.glob_memo[e.glob as usize];
+            if *memo == 0 {
+                let options = glob::MatchOptions {
+                    case_sensitive: true,
+                    require_literal_separator: true,
+                    require_literal_leading_dot: false,
+                };
+                let hit = self.globs[e.glob as usize]
+                    .as_ref()
+                    .is_some_and(|p| p.matches_with(&probe.path, options));
+                *memo = if hit { 1 } else { 2 };
+            }
+            if *memo != 1 {
+                return Err(Failed::EnvPath);
+            }
+        }
+        let has = |range: &Range<u32>| {
+            self.overflow[range.start as usize..range.end as usize]
+                .iter()
+                .all(|a| probe.overflow.contains(a))
+        };
+        if e.label_mask & !probe.label_mask != 0 || !has(&e.label_overflow) {
+            return Err(Failed::Labels);
+        }
+        if e.tag_mask & !probe.tag_mask != 0 || !has(&e.tag_overflow) {
+            return Err(Failed::Tags);
+        }
+        Ok(())
+    }
+}
+
+/// The precedence within one scope: more criteria, higher priority, lower id,
+/// then the order given (as [`resolve`]'s stable sort).
+#[inline]
+fn by_precedence(rules: &[RunnerRule], a: &Entry, b: &Entry) -> Ordering {
+    b.count
+        .cmp(&a.count)
+        .then(b.priority.cmp(&a.priority))
+        .then_with(|| rules[a.rule as usize].id.cmp(&rules[b.rule as usize].id))
+        .then(a.rule.cmp(&b.rule))
+}
+
+/// Counts the rules of `rest` (one bucket's tail, all ranked after `winner` in
+/// the same scope) by the step that ranks them below it.
+fn count_outranked(winner: &Entry, rest: &[Entry], tally: &mut Tally) {
+    let same_count = rest.partition_point(|e| e.count == winner.count);
+    let same_priority = rest[..same_count].partition_point(|e| e.priority == winner.priority);
+    tally.outranked.more_criteria += rest.len() - same_count;
+    tally.outranked.higher_priority += same_count - same_priority;
+    tally.outranked.rule_id += same_priority;
+}
