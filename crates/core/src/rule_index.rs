@@ -80,7 +80,7 @@ impl Hasher for Fx {
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
 /// One rule that can be a candidate: its precedence keys and compiled criteria.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Entry {
     /// Index of the rule in [`RuleIndex::rules`] (the order it was given in).
     rule: u32,
@@ -94,10 +94,13 @@ struct Entry {
     label_mask: u64,
     /// Tag atoms below [`MASK_BITS`].
     tag_mask: u64,
-    /// Label atoms at or above [`MASK_BITS`], in [`RuleIndex::overflow`].
-    label_overflow: Range<u32>,
-    /// Tag atoms at or above [`MASK_BITS`], in [`RuleIndex::overflow`].
-    tag_overflow: Range<u32>,
+    /// Where its atoms at or above [`MASK_BITS`] start in [`RuleIndex::overflow`]:
+    /// labels from here to `overflow_mid`, tags from there to `overflow_end`.
+    overflow_start: u32,
+    /// End of its label atoms and start of its tag atoms in [`RuleIndex::overflow`].
+    overflow_mid: u32,
+    /// End of its tag atoms in [`RuleIndex::overflow`].
+    overflow_end: u32,
 }
 
 /// The rules of one scope.
@@ -287,14 +290,25 @@ impl RuleIndex {
         let mut slot_names: Vec<&str> = Vec::new();
         let mut slot_of: FxMap<&str, u32> = FxMap::default();
         let mut invisible: Vec<u32> = Vec::new();
-        let mut keyed: Vec<(u32, u32, Entry)> = Vec::with_capacity(rules.len());
+        let mut entries: Vec<Entry> = Vec::with_capacity(rules.len());
+        // Per entry: (slot, bucket, fewer criteria, lower priority) packed to sort
+        // as one number, and the entry's position in `entries`.
+        let mut keys: Vec<(u128, u32)> = Vec::with_capacity(rules.len());
+        // Rules usually come grouped by scope (one stored rule set per scope).
+        let mut last: (&str, u32) = ("", u32::MAX);
         for (k, rule) in rules.iter().enumerate() {
             let scope = rule.scope.as_str();
-            let slot = *slot_of.entry(scope).or_insert_with(|| {
-                slot_names.push(scope);
-                invisible.push(0);
-                (slot_names.len() - 1) as u32
-            });
+            let slot = if last.1 != u32::MAX && last.0 == scope {
+                last.1
+            } else {
+                let slot = *slot_of.entry(scope).or_insert_with(|| {
+                    slot_names.push(scope);
+                    invisible.push(0);
+                    (slot_names.len() - 1) as u32
+                });
+                last = (scope, slot);
+                slot
+            };
             if !rule.runner_id.is_visible_at(&rule.scope) {
                 invisible[slot as usize] += 1;
                 continue;
@@ -358,26 +372,38 @@ impl RuleIndex {
                 }
             }
             let end = index.overflow.len() as u32;
-            keyed.push((
-                slot,
-                bucket,
-                Entry {
-                    rule: k as u32,
-                    count: c.count() as u32,
-                    priority: rule.priority,
-                    glob,
-                    label_mask,
-                    tag_mask,
-                    label_overflow: start..mid,
-                    tag_overflow: mid..end,
-                },
-            ));
+            let count = c.count() as u32;
+            let key = u128::from(slot) << 96
+                | u128::from(bucket) << 64
+                | u128::from(u32::MAX - count) << 32
+                | u128::from((i64::from(i32::MAX) - i64::from(rule.priority)) as u32);
+            keys.push((key, entries.len() as u32));
+            entries.push(Entry {
+                rule: k as u32,
+                count,
+                priority: rule.priority,
+                glob,
+                label_mask,
+                tag_mask,
+                overflow_start: start,
+                overflow_mid: mid,
+                overflow_end: end,
+            });
         }
-        keyed.sort_unstable_by(|(sa, ba, a), (sb, bb, b)| {
-            sa.cmp(sb)
-                .then(ba.cmp(bb))
-                .then_with(|| by_precedence(&rules, a, b))
-        });
+        keys.sort_unstable();
+        // Equal keys (same bucket, criteria count and priority): by id, then the order given.
+        let mut i = 0;
+        while i < keys.len() {
+            let start = i;
+            while i < keys.len() && keys[i].0 == keys[start].0 {
+                i += 1;
+            }
+            if i - start > 1 {
+                keys[start..i].sort_unstable_by(|a, b| {
+                    by_precedence(&rules, &entries[a.1 as usize], &entries[b.1 as usize])
+                });
+            }
+        }
         let mut slots: Vec<ScopeSlot> = invisible
             .iter()
             .map(|&n| ScopeSlot {
@@ -385,11 +411,12 @@ impl RuleIndex {
                 ..ScopeSlot::default()
             })
             .collect();
+        let bucket_of = |key: u128| ((key >> 96) as u32, (key >> 64) as u32);
         let mut i = 0;
-        while i < keyed.len() {
-            let (slot, bucket) = (keyed[i].0, keyed[i].1);
+        while i < keys.len() {
+            let (slot, bucket) = bucket_of(keys[i].0);
             let start = i;
-            while i < keyed.len() && keyed[i].0 == slot && keyed[i].1 == bucket {
+            while i < keys.len() && bucket_of(keys[i].0) == (slot, bucket) {
                 i += 1;
             }
             let range = start as u32..i as u32;
@@ -401,7 +428,7 @@ impl RuleIndex {
                 s.typed.push((bucket - 1, range));
             }
         }
-        index.entries = keyed.into_iter().map(|(_, _, e)| e).collect();
+        index.entries = keys.iter().map(|&(_, at)| entries[at as usize]).collect();
         index.scopes = slot_names
             .iter()
             .zip(slots)
@@ -580,15 +607,15 @@ impl RuleIndex {
                 return Err(Failed::EnvPath);
             }
         }
-        let has = |range: &Range<u32>| {
-            self.overflow[range.start as usize..range.end as usize]
+        let has = |from: u32, to: u32| {
+            self.overflow[from as usize..to as usize]
                 .iter()
                 .all(|a| probe.overflow.contains(a))
         };
-        if e.label_mask & !probe.label_mask != 0 || !has(&e.label_overflow) {
+        if e.label_mask & !probe.label_mask != 0 || !has(e.overflow_start, e.overflow_mid) {
             return Err(Failed::Labels);
         }
-        if e.tag_mask & !probe.tag_mask != 0 || !has(&e.tag_overflow) {
+        if e.tag_mask & !probe.tag_mask != 0 || !has(e.overflow_mid, e.overflow_end) {
             return Err(Failed::Tags);
         }
         Ok(())
