@@ -2,7 +2,7 @@
 //!
 //! [`RuleIndex::compile`] does, once per rule set, everything that does not
 //! depend on the environment: it computes each rule's precedence keys, compiles
-//! its `env_path` glob, interns its labels and tags, and files it in a bucket by
+//! its `env_path` glob, and files it in a bucket by
 //! scope and `env_type`, each bucket sorted by precedence. [`RuleIndex::resolve`]
 //! then visits only the buckets of the environment's group and its ancestors,
 //! deepest first, and in each only the rules with the environment's `env_type`
@@ -25,12 +25,9 @@ use crate::rule::{display_scopes, resolve, EnvFacts, NoRunnerMatched, Resolution
 /// No glob on a rule.
 const NO_GLOB: u32 = u32::MAX;
 
-/// Label and tag atoms below this id live in a bit mask; the rest in a list.
-const MASK_BITS: u32 = 64;
-
 /// A small, fast, non-cryptographic hasher (FxHash) for the index's own
-/// look-up tables. The keys are group paths, environment types, labels and
-/// tags of one rule set, so hash flooding is not a concern worth SipHash's cost.
+/// look-up tables. The keys are the group paths, environment types and globs
+/// of one rule set, so hash flooding is not a concern worth SipHash's cost.
 #[derive(Default, Clone, Copy)]
 struct Fx(u64);
 
@@ -90,17 +87,6 @@ struct Entry {
     priority: i32,
     /// Its `env_path` glob in [`RuleIndex::globs`], or [`NO_GLOB`].
     glob: u32,
-    /// Label atoms below [`MASK_BITS`].
-    label_mask: u64,
-    /// Tag atoms below [`MASK_BITS`].
-    tag_mask: u64,
-    /// Where its atoms at or above [`MASK_BITS`] start in [`RuleIndex::overflow`]:
-    /// labels from here to `overflow_mid`, tags from there to `overflow_end`.
-    overflow_start: u32,
-    /// End of its label atoms and start of its tag atoms in [`RuleIndex::overflow`].
-    overflow_mid: u32,
-    /// End of its tag atoms in [`RuleIndex::overflow`].
-    overflow_end: u32,
 }
 
 /// The rules of one scope.
@@ -137,13 +123,10 @@ impl ScopeSlot {
 pub struct RuleIndex {
     rules: Vec<RunnerRule>,
     entries: Vec<Entry>,
-    overflow: Vec<u32>,
     /// Distinct `env_path` globs; `None` for one that does not compile (it never matches).
     globs: Vec<Option<glob::Pattern>>,
     scopes: FxMap<String, ScopeSlot>,
     env_types: FxMap<String, u32>,
-    labels: FxMap<String, FxMap<String, u32>>,
-    tags: FxMap<String, u32>,
 }
 
 /// How many rules did not win, and why; every rule given is counted exactly once.
@@ -260,12 +243,11 @@ enum Failed {
     Tags,
 }
 
-/// The environment's facts, translated into the index's terms once per resolution.
-struct Probe {
+/// What one resolution learns about the environment as it goes.
+struct Probe<'e> {
+    env: &'e EnvFacts<'e>,
+    /// The environment's full path, for the globs.
     path: String,
-    label_mask: u64,
-    tag_mask: u64,
-    overflow: Vec<u32>,
     /// Per glob: 0 unknown, 1 matches, 2 does not.
     glob_memo: Vec<u8>,
 }
@@ -277,15 +259,11 @@ impl RuleIndex {
         let mut index = Self {
             rules: Vec::new(),
             entries: Vec::with_capacity(rules.len()),
-            overflow: Vec::new(),
             globs: Vec::new(),
             scopes: FxMap::default(),
             env_types: FxMap::default(),
-            labels: FxMap::default(),
-            tags: FxMap::default(),
         };
         let mut glob_ids: FxMap<&str, u32> = FxMap::default();
-        let mut atoms: u32 = 0;
         // Bucket of each entry: (scope slot, env_type + 1 or 0 for none).
         let mut slot_names: Vec<&str> = Vec::new();
         let mut slot_of: FxMap<&str, u32> = FxMap::default();
@@ -333,45 +311,6 @@ impl RuleIndex {
                     (index.globs.len() - 1) as u32
                 }),
             };
-            let mut label_mask = 0u64;
-            let start = index.overflow.len() as u32;
-            for (key, value) in &c.labels {
-                if !index.labels.contains_key(key.as_str()) {
-                    index.labels.insert(key.clone(), FxMap::default());
-                }
-                let values = index.labels.get_mut(key.as_str()).expect("inserted above");
-                let id = match values.get(value.as_str()) {
-                    Some(&id) => id,
-                    None => {
-                        values.insert(value.clone(), atoms);
-                        atoms += 1;
-                        atoms - 1
-                    }
-                };
-                if id < MASK_BITS {
-                    label_mask |= 1 << id;
-                } else {
-                    index.overflow.push(id);
-                }
-            }
-            let mid = index.overflow.len() as u32;
-            let mut tag_mask = 0u64;
-            for tag in &c.tags {
-                let id = match index.tags.get(tag.as_str()) {
-                    Some(&id) => id,
-                    None => {
-                        index.tags.insert(tag.clone(), atoms);
-                        atoms += 1;
-                        atoms - 1
-                    }
-                };
-                if id < MASK_BITS {
-                    tag_mask |= 1 << id;
-                } else {
-                    index.overflow.push(id);
-                }
-            }
-            let end = index.overflow.len() as u32;
             let count = c.count() as u32;
             let key = u128::from(slot) << 96
                 | u128::from(bucket) << 64
@@ -383,11 +322,6 @@ impl RuleIndex {
                 count,
                 priority: rule.priority,
                 glob,
-                label_mask,
-                tag_mask,
-                overflow_start: start,
-                overflow_mid: mid,
-                overflow_end: end,
             });
         }
         keys.sort_unstable();
@@ -463,7 +397,11 @@ impl RuleIndex {
     /// explanation.
     pub fn resolve<'a>(&'a self, env: &EnvFacts<'_>) -> Result<Pick<'a>, NoRuleMatched> {
         let env_type = self.env_types.get(env.env_type).copied();
-        let mut probe = self.probe(env);
+        let mut probe = Probe {
+            env,
+            path: env.path.to_string(),
+            glob_memo: vec![0; self.globs.len()],
+        };
         let mut tally = Tally::default();
         let mut in_scope = 0usize;
         let mut winner: Option<&Entry> = None;
@@ -517,46 +455,13 @@ impl RuleIndex {
         resolve(env, &self.rules)
     }
 
-    fn probe(&self, env: &EnvFacts<'_>) -> Probe {
-        let mut probe = Probe {
-            path: env.path.to_string(),
-            label_mask: 0,
-            tag_mask: 0,
-            overflow: Vec::new(),
-            glob_memo: vec![0; self.globs.len()],
-        };
-        if !self.labels.is_empty() {
-            for (key, value) in env.labels {
-                if let Some(id) = self.labels.get(key.as_str()).and_then(|v| v.get(value.as_str())) {
-                    if *id < MASK_BITS {
-                        probe.label_mask |= 1 << id;
-                    } else {
-                        probe.overflow.push(*id);
-                    }
-                }
-            }
-        }
-        if !self.tags.is_empty() {
-            for tag in env.tags {
-                if let Some(&id) = self.tags.get(tag.as_str()) {
-                    if id < MASK_BITS {
-                        probe.tag_mask |= 1 << id;
-                    } else {
-                        probe.overflow.push(id);
-                    }
-                }
-            }
-        }
-        probe
-    }
-
     /// Merges one scope's two buckets in precedence order and returns the first
     /// rule that matches, counting the rules checked before it and ranked after it.
     fn walk(
         &self,
         typed: Range<u32>,
         untyped: Range<u32>,
-        probe: &mut Probe,
+        probe: &mut Probe<'_>,
         tally: &mut Tally,
     ) -> Option<&Entry> {
         let (mut i, mut j) = (typed.start as usize, untyped.start as usize);
@@ -589,7 +494,7 @@ impl RuleIndex {
 
     /// The criteria other than `env_type` (the bucket already holds it), in [`crate::Criteria::check`]'s order.
     #[inline]
-    fn check(&self, e: &Entry, probe: &mut Probe) -> Result<(), Failed> {
+    fn check(&self, e: &Entry, probe: &mut Probe<'_>) -> Result<(), Failed> {
         if e.glob != NO_GLOB {
             let memo = &mut probe.glob_memo[e.glob as usize];
             if *memo == 0 {
@@ -607,15 +512,15 @@ impl RuleIndex {
                 return Err(Failed::EnvPath);
             }
         }
-        let has = |from: u32, to: u32| {
-            self.overflow[from as usize..to as usize]
-                .iter()
-                .all(|a| probe.overflow.contains(a))
-        };
-        if e.label_mask & !probe.label_mask != 0 || !has(e.overflow_start, e.overflow_mid) {
+        let c = &self.rules[e.rule as usize].criteria;
+        if !c
+            .labels
+            .iter()
+            .all(|(k, v)| probe.env.labels.get(k) == Some(v))
+        {
             return Err(Failed::Labels);
         }
-        if e.tag_mask & !probe.tag_mask != 0 || !has(e.overflow_mid, e.overflow_end) {
+        if !c.tags.iter().all(|t| probe.env.tags.contains(t)) {
             return Err(Failed::Tags);
         }
         Ok(())
