@@ -269,9 +269,11 @@ impl RuleIndex {
         let mut slot_of: FxMap<&str, u32> = FxMap::default();
         let mut invisible: Vec<u32> = Vec::new();
         let mut entries: Vec<Entry> = Vec::with_capacity(rules.len());
-        // Per entry: (slot, bucket, fewer criteria, lower priority) packed to sort
-        // as one number, and the entry's position in `entries`.
-        let mut keys: Vec<(u128, u32)> = Vec::with_capacity(rules.len());
+        // Buckets, numbered as first seen: (slot, env_type + 1 or 0) → number;
+        // each bucket's (slot, env_type + 1 or 0) and size; each entry's bucket.
+        let mut bucket_of: FxMap<u64, u32> = FxMap::default();
+        let mut buckets: Vec<(u32, u32, u32)> = Vec::new();
+        let mut entry_bucket: Vec<u32> = Vec::with_capacity(rules.len());
         // Rules usually come grouped by scope (one stored rule set per scope).
         let mut last: (&str, u32) = ("", u32::MAX);
         for (k, rule) in rules.iter().enumerate() {
@@ -311,33 +313,22 @@ impl RuleIndex {
                     (index.globs.len() - 1) as u32
                 }),
             };
-            let count = c.count() as u32;
-            let key = u128::from(slot) << 96
-                | u128::from(bucket) << 64
-                | u128::from(u32::MAX - count) << 32
-                | u128::from((i64::from(i32::MAX) - i64::from(rule.priority)) as u32);
-            keys.push((key, entries.len() as u32));
+            let b = *bucket_of
+                .entry(u64::from(slot) << 32 | u64::from(bucket))
+                .or_insert_with(|| {
+                    buckets.push((slot, bucket, 0));
+                    (buckets.len() - 1) as u32
+                });
+            buckets[b as usize].2 += 1;
+            entry_bucket.push(b);
             entries.push(Entry {
                 rule: k as u32,
-                count,
+                count: c.count() as u32,
                 priority: rule.priority,
                 glob,
             });
         }
-        keys.sort_unstable();
-        // Equal keys (same bucket, criteria count and priority): by id, then the order given.
-        let mut i = 0;
-        while i < keys.len() {
-            let start = i;
-            while i < keys.len() && keys[i].0 == keys[start].0 {
-                i += 1;
-            }
-            if i - start > 1 {
-                keys[start..i].sort_unstable_by(|a, b| {
-                    by_precedence(&rules, &entries[a.1 as usize], &entries[b.1 as usize])
-                });
-            }
-        }
+        // A counting sort into buckets, then each (small) bucket by precedence.
         let mut slots: Vec<ScopeSlot> = invisible
             .iter()
             .map(|&n| ScopeSlot {
@@ -345,24 +336,33 @@ impl RuleIndex {
                 ..ScopeSlot::default()
             })
             .collect();
-        let bucket_of = |key: u128| ((key >> 96) as u32, (key >> 64) as u32);
-        let mut i = 0;
-        while i < keys.len() {
-            let (slot, bucket) = bucket_of(keys[i].0);
-            let start = i;
-            while i < keys.len() && bucket_of(keys[i].0) == (slot, bucket) {
-                i += 1;
-            }
-            let range = start as u32..i as u32;
+        let mut next = Vec::with_capacity(buckets.len());
+        let mut start = 0u32;
+        for &(slot, bucket, size) in &buckets {
+            next.push(start);
+            let range = start..start + size;
+            start += size;
             let s = &mut slots[slot as usize];
-            s.visible += range.len() as u32;
+            s.visible += size;
             if bucket == 0 {
                 s.untyped = range;
             } else {
                 s.typed.push((bucket - 1, range));
             }
         }
-        index.entries = keys.iter().map(|&(_, at)| entries[at as usize]).collect();
+        let mut sorted = entries.clone();
+        for (e, &b) in entries.iter().zip(&entry_bucket) {
+            sorted[next[b as usize] as usize] = *e;
+            next[b as usize] += 1;
+        }
+        for s in &mut slots {
+            s.typed.sort_unstable_by_key(|(t, _)| *t);
+            for range in std::iter::once(&s.untyped).chain(s.typed.iter().map(|(_, r)| r)) {
+                sorted[range.start as usize..range.end as usize]
+                    .sort_unstable_by(|a, b| by_precedence(&rules, a, b));
+            }
+        }
+        index.entries = sorted;
         index.scopes = slot_names
             .iter()
             .zip(slots)
