@@ -87,6 +87,9 @@ struct Entry {
     priority: i32,
     /// Its `env_path` glob in [`RuleIndex::globs`], or [`NO_GLOB`].
     glob: u32,
+    /// The first 16 bytes of its id, zero-padded, big-endian: ordered as the ids
+    /// are, except that equal prefixes need the whole ids compared.
+    id_prefix: u128,
 }
 
 /// The rules of one scope.
@@ -326,6 +329,7 @@ impl RuleIndex {
                 count: c.count() as u32,
                 priority: rule.priority,
                 glob,
+                id_prefix: id_prefix(&rule.id),
             });
         }
         // A counting sort into buckets, then each (small) bucket by precedence.
@@ -534,8 +538,18 @@ fn by_precedence(rules: &[RunnerRule], a: &Entry, b: &Entry) -> Ordering {
     b.count
         .cmp(&a.count)
         .then(b.priority.cmp(&a.priority))
+        .then(a.id_prefix.cmp(&b.id_prefix))
         .then_with(|| rules[a.rule as usize].id.cmp(&rules[b.rule as usize].id))
         .then(a.rule.cmp(&b.rule))
+}
+
+/// The first 16 bytes of an id as a number that orders as the bytes do.
+#[inline]
+fn id_prefix(id: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let n = id.len().min(16);
+    bytes[..n].copy_from_slice(&id.as_bytes()[..n]);
+    u128::from_be_bytes(bytes)
 }
 
 /// Counts the rules of `rest` (one bucket's tail, all ranked after `winner` in
