@@ -87,9 +87,10 @@ struct Entry {
     priority: i32,
     /// Its `env_path` glob in [`RuleIndex::globs`], or [`NO_GLOB`].
     glob: u32,
-    /// The first 16 bytes of its id, zero-padded, big-endian: ordered as the ids
-    /// are, except that equal prefixes need the whole ids compared.
-    id_prefix: u128,
+    /// Its precedence within the scope packed in one number, smaller first:
+    /// fewer criteria (saturated at 65,535), lower priority, then the first 10
+    /// bytes of its id. Equal keys need the whole ids compared.
+    key: u128,
 }
 
 /// The rules of one scope.
@@ -329,7 +330,7 @@ impl RuleIndex {
                 count: c.count() as u32,
                 priority: rule.priority,
                 glob,
-                id_prefix: id_prefix(&rule.id),
+                key: precedence_key(c.count(), rule.priority, &rule.id),
             });
         }
         // A counting sort into buckets, then each (small) bucket by precedence.
@@ -362,8 +363,14 @@ impl RuleIndex {
         for s in &mut slots {
             s.typed.sort_unstable_by_key(|(t, _)| *t);
             for range in std::iter::once(&s.untyped).chain(s.typed.iter().map(|(_, r)| r)) {
-                sorted[range.start as usize..range.end as usize]
-                    .sort_unstable_by(|a, b| by_precedence(&rules, a, b));
+                let bucket = &mut sorted[range.start as usize..range.end as usize];
+                bucket.sort_unstable_by_key(|e| e.key);
+                // Equal keys (rare): by the whole ids, then the order given.
+                for run in bucket.chunk_by_mut(|a, b| a.key == b.key) {
+                    if run.len() > 1 {
+                        run.sort_unstable_by(|a, b| by_precedence(&rules, a, b));
+                    }
+                }
             }
         }
         index.entries = sorted;
@@ -535,20 +542,22 @@ impl RuleIndex {
 /// then the order given (as [`resolve`]'s stable sort).
 #[inline]
 fn by_precedence(rules: &[RunnerRule], a: &Entry, b: &Entry) -> Ordering {
-    b.count
-        .cmp(&a.count)
-        .then(b.priority.cmp(&a.priority))
-        .then(a.id_prefix.cmp(&b.id_prefix))
+    a.key
+        .cmp(&b.key)
+        .then_with(|| b.count.cmp(&a.count))
         .then_with(|| rules[a.rule as usize].id.cmp(&rules[b.rule as usize].id))
         .then(a.rule.cmp(&b.rule))
 }
 
-/// The first 16 bytes of an id as a number that orders as the bytes do.
-#[inline]
-fn id_prefix(id: &str) -> u128 {
+/// An [`Entry::key`]: ordered as [`by_precedence`] orders, except where it ties.
+fn precedence_key(count: usize, priority: i32, id: &str) -> u128 {
+    let count = u16::MAX - u16::try_from(count).unwrap_or(u16::MAX);
+    let priority = (i64::from(i32::MAX) - i64::from(priority)) as u32;
     let mut bytes = [0u8; 16];
-    let n = id.len().min(16);
-    bytes[..n].copy_from_slice(&id.as_bytes()[..n]);
+    bytes[0..2].copy_from_slice(&count.to_be_bytes());
+    bytes[2..6].copy_from_slice(&priority.to_be_bytes());
+    let n = id.len().min(10);
+    bytes[6..6 + n].copy_from_slice(&id.as_bytes()[..n]);
     u128::from_be_bytes(bytes)
 }
 
