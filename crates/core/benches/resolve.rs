@@ -9,7 +9,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use sortie_core::{resolve, Criteria, EnvFacts, EnvPath, GroupPath, RuleIndex, RunnerId, RunnerRule};
+use sortie_core::{
+    resolve, Criteria, EnvFacts, EnvPath, GroupPath, RuleIndex, RunnerId, RunnerRule,
+};
 
 /// The environment's group: 8 segments, the most a group may have.
 const GROUP: &str = "acme/platform/payments/eu/west/prod-stack/core/ledger";
@@ -67,7 +69,10 @@ fn rules(n: usize) -> Vec<RunnerRule> {
         };
         let env_type = match rng.below(10) {
             0..=3 => None,
-            _ => Some(rng.pick(&["production", "development", "staging", "test"]).to_string()),
+            _ => Some(
+                rng.pick(&["production", "development", "staging", "test"])
+                    .to_string(),
+            ),
         };
         let env_path = (rng.below(10) < 3).then(|| {
             rng.pick(&[
@@ -86,7 +91,8 @@ fn rules(n: usize) -> Vec<RunnerRule> {
         for _ in 0..rng.below(3) {
             labels.insert(
                 rng.pick(&["tier", "team", "region"]).to_string(),
-                rng.pick(&["gold", "silver", "blue", "eu", "us"]).to_string(),
+                rng.pick(&["gold", "silver", "blue", "eu", "us"])
+                    .to_string(),
             );
         }
         let mut tags = BTreeSet::new();
@@ -142,7 +148,10 @@ fn bench(c: &mut Criterion) {
         // Both pick the same rule, or the comparison means nothing.
         let old = resolve(&env, &rules).unwrap();
         let new = index.resolve(&env).unwrap();
-        assert_eq!((&old.rule.id, &old.rule.scope), (&new.rule.id, &new.rule.scope));
+        assert_eq!(
+            (&old.rule.id, &old.rule.scope),
+            (&new.rule.id, &new.rule.scope)
+        );
         group.bench_with_input(BenchmarkId::new("old", n), &rules, |b, rules| {
             b.iter(|| resolve(black_box(&env), black_box(rules)))
         });

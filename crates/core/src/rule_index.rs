@@ -43,7 +43,9 @@ impl Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+            self.add(u64::from_le_bytes([
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+            ]));
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -145,25 +147,25 @@ pub struct RuleIndex {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Tally {
     /// 1 if a rule won, else 0.
-    pub won: usize,
+    pub won: u32,
     /// Rules ranked below the winner, by the precedence step that puts them there.
     pub outranked: ByStep,
     /// Rules in scope whose runner is visible but one of whose criteria fails, by the first one that fails.
     pub not_matched: ByCriterion,
     /// Rules in scope whose runner is not visible at their scope.
-    pub runner_not_visible: usize,
+    pub runner_not_visible: u32,
     /// Rules whose scope is neither the environment's group nor one of its ancestors.
-    pub out_of_scope: usize,
+    pub out_of_scope: u32,
 }
 
 impl Tally {
     /// Every rule counted: equals the number of rules in the index.
     pub fn total(&self) -> usize {
-        self.won
+        self.won as usize
             + self.outranked.total()
             + self.not_matched.total()
-            + self.runner_not_visible
-            + self.out_of_scope
+            + self.runner_not_visible as usize
+            + self.out_of_scope as usize
     }
 }
 
@@ -171,19 +173,27 @@ impl Tally {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ByStep {
     /// The winner's scope is deeper.
-    pub deeper_scope: usize,
+    pub deeper_scope: u32,
     /// Same scope; the winner sets more criteria.
-    pub more_criteria: usize,
+    pub more_criteria: u32,
     /// Same scope and criteria count; the winner has the higher priority.
-    pub higher_priority: usize,
+    pub higher_priority: u32,
     /// Same scope, criteria count and priority; the winner's rule id sorts first.
-    pub rule_id: usize,
+    pub rule_id: u32,
 }
 
 impl ByStep {
     /// The sum of the counts.
     pub fn total(&self) -> usize {
-        self.deeper_scope + self.more_criteria + self.higher_priority + self.rule_id
+        [
+            self.deeper_scope,
+            self.more_criteria,
+            self.higher_priority,
+            self.rule_id,
+        ]
+        .iter()
+        .map(|&n| n as usize)
+        .sum()
     }
 }
 
@@ -191,19 +201,22 @@ impl ByStep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ByCriterion {
     /// `env_type` differs.
-    pub env_type: usize,
+    pub env_type: u32,
     /// `env_path` glob does not match.
-    pub env_path: usize,
+    pub env_path: u32,
     /// A label is missing or has another value.
-    pub labels: usize,
+    pub labels: u32,
     /// A tag is missing.
-    pub tags: usize,
+    pub tags: u32,
 }
 
 impl ByCriterion {
     /// The sum of the counts.
     pub fn total(&self) -> usize {
-        self.env_type + self.env_path + self.labels + self.tags
+        [self.env_type, self.env_path, self.labels, self.tags]
+            .iter()
+            .map(|&n| n as usize)
+            .sum()
     }
 }
 
@@ -259,7 +272,15 @@ struct Probe<'e> {
 impl RuleIndex {
     /// Compiles a rule set. Rules are kept in the order given; the order does
     /// not change any resolution.
+    ///
+    /// # Panics
+    ///
+    /// With more than `u32::MAX` rules.
     pub fn compile(rules: Vec<RunnerRule>) -> Self {
+        assert!(
+            u32::try_from(rules.len()).is_ok(),
+            "too many rules for one index"
+        );
         let mut index = Self {
             rules: Vec::new(),
             entries: Vec::with_capacity(rules.len()),
@@ -423,13 +444,13 @@ impl RuleIndex {
         loop {
             if let Some(slot) = self.scopes.get(scope) {
                 in_scope += (slot.visible + slot.invisible) as usize;
-                tally.runner_not_visible += slot.invisible as usize;
+                tally.runner_not_visible += slot.invisible;
                 let typed = slot.typed(env_type);
                 let untyped = slot.untyped.clone();
                 tally.not_matched.env_type +=
-                    slot.visible as usize - typed.len() - untyped.len();
+                    slot.visible - typed.len() as u32 - untyped.len() as u32;
                 if winner.is_some() {
-                    tally.outranked.deeper_scope += typed.len() + untyped.len();
+                    tally.outranked.deeper_scope += (typed.len() + untyped.len()) as u32;
                 } else if let Some(w) = self.walk(typed, untyped, &mut probe, &mut tally) {
                     winner = Some(w);
                     scope_depth = depth;
@@ -441,7 +462,7 @@ impl RuleIndex {
             scope = scope.rfind('/').map_or("", |i| &scope[..i]);
             depth -= 1;
         }
-        tally.out_of_scope = self.rules.len() - in_scope;
+        tally.out_of_scope = (self.rules.len() - in_scope) as u32;
         match winner {
             Some(w) => {
                 tally.won = 1;
@@ -566,7 +587,7 @@ fn precedence_key(count: usize, priority: i32, id: &str) -> u128 {
 fn count_outranked(winner: &Entry, rest: &[Entry], tally: &mut Tally) {
     let same_count = rest.partition_point(|e| e.count == winner.count);
     let same_priority = rest[..same_count].partition_point(|e| e.priority == winner.priority);
-    tally.outranked.more_criteria += rest.len() - same_count;
-    tally.outranked.higher_priority += same_count - same_priority;
-    tally.outranked.rule_id += same_priority;
+    tally.outranked.more_criteria += (rest.len() - same_count) as u32;
+    tally.outranked.higher_priority += (same_count - same_priority) as u32;
+    tally.outranked.rule_id += same_priority as u32;
 }

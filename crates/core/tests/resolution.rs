@@ -349,7 +349,12 @@ fn arb_wild_rules() -> impl Strategy<Value = Vec<RunnerRule>> {
         arb_rule(),
         0..WILD_GROUPS.len(),
         0..WILD_GROUPS.len(),
-        prop::sample::select(vec![None, Some("acme/["), Some("**"), Some("acme/payments/*/*")]),
+        prop::sample::select(vec![
+            None,
+            Some("acme/["),
+            Some("**"),
+            Some("acme/payments/*/*"),
+        ]),
         0..5u8,
     )
         .prop_map(|(mut r, scope, owner, glob, id)| {
@@ -550,10 +555,14 @@ fn the_index_explains_the_examples_above_as_resolve_does() {
 
     let mut dev = rule("dev", "acme", "acme/dev");
     dev.criteria.env_type = Some("development".into());
-    let err = RuleIndex::compile(vec![dev]).resolve(&env.facts()).unwrap_err();
+    let err = RuleIndex::compile(vec![dev])
+        .resolve(&env.facts())
+        .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("acme/payments/prod"), "{msg}");
     assert!(msg.contains("acme/payments, acme, (root)"), "{msg}");
     assert_eq!(err.tally.not_matched.env_type, 1);
-    assert!(RuleIndex::compile(Vec::new()).resolve(&env.facts()).is_err());
+    assert!(RuleIndex::compile(Vec::new())
+        .resolve(&env.facts())
+        .is_err());
 }
