@@ -1,13 +1,14 @@
 //! A compiled rule index: the one precedence of [`crate::rule::resolve`], fast.
 //!
 //! [`RuleIndex::compile`] does, once per rule set, everything that does not
-//! depend on the environment: it computes each rule's precedence keys, compiles
-//! its `env_path` glob, and files it in a bucket by
-//! scope and `env_type`, each bucket sorted by precedence. [`RuleIndex::resolve`]
-//! then visits only the buckets of the environment's group and its ancestors,
-//! deepest first, and in each only the rules with the environment's `env_type`
-//! or none, merged in precedence order. The first rule whose remaining criteria
-//! hold wins; the rest are counted, never formatted.
+//! depend on the environment: it computes each rule's precedence key, compiles
+//! its `env_path` glob, and files it in a bucket by scope and `env_type`, each
+//! bucket sorted by precedence. [`RuleIndex::resolve`] then visits only the
+//! buckets of the environment's group and its ancestors, deepest first, and in
+//! each only the rules with the environment's `env_type` or none, merged in
+//! precedence order. The first rule whose remaining criteria (`env_path`,
+//! labels, tags) hold wins; the rules it outranks are counted, never checked
+//! or formatted.
 //!
 //! [`crate::rule::resolve`] stays the reference: the index picks the same rule
 //! (property-tested), and [`RuleIndex::explain`] gives its full explanation.
@@ -283,7 +284,7 @@ impl RuleIndex {
         );
         let mut index = Self {
             rules: Vec::new(),
-            entries: Vec::with_capacity(rules.len()),
+            entries: Vec::new(),
             globs: Vec::new(),
             scopes: FxMap::default(),
             env_types: FxMap::default(),
