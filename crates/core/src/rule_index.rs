@@ -138,13 +138,15 @@ pub struct RuleIndex {
 
 /// How many rules did not win, and why; every rule given is counted exactly once.
 ///
-/// Rules ranked below the winner are [`Tally::outranked`]: their remaining
-/// criteria are never checked, because matching or not they cannot win. So a
-/// rule that [`resolve`] reports as `lost`, and a rule ranked below the winner
-/// that it reports as `not_matched` on `env_path`, labels or tags, are both
-/// counted here as outranked. Every other count is exactly the number of rules
-/// with that verdict in [`resolve`]'s explanation; when no rule matches there is
-/// nothing outranked and every count is exact.
+/// Rules ranked below the winner are [`Tally::outranked`]: their `env_path`,
+/// labels and tags are never checked, because matching or not they cannot win.
+/// So `outranked` counts both the rules that [`resolve`] reports as `lost` and
+/// the rules below the winner that it reports as not matching on `env_path`,
+/// labels or tags, while [`Tally::not_matched`] counts those only above the
+/// winner (and every rule whose `env_type` differs). `won`,
+/// `runner_not_visible`, `out_of_scope` and `not_matched.env_type` always equal
+/// [`resolve`]'s counts; when no rule matches nothing is outranked, and every
+/// count equals [`resolve`]'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Tally {
     /// 1 if a rule won, else 0.
