@@ -44,9 +44,9 @@ impl Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            self.add(u64::from_le_bytes([
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-            ]));
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            self.add(u64::from_le_bytes(word));
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -299,7 +299,7 @@ impl RuleIndex {
         let mut entries: Vec<Entry> = Vec::with_capacity(rules.len());
         // Buckets, numbered as first seen: (slot, env_type + 1 or 0) → number;
         // each bucket's (slot, env_type + 1 or 0) and size; each entry's bucket.
-        let mut bucket_of: FxMap<u64, u32> = FxMap::default();
+        let mut bucket_of: FxMap<(u32, Option<&str>), u32> = FxMap::default();
         let mut buckets: Vec<(u32, u32, u32)> = Vec::new();
         let mut entry_bucket: Vec<u32> = Vec::with_capacity(rules.len());
         // Rules usually come grouped by scope (one stored rule set per scope).
@@ -322,18 +322,6 @@ impl RuleIndex {
                 continue;
             }
             let c = &rule.criteria;
-            let bucket = match &c.env_type {
-                None => 0,
-                Some(t) => {
-                    let next = index.env_types.len() as u32;
-                    if let Some(&id) = index.env_types.get(t.as_str()) {
-                        id + 1
-                    } else {
-                        index.env_types.insert(t.clone(), next);
-                        next + 1
-                    }
-                }
-            };
             let glob = match &c.env_path {
                 None => NO_GLOB,
                 Some(g) => *glob_ids.entry(g.as_str()).or_insert_with(|| {
@@ -341,12 +329,23 @@ impl RuleIndex {
                     (index.globs.len() - 1) as u32
                 }),
             };
-            let b = *bucket_of
-                .entry(u64::from(slot) << 32 | u64::from(bucket))
-                .or_insert_with(|| {
+            // One look-up per rule; the env_type is interned once per new bucket.
+            let b = match bucket_of.get(&(slot, c.env_type.as_deref())) {
+                Some(&b) => b,
+                None => {
+                    let bucket = match &c.env_type {
+                        None => 0,
+                        Some(t) => {
+                            let next = index.env_types.len() as u32;
+                            1 + *index.env_types.entry(t.clone()).or_insert(next)
+                        }
+                    };
                     buckets.push((slot, bucket, 0));
-                    (buckets.len() - 1) as u32
-                });
+                    let b = (buckets.len() - 1) as u32;
+                    bucket_of.insert((slot, c.env_type.as_deref()), b);
+                    b
+                }
+            };
             buckets[b as usize].2 += 1;
             entry_bucket.push(b);
             entries.push(Entry {
