@@ -292,7 +292,8 @@ impl RuleIndex {
             env_types: FxMap::default(),
         };
         let mut glob_ids: FxMap<&str, u32> = FxMap::default();
-        // Bucket of each entry: (scope slot, env_type + 1 or 0 for none).
+        // Scopes, numbered as first seen, and how many rules in each name an
+        // invisible runner.
         let mut slot_names: Vec<&str> = Vec::new();
         let mut slot_of: FxMap<&str, u32> = FxMap::default();
         let mut invisible: Vec<u32> = Vec::new();
@@ -348,12 +349,13 @@ impl RuleIndex {
             };
             buckets[b as usize].2 += 1;
             entry_bucket.push(b);
+            let count = c.count();
             entries.push(Entry {
                 rule: k as u32,
-                count: c.count() as u32,
+                count: count as u32,
                 priority: rule.priority,
                 glob,
-                key: precedence_key(c.count(), rule.priority, &rule.id),
+                key: precedence_key(count, rule.priority, &rule.id),
             });
         }
         // A counting sort into buckets, then each (small) bucket by precedence.
