@@ -14,6 +14,7 @@ pub mod names;
 pub mod outcome;
 pub mod problems;
 pub mod rule;
+pub mod rule_index;
 pub mod runner;
 pub mod spec;
 
@@ -27,6 +28,7 @@ pub use problems::{Problem, Problems};
 pub use rule::{
     resolve, Considered, Criteria, EnvFacts, NoRunnerMatched, Resolution, RunnerRule, Verdict,
 };
+pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
 pub use spec::{ArtifactLocation, ChangeSummary, JobSpec};
 

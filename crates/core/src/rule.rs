@@ -302,7 +302,7 @@ pub struct NoRunnerMatched {
     pub explanation: Vec<Considered>,
 }
 
-fn display_scopes(scopes: &[GroupPath]) -> String {
+pub(crate) fn display_scopes(scopes: &[GroupPath]) -> String {
     scopes
         .iter()
         .map(ToString::to_string)

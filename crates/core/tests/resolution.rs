@@ -4,7 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use sortie_core::rule::{precedence, Verdict};
-use sortie_core::{resolve, Criteria, EnvFacts, EnvPath, GroupPath, RunnerId, RunnerRule};
+use sortie_core::rule_index::Tally;
+use sortie_core::{
+    resolve, Criteria, EnvFacts, EnvPath, GroupPath, RuleIndex, RunnerId, RunnerRule,
+};
 
 fn rule(id: &str, scope: &str, runner: &str) -> RunnerRule {
     RunnerRule {
@@ -324,4 +327,242 @@ proptest! {
             prop_assert!(r.runner_id().is_visible_at(&r.rule.scope));
         }
     }
+}
+
+// ---- the compiled index agrees with `resolve` ----
+
+/// Rules with everything `arb_rule` has, plus what a corrupted or adversarial
+/// store could hold: runners invisible at their scope, a glob that does not
+/// compile, equal ids in one scope, deeper groups, and more rules.
+fn arb_wild_rules() -> impl Strategy<Value = Vec<RunnerRule>> {
+    const WILD_GROUPS: &[&str] = &[
+        "",
+        "acme",
+        "acme/payments",
+        "acme/payments/eu",
+        "acme/payments/eu/de",
+        "acme/web",
+        "globex",
+        "globex/prod",
+    ];
+    let wild_rule = (
+        arb_rule(),
+        0..WILD_GROUPS.len(),
+        0..WILD_GROUPS.len(),
+        prop::sample::select(vec![
+            None,
+            Some("acme/["),
+            Some("**"),
+            Some("acme/payments/*/*"),
+        ]),
+        0..5u8,
+    )
+        .prop_map(|(mut r, scope, owner, glob, id)| {
+            r.scope = GroupPath::parse(WILD_GROUPS[scope]).unwrap();
+            // Any owner at all: often invisible at the scope.
+            r.runner_id =
+                RunnerId::new(GroupPath::parse(WILD_GROUPS[owner]).unwrap(), "runner").unwrap();
+            if glob.is_some() {
+                r.criteria.env_path = glob.map(Into::into);
+            }
+            r.id = format!("w{id}");
+            r
+        });
+    prop::collection::vec(prop_oneof![arb_rule(), wild_rule], 0..40).prop_map(|mut rules| {
+        for (i, r) in rules.iter_mut().enumerate() {
+            if r.id.is_empty() {
+                r.id = format!("r{:02}", (i * 7) % 13);
+            }
+        }
+        rules
+    })
+}
+
+fn arb_wild_env() -> impl Strategy<Value = Env> {
+    (
+        arb_env(),
+        prop::sample::select(vec![
+            None,
+            Some("acme/payments/eu/de/prod"),
+            Some("globex/prod/db"),
+            Some("acme/x"),
+        ]),
+    )
+        .prop_map(|(mut env, path)| {
+            if let Some(path) = path {
+                env.path = EnvPath::parse(path).unwrap();
+            }
+            env
+        })
+}
+
+/// How many rules of an explanation have each verdict, in the index's terms.
+fn tally_of(explanation: &[sortie_core::Considered]) -> Tally {
+    let mut t = Tally::default();
+    for c in explanation {
+        match &c.verdict {
+            Verdict::Won => t.won += 1,
+            Verdict::Lost { because, .. } => {
+                let s = &mut t.outranked;
+                if because.starts_with("deeper scope") {
+                    s.deeper_scope += 1
+                } else if because.starts_with("more criteria") {
+                    s.more_criteria += 1
+                } else if because.starts_with("higher priority") {
+                    s.higher_priority += 1
+                } else {
+                    s.rule_id += 1
+                }
+            }
+            Verdict::OutOfScope => t.out_of_scope += 1,
+            Verdict::RunnerNotVisible => t.runner_not_visible += 1,
+            Verdict::NotMatched { reason } => {
+                let n = &mut t.not_matched;
+                if reason.starts_with("env_type") {
+                    n.env_type += 1
+                } else if reason.starts_with("env_path") {
+                    n.env_path += 1
+                } else if reason.starts_with("label") {
+                    n.labels += 1
+                } else {
+                    n.tags += 1
+                }
+            }
+        }
+    }
+    t
+}
+
+/// The index picks what `resolve` picks, and its counts agree with `resolve`'s explanation.
+fn index_agrees(env: &Env, rules: &[RunnerRule]) -> Result<(), TestCaseError> {
+    let index = RuleIndex::from_slice(rules);
+    let oracle = resolve(&env.facts(), rules);
+    prop_assert_eq!(&index.explain(&env.facts()), &oracle);
+    match (&oracle, index.resolve(&env.facts())) {
+        (Ok(old), Ok(pick)) => {
+            prop_assert_eq!(&pick.rule.id, &old.rule.id);
+            prop_assert_eq!(&pick.rule.scope, &old.rule.scope);
+            prop_assert_eq!(pick.rule, &old.rule);
+            prop_assert_eq!(pick.scope_depth, old.rule.scope.depth());
+            prop_assert_eq!(pick.criteria_count, old.rule.criteria.count());
+            let (t, o) = (pick.tally, tally_of(&old.explanation));
+            prop_assert_eq!(t.total(), rules.len(), "{:?}", t);
+            prop_assert_eq!(t.won, 1);
+            prop_assert_eq!(t.out_of_scope, o.out_of_scope);
+            prop_assert_eq!(t.runner_not_visible, o.runner_not_visible);
+            prop_assert_eq!(t.not_matched.env_type, o.not_matched.env_type);
+            // Ranked below the winner = lost, or not matched on a criterion never checked.
+            prop_assert_eq!(
+                t.outranked.total() + t.not_matched.total(),
+                o.outranked.total() + o.not_matched.total()
+            );
+            prop_assert!(t.not_matched.env_path <= o.not_matched.env_path);
+            prop_assert!(t.not_matched.labels <= o.not_matched.labels);
+            prop_assert!(t.not_matched.tags <= o.not_matched.tags);
+            prop_assert!(o.outranked.deeper_scope <= t.outranked.deeper_scope);
+            prop_assert!(o.outranked.more_criteria <= t.outranked.more_criteria);
+            prop_assert!(o.outranked.higher_priority <= t.outranked.higher_priority);
+            prop_assert!(o.outranked.rule_id <= t.outranked.rule_id);
+        }
+        (Err(old), Err(err)) => {
+            prop_assert_eq!(err.to_string(), old.to_string());
+            prop_assert_eq!(&err.environment, &old.environment);
+            prop_assert_eq!(&err.scopes_searched, &old.scopes_searched);
+            // Nothing won, so nothing was skipped: every count is exact.
+            prop_assert_eq!(err.tally, tally_of(&old.explanation));
+            prop_assert_eq!(err.tally.total(), rules.len());
+        }
+        (old, new) => prop_assert!(false, "resolve {:?} but index {:?}", old, new),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn the_index_picks_the_same_rule_as_resolve(env in arb_env(), rules in arb_rules()) {
+        index_agrees(&env, &rules)?;
+    }
+
+    #[test]
+    fn the_index_agrees_with_resolve_on_wild_rule_sets(env in arb_wild_env(), rules in arb_wild_rules(), seed in any::<u64>()) {
+        index_agrees(&env, &rules)?;
+        // And compiling the rules in another order picks the same rule.
+        let mut shuffled = rules.clone();
+        let mut s = seed;
+        for i in (1..shuffled.len()).rev() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            shuffled.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        let a = RuleIndex::from_slice(&rules);
+        let b = RuleIndex::compile(shuffled);
+        match (a.resolve(&env.facts()), b.resolve(&env.facts())) {
+            (Ok(x), Ok(y)) => {
+                prop_assert_eq!(&x.rule.id, &y.rule.id);
+                prop_assert_eq!(&x.rule.scope, &y.rule.scope);
+                // Equal ids in one scope are tied to the end, so the order given
+                // breaks the tie (as in `resolve`) and may move a count between them.
+                let unique: BTreeSet<_> = rules.iter().map(|r| (&r.scope, &r.id)).collect();
+                if unique.len() == rules.len() {
+                    prop_assert_eq!(x.tally, y.tally);
+                }
+            }
+            (Err(x), Err(y)) => prop_assert_eq!(x, y),
+            _ => prop_assert!(false, "order changed whether a rule matched"),
+        }
+    }
+}
+
+#[test]
+fn the_index_explains_the_examples_above_as_resolve_does() {
+    let mut env = Env::new("acme/payments/prod", "production");
+    env.labels.insert("tier".into(), "gold".into());
+    env.tags.insert("spot".into());
+    let mut wrong_type = rule("dev-only", "acme/payments", "acme/dev");
+    wrong_type.criteria.env_type = Some("development".into());
+    let mut labelled = rule("gold", "acme", "acme/gold");
+    labelled
+        .criteria
+        .labels
+        .insert("tier".into(), "gold".into());
+    let mut tagged = rule("needs-gpu", "acme", "acme/gpu");
+    tagged.criteria.tags.insert("gpu".into());
+    let rules = vec![
+        rule("shared", "", "fargate-shared"),
+        wrong_type,
+        labelled,
+        tagged,
+        rule("other-org", "globex", "globex/r"),
+        rule("bad", "acme/payments", "globex/stolen"),
+    ];
+    let index = RuleIndex::compile(rules.clone());
+    let pick = index.resolve(&env.facts()).unwrap();
+    assert_eq!(pick.rule.id, "gold");
+    assert_eq!(pick.runner_id().to_string(), "acme/gold");
+    assert_eq!((pick.scope_depth, pick.criteria_count), (1, 1));
+    let t = pick.tally;
+    assert_eq!(t.not_matched.env_type, 1, "dev-only: {t:?}");
+    assert_eq!(
+        (t.not_matched.tags, t.outranked.rule_id),
+        (0, 1),
+        "needs-gpu sets 1 criterion, as gold does, and sorts after it by id: never checked"
+    );
+    assert_eq!(t.outranked.deeper_scope, 1, "shared");
+    assert_eq!((t.out_of_scope, t.runner_not_visible), (1, 1));
+    assert_eq!(t.total(), rules.len());
+    assert_eq!(index.explain(&env.facts()), resolve(&env.facts(), &rules));
+
+    let mut dev = rule("dev", "acme", "acme/dev");
+    dev.criteria.env_type = Some("development".into());
+    let err = RuleIndex::compile(vec![dev])
+        .resolve(&env.facts())
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("acme/payments/prod"), "{msg}");
+    assert!(msg.contains("acme/payments, acme, (root)"), "{msg}");
+    assert_eq!(err.tally.not_matched.env_type, 1);
+    assert!(RuleIndex::compile(Vec::new())
+        .resolve(&env.facts())
+        .is_err());
 }
