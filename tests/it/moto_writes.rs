@@ -53,10 +53,9 @@ impl Outcome {
         match result {
             Ok(_) => Outcome::Ok,
             Err(err) => match err.raw_response() {
-                Some(raw) => Outcome::Service(
-                    raw.status().as_u16(),
-                    err.code().unwrap_or("?").to_owned(),
-                ),
+                Some(raw) => {
+                    Outcome::Service(raw.status().as_u16(), err.code().unwrap_or("?").to_owned())
+                }
                 None => Outcome::NoResponse(format!("{err:?}")),
             },
         }
@@ -279,7 +278,10 @@ async fn failed_transactions_never_undo_concurrent_acknowledged_puts() {
             "PutItem" => Outcome::Ok,
             _ => canceled.clone(),
         };
-        assert_eq!(**outcome, expected, "{n} {op} answered {outcome:?}: {summary}");
+        assert_eq!(
+            **outcome, expected,
+            "{n} {op} answered {outcome:?}: {summary}"
+        );
     }
     assert!(leaked.is_empty(), "a canceled transaction wrote: {summary}");
 }
