@@ -3,9 +3,11 @@
 #
 #   scripts/with-moto.sh cargo test --workspace
 #
-# Installs the project tools (scripts/tools.sh) if needed, starts
-# .tools/venv/bin/moto_server on 127.0.0.1:<free port>, waits until it answers,
-# then runs the command with:
+# Installs the project tools (scripts/tools.sh) if needed, starts moto's server
+# on 127.0.0.1:<free port> through scripts/moto_server.py (moto_server with
+# DynamoDB requests serialised, so a failed transaction's rollback cannot undo
+# other clients' writes; see that file), waits until it answers, then runs the
+# command with:
 #   SORTIE_TEST_AWS_ENDPOINT, AWS_ENDPOINT_URL   http://127.0.0.1:<port>
 #   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY      testing
 #   AWS_REGION, AWS_DEFAULT_REGION                us-east-1
@@ -72,7 +74,7 @@ port=""
 for attempt in 1 2 3; do
     port="$(free_port)"
     echo "--- attempt $attempt: moto_server on 127.0.0.1:$port" >>"$log_file"
-    "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" </dev/null >>"$log_file" 2>&1 &
+    "$venv/bin/python" "$root/scripts/moto_server.py" -H 127.0.0.1 -p "$port" </dev/null >>"$log_file" 2>&1 &
     moto_pid=$!
     deadline=$((SECONDS + 30))
     while ((SECONDS < deadline)); do
