@@ -141,7 +141,7 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
     let env = api
         .as_admin(
             "POST",
-            "/v1/groups/acme/payments/-/environments",
+            "/v1/groups/acme/payments/-/environments?explain=full",
             Some(r#"{"name":"prod","env_type":"production","labels":{"tier":"gold"}}"#),
         )
         .await;
@@ -149,6 +149,7 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
     assert_eq!(env.body["runner"]["runner_id"], "acme/local");
     assert_eq!(env.body["resolution"]["rule"]["id"], "default");
     assert_eq!(env.body["resolution"]["explanation"][0]["outcome"], "won");
+    assert_eq!(env.body["resolution"]["counts"]["won"], 1);
     let listed = api
         .as_admin("GET", "/v1/groups/acme/payments/-/environments", None)
         .await;
@@ -512,7 +513,7 @@ async fn precedence_through_the_api_group_beats_ancestor_beats_shared() {
     let env = api
         .as_admin(
             "POST",
-            "/v1/groups/acme/payments/-/environments",
+            "/v1/groups/acme/payments/-/environments?explain=full",
             Some(r#"{"name":"c","env_type":"dev"}"#),
         )
         .await;

@@ -241,6 +241,30 @@ impl Pick<'_> {
     pub fn runner_id(&self) -> &RunnerId {
         &self.rule.runner_id
     }
+
+    /// Why the rule won, in the precedence's own words: no matching rule is in a deeper
+    /// scope, none at its scope sets more criteria, then its priority and id.
+    pub fn why(&self) -> String {
+        let scope = if self.rule.scope.is_root() {
+            "(root)"
+        } else {
+            self.rule.scope.as_str()
+        };
+        let outranked = &self.tally.outranked;
+        format!(
+            "rule `{}` in `{scope}` (depth {}) is the deepest matching scope, sets {} criteria \
+             and has priority {}; it outranks {} rules in shallower scopes, {} with fewer criteria, \
+             {} with a lower priority and {} by rule id",
+            self.rule.id,
+            self.scope_depth,
+            self.criteria_count,
+            self.rule.priority,
+            outranked.deeper_scope,
+            outranked.more_criteria,
+            outranked.higher_priority,
+            outranked.rule_id,
+        )
+    }
 }
 
 /// No rule in a [`RuleIndex`] matched an environment.

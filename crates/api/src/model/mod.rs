@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sortie_core::{ChangeSummary, GroupPath, Job, Resolution, Runner, RunnerRule, TaskRef};
+use sortie_core::{ChangeSummary, Considered, GroupPath, Job, Runner, RunnerRule, Tally, TaskRef};
 use sortie_store::{EnvironmentRecord, JobRecord, MembershipRecord, Versioned};
 use utoipa::ToSchema;
 
@@ -136,15 +136,40 @@ pub struct EnvironmentList {
     pub environments: Vec<EnvironmentView>,
 }
 
+/// How an environment's runner was resolved: the winning rule, why it won, and counts of
+/// the other rules by reason. With `?explain=full`, also each rule's fate, a page of
+/// at most [`EXPLANATION_PAGE`] rules at a time.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ResolutionAnswer {
+    /// The rule that won.
+    #[schema(value_type = domain::RunnerRule)]
+    pub rule: RunnerRule,
+    /// Why it won, in words: its scope's depth, how many criteria it sets, its priority.
+    pub why: String,
+    /// Every other rule, counted by why it did not win.
+    #[schema(value_type = domain::Tally)]
+    pub counts: Tally,
+    /// With `?explain=full`: each rule's fate, in precedence order for those that matched,
+    /// then the rest, from `explain_offset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<domain::Considered>>)]
+    pub explanation: Option<Vec<Considered>>,
+    /// The `explain_offset` of the next page of the explanation, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation_next: Option<usize>,
+}
+
+/// The most rules one page of a full explanation carries.
+pub const EXPLANATION_PAGE: usize = 1000;
+
 /// A created environment, with the rule resolution that linked its runner.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EnvironmentCreated {
     /// The environment.
     #[serde(flatten)]
     pub environment: EnvironmentView,
-    /// Which rule won, and why every other rule did not.
-    #[schema(value_type = domain::Resolution)]
-    pub resolution: Resolution,
+    /// Which rule won and why; the other rules counted, or explained with `?explain=full`.
+    pub resolution: ResolutionAnswer,
 }
 
 /// The body of `POST .../environments`.
@@ -190,9 +215,8 @@ pub struct RefreshRunnerAnswer {
     pub runner_id: String,
     /// True when the rules pick another runner than the linked one.
     pub changed: bool,
-    /// Which rule won, and why every other rule did not.
-    #[schema(value_type = domain::Resolution)]
-    pub resolution: Resolution,
+    /// Which rule won and why; the other rules counted, or explained with `?explain=full`.
+    pub resolution: ResolutionAnswer,
     /// The relinked environment (absent on a dry run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<EnvironmentView>,

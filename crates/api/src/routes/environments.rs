@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::Value;
-use sortie_core::{resolve, Action, EnvPath, Environment, RunnerId, RunnerLink};
+use sortie_core::{Action, EnvPath, Environment, RuleIndex, RunnerId, RunnerLink};
 use sortie_store::StoreError;
 use utoipa::IntoParams;
 
@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::extract::{query_field, Caller, Document, EnvParam, GroupParam, IfMatch, QueryParams};
 use crate::model::{
     EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
-    RefreshRunnerAnswer,
+    RefreshRunnerAnswer, ResolutionAnswer, EXPLANATION_PAGE,
 };
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -60,24 +60,98 @@ fn env_fields(doc: &Value, creating: bool) -> Result<EnvFields, ApiError> {
     .map_err(Into::into)
 }
 
+/// How much of the resolution to explain: counts by default, every rule with `full`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ExplainQuery {
+    /// `full` lists every rule's fate (paginated); by default only counts are given.
+    #[serde(default, deserialize_with = "explain")]
+    #[param(value_type = Option<String>, pattern = "^(counts|full)$")]
+    explain: Option<bool>,
+    /// With `explain=full`: where the page of the explanation starts.
+    #[serde(default, deserialize_with = "explain_offset")]
+    #[param(value_type = Option<u32>, minimum = 0)]
+    explain_offset: Option<usize>,
+}
+
+fn explain<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    query_field(d, "explain", "is not `counts` or `full`", |s| match s {
+        "full" => Some(true),
+        "counts" => Some(false),
+        _ => None,
+    })
+}
+
+fn explain_offset<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    query_field(d, "explain_offset", "must be a whole number", |s| {
+        s.parse().ok()
+    })
+}
+
+/// Resolves the environment's runner with the compiled rule index: the winner, why, and
+/// counts; with `explain=full` also one page of every rule's fate.
 async fn resolve_for(
     state: &AppState,
     env: &Environment,
-) -> Result<sortie_core::Resolution, ApiError> {
+    explain: &ExplainQuery,
+) -> Result<ResolutionAnswer, ApiError> {
     let rules = state.store.rules_for(env.path.group()).await?;
-    resolve(&env.facts(), &rules).map_err(no_match)
+    let index = RuleIndex::compile(rules);
+    let facts = env.facts();
+    let pick = match index.resolve(&facts) {
+        Ok(pick) => pick,
+        // The full explanation only on the rare failure path, for the error's fields.
+        Err(_) => {
+            return Err(match index.explain(&facts) {
+                Err(e) => no_match(e),
+                Ok(_) => ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "rule resolution disagreed with its reference",
+                ),
+            })
+        }
+    };
+    let mut answer = ResolutionAnswer {
+        rule: pick.rule.clone(),
+        why: pick.why(),
+        counts: pick.tally,
+        explanation: None,
+        explanation_next: None,
+    };
+    if explain.explain == Some(true) {
+        let full = index.explain(&facts).map_err(no_match)?.explanation;
+        let from = explain.explain_offset.unwrap_or(0).min(full.len());
+        let to = (from + EXPLANATION_PAGE).min(full.len());
+        answer.explanation_next = (to < full.len()).then_some(to);
+        answer.explanation = Some(full[from..to].to_vec());
+    }
+    Ok(answer)
 }
+
+/// At most this many rules are named in a "no rule matches" error's fields.
+const NO_MATCH_FIELDS: usize = 100;
 
 fn no_match(e: sortie_core::NoRunnerMatched) -> ApiError {
     let mut err = ApiError::new(StatusCode::CONFLICT, "no_runner_matched", e.to_string());
     err.fields = e
         .explanation
         .iter()
+        .take(NO_MATCH_FIELDS)
         .map(|c| sortie_core::Problem {
             path: format!("rules.{}:{}", c.scope.as_str(), c.rule_id),
             problem: format!("{:?}", c.verdict),
         })
         .collect();
+    if e.explanation.len() > NO_MATCH_FIELDS {
+        err.fields.push(sortie_core::Problem {
+            path: "rules".into(),
+            problem: format!(
+                "and {} more rules that do not match",
+                e.explanation.len() - NO_MATCH_FIELDS
+            ),
+        });
+    }
     err
 }
 
@@ -108,7 +182,7 @@ pub(crate) async fn list_environments(
 
 /// Creates an environment and links it to the runner the rules pick.
 #[utoipa::path(post, path = "/v1/groups/{group}/-/environments", tag = "environments",
-    params(("group" = String, Path, description = "Group path")),
+    params(("group" = String, Path, description = "Group path"), ExplainQuery),
     request_body(description = "The environment, YAML or JSON", content((EnvironmentCreate = "application/json"), (EnvironmentCreate = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Created and linked; the answer explains the rule resolution", body = EnvironmentCreated, headers(("etag" = String, description = "The version"))),
@@ -117,8 +191,10 @@ pub(crate) async fn create_environment(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
     caller: Caller,
+    query: QueryParams<ExplainQuery>,
     body: Document,
 ) -> Result<Reply<EnvironmentCreated>, ApiError> {
+    let explain = query.get()?;
     let principal = caller
         .authorize(
             &state,
@@ -142,8 +218,8 @@ pub(crate) async fn create_environment(
             linked_at: Utc::now(),
         },
     };
-    let resolution = resolve_for(&state, &env).await?;
-    env.runner.runner_id = resolution.runner_id().clone();
+    let resolution = resolve_for(&state, &env, &explain).await?;
+    env.runner.runner_id = resolution.rule.runner_id.clone();
     env.runner.rule_id = resolution.rule.id.clone();
     let created = state
         .store
@@ -284,7 +360,7 @@ fn dry_run<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Er
 
 /// Resolves the environment's runner again and relinks it, unless `dry_run`.
 #[utoipa::path(post, path = "/v1/environments/{environment}/-/refresh-runner", tag = "environments",
-    params(("environment" = String, Path, description = "Environment path"), RefreshQuery,
+    params(("environment" = String, Path, description = "Environment path"), RefreshQuery, ExplainQuery,
         ("If-Match" = Option<String>, Header, description = "The ETag last read")),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "The runner picked now, the rule that picked it and the explanation; relinked unless dry_run", body = RefreshRunnerAnswer),
@@ -294,9 +370,11 @@ pub(crate) async fn refresh_runner(
     EnvParam(path): EnvParam,
     caller: Caller,
     query: QueryParams<RefreshQuery>,
+    explain: QueryParams<ExplainQuery>,
     if_match: IfMatch,
 ) -> Result<Reply<RefreshRunnerAnswer>, ApiError> {
     let dry_run = query.get()?.dry_run.unwrap_or(false);
+    let explain = explain.get()?;
     let action = if dry_run {
         Action::Read
     } else {
@@ -311,13 +389,13 @@ pub(crate) async fn refresh_runner(
         )
         .await?;
     let current = state.store.get_environment(&path).await?;
-    let resolution = resolve_for(&state, &current.item.environment).await?;
+    let resolution = resolve_for(&state, &current.item.environment, &explain).await?;
     let previous = current.item.environment.runner.runner_id.clone();
     let mut answer = RefreshRunnerAnswer {
         dry_run,
         previous_runner_id: previous.to_string(),
-        runner_id: resolution.runner_id().to_string(),
-        changed: *resolution.runner_id() != previous,
+        runner_id: resolution.rule.runner_id.to_string(),
+        changed: resolution.rule.runner_id != previous,
         resolution,
         environment: None,
     };
@@ -325,7 +403,7 @@ pub(crate) async fn refresh_runner(
         return Ok(Reply::ok(answer));
     }
     let link = RunnerLink {
-        runner_id: answer.resolution.runner_id().clone(),
+        runner_id: answer.resolution.rule.runner_id.clone(),
         rule_id: answer.resolution.rule.id.clone(),
         linked_by: principal.subject.clone(),
         linked_at: Utc::now(),

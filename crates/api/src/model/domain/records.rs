@@ -94,6 +94,47 @@ pub struct Resolution {
     pub explanation: Vec<Considered>,
 }
 
+/// Counts of the rules that did not win, by the precedence step that ranked them lower.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ByStep {
+    /// The winner's scope is deeper.
+    pub deeper_scope: u32,
+    /// Same scope; the winner sets more criteria.
+    pub more_criteria: u32,
+    /// Same scope and criteria count; the winner has the higher priority.
+    pub higher_priority: u32,
+    /// Same scope, criteria count and priority; the winner's rule id sorts first.
+    pub rule_id: u32,
+}
+
+/// Counts of the rules that did not match, by the first criterion that fails.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ByCriterion {
+    /// `env_type` differs.
+    pub env_type: u32,
+    /// The `env_path` glob does not match.
+    pub env_path: u32,
+    /// A label is missing or has another value.
+    pub labels: u32,
+    /// A tag is missing.
+    pub tags: u32,
+}
+
+/// How many rules did not win, and why; every rule is counted once.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Tally {
+    /// 1 if a rule won.
+    pub won: u32,
+    /// Rules ranked below the winner (their own criteria are not checked).
+    pub outranked: ByStep,
+    /// Rules above the winner, or of another `env_type`, whose criteria fail.
+    pub not_matched: ByCriterion,
+    /// Rules whose runner is not visible at their scope.
+    pub runner_not_visible: u32,
+    /// Rules outside the environment's group and its ancestors.
+    pub out_of_scope: u32,
+}
+
 /// The runner an environment is linked to, and how it got linked.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunnerLink {
