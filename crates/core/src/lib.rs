@@ -9,6 +9,7 @@ pub mod arn;
 pub mod auth;
 pub mod environment;
 pub mod job;
+pub mod limits;
 pub mod names;
 pub mod outcome;
 pub mod problems;
