@@ -47,7 +47,10 @@ mod tests {
     #[test]
     fn parts() {
         let a = parse("arn:aws:iam::123456789012:role/sortie-launcher").unwrap();
-        assert_eq!((a.service, a.account, a.resource), ("iam", "123456789012", "role/sortie-launcher"));
+        assert_eq!(
+            (a.service, a.account, a.resource),
+            ("iam", "123456789012", "role/sortie-launcher")
+        );
         assert!(parse("hunter2").is_none() && parse("arn:gcp:iam::1:role/x").is_none());
         assert!(is_region("eu-west-1") && is_region("us-gov-west-1"));
         assert!(!is_region("mars") && !is_region("EU-west-1"));

@@ -66,11 +66,17 @@ pub fn check_labels(labels: &BTreeMap<String, String>, path: &str, p: &mut Probl
     for (k, v) in labels {
         let at = key_path(path, k);
         if k.is_empty() {
-            p.push(at, "a label key must not be empty (DynamoDB refuses empty map keys)");
+            p.push(
+                at,
+                "a label key must not be empty (DynamoDB refuses empty map keys)",
+            );
         } else if k.len() > limits::DYNAMODB_NAME_MAX {
             p.push(
                 at,
-                format!("a label key must be at most {} bytes", limits::DYNAMODB_NAME_MAX),
+                format!(
+                    "a label key must be at most {} bytes",
+                    limits::DYNAMODB_NAME_MAX
+                ),
             );
         } else if limits::has_control(k) || limits::has_control(v) {
             p.push(at, "a label must not contain control characters");
@@ -126,7 +132,10 @@ impl EnvironmentInput {
             .as_deref()
             .is_some_and(|t| t.trim().is_empty() || limits::has_control(t))
         {
-            p.push("env_type", "must not be empty or contain control characters");
+            p.push(
+                "env_type",
+                "must not be empty or contain control characters",
+            );
         }
         let labels: Option<BTreeMap<String, String>> = f.optional("labels", &mut p);
         if let Some(labels) = &labels {

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::names::{EnvPath, RunnerId};
 use crate::limits;
+use crate::names::{EnvPath, RunnerId};
 use crate::problems::{key_path, parse_document, Fields, Problems};
 use crate::runner::check_secret_refs;
 use crate::ValidationError;
@@ -239,7 +239,12 @@ impl JobRequest {
             if name.is_empty() {
                 p.push(&path, "a variable name must not be empty");
             }
-            limits::check_dynamodb_value(value, &path, limits::JOB_VARIABLE_ENCLOSING_LEVELS, &mut p);
+            limits::check_dynamodb_value(
+                value,
+                &path,
+                limits::JOB_VARIABLE_ENCLOSING_LEVELS,
+                &mut p,
+            );
         }
         let files: BTreeMap<String, String> = f.optional("files", &mut p).unwrap_or_default();
         let mut total = 0;
@@ -325,7 +330,9 @@ pub fn file_path_problem(path: &str) -> Option<String> {
         return Some("must be a relative path inside the working directory, without `..`".into());
     }
     if path.len() > limits::FILE_PATH_MAX
-        || path.split('/').any(|s| s.len() > limits::FILE_NAME_SEGMENT_MAX)
+        || path
+            .split('/')
+            .any(|s| s.len() > limits::FILE_NAME_SEGMENT_MAX)
     {
         return Some(format!(
             "must be at most {} bytes, each segment at most {}",
@@ -422,11 +429,17 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
         "s3" => {
             let bucket = f.required_str("bucket", p);
             if let Some(why) = bucket.as_deref().and_then(limits::bucket_name_problem) {
-                p.push("source.bucket", format!("is not a valid S3 bucket name: it {why}"));
+                p.push(
+                    "source.bucket",
+                    format!("is not a valid S3 bucket name: it {why}"),
+                );
             }
             let key = f.required_str("key", p);
             if let Some(why) = key.as_deref().and_then(limits::object_key_problem) {
-                p.push("source.key", format!("is not a valid S3 object key: it {why}"));
+                p.push(
+                    "source.key",
+                    format!("is not a valid S3 object key: it {why}"),
+                );
             }
             let sha256 = f.required_str("sha256", p);
             if let Some(s) = &sha256 {

@@ -41,7 +41,8 @@ fn is_lower_alnum(c: char) -> bool {
 }
 
 fn is_hex_lower(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -91,7 +92,14 @@ pub fn is_region(s: &str) -> bool {
 /// The six `:`-separated parts of an ARN, with a known partition; `None` otherwise.
 fn arn_parts(arn: &str) -> Option<[&str; 6]> {
     let mut it = arn.splitn(6, ':');
-    let parts = [it.next()?, it.next()?, it.next()?, it.next()?, it.next()?, it.next()?];
+    let parts = [
+        it.next()?,
+        it.next()?,
+        it.next()?,
+        it.next()?,
+        it.next()?,
+        it.next()?,
+    ];
     (parts[0] == "arn" && is_partition(parts[1])).then_some(parts)
 }
 
@@ -158,7 +166,9 @@ pub fn role_arn_problem(arn: &str) -> Option<String> {
     if let Some(inner) = path_inner {
         let path_len = inner.len() + 2;
         if inner.is_empty() || path_len > ROLE_PATH_MAX {
-            return Some(format!("role path must be `/` or `/…/`, at most {ROLE_PATH_MAX} characters"));
+            return Some(format!(
+                "role path must be `/` or `/…/`, at most {ROLE_PATH_MAX} characters"
+            ));
         }
         if !inner.chars().all(|c| ('\u{21}'..='\u{7e}').contains(&c)) {
             return Some("role path may only contain printable ASCII characters".into());
@@ -232,14 +242,8 @@ pub const SESSION_TAG_VALUE_MAX: usize = 256;
 pub fn is_session_tag_char(c: char) -> bool {
     let separator = matches!(
         c,
-        ' ' | '\u{a0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200a}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202f}'
-            | '\u{205f}'
-            | '\u{3000}'
+        ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
     );
     c.is_alphabetic() || separator || c.is_numeric() || "_.:/=+-@".contains(c)
 }
@@ -392,7 +396,9 @@ pub fn env_overrides_size<'a>(env: impl IntoIterator<Item = (&'a String, &'a Str
 
 /// The length of `s` as a JSON string literal, quotes included.
 pub fn json_string_len(s: &str) -> usize {
-    serde_json::to_string(s).map(|j| j.len()).unwrap_or(usize::MAX)
+    serde_json::to_string(s)
+        .map(|j| j.len())
+        .unwrap_or(usize::MAX)
 }
 
 /// Longest RunTask `startedBy`: 36 characters of letters, digits, `-`, `/` and `_`.
@@ -757,7 +763,8 @@ pub const JOB_RECORD_RESERVE: usize = 64 * 1024;
 
 /// Sortie's budget for a job request in its job item, by [`dynamodb_item_size`]:
 /// [`DYNAMODB_ITEM_MAX`] − [`RUNNER_SPEC_ITEM_MAX`] − [`JOB_RECORD_RESERVE`] = 272 KiB.
-pub const JOB_REQUEST_ITEM_MAX: usize = DYNAMODB_ITEM_MAX - RUNNER_SPEC_ITEM_MAX - JOB_RECORD_RESERVE;
+pub const JOB_REQUEST_ITEM_MAX: usize =
+    DYNAMODB_ITEM_MAX - RUNNER_SPEC_ITEM_MAX - JOB_RECORD_RESERVE;
 
 /// The size DynamoDB counts for `item`, estimated conservatively by AWS's item-size rules:
 /// for an object, the sum of each attribute's name (UTF-8 bytes) and value size; for
@@ -843,9 +850,17 @@ pub fn check_dynamodb_value(
                 for (k, child) in m {
                     let child_path = crate::problems::key_path(&path, k);
                     if k.is_empty() {
-                        p.push(&child_path, "a map key must not be empty (DynamoDB refuses empty attribute names)");
+                        p.push(
+                            &child_path,
+                            "a map key must not be empty (DynamoDB refuses empty attribute names)",
+                        );
                     } else if k.len() > DYNAMODB_NAME_MAX {
-                        p.push(&child_path, format!("a map key must be at most {DYNAMODB_NAME_MAX} bytes (DynamoDB)"));
+                        p.push(
+                            &child_path,
+                            format!(
+                                "a map key must be at most {DYNAMODB_NAME_MAX} bytes (DynamoDB)"
+                            ),
+                        );
                     }
                     stack.push((child, child_path, level + 1));
                 }
@@ -859,7 +874,10 @@ pub fn check_dynamodb_value(
                 if let Some(x) = n.as_f64() {
                     let m = x.abs();
                     if m >= DYNAMODB_NUMBER_MAX || (m != 0.0 && m < DYNAMODB_NUMBER_MIN) {
-                        p.push(&path, "is outside DynamoDB's number range (1e-130 to 1e126 in magnitude)");
+                        p.push(
+                            &path,
+                            "is outside DynamoDB's number range (1e-130 to 1e126 in magnitude)",
+                        );
                     }
                 }
             }
@@ -878,27 +896,43 @@ mod tests {
         let arn = |r: &str| format!("arn:aws:iam::123456789012:role/{r}");
         assert!(is_role_arn(&arn("sortie-launcher")));
         for p in PARTITIONS {
-            assert!(is_role_arn(&format!("arn:{p}:iam::123456789012:role/x")), "{p}");
+            assert!(
+                is_role_arn(&format!("arn:{p}:iam::123456789012:role/x")),
+                "{p}"
+            );
         }
         for p in ["aws-iso", "aws-iso-b", "awsx", "AWS", ""] {
-            assert!(!is_role_arn(&format!("arn:{p}:iam::123456789012:role/x")), "{p}");
+            assert!(
+                !is_role_arn(&format!("arn:{p}:iam::123456789012:role/x")),
+                "{p}"
+            );
         }
         // Name: 64 accepted, 65 refused, empty refused.
         assert!(is_role_arn(&arn(&"n".repeat(ROLE_NAME_MAX))));
         assert!(!is_role_arn(&arn(&"n".repeat(ROLE_NAME_MAX + 1))));
         assert!(!is_role_arn(&arn("")));
         assert!(is_role_arn(&arn("a+=,.@_-Z9")));
-        assert!(!is_role_arn(&arn("a b")) && !is_role_arn(&arn("a\nb")) && !is_role_arn(&arn("a*b")));
+        assert!(
+            !is_role_arn(&arn("a b")) && !is_role_arn(&arn("a\nb")) && !is_role_arn(&arn("a*b"))
+        );
         // Path: 512 in all (slashes included) accepted, 513 refused.
         let inner = |n: usize| "p".repeat(n - 2);
         assert!(is_role_arn(&arn(&format!("{}/x", inner(ROLE_PATH_MAX)))));
-        assert!(!is_role_arn(&arn(&format!("{}/x", inner(ROLE_PATH_MAX + 1)))));
+        assert!(!is_role_arn(&arn(&format!(
+            "{}/x",
+            inner(ROLE_PATH_MAX + 1)
+        ))));
         assert!(is_role_arn(&arn("team/sub/x")));
         assert!(!is_role_arn(&arn("/x")), "empty path segment");
         assert!(!is_role_arn(&arn("team/x/")), "empty name");
-        assert!(!is_role_arn(&arn("t\u{e9}am/x")), "path outside U+0021–U+007E");
+        assert!(
+            !is_role_arn(&arn("t\u{e9}am/x")),
+            "path outside U+0021–U+007E"
+        );
         // ARN length: 2048 is the bound, whatever the parts.
-        assert!(role_arn_problem(&"a".repeat(ROLE_ARN_MAX + 1)).unwrap().contains("longer"));
+        assert!(role_arn_problem(&"a".repeat(ROLE_ARN_MAX + 1))
+            .unwrap()
+            .contains("longer"));
         assert!(!is_role_arn("arn:aws:iam::1234:role/x"));
         assert!(!is_role_arn("arn:aws:iam::123456789012:user/x"));
         assert!(!is_role_arn("arn:aws:iam:eu-west-1:123456789012:role/x"));
@@ -917,37 +951,61 @@ mod tests {
         // The launcher's session name is `sortie-<job id>`, a 26-character ULID.
         assert!(is_role_session_name("sortie-01HZX3K4V9Q0G5M7N8P2R6S1T3"));
         assert!(is_role_session_name(&"s".repeat(ROLE_SESSION_NAME_MAX)));
-        assert!(!is_role_session_name(&"s".repeat(ROLE_SESSION_NAME_MAX + 1)));
+        assert!(!is_role_session_name(
+            &"s".repeat(ROLE_SESSION_NAME_MAX + 1)
+        ));
         assert!(!is_role_session_name("s") && !is_role_session_name("sortie:x"));
     }
 
     #[test]
     fn session_tags_at_their_boundaries() {
-        assert!(is_session_tag_key("sortie:env") && is_session_tag_key(&"k".repeat(SESSION_TAG_KEY_MAX)));
-        assert!(!is_session_tag_key("") && !is_session_tag_key(&"k".repeat(SESSION_TAG_KEY_MAX + 1)));
+        assert!(
+            is_session_tag_key("sortie:env")
+                && is_session_tag_key(&"k".repeat(SESSION_TAG_KEY_MAX))
+        );
+        assert!(
+            !is_session_tag_key("") && !is_session_tag_key(&"k".repeat(SESSION_TAG_KEY_MAX + 1))
+        );
         assert!(is_session_tag_value("") && is_session_tag_value("acme/payments/prod"));
         assert!(is_session_tag_value(&"v".repeat(SESSION_TAG_VALUE_MAX)));
-        assert!(!is_session_tag_value(&"v".repeat(SESSION_TAG_VALUE_MAX + 1)));
+        assert!(!is_session_tag_value(
+            &"v".repeat(SESSION_TAG_VALUE_MAX + 1)
+        ));
         assert!(!is_session_tag_value("a\nb") && !is_session_tag_value("a*b"));
         assert!(is_session_tag_value("caf\u{e9} 1\u{a0}2"));
-        assert!(SESSION_TAGS_MAX >= 3, "Sortie sends sortie:org, sortie:env, sortie:job");
+        // Sortie sends sortie:org, sortie:env and sortie:job.
+        const { assert!(SESSION_TAGS_MAX >= 3) };
     }
 
     #[test]
     fn ecs_network_and_names_at_their_boundaries() {
         assert!(is_subnet_id("subnet-0123456789abcdef0") && is_subnet_id("subnet-0a1b2c3d"));
-        for bad in ["subnet-0a", "subnet-0123456789ABCDEF0", "subnet-0123456789abcdef", "sg-0a1b2c3d", "subnet-0a1b2c3d\n"] {
+        for bad in [
+            "subnet-0a",
+            "subnet-0123456789ABCDEF0",
+            "subnet-0123456789abcdef",
+            "sg-0a1b2c3d",
+            "subnet-0a1b2c3d\n",
+        ] {
             assert!(!is_subnet_id(bad), "{bad:?}");
         }
         assert!(is_security_group_id("sg-0123456789abcdef0") && !is_security_group_id("sg-1"));
         assert_eq!((ECS_SUBNETS_MAX, ECS_SECURITY_GROUPS_MAX), (16, 5));
-        assert!(is_ecs_name(&"c".repeat(ECS_NAME_MAX)) && !is_ecs_name(&"c".repeat(ECS_NAME_MAX + 1)));
+        assert!(
+            is_ecs_name(&"c".repeat(ECS_NAME_MAX)) && !is_ecs_name(&"c".repeat(ECS_NAME_MAX + 1))
+        );
         assert!(!is_ecs_name("") && !is_ecs_name("a b") && !is_ecs_name("a.b"));
         assert!(is_ecs_cluster("runners"));
-        assert!(is_ecs_cluster("arn:aws:ecs:eu-west-1:123456789012:cluster/runners"));
-        assert!(!is_ecs_cluster("arn:aws:ecs:eu-west-1:123456789012:cluster/run ners"));
+        assert!(is_ecs_cluster(
+            "arn:aws:ecs:eu-west-1:123456789012:cluster/runners"
+        ));
+        assert!(!is_ecs_cluster(
+            "arn:aws:ecs:eu-west-1:123456789012:cluster/run ners"
+        ));
         assert!(is_task_definition("sortie-runner") && is_task_definition("sortie-runner:3"));
-        assert!(is_task_definition("arn:aws:ecs:eu-west-1:123456789012:task-definition/sortie-runner:3"));
+        assert!(is_task_definition(
+            "arn:aws:ecs:eu-west-1:123456789012:task-definition/sortie-runner:3"
+        ));
         assert!(!is_task_definition("sortie-runner:") && !is_task_definition("sortie-runner:x"));
         // Sortie's own RunTask values.
         let job_id = "01HZX3K4V9Q0G5M7N8P2R6S1T3";
@@ -958,10 +1016,17 @@ mod tests {
 
     #[test]
     fn fargate_pairs() {
-        assert!(fargate_memory_ok(256, 512) && fargate_memory_ok(256, 2048) && !fargate_memory_ok(256, 4096));
+        assert!(
+            fargate_memory_ok(256, 512)
+                && fargate_memory_ok(256, 2048)
+                && !fargate_memory_ok(256, 4096)
+        );
         assert!(fargate_memory_ok(4096, 30720) && !fargate_memory_ok(4096, 31744));
         assert!(fargate_memory_ok(16384, 122_880) && !fargate_memory_ok(16384, 131_072));
-        assert!(fargate_memory_ok(8192, 20480) && !fargate_memory_ok(8192, 17408), "8 vCPU steps by 4 GiB");
+        assert!(
+            fargate_memory_ok(8192, 20480) && !fargate_memory_ok(8192, 17408),
+            "8 vCPU steps by 4 GiB"
+        );
         assert!(!fargate_memory_ok(300, 512));
         for cpu in FARGATE_CPU_VALUES {
             assert!((0..200_000).any(|m| fargate_memory_ok(cpu, m)), "{cpu}");
@@ -973,9 +1038,17 @@ mod tests {
         let k = "TF_LOG".to_string();
         let v = "a\"b".to_string();
         // {"name":"TF_LOG","value":"a\"b"},
-        assert_eq!(env_overrides_size([(&k, &v)]), r#"{"name":"TF_LOG","value":"a\"b"},"#.len());
+        assert_eq!(
+            env_overrides_size([(&k, &v)]),
+            r#"{"name":"TF_LOG","value":"a\"b"},"#.len()
+        );
         assert!(is_env_var_name("_X1") && is_env_var_name("TF_VAR_x"));
-        assert!(!is_env_var_name("") && !is_env_var_name("1X") && !is_env_var_name("A-B") && !is_env_var_name("A B"));
+        assert!(
+            !is_env_var_name("")
+                && !is_env_var_name("1X")
+                && !is_env_var_name("A-B")
+                && !is_env_var_name("A B")
+        );
     }
 
     #[test]
@@ -983,7 +1056,9 @@ mod tests {
         let sm = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf";
         assert!(is_secret_ref(sm));
         assert!(is_secret_ref(&format!("{sm}:password::")));
-        assert!(is_secret_ref("arn:aws-us-gov:ssm:us-gov-west-1:123456789012:parameter/app/token"));
+        assert!(is_secret_ref(
+            "arn:aws-us-gov:ssm:us-gov-west-1:123456789012:parameter/app/token"
+        ));
         for bad in [
             format!("{sm}\nhunter2"),
             format!("{sm} hunter2"),
@@ -999,11 +1074,23 @@ mod tests {
         }
         // SSM: the whole ARN is at most 1011 characters.
         let prefix = "arn:aws:ssm:eu-west-1:123456789012:parameter/";
-        assert!(is_secret_ref(&format!("{prefix}{}", "p".repeat(SSM_PARAMETER_ARN_MAX - prefix.len()))));
-        assert!(!is_secret_ref(&format!("{prefix}{}", "p".repeat(SSM_PARAMETER_ARN_MAX + 1 - prefix.len()))));
+        assert!(is_secret_ref(&format!(
+            "{prefix}{}",
+            "p".repeat(SSM_PARAMETER_ARN_MAX - prefix.len())
+        )));
+        assert!(!is_secret_ref(&format!(
+            "{prefix}{}",
+            "p".repeat(SSM_PARAMETER_ARN_MAX + 1 - prefix.len())
+        )));
         let prefix = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:";
-        assert!(is_secret_ref(&format!("{prefix}{}", "s".repeat(SECRET_ARN_MAX - prefix.len()))));
-        assert!(!is_secret_ref(&format!("{prefix}{}", "s".repeat(SECRET_ARN_MAX + 1 - prefix.len()))));
+        assert!(is_secret_ref(&format!(
+            "{prefix}{}",
+            "s".repeat(SECRET_ARN_MAX - prefix.len())
+        )));
+        assert!(!is_secret_ref(&format!(
+            "{prefix}{}",
+            "s".repeat(SECRET_ARN_MAX + 1 - prefix.len())
+        )));
     }
 
     #[test]
@@ -1012,8 +1099,21 @@ mod tests {
         assert!(!is_bucket_name("ab") && !is_bucket_name(&"b".repeat(BUCKET_NAME_MAX + 1)));
         assert!(is_bucket_name("sortie-state.eu") && is_bucket_name("1.2.3"));
         for bad in [
-            "Sortie", "a_b", "-ab", "ab-", ".ab", "a..b", "192.168.5.4", "xn--ab", "sthree-ab",
-            "amzn-s3-demo-ab", "ab-s3alias", "ab--ol-s3", "ab.mrap", "ab--x-s3", "ab--table-s3",
+            "Sortie",
+            "a_b",
+            "-ab",
+            "ab-",
+            ".ab",
+            "a..b",
+            "192.168.5.4",
+            "xn--ab",
+            "sthree-ab",
+            "amzn-s3-demo-ab",
+            "ab-s3alias",
+            "ab--ol-s3",
+            "ab.mrap",
+            "ab--x-s3",
+            "ab--table-s3",
         ] {
             assert!(!is_bucket_name(bad), "{bad}");
         }
@@ -1034,17 +1134,30 @@ mod tests {
     fn lock_tables_and_eks_clusters() {
         assert!(is_dynamodb_table_name("tf-locks") && !is_dynamodb_table_name("tf"));
         assert!(is_dynamodb_table_name(&"t".repeat(DYNAMODB_TABLE_NAME_MAX)));
-        assert!(!is_dynamodb_table_name(&"t".repeat(DYNAMODB_TABLE_NAME_MAX + 1)));
+        assert!(!is_dynamodb_table_name(
+            &"t".repeat(DYNAMODB_TABLE_NAME_MAX + 1)
+        ));
         assert!(!is_dynamodb_table_name("tf locks"));
-        assert!(is_eks_cluster_name("platform") && is_eks_cluster_name(&"e".repeat(EKS_CLUSTER_NAME_MAX)));
+        assert!(
+            is_eks_cluster_name("platform")
+                && is_eks_cluster_name(&"e".repeat(EKS_CLUSTER_NAME_MAX))
+        );
         assert!(!is_eks_cluster_name(&"e".repeat(EKS_CLUSTER_NAME_MAX + 1)));
         assert!(!is_eks_cluster_name("-platform") && !is_eks_cluster_name("plat.form"));
     }
 
     #[test]
     fn kubernetes_names_at_their_boundaries() {
-        assert!(is_dns_label(&"n".repeat(DNS_LABEL_MAX)) && !is_dns_label(&"n".repeat(DNS_LABEL_MAX + 1)));
-        assert!(!is_dns_label("a-") && !is_dns_label("-a") && !is_dns_label("A") && !is_dns_label("a.b"));
+        assert!(
+            is_dns_label(&"n".repeat(DNS_LABEL_MAX))
+                && !is_dns_label(&"n".repeat(DNS_LABEL_MAX + 1))
+        );
+        assert!(
+            !is_dns_label("a-")
+                && !is_dns_label("-a")
+                && !is_dns_label("A")
+                && !is_dns_label("a.b")
+        );
         let sub = |n: usize| {
             let label = "s".repeat(63);
             let mut s = [label.as_str(); 4].join(".");
@@ -1054,17 +1167,27 @@ mod tests {
         assert_eq!(sub(DNS_SUBDOMAIN_MAX).len(), DNS_SUBDOMAIN_MAX);
         assert!(is_dns_subdomain(&sub(DNS_SUBDOMAIN_MAX)));
         assert!(!is_dns_subdomain(&format!("{}s", sub(DNS_SUBDOMAIN_MAX))));
-        assert!(is_dns_subdomain("sortie.runner") && !is_dns_subdomain("a..b") && !is_dns_subdomain("a.-b"));
+        assert!(
+            is_dns_subdomain("sortie.runner")
+                && !is_dns_subdomain("a..b")
+                && !is_dns_subdomain("a.-b")
+        );
         // Label keys: optional prefix, then a name of at most 63.
         assert!(is_label_key("disktype") && is_label_key("karpenter.sh/do-not-disrupt"));
-        assert!(is_label_key(&"k".repeat(LABEL_NAME_MAX)) && !is_label_key(&"k".repeat(LABEL_NAME_MAX + 1)));
+        assert!(
+            is_label_key(&"k".repeat(LABEL_NAME_MAX))
+                && !is_label_key(&"k".repeat(LABEL_NAME_MAX + 1))
+        );
         assert!(is_label_key(&format!("{}/k", sub(DNS_SUBDOMAIN_MAX))));
         assert!(!is_label_key(&format!("{}s/k", sub(DNS_SUBDOMAIN_MAX))));
         for bad in ["", "/k", "a/", "-k", "k-", "k k", "a/b/c", "Example.com/k"] {
             assert!(!is_label_key(bad), "{bad:?}");
         }
         assert!(is_label_value("") && is_label_value("Ssd_1.a-b"));
-        assert!(is_label_value(&"v".repeat(LABEL_VALUE_MAX)) && !is_label_value(&"v".repeat(LABEL_VALUE_MAX + 1)));
+        assert!(
+            is_label_value(&"v".repeat(LABEL_VALUE_MAX))
+                && !is_label_value(&"v".repeat(LABEL_VALUE_MAX + 1))
+        );
         assert!(!is_label_value("-v") && !is_label_value("v\n"));
     }
 
@@ -1084,7 +1207,10 @@ mod tests {
         // UTF-8 bytes, not characters.
         assert_eq!(dynamodb_item_size(&json!({"\u{e9}": "\u{e9}"})), 4);
         // The job budget leaves room for the runner snapshot and the record.
-        assert_eq!(JOB_REQUEST_ITEM_MAX + RUNNER_SPEC_ITEM_MAX + JOB_RECORD_RESERVE, DYNAMODB_ITEM_MAX);
+        assert_eq!(
+            JOB_REQUEST_ITEM_MAX + RUNNER_SPEC_ITEM_MAX + JOB_RECORD_RESERVE,
+            DYNAMODB_ITEM_MAX
+        );
     }
 
     #[test]
@@ -1106,8 +1232,14 @@ mod tests {
         let long = "k".repeat(DYNAMODB_NAME_MAX);
         assert!(check(&json!({ long: 1 }), 0).is_empty());
         let too_long = "k".repeat(DYNAMODB_NAME_MAX + 1);
-        assert_eq!(check(&json!({ too_long.clone(): 1 }), 0), [format!("v.{too_long}")]);
-        assert_eq!(check(&json!({"big": 1e200, "ok": 1e125, "tiny": 1e-200}), 0).len(), 2);
+        assert_eq!(
+            check(&json!({ too_long.clone(): 1 }), 0),
+            [format!("v.{too_long}")]
+        );
+        assert_eq!(
+            check(&json!({"big": 1e200, "ok": 1e125, "tiny": 1e-200}), 0).len(),
+            2
+        );
         // A hostile depth does not overflow the stack.
         let deep = (0..10_000).fold(json!(1), |inner, _| Value::Array(vec![inner]));
         assert_eq!(nesting_depth(&deep), 10_000);

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::names::RunnerId;
 use crate::limits;
+use crate::names::RunnerId;
 use crate::problems::{index, join, key_path, parse_document, type_name, Fields, Problems};
 use crate::ValidationError;
 
@@ -461,18 +461,33 @@ fn check_field(
 
 /// A check that refuses whitespace and control characters, for values AWS reads as one token.
 fn no_space_or_control(v: &str) -> Option<String> {
-    limits::has_space_or_control(v).then(|| "must not contain whitespace or control characters".into())
+    limits::has_space_or_control(v)
+        .then(|| "must not contain whitespace or control characters".into())
 }
 
 fn decode_access(f: &mut Fields<'_>, p: &mut Problems) -> Option<AwsAccess> {
     let role_arn = f.required_str("role_arn", p);
-    check_field(f, "role_arn", role_arn.as_ref(), |arn| {
-        limits::role_arn_problem(arn).map(|why| {
-            format!("is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>): {why}")
-        })
-    }, p);
+    check_field(
+        f,
+        "role_arn",
+        role_arn.as_ref(),
+        |arn| {
+            limits::role_arn_problem(arn).map(|why| {
+                format!(
+                    "is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>): {why}"
+                )
+            })
+        },
+        p,
+    );
     let external_id = f.required_str("external_id", p);
-    check_field(f, "external_id", external_id.as_ref(), limits::external_id_problem, p);
+    check_field(
+        f,
+        "external_id",
+        external_id.as_ref(),
+        limits::external_id_problem,
+        p,
+    );
     let region = f.required_str("region", p);
     check_region(f, region.as_ref(), p);
     Some(AwsAccess {
@@ -483,9 +498,20 @@ fn decode_access(f: &mut Fields<'_>, p: &mut Problems) -> Option<AwsAccess> {
 }
 
 fn check_region(f: &Fields<'_>, region: Option<&String>, p: &mut Problems) {
-    check_field(f, "region", region, |r| {
-        (!limits::is_region(r)).then(|| format!("`{}` is not an AWS region name such as eu-west-1", r.escape_debug()))
-    }, p);
+    check_field(
+        f,
+        "region",
+        region,
+        |r| {
+            (!limits::is_region(r)).then(|| {
+                format!(
+                    "`{}` is not an AWS region name such as eu-west-1",
+                    r.escape_debug()
+                )
+            })
+        },
+        p,
+    );
 }
 
 fn decode_timeout(f: &mut Fields<'_>, p: &mut Problems) -> u32 {
@@ -519,7 +545,10 @@ fn decode_id_list(
     if list.len() > max {
         p.push(
             index(&path, max),
-            format!("is one too many: ECS allows at most {max} ({} given)", list.len()),
+            format!(
+                "is one too many: ECS allows at most {max} ({} given)",
+                list.len()
+            ),
         );
     }
     for (i, id) in list.iter().enumerate() {
@@ -593,22 +622,51 @@ fn decode_secrets(f: &mut Fields<'_>, p: &mut Problems) -> BTreeMap<String, Stri
 fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> {
     let access = decode_access(f, p);
     let cluster = f.required_str("cluster", p);
-    check_field(f, "cluster", cluster.as_ref(), |c| {
-        (!limits::is_ecs_cluster(c)).then(|| {
+    check_field(
+        f,
+        "cluster",
+        cluster.as_ref(),
+        |c| {
+            (!limits::is_ecs_cluster(c)).then(|| {
             format!("must be an ECS cluster name (at most {} letters, digits, `_` and `-`) or cluster ARN", limits::ECS_NAME_MAX)
         })
-    }, p);
+        },
+        p,
+    );
     let task_definition = f.required_str("task_definition", p);
-    check_field(f, "task_definition", task_definition.as_ref(), |t| {
-        (!limits::is_task_definition(t)).then(|| "must be a task definition family, family:revision or ARN".into())
-    }, p);
+    check_field(
+        f,
+        "task_definition",
+        task_definition.as_ref(),
+        |t| {
+            (!limits::is_task_definition(t))
+                .then(|| "must be a task definition family, family:revision or ARN".into())
+        },
+        p,
+    );
     let container_name = f.required_str("container_name", p);
-    check_field(f, "container_name", container_name.as_ref(), |c| {
-        (!limits::is_ecs_name(c)).then(|| {
-            format!("must be a container name: at most {} letters, digits, `_` and `-`", limits::ECS_NAME_MAX)
-        })
-    }, p);
-    let subnets = decode_id_list(f, "subnets", "subnet-", limits::ECS_SUBNETS_MAX, limits::is_subnet_id, p);
+    check_field(
+        f,
+        "container_name",
+        container_name.as_ref(),
+        |c| {
+            (!limits::is_ecs_name(c)).then(|| {
+                format!(
+                    "must be a container name: at most {} letters, digits, `_` and `-`",
+                    limits::ECS_NAME_MAX
+                )
+            })
+        },
+        p,
+    );
+    let subnets = decode_id_list(
+        f,
+        "subnets",
+        "subnet-",
+        limits::ECS_SUBNETS_MAX,
+        limits::is_subnet_id,
+        p,
+    );
     let security_groups = decode_id_list(
         f,
         "security_groups",
@@ -635,7 +693,10 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
         (Some(c), _) if !limits::FARGATE_CPU_VALUES.contains(&c) => {
             p.push(
                 f.path_of("cpu"),
-                format!("{c} is not a Fargate CPU value ({:?})", limits::FARGATE_CPU_VALUES),
+                format!(
+                    "{c} is not a Fargate CPU value ({:?})",
+                    limits::FARGATE_CPU_VALUES
+                ),
             );
         }
         (Some(c), Some(m)) if !limits::fargate_memory_ok(c, m) => {
@@ -653,9 +714,13 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
         _ => {}
     }
     let task_role_arn: Option<String> = f.optional("task_role_arn", p);
-    check_field(f, "task_role_arn", task_role_arn.as_ref(), |arn| {
-        limits::role_arn_problem(arn).map(|why| format!("is not an IAM role ARN: {why}"))
-    }, p);
+    check_field(
+        f,
+        "task_role_arn",
+        task_role_arn.as_ref(),
+        |arn| limits::role_arn_problem(arn).map(|why| format!("is not an IAM role ARN: {why}")),
+        p,
+    );
     let env = decode_env(f, p);
     let secrets = decode_secrets(f, p);
     let timeout_seconds = decode_timeout(f, p);
@@ -680,11 +745,17 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
 fn decode_eks(f: &mut Fields<'_>, p: &mut Problems) -> Option<EksRunner> {
     let access = decode_access(f, p);
     let cluster = f.required_str("cluster", p);
-    check_field(f, "cluster", cluster.as_ref(), |c| {
-        (!limits::is_eks_cluster_name(c)).then(|| {
+    check_field(
+        f,
+        "cluster",
+        cluster.as_ref(),
+        |c| {
+            (!limits::is_eks_cluster_name(c)).then(|| {
             format!("must be an EKS cluster name: 1 to {} letters, digits, `_` and `-`, starting with a letter or digit", limits::EKS_CLUSTER_NAME_MAX)
         })
-    }, p);
+        },
+        p,
+    );
     let job = match f.raw("job") {
         Some(v) => decode_eks_job(v, &f.path_of("job"), p),
         None => {
@@ -751,7 +822,10 @@ fn decode_tolerations(f: &mut Fields<'_>, p: &mut Problems) -> Vec<Toleration> {
                 p.push(format!("{tpath}.key"), "is not a Kubernetes label key");
             }
         } else if toleration.operator.as_deref() != Some("Exists") {
-            p.push(format!("{tpath}.key"), "is required unless operator is Exists");
+            p.push(
+                format!("{tpath}.key"),
+                "is required unless operator is Exists",
+            );
         }
         match toleration.operator.as_deref() {
             None | Some("Equal") | Some("Exists") => {}
@@ -774,7 +848,10 @@ fn decode_tolerations(f: &mut Fields<'_>, p: &mut Problems) -> Vec<Toleration> {
             None | Some("NoSchedule") | Some("PreferNoSchedule") | Some("NoExecute") => {}
             Some(e) => p.push(
                 format!("{tpath}.effect"),
-                format!("`{}` is not NoSchedule, PreferNoSchedule or NoExecute", e.escape_debug()),
+                format!(
+                    "`{}` is not NoSchedule, PreferNoSchedule or NoExecute",
+                    e.escape_debug()
+                ),
             ),
         }
         out.push(toleration);
@@ -787,14 +864,21 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
     let namespace = f.required_str("namespace", p);
     check_field(&f, "namespace", namespace.as_ref(), dns_label_problem, p);
     let service_account = f.required_str("service_account", p);
-    check_field(&f, "service_account", service_account.as_ref(), |v| {
-        (!limits::is_dns_subdomain(v)).then(|| {
+    check_field(
+        &f,
+        "service_account",
+        service_account.as_ref(),
+        |v| {
+            (!limits::is_dns_subdomain(v)).then(|| {
             format!("`{}` is not a Kubernetes service account name (a DNS subdomain: [a-z0-9.-], at most {})", v.escape_debug(), limits::DNS_SUBDOMAIN_MAX)
         })
-    }, p);
+        },
+        p,
+    );
     let image = f.required_str("image", p);
     check_field(&f, "image", image.as_ref(), no_space_or_control, p);
-    let node_selector: BTreeMap<String, String> = f.optional("node_selector", p).unwrap_or_default();
+    let node_selector: BTreeMap<String, String> =
+        f.optional("node_selector", p).unwrap_or_default();
     check_k8s_labels(&node_selector, &f.path_of("node_selector"), p);
     let tolerations = decode_tolerations(&mut f, p);
     let annotations: BTreeMap<String, String> = f.optional("annotations", p).unwrap_or_default();
@@ -806,16 +890,28 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
     }
     let total: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
     if total > limits::ANNOTATIONS_TOTAL_MAX {
-        p.push(&apath, format!("total {total} bytes is over Kubernetes' {}-byte limit", limits::ANNOTATIONS_TOTAL_MAX));
+        p.push(
+            &apath,
+            format!(
+                "total {total} bytes is over Kubernetes' {}-byte limit",
+                limits::ANNOTATIONS_TOTAL_MAX
+            ),
+        );
     }
     let resources: Resources = f.optional("resources", p).unwrap_or_default();
-    for (block, map) in [("requests", &resources.requests), ("limits", &resources.limits)] {
+    for (block, map) in [
+        ("requests", &resources.requests),
+        ("limits", &resources.limits),
+    ] {
         let rpath = join(&f.path_of("resources"), block);
         for (k, v) in map {
             if !limits::is_label_key(k) {
                 p.push(key_path(&rpath, k), "is not a Kubernetes resource name");
             } else if v.is_empty() || limits::has_space_or_control(v) {
-                p.push(key_path(&rpath, k), "must be a Kubernetes quantity such as 500m or 1Gi");
+                p.push(
+                    key_path(&rpath, k),
+                    "must be a Kubernetes quantity such as 500m or 1Gi",
+                );
             }
         }
     }
@@ -842,7 +938,12 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
         }
     };
     if let Some(t) = &pod_template {
-        limits::check_dynamodb_value(t, &f.path_of("pod_template"), limits::POD_TEMPLATE_ENCLOSING_LEVELS, p);
+        limits::check_dynamodb_value(
+            t,
+            &f.path_of("pod_template"),
+            limits::POD_TEMPLATE_ENCLOSING_LEVELS,
+            p,
+        );
     }
     let ttl_seconds_after_finished = f.optional("ttl_seconds_after_finished", p);
     let active_deadline_seconds: Option<u32> = f.optional("active_deadline_seconds", p);
@@ -911,16 +1012,29 @@ fn decode_storage(value: &Value, p: &mut Problems) -> Option<StateStorageConfigu
 
 fn decode_s3(f: &mut Fields<'_>, p: &mut Problems) -> Option<S3Storage> {
     let bucket = f.required_str("bucket", p);
-    check_field(f, "bucket", bucket.as_ref(), |b| {
-        limits::bucket_name_problem(b).map(|why| format!("`{}` is not a valid S3 bucket name: it {why}", b.escape_debug()))
-    }, p);
+    check_field(
+        f,
+        "bucket",
+        bucket.as_ref(),
+        |b| {
+            limits::bucket_name_problem(b).map(|why| {
+                format!(
+                    "`{}` is not a valid S3 bucket name: it {why}",
+                    b.escape_debug()
+                )
+            })
+        },
+        p,
+    );
     let key_prefix: String = f.optional("key_prefix", p).unwrap_or_default();
     if key_prefix.starts_with('/') || (!key_prefix.is_empty() && !key_prefix.ends_with('/')) {
         p.push(
             f.path_of("key_prefix"),
             "must not start with `/`, and must end with `/` when set",
         );
-    } else if key_prefix.len() > limits::STATE_KEY_PREFIX_MAX_BYTES || limits::has_control(&key_prefix) {
+    } else if key_prefix.len() > limits::STATE_KEY_PREFIX_MAX_BYTES
+        || limits::has_control(&key_prefix)
+    {
         p.push(
             f.path_of("key_prefix"),
             format!(
@@ -933,24 +1047,47 @@ fn decode_s3(f: &mut Fields<'_>, p: &mut Problems) -> Option<S3Storage> {
     let region = f.required_str("region", p);
     check_region(f, region.as_ref(), p);
     let kms_key_id: Option<String> = f.optional("kms_key_id", p);
-    check_field(f, "kms_key_id", kms_key_id.as_ref(), |k| {
-        let shaped = k.starts_with("arn:") || k.starts_with("alias/");
-        (!shaped || k.len() > limits::KMS_KEY_ID_MAX || limits::has_space_or_control(k)).then(|| {
+    check_field(
+        f,
+        "kms_key_id",
+        kms_key_id.as_ref(),
+        |k| {
+            let shaped = k.starts_with("arn:") || k.starts_with("alias/");
+            (!shaped || k.len() > limits::KMS_KEY_ID_MAX || limits::has_space_or_control(k)).then(|| {
             format!("must be a KMS key ARN or an alias/<name>, at most {} characters without whitespace", limits::KMS_KEY_ID_MAX)
         })
-    }, p);
+        },
+        p,
+    );
     let use_lockfile = f.optional("use_lockfile", p).unwrap_or(false);
     let dynamodb_table: Option<String> = f.optional("dynamodb_table", p);
-    check_field(f, "dynamodb_table", dynamodb_table.as_ref(), |t| {
-        (!limits::is_dynamodb_table_name(t)).then(|| {
-            format!("must be a DynamoDB table name: {} to {} of [a-zA-Z0-9_.-]", limits::DYNAMODB_TABLE_NAME_MIN, limits::DYNAMODB_TABLE_NAME_MAX)
-        })
-    }, p);
+    check_field(
+        f,
+        "dynamodb_table",
+        dynamodb_table.as_ref(),
+        |t| {
+            (!limits::is_dynamodb_table_name(t)).then(|| {
+                format!(
+                    "must be a DynamoDB table name: {} to {} of [a-zA-Z0-9_.-]",
+                    limits::DYNAMODB_TABLE_NAME_MIN,
+                    limits::DYNAMODB_TABLE_NAME_MAX
+                )
+            })
+        },
+        p,
+    );
     let endpoint: Option<String> = f.optional("endpoint", p);
-    check_field(f, "endpoint", endpoint.as_ref(), |e| {
-        (!(e.starts_with("http://") || e.starts_with("https://")) || limits::has_space_or_control(e))
+    check_field(
+        f,
+        "endpoint",
+        endpoint.as_ref(),
+        |e| {
+            (!(e.starts_with("http://") || e.starts_with("https://"))
+                || limits::has_space_or_control(e))
             .then(|| "must be an http:// or https:// URL".into())
-    }, p);
+        },
+        p,
+    );
     Some(S3Storage {
         bucket: bucket?,
         key_prefix,
