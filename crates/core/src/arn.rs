@@ -1,4 +1,4 @@
-//! Shape checks for AWS names: ARNs, regions and bucket names. Pure string checks, no AWS calls.
+//! Splitting ARNs into their parts. Every AWS limit and shape check lives in [`crate::limits`].
 
 /// The parts of an ARN: `arn:<partition>:<service>:<region>:<account>:<resource>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,58 +35,9 @@ pub fn parse(arn: &str) -> Option<Arn<'_>> {
     (!out.service.is_empty() && !out.resource.is_empty()).then_some(out)
 }
 
-fn is_account(s: &str) -> bool {
-    s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// True for `arn:aws:iam::<12 digits>:role/<path/name>`.
-pub fn is_role_arn(s: &str) -> bool {
-    parse(s).is_some_and(|a| {
-        a.service == "iam"
-            && a.region.is_empty()
-            && is_account(a.account)
-            && a.resource
-                .strip_prefix("role/")
-                .is_some_and(|n| !n.is_empty())
-    })
-}
-
-/// True for a Secrets Manager secret ARN or an SSM parameter ARN: a reference, never a value.
-pub fn is_secret_ref(s: &str) -> bool {
-    parse(s).is_some_and(|a| {
-        is_account(a.account)
-            && !a.region.is_empty()
-            && match a.service {
-                "secretsmanager" => a.resource.starts_with("secret:") && a.resource.len() > 7,
-                "ssm" => a.resource.starts_with("parameter/") && a.resource.len() > 10,
-                _ => false,
-            }
-    })
-}
-
-/// True for a region name such as `eu-west-1` or `us-gov-west-1`.
+/// True for a region name such as `eu-west-1` (see [`crate::limits::is_region`]).
 pub fn is_region(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() >= 3
-        && parts.iter().all(|p| {
-            !p.is_empty()
-                && p.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        })
-        && parts
-            .last()
-            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// True for a valid S3 bucket name (3–63 of `[a-z0-9.-]`, starting and ending with a letter or digit).
-pub fn is_bucket_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    (3..=63).contains(&b.len())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'.' || *c == b'-')
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && !s.contains("..")
+    crate::limits::is_region(s)
 }
 
 #[cfg(test)]
@@ -94,23 +45,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shapes() {
-        assert!(is_role_arn(
-            "arn:aws:iam::123456789012:role/sortie-launcher"
-        ));
-        assert!(!is_role_arn("arn:aws:iam::1234:role/x"));
-        assert!(!is_role_arn("arn:aws:iam::123456789012:user/x"));
-        assert!(is_secret_ref(
-            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf"
-        ));
-        assert!(is_secret_ref(
-            "arn:aws:ssm:eu-west-1:123456789012:parameter/app/token"
-        ));
-        assert!(!is_secret_ref("hunter2"));
+    fn parts() {
+        let a = parse("arn:aws:iam::123456789012:role/sortie-launcher").unwrap();
+        assert_eq!(
+            (a.service, a.account, a.resource),
+            ("iam", "123456789012", "role/sortie-launcher")
+        );
+        assert!(parse("hunter2").is_none() && parse("arn:gcp:iam::1:role/x").is_none());
         assert!(is_region("eu-west-1") && is_region("us-gov-west-1"));
         assert!(!is_region("mars") && !is_region("EU-west-1"));
-        assert!(
-            is_bucket_name("sortie-state.eu") && !is_bucket_name("Sortie") && !is_bucket_name("ab")
-        );
     }
 }

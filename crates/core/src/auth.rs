@@ -52,9 +52,10 @@ impl Action {
     }
 }
 
-/// Who a membership is for.
+/// Who a membership is for. Unknown fields are refused: a misspelled `issuer` must never
+/// silently drop an issuer pin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Grantee {
     /// One subject (`sub`), optionally only from one issuer.
     Subject {

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::JobId;
+use crate::limits;
 use crate::names::{EnvPath, RunnerId};
-use crate::problems::{parse_document, Fields, Problems};
+use crate::problems::{key_path, parse_document, Fields, Problems};
 use crate::runner::check_secret_refs;
 use crate::ValidationError;
 
@@ -234,15 +235,24 @@ impl JobRequest {
         };
         let variables: BTreeMap<String, Value> =
             f.optional("variables", &mut p).unwrap_or_default();
+        for (name, value) in &variables {
+            let path = key_path("variables", name);
+            if name.is_empty() {
+                p.push(&path, "a variable name must not be empty");
+            }
+            limits::check_dynamodb_value(
+                value,
+                &path,
+                limits::JOB_VARIABLE_ENCLOSING_LEVELS,
+                &mut p,
+            );
+        }
         let files: BTreeMap<String, String> = f.optional("files", &mut p).unwrap_or_default();
         let mut total = 0;
         for (path, content) in &files {
             total += content.len();
-            if !is_relative_safe_path(path) {
-                p.push(
-                    format!("files.{path}"),
-                    "must be a relative path inside the working directory, without `..`",
-                );
+            if let Some(problem) = file_path_problem(path) {
+                p.push(key_path("files", path), problem);
             }
         }
         if total > MAX_FILES_BYTES {
@@ -251,6 +261,19 @@ impl JobRequest {
         let secret_refs: BTreeMap<String, String> =
             f.optional("secret_refs", &mut p).unwrap_or_default();
         check_secret_refs(&secret_refs, "secret_refs", &mut p);
+        let refs_size = serde_json::to_string(&secret_refs)
+            .map(|j| limits::json_string_len(&j))
+            .unwrap_or(usize::MAX);
+        if refs_size > limits::JOB_SECRET_REFS_MAX {
+            p.push(
+                "secret_refs",
+                format!(
+                    "take {refs_size} characters in the runner's environment; at most {} are allowed (ECS container overrides are limited to {})",
+                    limits::JOB_SECRET_REFS_MAX,
+                    limits::ECS_OVERRIDES_MAX
+                ),
+            );
+        }
         f.finish(&mut p);
         if matches!(source, Some(Source::Inline)) && files.is_empty() && p.is_empty() {
             p.push(
@@ -259,15 +282,77 @@ impl JobRequest {
             );
         }
         match (operation, source) {
-            (Some(operation), Some(source)) if p.is_empty() => Ok(Self {
-                operation,
-                source,
-                variables,
-                files,
-                secret_refs,
-            }),
+            (Some(operation), Some(source)) if p.is_empty() => {
+                let request = Self {
+                    operation,
+                    source,
+                    variables,
+                    files,
+                    secret_refs,
+                };
+                let size = request.item_size();
+                if size > limits::JOB_REQUEST_ITEM_MAX {
+                    p.push(
+                        "",
+                        format!(
+                            "the job takes about {size} bytes in DynamoDB (variables, files, source and secret references); at most {} are allowed within DynamoDB's {}-byte item",
+                            limits::JOB_REQUEST_ITEM_MAX,
+                            limits::DYNAMODB_ITEM_MAX
+                        ),
+                    );
+                }
+                p.finish(request)
+            }
             _ => Err(ValidationError { problems: p.0 }),
         }
+    }
+
+    /// The estimated DynamoDB size of this request's attributes in its job item (see
+    /// [`limits::dynamodb_item_size`]).
+    pub fn item_size(&self) -> usize {
+        serde_json::to_value(self)
+            .map(|v| limits::dynamodb_item_size(&v))
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// Why `path` is not a job file name Sortie accepts, or `None`: a relative path inside
+/// the working directory (no `..`, `.` or empty segment, no `\`), without control
+/// characters, each segment at most [`limits::FILE_NAME_SEGMENT_MAX`] bytes and the whole
+/// at most [`limits::FILE_PATH_MAX`].
+pub fn file_path_problem(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return Some("a file name must not be empty".into());
+    }
+    if limits::has_control(path) {
+        return Some("a file name must not contain control characters".into());
+    }
+    if !is_relative_safe_path(path) {
+        return Some("must be a relative path inside the working directory, without `..`".into());
+    }
+    if path.len() > limits::FILE_PATH_MAX
+        || path
+            .split('/')
+            .any(|s| s.len() > limits::FILE_NAME_SEGMENT_MAX)
+    {
+        return Some(format!(
+            "must be at most {} bytes, each segment at most {}",
+            limits::FILE_PATH_MAX,
+            limits::FILE_NAME_SEGMENT_MAX
+        ));
+    }
+    None
+}
+
+/// Refuses a value git would read as an option (a leading `-`), or that has whitespace or
+/// control characters.
+fn git_argument_problem(v: &str) -> Option<&'static str> {
+    if v.starts_with('-') {
+        Some("must not start with `-`")
+    } else if limits::has_space_or_control(v) {
+        Some("must not contain whitespace or control characters")
+    } else {
+        None
     }
 }
 
@@ -280,6 +365,17 @@ pub fn is_relative_safe_path(path: &str) -> bool {
         && path
             .split('/')
             .all(|s| !s.is_empty() && s != ".." && s != ".")
+}
+
+/// The optional `path` of a source: empty, or a relative path without `..`.
+fn decode_source_path(f: &mut Fields<'_>, p: &mut Problems) -> String {
+    let path: String = f.optional("path", p).unwrap_or_default();
+    if !path.is_empty() {
+        if let Some(problem) = file_path_problem(&path) {
+            p.push("source.path", problem);
+        }
+    }
+    path
 }
 
 fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
@@ -295,18 +391,29 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
                 if !ok {
                     p.push(
                         "source.url",
-                        format!("`{u}` is not an https://, ssh://, git@ or file:// URL"),
+                        format!(
+                            "`{}` is not an https://, ssh://, git@ or file:// URL",
+                            u.escape_debug()
+                        ),
                     );
+                } else if let Some(problem) = git_argument_problem(u) {
+                    p.push("source.url", problem);
                 }
             }
-            let git_ref = f.optional("ref", p);
-            let path: String = f.optional("path", p).unwrap_or_default();
-            if !path.is_empty() && !is_relative_safe_path(&path) {
-                p.push("source.path", "must be a relative path without `..`");
+            let git_ref: Option<String> = f.optional("ref", p);
+            if let Some(problem) = git_ref.as_deref().and_then(|r| {
+                if r.is_empty() {
+                    Some("must not be empty when set")
+                } else {
+                    git_argument_problem(r)
+                }
+            }) {
+                p.push("source.ref", problem);
             }
+            let path = decode_source_path(&mut f, p);
             let credentials_secret: Option<String> = f.optional("credentials_secret", p);
             if let Some(c) = &credentials_secret {
-                if !crate::arn::is_secret_ref(c) {
+                if !limits::is_secret_ref(c) {
                     p.push(
                         "source.credentials_secret",
                         "must be the ARN of a Secrets Manager secret or SSM parameter",
@@ -322,17 +429,26 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
         }
         "s3" => {
             let bucket = f.required_str("bucket", p);
+            if let Some(why) = bucket.as_deref().and_then(limits::bucket_name_problem) {
+                p.push(
+                    "source.bucket",
+                    format!("is not a valid S3 bucket name: it {why}"),
+                );
+            }
             let key = f.required_str("key", p);
+            if let Some(why) = key.as_deref().and_then(limits::object_key_problem) {
+                p.push(
+                    "source.key",
+                    format!("is not a valid S3 object key: it {why}"),
+                );
+            }
             let sha256 = f.required_str("sha256", p);
             if let Some(s) = &sha256 {
                 if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
                     p.push("source.sha256", "must be 64 hexadecimal characters");
                 }
             }
-            let path: String = f.optional("path", p).unwrap_or_default();
-            if !path.is_empty() && !is_relative_safe_path(&path) {
-                p.push("source.path", "must be a relative path without `..`");
-            }
+            let path = decode_source_path(&mut f, p);
             match (bucket, key, sha256) {
                 (Some(bucket), Some(key), Some(sha256)) => Some(Source::S3 {
                     bucket,

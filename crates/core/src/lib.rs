@@ -10,6 +10,7 @@ pub mod auth;
 pub mod environment;
 pub mod ids;
 pub mod job;
+pub mod limits;
 pub mod names;
 pub mod outcome;
 pub mod problems;

@@ -9,6 +9,11 @@ use crate::ValidationError;
 /// Most segments a group path may have.
 pub const MAX_GROUP_DEPTH: usize = 8;
 
+/// Longest environment path, in characters: the path is the value of the `sortie:env`
+/// session tag and ECS task tag, which are at most 256 characters
+/// ([`crate::limits::SESSION_TAG_VALUE_MAX`]). Checked when an environment is created.
+pub const MAX_ENV_PATH_LEN: usize = crate::limits::SESSION_TAG_VALUE_MAX;
+
 /// Checks one path segment or id: `[a-z0-9][a-z0-9-]{0,62}`.
 pub fn check_segment(segment: &str) -> Result<(), String> {
     let bytes = segment.as_bytes();
@@ -191,6 +196,13 @@ impl EnvPath {
             ));
         }
         check_segment(name).map_err(|e| ValidationError::single("", format!("name {e}")))?;
+        let len = group.as_str().len() + 1 + name.len();
+        if len > MAX_ENV_PATH_LEN {
+            return Err(ValidationError::single(
+                "",
+                format!("the environment path `{group}/{name}` is {len} characters long; at most {MAX_ENV_PATH_LEN} are allowed (it is an AWS session tag value)"),
+            ));
+        }
         Ok(Self {
             group,
             name: name.to_string(),
@@ -262,6 +274,13 @@ impl RunnerId {
     /// Builds the id of runner `name` owned by `group`.
     pub fn new(group: GroupPath, name: &str) -> Result<Self, ValidationError> {
         check_segment(name).map_err(|e| ValidationError::single("", format!("name {e}")))?;
+        let len = group.as_str().len() + 1 + name.len();
+        if len > MAX_ENV_PATH_LEN {
+            return Err(ValidationError::single(
+                "",
+                format!("the environment path `{group}/{name}` is {len} characters long; at most {MAX_ENV_PATH_LEN} are allowed (it is an AWS session tag value)"),
+            ));
+        }
         Ok(Self {
             group,
             name: name.to_string(),

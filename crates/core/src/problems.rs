@@ -58,6 +58,17 @@ pub fn join(parent: &str, field: &str) -> String {
     }
 }
 
+/// Joins a parent path and a map key: like [`join`], but a key that is empty or has
+/// whitespace or a control character is quoted and escaped (`a.""`, `a."x\\ny"`), so that
+/// every path is one visible line and an empty key is still visible.
+pub fn key_path(parent: &str, key: &str) -> String {
+    if key.is_empty() || crate::limits::has_space_or_control(key) || key.contains('"') {
+        join(parent, &format!("\"{}\"", key.escape_debug()))
+    } else {
+        join(parent, key)
+    }
+}
+
 /// Joins a parent path and a list index: `index("a", 2) == "a[2]"`.
 pub fn index(parent: &str, i: usize) -> String {
     format!("{parent}[{i}]")
@@ -125,7 +136,14 @@ impl<'a> Fields<'a> {
         match T::deserialize(value) {
             Ok(v) => Some(v),
             Err(e) => {
-                problems.push(self.path_of(field), clean_serde_message(&e.to_string()));
+                let message = clean_serde_message(&e.to_string());
+                // serde names an unknown field only in its message: put it in the path,
+                // so that `grantee: {isuer: …}` is reported at `grantee.isuer`.
+                let path = match unknown_field(&message) {
+                    Some(name) => key_path(&self.path_of(field), name),
+                    None => self.path_of(field),
+                };
+                problems.push(path, message);
                 None
             }
         }
@@ -162,12 +180,20 @@ impl<'a> Fields<'a> {
                 known.sort_unstable();
                 known.dedup();
                 problems.push(
-                    join(&self.path, key),
+                    key_path(&self.path, key),
                     format!("is not a known field; known fields: {}", known.join(", ")),
                 );
             }
         }
     }
+}
+
+/// The field named by serde's "unknown field `x`, expected …" message, if it is one.
+fn unknown_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("unknown field `")?
+        .split_once('`')
+        .map(|(name, _)| name)
 }
 
 /// Strips serde's trailing " at line X column Y", which is meaningless for a decoded sub-value.

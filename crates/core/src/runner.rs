@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::limits;
 use crate::names::RunnerId;
-use crate::problems::{index, parse_document, type_name, Fields, Problems};
+use crate::problems::{index, join, key_path, parse_document, type_name, Fields, Problems};
 use crate::ValidationError;
 
 /// Default job timeout: 2 hours.
@@ -380,14 +381,36 @@ impl RunnerSpec {
         }
         match (runner, storage) {
             (Some(runner_configuration), Some(state_storage_configuration)) if p.is_empty() => {
-                Ok(Self {
+                let spec = Self {
                     description,
                     runner_configuration,
                     state_storage_configuration,
-                })
+                };
+                let size = spec.item_size();
+                if size > limits::RUNNER_SPEC_ITEM_MAX {
+                    p.push(
+                        "",
+                        format!(
+                            "the runner takes about {size} bytes in DynamoDB; at most {} are allowed, so that a job carrying it fits DynamoDB's {}-byte item",
+                            limits::RUNNER_SPEC_ITEM_MAX,
+                            limits::DYNAMODB_ITEM_MAX
+                        ),
+                    );
+                }
+                p.finish(spec)
             }
             _ => Err(ValidationError { problems: p.0 }),
         }
+    }
+}
+
+impl RunnerSpec {
+    /// The estimated DynamoDB size of this specification as stored (see
+    /// [`limits::dynamodb_item_size`]).
+    pub fn item_size(&self) -> usize {
+        serde_json::to_value(self)
+            .map(|v| limits::dynamodb_item_size(&v))
+            .unwrap_or(usize::MAX)
     }
 }
 
@@ -423,41 +446,72 @@ fn decode_runner(value: &Value, p: &mut Problems) -> Option<RunnerConfiguration>
     out
 }
 
+/// Records `problem` at `field` when `check` fails for a present value.
+fn check_field(
+    f: &Fields<'_>,
+    field: &str,
+    value: Option<&String>,
+    check: impl Fn(&str) -> Option<String>,
+    p: &mut Problems,
+) {
+    if let Some(problem) = value.and_then(|v| check(v)) {
+        p.push(f.path_of(field), problem);
+    }
+}
+
+/// A check that refuses whitespace and control characters, for values AWS reads as one token.
+fn no_space_or_control(v: &str) -> Option<String> {
+    limits::has_space_or_control(v)
+        .then(|| "must not contain whitespace or control characters".into())
+}
+
 fn decode_access(f: &mut Fields<'_>, p: &mut Problems) -> Option<AwsAccess> {
     let role_arn = f.required_str("role_arn", p);
-    if let Some(arn) = &role_arn {
-        if !crate::arn::is_role_arn(arn) {
-            p.push(
-                f.path_of("role_arn"),
+    check_field(
+        f,
+        "role_arn",
+        role_arn.as_ref(),
+        |arn| {
+            limits::role_arn_problem(arn).map(|why| {
                 format!(
-                    "`{arn}` is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)"
-                ),
-            );
-        }
-    }
+                    "is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>): {why}"
+                )
+            })
+        },
+        p,
+    );
     let external_id = f.required_str("external_id", p);
-    if let Some(id) = &external_id {
-        if id.len() < 2 || id.len() > 1224 {
-            p.push(
-                f.path_of("external_id"),
-                "must be 2 to 1224 characters long",
-            );
-        }
-    }
+    check_field(
+        f,
+        "external_id",
+        external_id.as_ref(),
+        limits::external_id_problem,
+        p,
+    );
     let region = f.required_str("region", p);
-    if let Some(r) = &region {
-        if !crate::arn::is_region(r) {
-            p.push(
-                f.path_of("region"),
-                format!("`{r}` is not an AWS region name such as eu-west-1"),
-            );
-        }
-    }
+    check_region(f, region.as_ref(), p);
     Some(AwsAccess {
         role_arn: role_arn?,
         external_id: external_id?,
         region: region?,
     })
+}
+
+fn check_region(f: &Fields<'_>, region: Option<&String>, p: &mut Problems) {
+    check_field(
+        f,
+        "region",
+        region,
+        |r| {
+            (!limits::is_region(r)).then(|| {
+                format!(
+                    "`{}` is not an AWS region name such as eu-west-1",
+                    r.escape_debug()
+                )
+            })
+        },
+        p,
+    );
 }
 
 fn decode_timeout(f: &mut Fields<'_>, p: &mut Problems) -> u32 {
@@ -473,10 +527,14 @@ fn decode_timeout(f: &mut Fields<'_>, p: &mut Problems) -> u32 {
     t
 }
 
+/// Decodes a required list of EC2 ids: at least one, at most `max` (the first extra one is
+/// reported at its index), each of the shape `valid` accepts.
 fn decode_id_list(
     f: &mut Fields<'_>,
     field: &'static str,
     prefix: &str,
+    max: usize,
+    valid: fn(&str) -> bool,
     p: &mut Problems,
 ) -> Option<Vec<String>> {
     let list: Vec<String> = f.required(field, p)?;
@@ -484,12 +542,23 @@ fn decode_id_list(
     if list.is_empty() {
         p.push(&path, format!("must list at least one `{prefix}...` id"));
     }
+    if list.len() > max {
+        p.push(
+            index(&path, max),
+            format!(
+                "is one too many: ECS allows at most {max} ({} given)",
+                list.len()
+            ),
+        );
+    }
     for (i, id) in list.iter().enumerate() {
-        let rest = id.strip_prefix(prefix).unwrap_or("");
-        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !valid(id) {
             p.push(
                 index(&path, i),
-                format!("`{id}` is not an id of the form {prefix}<hex>"),
+                format!(
+                    "`{}` is not an id of the form {prefix}<8 or 17 lowercase hex digits>",
+                    id.escape_debug()
+                ),
             );
         }
     }
@@ -499,18 +568,14 @@ fn decode_id_list(
 /// Checks environment variable names: `[A-Za-z_][A-Za-z0-9_]*`, and not Sortie's reserved prefix.
 pub fn check_env_names<'a>(names: impl Iterator<Item = &'a String>, path: &str, p: &mut Problems) {
     for name in names {
-        let b = name.as_bytes();
-        let valid = !b.is_empty()
-            && (b[0].is_ascii_alphabetic() || b[0] == b'_')
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
-        if !valid {
+        if !limits::is_env_var_name(name) {
             p.push(
-                format!("{path}.{name}"),
+                key_path(path, name),
                 "is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
             );
         } else if name.starts_with(RESERVED_ENV_PREFIX) {
             p.push(
-                format!("{path}.{name}"),
+                key_path(path, name),
                 format!("names starting with {RESERVED_ENV_PREFIX} are reserved for Sortie"),
             );
         }
@@ -519,7 +584,19 @@ pub fn check_env_names<'a>(names: impl Iterator<Item = &'a String>, path: &str, 
 
 fn decode_env(f: &mut Fields<'_>, p: &mut Problems) -> BTreeMap<String, String> {
     let env: BTreeMap<String, String> = f.optional("env", p).unwrap_or_default();
-    check_env_names(env.keys(), &f.path_of("env"), p);
+    let path = f.path_of("env");
+    check_env_names(env.keys(), &path, p);
+    let size = limits::env_overrides_size(&env);
+    if size > limits::RUNNER_ENV_MAX {
+        p.push(
+            path,
+            format!(
+                "takes {size} characters in ECS container overrides; at most {} are allowed (ECS allows {} for all overrides)",
+                limits::RUNNER_ENV_MAX,
+                limits::ECS_OVERRIDES_MAX
+            ),
+        );
+    }
     env
 }
 
@@ -527,10 +604,10 @@ fn decode_env(f: &mut Fields<'_>, p: &mut Problems) -> BTreeMap<String, String> 
 pub fn check_secret_refs(secrets: &BTreeMap<String, String>, path: &str, p: &mut Problems) {
     check_env_names(secrets.keys(), path, p);
     for (name, reference) in secrets {
-        if !crate::arn::is_secret_ref(reference) {
+        if !limits::is_secret_ref(reference) {
             p.push(
-                format!("{path}.{name}"),
-                "must be a reference, the ARN of a Secrets Manager secret or an SSM parameter, never a secret value",
+                key_path(path, name),
+                "must be a reference, the ARN of a Secrets Manager secret or an SSM parameter (no whitespace), never a secret value",
             );
         }
     }
@@ -542,28 +619,62 @@ fn decode_secrets(f: &mut Fields<'_>, p: &mut Problems) -> BTreeMap<String, Stri
     secrets
 }
 
-/// Valid Fargate task CPU/memory pairs: memory (MiB) allowed for each CPU value.
-fn fargate_memory_ok(cpu: u32, memory: u32) -> bool {
-    let (lo, hi, step) = match cpu {
-        256 => return matches!(memory, 512 | 1024 | 2048),
-        512 => (1024, 4096, 1024),
-        1024 => (2048, 8192, 1024),
-        2048 => (4096, 16384, 1024),
-        4096 => (8192, 30720, 1024),
-        8192 => (16384, 61440, 4096),
-        16384 => (32768, 122_880, 8192),
-        _ => return false,
-    };
-    (lo..=hi).contains(&memory) && (memory - lo).is_multiple_of(step)
-}
-
 fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> {
     let access = decode_access(f, p);
     let cluster = f.required_str("cluster", p);
+    check_field(
+        f,
+        "cluster",
+        cluster.as_ref(),
+        |c| {
+            (!limits::is_ecs_cluster(c)).then(|| {
+            format!("must be an ECS cluster name (at most {} letters, digits, `_` and `-`) or cluster ARN", limits::ECS_NAME_MAX)
+        })
+        },
+        p,
+    );
     let task_definition = f.required_str("task_definition", p);
+    check_field(
+        f,
+        "task_definition",
+        task_definition.as_ref(),
+        |t| {
+            (!limits::is_task_definition(t))
+                .then(|| "must be a task definition family, family:revision or ARN".into())
+        },
+        p,
+    );
     let container_name = f.required_str("container_name", p);
-    let subnets = decode_id_list(f, "subnets", "subnet-", p);
-    let security_groups = decode_id_list(f, "security_groups", "sg-", p);
+    check_field(
+        f,
+        "container_name",
+        container_name.as_ref(),
+        |c| {
+            (!limits::is_ecs_name(c)).then(|| {
+                format!(
+                    "must be a container name: at most {} letters, digits, `_` and `-`",
+                    limits::ECS_NAME_MAX
+                )
+            })
+        },
+        p,
+    );
+    let subnets = decode_id_list(
+        f,
+        "subnets",
+        "subnet-",
+        limits::ECS_SUBNETS_MAX,
+        limits::is_subnet_id,
+        p,
+    );
+    let security_groups = decode_id_list(
+        f,
+        "security_groups",
+        "sg-",
+        limits::ECS_SECURITY_GROUPS_MAX,
+        limits::is_security_group_id,
+        p,
+    );
     let assign_public_ip: bool = f.optional("assign_public_ip", p).unwrap_or(false);
     let capacity_provider = match f.optional::<String>("capacity_provider", p).as_deref() {
         None | Some("FARGATE") => CapacityProvider::Fargate,
@@ -571,7 +682,7 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
         Some(other) => {
             p.push(
                 f.path_of("capacity_provider"),
-                format!("`{other}` is not FARGATE or FARGATE_SPOT"),
+                format!("`{}` is not FARGATE or FARGATE_SPOT", other.escape_debug()),
             );
             CapacityProvider::Fargate
         }
@@ -579,13 +690,16 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
     let cpu: Option<u32> = f.optional("cpu", p);
     let memory: Option<u32> = f.optional("memory", p);
     match (cpu, memory) {
-        (Some(c), _) if ![256, 512, 1024, 2048, 4096, 8192, 16384].contains(&c) => {
+        (Some(c), _) if !limits::FARGATE_CPU_VALUES.contains(&c) => {
             p.push(
                 f.path_of("cpu"),
-                format!("{c} is not a Fargate CPU value (256, 512, 1024, 2048, 4096, 8192, 16384)"),
+                format!(
+                    "{c} is not a Fargate CPU value ({:?})",
+                    limits::FARGATE_CPU_VALUES
+                ),
             );
         }
-        (Some(c), Some(m)) if !fargate_memory_ok(c, m) => {
+        (Some(c), Some(m)) if !limits::fargate_memory_ok(c, m) => {
             p.push(
                 f.path_of("memory"),
                 format!("{m} MiB is not a valid Fargate memory size for cpu {c}"),
@@ -600,14 +714,13 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
         _ => {}
     }
     let task_role_arn: Option<String> = f.optional("task_role_arn", p);
-    if let Some(arn) = &task_role_arn {
-        if !crate::arn::is_role_arn(arn) {
-            p.push(
-                f.path_of("task_role_arn"),
-                format!("`{arn}` is not an IAM role ARN"),
-            );
-        }
-    }
+    check_field(
+        f,
+        "task_role_arn",
+        task_role_arn.as_ref(),
+        |arn| limits::role_arn_problem(arn).map(|why| format!("is not an IAM role ARN: {why}")),
+        p,
+    );
     let env = decode_env(f, p);
     let secrets = decode_secrets(f, p);
     let timeout_seconds = decode_timeout(f, p);
@@ -632,6 +745,17 @@ fn decode_ecs(f: &mut Fields<'_>, p: &mut Problems) -> Option<EcsFargateRunner> 
 fn decode_eks(f: &mut Fields<'_>, p: &mut Problems) -> Option<EksRunner> {
     let access = decode_access(f, p);
     let cluster = f.required_str("cluster", p);
+    check_field(
+        f,
+        "cluster",
+        cluster.as_ref(),
+        |c| {
+            (!limits::is_eks_cluster_name(c)).then(|| {
+            format!("must be an EKS cluster name: 1 to {} letters, digits, `_` and `-`, starting with a letter or digit", limits::EKS_CLUSTER_NAME_MAX)
+        })
+        },
+        p,
+    );
     let job = match f.raw("job") {
         Some(v) => decode_eks_job(v, &f.path_of("job"), p),
         None => {
@@ -648,51 +772,149 @@ fn decode_eks(f: &mut Fields<'_>, p: &mut Problems) -> Option<EksRunner> {
     })
 }
 
-fn check_k8s_name(f: &Fields<'_>, field: &str, value: &Option<String>, p: &mut Problems) {
-    if let Some(v) = value {
-        if crate::names::check_segment(v).is_err() {
-            p.push(
-                f.path_of(field),
-                format!("`{v}` is not a Kubernetes DNS label ([a-z0-9][a-z0-9-]*, at most 63)"),
-            );
+fn dns_label_problem(v: &str) -> Option<String> {
+    (!limits::is_dns_label(v)).then(|| {
+        format!(
+            "`{}` is not a Kubernetes DNS label ([a-z0-9] and `-`, starting and ending with a letter or digit, at most {})",
+            v.escape_debug(),
+            limits::DNS_LABEL_MAX
+        )
+    })
+}
+
+/// Checks a map of Kubernetes labels (node selector): qualified keys, label values.
+fn check_k8s_labels(map: &BTreeMap<String, String>, path: &str, p: &mut Problems) {
+    for (k, v) in map {
+        if !limits::is_label_key(k) {
+            p.push(key_path(path, k), "is not a Kubernetes label key ([prefix/]name, the name at most 63 of [A-Za-z0-9-_.], starting and ending alphanumeric)");
+        } else if !limits::is_label_value(v) {
+            p.push(key_path(path, k), format!("`{}` is not a Kubernetes label value (empty, or at most {} of [A-Za-z0-9-_.], starting and ending alphanumeric)", v.escape_debug(), limits::LABEL_VALUE_MAX));
         }
     }
+}
+
+fn decode_tolerations(f: &mut Fields<'_>, p: &mut Problems) -> Vec<Toleration> {
+    let path = f.path_of("tolerations");
+    let list = match f.raw("tolerations") {
+        None => return Vec::new(),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            p.push(path, format!("must be a list, but is {}", type_name(other)));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let tpath = index(&path, i);
+        let Some(mut t) = Fields::new(item, &tpath, p) else {
+            continue;
+        };
+        let toleration = Toleration {
+            key: t.optional("key", p),
+            operator: t.optional("operator", p),
+            value: t.optional("value", p),
+            effect: t.optional("effect", p),
+            toleration_seconds: t.optional("toleration_seconds", p),
+        };
+        t.finish(p);
+        if let Some(k) = toleration.key.as_deref().filter(|k| !k.is_empty()) {
+            if !limits::is_label_key(k) {
+                p.push(format!("{tpath}.key"), "is not a Kubernetes label key");
+            }
+        } else if toleration.operator.as_deref() != Some("Exists") {
+            p.push(
+                format!("{tpath}.key"),
+                "is required unless operator is Exists",
+            );
+        }
+        match toleration.operator.as_deref() {
+            None | Some("Equal") | Some("Exists") => {}
+            Some(o) => p.push(
+                format!("{tpath}.operator"),
+                format!("`{}` is not Equal or Exists", o.escape_debug()),
+            ),
+        }
+        if toleration.operator.as_deref() == Some("Exists") && toleration.value.is_some() {
+            p.push(
+                format!("{tpath}.value"),
+                "must be empty when operator is Exists",
+            );
+        } else if let Some(v) = &toleration.value {
+            if !limits::is_label_value(v) {
+                p.push(format!("{tpath}.value"), "is not a Kubernetes label value");
+            }
+        }
+        match toleration.effect.as_deref() {
+            None | Some("NoSchedule") | Some("PreferNoSchedule") | Some("NoExecute") => {}
+            Some(e) => p.push(
+                format!("{tpath}.effect"),
+                format!(
+                    "`{}` is not NoSchedule, PreferNoSchedule or NoExecute",
+                    e.escape_debug()
+                ),
+            ),
+        }
+        out.push(toleration);
+    }
+    out
 }
 
 fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob> {
     let mut f = Fields::new(value, path, p)?;
     let namespace = f.required_str("namespace", p);
-    check_k8s_name(&f, "namespace", &namespace, p);
+    check_field(&f, "namespace", namespace.as_ref(), dns_label_problem, p);
     let service_account = f.required_str("service_account", p);
-    check_k8s_name(&f, "service_account", &service_account, p);
+    check_field(
+        &f,
+        "service_account",
+        service_account.as_ref(),
+        |v| {
+            (!limits::is_dns_subdomain(v)).then(|| {
+            format!("`{}` is not a Kubernetes service account name (a DNS subdomain: [a-z0-9.-], at most {})", v.escape_debug(), limits::DNS_SUBDOMAIN_MAX)
+        })
+        },
+        p,
+    );
     let image = f.required_str("image", p);
-    let node_selector = f.optional("node_selector", p).unwrap_or_default();
-    let tolerations: Vec<Toleration> = f.optional("tolerations", p).unwrap_or_default();
-    for (i, t) in tolerations.iter().enumerate() {
-        let tpath = index(&f.path_of("tolerations"), i);
-        match t.operator.as_deref() {
-            None | Some("Equal") | Some("Exists") => {}
-            Some(o) => p.push(
-                format!("{tpath}.operator"),
-                format!("`{o}` is not Equal or Exists"),
-            ),
-        }
-        if t.operator.as_deref() == Some("Exists") && t.value.is_some() {
-            p.push(
-                format!("{tpath}.value"),
-                "must be empty when operator is Exists",
-            );
-        }
-        match t.effect.as_deref() {
-            None | Some("NoSchedule") | Some("PreferNoSchedule") | Some("NoExecute") => {}
-            Some(e) => p.push(
-                format!("{tpath}.effect"),
-                format!("`{e}` is not NoSchedule, PreferNoSchedule or NoExecute"),
-            ),
+    check_field(&f, "image", image.as_ref(), no_space_or_control, p);
+    let node_selector: BTreeMap<String, String> =
+        f.optional("node_selector", p).unwrap_or_default();
+    check_k8s_labels(&node_selector, &f.path_of("node_selector"), p);
+    let tolerations = decode_tolerations(&mut f, p);
+    let annotations: BTreeMap<String, String> = f.optional("annotations", p).unwrap_or_default();
+    let apath = f.path_of("annotations");
+    for k in annotations.keys() {
+        if !limits::is_label_key(k) {
+            p.push(key_path(&apath, k), "is not a Kubernetes annotation key ([prefix/]name, the name at most 63 characters)");
         }
     }
-    let annotations = f.optional("annotations", p).unwrap_or_default();
-    let resources = f.optional("resources", p).unwrap_or_default();
+    let total: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > limits::ANNOTATIONS_TOTAL_MAX {
+        p.push(
+            &apath,
+            format!(
+                "total {total} bytes is over Kubernetes' {}-byte limit",
+                limits::ANNOTATIONS_TOTAL_MAX
+            ),
+        );
+    }
+    let resources: Resources = f.optional("resources", p).unwrap_or_default();
+    for (block, map) in [
+        ("requests", &resources.requests),
+        ("limits", &resources.limits),
+    ] {
+        let rpath = join(&f.path_of("resources"), block);
+        for (k, v) in map {
+            if !limits::is_label_key(k) {
+                p.push(key_path(&rpath, k), "is not a Kubernetes resource name");
+            } else if v.is_empty() || limits::has_space_or_control(v) {
+                p.push(
+                    key_path(&rpath, k),
+                    "must be a Kubernetes quantity such as 500m or 1Gi",
+                );
+            }
+        }
+    }
     let pod_template = match f.raw("pod_template") {
         None => None,
         Some(v @ Value::Object(_)) => Some(v.clone()),
@@ -715,6 +937,14 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
             None
         }
     };
+    if let Some(t) = &pod_template {
+        limits::check_dynamodb_value(
+            t,
+            &f.path_of("pod_template"),
+            limits::POD_TEMPLATE_ENCLOSING_LEVELS,
+            p,
+        );
+    }
     let ttl_seconds_after_finished = f.optional("ttl_seconds_after_finished", p);
     let active_deadline_seconds: Option<u32> = f.optional("active_deadline_seconds", p);
     if active_deadline_seconds == Some(0) {
@@ -743,7 +973,8 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
 }
 
 fn decode_local_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<LocalRunner> {
-    let runner_binary = f.optional("runner_binary", p);
+    let runner_binary: Option<String> = f.optional("runner_binary", p);
+    check_field(f, "runner_binary", runner_binary.as_ref(), no_control, p);
     let env = decode_env(f, p);
     let timeout_seconds = decode_timeout(f, p);
     Some(LocalRunner {
@@ -753,6 +984,10 @@ fn decode_local_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<LocalRunn
     })
 }
 
+fn no_control(v: &str) -> Option<String> {
+    limits::has_control(v).then(|| "must not contain control characters".into())
+}
+
 fn decode_storage(value: &Value, p: &mut Problems) -> Option<StateStorageConfiguration> {
     let mut f = Fields::new(value, "state_storage_configuration", p)?;
     let t = type_of(&mut f, &["s3", "kubernetes", "local"], p)?;
@@ -760,14 +995,16 @@ fn decode_storage(value: &Value, p: &mut Problems) -> Option<StateStorageConfigu
         "s3" => decode_s3(&mut f, p).map(StateStorageConfiguration::S3),
         "kubernetes" => {
             let namespace = f.required_str("namespace", p);
-            check_k8s_name(&f, "namespace", &namespace, p);
+            check_field(&f, "namespace", namespace.as_ref(), dns_label_problem, p);
             namespace.map(|namespace| {
                 StateStorageConfiguration::Kubernetes(KubernetesStorage { namespace })
             })
         }
-        _ => f
-            .required_str("directory", p)
-            .map(|directory| StateStorageConfiguration::Local(LocalStorage { directory })),
+        _ => {
+            let directory = f.required_str("directory", p);
+            check_field(&f, "directory", directory.as_ref(), no_control, p);
+            directory.map(|directory| StateStorageConfiguration::Local(LocalStorage { directory }))
+        }
     };
     f.finish(p);
     out
@@ -775,47 +1012,82 @@ fn decode_storage(value: &Value, p: &mut Problems) -> Option<StateStorageConfigu
 
 fn decode_s3(f: &mut Fields<'_>, p: &mut Problems) -> Option<S3Storage> {
     let bucket = f.required_str("bucket", p);
-    if let Some(b) = &bucket {
-        if !crate::arn::is_bucket_name(b) {
-            p.push(
-                f.path_of("bucket"),
-                format!("`{b}` is not a valid S3 bucket name"),
-            );
-        }
-    }
+    check_field(
+        f,
+        "bucket",
+        bucket.as_ref(),
+        |b| {
+            limits::bucket_name_problem(b).map(|why| {
+                format!(
+                    "`{}` is not a valid S3 bucket name: it {why}",
+                    b.escape_debug()
+                )
+            })
+        },
+        p,
+    );
     let key_prefix: String = f.optional("key_prefix", p).unwrap_or_default();
     if key_prefix.starts_with('/') || (!key_prefix.is_empty() && !key_prefix.ends_with('/')) {
         p.push(
             f.path_of("key_prefix"),
             "must not start with `/`, and must end with `/` when set",
         );
+    } else if key_prefix.len() > limits::STATE_KEY_PREFIX_MAX_BYTES
+        || limits::has_control(&key_prefix)
+    {
+        p.push(
+            f.path_of("key_prefix"),
+            format!(
+                "must be at most {} bytes without control characters, so that every state key fits S3's {}-byte limit",
+                limits::STATE_KEY_PREFIX_MAX_BYTES,
+                limits::OBJECT_KEY_MAX_BYTES
+            ),
+        );
     }
     let region = f.required_str("region", p);
-    if let Some(r) = &region {
-        if !crate::arn::is_region(r) {
-            p.push(
-                f.path_of("region"),
-                format!("`{r}` is not an AWS region name such as eu-west-1"),
-            );
-        }
-    }
+    check_region(f, region.as_ref(), p);
     let kms_key_id: Option<String> = f.optional("kms_key_id", p);
-    if let Some(k) = &kms_key_id {
-        if !(k.starts_with("arn:") || k.starts_with("alias/")) {
-            p.push(
-                f.path_of("kms_key_id"),
-                "must be a KMS key ARN or an alias/<name>",
-            );
-        }
-    }
+    check_field(
+        f,
+        "kms_key_id",
+        kms_key_id.as_ref(),
+        |k| {
+            let shaped = k.starts_with("arn:") || k.starts_with("alias/");
+            (!shaped || k.len() > limits::KMS_KEY_ID_MAX || limits::has_space_or_control(k)).then(|| {
+            format!("must be a KMS key ARN or an alias/<name>, at most {} characters without whitespace", limits::KMS_KEY_ID_MAX)
+        })
+        },
+        p,
+    );
     let use_lockfile = f.optional("use_lockfile", p).unwrap_or(false);
-    let dynamodb_table = f.optional("dynamodb_table", p);
+    let dynamodb_table: Option<String> = f.optional("dynamodb_table", p);
+    check_field(
+        f,
+        "dynamodb_table",
+        dynamodb_table.as_ref(),
+        |t| {
+            (!limits::is_dynamodb_table_name(t)).then(|| {
+                format!(
+                    "must be a DynamoDB table name: {} to {} of [a-zA-Z0-9_.-]",
+                    limits::DYNAMODB_TABLE_NAME_MIN,
+                    limits::DYNAMODB_TABLE_NAME_MAX
+                )
+            })
+        },
+        p,
+    );
     let endpoint: Option<String> = f.optional("endpoint", p);
-    if let Some(e) = &endpoint {
-        if !(e.starts_with("http://") || e.starts_with("https://")) {
-            p.push(f.path_of("endpoint"), "must be an http:// or https:// URL");
-        }
-    }
+    check_field(
+        f,
+        "endpoint",
+        endpoint.as_ref(),
+        |e| {
+            (!(e.starts_with("http://") || e.starts_with("https://"))
+                || limits::has_space_or_control(e))
+            .then(|| "must be an http:// or https:// URL".into())
+        },
+        p,
+    );
     Some(S3Storage {
         bucket: bucket?,
         key_prefix,

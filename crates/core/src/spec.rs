@@ -53,8 +53,9 @@ pub struct JobSpec {
     pub artifacts: ArtifactLocation,
 }
 
-/// What a plan, apply or destroy changed, reported by the runner.
+/// What a plan, apply or destroy changed, reported by the runner. Unknown fields are refused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChangeSummary {
     /// Resources to add (or added).
     pub add: u32,

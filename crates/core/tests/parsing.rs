@@ -234,8 +234,8 @@ runner_configuration:
   cluster: c
   task_definition: t
   container_name: runner
-  subnets: [subnet-0a]
-  security_groups: [sg-0a]
+  subnets: [subnet-0a1b2c3d]
+  security_groups: [sg-0a1b2c3d]
 state_storage_configuration: { type: kubernetes, namespace: state }
 "#,
     )
