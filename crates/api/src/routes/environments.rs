@@ -1,13 +1,11 @@
 //! Environments: `/v1/groups/{group}/-/environments`, `/v1/environments/{environment}`
 //! and its refresh-runner.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;
 use serde::Deserialize;
-use serde_json::Value;
+use sortie_core::environment::EnvironmentInput;
 use sortie_core::{Action, EnvPath, Environment, RuleIndex, RunnerId, RunnerLink};
 use sortie_store::StoreError;
 use utoipa::IntoParams;
@@ -21,44 +19,6 @@ use crate::model::{
 };
 use crate::openapi::errors::*;
 use crate::AppState;
-
-/// The body of an environment create or update, validated field by field.
-struct EnvFields {
-    name: Option<String>,
-    env_type: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
-    tags: Option<BTreeSet<String>>,
-}
-
-fn env_fields(doc: &Value, creating: bool) -> Result<EnvFields, ApiError> {
-    let mut p = sortie_core::Problems::default();
-    let Some(mut f) = sortie_core::problems::Fields::new(doc, "", &mut p) else {
-        return Err(sortie_core::ValidationError { problems: p.0 }.into());
-    };
-    let name = if creating {
-        f.required_str("name", &mut p)
-    } else {
-        None
-    };
-    let env_type = if creating {
-        f.required_str("env_type", &mut p)
-    } else {
-        f.optional::<String>("env_type", &mut p)
-    };
-    if env_type.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        p.push("env_type", "must not be empty");
-    }
-    let labels = f.optional("labels", &mut p);
-    let tags = f.optional("tags", &mut p);
-    f.finish(&mut p);
-    p.finish(EnvFields {
-        name,
-        env_type,
-        labels,
-        tags,
-    })
-    .map_err(Into::into)
-}
 
 /// How much of the resolution to explain: counts by default, every rule with `full`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -203,7 +163,7 @@ pub(crate) async fn create_environment(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let fields = env_fields(&body.value()?, true)?;
+    let fields = EnvironmentInput::from_value(&body.value()?, true)?;
     let path = EnvPath::new(group.clone(), fields.name.as_deref().unwrap_or_default())
         .map_err(|e| ApiError::field("name", e.first_problem()))?;
     let mut env = Environment {
@@ -291,7 +251,7 @@ pub(crate) async fn update_environment(
             &format!("environment `{path}`"),
         )
         .await?;
-    let fields = env_fields(&body.value()?, false)?;
+    let fields = EnvironmentInput::from_value(&body.value()?, false)?;
     let expected = if_match.version()?;
     let current = state.store.get_environment(&path).await?;
     let mut env = current.item.environment;
