@@ -97,7 +97,11 @@ async fn every_405_lists_the_allowed_methods_in_allow() {
         let r = api
             .as_admin(wrong.as_str(), &path, Some(r#"{"a":1}"#))
             .await;
-        assert_eq!(code(&r), (405, Some("method_not_allowed")), "{wrong} {path}");
+        assert_eq!(
+            code(&r),
+            (405, Some("method_not_allowed")),
+            "{wrong} {path}"
+        );
         let allow: Vec<&str> = header(&r, "allow")
             .unwrap_or_else(|| panic!("{wrong} {path}: no Allow"))
             .split(',')
@@ -132,11 +136,16 @@ async fn head_answers_the_gets_status_and_headers_without_a_body() {
             if let Some(got) = header(&head, name) {
                 assert_eq!(Some(got), header(&get, name), "{path}: {name}");
             } else {
-                assert!(name == "content-length" || header(&get, name).is_none(), "{path}: {name}");
+                assert!(
+                    name == "content-length" || header(&get, name).is_none(),
+                    "{path}: {name}"
+                );
             }
         }
     }
-    let r = api.call(None, "HEAD", "/v1/groups/acme/-/runners", None, &[]).await;
+    let r = api
+        .call(None, "HEAD", "/v1/groups/acme/-/runners", None, &[])
+        .await;
     assert_eq!(r.status, 401);
     assert_eq!(header(&r, "www-authenticate"), Some("Bearer"));
 }
@@ -420,9 +429,16 @@ async fn numbers_out_of_range_are_400_naming_their_exact_path() {
         format!("runner_configuration:\n  type: local\n  timeout_seconds: {n}\nstate_storage_configuration: {{type: local, directory: /x}}\n")
     };
     let json = |n: &str| {
-        format!(r#"{{"runner_configuration": {{"type": "local", "timeout_seconds": {n}}}, "state_storage_configuration": {{"type": "local", "directory": "/x"}}}}"#)
+        format!(
+            r#"{{"runner_configuration": {{"type": "local", "timeout_seconds": {n}}}, "state_storage_configuration": {{"type": "local", "directory": "/x"}}}}"#
+        )
     };
-    for n in ["1e400", "99999999999999999999", "-1e400", "184467440737095516160"] {
+    for n in [
+        "1e400",
+        "99999999999999999999",
+        "-1e400",
+        "184467440737095516160",
+    ] {
         for (body, content_type) in [
             (yaml(n), "application/yaml"),
             (json(n), "application/json"),
