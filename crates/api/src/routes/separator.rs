@@ -173,6 +173,28 @@ mod tests {
     }
 
     #[test]
+    fn segments_are_percent_decoded_strictly() {
+        assert_eq!(decode_param("r%31").as_deref(), Ok("r1"));
+        assert_eq!(decode_param("%C3%A9").as_deref(), Ok("é"));
+        for bad in ["%", "r%3", "%zz", "%+1", "%FF", "%C3%28"] {
+            assert!(decode_param(bad).is_err(), "{bad}");
+        }
+        // Escapes in group paths are decoded, except into `/` or the separator.
+        assert_eq!(
+            canonical_path("/v1/groups/ac%6De/pay/-/runners"),
+            "/v1/groups/acme%2Fpay/-/runners"
+        );
+        assert_eq!(
+            canonical_path("/v1/groups/%2D/-/runners"),
+            "/v1/groups/%252D/-/runners"
+        );
+        assert_eq!(
+            canonical_path("/v1/groups/a%zz/-/rules"),
+            "/v1/groups/a%25zz/-/rules"
+        );
+    }
+
+    #[test]
     fn the_rewrite_keeps_the_query_and_the_original_path() {
         let req = Request::builder()
             .uri("/v1/environments/acme/prod/-/jobs?limit=5")
