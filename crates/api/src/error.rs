@@ -1,6 +1,7 @@
 //! The API's one error type and its JSON body:
 //! `{"error": {"code", "message", "fields": [{"path", "problem"}]}}`.
 
+use axum::http::header::{RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -20,7 +21,16 @@ pub struct ApiError {
     pub message: String,
     /// The fields at fault, each with its problem.
     pub fields: Vec<Problem>,
+    /// The `WWW-Authenticate` challenge of a 401; `Bearer` when none is set.
+    pub www_authenticate: Option<&'static str>,
 }
+
+/// The challenge of a 401 for a bearer token that was sent but is not valid (RFC 6750 §3.1).
+pub const INVALID_TOKEN_CHALLENGE: &str = r#"Bearer error="invalid_token""#;
+
+/// The media types a request body may have.
+pub const ACCEPTED_MEDIA_TYPES: &str =
+    "application/json (or any application/*+json type), application/yaml, application/x-yaml, text/yaml";
 
 /// The body of every error response: `{"error": {"code", "message", "fields"}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -58,6 +68,37 @@ impl ApiError {
             code,
             message: message.into(),
             fields: vec![],
+            www_authenticate: None,
+        }
+    }
+
+    /// 401 `code`: no bearer credentials were sent, so the challenge is a bare `Bearer`.
+    pub fn unauthenticated(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, message)
+    }
+
+    /// 401 `code` for a bearer token that was sent but is not valid:
+    /// `WWW-Authenticate: Bearer error="invalid_token"`.
+    pub fn invalid_token(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            www_authenticate: Some(INVALID_TOKEN_CHALLENGE),
+            ..Self::new(StatusCode::UNAUTHORIZED, code, message)
+        }
+    }
+
+    /// 415: the body's `Content-Type` (`sent`, or none) is not one this API reads.
+    pub fn unsupported_media_type(sent: &str) -> Self {
+        Self {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: "unsupported_media_type",
+            message: format!(
+                "a request body of type `{sent}` is not accepted; send {ACCEPTED_MEDIA_TYPES}"
+            ),
+            fields: vec![Problem {
+                path: "Content-Type".into(),
+                problem: format!("must be one of {ACCEPTED_MEDIA_TYPES}"),
+            }],
+            www_authenticate: None,
         }
     }
 
@@ -72,6 +113,7 @@ impl ApiError {
             code: "invalid_request",
             message: format!("{}: {}", problem.path, problem.problem),
             fields: vec![problem],
+            www_authenticate: None,
         }
     }
 
@@ -97,6 +139,7 @@ impl From<ValidationError> for ApiError {
             code: "invalid_request",
             message: e.to_string(),
             fields: e.problems,
+            www_authenticate: None,
         }
     }
 }
@@ -123,6 +166,7 @@ impl From<StoreError> for ApiError {
                         problem: "still uses it".into(),
                     })
                     .collect(),
+                www_authenticate: None,
             },
             StoreError::StateConflict { .. } => {
                 Self::new(StatusCode::CONFLICT, "state_conflict", message)
@@ -135,6 +179,7 @@ impl From<StoreError> for ApiError {
                     path: "Idempotency-Key".into(),
                     problem: "was used before with a different request body".into(),
                 }],
+                www_authenticate: None,
             },
             StoreError::Aws {
                 retryable: true, ..
@@ -171,10 +216,16 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert("retry-after", HeaderValue::from_static("1"));
+        let headers = response.headers_mut();
+        if self.status == StatusCode::UNAUTHORIZED {
+            let challenge = self.www_authenticate.unwrap_or("Bearer");
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        }
+        // A retryable failure (a throttled or unavailable store) says when to come back.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE
+            || self.status == StatusCode::TOO_MANY_REQUESTS
+        {
+            headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }

@@ -2,22 +2,27 @@
 //! group, environment and id, `If-Match`, typed query strings and the body document.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Query, Request};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use serde::de::DeserializeOwned;
+use sortie_core::document::Format;
 use sortie_core::{can, Action, EnvPath, GroupPath, JobId, Principal};
 
 use crate::error::ApiError;
-use crate::routes::separator::decode_segment;
+use crate::routes::separator::{decode_param, decode_segment, EMPTY_SEGMENT};
 use crate::{AppState, VerifiedClaims, MAX_BODY_BYTES};
 
-fn unauthenticated() -> ApiError {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthenticated",
-        "a bearer token is required",
-    )
+/// The token of an `Authorization: Bearer <token>` header, the scheme matched in any
+/// case (`bearer`, `BEARER`); `Some("")` for a bearer header without a token, `None`
+/// when no bearer credentials were sent (no header, or another scheme).
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once([' ', '\t']).unwrap_or((value, ""));
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches([' ', '\t']))
 }
 
 /// The caller of a user route: from the claims API Gateway verified, or the local
@@ -33,7 +38,15 @@ impl FromRequestParts<AppState> for Caller {
                 Ok(Caller(Principal::from_claims(claims.0.clone())))
             }
             _ if state.dev_identity => Ok(Caller(Principal::local_dev())),
-            _ => Err(unauthenticated()),
+            // A token reached the API but nobody verified it: refused as invalid (RFC 6750).
+            _ if bearer_token(&parts.headers).is_some() => Err(ApiError::invalid_token(
+                "invalid_token",
+                "the bearer token was not verified",
+            )),
+            _ => Err(ApiError::unauthenticated(
+                "unauthenticated",
+                "a bearer token is required",
+            )),
         }
     }
 }
@@ -77,16 +90,44 @@ impl Caller {
     }
 }
 
-/// One decoded path parameter of the matched route.
+/// One path parameter of the matched route, percent-decoded strictly: a malformed
+/// escape or text that is not UTF-8 is 400 naming the parameter.
 async fn path_param(parts: &mut Parts, name: &str) -> Result<String, ApiError> {
-    let params = RawPathParams::from_request_parts(parts, &())
+    let template = MatchedPath::from_request_parts(parts, &())
         .await
-        .map_err(|_| ApiError::field(name, "is not valid percent-encoded UTF-8"))?;
-    params
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
-        .ok_or_else(|| ApiError::not_found("route"))
+        .map_err(|_| ApiError::not_found("route"))?;
+    let placeholder = format!("{{{name}}}");
+    let position = template
+        .as_str()
+        .split('/')
+        .position(|s| s == placeholder)
+        .ok_or_else(|| ApiError::not_found("route"))?;
+    let raw = parts
+        .uri
+        .path()
+        .split('/')
+        .nth(position)
+        .ok_or_else(|| ApiError::not_found("route"))?;
+    decode_param(raw).map_err(|problem| ApiError::field(name, problem))
+}
+
+/// A `{group}` or `{environment}` as [`canonical_path`](crate::routes::separator::canonical_path)
+/// left it: a segment it could not decode is named here (400 naming `what`).
+fn path_segments_decoded(what: &str, path: &str) -> Result<(), ApiError> {
+    for segment in path.split('/').filter(|s| s.contains('%')) {
+        let problem = match decode_param(segment) {
+            Err(problem) => problem,
+            Ok(decoded) if decoded.contains('/') || decoded == EMPTY_SEGMENT => {
+                "must not encode `/` or `-` (%2F, %2D): write the path's slashes as they are"
+            }
+            Ok(_) => continue,
+        };
+        return Err(ApiError::field(
+            what,
+            format!("segment `{segment}` {problem}"),
+        ));
+    }
+    Ok(())
 }
 
 /// 400 naming the path parameter (`group` or `environment`) for a path that does not parse.
@@ -113,6 +154,7 @@ impl<S: Send + Sync> FromRequestParts<S> for GroupParam {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let raw = path_param(parts, "group").await?;
+        path_segments_decoded("group", &raw)?;
         GroupPath::parse(decode_segment(&raw))
             .map(GroupParam)
             .map_err(|e| bad_path("group", e))
@@ -127,6 +169,7 @@ impl<S: Send + Sync> FromRequestParts<S> for EnvParam {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let raw = path_param(parts, "environment").await?;
+        path_segments_decoded("environment", &raw)?;
         EnvPath::parse(decode_segment(&raw))
             .map(EnvParam)
             .map_err(|e| bad_path("environment", e))
@@ -248,17 +291,25 @@ where
         .ok_or_else(|| serde::de::Error::custom(format!("query.{field}: {problem}")))
 }
 
-/// The request body, read whole (at most [`MAX_BODY_BYTES`]; 413 above) and parsed
-/// as a YAML or JSON document when the handler asks, after it authorised.
-pub(crate) struct Document(pub Bytes);
+/// The request body, read whole (at most [`MAX_BODY_BYTES`]; 413 above) with its
+/// `Content-Type`, and parsed by that type when the handler asks, after it authorised.
+pub(crate) struct Document {
+    /// The body's bytes, as sent.
+    pub bytes: Bytes,
+    content_type: Option<HeaderValue>,
+}
 
 impl<S: Send + Sync> FromRequest<S> for Document {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let content_type = req.headers().get(CONTENT_TYPE).cloned();
         axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
             .await
-            .map(Document)
+            .map(|bytes| Document {
+                bytes,
+                content_type,
+            })
             .map_err(|_| {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -269,11 +320,39 @@ impl<S: Send + Sync> FromRequest<S> for Document {
     }
 }
 
+/// The format a `Content-Type` names: JSON for `application/json` and
+/// `application/*+json`, YAML for `application/yaml`, `application/x-yaml` and
+/// `text/yaml`, unknown (`None`: JSON text is JSON, anything else YAML) when the
+/// header is absent, and 415 for anything else.
+fn body_format(content_type: Option<&HeaderValue>) -> Result<Option<Format>, ApiError> {
+    let Some(value) = content_type else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default();
+    let essence = text.split(';').next().unwrap_or_default().trim();
+    let essence = essence.to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => Ok(Some(Format::Json)),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => Ok(Some(Format::Yaml)),
+        other
+            if other
+                .strip_prefix("application/")
+                .and_then(|s| s.strip_suffix("+json"))
+                .is_some_and(|s| !s.is_empty() && !s.contains('/')) =>
+        {
+            Ok(Some(Format::Json))
+        }
+        _ => Err(ApiError::unsupported_media_type(text)),
+    }
+}
+
 impl Document {
-    /// The body as a JSON or YAML document; the caller's core type validates it field by field.
+    /// The body as the document its `Content-Type` says (415 for a type this API does
+    /// not read); the caller's core type validates it field by field.
     pub(crate) fn value(&self) -> Result<serde_json::Value, ApiError> {
-        let text = std::str::from_utf8(&self.0)
+        let format = body_format(self.content_type.as_ref())?;
+        let text = std::str::from_utf8(&self.bytes)
             .map_err(|_| ApiError::field("body", "is not UTF-8 text"))?;
-        Ok(sortie_core::problems::parse_document(text)?)
+        Ok(sortie_core::document::parse(text, format)?)
     }
 }

@@ -26,7 +26,9 @@ use std::sync::Arc;
 use sortie_lifecycle::JobService;
 use sortie_store::Store;
 
-pub use error::{ApiError, ErrorBody, ErrorDetail, FieldProblem};
+pub use error::{
+    ApiError, ErrorBody, ErrorDetail, FieldProblem, ACCEPTED_MEDIA_TYPES, INVALID_TOKEN_CHALLENGE,
+};
 pub use openapi::openapi;
 pub use routes::Route;
 

@@ -107,14 +107,19 @@ pub(crate) mod errors {
 
     /// 401 on user routes.
     #[derive(IntoResponses)]
-    #[response(status = 401, description = "No verified bearer token")]
+    #[response(
+        status = 401,
+        description = "No verified bearer token: `unauthenticated` when none was sent, `invalid_token` when one was sent but not verified",
+        headers(("www-authenticate" = String, description = "`Bearer` when no token was sent; `Bearer error=\"invalid_token\"` when one was sent but is not valid (RFC 6750)"))
+    )]
     pub(crate) struct Unauthorized(ErrorBody);
 
     /// 401 on the runner's routes.
     #[derive(IntoResponses)]
     #[response(
         status = 401,
-        description = "The token is not this job's, or the job ended (no hint whether the job exists)"
+        description = "The token is not this job's, or the job ended (no hint whether the job exists); the code is always `invalid_token`",
+        headers(("www-authenticate" = String, description = "`Bearer` when no bearer token was sent; `Bearer error=\"invalid_token\"` when one was sent but is not valid (RFC 6750)"))
     )]
     pub(crate) struct InvalidToken(ErrorBody);
 
@@ -155,11 +160,19 @@ pub(crate) mod errors {
     #[response(status = 413, description = "The request body is over 256 KiB")]
     pub(crate) struct PayloadTooLarge(ErrorBody);
 
+    /// 415.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 415,
+        description = "The body's Content-Type is not one this API reads (`unsupported_media_type`; the message lists application/json and application/*+json, application/yaml, application/x-yaml, text/yaml). Without a Content-Type, JSON text is read as JSON and anything else as YAML"
+    )]
+    pub(crate) struct UnsupportedMediaType(ErrorBody);
+
     /// 502.
     #[derive(IntoResponses)]
     #[response(
         status = 502,
-        description = "The store failed; the request was not applied"
+        description = "The store failed in a way a retry will not fix (access denied, a corrupt item); the request was not applied"
     )]
     pub(crate) struct BadGateway(ErrorBody);
 
@@ -167,7 +180,7 @@ pub(crate) mod errors {
     #[derive(IntoResponses)]
     #[response(
         status = 503,
-        description = "A dependency is throttling or unavailable; retry after `Retry-After` seconds",
+        description = "The store is throttling or unavailable (a retryable failure); the request was not applied: retry after `Retry-After` seconds",
         headers(("retry-after" = String, description = "Seconds to wait"))
     )]
     pub(crate) struct Unavailable(ErrorBody);

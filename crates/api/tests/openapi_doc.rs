@@ -186,6 +186,24 @@ fn every_operation_declares_its_parameters_and_security() {
                 p["name"]
             );
         }
+        if op.get("requestBody").is_some() {
+            assert!(
+                op["responses"].get("415").is_some(),
+                "{at}: 415 not declared"
+            );
+        }
+        if let Some(r) = op["responses"].get("401") {
+            assert!(
+                r["headers"].get("www-authenticate").is_some(),
+                "{at}: 401 without its WWW-Authenticate"
+            );
+        }
+        if let Some(r) = op["responses"].get("503") {
+            assert!(
+                r["headers"].get("retry-after").is_some(),
+                "{at}: 503 without its Retry-After"
+            );
+        }
         if !route.is_public() {
             for status in ["400", "401"] {
                 if route.uses_job_token() && status == "400" && method == "GET" {

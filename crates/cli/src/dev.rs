@@ -212,23 +212,41 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 }
 
 /// Lets through health, the OpenAPI document and the runner routes (which carry job tokens);
-/// everything else needs the development token.
+/// everything else needs the development token (`expected` is `Bearer <token>`), the
+/// scheme matched in any case. A refusal is 401 with `WWW-Authenticate: Bearer`, plus
+/// `error="invalid_token"` when a bearer token was sent but is not the development one.
 async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let open = path == "/v1/health"
         || path == "/v1/openapi.json"
         || (path.starts_with("/v1/jobs/")
             && (path.ends_with("/spec") || path.ends_with("/summary")));
-    let authorised = req
+    let want = expected.strip_prefix("Bearer ").unwrap_or(expected);
+    let sent = req
         .headers()
-        .get("authorization")
+        .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        == Some(expected);
-    if open || authorised {
+        .map(str::trim)
+        .and_then(|v| {
+            let (scheme, token) = v.split_once([' ', '\t']).unwrap_or((v, ""));
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| token.trim_start_matches([' ', '\t']))
+        });
+    if open || sent == Some(want) {
         return next.run(req).await;
     }
-    let body = json!({"error": {"code": "unauthenticated", "message": "sortie dev needs `Authorization: Bearer <token>`, as printed at start", "fields": []}});
-    (axum::http::StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+    let (code, challenge) = match sent {
+        Some(_) => ("invalid_token", r#"Bearer error="invalid_token""#),
+        None => ("unauthenticated", "Bearer"),
+    };
+    let body = json!({"error": {"code": code, "message": "sortie dev needs `Authorization: Bearer <token>`, as printed at start", "fields": []}});
+    (
+        axum::http::StatusCode::UNAUTHORIZED,
+        [(axum::http::header::WWW_AUTHENTICATE, challenge)],
+        axum::Json(body),
+    )
+        .into_response()
 }
 
 async fn poll_once(

@@ -352,4 +352,47 @@ fn requests_without_the_dev_token_are_refused() {
         (401, Some("unauthenticated"))
     );
     assert_eq!(call(&dev.url, "GET", "/v1/health", &[], None).0, 200);
+    // The scheme in any case; a wrong token is `invalid_token`, and each 401 challenges.
+    let lower = format!("bearer {}", dev.token);
+    let (status, _) = call(
+        &dev.url,
+        "GET",
+        "/v1/groups/acme/-/runners",
+        &[("Authorization", &lower)],
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, body) = call(
+        &dev.url,
+        "GET",
+        "/v1/groups/acme/-/runners",
+        &[("Authorization", "Bearer wrong")],
+        None,
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("invalid_token"))
+    );
+    let challenge = |auth: Option<&str>| -> Option<String> {
+        use std::io::{Read, Write};
+        let host = dev.url.trim_start_matches("http://").trim_end_matches('/');
+        let mut stream = std::net::TcpStream::connect(host).unwrap();
+        let auth = auth
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        write!(stream, "GET /v1/groups/acme/-/runners HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{auth}\r\n").unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        raw.lines().take_while(|l| !l.is_empty()).find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("www-authenticate:")
+                .map(|_| l["www-authenticate:".len()..].trim().to_string())
+        })
+    };
+    assert_eq!(challenge(None).as_deref(), Some("Bearer"));
+    assert_eq!(challenge(Some("Basic eDp5")).as_deref(), Some("Bearer"));
+    assert_eq!(
+        challenge(Some("Bearer wrong")).as_deref(),
+        Some(r#"Bearer error="invalid_token""#)
+    );
 }

@@ -204,11 +204,9 @@ fn clean_serde_message(message: &str) -> String {
     }
 }
 
-/// Parses a YAML or JSON document into a JSON value. JSON is valid YAML, so one parser serves both.
+/// Parses a YAML or JSON document of unknown format into a JSON value: JSON when it
+/// is JSON text, YAML otherwise, strictly (see [`crate::document`]: no duplicate keys,
+/// no YAML tags, no number out of range, each refused at its path).
 pub fn parse_document(text: &str) -> Result<Value, crate::ValidationError> {
-    if text.trim().is_empty() {
-        return Err(crate::ValidationError::single("", "the document is empty"));
-    }
-    serde_norway::from_str::<Value>(text)
-        .map_err(|e| crate::ValidationError::single("", format!("is not valid YAML or JSON: {e}")))
+    crate::document::parse_any(text)
 }

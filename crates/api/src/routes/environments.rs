@@ -146,7 +146,7 @@ pub(crate) async fn list_environments(
     request_body(description = "The environment, YAML or JSON", content((EnvironmentCreate = "application/json"), (EnvironmentCreate = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Created and linked; the answer explains the rule resolution", body = EnvironmentCreated, headers(("etag" = String, description = "The version"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn create_environment(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
@@ -235,7 +235,7 @@ pub(crate) async fn get_environment(
     request_body(description = "Any subset of env_type, labels, tags, YAML or JSON", content((EnvironmentPatch = "application/json"), (EnvironmentPatch = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Updated", body = EnvironmentView, headers(("etag" = String, description = "The version"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn update_environment(
     State(state): State<AppState>,
     EnvParam(path): EnvParam,

@@ -102,7 +102,7 @@ fn idempotency_key(headers: &HeaderMap, body: &[u8]) -> Result<Option<Idempotenc
     responses((status = 201, description = "Queued; it runs when the environment is free", body = JobView),
         (status = 200, description = "A replay of an earlier submit with the same Idempotency-Key", body = JobView,
             headers(("idempotent-replayed" = String, description = "`true`"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn submit_job(
     State(state): State<AppState>,
     EnvParam(path): EnvParam,
@@ -118,7 +118,7 @@ pub(crate) async fn submit_job(
             &format!("environment `{path}`"),
         )
         .await?;
-    let idempotency = idempotency_key(&headers, &body.0)?;
+    let idempotency = idempotency_key(&headers, &body.bytes)?;
     let request = JobRequest::from_value(&body.value()?)?;
     let env = state.store.get_environment(&path).await?;
     let runner_id = env.item.environment.runner.runner_id.clone();

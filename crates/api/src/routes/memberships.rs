@@ -43,7 +43,7 @@ pub(crate) async fn list_memberships(
     request_body(description = "role and grantee, YAML or JSON", content((MembershipGrant = "application/json"), (MembershipGrant = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Granted", body = domain::MembershipRecord),
-        BadRequest, Unauthorized, Forbidden, NotFound, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn grant_membership(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,

@@ -80,7 +80,7 @@ pub(crate) async fn list_rules(
     request_body(description = "The rule, YAML or JSON", content((RuleCreate = "application/json"), (RuleCreate = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Created; ETag is the rule set's new version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn create_rule(
     State(state): State<AppState>,
     GroupParam(scope): GroupParam,
@@ -132,7 +132,7 @@ pub(crate) async fn get_rule(
     request_body(description = "The rule's new content, YAML or JSON", content((RuleUpdate = "application/json"), (RuleUpdate = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Updated; ETag is the rule set's new version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn update_rule(
     State(state): State<AppState>,
     GroupParam(scope): GroupParam,

@@ -9,7 +9,7 @@ use sortie_store::{JobRecord, StoreError};
 
 use super::Reply;
 use crate::error::ApiError;
-use crate::extract::{Document, JobIdParam};
+use crate::extract::{bearer_token, Document, JobIdParam};
 use crate::model::{domain, JobView};
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -20,19 +20,15 @@ async fn job_by_token(
     headers: &HeaderMap,
     id: &JobId,
 ) -> Result<JobRecord, ApiError> {
-    let refuse = || {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_token",
-            "the job token is not valid for this job",
-        )
+    // The body's code is `invalid_token` either way (no hint whether the job exists);
+    // the challenge names `invalid_token` only when a bearer token was sent (RFC 6750).
+    let message = "the job token is not valid for this job";
+    let sent = bearer_token(headers);
+    let refuse = || match sent {
+        Some(_) => ApiError::invalid_token("invalid_token", message),
+        None => ApiError::unauthenticated("invalid_token", message),
     };
-    let token = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .filter(|t| !t.is_empty())
-        .ok_or_else(refuse)?;
+    let token = sent.filter(|t| !t.is_empty()).ok_or_else(refuse)?;
     let record = match state.store.get_job(id).await {
         Ok(r) => r,
         Err(StoreError::NotFound { .. }) => return Err(refuse()),
@@ -58,7 +54,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     params(("id" = String, Path, description = "Job id")),
     security(("jobToken" = [])),
     responses((status = 200, description = "The job spec the runner runs", body = domain::JobSpec),
-        InvalidToken, Conflict, BadGateway, Unavailable))]
+        BadRequest, InvalidToken, Conflict, BadGateway, Unavailable))]
 pub(crate) async fn get_job_spec(
     State(state): State<AppState>,
     JobIdParam(id): JobIdParam,
@@ -103,7 +99,7 @@ pub(crate) async fn get_job_spec(
     request_body(description = "What the plan, apply or destroy changed", content((domain::ChangeSummary = "application/json"))),
     security(("jobToken" = [])),
     responses((status = 200, description = "Recorded on the job", body = JobView),
-        BadRequest, InvalidToken, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, InvalidToken, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn put_job_summary(
     State(state): State<AppState>,
     JobIdParam(id): JobIdParam,

@@ -50,7 +50,7 @@ pub(crate) async fn list_runners(
         content((domain::RunnerSpec = "application/yaml"), (domain::RunnerSpec = "application/json"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Created; ETag is the version", body = RunnerView, headers(("etag" = String, description = "The version"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn create_runner(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
@@ -102,7 +102,7 @@ pub(crate) async fn get_runner(
         content((domain::RunnerSpec = "application/yaml"), (domain::RunnerSpec = "application/json"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Updated; ETag is the new version", body = RunnerView, headers(("etag" = String, description = "The version"))),
-        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn update_runner(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,

@@ -36,9 +36,12 @@ pub fn canonical_path(path: &str) -> String {
         };
         let segments: Vec<&str> = rest.split('/').collect();
         let (name, tail) = match segments.iter().position(|s| *s == "-") {
-            Some(i) => (segments[..i].join("/"), Some(segments[i + 1..].join("/"))),
+            Some(i) => (
+                decode_name(&segments[..i]),
+                Some(segments[i + 1..].join("/")),
+            ),
             None if separator_required => return path.to_string(),
-            None => (rest.to_string(), None),
+            None => (decode_name(&segments), None),
         };
         let mut out = format!("{prefix}{}", encode_segment(&name));
         if let Some(tail) = tail {
@@ -48,6 +51,45 @@ pub fn canonical_path(path: &str) -> String {
         return out;
     }
     path.to_string()
+}
+
+/// A group or environment path from its URL segments, each percent-decoded (`ac%6De`
+/// is `acme`). A segment whose escapes are malformed, are not UTF-8, or decode to `/`
+/// or to the separator `-` is kept as sent, so that the path's validation refuses it
+/// (see `path_segments_decoded` in `extract`, which names the problem).
+fn decode_name(segments: &[&str]) -> String {
+    segments
+        .iter()
+        .map(|segment| match decode_param(segment) {
+            Ok(decoded) if !decoded.contains('/') && decoded != EMPTY_SEGMENT => decoded,
+            _ => segment.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Decodes one path segment's percent-escapes strictly: `%` must be followed by two
+/// hex digits, and the result must be UTF-8. The error is the problem, for a 400.
+pub(crate) fn decode_param(raw: &str) -> Result<String, &'static str> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("has a malformed percent-escape (`%` must be followed by two hex digits)")?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "is not valid UTF-8 once percent-decoded")
 }
 
 /// The value of a `{group}` or `{environment}` segment, as the router decoded it.
@@ -128,6 +170,28 @@ mod tests {
         for (given, want) in cases {
             assert_eq!(canonical_path(given), want, "{given}");
         }
+    }
+
+    #[test]
+    fn segments_are_percent_decoded_strictly() {
+        assert_eq!(decode_param("r%31").as_deref(), Ok("r1"));
+        assert_eq!(decode_param("%C3%A9").as_deref(), Ok("é"));
+        for bad in ["%", "r%3", "%zz", "%+1", "%FF", "%C3%28"] {
+            assert!(decode_param(bad).is_err(), "{bad}");
+        }
+        // Escapes in group paths are decoded, except into `/` or the separator.
+        assert_eq!(
+            canonical_path("/v1/groups/ac%6De/pay/-/runners"),
+            "/v1/groups/acme%2Fpay/-/runners"
+        );
+        assert_eq!(
+            canonical_path("/v1/groups/%2D/-/runners"),
+            "/v1/groups/%252D/-/runners"
+        );
+        assert_eq!(
+            canonical_path("/v1/groups/a%zz/-/rules"),
+            "/v1/groups/a%25zz/-/rules"
+        );
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub fn conforms(
             let Some(response) = op["responses"].get(status.as_str()) else {
                 panic!("{at}: status {status} is not declared for {m} {template}: {body}");
             };
+            if method == "HEAD" {
+                // HEAD answers a GET's status and headers, never a body.
+                assert!(body.is_null(), "{at}: a HEAD answer with a body: {body}");
+                return;
+            }
             match response.get("content") {
                 None => {
                     assert!(
@@ -105,9 +110,24 @@ impl Api {
 
     /// An API whose queue is `queue` (a failing one, say) instead of the real SQS queue.
     pub async fn with_queue(queue: Option<Arc<dyn JobQueue>>) -> Self {
+        Self::build(queue, None).await
+    }
+
+    /// An API whose DynamoDB calls go to `endpoint` (a `FaultProxy` in front of moto).
+    pub async fn with_dynamodb_endpoint(endpoint: &str) -> Self {
+        Self::build(None, Some(endpoint)).await
+    }
+
+    async fn build(queue: Option<Arc<dyn JobQueue>>, dynamodb: Option<&str>) -> Self {
         let config = sortie_tests::sdk_config().await;
+        let dynamo_config = match dynamodb {
+            Some(url) => aws_sdk_dynamodb::config::Builder::from(&config)
+                .endpoint_url(url)
+                .build(),
+            None => aws_sdk_dynamodb::config::Builder::from(&config).build(),
+        };
         let store = Arc::new(DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(&config),
+            aws_sdk_dynamodb::Client::from_conf(dynamo_config),
             sortie_tests::unique("sortie"),
         ));
         store.ensure_table().await.unwrap();
