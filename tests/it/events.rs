@@ -251,7 +251,8 @@ fn ecs_samples_are_task_state_changes_of_sortie_runners() {
         assert_eq!(d["group"], "family:sortie-runner", "{name}");
         assert_eq!(d["launchType"], "FARGATE", "{name}");
         assert_eq!(
-            d["startedBy"], "sortie:01jexample0000000000000000",
+            d["startedBy"],
+            sortie_launch::started_by("01jexample0000000000000000"),
             "{name}"
         );
         assert!(

@@ -572,8 +572,8 @@ fn ecs_task_state_pattern_is_sortie_only(pattern: &Value, what: &str) {
     assert_eq!(started_by.len(), 1, "{what}");
     assert_eq!(
         string(at(&started_by[0], &["prefix"]), what),
-        "sortie:",
-        "{what}: only tasks started by Sortie (startedBy = sortie:<job id>)"
+        sortie_launch::STARTED_BY_PREFIX,
+        "{what}: only tasks started by Sortie (startedBy = sortie/<job id>)"
     );
 }
 

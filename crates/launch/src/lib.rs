@@ -2,7 +2,7 @@
 //!
 //! [`EcsLauncher`] runs a Fargate task with ECS RunTask in the runner's account,
 //! as the runner's launcher role. Every launcher also stops, describes and finds
-//! (by `startedBy = sortie:<job id>`) the tasks it started, so the sweeper can
+//! (by `startedBy = sortie/<job id>`) the tasks it started, so the sweeper can
 //! adopt orphans and resolve lost completion events.
 
 mod ecs;
@@ -14,15 +14,19 @@ use sortie_core::{Job, TaskRef, TaskStop};
 pub use ecs::{classify, EcsCustomizer, EcsLauncher};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
 
-/// The `startedBy` of a job's task: `sortie:<job id>`.
+/// What every `startedBy` Sortie sets begins with. ECS allows only letters, digits, `-`,
+/// `/` and `_` in `startedBy` (at most 36), so the separator is `/`, not DESIGN's `:`.
+pub const STARTED_BY_PREFIX: &str = "sortie/";
+
+/// The `startedBy` of a job's task: `sortie/<job id>` (33 characters for a ULID).
 pub fn started_by(job_id: &str) -> String {
-    format!("sortie:{job_id}")
+    format!("{STARTED_BY_PREFIX}{job_id}")
 }
 
 /// The job id in a `startedBy`, if it is Sortie's.
 pub fn job_id_of(started_by: &str) -> Option<&str> {
     started_by
-        .strip_prefix("sortie:")
+        .strip_prefix(STARTED_BY_PREFIX)
         .filter(|id| !id.is_empty())
 }
 
@@ -124,5 +128,24 @@ impl Launcher for ByRunnerType {
     }
     async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
         self.pick(job)?.find(job).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn started_by_is_a_value_ecs_accepts_and_names_the_job() {
+        // A job id is a lower-case ULID: 26 characters.
+        let id = "01jnx6v4k2m8q9r3s5t7w0y1za";
+        let value = started_by(id);
+        assert!(
+            sortie_core::limits::is_ecs_started_by(&value),
+            "ECS allows only letters, digits, `-`, `/` and `_`, at most 36: {value}"
+        );
+        assert_eq!(job_id_of(&value), Some(id));
+        assert_eq!(job_id_of("ecs-svc/1234"), None);
+        assert_eq!(job_id_of(STARTED_BY_PREFIX), None);
     }
 }

@@ -80,7 +80,7 @@ async fn a_timeout_stop_kills_the_process_group_and_the_stopped_event_maps_to_ti
         .unwrap();
     let stopped = next_event(&mut rx).await;
     assert_eq!(stopped["lastStatus"], "STOPPED");
-    assert_eq!(stopped["startedBy"], format!("sortie:{}", j.id));
+    assert_eq!(stopped["startedBy"], format!("sortie/{}", j.id));
     assert_eq!(stopped["stoppedReason"], "sortie: timed out after 60s");
     let detail: sortie_lifecycle_shape::Detail = serde_json::from_value(stopped).unwrap();
     let stop = TaskStop {

@@ -225,7 +225,7 @@ async fn running_with_next() -> (World, EcsTaskStateChange) {
         .unwrap()
         .to_string();
     let mut change = stopped_detail();
-    change.started_by = Some(format!("sortie:{}", job.id));
+    change.started_by = Some(format!("sortie/{}", job.id));
     change.task_arn = task;
     (w, change)
 }

@@ -39,7 +39,7 @@ pub struct EcsTaskStateChange {
     /// The status ECS is moving the task to.
     #[serde(default)]
     pub desired_status: Option<String>,
-    /// Who started the task: `sortie:<job id>` for Sortie's.
+    /// Who started the task: `sortie/<job id>` for Sortie's.
     #[serde(default)]
     pub started_by: Option<String>,
     /// Why the task stopped, as a code.

@@ -17,7 +17,7 @@ use sortie_store::{EnvironmentStore, JobStore};
 fn launches(w: &World, job_id: &str) -> usize {
     let mut ids = std::collections::BTreeSet::new();
     for r in w.proxy.requests_for("RunTask") {
-        if r.json().unwrap()["startedBy"] == format!("sortie:{job_id}") {
+        if r.json().unwrap()["startedBy"] == format!("sortie/{job_id}") {
             ids.insert(
                 r.header("amz-sdk-invocation-id")
                     .unwrap_or_default()
@@ -68,7 +68,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
     // The RunTask request carried what the design requires.
     let run = &w.proxy.requests_for("RunTask")[0];
     let body = run.json().unwrap();
-    assert_eq!(body["startedBy"], format!("sortie:{}", job.id));
+    assert_eq!(body["startedBy"], format!("sortie/{}", job.id));
     assert_eq!(body["clientToken"], job.id.as_str());
     assert_eq!(
         body["capacityProviderStrategy"][0]["capacityProvider"],
@@ -109,7 +109,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
         .ecs
         .list_tasks()
         .cluster(&w.cluster)
-        .started_by(format!("sortie:{}", job.id))
+        .started_by(format!("sortie/{}", job.id))
         .send()
         .await
         .unwrap();

@@ -301,7 +301,7 @@ impl World {
     ) -> sortie_lifecycle::EcsTaskStateChange {
         let path = sortie_tests::repo_root().join("events").join(sample);
         let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        v["detail"]["startedBy"] = json!(format!("sortie:{job_id}"));
+        v["detail"]["startedBy"] = json!(format!("sortie/{job_id}"));
         v["detail"]["taskArn"] = json!(task_arn);
         serde_json::from_value(v["detail"].clone()).unwrap()
     }
