@@ -1,0 +1,420 @@
+//! Runners: where a job runs (`runner_configuration`) and where its state lives
+//! (`state_storage_configuration`), in the shape of a Humanitec canyon runner file.
+//!
+//! [`RunnerSpec::parse`] reads YAML or JSON and reports every problem at once,
+//! each with its field path, including an incompatible runner/storage pairing.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::limits;
+use crate::names::RunnerId;
+use crate::problems::{parse_document, Fields, Problems};
+use crate::ValidationError;
+
+mod decode;
+
+pub use decode::{check_env_names, check_secret_refs};
+use decode::{decode_runner, decode_storage};
+
+/// Default job timeout: 2 hours.
+pub const DEFAULT_TIMEOUT_SECONDS: u32 = 2 * 60 * 60;
+/// Longest allowed job timeout: 24 hours.
+pub const MAX_TIMEOUT_SECONDS: u32 = 24 * 60 * 60;
+/// Shortest allowed job timeout: 1 minute.
+pub const MIN_TIMEOUT_SECONDS: u32 = 60;
+/// Environment variable names with this prefix are reserved for Sortie itself.
+pub const RESERVED_ENV_PREFIX: &str = "SORTIE_";
+
+/// The allowed runner/state-storage pairings, as stated in every mismatch message.
+pub const COMPATIBILITY_MATRIX: &str =
+    "ecs-fargate + s3; eks + s3 or kubernetes; local + s3 or local";
+
+/// A stored runner: its id (owner group plus name) and its specification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Runner {
+    /// The runner's id, `<owner group>/<name>` (just `<name>` for a shared runner).
+    pub id: RunnerId,
+    /// What the runner is and where its state lives.
+    #[serde(flatten)]
+    pub spec: RunnerSpec,
+}
+
+/// A runner file: description, runner configuration and state storage configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunnerSpec {
+    /// Free text shown to users.
+    #[serde(default)]
+    pub description: String,
+    /// Where and how jobs run.
+    pub runner_configuration: RunnerConfiguration,
+    /// Where Terraform state lives.
+    pub state_storage_configuration: StateStorageConfiguration,
+}
+
+/// Where and how a runner runs jobs, by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum RunnerConfiguration {
+    /// One Fargate task per job, launched with ECS RunTask in the runner's account.
+    EcsFargate(EcsFargateRunner),
+    /// One Kubernetes Job per job on an EKS cluster.
+    Eks(EksRunner),
+    /// A child process on the host: for development, the demo and tests.
+    Local(LocalRunner),
+}
+
+/// How Sortie reaches a target account: the role to assume and its ExternalId.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AwsAccess {
+    /// The launcher role Sortie assumes, `arn:aws:iam::<account>:role/<name>`.
+    pub role_arn: String,
+    /// The ExternalId the role's trust policy requires.
+    pub external_id: String,
+    /// The AWS region of the cluster.
+    pub region: String,
+}
+
+/// Fargate capacity provider for a runner's plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CapacityProvider {
+    /// On-demand Fargate for every job.
+    #[default]
+    #[serde(rename = "FARGATE")]
+    Fargate,
+    /// Spot for `plan` jobs; `apply` and `destroy` always run on on-demand Fargate.
+    #[serde(rename = "FARGATE_SPOT")]
+    FargateSpot,
+}
+
+/// The `ecs-fargate` runner type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcsFargateRunner {
+    /// The target account and region.
+    #[serde(flatten)]
+    pub access: AwsAccess,
+    /// ECS cluster name or ARN.
+    pub cluster: String,
+    /// Task definition family, `family:revision` or ARN.
+    pub task_definition: String,
+    /// The runner container's name in the task definition.
+    pub container_name: String,
+    /// Subnet ids for the task's ENI.
+    pub subnets: Vec<String>,
+    /// Security group ids for the task's ENI.
+    pub security_groups: Vec<String>,
+    /// Whether the task gets a public IP.
+    #[serde(default)]
+    pub assign_public_ip: bool,
+    /// `FARGATE` or `FARGATE_SPOT` (Spot is used for plans only).
+    #[serde(default)]
+    pub capacity_provider: CapacityProvider,
+    /// Task CPU override in CPU units (256, 512, 1024, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+    /// Task memory override in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u32>,
+    /// A least-privilege task role per job, passed as the RunTask `taskRoleArn` override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_role_arn: Option<String>,
+    /// Plain environment variables for the runner container.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Secret references (Secrets Manager or SSM ARNs) by environment variable name.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
+    /// Job timeout in seconds, enforced from outside the container.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u32,
+}
+
+/// The `eks` runner type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EksRunner {
+    /// The target account and region.
+    #[serde(flatten)]
+    pub access: AwsAccess,
+    /// EKS cluster name.
+    pub cluster: String,
+    /// The Kubernetes Job template knobs.
+    pub job: EksJob,
+    /// Job timeout in seconds, enforced from outside the pod.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u32,
+}
+
+/// The Kubernetes Job knobs of an `eks` runner (Terrakube's ephemeral executor knobs).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EksJob {
+    /// Namespace the Job is created in.
+    pub namespace: String,
+    /// Service account the pod runs as.
+    pub service_account: String,
+    /// Runner image.
+    pub image: String,
+    /// Node selector labels.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Pod tolerations.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// Pod annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Container resource requests and limits.
+    #[serde(default)]
+    pub resources: Resources,
+    /// A partial PodTemplateSpec merged over the generated one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<Value>,
+    /// Seconds after which a finished Job is garbage-collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<u32>,
+    /// Kubernetes' own deadline for the Job, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<u32>,
+    /// Plain environment variables for the runner container.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Secret references (Secrets Manager or SSM ARNs) by environment variable name.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
+}
+
+/// A Kubernetes toleration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Toleration {
+    /// Taint key (empty with `Exists` matches every taint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `Equal` (default) or `Exists`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    /// Taint value for `Equal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty matches all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+    /// How long a `NoExecute` toleration lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// Container resource requests and limits, as Kubernetes quantities.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// Requests, such as `cpu: 500m`, `memory: 1Gi`.
+    #[serde(default)]
+    pub requests: BTreeMap<String, String>,
+    /// Limits, such as `memory: 2Gi`.
+    #[serde(default)]
+    pub limits: BTreeMap<String, String>,
+}
+
+/// The `local` runner type: `sortie-runner` as a child process of the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocalRunner {
+    /// Path of the `sortie-runner` binary; found next to the launcher or on PATH when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_binary: Option<String>,
+    /// Plain environment variables for the runner process.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Job timeout in seconds, enforced by the launcher killing the process group.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u32,
+}
+
+/// Where Terraform state lives, by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum StateStorageConfiguration {
+    /// An S3 bucket.
+    S3(S3Storage),
+    /// Kubernetes secrets in a namespace (`eks` runners only).
+    Kubernetes(KubernetesStorage),
+    /// A directory on the host (`local` runners only).
+    Local(LocalStorage),
+}
+
+/// The `s3` state storage type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Storage {
+    /// Bucket name.
+    pub bucket: String,
+    /// Prefix of every state key: the key is `<key_prefix><environment path>/terraform.tfstate`.
+    #[serde(default)]
+    pub key_prefix: String,
+    /// Bucket region.
+    pub region: String,
+    /// KMS key for server-side encryption of the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    /// Lock with an S3 lock file (Terraform ≥ 1.10, OpenTofu ≥ 1.10).
+    #[serde(default)]
+    pub use_lockfile: bool,
+    /// Lock with a DynamoDB table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamodb_table: Option<String>,
+    /// An S3 endpoint override, for a local AWS in development.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+impl S3Storage {
+    /// The state object's key for an environment: `<key_prefix><environment path>/terraform.tfstate`.
+    pub fn state_key(&self, environment: &crate::EnvPath) -> String {
+        format!("{}{}/terraform.tfstate", self.key_prefix, environment)
+    }
+}
+
+/// The `kubernetes` state storage type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KubernetesStorage {
+    /// Namespace holding the state secrets.
+    pub namespace: String,
+}
+
+/// The `local` state storage type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalStorage {
+    /// Directory holding one state file per environment.
+    pub directory: String,
+}
+
+fn default_timeout() -> u32 {
+    DEFAULT_TIMEOUT_SECONDS
+}
+
+impl RunnerConfiguration {
+    /// The type name, as written in `runner_configuration.type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::EcsFargate(_) => "ecs-fargate",
+            Self::Eks(_) => "eks",
+            Self::Local(_) => "local",
+        }
+    }
+
+    /// The job timeout in seconds.
+    pub fn timeout_seconds(&self) -> u32 {
+        match self {
+            Self::EcsFargate(c) => c.timeout_seconds,
+            Self::Eks(c) => c.timeout_seconds,
+            Self::Local(c) => c.timeout_seconds,
+        }
+    }
+
+    /// The target account access, for the types that launch in AWS.
+    pub fn aws_access(&self) -> Option<&AwsAccess> {
+        match self {
+            Self::EcsFargate(c) => Some(&c.access),
+            Self::Eks(c) => Some(&c.access),
+            Self::Local(_) => None,
+        }
+    }
+}
+
+impl StateStorageConfiguration {
+    /// The type name, as written in `state_storage_configuration.type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::S3(_) => "s3",
+            Self::Kubernetes(_) => "kubernetes",
+            Self::Local(_) => "local",
+        }
+    }
+}
+
+/// True when a runner type may use a state storage type (see [`COMPATIBILITY_MATRIX`]).
+pub fn compatible(runner_type: &str, storage_type: &str) -> bool {
+    matches!(
+        (runner_type, storage_type),
+        ("ecs-fargate", "s3")
+            | ("eks", "s3")
+            | ("eks", "kubernetes")
+            | ("local", "s3")
+            | ("local", "local")
+    )
+}
+
+impl RunnerSpec {
+    /// Parses a runner file (YAML or JSON) and validates it, reporting every problem.
+    pub fn parse(text: &str) -> Result<Self, ValidationError> {
+        Self::from_value(&parse_document(text)?)
+    }
+
+    /// Decodes and validates an already-parsed document, reporting every problem.
+    pub fn from_value(value: &Value) -> Result<Self, ValidationError> {
+        let mut p = Problems::default();
+        let Some(mut top) = Fields::new(value, "", &mut p) else {
+            return Err(ValidationError { problems: p.0 });
+        };
+        let description: String = top.optional("description", &mut p).unwrap_or_default();
+        let runner = match top.raw("runner_configuration") {
+            Some(v) => decode_runner(v, &mut p),
+            None => {
+                p.push("runner_configuration", "is required");
+                None
+            }
+        };
+        let storage = match top.raw("state_storage_configuration") {
+            Some(v) => decode_storage(v, &mut p),
+            None => {
+                p.push("state_storage_configuration", "is required");
+                None
+            }
+        };
+        top.finish(&mut p);
+        if let (Some(r), Some(s)) = (&runner, &storage) {
+            if !compatible(r.type_name(), s.type_name()) {
+                p.push(
+                    "state_storage_configuration.type",
+                    format!(
+                        "`{}` state storage cannot be used by a `{}` runner; allowed pairings: {COMPATIBILITY_MATRIX}",
+                        s.type_name(),
+                        r.type_name()
+                    ),
+                );
+            }
+        }
+        match (runner, storage) {
+            (Some(runner_configuration), Some(state_storage_configuration)) if p.is_empty() => {
+                let spec = Self {
+                    description,
+                    runner_configuration,
+                    state_storage_configuration,
+                };
+                let size = spec.item_size();
+                if size > limits::RUNNER_SPEC_ITEM_MAX {
+                    p.push(
+                        "",
+                        format!(
+                            "the runner takes about {size} bytes in DynamoDB; at most {} are allowed, so that a job carrying it fits DynamoDB's {}-byte item",
+                            limits::RUNNER_SPEC_ITEM_MAX,
+                            limits::DYNAMODB_ITEM_MAX
+                        ),
+                    );
+                }
+                p.finish(spec)
+            }
+            _ => Err(ValidationError { problems: p.0 }),
+        }
+    }
+}
+
+impl RunnerSpec {
+    /// The estimated DynamoDB size of this specification as stored (see
+    /// [`limits::dynamodb_item_size`]).
+    pub fn item_size(&self) -> usize {
+        serde_json::to_value(self)
+            .map(|v| limits::dynamodb_item_size(&v))
+            .unwrap_or(usize::MAX)
+    }
+}
