@@ -15,6 +15,7 @@ use crate::problems::{parse_document, Fields, Problems};
 use crate::ValidationError;
 
 mod decode;
+mod eks;
 
 pub use decode::{check_env_names, check_secret_refs};
 use decode::{decode_runner, decode_storage};
