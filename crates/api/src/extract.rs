@@ -62,7 +62,12 @@ impl Caller {
         what: &str,
     ) -> Result<Principal, ApiError> {
         let caller = &self.0;
-        let mut memberships = state.store.memberships_for(group.org()).await?;
+        let mut memberships = state
+            .memberships
+            .memberships_for(state.store.as_ref(), group.org())
+            .await?
+            .as_ref()
+            .clone();
         if state.admin_subjects.contains(&caller.subject) && !caller.subject.is_empty() {
             memberships.push(sortie_core::Membership {
                 group: GroupPath::root(),

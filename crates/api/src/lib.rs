@@ -16,6 +16,7 @@
 
 mod error;
 mod extract;
+mod memberships_cache;
 pub mod model;
 mod openapi;
 pub mod routes;
@@ -29,6 +30,7 @@ use sortie_store::Store;
 pub use error::{
     ApiError, ErrorBody, ErrorDetail, FieldProblem, ACCEPTED_MEDIA_TYPES, INVALID_TOKEN_CHALLENGE,
 };
+pub use memberships_cache::{MembershipCache, MEMBERSHIP_TTL};
 pub use openapi::openapi;
 pub use routes::Route;
 
@@ -54,6 +56,9 @@ pub struct AppState {
     pub artifacts: Arc<dyn sortie_store::Artifacts>,
     /// The artifacts bucket's name and region, given to runners in their spec.
     pub bucket: BucketConfig,
+    /// The memberships requests are authorised against, cached per instance for at most
+    /// [`MEMBERSHIP_TTL`].
+    pub memberships: MembershipCache,
     /// JWT subjects that are system administrators (owners of the root group) from
     /// configuration: how the first administrator of a fresh deployment exists.
     pub admin_subjects: Vec<String>,

@@ -772,6 +772,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
             name: "b".into(),
             region: "us-east-1".into(),
         },
+        memberships: Default::default(),
         admin_subjects: vec![],
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")

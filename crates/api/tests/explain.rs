@@ -113,6 +113,7 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
             name: "b".into(),
             region: "us-east-1".into(),
         },
+        memberships: Default::default(),
         admin_subjects: vec![],
     });
 

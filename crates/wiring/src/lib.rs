@@ -163,6 +163,7 @@ impl Composition {
                 name: self.resources.bucket.clone().unwrap_or_default(),
                 region: self.region.clone(),
             },
+            memberships: Default::default(),
             admin_subjects: self.resources.admin_subjects.clone(),
         })
     }

@@ -91,6 +91,7 @@ pub(crate) async fn grant_membership(
         granted_at: Utc::now(),
     };
     state.store.put_membership(&record).await?;
+    state.memberships.invalidate(group.org());
     Ok(Reply::new(StatusCode::CREATED, record))
 }
 
@@ -115,5 +116,6 @@ pub(crate) async fn revoke_membership(
         )
         .await?;
     state.store.delete_membership(&group, &id).await?;
+    state.memberships.invalidate(group.org());
     Ok(StatusCode::NO_CONTENT)
 }

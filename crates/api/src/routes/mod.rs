@@ -403,6 +403,7 @@ mod tests {
                 name: "b".into(),
                 region: "us-east-1".into(),
             },
+            memberships: Default::default(),
             admin_subjects: vec![],
         })
     }

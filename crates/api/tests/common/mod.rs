@@ -94,6 +94,9 @@ pub struct Api {
     pub artifacts: Arc<S3Artifacts>,
     pub sqs: aws_sdk_sqs::Client,
     pub queue_url: String,
+    /// The API's membership cache: grants written straight to the table forget it, as a
+    /// grant through this instance's own routes does.
+    pub memberships: sortie_api::MembershipCache,
 }
 
 pub struct Reply {
@@ -152,6 +155,7 @@ impl Api {
             aws_sdk_eventbridge::Client::new(&config),
             "default",
         ));
+        let memberships = sortie_api::MembershipCache::default();
         let app = router(AppState {
             store: store.clone(),
             jobs: JobService {
@@ -165,6 +169,7 @@ impl Api {
                 name: bucket,
                 region: "us-east-1".into(),
             },
+            memberships: memberships.clone(),
             admin_subjects: vec!["bootstrap-admin".into()],
         });
         let api = Self {
@@ -173,6 +178,7 @@ impl Api {
             store,
             sqs,
             queue_url,
+            memberships,
         };
         api.grant("", Role::Owner, "admin").await;
         api
@@ -195,6 +201,8 @@ impl Api {
             })
             .await
             .unwrap();
+        self.memberships
+            .invalidate(GroupPath::parse(group).unwrap().org());
     }
 
     /// Sends a request as `subject` (None: no verified claims).
