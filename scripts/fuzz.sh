@@ -16,7 +16,9 @@
 # what it finds in the git-ignored fuzz/work/TARGET; a crash or a slow input
 # (over FUZZ_TIMEOUT seconds, default 10) is written to fuzz/artifacts/TARGET/
 # and fails the run. Each run ends with one line:
-#   fuzz: target=T seconds=S execs=N corpus=C crashes=K
+#   fuzz: target=T seconds=S execs=N corpus=C cov=V crashes=K status=X
+# (corpus and cov are libFuzzer's final `corp:` and `cov:`: inputs kept, and
+# coverage points reached).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,14 +64,16 @@ run() {
         -artifact_prefix="$artifacts/" </dev/null 2>&1 | tee "$out" | grep -E --line-buffered 'DONE|pulse|NEW_FUNC|ERROR|panicked|SUMMARY|Test unit written|^#[0-9]+ +INITED' >&2
     local status="${PIPESTATUS[0]}"
     set -e
-    local execs corpus crashes
+    local execs corpus cov crashes done_line
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$out" | tail -n1)"
-    corpus="$(find "$work" -type f | wc -l)"
+    done_line="$(grep -E '^#[0-9]+ +DONE' "$out" | tail -n1)" || true
+    corpus="$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$done_line")"
+    cov="$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$done_line")"
     crashes=$(($(find "$artifacts" -type f | wc -l) - before))
     mkdir -p fuzz/work
     cp "$out" "fuzz/work/$target.log"
     rm -f "$out"
-    echo "fuzz: target=$target seconds=$seconds execs=${execs:-?} corpus=$corpus crashes=$crashes status=$status"
+    echo "fuzz: target=$target seconds=$seconds execs=${execs:-?} corpus=${corpus:-?} cov=${cov:-?} crashes=$crashes status=$status"
     [[ "$status" == 0 && "$crashes" == 0 ]]
 }
 
