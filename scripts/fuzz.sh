@@ -66,7 +66,7 @@ run() {
     set -e
     local execs corpus cov crashes done_line
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$out" | tail -n1)"
-    done_line="$(grep -E '^#[0-9]+ +DONE' "$out" | tail -n1)" || true
+    done_line="$(grep -E '^#[0-9]+[[:space:]]+DONE' "$out" | tail -n1)" || true
     corpus="$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$done_line")"
     cov="$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$done_line")"
     crashes=$(($(find "$artifacts" -type f | wc -l) - before))
