@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test tools fmt fmt-check lint clippy demo infra
+.PHONY: test tools fmt fmt-check lint clippy demo infra fuzz schemathesis
 
 ## test: install tools, check formatting, lint, then run every test against a local moto
 # (explicit steps rather than prerequisites, so the order holds even under -j)
@@ -13,6 +13,13 @@ test:
 	cargo clippy --workspace --all-targets -- -D warnings
 	scripts/check-infra.sh
 	scripts/with-moto.sh cargo test --workspace
+	@# Bounded API fuzzing (about 270 requests, well under 2 minutes), off until the API
+	@# validation and HTTP-convention fixes land: SORTIE_SCHEMATHESIS=1 turns it on.
+	@if [[ "$${SORTIE_SCHEMATHESIS:-}" == 1 ]]; then \
+		SCHEMATHESIS_PHASES=fuzzing scripts/with-moto.sh scripts/schemathesis.sh 10; \
+	else \
+		echo "make test: skipping schemathesis (set SORTIE_SCHEMATHESIS=1 to run it)"; \
+	fi
 
 ## tools: install the pinned tools (moto, cfn-lint, cargo-lambda, terraform 0.11.11) into .tools/
 tools:
@@ -39,3 +46,13 @@ demo:
 ## infra: lint the SAM and target-account templates, the k8s manifests and the runner Dockerfile
 infra:
 	scripts/check-infra.sh
+
+## fuzz: run each cargo-fuzz target for FUZZ_SECONDS seconds (default 60); see docs/FUZZING.md
+FUZZ_SECONDS ?= 60
+fuzz:
+	scripts/fuzz.sh all $(FUZZ_SECONDS)
+
+## schemathesis: fuzz the HTTP API of `sortie dev` on moto (SCHEMATHESIS_MAX_EXAMPLES per operation, default 100)
+SCHEMATHESIS_MAX_EXAMPLES ?= 100
+schemathesis:
+	scripts/with-moto.sh scripts/schemathesis.sh $(SCHEMATHESIS_MAX_EXAMPLES)

@@ -19,6 +19,58 @@ export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CHECKPOINT_DISABLE=1
 
 log() { printf 'tools: %s\n' "$*" >&2; }
 
+# Optional tool sets, installed only when asked (plain `scripts/tools.sh`, which
+# `make test` runs, never builds them):
+#
+#   scripts/tools.sh fuzz          cargo-fuzz $cargo_fuzz_version into .tools/cargo-fuzz/bin (scripts/fuzz.sh)
+#   scripts/tools.sh schemathesis  scripts/requirements-schemathesis.txt into .tools/schemathesis-venv
+#                                  (scripts/schemathesis.sh)
+cargo_fuzz_version="0.13.2"
+
+install_cargo_fuzz() {
+    local bin="$tools/cargo-fuzz/bin/cargo-fuzz" have=""
+    [[ -x "$bin" ]] && have="$("$bin" --version 2>/dev/null | awk '{print $2}')" || true
+    if [[ "$have" == "$cargo_fuzz_version" ]]; then
+        log "up to date (cargo-fuzz $have)"
+        return 0
+    fi
+    log "cargo install cargo-fuzz $cargo_fuzz_version --locked --root .tools/cargo-fuzz"
+    local start=$SECONDS
+    # Its own target dir, so a CARGO_TARGET_DIR in the caller's environment is not filled with it.
+    CARGO_TARGET_DIR="$tools/cargo-fuzz/build" cargo install cargo-fuzz --version "$cargo_fuzz_version" \
+        --locked --root "$tools/cargo-fuzz" --quiet </dev/null
+    rm -rf "$tools/cargo-fuzz/build"
+    have="$("$bin" --version 2>/dev/null | awk '{print $2}')" || true
+    [[ "$have" == "$cargo_fuzz_version" ]] || { log "cargo-fuzz says '$have', want $cargo_fuzz_version"; return 1; }
+    log "installed cargo-fuzz $have in $((SECONDS - start))s"
+}
+
+install_schemathesis() {
+    local venv="$tools/schemathesis-venv" req="$root/scripts/requirements-schemathesis.txt"
+    local stamp="$venv.sha256" h
+    h="$(sha256sum "$req" | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/schemathesis" ]]; then
+        log "up to date (schemathesis venv, requirements ${h:0:12})"
+        return 0
+    fi
+    local start=$SECONDS
+    log "installing scripts/requirements-schemathesis.txt into .tools/schemathesis-venv"
+    rm -rf "$venv" "$stamp"
+    mkdir -p "$tools"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
+    [[ -x "$venv/bin/schemathesis" ]] || { log "missing $venv/bin/schemathesis after install"; return 1; }
+    echo "$h" >"$stamp"
+    log "installed $("$venv/bin/schemathesis" --version 2>&1 | head -n1) in $((SECONDS - start))s"
+}
+
+case "${1:-}" in
+    "") ;;
+    fuzz) install_cargo_fuzz; exit 0 ;;
+    schemathesis) install_schemathesis; exit 0 ;;
+    *) log "usage: scripts/tools.sh [fuzz|schemathesis]"; exit 2 ;;
+esac
+
 hash="$(sha256sum "$req" | cut -d' ' -f1)"
 
 verify() {
