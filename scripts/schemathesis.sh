@@ -29,7 +29,7 @@ log() { printf 'schemathesis: %s\n' "$*" >&2; }
 scripts/tools.sh schemathesis </dev/null
 venv=".tools/schemathesis-venv"
 log "building sortie and sortie-runner"
-cargo build --quiet -p sortie-cli -p sortie-runner
+cargo build --quiet --workspace --bins
 target_dir="${CARGO_TARGET_DIR:-target}"
 
 work=".tools/schemathesis"
