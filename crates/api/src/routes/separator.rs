@@ -101,12 +101,22 @@ pub(crate) fn decode_segment(segment: &str) -> &str {
     }
 }
 
+/// Percent-encodes every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`), so that
+/// no decoded character (`/`, `%`, `#`, `?`, a space, a non-ASCII letter) can change
+/// the shape of the rewritten URI: the router sees exactly one segment.
 fn encode_segment(path: &str) -> String {
     if path.is_empty() {
-        EMPTY_SEGMENT.to_string()
-    } else {
-        path.replace('%', "%25").replace('/', "%2F")
+        return EMPTY_SEGMENT.to_string();
     }
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Applies [`canonical_path`] to a request, keeping its query and remembering the
@@ -192,6 +202,20 @@ mod tests {
             canonical_path("/v1/groups/a%zz/-/rules"),
             "/v1/groups/a%25zz/-/rules"
         );
+    }
+
+    #[test]
+    fn no_decoded_character_can_split_or_end_the_rewritten_segment() {
+        // `%23` is `#` and `%3F` is `?`: once decoded they must not start a fragment or
+        // a query in the rewritten URI (schemathesis found a 405 here).
+        let path = canonical_path("/v1/environments/%C2%B4MS%C2%8A%23/-/refresh-runner");
+        assert_eq!(
+            path, "/v1/environments/%C2%B4MS%C2%8A%23/-/refresh-runner",
+            "one segment, every reserved byte escaped"
+        );
+        let path = canonical_path("/v1/groups/a%3Fb/c d/-/runners");
+        assert_eq!(path, "/v1/groups/a%3Fb%2Fc%20d/-/runners");
+        assert!(PathAndQuery::try_from(path.as_str()).is_ok());
     }
 
     #[test]
