@@ -894,40 +894,6 @@ async fn a_table_of_bad_requests_gets_clear_errors_never_500() {
     }
 }
 
-/// Launches a job as dispatch would: claimed, running, with a token.
-async fn launch(api: &Api, job_id: &str, token: &str) {
-    use sortie_core::JobState;
-    let job_id = &sortie_core::JobId::from(job_id);
-    let now = chrono::Utc::now();
-    api.store
-        .transition_job(
-            job_id,
-            JobState::Queued,
-            JobState::Dispatching,
-            now,
-            "claimed",
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    let update = sortie_store::JobUpdate {
-        task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
-        token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
-        ..Default::default()
-    };
-    api.store
-        .transition_job(
-            job_id,
-            JobState::Dispatching,
-            JobState::Running,
-            now,
-            "launched",
-            update,
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     let api = Api::new().await;
@@ -956,8 +922,8 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
         .as_str()
         .unwrap()
         .to_string();
-    launch(&api, &a, "token-a").await;
-    launch(&api, &b, "token-b").await;
+    api.launch(&a, "token-a").await;
+    api.launch(&b, "token-b").await;
     let spec = api
         .call(
             None,
@@ -1073,7 +1039,7 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         .as_str()
         .unwrap()
         .to_string();
-    launch(&api, &id, "t").await;
+    api.launch(&id, "t").await;
     let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
     let bucket = api.artifacts.bucket().to_string();
     let put = |offset: u64, text: &'static str| {

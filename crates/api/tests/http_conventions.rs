@@ -29,7 +29,6 @@ fn header<'a>(r: &'a common::Reply, name: &str) -> Option<&'a str> {
 
 /// A running job of `acme/prod` whose token is `token`.
 async fn running_job(api: &Api, token: &str) -> String {
-    use sortie_core::JobState;
     seed_org(api, "acme").await;
     api.create_env("acme", "prod", "production").await;
     let id = api
@@ -43,39 +42,10 @@ async fn running_job(api: &Api, token: &str) -> String {
         .as_str()
         .unwrap()
         .to_string();
-    let job_id = sortie_core::JobId::from(id.as_str());
-    let now = chrono::Utc::now();
-    api.store
-        .transition_job(
-            &job_id,
-            JobState::Queued,
-            JobState::Dispatching,
-            now,
-            "claimed",
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    let update = sortie_store::JobUpdate {
-        task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
-        token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
-        ..Default::default()
-    };
-    api.store
-        .transition_job(
-            &job_id,
-            JobState::Dispatching,
-            JobState::Running,
-            now,
-            "launched",
-            update,
-        )
-        .await
-        .unwrap();
+    api.launch(&id, token).await;
     id
 }
 
-use sortie_store::JobStore;
 
 #[tokio::test]
 async fn every_405_lists_the_allowed_methods_in_allow() {

@@ -205,6 +205,41 @@ impl Api {
             .invalidate(GroupPath::parse(group).unwrap().org());
     }
 
+    /// Launches a job as dispatch would: claimed, running, with a token.
+    pub async fn launch(&self, job_id: &str, token: &str) {
+        use sortie_core::JobState;
+        use sortie_store::JobStore;
+        let job_id = &sortie_core::JobId::from(job_id);
+        let now = chrono::Utc::now();
+        self.store
+            .transition_job(
+                job_id,
+                JobState::Queued,
+                JobState::Dispatching,
+                now,
+                "claimed",
+                Default::default(),
+            )
+            .await
+            .unwrap();
+        let update = sortie_store::JobUpdate {
+            task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
+            token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+            ..Default::default()
+        };
+        self.store
+            .transition_job(
+                job_id,
+                JobState::Dispatching,
+                JobState::Running,
+                now,
+                "launched",
+                update,
+            )
+            .await
+            .unwrap();
+    }
+
     /// Sends a request as `subject` (None: no verified claims).
     pub async fn call(
         &self,
