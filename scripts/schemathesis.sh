@@ -73,11 +73,15 @@ log "fixtures: runner acme/local, rule acme:default, environment acme/prod, job 
 
 log "+ schemathesis run $url/v1/openapi.json --max-examples $max_examples --seed $seed ${phases[*]}"
 set +e
+# `filter_too_much` is a generator health check, not an API check: group and
+# environment paths with their slashes cannot be generated for an OpenAPI path
+# parameter, so most generated values are filtered out for those operations.
 # The job id goes into the dictionaries literally (schemathesis does not expand
 # ${...} there), so the script runs a copy of the configuration with it filled in.
 sed "s/\${SORTIE_JOB}/$SORTIE_JOB/g" scripts/schemathesis.toml >"$work/schemathesis.toml"
 "$venv/bin/schemathesis" --config-file "$work/schemathesis.toml" run "$url/v1/openapi.json" \
     --checks not_a_server_error,status_code_conformance,response_schema_conformance \
+    --suppress-health-check filter_too_much \
     --max-examples "$max_examples" --seed "$seed" --no-color "${phases[@]}" \
     --report junit,ndjson --report-dir "$work/report" </dev/null 2>&1 | tee "$work/schemathesis.log"
 status="${PIPESTATUS[0]}"
