@@ -46,7 +46,6 @@ async fn running_job(api: &Api, token: &str) -> String {
     id
 }
 
-
 #[tokio::test]
 async fn every_405_lists_the_allowed_methods_in_allow() {
     let api = Api::new().await;
