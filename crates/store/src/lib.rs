@@ -65,7 +65,7 @@ pub trait RuleStore: Send + Sync {
     /// Lists the rules of exactly this scope, with the scope's rule-set version.
     async fn list_rules(&self, scope: &GroupPath)
         -> Result<Versioned<Vec<RunnerRule>>, StoreError>;
-    /// Every rule at this group and all its ancestors, in one read.
+    /// Every rule at this group and all its ancestors (one query per scope, run concurrently).
     async fn rules_for(&self, group: &GroupPath) -> Result<Vec<RunnerRule>, StoreError>;
     /// Replaces the rule with the same id in its scope, checking the scope's rule-set
     /// version when given; `NotFound` if there is no such rule. Returns the rule with the

@@ -10,7 +10,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest,
+};
 use serde::{Deserialize, Serialize};
 use sortie_core::{GroupPath, RunnerRule};
 
@@ -129,6 +131,74 @@ impl DynamoStore {
         })
     }
 
+    /// What a change needs to know of its scope, cheaply: the version item, the changed rule's
+    /// item and the old-format item, in one consistent `BatchGetItem`. Only a scope still in
+    /// the old layout is read whole (the migration needs every rule). In the result, `rules`
+    /// holds just the changed rule when it exists (or every rule, in the old layout).
+    async fn scope_head(&self, scope: &GroupPath, id: &str) -> Result<Scope, StoreError> {
+        let pk = scope_pk(scope);
+        let keys = vec![
+            key(pk.clone(), VERSION_SK),
+            key(pk.clone(), &format!("{RULE_SK}{id}")),
+            key(pk.clone(), OLD_SK),
+        ];
+        let mut request = HashMap::from([(
+            self.table.clone(),
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .expect("keys are set"),
+        )]);
+        let mut found = Vec::new();
+        for _ in 0..RETRIES {
+            let out = self
+                .client
+                .batch_get_item()
+                .set_request_items(Some(request))
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+            found.extend(
+                out.responses
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default(),
+            );
+            match out.unprocessed_keys {
+                Some(u) if !u.is_empty() => request = u,
+                _ => break,
+            }
+        }
+        let sk_of = |i: &Item| {
+            i.get("sk")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        if found.iter().any(|i| sk_of(i) == OLD_SK) {
+            return self.read_scope(scope).await;
+        }
+        let mut head = Scope {
+            version: 0,
+            rules: vec![],
+            old: None,
+            stored_ids: BTreeSet::new(),
+        };
+        for item in found {
+            if sk_of(&item) == VERSION_SK {
+                head.version = item
+                    .get("version")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+            } else if let Ok(r) = from_item::<RuleItem>(item) {
+                head.rules.push(r.rule);
+            }
+        }
+        Ok(head)
+    }
+
     /// Puts and deletes items outside a transaction, 25 at a time (the migration's copy).
     async fn batch_write(&self, mut writes: Vec<WriteRequest>) -> Result<(), StoreError> {
         while !writes.is_empty() {
@@ -175,7 +245,7 @@ impl DynamoStore {
         };
         let rule_key = key(scope_pk(scope), &format!("{RULE_SK}{}", change.id()));
         for _ in 0..RETRIES {
-            let st = self.read_scope(scope).await?;
+            let st = self.scope_head(scope, change.id()).await?;
             let exists = st.rules.iter().any(|r| r.id == change.id());
             match change {
                 Change::Create(_) if exists => {
