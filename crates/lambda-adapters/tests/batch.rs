@@ -178,9 +178,11 @@ async fn a_record_for_an_unreadable_job_is_the_only_batch_item_failure_and_the_r
         "only the unreadable job's record"
     );
     assert_eq!(w.state(&jb.id).await, JobState::Running);
-    // The sweeper then fails the unreadable job and frees its environment.
+    // The sweeper (once the job is older than the re-send delay) fails the unreadable job
+    // and frees its environment.
+    let later = chrono::Utc::now() + chrono::Duration::minutes(2);
     for _ in 0..2 {
-        let _ = w.engine.sweep(chrono::Utc::now()).await;
+        let _ = w.engine.sweep(later).await;
     }
     let rec = w.store.get_job(&ja.id).await.unwrap();
     assert_eq!(rec.job.state, JobState::Failed);
