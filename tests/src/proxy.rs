@@ -155,6 +155,8 @@ fn hex(b: u8) -> Option<u8> {
 #[derive(Debug, Clone)]
 struct Fault {
     op: String,
+    /// Matching requests still to forward untouched before this fault applies.
+    skip: usize,
     remaining: usize,
     status: u16,
     code: String,
@@ -266,11 +268,26 @@ impl FaultProxy {
     /// the REST-XML `<Error>` document otherwise. Faults for the same
     /// operation are used in the order injected.
     pub fn inject(&self, op: &str, times: usize, status: u16, aws_code: &str, message: &str) {
+        self.inject_after(op, 0, times, status, aws_code, message);
+    }
+
+    /// Like [`FaultProxy::inject`], but forwards the next `skip` requests naming `op`
+    /// untouched first: `inject_after("TransactWriteItems", 1, ...)` fails the second one.
+    pub fn inject_after(
+        &self,
+        op: &str,
+        skip: usize,
+        times: usize,
+        status: u16,
+        aws_code: &str,
+        message: &str,
+    ) {
         if times == 0 {
             return;
         }
         lock(&self.shared.faults).push(Fault {
             op: op.to_string(),
+            skip,
             remaining: times,
             status,
             code: aws_code.to_string(),
@@ -395,6 +412,10 @@ fn describe(request: &wire::Request, body: Vec<u8>) -> Recorded {
 fn take_fault(shared: &Shared, recorded: &Recorded) -> Option<Fault> {
     let mut faults = lock(&shared.faults);
     let i = faults.iter().position(|f| recorded.is(&f.op))?;
+    if faults[i].skip > 0 {
+        faults[i].skip -= 1;
+        return None;
+    }
     let fault = faults[i].clone();
     faults[i].remaining -= 1;
     if faults[i].remaining == 0 {

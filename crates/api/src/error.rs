@@ -181,6 +181,24 @@ impl From<StoreError> for ApiError {
                 }],
                 www_authenticate: None,
             },
+            StoreError::TooLarge { kind, limit, .. } => Self {
+                status: StatusCode::BAD_REQUEST,
+                code: "invalid_request",
+                message,
+                fields: vec![Problem {
+                    path: (*kind).into(),
+                    problem: format!("is over the store's item limit of {limit} bytes"),
+                }],
+            },
+            StoreError::Invalid { path, problem } => Self {
+                status: StatusCode::BAD_REQUEST,
+                code: "invalid_request",
+                message,
+                fields: vec![Problem {
+                    path: path.clone(),
+                    problem: problem.clone(),
+                }],
+            },
             StoreError::Aws {
                 retryable: true, ..
             } => Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message),

@@ -137,3 +137,66 @@ async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
     assert_eq!(dead[0].body(), Some("not json"));
     let _ = w.store.active_jobs(1).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_record_for_an_unreadable_job_is_the_only_batch_item_failure_and_the_rest_launch() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let w = World::new().await;
+    let a = w.environment("acme/payments/prod", "").await;
+    let b = w.environment("acme/payments/eu", "").await;
+    let (ja, _) = w.submit(&a, "plan", "").await;
+    let (jb, _) = w.submit(&b, "apply", "").await;
+    // The first job's item can no longer be decoded (its state is not one Sortie knows).
+    aws_sdk_dynamodb::Client::new(&w.direct)
+        .update_item()
+        .table_name(w.store.table())
+        .key("pk", AttributeValue::S(format!("JOB#{}", ja.id)))
+        .key("sk", AttributeValue::S("JOB".into()))
+        .update_expression("SET #state = :x")
+        .expression_attribute_names("#state", "state")
+        .expression_attribute_values(":x", AttributeValue::S("exploded".into()))
+        .send()
+        .await
+        .unwrap();
+    let mut batch = sample_batch(&ja.id, &jb.id);
+    // Keep the two job records only.
+    batch
+        .records
+        .retain(|r| r.body.as_deref().is_some_and(|b| b.contains("job_id")));
+    assert_eq!(batch.records.len(), 2);
+    let first = batch.records[0].message_id.clone().unwrap();
+    let queue = SqsJobQueue::new(aws_sdk_sqs::Client::new(&w.direct), w.queue_url.clone());
+    let response = sortie_lambda_adapters::dispatch_batch(&w.engine, &queue, batch).await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        vec![first.as_str()],
+        "only the unreadable job's record"
+    );
+    assert_eq!(w.state(&jb.id).await, JobState::Running);
+    // The sweeper (once the job is older than the re-send delay) fails the unreadable job
+    // and frees its environment.
+    let later = chrono::Utc::now() + chrono::Duration::minutes(2);
+    for _ in 0..2 {
+        let _ = w.engine.sweep(later).await;
+    }
+    let rec = w.store.get_job(&ja.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::Failed);
+    assert!(
+        rec.job.reason().contains("unreadable"),
+        "{}",
+        rec.job.reason()
+    );
+    assert!(
+        sortie_store::EnvironmentStore::get_environment(&*w.store, &a)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .is_none()
+    );
+}

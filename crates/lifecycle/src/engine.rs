@@ -6,7 +6,7 @@ use chrono::{DateTime, Duration, Utc};
 use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
 use sortie_core::{task_outcome, JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
 use sortie_launch::{job_id_of, LaunchError, LaunchSpec, Launcher, TaskStatus};
-use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError};
+use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError, Unreadable};
 use tracing::{info, warn, Instrument};
 
 use crate::{EcsTaskStateChange, JobService, LifecycleError};
@@ -73,8 +73,12 @@ pub struct SweepReport {
     pub timed_out: usize,
     /// Jobs finished from DescribeTasks because their event was lost.
     pub resolved: usize,
-    /// Jobs whose sweep failed (logged; tried again next pass).
+    /// Jobs whose sweep failed, and lists that could not be read (logged; tried again next
+    /// pass; the rest of the pass goes on).
     pub errors: usize,
+    /// Job items that could not be decoded: failed with a clear reason, their task stopped
+    /// when it could be found, and their environment released.
+    pub unreadable: usize,
 }
 
 /// Backoff for a retried launch: 2, 4, 8, 16, 32, then 60 seconds.
@@ -174,6 +178,11 @@ impl Engine {
             }
             Err(StoreError::NotFound { .. }) => {
                 return RecordOutcome::Poison(format!("job {id} does not exist"))
+            }
+            // Its item cannot be read: the message can never succeed. The sweeper fails the
+            // job and releases its environment.
+            Err(e @ StoreError::Corrupt { .. }) => {
+                return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
             }
             Err(e) => {
                 return RecordOutcome::Retry {
@@ -304,6 +313,9 @@ impl Engine {
             Err(StoreError::NotFound { .. }) => {
                 return RecordOutcome::Poison(format!("job {id} does not exist"))
             }
+            Err(e @ StoreError::Corrupt { .. }) => {
+                return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
+            }
             Err(e) => {
                 return RecordOutcome::Retry {
                     delay_seconds: 2,
@@ -394,6 +406,10 @@ impl Engine {
                 Ok(r) => r,
                 Err(StoreError::NotFound { .. }) => {
                     return Ok(EventOutcome::Ignored("unknown job"))
+                }
+                Err(e @ StoreError::Corrupt { .. }) => {
+                    warn!(error = %e, "task event for an unreadable job; the sweeper fails it");
+                    return Ok(EventOutcome::Ignored("unreadable job"));
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -538,38 +554,116 @@ impl Engine {
         Ok(EventOutcome::Moved(outcome.state))
     }
 
-    /// One bounded, idempotent sweep pass.
+    /// One bounded, idempotent sweep pass. It never stops at an error: a list that cannot be
+    /// read, or a job whose repair fails, is logged and counted in `errors`, and the pass goes
+    /// on; an unreadable job item is failed and its environment released (`unreadable`).
     pub async fn sweep(&self, now: DateTime<Utc>) -> Result<SweepReport, LifecycleError> {
         let mut report = SweepReport::default();
-        for job in self
+        match self
             .jobs
             .store
             .pending_sends(now - self.settings.resend_after, self.settings.batch)
-            .await?
+            .await
         {
-            match self.jobs.queue.send(&job.id, 0).await {
-                Ok(()) => {
-                    info!(job_id = %job.id, "re-sent a lost send");
-                    report.resent += 1;
+            Ok(listed) => {
+                for u in &listed.unreadable {
+                    self.fail_unreadable(u, now, &mut report).await;
                 }
-                Err(e) => {
-                    warn!(job_id = %job.id, error = %e, "re-send failed");
-                    report.errors += 1;
+                for job in listed {
+                    match self.jobs.queue.send(&job.id, 0).await {
+                        Ok(()) => {
+                            info!(job_id = %job.id, "re-sent a lost send");
+                            report.resent += 1;
+                        }
+                        Err(e) => {
+                            warn!(job_id = %job.id, error = %e, "re-send failed");
+                            report.errors += 1;
+                        }
+                    }
                 }
             }
+            Err(e) => {
+                warn!(error = %e, "pending sends could not be listed; next pass tries again");
+                report.errors += 1;
+            }
         }
-        for record in self.jobs.store.active_jobs(self.settings.batch).await? {
-            let span = tracing::info_span!("job", job_id = %record.job.id);
-            if let Err(e) = self
-                .sweep_one(record, now, &mut report)
-                .instrument(span)
-                .await
-            {
-                warn!(error = %e, "sweep of a job failed; next pass tries again");
+        match self.jobs.store.active_jobs(self.settings.batch).await {
+            Ok(listed) => {
+                for u in &listed.unreadable {
+                    self.fail_unreadable(u, now, &mut report).await;
+                }
+                for record in listed {
+                    let span = tracing::info_span!("job", job_id = %record.job.id);
+                    if let Err(e) = self
+                        .sweep_one(record, now, &mut report)
+                        .instrument(span)
+                        .await
+                    {
+                        warn!(error = %e, "sweep of a job failed; next pass tries again");
+                        report.errors += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "active jobs could not be listed; next pass tries again");
                 report.errors += 1;
             }
         }
         Ok(report)
+    }
+
+    /// Fails a job whose item cannot be decoded, stops its task if it can still be found, and
+    /// releases its environment, so that the environment is never held by a job that cannot
+    /// progress. Errors are logged and counted; the pass goes on.
+    async fn fail_unreadable(&self, u: &Unreadable, now: DateTime<Utc>, report: &mut SweepReport) {
+        let span = tracing::info_span!("job", job_id = %u.job_id);
+        async {
+            let mut problem = u.message.clone();
+            if problem.len() > 300 {
+                let mut cut = 300;
+                while !problem.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                problem.truncate(cut);
+                problem.push('…');
+            }
+            let reason = format!("sortie: the job's stored item is unreadable ({problem}); failed by the sweeper");
+            warn!(key = %u.key, error = %u.message, "unreadable job item: failing it and releasing its environment");
+            let record = match self.jobs.store.fail_unreadable_job(u, now, &reason).await {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(error = %e, "could not fail the unreadable job; next pass tries again");
+                    report.errors += 1;
+                    return;
+                }
+            };
+            // A launched job's task must not go on writing state once the lock is released.
+            if let Some(task) = record.as_ref().and_then(|r| r.task.clone()) {
+                let job = &record.as_ref().expect("just matched").job;
+                if let Err(e) = self.launcher.stop(job, &task, &reason).await {
+                    warn!(task = %task, error = %e, "could not stop the unreadable job's task");
+                }
+            }
+            let env = record
+                .as_ref()
+                .map(|r| r.job.environment.clone())
+                .or_else(|| u.environment.clone());
+            match env {
+                Some(env) => match self.jobs.release_env_and_next(&env, &u.job_id).await {
+                    Ok(()) => report.unreadable += 1,
+                    Err(e) => {
+                        warn!(error = %e, "could not release the unreadable job's environment");
+                        report.errors += 1;
+                    }
+                },
+                None => {
+                    warn!("the unreadable job names no readable environment; it was failed and left");
+                    report.unreadable += 1;
+                }
+            }
+        }
+        .instrument(span)
+        .await
     }
 
     async fn sweep_one(

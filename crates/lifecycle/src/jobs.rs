@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use sortie_core::{Job, JobId, JobState};
+use sortie_core::{EnvPath, Job, JobId, JobState};
 use sortie_store::{
     IdempotencyKey, JobMessage, JobQueue, JobRecord, Released, Store, StoreError, Submitted,
 };
@@ -104,11 +104,18 @@ impl JobService {
     /// Releases the environment's lock if this job holds it, and sends the job it was
     /// handed to. Idempotent: a release by anyone but the holder changes nothing.
     pub async fn release_and_next(&self, record: &JobRecord) -> Result<(), StoreError> {
-        if let Released::HandedTo(next) = self
-            .store
-            .release_environment(&record.job.environment, &record.job.id)
-            .await?
-        {
+        self.release_env_and_next(&record.job.environment, &record.job.id)
+            .await
+    }
+
+    /// [`JobService::release_and_next`] by the environment and the job id alone: for a job
+    /// whose item cannot be read.
+    pub async fn release_env_and_next(
+        &self,
+        env: &EnvPath,
+        job_id: &JobId,
+    ) -> Result<(), StoreError> {
+        if let Released::HandedTo(next) = self.store.release_environment(env, job_id).await? {
             info!(next = %next.id, "environment handed to the next queued job");
             self.send_or_leave_pending(&next.id).await;
         }

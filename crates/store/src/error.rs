@@ -69,6 +69,28 @@ pub enum StoreError {
         /// What failed.
         message: String,
     },
+    /// The item to be written would exceed a DynamoDB limit (400 KB): refused before any
+    /// write, as an input error (the API answers 400).
+    #[error(
+        "the {kind} is too large to store: about {size} bytes, over the limit of {limit} bytes"
+    )]
+    TooLarge {
+        /// What was to be written: `job`, `rule`, ...
+        kind: &'static str,
+        /// Its estimated DynamoDB item size, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A value cannot be stored as given (nested too deep, an empty map key, or it would not
+    /// read back): refused before any write, as an input error (the API answers 400).
+    #[error("`{path}` cannot be stored: {problem}")]
+    Invalid {
+        /// Where in the item, such as `variables.deep.a.a`.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// DynamoDB or SQS failed.
     #[error("{service} error: {message}")]
     Aws {
@@ -82,6 +104,12 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// True for an error in the caller's input (`TooLarge`, `Invalid`): nothing was written,
+    /// and the same request will always be refused (the API answers 400).
+    pub fn is_input_error(&self) -> bool {
+        matches!(self, Self::TooLarge { .. } | Self::Invalid { .. })
+    }
+
     /// True when retrying the same call may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(

@@ -33,8 +33,8 @@ pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 pub use records::{
-    EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, MembershipRecord, Released,
-    Submitted, Versioned,
+    EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, Listed, MembershipRecord,
+    Released, Submitted, Unreadable, Versioned,
 };
 
 /// Runners: the compute and state storage a job runs with, owned by a group.
@@ -56,7 +56,8 @@ pub trait RunnerStore: Send + Sync {
     async fn delete_runner(&self, id: &RunnerId, expected: Option<u64>) -> Result<(), StoreError>;
 }
 
-/// Runner rules: one versioned rule set per scope.
+/// Runner rules: stored one per item, versioned per scope (the rule-set version) and per
+/// organisation.
 #[async_trait]
 pub trait RuleStore: Send + Sync {
     /// Creates a rule; `AlreadyExists` if its id is taken in its scope.
@@ -64,7 +65,7 @@ pub trait RuleStore: Send + Sync {
     /// Lists the rules of exactly this scope, with the scope's rule-set version.
     async fn list_rules(&self, scope: &GroupPath)
         -> Result<Versioned<Vec<RunnerRule>>, StoreError>;
-    /// Every rule at this group and all its ancestors, in one read.
+    /// Every rule at this group and all its ancestors (one query per scope, run concurrently).
     async fn rules_for(&self, group: &GroupPath) -> Result<Vec<RunnerRule>, StoreError>;
     /// Replaces the rule with the same id in its scope, checking the scope's rule-set
     /// version when given; `NotFound` if there is no such rule. Returns the rule with the
@@ -81,6 +82,10 @@ pub trait RuleStore: Send + Sync {
         id: &str,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
+    /// A number that changes whenever a rule that can apply inside `org` changes: a rule of
+    /// one of the org's scopes, or a root (shared) rule. `None` is the root alone. For caching
+    /// compiled rule sets; it never goes down.
+    async fn rules_version(&self, org: Option<&str>) -> Result<u64, StoreError>;
 }
 
 /// Environments: their runner link and their lock (the active job and the FIFO queue).
@@ -172,15 +177,26 @@ pub trait JobStore: Send + Sync {
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError>;
-    /// Launched jobs (`dispatching` or `running`), longest in that state first, at most `limit`.
-    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError>;
+    /// Launched jobs (`dispatching` or `running`), longest in that state first, at most `limit`;
+    /// items that cannot be decoded are returned apart, never failing the list.
+    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError>;
     /// Jobs that hold their environment's lock but are still `queued`, created before `before`:
-    /// their send may have been lost.
+    /// their send may have been lost. Items that cannot be decoded are returned apart.
     async fn pending_sends(
         &self,
         before: DateTime<Utc>,
         limit: u32,
-    ) -> Result<Vec<Job>, StoreError>;
+    ) -> Result<Listed<Job>, StoreError>;
+    /// Ends a job whose item cannot be decoded: rewrites its state to `failed` with a
+    /// transition giving `reason`, and takes it out of the sweeper's lists and its
+    /// environment's queue. Does not release the lock (the caller does, through
+    /// [`JobStore::release_environment`]). Returns the record when it now reads back.
+    async fn fail_unreadable_job(
+        &self,
+        job: &Unreadable,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Option<JobRecord>, StoreError>;
 }
 
 /// Memberships: roles granted on groups, loaded per organisation for authorisation.

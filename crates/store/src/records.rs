@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sortie_core::{Environment, Job, JobId, Membership, TaskRef};
+use sortie_core::{EnvPath, Environment, Job, JobId, Membership, TaskRef};
 
 /// A value with the version used for optimistic concurrency (the HTTP ETag).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +70,9 @@ pub struct IdempotencyKey {
 pub struct JobPage {
     /// The jobs.
     pub jobs: Vec<Job>,
+    /// The ids of jobs on this page whose stored item could not be read: skipped (and
+    /// logged), so one bad item never hides an environment's other jobs.
+    pub unreadable: Vec<String>,
     /// An opaque cursor for the next page, if there is one.
     pub next: Option<String>,
 }
@@ -129,4 +132,51 @@ pub struct JobRecord {
     pub summary: Option<sortie_core::ChangeSummary>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
+}
+
+/// A stored job item that could not be decoded: what is known of it from its raw attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    /// The item's key, `pk/sk`.
+    pub key: String,
+    /// The job's id, from its key.
+    pub job_id: JobId,
+    /// Its environment, when that attribute is still readable.
+    pub environment: Option<EnvPath>,
+    /// Why it could not be decoded.
+    pub message: String,
+}
+
+/// A list read for the sweeper: the records that decoded, and the items that did not. One bad
+/// item never hides the others. Dereferences to the readable records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    /// The records that decoded.
+    pub records: Vec<T>,
+    /// The items that did not.
+    pub unreadable: Vec<Unreadable>,
+}
+
+impl<T> Default for Listed<T> {
+    fn default() -> Self {
+        Self {
+            records: Vec::new(),
+            unreadable: Vec::new(),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Listed<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.records
+    }
+}
+
+impl<T> IntoIterator for Listed<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.records.into_iter()
+    }
 }

@@ -1,6 +1,7 @@
 //! The table's items: one struct per item kind, and their conversion to and from
 //! DynamoDB attribute maps (with `serde_dynamo`).
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,94 @@ use crate::{EnvironmentRecord, JobRecord, MembershipRecord, StoreError};
 
 pub(super) fn to_item<T: Serialize>(v: &T) -> Item {
     serde_dynamo::to_item(v).expect("domain values always serialise to DynamoDB items")
+}
+
+/// DynamoDB's item size limit: 400 KB.
+pub(crate) const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// DynamoDB's limit on nested maps and lists: 32 levels.
+pub(crate) const MAX_DEPTH: usize = 32;
+
+/// Serialises `v` into an item that DynamoDB will accept and that reads back as a `T`:
+/// every check is made before the write, so a refused item never leaves half a change.
+/// `kind` names the item in the errors (`job`, `rule`).
+pub(super) fn checked_item<T: Serialize + DeserializeOwned>(
+    kind: &'static str,
+    v: &T,
+) -> Result<Item, StoreError> {
+    let item: Item = serde_dynamo::to_item(v).map_err(|e| StoreError::Invalid {
+        path: kind.into(),
+        problem: format!("cannot be written as a DynamoDB item: {e}"),
+    })?;
+    check_item(kind, &item)?;
+    // The round trip: what is written must decode back, or it would be an item nobody can read.
+    serde_dynamo::from_item::<_, T>(item.clone()).map_err(|e| StoreError::Invalid {
+        path: kind.into(),
+        problem: format!("would not read back: {e}"),
+    })?;
+    Ok(item)
+}
+
+/// Checks an item against DynamoDB's limits: size, nesting depth, empty map keys.
+pub(crate) fn check_item(kind: &'static str, item: &Item) -> Result<(), StoreError> {
+    let mut size = 0;
+    for (name, value) in item {
+        if name.is_empty() {
+            return Err(StoreError::Invalid {
+                path: kind.into(),
+                problem: "an attribute name is empty".into(),
+            });
+        }
+        size += name.len() + value_size(name, value, 1)?;
+    }
+    if size > MAX_ITEM_BYTES {
+        return Err(StoreError::TooLarge {
+            kind,
+            size,
+            limit: MAX_ITEM_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// The size DynamoDB counts for a value (documented rules, rounded up), checking depth and
+/// map keys on the way; `path` names the value in errors.
+fn value_size(path: &str, v: &AttributeValue, depth: usize) -> Result<usize, StoreError> {
+    Ok(match v {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => n.len().div_ceil(2) + 1,
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::Ss(x) => x.iter().map(String::len).sum(),
+        AttributeValue::Ns(x) => x.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+        AttributeValue::Bs(x) => x.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(_) | AttributeValue::M(_) if depth >= MAX_DEPTH => {
+            return Err(StoreError::Invalid {
+                path: path.into(),
+                problem: format!("is nested deeper than DynamoDB's {MAX_DEPTH} levels"),
+            })
+        }
+        AttributeValue::L(items) => {
+            let mut size = 3;
+            for (i, x) in items.iter().enumerate() {
+                size += 1 + value_size(&format!("{path}[{i}]"), x, depth + 1)?;
+            }
+            size
+        }
+        AttributeValue::M(map) => {
+            let mut size = 3;
+            for (k, x) in map {
+                if k.is_empty() {
+                    return Err(StoreError::Invalid {
+                        path: path.into(),
+                        problem: "has an empty key, which DynamoDB refuses".into(),
+                    });
+                }
+                size += 1 + k.len() + value_size(&format!("{path}.{k}"), x, depth + 1)?;
+            }
+            size
+        }
+        _ => 0,
+    })
 }
 
 pub(super) fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {

@@ -9,14 +9,15 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
-use super::items::{from_item, job_item, to_item, JobItem};
+use super::items::{checked_item, from_item, job_item, JobItem};
 use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, PENDING};
 use super::submit::IDEMPOTENCY_TTL_SECONDS;
 use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
 use crate::cursor::{decode_cursor, encode_cursor};
 use crate::error::aws;
 use crate::{
-    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Released, StoreError, Submitted,
+    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, Released, StoreError,
+    Submitted, Unreadable,
 };
 
 /// Adds the optional attributes of a job update to an update expression.
@@ -69,91 +70,32 @@ impl JobStore for DynamoStore {
             );
             item
         });
-        for _ in 0..RETRIES {
-            // First try: take the lock, if the environment is idle.
-            let items = vec![
-                self.put(to_item(&job_item(job, true)), "attribute_not_exists(pk)"),
-                self.update(
-                    env_key(env),
-                    "SET active_job = :id",
-                    "attribute_exists(pk) AND attribute_not_exists(active_job)",
-                    HashMap::from([(":id".to_string(), s(&job.id))]),
-                    HashMap::new(),
-                ),
-            ];
-            let codes = match self
-                .try_submit(items, job, idem_item.as_ref(), idempotency, true)
-                .await?
-            {
-                Ok(submitted) => return Ok(submitted),
-                Err(codes) => codes,
-            };
-            if codes.first().is_some_and(|c| c.is_some()) {
-                return Err(StoreError::AlreadyExists {
-                    kind: "job",
-                    id: job.id.to_string(),
-                });
-            }
-            // The environment is busy (or missing): join its FIFO queue, while it stays busy.
-            // The queue position is the environment's next sequence number, taken in the
-            // same transaction, so FIFO follows the order the submits committed in.
-            let Some(current) = self.read_env(env).await? else {
-                return Err(StoreError::NotFound {
-                    kind: "environment",
-                    id: env.to_string(),
-                });
-            };
-            if current.record.active_job.is_none() {
-                continue;
-            }
-            let seq = current.record.queue_seq;
-            let position = format!("{:020}", seq + 1);
-            let mut queue_item = queue_key(env, &position);
-            queue_item.insert("kind".into(), s("queue"));
-            queue_item.insert("job_id".into(), s(&job.id));
-            let mut waiting = job_item(job, false);
-            waiting.queue_sk = Some(position);
-            let items = vec![
-                self.put(to_item(&waiting), "attribute_not_exists(pk)"),
-                self.update(
-                    env_key(env),
-                    "SET queued_count = queued_count + :one, queue_seq = :next",
-                    "attribute_exists(active_job) AND queue_seq = :seq",
-                    HashMap::from([
-                        (":one".to_string(), n(1)),
-                        (":next".to_string(), n(seq + 1)),
-                        (":seq".to_string(), n(seq)),
-                    ]),
-                    HashMap::new(),
-                ),
-                self.put(queue_item, "attribute_not_exists(pk)"),
-            ];
-            match self
-                .try_submit(items, job, idem_item.as_ref(), idempotency, false)
-                .await?
-            {
-                Ok(submitted) => return Ok(submitted),
-                Err(codes) if codes.first().is_some_and(|c| c.is_some()) => {
-                    return Err(StoreError::AlreadyExists {
-                        kind: "job",
-                        id: job.id.to_string(),
-                    });
-                }
-                Err(_) if self.read_env(env).await?.is_none() => {
-                    return Err(StoreError::NotFound {
-                        kind: "environment",
-                        id: env.to_string(),
-                    });
-                }
-                Err(_) => {}
-            }
-            // The lock was released between the two attempts: try to take it again.
+        // Every check before any write: DynamoDB's limits, and that each item we may write
+        // reads back. A refused input leaves nothing behind.
+        let holding = checked_item("job", &job_item(job, true))?;
+        if let Some(i) = &idem_item {
+            super::items::check_item("idempotency key", i)?;
         }
-        Err(StoreError::Aws {
-            service: "dynamodb",
-            message: "environment lock kept changing; try again".into(),
-            retryable: true,
-        })
+        match self
+            .submit_attempts(job, &holding, idem_item.as_ref(), idempotency)
+            .await
+        {
+            // An answer lost on the way back (a timeout, a 5xx after the commit): the job id is
+            // new, so the job item tells whether the transaction committed. Never report
+            // "not applied" for a submit that was.
+            Err(e) if e.is_retryable() => match self.read_job(&job.id).await {
+                Ok(Some(found)) if found.record.job == *job => {
+                    let env = self.read_env(env).await?;
+                    Ok(Submitted {
+                        job: job.clone(),
+                        took_lock: env.and_then(|e| e.record.active_job).as_ref() == Some(&job.id),
+                        replayed: false,
+                    })
+                }
+                _ => Err(e),
+            },
+            other => other,
+        }
     }
 
     async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError> {
@@ -193,12 +135,13 @@ impl JobStore for DynamoStore {
             q = q.set_exclusive_start_key(Some(start));
         }
         let out = q.send().await.map_err(|e| aws("dynamodb", e))?;
-        let jobs: Vec<Job> = out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| from_item::<JobItem>(i).map(|j| j.record.job))
-            .collect::<Result<_, _>>()?;
+        let listed = decode_listed(out.items.unwrap_or_default(), |j| j.record.job);
+        let unreadable = listed
+            .unreadable
+            .iter()
+            .map(|u| u.job_id.to_string())
+            .collect();
+        let jobs = listed.records;
         let next = match out.last_evaluated_key {
             Some(k) if !k.is_empty() => k
                 .get("gsi1sk")
@@ -206,7 +149,11 @@ impl JobStore for DynamoStore {
                 .map(|id| encode_cursor(id)),
             _ => None,
         };
-        Ok(JobPage { jobs, next })
+        Ok(JobPage {
+            jobs,
+            unreadable,
+            next,
+        })
     }
 
     async fn transition_job(
@@ -341,7 +288,7 @@ impl JobStore for DynamoStore {
         }
     }
 
-    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
         let out = self
             .client
             .query()
@@ -353,11 +300,7 @@ impl JobStore for DynamoStore {
             .send()
             .await
             .map_err(|e| aws("dynamodb", e))?;
-        out.items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| from_item::<JobItem>(i).map(|j| j.record))
-            .collect()
+        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
     }
 
     async fn cancel_waiting_job(
@@ -494,11 +437,16 @@ impl JobStore for DynamoStore {
                     }
                 }
                 Some((position, next_id)) => {
-                    let Some(next_job) = self.read_job(&next_id).await? else {
-                        return Err(StoreError::Corrupt {
-                            key: format!("QUEUE#{env}/{next_id}"),
-                            message: "queued job item is missing".into(),
-                        });
+                    let next_job = match self.read_job(&next_id).await {
+                        Ok(Some(j)) => j,
+                        // The next job's item is missing or unreadable: it can never run.
+                        // Take it out of the queue (keeping the lock) and go on to the next.
+                        Ok(None) | Err(StoreError::Corrupt { .. }) => {
+                            self.skip_unreadable_waiting(env, job_id, &position, &next_id)
+                                .await?;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
                     };
                     let mut values = held.clone();
                     values.insert(":next".into(), s(&next_id));
@@ -548,7 +496,7 @@ impl JobStore for DynamoStore {
         &self,
         before: DateTime<Utc>,
         limit: u32,
-    ) -> Result<Vec<Job>, StoreError> {
+    ) -> Result<Listed<Job>, StoreError> {
         let out = self
             .client
             .query()
@@ -561,10 +509,270 @@ impl JobStore for DynamoStore {
             .send()
             .await
             .map_err(|e| aws("dynamodb", e))?;
-        out.items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| from_item::<JobItem>(i).map(|j| j.record.job))
-            .collect()
+        Ok(decode_listed(out.items.unwrap_or_default(), |j| {
+            j.record.job
+        }))
+    }
+
+    async fn fail_unreadable_job(
+        &self,
+        job: &Unreadable,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        let Some(raw) = self.get_item(job_key(&job.job_id)).await? else {
+            return Err(StoreError::NotFound {
+                kind: "job",
+                id: job.job_id.to_string(),
+            });
+        };
+        if let Ok(readable) = from_item::<JobItem>(raw.clone()) {
+            // Readable again (repaired meanwhile): nothing to rewrite.
+            return Ok(Some(readable.record));
+        }
+        // Keep what still decodes of its history, and record the failure as its last transition.
+        let mut transitions: Vec<Transition> = raw
+            .get("transitions")
+            .and_then(|v| serde_dynamo::from_attribute_value(v.clone()).ok())
+            .unwrap_or_default();
+        let from = raw
+            .get("state")
+            .and_then(|v| serde_dynamo::from_attribute_value::<_, JobState>(v.clone()).ok());
+        transitions.push(Transition {
+            from,
+            to: JobState::Failed,
+            at,
+            reason: reason.to_string(),
+        });
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(&job.job_id)))
+            .update_expression(
+                "SET #state = :failed, transitions = :ts, updated_at = :now \
+                 REMOVE gsi3pk, gsi3sk, queue_sk",
+            )
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":failed", s(JobState::Failed.as_str()))
+            .expression_attribute_values(
+                ":ts",
+                serde_dynamo::to_attribute_value(&transitions).expect("transitions serialise"),
+            )
+            .expression_attribute_values(":now", s(at.to_rfc3339()))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(self
+            .read_job(&job.job_id)
+            .await
+            .ok()
+            .flatten()
+            .map(|j| j.record))
+    }
+}
+
+/// What a cancelled submit transaction's codes say, when it is not the lock being taken or
+/// the queue having moved (then `Ok`, and the caller tries the other way): the job id is
+/// taken, DynamoDB refused an item, or the table is busy.
+fn refused(codes: &[Option<String>], job: &Job) -> Result<(), StoreError> {
+    for code in codes.iter().flatten() {
+        match code.as_str() {
+            "ConditionalCheckFailed" => {}
+            "ValidationError" => {
+                return Err(StoreError::Invalid {
+                    path: "job".into(),
+                    problem: "DynamoDB refused the item".into(),
+                })
+            }
+            other => {
+                return Err(StoreError::Aws {
+                    service: "dynamodb",
+                    message: format!("submit transaction cancelled: {other}"),
+                    retryable: true,
+                })
+            }
+        }
+    }
+    if codes.first().is_some_and(|c| c.is_some()) {
+        return Err(StoreError::AlreadyExists {
+            kind: "job",
+            id: job.id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl DynamoStore {
+    /// The submit's transactions: take the idle lock, else join the queue, until one commits.
+    /// Each attempt is one transaction; nothing is written outside them.
+    async fn submit_attempts(
+        &self,
+        job: &Job,
+        holding: &Item,
+        idem_item: Option<&Item>,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let env = &job.environment;
+        for _ in 0..RETRIES {
+            // First try: take the lock, if the environment is idle.
+            let items = vec![
+                self.put(holding.clone(), "attribute_not_exists(pk)"),
+                self.update(
+                    env_key(env),
+                    "SET active_job = :id",
+                    "attribute_exists(pk) AND attribute_not_exists(active_job)",
+                    HashMap::from([(":id".to_string(), s(&job.id))]),
+                    HashMap::new(),
+                ),
+            ];
+            let codes = match self
+                .try_submit(items, job, idem_item, idempotency, true)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) => codes,
+            };
+            refused(&codes, job)?;
+            // The environment is busy (or missing): join its FIFO queue, while it stays busy.
+            // The queue position is the environment's next sequence number, taken in the
+            // same transaction, so FIFO follows the order the submits committed in.
+            let Some(current) = self.read_env(env).await? else {
+                return Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: env.to_string(),
+                });
+            };
+            if current.record.active_job.is_none() {
+                continue;
+            }
+            let seq = current.record.queue_seq;
+            let position = format!("{:020}", seq + 1);
+            let mut queue_item = queue_key(env, &position);
+            queue_item.insert("kind".into(), s("queue"));
+            queue_item.insert("job_id".into(), s(&job.id));
+            let mut waiting = holding.clone();
+            waiting.remove("gsi3pk");
+            waiting.remove("gsi3sk");
+            waiting.insert("queue_sk".into(), s(&position));
+            super::items::check_item("job", &waiting)?;
+            let items = vec![
+                self.put(waiting, "attribute_not_exists(pk)"),
+                self.update(
+                    env_key(env),
+                    "SET queued_count = queued_count + :one, queue_seq = :next",
+                    "attribute_exists(active_job) AND queue_seq = :seq",
+                    HashMap::from([
+                        (":one".to_string(), n(1)),
+                        (":next".to_string(), n(seq + 1)),
+                        (":seq".to_string(), n(seq)),
+                    ]),
+                    HashMap::new(),
+                ),
+                self.put(queue_item, "attribute_not_exists(pk)"),
+            ];
+            match self
+                .try_submit(items, job, idem_item, idempotency, false)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) => refused(&codes, job)?,
+            }
+            if self.read_env(env).await?.is_none() {
+                return Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: env.to_string(),
+                });
+            }
+            // The lock was released between the two attempts: try to take it again.
+        }
+        Err(StoreError::Aws {
+            service: "dynamodb",
+            message: "environment lock kept changing; try again".into(),
+            retryable: true,
+        })
+    }
+}
+
+/// Decodes a page of job items: the readable ones, and the others apart (logged), so one bad
+/// item never fails a list.
+fn decode_listed<T>(items: Vec<Item>, f: impl Fn(JobItem) -> T) -> Listed<T> {
+    let mut listed = Listed::default();
+    for item in items {
+        match from_item::<JobItem>(item.clone()) {
+            Ok(j) => listed.records.push(f(j)),
+            Err(e) => {
+                let u = unreadable_of(&item, e.to_string());
+                tracing::error!(job_id = %u.job_id, key = %u.key, error = %u.message, "unreadable job item skipped");
+                listed.unreadable.push(u);
+            }
+        }
+    }
+    listed
+}
+
+/// What can still be known of an undecodable job item: its id (from its key) and, when that
+/// attribute is readable, its environment.
+pub(super) fn unreadable_of(item: &Item, message: String) -> Unreadable {
+    let attr = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
+    let pk = attr("pk").unwrap_or_default();
+    let environment = attr("environment")
+        .and_then(|e| EnvPath::parse(&e).ok())
+        .or_else(|| {
+            attr("gsi1pk").and_then(|g| {
+                g.strip_prefix("ENVJOBS#")
+                    .and_then(|e| EnvPath::parse(e).ok())
+            })
+        });
+    Unreadable {
+        key: format!("{pk}/{}", attr("sk").unwrap_or_default()),
+        job_id: JobId::new(pk.strip_prefix("JOB#").unwrap_or(&pk).to_string()),
+        environment,
+        message,
+    }
+}
+
+impl DynamoStore {
+    /// Takes a waiting job that can never run (its item missing or unreadable) out of its
+    /// environment's queue in one transaction (the holder keeps the lock), then fails its item.
+    async fn skip_unreadable_waiting(
+        &self,
+        env: &EnvPath,
+        holder: &JobId,
+        position: &str,
+        next_id: &str,
+    ) -> Result<(), StoreError> {
+        tracing::error!(job_id = %next_id, environment = %env, "a waiting job's item is missing or unreadable; it is skipped and failed");
+        let items = vec![
+            self.delete(
+                queue_key(env, position),
+                "attribute_exists(pk)",
+                HashMap::new(),
+            ),
+            self.update(
+                env_key(env),
+                "SET queued_count = queued_count - :one",
+                "active_job = :held AND queued_count > :zero",
+                HashMap::from([
+                    (":one".to_string(), n(1)),
+                    (":zero".to_string(), n(0)),
+                    (":held".to_string(), s(holder)),
+                ]),
+                HashMap::new(),
+            ),
+        ];
+        if let TxOutcome::Cancelled(_) = self.transact(items).await? {
+            return Ok(()); // The queue moved meanwhile; the caller reads it again.
+        }
+        if let Some(raw) = self.get_item(job_key(next_id)).await? {
+            let u = unreadable_of(&raw, "unreadable while waiting in its queue".into());
+            let reason = format!(
+                "sortie: the job's stored item is unreadable; it was skipped in {env}'s queue"
+            );
+            if let Err(e) = self.fail_unreadable_job(&u, Utc::now(), &reason).await {
+                tracing::warn!(job_id = %next_id, error = %e, "could not mark the skipped job failed");
+            }
+        }
+        Ok(())
     }
 }

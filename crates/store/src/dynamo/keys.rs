@@ -16,9 +16,6 @@ pub(super) fn group_pk(g: &GroupPath) -> String {
 pub(super) fn runner_key(id: &RunnerId) -> Item {
     key(group_pk(id.group()), &format!("RUNNER#{}", id.name()))
 }
-pub(super) fn rules_key(scope: &GroupPath) -> Item {
-    key(format!("RULES#{}", scope.as_str()), "RULES")
-}
 pub(super) fn env_key(path: &EnvPath) -> Item {
     key(format!("ENV#{path}"), "ENV")
 }

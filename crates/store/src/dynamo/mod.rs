@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use sortie_core::{EnvPath, GroupPath, RunnerId};
+use sortie_core::{EnvPath, RunnerId};
 
 use crate::error::aws;
 use crate::{EnvironmentRecord, StoreError, Versioned};
@@ -25,8 +25,8 @@ mod runners;
 mod schema;
 mod submit;
 
-use items::{from_item, EnvItem, JobItem, RuleSetItem, RunnerItem};
-use keys::{env_key, job_key, rules_key, runner_key};
+use items::{from_item, EnvItem, JobItem, RunnerItem};
+use keys::{env_key, job_key, runner_key};
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -206,13 +206,6 @@ impl DynamoStore {
 
     async fn read_runner(&self, id: &RunnerId) -> Result<Option<RunnerItem>, StoreError> {
         self.get_item(runner_key(id))
-            .await?
-            .map(from_item)
-            .transpose()
-    }
-
-    async fn read_rules(&self, scope: &GroupPath) -> Result<Option<RuleSetItem>, StoreError> {
-        self.get_item(rules_key(scope))
             .await?
             .map(from_item)
             .transpose()

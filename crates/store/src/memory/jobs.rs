@@ -7,7 +7,8 @@ use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore};
 use crate::cursor::{decode_cursor, encode_cursor};
 use crate::{
-    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Released, StoreError, Submitted,
+    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, Released, StoreError,
+    Submitted, Unreadable,
 };
 
 #[async_trait]
@@ -126,6 +127,7 @@ impl JobStore for MemoryStore {
         let Some(ids) = st.env_jobs.get(&env.to_string()) else {
             return Ok(JobPage {
                 jobs: vec![],
+                unreadable: vec![],
                 next: None,
             });
         };
@@ -145,7 +147,11 @@ impl JobStore for MemoryStore {
             .into_iter()
             .filter_map(|id| st.jobs.get(id).map(|j| j.record.job.clone()))
             .collect();
-        Ok(JobPage { jobs, next })
+        Ok(JobPage {
+            jobs,
+            unreadable: vec![],
+            next,
+        })
     }
 
     async fn transition_job(
@@ -317,26 +323,74 @@ impl JobStore for MemoryStore {
         Ok(entry.record.clone())
     }
 
-    async fn active_jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
         let st = self.lock();
-        Ok(st
-            .gsi3(Gsi3::Active, None, limit)
-            .into_iter()
-            .map(|j| j.record.clone())
-            .collect())
+        Ok(Listed {
+            records: st
+                .gsi3(Gsi3::Active, None, limit)
+                .into_iter()
+                .map(|j| j.record.clone())
+                .collect(),
+            unreadable: vec![],
+        })
     }
 
     async fn pending_sends(
         &self,
         before: DateTime<Utc>,
         limit: u32,
-    ) -> Result<Vec<Job>, StoreError> {
+    ) -> Result<Listed<Job>, StoreError> {
         let st = self.lock();
         let before = before.to_rfc3339();
-        Ok(st
-            .gsi3(Gsi3::Pending, Some(&before), limit)
-            .into_iter()
-            .map(|j| j.record.job.clone())
-            .collect())
+        Ok(Listed {
+            records: st
+                .gsi3(Gsi3::Pending, Some(&before), limit)
+                .into_iter()
+                .map(|j| j.record.job.clone())
+                .collect(),
+            unreadable: vec![],
+        })
+    }
+
+    /// Every item in memory is readable; this fails the job as the table's twin does (state
+    /// `failed` with `reason`, out of the sweeper's lists and out of its queue).
+    async fn fail_unreadable_job(
+        &self,
+        job: &Unreadable,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let entry = st
+            .jobs
+            .get_mut(&job.job_id)
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "job",
+                id: job.job_id.to_string(),
+            })?;
+        if !entry.record.job.state.is_terminal() {
+            let from = entry.record.job.state;
+            entry.record.job.state = JobState::Failed;
+            entry.record.job.transitions.push(Transition {
+                from: Some(from),
+                to: JobState::Failed,
+                at,
+                reason: reason.to_string(),
+            });
+            entry.record.updated_at = at;
+        }
+        entry.gsi3 = None;
+        if let Some(pos) = entry.queue_pos.take() {
+            let env = entry.record.job.environment.to_string();
+            if let Some(q) = st.queues.get_mut(&env) {
+                if q.remove(&pos).is_some() {
+                    if let Some(e) = st.envs.get_mut(&env) {
+                        e.record.queued_count = e.record.queued_count.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        Ok(st.jobs.get(&job.job_id).map(|e| e.record.clone()))
     }
 }

@@ -73,6 +73,8 @@ struct State {
     runners: BTreeMap<(String, String), RunnerEntry>,
     /// By scope: the scope's rule set and its version.
     rules: HashMap<String, (u64, Vec<RunnerRule>)>,
+    /// By organisation (`""` for the root): bumped by every rule change in it.
+    rules_versions: HashMap<String, u64>,
     /// By environment path.
     envs: BTreeMap<String, EnvEntry>,
     /// By environment path: the waiting jobs by queue position.
@@ -168,6 +170,13 @@ impl State {
             .filter(|(_, e)| &e.record.environment.runner.runner_id == runner)
             .map(|(path, _)| path.clone())
             .collect()
+    }
+
+    fn bump_rules_version(&mut self, scope: &sortie_core::GroupPath) {
+        *self
+            .rules_versions
+            .entry(scope.org().unwrap_or_default().to_string())
+            .or_insert(0) += 1;
     }
 
     fn gsi3(&self, index: Gsi3, below: Option<&str>, limit: u32) -> Vec<&JobEntry> {

@@ -1,4 +1,4 @@
-//! Rules: one versioned rule set per scope.
+//! Rules: one versioned rule set per scope, and a rule version per organisation.
 
 use async_trait::async_trait;
 use sortie_core::{GroupPath, RunnerRule};
@@ -22,9 +22,11 @@ impl RuleStore for MemoryStore {
         }
         set.1.push(rule.clone());
         set.0 += 1;
+        let version = set.0;
+        st.bump_rules_version(&rule.scope);
         Ok(Versioned {
             item: rule.clone(),
-            version: set.0,
+            version,
         })
     }
 
@@ -78,9 +80,11 @@ impl RuleStore for MemoryStore {
         };
         *slot = rule.clone();
         set.0 += 1;
+        let version = set.0;
+        st.bump_rules_version(&rule.scope);
         Ok(Versioned {
             item: rule.clone(),
-            version: set.0,
+            version,
         })
     }
 
@@ -110,6 +114,13 @@ impl RuleStore for MemoryStore {
             });
         }
         set.0 += 1;
+        st.bump_rules_version(scope);
         Ok(())
+    }
+
+    async fn rules_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
+        let st = self.lock();
+        let of = |o: &str| st.rules_versions.get(o).copied().unwrap_or(0);
+        Ok(of("") + org.map(of).unwrap_or(0))
     }
 }
