@@ -189,6 +189,7 @@ impl From<StoreError> for ApiError {
                     path: (*kind).into(),
                     problem: format!("is over the store's item limit of {limit} bytes"),
                 }],
+                www_authenticate: None,
             },
             StoreError::Invalid { path, problem } => Self {
                 status: StatusCode::BAD_REQUEST,
@@ -198,6 +199,7 @@ impl From<StoreError> for ApiError {
                     path: path.clone(),
                     problem: problem.clone(),
                 }],
+                www_authenticate: None,
             },
             StoreError::Aws {
                 retryable: true, ..
