@@ -24,6 +24,7 @@ mod rules;
 mod runners;
 mod schema;
 mod submit;
+mod unreadable;
 
 use items::{from_item, EnvItem, JobItem, RunnerItem};
 use keys::{env_key, job_key, runner_key};

@@ -1,11 +1,13 @@
 //! The submit transactions' shared tail: the idempotency key, and replaying an earlier
 //! submission when the key was seen before.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use sortie_core::{EnvPath, Job, JobId};
 
-use super::keys::key;
-use super::{DynamoStore, Item, TxOutcome};
+use super::keys::{env_key, key, queue_key};
+use super::{n, s, DynamoStore, Item, TxOutcome, RETRIES};
 use crate::{IdempotencyKey, JobStore, StoreError, Submitted};
 
 /// How long an idempotency key is remembered.
@@ -87,5 +89,127 @@ impl DynamoStore {
             took_lock: false,
             replayed: true,
         }))
+    }
+}
+
+/// What a cancelled submit transaction's codes say, when it is not the lock being taken or
+/// the queue having moved (then `Ok`, and the caller tries the other way): the job id is
+/// taken, DynamoDB refused an item, or the table is busy.
+pub(super) fn refused(codes: &[Option<String>], job: &Job) -> Result<(), StoreError> {
+    for code in codes.iter().flatten() {
+        match code.as_str() {
+            "ConditionalCheckFailed" => {}
+            "ValidationError" => {
+                return Err(StoreError::Invalid {
+                    path: "job".into(),
+                    problem: "DynamoDB refused the item".into(),
+                })
+            }
+            other => {
+                return Err(StoreError::Aws {
+                    service: "dynamodb",
+                    message: format!("submit transaction cancelled: {other}"),
+                    retryable: true,
+                })
+            }
+        }
+    }
+    if codes.first().is_some_and(|c| c.is_some()) {
+        return Err(StoreError::AlreadyExists {
+            kind: "job",
+            id: job.id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl DynamoStore {
+    /// The submit's transactions: take the idle lock, else join the queue, until one commits.
+    /// Each attempt is one transaction; nothing is written outside them.
+    pub(super) async fn submit_attempts(
+        &self,
+        job: &Job,
+        holding: &Item,
+        idem_item: Option<&Item>,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let env = &job.environment;
+        for _ in 0..RETRIES {
+            // First try: take the lock, if the environment is idle.
+            let items = vec![
+                self.put(holding.clone(), "attribute_not_exists(pk)"),
+                self.update(
+                    env_key(env),
+                    "SET active_job = :id",
+                    "attribute_exists(pk) AND attribute_not_exists(active_job)",
+                    HashMap::from([(":id".to_string(), s(&job.id))]),
+                    HashMap::new(),
+                ),
+            ];
+            let codes = match self
+                .try_submit(items, job, idem_item, idempotency, true)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) => codes,
+            };
+            refused(&codes, job)?;
+            // The environment is busy (or missing): join its FIFO queue, while it stays busy.
+            // The queue position is the environment's next sequence number, taken in the
+            // same transaction, so FIFO follows the order the submits committed in.
+            let Some(current) = self.read_env(env).await? else {
+                return Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: env.to_string(),
+                });
+            };
+            if current.record.active_job.is_none() {
+                continue;
+            }
+            let seq = current.record.queue_seq;
+            let position = format!("{:020}", seq + 1);
+            let mut queue_item = queue_key(env, &position);
+            queue_item.insert("kind".into(), s("queue"));
+            queue_item.insert("job_id".into(), s(&job.id));
+            let mut waiting = holding.clone();
+            waiting.remove("gsi3pk");
+            waiting.remove("gsi3sk");
+            waiting.insert("queue_sk".into(), s(&position));
+            super::items::check_item("job", &waiting)?;
+            let items = vec![
+                self.put(waiting, "attribute_not_exists(pk)"),
+                self.update(
+                    env_key(env),
+                    "SET queued_count = queued_count + :one, queue_seq = :next",
+                    "attribute_exists(active_job) AND queue_seq = :seq",
+                    HashMap::from([
+                        (":one".to_string(), n(1)),
+                        (":next".to_string(), n(seq + 1)),
+                        (":seq".to_string(), n(seq)),
+                    ]),
+                    HashMap::new(),
+                ),
+                self.put(queue_item, "attribute_not_exists(pk)"),
+            ];
+            match self
+                .try_submit(items, job, idem_item, idempotency, false)
+                .await?
+            {
+                Ok(submitted) => return Ok(submitted),
+                Err(codes) => refused(&codes, job)?,
+            }
+            if self.read_env(env).await?.is_none() {
+                return Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: env.to_string(),
+                });
+            }
+            // The lock was released between the two attempts: try to take it again.
+        }
+        Err(StoreError::Aws {
+            service: "dynamodb",
+            message: "environment lock kept changing; try again".into(),
+            retryable: true,
+        })
     }
 }

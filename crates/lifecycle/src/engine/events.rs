@@ -1,0 +1,174 @@
+//! Completion: a task's own state change becomes its job's outcome.
+
+use super::*;
+
+impl Engine {
+    /// Handles one "ECS Task State Change" event.
+    pub async fn task_event(
+        &self,
+        change: &EcsTaskStateChange,
+    ) -> Result<EventOutcome, LifecycleError> {
+        let Some(id) = change
+            .started_by
+            .as_deref()
+            .and_then(job_id_of)
+            .map(JobId::from)
+        else {
+            return Ok(EventOutcome::Ignored("not a task Sortie started"));
+        };
+        let id = &id;
+        let task = TaskRef::new(change.task_arn.clone());
+        let span = tracing::info_span!("job", job_id = %id);
+        async {
+            let record = match self.jobs.store.get_job(id).await {
+                Ok(r) => r,
+                Err(StoreError::NotFound { .. }) => {
+                    return Ok(EventOutcome::Ignored("unknown job"))
+                }
+                Err(e @ StoreError::Corrupt { .. }) => {
+                    warn!(error = %e, "task event for an unreadable job; the sweeper fails it");
+                    return Ok(EventOutcome::Ignored("unreadable job"));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if record.task.as_ref().is_some_and(|known| *known != task) {
+                return Ok(EventOutcome::Ignored(
+                    "an event of an earlier task of this job",
+                ));
+            }
+            match change.last_status.as_str() {
+                "STOPPED" => {
+                    let stop = change.task_stop(container_name(&record).as_deref());
+                    self.finish_stopped(record, stop, &task).await
+                }
+                "RUNNING" => match record.job.state {
+                    JobState::Dispatching => {
+                        match self
+                            .adopt(id, &task, &format!("task {task} running"), true)
+                            .await
+                        {
+                            Ok(_) => Ok(EventOutcome::Moved(JobState::Running)),
+                            Err(StoreError::StateConflict { .. }) => {
+                                Ok(EventOutcome::Ignored("already moved on"))
+                            }
+                            Err(e) => Err(e.into()),
+                        }
+                    }
+                    JobState::Running if record.started_at.is_none() => {
+                        match self
+                            .jobs
+                            .store
+                            .mark_job(
+                                id,
+                                Utc::now(),
+                                JobUpdate {
+                                    started_at: Some(Utc::now()),
+                                    ..Default::default()
+                                },
+                            )
+                            .await
+                        {
+                            Ok(_) | Err(StoreError::StateConflict { .. }) => {
+                                Ok(EventOutcome::Ignored("start recorded"))
+                            }
+                            Err(e) => Err(e.into()),
+                        }
+                    }
+                    _ => Ok(EventOutcome::Ignored("out of order or duplicate")),
+                },
+                _ => Ok(EventOutcome::Ignored("intermediate status")),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Finishes a job whose task stopped (from its event, or from DescribeTasks in the sweep).
+    pub(super) async fn finish_stopped(
+        &self,
+        record: JobRecord,
+        stop: TaskStop,
+        task: &TaskRef,
+    ) -> Result<EventOutcome, LifecycleError> {
+        let id = record.job.id.clone();
+        if record.job.state.is_terminal() {
+            // A duplicate STOPPED: harmless, but make sure the lock was released.
+            self.release_and_next(&record).await?;
+            return Ok(EventOutcome::Ignored("already finished"));
+        }
+        let mut from = record.job.state;
+        if from == JobState::Queued {
+            return Ok(EventOutcome::Ignored("already requeued"));
+        }
+        if from == JobState::Dispatching {
+            // The task stopped before the dispatcher recorded it: record it first.
+            match self
+                .adopt(
+                    &id,
+                    task,
+                    &format!("task {task} adopted on its stop"),
+                    false,
+                )
+                .await
+            {
+                Ok(_) => from = JobState::Running,
+                Err(StoreError::StateConflict {
+                    actual: JobState::Running,
+                    ..
+                }) => from = JobState::Running,
+                Err(StoreError::StateConflict { .. }) => {
+                    return Ok(EventOutcome::Ignored("already moved on"))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut outcome = task_outcome(record.job.request.operation, &stop);
+        if let Some(by) = &record.cancel_requested_by {
+            if outcome.state != JobState::Succeeded {
+                outcome = sortie_core::Outcome {
+                    state: JobState::Canceled,
+                    reason: format!("canceled by {by}"),
+                };
+            }
+        } else if record.timeout_requested_at.is_some() && outcome.state == JobState::Failed {
+            let limit = record
+                .job
+                .runner_spec
+                .as_ref()
+                .map(|s| s.runner_configuration.timeout_seconds())
+                .unwrap_or_default();
+            outcome = sortie_core::Outcome {
+                state: JobState::TimedOut,
+                reason: format!("timed out after {limit}s"),
+            };
+        }
+        let finished = match self
+            .jobs
+            .store
+            .transition_job(
+                &id,
+                from,
+                outcome.state,
+                Utc::now(),
+                &outcome.reason,
+                JobUpdate::default(),
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(StoreError::StateConflict { .. }) => {
+                return Ok(EventOutcome::Ignored("already moved on"))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if outcome.state == JobState::Queued {
+            // A plan interrupted on Spot: it keeps the environment's lock and runs again.
+            if let Err(e) = self.jobs.queue.send(&id, 0).await {
+                warn!(error = %e, "requeue send failed; the sweeper will re-send");
+            }
+        } else {
+            self.complete(&finished).await?;
+        }
+        Ok(EventOutcome::Moved(outcome.state))
+    }
+}

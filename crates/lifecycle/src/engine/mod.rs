@@ -1,0 +1,390 @@
+//! The engine: dispatch, completion, cancel and the sweep.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
+use sortie_core::{task_outcome, JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
+use sortie_launch::{job_id_of, LaunchError, LaunchSpec, Launcher, TaskStatus};
+use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError, Unreadable};
+use tracing::{info, warn, Instrument};
+
+use crate::{EcsTaskStateChange, JobService, LifecycleError};
+
+mod events;
+mod sweep;
+
+/// What to do with one queue message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// Handled (or a harmless duplicate): delete the message.
+    Done,
+    /// Try again after `delay_seconds` (a batch item failure with a longer visibility timeout).
+    Retry {
+        /// Backoff before the next delivery.
+        delay_seconds: i32,
+        /// Why.
+        reason: String,
+    },
+    /// The message can never succeed: let it reach the dead-letter queue.
+    Poison(String),
+}
+
+/// What a task event did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventOutcome {
+    /// The job moved to this state.
+    Moved(JobState),
+    /// Nothing to do: an unknown task, a duplicate, an out-of-order or intermediate event.
+    Ignored(&'static str),
+}
+
+/// Timing of the sweep.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepSettings {
+    /// A lock holder still `queued` this long after it was queued is re-sent.
+    pub resend_after: Duration,
+    /// A job `dispatching` this long without a recorded task is looked up by `startedBy`.
+    pub dispatch_lease: Duration,
+    /// A `running` job not heard from this long is looked up with DescribeTasks.
+    pub silence: Duration,
+    /// At most this many jobs are looked at per pass, per kind.
+    pub batch: u32,
+}
+
+impl Default for SweepSettings {
+    fn default() -> Self {
+        Self {
+            resend_after: Duration::seconds(60),
+            dispatch_lease: Duration::seconds(120),
+            silence: Duration::minutes(10),
+            batch: 100,
+        }
+    }
+}
+
+/// What one sweep pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Lost sends re-sent.
+    pub resent: usize,
+    /// Orphaned tasks adopted.
+    pub adopted: usize,
+    /// Dispatches with no task after the lease, requeued.
+    pub requeued: usize,
+    /// Tasks stopped for exceeding their timeout.
+    pub timed_out: usize,
+    /// Jobs finished from DescribeTasks because their event was lost.
+    pub resolved: usize,
+    /// Jobs whose sweep failed, and lists that could not be read (logged; tried again next
+    /// pass; the rest of the pass goes on).
+    pub errors: usize,
+    /// Job items that could not be decoded: failed with a clear reason, their task stopped
+    /// when it could be found, and their environment released.
+    pub unreadable: usize,
+}
+
+/// Backoff for a retried launch: 2, 4, 8, 16, 32, then 60 seconds.
+pub fn backoff_seconds(receive_count: u32) -> i32 {
+    2i32.saturating_pow(receive_count.clamp(1, 6)).min(60)
+}
+
+/// The lifecycle's dependencies.
+pub struct Engine {
+    /// Submit, cancel, complete and release-and-next, shared with the API.
+    pub jobs: JobService,
+    /// Starts and controls tasks.
+    pub launcher: Arc<dyn Launcher>,
+    /// The API URL runners call back.
+    pub api_url: String,
+    /// Sweep timing.
+    pub settings: SweepSettings,
+}
+
+fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {
+    record
+        .job
+        .transitions
+        .iter()
+        .rev()
+        .find(|t| t.to == state)
+        .map(|t| t.at)
+        .unwrap_or(record.updated_at)
+}
+
+fn container_name(record: &JobRecord) -> Option<String> {
+    match record
+        .job
+        .runner_spec
+        .as_ref()
+        .map(|s| &s.runner_configuration)
+    {
+        Some(RunnerConfiguration::EcsFargate(c)) => Some(c.container_name.clone()),
+        _ => None,
+    }
+}
+
+impl Engine {
+    /// Handles one jobs-queue message: launch the job, or stop it for a cancel.
+    pub async fn dispatch(&self, body: &str, receive_count: u32) -> RecordOutcome {
+        let message: JobMessage = match serde_json::from_str(body) {
+            Ok(m) => m,
+            Err(e) => return RecordOutcome::Poison(format!("unparsable message: {e}")),
+        };
+        let span = tracing::info_span!("job", job_id = %message.job_id);
+        async {
+            match &message.cancel_by {
+                Some(by) => self.cancel_launched(&message.job_id, by).await,
+                None => self.launch(&message.job_id, receive_count).await,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn launch(&self, id: &JobId, receive_count: u32) -> RecordOutcome {
+        let now = Utc::now();
+        // Claim: the one conditional write that makes a duplicate delivery, or a racing
+        // dispatcher, a no-op. Moto ignores RunTask's clientToken, so this alone must hold.
+        let claimed = match self
+            .jobs
+            .store
+            .transition_job(
+                id,
+                JobState::Queued,
+                JobState::Dispatching,
+                now,
+                "claimed by dispatch",
+                JobUpdate::default(),
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(StoreError::StateConflict { actual, .. }) => {
+                info!(state = %actual, "already claimed; duplicate delivery");
+                if actual.is_terminal() {
+                    return match self.ensure_released(id).await {
+                        Ok(()) => RecordOutcome::Done,
+                        Err(e) => RecordOutcome::Retry {
+                            delay_seconds: backoff_seconds(receive_count),
+                            reason: e.to_string(),
+                        },
+                    };
+                }
+                return RecordOutcome::Done;
+            }
+            Err(StoreError::NotFound { .. }) => {
+                return RecordOutcome::Poison(format!("job {id} does not exist"))
+            }
+            // Its item cannot be read: the message can never succeed. The sweeper fails the
+            // job and releases its environment.
+            Err(e @ StoreError::Corrupt { .. }) => {
+                return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
+            }
+            Err(e) => {
+                return RecordOutcome::Retry {
+                    delay_seconds: backoff_seconds(receive_count),
+                    reason: e.to_string(),
+                }
+            }
+        };
+        let token = new_token();
+        let launched = self
+            .launcher
+            .launch(&LaunchSpec {
+                job: &claimed.job,
+                token: &token,
+                api_url: &self.api_url,
+            })
+            .await;
+        match launched {
+            Ok(task) => {
+                let update = JobUpdate {
+                    task: Some(task.clone()),
+                    token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+                    ..Default::default()
+                };
+                match self
+                    .jobs
+                    .store
+                    .transition_job(
+                        id,
+                        JobState::Dispatching,
+                        JobState::Running,
+                        Utc::now(),
+                        &format!("launched task {task}"),
+                        update,
+                    )
+                    .await
+                {
+                    Ok(running) => {
+                        info!(task = %task, "launched");
+                        if let Some(by) = &running.cancel_requested_by {
+                            if let Err(e) = self
+                                .launcher
+                                .stop(&running.job, &task, &format!("{CANCELED_BY}{by}"))
+                                .await
+                            {
+                                warn!(error = %e, "cancel requested during launch; stop failed, the sweeper retries");
+                            }
+                        }
+                    }
+                    // The task runs but is not recorded: the sweeper adopts it by startedBy.
+                    // Never launch again: a retry of this message finds the job dispatching.
+                    Err(e) => {
+                        warn!(task = %task, error = %e, "launched but not recorded; the sweeper will adopt the task")
+                    }
+                }
+                RecordOutcome::Done
+            }
+            Err(LaunchError::Retryable(reason)) => {
+                warn!(%reason, "launch failed; retrying with backoff");
+                if let Err(e) = self
+                    .jobs
+                    .store
+                    .transition_job(
+                        id,
+                        JobState::Dispatching,
+                        JobState::Queued,
+                        Utc::now(),
+                        &format!("launch will be retried: {reason}"),
+                        JobUpdate::default(),
+                    )
+                    .await
+                {
+                    warn!(error = %e, "could not requeue; the sweeper will");
+                }
+                RecordOutcome::Retry {
+                    delay_seconds: backoff_seconds(receive_count),
+                    reason,
+                }
+            }
+            Err(LaunchError::Fatal(reason)) => {
+                warn!(%reason, "launch failed for good");
+                match self
+                    .jobs
+                    .store
+                    .transition_job(
+                        id,
+                        JobState::Dispatching,
+                        JobState::Failed,
+                        Utc::now(),
+                        &format!("launch failed: \"{reason}\""),
+                        JobUpdate::default(),
+                    )
+                    .await
+                {
+                    Ok(failed) => match self.complete(&failed).await {
+                        Ok(()) => RecordOutcome::Done,
+                        Err(e) => RecordOutcome::Retry {
+                            delay_seconds: backoff_seconds(receive_count),
+                            reason: e.to_string(),
+                        },
+                    },
+                    Err(e) => RecordOutcome::Retry {
+                        delay_seconds: backoff_seconds(receive_count),
+                        reason: e.to_string(),
+                    },
+                }
+            }
+        }
+    }
+
+    /// Stops a launched job's task for a cancel; `task-events` then finishes it as `canceled`.
+    async fn cancel_launched(&self, id: &JobId, by: &str) -> RecordOutcome {
+        let marked = match self
+            .jobs
+            .store
+            .mark_job(
+                id,
+                Utc::now(),
+                JobUpdate {
+                    cancel_requested_by: Some(by.to_string()),
+                    ..Default::default()
+                },
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(StoreError::StateConflict { .. }) => return RecordOutcome::Done,
+            Err(StoreError::NotFound { .. }) => {
+                return RecordOutcome::Poison(format!("job {id} does not exist"))
+            }
+            Err(e @ StoreError::Corrupt { .. }) => {
+                return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
+            }
+            Err(e) => {
+                return RecordOutcome::Retry {
+                    delay_seconds: 2,
+                    reason: e.to_string(),
+                }
+            }
+        };
+        match &marked.task {
+            Some(task) => match self
+                .launcher
+                .stop(&marked.job, task, &format!("{CANCELED_BY}{by}"))
+                .await
+            {
+                Ok(()) => RecordOutcome::Done,
+                Err(LaunchError::Retryable(reason)) => RecordOutcome::Retry {
+                    delay_seconds: 2,
+                    reason,
+                },
+                Err(LaunchError::Fatal(reason)) => {
+                    warn!(%reason, "stop for cancel failed; the sweeper resolves the job");
+                    RecordOutcome::Done
+                }
+            },
+            // Still launching: the dispatcher stops the task once it records it.
+            None => RecordOutcome::Done,
+        }
+    }
+
+    /// Records the task of a job still `dispatching` (`dispatching → running`): a task seen
+    /// running, stopped, or found by `startedBy` before the dispatcher recorded it.
+    pub(super) async fn adopt(
+        &self,
+        id: &JobId,
+        task: &TaskRef,
+        reason: &str,
+        seen_running: bool,
+    ) -> Result<JobRecord, StoreError> {
+        let update = JobUpdate {
+            task: Some(task.clone()),
+            started_at: seen_running.then(Utc::now),
+            ..Default::default()
+        };
+        self.jobs
+            .store
+            .transition_job(
+                id,
+                JobState::Dispatching,
+                JobState::Running,
+                Utc::now(),
+                reason,
+                update,
+            )
+            .await
+    }
+
+    /// Releases the environment's lock if this (terminal) job still holds it, sending the next job.
+    pub(super) async fn ensure_released(&self, id: &JobId) -> Result<(), LifecycleError> {
+        let record = self.jobs.store.get_job(id).await?;
+        self.release_and_next(&record).await
+    }
+
+    pub(super) async fn release_and_next(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        Ok(self.jobs.release_and_next(record).await?)
+    }
+
+    pub(super) async fn complete(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        Ok(self.jobs.complete(record).await?)
+    }
+}

@@ -1,0 +1,265 @@
+//! The sweep: what an event or a crash lost, repaired on a schedule.
+
+use super::*;
+
+impl Engine {
+    /// One bounded, idempotent sweep pass. It never stops at an error: a list that cannot be
+    /// read, or a job whose repair fails, is logged and counted in `errors`, and the pass goes
+    /// on; an unreadable job item is failed and its environment released (`unreadable`).
+    pub async fn sweep(&self, now: DateTime<Utc>) -> Result<SweepReport, LifecycleError> {
+        let mut report = SweepReport::default();
+        match self
+            .jobs
+            .store
+            .pending_sends(now - self.settings.resend_after, self.settings.batch)
+            .await
+        {
+            Ok(listed) => {
+                for u in &listed.unreadable {
+                    self.fail_unreadable(u, now, &mut report).await;
+                }
+                for job in listed {
+                    match self.jobs.queue.send(&job.id, 0).await {
+                        Ok(()) => {
+                            info!(job_id = %job.id, "re-sent a lost send");
+                            report.resent += 1;
+                        }
+                        Err(e) => {
+                            warn!(job_id = %job.id, error = %e, "re-send failed");
+                            report.errors += 1;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "pending sends could not be listed; next pass tries again");
+                report.errors += 1;
+            }
+        }
+        match self.jobs.store.active_jobs(self.settings.batch).await {
+            Ok(listed) => {
+                for u in &listed.unreadable {
+                    self.fail_unreadable(u, now, &mut report).await;
+                }
+                for record in listed {
+                    let span = tracing::info_span!("job", job_id = %record.job.id);
+                    if let Err(e) = self
+                        .sweep_one(record, now, &mut report)
+                        .instrument(span)
+                        .await
+                    {
+                        warn!(error = %e, "sweep of a job failed; next pass tries again");
+                        report.errors += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "active jobs could not be listed; next pass tries again");
+                report.errors += 1;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Fails a job whose item cannot be decoded, stops its task if it can still be found, and
+    /// releases its environment, so that the environment is never held by a job that cannot
+    /// progress. Errors are logged and counted; the pass goes on.
+    async fn fail_unreadable(&self, u: &Unreadable, now: DateTime<Utc>, report: &mut SweepReport) {
+        let span = tracing::info_span!("job", job_id = %u.job_id);
+        async {
+            let mut problem = u.message.clone();
+            if problem.len() > 300 {
+                let mut cut = 300;
+                while !problem.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                problem.truncate(cut);
+                problem.push('…');
+            }
+            let reason = format!("sortie: the job's stored item is unreadable ({problem}); failed by the sweeper");
+            warn!(key = %u.key, error = %u.message, "unreadable job item: failing it and releasing its environment");
+            let record = match self.jobs.store.fail_unreadable_job(u, now, &reason).await {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(error = %e, "could not fail the unreadable job; next pass tries again");
+                    report.errors += 1;
+                    return;
+                }
+            };
+            // A launched job's task must not go on writing state once the lock is released.
+            if let Some(task) = record.as_ref().and_then(|r| r.task.clone()) {
+                let job = &record.as_ref().expect("just matched").job;
+                if let Err(e) = self.launcher.stop(job, &task, &reason).await {
+                    warn!(task = %task, error = %e, "could not stop the unreadable job's task");
+                }
+            }
+            let env = record
+                .as_ref()
+                .map(|r| r.job.environment.clone())
+                .or_else(|| u.environment.clone());
+            match env {
+                Some(env) => match self.jobs.release_env_and_next(&env, &u.job_id).await {
+                    Ok(()) => report.unreadable += 1,
+                    Err(e) => {
+                        warn!(error = %e, "could not release the unreadable job's environment");
+                        report.errors += 1;
+                    }
+                },
+                None => {
+                    warn!("the unreadable job names no readable environment; it was failed and left");
+                    report.unreadable += 1;
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn sweep_one(
+        &self,
+        record: JobRecord,
+        now: DateTime<Utc>,
+        report: &mut SweepReport,
+    ) -> Result<(), LifecycleError> {
+        let id = record.job.id.clone();
+        match record.job.state {
+            JobState::Dispatching => {
+                if now - when_entered(&record, JobState::Dispatching) < self.settings.dispatch_lease
+                {
+                    return Ok(());
+                }
+                match self.launcher.find(&record.job).await? {
+                    Some(task) => {
+                        if self
+                            .adopt(
+                                &id,
+                                &task,
+                                &format!("adopted orphan task {task}, found by startedBy"),
+                                false,
+                            )
+                            .await
+                            .is_ok()
+                        {
+                            info!(task = %task, "adopted an orphaned task");
+                            report.adopted += 1;
+                        }
+                    }
+                    None if record.cancel_requested_by.is_some() => {
+                        let by = record.cancel_requested_by.clone().unwrap_or_default();
+                        if let Ok(done) = self
+                            .jobs
+                            .store
+                            .transition_job(
+                                &id,
+                                JobState::Dispatching,
+                                JobState::Canceled,
+                                Utc::now(),
+                                &format!("canceled by {by}"),
+                                JobUpdate::default(),
+                            )
+                            .await
+                        {
+                            self.complete(&done).await?;
+                        }
+                    }
+                    None => {
+                        if self
+                            .jobs
+                            .store
+                            .transition_job(
+                                &id,
+                                JobState::Dispatching,
+                                JobState::Queued,
+                                Utc::now(),
+                                "no task after the dispatch lease; launching again",
+                                JobUpdate::default(),
+                            )
+                            .await
+                            .is_ok()
+                        {
+                            self.jobs
+                                .queue
+                                .send(&id, 0)
+                                .await
+                                .map_err(LifecycleError::Store)?;
+                            report.requeued += 1;
+                        }
+                    }
+                }
+            }
+            JobState::Running => {
+                let Some(task) = record.task.clone() else {
+                    return Ok(());
+                };
+                let limit = record
+                    .job
+                    .runner_spec
+                    .as_ref()
+                    .map(|s| s.runner_configuration.timeout_seconds())
+                    .unwrap_or(sortie_core::runner::DEFAULT_TIMEOUT_SECONDS);
+                let started = when_entered(&record, JobState::Running);
+                if record.timeout_requested_at.is_none()
+                    && now - started > Duration::seconds(i64::from(limit))
+                {
+                    self.jobs
+                        .store
+                        .mark_job(
+                            &id,
+                            Utc::now(),
+                            JobUpdate {
+                                timeout_requested_at: Some(now),
+                                ..Default::default()
+                            },
+                        )
+                        .await?;
+                    self.launcher
+                        .stop(&record.job, &task, &format!("{TIMED_OUT_AFTER}{limit}s"))
+                        .await?;
+                    info!(limit, "stopped a task past its timeout");
+                    report.timed_out += 1;
+                    return Ok(());
+                }
+                if now - record.updated_at < self.settings.silence {
+                    return Ok(());
+                }
+                match self.launcher.describe(&record.job, &task).await? {
+                    TaskStatus::Stopped(stop) => {
+                        if let EventOutcome::Moved(_) =
+                            self.finish_stopped(record, stop, &task).await?
+                        {
+                            report.resolved += 1;
+                        }
+                    }
+                    TaskStatus::Missing => {
+                        if let Ok(done) = self
+                            .jobs
+                            .store
+                            .transition_job(
+                                &id,
+                                JobState::Running,
+                                JobState::Failed,
+                                Utc::now(),
+                                &format!("task {task} vanished: ECS no longer knows it"),
+                                JobUpdate::default(),
+                            )
+                            .await
+                        {
+                            self.complete(&done).await?;
+                            report.resolved += 1;
+                        }
+                    }
+                    TaskStatus::Running => {
+                        // Heard from: the task is alive. Reset the silence clock.
+                        let _ = self
+                            .jobs
+                            .store
+                            .mark_job(&id, Utc::now(), JobUpdate::default())
+                            .await;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
