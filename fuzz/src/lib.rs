@@ -2,14 +2,14 @@
 //! the API glue around the core validators (pinning URL fields into a rule,
 //! reading an environment body), fixture rules, and the resolution cross-check.
 //!
-//! The glue is copied from `crates/api/src/routes/{rules,environments}.rs`
-//! (`pin_field`, `env_fields`), which are private to the API crate; the core
-//! functions it calls are Sortie's own. Keep the copies in step with the API.
+//! `pin_field` is copied from `crates/api/src/routes/rules.rs`, which is private to
+//! the API crate; keep it in step. Environment bodies go through core's
+//! `EnvironmentInput`, exactly as the API reads them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
-use sortie_core::problems::{parse_document, Fields, Problems};
+use sortie_core::problems::parse_document;
 use sortie_core::{
     resolve, Criteria, EnvFacts, GroupPath, RuleIndex, RunnerId, RunnerRule, ValidationError,
 };
@@ -49,47 +49,13 @@ pub fn pin_field(doc: &mut Value, field: &str, value: &str) -> Option<()> {
     Some(())
 }
 
-/// The fields of an environment create or patch body.
-#[derive(Debug)]
-pub struct EnvFields {
-    /// `name` (create only).
-    pub name: Option<String>,
-    /// `env_type`.
-    pub env_type: Option<String>,
-    /// `labels`.
-    pub labels: Option<BTreeMap<String, String>>,
-    /// `tags`.
-    pub tags: Option<BTreeSet<String>>,
-}
-
-/// `env_fields` of crates/api/src/routes/environments.rs.
-pub fn env_fields(doc: &Value, creating: bool) -> Result<EnvFields, ValidationError> {
-    let mut p = Problems::default();
-    let Some(mut f) = Fields::new(doc, "", &mut p) else {
-        return Err(ValidationError { problems: p.0 });
-    };
-    let name = if creating {
-        f.required_str("name", &mut p)
-    } else {
-        None
-    };
-    let env_type = if creating {
-        f.required_str("env_type", &mut p)
-    } else {
-        f.optional::<String>("env_type", &mut p)
-    };
-    if env_type.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        p.push("env_type", "must not be empty");
-    }
-    let labels = f.optional("labels", &mut p);
-    let tags = f.optional("tags", &mut p);
-    f.finish(&mut p);
-    p.finish(EnvFields {
-        name,
-        env_type,
-        labels,
-        tags,
-    })
+/// An environment create or patch body, decoded as the API decodes it: core's
+/// `EnvironmentInput` (the API calls exactly this).
+pub fn env_fields(
+    doc: &Value,
+    creating: bool,
+) -> Result<sortie_core::environment::EnvironmentInput, ValidationError> {
+    sortie_core::environment::EnvironmentInput::from_value(doc, creating)
 }
 
 fn rule(id: &str, scope: &str, runner: &str, criteria: Criteria, priority: i32) -> RunnerRule {
