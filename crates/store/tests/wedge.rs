@@ -117,12 +117,22 @@ struct Snapshot {
     idem_item: bool,
 }
 
+/// A job whose variables are taken as given: the store is the last line of defence, so
+/// these requests skip the API's validation (which refuses the bad ones too), as an item
+/// written by an older version or a bug would.
 fn job_with(env: &EnvPath, request: &str) -> Job {
+    let mut raw: serde_json::Value = serde_json::from_str(request).unwrap();
+    let variables = raw
+        .as_object_mut()
+        .and_then(|o| o.remove("variables"))
+        .unwrap_or_default();
+    let mut request = JobRequest::from_value(&raw).unwrap();
+    request.variables = serde_json::from_value(variables).unwrap_or_default();
     Job::new(
         sortie_store::new_id(),
         env.clone(),
         RunnerId::parse("acme/local").unwrap(),
-        JobRequest::parse(request).unwrap(),
+        request,
         "alice".into(),
         Utc::now(),
     )
