@@ -13,6 +13,13 @@
 //! the next calls of an operation fail with a synthetic error in the wire
 //! format the SDK parses for the request's protocol.
 //!
+//! **It is also a strict ECS double where moto is lenient.** Moto ignores RunTask's
+//! `clientToken`; real ECS does not. The proxy applies ECS's rules to every RunTask that
+//! carries one: the same token with the same parameters answers the first request's
+//! tasks again (no second launch), and the same token with different parameters is
+//! refused with `ConflictException` and the first tasks in `resourceIds`. Everything else
+//! is moto's answer.
+//!
 //! ```no_run
 //! # async fn demo() {
 //! let proxy = sortie_tests::proxy::FaultProxy::start(&sortie_tests::endpoint());
@@ -167,6 +174,9 @@ struct Fault {
 struct Shared {
     requests: Mutex<Vec<Recorded>>,
     faults: Mutex<Vec<Fault>>,
+    /// RunTask's idempotency, as ECS keeps it: client token → the request's parameters
+    /// (its JSON body without the token) and the answer it got.
+    run_task_tokens: Mutex<BTreeMap<String, (serde_json::Value, wire::Response)>>,
     stop: AtomicBool,
 }
 
@@ -358,6 +368,7 @@ fn serve(conn: TcpStream, upstream: &str, shared: &Shared) -> io::Result<()> {
 
     let response = match fault {
         Some(fault) => synthetic_error(&recorded, &fault),
+        None if recorded.is("RunTask") => strict_run_task(upstream, &request, &recorded, shared)?,
         None => forward(upstream, &request, &body)?,
     };
     let is_head = request.method.eq_ignore_ascii_case("HEAD");
@@ -475,6 +486,67 @@ fn synthetic_error(recorded: &Recorded, fault: &Fault) -> wire::Response {
         headers,
         body: body.into_bytes(),
     }
+}
+
+/// ECS's `clientToken` rules for RunTask, which moto ignores (the strict double).
+///
+/// - The same token with the same parameters answers what the first request got: the
+///   same task, and no second launch.
+/// - The same token with different parameters is refused with `ConflictException`,
+///   naming the first request's tasks in `resourceIds`.
+/// - A request without a token, or whose first answer was an error, is forwarded.
+///
+/// Requests with a token are serialised, so two racing ones cannot both launch.
+fn strict_run_task(
+    upstream: &str,
+    request: &wire::Request,
+    recorded: &Recorded,
+    shared: &Shared,
+) -> io::Result<wire::Response> {
+    let Some(mut params) = recorded.json() else {
+        return forward(upstream, request, &recorded.body);
+    };
+    let token = params
+        .as_object_mut()
+        .and_then(|o| o.remove("clientToken"))
+        .and_then(|t| t.as_str().map(str::to_string));
+    let Some(token) = token else {
+        return forward(upstream, request, &recorded.body);
+    };
+    let mut tokens = lock(&shared.run_task_tokens);
+    if let Some((first, answer)) = tokens.get(&token) {
+        if *first == params {
+            return Ok(answer.clone());
+        }
+        let tasks: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| v["tasks"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|t| t["taskArn"].clone())
+            .collect();
+        let body = serde_json::json!({
+            "__type": "ConflictException",
+            "message": "The specified client token has already been used with different parameters.",
+            "resourceIds": tasks,
+        })
+        .to_string();
+        return Ok(wire::Response {
+            status: 400,
+            reason: wire::reason(400).to_string(),
+            headers: vec![
+                ("Content-Type".into(), "application/x-amz-json-1.1".into()),
+                ("x-amzn-ErrorType".into(), "ConflictException".into()),
+                ("x-amzn-RequestId".into(), "strict-ecs-double".into()),
+            ],
+            body: body.into_bytes(),
+        });
+    }
+    let answer = forward(upstream, request, &recorded.body)?;
+    if answer.status == 200 {
+        tokens.insert(token, (params, answer.clone()));
+    }
+    Ok(answer)
 }
 
 /// Sends the request upstream on a fresh connection and reads the whole answer.
