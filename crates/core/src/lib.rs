@@ -7,6 +7,7 @@
 
 pub mod arn;
 pub mod auth;
+pub mod decision;
 pub mod document;
 pub mod environment;
 pub mod ids;

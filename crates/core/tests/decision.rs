@@ -1,0 +1,279 @@
+//! The relaunch and retry decision: property tests over every state, observation and moment.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use proptest::prelude::*;
+use sortie_core::decision::{decide, JobFacts, Seen, Step, Timing, MAX_SPOT_REQUEUES};
+use sortie_core::job::ALL_STATES;
+use sortie_core::{JobState, Operation, TaskRef, TaskStop};
+
+const TIMING: Timing = Timing {
+    dispatch_lease: Duration::seconds(120),
+    silence: Duration::seconds(600),
+};
+
+fn t0() -> DateTime<Utc> {
+    Utc.timestamp_opt(1_700_000_000, 0).unwrap()
+}
+
+fn task(n: u8) -> TaskRef {
+    TaskRef::new(format!("arn:aws:ecs:eu-west-1:123456789012:task/runners/{n:032x}"))
+}
+
+fn operation() -> impl Strategy<Value = Operation> {
+    prop_oneof![
+        Just(Operation::Plan),
+        Just(Operation::Apply),
+        Just(Operation::Destroy)
+    ]
+}
+
+fn stop() -> impl Strategy<Value = TaskStop> {
+    (
+        prop::option::of(prop_oneof![
+            Just("EssentialContainerExited".to_string()),
+            Just("TaskFailedToStart".to_string()),
+            Just("SpotInterruption".to_string()),
+            Just("UserInitiated".to_string()),
+        ]),
+        prop::option::of(prop_oneof![
+            Just("Essential container in task exited".to_string()),
+            Just("sortie: canceled by alice".to_string()),
+            Just("sortie: timed out after 60s".to_string()),
+            Just("Your Spot Task was interrupted.".to_string()),
+        ]),
+        prop::option::of(prop_oneof![Just(0), Just(1), Just(137)]),
+    )
+        .prop_map(|(stop_code, stopped_reason, exit_code)| TaskStop {
+            stop_code,
+            stopped_reason,
+            exit_code,
+            container_reason: None,
+        })
+}
+
+fn seen() -> impl Strategy<Value = Seen> {
+    prop_oneof![
+        Just(Seen::Nothing),
+        prop::option::of((0u8..4).prop_map(task)).prop_map(Seen::Found),
+        Just(Seen::Running),
+        stop().prop_map(Seen::Stopped),
+        Just(Seen::Missing),
+        (any::<bool>(), "[a-z ]{1,20}").prop_map(|(retryable, reason)| Seen::LaunchRefused {
+            retryable,
+            reason
+        }),
+        "[a-z ]{1,20}".prop_map(Seen::LaunchUncertain),
+        "[a-z ]{1,20}".prop_map(Seen::StopRefused),
+    ]
+}
+
+prop_compose! {
+    fn facts()(
+        state in prop::sample::select(ALL_STATES.to_vec()),
+        operation in operation(),
+        entered_ago in 0i64..20_000,
+        heard_ago in 0i64..20_000,
+        task in prop::option::of((0u8..4).prop_map(task)),
+        timeout_seconds in 60u32..10_000,
+        cancel in prop::option::of(Just("alice".to_string())),
+        timeout_requested in any::<bool>(),
+        spot_requeues in 0u32..6,
+    ) -> (JobFacts, DateTime<Utc>) {
+        let now = t0() + Duration::seconds(30_000);
+        (JobFacts {
+            state,
+            operation,
+            entered: now - Duration::seconds(entered_ago),
+            last_heard: now - Duration::seconds(heard_ago),
+            task,
+            timeout_seconds,
+            cancel_requested_by: cancel,
+            timeout_requested,
+            spot_requeues,
+        }, now)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// Every state change the decision asks for is one the state machine allows.
+    #[test]
+    fn every_decided_change_is_a_legal_transition((f, now) in facts(), s in seen()) {
+        match decide(&f, &s, now, TIMING) {
+            Step::End(o) => {
+                prop_assert!(o.state.is_terminal(), "{o:?}");
+                // A stopped task of a dispatching job is adopted first (dispatching → running).
+                let from = match (&s, f.state) {
+                    (Seen::Stopped(_), JobState::Dispatching) => JobState::Running,
+                    (_, state) => state,
+                };
+                prop_assert!(from.can_become(o.state), "{:?} → {:?}", from, o.state);
+            }
+            Step::Requeue { .. } => prop_assert!(f.state.can_become(JobState::Queued)),
+            Step::Adopt(_) => prop_assert_eq!(f.state, JobState::Dispatching),
+            Step::Stop { .. } | Step::Heard => prop_assert_eq!(f.state, JobState::Running),
+            Step::Find => prop_assert_eq!(f.state, JobState::Dispatching),
+            Step::Describe => prop_assert_eq!(f.state, JobState::Running),
+            Step::Wait => {}
+        }
+    }
+
+    /// Queued and terminal jobs are never touched.
+    #[test]
+    fn only_active_jobs_are_acted_on((f, now) in facts(), s in seen()) {
+        if !f.state.is_active() {
+            prop_assert_eq!(decide(&f, &s, now, TIMING), Step::Wait);
+        }
+    }
+
+    /// A launch that may have reached the platform is never relaunched directly: only the
+    /// lookup by `startedBy` after the lease decides (exactly one launch).
+    #[test]
+    fn an_uncertain_launch_never_requeues((mut f, now) in facts(), reason in "[a-z]{1,9}") {
+        f.state = JobState::Dispatching;
+        prop_assert_eq!(decide(&f, &Seen::LaunchUncertain(reason), now, TIMING), Step::Wait);
+    }
+
+    /// A dispatching job is looked up only after the lease; a task found is adopted, none
+    /// found is relaunched (or canceled, when a cancel was asked for).
+    #[test]
+    fn dispatching_waits_for_the_lease_then_finds_adopts_or_requeues((mut f, now) in facts(), n in 0u8..4) {
+        f.state = JobState::Dispatching;
+        let within = now - f.entered < TIMING.dispatch_lease;
+        let step = decide(&f, &Seen::Nothing, now, TIMING);
+        prop_assert_eq!(step, if within { Step::Wait } else { Step::Find });
+        prop_assert_eq!(decide(&f, &Seen::Found(Some(task(n))), now, TIMING), Step::Adopt(task(n)));
+        match (decide(&f, &Seen::Found(None), now, TIMING), &f.cancel_requested_by) {
+            (Step::End(o), Some(_)) => prop_assert_eq!(o.state, JobState::Canceled),
+            (Step::Requeue { spot: false, .. }, None) => {}
+            (other, _) => prop_assert!(false, "unexpected {other:?}"),
+        }
+    }
+
+    /// A stop Sortie asked for is retried on every sweep until the task is seen stopped.
+    #[test]
+    fn a_requested_stop_is_retried_until_the_task_is_seen_stopped((mut f, now) in facts()) {
+        f.state = JobState::Running;
+        if f.cancel_requested_by.is_none() {
+            f.timeout_requested = true;
+        }
+        prop_assert_eq!(decide(&f, &Seen::Nothing, now, TIMING), Step::Describe);
+        match decide(&f, &Seen::Running, now, TIMING) {
+            Step::Stop { reason, timeout } => {
+                prop_assert!(reason.starts_with("sortie: "), "{reason}");
+                prop_assert_eq!(timeout, f.cancel_requested_by.is_none());
+            }
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+        match decide(&f, &Seen::Missing, now, TIMING) {
+            Step::End(o) => prop_assert!(matches!(o.state, JobState::Canceled | JobState::TimedOut)),
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+    }
+
+    /// A running job past its timeout is stopped from outside, whether or not it was heard from.
+    #[test]
+    fn past_the_timeout_the_task_is_stopped((mut f, now) in facts()) {
+        f.state = JobState::Running;
+        f.cancel_requested_by = None;
+        f.timeout_requested = false;
+        let past = now - f.entered > Duration::seconds(i64::from(f.timeout_seconds));
+        for s in [Seen::Nothing, Seen::Running] {
+            let step = decide(&f, &s, now, TIMING);
+            let stops = matches!(&step, Step::Stop { timeout: true, reason } if reason == &format!("sortie: timed out after {}s", f.timeout_seconds));
+            prop_assert_eq!(stops, past, "{:?} → {:?}", s, step);
+        }
+    }
+
+    /// A Spot interruption requeues a plan at most MAX_SPOT_REQUEUES times, and never a
+    /// state writer; past the bound the job fails and says why.
+    #[test]
+    fn spot_requeues_are_bounded_and_never_rerun_a_state_writer((mut f, now) in facts()) {
+        f.state = JobState::Running;
+        f.cancel_requested_by = None;
+        f.timeout_requested = false;
+        let spot = TaskStop {
+            stop_code: Some("SpotInterruption".into()),
+            stopped_reason: Some("Your Spot Task was interrupted.".into()),
+            exit_code: None,
+            container_reason: None,
+        };
+        match decide(&f, &Seen::Stopped(spot), now, TIMING) {
+            Step::Requeue { spot: true, .. } => {
+                prop_assert_eq!(f.operation, Operation::Plan);
+                prop_assert!(f.spot_requeues < MAX_SPOT_REQUEUES);
+            }
+            Step::End(o) => {
+                prop_assert_eq!(o.state, JobState::Failed);
+                prop_assert!(o.reason.contains("Spot"), "{}", o.reason);
+                prop_assert!(f.operation.writes_state() || f.spot_requeues >= MAX_SPOT_REQUEUES);
+            }
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+    }
+
+    /// With a cancel asked for, a stopped task ends the job canceled unless it succeeded.
+    #[test]
+    fn a_cancel_names_the_end_unless_the_job_succeeded((mut f, now) in facts(), st in stop()) {
+        f.state = JobState::Running;
+        f.cancel_requested_by = Some("alice".into());
+        match decide(&f, &Seen::Stopped(st), now, TIMING) {
+            Step::End(o) => prop_assert!(matches!(o.state, JobState::Canceled | JobState::Succeeded), "{o:?}"),
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+    }
+
+    /// A stop or launch refused for good fails the job with the platform's words quoted;
+    /// a retryable launch refusal is relaunched.
+    #[test]
+    fn refusals_quote_the_platform((mut f, now) in facts(), words in "[a-z]{3,12}") {
+        f.state = JobState::Running;
+        match decide(&f, &Seen::StopRefused(words.clone()), now, TIMING) {
+            Step::End(o) => {
+                prop_assert_eq!(o.state, JobState::Failed);
+                prop_assert!(o.reason.contains(&format!("\"{words}\"")), "{}", o.reason);
+            }
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+        f.state = JobState::Dispatching;
+        let fatal = Seen::LaunchRefused { retryable: false, reason: words.clone() };
+        prop_assert_eq!(
+            decide(&f, &fatal, now, TIMING),
+            Step::End(sortie_core::Outcome { state: JobState::Failed, reason: format!("launch failed: \"{words}\"") })
+        );
+        let transient = Seen::LaunchRefused { retryable: true, reason: words };
+        let requeues = matches!(decide(&f, &transient, now, TIMING), Step::Requeue { spot: false, .. });
+        prop_assert!(requeues);
+    }
+}
+
+#[test]
+fn a_silent_running_job_is_described_and_a_missing_task_fails_it() {
+    let now = t0();
+    let f = JobFacts {
+        state: JobState::Running,
+        operation: Operation::Apply,
+        entered: now - Duration::seconds(700),
+        last_heard: now - Duration::seconds(601),
+        task: Some(task(1)),
+        timeout_seconds: 3600,
+        cancel_requested_by: None,
+        timeout_requested: false,
+        spot_requeues: 0,
+    };
+    assert_eq!(decide(&f, &Seen::Nothing, now, TIMING), Step::Describe);
+    assert_eq!(decide(&f, &Seen::Running, now, TIMING), Step::Heard);
+    match decide(&f, &Seen::Missing, now, TIMING) {
+        Step::End(o) => {
+            assert_eq!(o.state, JobState::Failed);
+            assert!(o.reason.contains("vanished"), "{}", o.reason);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let heard = JobFacts {
+        last_heard: now - Duration::seconds(5),
+        ..f
+    };
+    assert_eq!(decide(&heard, &Seen::Nothing, now, TIMING), Step::Wait);
+}
