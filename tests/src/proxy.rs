@@ -518,13 +518,14 @@ fn strict_run_task(
         if *first == params {
             return Ok(answer.clone());
         }
-        let tasks: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&answer.body)
-            .ok()
-            .and_then(|v| v["tasks"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .map(|t| t["taskArn"].clone())
-            .collect();
+        let tasks: Vec<serde_json::Value> =
+            serde_json::from_slice::<serde_json::Value>(&answer.body)
+                .ok()
+                .and_then(|v| v["tasks"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|t| t["taskArn"].clone())
+                .collect();
         let body = serde_json::json!({
             "__type": "ConflictException",
             "message": "The specified client token has already been used with different parameters.",

@@ -16,7 +16,9 @@ fn t0() -> DateTime<Utc> {
 }
 
 fn task(n: u8) -> TaskRef {
-    TaskRef::new(format!("arn:aws:ecs:eu-west-1:123456789012:task/runners/{n:032x}"))
+    TaskRef::new(format!(
+        "arn:aws:ecs:eu-west-1:123456789012:task/runners/{n:032x}"
+    ))
 }
 
 fn operation() -> impl Strategy<Value = Operation> {
@@ -58,10 +60,8 @@ fn seen() -> impl Strategy<Value = Seen> {
         Just(Seen::Running),
         stop().prop_map(Seen::Stopped),
         Just(Seen::Missing),
-        (any::<bool>(), "[a-z ]{1,20}").prop_map(|(retryable, reason)| Seen::LaunchRefused {
-            retryable,
-            reason
-        }),
+        (any::<bool>(), "[a-z ]{1,20}")
+            .prop_map(|(retryable, reason)| Seen::LaunchRefused { retryable, reason }),
         "[a-z ]{1,20}".prop_map(Seen::LaunchUncertain),
         "[a-z ]{1,20}".prop_map(Seen::StopRefused),
     ]

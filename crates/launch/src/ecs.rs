@@ -211,6 +211,14 @@ impl EcsLauncher {
     }
 }
 
+/// RunTask's idempotency token for one launch attempt: `<job id>-<attempt>` (ECS allows
+/// up to 64 ASCII characters). A retry of the same attempt (the SDK's own retries) reuses
+/// it, so ECS answers with the task it already started; a new attempt gets a new token,
+/// so ECS never answers a relaunch with `ConflictException`.
+pub fn client_token(job: &Job, attempt: u32) -> String {
+    format!("{}-{attempt}", job.id)
+}
+
 /// Classifies an AWS error for a launch: retry only what is safe to retry.
 pub fn classify(operation: &str, code: &str, message: &str, status: u16) -> LaunchError {
     let text = format!("{operation} failed: {code}: {message}");
@@ -236,12 +244,16 @@ fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
     err: SdkError<E>,
 ) -> LaunchError {
     match &err {
-        SdkError::ServiceError(se) => classify(
-            operation,
-            se.err().code().unwrap_or("Unknown"),
-            se.err().message().unwrap_or_default(),
-            se.raw().status().as_u16(),
-        ),
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            let code = se.err().code().unwrap_or("Unknown");
+            let message = se.err().message().unwrap_or_default();
+            if operation == "RunTask" && status >= 500 {
+                // ECS answered with a server error: the task may have been started.
+                return LaunchError::Uncertain(format!("{operation} failed: {code}: {message}"));
+            }
+            classify(operation, code, message, status)
+        }
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             let text = aws_sdk_ecs::error::DisplayErrorContext(&err).to_string();
             // A failed AssumeRole surfaces here: access denied is final, anything else transient.
@@ -249,6 +261,9 @@ fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
                 LaunchError::Fatal(format!(
                     "{operation} failed: could not assume the runner's role: {text}"
                 ))
+            } else if operation == "RunTask" && !is_identity_failure(&text) {
+                // The request may have reached ECS: only a lookup by `startedBy` can tell.
+                LaunchError::Uncertain(format!("{operation} failed: {text}"))
             } else {
                 LaunchError::Retryable(format!("{operation} failed: {text}"))
             }
@@ -267,6 +282,12 @@ fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
             }
         }
     }
+}
+
+/// True when the error happened while getting the runner role's credentials: the request
+/// itself was never sent.
+fn is_identity_failure(text: &str) -> bool {
+    text.contains("AssumeRole") || text.contains("credentials") || text.contains("identity")
 }
 
 /// The runner container's environment: Sortie's variables, then the runner's own.
@@ -336,7 +357,7 @@ impl Launcher for EcsLauncher {
             .task_definition(task_definition)
             .count(1)
             .started_by(started_by(&job.id))
-            .client_token(job.id.as_str())
+            .client_token(client_token(job, spec.attempt))
             .capacity_provider_strategy(
                 CapacityProviderStrategyItem::builder()
                     .capacity_provider(capacity)

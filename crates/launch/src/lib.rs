@@ -11,7 +11,7 @@ mod local;
 use async_trait::async_trait;
 use sortie_core::{Job, TaskRef, TaskStop};
 
-pub use ecs::{classify, EcsCustomizer, EcsLauncher};
+pub use ecs::{classify, client_token, EcsCustomizer, EcsLauncher};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
 
 /// What every `startedBy` Sortie sets begins with. ECS allows only letters, digits, `-`,
@@ -39,6 +39,8 @@ pub struct LaunchSpec<'a> {
     pub token: &'a str,
     /// The API URL the runner calls back.
     pub api_url: &'a str,
+    /// The launch attempt (1 for the first): part of RunTask's `clientToken`.
+    pub attempt: u32,
 }
 
 /// A launch or control call that failed.
@@ -50,12 +52,17 @@ pub enum LaunchError {
     /// Never worth retrying: access denied, invalid configuration, a missing cluster or image.
     #[error("{0}")]
     Fatal(String),
+    /// The call's outcome is unknown (a timeout, a dropped connection, a server error): it may
+    /// have reached the platform. A launch is never retried blindly after this: the job's task
+    /// is looked up by `startedBy` first.
+    #[error("{0}")]
+    Uncertain(String),
 }
 
 impl LaunchError {
-    /// True for [`LaunchError::Retryable`].
+    /// True for [`LaunchError::Retryable`] and [`LaunchError::Uncertain`]: worth calling again.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Retryable(_))
+        matches!(self, Self::Retryable(_) | Self::Uncertain(_))
     }
 }
 

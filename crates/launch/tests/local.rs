@@ -61,6 +61,7 @@ async fn a_timeout_stop_kills_the_process_group_and_the_stopped_event_maps_to_ti
             job: &j,
             token: "secret-token",
             api_url: "http://127.0.0.1:1",
+            attempt: 1,
         })
         .await
         .unwrap();
@@ -113,6 +114,7 @@ async fn a_failing_runner_reports_its_exit_code_and_last_line() {
             job: &j,
             token: "t",
             api_url: "http://127.0.0.1:1",
+            attempt: 1,
         })
         .await
         .unwrap();

@@ -45,7 +45,9 @@ impl LifecycleError {
             LifecycleError::Store(StoreError::Corrupt { .. }) => "Sortie.StoreCorrupt",
             LifecycleError::Store(_) => "Sortie.StoreError",
             LifecycleError::Bus(_) => "Sortie.BusError",
-            LifecycleError::Launch(LaunchError::Retryable(_)) => "Sortie.LaunchRetryable",
+            LifecycleError::Launch(LaunchError::Retryable(_) | LaunchError::Uncertain(_)) => {
+                "Sortie.LaunchRetryable"
+            }
             LifecycleError::Launch(LaunchError::Fatal(_)) => "Sortie.LaunchFatal",
         }
     }

@@ -244,6 +244,7 @@ async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_th
             job: &claimed.job,
             token: "t",
             api_url: "x",
+            attempt: 1,
         })
         .await
         .unwrap();

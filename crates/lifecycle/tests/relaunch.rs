@@ -48,22 +48,23 @@ async fn the_strict_double_answers_a_reused_token_as_ecs_does() {
     let first = run("sortie/a").await.unwrap();
     let again = run("sortie/a").await.unwrap();
     let arn = first.tasks()[0].task_arn().unwrap().to_string();
-    assert_eq!(again.tasks()[0].task_arn(), Some(arn.as_str()), "same token, same parameters: the same task");
+    assert_eq!(
+        again.tasks()[0].task_arn(),
+        Some(arn.as_str()),
+        "same token, same parameters: the same task"
+    );
     let conflict = run("sortie/b").await.unwrap_err();
     let service = conflict.as_service_error().expect("a service error");
-    assert_eq!(aws_sdk_ecs::error::ProvideErrorMetadata::code(service), Some("ConflictException"));
+    assert_eq!(
+        aws_sdk_ecs::error::ProvideErrorMetadata::code(service),
+        Some("ConflictException")
+    );
     assert!(service.is_conflict_exception(), "{service:?}");
     let raw = conflict.raw_response().unwrap().body().bytes().unwrap();
     let body: serde_json::Value = serde_json::from_slice(raw).unwrap();
     assert_eq!(body["resourceIds"], json!([arn]));
     // Only one task reached moto.
-    let listed = w
-        .ecs
-        .list_tasks()
-        .cluster(&w.cluster)
-        .send()
-        .await
-        .unwrap();
+    let listed = w.ecs.list_tasks().cluster(&w.cluster).send().await.unwrap();
     assert_eq!(listed.task_arns().len(), 1);
 }
 
@@ -72,7 +73,10 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "plan", "").await;
-    assert_eq!(w.engine.dispatch(&World::body(&job.id), 1).await, RecordOutcome::Done);
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
     let first = w.store.get_job(&job.id).await.unwrap();
     let first_task = first.task.clone().expect("launched");
     let spot = World::event("ecs-task-spot-interruption.json", &job.id, &first_task);
@@ -81,14 +85,28 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
         EventOutcome::Moved(JobState::Queued)
     );
     let requeued = w.store.get_job(&job.id).await.unwrap();
-    assert_eq!(requeued.task, None, "the old task reference is cleared on requeue");
+    assert_eq!(
+        requeued.task, None,
+        "the old task reference is cleared on requeue"
+    );
     assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
     // The relaunch: a new attempt, a new token, a new task.
-    assert_eq!(w.engine.dispatch(&World::body(&job.id), 1).await, RecordOutcome::Done);
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
     let second = w.store.get_job(&job.id).await.unwrap();
-    assert_eq!(second.job.state, JobState::Running, "{}", second.job.reason());
+    assert_eq!(
+        second.job.state,
+        JobState::Running,
+        "{}",
+        second.job.reason()
+    );
     let second_task = second.task.clone().unwrap();
     assert_ne!(second_task, first_task);
     let tokens = client_tokens(&w, &job.id);
-    assert_eq!(tokens, vec![format!("{}-1", job.id), format!("{}-2", job.id)]);
+    assert_eq!(
+        tokens,
+        vec![format!("{}-1", job.id), format!("{}-2", job.id)]
+    );
 }

@@ -103,6 +103,12 @@ pub struct JobUpdate {
     pub timeout_requested_at: Option<DateTime<Utc>>,
     /// The change summary the runner reported.
     pub summary: Option<sortie_core::ChangeSummary>,
+    /// Starts a new launch attempt: the attempt number goes up by one (the claim).
+    pub next_attempt: bool,
+    /// Counts one more Spot requeue.
+    pub spot_requeue: bool,
+    /// Forgets the task of the last attempt (its reference, start and timeout stop): a requeue.
+    pub clear_task: bool,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -132,6 +138,35 @@ pub struct JobRecord {
     pub summary: Option<sortie_core::ChangeSummary>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
+    /// The launch attempt: 1 for the first claim, one more for each relaunch. RunTask's
+    /// `clientToken` is `<job id>-<attempt>`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt: u32,
+    /// How many times a Spot interruption requeued the job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spot_requeues: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl JobRecord {
+    /// The record of a job just submitted: nothing launched yet.
+    pub fn new(job: &Job) -> Self {
+        Self {
+            job: job.clone(),
+            task: None,
+            token_hash: None,
+            started_at: None,
+            cancel_requested_by: None,
+            timeout_requested_at: None,
+            summary: None,
+            updated_at: job.transitions[0].at,
+            attempt: 0,
+            spot_requeues: 0,
+        }
+    }
 }
 
 /// A stored job item that could not be decoded: what is known of it from its raw attributes.

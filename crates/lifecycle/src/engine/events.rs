@@ -83,92 +83,30 @@ impl Engine {
         .await
     }
 
-    /// Finishes a job whose task stopped (from its event, or from DescribeTasks in the sweep).
+    /// Finishes (or requeues) a job whose task stopped, from its event or a describe.
     pub(super) async fn finish_stopped(
         &self,
         record: JobRecord,
         stop: TaskStop,
         task: &TaskRef,
     ) -> Result<EventOutcome, LifecycleError> {
-        let id = record.job.id.clone();
         if record.job.state.is_terminal() {
             // A duplicate STOPPED: harmless, but make sure the lock was released.
             self.release_and_next(&record).await?;
             return Ok(EventOutcome::Ignored("already finished"));
         }
-        let mut from = record.job.state;
-        if from == JobState::Queued {
+        if record.job.state == JobState::Queued {
             return Ok(EventOutcome::Ignored("already requeued"));
         }
-        if from == JobState::Dispatching {
-            // The task stopped before the dispatcher recorded it: record it first.
-            match self
-                .adopt(
-                    &id,
-                    task,
-                    &format!("task {task} adopted on its stop"),
-                    false,
-                )
-                .await
-            {
-                Ok(_) => from = JobState::Running,
-                Err(StoreError::StateConflict {
-                    actual: JobState::Running,
-                    ..
-                }) => from = JobState::Running,
-                Err(StoreError::StateConflict { .. }) => {
-                    return Ok(EventOutcome::Ignored("already moved on"))
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let mut outcome = task_outcome(record.job.request.operation, &stop);
-        if let Some(by) = &record.cancel_requested_by {
-            if outcome.state != JobState::Succeeded {
-                outcome = sortie_core::Outcome {
-                    state: JobState::Canceled,
-                    reason: format!("canceled by {by}"),
-                };
-            }
-        } else if record.timeout_requested_at.is_some() && outcome.state == JobState::Failed {
-            let limit = record
-                .job
-                .runner_spec
-                .as_ref()
-                .map(|s| s.runner_configuration.timeout_seconds())
-                .unwrap_or_default();
-            outcome = sortie_core::Outcome {
-                state: JobState::TimedOut,
-                reason: format!("timed out after {limit}s"),
-            };
-        }
-        let finished = match self
-            .jobs
-            .store
-            .transition_job(
-                &id,
-                from,
-                outcome.state,
-                Utc::now(),
-                &outcome.reason,
-                JobUpdate::default(),
-            )
-            .await
-        {
-            Ok(r) => r,
-            Err(StoreError::StateConflict { .. }) => {
-                return Ok(EventOutcome::Ignored("already moved on"))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if outcome.state == JobState::Queued {
-            // A plan interrupted on Spot: it keeps the environment's lock and runs again.
-            if let Err(e) = self.jobs.queue.send(&id, 0).await {
-                warn!(error = %e, "requeue send failed; the sweeper will re-send");
-            }
-        } else {
-            self.complete(&finished).await?;
-        }
-        Ok(EventOutcome::Moved(outcome.state))
+        let step = decide(
+            &facts(&record),
+            &Seen::Stopped(stop),
+            Utc::now(),
+            self.timing(),
+        );
+        Ok(match self.carry_out(&record, step, Some(task)).await? {
+            Some(state) => EventOutcome::Moved(state),
+            None => EventOutcome::Ignored("already moved on"),
+        })
     }
 }

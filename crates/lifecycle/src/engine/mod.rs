@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
-use sortie_core::{task_outcome, JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
+use sortie_core::decision::{decide, JobFacts, Seen, Step, Timing};
+use sortie_core::outcome::CANCELED_BY;
+use sortie_core::{JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
 use sortie_launch::{job_id_of, LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError, Unreadable};
 use tracing::{info, warn, Instrument};
@@ -118,6 +119,26 @@ fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {
         .unwrap_or(record.updated_at)
 }
 
+/// What the decision reads of a job record.
+pub(super) fn facts(record: &JobRecord) -> JobFacts {
+    JobFacts {
+        state: record.job.state,
+        operation: record.job.request.operation,
+        entered: when_entered(record, record.job.state),
+        last_heard: record.updated_at,
+        task: record.task.clone(),
+        timeout_seconds: record
+            .job
+            .runner_spec
+            .as_ref()
+            .map(|s| s.runner_configuration.timeout_seconds())
+            .unwrap_or(sortie_core::runner::DEFAULT_TIMEOUT_SECONDS),
+        cancel_requested_by: record.cancel_requested_by.clone(),
+        timeout_requested: record.timeout_requested_at.is_some(),
+        spot_requeues: record.spot_requeues,
+    }
+}
+
 fn container_name(record: &JobRecord) -> Option<String> {
     match record
         .job
@@ -150,8 +171,14 @@ impl Engine {
 
     async fn launch(&self, id: &JobId, receive_count: u32) -> RecordOutcome {
         let now = Utc::now();
+        let retry = |reason: String| RecordOutcome::Retry {
+            delay_seconds: backoff_seconds(receive_count),
+            reason,
+        };
         // Claim: the one conditional write that makes a duplicate delivery, or a racing
-        // dispatcher, a no-op. Moto ignores RunTask's clientToken, so this alone must hold.
+        // dispatcher, a no-op. It starts a new launch attempt and records the job token's
+        // hash before anything is launched, so the runner's first call is always accepted.
+        let token = new_token();
         let claimed = match self
             .jobs
             .store
@@ -161,7 +188,11 @@ impl Engine {
                 JobState::Dispatching,
                 now,
                 "claimed by dispatch",
-                JobUpdate::default(),
+                JobUpdate {
+                    token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+                    next_attempt: true,
+                    ..Default::default()
+                },
             )
             .await
         {
@@ -171,10 +202,7 @@ impl Engine {
                 if actual.is_terminal() {
                     return match self.ensure_released(id).await {
                         Ok(()) => RecordOutcome::Done,
-                        Err(e) => RecordOutcome::Retry {
-                            delay_seconds: backoff_seconds(receive_count),
-                            reason: e.to_string(),
-                        },
+                        Err(e) => retry(e.to_string()),
                     };
                 }
                 return RecordOutcome::Done;
@@ -187,111 +215,86 @@ impl Engine {
             Err(e @ StoreError::Corrupt { .. }) => {
                 return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
             }
-            Err(e) => {
-                return RecordOutcome::Retry {
-                    delay_seconds: backoff_seconds(receive_count),
-                    reason: e.to_string(),
-                }
-            }
+            Err(e) => return retry(e.to_string()),
         };
-        let token = new_token();
         let launched = self
             .launcher
             .launch(&LaunchSpec {
                 job: &claimed.job,
                 token: &token,
                 api_url: &self.api_url,
+                attempt: claimed.attempt.max(1),
             })
             .await;
-        match launched {
+        let seen = match launched {
             Ok(task) => {
-                let update = JobUpdate {
-                    task: Some(task.clone()),
-                    token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
-                    ..Default::default()
-                };
-                match self
-                    .jobs
-                    .store
-                    .transition_job(
-                        id,
-                        JobState::Dispatching,
-                        JobState::Running,
-                        Utc::now(),
-                        &format!("launched task {task}"),
-                        update,
-                    )
-                    .await
-                {
-                    Ok(running) => {
-                        info!(task = %task, "launched");
-                        if let Some(by) = &running.cancel_requested_by {
-                            if let Err(e) = self
-                                .launcher
-                                .stop(&running.job, &task, &format!("{CANCELED_BY}{by}"))
-                                .await
-                            {
-                                warn!(error = %e, "cancel requested during launch; stop failed, the sweeper retries");
-                            }
-                        }
-                    }
-                    // The task runs but is not recorded: the sweeper adopts it by startedBy.
-                    // Never launch again: a retry of this message finds the job dispatching.
-                    Err(e) => {
-                        warn!(task = %task, error = %e, "launched but not recorded; the sweeper will adopt the task")
-                    }
-                }
-                RecordOutcome::Done
+                self.record_launch(id, &task).await;
+                return RecordOutcome::Done;
             }
-            Err(LaunchError::Retryable(reason)) => {
-                warn!(%reason, "launch failed; retrying with backoff");
-                if let Err(e) = self
-                    .jobs
-                    .store
-                    .transition_job(
-                        id,
-                        JobState::Dispatching,
-                        JobState::Queued,
-                        Utc::now(),
-                        &format!("launch will be retried: {reason}"),
-                        JobUpdate::default(),
-                    )
-                    .await
-                {
-                    warn!(error = %e, "could not requeue; the sweeper will");
-                }
-                RecordOutcome::Retry {
-                    delay_seconds: backoff_seconds(receive_count),
-                    reason,
+            Err(LaunchError::Retryable(reason)) => Seen::LaunchRefused {
+                retryable: true,
+                reason,
+            },
+            Err(LaunchError::Fatal(reason)) => Seen::LaunchRefused {
+                retryable: false,
+                reason,
+            },
+            Err(LaunchError::Uncertain(reason)) => Seen::LaunchUncertain(reason),
+        };
+        warn!(
+            ?seen,
+            attempt = claimed.attempt,
+            "launch did not start a task"
+        );
+        let step = decide(&facts(&claimed), &seen, Utc::now(), self.timing());
+        let requeued = matches!(step, Step::Requeue { .. });
+        match self.carry_out(&claimed, step, None).await {
+            // A transient refusal: the message comes back after the backoff, for a new attempt.
+            Ok(_) if requeued => retry(match seen {
+                Seen::LaunchRefused { reason, .. } => reason,
+                _ => "launch will be retried".into(),
+            }),
+            Ok(_) => RecordOutcome::Done,
+            Err(e) => retry(e.to_string()),
+        }
+    }
+
+    /// Records a launched task (`dispatching → running`), and stops it at once if a cancel
+    /// arrived during the launch.
+    async fn record_launch(&self, id: &JobId, task: &TaskRef) {
+        let update = JobUpdate {
+            task: Some(task.clone()),
+            ..Default::default()
+        };
+        match self
+            .jobs
+            .store
+            .transition_job(
+                id,
+                JobState::Dispatching,
+                JobState::Running,
+                Utc::now(),
+                &format!("launched task {task}"),
+                update,
+            )
+            .await
+        {
+            Ok(running) => {
+                info!(task = %task, attempt = running.attempt, "launched");
+                if let Some(by) = &running.cancel_requested_by {
+                    if let Err(e) = self
+                        .launcher
+                        .stop(&running.job, task, &format!("{CANCELED_BY}{by}"))
+                        .await
+                    {
+                        warn!(error = %e, "cancel requested during launch; stop failed, the sweeper retries");
+                    }
                 }
             }
-            Err(LaunchError::Fatal(reason)) => {
-                warn!(%reason, "launch failed for good");
-                match self
-                    .jobs
-                    .store
-                    .transition_job(
-                        id,
-                        JobState::Dispatching,
-                        JobState::Failed,
-                        Utc::now(),
-                        &format!("launch failed: \"{reason}\""),
-                        JobUpdate::default(),
-                    )
-                    .await
-                {
-                    Ok(failed) => match self.complete(&failed).await {
-                        Ok(()) => RecordOutcome::Done,
-                        Err(e) => RecordOutcome::Retry {
-                            delay_seconds: backoff_seconds(receive_count),
-                            reason: e.to_string(),
-                        },
-                    },
-                    Err(e) => RecordOutcome::Retry {
-                        delay_seconds: backoff_seconds(receive_count),
-                        reason: e.to_string(),
-                    },
-                }
+            // The task runs but is not recorded: the sweeper adopts it by startedBy.
+            // Never launch again: a retry of this message finds the job dispatching.
+            Err(e) => {
+                warn!(task = %task, error = %e, "launched but not recorded; the sweeper will adopt the task")
             }
         }
     }
@@ -326,24 +329,192 @@ impl Engine {
                 }
             }
         };
-        match &marked.task {
-            Some(task) => match self
-                .launcher
-                .stop(&marked.job, task, &format!("{CANCELED_BY}{by}"))
+        // Still launching: the dispatcher stops the task once it records it.
+        let Some(task) = &marked.task else {
+            return RecordOutcome::Done;
+        };
+        match self
+            .launcher
+            .stop(&marked.job, task, &format!("{CANCELED_BY}{by}"))
+            .await
+        {
+            Ok(()) => RecordOutcome::Done,
+            Err(LaunchError::Fatal(reason)) => {
+                warn!(%reason, "stop for cancel refused for good");
+                let step = decide(
+                    &facts(&marked),
+                    &Seen::StopRefused(reason),
+                    Utc::now(),
+                    self.timing(),
+                );
+                match self.carry_out(&marked, step, None).await {
+                    Ok(_) => RecordOutcome::Done,
+                    Err(e) => RecordOutcome::Retry {
+                        delay_seconds: 2,
+                        reason: e.to_string(),
+                    },
+                }
+            }
+            // Until the task is seen stopped, every sweep stops it again.
+            Err(e) => RecordOutcome::Retry {
+                delay_seconds: 2,
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    /// The decision's clocks, from the sweep settings.
+    pub(super) fn timing(&self) -> Timing {
+        Timing {
+            dispatch_lease: self.settings.dispatch_lease,
+            silence: self.settings.silence,
+        }
+    }
+
+    /// Carries out one decided step for `record`. `task` is the task a stop was seen for
+    /// (adopted first when the job is still `dispatching`). Returns the state the job moved
+    /// to, if it moved; a job that moved on meanwhile is left alone.
+    pub(super) async fn carry_out(
+        &self,
+        record: &JobRecord,
+        step: Step,
+        task: Option<&TaskRef>,
+    ) -> Result<Option<JobState>, LifecycleError> {
+        let id = &record.job.id;
+        let mut from = record.job.state;
+        match step {
+            Step::Wait | Step::Find | Step::Describe => Ok(None),
+            Step::Adopt(found) => match self
+                .adopt(
+                    id,
+                    &found,
+                    &format!("adopted orphan task {found}, found by startedBy"),
+                    false,
+                )
                 .await
             {
-                Ok(()) => RecordOutcome::Done,
-                Err(LaunchError::Retryable(reason)) => RecordOutcome::Retry {
-                    delay_seconds: 2,
-                    reason,
-                },
-                Err(LaunchError::Fatal(reason)) => {
-                    warn!(%reason, "stop for cancel failed; the sweeper resolves the job");
-                    RecordOutcome::Done
+                Ok(_) => {
+                    info!(task = %found, "adopted an orphaned task");
+                    Ok(Some(JobState::Running))
                 }
+                Err(StoreError::StateConflict { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
             },
-            // Still launching: the dispatcher stops the task once it records it.
-            None => RecordOutcome::Done,
+            Step::Heard => {
+                match self
+                    .jobs
+                    .store
+                    .mark_job(id, Utc::now(), JobUpdate::default())
+                    .await
+                {
+                    Ok(_) | Err(StoreError::StateConflict { .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Step::Stop { reason, timeout } => {
+                let Some(task) = record.task.as_ref() else {
+                    return Ok(None);
+                };
+                match self.launcher.stop(&record.job, task, &reason).await {
+                    Ok(()) => {
+                        info!(task = %task, %reason, "asked the platform to stop the task");
+                        if timeout && record.timeout_requested_at.is_none() {
+                            // Recorded only once the platform took the stop: a refused stop
+                            // is tried again on the next sweep.
+                            match self
+                                .jobs
+                                .store
+                                .mark_job(
+                                    id,
+                                    Utc::now(),
+                                    JobUpdate {
+                                        timeout_requested_at: Some(Utc::now()),
+                                        ..Default::default()
+                                    },
+                                )
+                                .await
+                            {
+                                Ok(_) | Err(StoreError::StateConflict { .. }) => {}
+                                Err(e) => return Err(e.into()),
+                            }
+                        }
+                        Ok(None)
+                    }
+                    Err(LaunchError::Fatal(error)) => {
+                        warn!(task = %task, %error, "stop refused for good");
+                        let step = decide(
+                            &facts(record),
+                            &Seen::StopRefused(error),
+                            Utc::now(),
+                            self.timing(),
+                        );
+                        Box::pin(self.carry_out(record, step, None)).await
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Step::Requeue { reason, spot } => {
+                let update = JobUpdate {
+                    clear_task: true,
+                    spot_requeue: spot,
+                    ..Default::default()
+                };
+                match self
+                    .jobs
+                    .store
+                    .transition_job(id, from, JobState::Queued, Utc::now(), &reason, update)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(StoreError::StateConflict { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                }
+                info!(%reason, spot, "requeued for a new launch attempt");
+                // It keeps the environment's lock. A failed send is re-sent by the sweeper.
+                if let Err(e) = self.jobs.queue.send(id, 0).await {
+                    warn!(error = %e, "requeue send failed; the sweeper will re-send");
+                }
+                Ok(Some(JobState::Queued))
+            }
+            Step::End(outcome) => {
+                if from == JobState::Dispatching {
+                    if let Some(task) = task {
+                        // The task stopped before the dispatcher recorded it: record it first.
+                        match self
+                            .adopt(id, task, &format!("task {task} adopted on its stop"), false)
+                            .await
+                        {
+                            Ok(_)
+                            | Err(StoreError::StateConflict {
+                                actual: JobState::Running,
+                                ..
+                            }) => from = JobState::Running,
+                            Err(StoreError::StateConflict { .. }) => return Ok(None),
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
+                let finished = match self
+                    .jobs
+                    .store
+                    .transition_job(
+                        id,
+                        from,
+                        outcome.state,
+                        Utc::now(),
+                        &outcome.reason,
+                        JobUpdate::default(),
+                    )
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(StoreError::StateConflict { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                info!(state = %outcome.state, reason = %outcome.reason, "job ended");
+                self.complete(&finished).await?;
+                Ok(Some(outcome.state))
+            }
         }
     }
 

@@ -115,150 +115,57 @@ impl Engine {
         .await
     }
 
+    /// Decides, observes as the decision asks (a lookup by `startedBy`, a describe), and
+    /// carries out the decision for one active job.
     async fn sweep_one(
         &self,
         record: JobRecord,
         now: DateTime<Utc>,
         report: &mut SweepReport,
     ) -> Result<(), LifecycleError> {
-        let id = record.job.id.clone();
-        match record.job.state {
-            JobState::Dispatching => {
-                if now - when_entered(&record, JobState::Dispatching) < self.settings.dispatch_lease
-                {
-                    return Ok(());
+        let facts = facts(&record);
+        let mut seen = Seen::Nothing;
+        // At most one observation per job per pass: decide, observe, decide again.
+        for _ in 0..2 {
+            let step = decide(&facts, &seen, now, self.timing());
+            match step {
+                Step::Find => seen = Seen::Found(self.launcher.find(&record.job).await?),
+                Step::Describe => {
+                    let Some(task) = record.task.as_ref() else {
+                        return Ok(());
+                    };
+                    seen = match self.launcher.describe(&record.job, task).await? {
+                        TaskStatus::Running => Seen::Running,
+                        TaskStatus::Stopped(stop) => Seen::Stopped(stop),
+                        TaskStatus::Missing => Seen::Missing,
+                    };
                 }
-                match self.launcher.find(&record.job).await? {
-                    Some(task) => {
-                        if self
-                            .adopt(
-                                &id,
-                                &task,
-                                &format!("adopted orphan task {task}, found by startedBy"),
-                                false,
-                            )
-                            .await
-                            .is_ok()
+                step => {
+                    let counted = match &step {
+                        Step::Adopt(_) => Some(&mut report.adopted),
+                        Step::Requeue { .. } => Some(&mut report.requeued),
+                        Step::Stop { timeout: true, .. }
+                            if record.timeout_requested_at.is_none() =>
                         {
-                            info!(task = %task, "adopted an orphaned task");
-                            report.adopted += 1;
+                            Some(&mut report.timed_out)
+                        }
+                        Step::End(_) => Some(&mut report.resolved),
+                        _ => None,
+                    };
+                    let is_stop = matches!(step, Step::Stop { .. });
+                    let task = match &seen {
+                        Seen::Stopped(_) => record.task.clone(),
+                        _ => None,
+                    };
+                    let moved = self.carry_out(&record, step, task.as_ref()).await?;
+                    if let Some(n) = counted {
+                        if moved.is_some() || is_stop {
+                            *n += 1;
                         }
                     }
-                    None if record.cancel_requested_by.is_some() => {
-                        let by = record.cancel_requested_by.clone().unwrap_or_default();
-                        if let Ok(done) = self
-                            .jobs
-                            .store
-                            .transition_job(
-                                &id,
-                                JobState::Dispatching,
-                                JobState::Canceled,
-                                Utc::now(),
-                                &format!("canceled by {by}"),
-                                JobUpdate::default(),
-                            )
-                            .await
-                        {
-                            self.complete(&done).await?;
-                        }
-                    }
-                    None => {
-                        if self
-                            .jobs
-                            .store
-                            .transition_job(
-                                &id,
-                                JobState::Dispatching,
-                                JobState::Queued,
-                                Utc::now(),
-                                "no task after the dispatch lease; launching again",
-                                JobUpdate::default(),
-                            )
-                            .await
-                            .is_ok()
-                        {
-                            self.jobs
-                                .queue
-                                .send(&id, 0)
-                                .await
-                                .map_err(LifecycleError::Store)?;
-                            report.requeued += 1;
-                        }
-                    }
+                    return Ok(());
                 }
             }
-            JobState::Running => {
-                let Some(task) = record.task.clone() else {
-                    return Ok(());
-                };
-                let limit = record
-                    .job
-                    .runner_spec
-                    .as_ref()
-                    .map(|s| s.runner_configuration.timeout_seconds())
-                    .unwrap_or(sortie_core::runner::DEFAULT_TIMEOUT_SECONDS);
-                let started = when_entered(&record, JobState::Running);
-                if record.timeout_requested_at.is_none()
-                    && now - started > Duration::seconds(i64::from(limit))
-                {
-                    self.jobs
-                        .store
-                        .mark_job(
-                            &id,
-                            Utc::now(),
-                            JobUpdate {
-                                timeout_requested_at: Some(now),
-                                ..Default::default()
-                            },
-                        )
-                        .await?;
-                    self.launcher
-                        .stop(&record.job, &task, &format!("{TIMED_OUT_AFTER}{limit}s"))
-                        .await?;
-                    info!(limit, "stopped a task past its timeout");
-                    report.timed_out += 1;
-                    return Ok(());
-                }
-                if now - record.updated_at < self.settings.silence {
-                    return Ok(());
-                }
-                match self.launcher.describe(&record.job, &task).await? {
-                    TaskStatus::Stopped(stop) => {
-                        if let EventOutcome::Moved(_) =
-                            self.finish_stopped(record, stop, &task).await?
-                        {
-                            report.resolved += 1;
-                        }
-                    }
-                    TaskStatus::Missing => {
-                        if let Ok(done) = self
-                            .jobs
-                            .store
-                            .transition_job(
-                                &id,
-                                JobState::Running,
-                                JobState::Failed,
-                                Utc::now(),
-                                &format!("task {task} vanished: ECS no longer knows it"),
-                                JobUpdate::default(),
-                            )
-                            .await
-                        {
-                            self.complete(&done).await?;
-                            report.resolved += 1;
-                        }
-                    }
-                    TaskStatus::Running => {
-                        // Heard from: the task is alive. Reset the silence clock.
-                        let _ = self
-                            .jobs
-                            .store
-                            .mark_job(&id, Utc::now(), JobUpdate::default())
-                            .await;
-                    }
-                }
-            }
-            _ => {}
         }
         Ok(())
     }

@@ -208,15 +208,6 @@ pub(super) fn job_item(job: &Job, holds_lock: bool) -> JobItem {
         gsi3pk: holds_lock.then(|| PENDING.to_string()),
         gsi3sk: holds_lock.then(|| pending_sk(job)),
         queue_sk: None,
-        record: JobRecord {
-            job: job.clone(),
-            task: None,
-            token_hash: None,
-            started_at: None,
-            cancel_requested_by: None,
-            timeout_requested_at: None,
-            summary: None,
-            updated_at: job.transitions[0].at,
-        },
+        record: JobRecord::new(job),
     }
 }

@@ -22,7 +22,12 @@ use crate::{
 };
 
 /// Adds the optional attributes of a job update to an update expression.
-fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item) {
+fn add_update(
+    update: &JobUpdate,
+    set: &mut Vec<&'static str>,
+    remove: &mut Vec<&'static str>,
+    values: &mut Item,
+) {
     if let Some(v) = &update.task {
         set.push("task_arn = :arn");
         values.insert(":arn".into(), s(v.as_str()));
@@ -49,6 +54,19 @@ fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item
             ":sum".into(),
             serde_dynamo::to_attribute_value(v).expect("summary serialises"),
         );
+    }
+    if update.next_attempt || update.spot_requeue {
+        values.insert(":zero".into(), n(0));
+        values.insert(":one".into(), n(1));
+    }
+    if update.next_attempt {
+        set.push("attempt = if_not_exists(attempt, :zero) + :one");
+    }
+    if update.spot_requeue {
+        set.push("spot_requeues = if_not_exists(spot_requeues, :zero) + :one");
+    }
+    if update.clear_task {
+        remove.push("task_arn, started_at, timeout_requested_at");
     }
 }
 
@@ -186,7 +204,7 @@ impl JobStore for DynamoStore {
             "transitions = list_append(transitions, :t)",
             "updated_at = :now",
         ];
-        let mut remove: Vec<&str> = vec![];
+        let mut remove: Vec<&'static str> = vec![];
         let mut values: Item = HashMap::from([
             (":to".to_string(), s(to.as_str())),
             (":from".to_string(), s(from.as_str())),
@@ -198,7 +216,7 @@ impl JobStore for DynamoStore {
             ),
             (":now".to_string(), s(at.to_rfc3339())),
         ]);
-        add_update(&update, &mut set, &mut values);
+        add_update(&update, &mut set, &mut remove, &mut values);
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
         // ACTIVE while launched (dispatching, running), absent once terminal.
         if to == JobState::Queued {
@@ -259,13 +277,18 @@ impl JobStore for DynamoStore {
             (":d".to_string(), s(JobState::Dispatching.as_str())),
             (":r".to_string(), s(JobState::Running.as_str())),
         ]);
-        add_update(&update, &mut set, &mut values);
+        let mut remove = vec![];
+        add_update(&update, &mut set, &mut remove, &mut values);
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
         let res = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(job_key(id)))
-            .update_expression(format!("SET {}", set.join(", ")))
+            .update_expression(expr)
             .condition_expression("#state IN (:d, :r)")
             .expression_attribute_names("#state", "state")
             .set_expression_attribute_values(Some(values))

@@ -68,16 +68,7 @@ impl JobStore for MemoryStore {
         st.jobs.insert(
             job.id.clone(),
             JobEntry {
-                record: JobRecord {
-                    job: job.clone(),
-                    task: None,
-                    token_hash: None,
-                    started_at: None,
-                    cancel_requested_by: None,
-                    timeout_requested_at: None,
-                    summary: None,
-                    updated_at: job.transitions[0].at,
-                },
+                record: JobRecord::new(job),
                 gsi3,
                 queue_pos,
             },

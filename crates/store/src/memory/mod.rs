@@ -137,6 +137,17 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     if let Some(v) = update.summary {
         record.summary = Some(v);
     }
+    if update.next_attempt {
+        record.attempt += 1;
+    }
+    if update.spot_requeue {
+        record.spot_requeues += 1;
+    }
+    if update.clear_task {
+        record.task = None;
+        record.started_at = None;
+        record.timeout_requested_at = None;
+    }
 }
 
 fn lock_kept_changing() -> StoreError {
