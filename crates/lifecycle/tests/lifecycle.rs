@@ -69,7 +69,11 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
     let run = &w.proxy.requests_for("RunTask")[0];
     let body = run.json().unwrap();
     assert_eq!(body["startedBy"], format!("sortie/{}", job.id));
-    assert_eq!(body["clientToken"], job.id.as_str());
+    assert_eq!(
+        body["clientToken"],
+        format!("{}-1", job.id),
+        "the first launch attempt's token"
+    );
     assert_eq!(
         body["capacityProviderStrategy"][0]["capacityProvider"],
         "FARGATE"
@@ -90,6 +94,33 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
         names.contains(&"SORTIE_JOB_TOKEN")
             && names.contains(&"SORTIE_API_URL")
             && names.contains(&"SORTIE_JOB_ID")
+    );
+    // The token the runner got is the one whose hash the claim recorded before the launch.
+    let sent = env_vars
+        .iter()
+        .find(|e| e["name"] == "SORTIE_JOB_TOKEN")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        rec.token_hash.as_deref(),
+        Some(sortie_store::sha256_hex(sent.as_bytes()).as_str())
+    );
+    let claim_write = w
+        .proxy
+        .requests()
+        .iter()
+        .position(|r| r.is("UpdateItem") && r.body_str().contains("token_hash"))
+        .expect("the claim records the token hash");
+    let run_task = w
+        .proxy
+        .requests()
+        .iter()
+        .position(|r| r.is("RunTask"))
+        .unwrap();
+    assert!(
+        claim_write < run_task,
+        "the hash is written before the launch"
     );
     let tags: Vec<(String, String)> = body["tags"]
         .as_array()

@@ -110,3 +110,155 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
         vec![format!("{}-1", job.id), format!("{}-2", job.id)]
     );
 }
+
+#[tokio::test]
+async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "plan", "").await;
+    for attempt in 1..=4u32 {
+        assert_eq!(
+            w.engine.dispatch(&World::body(&job.id), 1).await,
+            RecordOutcome::Done
+        );
+        let rec = w.store.get_job(&job.id).await.unwrap();
+        assert_eq!((rec.job.state, rec.attempt), (JobState::Running, attempt));
+        let spot = World::event(
+            "ecs-task-spot-interruption.json",
+            &job.id,
+            rec.task.as_ref().unwrap(),
+        );
+        let moved = w.engine.task_event(&spot).await.unwrap();
+        if attempt <= sortie_core::decision::MAX_SPOT_REQUEUES {
+            assert_eq!(moved, EventOutcome::Moved(JobState::Queued));
+            assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+        } else {
+            assert_eq!(moved, EventOutcome::Moved(JobState::Failed));
+        }
+    }
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.spot_requeues, 3);
+    assert!(
+        rec.job.reason().contains("interrupted on Spot 4 times"),
+        "{}",
+        rec.job.reason()
+    );
+    assert_eq!(
+        client_tokens(&w, &job.id).len(),
+        4,
+        "four attempts, four tokens"
+    );
+    // The lock is released: the environment is free.
+    assert_eq!(
+        sortie_store::EnvironmentStore::get_environment(&*w.store, &env)
+            .await
+            .unwrap()
+            .item
+            .active_job,
+        None
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_stop_that_fails_is_tried_again_on_the_next_sweep_until_seen_stopped() {
+    let w = World::new().await;
+    let timeout = "  timeout_seconds: 60\n";
+    let env = w.environment("acme/payments/prod", timeout).await;
+    let (job, _) = w.submit(&env, "apply", timeout).await;
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
+    let later = chrono::Utc::now() + chrono::Duration::seconds(120);
+    // Refused on every try the SDK makes (three).
+    w.proxy
+        .inject("StopTask", 3, 400, "ThrottlingException", "Rate exceeded");
+    let first = w.engine.sweep(later).await.unwrap();
+    assert_eq!((first.timed_out, first.errors), (0, 1), "{first:?}");
+    assert!(
+        w.store
+            .get_job(&job.id)
+            .await
+            .unwrap()
+            .timeout_requested_at
+            .is_none(),
+        "a refused stop is not recorded as asked"
+    );
+    let second = w.engine.sweep(later).await.unwrap();
+    assert_eq!(second.timed_out, 1, "{second:?}");
+    assert!(w
+        .store
+        .get_job(&job.id)
+        .await
+        .unwrap()
+        .timeout_requested_at
+        .is_some());
+    // The next sweep describes the task (a stop was asked for): seen STOPPED, the job ends.
+    let third = w.engine.sweep(later).await.unwrap();
+    assert_eq!(third.resolved, 1, "{third:?}");
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::TimedOut, "{}", rec.job.reason());
+}
+
+#[tokio::test]
+async fn a_stop_refused_for_good_on_cancel_fails_the_job_quoting_aws() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
+    w.proxy.inject(
+        "StopTask",
+        1,
+        400,
+        "AccessDeniedException",
+        "User is not authorized to perform ecs:StopTask",
+    );
+    let cancel = json!({"job_id": job.id, "cancel_by": "alice"}).to_string();
+    assert_eq!(w.engine.dispatch(&cancel, 1).await, RecordOutcome::Done);
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::Failed);
+    assert!(
+        rec.job.reason().contains("for the cancel by alice")
+            && rec.job.reason().contains("\"StopTask failed: AccessDeniedException: User is not authorized to perform ecs:StopTask\""),
+        "{}",
+        rec.job.reason()
+    );
+}
+
+#[tokio::test]
+async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
+    let w = World::with_settings(sortie_lifecycle::SweepSettings {
+        dispatch_lease: chrono::Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    // ECS answers 500 to every try of the first call: the task may or may not exist.
+    w.proxy
+        .inject("RunTask", 3, 500, "ServerException", "internal error");
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
+    assert_eq!(
+        w.state(&job.id).await,
+        JobState::Dispatching,
+        "left for the lookup"
+    );
+    assert!(w.queued_ids().await.is_empty(), "no blind relaunch");
+    // The lookup by startedBy finds nothing: a new attempt, with a new token.
+    let report = w.engine.sweep(chrono::Utc::now()).await.unwrap();
+    assert_eq!(report.requeued, 1, "{report:?}");
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!((rec.job.state, rec.attempt), (JobState::Running, 2));
+    assert!(client_tokens(&w, &job.id).last().unwrap().ends_with("-2"));
+}
