@@ -112,6 +112,17 @@ pub async fn task_state_change(
     event: EventBridgeEvent<EcsTaskStateChange>,
 ) -> Result<EventOutcome, FunctionError> {
     let detail = &event.detail;
+    // EventBridge sets the envelope's account to the account the event came from; a detail
+    // naming a cluster in another account is refused and changes nothing.
+    let cluster_account = sortie_core::arn::parse(&detail.cluster_arn).map(|a| a.account);
+    if let (Some(from), Some(cluster)) = (event.account.as_deref(), cluster_account) {
+        if from != cluster {
+            tracing::warn!(account = %from, cluster = %detail.cluster_arn, "refused a task event whose cluster is in another account");
+            return Ok(EventOutcome::Ignored(
+                "the event's account is not its cluster's",
+            ));
+        }
+    }
     let outcome = engine.task_event(detail).await?;
     tracing::info!(task = %detail.task_arn, status = %detail.last_status, outcome = ?outcome, "task state change handled");
     Ok(outcome)

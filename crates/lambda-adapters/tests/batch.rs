@@ -200,3 +200,58 @@ async fn a_record_for_an_unreadable_job_is_the_only_batch_item_failure_and_the_r
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_task_event_from_another_account_or_cluster_changes_nothing() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    let genuine = World::event("ecs-task-stopped-exit0.json", &job.id, &task);
+    let cluster = genuine.cluster_arn.clone();
+    let forged = [
+        cluster.replace("123456789012", "999999999999"),
+        cluster.replace("us-east-1", "eu-west-1"),
+        format!("{}-other", cluster),
+        "arn:aws:s3:::not-a-cluster".to_string(),
+    ];
+    for cluster_arn in forged {
+        let mut event = genuine.clone();
+        event.cluster_arn = cluster_arn.clone();
+        assert_eq!(
+            w.engine.task_event(&event).await.unwrap(),
+            sortie_lifecycle::EventOutcome::Ignored("not from the job's runner"),
+            "{cluster_arn}"
+        );
+        assert_eq!(w.state(&job.id).await, JobState::Running, "{cluster_arn}");
+    }
+    // The adapter also refuses an envelope whose account is not the cluster's.
+    let mut envelope: aws_lambda_events::event::eventbridge::EventBridgeEvent<
+        sortie_lifecycle::EcsTaskStateChange,
+    > = serde_json::from_str(
+        &std::fs::read_to_string(
+            sortie_tests::repo_root().join("events/ecs-task-stopped-exit0.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    envelope.detail = genuine.clone();
+    envelope.account = Some("999999999999".into());
+    let outcome = sortie_lambda_adapters::task_state_change(&w.engine, envelope.clone())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, sortie_lifecycle::EventOutcome::Ignored(_)),
+        "{outcome:?}"
+    );
+    assert_eq!(w.state(&job.id).await, JobState::Running);
+    // The genuine event finishes the job.
+    envelope.account = Some("123456789012".into());
+    assert_eq!(
+        sortie_lambda_adapters::task_state_change(&w.engine, envelope)
+            .await
+            .unwrap(),
+        sortie_lifecycle::EventOutcome::Moved(JobState::Succeeded)
+    );
+}

@@ -293,6 +293,43 @@ fn default_timeout() -> u32 {
     DEFAULT_TIMEOUT_SECONDS
 }
 
+impl EcsFargateRunner {
+    /// Checks that a task event's cluster is this runner's: the same account as the launcher
+    /// role, the runner's region, and the runner's cluster (by name or ARN). `Err` says what
+    /// differs, so `task-events` can refuse and log an event from anywhere else.
+    pub fn owns_cluster(&self, cluster_arn: &str) -> Result<(), String> {
+        let arn = crate::arn::parse(cluster_arn)
+            .filter(|a| a.service == "ecs")
+            .ok_or_else(|| format!("`{cluster_arn}` is not an ECS cluster ARN"))?;
+        let account = crate::arn::parse(&self.access.role_arn)
+            .map(|a| a.account)
+            .unwrap_or_default();
+        if arn.account != account {
+            return Err(format!(
+                "the event's account {} is not the runner's account {account}",
+                arn.account
+            ));
+        }
+        if arn.region != self.access.region {
+            return Err(format!(
+                "the event's region {} is not the runner's region {}",
+                arn.region, self.access.region
+            ));
+        }
+        let name = arn
+            .resource
+            .strip_prefix("cluster/")
+            .unwrap_or(arn.resource);
+        if self.cluster != name && self.cluster != cluster_arn {
+            return Err(format!(
+                "the event's cluster {name} is not the runner's cluster {}",
+                self.cluster
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl RunnerConfiguration {
     /// The type name, as written in `runner_configuration.type`.
     pub fn type_name(&self) -> &'static str {
@@ -417,5 +454,47 @@ impl RunnerSpec {
         serde_json::to_value(self)
             .map(|v| limits::dynamodb_item_size(&v))
             .unwrap_or(usize::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runner(cluster: &str) -> EcsFargateRunner {
+        let spec = RunnerSpec::parse(&format!(
+            "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: eu-west-1\n  cluster: {cluster}\n  task_definition: runner\n  container_name: runner\n  subnets: [subnet-1]\n  security_groups: [sg-1]\nstate_storage_configuration:\n  type: s3\n  bucket: state\n  region: eu-west-1\n"
+        ))
+        .unwrap();
+        match spec.runner_configuration {
+            RunnerConfiguration::EcsFargate(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_task_event_must_come_from_the_runners_own_cluster() {
+        let arn = "arn:aws:ecs:eu-west-1:123456789012:cluster/runners";
+        assert_eq!(runner("runners").owns_cluster(arn), Ok(()));
+        assert_eq!(runner(arn).owns_cluster(arn), Ok(()));
+        let other_account = runner("runners")
+            .owns_cluster("arn:aws:ecs:eu-west-1:999999999999:cluster/runners")
+            .unwrap_err();
+        assert!(
+            other_account.contains("account 999999999999"),
+            "{other_account}"
+        );
+        assert!(runner("runners")
+            .owns_cluster("arn:aws:ecs:us-east-1:123456789012:cluster/runners")
+            .unwrap_err()
+            .contains("region"));
+        assert!(runner("runners")
+            .owns_cluster("arn:aws:ecs:eu-west-1:123456789012:cluster/other")
+            .unwrap_err()
+            .contains("cluster other"));
+        assert!(runner("runners").owns_cluster("not-an-arn").is_err());
+        assert!(runner("runners")
+            .owns_cluster("arn:aws:s3:::runners")
+            .is_err());
     }
 }

@@ -31,6 +31,14 @@ impl Engine {
                 }
                 Err(e) => return Err(e.into()),
             };
+            if let Some(RunnerConfiguration::EcsFargate(runner)) =
+                record.job.runner_spec.as_ref().map(|s| &s.runner_configuration)
+            {
+                if let Err(why) = runner.owns_cluster(&change.cluster_arn) {
+                    warn!(task = %task, cluster = %change.cluster_arn, %why, "refused a task event from outside the job's runner");
+                    return Ok(EventOutcome::Ignored("not from the job's runner"));
+                }
+            }
             if record.task.as_ref().is_some_and(|known| *known != task) {
                 return Ok(EventOutcome::Ignored(
                     "an event of an earlier task of this job",

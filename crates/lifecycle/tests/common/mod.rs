@@ -303,6 +303,11 @@ impl World {
         let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         v["detail"]["startedBy"] = json!(format!("sortie/{job_id}"));
         v["detail"]["taskArn"] = json!(task_arn);
+        // The cluster the task runs in: arn:aws:ecs:<region>:<account>:task/<cluster>/<id>.
+        if let Some((head, rest)) = task_arn.split_once(":task/") {
+            let cluster = rest.split('/').next().unwrap_or_default();
+            v["detail"]["clusterArn"] = json!(format!("{head}:cluster/{cluster}"));
+        }
         serde_json::from_value(v["detail"].clone()).unwrap()
     }
 
