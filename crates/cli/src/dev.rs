@@ -16,7 +16,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sortie_launch::LocalLauncher;
-use sortie_lifecycle::{EcsTaskStateChange, Engine};
+use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
 use sortie_store::SqsJobQueue;
 use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
@@ -48,6 +48,10 @@ pub struct DevArgs {
     /// Seconds between sweeper passes.
     #[arg(long, default_value_t = 5)]
     sweep_every: u64,
+    /// Seconds a job may stay `dispatching` before the sweeper looks its task up (and
+    /// adopts it, or launches again).
+    #[arg(long, default_value_t = 120)]
+    dispatch_lease: i64,
     /// Write `{"url", "token"}` here once ready (for scripts).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -112,8 +116,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         bucket: Some(args.bucket.clone()),
         api_url: url.clone(),
         admin_subjects: vec![],
+        sweep: SweepSettings {
+            dispatch_lease: chrono::Duration::seconds(args.dispatch_lease.max(1)),
+            ..Default::default()
+        },
     };
-    let parts = compose(&config, resources, Some(local));
+    let parts = compose(&config, resources, Some(local.clone()));
     parts
         .store
         .ensure_table()
@@ -126,6 +134,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .context("creating the bucket")?;
     }
     let (engine, queue) = (parts.engine.clone(), parts.queue.clone());
+    // Runners an earlier `sortie dev` started: known again, watched, and reported.
+    let adopted = local.adopt_orphans().await;
+    if adopted > 0 {
+        println!("sortie dev: adopted {adopted} runner launch(es) from an earlier run");
+    }
 
     // The API, behind the development token.
     let expected = format!("Bearer {token}");
@@ -153,7 +166,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     });
 
     // task-events: local runners' exits as ECS-shaped events.
-    let event_engine = engine.clone();
+    let (event_engine, event_local) = (engine.clone(), local.clone());
     tokio::spawn(async move {
         while let Some(detail) = events_rx.recv().await {
             let event = json!({
@@ -170,7 +183,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             for attempt in 1..=5 {
                 match sortie_lambda_adapters::task_state_change(&event_engine, parsed.clone()).await
                 {
-                    Ok(_) => break,
+                    Ok(_) => {
+                        if parsed.detail.last_status == "STOPPED" {
+                            event_local.acknowledge(&parsed.detail.task_arn).await;
+                        }
+                        break;
+                    }
                     Err(e) => {
                         tracing::warn!(attempt, error = %e, "task event failed; retrying");
                         tokio::time::sleep(Duration::from_secs(attempt)).await;

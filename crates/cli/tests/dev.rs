@@ -28,24 +28,57 @@ impl Drop for Dev {
     }
 }
 
+/// The names one `sortie dev` uses: a restart with the same names finds its own state.
+#[derive(Clone)]
+struct Names {
+    table: String,
+    queue: String,
+    bucket: String,
+    bus: String,
+    dir: PathBuf,
+}
+
+impl Names {
+    fn fresh() -> Self {
+        Self {
+            table: sortie_tests::unique("sortie-dev"),
+            queue: sortie_tests::unique("jobs"),
+            bucket: sortie_tests::unique("artifacts"),
+            bus: sortie_tests::unique("bus"),
+            dir: sortie_tests::scratch_dir("dev").unwrap(),
+        }
+    }
+}
+
 impl Dev {
     fn start() -> Self {
-        let dir = sortie_tests::scratch_dir("dev").unwrap();
+        Self::launch(&Names::fresh(), &[])
+    }
+
+    /// Starts `sortie dev` with these names and extra arguments.
+    fn launch(names: &Names, extra: &[&str]) -> Self {
+        let dir = names.dir.clone();
         let ready = dir.join("ready.json");
+        let _ = std::fs::remove_file(&ready);
         let runner = sortie_tests::runtime::function_binary("sortie-runner");
-        let log = std::fs::File::create(dir.join("dev.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("dev.log"))
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_sortie"))
             .args(["dev", "--sweep-every", "1"])
             .args([
                 "--table",
-                &sortie_tests::unique("sortie-dev"),
+                &names.table,
                 "--queue",
-                &sortie_tests::unique("jobs"),
+                &names.queue,
                 "--bucket",
-                &sortie_tests::unique("artifacts"),
+                &names.bucket,
                 "--bus",
-                &sortie_tests::unique("bus"),
+                &names.bus,
             ])
+            .args(extra)
             .arg("--ready-file")
             .arg(&ready)
             .arg("--work-dir")
@@ -131,7 +164,11 @@ impl Dev {
     }
 
     fn submit(&self, operation: &str, files: Value) -> String {
-        let v = self.ok("POST", "/v1/environments/acme/demo/hello/-/jobs", Some(json!({"operation": operation, "files": files, "variables": {"greeting": "hi from the e2e test"}})));
+        self.submit_to("acme/demo/hello", operation, files)
+    }
+
+    fn submit_to(&self, env: &str, operation: &str, files: Value) -> String {
+        let v = self.ok("POST", &format!("/v1/environments/{env}/-/jobs"), Some(json!({"operation": operation, "files": files, "variables": {"greeting": "hi from the e2e test"}})));
         v["id"].as_str().unwrap().to_string()
     }
 
@@ -394,5 +431,127 @@ fn requests_without_the_dev_token_are_refused() {
     assert_eq!(
         challenge(Some("Bearer wrong")).as_deref(),
         Some(r#"Bearer error="invalid_token""#)
+    );
+}
+
+/// Exactly-once in local mode: `sortie dev` killed with SIGKILL while 60 jobs flow over 6
+/// environments, then restarted against the same moto and work directory.
+#[test]
+fn a_sigkilled_sortie_dev_restarts_and_every_job_ends_once_launched_once() {
+    let names = Names::fresh();
+    let lease = 10;
+    let lease_arg = lease.to_string();
+    let args = ["--dispatch-lease", lease_arg.as_str()];
+    let mut dev = Dev::launch(&names, &args);
+    let bucket = state_bucket();
+    dev.setup(&bucket, "");
+    let envs: Vec<String> = std::iter::once("acme/demo/hello".to_string())
+        .chain((1..6).map(|i| format!("acme/demo/e{i}")))
+        .collect();
+    for env in &envs[1..] {
+        let name = env.rsplit('/').next().unwrap();
+        dev.ok(
+            "POST",
+            "/v1/groups/acme/demo/-/environments",
+            Some(json!({"name": name, "env_type": "development"})),
+        );
+    }
+    let files = hello_files();
+    let mut ids = vec![];
+    for i in 0..60 {
+        let op = if i % 3 == 0 { "apply" } else { "plan" };
+        ids.push(dev.submit_to(&envs[i % 6], op, files.clone()));
+    }
+    let states = |dev: &Dev| -> Vec<(String, Value)> {
+        ids.iter()
+            .map(|id| (id.clone(), dev.ok("GET", &format!("/v1/jobs/{id}"), None)))
+            .collect()
+    };
+    // Kill it mid-flow: some jobs done, some running, most still waiting.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let done = states(&dev)
+            .iter()
+            .filter(|(_, j)| j["state"] == "succeeded")
+            .count();
+        if done >= 8 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "jobs did not start flowing");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    dev.child.kill().unwrap(); // SIGKILL: no shutdown path runs
+    dev.child.wait().unwrap();
+    let at_kill = states(&dev);
+    let in_flight: Vec<String> = at_kill
+        .iter()
+        .filter(|(_, j)| ["dispatching", "running"].contains(&j["state"].as_str().unwrap()))
+        .map(|(id, _)| id.clone())
+        .collect();
+    drop(dev);
+    // Let some runners finish while nobody listens.
+    std::thread::sleep(Duration::from_secs(3));
+    let restarted = Instant::now();
+    let dev = Dev::launch(&names, &args);
+    let mut in_flight_done = None;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let finished = loop {
+        let now = states(&dev);
+        let terminal = |j: &Value| {
+            ["succeeded", "failed", "canceled", "timed_out"].contains(&j["state"].as_str().unwrap())
+        };
+        if in_flight_done.is_none()
+            && now
+                .iter()
+                .filter(|(id, _)| in_flight.contains(id))
+                .all(|(_, j)| terminal(j))
+        {
+            in_flight_done = Some(restarted.elapsed());
+        }
+        if now.iter().all(|(_, j)| terminal(j)) {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every job ended after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let all_done = restarted.elapsed();
+    let in_flight_done = in_flight_done.unwrap();
+    eprintln!(
+        "restart: {} jobs in flight at the kill, terminal {:.1}s after the restart; all 60 terminal after {:.1}s",
+        in_flight.len(),
+        in_flight_done.as_secs_f64(),
+        all_done.as_secs_f64()
+    );
+    // 0 lost, 0 failed (no refused token, no false "vanished").
+    for (id, job) in &finished {
+        assert_eq!(job["state"], "succeeded", "{id}: {job}");
+    }
+    // 0 launched twice: one launch record per job, and one move to running per job.
+    let jobs_dir = names.dir.join("jobs");
+    for (id, job) in &finished {
+        let launches = std::fs::read_dir(&jobs_dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with(id.as_str()) && n.ends_with(".task.json")
+            })
+            .count();
+        assert_eq!(launches, 1, "{id} was launched {launches} times: {job}");
+        let runs = job["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["to"] == "running")
+            .count();
+        assert_eq!(runs, 1, "{id}: {job}");
+    }
+    // Every job in flight at the kill ended within two dispatch leases of the restart.
+    assert!(
+        in_flight_done <= Duration::from_secs(2 * lease),
+        "in-flight jobs took {in_flight_done:?}"
     );
 }

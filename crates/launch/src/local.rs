@@ -5,6 +5,16 @@
 //! runner and everything it started (terraform, providers). Its exit is reported
 //! as an ECS-shaped "Task State Change" STOPPED event, so completion takes the
 //! same path as on Fargate.
+//!
+//! **Orphans survive a restart of `sortie dev`.** Like ECS's `startedBy`, every launch
+//! leaves a record in the work directory (`<job id>.<attempt>.task.json`), and the
+//! runner runs under a small `sh` supervisor that writes the runner's exit code to
+//! `<job id>.<attempt>.exit` whoever its parent is by then. After a restart,
+//! [`LocalLauncher::adopt_orphans`] reads the records: `find` and `describe` know the
+//! tasks again, a runner still running is watched until it exits, and an exit that
+//! happened while `sortie dev` was down, or was still queued in memory at the kill,
+//! is reported again from its recorded exit code. A record is settled
+//! ([`LocalLauncher::acknowledge`]) once its STOPPED event was handled.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,8 +35,38 @@ pub const LOCAL_CONTAINER: &str = "runner";
 struct LocalTask {
     job_id: String,
     pid: u32,
+    /// `<job id>.<attempt>`: the name of the launch's files in the work directory.
+    stem: String,
     stop_reason: Option<String>,
     stopped: Option<TaskStop>,
+}
+
+/// What a launch leaves in the work directory, read back after a restart.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct LaunchRecord {
+    task_arn: String,
+    job_id: String,
+    pid: u32,
+}
+
+/// Runs the runner (`$0`) as a child, forwards SIGTERM to it, and writes its exit code to
+/// `$SORTIE_EXIT_FILE` (atomically), so the code survives the death of `sortie dev`.
+const SUPERVISOR: &str = r#""$0" & child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM
+while :; do
+  wait "$child"; code=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+printf '%s\n' "$code" > "$SORTIE_EXIT_FILE.tmp" && mv "$SORTIE_EXIT_FILE.tmp" "$SORTIE_EXIT_FILE"
+exit "$code""#;
+
+fn pid_alive(pid: u32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Launches `sortie-runner` processes and reports their state changes on a channel, as the
@@ -52,6 +92,117 @@ impl LocalLauncher {
             logs_dir,
             events,
             tasks: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn path(&self, stem: &str, suffix: &str) -> PathBuf {
+        self.logs_dir.join(format!("{stem}.{suffix}"))
+    }
+
+    /// The runner's recorded exit code, once its supervisor wrote it.
+    fn recorded_exit(&self, stem: &str) -> Option<i32> {
+        std::fs::read_to_string(self.path(stem, "exit"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    }
+
+    /// How a runner that exited on its own ended: its recorded code, else the wait status.
+    fn exit_stop(&self, job_id: &str, code: Option<i32>) -> TaskStop {
+        let log = self.logs_dir.join(format!("{job_id}.log"));
+        TaskStop {
+            stop_code: Some("EssentialContainerExited".into()),
+            stopped_reason: Some("Essential container in task exited".into()),
+            exit_code: code.or(Some(137)),
+            // The runner ends a failure with one `sortie-runner: <reason>` line: the container's reason.
+            container_reason: if code == Some(0) {
+                None
+            } else {
+                last_runner_line(&log).or_else(|| {
+                    code.is_none()
+                        .then(|| "the runner's exit code was not recorded".to_string())
+                })
+            },
+        }
+    }
+
+    /// Reads the launch records left in the work directory by an earlier `sortie dev`, and
+    /// takes their tasks back: known to `find` and `describe`, watched until they exit, and
+    /// reported (STOPPED) if they exited while nobody was listening. Returns how many
+    /// launches were adopted.
+    pub async fn adopt_orphans(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.logs_dir) else {
+            return 0;
+        };
+        let mut adopted = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name.strip_suffix(".task.json") else {
+                continue;
+            };
+            if self.path(stem, "done").exists() {
+                continue;
+            }
+            let Some(record) = std::fs::read(entry.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<LaunchRecord>(&b).ok())
+            else {
+                continue;
+            };
+            let mut tasks = self.tasks.lock().await;
+            if tasks.contains_key(&record.task_arn) {
+                continue;
+            }
+            tasks.insert(
+                record.task_arn.clone(),
+                LocalTask {
+                    job_id: record.job_id.clone(),
+                    pid: record.pid,
+                    stem: stem.to_string(),
+                    stop_reason: None,
+                    stopped: None,
+                },
+            );
+            drop(tasks);
+            adopted += 1;
+            let me = self.clone();
+            let stem = stem.to_string();
+            tokio::spawn(async move {
+                // Watch the orphan: its supervisor writes the exit code when the runner ends.
+                let code = loop {
+                    if let Some(code) = me.recorded_exit(&stem) {
+                        break Some(code);
+                    }
+                    if !pid_alive(record.pid) {
+                        break me.recorded_exit(&stem);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                };
+                let stop = me.exit_stop(&record.job_id, code);
+                if let Some(t) = me.tasks.lock().await.get_mut(&record.task_arn) {
+                    t.stopped = Some(stop.clone());
+                }
+                let _ = me.events.send(Self::event(
+                    &record.task_arn,
+                    &record.job_id,
+                    "STOPPED",
+                    Some(&stop),
+                ));
+            });
+        }
+        adopted
+    }
+
+    /// Settles a launch whose STOPPED event was handled: it is not reported again after a
+    /// restart.
+    pub async fn acknowledge(&self, task_arn: &str) {
+        let stem = self
+            .tasks
+            .lock()
+            .await
+            .get(task_arn)
+            .map(|t| t.stem.clone());
+        if let Some(stem) = stem {
+            let _ = std::fs::write(self.path(&stem, "done"), b"");
         }
     }
 
@@ -116,8 +267,14 @@ impl Launcher for LocalLauncher {
         let log_err = log
             .try_clone()
             .map_err(|e| LaunchError::Fatal(e.to_string()))?;
-        let mut command = tokio::process::Command::new(&binary);
+        let stem = format!("{}.{}", job.id, spec.attempt);
+        let _ = std::fs::remove_file(self.path(&stem, "exit"));
+        let mut command = tokio::process::Command::new("sh");
         command
+            .arg("-c")
+            .arg(SUPERVISOR)
+            .arg(&binary)
+            .env("SORTIE_EXIT_FILE", self.path(&stem, "exit"))
             .env("SORTIE_JOB_ID", job.id.as_str())
             .env("SORTIE_JOB_TOKEN", spec.token)
             .env("SORTIE_API_URL", spec.api_url)
@@ -138,11 +295,22 @@ impl Launcher for LocalLauncher {
             .map_err(|e| LaunchError::Fatal(format!("cannot start {}: {e}", binary.display())))?;
         let pid = child.id().unwrap_or_default();
         let task_arn = format!("arn:sortie:local:task/local/{}-{pid}", job.id);
+        let record = LaunchRecord {
+            task_arn: task_arn.clone(),
+            job_id: job.id.to_string(),
+            pid,
+        };
+        std::fs::write(
+            self.path(&stem, "task.json"),
+            serde_json::to_vec(&record).unwrap_or_default(),
+        )
+        .map_err(|e| LaunchError::Fatal(format!("cannot record the launch of {}: {e}", job.id)))?;
         self.tasks.lock().await.insert(
             task_arn.clone(),
             LocalTask {
                 job_id: job.id.to_string(),
                 pid,
+                stem: stem.clone(),
                 stop_reason: None,
                 stopped: None,
             },
@@ -150,39 +318,22 @@ impl Launcher for LocalLauncher {
         let _ = self
             .events
             .send(Self::event(&task_arn, &job.id, "RUNNING", None));
-        let (tasks, events, arn, job_id) = (
-            self.tasks.clone(),
-            self.events.clone(),
-            task_arn.clone(),
-            job.id.clone(),
-        );
-        let log_path = log_path.clone();
+        let (me, arn, job_id) = (self.clone(), task_arn.clone(), job.id.clone());
         tokio::spawn(async move {
             let status = child.wait().await;
-            let mut tasks = tasks.lock().await;
+            let mut tasks = me.tasks.lock().await;
             let Some(task) = tasks.get_mut(&arn) else {
                 return;
             };
+            let recorded = me.recorded_exit(&stem);
             let stop = match (&task.stop_reason, status) {
                 (Some(reason), s) => TaskStop {
                     stop_code: Some("UserInitiated".into()),
                     stopped_reason: Some(reason.clone()),
-                    exit_code: s.ok().and_then(|s| s.code()).or(Some(143)),
+                    exit_code: recorded.or(s.ok().and_then(|s| s.code())).or(Some(143)),
                     container_reason: None,
                 },
-                (None, Ok(s)) => TaskStop {
-                    stop_code: Some("EssentialContainerExited".into()),
-                    stopped_reason: Some("Essential container in task exited".into()),
-                    exit_code: s.code().or(Some(137)),
-                    // The runner ends a failure with one `sortie-runner: <reason>` line: the container's reason.
-                    container_reason: if s.success() {
-                        None
-                    } else {
-                        last_runner_line(&log_path).or_else(|| {
-                            s.code().is_none().then(|| "killed by a signal".to_string())
-                        })
-                    },
-                },
+                (None, Ok(s)) => me.exit_stop(&job_id, recorded.or(s.code())),
                 (None, Err(e)) => TaskStop {
                     stop_code: Some("TaskFailedToStart".into()),
                     stopped_reason: Some(e.to_string()),
@@ -191,7 +342,9 @@ impl Launcher for LocalLauncher {
                 },
             };
             task.stopped = Some(stop.clone());
-            let _ = events.send(Self::event(&arn, &job_id, "STOPPED", Some(&stop)));
+            let _ = me
+                .events
+                .send(Self::event(&arn, &job_id, "STOPPED", Some(&stop)));
         });
         Ok(TaskRef::new(task_arn))
     }

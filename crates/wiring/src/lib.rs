@@ -32,6 +32,8 @@ pub struct Resources {
     pub api_url: String,
     /// JWT subjects that are system administrators from configuration.
     pub admin_subjects: Vec<String>,
+    /// The sweep's timing (the defaults in the functions; `sortie dev` may shorten them).
+    pub sweep: SweepSettings,
 }
 
 impl Resources {
@@ -58,6 +60,7 @@ impl Resources {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            sweep: SweepSettings::default(),
         })
     }
 }
@@ -121,7 +124,7 @@ pub fn compose(
         jobs: jobs.clone(),
         launcher: Arc::new(launcher),
         api_url: resources.api_url.clone(),
-        settings: SweepSettings::default(),
+        settings: resources.sweep,
     });
     let artifacts = resources.bucket.as_ref().map(|bucket| {
         // Path-style addressing only against a local S3 (moto): AWS wants virtual hosts.

@@ -41,7 +41,7 @@ pub enum EventOutcome {
 }
 
 /// Timing of the sweep.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepSettings {
     /// A lock holder still `queued` this long after it was queued is re-sent.
     pub resend_after: Duration,
