@@ -34,7 +34,9 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            attempts: 5,
+            // 0.5 + 1 + 2 + … + 32 s: a runner rides out about a minute of control-plane
+            // unavailability (a restart of `sortie dev`, an API deployment).
+            attempts: 8,
             first_delay: Duration::from_millis(500),
             timeout: Duration::from_secs(30),
         }
