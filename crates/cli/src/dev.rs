@@ -6,6 +6,7 @@
 //! - the sweeper on a timer.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -15,7 +16,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sortie_launch::LocalLauncher;
+use sortie_launch::{AwsSecretValues, LocalLauncher};
 use sortie_lifecycle::{EcsTaskStateChange, Engine};
 use sortie_store::SqsJobQueue;
 use sortie_wiring::{compose, Resources};
@@ -104,7 +105,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("sortie-runner"),
     };
-    let local = LocalLauncher::new(runner_binary, args.work_dir.join("jobs"), events_tx);
+    // Secret references are resolved as ECS would, with Secrets Manager / SSM on the local AWS.
+    let local = LocalLauncher::new(runner_binary, args.work_dir.join("jobs"), events_tx)
+        .with_secrets(Arc::new(AwsSecretValues::new(&config)));
     let resources = Resources {
         table: args.table.clone(),
         jobs_queue_url: queue_url.clone(),

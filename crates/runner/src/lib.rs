@@ -4,7 +4,7 @@
 //! One run of the binary runs one job:
 //!
 //! 1. reads its environment ([`env::RunnerEnv`]): `SORTIE_API_URL`,
-//!    `SORTIE_JOB_ID`, `SORTIE_JOB_TOKEN` and the optional `SORTIE_SECRET_REFS`,
+//!    `SORTIE_JOB_ID`, `SORTIE_JOB_TOKEN` and the optional
 //!    `SORTIE_WORK_DIR`, `SORTIE_TERRAFORM`, `SORTIE_GIT_CREDENTIALS`;
 //! 2. fetches the job spec with the job token ([`api::ApiClient`]);
 //! 3. fetches the source (git, an S3 tar.gz with its checksum verified, or

@@ -1,6 +1,5 @@
 //! One job from spec to exit: the orchestration of every other module.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -159,7 +158,7 @@ async fn execute(
     objects: &dyn ObjectStore,
     api: &ApiClient,
 ) -> Result<ChangeSummary, RunnerError> {
-    let mut tf_env = ToolEnv::for_terraform();
+    let tf_env = ToolEnv::for_terraform();
 
     // The tool and its version.
     let path_var = std::env::var_os("PATH");
@@ -190,19 +189,22 @@ async fn execute(
         ));
     }
 
-    // Secret references: exposed as <NAME>_ARN; the values are fetched by the
-    // configuration itself (a data source, with the task's role).
-    let refs = secret_refs(spec, env)?;
-    if !refs.is_empty() {
+    // Secrets: the platform put each value into this process's environment under its
+    // name (ECS `secrets`, or the local launcher as ECS would); terraform inherits them.
+    // Only the names are ever printed.
+    let (present, missing) = secret_names(spec, |name| std::env::var_os(name).is_some())?;
+    if !present.is_empty() {
         sink.line(&format!(
-            "{PREFIX} secret references exposed as {} (ARNs only: the runner does not fetch secret values)",
-            refs.keys().map(|k| format!("{k}_ARN")).collect::<Vec<_>>().join(", ")
+            "{PREFIX} secrets in terraform's environment: {} (values injected by the platform, never printed)",
+            present.join(", ")
         ));
     }
-    tf_env.set.extend(
-        refs.into_iter()
-            .map(|(name, arn)| (format!("{name}_ARN"), arn)),
-    );
+    if !missing.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} warning: secrets not delivered to this runner: {}",
+            missing.join(", ")
+        ));
+    }
 
     // The backend.
     let storage = absolute_storage(&spec.state_storage)?;
@@ -352,14 +354,23 @@ async fn summarize(
     })
 }
 
-/// The job's and the runner's secret references, checked.
-fn secret_refs(spec: &JobSpec, env: &RunnerEnv) -> Result<BTreeMap<String, String>, RunnerError> {
-    let mut refs = spec.secret_refs.clone();
-    refs.extend(env.secret_refs.clone());
-    for name in refs.keys() {
+/// The names of the job's secrets, checked, split into those the environment holds
+/// (`is_set`) and those it does not.
+fn secret_names(
+    spec: &JobSpec,
+    is_set: impl Fn(&str) -> bool,
+) -> Result<(Vec<String>, Vec<String>), RunnerError> {
+    let mut present = vec![];
+    let mut missing = vec![];
+    for name in spec.secret_refs.keys() {
         check_env_name(name).map_err(RunnerError::Config)?;
+        if is_set(name) {
+            present.push(name.clone());
+        } else {
+            missing.push(name.clone());
+        }
     }
-    Ok(refs)
+    Ok((present, missing))
 }
 
 /// The storage with a relative `local` directory made absolute (terraform runs
