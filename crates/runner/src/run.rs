@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sortie_core::runner::LocalStorage;
-use sortie_core::{ChangeSummary, JobSpec, Operation, Source, StateStorageConfiguration};
+use sortie_core::{
+    ChangeSummary, JobSpec, Operation, Source, StateStorageConfiguration, UploadKind,
+};
 use tracing::Instrument;
 
 use crate::api::ApiClient;
@@ -16,6 +18,7 @@ use crate::objects::{ObjectRef, ObjectStore};
 use crate::source;
 use crate::summary;
 use crate::terraform::{self, Finished, ToolEnv, PLAN_FILE};
+use crate::upload::{ApiUploader, Uploader};
 use crate::version::ToolVersion;
 
 /// Every line the runner writes itself starts with this.
@@ -58,16 +61,23 @@ async fn run_job(
         }
     };
     let (api, spec) = spec;
+    let api = Arc::new(api);
     tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
 
     let sink = LogSink::new(true);
-    let shipper = LogShipper::spawn(
-        sink.clone(),
-        objects.clone(),
-        spec.logs.clone(),
-        FLUSH_INTERVAL,
-    );
-    let result = execute(env, &spec, &sink, objects.as_ref(), &api).await;
+    let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(api.clone()));
+    let shipper = LogShipper::spawn(sink.clone(), uploader.clone(), FLUSH_INTERVAL);
+    let mut problems = Vec::new();
+    let result = execute(
+        env,
+        &spec,
+        &sink,
+        objects.as_ref(),
+        &api,
+        uploader.as_ref(),
+        &mut problems,
+    )
+    .await;
     match &result {
         Ok(summary) => {
             tracing::info!(
@@ -87,7 +97,15 @@ async fn run_job(
             sink.line(&failure_line(e));
         }
     }
-    shipper.finish().await;
+    if let Some(problem) = shipper.finish().await {
+        problems.push(problem);
+    }
+    // What did not arrive is recorded on the job; it never changes the job's outcome.
+    if !problems.is_empty() {
+        if let Err(e) = api.report_upload_problems(&problems).await {
+            tracing::error!(error = %e.reason(), ?problems, "could not report the upload problems");
+        }
+    }
     result
 }
 
@@ -157,6 +175,8 @@ async fn execute(
     sink: &LogSink,
     objects: &dyn ObjectStore,
     api: &ApiClient,
+    uploader: &dyn Uploader,
+    problems: &mut Vec<String>,
 ) -> Result<ChangeSummary, RunnerError> {
     let tf_env = ToolEnv::for_terraform();
 
@@ -244,33 +264,21 @@ async fn execute(
 
     // The summary and the artifacts.
     let summary = summarize(&tool, spec.operation, &finished, sink).await;
-    let artifacts = &spec.artifacts;
+    // Uploads are best effort: a failure is written to the log and reported to the API,
+    // and never turns a successful run into a failure.
     if spec.operation == Operation::Plan {
-        let plan = std::fs::read(dir.join(PLAN_FILE)).map_err(|e| {
-            RunnerError::Artifact(format!("the plan file {PLAN_FILE} could not be read: {e}"))
-        })?;
-        let object = ObjectRef::new(
-            Some(&artifacts.region),
-            &artifacts.bucket,
-            &format!("{}{PLAN_FILE}", artifacts.prefix),
-        );
-        objects
-            .put(&object, plan, "application/octet-stream")
-            .await
-            .map_err(|e| RunnerError::Artifact(format!("could not upload the plan: {e}")))?;
-        sink.line(&format!("{PREFIX} uploaded the plan to {object}"));
+        let plan = std::fs::read(dir.join(PLAN_FILE))
+            .map_err(|e| format!("could not read the plan file {PLAN_FILE}: {e}"));
+        upload_artifact(uploader, sink, problems, UploadKind::Plan, plan).await;
     }
     let summary_json = serde_json::to_vec_pretty(&summary)
-        .map_err(|e| RunnerError::Artifact(format!("could not encode the summary: {e}")))?;
-    let object = ObjectRef::new(
-        Some(&artifacts.region),
-        &artifacts.bucket,
-        &format!("{}summary.json", artifacts.prefix),
-    );
-    objects
-        .put(&object, summary_json, "application/json")
-        .await
-        .map_err(|e| RunnerError::Artifact(format!("could not upload the summary: {e}")))?;
+        .map_err(|e| format!("could not encode the summary: {e}"));
+    upload_artifact(uploader, sink, problems, UploadKind::Summary, summary_json).await;
+    if spec.operation == Operation::Apply {
+        if let Some(outputs) = outputs(&tool).await {
+            upload_artifact(uploader, sink, problems, UploadKind::Outputs, Ok(outputs)).await;
+        }
+    }
     if let Err(e) = api.report_summary(&summary).await {
         tracing::warn!(error = %e.reason(), "could not report the summary");
         sink.line(&format!(
@@ -318,6 +326,41 @@ impl Tool {
                 }),
             })
         }
+    }
+}
+
+/// Uploads one artifact; a failure is written to the log and kept in `problems`.
+async fn upload_artifact(
+    uploader: &dyn Uploader,
+    sink: &LogSink,
+    problems: &mut Vec<String>,
+    kind: UploadKind,
+    body: Result<Vec<u8>, String>,
+) {
+    let result = match body {
+        Ok(body) => uploader.upload(kind, None, body).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => sink.line(&format!(
+            "{PREFIX} uploaded {}",
+            kind.file_name().unwrap_or(kind.as_str())
+        )),
+        Err(e) => {
+            sink.line(&format!("{PREFIX} warning: {e}"));
+            problems.push(e);
+        }
+    }
+}
+
+/// `output -json` after an apply, with every sensitive value redacted; `None` when the
+/// tool prints none (no outputs, or a version that cannot).
+async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["output", "-no-color", "-json"].map(String::from).to_vec();
+    match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, json)) => summary::redact_outputs(&json),
+        _ => None,
     }
 }
 

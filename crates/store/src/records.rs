@@ -103,6 +103,8 @@ pub struct JobUpdate {
     pub timeout_requested_at: Option<DateTime<Utc>>,
     /// The change summary the runner reported.
     pub summary: Option<sortie_core::ChangeSummary>,
+    /// What the runner could not upload (replaces the list recorded before).
+    pub upload_problems: Option<Vec<String>>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -132,6 +134,10 @@ pub struct JobRecord {
     pub summary: Option<sortie_core::ChangeSummary>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
+    /// What the runner reported it could not upload (log chunks, the plan, the summary,
+    /// the outputs); empty when everything arrived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upload_problems: Vec<String>,
 }
 
 /// A stored job item that could not be decoded: what is known of it from its raw attributes.

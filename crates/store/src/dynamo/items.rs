@@ -217,6 +217,7 @@ pub(super) fn job_item(job: &Job, holds_lock: bool) -> JobItem {
             timeout_requested_at: None,
             summary: None,
             updated_at: job.transitions[0].at,
+            upload_problems: Vec::new(),
         },
     }
 }

@@ -50,6 +50,10 @@ fn add_update(update: &JobUpdate, set: &mut Vec<&'static str>, values: &mut Item
             serde_dynamo::to_attribute_value(v).expect("summary serialises"),
         );
     }
+    if let Some(v) = &update.upload_problems {
+        set.push("upload_problems = :up");
+        values.insert(":up".into(), AttributeValue::L(v.iter().map(s).collect()));
+    }
 }
 
 #[async_trait]

@@ -77,6 +77,7 @@ impl JobStore for MemoryStore {
                     timeout_requested_at: None,
                     summary: None,
                     updated_at: job.transitions[0].at,
+                    upload_problems: Vec::new(),
                 },
                 gsi3,
                 queue_pos,

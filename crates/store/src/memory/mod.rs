@@ -137,6 +137,9 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     if let Some(v) = update.summary {
         record.summary = Some(v);
     }
+    if let Some(v) = update.upload_problems {
+        record.upload_problems = v;
+    }
 }
 
 fn lock_kept_changing() -> StoreError {
