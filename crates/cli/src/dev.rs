@@ -220,10 +220,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 /// `error="invalid_token"` when a bearer token was sent but is not the development one.
 async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
     let path = req.uri().path();
+    // The runner routes, from the route table: `/v1/jobs/{id}/<tail>`.
     let open = path == "/v1/health"
         || path == "/v1/openapi.json"
         || (path.starts_with("/v1/jobs/")
-            && (path.ends_with("/spec") || path.ends_with("/summary")));
+            && sortie_api::Route::ALL
+                .iter()
+                .filter(|r| r.uses_job_token())
+                .filter_map(|r| r.spec().1.strip_prefix("/v1/jobs/{id}"))
+                .any(|tail| path.ends_with(tail)));
     let want = expected.strip_prefix("Bearer ").unwrap_or(expected);
     let sent = req
         .headers()

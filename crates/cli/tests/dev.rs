@@ -268,6 +268,52 @@ fn plan_and_apply_succeed_with_state_in_s3_ordered_logs_and_a_second_apply_that_
     let done = log.find("Apply complete!").expect("apply in the log");
     assert!(init < done, "in order:\n{log}");
     assert!(log.contains("message = hi from the e2e test!"));
+    // The runner's uploads went through presigned URLs into the control plane's bucket.
+    let (objects, _) = everything_stored(&dev);
+    let (plan_id, apply_id) = (plan["id"].as_str().unwrap(), apply["id"].as_str().unwrap());
+    for key in [
+        format!("artifacts/{plan_id}/plan.tfplan"),
+        format!("artifacts/{plan_id}/summary.json"),
+        format!("artifacts/{apply_id}/summary.json"),
+        format!("artifacts/{apply_id}/outputs.json"),
+    ] {
+        assert!(objects.contains(&key), "{key} uploaded");
+    }
+    for job in [&plan, &apply, &second] {
+        assert!(job.get("upload_problems").is_none(), "{job}");
+    }
+}
+
+/// Deliver 3: the control plane's bucket refuses every upload (it is gone); the apply
+/// still succeeds, and its job record says what did not arrive.
+#[test]
+fn refused_uploads_leave_a_successful_apply_successful_with_the_problems_recorded() {
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    dev.setup(&bucket, "");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        s3.delete_bucket().bucket(&dev.bucket).send().await.unwrap();
+    });
+    let id = dev.submit("apply", hello_files());
+    let job = dev.wait_terminal(&id, Duration::from_secs(120));
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let problems: Vec<String> = job["upload_problems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("problems recorded: {job}"))
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    let all = problems.join("\n");
+    assert!(
+        all.contains("summary") && all.contains("NoSuchBucket"),
+        "{all}"
+    );
+    assert!(all.contains("the log from byte 0"), "{all}");
+    assert!(
+        !all.contains("X-Amz-Signature"),
+        "no presigned URL is shown: {all}"
+    );
 }
 
 #[test]
