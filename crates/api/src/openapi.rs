@@ -44,6 +44,8 @@ use crate::routes::*;
         get_job_logs,
         get_job_spec,
         put_job_summary,
+        create_upload,
+        put_upload_problems,
         list_memberships,
         grant_membership,
         revoke_membership,

@@ -937,13 +937,18 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     assert_eq!(spec.body["job_id"], a.as_str());
     assert_eq!(spec.body["operation"], "apply");
     assert_eq!(spec.body["variables"]["n"], 1);
-    assert_eq!(spec.body["logs"]["prefix"], format!("logs/{a}/"));
+    assert!(
+        spec.body.get("logs").is_none() && spec.body.get("artifacts").is_none(),
+        "the spec names no bucket: uploads go through presigned URLs"
+    );
     assert_eq!(spec.body["state_storage"]["type"], "local");
     // Job A's token on job B: refused, on every runner route and on the log.
     for (method, path) in [
         ("GET", format!("/v1/jobs/{b}/spec")),
         ("PUT", format!("/v1/jobs/{b}/summary")),
         ("GET", format!("/v1/jobs/{b}/logs")),
+        ("POST", format!("/v1/jobs/{b}/uploads")),
+        ("PUT", format!("/v1/jobs/{b}/upload-problems")),
     ] {
         let r = api
             .call(
@@ -1379,4 +1384,157 @@ fn the_conformance_check_rejects_undeclared_statuses_and_wrong_bodies() {
         204,
         json!({"deleted": true})
     ));
+}
+
+/// A 400 whose first problem is at `field`.
+fn refused_at(status: u16, answer: &serde_json::Value, sent: &str, field: &str) {
+    assert_eq!(status, 400, "{sent}: {answer}");
+    assert_eq!(
+        answer["error"]["fields"][0]["path"], field,
+        "{sent}: {answer}"
+    );
+}
+
+/// Deliver 3: a job token gets presigned URLs for its own job's objects only, each
+/// keyed under the job's prefix; the bytes go straight to S3 (moto, real SDK signing),
+/// and the API reads them back. Bad requests are 400 naming the field.
+#[tokio::test]
+async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.create_env("acme", "prod", "production").await;
+    let submit = |env: &'static str| {
+        let api = &api;
+        async move {
+            api.as_admin(
+                "POST",
+                &format!("/v1/environments/acme/{env}/-/jobs"),
+                Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+            )
+            .await
+            .body["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    api.create_env("acme", "dev", "development").await;
+    let a = submit("prod").await;
+    let b = submit("dev").await;
+    api.launch(&a, "token-a").await;
+    api.launch(&b, "token-b").await;
+    let auth = [("authorization", "Bearer token-a")];
+    let grant = |body: &'static str| {
+        let (api, path) = (&api, format!("/v1/jobs/{a}/uploads"));
+        async move { api.call(None, "POST", &path, Some(body), &auth).await }
+    };
+
+    // A log chunk: its key is the job's own; the bytes go to S3 by the URL alone.
+    let r = grant(r#"{"kind":"log","name":"000000000000"}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["key"], format!("logs/{a}/000000000000.log"));
+    assert_eq!(r.body["method"], "PUT");
+    let url = r.body["url"].as_str().unwrap().to_string();
+    assert!(url.contains("X-Amz-Signature"), "{url}");
+    assert!(url.contains(&format!("logs/{a}/000000000000.log")), "{url}");
+    let headers: Vec<(String, String)> = r.body["headers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    let (base, path) = {
+        let rest = url.strip_prefix("http://").expect("moto is plain HTTP");
+        let (host, path) = rest.split_once('/').unwrap();
+        (format!("http://{host}"), format!("/{path}"))
+    };
+    let (status, answer) = tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        sortie_tests::http::call(&base, "PUT", &path, &headers, Some("uploaded by URL\n"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let logs = api
+        .as_admin("GET", &format!("/v1/jobs/{a}/logs"), None)
+        .await;
+    assert_eq!(logs.body["data"], "uploaded by URL\n");
+
+    // The artifacts: fixed names under artifacts/<job>/.
+    for (body, key) in [
+        (r#"{"kind":"plan"}"#, format!("artifacts/{a}/plan.tfplan")),
+        (
+            r#"{"kind":"summary","name":"summary.json"}"#,
+            format!("artifacts/{a}/summary.json"),
+        ),
+        (
+            r#"{"kind":"outputs","name":null}"#,
+            format!("artifacts/{a}/outputs.json"),
+        ),
+    ] {
+        let r = grant(body).await;
+        assert_eq!(
+            (r.status.as_u16(), r.body["key"].as_str()),
+            (200, Some(key.as_str())),
+            "{body}: {}",
+            r.body
+        );
+    }
+
+    // Bad requests: 400 naming the field; no way out of the job's prefixes.
+    for (body, field) in [
+        (r#"{"kind":"state"}"#, "kind"),
+        (r#"{"name":"plan.tfplan"}"#, "kind"),
+        (r#"{"kind":7}"#, "kind"),
+        (r#"{"kind":"log"}"#, "name"),
+        (r#"{"kind":"log","name":"12"}"#, "name"),
+        (r#"{"kind":"log","name":"../../b/0000"}"#, "name"),
+        (r#"{"kind":"plan","name":"../other/plan.tfplan"}"#, "name"),
+        (r#"{"kind":"summary","name":"terraform.tfstate"}"#, "name"),
+        (r#"{"kind":"plan","name":5}"#, "name"),
+        (r#"{"kind":"plan","bucket":"other"}"#, "bucket"),
+        (r#"["plan"]"#, "body"),
+    ] {
+        let r = grant(body).await;
+        refused_at(r.status.as_u16(), &r.body, body, field);
+    }
+
+    // Upload problems: recorded on the job and shown in its view.
+    let report = |body: &'static str| {
+        let (api, path) = (&api, format!("/v1/jobs/{a}/upload-problems"));
+        async move { api.call(None, "PUT", &path, Some(body), &auth).await }
+    };
+    let r = report(r#"{"problems":["could not upload the summary: 403"]}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let job = api.as_admin("GET", &format!("/v1/jobs/{a}"), None).await;
+    assert_eq!(
+        job.body["upload_problems"][0],
+        "could not upload the summary: 403"
+    );
+    let many = format!(r#"{{"problems":[{}]}}"#, vec!["\"x\""; 33].join(","));
+    let many: &'static str = Box::leak(many.into_boxed_str());
+    for (body, field) in [
+        (many, "problems"),
+        (r#"{"problems":[""]}"#, "problems[0]"),
+        (r#"{"problems":["ok","two\nlines"]}"#, "problems[1]"),
+        (r#"{"problems":"x"}"#, "problems"),
+    ] {
+        let r = report(body).await;
+        refused_at(r.status.as_u16(), &r.body, body, field);
+    }
+
+    // Job A's token never opens job B's uploads.
+    let r = api
+        .call(
+            None,
+            "POST",
+            &format!("/v1/jobs/{b}/uploads"),
+            Some(r#"{"kind":"plan"}"#),
+            &auth,
+        )
+        .await;
+    assert_eq!(r.status, 401, "{}", r.body);
 }

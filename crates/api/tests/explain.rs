@@ -39,6 +39,17 @@ struct NoArtifacts;
 
 #[async_trait::async_trait]
 impl Artifacts for NoArtifacts {
+    async fn presign_put(
+        &self,
+        key: &str,
+        _: &str,
+        _: std::time::Duration,
+    ) -> Result<sortie_store::PresignedPut, StoreError> {
+        Err(StoreError::NotFound {
+            kind: "bucket",
+            id: key.to_string(),
+        })
+    }
     async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         Ok(vec![])
     }

@@ -6,6 +6,7 @@
 //! - the sweeper on a timer.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -15,7 +16,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sortie_launch::LocalLauncher;
+use sortie_launch::{AwsSecretValues, LocalLauncher};
 use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
 use sortie_store::SqsJobQueue;
 use sortie_wiring::{compose, Resources};
@@ -108,7 +109,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("sortie-runner"),
     };
-    let local = LocalLauncher::new(runner_binary, args.work_dir.join("jobs"), events_tx);
+    // Secret references are resolved as ECS would, with Secrets Manager / SSM on the local AWS.
+    let local = LocalLauncher::new(runner_binary, args.work_dir.join("jobs"), events_tx)
+        .with_secrets(Arc::new(AwsSecretValues::new(&config)));
     let resources = Resources {
         table: args.table.clone(),
         jobs_queue_url: queue_url.clone(),
@@ -235,10 +238,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 /// `error="invalid_token"` when a bearer token was sent but is not the development one.
 async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
     let path = req.uri().path();
+    // The runner routes, from the route table: `/v1/jobs/{id}/<tail>`.
     let open = path == "/v1/health"
         || path == "/v1/openapi.json"
         || (path.starts_with("/v1/jobs/")
-            && (path.ends_with("/spec") || path.ends_with("/summary")));
+            && sortie_api::Route::ALL
+                .iter()
+                .filter(|r| r.uses_job_token())
+                .filter_map(|r| r.spec().1.strip_prefix("/v1/jobs/{id}"))
+                .any(|tail| path.ends_with(tail)));
     let want = expected.strip_prefix("Bearer ").unwrap_or(expected);
     let sent = req
         .headers()

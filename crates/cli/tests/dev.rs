@@ -13,6 +13,8 @@ struct Dev {
     url: String,
     token: String,
     dir: PathBuf,
+    table: String,
+    bucket: String,
 }
 
 impl Drop for Dev {
@@ -110,6 +112,8 @@ impl Dev {
             url: r["url"].as_str().unwrap().into(),
             token: r["token"].as_str().unwrap().into(),
             dir,
+            table: names.table.clone(),
+            bucket: names.bucket.clone(),
         }
     }
 
@@ -297,6 +301,52 @@ fn plan_and_apply_succeed_with_state_in_s3_ordered_logs_and_a_second_apply_that_
     let done = log.find("Apply complete!").expect("apply in the log");
     assert!(init < done, "in order:\n{log}");
     assert!(log.contains("message = hi from the e2e test!"));
+    // The runner's uploads went through presigned URLs into the control plane's bucket.
+    let (objects, _) = everything_stored(&dev);
+    let (plan_id, apply_id) = (plan["id"].as_str().unwrap(), apply["id"].as_str().unwrap());
+    for key in [
+        format!("artifacts/{plan_id}/plan.tfplan"),
+        format!("artifacts/{plan_id}/summary.json"),
+        format!("artifacts/{apply_id}/summary.json"),
+        format!("artifacts/{apply_id}/outputs.json"),
+    ] {
+        assert!(objects.contains(&key), "{key} uploaded");
+    }
+    for job in [&plan, &apply, &second] {
+        assert!(job.get("upload_problems").is_none(), "{job}");
+    }
+}
+
+/// Deliver 3: the control plane's bucket refuses every upload (it is gone); the apply
+/// still succeeds, and its job record says what did not arrive.
+#[test]
+fn refused_uploads_leave_a_successful_apply_successful_with_the_problems_recorded() {
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    dev.setup(&bucket, "");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        s3.delete_bucket().bucket(&dev.bucket).send().await.unwrap();
+    });
+    let id = dev.submit("apply", hello_files());
+    let job = dev.wait_terminal(&id, Duration::from_secs(120));
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let problems: Vec<String> = job["upload_problems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("problems recorded: {job}"))
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    let all = problems.join("\n");
+    assert!(
+        all.contains("summary") && all.contains("NoSuchBucket"),
+        "{all}"
+    );
+    assert!(all.contains("the log from byte 0"), "{all}");
+    assert!(
+        !all.contains("X-Amz-Signature"),
+        "no presigned URL is shown: {all}"
+    );
 }
 
 #[test]
@@ -574,4 +624,107 @@ fn a_sigkilled_sortie_dev_restarts_and_every_job_ends_once_launched_once() {
         in_flight_done <= Duration::from_secs(2 * lease + 2),
         "in-flight jobs took {in_flight_done:?}"
     );
+}
+
+/// Every object of the control plane's bucket and every item of its table, as text.
+fn everything_stored(dev: &Dev) -> (String, String) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let config = sortie_tests::sdk_config().await;
+        let s3 = sortie_tests::s3_client(&config);
+        let mut objects = String::new();
+        let listed = s3
+            .list_objects_v2()
+            .bucket(&dev.bucket)
+            .send()
+            .await
+            .unwrap();
+        for o in listed.contents() {
+            let key = o.key().unwrap();
+            let out = s3
+                .get_object()
+                .bucket(&dev.bucket)
+                .key(key)
+                .send()
+                .await
+                .unwrap();
+            objects.push_str(key);
+            objects.push('\n');
+            objects.push_str(&String::from_utf8_lossy(
+                &out.body.collect().await.unwrap().into_bytes(),
+            ));
+        }
+        let ddb = sortie_tests::dynamodb_client(&config);
+        let mut items = String::new();
+        let mut start = None;
+        loop {
+            let page = ddb
+                .scan()
+                .table_name(&dev.table)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                items.push_str(&format!("{item:?}\n"));
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        (objects, items)
+    })
+}
+
+/// Deliver 4: a secret in Secrets Manager reaches terraform through the job's
+/// `secret_refs` (as `TF_VAR_db_password`), resolved by the `local` launcher as ECS
+/// would; the value appears nowhere in the log, the table or the bucket.
+#[test]
+fn a_secret_reaches_terraform_and_is_never_stored_or_logged() {
+    use sha2::Digest;
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    dev.setup(&bucket, "");
+    let value = format!("s3cr3t-{}", sortie_tests::unique("value"));
+    let arn = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let sm = aws_sdk_secretsmanager::Client::new(&sortie_tests::sdk_config().await);
+        sm.create_secret()
+            .name(sortie_tests::unique("db-password"))
+            .secret_string(&value)
+            .send()
+            .await
+            .unwrap()
+            .arn
+            .unwrap()
+    });
+    // The configuration proves it saw the value by its SHA-256, never by the value.
+    let files = json!({"main.tf": "variable \"db_password\" {}\n\noutput \"db_password_sha256\" {\n  value = \"${sha256(var.db_password)}\"\n}\n"});
+    let job = dev.ok(
+        "POST",
+        "/v1/environments/acme/demo/hello/-/jobs",
+        Some(json!({"operation": "apply", "files": files, "secret_refs": {"TF_VAR_db_password": arn}})),
+    );
+    let id = job["id"].as_str().unwrap();
+    let job = dev.wait_terminal(id, Duration::from_secs(120));
+    let log = dev.log(id);
+    assert_eq!(job["state"], "succeeded", "{job}\n{log}");
+    let digest: String = sha2::Sha256::digest(value.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        log.contains(&format!("db_password_sha256 = {digest}")),
+        "terraform saw the value: {log}"
+    );
+    assert!(log.contains("TF_VAR_db_password"), "{log}");
+    assert!(!log.contains(&value), "the value is in the log: {log}");
+    let (objects, items) = everything_stored(&dev);
+    assert!(
+        objects.contains(&format!("logs/{id}/")),
+        "the scan saw the log"
+    );
+    assert!(items.contains(&arn), "the table holds the reference");
+    assert!(!objects.contains(&value), "the value is in the bucket");
+    assert!(!items.contains(&value), "the value is in the table");
 }

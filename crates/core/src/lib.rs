@@ -33,7 +33,7 @@ pub use rule::{
 };
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
-pub use spec::{ArtifactLocation, ChangeSummary, JobSpec};
+pub use spec::{ChangeSummary, JobSpec, UploadKind};
 
 /// Input that failed parsing or validation, with every problem found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,6 +1,8 @@
 //! The contract between the API and `sortie-runner`: what a runner fetches with its
-//! job token (`GET /v1/jobs/{id}/spec`) and what it reports back
-//! (`PUT /v1/jobs/{id}/summary`). Logs and the plan go to S3 under the locations given.
+//! job token (`GET /v1/jobs/{id}/spec`), what it reports back
+//! (`PUT /v1/jobs/{id}/summary`, `PUT /v1/jobs/{id}/upload-problems`), and the objects it
+//! uploads through URLs the API presigns for it (`POST /v1/jobs/{id}/uploads`): each
+//! [`UploadKind`] maps to one key under the job's own prefix ([`upload_key`]).
 
 use std::collections::BTreeMap;
 
@@ -10,17 +12,6 @@ use serde_json::Value;
 use crate::job::{Operation, Source};
 use crate::names::EnvPath;
 use crate::runner::StateStorageConfiguration;
-
-/// An S3 location for a job's logs or artifacts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArtifactLocation {
-    /// Bucket.
-    pub bucket: String,
-    /// Key prefix, ending with `/`: `logs/<job id>/` or `artifacts/<job id>/`.
-    pub prefix: String,
-    /// Bucket region.
-    pub region: String,
-}
 
 /// Everything a runner needs to run one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,10 +38,6 @@ pub struct JobSpec {
     /// For `s3` storage: the state object's key, `<key_prefix><environment path>/terraform.tfstate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_key: Option<String>,
-    /// Where to stream the log: chunks named `<prefix><start offset, 12 digits>.log`.
-    pub logs: ArtifactLocation,
-    /// Where to upload the plan file (`plan.tfplan`) and `summary.json`.
-    pub artifacts: ArtifactLocation,
 }
 
 /// What a plan, apply or destroy changed, reported by the runner. Unknown fields are refused.
@@ -63,6 +50,91 @@ pub struct ChangeSummary {
     pub change: u32,
     /// Resources to destroy (or destroyed).
     pub destroy: u32,
+}
+
+/// What a runner uploads: one object of the job's, under the job's own prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UploadKind {
+    /// A log chunk; its name is the chunk's start offset, 12 digits.
+    Log,
+    /// The saved plan, `plan.tfplan`.
+    Plan,
+    /// The change summary, `summary.json`.
+    Summary,
+    /// The outputs after an apply, `outputs.json` (sensitive values redacted).
+    Outputs,
+}
+
+impl UploadKind {
+    /// Every kind.
+    pub const ALL: [UploadKind; 4] = [Self::Log, Self::Plan, Self::Summary, Self::Outputs];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Log => "log",
+            Self::Plan => "plan",
+            Self::Summary => "summary",
+            Self::Outputs => "outputs",
+        }
+    }
+
+    /// The fixed file name of an artifact (`None` for a log chunk, named by its offset).
+    pub fn file_name(self) -> Option<&'static str> {
+        match self {
+            Self::Log => None,
+            Self::Plan => Some("plan.tfplan"),
+            Self::Summary => Some("summary.json"),
+            Self::Outputs => Some("outputs.json"),
+        }
+    }
+
+    /// The Content-Type the object is stored with (and its presigned URL is signed for).
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Log => "text/plain; charset=utf-8",
+            Self::Plan => "application/octet-stream",
+            Self::Summary | Self::Outputs => "application/json",
+        }
+    }
+}
+
+/// The key of job `job_id`'s upload of `kind` named `name`: `logs/<job id>/<offset>.log`
+/// for a log chunk (`name` = the start offset, exactly 12 digits), else
+/// `artifacts/<job id>/<file name>` (`name` absent or that file name). The error is the
+/// problem with `name`. A job's keys never leave its own prefixes.
+pub fn upload_key(
+    job_id: &crate::JobId,
+    kind: UploadKind,
+    name: Option<&str>,
+) -> Result<String, String> {
+    match (kind.file_name(), name) {
+        (None, Some(offset))
+            if offset.len() == 12 && offset.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Ok(format!("{}{offset}.log", log_prefix(job_id)))
+        }
+        (None, _) => Err("a log chunk's name is its start offset: exactly 12 digits".into()),
+        (Some(file), None) => Ok(format!("{}{file}", artifact_prefix(job_id))),
+        (Some(file), Some(given)) if given == file => {
+            Ok(format!("{}{file}", artifact_prefix(job_id)))
+        }
+        (Some(file), Some(_)) => Err(format!(
+            "a {} upload is named `{file}` (or not named)",
+            kind.as_str()
+        )),
+    }
+}
+
+/// `logs/<job id>/`: where a job's log chunks live.
+pub fn log_prefix(job_id: &crate::JobId) -> String {
+    format!("logs/{job_id}/")
+}
+
+/// `artifacts/<job id>/`: where a job's plan, summary and outputs live.
+pub fn artifact_prefix(job_id: &crate::JobId) -> String {
+    format!("artifacts/{job_id}/")
 }
 
 /// The log chunk key for bytes starting at `offset`.
@@ -86,5 +158,36 @@ mod tests {
         assert!(a < b, "lexicographic order is offset order");
         assert_eq!(log_chunk_offset("logs/j/", &b), Some(10));
         assert_eq!(log_chunk_offset("logs/j/", "logs/j/done"), None);
+    }
+
+    #[test]
+    fn upload_keys_stay_under_the_jobs_own_prefixes() {
+        let id = crate::JobId::from("01JOB".to_string());
+        assert_eq!(
+            upload_key(&id, UploadKind::Log, Some("000000000042")),
+            Ok("logs/01JOB/000000000042.log".into())
+        );
+        assert_eq!(
+            upload_key(&id, UploadKind::Plan, None),
+            Ok("artifacts/01JOB/plan.tfplan".into())
+        );
+        assert_eq!(
+            upload_key(&id, UploadKind::Summary, Some("summary.json")),
+            Ok("artifacts/01JOB/summary.json".into())
+        );
+        for (kind, name) in [
+            (UploadKind::Log, None),
+            (UploadKind::Log, Some("42")),
+            (UploadKind::Log, Some("../../x/00000")),
+            (UploadKind::Log, Some("00000000004x")),
+            (UploadKind::Plan, Some("../other/plan.tfplan")),
+            (UploadKind::Outputs, Some("state.tfstate")),
+        ] {
+            assert!(upload_key(&id, kind, name).is_err(), "{kind:?} {name:?}");
+        }
+        assert_eq!(
+            log_chunk_key(&log_prefix(&id), 42),
+            upload_key(&id, UploadKind::Log, Some("000000000042")).unwrap()
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The `ecs-fargate` launcher: ECS RunTask as the runner's launcher role.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -115,30 +115,34 @@ impl EcsLauncher {
             .clone()
     }
 
-    /// The task definition to run: the runner's, or a derived one carrying the runner's
-    /// secrets (ARNs) in the runner container's `secrets`, registered once per secret set.
+    /// The task definition to run: the runner's own when the job needs no secret, else one
+    /// derived from it whose runner container carries every secret the job needs in its
+    /// `secrets` (`valueFrom` = the ARN; ECS injects the values, Sortie never sees them):
+    /// the runner's `secrets`, the job's `secret_refs` and a git source's
+    /// `credentials_secret` (as [`GIT_CREDENTIALS`]).
+    ///
+    /// The derived family is `<base family>-sortie-<content hash>`: the hash covers the base
+    /// revision, the container and the secret set, so one registration serves every job with
+    /// the same set. It is looked up (DescribeTaskDefinition) before it is registered, so a
+    /// new Lambda instance reuses what an earlier one registered, and cached in memory.
     async fn task_definition(
         &self,
         client: &aws_sdk_ecs::Client,
         c: &EcsFargateRunner,
+        job: &Job,
     ) -> Result<String, LaunchError> {
-        if c.secrets.is_empty() {
+        let wanted = container_secrets(c, job);
+        if wanted.is_empty() {
             return Ok(c.task_definition.clone());
         }
-        let fingerprint = {
-            use sha2::Digest;
-            let text = serde_json::to_string(&c.secrets).unwrap_or_default();
-            let digest = sha2::Sha256::digest(format!(
-                "{}|{}|{}",
-                c.task_definition, c.container_name, text
-            ));
-            digest
-                .iter()
-                .take(4)
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        };
-        let cache_key = format!("{}|{}|{fingerprint}", c.access.role_arn, c.task_definition);
+        let text = serde_json::to_string(&wanted).unwrap_or_default();
+        let cache_key = format!(
+            "{}|{}|{}|{}",
+            c.access.role_arn,
+            c.task_definition,
+            c.container_name,
+            fingerprint(&text)
+        );
         let mut cache = self.task_definitions.lock().await;
         if let Some(arn) = cache.get(&cache_key) {
             return Ok(arn.clone());
@@ -155,8 +159,31 @@ impl EcsLauncher {
                 c.task_definition
             ))
         })?;
-        let secrets: Vec<Secret> = c
-            .secrets
+        let hash = fingerprint(&format!(
+            "{}|{}|{text}",
+            td.task_definition_arn
+                .as_deref()
+                .unwrap_or(&c.task_definition),
+            c.container_name
+        ));
+        let family = derived_family(td.family.as_deref().unwrap_or("runner"), &hash);
+        // Registered before, perhaps by another instance: reuse it.
+        if let Ok(found) = client
+            .describe_task_definition()
+            .task_definition(&family)
+            .send()
+            .await
+        {
+            if let Some(arn) = found
+                .task_definition
+                .filter(|t| t.status.as_ref().is_some_and(|s| s.as_str() == "ACTIVE"))
+                .and_then(|t| t.task_definition_arn)
+            {
+                cache.insert(cache_key, arn.clone());
+                return Ok(arn);
+            }
+        }
+        let secrets: Vec<Secret> = wanted
             .iter()
             .map(|(name, arn)| {
                 Secret::builder()
@@ -177,13 +204,13 @@ impl EcsLauncher {
                 ))
             })?;
         let mut all = runner.secrets.clone().unwrap_or_default();
-        all.retain(|s| !c.secrets.contains_key(&s.name));
+        all.retain(|s| !wanted.contains_key(&s.name));
         all.extend(secrets);
         runner.secrets = Some(all);
-        let family = format!(
-            "{}-sortie-{fingerprint}",
-            td.family.clone().unwrap_or_else(|| "runner".into())
-        );
+        // A secret must never also be a plain variable of the same name.
+        if let Some(env) = runner.environment.as_mut() {
+            env.retain(|kv| !kv.name.as_ref().is_some_and(|n| wanted.contains_key(n)));
+        }
         let registered = client
             .register_task_definition()
             .family(family)
@@ -217,6 +244,65 @@ impl EcsLauncher {
 /// so ECS never answers a relaunch with `ConflictException`.
 pub fn client_token(job: &Job, attempt: u32) -> String {
     format!("{}-{attempt}", job.id)
+}
+
+/// The container secret through which a git source's `credentials_secret` arrives
+/// (the runner reads it as `SORTIE_GIT_CREDENTIALS`).
+pub const GIT_CREDENTIALS: &str = "SORTIE_GIT_CREDENTIALS";
+
+/// Every secret the runner container of `job` needs, by environment variable name: the
+/// job's `secret_refs`, then the runner's `secrets` (which win a name given twice: the
+/// runner's owner decides its environment), then the git credential.
+pub fn container_secrets(c: &EcsFargateRunner, job: &Job) -> BTreeMap<String, String> {
+    let mut all = job.request.secret_refs.clone();
+    all.extend(c.secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
+    if let Some(arn) = git_credentials_secret(job) {
+        all.insert(GIT_CREDENTIALS.to_string(), arn.to_string());
+    }
+    all
+}
+
+/// A git source's `credentials_secret`, if the job has one.
+pub fn git_credentials_secret(job: &Job) -> Option<&str> {
+    match &job.request.source {
+        sortie_core::Source::Git {
+            credentials_secret: Some(arn),
+            ..
+        } => Some(arn.as_str()),
+        _ => None,
+    }
+}
+
+/// 16 hexadecimal digits of the SHA-256 of `text`.
+fn fingerprint(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The most characters a task definition family may have (RegisterTaskDefinition `family`:
+/// "Up to 255 letters (uppercase and lowercase), numbers, underscores, and hyphens").
+const FAMILY_MAX: usize = 255;
+
+/// `<base>-sortie-<hash>`, within ECS's family rules: other characters become `-` and the
+/// base is shortened so the whole stays within [`FAMILY_MAX`].
+pub fn derived_family(base: &str, hash: &str) -> String {
+    let suffix = format!("-sortie-{hash}");
+    let clean: String = base
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+                ch
+            } else {
+                '-'
+            }
+        })
+        .take(FAMILY_MAX.saturating_sub(suffix.len()))
+        .collect();
+    format!("{clean}{suffix}")
 }
 
 /// Classifies an AWS error for a launch: retry only what is safe to retry.
@@ -290,7 +376,8 @@ fn is_identity_failure(text: &str) -> bool {
     text.contains("AssumeRole") || text.contains("credentials") || text.contains("identity")
 }
 
-/// The runner container's environment: Sortie's variables, then the runner's own.
+/// The runner container's environment: Sortie's variables, then the runner's own. Secrets
+/// are never here: they are the derived task definition's `secrets` ([`container_secrets`]).
 fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair> {
     let job = spec.job;
     let mut env = vec![
@@ -298,14 +385,9 @@ fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair>
         ("SORTIE_JOB_TOKEN".to_string(), spec.token.to_string()),
         ("SORTIE_API_URL".to_string(), spec.api_url.to_string()),
     ];
-    if !job.request.secret_refs.is_empty() {
-        // References only: the runner resolves them with its task role.
-        env.push((
-            "SORTIE_SECRET_REFS".to_string(),
-            serde_json::to_string(&job.request.secret_refs).unwrap_or_default(),
-        ));
-    }
     env.extend(c.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let secrets = container_secrets(c, job);
+    env.retain(|(name, _)| !secrets.contains_key(name));
     env.into_iter()
         .map(|(k, v)| KeyValuePair::builder().name(k).value(v).build())
         .collect()
@@ -317,7 +399,7 @@ impl Launcher for EcsLauncher {
         let job = spec.job;
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
-        let task_definition = self.task_definition(&client, c).await?;
+        let task_definition = self.task_definition(&client, c, job).await?;
         let capacity = match (c.capacity_provider, job.request.operation) {
             (CapacityProvider::FargateSpot, Operation::Plan) => "FARGATE_SPOT",
             _ => "FARGATE",
@@ -456,6 +538,22 @@ impl Launcher for EcsLauncher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_families_keep_within_ecs_rules() {
+        let hash = fingerprint("x");
+        assert_eq!(hash.len(), 16);
+        assert_eq!(
+            derived_family("runner", &hash),
+            format!("runner-sortie-{hash}")
+        );
+        let long = derived_family(&"a.b".repeat(200), &hash);
+        assert_eq!(long.len(), 255);
+        assert!(long
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(long.ends_with(&format!("-sortie-{hash}")));
+    }
 
     #[test]
     fn retry_only_what_is_safe_to_retry() {

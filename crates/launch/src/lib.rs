@@ -7,12 +7,14 @@
 
 mod ecs;
 mod local;
+pub mod secrets;
 
 use async_trait::async_trait;
 use sortie_core::{Job, TaskRef, TaskStop};
 
 pub use ecs::{classify, client_token, EcsCustomizer, EcsLauncher};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
+pub use secrets::{AwsSecretValues, SecretValues, StaticSecretValues};
 
 /// What every `startedBy` Sortie sets begins with. ECS allows only letters, digits, `-`,
 /// `/` and `_` in `startedBy` (at most 36), so the separator is `/`, not DESIGN's `:`.

@@ -15,6 +15,11 @@
 //! happened while `sortie dev` was down, or was still queued in memory at the kill,
 //! is reported again from its recorded exit code. A record is settled
 //! ([`LocalLauncher::acknowledge`]) once its STOPPED event was handled.
+//!
+//! A job's secret references (`secret_refs`, a git source's `credentials_secret`) are
+//! resolved here with Secrets Manager or SSM ([`SecretValues`]) and put into the child's
+//! environment by name, as ECS injects a task definition's `secrets`: the runner sees the
+//! same variables in both modes.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,6 +31,7 @@ use serde_json::json;
 use sortie_core::{Job, RunnerConfiguration, TaskRef, TaskStop};
 use tokio::sync::{mpsc, Mutex};
 
+use crate::secrets::SecretValues;
 use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
 
 /// The container name local tasks report, as the runner container of a task definition would.
@@ -77,6 +83,7 @@ pub struct LocalLauncher {
     logs_dir: PathBuf,
     events: mpsc::UnboundedSender<serde_json::Value>,
     tasks: Arc<Mutex<HashMap<String, LocalTask>>>,
+    secrets: Option<Arc<dyn SecretValues>>,
 }
 
 impl LocalLauncher {
@@ -92,6 +99,7 @@ impl LocalLauncher {
             logs_dir,
             events,
             tasks: Arc::new(Mutex::new(HashMap::new())),
+            secrets: None,
         }
     }
 
@@ -206,6 +214,43 @@ impl LocalLauncher {
         }
     }
 
+    /// Resolves jobs' secret references with `secrets` and puts the values into the
+    /// runner's environment, as ECS does with a task definition's `secrets`.
+    pub fn with_secrets(mut self, secrets: Arc<dyn SecretValues>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
+    /// The job's secrets by environment variable name, resolved: its `secret_refs` and a
+    /// git source's `credentials_secret` (as `SORTIE_GIT_CREDENTIALS`).
+    async fn secret_env(&self, job: &Job) -> Result<Vec<(String, String)>, LaunchError> {
+        let mut wanted: Vec<(String, String)> = job
+            .request
+            .secret_refs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(arn) = crate::ecs::git_credentials_secret(job) {
+            wanted.push((crate::ecs::GIT_CREDENTIALS.to_string(), arn.to_string()));
+        }
+        if wanted.is_empty() {
+            return Ok(vec![]);
+        }
+        let Some(secrets) = &self.secrets else {
+            return Err(LaunchError::Fatal(
+                "job has secret references but this local launcher resolves none".into(),
+            ));
+        };
+        let mut out = Vec::with_capacity(wanted.len());
+        for (name, arn) in wanted {
+            let value = secrets.value(&arn).await.map_err(|e| {
+                LaunchError::Fatal(format!("could not resolve the secret {name} ({arn}): {e}"))
+            })?;
+            out.push((name, value));
+        }
+        Ok(out)
+    }
+
     fn event(
         task_arn: &str,
         job_id: &str,
@@ -269,6 +314,7 @@ impl Launcher for LocalLauncher {
             .map_err(|e| LaunchError::Fatal(e.to_string()))?;
         let stem = format!("{}.{}", job.id, spec.attempt);
         let _ = std::fs::remove_file(self.path(&stem, "exit"));
+        let secret_env = self.secret_env(job).await?;
         let mut command = tokio::process::Command::new("sh");
         command
             .arg("-c")
@@ -279,17 +325,12 @@ impl Launcher for LocalLauncher {
             .env("SORTIE_JOB_TOKEN", spec.token)
             .env("SORTIE_API_URL", spec.api_url)
             .envs(&runner.env)
+            .envs(secret_env)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
             .process_group(0)
             .kill_on_drop(false);
-        if !job.request.secret_refs.is_empty() {
-            command.env(
-                "SORTIE_SECRET_REFS",
-                serde_json::to_string(&job.request.secret_refs).unwrap_or_default(),
-            );
-        }
         let mut child = command
             .spawn()
             .map_err(|e| LaunchError::Fatal(format!("cannot start {}: {e}", binary.display())))?;

@@ -144,3 +144,52 @@ mod sortie_lifecycle_shape {
         pub exit_code: Option<i32>,
     }
 }
+
+/// Secret references reach the child as values under their names (as ECS `secrets`
+/// would), resolved through `SecretValues` (here the in-memory fake; `sortie dev`'s
+/// moto test uses the real Secrets Manager); without a resolver the launch fails at once.
+#[tokio::test]
+async fn secret_references_reach_the_child_as_values_and_never_as_arns() {
+    let dir = std::env::temp_dir().join(format!("sortie-local-secrets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("env.txt");
+    let dump = script(&dir, "dump.sh", &format!("env > {}", out.display()));
+    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf";
+    let git = "arn:aws:ssm:us-east-1:123456789012:parameter/acme/git-token";
+    let mut j = job(&dump);
+    j.request = JobRequest::parse(&format!(
+        r#"{{"operation":"plan","source":{{"type":"git","url":"https://git.example.com/a.git","credentials_secret":"{git}"}},"secret_refs":{{"TF_VAR_db":"{arn}"}}}}"#
+    ))
+    .unwrap();
+    let spec = LaunchSpec {
+        job: &j,
+        token: "t",
+        api_url: "http://127.0.0.1:1",
+        attempt: 1,
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let bare = LocalLauncher::new(dump.clone(), dir.join("logs"), tx.clone());
+    assert!(!bare.launch(&spec).await.unwrap_err().is_retryable());
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let values = sortie_launch::StaticSecretValues(
+        [(arn, "db-value-1"), (git, "user:git-value-2")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    let launcher = LocalLauncher::new(dump.clone(), dir.join("logs"), tx)
+        .with_secrets(std::sync::Arc::new(values));
+    launcher.launch(&spec).await.unwrap();
+    assert_eq!(next_event(&mut rx).await["lastStatus"], "RUNNING");
+    assert_eq!(next_event(&mut rx).await["lastStatus"], "STOPPED");
+    let env = std::fs::read_to_string(&out).unwrap();
+    assert!(env.contains("TF_VAR_db=db-value-1"), "{env}");
+    assert!(
+        env.contains("SORTIE_GIT_CREDENTIALS=user:git-value-2"),
+        "{env}"
+    );
+    assert!(!env.contains(arn) && !env.contains(git), "no ARN: {env}");
+    assert!(!env.contains("SORTIE_SECRET_REFS"), "{env}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -696,3 +696,92 @@ fn launches_total(w: &World) -> usize {
     }
     ids.len()
 }
+
+/// Deliver 4: the runner's `secrets`, the job's `secret_refs` and a git source's
+/// `credentials_secret` reach the container as ECS `secrets` of a derived task definition
+/// (`valueFrom` = the ARN), registered once per secret set; RunTask's overrides carry no ARN.
+#[tokio::test]
+async fn secrets_become_value_from_arns_of_a_derived_task_definition_and_never_plain_env() {
+    let w = World::new().await;
+    let runner_secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:runner-token-AbCdEf";
+    let extra = format!("  secrets:\n    RUNNER_TOKEN: {runner_secret}\n");
+    let env = w.environment("acme/payments/prod", &extra).await;
+    let job_secret = "arn:aws:ssm:us-east-1:123456789012:parameter/acme/db-password";
+    let git_secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:git-AbCdEf";
+    let submit = |id: String| {
+        let request = sortie_core::JobRequest::parse(&format!(
+            r#"{{"operation":"plan","source":{{"type":"git","url":"https://git.example.com/acme/infra.git","credentials_secret":"{git_secret}"}},"secret_refs":{{"TF_VAR_db_password":"{job_secret}"}}}}"#
+        ))
+        .unwrap();
+        let mut job = sortie_core::Job::new(
+            id,
+            env.clone(),
+            sortie_core::RunnerId::parse("acme/fargate").unwrap(),
+            request,
+            "alice".into(),
+            Utc::now(),
+        );
+        job.runner_spec = Some(w.runner_spec(&extra));
+        job
+    };
+    let job = submit(sortie_store::new_id());
+    assert!(w.store.submit_job(&job, None).await.unwrap().took_lock);
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+
+    let registered = w.proxy.requests_for("RegisterTaskDefinition");
+    assert_eq!(registered.len(), 1, "one derived task definition");
+    let body = registered[0].json().unwrap();
+    let family = body["family"].as_str().unwrap();
+    assert!(family.contains("-sortie-"), "{family}");
+    assert!(family.len() <= 255);
+    let runner = body["containerDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "runner")
+        .unwrap();
+    let secrets: std::collections::BTreeMap<String, String> = runner["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["valueFrom"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            ("RUNNER_TOKEN", runner_secret),
+            ("SORTIE_GIT_CREDENTIALS", git_secret),
+            ("TF_VAR_db_password", job_secret),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    );
+    let run = w.proxy.requests_for("RunTask")[0].json().unwrap();
+    assert!(
+        run["taskDefinition"].as_str().unwrap().contains(family),
+        "RunTask runs the derived family: {run}"
+    );
+    let overrides = run["overrides"].to_string();
+    for arn in [runner_secret, job_secret, git_secret] {
+        assert!(
+            !overrides.contains(arn),
+            "{arn} in the overrides: {overrides}"
+        );
+    }
+    assert!(!overrides.contains("SORTIE_SECRET_REFS"), "{overrides}");
+
+    // The same secret set again: no second registration.
+    let env2 = w.environment("acme/web/dev", &extra).await;
+    let mut job2 = submit(sortie_store::new_id());
+    job2.environment = env2;
+    w.store.submit_job(&job2, None).await.unwrap();
+    w.engine.dispatch(&World::body(&job2.id), 1).await;
+    assert_eq!(w.proxy.count("RegisterTaskDefinition"), 1, "cached");
+    assert_eq!(w.proxy.count("RunTask"), 2);
+}

@@ -1,5 +1,7 @@
-//! The runner's two calls to the API, both with the job token:
-//! `GET /v1/jobs/{id}/spec` and `PUT /v1/jobs/{id}/summary`.
+//! The runner's calls to the API, all with the job token: `GET /v1/jobs/{id}/spec`,
+//! `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads` (a presigned URL, then
+//! the bytes go straight to S3: [`ApiClient::send_upload`]) and
+//! `PUT /v1/jobs/{id}/upload-problems`.
 //!
 //! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
 //! exponential backoff; any other answer (401, 403, 404, ...) is final.
@@ -15,7 +17,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sortie_core::{ChangeSummary, JobSpec};
+use sortie_core::{ChangeSummary, JobSpec, UploadKind};
 
 use crate::env::{RunnerEnv, Secret};
 use crate::error::{one_line, RunnerError};
@@ -112,6 +114,78 @@ impl ApiClient {
         self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
     }
 
+    /// `POST /v1/jobs/{id}/uploads`: a presigned request for one of the job's objects.
+    pub async fn upload_grant(
+        &self,
+        kind: UploadKind,
+        name: Option<&str>,
+    ) -> Result<UploadGrant, RunnerError> {
+        let path = self.path("uploads");
+        let body = serde_json::json!({"kind": kind, "name": name});
+        let answer = self
+            .call(Method::POST, &path, Some(body.to_string().into_bytes()))
+            .await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            RunnerError::Api(format!(
+                "POST {path} answered an upload this runner cannot read: {e}"
+            ))
+        })
+    }
+
+    /// Sends `body` as the presigned request `grant` says (one attempt). Errors are one line.
+    pub async fn send_upload(&self, grant: &UploadGrant, body: Vec<u8>) -> Result<(), String> {
+        let method = Method::from_bytes(grant.method.as_bytes())
+            .map_err(|_| format!("the API gave an unknown method `{}`", grant.method))?;
+        let mut request = Request::builder().method(method).uri(&grant.url);
+        for (name, value) in &grant.headers {
+            if !name.eq_ignore_ascii_case("host") {
+                request = request.header(name, value);
+            }
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| format!("the presigned request is not valid: {e}"))?;
+        // Only the key, never the signed URL (it is a credential until it expires).
+        let key = &grant.key;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| format!("PUT {key}: {}", error_chain(&e)))?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            Ok::<_, String>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(self.retry.timeout, exchange)
+            .await
+            .map_err(|_| {
+                format!(
+                    "PUT {key}: no answer within {} s",
+                    self.retry.timeout.as_secs()
+                )
+            })??;
+        if status.is_success() {
+            return Ok(());
+        }
+        let detail = s3_error_code(&bytes);
+        Err(format!("PUT {key} answered {status}{detail}"))
+    }
+
+    /// `PUT /v1/jobs/{id}/upload-problems`.
+    pub async fn report_upload_problems(&self, problems: &[String]) -> Result<(), RunnerError> {
+        let path = self.path("upload-problems");
+        let body = serde_json::json!({"problems": problems});
+        self.call(Method::PUT, &path, Some(body.to_string().into_bytes()))
+            .await
+            .map(|_| ())
+    }
+
     async fn call(
         &self,
         method: Method,
@@ -203,6 +277,29 @@ impl ApiClient {
             Err(Failure::Fatal(message))
         }
     }
+}
+
+/// A presigned request for one object, as the API answers it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct UploadGrant {
+    /// The URL, signature included (never logged).
+    pub url: String,
+    /// The method, `PUT`.
+    pub method: String,
+    /// Headers the signature covers.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The object's key.
+    pub key: String,
+}
+
+/// `: <Code>` from an S3 XML error body, if it has one.
+fn s3_error_code(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    text.split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map(|(code, _)| format!(": {}", one_line(code)))
+        .unwrap_or_default()
 }
 
 /// The one-line message for an unsuccessful answer.

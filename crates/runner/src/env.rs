@@ -6,13 +6,11 @@
 //! | `SORTIE_API_URL` | yes | the API's base URL, `http://` or `https://` |
 //! | `SORTIE_JOB_ID` | yes | the job to run |
 //! | `SORTIE_JOB_TOKEN` | yes | the job token (never logged, never passed to terraform or git) |
-//! | `SORTIE_SECRET_REFS` | no | JSON object, environment variable name → secret ARN |
 //! | `SORTIE_WORK_DIR` | no | where to lay out the job (default: a new directory under the system temp dir) |
 //! | `SORTIE_TERRAFORM` | no | the Terraform/OpenTofu binary (default: `tofu` on `PATH`, else `terraform`) |
 //! | `SORTIE_GIT_CREDENTIALS` | no | the resolved value of a git source's `credentials_secret`: `token` or `username:token` |
 //! | `AWS_ENDPOINT_URL` | no | a local AWS (moto): S3 clients use path-style addressing and the state backend is pointed at it |
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -24,8 +22,6 @@ pub const API_URL: &str = "SORTIE_API_URL";
 pub const JOB_ID: &str = "SORTIE_JOB_ID";
 /// `SORTIE_JOB_TOKEN`.
 pub const JOB_TOKEN: &str = "SORTIE_JOB_TOKEN";
-/// `SORTIE_SECRET_REFS`.
-pub const SECRET_REFS: &str = "SORTIE_SECRET_REFS";
 /// `SORTIE_WORK_DIR`.
 pub const WORK_DIR: &str = "SORTIE_WORK_DIR";
 /// `SORTIE_TERRAFORM`.
@@ -69,8 +65,6 @@ pub struct RunnerEnv {
     pub job_id: String,
     /// The job token.
     pub token: Secret,
-    /// Secret references by environment variable name (`SORTIE_SECRET_REFS`).
-    pub secret_refs: BTreeMap<String, String>,
     /// `SORTIE_WORK_DIR`, when set.
     pub work_dir: Option<PathBuf>,
     /// `SORTIE_TERRAFORM`, when set.
@@ -108,34 +102,16 @@ impl RunnerEnv {
             )));
         }
         let token = Secret::new(required(JOB_TOKEN)?.trim());
-        let secret_refs = match get(SECRET_REFS) {
-            Some(text) => parse_secret_refs(&text)?,
-            None => BTreeMap::new(),
-        };
         Ok(Self {
             api_url,
             job_id,
             token,
-            secret_refs,
             work_dir: get(WORK_DIR).map(PathBuf::from),
             terraform: get(TERRAFORM).map(PathBuf::from),
             aws_endpoint: get(AWS_ENDPOINT_URL).map(|v| v.trim().to_string()),
             git_credentials: get(GIT_CREDENTIALS).map(Secret::new),
         })
     }
-}
-
-/// Parses `SORTIE_SECRET_REFS`: a JSON object of environment variable name → ARN.
-pub fn parse_secret_refs(text: &str) -> Result<BTreeMap<String, String>, RunnerError> {
-    let refs: BTreeMap<String, String> = serde_json::from_str(text).map_err(|e| {
-        RunnerError::Config(format!(
-            "{SECRET_REFS} must be a JSON object of name → ARN strings: {e}"
-        ))
-    })?;
-    for name in refs.keys() {
-        check_env_name(name).map_err(RunnerError::Config)?;
-    }
-    Ok(refs)
 }
 
 /// A valid, non-reserved environment variable name: `[A-Za-z_][A-Za-z0-9_]*`,
@@ -176,10 +152,6 @@ mod tests {
             (API_URL, "http://127.0.0.1:8080/"),
             (JOB_ID, "01JOB"),
             (JOB_TOKEN, "tok"),
-            (
-                SECRET_REFS,
-                r#"{"DB_PASSWORD":"arn:aws:secretsmanager:eu-west-1:1:secret:x"}"#,
-            ),
             (TERRAFORM, "/opt/terraform"),
             (AWS_ENDPOINT_URL, "http://127.0.0.1:5000"),
         ]))
@@ -187,7 +159,6 @@ mod tests {
         assert_eq!(env.api_url, "http://127.0.0.1:8080");
         assert_eq!(env.job_id, "01JOB");
         assert_eq!(env.token.expose(), "tok");
-        assert_eq!(env.secret_refs.len(), 1);
         assert_eq!(env.terraform, Some(PathBuf::from("/opt/terraform")));
         assert_eq!(env.work_dir, None);
         assert_eq!(env.aws_endpoint.as_deref(), Some("http://127.0.0.1:5000"));
@@ -226,11 +197,10 @@ mod tests {
     }
 
     #[test]
-    fn secret_ref_names_must_be_plain_and_unreserved() {
-        assert!(parse_secret_refs(r#"{"A_1":"arn"}"#).is_ok());
-        assert!(parse_secret_refs(r#"{"1A":"arn"}"#).is_err());
-        assert!(parse_secret_refs(r#"{"A-B":"arn"}"#).is_err());
-        assert!(parse_secret_refs(r#"{"SORTIE_X":"arn"}"#).is_err());
-        assert!(parse_secret_refs(r#"["x"]"#).is_err());
+    fn secret_names_must_be_plain_and_unreserved() {
+        assert!(check_env_name("A_1").is_ok());
+        assert!(check_env_name("1A").is_err());
+        assert!(check_env_name("A-B").is_err());
+        assert!(check_env_name("SORTIE_X").is_err());
     }
 }

@@ -43,9 +43,6 @@ pub enum RunnerError {
         /// The first `Error:` line of its output, if any.
         first_error: Option<String>,
     },
-    /// An upload of the plan or summary failed.
-    #[error("{0}")]
-    Artifact(String),
 }
 
 impl RunnerError {

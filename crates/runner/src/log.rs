@@ -1,8 +1,10 @@
-//! The job log: every byte goes to stdout (CloudWatch) and to S3 as ordered chunks.
+//! The job log: every byte goes to stdout (CloudWatch) and to S3 as ordered chunks,
+//! each through a URL the API presigns ([`Uploader`]).
 //!
 //! [`LogSink`] collects bytes; [`LogShipper`] uploads what has accumulated at
 //! least every [`FLUSH_INTERVAL`] and once more when it is finished. Each
-//! chunk is stored at [`log_chunk_key`]`(prefix, start offset)`, so chunks
+//! chunk is named by its start offset (12 digits; the API stores it at
+//! `logs/<job id>/<offset>.log`, see `sortie_core::spec::upload_key`), so chunks
 //! never overlap and concatenating them in key order gives the log. A failed
 //! upload keeps its bytes for the next one, which then starts at the same
 //! offset (overwriting any partial success under the same key).
@@ -11,11 +13,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sortie_core::spec::{log_chunk_key, ArtifactLocation};
+use sortie_core::UploadKind;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::objects::{ObjectRef, ObjectStore};
+use crate::upload::Uploader;
 
 /// How often buffered bytes are shipped (the contract says at least every 2 s).
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -94,6 +96,11 @@ impl LogSink {
         Some((offset, bytes))
     }
 
+    /// The offset of the first byte not yet shipped.
+    pub fn shipped_up_to(&self) -> u64 {
+        self.lock().offset
+    }
+
     /// Puts back bytes taken at `offset` whose upload failed.
     fn restore(&self, offset: u64, mut bytes: Vec<u8>) {
         let mut state = self.lock();
@@ -103,21 +110,13 @@ impl LogSink {
     }
 
     /// Ships the pending bytes as one chunk. On failure they stay pending.
-    pub async fn flush_to(
-        &self,
-        store: &dyn ObjectStore,
-        location: &ArtifactLocation,
-    ) -> Result<(), String> {
+    pub async fn flush_to(&self, uploader: &dyn Uploader) -> Result<(), String> {
         let Some((offset, bytes)) = self.take() else {
             return Ok(());
         };
-        let object = ObjectRef::new(
-            Some(&location.region),
-            &location.bucket,
-            &log_chunk_key(&location.prefix, offset),
-        );
-        match store
-            .put(&object, bytes.clone(), "text/plain; charset=utf-8")
+        let name = format!("{offset:012}");
+        match uploader
+            .upload(UploadKind::Log, Some(&name), bytes.clone())
             .await
         {
             Ok(()) => Ok(()),
@@ -132,17 +131,12 @@ impl LogSink {
 /// The background task that ships a [`LogSink`] to S3.
 pub struct LogShipper {
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
+    task: JoinHandle<Option<String>>,
 }
 
 impl LogShipper {
-    /// Starts shipping `sink` to `location` every `interval`.
-    pub fn spawn(
-        sink: LogSink,
-        store: Arc<dyn ObjectStore>,
-        location: ArtifactLocation,
-        interval: Duration,
-    ) -> Self {
+    /// Starts shipping `sink` through `uploader` every `interval`.
+    pub fn spawn(sink: LogSink, uploader: Arc<dyn Uploader>, interval: Duration) -> Self {
         let (stop, mut stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut ticker = tokio::time::interval(interval);
@@ -150,7 +144,7 @@ impl LogShipper {
             loop {
                 tokio::select! {
                     _ = ticker.tick() => {
-                        if let Err(e) = sink.flush_to(store.as_ref(), &location).await {
+                        if let Err(e) = sink.flush_to(uploader.as_ref()).await {
                             tracing::warn!(error = %e, "log upload failed; retrying with the next chunk");
                         }
                     }
@@ -158,16 +152,22 @@ impl LogShipper {
                 }
             }
             // The final flush: a few tries, since these are the log's last lines.
+            let mut last = String::new();
             for attempt in 1..=4u32 {
-                match sink.flush_to(store.as_ref(), &location).await {
-                    Ok(()) => return,
+                match sink.flush_to(uploader.as_ref()).await {
+                    Ok(()) => return None,
                     Err(e) => {
                         tracing::warn!(error = %e, attempt, "final log upload failed");
+                        last = e;
                         tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
                     }
                 }
             }
             tracing::error!("the end of the log could not be uploaded; it is on stdout only");
+            Some(format!(
+                "the log from byte {} on was not uploaded (it is on the task's stdout only): {last}",
+                sink.shipped_up_to()
+            ))
         });
         Self {
             stop: Some(stop),
@@ -175,13 +175,18 @@ impl LogShipper {
         }
     }
 
-    /// Stops the ticker, ships everything still pending and waits for it.
-    pub async fn finish(mut self) {
+    /// Stops the ticker, ships everything still pending and waits for it. Returns what
+    /// could not be uploaded, if anything.
+    pub async fn finish(mut self) -> Option<String> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Err(e) = (&mut self.task).await {
-            tracing::error!(error = %e, "the log shipper stopped unexpectedly");
+        match (&mut self.task).await {
+            Ok(problem) => problem,
+            Err(e) => {
+                tracing::error!(error = %e, "the log shipper stopped unexpectedly");
+                Some(format!("the log shipper stopped unexpectedly: {e}"))
+            }
         }
     }
 }
@@ -189,43 +194,35 @@ impl LogShipper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::MemoryObjects;
+    use crate::upload::MemoryUploads;
 
-    fn location() -> ArtifactLocation {
-        ArtifactLocation {
-            bucket: "logs".into(),
-            prefix: "logs/j1/".into(),
-            region: "us-east-1".into(),
-        }
+    fn names(store: &MemoryUploads) -> Vec<String> {
+        store
+            .of(UploadKind::Log)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
     }
 
-    fn joined(store: &MemoryObjects) -> String {
+    fn joined(store: &MemoryUploads) -> String {
         store
-            .list("logs", "logs/j1/")
+            .of(UploadKind::Log)
             .into_iter()
             .map(|(_, v)| String::from_utf8(v).unwrap())
             .collect()
     }
 
     #[tokio::test]
-    async fn chunks_are_keyed_by_start_offset_and_concatenate_to_the_log() {
-        let store = MemoryObjects::new();
+    async fn chunks_are_named_by_start_offset_and_concatenate_to_the_log() {
+        let store = MemoryUploads::new();
         let sink = LogSink::new(false);
         sink.write(b"Initializing the backend...\n");
-        sink.flush_to(&store, &location()).await.unwrap();
-        sink.flush_to(&store, &location()).await.unwrap(); // nothing pending: no empty chunk
+        sink.flush_to(&store).await.unwrap();
+        sink.flush_to(&store).await.unwrap(); // nothing pending: no empty chunk
         sink.write(b"partial");
         sink.line("sortie-runner: done");
-        sink.flush_to(&store, &location()).await.unwrap();
-        let keys: Vec<String> = store
-            .list("logs", "logs/j1/")
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        assert_eq!(
-            keys,
-            ["logs/j1/000000000000.log", "logs/j1/000000000028.log"]
-        );
+        sink.flush_to(&store).await.unwrap();
+        assert_eq!(names(&store), ["000000000000", "000000000028"]);
         assert_eq!(
             joined(&store),
             "Initializing the backend...\npartial\nsortie-runner: done\n"
@@ -234,42 +231,41 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_upload_is_retried_from_the_same_offset() {
-        let store = MemoryObjects::new();
+        let store = MemoryUploads::new();
         let sink = LogSink::new(false);
         sink.write(b"one\n");
-        sink.flush_to(&store, &location()).await.unwrap();
+        sink.flush_to(&store).await.unwrap();
         sink.write(b"two\n");
-        store.fail_next_puts(1);
-        assert!(sink.flush_to(&store, &location()).await.is_err());
+        store.fail_next(1);
+        assert!(sink.flush_to(&store).await.is_err());
         sink.write(b"three\n");
-        sink.flush_to(&store, &location()).await.unwrap();
-        let keys: Vec<String> = store
-            .list("logs", "logs/j1/")
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        assert_eq!(
-            keys,
-            ["logs/j1/000000000000.log", "logs/j1/000000000004.log"]
-        );
+        sink.flush_to(&store).await.unwrap();
+        assert_eq!(names(&store), ["000000000000", "000000000004"]);
         assert_eq!(joined(&store), "one\ntwo\nthree\n");
     }
 
     #[tokio::test]
     async fn the_shipper_flushes_on_a_timer_and_at_the_end() {
-        let store = Arc::new(MemoryObjects::new());
+        let store = Arc::new(MemoryUploads::new());
         let sink = LogSink::new(false);
-        let shipper = LogShipper::spawn(
-            sink.clone(),
-            store.clone(),
-            location(),
-            Duration::from_millis(20),
-        );
+        let shipper = LogShipper::spawn(sink.clone(), store.clone(), Duration::from_millis(20));
         sink.write(b"early\n");
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(joined(&store), "early\n", "shipped by the timer");
         sink.write(b"late\n");
-        shipper.finish().await;
+        assert_eq!(shipper.finish().await, None);
         assert_eq!(joined(&store), "early\nlate\n");
+    }
+
+    #[tokio::test]
+    async fn an_end_that_cannot_be_shipped_is_reported() {
+        let store = Arc::new(MemoryUploads::new());
+        let sink = LogSink::new(false);
+        let shipper = LogShipper::spawn(sink.clone(), store.clone(), Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        sink.write(b"lost\n");
+        store.fail_next(10);
+        let problem = shipper.finish().await.expect("a problem");
+        assert!(problem.contains("from byte 0"), "{problem}");
     }
 }

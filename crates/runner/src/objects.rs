@@ -1,7 +1,8 @@
-//! S3 behind one small trait: the real client and an in-memory twin.
+//! Reading an `s3` source archive, behind one small trait: the real client (with the
+//! task's own role) and an in-memory twin. The runner never writes S3 with its role:
+//! its logs and artifacts go through presigned URLs ([`crate::upload`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -35,16 +36,9 @@ impl std::fmt::Display for ObjectRef {
     }
 }
 
-/// Puts and gets whole objects. Errors are one-line descriptions.
+/// Gets whole objects. Errors are one-line descriptions.
 #[async_trait]
 pub trait ObjectStore: Send + Sync {
-    /// Writes `body` to `object`, replacing any previous version.
-    async fn put(
-        &self,
-        object: &ObjectRef,
-        body: Vec<u8>,
-        content_type: &str,
-    ) -> Result<(), String>;
     /// Reads all of `object`.
     async fn get(&self, object: &ObjectRef) -> Result<Vec<u8>, String>;
 }
@@ -97,29 +91,6 @@ impl S3Objects {
 
 #[async_trait]
 impl ObjectStore for S3Objects {
-    async fn put(
-        &self,
-        object: &ObjectRef,
-        body: Vec<u8>,
-        content_type: &str,
-    ) -> Result<(), String> {
-        self.client(&object.region)
-            .put_object()
-            .bucket(&object.bucket)
-            .key(&object.key)
-            .content_type(content_type)
-            .body(body.into())
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| {
-                format!(
-                    "could not write {object}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(&e)
-                )
-            })
-    }
-
     async fn get(&self, object: &ObjectRef) -> Result<Vec<u8>, String> {
         let out = self
             .client(&object.region)
@@ -143,22 +114,16 @@ impl ObjectStore for S3Objects {
     }
 }
 
-/// An in-memory object store for tests; can be told to fail the next puts.
+/// An in-memory object store for tests.
 #[derive(Default)]
 pub struct MemoryObjects {
     objects: Mutex<BTreeMap<(String, String), Vec<u8>>>,
-    failing_puts: AtomicU32,
 }
 
 impl MemoryObjects {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The next `n` puts fail.
-    pub fn fail_next_puts(&self, n: u32) {
-        self.failing_puts.store(n, Ordering::SeqCst);
     }
 
     /// Adds an object.
@@ -185,18 +150,6 @@ impl MemoryObjects {
 
 #[async_trait]
 impl ObjectStore for MemoryObjects {
-    async fn put(&self, object: &ObjectRef, body: Vec<u8>, _: &str) -> Result<(), String> {
-        let failing = self
-            .failing_puts
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if failing {
-            return Err(format!("could not write {object}: injected failure"));
-        }
-        self.insert(&object.bucket, &object.key, body);
-        Ok(())
-    }
-
     async fn get(&self, object: &ObjectRef) -> Result<Vec<u8>, String> {
         self.lock()
             .get(&(object.bucket.clone(), object.key.clone()))

@@ -1,11 +1,12 @@
 //! One job from spec to exit: the orchestration of every other module.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sortie_core::runner::LocalStorage;
-use sortie_core::{ChangeSummary, JobSpec, Operation, Source, StateStorageConfiguration};
+use sortie_core::{
+    ChangeSummary, JobSpec, Operation, Source, StateStorageConfiguration, UploadKind,
+};
 use tracing::Instrument;
 
 use crate::api::ApiClient;
@@ -17,6 +18,7 @@ use crate::objects::{ObjectRef, ObjectStore};
 use crate::source;
 use crate::summary;
 use crate::terraform::{self, Finished, ToolEnv, PLAN_FILE};
+use crate::upload::{ApiUploader, Uploader};
 use crate::version::ToolVersion;
 
 /// Every line the runner writes itself starts with this.
@@ -59,16 +61,23 @@ async fn run_job(
         }
     };
     let (api, spec) = spec;
+    let api = Arc::new(api);
     tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
 
     let sink = LogSink::new(true);
-    let shipper = LogShipper::spawn(
-        sink.clone(),
-        objects.clone(),
-        spec.logs.clone(),
-        FLUSH_INTERVAL,
-    );
-    let result = execute(env, &spec, &sink, objects.as_ref(), &api).await;
+    let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(api.clone()));
+    let shipper = LogShipper::spawn(sink.clone(), uploader.clone(), FLUSH_INTERVAL);
+    let mut problems = Vec::new();
+    let result = execute(
+        env,
+        &spec,
+        &sink,
+        objects.as_ref(),
+        &api,
+        uploader.as_ref(),
+        &mut problems,
+    )
+    .await;
     match &result {
         Ok(summary) => {
             tracing::info!(
@@ -88,7 +97,15 @@ async fn run_job(
             sink.line(&failure_line(e));
         }
     }
-    shipper.finish().await;
+    if let Some(problem) = shipper.finish().await {
+        problems.push(problem);
+    }
+    // What did not arrive is recorded on the job; it never changes the job's outcome.
+    if !problems.is_empty() {
+        if let Err(e) = api.report_upload_problems(&problems).await {
+            tracing::error!(error = %e.reason(), ?problems, "could not report the upload problems");
+        }
+    }
     result
 }
 
@@ -158,8 +175,10 @@ async fn execute(
     sink: &LogSink,
     objects: &dyn ObjectStore,
     api: &ApiClient,
+    uploader: &dyn Uploader,
+    problems: &mut Vec<String>,
 ) -> Result<ChangeSummary, RunnerError> {
-    let mut tf_env = ToolEnv::for_terraform();
+    let tf_env = ToolEnv::for_terraform();
 
     // The tool and its version.
     let path_var = std::env::var_os("PATH");
@@ -190,19 +209,22 @@ async fn execute(
         ));
     }
 
-    // Secret references: exposed as <NAME>_ARN; the values are fetched by the
-    // configuration itself (a data source, with the task's role).
-    let refs = secret_refs(spec, env)?;
-    if !refs.is_empty() {
+    // Secrets: the platform put each value into this process's environment under its
+    // name (ECS `secrets`, or the local launcher as ECS would); terraform inherits them.
+    // Only the names are ever printed.
+    let (present, missing) = secret_names(spec, |name| std::env::var_os(name).is_some())?;
+    if !present.is_empty() {
         sink.line(&format!(
-            "{PREFIX} secret references exposed as {} (ARNs only: the runner does not fetch secret values)",
-            refs.keys().map(|k| format!("{k}_ARN")).collect::<Vec<_>>().join(", ")
+            "{PREFIX} secrets in terraform's environment: {} (values injected by the platform, never printed)",
+            present.join(", ")
         ));
     }
-    tf_env.set.extend(
-        refs.into_iter()
-            .map(|(name, arn)| (format!("{name}_ARN"), arn)),
-    );
+    if !missing.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} warning: secrets not delivered to this runner: {}",
+            missing.join(", ")
+        ));
+    }
 
     // The backend.
     let storage = absolute_storage(&spec.state_storage)?;
@@ -242,33 +264,21 @@ async fn execute(
 
     // The summary and the artifacts.
     let summary = summarize(&tool, spec.operation, &finished, sink).await;
-    let artifacts = &spec.artifacts;
+    // Uploads are best effort: a failure is written to the log and reported to the API,
+    // and never turns a successful run into a failure.
     if spec.operation == Operation::Plan {
-        let plan = std::fs::read(dir.join(PLAN_FILE)).map_err(|e| {
-            RunnerError::Artifact(format!("the plan file {PLAN_FILE} could not be read: {e}"))
-        })?;
-        let object = ObjectRef::new(
-            Some(&artifacts.region),
-            &artifacts.bucket,
-            &format!("{}{PLAN_FILE}", artifacts.prefix),
-        );
-        objects
-            .put(&object, plan, "application/octet-stream")
-            .await
-            .map_err(|e| RunnerError::Artifact(format!("could not upload the plan: {e}")))?;
-        sink.line(&format!("{PREFIX} uploaded the plan to {object}"));
+        let plan = std::fs::read(dir.join(PLAN_FILE))
+            .map_err(|e| format!("could not read the plan file {PLAN_FILE}: {e}"));
+        upload_artifact(uploader, sink, problems, UploadKind::Plan, plan).await;
     }
     let summary_json = serde_json::to_vec_pretty(&summary)
-        .map_err(|e| RunnerError::Artifact(format!("could not encode the summary: {e}")))?;
-    let object = ObjectRef::new(
-        Some(&artifacts.region),
-        &artifacts.bucket,
-        &format!("{}summary.json", artifacts.prefix),
-    );
-    objects
-        .put(&object, summary_json, "application/json")
-        .await
-        .map_err(|e| RunnerError::Artifact(format!("could not upload the summary: {e}")))?;
+        .map_err(|e| format!("could not encode the summary: {e}"));
+    upload_artifact(uploader, sink, problems, UploadKind::Summary, summary_json).await;
+    if spec.operation == Operation::Apply {
+        if let Some(outputs) = outputs(&tool).await {
+            upload_artifact(uploader, sink, problems, UploadKind::Outputs, Ok(outputs)).await;
+        }
+    }
     if let Err(e) = api.report_summary(&summary).await {
         tracing::warn!(error = %e.reason(), "could not report the summary");
         sink.line(&format!(
@@ -319,6 +329,41 @@ impl Tool {
     }
 }
 
+/// Uploads one artifact; a failure is written to the log and kept in `problems`.
+async fn upload_artifact(
+    uploader: &dyn Uploader,
+    sink: &LogSink,
+    problems: &mut Vec<String>,
+    kind: UploadKind,
+    body: Result<Vec<u8>, String>,
+) {
+    let result = match body {
+        Ok(body) => uploader.upload(kind, None, body).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => sink.line(&format!(
+            "{PREFIX} uploaded {}",
+            kind.file_name().unwrap_or(kind.as_str())
+        )),
+        Err(e) => {
+            sink.line(&format!("{PREFIX} warning: {e}"));
+            problems.push(e);
+        }
+    }
+}
+
+/// `output -json` after an apply, with every sensitive value redacted; `None` when the
+/// tool prints none (no outputs, or a version that cannot).
+async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["output", "-no-color", "-json"].map(String::from).to_vec();
+    match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, json)) => summary::redact_outputs(&json),
+        _ => None,
+    }
+}
+
 /// The counts: from `show -json` for a plan where the version has it, else from the text.
 async fn summarize(
     tool: &Tool,
@@ -352,14 +397,23 @@ async fn summarize(
     })
 }
 
-/// The job's and the runner's secret references, checked.
-fn secret_refs(spec: &JobSpec, env: &RunnerEnv) -> Result<BTreeMap<String, String>, RunnerError> {
-    let mut refs = spec.secret_refs.clone();
-    refs.extend(env.secret_refs.clone());
-    for name in refs.keys() {
+/// The names of the job's secrets, checked, split into those the environment holds
+/// (`is_set`) and those it does not.
+fn secret_names(
+    spec: &JobSpec,
+    is_set: impl Fn(&str) -> bool,
+) -> Result<(Vec<String>, Vec<String>), RunnerError> {
+    let mut present = vec![];
+    let mut missing = vec![];
+    for name in spec.secret_refs.keys() {
         check_env_name(name).map_err(RunnerError::Config)?;
+        if is_set(name) {
+            present.push(name.clone());
+        } else {
+            missing.push(name.clone());
+        }
     }
-    Ok(refs)
+    Ok((present, missing))
 }
 
 /// The storage with a relative `local` directory made absolute (terraform runs

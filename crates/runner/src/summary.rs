@@ -89,6 +89,20 @@ fn counts(text: &str) -> ChangeSummary {
     summary
 }
 
+/// `output -json`'s document with the value of every output marked `sensitive`
+/// replaced by `"(sensitive)"`, as JSON bytes; `None` when it is not such a document.
+pub fn redact_outputs(json: &str) -> Option<Vec<u8>> {
+    let mut outputs: serde_json::Map<String, Value> = serde_json::from_str(json).ok()?;
+    for output in outputs.values_mut() {
+        if output.get("sensitive").and_then(Value::as_bool) != Some(false) {
+            if let Some(obj) = output.as_object_mut() {
+                obj.insert("value".into(), Value::from("(sensitive)"));
+            }
+        }
+    }
+    serde_json::to_vec_pretty(&outputs).ok()
+}
+
 /// The summary as a short phrase for the log's last line.
 pub fn describe(summary: &ChangeSummary, operation: Operation) -> String {
     match operation {
@@ -164,6 +178,18 @@ mod tests {
             Some(s(0, 0, 0))
         );
         assert_eq!(from_plan_json("not json"), None);
+    }
+
+    #[test]
+    fn sensitive_outputs_are_redacted() {
+        let json = r#"{"a": {"sensitive": false, "type": "string", "value": "public"},
+                      "b": {"sensitive": true, "type": "string", "value": "hunter2"},
+                      "c": {"type": "string", "value": "unknown sensitivity"}}"#;
+        let text = String::from_utf8(redact_outputs(json).unwrap()).unwrap();
+        assert!(text.contains("public"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("unknown sensitivity"), "{text}");
+        assert_eq!(redact_outputs("not json"), None);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! End-to-end: the real `sortie-runner` binary against a fake API on loopback,
-//! a local AWS (moto) for state, logs and artifacts, and Terraform 0.11.11.
+//! a local AWS (moto) for state, logs and artifacts, and Terraform 0.11.11. The fake
+//! API presigns uploads with the API's own code (`sortie_store::S3Artifacts`, the real
+//! SDK), so every log chunk and artifact reaches moto's S3 through a presigned URL.
 //!
 //! Run with `scripts/with-moto.sh cargo test -p sortie-runner`.
 
@@ -11,12 +13,15 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use sortie_core::runner::{LocalStorage, S3Storage};
-use sortie_core::spec::{log_chunk_offset, ArtifactLocation};
-use sortie_core::{ChangeSummary, EnvPath, JobSpec, Operation, Source, StateStorageConfiguration};
+use sortie_core::spec::{artifact_prefix, log_chunk_offset, log_prefix, upload_key};
+use sortie_core::{
+    ChangeSummary, EnvPath, JobSpec, Operation, Source, StateStorageConfiguration, UploadKind,
+};
+use sortie_store::{Artifacts, S3Artifacts};
 use sortie_tests::{s3_client, sdk_config, unique, REGION};
 
 const TOKEN: &str = "job-token-for-tests";
@@ -28,6 +33,12 @@ struct ApiState {
     summaries: Arc<Mutex<HashMap<String, ChangeSummary>>>,
     /// Spec requests still to answer with 503 Service Unavailable.
     unavailable: Arc<Mutex<u32>>,
+    /// Presigns into the logs bucket, as the API does.
+    artifacts: Option<Arc<S3Artifacts>>,
+    /// Kinds whose URLs point at a bucket that does not exist, so S3 refuses them.
+    refused: Arc<Mutex<Vec<UploadKind>>>,
+    /// Upload problems reported, by job.
+    problems: Arc<Mutex<HashMap<String, Vec<String>>>>,
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
@@ -76,17 +87,77 @@ async fn put_summary(
     StatusCode::NO_CONTENT
 }
 
+#[derive(serde::Deserialize)]
+struct UploadBody {
+    kind: UploadKind,
+    name: Option<String>,
+}
+
+async fn create_upload(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<UploadBody>,
+) -> Result<Json<Value>, StatusCode> {
+    if !authorized(&headers) {
+        return Err(StatusCode::UNAUTHORIZED);
+    }
+    let key = upload_key(&id.clone().into(), body.kind, body.name.as_deref())
+        .map_err(|_| StatusCode::BAD_REQUEST)?;
+    let artifacts = state.artifacts.clone().unwrap();
+    let refused = state.refused.lock().unwrap().contains(&body.kind);
+    let signer = if refused {
+        Arc::new(S3Artifacts::new(
+            artifacts.client().clone(),
+            "no-such-bucket-sortie",
+        ))
+    } else {
+        artifacts
+    };
+    let signed = signer
+        .presign_put(
+            &key,
+            body.kind.content_type(),
+            std::time::Duration::from_secs(600),
+        )
+        .await
+        .map_err(|_| StatusCode::BAD_GATEWAY)?;
+    Ok(Json(json!({
+        "url": signed.url, "method": signed.method, "headers": signed.headers,
+        "expires_at": signed.expires_at, "key": key,
+    })))
+}
+
+async fn put_problems(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> StatusCode {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    let problems = serde_json::from_value(body["problems"].clone()).unwrap();
+    state.problems.lock().unwrap().insert(id, problems);
+    StatusCode::NO_CONTENT
+}
+
 struct FakeApi {
     url: String,
     state: ApiState,
 }
 
 impl FakeApi {
-    async fn start() -> Self {
-        let state = ApiState::default();
+    async fn start(artifacts: S3Artifacts) -> Self {
+        let state = ApiState {
+            artifacts: Some(Arc::new(artifacts)),
+            ..Default::default()
+        };
         let app = Router::new()
             .route("/v1/jobs/{id}/spec", get(get_spec))
             .route("/v1/jobs/{id}/summary", put(put_summary))
+            .route("/v1/jobs/{id}/uploads", post(create_upload))
+            .route("/v1/jobs/{id}/upload-problems", put(put_problems))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -107,6 +178,10 @@ impl FakeApi {
     fn summary(&self, job_id: &str) -> Option<ChangeSummary> {
         self.state.summaries.lock().unwrap().get(job_id).copied()
     }
+
+    fn problems(&self, job_id: &str) -> Option<Vec<String>> {
+        self.state.problems.lock().unwrap().get(job_id).cloned()
+    }
 }
 
 /// Buckets and a fake API for one test.
@@ -126,7 +201,7 @@ impl World {
             s3.create_bucket().bucket(bucket).send().await.unwrap();
         }
         Self {
-            api: FakeApi::start().await,
+            api: FakeApi::start(S3Artifacts::new(s3.clone(), logs_bucket.clone())).await,
             s3,
             state_bucket,
             logs_bucket,
@@ -161,16 +236,6 @@ impl World {
             files,
             secret_refs: BTreeMap::new(),
             state_storage: StateStorageConfiguration::S3(storage),
-            logs: ArtifactLocation {
-                bucket: self.logs_bucket.clone(),
-                prefix: format!("logs/{job_id}/"),
-                region: REGION.into(),
-            },
-            artifacts: ArtifactLocation {
-                bucket: self.logs_bucket.clone(),
-                prefix: format!("artifacts/{job_id}/"),
-                region: REGION.into(),
-            },
         }
     }
 
@@ -214,7 +279,7 @@ impl World {
 
     /// The job's log: its chunks in key order, checked to tile the log exactly.
     async fn log(&self, spec: &JobSpec) -> String {
-        let prefix = &spec.logs.prefix;
+        let prefix = &log_prefix(&spec.job_id);
         let listed = self
             .s3
             .list_objects_v2()
@@ -305,7 +370,7 @@ async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
     let output = world.run(&plan, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     let plan_file = world
-        .object(&format!("{}plan.tfplan", plan.artifacts.prefix))
+        .object(&format!("{}plan.tfplan", artifact_prefix(&plan.job_id)))
         .await;
     assert!(
         plan_file.is_some_and(|b| !b.is_empty()),
@@ -313,7 +378,7 @@ async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
     );
     let summary: ChangeSummary = serde_json::from_slice(
         &world
-            .object(&format!("{}summary.json", plan.artifacts.prefix))
+            .object(&format!("{}summary.json", artifact_prefix(&plan.job_id)))
             .await
             .expect("summary.json uploaded"),
     )
@@ -365,6 +430,18 @@ async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
         "{log}"
     );
     assert_eq!(text(&output.stdout), log, "stdout carries exactly the log");
+    let outputs: Value = serde_json::from_slice(
+        &world
+            .object(&format!("{}outputs.json", artifact_prefix(&apply.job_id)))
+            .await
+            .expect("outputs.json uploaded"),
+    )
+    .unwrap();
+    assert_eq!(
+        outputs["message"]["value"], "hello from the runner test!",
+        "{outputs:#}"
+    );
+    assert_eq!(world.api.problems(&apply.job_id), None, "nothing failed");
     assert!(
         !log.contains(TOKEN) && !text(&output.stderr).contains(TOKEN),
         "the token is never logged"
@@ -460,7 +537,7 @@ async fn an_s3_archive_source_is_checked_then_planned() {
     let output = world.run(&right, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     assert!(world
-        .object(&format!("{}plan.tfplan", right.artifacts.prefix))
+        .object(&format!("{}plan.tfplan", artifact_prefix(&right.job_id)))
         .await
         .is_some());
 }
@@ -560,7 +637,7 @@ async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts()
         .s3
         .list_objects_v2()
         .bucket(&world.logs_bucket)
-        .prefix(&spec.logs.prefix)
+        .prefix(log_prefix(&spec.job_id))
         .send()
         .await
         .unwrap();
@@ -676,4 +753,43 @@ async fn a_briefly_unavailable_api_is_retried() {
         "{}",
         describe(&output)
     );
+}
+
+/// Deliver 3: S3 refuses the summary and outputs uploads (their URLs name a bucket that
+/// does not exist); the apply still succeeds, and the runner reports what did not arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upload_leaves_a_successful_apply_successful_and_is_reported() {
+    let world = World::new().await;
+    *world.api.state.refused.lock().unwrap() = vec![UploadKind::Summary, UploadKind::Outputs];
+    let spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let output = world.run(&spec, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&spec).await;
+    assert!(
+        last_line(&log).starts_with("sortie-runner: apply succeeded"),
+        "{log}"
+    );
+    assert!(
+        log.contains("warning: could not upload the summary"),
+        "{log}"
+    );
+    let problems = world.api.problems(&spec.job_id).expect("problems reported");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("summary") && problems[0].contains("NoSuchBucket"),
+        "{problems:?}"
+    );
+    assert!(problems[1].contains("outputs"), "{problems:?}");
+    assert!(
+        !problems.iter().any(|p| p.contains("X-Amz-Signature")),
+        "a presigned URL is never printed: {problems:?}"
+    );
+    assert!(
+        world.api.summary(&spec.job_id).is_some(),
+        "the summary still reached the API"
+    );
+    assert!(world
+        .object(&format!("{}summary.json", artifact_prefix(&spec.job_id)))
+        .await
+        .is_none());
 }

@@ -1,6 +1,11 @@
-//! Job logs and artifacts in S3: the runner writes log chunks, the API reads them back.
+//! Job logs and artifacts in S3: the runner writes log chunks and artifacts through URLs
+//! the API presigns for it (with the API's own credentials), and the API reads them back.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 use crate::StoreError;
 
@@ -13,9 +18,31 @@ pub struct ObjectInfo {
     pub size: u64,
 }
 
-/// Reads job logs and artifacts.
+/// A presigned request that writes one object: send `method` to `url` with `headers`
+/// and the object's bytes as the body, before `expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresignedPut {
+    /// The URL, with its signature in the query.
+    pub url: String,
+    /// The method, `PUT`.
+    pub method: String,
+    /// Headers the signature covers; the request must carry them unchanged.
+    pub headers: BTreeMap<String, String>,
+    /// When the URL stops working.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Reads job logs and artifacts, and presigns their uploads.
 #[async_trait]
 pub trait Artifacts: Send + Sync {
+    /// A URL that writes `key` (with `content_type`) for `expires_in`, signed with this
+    /// process's credentials.
+    async fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        expires_in: Duration,
+    ) -> Result<PresignedPut, StoreError>;
     /// Every object under `prefix`, in key order.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError>;
     /// One object's bytes.
@@ -36,6 +63,11 @@ impl S3Artifacts {
             client,
             bucket: bucket.into(),
         }
+    }
+
+    /// The S3 client.
+    pub fn client(&self) -> &aws_sdk_s3::Client {
+        &self.client
     }
 
     /// The bucket's name.
@@ -77,6 +109,40 @@ fn s3_error<E: std::error::Error + Send + Sync + 'static>(
 
 #[async_trait]
 impl Artifacts for S3Artifacts {
+    async fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        expires_in: Duration,
+    ) -> Result<PresignedPut, StoreError> {
+        let invalid = |message: String| StoreError::Aws {
+            service: "s3",
+            message,
+            retryable: false,
+        };
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
+            .map_err(|e| invalid(e.to_string()))?;
+        let request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .presigned(config)
+            .await
+            .map_err(|e| s3_error(&e))?;
+        Ok(PresignedPut {
+            url: request.uri().to_string(),
+            method: request.method().to_string(),
+            headers: request
+                .headers()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            expires_at: Utc::now()
+                + chrono::Duration::from_std(expires_in).unwrap_or(chrono::Duration::zero()),
+        })
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         let mut out = vec![];
         let mut token = None;

@@ -27,7 +27,7 @@ use sortie_core::{
     RunnerLink, RunnerRule,
 };
 
-pub use artifacts::{Artifacts, ObjectInfo, S3Artifacts};
+pub use artifacts::{Artifacts, ObjectInfo, PresignedPut, S3Artifacts};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
 pub use memory::MemoryStore;

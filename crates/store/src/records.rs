@@ -109,6 +109,8 @@ pub struct JobUpdate {
     pub spot_requeue: bool,
     /// Forgets the task of the last attempt (its reference, start and timeout stop): a requeue.
     pub clear_task: bool,
+    /// What the runner could not upload (replaces the list recorded before).
+    pub upload_problems: Option<Vec<String>>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -145,6 +147,10 @@ pub struct JobRecord {
     /// How many times a Spot interruption requeued the job.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub spot_requeues: u32,
+    /// What the runner reported it could not upload (log chunks, the plan, the summary,
+    /// the outputs); empty when everything arrived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upload_problems: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -165,6 +171,7 @@ impl JobRecord {
             updated_at: job.transitions[0].at,
             attempt: 0,
             spot_requeues: 0,
+            upload_problems: Vec::new(),
         }
     }
 }

@@ -249,6 +249,10 @@ pub struct JobView {
     pub summary: Option<ChangeSummary>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
+    /// What the runner reported it could not upload (log, plan, summary, outputs); absent
+    /// when everything arrived. The job's outcome does not depend on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upload_problems: Vec<String>,
 }
 
 impl From<JobRecord> for JobView {
@@ -262,6 +266,7 @@ impl From<JobRecord> for JobView {
             timeout_requested_at: r.timeout_requested_at,
             summary: r.summary,
             updated_at: r.updated_at,
+            upload_problems: r.upload_problems,
         }
     }
 }
@@ -329,4 +334,42 @@ pub struct OpenApiDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub components: Option<Value>,
+}
+
+/// The body of `POST /v1/jobs/{id}/uploads`: which of the job's objects to write.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadRequest {
+    /// `log` (a log chunk), `plan`, `summary` or `outputs`.
+    #[schema(value_type = String, example = "log")]
+    pub kind: sortie_core::UploadKind,
+    /// For `log`: the chunk's start offset, exactly 12 digits. For the others: absent or
+    /// their file name (`plan.tfplan`, `summary.json`, `outputs.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A presigned request that writes one object of the job's (S3, signed with the API's
+/// credentials): the runner sends the bytes straight to S3, never through the API.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UploadGrant {
+    /// The URL, signature included.
+    pub url: String,
+    /// The method to use, `PUT`.
+    pub method: String,
+    /// Headers the signature covers: send them unchanged.
+    pub headers: BTreeMap<String, String>,
+    /// When the URL stops working.
+    pub expires_at: DateTime<Utc>,
+    /// The object's key (under `logs/<job id>/` or `artifacts/<job id>/`).
+    pub key: String,
+}
+
+/// The body of `PUT /v1/jobs/{id}/upload-problems`: what the runner could not upload.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadProblems {
+    /// One line per object or log range that did not arrive (at most 32, each at most
+    /// 1000 characters); an empty list clears an earlier report.
+    pub problems: Vec<String>,
 }

@@ -98,6 +98,10 @@ pub enum Route {
     GetJobSpec,
     /// `PUT /v1/jobs/{id}/summary` (job token)
     PutJobSummary,
+    /// `POST /v1/jobs/{id}/uploads` (job token)
+    CreateUpload,
+    /// `PUT /v1/jobs/{id}/upload-problems` (job token)
+    PutUploadProblems,
 }
 
 impl Route {
@@ -131,11 +135,19 @@ impl Route {
         Route::GetJobLogs,
         Route::GetJobSpec,
         Route::PutJobSummary,
+        Route::CreateUpload,
+        Route::PutUploadProblems,
     ];
 
     /// True for the routes a runner calls with its job token instead of a user's JWT.
     pub fn uses_job_token(self) -> bool {
-        matches!(self, Route::GetJobSpec | Route::PutJobSummary)
+        matches!(
+            self,
+            Route::GetJobSpec
+                | Route::PutJobSummary
+                | Route::CreateUpload
+                | Route::PutUploadProblems
+        )
     }
 
     /// True for the open routes that need no token at all.
@@ -178,6 +190,8 @@ impl Route {
             GetJobLogs => (Method::GET, "/v1/jobs/{id}/logs"),
             GetJobSpec => (Method::GET, "/v1/jobs/{id}/spec"),
             PutJobSummary => (Method::PUT, "/v1/jobs/{id}/summary"),
+            CreateUpload => (Method::POST, "/v1/jobs/{id}/uploads"),
+            PutUploadProblems => (Method::PUT, "/v1/jobs/{id}/upload-problems"),
         }
     }
 
@@ -214,6 +228,8 @@ impl Route {
             GetJobLogs => on(filter, get_job_logs),
             GetJobSpec => on(filter, get_job_spec),
             PutJobSummary => on(filter, put_job_summary),
+            CreateUpload => on(filter, create_upload),
+            PutUploadProblems => on(filter, put_upload_problems),
         }
     }
 }
@@ -368,6 +384,17 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Artifacts for NoArtifacts {
+        async fn presign_put(
+            &self,
+            key: &str,
+            _: &str,
+            _: std::time::Duration,
+        ) -> Result<sortie_store::PresignedPut, StoreError> {
+            Err(StoreError::NotFound {
+                kind: "bucket",
+                id: key.to_string(),
+            })
+        }
         async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
             Ok(vec![])
         }

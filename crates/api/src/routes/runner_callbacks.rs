@@ -1,5 +1,7 @@
 //! The routes a runner calls with its job token instead of a user's JWT:
-//! `GET /v1/jobs/{id}/spec` and `PUT /v1/jobs/{id}/summary`.
+//! `GET /v1/jobs/{id}/spec`, `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads`
+//! (a presigned URL for one of the job's own objects) and
+//! `PUT /v1/jobs/{id}/upload-problems` (what it could not upload).
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -10,7 +12,7 @@ use sortie_store::{JobRecord, StoreError};
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{bearer_token, Document, JobIdParam};
-use crate::model::{domain, JobView};
+use crate::model::{domain, JobView, UploadGrant, UploadProblems, UploadRequest};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -73,11 +75,6 @@ pub(crate) async fn get_job_spec(
         sortie_core::StateStorageConfiguration::S3(s3) => Some(s3.state_key(&job.environment)),
         _ => None,
     };
-    let location = |kind: &str| sortie_core::ArtifactLocation {
-        bucket: state.bucket.name.clone(),
-        prefix: format!("{kind}/{}/", job.id),
-        region: state.bucket.region.clone(),
-    };
     Ok(Reply::ok(JobSpec {
         job_id: job.id.clone(),
         environment: job.environment.clone(),
@@ -88,8 +85,6 @@ pub(crate) async fn get_job_spec(
         secret_refs: job.request.secret_refs.clone(),
         state_storage: runner.state_storage_configuration.clone(),
         state_key,
-        logs: location("logs"),
-        artifacts: location("artifacts"),
     }))
 }
 
@@ -116,6 +111,138 @@ pub(crate) async fn put_job_summary(
             Utc::now(),
             sortie_store::JobUpdate {
                 summary: Some(summary),
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(Reply::ok(updated.into()))
+}
+
+/// How long a presigned upload URL works: long enough to start one upload, short enough
+/// that a leaked URL is soon useless. The runner asks for a new one per object.
+pub const UPLOAD_URL_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// The most problems one report may carry, and the longest one.
+pub const MAX_UPLOAD_PROBLEMS: usize = 32;
+/// The longest problem, in characters.
+pub const MAX_UPLOAD_PROBLEM_CHARS: usize = 1000;
+
+/// Reads `{kind, name}`, naming the field of each problem.
+fn upload_request(
+    body: serde_json::Value,
+) -> Result<(sortie_core::UploadKind, Option<String>), ApiError> {
+    let serde_json::Value::Object(fields) = body else {
+        return Err(ApiError::field(
+            "body",
+            "must be an object with `kind` and `name`",
+        ));
+    };
+    if let Some(other) = fields.keys().find(|k| *k != "kind" && *k != "name") {
+        return Err(ApiError::field(
+            other.clone(),
+            "unknown field; expected `kind` or `name`",
+        ));
+    }
+    let kinds = sortie_core::UploadKind::ALL.map(|k| k.as_str()).join(", ");
+    let kind = match fields.get("kind") {
+        None => {
+            return Err(ApiError::field(
+                "kind",
+                format!("is required: one of {kinds}"),
+            ))
+        }
+        Some(serde_json::Value::String(k)) => sortie_core::UploadKind::ALL
+            .into_iter()
+            .find(|x| x.as_str() == k)
+            .ok_or_else(|| ApiError::field("kind", format!("must be one of {kinds}")))?,
+        Some(_) => {
+            return Err(ApiError::field(
+                "kind",
+                format!("must be a string: one of {kinds}"),
+            ))
+        }
+    };
+    let name = match fields.get("name") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(n)) => Some(n.clone()),
+        Some(_) => return Err(ApiError::field("name", "must be a string")),
+    };
+    Ok((kind, name))
+}
+
+/// A presigned URL that writes one of the job's own objects: a log chunk, the plan, the
+/// summary or the outputs. The key is derived from the job and the kind; no request can
+/// name another job's key, or anything outside the job's prefixes.
+#[utoipa::path(post, path = "/v1/jobs/{id}/uploads", tag = "runner",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "What to upload", content((UploadRequest = "application/json"))),
+    security(("jobToken" = [])),
+    responses((status = 200, description = "Send `method` to `url` with `headers` and the bytes before `expires_at`", body = UploadGrant),
+        BadRequest, InvalidToken, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn create_upload(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    headers: HeaderMap,
+    body: Document,
+) -> Result<Reply<UploadGrant>, ApiError> {
+    let record = job_by_token(&state, &headers, &id).await?;
+    let (kind, name) = upload_request(body.value()?)?;
+    let key = sortie_core::spec::upload_key(&record.job.id, kind, name.as_deref())
+        .map_err(|problem| ApiError::field("name", problem))?;
+    let signed = state
+        .artifacts
+        .presign_put(&key, kind.content_type(), UPLOAD_URL_TTL)
+        .await?;
+    Ok(Reply::ok(UploadGrant {
+        url: signed.url,
+        method: signed.method,
+        headers: signed.headers,
+        expires_at: signed.expires_at,
+        key,
+    }))
+}
+
+/// Records what the runner could not upload (replacing an earlier report), so a job whose
+/// log or summary did not arrive says so while keeping its outcome.
+#[utoipa::path(put, path = "/v1/jobs/{id}/upload-problems", tag = "runner",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "What was not uploaded, one line each", content((UploadProblems = "application/json"))),
+    security(("jobToken" = [])),
+    responses((status = 200, description = "Recorded on the job", body = JobView),
+        BadRequest, InvalidToken, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn put_upload_problems(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    headers: HeaderMap,
+    body: Document,
+) -> Result<Reply<JobView>, ApiError> {
+    let record = job_by_token(&state, &headers, &id).await?;
+    let report: UploadProblems = serde_json::from_value(body.value()?)
+        .map_err(|e| ApiError::field("problems", e.to_string()))?;
+    if report.problems.len() > MAX_UPLOAD_PROBLEMS {
+        return Err(ApiError::field(
+            "problems",
+            format!("at most {MAX_UPLOAD_PROBLEMS} problems"),
+        ));
+    }
+    for (i, p) in report.problems.iter().enumerate() {
+        if p.trim().is_empty()
+            || p.chars().count() > MAX_UPLOAD_PROBLEM_CHARS
+            || p.chars().any(char::is_control)
+        {
+            return Err(ApiError::field(
+                format!("problems[{i}]"),
+                format!("must be one line of 1 to {MAX_UPLOAD_PROBLEM_CHARS} characters"),
+            ));
+        }
+    }
+    let updated = state
+        .store
+        .mark_job(
+            &record.job.id,
+            Utc::now(),
+            sortie_store::JobUpdate {
+                upload_problems: Some(report.problems),
                 ..Default::default()
             },
         )

@@ -120,14 +120,16 @@ pub fn fargate_memory_ok(cpu: u32, memory: u32) -> bool {
 pub const ECS_OVERRIDES_MAX: usize = 8192;
 
 /// Sortie's share of [`ECS_OVERRIDES_MAX`] for a runner's `env`, measured by
-/// [`env_overrides_size`]: 4096. Another 2048 go to a job's `secret_refs` (which reach the
-/// container as `SORTIE_SECRET_REFS`, see [`JOB_SECRET_REFS_MAX`]); the rest is left for
+/// [`env_overrides_size`]: 4096. Another 2048 are kept for a job's `secret_refs` (see
+/// [`JOB_SECRET_REFS_MAX`]); the rest is left for
 /// Sortie's own variables (job id, token, API URL), the container name and the structure.
 /// The same bound applies to `eks` and `local` runners, so a runner can change type.
 pub const RUNNER_ENV_MAX: usize = 4096;
 
-/// Sortie's share of [`ECS_OVERRIDES_MAX`] for a job's `secret_refs`, measured as the
-/// JSON text of `SORTIE_SECRET_REFS` as it appears in the overrides: 2048.
+/// The bound on a job's `secret_refs`, measured as their JSON text: 2048. They once
+/// travelled in the overrides as `SORTIE_SECRET_REFS`; they now are `secrets` of the
+/// derived task definition (whose own limit, 64 KiB, this keeps far away), and the bound
+/// is kept so that jobs accepted before stay valid and nothing accepted now grows.
 pub const JOB_SECRET_REFS_MAX: usize = 2048;
 
 /// How many characters `env` takes in ECS overrides: each variable is

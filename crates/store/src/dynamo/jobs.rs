@@ -68,6 +68,10 @@ fn add_update(
     if update.clear_task {
         remove.push("task_arn, started_at, timeout_requested_at");
     }
+    if let Some(v) = &update.upload_problems {
+        set.push("upload_problems = :up");
+        values.insert(":up".into(), AttributeValue::L(v.iter().map(s).collect()));
+    }
 }
 
 #[async_trait]

@@ -148,6 +148,9 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
         record.started_at = None;
         record.timeout_requested_at = None;
     }
+    if let Some(v) = update.upload_problems {
+        record.upload_problems = v;
+    }
 }
 
 fn lock_kept_changing() -> StoreError {

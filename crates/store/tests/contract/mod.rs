@@ -1139,6 +1139,29 @@ pub async fn launched_jobs_are_listed_for_the_sweeper_and_can_be_marked<S: Store
         (marked.job.state, marked.cancel_requested_by.as_deref()),
         (JobState::Dispatching, Some("alice"))
     );
+    // Upload problems: recorded, read back, replaced by the next report.
+    let problems = vec![
+        "could not upload the summary: 403 Forbidden".to_string(),
+        "log from offset 12 not uploaded".to_string(),
+    ];
+    let marked = s
+        .mark_job(
+            &j.id,
+            Utc::now(),
+            JobUpdate {
+                upload_problems: Some(problems.clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(marked.upload_problems, problems);
+    assert_eq!(s.get_job(&j.id).await.unwrap().upload_problems, problems);
+    assert_eq!(
+        marked.cancel_requested_by.as_deref(),
+        Some("alice"),
+        "other attributes are kept"
+    );
     // Back to queued (a retryable launch failure): a pending send again, not active.
     step(&*s, &j.id, JobState::Dispatching, JobState::Queued).await;
     assert!(s.active_jobs(10).await.unwrap().is_empty());

@@ -280,17 +280,6 @@ pub struct ChangeSummary {
     pub destroy: u32,
 }
 
-/// An S3 location for a job's logs or artifacts.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ArtifactLocation {
-    /// Bucket.
-    pub bucket: String,
-    /// Key prefix.
-    pub prefix: String,
-    /// Region.
-    pub region: String,
-}
-
 /// What a runner fetches with its job token.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct JobSpec {
@@ -316,10 +305,6 @@ pub struct JobSpec {
     /// The state object's key, for `s3` state storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_key: Option<String>,
-    /// Where to write log chunks.
-    pub logs: ArtifactLocation,
-    /// Where to write the plan and the summary.
-    pub artifacts: ArtifactLocation,
 }
 
 /// A role on a group.
