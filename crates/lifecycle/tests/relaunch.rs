@@ -262,3 +262,60 @@ async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
     assert_eq!((rec.job.state, rec.attempt), (JobState::Running, 2));
     assert!(client_tokens(&w, &job.id).last().unwrap().ends_with("-2"));
 }
+
+#[tokio::test]
+async fn the_sweeper_releases_an_environment_still_locked_by_an_ended_job() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (first, took) = w.submit(&env, "apply", "").await;
+    assert!(took);
+    let (next, _) = w.submit(&env, "apply", "").await;
+    assert_eq!(
+        w.engine.dispatch(&World::body(&first.id), 1).await,
+        RecordOutcome::Done
+    );
+    // task-events recorded the end, then died before releasing the environment.
+    w.store
+        .transition_job(
+            &first.id,
+            JobState::Running,
+            JobState::Succeeded,
+            chrono::Utc::now(),
+            "exit code 0",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    w.queued_ids().await;
+    let locked_by = |w: &World| {
+        let (store, env) = (w.store.clone(), env.clone());
+        async move {
+            sortie_store::EnvironmentStore::get_environment(&*store, &env)
+                .await
+                .unwrap()
+                .item
+                .active_job
+        }
+    };
+    assert_eq!(locked_by(&w).await, Some(first.id.clone()));
+    // Not before the grace period: the normal path may still be releasing it.
+    assert_eq!(
+        w.engine.sweep(chrono::Utc::now()).await.unwrap().released,
+        0
+    );
+    let later = chrono::Utc::now() + chrono::Duration::seconds(61);
+    let report = w.engine.sweep(later).await.unwrap();
+    assert_eq!((report.released, report.errors), (1, 0), "{report:?}");
+    assert_eq!(
+        locked_by(&w).await,
+        Some(next.id.clone()),
+        "handed to the next job"
+    );
+    assert_eq!(
+        w.queued_ids().await,
+        vec![next.id.clone()],
+        "and the next job was sent"
+    );
+    // Settled: the next pass has nothing to repair.
+    assert_eq!(w.engine.sweep(later).await.unwrap().released, 0);
+}

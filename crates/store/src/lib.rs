@@ -180,6 +180,16 @@ pub trait JobStore: Send + Sync {
     /// Launched jobs (`dispatching` or `running`), longest in that state first, at most `limit`;
     /// items that cannot be decoded are returned apart, never failing the list.
     async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError>;
+    /// Jobs that ended before `before` whose environment lock the sweeper has not yet seen
+    /// released, oldest first, at most `limit`: a crash between a job's end and its release
+    /// leaves its environment locked, and no event will come to repair it.
+    async fn ended_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Listed<JobRecord>, StoreError>;
+    /// Takes an ended job off the `ended_jobs` list (its environment is not held by it).
+    async fn settle_ended_job(&self, id: &JobId) -> Result<(), StoreError>;
     /// Jobs that hold their environment's lock but are still `queued`, created before `before`:
     /// their send may have been lost. Items that cannot be decoded are returned apart.
     async fn pending_sends(

@@ -463,7 +463,7 @@ mod tests {
 
     fn runner(cluster: &str) -> EcsFargateRunner {
         let spec = RunnerSpec::parse(&format!(
-            "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: eu-west-1\n  cluster: {cluster}\n  task_definition: runner\n  container_name: runner\n  subnets: [subnet-1]\n  security_groups: [sg-1]\nstate_storage_configuration:\n  type: s3\n  bucket: state\n  region: eu-west-1\n"
+            "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: eu-west-1\n  cluster: {cluster}\n  task_definition: runner\n  container_name: runner\n  subnets: [subnet-0123abcd]\n  security_groups: [sg-0123abcd]\nstate_storage_configuration:\n  type: s3\n  bucket: state\n  region: eu-west-1\n"
         ))
         .unwrap();
         match spec.runner_configuration {

@@ -80,6 +80,9 @@ pub struct SweepReport {
     /// Jobs whose sweep failed, and lists that could not be read (logged; tried again next
     /// pass; the rest of the pass goes on).
     pub errors: usize,
+    /// Environments found still locked by an ended job (a crash between its end and its
+    /// release), released and handed to their next job.
+    pub released: usize,
     /// Job items that could not be decoded: failed with a clear reason, their task stopped
     /// when it could be found, and their environment released.
     pub unreadable: usize,

@@ -36,6 +36,55 @@ impl Engine {
                 report.errors += 1;
             }
         }
+        // Ended jobs whose environment may still be locked by them (a crash between the end
+        // and the release): release it (and send the next job) if so, then settle.
+        match self
+            .jobs
+            .store
+            .ended_jobs(now - self.settings.resend_after, self.settings.batch)
+            .await
+        {
+            Ok(listed) => {
+                for u in &listed.unreadable {
+                    self.fail_unreadable(u, now, &mut report).await;
+                }
+                for record in listed {
+                    let span = tracing::info_span!("job", job_id = %record.job.id);
+                    let settled = async {
+                        let held = match self
+                            .jobs
+                            .store
+                            .get_environment(&record.job.environment)
+                            .await
+                        {
+                            Ok(e) => e.item.active_job.as_ref() == Some(&record.job.id),
+                            Err(StoreError::NotFound { .. }) => false,
+                            Err(e) => return Err(LifecycleError::Store(e)),
+                        };
+                        if held {
+                            self.release_and_next(&record).await?;
+                            warn!("released an environment still locked by its ended job");
+                            report.released += 1;
+                        }
+                        self.jobs
+                            .store
+                            .settle_ended_job(&record.job.id)
+                            .await
+                            .map_err(LifecycleError::Store)
+                    }
+                    .instrument(span)
+                    .await;
+                    if let Err(e) = settled {
+                        warn!(job_id = %record.job.id, error = %e, "ended job not settled; next pass tries again");
+                        report.errors += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "ended jobs could not be listed; next pass tries again");
+                report.errors += 1;
+            }
+        }
         match self.jobs.store.active_jobs(self.settings.batch).await {
             Ok(listed) => {
                 for u in &listed.unreadable {

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::items::{checked_item, from_item, job_item, JobItem};
-use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, PENDING};
+use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, ENDED, PENDING};
 use super::submit::IDEMPOTENCY_TTL_SECONDS;
 use super::unreadable::decode_listed;
 use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
@@ -222,7 +222,8 @@ impl JobStore for DynamoStore {
         ]);
         add_update(&update, &mut set, &mut remove, &mut values);
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
-        // ACTIVE while launched (dispatching, running), absent once terminal.
+        // ACTIVE while launched (dispatching, running), ENDED once terminal until the sweeper
+        // has seen its environment released (`settle_ended_job`).
         if to == JobState::Queued {
             set.push("gsi3pk = :g3");
             set.push("gsi3sk = :g3s");
@@ -234,7 +235,10 @@ impl JobStore for DynamoStore {
             values.insert(":g3".into(), s(ACTIVE));
             values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
         } else {
-            remove.push("gsi3pk, gsi3sk");
+            set.push("gsi3pk = :g3");
+            set.push("gsi3sk = :g3s");
+            values.insert(":g3".into(), s(ENDED));
+            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
         }
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
@@ -540,6 +544,44 @@ impl JobStore for DynamoStore {
         Ok(decode_listed(out.items.unwrap_or_default(), |j| {
             j.record.job
         }))
+    }
+
+    async fn ended_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Listed<JobRecord>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :e AND gsi3sk < :before")
+            .expression_attribute_values(":e", s(ENDED))
+            .expression_attribute_values(":before", s(before.to_rfc3339()))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+    }
+
+    async fn settle_ended_job(&self, id: &JobId) -> Result<(), StoreError> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression("REMOVE gsi3pk, gsi3sk")
+            .condition_expression("gsi3pk = :e")
+            .expression_attribute_values(":e", s(ENDED))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if condition_failed(&e) => Ok(()),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
     }
 
     async fn fail_unreadable_job(

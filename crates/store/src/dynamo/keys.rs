@@ -31,6 +31,8 @@ pub(super) fn members_pk(org: Option<&str>) -> String {
 
 pub(super) const PENDING: &str = "PENDING";
 pub(super) const ACTIVE: &str = "ACTIVE";
+/// gsi3 partition of a job that ended but whose environment lock was not yet seen released.
+pub(super) const ENDED: &str = "ENDED";
 
 pub(super) fn pending_sk(job: &Job) -> String {
     format!("{}#{}", job.transitions[0].at.to_rfc3339(), job.id)

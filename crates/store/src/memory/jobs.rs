@@ -184,14 +184,14 @@ impl JobStore for MemoryStore {
         record.updated_at = at;
         apply_update(record, update);
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
-        // ACTIVE while launched (dispatching, running), absent once terminal.
+        // ACTIVE while launched (dispatching, running), ENDED once terminal until settled.
         let sk = || format!("{}#{id}", at.to_rfc3339());
         entry.gsi3 = if to == JobState::Queued {
             Some((Gsi3::Pending, sk()))
         } else if to.is_active() {
             Some((Gsi3::Active, sk()))
         } else {
-            None
+            Some((Gsi3::Ended, sk()))
         };
         Ok(entry.record.clone())
     }
@@ -341,6 +341,33 @@ impl JobStore for MemoryStore {
                 .collect(),
             unreadable: vec![],
         })
+    }
+
+    async fn ended_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Listed<JobRecord>, StoreError> {
+        let st = self.lock();
+        let before = before.to_rfc3339();
+        Ok(Listed {
+            records: st
+                .gsi3(Gsi3::Ended, Some(&before), limit)
+                .into_iter()
+                .map(|j| j.record.clone())
+                .collect(),
+            unreadable: vec![],
+        })
+    }
+
+    async fn settle_ended_job(&self, id: &JobId) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        if let Some(entry) = st.jobs.get_mut(id) {
+            if matches!(entry.gsi3, Some((Gsi3::Ended, _))) {
+                entry.gsi3 = None;
+            }
+        }
+        Ok(())
     }
 
     /// Every item in memory is readable; this fails the job as the table's twin does (state

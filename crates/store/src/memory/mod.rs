@@ -43,6 +43,8 @@ enum Gsi3 {
     Pending,
     /// `dispatching` or `running`.
     Active,
+    /// Terminal, its environment's release not yet confirmed by the sweeper.
+    Ended,
 }
 
 #[derive(Debug)]

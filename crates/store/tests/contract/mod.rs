@@ -1253,6 +1253,27 @@ pub async fn pending_sends_and_active_jobs_follow_the_sparse_index<S: Store + 's
         matches!(s.release_environment(&env(), &a.id).await.unwrap(), Released::HandedTo(n) if n.id == b.id)
     );
     assert_eq!(pending_ids(&*s, later).await, vec![b.id.clone()]);
+    // An ended job stays on the ended list until the sweeper settles it.
+    let ended = |s: Arc<S>| async move {
+        s.ended_jobs(Utc::now() + Duration::seconds(2), 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.job.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ended(s.clone()).await, vec![a.id.clone()]);
+    assert!(
+        s.ended_jobs(Utc::now() - Duration::seconds(60), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "only those that ended before the cut-off"
+    );
+    s.settle_ended_job(&a.id).await.unwrap();
+    s.settle_ended_job(&a.id).await.unwrap();
+    assert!(ended(s.clone()).await.is_empty(), "settled, idempotently");
+    assert!(s.active_jobs(10).await.unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------- memberships
