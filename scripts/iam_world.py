@@ -1,14 +1,14 @@
 """Deploys the IAM of both templates into a moto server, for tests/it/iam.rs.
 
-    .tools/infra-venv/bin/python scripts/iam_world.py ENDPOINT
+    .tools/sam-venv/bin/python scripts/iam_world.py ENDPOINT
 
 The server must enforce IAM after 3 actions (scripts/moto_iam_server.py with
 INITIAL_NO_AUTH_ACTION_COUNT=3): the first three create an administrator,
 whose key then does everything else. Steps:
 
 1. infra/template.yaml is turned into plain CloudFormation by
-   aws-sam-translator (the library `sam` uses), infra/target-account.yaml is
-   read as it is (both with samcli's YAML loader, which knows !Ref and co).
+   aws-sam-translator (the library `sam` uses; .tools/sam-venv, pinned in
+   scripts/requirements-sam.txt), infra/target-account.yaml is read as it is.
 2. Every IAM role of both is created from the template's own documents, with
    their intrinsics (!Ref, !Sub, !GetAtt, !If, !Join and the conditions)
    resolved to the concrete names below. Nothing is re-typed here.
@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 import boto3
-from samcli.yamlhelper import yaml_parse
+import yaml
 from samtranslator.translator.transform import transform
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +69,30 @@ ARN = {
     "AWS::SNS::Topic": "arn:aws:sns:{r}:{a}:{n}",
     "AWS::KMS::Key": "arn:aws:kms:{r}:{a}:key/{n}",
 }
+
+
+class CfnLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short forms (!Ref, !GetAtt A.B, !Sub, ...) as long forms."""
+
+
+def _intrinsic(loader, suffix, node):
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    key = suffix if suffix in ("Ref", "Condition") else f"Fn::{suffix}"
+    return {key: value}
+
+
+CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+def yaml_parse(text):
+    return yaml.load(text, Loader=CfnLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 class Stack:

@@ -81,10 +81,10 @@ impl Drop for MotoIam {
 
 /// Runs scripts/iam_world.py: the roles of both templates, their stand-ins, the ECS world.
 fn world(endpoint: &str) -> Value {
-    let python = root().join(".tools/infra-venv/bin/python");
+    let python = root().join(".tools/sam-venv/bin/python");
     assert!(
         python.exists(),
-        "{} is missing: run scripts/check-infra.sh (it installs aws-sam-translator)",
+        "{} is missing: run scripts/tools.sh (it installs aws-sam-translator)",
         python.display()
     );
     let out = Command::new(python)
