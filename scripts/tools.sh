@@ -73,23 +73,16 @@ case "${1:-}" in
 esac
 
 # .tools/sam-venv: aws-sam-translator for tests/it/iam.rs (scripts/iam_world.py). Its
-# own venv and stamp, so adding it never reinstalls .tools/venv.
+# own venv and stamp (like the schemathesis one), so adding it never reinstalls .tools/venv.
 install_sam() {
-    local venv="$tools/sam-venv" req="$root/scripts/requirements-sam.txt"
-    local stamp="$venv.sha256" h
-    h="$(sha256sum "$req" | cut -d' ' -f1)"
-    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/python" ]]; then
-        return 0
-    fi
-    local start=$SECONDS
+    local venv="$tools/sam-venv" stamp="$tools/sam-venv.sha256" h
+    h="$(sha256sum "$root/scripts/requirements-sam.txt" | cut -d' ' -f1)"
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/python" ]] && return 0
     log "installing scripts/requirements-sam.txt into .tools/sam-venv"
-    rm -rf "$venv" "$stamp"
-    mkdir -p "$tools"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
+    rm -rf "$venv" "$stamp" && mkdir -p "$tools" && python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$root/scripts/requirements-sam.txt" </dev/null
     "$venv/bin/python" -c 'import samtranslator, boto3, yaml' || { log "sam-venv is incomplete"; return 1; }
     echo "$h" >"$stamp"
-    log "installed .tools/sam-venv in $((SECONDS - start))s"
 }
 install_sam
 
