@@ -258,6 +258,13 @@ def main():
         taskRoleArn=out["roles"]["RunnerTaskRole"]["arn"],
         containerDefinitions=[{"name": "runner", "image": target.params["RunnerImage"],
                                "memory": int(target.params["RunnerMemory"]), "essential": True}])
+    # The control plane's queue and bus, named as the stack names them (the table is
+    # made by the test, with the store's own schema).
+    sqs = client("sqs", admin)
+    queue_url = sqs.create_queue(QueueName=control.resource_name("JobsQueue"))["QueueUrl"]
+    client("events", admin).create_event_bus(Name=control.resource_name("Bus"))
+    out["control_plane"] = {"jobs_queue_url": queue_url, "bus": control.resource_name("Bus"),
+                            "table": control.resource_name("Table")}
     s3 = client("s3", admin)
     buckets = {"control_plane": control.resource_name("Bucket"), "state": target.resource_name("StateBucket")}
     for b in buckets.values():

@@ -24,11 +24,17 @@ than the policy document:
    principal whose key signed it, for its bucket and key, like any other
    request; its signature itself is not verified.
 
+5. DynamoDB's TransactWriteItems and TransactGetItems are not IAM actions:
+   AWS authorises each item's own action (PutItem, UpdateItem, DeleteItem,
+   ConditionCheckItem, GetItem). moto asked for "dynamodb:TransactWriteItems",
+   which no policy grants; it now asks for each item's action.
+
 What this still does not check is listed in docs/ARCHITECTURE.md
 ("Deployed IAM, proven"). INITIAL_NO_AUTH_ACTION_COUNT must be set by the
 caller: it is global to this server, so never use it for the shared one.
 """
 
+import json
 import os
 import re
 import sys
@@ -41,7 +47,11 @@ import moto_server  # noqa: E402  (the DynamoDB lock; same server otherwise)
 from moto import settings  # noqa: E402
 from moto.core.authorization import ActionAuthenticatorMixin  # noqa: E402
 from moto.iam import access_control  # noqa: E402
-from moto.iam.access_control import IAMPolicyStatement, PermissionResult  # noqa: E402
+from moto.iam.access_control import (  # noqa: E402
+    IAMPolicyStatement,
+    IAMRequestBase,
+    PermissionResult,
+)
 
 _ROOT = re.compile(r"^arn:[a-z-]+:iam::([0-9]{12}):root$")
 _ACCOUNT = re.compile(r"^arn:[a-z-]+:(?:iam|sts)::([0-9]{12}):")
@@ -116,12 +126,33 @@ def _authorize(self, iam_request_cls, resource="*"):
     iam_request.check_action_permitted(resource)
 
 
+_TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+             "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+_original_check = IAMRequestBase.check_action_permitted
+
+
+def _check_action_permitted(self, resource):
+    if self._action not in ("dynamodb:TransactWriteItems", "dynamodb:TransactGetItems"):
+        return _original_check(self, resource)
+    body = json.loads(self._body or b"{}")
+    actions = {f"dynamodb:{_TRANSACT[kind]}"
+               for item in body.get("TransactItems", []) for kind in item}
+    whole = self._action
+    try:
+        for action in sorted(actions):
+            self._action = action
+            _original_check(self, resource)
+    finally:
+        self._action = whole
+
+
 def patch():
     moto_server.patch()
     IAMPolicyStatement._check_principal = _check_principal
     IAMPolicyStatement.is_action_permitted = _is_action_permitted
     access_control.format_incoming_conditional_values = _format
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authorize
+    IAMRequestBase.check_action_permitted = _check_action_permitted
     assert PermissionResult.PERMITTED
 
 

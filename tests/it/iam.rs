@@ -10,9 +10,11 @@
 //! What moto cannot check, and what is asserted from the documents instead, is in
 //! docs/ARCHITECTURE.md ("Deployed IAM, proven").
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -21,8 +23,16 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::Utc;
 use serde_json::Value;
-use sortie_core::{EnvPath, Job, JobRequest, RunnerId, RunnerSpec};
-use sortie_launch::{EcsLauncher, LaunchSpec, Launcher, TaskStatus};
+use sortie_core::{
+    EnvPath, Environment, Job, JobRequest, JobState, Runner, RunnerId, RunnerLink, RunnerSpec,
+    TaskRef,
+};
+use sortie_launch::{ByRunnerType, EcsLauncher, LaunchSpec, Launcher, TaskStatus};
+use sortie_lifecycle::{
+    EcsTaskStateChange, Engine, EventBridgeBus, EventOutcome, JobService, RecordOutcome,
+    SweepSettings,
+};
+use sortie_store::{DynamoStore, SqsJobQueue};
 
 fn root() -> PathBuf {
     sortie_tests::repo_root()
@@ -146,6 +156,43 @@ fn job(w: &Value, env: &str, external_id: &str) -> Job {
     job
 }
 
+/// An Engine whose every AWS client has `config`'s credentials (one function's role).
+fn engine(config: &SdkConfig, w: &Value) -> Engine {
+    let cp = &w["control_plane"];
+    let launcher = ByRunnerType {
+        ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
+        ..Default::default()
+    };
+    Engine {
+        jobs: JobService {
+            store: Arc::new(DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(config),
+                cp["table"].as_str().unwrap(),
+            )),
+            queue: Arc::new(SqsJobQueue::new(
+                aws_sdk_sqs::Client::new(config),
+                cp["jobs_queue_url"].as_str().unwrap(),
+            )),
+            bus: Arc::new(EventBridgeBus::new(
+                aws_sdk_eventbridge::Client::new(config),
+                cp["bus"].as_str().unwrap(),
+            )),
+        },
+        launcher: Arc::new(launcher),
+        api_url: "https://api.sortie.example.com".into(),
+        settings: SweepSettings::default(),
+    }
+}
+
+/// The sample STOPPED (exit 0) event of `events/`, for this job's task.
+fn stopped_event(job: &Job, task: &TaskRef) -> EcsTaskStateChange {
+    let path = root().join("events/ecs-task-stopped-exit0.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["detail"]["startedBy"] = Value::from(format!("sortie/{}", job.id));
+    v["detail"]["taskArn"] = Value::from(task.as_str());
+    serde_json::from_value(v["detail"].clone()).unwrap()
+}
+
 /// Presigns a PUT of `key` with `client`'s credentials, sends `body` to it, returns the answer.
 async fn presigned_put(
     client: &aws_sdk_s3::Client,
@@ -220,17 +267,93 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
     // session tags, through the real EcsLauncher), which describes the runner's task
     // definition, registers the derived one, runs, finds, describes and stops the task.
     let dispatch = config(&endpoint, &w["stand_ins"]["DispatchRole"]).await;
-    let launcher = EcsLauncher::new(dispatch.clone());
+    let admin = config(&endpoint, &w["admin"]).await;
+    let cp = &w["control_plane"];
+    DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&admin),
+        cp["table"].as_str().unwrap(),
+    )
+    .ensure_table()
+    .await
+    .unwrap();
     let j = job(&w, "acme/payments/dev", &external_id);
+
+    // The api role: the runner, the environment, and the job submitted (table and queue).
+    let api = config(&endpoint, &w["stand_ins"]["ApiRole"]).await;
+    let as_api = engine(&api, &w);
+    let runner_id = j.runner_id.clone();
+    as_api
+        .jobs
+        .store
+        .create_runner(&Runner {
+            id: runner_id.clone(),
+            spec: j.runner_spec.clone().unwrap(),
+        })
+        .await
+        .expect("the api role writes runners");
+    as_api
+        .jobs
+        .store
+        .create_environment(&Environment {
+            path: j.environment.clone(),
+            env_type: "development".into(),
+            labels: BTreeMap::new(),
+            tags: Default::default(),
+            runner: RunnerLink {
+                runner_id,
+                rule_id: "default".into(),
+                linked_by: "alice".into(),
+                linked_at: Utc::now(),
+            },
+        })
+        .await
+        .expect("the api role writes environments");
+    let submitted = as_api
+        .jobs
+        .submit(&j, None)
+        .await
+        .expect("the api role submits");
+    assert!(submitted.took_lock);
+
+    // The dispatch role: receives the message and dispatches it through the Engine, whose
+    // EcsLauncher assumes the launcher role (ExternalId, session tags), describes the
+    // runner's task definition, registers the derived one and runs the task.
+    let sqs = aws_sdk_sqs::Client::new(&dispatch);
+    let queue_url = cp["jobs_queue_url"].as_str().unwrap();
+    let message = sqs
+        .receive_message()
+        .queue_url(queue_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("the dispatch role receives jobs")
+        .messages
+        .unwrap_or_default()
+        .pop()
+        .expect("the api sent the job");
+    let as_dispatch = engine(&dispatch, &w);
+    let outcome = as_dispatch.dispatch(message.body().unwrap(), 1).await;
+    assert!(
+        matches!(outcome, RecordOutcome::Done),
+        "dispatch: {outcome:?}"
+    );
+    sqs.delete_message()
+        .queue_url(queue_url)
+        .receipt_handle(message.receipt_handle().unwrap())
+        .send()
+        .await
+        .expect("the dispatch role deletes handled messages");
+    let record = as_dispatch.jobs.store.get_job(&j.id).await.unwrap();
+    assert_eq!(record.job.state, JobState::Running, "{:?}", record.job);
+    let task = record.task.clone().expect("the job records its task");
+
+    // The launcher role, through the dispatch role: watch, find and stop the task.
+    let launcher = EcsLauncher::new(dispatch.clone());
     let spec = LaunchSpec {
         job: &j,
         token: "job-token",
         api_url: "https://api.sortie.example.com",
     };
-    let task = launcher
-        .launch(&spec)
-        .await
-        .expect("the launcher role launches the job's task");
     assert!(
         matches!(
             launcher.describe(&j, &task).await.expect("DescribeTasks"),
@@ -247,8 +370,21 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
         .stop(&j, &task, "sortie: canceled by alice")
         .await
         .expect("the launcher role stops the task");
+    // The task-events role: the STOPPED event completes the job and releases the lock.
+    let as_task_events = engine(
+        &config(&endpoint, &w["stand_ins"]["TaskEventsRole"]).await,
+        &w,
+    );
+    let event = stopped_event(&j, &task);
+    assert_eq!(
+        as_task_events
+            .task_event(&event)
+            .await
+            .expect("task-events"),
+        EventOutcome::Moved(JobState::Succeeded)
+    );
+
     // The task runs the derived definition: registered by the launcher role, in its family.
-    let admin = config(&endpoint, &w["admin"]).await;
     let ecs = aws_sdk_ecs::Client::new(&admin);
     let described = ecs
         .describe_tasks()
@@ -317,7 +453,6 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
         assert!(err.to_string().contains("AccessDenied"), "{what}: {err}");
     }
     // The api role never assumes launcher roles.
-    let api = config(&endpoint, &w["stand_ins"]["ApiRole"]).await;
     let err = EcsLauncher::new(api.clone())
         .launch(&spec)
         .await
