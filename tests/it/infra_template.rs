@@ -1683,3 +1683,27 @@ fn alarms_watch_dlqs_function_errors_queue_age_and_the_sweeper_and_notify_the_to
         "{key_policy}"
     );
 }
+
+#[test]
+fn log_statements_name_log_streams_by_group_name_not_by_the_group_arn() {
+    // A log group's Arn attribute already ends in ":*", so "${X.Arn}:log-stream:*"
+    // would match no stream: the functions and the runner could not write their logs.
+    for file in ["infra/template.yaml", "infra/target-account.yaml"] {
+        let text = read(file);
+        assert!(
+            !text.contains("LogGroup.Arn}:log-stream"),
+            "{file}: build log-stream ARNs from the log group's name"
+        );
+        let t = template(file);
+        for (path, s) in all_statements(&t) {
+            let actions = strings(at(&s, &["Action"]), &path);
+            if actions.iter().any(|a| a == "logs:PutLogEvents") {
+                let resource = format!("{:?}", at(&s, &["Resource"]));
+                assert!(
+                    resource.contains(":log-group:${") && resource.contains("}:log-stream:*"),
+                    "{file}{path}: {resource}"
+                );
+            }
+        }
+    }
+}
