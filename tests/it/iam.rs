@@ -347,6 +347,26 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
     assert_eq!(record.job.state, JobState::Running, "{:?}", record.job);
     let task = record.task.clone().expect("the job records its task");
 
+    // The sweeper role, an hour later: the silent running job is looked up in ECS
+    // through the launcher role (its own AssumeRole), and found still running.
+    let as_sweeper = engine(&config(&endpoint, &w["stand_ins"]["SweeperRole"]).await, &w);
+    let report = as_sweeper
+        .sweep(Utc::now() + chrono::Duration::hours(1))
+        .await
+        .expect("the sweeper role reads its work lists");
+    assert_eq!(report.errors, 0, "sweep: {report:?}");
+    assert_eq!(
+        as_sweeper
+            .jobs
+            .store
+            .get_job(&j.id)
+            .await
+            .unwrap()
+            .job
+            .state,
+        JobState::Running
+    );
+
     // The launcher role, through the dispatch role: watch, find and stop the task.
     let launcher = EcsLauncher::new(dispatch.clone());
     let spec = LaunchSpec {
