@@ -262,8 +262,17 @@ def main():
     # made by the test, with the store's own schema).
     sqs = client("sqs", admin)
     queue_url = sqs.create_queue(QueueName=control.resource_name("JobsQueue"))["QueueUrl"]
-    client("events", admin).create_event_bus(Name=control.resource_name("Bus"))
+    events = client("events", admin)
+    events.create_event_bus(Name=control.resource_name("Bus"))
+    # A probe of what is published on the bus: its sortie.job.completed events go to a queue.
+    probe = sqs.create_queue(QueueName="sortie-completions-probe")["QueueUrl"]
+    probe_arn = sqs.get_queue_attributes(QueueUrl=probe, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="probe", EventBusName=control.resource_name("Bus"),
+                    EventPattern=json.dumps({"source": ["sortie"], "detail-type": ["sortie.job.completed"]}))
+    events.put_targets(Rule="probe", EventBusName=control.resource_name("Bus"),
+                       Targets=[{"Id": "probe", "Arn": probe_arn}])
     out["control_plane"] = {"jobs_queue_url": queue_url, "bus": control.resource_name("Bus"),
+                            "completions_probe_url": probe,
                             "table": control.resource_name("Table")}
     s3 = client("s3", admin)
     buckets = {"control_plane": control.resource_name("Bucket"), "state": target.resource_name("StateBucket")}

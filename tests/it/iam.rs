@@ -156,6 +156,53 @@ fn job(w: &Value, env: &str, external_id: &str) -> Job {
     job
 }
 
+/// Creates the job's environment, linked to its runner, with `api`'s credentials.
+async fn create_environment(api: &Engine, job: &Job) {
+    api.jobs
+        .store
+        .create_environment(&Environment {
+            path: job.environment.clone(),
+            env_type: "development".into(),
+            labels: BTreeMap::new(),
+            tags: Default::default(),
+            runner: RunnerLink {
+                runner_id: job.runner_id.clone(),
+                rule_id: "default".into(),
+                linked_by: "alice".into(),
+                linked_at: Utc::now(),
+            },
+        })
+        .await
+        .expect("the api role writes environments");
+}
+
+/// Receives one jobs-queue message with `sqs` (the dispatch role's), dispatches it with
+/// `dispatch` and deletes it.
+async fn dispatch_one(dispatch: &Engine, sqs: &aws_sdk_sqs::Client, queue_url: &str) {
+    let message = sqs
+        .receive_message()
+        .queue_url(queue_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("the dispatch role receives jobs")
+        .messages
+        .unwrap_or_default()
+        .pop()
+        .expect("the api sent the job");
+    let outcome = dispatch.dispatch(message.body().unwrap(), 1).await;
+    assert!(
+        matches!(outcome, RecordOutcome::Done),
+        "dispatch: {outcome:?}"
+    );
+    sqs.delete_message()
+        .queue_url(queue_url)
+        .receipt_handle(message.receipt_handle().unwrap())
+        .send()
+        .await
+        .expect("the dispatch role deletes handled messages");
+}
+
 /// An Engine whose every AWS client has `config`'s credentials (one function's role).
 fn engine(config: &SdkConfig, w: &Value) -> Engine {
     let cp = &w["control_plane"];
@@ -291,23 +338,7 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
         })
         .await
         .expect("the api role writes runners");
-    as_api
-        .jobs
-        .store
-        .create_environment(&Environment {
-            path: j.environment.clone(),
-            env_type: "development".into(),
-            labels: BTreeMap::new(),
-            tags: Default::default(),
-            runner: RunnerLink {
-                runner_id,
-                rule_id: "default".into(),
-                linked_by: "alice".into(),
-                linked_at: Utc::now(),
-            },
-        })
-        .await
-        .expect("the api role writes environments");
+    create_environment(&as_api, &j).await;
     let submitted = as_api
         .jobs
         .submit(&j, None)
@@ -320,29 +351,8 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
     // runner's task definition, registers the derived one and runs the task.
     let sqs = aws_sdk_sqs::Client::new(&dispatch);
     let queue_url = cp["jobs_queue_url"].as_str().unwrap();
-    let message = sqs
-        .receive_message()
-        .queue_url(queue_url)
-        .wait_time_seconds(1)
-        .send()
-        .await
-        .expect("the dispatch role receives jobs")
-        .messages
-        .unwrap_or_default()
-        .pop()
-        .expect("the api sent the job");
     let as_dispatch = engine(&dispatch, &w);
-    let outcome = as_dispatch.dispatch(message.body().unwrap(), 1).await;
-    assert!(
-        matches!(outcome, RecordOutcome::Done),
-        "dispatch: {outcome:?}"
-    );
-    sqs.delete_message()
-        .queue_url(queue_url)
-        .receipt_handle(message.receipt_handle().unwrap())
-        .send()
-        .await
-        .expect("the dispatch role deletes handled messages");
+    dispatch_one(&as_dispatch, &sqs, queue_url).await;
     let record = as_dispatch.jobs.store.get_job(&j.id).await.unwrap();
     assert_eq!(record.job.state, JobState::Running, "{:?}", record.job);
     let task = record.task.clone().expect("the job records its task");
@@ -365,6 +375,34 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
             .job
             .state,
         JobState::Running
+    );
+
+    // A job whose launch fails for good (a wrong ExternalId) fails in dispatch, which
+    // publishes its completion on Sortie's bus with the dispatch role.
+    let bad = job(&w, "acme/payments/broken", "sortie-ext-wrong-000000");
+    create_environment(&as_api, &bad).await;
+    as_api
+        .jobs
+        .submit(&bad, None)
+        .await
+        .expect("the api role submits");
+    dispatch_one(&as_dispatch, &sqs, queue_url).await;
+    let failed = as_dispatch.jobs.store.get_job(&bad.id).await.unwrap();
+    assert_eq!(failed.job.state, JobState::Failed);
+    let probe = aws_sdk_sqs::Client::new(&admin)
+        .receive_message()
+        .queue_url(cp["completions_probe_url"].as_str().unwrap())
+        .wait_time_seconds(2)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert!(
+        probe
+            .iter()
+            .any(|m| m.body().unwrap_or_default().contains(bad.id.as_str())),
+        "dispatch published the failed job's completion: {probe:?}"
     );
 
     // The launcher role, through the dispatch role: watch, find and stop the task.
