@@ -2,10 +2,10 @@
 
     INITIAL_NO_AUTH_ACTION_COUNT=3 .tools/venv/bin/python scripts/moto_iam_server.py -H 127.0.0.1 -p PORT
 
-Runs moto's own server (through scripts/moto_server.py's patch) after three
-changes to moto 5.2.5's IAM evaluation (moto/iam/access_control.py), each
-making it *follow* AWS where it is lenient or wrong, never more permissive
-than the policy document:
+Runs moto's own server (through scripts/moto_server.py's patch) after five
+changes to moto 5.2.5's IAM evaluation (moto/iam/access_control.py). 1, 2, 4
+and 5 make it follow AWS where it is wrong; 3 is a relaxation, because moto
+cannot know the resource of those calls:
 
 1. A trust policy principal `arn:<partition>:iam::<account>:root` means "any
    principal of that account" (AWS's account delegation). moto compares it
