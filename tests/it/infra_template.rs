@@ -872,12 +872,22 @@ fn all_statements(t: &Value) -> Vec<(String, Value)> {
 fn no_allow_statement_grants_a_wildcard_action_or_an_unscoped_resource() {
     // Resource "*" only where the action has no resource type, scoped by a
     // condition where IAM offers one.
-    let resourceless = ["ecr:GetAuthorizationToken", "ecs:ListTasks"];
+    let resourceless = [
+        "ecr:GetAuthorizationToken",
+        "ecs:ListTasks",
+        "ecs:DescribeTaskDefinition",
+        "ecs:RegisterTaskDefinition",
+    ];
     for (file, t) in [
         ("template.yaml", control_plane()),
         ("target-account.yaml", target_account()),
     ] {
         for (path, s) in all_statements(&t) {
+            // A key policy is the key's own resource policy: "*" there means this key,
+            // and the account keeps kms:* on it (AWS's default) so it stays manageable.
+            if path.contains(".KeyPolicy.") {
+                continue;
+            }
             let effect = string(at(&s, &["Effect"]), &path);
             assert!(
                 s.get("NotAction").is_none() && s.get("NotResource").is_none(),
@@ -1066,7 +1076,28 @@ fn the_launcher_role_trusts_the_control_plane_only_with_the_external_id_and_sess
         "AssumeRole only with the ExternalId"
     );
     let tag = by_action("sts:TagSession");
-    for key in ["sortie:org", "sortie:env", "sortie:job"] {
+    for s in [assume, tag] {
+        assert_eq!(
+            ref_target(at(
+                s,
+                &["Condition", "StringEquals", "aws:RequestTag/sortie:org"]
+            )),
+            Some("OwnerOrg"),
+            "the session's sortie:org is the org that owns the account"
+        );
+    }
+    assert_eq!(
+        strings(
+            at(
+                tag,
+                &["Condition", "ForAllValues:StringEquals", "aws:TagKeys"]
+            ),
+            "keys"
+        ),
+        ["sortie:org", "sortie:env", "sortie:job"],
+        "only Sortie's session tags"
+    );
+    for key in ["sortie:env", "sortie:job"] {
         for s in [assume, tag] {
             assert_eq!(
                 opt(s, &["Condition", "Null", &format!("aws:RequestTag/{key}")])
@@ -1088,8 +1119,9 @@ fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runn
         .expect("RunTask");
     let resource = format!("{:?}", at(run, &["Resource"]));
     assert!(
-        resource.contains("task-definition/${RunnerFamily}:*"),
-        "{resource}"
+        resource.contains("task-definition/${RunnerFamily}:*")
+            && resource.contains("task-definition/${RunnerFamily}-sortie-*:*"),
+        "the runner's family and the ones derived for secrets: {resource}"
     );
     assert!(opt(run, &["Condition", "ArnEquals", "ecs:cluster"]).is_some());
 
@@ -1102,15 +1134,23 @@ fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runn
         "ecs:DescribeTasks",
         "ecs:ListTasks",
         "ecs:TagResource",
+        "ecs:DescribeTaskDefinition",
+        "ecs:RegisterTaskDefinition",
         "iam:PassRole",
     ] {
         assert!(actions.contains(a), "{a}");
     }
+    // Task definitions have no cluster; every task action is scoped to the cluster.
+    let cluster_free = [
+        "ecs:TagResource",
+        "ecs:DescribeTaskDefinition",
+        "ecs:RegisterTaskDefinition",
+    ];
     for s in st.values() {
         let acts = strings(at(s, &["Action"]), "a");
         if acts
             .iter()
-            .any(|a| a.starts_with("ecs:") && a != "ecs:TagResource")
+            .any(|a| a.starts_with("ecs:") && !cluster_free.contains(&a.as_str()))
         {
             assert!(
                 opt(s, &["Condition", "ArnEquals", "ecs:cluster"]).is_some(),
@@ -1552,6 +1592,116 @@ fn samconfig_has_default_and_prod_and_overrides_only_real_parameters() {
                 assert!(
                     given.get(env).is_some_and(|g| g.contains(name)),
                     "[{env}] must set {name}"
+                );
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ alarms
+
+/// The alarms of the control plane, as (metric, dimension value's target, alarm).
+fn alarms(t: &Value) -> Vec<(String, String, Value)> {
+    resources_of_type(t, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .map(|(id, r)| {
+            let p = at(r, &["Properties"]);
+            let metric = format!(
+                "{}/{}",
+                string(at(p, &["Namespace"]), id),
+                string(at(p, &["MetricName"]), id)
+            );
+            let dims = at(p, &["Dimensions"]).as_sequence().expect("Dimensions");
+            assert_eq!(dims.len(), 1, "{id}: one dimension");
+            let v = at(&dims[0], &["Value"]);
+            let target = ref_target(v)
+                .or_else(|| getatt_target(v).map(|(r, _)| r))
+                .unwrap_or_else(|| panic!("{id}: dimension names a resource"))
+                .to_string();
+            // Every alarm notifies the alarm topic.
+            for key in ["AlarmActions", "OKActions"] {
+                let actions = at(p, &[key]).as_sequence().expect(key);
+                assert_eq!(actions.len(), 1, "{id}.{key}");
+                assert_eq!(ref_target(&actions[0]), Some("AlarmTopic"), "{id}.{key}");
+            }
+            (metric, target, p.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn alarms_watch_dlqs_function_errors_queue_age_and_the_sweeper_and_notify_the_topic() {
+    let t = control_plane();
+    let all = alarms(&t);
+    let find = |metric: &str, target: &str| {
+        all.iter()
+            .find(|(m, r, _)| m == metric && r == target)
+            .map(|(_, _, p)| p)
+            .unwrap_or_else(|| panic!("no {metric} alarm on {target}"))
+    };
+    for dlq in ["JobsDlq", "EventsDlq"] {
+        let p = find("AWS/SQS/ApproximateNumberOfMessagesVisible", dlq);
+        assert_eq!(number(at(p, &["Threshold"]), dlq), 0);
+        assert_eq!(
+            string(at(p, &["ComparisonOperator"]), dlq),
+            "GreaterThanThreshold"
+        );
+    }
+    let age = find("AWS/SQS/ApproximateAgeOfOldestMessage", "JobsQueue");
+    assert_eq!(
+        ref_target(at(age, &["Threshold"])),
+        Some("JobsQueueAgeAlarmSeconds")
+    );
+    for f in FUNCTIONS {
+        let p = find("AWS/Lambda/Errors", f.logical_id);
+        assert_eq!(number(at(p, &["Threshold"]), f.logical_id), 0);
+    }
+    let sweeper = find("AWS/Lambda/Invocations", "SweeperFunction");
+    assert_eq!(
+        string(at(sweeper, &["ComparisonOperator"]), "sweeper"),
+        "LessThanThreshold"
+    );
+    assert_eq!(number(at(sweeper, &["Threshold"]), "sweeper"), 1);
+    assert_eq!(
+        string(at(sweeper, &["TreatMissingData"]), "sweeper"),
+        "breaching",
+        "no data at all means the sweeper is not running"
+    );
+    // The topic is encrypted with a key CloudWatch may use, and is an output.
+    let topic = at(resource(&t, "AlarmTopic"), &["Properties"]);
+    assert_eq!(ref_target(at(topic, &["KmsMasterKeyId"])), Some("AlarmKey"));
+    assert_eq!(
+        ref_target(at(&t, &["Outputs", "AlarmTopicArn", "Value"])),
+        Some("AlarmTopic")
+    );
+    let key_policy = format!(
+        "{:?}",
+        at(resource(&t, "AlarmKey"), &["Properties", "KeyPolicy"])
+    );
+    assert!(
+        key_policy.contains("cloudwatch.amazonaws.com"),
+        "{key_policy}"
+    );
+}
+
+#[test]
+fn log_statements_name_log_streams_by_group_name_not_by_the_group_arn() {
+    // A log group's Arn attribute already ends in ":*", so "${X.Arn}:log-stream:*"
+    // would match no stream: the functions and the runner could not write their logs.
+    for file in ["infra/template.yaml", "infra/target-account.yaml"] {
+        let text = read(file);
+        assert!(
+            !text.contains("LogGroup.Arn}:log-stream"),
+            "{file}: build log-stream ARNs from the log group's name"
+        );
+        let t = template(file);
+        for (path, s) in all_statements(&t) {
+            let actions = strings(at(&s, &["Action"]), &path);
+            if actions.iter().any(|a| a == "logs:PutLogEvents") {
+                let resource = format!("{:?}", at(&s, &["Resource"]));
+                assert!(
+                    resource.contains(":log-group:${") && resource.contains("}:log-stream:*"),
+                    "{file}{path}: {resource}"
                 );
             }
         }

@@ -42,7 +42,8 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
     FunctionEnv {
         name: "dispatch",
         logical_id: "DispatchFunction",
-        required: &[TABLE, JOBS_QUEUE_URL, API_URL],
+        // The bus: a job that fails at launch completes there, and publishes it.
+        required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME],
         optional: &[],
     },
     FunctionEnv {
