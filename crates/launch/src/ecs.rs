@@ -344,9 +344,12 @@ fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
             let text = aws_sdk_ecs::error::DisplayErrorContext(&err).to_string();
             // A failed AssumeRole surfaces here: access denied is final, anything else transient.
             if text.contains("AccessDenied") || text.contains("not authorized") {
-                LaunchError::Fatal(format!(
-                    "{operation} failed: could not assume the runner's role: {text}"
-                ))
+                let what = if is_identity_failure(&text) {
+                    "could not assume the runner's role: "
+                } else {
+                    ""
+                };
+                LaunchError::Fatal(format!("{operation} failed: {what}{text}"))
             } else if operation == "RunTask" && !is_identity_failure(&text) {
                 // The request may have reached ECS: only a lookup by `startedBy` can tell.
                 LaunchError::Uncertain(format!("{operation} failed: {text}"))

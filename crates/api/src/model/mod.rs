@@ -253,6 +253,17 @@ pub struct JobView {
     /// when everything arrived. The job's outcome does not depend on it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upload_problems: Vec<String>,
+    /// The launch attempt (1 for the first launch; one more for each relaunch). Absent
+    /// before the first launch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt: u32,
+    /// How many times a Spot interruption requeued the job (at most 3).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spot_requeues: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl From<JobRecord> for JobView {
@@ -267,6 +278,8 @@ impl From<JobRecord> for JobView {
             summary: r.summary,
             updated_at: r.updated_at,
             upload_problems: r.upload_problems,
+            attempt: r.attempt,
+            spot_requeues: r.spot_requeues,
         }
     }
 }
