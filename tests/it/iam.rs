@@ -411,6 +411,7 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
         job: &j,
         token: "job-token",
         api_url: "https://api.sortie.example.com",
+        attempt: 1,
     };
     assert!(
         matches!(
@@ -504,6 +505,7 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
                 job: &other,
                 token: "t",
                 api_url: "https://api.sortie.example.com",
+                attempt: 1,
             })
             .await
             .expect_err(what);
