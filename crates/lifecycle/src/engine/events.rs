@@ -63,24 +63,15 @@ impl Engine {
                         }
                     }
                     JobState::Running if record.started_at.is_none() => {
-                        match self
-                            .jobs
-                            .store
-                            .mark_job(
-                                id,
-                                Utc::now(),
-                                JobUpdate {
-                                    started_at: Some(Utc::now()),
-                                    ..Default::default()
-                                },
-                            )
-                            .await
-                        {
-                            Ok(_) | Err(StoreError::StateConflict { .. }) => {
-                                Ok(EventOutcome::Ignored("start recorded"))
-                            }
-                            Err(e) => Err(e.into()),
-                        }
+                        self.mark_unless_moved_on(
+                            id,
+                            JobUpdate {
+                                started_at: Some(Utc::now()),
+                                ..Default::default()
+                            },
+                        )
+                        .await?;
+                        Ok(EventOutcome::Ignored("start recorded"))
                     }
                     _ => Ok(EventOutcome::Ignored("out of order or duplicate")),
                 },

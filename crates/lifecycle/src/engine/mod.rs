@@ -265,21 +265,8 @@ impl Engine {
     /// Records a launched task (`dispatching → running`), and stops it at once if a cancel
     /// arrived during the launch.
     async fn record_launch(&self, id: &JobId, task: &TaskRef) {
-        let update = JobUpdate {
-            task: Some(task.clone()),
-            ..Default::default()
-        };
         match self
-            .jobs
-            .store
-            .transition_job(
-                id,
-                JobState::Dispatching,
-                JobState::Running,
-                Utc::now(),
-                &format!("launched task {task}"),
-                update,
-            )
+            .adopt(id, task, &format!("launched task {task}"), false)
             .await
         {
             Ok(running) => {
@@ -404,15 +391,8 @@ impl Engine {
                 Err(e) => Err(e.into()),
             },
             Step::Heard => {
-                match self
-                    .jobs
-                    .store
-                    .mark_job(id, Utc::now(), JobUpdate::default())
-                    .await
-                {
-                    Ok(_) | Err(StoreError::StateConflict { .. }) => Ok(None),
-                    Err(e) => Err(e.into()),
-                }
+                self.mark_unless_moved_on(id, JobUpdate::default()).await?;
+                Ok(None)
             }
             Step::Stop { reason, timeout } => {
                 let Some(task) = record.task.as_ref() else {
@@ -424,22 +404,14 @@ impl Engine {
                         if timeout && record.timeout_requested_at.is_none() {
                             // Recorded only once the platform took the stop: a refused stop
                             // is tried again on the next sweep.
-                            match self
-                                .jobs
-                                .store
-                                .mark_job(
-                                    id,
-                                    Utc::now(),
-                                    JobUpdate {
-                                        timeout_requested_at: Some(Utc::now()),
-                                        ..Default::default()
-                                    },
-                                )
-                                .await
-                            {
-                                Ok(_) | Err(StoreError::StateConflict { .. }) => {}
-                                Err(e) => return Err(e.into()),
-                            }
+                            self.mark_unless_moved_on(
+                                id,
+                                JobUpdate {
+                                    timeout_requested_at: Some(Utc::now()),
+                                    ..Default::default()
+                                },
+                            )
+                            .await?;
                         }
                         Ok(None)
                     }
@@ -546,6 +518,18 @@ impl Engine {
                 update,
             )
             .await
+    }
+
+    /// Records `update` on a launched job; a job that moved on meanwhile is left alone.
+    pub(super) async fn mark_unless_moved_on(
+        &self,
+        id: &JobId,
+        update: JobUpdate,
+    ) -> Result<(), StoreError> {
+        match self.jobs.store.mark_job(id, Utc::now(), update).await {
+            Ok(_) | Err(StoreError::StateConflict { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Releases the environment's lock if this (terminal) job still holds it, sending the next job.
