@@ -226,7 +226,8 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                 end(JobState::Failed, format!("launch failed: \"{reason}\""))
             }
         }
-        (JobState::Dispatching, Seen::LaunchUncertain(_)) => Step::Wait,
+        // An uncertain launch (and anything else seen while dispatching) waits for the
+        // lookup by `startedBy` after the lease.
         (JobState::Dispatching, _) => Step::Wait,
         (JobState::Running, Seen::Nothing) => {
             if stop_reason(facts).is_some() {
@@ -267,7 +268,6 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                 format!("task {task} vanished: the platform no longer knows it"),
             ),
         },
-        (JobState::Running, _) => Step::Wait,
         _ => Step::Wait,
     }
 }
