@@ -3,8 +3,17 @@
     .tools/venv/bin/python scripts/moto_server.py -H 127.0.0.1 -p PORT
 
 Takes the same flags as `.tools/venv/bin/moto_server` and runs the same
-threaded server (moto.server.main), after one patch: every DynamoDB (and
-DynamoDB Streams) request is handled under a single process-wide lock.
+threaded server (moto.server.main), after two patches:
+
+1. Every DynamoDB (and DynamoDB Streams) request is handled under a single
+   process-wide lock (below).
+2. IAM SimulatePrincipalPolicy, which moto 5.2.5 does not have, is answered
+   for a role from the role's own inline and attached policies, evaluated by
+   moto's IAM policy engine (moto/iam/access_control.py), with the request's
+   ContextEntries as condition values. `runner check` asks it whether the
+   launcher role may pass the runner's roles to ECS. It is a double: no
+   permissions boundary, SCP or resource policy is considered, and moto's
+   engine knows fewer condition operators than AWS.
 
 Why: moto 5.2.5's DynamoDBBackend.transact_write_items deep-copies every
 table a transaction names before it starts, and when the transaction fails
@@ -46,8 +55,68 @@ def _serialised(call_action):
     return locked
 
 
+def _simulate_principal_policy(self):
+    """IAM SimulatePrincipalPolicy for a role: allowed, explicitDeny or implicitDeny for
+    each action and resource, from the role's own policies (see patch 2 above)."""
+    from moto.core.responses import ActionResult
+    from moto.iam.access_control import (
+        IAMPolicy,
+        IAMPolicyStatement,
+        PermissionResult,
+    )
+
+    role = self.backend.get_role_by_arn(self._get_param("PolicySourceArn"))
+    policies = [IAMPolicy(document) for document in role.policies.values()]
+    policies += [IAMPolicy(managed) for managed in role.managed_policies.values()]
+    statements = []
+    for policy in policies:
+        listed = policy._policy_json["Statement"]
+        statements += listed if isinstance(listed, list) else [listed]
+    context = {}
+    for entry in self._get_param("ContextEntries", []) or []:
+        values = entry.get("ContextKeyValues") or []
+        if values:
+            context[entry["ContextKeyName"]] = values[0]
+    results = []
+    for action in self._get_param("ActionNames", []) or []:
+        for resource in self._get_param("ResourceArns", []) or ["*"]:
+            decision = "implicitDeny"
+            for statement in statements:
+                outcome = IAMPolicyStatement(statement).is_action_permitted(
+                    action, resource, None, context
+                )
+                # moto answers DENIED for an Allow whose condition does not hold;
+                # AWS calls that statement not applicable.
+                deny = statement.get("Effect") == "Deny"
+                if outcome == PermissionResult.DENIED and deny:
+                    decision = "explicitDeny"
+                    break
+                if outcome == PermissionResult.PERMITTED and not deny:
+                    decision = "allowed"
+            results.append(
+                {
+                    "EvalActionName": action,
+                    "EvalResourceName": resource,
+                    "EvalDecision": decision,
+                }
+            )
+    return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
+
 def patch():
-    """Serialise DynamoDB's request handlers; fails loudly if moto changed shape."""
+    """Serialise DynamoDB's request handlers and add IAM SimulatePrincipalPolicy; fails
+    loudly if moto changed shape."""
+    from moto.iam.responses import IamResponse
+
+    if hasattr(IamResponse, "simulate_principal_policy") and not getattr(
+        IamResponse.simulate_principal_policy, "__sortie__", False
+    ):
+        raise SystemExit(
+            f"moto_server.py: moto {moto.__version__} has its own "
+            "SimulatePrincipalPolicy; drop this patch"
+        )
+    _simulate_principal_policy.__sortie__ = True
+    IamResponse.simulate_principal_policy = _simulate_principal_policy
     for handler in (DynamoHandler, DynamoDBStreamsHandler):
         # call_action is what BaseResponse._dispatch calls for every request;
         # it runs the backend method and serialises its result.
@@ -64,7 +133,8 @@ def patch():
 if __name__ == "__main__":
     patch()
     print(
-        f"moto_server.py: moto {moto.__version__}, DynamoDB requests serialised",
+        f"moto_server.py: moto {moto.__version__}, DynamoDB requests serialised, "
+        "IAM SimulatePrincipalPolicy added",
         file=sys.stderr,
         flush=True,
     )

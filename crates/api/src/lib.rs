@@ -62,6 +62,8 @@ pub struct AppState {
     /// JWT subjects that are system administrators (owners of the root group) from
     /// configuration: how the first administrator of a fresh deployment exists.
     pub admin_subjects: Vec<String>,
+    /// `runner check`: the preflight of a runner against its platform.
+    pub checker: Arc<dyn sortie_launch::RunnerChecker>,
 }
 
 /// The artifacts bucket, as runners are told about it.

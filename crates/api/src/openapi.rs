@@ -26,6 +26,7 @@ use crate::routes::*;
         get_runner,
         update_runner,
         delete_runner,
+        check_runner,
         list_rules,
         create_rule,
         get_rule,

@@ -7,6 +7,7 @@
 
 pub mod arn;
 pub mod auth;
+pub mod check;
 pub mod decision;
 pub mod document;
 pub mod environment;
@@ -22,6 +23,7 @@ pub mod runner;
 pub mod spec;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
+pub use check::{CheckStatus, RunnerCheck};
 pub use environment::{Environment, RunnerLink};
 pub use ids::{JobId, TaskRef};
 pub use job::{IllegalTransition, Job, JobRequest, JobState, Operation, Source, Transition};

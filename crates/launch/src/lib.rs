@@ -5,6 +5,7 @@
 //! (by `startedBy = sortie/<job id>`) the tasks it started, so the sweeper can
 //! adopt orphans and resolve lost completion events.
 
+pub mod check;
 mod ecs;
 mod local;
 pub mod secrets;
@@ -12,6 +13,7 @@ pub mod secrets;
 use async_trait::async_trait;
 use sortie_core::{Job, TaskRef, TaskStop};
 
+pub use check::{AwsRunnerChecker, RunnerChecker, StaticRunnerChecker};
 pub use ecs::{classify, client_token, EcsCustomizer, EcsLauncher};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
 pub use secrets::{AwsSecretValues, SecretValues, StaticSecretValues};
@@ -116,11 +118,7 @@ impl ByRunnerType {
             "local" => self.local.as_ref(),
             _ => None,
         };
-        chosen.ok_or_else(|| {
-            LaunchError::Fatal(format!(
-                "no launcher for `{kind}` runners is configured here"
-            ))
-        })
+        chosen.ok_or_else(|| LaunchError::Fatal(check::no_launcher(kind)))
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use sortie_api::{AppState, BucketConfig};
-use sortie_launch::{ByRunnerType, EcsLauncher, LocalLauncher};
+use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, LocalLauncher, RunnerChecker};
 use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_settings::{FunctionEnv, Missing};
 use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
@@ -87,6 +87,8 @@ pub struct Composition {
     pub engine: Arc<Engine>,
     /// The artifacts bucket, when this composition has one.
     pub artifacts: Option<Arc<S3Artifacts>>,
+    /// `runner check`, for the launchers this composition has.
+    pub checker: Arc<dyn RunnerChecker>,
     resources: Resources,
     region: String,
 }
@@ -115,6 +117,7 @@ pub fn compose(
         queue: queue.clone(),
         bus,
     };
+    let checker = Arc::new(AwsRunnerChecker::new(config.clone(), local.is_some()));
     let launcher = ByRunnerType {
         ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
         local: local.map(|l| Arc::new(l) as Arc<dyn sortie_launch::Launcher>),
@@ -141,6 +144,7 @@ pub fn compose(
         jobs,
         engine,
         artifacts,
+        checker,
         region: config
             .region()
             .map(|r| r.to_string())
@@ -168,6 +172,7 @@ impl Composition {
             },
             memberships: Default::default(),
             admin_subjects: self.resources.admin_subjects.clone(),
+            checker: self.checker.clone(),
         })
     }
 

@@ -204,6 +204,42 @@ pub struct EnvironmentPatch {
     pub tags: Option<BTreeSet<String>>,
 }
 
+/// One check of `runner check`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunnerCheckView {
+    /// What was checked: `assume_role`, `cluster`, `capacity_provider`, `task_definition`,
+    /// `network`, `pass_role` or `launcher`.
+    pub name: String,
+    /// `passed`, `failed`, or `skipped` (a check it needs did not pass).
+    #[schema(value_type = String, pattern = "^(passed|failed|skipped)$")]
+    pub status: sortie_core::CheckStatus,
+    /// What was found; a failure quotes the platform's error.
+    pub detail: String,
+}
+
+impl From<sortie_core::RunnerCheck> for RunnerCheckView {
+    fn from(c: sortie_core::RunnerCheck) -> Self {
+        Self {
+            name: c.name,
+            status: c.status,
+            detail: c.detail,
+        }
+    }
+}
+
+/// The answer of `runner check`: every check, in order. Nothing was launched or written.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunnerCheckReport {
+    /// The runner checked.
+    pub runner_id: String,
+    /// The organisation the checks were made for (the `sortie:org` session tag).
+    pub org: String,
+    /// True when every check passed.
+    pub passed: bool,
+    /// The checks, in the order they were made.
+    pub checks: Vec<RunnerCheckView>,
+}
+
 /// The answer of refresh-runner: the runner picked now, and the explanation.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RefreshRunnerAnswer {

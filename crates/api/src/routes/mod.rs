@@ -56,6 +56,8 @@ pub enum Route {
     UpdateRunner,
     /// `DELETE /v1/groups/{group}/-/runners/{name}`
     DeleteRunner,
+    /// `POST /v1/groups/{group}/-/runners/{name}/check`
+    CheckRunner,
     /// `GET /v1/groups/{group}/-/rules`
     ListRules,
     /// `POST /v1/groups/{group}/-/rules`
@@ -114,6 +116,7 @@ impl Route {
         Route::GetRunner,
         Route::UpdateRunner,
         Route::DeleteRunner,
+        Route::CheckRunner,
         Route::ListRules,
         Route::CreateRule,
         Route::GetRule,
@@ -166,6 +169,7 @@ impl Route {
             GetRunner => (Method::GET, "/v1/groups/{group}/-/runners/{name}"),
             UpdateRunner => (Method::PUT, "/v1/groups/{group}/-/runners/{name}"),
             DeleteRunner => (Method::DELETE, "/v1/groups/{group}/-/runners/{name}"),
+            CheckRunner => (Method::POST, "/v1/groups/{group}/-/runners/{name}/check"),
             ListRules => (Method::GET, "/v1/groups/{group}/-/rules"),
             CreateRule => (Method::POST, "/v1/groups/{group}/-/rules"),
             GetRule => (Method::GET, "/v1/groups/{group}/-/rules/{id}"),
@@ -207,6 +211,7 @@ impl Route {
             GetRunner => on(filter, get_runner),
             UpdateRunner => on(filter, update_runner),
             DeleteRunner => on(filter, delete_runner),
+            CheckRunner => on(filter, check_runner),
             ListRules => on(filter, list_rules),
             CreateRule => on(filter, create_rule),
             GetRule => on(filter, get_rule),
@@ -432,6 +437,7 @@ mod tests {
             },
             memberships: Default::default(),
             admin_subjects: vec![],
+            checker: Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
         })
     }
 

@@ -2,12 +2,14 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
+use serde::Deserialize;
 use sortie_core::{Action, GroupPath, Runner, RunnerId, RunnerSpec};
+use utoipa::IntoParams;
 
 use super::{manage_action, Reply};
 use crate::error::ApiError;
-use crate::extract::{Caller, Document, GroupParam, IfMatch, NameParam};
-use crate::model::{domain, RunnerList, RunnerView};
+use crate::extract::{Caller, Document, GroupParam, IfMatch, NameParam, QueryParams};
+use crate::model::{domain, RunnerCheckReport, RunnerList, RunnerView};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -155,4 +157,89 @@ pub(crate) async fn delete_runner(
         .await?;
     state.store.delete_runner(&id, if_match.version()?).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The query of `runner check`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct CheckQuery {
+    /// The organisation to check a shared runner for (its `sortie:org` session tag).
+    /// Required for a shared runner; for any other runner it may only name the owner's.
+    #[serde(default)]
+    org: Option<String>,
+}
+
+/// Checks a runner against its platform without launching anything: assumes its role as a
+/// launch would, then reads the cluster, capacity providers, task definition, network and
+/// role passing. Writes nothing but an audit line.
+#[utoipa::path(post, path = "/v1/groups/{group}/-/runners/{name}/check", tag = "runners",
+    params(("group" = String, Path, description = "Owner group path"), ("name" = String, Path, description = "Runner name"), CheckQuery),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Every check, passed, failed (the platform's words quoted) or skipped; `passed` is true only when all passed", body = RunnerCheckReport),
+        BadRequest, Unauthorized, Forbidden, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn check_runner(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    NameParam(name): NameParam,
+    caller: Caller,
+    query: QueryParams<CheckQuery>,
+) -> Result<Reply<RunnerCheckReport>, ApiError> {
+    let id = runner_id(&group, &name)?;
+    let principal = caller
+        .authorize(
+            &state,
+            manage_action(&group),
+            &group,
+            &format!("runner `{id}`"),
+        )
+        .await?;
+    let asked = query.get()?.org;
+    let org =
+        match (group.org(), asked) {
+            (Some(owner), None) => owner.to_string(),
+            (Some(owner), Some(asked)) if asked == owner => asked,
+            (Some(owner), Some(_)) => return Err(ApiError::field(
+                "query.org",
+                format!(
+                    "runner `{id}` belongs to organisation `{owner}`; it is checked only for it"
+                ),
+            )),
+            (None, Some(asked)) => {
+                let org = GroupPath::parse(&asked)
+                    .ok()
+                    .filter(|g| g.depth() == 1)
+                    .ok_or_else(|| ApiError::field("query.org", "is not an organisation name"))?;
+                org.as_str().to_string()
+            }
+            (None, None) => {
+                return Err(ApiError::field(
+                    "query.org",
+                    "is required for a shared runner: name the organisation to check it for",
+                ))
+            }
+        };
+    let runner = state.store.get_runner(&id).await?.item;
+    let checks = state.checker.check(&runner, &org).await;
+    let passed = sortie_core::check::all_passed(&checks);
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.is_passed())
+        .map(|c| c.name.as_str())
+        .collect();
+    tracing::info!(
+        audit = "runner_check",
+        runner = %id,
+        org = %org,
+        subject = %principal.subject,
+        issuer = %principal.issuer,
+        passed,
+        not_passed = %failed.join(","),
+        "runner check"
+    );
+    Ok(Reply::ok(RunnerCheckReport {
+        runner_id: id.to_string(),
+        org,
+        passed,
+        checks: checks.into_iter().map(Into::into).collect(),
+    }))
 }

@@ -171,6 +171,7 @@ impl Api {
             },
             memberships: memberships.clone(),
             admin_subjects: vec!["bootstrap-admin".into()],
+            checker: Arc::new(sortie_launch::AwsRunnerChecker::new(config.clone(), false)),
         });
         let api = Self {
             artifacts,
