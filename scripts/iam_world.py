@@ -249,7 +249,7 @@ def main():
     sg = ec2.create_security_group(GroupName="sortie-runner", Description="runner", VpcId=vpc)["GroupId"]
     ecs = client("ecs", admin)
     cluster = target.params["ClusterName"]
-    ecs.create_cluster(clusterName=cluster)
+    ecs.create_cluster(clusterName=cluster, capacityProviders=["FARGATE", "FARGATE_SPOT"])
     family = target.params["RunnerFamily"]
     ecs.register_task_definition(
         family=family, requiresCompatibilities=["FARGATE"], networkMode="awsvpc",

@@ -2,9 +2,9 @@
 
     INITIAL_NO_AUTH_ACTION_COUNT=3 .tools/venv/bin/python scripts/moto_iam_server.py -H 127.0.0.1 -p PORT
 
-Runs moto's own server (through scripts/moto_server.py's patch) after five
-changes to moto 5.2.5's IAM evaluation (moto/iam/access_control.py). 1, 2, 4
-and 5 make it follow AWS where it is wrong; 3 is a relaxation, because moto
+Runs moto's own server (through scripts/moto_server.py's patches) after seven
+changes to moto 5.2.5's IAM evaluation (moto/iam/access_control.py). 1, 2 and
+4 to 7 make it follow AWS where it is wrong; 3 is a relaxation, because moto
 cannot know the resource of those calls:
 
 1. A trust policy principal `arn:<partition>:iam::<account>:root` means "any
@@ -29,6 +29,16 @@ cannot know the resource of those calls:
    ConditionCheckItem, GetItem). moto asked for "dynamodb:TransactWriteItems",
    which no policy grants; it now asks for each item's action.
 
+6. Session tags become principal tags: the tags of each AssumeRole are kept
+   for the session's access key, and every request signed by that key has them
+   as the condition values `aws:PrincipalTag/<key>`. moto keeps no session tags.
+
+7. A caller's own policies are evaluated with the request's condition values
+   (its `aws:RequestTag/*`, its `aws:PrincipalTag/*`, `sts:ExternalId`); moto
+   passed none, so every condition of an identity policy held. And a statement
+   whose condition does not hold does not apply (AWS); moto answered DENIED
+   for it, whatever its Effect, so a conditional Deny denied everyone.
+
 What this still does not check is listed in docs/ARCHITECTURE.md
 ("Deployed IAM, proven"). INITIAL_NO_AUTH_ACTION_COUNT must be set by the
 caller: it is global to this server, so never use it for the shared one.
@@ -47,7 +57,9 @@ import moto_server  # noqa: E402  (the DynamoDB lock; same server otherwise)
 from moto import settings  # noqa: E402
 from moto.core.authorization import ActionAuthenticatorMixin  # noqa: E402
 from moto.iam import access_control  # noqa: E402
+from moto.sts.responses import TokenResponse as STSResponse  # noqa: E402
 from moto.iam.access_control import (  # noqa: E402
+    IAMPolicy,
     IAMPolicyStatement,
     IAMRequestBase,
     PermissionResult,
@@ -92,6 +104,9 @@ _original_permitted = IAMPolicyStatement.is_action_permitted
 
 
 def _is_action_permitted(self, action, resource="*", principal=None, incoming=None):
+    # A statement whose condition does not hold does not apply (7).
+    if self._statement.get("Condition") and not self._check_conditions(incoming):
+        return PermissionResult.NEUTRAL
     if resource == "*" and self._statement.get("Resource") not in (None, "*"):
         statement = dict(self._statement, Resource="*")
         return _original_permitted(IAMPolicyStatement(statement), action, resource, principal, incoming)
@@ -126,14 +141,13 @@ def _authorize(self, iam_request_cls, resource="*"):
     iam_request.check_action_permitted(resource)
 
 
+_original_assume_role = STSResponse.assume_role
+
 _TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
              "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
-_original_check = IAMRequestBase.check_action_permitted
-
-
 def _check_action_permitted(self, resource):
     if self._action not in ("dynamodb:TransactWriteItems", "dynamodb:TransactGetItems"):
-        return _original_check(self, resource)
+        return _check_own_policies(self, resource)
     body = json.loads(self._body or b"{}")
     actions = {f"dynamodb:{_TRANSACT[kind]}"
                for item in body.get("TransactItems", []) for kind in item}
@@ -141,9 +155,54 @@ def _check_action_permitted(self, resource):
     try:
         for action in sorted(actions):
             self._action = action
-            _original_check(self, resource)
+            _check_own_policies(self, resource)
     finally:
         self._action = whole
+
+
+_SESSION_TAGS = {}  # access key id of an assumed-role session -> its tags
+
+
+def _assume_role(self):
+    result = _original_assume_role(self)
+    tags = {}
+    n = 1
+    while self._get_param(f"Tags.member.{n}.Key") is not None:
+        tags[self._get_param(f"Tags.member.{n}.Key")] = self._get_param(f"Tags.member.{n}.Value")
+        n += 1
+    if not tags:
+        for tag in self._get_param("Tags", []) or []:
+            tags[tag["Key"]] = tag["Value"]
+    if tags:
+        access_key = result.result["Credentials"].access_key_id
+        _SESSION_TAGS[access_key] = tags
+    return result
+
+
+def _condition_values(request):
+    values = access_control.format_incoming_conditional_values(request._data)
+    key = getattr(request._access_key, "_access_key_id", None)
+    for k, v in _SESSION_TAGS.get(key, {}).items():
+        values[f"aws:PrincipalTag/{k}"] = v
+    return values
+
+
+def _check_own_policies(self, resource):
+    """moto's IAMRequestBase.check_action_permitted, with the condition values (7)."""
+    if self._action == "sts:GetCallerIdentity":
+        return
+    values = _condition_values(self)
+    permitted = False
+    for policy in self._access_key.collect_policies():
+        result = IAMPolicy(policy).is_action_permitted(self._action, resource, None, values)
+        if result == PermissionResult.DENIED:
+            self._raise_access_denied()
+        elif result == PermissionResult.PERMITTED:
+            permitted = True
+    if self._is_assuming_role_operation(resource):
+        permitted = permitted and self._check_role_trust_relationship(resource)
+    if not permitted:
+        self._raise_access_denied()
 
 
 def patch():
@@ -153,6 +212,7 @@ def patch():
     access_control.format_incoming_conditional_values = _format
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authorize
     IAMRequestBase.check_action_permitted = _check_action_permitted
+    STSResponse.assume_role = _assume_role
     assert PermissionResult.PERMITTED
 
 

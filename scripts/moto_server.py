@@ -82,6 +82,15 @@ def _simulate_principal_policy(self):
         for resource in self._get_param("ResourceArns", []) or ["*"]:
             decision = "implicitDeny"
             for statement in statements:
+                # AWS's simulator: a condition on a key the context does not give
+                # does not hold (moto's engine would call it met).
+                keys = {
+                    key
+                    for block in (statement.get("Condition") or {}).values()
+                    for key in block
+                }
+                if not keys <= context.keys():
+                    continue
                 outcome = IAMPolicyStatement(statement).is_action_permitted(
                     action, resource, None, context
                 )

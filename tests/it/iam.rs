@@ -23,11 +23,14 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::Utc;
 use serde_json::Value;
+use sortie_core::CheckStatus;
 use sortie_core::{
     EnvPath, Environment, Job, JobRequest, JobState, Runner, RunnerId, RunnerLink, RunnerSpec,
     TaskRef,
 };
-use sortie_launch::{ByRunnerType, EcsLauncher, LaunchSpec, Launcher, TaskStatus};
+use sortie_launch::{
+    AwsRunnerChecker, ByRunnerType, EcsLauncher, LaunchSpec, Launcher, RunnerChecker, TaskStatus,
+};
 use sortie_lifecycle::{
     EcsTaskStateChange, Engine, EventBridgeBus, EventOutcome, JobService, RecordOutcome,
     SweepSettings,
@@ -512,12 +515,75 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
         assert!(!err.is_retryable(), "{what}: {err}");
         assert!(err.to_string().contains("AccessDenied"), "{what}: {err}");
     }
-    // The api role never assumes launcher roles.
+    // The api role checks the runner: it assumes the launcher role as a check session,
+    // which reads the cluster, task definition, network and role passing, all granted.
+    let checker = AwsRunnerChecker::new(api.clone(), false);
+    let runner = Runner {
+        id: runner_id.clone(),
+        spec: j.runner_spec.clone().unwrap(),
+    };
+    let checks = checker.check(&runner, "acme").await;
+    assert_eq!(checks.len(), 6, "{checks:?}");
+    for c in &checks {
+        assert_eq!(
+            c.status,
+            CheckStatus::Passed,
+            "runner check as the api role: {c:?}"
+        );
+    }
+    // With a wrong ExternalId the trust policy refuses, and the check quotes STS.
+    let wrong = Runner {
+        id: runner_id.clone(),
+        spec: job(&w, "acme/payments/dev", "sortie-ext-wrong-000000")
+            .runner_spec
+            .unwrap(),
+    };
+    let checks = checker.check(&wrong, "acme").await;
+    assert_eq!(checks[0].status, CheckStatus::Failed, "{:?}", checks[0]);
+    assert!(checks[0].detail.contains("AccessDenied"), "{:?}", checks[0]);
+    // The api role never opens a launch session (its tags must say runner-check)...
     let err = EcsLauncher::new(api.clone())
         .launch(&spec)
         .await
         .expect_err("the api role cannot launch");
     assert!(err.to_string().contains("AccessDenied"), "{err}");
+    // ...and a check session can only read: RunTask and StopTask are denied to it.
+    let check_session = aws_config::sts::AssumeRoleProvider::builder(
+        w["roles"]["LauncherRole"]["arn"].as_str().unwrap(),
+    )
+    .external_id(&external_id)
+    .session_name("sortie-check-iam-test")
+    .tags([
+        ("sortie:org", "acme"),
+        ("sortie:env", sortie_launch::check::CHECK_SESSION_ENV),
+        ("sortie:job", "check-iam-test"),
+    ])
+    .configure(&api)
+    .build()
+    .await;
+    let as_check = aws_sdk_ecs::Client::from_conf(
+        aws_sdk_ecs::config::Builder::from(&api)
+            .credentials_provider(check_session)
+            .build(),
+    );
+    let cluster = w["cluster"].as_str().unwrap();
+    as_check
+        .describe_clusters()
+        .clusters(cluster)
+        .send()
+        .await
+        .expect("a check session reads the cluster");
+    let denied = as_check
+        .run_task()
+        .cluster(cluster)
+        .task_definition(w["family"].as_str().unwrap())
+        .send()
+        .await
+        .expect_err("a check session cannot run a task");
+    assert!(
+        format!("{}", aws_sdk_ecs::error::DisplayErrorContext(&denied)).contains("AccessDenied"),
+        "{denied:?}"
+    );
 
     // The runner's task role writes Terraform state in the state bucket, and has no
     // access to the control plane's bucket.

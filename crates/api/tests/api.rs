@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -1538,4 +1538,130 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
         )
         .await;
     assert_eq!(r.status, 401, "{}", r.body);
+}
+
+/// `runner check` through the router with the real checker on moto: each check in AWS's
+/// words, `manage` needed, an org named for a shared runner, and nothing written.
+#[tokio::test]
+async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.grant("acme", Role::Viewer, "viewer").await;
+    let check = |who: &'static str, path: &'static str| {
+        let api = &api;
+        async move { api.call(Some(who), "POST", path, None, &[]).await }
+    };
+
+    // A local runner, where no local launcher exists: the words its jobs would fail with.
+    let r = check("acme-owner", "/v1/groups/acme/-/runners/local/check").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["runner_id"], "acme/local");
+    assert_eq!(r.body["org"], "acme");
+    assert_eq!(r.body["passed"], false);
+    assert_eq!(
+        r.body["checks"],
+        json!([{"name": "launcher", "status": "failed",
+                "detail": "no launcher for `local` runners is configured here"}])
+    );
+
+    // A Fargate runner whose cluster, task definition and subnet do not exist: the role is
+    // assumed (moto lets it), and each missing part fails in AWS's words.
+    let fargate = "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/sortie-launcher-check\n  external_id: sortie-ext-check-api\n  region: us-east-1\n  cluster: no-such-cluster\n  task_definition: no-such-family:1\n  container_name: runner\n  subnets: [subnet-0123456789abcdef0]\n  security_groups: [sg-0123456789abcdef0]\nstate_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n";
+    let created = api
+        .as_admin("POST", "/v1/groups/acme/-/runners/fargate", Some(fargate))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let before = api
+        .as_admin("GET", "/v1/groups/acme/-/runners/fargate", None)
+        .await;
+    let r = check("acme-owner", "/v1/groups/acme/-/runners/fargate/check").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["passed"], false);
+    let checks: BTreeMap<String, (String, String)> = r.body["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                (
+                    c["status"].as_str().unwrap().to_string(),
+                    c["detail"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(checks["assume_role"].0, "passed", "{checks:?}");
+    assert_eq!(checks["cluster"].0, "failed");
+    assert!(checks["cluster"].1.contains("MISSING"), "{checks:?}");
+    assert_eq!(checks["capacity_provider"].0, "skipped");
+    assert_eq!(checks["task_definition"].0, "failed");
+    assert!(
+        checks["task_definition"]
+            .1
+            .contains("DescribeTaskDefinition failed"),
+        "{checks:?}"
+    );
+    assert_eq!(checks["network"].0, "failed");
+    assert!(
+        checks["network"].1.contains("InvalidSubnetID.NotFound"),
+        "{checks:?}"
+    );
+    assert_eq!(checks["pass_role"].0, "skipped");
+    // Nothing was written: the runner's version is the same.
+    let after = api
+        .as_admin("GET", "/v1/groups/acme/-/runners/fargate", None)
+        .await;
+    assert_eq!(before.etag, after.etag);
+
+    // A viewer may not make Sortie assume the runner's role; an unknown runner is 404.
+    let r = check("viewer", "/v1/groups/acme/-/runners/fargate/check").await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = check("acme-owner", "/v1/groups/acme/-/runners/nope/check").await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    // Another org's name is refused for an org's own runner.
+    let r = check(
+        "acme-owner",
+        "/v1/groups/acme/-/runners/local/check?org=globex",
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "query.org");
+
+    // A shared runner is checked for one named organisation.
+    let shared = api
+        .as_admin(
+            "POST",
+            "/v1/groups/-/runners/shared-local",
+            Some(local_runner()),
+        )
+        .await;
+    assert_eq!(shared.status, 201, "{}", shared.body);
+    let r = api
+        .as_admin("POST", "/v1/groups/-/runners/shared-local/check", None)
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "query.org");
+    assert!(r.body["error"]["fields"][0]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("required for a shared runner"));
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/-/runners/shared-local/check?org=a/b",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/-/runners/shared-local/check?org=acme",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["org"], "acme");
+    assert_eq!(r.body["runner_id"], "shared-local");
 }

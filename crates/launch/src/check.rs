@@ -20,6 +20,11 @@ use sortie_core::check::*;
 use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner};
 use sortie_core::{Runner, RunnerCheck, RunnerConfiguration};
 
+/// The `sortie:env` session tag of every check. No environment path can be this (a
+/// path always has a `/`), and the launcher role's `ChecksOnlyRead` statement lets a
+/// session tagged with it only read.
+pub const CHECK_SESSION_ENV: &str = "runner-check";
+
 /// The session of a check lasts the shortest time STS allows.
 const SESSION: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
@@ -46,8 +51,10 @@ impl AwsRunnerChecker {
     }
 
     /// Assumes the launcher role as a launch would, with session tags that say it is a
-    /// check: `sortie:env` = `runner-check/<runner id>`, `sortie:job` = `check-<id>`.
-    async fn assume(&self, access: &AwsAccess, runner: &Runner, org: &str) -> Assumed {
+    /// check: `sortie:env` = [`CHECK_SESSION_ENV`], `sortie:job` = `check-<id>`. The
+    /// deployed templates let the api function open only such sessions, and let such a
+    /// session only read.
+    async fn assume(&self, access: &AwsAccess, org: &str) -> Assumed {
         let id = ulid::Ulid::new().to_string().to_ascii_lowercase();
         let provider = AssumeRoleProvider::builder(access.role_arn.clone())
             .external_id(access.external_id.clone())
@@ -55,7 +62,7 @@ impl AwsRunnerChecker {
             .session_length(SESSION)
             .tags([
                 ("sortie:org", org.to_string()),
-                ("sortie:env", format!("runner-check/{}", runner.id)),
+                ("sortie:env", CHECK_SESSION_ENV.to_string()),
                 ("sortie:job", format!("check-{id}")),
             ])
             .region(Region::new(access.region.clone()))
@@ -87,13 +94,8 @@ impl AwsRunnerChecker {
         }
     }
 
-    async fn check_ecs(
-        &self,
-        c: &EcsFargateRunner,
-        runner: &Runner,
-        org: &str,
-    ) -> Vec<RunnerCheck> {
-        let assumed = self.assume(&c.access, runner, org).await;
+    async fn check_ecs(&self, c: &EcsFargateRunner, org: &str) -> Vec<RunnerCheck> {
+        let assumed = self.assume(&c.access, org).await;
         let mut checks = vec![assumed.check];
         let Some(credentials) = assumed.credentials else {
             for name in [
@@ -150,10 +152,10 @@ struct Assumed {
 impl RunnerChecker for AwsRunnerChecker {
     async fn check(&self, runner: &Runner, org: &str) -> Vec<RunnerCheck> {
         match &runner.spec.runner_configuration {
-            RunnerConfiguration::EcsFargate(c) => self.check_ecs(c, runner, org).await,
+            RunnerConfiguration::EcsFargate(c) => self.check_ecs(c, org).await,
             RunnerConfiguration::Eks(c) => {
                 // The role is checked; the cluster waits for the `eks` launcher.
-                let assumed = self.assume(&c.access, runner, org).await;
+                let assumed = self.assume(&c.access, org).await;
                 vec![
                     assumed.check,
                     RunnerCheck::failed(CHECK_LAUNCHER, no_launcher("eks")),

@@ -250,7 +250,7 @@ async fn a_runner_ready_to_launch_passes_every_check_and_changes_nothing() {
         })
         .collect();
     assert_eq!(tags["sortie:org"], "acme");
-    assert_eq!(tags["sortie:env"], "runner-check/acme/platform/fargate");
+    assert_eq!(tags["sortie:env"], "runner-check");
     assert!(tags["sortie:job"].starts_with("check-"));
     // The simulation asks exactly whether the launcher role may pass the roles to ECS.
     let simulate = proxy.requests_for("SimulatePrincipalPolicy");

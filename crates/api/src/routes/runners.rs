@@ -194,30 +194,31 @@ pub(crate) async fn check_runner(
         )
         .await?;
     let asked = query.get()?.org;
-    let org =
-        match (group.org(), asked) {
-            (Some(owner), None) => owner.to_string(),
-            (Some(owner), Some(asked)) if asked == owner => asked,
-            (Some(owner), Some(_)) => return Err(ApiError::field(
+    let org = match (group.org(), asked) {
+        (Some(owner), None) => owner.to_string(),
+        (Some(owner), Some(asked)) if asked == owner => asked,
+        (Some(owner), Some(_)) => {
+            return Err(ApiError::field(
                 "query.org",
                 format!(
                     "runner `{id}` belongs to organisation `{owner}`; it is checked only for it"
                 ),
-            )),
-            (None, Some(asked)) => {
-                let org = GroupPath::parse(&asked)
-                    .ok()
-                    .filter(|g| g.depth() == 1)
-                    .ok_or_else(|| ApiError::field("query.org", "is not an organisation name"))?;
-                org.as_str().to_string()
-            }
-            (None, None) => {
-                return Err(ApiError::field(
-                    "query.org",
-                    "is required for a shared runner: name the organisation to check it for",
-                ))
-            }
-        };
+            ))
+        }
+        (None, Some(asked)) => {
+            let org = GroupPath::parse(&asked)
+                .ok()
+                .filter(|g| g.depth() == 1)
+                .ok_or_else(|| ApiError::field("query.org", "is not an organisation name"))?;
+            org.as_str().to_string()
+        }
+        (None, None) => {
+            return Err(ApiError::field(
+                "query.org",
+                "is required for a shared runner: name the organisation to check it for",
+            ))
+        }
+    };
     let runner = state.store.get_runner(&id).await?.item;
     let checks = state.checker.check(&runner, &org).await;
     let passed = sortie_core::check::all_passed(&checks);
