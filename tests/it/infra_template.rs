@@ -114,6 +114,15 @@ fn strings(value: &Value, what: &str) -> Vec<String> {
     }
 }
 
+/// A statement's `Action` list; none for a statement that names its actions by
+/// `NotAction` (only a conditional Deny may: see the wildcard test).
+fn statement_actions(statement: &Value, what: &str) -> Vec<String> {
+    if statement.get("NotAction").is_some() {
+        return vec![];
+    }
+    strings(at(statement, &["Action"]), what)
+}
+
 /// The logical id in `{Ref: X}`.
 fn ref_target(value: &Value) -> Option<&str> {
     value.get("Ref").and_then(Value::as_str)
@@ -625,7 +634,7 @@ fn target_accounts_may_put_only_ecs_task_events_on_the_bus() {
         Some("TargetAccountIds")
     );
     assert_eq!(
-        strings(at(statement, &["Action"]), "Action"),
+        statement_actions(statement, "Action"),
         vec!["events:PutEvents"]
     );
     assert_eq!(
@@ -873,6 +882,8 @@ fn no_allow_statement_grants_a_wildcard_action_or_an_unscoped_resource() {
     // Resource "*" only where the action has no resource type, scoped by a
     // condition where IAM offers one.
     let resourceless = [
+        "ec2:DescribeSubnets",
+        "ec2:DescribeSecurityGroups",
         "ecr:GetAuthorizationToken",
         "ecs:ListTasks",
         "ecs:DescribeTaskDefinition",
@@ -890,10 +901,19 @@ fn no_allow_statement_grants_a_wildcard_action_or_an_unscoped_resource() {
             }
             let effect = string(at(&s, &["Effect"]), &path);
             assert!(
-                s.get("NotAction").is_none() && s.get("NotResource").is_none(),
-                "{file}{path}: no Not*"
+                s.get("NotResource").is_none(),
+                "{file}{path}: no NotResource"
             );
-            let actions = strings(at(&s, &["Action"]), &path);
+            if s.get("NotAction").is_some() {
+                // NotAction only narrows: a Deny for the sessions its condition names.
+                assert_eq!(effect, "Deny", "{file}{path}: NotAction only in a Deny");
+                assert!(
+                    s.get("Condition").is_some(),
+                    "{file}{path}: a conditional Deny"
+                );
+                continue;
+            }
+            let actions = statement_actions(&s, &path);
             let wildcard = actions.iter().any(|a| a == "*" || a.ends_with(":*"));
             if effect == "Deny" {
                 // Only the TLS-only guard may deny with a wildcard.
@@ -952,7 +972,7 @@ fn role_statements(t: &Value, role: &str) -> BTreeMap<String, Value> {
 fn granted(t: &Value, role: &str) -> BTreeSet<String> {
     role_statements(t, role)
         .values()
-        .flat_map(|s| strings(at(s, &["Action"]), role))
+        .flat_map(|s| statement_actions(s, role))
         .collect()
 }
 
@@ -978,10 +998,44 @@ fn each_function_has_its_own_role_with_only_what_it_needs() {
     }
     let api = granted(&t, "ApiRole");
     assert!(api.contains("s3:GetObject") && api.contains("s3:PutObject"));
-    assert!(
-        !api.iter().any(|a| a.starts_with("sts:")),
-        "the api never assumes launcher roles"
+    // The api assumes launcher roles only as a `runner check` session, which the launcher
+    // role lets only read (ChecksOnlyRead).
+    for (sid, st) in role_statements(&t, "ApiRole") {
+        if statement_actions(&st, &sid)
+            .iter()
+            .any(|a| a.starts_with("sts:"))
+        {
+            assert_eq!(
+                opt(
+                    &st,
+                    &["Condition", "StringEquals", "aws:RequestTag/sortie:env"]
+                )
+                .and_then(Value::as_str),
+                Some("runner-check"),
+                "{sid}: the api opens only check sessions"
+            );
+        }
+    }
+    let launcher = role_statements(&target_account(), "LauncherRole");
+    let read_only = &launcher["ChecksOnlyRead"];
+    assert_eq!(string(at(read_only, &["Effect"]), "Effect"), "Deny");
+    assert_eq!(
+        opt(
+            read_only,
+            &["Condition", "StringEquals", "aws:PrincipalTag/sortie:env"]
+        )
+        .and_then(Value::as_str),
+        Some("runner-check")
     );
+    let allowed_to_checks: BTreeSet<String> = strings(at(read_only, &["NotAction"]), "NotAction")
+        .into_iter()
+        .collect();
+    for a in &allowed_to_checks {
+        assert!(
+            a.contains(":Describe") || a == "iam:SimulatePrincipalPolicy",
+            "a check session may only read, not {a}"
+        );
+    }
     let task_events = granted(&t, "TaskEventsRole");
     assert!(task_events.contains("events:PutEvents"));
     assert!(!task_events.iter().any(|a| a.starts_with("sts:")));
@@ -990,7 +1044,7 @@ fn each_function_has_its_own_role_with_only_what_it_needs() {
         let st = role_statements(&t, role);
         let assume = st
             .values()
-            .find(|s| strings(at(s, &["Action"]), role) == ["sts:AssumeRole"])
+            .find(|s| statement_actions(s, role) == ["sts:AssumeRole"])
             .expect(role);
         assert_eq!(
             ref_target(at(assume, &["Resource"])),
@@ -999,7 +1053,7 @@ fn each_function_has_its_own_role_with_only_what_it_needs() {
         );
         let tag = st
             .values()
-            .find(|s| strings(at(s, &["Action"]), role) == ["sts:TagSession"])
+            .find(|s| statement_actions(s, role) == ["sts:TagSession"])
             .expect(role);
         assert_eq!(
             ref_target(at(tag, &["Resource"])),
@@ -1064,7 +1118,7 @@ fn the_launcher_role_trusts_the_control_plane_only_with_the_external_id_and_sess
     let by_action = |action: &str| {
         trust
             .iter()
-            .find(|s| strings(at(s, &["Action"]), "Action") == [action])
+            .find(|s| statement_actions(s, "Action") == [action])
             .unwrap_or_else(|| panic!("the trust policy allows {action}"))
     };
     let assume = by_action("sts:AssumeRole");
@@ -1115,7 +1169,7 @@ fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runn
     let st = role_statements(&t, "LauncherRole");
     let run = st
         .values()
-        .find(|s| strings(at(s, &["Action"]), "a") == ["ecs:RunTask"])
+        .find(|s| statement_actions(s, "a") == ["ecs:RunTask"])
         .expect("RunTask");
     let resource = format!("{:?}", at(run, &["Resource"]));
     assert!(
@@ -1127,7 +1181,7 @@ fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runn
 
     let actions: BTreeSet<_> = st
         .values()
-        .flat_map(|s| strings(at(s, &["Action"]), "a"))
+        .flat_map(|s| statement_actions(s, "a"))
         .collect();
     for a in [
         "ecs:StopTask",
@@ -1140,14 +1194,16 @@ fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runn
     ] {
         assert!(actions.contains(a), "{a}");
     }
-    // Task definitions have no cluster; every task action is scoped to the cluster.
+    // Task definitions have no cluster; DescribeClusters names the cluster as its resource;
+    // every task action is scoped to the cluster.
     let cluster_free = [
+        "ecs:DescribeClusters",
         "ecs:TagResource",
         "ecs:DescribeTaskDefinition",
         "ecs:RegisterTaskDefinition",
     ];
     for s in st.values() {
-        let acts = strings(at(s, &["Action"]), "a");
+        let acts = statement_actions(s, "a");
         if acts
             .iter()
             .any(|a| a.starts_with("ecs:") && !cluster_free.contains(&a.as_str()))
@@ -1160,7 +1216,7 @@ fn the_launcher_may_run_only_the_runner_family_on_its_cluster_and_pass_only_runn
     }
     let pass = st
         .values()
-        .find(|s| strings(at(s, &["Action"]), "a") == ["iam:PassRole"])
+        .find(|s| statement_actions(s, "a") == ["iam:PassRole"])
         .unwrap();
     let targets: Vec<_> = at(pass, &["Resource"])
         .as_sequence()
@@ -1291,7 +1347,7 @@ fn target_accounts_forward_sortie_task_events_to_the_control_plane_bus() {
         getatt_target(at(target, &["RoleArn"])).expect("a role to put events cross-account");
     let st = role_statements(&t, role);
     let put = st.values().next().unwrap();
-    assert_eq!(strings(at(put, &["Action"]), "a"), vec!["events:PutEvents"]);
+    assert_eq!(statement_actions(put, "a"), vec!["events:PutEvents"]);
     assert_eq!(
         ref_target(at(put, &["Resource"])),
         Some("ControlPlaneBusArn")
@@ -1696,7 +1752,7 @@ fn log_statements_name_log_streams_by_group_name_not_by_the_group_arn() {
         );
         let t = template(file);
         for (path, s) in all_statements(&t) {
-            let actions = strings(at(&s, &["Action"]), &path);
+            let actions = statement_actions(&s, &path);
             if actions.iter().any(|a| a == "logs:PutLogEvents") {
                 let resource = format!("{:?}", at(&s, &["Resource"]));
                 assert!(
