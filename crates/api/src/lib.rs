@@ -20,6 +20,7 @@ mod memberships_cache;
 pub mod model;
 mod openapi;
 pub mod routes;
+mod rules_cache;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use error::{
 pub use memberships_cache::{MembershipCache, MEMBERSHIP_TTL};
 pub use openapi::openapi;
 pub use routes::Route;
+pub use rules_cache::RuleIndexCache;
 
 /// Largest request body accepted: 256 KiB.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -64,6 +66,8 @@ pub struct AppState {
     pub admin_subjects: Vec<String>,
     /// `runner check`: the preflight of a runner against its platform.
     pub checker: Arc<dyn sortie_launch::RunnerChecker>,
+    /// Compiled rule indexes per group, revalidated by the rule-set version on each use.
+    pub rule_indexes: RuleIndexCache,
 }
 
 /// The artifacts bucket, as runners are told about it.

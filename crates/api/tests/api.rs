@@ -775,6 +775,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
         memberships: Default::default(),
         admin_subjects: vec![],
         checker: std::sync::Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
+        rule_indexes: Default::default(),
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())

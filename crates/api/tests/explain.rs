@@ -127,6 +127,7 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
         memberships: Default::default(),
         admin_subjects: vec![],
         checker: std::sync::Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
+        rule_indexes: Default::default(),
     });
 
     let (status, created, size) = call(

@@ -173,6 +173,7 @@ impl Composition {
             memberships: Default::default(),
             admin_subjects: self.resources.admin_subjects.clone(),
             checker: self.checker.clone(),
+            rule_indexes: Default::default(),
         })
     }
 

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use chrono::Utc;
 use serde::Deserialize;
 use sortie_core::environment::EnvironmentInput;
-use sortie_core::{Action, EnvPath, Environment, RuleIndex, RunnerId, RunnerLink};
+use sortie_core::{Action, EnvPath, Environment, RunnerId, RunnerLink};
 use sortie_store::StoreError;
 use utoipa::IntoParams;
 
@@ -55,8 +55,10 @@ async fn resolve_for(
     env: &Environment,
     explain: &ExplainQuery,
 ) -> Result<ResolutionAnswer, ApiError> {
-    let rules = state.store.rules_for(env.path.group()).await?;
-    let index = RuleIndex::compile(rules);
+    let index = state
+        .rule_indexes
+        .index_for(state.store.as_ref(), env.path.group())
+        .await?;
     let facts = env.facts();
     let pick = match index.resolve(&facts) {
         Ok(pick) => pick,

@@ -438,6 +438,7 @@ mod tests {
             memberships: Default::default(),
             admin_subjects: vec![],
             checker: Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
+            rule_indexes: Default::default(),
         })
     }
 

@@ -172,6 +172,7 @@ impl Api {
             memberships: memberships.clone(),
             admin_subjects: vec!["bootstrap-admin".into()],
             checker: Arc::new(sortie_launch::AwsRunnerChecker::new(config.clone(), false)),
+            rule_indexes: Default::default(),
         });
         let api = Self {
             artifacts,

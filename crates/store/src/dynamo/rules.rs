@@ -446,10 +446,17 @@ impl RuleStore for DynamoStore {
     }
 
     async fn rules_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
-        let root = self.org_rules_version(None).await?;
+        // The two counters are read at once: one round trip on every resolution.
         Ok(match org {
-            Some(o) => root + self.org_rules_version(Some(o)).await?,
-            None => root,
+            Some(o) => {
+                let (root, own) = futures_util::future::try_join(
+                    self.org_rules_version(None),
+                    self.org_rules_version(Some(o)),
+                )
+                .await?;
+                root + own
+            }
+            None => self.org_rules_version(None).await?,
         })
     }
 }
