@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use sortie_api::{AppState, BucketConfig};
-use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, LocalLauncher, RunnerChecker};
+use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, LocalLauncher};
 use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_settings::{FunctionEnv, Missing};
 use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
@@ -87,8 +87,10 @@ pub struct Composition {
     pub engine: Arc<Engine>,
     /// The artifacts bucket, when this composition has one.
     pub artifacts: Option<Arc<S3Artifacts>>,
-    /// `runner check`, for the launchers this composition has.
-    pub checker: Arc<dyn RunnerChecker>,
+    /// The base AWS configuration, for the parts only the API builds (`runner check`).
+    config: SdkConfig,
+    /// True when this composition launches `local` runners (`sortie dev`).
+    has_local: bool,
     resources: Resources,
     region: String,
 }
@@ -117,7 +119,7 @@ pub fn compose(
         queue: queue.clone(),
         bus,
     };
-    let checker = Arc::new(AwsRunnerChecker::new(config.clone(), local.is_some()));
+    let has_local = local.is_some();
     let launcher = ByRunnerType {
         ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
         local: local.map(|l| Arc::new(l) as Arc<dyn sortie_launch::Launcher>),
@@ -144,7 +146,8 @@ pub fn compose(
         jobs,
         engine,
         artifacts,
-        checker,
+        config: config.clone(),
+        has_local,
         region: config
             .region()
             .map(|r| r.to_string())
@@ -172,7 +175,9 @@ impl Composition {
             },
             memberships: Default::default(),
             admin_subjects: self.resources.admin_subjects.clone(),
-            checker: self.checker.clone(),
+            // Built here, not in `compose`: only the API checks runners, so the other
+            // functions do not link the EC2 and IAM clients.
+            checker: Arc::new(AwsRunnerChecker::new(self.config.clone(), self.has_local)),
             rule_indexes: Default::default(),
         })
     }
