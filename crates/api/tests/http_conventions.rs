@@ -503,3 +503,65 @@ async fn path_parameters_are_percent_decoded_once_and_bad_escapes_are_400() {
         assert_eq!(first_field(&r), (400, Some(param)), "{path}: {}", r.body);
     }
 }
+
+/// The compiled rule index is reused while the rule-set version stands still: a warm
+/// resolution reads no rule scope, and a rule change is seen by the very next one.
+#[tokio::test]
+async fn a_warm_resolution_reads_no_rules_and_a_rule_change_is_seen_at_once() {
+    let proxy = sortie_tests::proxy::FaultProxy::start(&sortie_tests::endpoint());
+    let api = Api::with_dynamodb_endpoint(&proxy.url()).await;
+    seed_org(&api, "acme").await;
+    api.create_env("acme/payments", "prod", "production").await;
+    let other = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/-/runners/other",
+            Some(local_runner()),
+        )
+        .await;
+    assert_eq!(other.status, 201, "{}", other.body);
+    let dry_run = || async {
+        proxy.clear();
+        let r = api
+            .as_admin(
+                "POST",
+                "/v1/environments/acme/payments/prod/-/refresh-runner?dry_run=true",
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        (
+            r.body["runner_id"].as_str().unwrap().to_string(),
+            proxy.count("Query"),
+            proxy.count("GetItem"),
+        )
+    };
+    // The runner is compiled once (creating the runner above changed no rule).
+    let (first, _, _) = dry_run().await;
+    let (warm, warm_queries, warm_gets) = dry_run().await;
+    assert_eq!(
+        (first.as_str(), warm.as_str()),
+        ("acme/local", "acme/local")
+    );
+    // A rule at the team's group: the next resolution reads the three scopes again.
+    let rule = serde_json::json!({"id": "team", "runner_id": "acme/other"}).to_string();
+    let r = api
+        .as_admin("POST", "/v1/groups/acme/payments/-/rules", Some(&rule))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let (changed, cold_queries, cold_gets) = dry_run().await;
+    assert_eq!(
+        changed, "acme/other",
+        "the change is seen by the next resolution"
+    );
+    assert_eq!(
+        cold_queries,
+        warm_queries + 3,
+        "recompiling reads the root's, acme's and acme/payments' rules"
+    );
+    assert_eq!(cold_gets, warm_gets);
+    let (again, queries, gets) = dry_run().await;
+    assert_eq!(again, "acme/other");
+    assert_eq!((queries, gets), (warm_queries, warm_gets), "warm again");
+    println!("warm resolution: {warm_queries} Query, {warm_gets} GetItem; after a rule change: {cold_queries} Query");
+}
