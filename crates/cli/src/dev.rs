@@ -5,6 +5,7 @@
 //! - `local` runners' exits, as ECS "Task State Change" events, to the task-events handler;
 //! - the sweeper on a timer.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,12 @@ use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
 use sortie_store::SqsJobQueue;
 use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
+
+/// Jobs-queue pollers running at once (Lambda's SQS event source mapping starts with 5).
+const POLLERS: usize = 4;
+
+/// Local task events handled at once.
+const EVENTS_IN_FLIGHT: usize = 32;
 
 /// Options of `sortie dev`.
 #[derive(clap::Args, Debug, Clone)]
@@ -157,47 +164,44 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         }
     });
 
-    // dispatch: an SQS long-poller feeding real SqsEvent batches.
-    let (poll_engine, poll_queue) = (engine.clone(), queue.clone());
-    tokio::spawn(async move {
-        loop {
-            if let Err(e) = poll_once(&sqs, &queue_url, &poll_engine, &poll_queue).await {
-                tracing::warn!(error = %e, "polling the jobs queue failed");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+    // dispatch: SQS long-pollers feeding real SqsEvent batches, several at once as
+    // Lambda's event source mapping polls with several (each batch is one invocation).
+    for _ in 0..POLLERS {
+        let (sqs, queue_url) = (sqs.clone(), queue_url.clone());
+        let (poll_engine, poll_queue) = (engine.clone(), queue.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = poll_once(&sqs, &queue_url, &poll_engine, &poll_queue).await {
+                    tracing::warn!(error = %e, "polling the jobs queue failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
             }
-        }
-    });
+        });
+    }
 
-    // task-events: local runners' exits as ECS-shaped events.
+    // task-events: local runners' exits as ECS-shaped events. EventBridge invokes
+    // task-events for each event at once, so they are handled concurrently (at most
+    // EVENTS_IN_FLIGHT), but one task's events in the order they happened.
     let (event_engine, event_local) = (engine.clone(), local.clone());
     tokio::spawn(async move {
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT));
+        let mut last: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
         while let Some(detail) = events_rx.recv().await {
-            let event = json!({
-                "version": "0", "id": random_hex(8).unwrap_or_default(), "detail-type": "ECS Task State Change", "source": "aws.ecs",
-                "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
+            last.retain(|_, handle| !handle.is_finished());
+            let arn = detail["taskArn"].as_str().unwrap_or_default().to_string();
+            let before = last.remove(&arn);
+            let (engine, local, in_flight) =
+                (event_engine.clone(), event_local.clone(), in_flight.clone());
+            let handle = tokio::spawn(async move {
+                if let Some(before) = before {
+                    let _ = before.await;
+                }
+                let Ok(_permit) = in_flight.acquire_owned().await else {
+                    return;
+                };
+                local_task_event(&engine, &local, detail).await;
             });
-            let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::error!(error = %e, "unreadable local task event");
-                    continue;
-                }
-            };
-            for attempt in 1..=5 {
-                match sortie_lambda_adapters::task_state_change(&event_engine, parsed.clone()).await
-                {
-                    Ok(_) => {
-                        if parsed.detail.last_status == "STOPPED" {
-                            event_local.acknowledge(&parsed.detail.task_arn).await;
-                        }
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(attempt, error = %e, "task event failed; retrying");
-                        tokio::time::sleep(Duration::from_secs(attempt)).await;
-                    }
-                }
-            }
+            last.insert(arn, handle);
         }
     });
 
@@ -273,6 +277,36 @@ async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
         axum::Json(body),
     )
         .into_response()
+}
+
+/// Handles one local runner event as the task-events function would, retrying a failure
+/// a few times; a STOPPED event that was handled is acknowledged to the launcher.
+async fn local_task_event(engine: &Engine, local: &LocalLauncher, detail: serde_json::Value) {
+    let event = json!({
+        "version": "0", "id": random_hex(8).unwrap_or_default(), "detail-type": "ECS Task State Change", "source": "aws.ecs",
+        "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
+    });
+    let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(error = %e, "unreadable local task event");
+            return;
+        }
+    };
+    for attempt in 1..=5 {
+        match sortie_lambda_adapters::task_state_change(engine, parsed.clone()).await {
+            Ok(_) => {
+                if parsed.detail.last_status == "STOPPED" {
+                    local.acknowledge(&parsed.detail.task_arn).await;
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(attempt, error = %e, "task event failed; retrying");
+                tokio::time::sleep(Duration::from_secs(attempt)).await;
+            }
+        }
+    }
 }
 
 async fn poll_once(

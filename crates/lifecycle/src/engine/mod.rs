@@ -281,6 +281,14 @@ impl Engine {
                     }
                 }
             }
+            // The task's own event was handled first and already adopted it (the sweeper
+            // retries a stop a cancel asked for meanwhile).
+            Err(StoreError::StateConflict {
+                actual: JobState::Running,
+                ..
+            }) => {
+                info!(task = %task, "launched; its task's event recorded it first")
+            }
             // The task runs but is not recorded: the sweeper adopts it by startedBy.
             // Never launch again: a retry of this message finds the job dispatching.
             Err(e) => {
