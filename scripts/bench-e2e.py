@@ -16,7 +16,9 @@ launcher's supervisor the moment the runner ends):
 - release -> next claim: an environment's job ends and the next one of the
   same environment, already waiting, is claimed (`dispatching`), p50 and p99;
 - moto's own per-call floor, measured in the same run: the median of 200
-  sequential DynamoDB GetItem calls from this process.
+  sequential DynamoDB GetItem calls from this process; and moto's CPU while the
+  jobs ran (moto serves one request at a time per GIL: at 100% it is the
+  bottleneck, and every latency above includes its queue).
 """
 
 import argparse
@@ -67,6 +69,24 @@ class Api:
         with urllib.request.urlopen(req, timeout=30) as r:
             text = r.read()
             return json.loads(text) if text else None
+
+
+def moto_cpu_seconds(endpoint):
+    """CPU seconds used so far by the moto server listening on `endpoint`'s port."""
+    port = endpoint.rsplit(":", 1)[1].strip("/")
+    total = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            if not any(b"moto_server" in a for a in args) or port.encode() not in args:
+                continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return total
 
 
 def moto_floor(endpoint, table):
@@ -123,6 +143,7 @@ def main():
         floor = moto_floor(endpoint, table)
 
         started = time.time()
+        moto_before = moto_cpu_seconds(endpoint)
         # Submitted by 8 clients at once, so environments build queues of waiting jobs.
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             ids = list(pool.map(
@@ -144,6 +165,7 @@ def main():
             if pending:
                 time.sleep(0.5)
         finished = time.time()
+        moto_busy = (moto_cpu_seconds(endpoint) - moto_before) / (finished - started)
 
         def at(job, state):
             times = [parse_time(t["at"]) for t in job["transitions"] if t["to"] == state]
@@ -182,6 +204,7 @@ def main():
         print(f"states: {states}")
         print(f"jobs per second: {args.jobs / (finished - started):.1f}")
         print(f"moto's per-call floor (DynamoDB GetItem, median of 200): {floor:.1f} ms")
+        print(f"moto's CPU while the jobs ran: {moto_busy * 100:.0f}% of one core")
         print("| | p50 (ms) | p99 (ms) | n |")
         print("|---|---:|---:|---:|")
         for name, values in [("submit -> running", to_running),
