@@ -507,11 +507,27 @@ fn a_sigkilled_sortie_dev_restarts_and_every_job_ends_once_launched_once() {
         );
     }
     let files = hello_files();
-    let mut ids = vec![];
-    for i in 0..60 {
-        let op = if i % 3 == 0 { "apply" } else { "plan" };
-        ids.push(dev.submit_to(&envs[i % 6], op, files.clone()));
-    }
+    // Submitted by one client per environment at once, so that the environments build
+    // queues faster than `sortie dev` works them off: the kill below must find jobs
+    // still waiting. Job i goes to environment i % 6, as its 1 + i / 6th job.
+    let per_env: Vec<Vec<String>> = std::thread::scope(|scope| {
+        let submitters: Vec<_> = (0..6)
+            .map(|e| {
+                let (dev, envs, files) = (&dev, &envs, &files);
+                scope.spawn(move || {
+                    (0..10)
+                        .map(|k| {
+                            let i = k * 6 + e;
+                            let op = if i % 3 == 0 { "apply" } else { "plan" };
+                            dev.submit_to(&envs[e], op, files.clone())
+                        })
+                        .collect::<Vec<String>>()
+                })
+            })
+            .collect();
+        submitters.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    let ids: Vec<String> = (0..60).map(|i| per_env[i % 6][i / 6].clone()).collect();
     let states = |dev: &Dev| -> Vec<(String, Value)> {
         ids.iter()
             .map(|id| (id.clone(), dev.ok("GET", &format!("/v1/jobs/{id}"), None)))
