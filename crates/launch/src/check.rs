@@ -10,7 +10,6 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use aws_config::sts::AssumeRoleProvider;
 use aws_config::{Region, SdkConfig};
 use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
@@ -20,13 +19,12 @@ use sortie_core::check::*;
 use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner};
 use sortie_core::{Runner, RunnerCheck, RunnerConfiguration};
 
+use crate::ecs::{from_sdk, launcher_session, SessionTags};
+
 /// The `sortie:env` session tag of every check. No environment path can be this (a
 /// path always has a `/`), and the launcher role's `ChecksOnlyRead` statement lets a
 /// session tagged with it only read.
 pub const CHECK_SESSION_ENV: &str = "runner-check";
-
-/// The session of a check lasts the shortest time STS allows.
-const SESSION: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Checks a runner's configuration against its platform, on behalf of one organisation.
 #[async_trait]
@@ -56,19 +54,17 @@ impl AwsRunnerChecker {
     /// session only read.
     async fn assume(&self, access: &AwsAccess, org: &str) -> Assumed {
         let id = ulid::Ulid::new().to_string().to_ascii_lowercase();
-        let provider = AssumeRoleProvider::builder(access.role_arn.clone())
-            .external_id(access.external_id.clone())
-            .session_name(format!("sortie-check-{id}"))
-            .session_length(SESSION)
-            .tags([
-                ("sortie:org", org.to_string()),
-                ("sortie:env", CHECK_SESSION_ENV.to_string()),
-                ("sortie:job", format!("check-{id}")),
-            ])
-            .region(Region::new(access.region.clone()))
-            .configure(&self.base)
-            .build()
-            .await;
+        let provider = launcher_session(
+            &self.base,
+            access,
+            format!("sortie-check-{id}"),
+            SessionTags {
+                org: org.to_string(),
+                env: CHECK_SESSION_ENV.to_string(),
+                job: format!("check-{id}"),
+            },
+        )
+        .await;
         match provider.provide_credentials().await {
             Ok(credentials) => Assumed {
                 check: RunnerCheck::passed(
@@ -177,19 +173,13 @@ pub(crate) fn no_launcher(kind: &str) -> String {
     format!("no launcher for `{kind}` runners is configured here")
 }
 
-/// `<operation> failed: <code>: <message>`, AWS's own words.
+/// An AWS error in the words a launch would fail with (`<operation> failed: <code>:
+/// <message>`), so a check and a job on the same runner quote AWS alike.
 fn aws_words<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
     operation: &str,
     err: SdkError<E>,
 ) -> String {
-    match &err {
-        SdkError::ServiceError(se) => format!(
-            "{operation} failed: {}: {}",
-            se.err().code().unwrap_or("Unknown"),
-            se.err().message().unwrap_or_default()
-        ),
-        _ => format!("{operation} failed: {}", DisplayErrorContext(&err)),
-    }
+    from_sdk(operation, err).to_string()
 }
 
 /// The cluster is ACTIVE; the capacity providers the runner's jobs use are associated.

@@ -13,7 +13,7 @@ use aws_sdk_ecs::types::{
     AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride,
     DesiredStatus, KeyValuePair, NetworkConfiguration, PropagateTags, Secret, Tag, TaskOverride,
 };
-use sortie_core::runner::{CapacityProvider, EcsFargateRunner};
+use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner};
 use sortie_core::{Job, Operation, RunnerConfiguration, TaskRef, TaskStop};
 
 use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
@@ -82,19 +82,17 @@ impl EcsLauncher {
         if let Some(client) = self.clients.lock().expect("client cache lock").get(&key) {
             return client.clone();
         }
-        let provider = AssumeRoleProvider::builder(c.access.role_arn.clone())
-            .external_id(c.access.external_id.clone())
-            .session_name(format!("sortie-{}", job.id))
-            .session_length(SESSION)
-            .tags([
-                ("sortie:org", job.environment.org().to_string()),
-                ("sortie:env", job.environment.to_string()),
-                ("sortie:job", job.id.to_string()),
-            ])
-            .region(Region::new(c.access.region.clone()))
-            .configure(&self.base)
-            .build()
-            .await;
+        let provider = launcher_session(
+            &self.base,
+            &c.access,
+            format!("sortie-{}", job.id),
+            SessionTags {
+                org: job.environment.org().to_string(),
+                env: job.environment.to_string(),
+                job: job.id.to_string(),
+            },
+        )
+        .await;
         let mut conf = aws_sdk_ecs::config::Builder::from(&self.base)
             .region(Region::new(c.access.region.clone()))
             .credentials_provider(provider)
@@ -238,6 +236,41 @@ impl EcsLauncher {
     }
 }
 
+/// The values of the three session tags every launcher-role session carries, which the
+/// target account's trust policy requires.
+pub(crate) struct SessionTags {
+    /// `sortie:org`: the organisation the session acts for.
+    pub org: String,
+    /// `sortie:env`: the environment (or `runner-check` for a check).
+    pub env: String,
+    /// `sortie:job`: the job (or `check-<id>`).
+    pub job: String,
+}
+
+/// Credentials of the runner's launcher role, assumed with its ExternalId, the shortest
+/// session STS allows and the session tags: the one way Sortie assumes a launcher role,
+/// for launches and for `runner check`.
+pub(crate) async fn launcher_session(
+    base: &SdkConfig,
+    access: &AwsAccess,
+    session_name: String,
+    tags: SessionTags,
+) -> AssumeRoleProvider {
+    AssumeRoleProvider::builder(access.role_arn.clone())
+        .external_id(access.external_id.clone())
+        .session_name(session_name)
+        .session_length(SESSION)
+        .tags([
+            ("sortie:org", tags.org),
+            ("sortie:env", tags.env),
+            ("sortie:job", tags.job),
+        ])
+        .region(Region::new(access.region.clone()))
+        .configure(base)
+        .build()
+        .await
+}
+
 /// RunTask's idempotency token for one launch attempt: `<job id>-<attempt>` (ECS allows
 /// up to 64 ASCII characters). A retry of the same attempt (the SDK's own retries) reuses
 /// it, so ECS answers with the task it already started; a new attempt gets a new token,
@@ -325,7 +358,8 @@ pub fn classify(operation: &str, code: &str, message: &str, status: u16) -> Laun
     }
 }
 
-fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+/// An SDK error as a [`LaunchError`], in AWS's words (`<operation> failed: <code>: <message>`).
+pub(crate) fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
     operation: &str,
     err: SdkError<E>,
 ) -> LaunchError {
