@@ -112,8 +112,14 @@ pub fn endpoint() -> String {
 ///
 /// Ignores the ambient AWS profile and credential chain entirely.
 pub async fn sdk_config() -> SdkConfig {
+    sdk_config_at(&endpoint()).await
+}
+
+/// [`sdk_config`] for another endpoint of the local AWS, such as a loopback proxy in
+/// front of it.
+pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .credentials_provider(Credentials::new(
             TEST_CREDENTIAL,
             TEST_CREDENTIAL,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{Compatibility, ContainerDefinition, NetworkMode};
 use serde_json::{json, Value};
 use sortie_core::check::*;
@@ -25,14 +25,7 @@ const READ_ONLY: &[&str] = &[
 ];
 
 async fn config(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_sdk_ecs::config::Credentials::new(
-            "testing", "testing", None, None, "tests",
-        ))
-        .region(Region::new("us-east-1"))
-        .load()
-        .await
+    sortie_tests::sdk_config_at(endpoint).await
 }
 
 /// A VPC with one subnet and one security group (tests/fixtures/ecs_network.py).
@@ -189,6 +182,25 @@ fn by_name(checks: &[RunnerCheck]) -> BTreeMap<&str, &RunnerCheck> {
     checks.iter().map(|c| (c.name.as_str(), c)).collect()
 }
 
+fn by_name_owned(checks: Vec<RunnerCheck>) -> BTreeMap<String, RunnerCheck> {
+    checks.into_iter().map(|c| (c.name.clone(), c)).collect()
+}
+
+/// The checks of the target's runner with `change` made to its configuration, by name.
+async fn check_runner(
+    checker: &AwsRunnerChecker,
+    target: &Target,
+    change: impl FnOnce(&mut Value),
+) -> BTreeMap<String, RunnerCheck> {
+    by_name_owned(checker.check(&target.runner(change), "acme").await)
+}
+
+/// Asserts that `check` failed and that its detail says `words`.
+fn failed_with(check: &RunnerCheck, words: &str) {
+    assert_eq!(check.status, CheckStatus::Failed, "{check:?}");
+    assert!(check.detail.contains(words), "{words:?} not in {check:?}");
+}
+
 fn only_reads(proxy: &FaultProxy) {
     for r in proxy.requests() {
         let op = r.operation.clone().unwrap_or_default();
@@ -278,19 +290,11 @@ async fn each_broken_part_fails_its_own_check_in_aws_words() {
     let checker = AwsRunnerChecker::new(config(&proxy.url()).await, false);
 
     // No such cluster: the capacity providers cannot be looked at.
-    let checks = checker
-        .check(
-            &target.runner(|c| c["cluster"] = json!("no-such-cluster")),
-            "acme",
-        )
-        .await;
-    let by = by_name(&checks);
-    assert_eq!(by[CHECK_CLUSTER].status, CheckStatus::Failed);
-    assert!(
-        by[CHECK_CLUSTER].detail.contains("MISSING"),
-        "{:?}",
-        by[CHECK_CLUSTER]
-    );
+    let by = check_runner(&checker, &target, |c| {
+        c["cluster"] = json!("no-such-cluster")
+    })
+    .await;
+    failed_with(&by[CHECK_CLUSTER], "MISSING");
     assert_eq!(by[CHECK_CAPACITY_PROVIDER].status, CheckStatus::Skipped);
     assert_eq!(by[CHECK_TASK_DEFINITION].status, CheckStatus::Passed);
 
@@ -303,11 +307,9 @@ async fn each_broken_part_fails_its_own_check_in_aws_words() {
         .send()
         .await
         .unwrap();
-    let checks = checker
-        .check(&target.runner(|c| c["cluster"] = json!(plain)), "acme")
-        .await;
-    let capacity = by_name(&checks)[CHECK_CAPACITY_PROVIDER].clone();
-    assert_eq!(capacity.status, CheckStatus::Failed);
+    let by = check_runner(&checker, &target, |c| c["cluster"] = json!(plain)).await;
+    let capacity = &by[CHECK_CAPACITY_PROVIDER];
+    failed_with(capacity, "FARGATE_SPOT");
     assert!(
         capacity
             .detail
@@ -317,75 +319,50 @@ async fn each_broken_part_fails_its_own_check_in_aws_words() {
 
     // A task definition without the runner container, and one that does not exist.
     let sidecar_only = target.register("sidecar").await;
-    let checks = checker
-        .check(
-            &target.runner(|c| c["task_definition"] = json!(sidecar_only)),
-            "acme",
-        )
-        .await;
-    let td = by_name(&checks)[CHECK_TASK_DEFINITION].clone();
-    assert_eq!(td.status, CheckStatus::Failed);
-    assert!(
-        td.detail
-            .contains("has no container named `runner` (it has: sidecar)"),
-        "{td:?}"
+    let by = check_runner(&checker, &target, |c| {
+        c["task_definition"] = json!(sidecar_only)
+    })
+    .await;
+    failed_with(
+        &by[CHECK_TASK_DEFINITION],
+        "has no container named `runner` (it has: sidecar)",
     );
-    let checks = checker
-        .check(
-            &target.runner(|c| c["task_definition"] = json!("no-such-family:1")),
-            "acme",
-        )
-        .await;
-    let by = by_name(&checks);
-    assert_eq!(by[CHECK_TASK_DEFINITION].status, CheckStatus::Failed);
-    assert!(
-        by[CHECK_TASK_DEFINITION]
-            .detail
-            .contains("DescribeTaskDefinition failed: ClientException"),
-        "{:?}",
-        by[CHECK_TASK_DEFINITION]
+    let by = check_runner(&checker, &target, |c| {
+        c["task_definition"] = json!("no-such-family:1")
+    })
+    .await;
+    failed_with(
+        &by[CHECK_TASK_DEFINITION],
+        "DescribeTaskDefinition failed: ClientException",
     );
     assert_eq!(by[CHECK_PASS_ROLE].status, CheckStatus::Skipped);
 
     // A security group of another VPC, and a subnet that does not exist.
-    let checks = checker
-        .check(
-            &target.runner(|c| c["security_groups"] = json!([other_vpc["security_group"]])),
-            "acme",
-        )
-        .await;
-    let net = by_name(&checks)[CHECK_NETWORK].clone();
-    assert_eq!(net.status, CheckStatus::Failed);
+    let by = check_runner(&checker, &target, |c| {
+        c["security_groups"] = json!([other_vpc["security_group"]])
+    })
+    .await;
+    let net = &by[CHECK_NETWORK];
+    failed_with(net, other_vpc["vpc"].as_str().unwrap());
     assert!(
         net.detail
             .starts_with("the subnets and security groups are not in one VPC"),
         "{net:?}"
     );
-    assert!(net.detail.contains(other_vpc["vpc"].as_str().unwrap()));
-    let checks = checker
-        .check(
-            &target.runner(|c| c["subnets"] = json!(["subnet-0123456789abcdef0"])),
-            "acme",
-        )
-        .await;
-    let net = by_name(&checks)[CHECK_NETWORK].clone();
-    assert_eq!(net.status, CheckStatus::Failed);
-    assert!(
-        net.detail
-            .contains("DescribeSubnets failed: InvalidSubnetID.NotFound"),
-        "{net:?}"
+    let by = check_runner(&checker, &target, |c| {
+        c["subnets"] = json!(["subnet-0123456789abcdef0"])
+    })
+    .await;
+    failed_with(
+        &by[CHECK_NETWORK],
+        "DescribeSubnets failed: InvalidSubnetID.NotFound",
     );
 
     // A launcher role that may pass the execution role but not the task role.
     target.allow_pass_role(&[&target.execution_role]).await;
-    let checks = checker.check(&target.runner(|_| {}), "acme").await;
-    let pass = by_name(&checks)[CHECK_PASS_ROLE].clone();
-    assert_eq!(pass.status, CheckStatus::Failed);
-    assert!(
-        pass.detail
-            .contains(&format!("{}: implicitDeny", target.task_role)),
-        "{pass:?}"
-    );
+    let by = check_runner(&checker, &target, |_| {}).await;
+    let pass = &by[CHECK_PASS_ROLE];
+    failed_with(pass, &format!("{}: implicitDeny", target.task_role));
     assert!(!pass
         .detail
         .contains(&format!("{}: ", target.execution_role)));

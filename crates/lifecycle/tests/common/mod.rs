@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{Compatibility, ContainerDefinition, NetworkMode};
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -22,14 +22,7 @@ pub const ROLE: &str = "arn:aws:iam::123456789012:role/sortie-launcher-test";
 pub const EXTERNAL_ID: &str = "sortie-ext-7f3a";
 
 pub async fn config_for(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_sdk_ecs::config::Credentials::new(
-            "testing", "testing", None, None, "tests",
-        ))
-        .region(Region::new("us-east-1"))
-        .load()
-        .await
+    sortie_tests::sdk_config_at(endpoint).await
 }
 
 pub struct World {
