@@ -185,11 +185,6 @@ def main():
             if os.path.exists(exit_file):
                 exit_to_terminal.append((end - os.path.getmtime(exit_file)) * 1000)
             by_env.setdefault(job["environment"], []).append((at(job, "dispatching"), end, submitted))
-        if os.environ.get("BENCH_DEBUG"):
-            first = jobs[ids[0]]["environment"]
-            for i in ids:
-                if jobs[i]["environment"] == first:
-                    print([(t["to"], t["at"][11:23]) for t in jobs[i]["transitions"]])
         for runs in by_env.values():
             runs.sort()
             # Only a job that was already waiting when the one before it ended.

@@ -165,14 +165,8 @@ _SESSION_TAGS = {}  # access key id of an assumed-role session -> its tags
 
 def _assume_role(self):
     result = _original_assume_role(self)
-    tags = {}
-    n = 1
-    while self._get_param(f"Tags.member.{n}.Key") is not None:
-        tags[self._get_param(f"Tags.member.{n}.Key")] = self._get_param(f"Tags.member.{n}.Value")
-        n += 1
-    if not tags:
-        for tag in self._get_param("Tags", []) or []:
-            tags[tag["Key"]] = tag["Value"]
+    # moto parses the query's Tags.member.N.Key/Value into a list of dicts.
+    tags = {tag["Key"]: tag["Value"] for tag in self._get_param("Tags", []) or []}
     if tags:
         access_key = result.result["Credentials"].access_key_id
         _SESSION_TAGS[access_key] = tags

@@ -29,7 +29,9 @@ log() { printf 'schemathesis: %s\n' "$*" >&2; }
 scripts/tools.sh schemathesis </dev/null
 venv=".tools/schemathesis-venv"
 log "building sortie and sortie-runner"
-cargo build --quiet --workspace --bins
+# With --tests, features resolve as in `cargo test --workspace`, so this reuses the
+# tests' compiled dependencies instead of compiling a second copy of each.
+cargo build --quiet --workspace --bins --tests
 target_dir="${CARGO_TARGET_DIR:-target}"
 
 work=".tools/schemathesis"

@@ -22,8 +22,13 @@
 //! Function binaries live in other packages of the workspace, so Cargo does not
 //! build them for this package's tests (and `cargo test --workspace` builds only
 //! their unit-test harnesses, not the binaries). [`function_binary`] therefore
-//! runs `cargo build -p <name> --bin <name>` once per test process, into the
-//! same target directory, and returns the executable Cargo reports.
+//! runs `cargo build --workspace --bins --tests` once per test process, into the
+//! same target directory, and returns the executable Cargo reports. Building the
+//! whole workspace with its tests resolves every dependency's features exactly as
+//! `cargo test --workspace` does, so the binaries reuse the tests' compiled
+//! dependencies instead of compiling a second copy of each (a `-p <name>` build
+//! unifies features per package, and each package's set would be a new copy of
+//! tokio, hyper and every AWS SDK crate in the target directory).
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -304,47 +309,61 @@ impl Drop for FunctionProcess {
 }
 
 /// The compiled binary of the workspace package `package` (whose binary has
-/// the same name, as every `functions/<name>` has), built by
-/// `cargo build -p <package> --bin <package>` the first time it is asked for
-/// in this process; later calls return the same path.
+/// the same name, as every `functions/<name>` has). The first call in a process
+/// runs `cargo build --workspace --bins --tests` (see the module's docs) and
+/// keeps every binary Cargo reports; later calls return those paths.
 ///
 /// Uses `$CARGO` (set by `cargo test`) and inherits `CARGO_TARGET_DIR`, so the
 /// binary lands in the same target directory as the tests.
 ///
 /// # Panics
 ///
-/// When the build fails (with Cargo's output) or reports no executable.
+/// When the build fails (with Cargo's output) or reports no executable for
+/// `package`.
 pub fn function_binary(package: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    static BUILT: OnceLock<Mutex<Option<HashMap<String, PathBuf>>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
     let mut built = lock(built);
-    if let Some(path) = built.get(package) {
-        return path.clone();
-    }
+    let binaries = built.get_or_insert_with(build_workspace_binaries);
+    binaries
+        .get(package)
+        .cloned()
+        .unwrap_or_else(|| panic!("cargo built no executable for package `{package}`"))
+}
+
+/// Runs `cargo build --workspace --bins --tests` and maps each binary target's
+/// name to its executable.
+fn build_workspace_binaries() -> HashMap<String, PathBuf> {
+    const ARGS: [&str; 4] = ["build", "--workspace", "--bins", "--tests"];
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(&cargo)
         .current_dir(crate::repo_root())
-        .args(["build", "-p", package, "--bin", package])
+        .args(ARGS)
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("run {cargo:?}: {e}"));
     if !output.status.success() {
         panic!(
-            "`cargo build -p {package} --bin {package}` failed ({}):\n{}",
+            "`cargo {}` failed ({}):\n{}",
+            ARGS.join(" "),
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let exe = String::from_utf8_lossy(&output.stdout)
+    String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == package)
-        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .next_back()
-        .unwrap_or_else(|| panic!("cargo built no executable for package `{package}`"));
-    built.insert(package.to_string(), exe.clone());
-    exe
+        .filter(|m| {
+            m["reason"] == "compiler-artifact"
+                && m["profile"]["test"] == false
+                && m["target"]["kind"] == serde_json::json!(["bin"])
+        })
+        .filter_map(|m| {
+            let name = m["target"]["name"].as_str()?.to_string();
+            Some((name, PathBuf::from(m["executable"].as_str()?)))
+        })
+        .collect()
 }
 
 /// A fresh request id shaped like Lambda's (a UUID).
