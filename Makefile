@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test tools fmt fmt-check lint clippy demo infra fuzz schemathesis
+.PHONY: test tools fmt fmt-check lint clippy demo infra fuzz schemathesis bench
 
 ## test: install tools, check formatting, lint, then run every test against a local moto
 # (explicit steps rather than prerequisites, so the order holds even under -j)
@@ -38,6 +38,14 @@ lint: fmt-check clippy
 demo:
 	scripts/tools.sh
 	scripts/with-moto.sh scripts/demo.sh
+
+## bench: every speed promise measured side by side in one run, printed as one table
+# (cold start against a bare probe and boto3, RSS, zip sizes, rule resolution, CPU per
+# record, AWS calls per job, end to end through `sortie dev`). A release build: about
+# half an hour. BENCH_ARGS=--quick for a short trial. See BENCHMARKS.md.
+bench:
+	scripts/tools.sh
+	scripts/with-moto.sh .tools/venv/bin/python scripts/bench.py $(BENCH_ARGS)
 
 ## infra: lint the SAM and target-account templates, the k8s manifests and the runner Dockerfile
 infra:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # AWS calls per job on the dispatch hot path (claim -> running), counted by the
-# test proxy over 100 jobs on moto (issue 4, "Measure"; goal: at most 3 per job).
+# test proxy over 100 jobs on moto, or SORTIE_CALLS_PER_JOB_JOBS (issue 4,
+# "Measure"; goal: at most 3 per job).
 #
 #   scripts/bench-calls.sh
 #

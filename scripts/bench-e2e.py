@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--envs", type=int, default=20)
     ap.add_argument("--sortie", default=os.path.join(ROOT, "target/debug/sortie"))
+    ap.add_argument("--json", help="also write the figures to this file (scripts/bench.py)")
     args = ap.parse_args()
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if not endpoint:
@@ -202,11 +203,19 @@ def main():
         print(f"moto's CPU while the jobs ran: {moto_busy * 100:.0f}% of one core")
         print("| | p50 (ms) | p99 (ms) | n |")
         print("|---|---:|---:|---:|")
+        latencies = {}
         for name, values in [("submit -> running", to_running),
                              ("submit -> terminal", to_terminal),
                              ("runner exit -> terminal", exit_to_terminal),
                              ("release -> next claim", release_to_claim)]:
             print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {len(values)} |")
+            latencies[name] = {"p50_ms": pct(values, 50), "p99_ms": pct(values, 99), "n": len(values)}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"jobs": args.jobs, "envs": args.envs, "states": states,
+                           "jobs_per_s": args.jobs / (finished - started),
+                           "moto_floor_ms": floor, "moto_cpu": moto_busy,
+                           "latencies": latencies}, f, indent=2)
     finally:
         dev.terminate()
         try:

@@ -10,6 +10,11 @@
 
 use std::sync::Arc;
 
+mod function_config;
+pub use function_config::{
+    function_sdk_config, trusted_roots_pem, DEBIAN_CA_BUNDLE, LAMBDA_CA_BUNDLE,
+};
+
 use aws_config::SdkConfig;
 use sortie_api::{AppState, BucketConfig};
 use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, LocalLauncher};

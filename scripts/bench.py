@@ -1,0 +1,146 @@
+"""`make bench`: every promise Sortie makes about speed, measured side by side in one run.
+
+    scripts/with-moto.sh .tools/venv/bin/python scripts/bench.py [--quick]
+
+Runs, in this order, and prints one Markdown table at the end (each step's own output
+goes to stderr as it runs):
+
+1. Cold start: scripts/bench-cold-start.py (release zips built by `cargo lambda build`,
+   each function against the bare `cold-start-probe` and a boto3 handler, medians of 20
+   starts through a Lambda Runtime API double), with RSS at init and zip sizes.
+2. Rule resolution at 10, 1,000 and 10,000 rules, and compiling 10,000:
+   `cargo bench -p sortie-core --bench resolve` (criterion's medians).
+3. Handler CPU per record: `cargo bench -p sortie-lifecycle --bench dispatch`, the
+   dispatch of one submitted job and the completion of one stopped task, on the
+   in-memory store (no AWS latency).
+4. AWS calls per job on the dispatch path, counted by the test proxy over 1,000 jobs on
+   moto (crates/lifecycle/tests/calls_per_job.rs).
+5. End to end: 1,000 jobs over 50 environments through `sortie dev` on moto, with
+   runners that exit at once (scripts/bench-e2e.py), against moto's own per-call floor
+   measured in the same run.
+
+`--quick` takes 5 cold starts each and 200 jobs over 20 environments, to try the script.
+It needs the moto of scripts/with-moto.sh (steps 4 and 5) and takes about half an hour,
+most of it the release build.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+
+def run(command, env=None):
+    """Runs a step, its output to stderr; returns its stdout."""
+    print("+ " + " ".join(command), file=sys.stderr, flush=True)
+    full = dict(os.environ, **(env or {}))
+    done = subprocess.run(command, cwd=ROOT, env=full, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, text=True)
+    sys.stderr.write(done.stdout)
+    if done.returncode != 0:
+        sys.exit(f"bench: `{' '.join(command)}` failed with {done.returncode}")
+    return done.stdout
+
+
+def criterion_median_ns(*path):
+    with open(os.path.join(ROOT, "target/criterion", *path, "new/estimates.json")) as f:
+        return json.load(f)["median"]["point_estimate"]
+
+
+def us(ns):
+    return f"{ns / 1000:.2f} µs" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        sys.exit("bench: run it under scripts/with-moto.sh (make bench does)")
+    runs, jobs, envs, calls_jobs = (5, 200, 20, 100) if args.quick else (20, 1000, 50, 1000)
+    work = tempfile.mkdtemp(prefix="sortie-bench-")
+    rows = []  # (measure, figure, goal, met)
+
+    # 1. Cold start.
+    cold_json = os.path.join(work, "cold.json")
+    run([PY, "scripts/bench-cold-start.py", "--runs", str(runs), "--json", cold_json])
+    with open(cold_json) as f:
+        cold = {r["name"]: r for r in json.load(f)["rows"]}
+    for name, r in cold.items():
+        is_function = name in ("api", "dispatch", "task-events", "sweeper")
+        rows.append((f"cold start: {name} (median of {runs})",
+                     f"{r['median_ms']:.1f} ms, {r['ratio_to_probe']:.2f}× the probe",
+                     "≤ 0.80× the probe" if is_function else "",
+                     (r["ratio_to_probe"] <= 0.8) if is_function else None))
+        if r["rss_mib"] is not None:
+            rows.append((f"RSS at init: {name}", f"{r['rss_mib']:.1f} MiB", "", None))
+        if r["zip_mib"] is not None and is_function:
+            rows.append((f"zip: {name}", f"{r['zip_mib']:.2f} MiB", "≤ 8 MiB", r["zip_mib"] <= 8))
+
+    # 2. Rule resolution.
+    run(["cargo", "bench", "-p", "sortie-core", "--bench", "resolve", "--", "--noplot"])
+    for n in (10, 1000, 10000):
+        ns = criterion_median_ns("resolve", "index", str(n))
+        goal = n == 10000
+        rows.append((f"resolve: {n:,} rules, depth 8", us(ns), "≤ 5 µs" if goal else "",
+                     (ns <= 5000) if goal else None))
+    ns = criterion_median_ns("compile", "10000")
+    rows.append(("compile: 10,000 rules", us(ns), "≤ 1 ms", ns <= 1e6))
+
+    # 3. Handler CPU per record.
+    run(["cargo", "bench", "-p", "sortie-lifecycle", "--bench", "dispatch", "--", "--noplot",
+         "dispatch/one_submitted_job|task_event/stopped_exit_0"])
+    rows.append(("CPU per record: dispatch (in-memory store)",
+                 us(criterion_median_ns("dispatch", "one_submitted_job")), "", None))
+    rows.append(("CPU per record: task event (in-memory store)",
+                 us(criterion_median_ns("task_event", "stopped_exit_0")), "", None))
+
+    # 4. AWS calls per job.
+    out = run(["cargo", "test", "-p", "sortie-lifecycle", "--test", "calls_per_job", "--",
+               "--nocapture"], env={"SORTIE_CALLS_PER_JOB_JOBS": str(calls_jobs)})
+    for op, n, per in re.findall(r"^\| ([\w.]+) \| (\d+) \| ([\d.]+) \|$", out, re.M):
+        rows.append((f"AWS calls per job: {op.split('.')[-1]} ({calls_jobs:,} jobs)", per, "", None))
+    amortised = re.search(r"per job: [\d.]+ over \d+ jobs; ([\d.]+) per job plus (\d+) AssumeRole", out)
+    if amortised:
+        per = float(amortised.group(1))
+        rows.append(("AWS calls per job, amortised", f"{per:.2f} + {amortised.group(2)} AssumeRole",
+                     "≤ 3", per <= 3.0))
+
+    # 5. End to end.
+    run(["cargo", "build", "--quiet", "-p", "sortie-cli", "-p", "sortie-runner"])
+    e2e_json = os.path.join(work, "e2e.json")
+    run([PY, "scripts/bench-e2e.py", "--jobs", str(jobs), "--envs", str(envs), "--json", e2e_json])
+    with open(e2e_json) as f:
+        e2e = json.load(f)
+    floor = e2e["moto_floor_ms"]
+    rows.append((f"e2e: {jobs:,} jobs over {envs} environments", f"{e2e['jobs_per_s']:.1f} jobs/s, "
+                 f"states {e2e['states']}", "", None))
+    rows.append(("e2e: moto's per-call floor (GetItem, median)",
+                 f"{floor:.1f} ms; moto at {e2e['moto_cpu'] * 100:.0f}% of a core", "", None))
+    for name, l in e2e["latencies"].items():
+        goal = name in ("runner exit -> terminal", "release -> next claim")
+        beyond = l["p99_ms"] - floor
+        rows.append((f"e2e: {name}", f"p50 {l['p50_ms']:.0f} ms, p99 {l['p99_ms']:.0f} ms "
+                     f"({l['p99_ms'] / floor:.0f}× moto's floor)",
+                     "p99 ≤ moto's floor + 100 ms" if goal else "",
+                     (beyond <= 100) if goal else None))
+
+    print()
+    print(f"| measure | figure | goal | met |")
+    print("|---|---|---|---|")
+    for measure, figure, goal, met in rows:
+        mark = "" if met is None else ("yes" if met else "**no**")
+        print(f"| {measure} | {figure} | {goal} | {mark} |")
+    print()
+    print(f"machine: {os.uname().machine}, {os.cpu_count()} cores; "
+          f"{subprocess.run(['rustc', '--version'], capture_output=True, text=True).stdout.strip()}")
+
+
+if __name__ == "__main__":
+    main()
