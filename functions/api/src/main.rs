@@ -14,7 +14,7 @@ async fn handler(app: axum::Router, request: Request) -> Result<axum::response::
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
-    let config = aws_config::load_from_env().await;
+    let config = sortie_wiring::function_sdk_config().await;
     let parts = compose(&config, Resources::for_function("api")?, None);
     // The development identity is never enabled in AWS: the authorizer verifies every caller.
     let app = parts.router(false)?;

@@ -17,7 +17,7 @@ async fn handler(
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
-    let config = aws_config::load_from_env().await;
+    let config = sortie_wiring::function_sdk_config().await;
     let parts = compose(&config, Resources::for_function("dispatch")?, None);
     run(service_fn(|event| handler(&parts, event))).await
 }
