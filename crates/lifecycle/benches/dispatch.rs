@@ -227,6 +227,8 @@ async fn running_with_next() -> (World, EcsTaskStateChange) {
     let mut change = stopped_detail();
     change.started_by = Some(format!("sortie/{}", job.id));
     change.task_arn = task;
+    // From the runner's own cluster, or the engine refuses the event (its origin check).
+    change.cluster_arn = "arn:aws:ecs:us-east-1:123456789012:cluster/runners".to_string();
     (w, change)
 }
 
