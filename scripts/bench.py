@@ -97,9 +97,9 @@ def main():
     run(["cargo", "bench", "-p", "sortie-lifecycle", "--bench", "dispatch", "--", "--noplot",
          "dispatch/one_submitted_job|task_event/stopped_exit_0"])
     rows.append(("CPU per record: dispatch (in-memory store)",
-                 us(criterion_median_ns("dispatch", "one_submitted_job")), "", None))
+                 us(criterion_median_ns("dispatch_one_submitted_job")), "", None))
     rows.append(("CPU per record: task event (in-memory store)",
-                 us(criterion_median_ns("task_event", "stopped_exit_0")), "", None))
+                 us(criterion_median_ns("task_event_stopped_exit_0")), "", None))
 
     # 4. AWS calls per job.
     out = run(["cargo", "test", "-p", "sortie-lifecycle", "--test", "calls_per_job", "--",
