@@ -41,7 +41,7 @@ demo:
 
 ## bench: every speed promise measured side by side in one run, printed as one table
 # (cold start against a bare probe and boto3, RSS, zip sizes, rule resolution, CPU per
-# record, AWS calls per job, end to end through `sortie dev`). A release build: about
+# record, AWS calls per job, end to end through `sortie dev`). Release builds: about
 # half an hour. BENCH_ARGS=--quick for a short trial. See BENCHMARKS.md.
 bench:
 	scripts/tools.sh

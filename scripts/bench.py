@@ -13,15 +13,18 @@ goes to stderr as it runs):
 3. Handler CPU per record: `cargo bench -p sortie-lifecycle --bench dispatch`, the
    dispatch of one submitted job and the completion of one stopped task, on the
    in-memory store (no AWS latency).
-4. AWS calls per job on the dispatch path, counted by the test proxy over 1,000 jobs on
-   moto (crates/lifecycle/tests/calls_per_job.rs).
-5. End to end: 1,000 jobs over 50 environments through `sortie dev` on moto, with
-   runners that exit at once (scripts/bench-e2e.py), against moto's own per-call floor
-   measured in the same run.
+4. AWS calls per job on the dispatch path, counted by the test proxy over `--calls-jobs`
+   jobs on moto (crates/lifecycle/tests/calls_per_job.rs).
+5. End to end: `--jobs` jobs over `--envs` environments through `sortie dev` on moto,
+   with runners that exit at once (scripts/bench-e2e.py), against moto's own per-call
+   floor measured in the same run.
 
-`--quick` takes 5 cold starts each and 200 jobs over 20 environments, to try the script.
-It needs the moto of scripts/with-moto.sh (steps 4 and 5) and takes about half an hour,
-most of it the release build.
+The defaults for 4 and 5 are 100 jobs, and 200 jobs over 20 environments: what moto
+carries. moto deep-copies the whole table for every TransactWriteItems (each submit is
+one), so its time and memory grow with the square of the jobs: setting up 1,000 was
+still running after 8 minutes with moto at 17 GB RSS. `--quick` takes 5 cold starts each.
+It needs the moto of scripts/with-moto.sh (steps 4 and 5) and takes about half an hour
+from a cold target directory, most of it the release builds.
 """
 
 import argparse
@@ -59,11 +62,15 @@ def us(ns):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="5 cold starts each")
+    ap.add_argument("--calls-jobs", type=int, default=100)
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--envs", type=int, default=20)
     args = ap.parse_args()
     if not os.environ.get("AWS_ENDPOINT_URL"):
         sys.exit("bench: run it under scripts/with-moto.sh (make bench does)")
-    runs, jobs, envs, calls_jobs = (5, 200, 20, 100) if args.quick else (20, 1000, 50, 1000)
+    runs = 5 if args.quick else 20
+    jobs, envs, calls_jobs = args.jobs, args.envs, args.calls_jobs
     work = tempfile.mkdtemp(prefix="sortie-bench-")
     rows = []  # (measure, figure, goal, met)
 
