@@ -170,11 +170,6 @@ def build(names):
     print(f"bench-cold-start: built in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
 
-def pct(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
@@ -221,7 +216,7 @@ def main():
         rows.append({
             "name": name,
             "median_ms": statistics.median(ms),
-            "p90_ms": pct(ms, 90),
+            "p90_ms": statistics.quantiles(ms, n=10, method="inclusive")[-1],
             "ratio_to_probe": statistics.median(ms) / probe,
             "rss_mib": statistics.median(rss) / 1024 if rss else None,
             "zip_mib": zips[name] / 1048576 if name in zips else None,

@@ -109,7 +109,9 @@ def main():
                  us(criterion_median_ns("task_event_stopped_exit_0")), "", None))
 
     # 4. AWS calls per job.
-    out = run(["cargo", "test", "-p", "sortie-lifecycle", "--test", "calls_per_job", "--",
+    # --workspace: the features `cargo test --workspace` resolves, so this and step 5
+    # reuse the tests' compiled dependencies (ARCHITECTURE.md, "Tests that run the binaries").
+    out = run(["cargo", "test", "--workspace", "--test", "calls_per_job", "--",
                "--nocapture"], env={"SORTIE_CALLS_PER_JOB_JOBS": str(calls_jobs)})
     for op, n, per in re.findall(r"^\| ([\w.]+) \| (\d+) \| ([\d.]+) \|$", out, re.M):
         rows.append((f"AWS calls per job: {op.split('.')[-1]} ({calls_jobs:,} jobs)", per, "", None))
@@ -120,7 +122,7 @@ def main():
                      "≤ 3", per <= 3.0))
 
     # 5. End to end.
-    run(["cargo", "build", "--quiet", "-p", "sortie-cli", "-p", "sortie-runner"])
+    run(["cargo", "build", "--quiet", "--workspace", "--bins", "--tests"])
     e2e_json = os.path.join(work, "e2e.json")
     run([PY, "scripts/bench-e2e.py", "--jobs", str(jobs), "--envs", str(envs), "--json", e2e_json])
     with open(e2e_json) as f:

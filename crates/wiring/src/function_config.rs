@@ -9,7 +9,7 @@
 //! [`function_sdk_config`] instead:
 //!
 //! - builds the connector once, at the first request, and shares it between the
-//!   clients ([`ConnectorOnFirstRequest`]);
+//!   clients (`ConnectorOnFirstRequest`);
 //! - reads one CA bundle, once, for it ([`trusted_roots_pem`]);
 //! - takes the credentials and region from the variables Lambda always sets, instead of
 //!   building the default provider chain.
@@ -41,7 +41,7 @@ pub const DEBIAN_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 ///
 /// - HTTPS: the SDK's own rustls (aws-lc) connector, with the environment's proxy
 ///   settings, built at the first request and shared by every client
-///   ([`ConnectorOnFirstRequest`]). It trusts the roots of one CA bundle:
+///   (`ConnectorOnFirstRequest`). It trusts the roots of one CA bundle:
 ///   `SSL_CERT_FILE` when it is set (the SDK's loader then reads just that file), else
 ///   [`LAMBDA_CA_BUNDLE`] or [`DEBIAN_CA_BUNDLE`]; without any of them, the platform's
 ///   native store, as the SDK's default does. A function never runs without roots.
@@ -73,7 +73,7 @@ pub async fn function_sdk_config() -> SdkConfig {
 /// passes `http_connector` to the inner client, which builds one connector per
 /// connector settings and caches it for every client that shares this configuration.
 #[derive(Debug)]
-pub struct ConnectorOnFirstRequest(pub SharedHttpClient);
+struct ConnectorOnFirstRequest(SharedHttpClient);
 
 impl HttpClient for ConnectorOnFirstRequest {
     fn http_connector(
