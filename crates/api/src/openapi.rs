@@ -47,6 +47,7 @@ use crate::routes::*;
         put_job_summary,
         create_upload,
         put_upload_problems,
+        report_job_exit,
         list_memberships,
         grant_membership,
         revoke_membership,

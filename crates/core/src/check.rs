@@ -28,8 +28,14 @@ pub struct RunnerCheck {
 
 /// The runner's launcher role was assumed, with the ExternalId and the session tags.
 pub const CHECK_ASSUME_ROLE: &str = "assume_role";
-/// The ECS cluster exists and is ACTIVE.
+/// The ECS (or EKS) cluster exists and is ACTIVE; for EKS, its API answers over TLS
+/// verified against the cluster's CA.
 pub const CHECK_CLUSTER: &str = "cluster";
+/// `eks`: the runner's Job can be built (its `pod_template` overlay and secrets).
+pub const CHECK_JOB_TEMPLATE: &str = "job_template";
+/// `eks`: the launcher role may create, get, list and delete Jobs and list pods in the
+/// runner's namespace (SelfSubjectAccessReview).
+pub const CHECK_KUBERNETES_ACCESS: &str = "kubernetes_access";
 /// The capacity providers the runner's jobs use are associated with the cluster.
 pub const CHECK_CAPACITY_PROVIDER: &str = "capacity_provider";
 /// The task definition exists, is ACTIVE, runs on Fargate and has the runner container.

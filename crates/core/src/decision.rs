@@ -18,7 +18,9 @@
 //!   sweep, and stopped again until its task is seen `STOPPED`.
 //! - A `running` job past its runner's timeout is stopped from outside.
 //! - A `running` job not heard from for the silence period is described: a stopped task
-//!   finishes it (its event was lost), a task the platform no longer knows fails it.
+//!   finishes it (its event was lost), a task the platform no longer knows fails it. A job
+//!   whose platform sends no task event ([`JobFacts::polled`], `eks`) is described on every
+//!   sweep instead, and seeing it run writes nothing.
 //! - A stopped task's outcome is [`task_outcome`], except that a cancel or a timeout Sortie
 //!   asked for names the job's end. A plan interrupted on Spot is requeued at most
 //!   [`MAX_SPOT_REQUEUES`] times; then it fails, saying so.
@@ -63,6 +65,9 @@ pub struct JobFacts {
     pub timeout_requested: bool,
     /// How many times a Spot interruption has requeued it.
     pub spot_requeues: u32,
+    /// True when its platform sends no task event (`eks`): a `running` job is described on
+    /// every sweep, and a task seen running is not a write.
+    pub polled: bool,
 }
 
 /// What was observed of the job's task.
@@ -237,7 +242,7 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                     reason: format!("{TIMED_OUT_AFTER}{}s", facts.timeout_seconds),
                     timeout: true,
                 }
-            } else if now - facts.last_heard >= timing.silence {
+            } else if facts.polled || now - facts.last_heard >= timing.silence {
                 Step::Describe
             } else {
                 Step::Wait
@@ -249,6 +254,7 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                 reason: format!("{TIMED_OUT_AFTER}{}s", facts.timeout_seconds),
                 timeout: true,
             },
+            None if facts.polled => Step::Wait,
             None => Step::Heard,
         },
         (JobState::Running, Seen::Missing) => match stop_reason(facts) {

@@ -35,7 +35,7 @@ pub use rule::{
 };
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
-pub use spec::{ChangeSummary, JobSpec, UploadKind};
+pub use spec::{ChangeSummary, JobSpec, RunnerExit, UploadKind, RUNNER_EXIT_REASON_MAX};
 
 /// Input that failed parsing or validation, with every problem found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -38,7 +38,27 @@ pub struct JobSpec {
     /// For `s3` storage: the state object's key, `<key_prefix><environment path>/terraform.tfstate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_key: Option<String>,
+    /// True when the runner must report its own exit (`POST /v1/jobs/{id}/events`) before it
+    /// ends: set for platforms that send no task event (`eks`), where that callback is the
+    /// fast path of completion and the sweeper's poll the safety net.
+    #[serde(default)]
+    pub report_exit: bool,
 }
+
+/// The runner's final callback (`POST /v1/jobs/{id}/events`): how it is about to exit.
+/// Unknown fields are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerExit {
+    /// The runner's exit code: 0 for success.
+    pub exit_code: i32,
+    /// Why it failed, in one line (at most [`RUNNER_EXIT_REASON_MAX`] bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The longest [`RunnerExit::reason`] the API accepts, in bytes.
+pub const RUNNER_EXIT_REASON_MAX: usize = 1024;
 
 /// What a plan, apply or destroy changed, reported by the runner. Unknown fields are refused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -78,6 +78,7 @@ prop_compose! {
         cancel in prop::option::of(Just("alice".to_string())),
         timeout_requested in any::<bool>(),
         spot_requeues in 0u32..6,
+        polled in any::<bool>(),
     ) -> (JobFacts, DateTime<Utc>) {
         let now = t0() + Duration::seconds(30_000);
         (JobFacts {
@@ -90,6 +91,7 @@ prop_compose! {
             cancel_requested_by: cancel,
             timeout_requested,
             spot_requeues,
+            polled,
         }, now)
     }
 }
@@ -261,6 +263,7 @@ fn a_silent_running_job_is_described_and_a_missing_task_fails_it() {
         cancel_requested_by: None,
         timeout_requested: false,
         spot_requeues: 0,
+        polled: false,
     };
     assert_eq!(decide(&f, &Seen::Nothing, now, TIMING), Step::Describe);
     assert_eq!(decide(&f, &Seen::Running, now, TIMING), Step::Heard);
@@ -276,4 +279,31 @@ fn a_silent_running_job_is_described_and_a_missing_task_fails_it() {
         ..f
     };
     assert_eq!(decide(&heard, &Seen::Nothing, now, TIMING), Step::Wait);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// A job whose platform sends no task event (`eks`) is described on every sweep while it
+    /// runs, whatever the silence clock says, and seeing it run costs no write; a timeout is
+    /// still enforced from outside.
+    #[test]
+    fn a_polled_running_job_is_described_every_sweep_and_seeing_it_run_writes_nothing(
+        (mut f, now) in facts()
+    ) {
+        f.state = JobState::Running;
+        f.polled = true;
+        f.cancel_requested_by = None;
+        f.timeout_requested = false;
+        let past = now - f.entered > Duration::seconds(i64::from(f.timeout_seconds));
+        let nothing = decide(&f, &Seen::Nothing, now, TIMING);
+        let running = decide(&f, &Seen::Running, now, TIMING);
+        if past {
+            prop_assert!(matches!(nothing, Step::Stop { timeout: true, .. }), "{:?}", nothing);
+            prop_assert!(matches!(running, Step::Stop { timeout: true, .. }), "{:?}", running);
+        } else {
+            prop_assert_eq!(nothing, Step::Describe);
+            prop_assert_eq!(running, Step::Wait);
+        }
+    }
 }

@@ -16,7 +16,7 @@ use aws_credential_types::Credentials;
 use aws_sdk_ecs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_iam::types::{ContextEntry, ContextKeyTypeEnum, PolicyEvaluationDecisionType};
 use sortie_core::check::*;
-use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner};
+use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner, EksRunner};
 use sortie_core::{Runner, RunnerCheck, RunnerConfiguration};
 
 use crate::ecs::{from_sdk, launcher_session, SessionTags};
@@ -138,6 +138,202 @@ impl AwsRunnerChecker {
     }
 }
 
+impl AwsRunnerChecker {
+    /// `eks`: the role, then the Job as it would be built, then DescribeCluster through the
+    /// role (and the API's TLS against the cluster CA), then SelfSubjectAccessReviews for
+    /// what the launcher does in the namespace.
+    async fn check_eks(&self, c: &EksRunner, org: &str) -> Vec<RunnerCheck> {
+        let assumed = self.assume(&c.access, org).await;
+        let mut checks = vec![assumed.check, eks_template_check(c)];
+        let Some(credentials) = assumed.credentials else {
+            checks.push(RunnerCheck::skipped(CHECK_CLUSTER, CHECK_ASSUME_ROLE));
+            checks.push(RunnerCheck::skipped(
+                CHECK_KUBERNETES_ACCESS,
+                CHECK_ASSUME_ROLE,
+            ));
+            return checks;
+        };
+        let eks = aws_sdk_eks::Client::from_conf(
+            aws_sdk_eks::config::Builder::from(&self.base)
+                .region(Region::new(c.access.region.clone()))
+                .credentials_provider(credentials.clone())
+                .build(),
+        );
+        let client = match crate::eks::describe_cluster(&eks, &c.cluster).await {
+            Ok(client) => client,
+            Err(e) => {
+                checks.push(RunnerCheck::failed(CHECK_CLUSTER, e.to_string()));
+                checks.push(RunnerCheck::skipped(CHECK_KUBERNETES_ACCESS, CHECK_CLUSTER));
+                return checks;
+            }
+        };
+        let token = match crate::eks::token::bearer_token(
+            &credentials,
+            &c.cluster,
+            &c.access.region,
+            std::time::SystemTime::now(),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                checks.push(RunnerCheck::failed(CHECK_CLUSTER, e.to_string()));
+                checks.push(RunnerCheck::skipped(CHECK_KUBERNETES_ACCESS, CHECK_CLUSTER));
+                return checks;
+            }
+        };
+        let (cluster, access) = eks_access_check(&client, &token, c).await;
+        checks.push(cluster);
+        checks.push(access);
+        checks
+    }
+}
+
+/// The Job a launch would create can be built from the runner's configuration.
+fn eks_template_check(c: &EksRunner) -> RunnerCheck {
+    let (Ok(environment), Ok(runner_id), Ok(request)) = (
+        sortie_core::EnvPath::parse("runner-check/env"),
+        sortie_core::RunnerId::parse("runner-check"),
+        sortie_core::JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#),
+    ) else {
+        return RunnerCheck::failed(CHECK_JOB_TEMPLATE, "the check's sample job is invalid");
+    };
+    let mut job = sortie_core::Job::new(
+        sortie_core::JobId::new("00000000000000000000000000"),
+        environment,
+        runner_id,
+        request,
+        "runner-check".to_string(),
+        chrono::Utc::now(),
+    );
+    job.runner_spec = Some(sortie_core::RunnerSpec {
+        description: String::new(),
+        runner_configuration: RunnerConfiguration::Eks(c.clone()),
+        state_storage_configuration: sortie_core::StateStorageConfiguration::Kubernetes(
+            sortie_core::runner::KubernetesStorage { namespace: None },
+        ),
+    });
+    let spec = crate::LaunchSpec {
+        job: &job,
+        token: "check",
+        api_url: "https://sortie.invalid",
+        attempt: 1,
+    };
+    match crate::eks::job::build_job(c, &spec) {
+        Ok(built) => RunnerCheck::passed(
+            CHECK_JOB_TEMPLATE,
+            format!(
+                "a Job `{}*` in namespace `{}` runs `{}` as service account `{}`",
+                built.metadata.generate_name.unwrap_or_default(),
+                c.job.namespace,
+                built
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|p| p
+                        .containers
+                        .iter()
+                        .find(|x| x.name == crate::eks::job::RUNNER_CONTAINER))
+                    .and_then(|x| x.image.clone())
+                    .unwrap_or_default(),
+                c.job.service_account
+            ),
+        ),
+        Err(e) => RunnerCheck::failed(CHECK_JOB_TEMPLATE, e.to_string()),
+    }
+}
+
+/// One SelfSubjectAccessReview per thing the launcher does in the namespace.
+async fn eks_access_check(
+    client: &crate::eks::client::KubeClient,
+    token: &str,
+    c: &EksRunner,
+) -> (RunnerCheck, RunnerCheck) {
+    let wanted = [
+        ("create", "batch", "jobs"),
+        ("get", "batch", "jobs"),
+        ("list", "batch", "jobs"),
+        ("delete", "batch", "jobs"),
+        ("list", "", "pods"),
+    ];
+    let mut denied = Vec::new();
+    for (i, (verb, group, resource)) in wanted.iter().enumerate() {
+        let review = serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {
+                "namespace": c.job.namespace, "verb": verb, "group": group, "resource": resource,
+            }},
+        });
+        let answer: serde_json::Value = match client
+            .call(
+                http::Method::POST,
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                token,
+                Some(&review),
+            )
+            .await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                let words = e.into_launch("SelfSubjectAccessReview", false).to_string();
+                // The first call is the first to reach the API: a failure there (TLS, a
+                // refused token) is the cluster's.
+                return if i == 0 {
+                    (
+                        RunnerCheck::failed(CHECK_CLUSTER, words),
+                        RunnerCheck::skipped(CHECK_KUBERNETES_ACCESS, CHECK_CLUSTER),
+                    )
+                } else {
+                    (
+                        RunnerCheck::passed(CHECK_CLUSTER, cluster_words(client, c)),
+                        RunnerCheck::failed(CHECK_KUBERNETES_ACCESS, words),
+                    )
+                };
+            }
+        };
+        let status = &answer["status"];
+        if status["allowed"].as_bool() != Some(true) {
+            let why = status["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+                .unwrap_or("no reason given");
+            let what = if group.is_empty() {
+                format!("{verb} {resource}")
+            } else {
+                format!("{verb} {resource}.{group}")
+            };
+            denied.push(format!("{what}: {why}"));
+        }
+    }
+    let cluster = RunnerCheck::passed(CHECK_CLUSTER, cluster_words(client, c));
+    let access = if denied.is_empty() {
+        RunnerCheck::passed(
+            CHECK_KUBERNETES_ACCESS,
+            format!(
+                "the launcher role may create, get, list and delete Jobs and list pods in namespace `{}`",
+                c.job.namespace
+            ),
+        )
+    } else {
+        RunnerCheck::failed(
+            CHECK_KUBERNETES_ACCESS,
+            format!(
+                "in namespace `{}` the launcher role may not: {}",
+                c.job.namespace,
+                denied.join("; ")
+            ),
+        )
+    };
+    (cluster, access)
+}
+
+fn cluster_words(client: &crate::eks::client::KubeClient, c: &EksRunner) -> String {
+    format!(
+        "EKS cluster `{}` is ACTIVE; its API at {} answers over TLS verified against the cluster's CA",
+        c.cluster,
+        client.endpoint()
+    )
+}
+
 /// The outcome of assuming a runner's role.
 struct Assumed {
     check: RunnerCheck,
@@ -149,14 +345,7 @@ impl RunnerChecker for AwsRunnerChecker {
     async fn check(&self, runner: &Runner, org: &str) -> Vec<RunnerCheck> {
         match &runner.spec.runner_configuration {
             RunnerConfiguration::EcsFargate(c) => self.check_ecs(c, org).await,
-            RunnerConfiguration::Eks(c) => {
-                // The role is checked; the cluster waits for the `eks` launcher.
-                let assumed = self.assume(&c.access, org).await;
-                vec![
-                    assumed.check,
-                    RunnerCheck::failed(CHECK_LAUNCHER, no_launcher("eks")),
-                ]
-            }
+            RunnerConfiguration::Eks(c) => self.check_eks(c, org).await,
             RunnerConfiguration::Local(_) if self.local => vec![RunnerCheck::passed(
                 CHECK_LAUNCHER,
                 "`local` runners run here, as child processes of `sortie dev`",

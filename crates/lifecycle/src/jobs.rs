@@ -26,6 +26,17 @@ pub struct JobService {
     pub bus: Arc<dyn Bus>,
 }
 
+/// What the runner's own report of its exit did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExitReport {
+    /// The job ended (or, for a stop Sortie asked for, ended as that stop says) now.
+    Ended(JobRecord),
+    /// The job had already ended (its task's status was seen first): nothing changed.
+    AlreadyEnded(JobRecord),
+    /// The job is not `running`: its launch is not recorded yet, or it was requeued.
+    NotRunning(JobState),
+}
+
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cancellation {
@@ -38,6 +49,73 @@ pub enum Cancellation {
 }
 
 impl JobService {
+    /// The runner's final callback: it is about to exit with `exit.exit_code`. The job ends
+    /// as if its task had been seen stopped with that code ([`sortie_core::decision::decide`]:
+    /// a cancel or timeout Sortie asked for still names the end). Whichever comes first,
+    /// this or the sweeper's poll of the platform, wins; the second changes nothing.
+    pub async fn runner_exited(
+        &self,
+        record: &JobRecord,
+        exit: &sortie_core::RunnerExit,
+    ) -> Result<ExitReport, StoreError> {
+        use sortie_core::decision::{decide, Seen, Step, Timing};
+        if record.job.state.is_terminal() {
+            return Ok(ExitReport::AlreadyEnded(record.clone()));
+        }
+        if record.job.state != JobState::Running {
+            return Ok(ExitReport::NotRunning(record.job.state));
+        }
+        let stop = sortie_core::TaskStop {
+            stop_code: Some("EssentialContainerExited".into()),
+            stopped_reason: Some("the runner reported its exit".into()),
+            exit_code: Some(exit.exit_code),
+            container_reason: exit.reason.clone(),
+        };
+        let timing = Timing {
+            dispatch_lease: chrono::Duration::zero(),
+            silence: chrono::Duration::zero(),
+        };
+        let outcome = match decide(
+            &crate::engine::facts(record),
+            &Seen::Stopped(stop),
+            Utc::now(),
+            timing,
+        ) {
+            Step::End(outcome) => outcome,
+            // An exit code never requeues (only a Spot interruption does).
+            other => {
+                warn!(step = ?other, "a runner's exit decided no end; left to the sweeper");
+                return Ok(ExitReport::NotRunning(record.job.state));
+            }
+        };
+        let finished = match self
+            .store
+            .transition_job(
+                &record.job.id,
+                JobState::Running,
+                outcome.state,
+                Utc::now(),
+                &outcome.reason,
+                sortie_store::JobUpdate::default(),
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(StoreError::StateConflict { actual, .. }) if actual.is_terminal() => {
+                return Ok(ExitReport::AlreadyEnded(
+                    self.store.get_job(&record.job.id).await?,
+                ))
+            }
+            Err(StoreError::StateConflict { actual, .. }) => {
+                return Ok(ExitReport::NotRunning(actual))
+            }
+            Err(e) => return Err(e),
+        };
+        info!(job_id = %record.job.id, state = %outcome.state, reason = %outcome.reason, "job ended on its runner's report");
+        self.complete(&finished).await?;
+        Ok(ExitReport::Ended(finished))
+    }
+
     /// Writes a new `queued` job (taking or joining its environment's lock) and, when it
     /// took the lock, sends it to the jobs queue.
     pub async fn submit(

@@ -16,7 +16,7 @@ pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use engine::{
     backoff_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepSettings,
 };
-pub use jobs::{Cancellation, JobService};
+pub use jobs::{Cancellation, ExitReport, JobService};
 
 /// The lifecycle's one error type.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ pub use function_config::{
 
 use aws_config::SdkConfig;
 use sortie_api::{AppState, BucketConfig};
-use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, LocalLauncher};
+use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, EksLauncher, LocalLauncher};
 use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_settings::{FunctionEnv, Missing};
 use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
@@ -101,7 +101,8 @@ pub struct Composition {
 }
 
 /// Builds the composition for `resources`. `local` adds the `local` runner type's
-/// launcher (only `sortie dev` has one); `ecs-fargate` runners always get `EcsLauncher`.
+/// launcher (only `sortie dev` has one); `ecs-fargate` runners always get `EcsLauncher`,
+/// and `eks` runners `EksLauncher`.
 pub fn compose(
     config: &SdkConfig,
     resources: Resources,
@@ -127,6 +128,7 @@ pub fn compose(
     let has_local = local.is_some();
     let launcher = ByRunnerType {
         ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
+        eks: Some(Arc::new(EksLauncher::new(config.clone()))),
         local: local.map(|l| Arc::new(l) as Arc<dyn sortie_launch::Launcher>),
         ..Default::default()
     };

@@ -104,6 +104,8 @@ pub enum Route {
     CreateUpload,
     /// `PUT /v1/jobs/{id}/upload-problems` (job token)
     PutUploadProblems,
+    /// `POST /v1/jobs/{id}/events` (job token): the runner's final callback
+    ReportJobExit,
 }
 
 impl Route {
@@ -140,6 +142,7 @@ impl Route {
         Route::PutJobSummary,
         Route::CreateUpload,
         Route::PutUploadProblems,
+        Route::ReportJobExit,
     ];
 
     /// True for the routes a runner calls with its job token instead of a user's JWT.
@@ -150,6 +153,7 @@ impl Route {
                 | Route::PutJobSummary
                 | Route::CreateUpload
                 | Route::PutUploadProblems
+                | Route::ReportJobExit
         )
     }
 
@@ -196,6 +200,7 @@ impl Route {
             PutJobSummary => (Method::PUT, "/v1/jobs/{id}/summary"),
             CreateUpload => (Method::POST, "/v1/jobs/{id}/uploads"),
             PutUploadProblems => (Method::PUT, "/v1/jobs/{id}/upload-problems"),
+            ReportJobExit => (Method::POST, "/v1/jobs/{id}/events"),
         }
     }
 
@@ -235,6 +240,7 @@ impl Route {
             PutJobSummary => on(filter, put_job_summary),
             CreateUpload => on(filter, create_upload),
             PutUploadProblems => on(filter, put_upload_problems),
+            ReportJobExit => on(filter, report_job_exit),
         }
     }
 }

@@ -22,6 +22,17 @@ async fn job_by_token(
     headers: &HeaderMap,
     id: &JobId,
 ) -> Result<JobRecord, ApiError> {
+    job_by_token_in(state, headers, id, false).await
+}
+
+/// [`job_by_token`], also for a terminal job when `ended_too` (the final callback, which
+/// may arrive after the sweeper ended the job).
+async fn job_by_token_in(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &JobId,
+    ended_too: bool,
+) -> Result<JobRecord, ApiError> {
     // The body's code is `invalid_token` either way (no hint whether the job exists);
     // the challenge names `invalid_token` only when a bearer token was sent (RFC 6750).
     let message = "the job token is not valid for this job";
@@ -41,7 +52,7 @@ async fn job_by_token(
         .token_hash
         .as_deref()
         .is_some_and(|h| constant_time_eq(h.as_bytes(), presented.as_bytes()));
-    if !matches || record.job.state.is_terminal() {
+    if !matches || (record.job.state.is_terminal() && !ended_too) {
         return Err(refuse());
     }
     Ok(record)
@@ -75,6 +86,16 @@ pub(crate) async fn get_job_spec(
         sortie_core::StateStorageConfiguration::S3(s3) => Some(s3.state_key(&job.environment)),
         _ => None,
     };
+    let mut state_storage = runner.state_storage_configuration.clone();
+    let mut report_exit = false;
+    if let sortie_core::RunnerConfiguration::Eks(eks) = &runner.runner_configuration {
+        // No task event comes from Kubernetes: the runner reports its own exit.
+        report_exit = true;
+        // `kubernetes` state lives in the runner's namespace unless the file names one.
+        if let sortie_core::StateStorageConfiguration::Kubernetes(k) = &mut state_storage {
+            k.namespace.get_or_insert_with(|| eks.job.namespace.clone());
+        }
+    }
     Ok(Reply::ok(JobSpec {
         job_id: job.id.clone(),
         environment: job.environment.clone(),
@@ -83,8 +104,9 @@ pub(crate) async fn get_job_spec(
         variables: job.request.variables.clone(),
         files: job.request.files.clone(),
         secret_refs: job.request.secret_refs.clone(),
-        state_storage: runner.state_storage_configuration.clone(),
+        state_storage,
         state_key,
+        report_exit,
     }))
 }
 
@@ -248,4 +270,58 @@ pub(crate) async fn put_upload_problems(
         )
         .await?;
     Ok(Reply::ok(updated.into()))
+}
+
+/// The runner's final callback: it is about to exit with `exit_code`. A running job ends
+/// at once, as if its task had been seen stopped with that code (a cancel or timeout
+/// Sortie asked for still names the end). For `eks` runners this is how a job completes
+/// without waiting for the sweeper's poll; whichever comes first wins, and the second is a
+/// no-op: a job already ended answers 200 with its view, unchanged.
+#[utoipa::path(post, path = "/v1/jobs/{id}/events", tag = "runner",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "How the runner is about to exit", content((domain::RunnerExit = "application/json"))),
+    security(("jobToken" = [])),
+    responses((status = 200, description = "The job, ended (now or before)", body = JobView),
+        BadRequest, InvalidToken, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn report_job_exit(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    headers: HeaderMap,
+    body: Document,
+) -> Result<Reply<JobView>, ApiError> {
+    let record = job_by_token_in(&state, &headers, &id, true).await?;
+    let exit: sortie_core::RunnerExit = serde_json::from_value(body.value()?).map_err(|e| {
+        let text = e.to_string();
+        let field = if text.contains("exit_code") {
+            "exit_code"
+        } else if text.contains("reason") {
+            "reason"
+        } else {
+            "body"
+        };
+        ApiError::field(field, text)
+    })?;
+    if let Some(reason) = &exit.reason {
+        if reason.len() > sortie_core::RUNNER_EXIT_REASON_MAX
+            || reason.chars().any(char::is_control)
+        {
+            return Err(ApiError::field(
+                "reason",
+                format!(
+                    "must be one line of at most {} bytes",
+                    sortie_core::RUNNER_EXIT_REASON_MAX
+                ),
+            ));
+        }
+    }
+    match state.jobs.runner_exited(&record, &exit).await? {
+        sortie_lifecycle::ExitReport::Ended(r) | sortie_lifecycle::ExitReport::AlreadyEnded(r) => {
+            Ok(Reply::ok(r.into()))
+        }
+        sortie_lifecycle::ExitReport::NotRunning(s) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_running",
+            format!("the job is {s}, not running: its launch is not recorded yet; the sweeper ends it from its task's status"),
+        )),
+    }
 }

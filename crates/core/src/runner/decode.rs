@@ -358,11 +358,11 @@ pub(super) fn decode_storage(value: &Value, p: &mut Problems) -> Option<StateSto
     let out = match t.as_str() {
         "s3" => decode_s3(&mut f, p).map(StateStorageConfiguration::S3),
         "kubernetes" => {
-            let namespace = f.required_str("namespace", p);
+            let namespace: Option<String> = f.optional("namespace", p);
             check_field(&f, "namespace", namespace.as_ref(), dns_label_problem, p);
-            namespace.map(|namespace| {
-                StateStorageConfiguration::Kubernetes(KubernetesStorage { namespace })
-            })
+            Some(StateStorageConfiguration::Kubernetes(KubernetesStorage {
+                namespace,
+            }))
         }
         _ => {
             let directory = f.required_str("directory", p);

@@ -4,9 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::decode::{
-    check_field, decode_access, decode_env, decode_secrets, decode_timeout, no_space_or_control,
-};
+use super::decode::{check_field, decode_access, decode_env, decode_timeout, no_space_or_control};
 use super::*;
 use crate::problems::{index, join, key_path, type_name, Fields, Problems};
 
@@ -38,6 +36,28 @@ pub(super) fn decode_eks(f: &mut Fields<'_>, p: &mut Problems) -> Option<EksRunn
         job: job?,
         timeout_seconds,
     })
+}
+
+/// An `eks` runner's secrets: environment variable names, and Kubernetes Secret keys
+/// (`<secret>/<key>`), not AWS ARNs: a pod reads Kubernetes Secrets, not Secrets Manager.
+fn check_k8s_secrets(secrets: &BTreeMap<String, String>, path: &str, p: &mut Problems) {
+    super::decode::check_env_names(secrets.keys(), path, p);
+    for (name, value) in secrets {
+        if k8s_secret_key_ref(value).is_none() {
+            let hint = if value.starts_with("arn:") {
+                "; an eks runner's pod reads Kubernetes Secrets: sync the AWS secret into the namespace (External Secrets, or the Secrets Store CSI driver) and name its Secret here"
+            } else {
+                ""
+            };
+            p.push(
+                key_path(path, name),
+                format!(
+                    "`{}` is not a Kubernetes Secret key reference, `<secret name>/<key>`{hint}",
+                    value.escape_debug()
+                ),
+            );
+        }
+    }
 }
 
 pub(super) fn dns_label_problem(v: &str) -> Option<String> {
@@ -143,8 +163,40 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
         },
         p,
     );
-    let image = f.required_str("image", p);
+    let image: Option<String> = f.optional("image", p);
     check_field(&f, "image", image.as_ref(), no_space_or_control, p);
+    let image_pull_policy: Option<String> = f.optional("image_pull_policy", p);
+    check_field(
+        &f,
+        "image_pull_policy",
+        image_pull_policy.as_ref(),
+        |v| {
+            (!matches!(v, "Always" | "IfNotPresent" | "Never")).then(|| {
+                format!(
+                    "`{}` is not Always, IfNotPresent or Never",
+                    v.escape_debug()
+                )
+            })
+        },
+        p,
+    );
+    let image_pull_secrets: Vec<String> = f.optional("image_pull_secrets", p).unwrap_or_default();
+    let ipath = f.path_of("image_pull_secrets");
+    for (i, name) in image_pull_secrets.iter().enumerate() {
+        if !limits::is_dns_subdomain(name) {
+            p.push(
+                index(&ipath, i),
+                format!(
+                    "`{}` is not a Kubernetes Secret name (a DNS subdomain: [a-z0-9.-], at most {})",
+                    name.escape_debug(),
+                    limits::DNS_SUBDOMAIN_MAX
+                ),
+            );
+        }
+    }
+    let automount_service_account_token: bool = f
+        .optional("automount_service_account_token", p)
+        .unwrap_or(false);
     let node_selector: BTreeMap<String, String> =
         f.optional("node_selector", p).unwrap_or_default();
     check_k8s_labels(&node_selector, &f.path_of("node_selector"), p);
@@ -222,12 +274,16 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
         );
     }
     let env = decode_env(&mut f, p);
-    let secrets = decode_secrets(&mut f, p);
+    let secrets: BTreeMap<String, String> = f.optional("secrets", p).unwrap_or_default();
+    check_k8s_secrets(&secrets, &f.path_of("secrets"), p);
     f.finish(p);
     Some(EksJob {
         namespace: namespace?,
         service_account: service_account?,
-        image: image?,
+        image: image.unwrap_or_else(default_eks_image),
+        image_pull_policy,
+        image_pull_secrets,
+        automount_service_account_token,
         node_selector,
         tolerations,
         annotations,

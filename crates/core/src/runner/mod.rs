@@ -154,8 +154,19 @@ pub struct EksJob {
     pub namespace: String,
     /// Service account the pod runs as.
     pub service_account: String,
-    /// Runner image.
+    /// Runner image ([`DEFAULT_EKS_IMAGE`] when absent).
+    #[serde(default = "default_eks_image")]
     pub image: String,
+    /// `Always`, `IfNotPresent` or `Never`; Kubernetes' default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// Names of Secrets in the namespace to pull the image with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<String>,
+    /// Mount the service account's API token in the pod. Off unless asked for: the runner
+    /// needs no Kubernetes API access, except for `kubernetes` state storage.
+    #[serde(default)]
+    pub automount_service_account_token: bool,
     /// Node selector labels.
     #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
@@ -180,9 +191,29 @@ pub struct EksJob {
     /// Plain environment variables for the runner container.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Secret references (Secrets Manager or SSM ARNs) by environment variable name.
+    /// Kubernetes Secret keys, `<secret name>/<key>`, by environment variable name: they
+    /// reach the container as `valueFrom.secretKeyRef`, never as values.
     #[serde(default)]
     pub secrets: BTreeMap<String, String>,
+}
+
+/// The runner image of an `eks` runner that names none.
+pub const DEFAULT_EKS_IMAGE: &str = "ghcr.io/sortie-dev/sortie-runner:0.1.0";
+
+fn default_eks_image() -> String {
+    DEFAULT_EKS_IMAGE.to_string()
+}
+
+/// A Kubernetes Secret key reference, `<secret name>/<key>`: the secret's name is a DNS
+/// subdomain, the key at most 253 of `[-._a-zA-Z0-9]`. `None` when `text` is not one.
+pub fn k8s_secret_key_ref(text: &str) -> Option<(&str, &str)> {
+    let (name, key) = text.split_once('/')?;
+    let key_ok = !key.is_empty()
+        && key.len() <= limits::DNS_SUBDOMAIN_MAX
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    (limits::is_dns_subdomain(name) && key_ok).then_some((name, key))
 }
 
 /// A Kubernetes toleration.
@@ -275,11 +306,14 @@ impl S3Storage {
     }
 }
 
-/// The `kubernetes` state storage type.
+/// The `kubernetes` state storage type: Terraform's `kubernetes` backend, one Secret per
+/// environment (`secret_suffix` = the environment path, sanitised).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KubernetesStorage {
-    /// Namespace holding the state secrets.
-    pub namespace: String,
+    /// Namespace holding the state secrets; the runner's own namespace (`job.namespace`)
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// The `local` state storage type.

@@ -123,7 +123,7 @@ fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {
 }
 
 /// What the decision reads of a job record.
-pub(super) fn facts(record: &JobRecord) -> JobFacts {
+pub(crate) fn facts(record: &JobRecord) -> JobFacts {
     JobFacts {
         state: record.job.state,
         operation: record.job.request.operation,
@@ -139,6 +139,14 @@ pub(super) fn facts(record: &JobRecord) -> JobFacts {
         cancel_requested_by: record.cancel_requested_by.clone(),
         timeout_requested: record.timeout_requested_at.is_some(),
         spot_requeues: record.spot_requeues,
+        polled: matches!(
+            record
+                .job
+                .runner_spec
+                .as_ref()
+                .map(|s| &s.runner_configuration),
+            Some(RunnerConfiguration::Eks(_))
+        ),
     }
 }
 

@@ -305,6 +305,21 @@ pub struct JobSpec {
     /// The state object's key, for `s3` state storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_key: Option<String>,
+    /// True when the runner must report its exit (`POST /v1/jobs/{id}/events`) before it
+    /// ends (`eks` runners).
+    #[serde(default)]
+    pub report_exit: bool,
+}
+
+/// The runner's final callback: how it is about to exit.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerExit {
+    /// The runner's exit code: 0 for success.
+    pub exit_code: i32,
+    /// Why it failed, one line of at most 1024 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A role on a group.

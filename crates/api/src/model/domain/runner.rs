@@ -126,8 +126,18 @@ pub struct EksJob {
     pub namespace: String,
     /// The pod's service account.
     pub service_account: String,
-    /// The runner image.
-    pub image: String,
+    /// The runner image (`ghcr.io/sortie-dev/sortie-runner:0.1.0` when absent).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// `Always`, `IfNotPresent` or `Never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// Names of Secrets in the namespace to pull the image with.
+    #[serde(default)]
+    pub image_pull_secrets: Vec<String>,
+    /// Mount the service account's token in the pod (off by default).
+    #[serde(default)]
+    pub automount_service_account_token: bool,
     /// Node selector labels.
     #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
@@ -153,7 +163,7 @@ pub struct EksJob {
     /// Plain environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Secret references (ARNs) by environment variable name.
+    /// Kubernetes Secret keys, `<secret name>/<key>`, by environment variable name.
     #[serde(default)]
     pub secrets: BTreeMap<String, String>,
 }
@@ -244,8 +254,9 @@ pub struct S3Storage {
 /// The `kubernetes` state storage type.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct KubernetesStorage {
-    /// Namespace holding the state secrets.
-    pub namespace: String,
+    /// Namespace holding the state secrets; the runner's own namespace when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// The `local` state storage type.
