@@ -364,3 +364,53 @@ fn invalid_group_paths_are_rejected_with_a_reason() {
         );
     }
 }
+
+#[test]
+fn an_eks_runner_defaults_its_image_and_takes_kubernetes_secret_keys_not_arns() {
+    let base = |job_extra: &str| {
+        format!(
+            "runner_configuration:\n  type: eks\n  role_arn: arn:aws:iam::123456789012:role/l\n  external_id: ext-123456\n  region: us-east-1\n  cluster: prod\n  job:\n    namespace: sortie\n    service_account: runner\n{job_extra}state_storage_configuration: {{ type: kubernetes }}\n"
+        )
+    };
+    let ok = RunnerSpec::parse(&base(
+        "    image_pull_policy: IfNotPresent\n    image_pull_secrets: [regcred]\n    secrets: { TF_VAR_db: db-creds/password }\n",
+    ))
+    .expect("valid eks");
+    let RunnerConfiguration::Eks(c) = &ok.runner_configuration else {
+        panic!()
+    };
+    assert_eq!(c.job.image, sortie_core::runner::DEFAULT_EKS_IMAGE);
+    assert_eq!(c.job.image_pull_policy.as_deref(), Some("IfNotPresent"));
+    assert_eq!(c.job.image_pull_secrets, vec!["regcred".to_string()]);
+    assert!(!c.job.automount_service_account_token, "off by default");
+    let sortie_core::StateStorageConfiguration::Kubernetes(k) = &ok.state_storage_configuration
+    else {
+        panic!()
+    };
+    assert_eq!(k.namespace, None, "the runner's namespace is used");
+
+    let e = RunnerSpec::parse(&base(
+        "    image_pull_policy: Sometimes\n    image_pull_secrets: [Not_A_Name]\n    secrets: { TF_VAR_db: \"arn:aws:secretsmanager:us-east-1:123456789012:secret:db\", SORTIE_X: a/b, OTHER: no-key }\n",
+    ))
+    .unwrap_err();
+    let got = paths(&e);
+    for want in [
+        "runner_configuration.job.image_pull_policy",
+        "runner_configuration.job.image_pull_secrets[0]",
+        "runner_configuration.job.secrets.TF_VAR_db",
+        "runner_configuration.job.secrets.SORTIE_X",
+        "runner_configuration.job.secrets.OTHER",
+    ] {
+        assert!(got.contains(&want), "missing {want} in {got:?}");
+    }
+    let arn = e
+        .problems
+        .iter()
+        .find(|p| p.path == "runner_configuration.job.secrets.TF_VAR_db")
+        .unwrap();
+    assert!(
+        arn.problem.contains("<secret name>/<key>") && arn.problem.contains("External Secrets"),
+        "{}",
+        arn.problem
+    );
+}

@@ -1,7 +1,8 @@
 //! The runner's calls to the API, all with the job token: `GET /v1/jobs/{id}/spec`,
 //! `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads` (a presigned URL, then
 //! the bytes go straight to S3: [`ApiClient::send_upload`]) and
-//! `PUT /v1/jobs/{id}/upload-problems`.
+//! `PUT /v1/jobs/{id}/upload-problems` and, last, when the spec asks for it,
+//! `POST /v1/jobs/{id}/events` ([`ApiClient::report_exit`]).
 //!
 //! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
 //! exponential backoff; any other answer (401, 403, 404, ...) is final.
@@ -17,7 +18,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sortie_core::{ChangeSummary, JobSpec, UploadKind};
+use sortie_core::{ChangeSummary, JobSpec, RunnerExit, UploadKind};
 
 use crate::env::{RunnerEnv, Secret};
 use crate::error::{one_line, RunnerError};
@@ -43,6 +44,16 @@ impl Default for RetryPolicy {
             timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// How the API took the runner's exit report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitReported {
+    /// Recorded (204 or another 2xx).
+    Recorded,
+    /// 409 Conflict: the API keeps its own view of the job (it had already ended, or
+    /// its launch is not recorded yet); the detail the API gave, on one line.
+    Conflict(String),
 }
 
 /// One failed attempt.
@@ -186,17 +197,48 @@ impl ApiClient {
             .map(|_| ())
     }
 
+    /// `POST /v1/jobs/{id}/events` with `exit`: the runner's last call, when the spec's
+    /// `report_exit` asks for it. A 409 (the job already ended) is not an error:
+    /// [`ExitReported::Conflict`].
+    pub async fn report_exit(&self, exit: &RunnerExit) -> Result<ExitReported, RunnerError> {
+        let path = self.path("events");
+        let body = serde_json::to_vec(exit)
+            .map_err(|e| RunnerError::Api(format!("could not encode the exit report: {e}")))?;
+        let (status, answer) = self
+            .call_accepting(Method::POST, &path, Some(body), &[StatusCode::CONFLICT])
+            .await?;
+        Ok(if status == StatusCode::CONFLICT {
+            ExitReported::Conflict(error_detail(&answer))
+        } else {
+            ExitReported::Recorded
+        })
+    }
+
     async fn call(
         &self,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, RunnerError> {
+        self.call_accepting(method, path, body, &[])
+            .await
+            .map(|(_, bytes)| bytes)
+    }
+
+    /// [`Self::call`], with the statuses in `accept` taken as final answers (not errors)
+    /// beside every 2xx.
+    async fn call_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        accept: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes), RunnerError> {
         let mut delay = self.retry.first_delay;
         let attempts = self.retry.attempts.max(1);
         for attempt in 1..=attempts {
-            match self.attempt(&method, path, body.clone()).await {
-                Ok(bytes) => return Ok(bytes),
+            match self.attempt(&method, path, body.clone(), accept).await {
+                Ok(answer) => return Ok(answer),
                 Err(Failure::Fatal(message)) => return Err(RunnerError::Api(message)),
                 Err(Failure::Transient(message)) if attempt == attempts => {
                     return Err(RunnerError::Api(format!(
@@ -220,7 +262,8 @@ impl ApiClient {
         method: &Method,
         path: &str,
         body: Option<Vec<u8>>,
-    ) -> Result<Bytes, Failure> {
+        accept: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes), Failure> {
         let url = format!("{}{path}", self.base);
         let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
             .map_err(|_| Failure::Fatal("the job token is not a valid header value".into()))?;
@@ -267,8 +310,8 @@ impl ApiClient {
                     self.retry.timeout.as_secs()
                 ))
             })??;
-        if status.is_success() {
-            return Ok(bytes);
+        if status.is_success() || accept.contains(&status) {
+            return Ok((status, bytes));
         }
         let message = status_message(method, path, status, &bytes);
         if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use sortie_runner::objects::S3Objects;
-use sortie_runner::run::report_early_failure;
+use sortie_runner::run::{exit_code, report_early_failure, FAILURE_EXIT_CODE};
 use sortie_runner::RunnerEnv;
 
 const HELP: &str = "sortie-runner: runs one Sortie job (Terraform or OpenTofu) and exits.
@@ -42,19 +42,23 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => {
             println!("sortie-runner: could not start the async runtime: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(FAILURE_EXIT_CODE);
         }
     };
-    match runtime.block_on(real_main()) {
-        Ok(()) => ExitCode::SUCCESS,
-        // The reason is already the last line of stdout and of the log.
-        Err(_) => ExitCode::from(1),
-    }
+    // On failure the reason is already the last line of stdout and of the log, and the
+    // exit code already reported to the API when the job asked for it.
+    ExitCode::from(runtime.block_on(real_main()))
 }
 
-async fn real_main() -> anyhow::Result<()> {
-    let env = RunnerEnv::from_env().inspect_err(report_early_failure)?;
+/// The process exit code: the one `run` reports in its final callback.
+async fn real_main() -> u8 {
+    let env = match RunnerEnv::from_env() {
+        Ok(env) => env,
+        Err(e) => {
+            report_early_failure(&e);
+            return exit_code(&Err::<(), _>(e));
+        }
+    };
     let objects = Arc::new(S3Objects::from_env().await);
-    sortie_runner::run(&env, objects).await?;
-    Ok(())
+    exit_code(&sortie_runner::run(&env, objects).await)
 }

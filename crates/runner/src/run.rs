@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use sortie_core::runner::LocalStorage;
 use sortie_core::{
-    ChangeSummary, JobSpec, Operation, Source, StateStorageConfiguration, UploadKind,
+    ChangeSummary, JobSpec, Operation, RunnerExit, Source, StateStorageConfiguration, UploadKind,
+    RUNNER_EXIT_REASON_MAX,
 };
 use tracing::Instrument;
 
-use crate::api::ApiClient;
-use crate::backend::{backend_setup, BACKEND_FILE};
+use crate::api::{ApiClient, ExitReported};
+use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
 use crate::env::{check_env_name, RunnerEnv, PRIVATE_VARS};
 use crate::error::RunnerError;
 use crate::log::{LogShipper, LogSink, FLUSH_INTERVAL};
@@ -23,6 +24,42 @@ use crate::version::ToolVersion;
 
 /// Every line the runner writes itself starts with this.
 pub const PREFIX: &str = "sortie-runner:";
+
+/// The process exit code of a failed run (a successful one exits 0).
+pub const FAILURE_EXIT_CODE: u8 = 1;
+
+/// The process exit code for `result`: 0, or [`FAILURE_EXIT_CODE`].
+pub fn exit_code<T>(result: &Result<T, RunnerError>) -> u8 {
+    match result {
+        Ok(_) => 0,
+        Err(_) => FAILURE_EXIT_CODE,
+    }
+}
+
+/// The final callback's body for `result`: the exit code the process is about to
+/// return and, on failure, the reason on one line (no control characters), cut to
+/// [`RUNNER_EXIT_REASON_MAX`] bytes.
+pub fn runner_exit<T>(result: &Result<T, RunnerError>) -> RunnerExit {
+    RunnerExit {
+        exit_code: i32::from(exit_code(result)),
+        reason: result.as_ref().err().map(|e| {
+            let reason: String = e.reason().chars().filter(|c| !c.is_control()).collect();
+            clip(&reason, RUNNER_EXIT_REASON_MAX).to_string()
+        }),
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+pub fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 /// The last line of a failed job's log.
 pub fn failure_line(error: &RunnerError) -> String {
@@ -40,7 +77,9 @@ pub fn report_early_failure(error: &RunnerError) {
 /// terraform, ship the log, upload and report the summary.
 ///
 /// On failure the reason has already been written as the log's (and stdout's)
-/// last line when this returns.
+/// last line when this returns. When the spec's `report_exit` is set, the last thing
+/// done is `POST /v1/jobs/{id}/events` with [`runner_exit`] of the result (whatever
+/// the outcome, once the spec is in hand); its failure is logged and changes nothing.
 pub async fn run(
     env: &RunnerEnv,
     objects: Arc<dyn ObjectStore>,
@@ -53,15 +92,24 @@ async fn run_job(
     env: &RunnerEnv,
     objects: Arc<dyn ObjectStore>,
 ) -> Result<ChangeSummary, RunnerError> {
-    let spec = match fetch_spec(env).await {
+    let (api, spec) = match fetch_spec(env).await {
         Ok(pair) => pair,
         Err(e) => {
             report_early_failure(&e);
             return Err(e);
         }
     };
-    let (api, spec) = spec;
     let api = Arc::new(api);
+    if spec.job_id != env.job_id {
+        let e = RunnerError::Api(format!(
+            "the API answered the spec of job {} when asked for job {}",
+            spec.job_id, env.job_id
+        ));
+        report_early_failure(&e);
+        let result = Err(e);
+        report_exit(&api, &spec, &result).await;
+        return result;
+    }
     tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
 
     let sink = LogSink::new(true);
@@ -106,18 +154,37 @@ async fn run_job(
             tracing::error!(error = %e.reason(), ?problems, "could not report the upload problems");
         }
     }
+    report_exit(&api, &spec, &result).await;
     result
+}
+
+/// The final callback, when `spec` asks for it. Its failure is logged (the platform's
+/// own view of the pod, polled by the sweeper, still ends the job), never returned.
+async fn report_exit(api: &ApiClient, spec: &JobSpec, result: &Result<ChangeSummary, RunnerError>) {
+    if !spec.report_exit {
+        return;
+    }
+    let exit = runner_exit(result);
+    match api.report_exit(&exit).await {
+        Ok(ExitReported::Recorded) => {
+            tracing::info!(exit_code = exit.exit_code, "exit reported to the API")
+        }
+        Ok(ExitReported::Conflict(detail)) => tracing::info!(
+            exit_code = exit.exit_code,
+            detail,
+            "the API answered the exit report with 409 Conflict: the job had already ended, its end stands"
+        ),
+        Err(e) => tracing::error!(
+            exit_code = exit.exit_code,
+            error = %e.reason(),
+            "could not report the exit to the API; the job ends when the platform reports the pod"
+        ),
+    }
 }
 
 async fn fetch_spec(env: &RunnerEnv) -> Result<(ApiClient, JobSpec), RunnerError> {
     let api = ApiClient::new(env)?;
     let spec = api.job_spec().await?;
-    if spec.job_id != env.job_id {
-        return Err(RunnerError::Api(format!(
-            "the API answered the spec of job {} when asked for job {}",
-            spec.job_id, env.job_id
-        )));
-    }
     Ok((api, spec))
 }
 
@@ -194,6 +261,8 @@ async fn execute(
         spec.environment,
         bin.display()
     ));
+    // A storage this version cannot use fails the job before anything is fetched.
+    check_storage_version(&version, &spec.state_storage)?;
 
     // The source, then the job's files and variables.
     let work = WorkDir::create(env.work_dir.as_deref(), &spec.job_id)?;
@@ -552,4 +621,52 @@ fn write_askpass(path: &Path) -> Result<(), RunnerError> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_report_carries_the_exit_code_and_a_one_line_reason() {
+        let ok: Result<ChangeSummary, RunnerError> = Ok(ChangeSummary::default());
+        assert_eq!(
+            runner_exit(&ok),
+            RunnerExit {
+                exit_code: 0,
+                reason: None
+            }
+        );
+        let failed: Result<(), RunnerError> = Err(RunnerError::Source(
+            "git clone failed:\n  fatal: not found".into(),
+        ));
+        assert_eq!(
+            runner_exit(&failed),
+            RunnerExit {
+                exit_code: i32::from(FAILURE_EXIT_CODE),
+                reason: Some("git clone failed: fatal: not found".into())
+            }
+        );
+        assert_eq!(exit_code(&failed), 1);
+        let colored: Result<(), RunnerError> = Err(RunnerError::Source(
+            "\u{1b}[31mError\u{1b}[0m: bad\u{7}".into(),
+        ));
+        assert_eq!(
+            runner_exit(&colored).reason.as_deref(),
+            Some("[31mError[0m: bad")
+        );
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_on_a_character_boundary() {
+        // 'é' is two bytes: 1023 bytes of 'x' then 'é' would straddle the limit.
+        let reason = format!("{}é and more", "x".repeat(RUNNER_EXIT_REASON_MAX - 1));
+        let failed: Result<(), RunnerError> = Err(RunnerError::Workspace(reason));
+        let exit = runner_exit(&failed);
+        let cut = exit.reason.unwrap();
+        assert_eq!(cut, "x".repeat(RUNNER_EXIT_REASON_MAX - 1));
+        assert_eq!(clip("ééé", 5), "éé");
+        assert_eq!(clip("short", RUNNER_EXIT_REASON_MAX), "short");
+        assert_eq!(clip("", 0), "");
+    }
 }

@@ -4,6 +4,9 @@
 //! SDK), so every log chunk and artifact reaches moto's S3 through a presigned URL.
 //!
 //! Run with `scripts/with-moto.sh cargo test -p sortie-runner`.
+//!
+//! A job whose spec sets `report_exit` ends with `POST /v1/jobs/{id}/events`; the fake
+//! API records each body with what it had been told before it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -16,10 +19,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use sortie_core::runner::{LocalStorage, S3Storage};
+use sortie_core::runner::{KubernetesStorage, LocalStorage, S3Storage};
 use sortie_core::spec::{artifact_prefix, log_chunk_offset, log_prefix, upload_key};
 use sortie_core::{
-    ChangeSummary, EnvPath, JobSpec, Operation, Source, StateStorageConfiguration, UploadKind,
+    ChangeSummary, EnvPath, JobSpec, Operation, RunnerExit, Source, StateStorageConfiguration,
+    UploadKind,
 };
 use sortie_store::{Artifacts, S3Artifacts};
 use sortie_tests::{s3_client, sdk_config, unique, REGION};
@@ -39,6 +43,21 @@ struct ApiState {
     refused: Arc<Mutex<Vec<UploadKind>>>,
     /// Upload problems reported, by job.
     problems: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    /// Exit reports (`POST /v1/jobs/{id}/events`), by job, in arrival order.
+    exits: Arc<Mutex<HashMap<String, Vec<ExitSeen>>>>,
+    /// What to answer an exit report with (204 unless set).
+    exit_status: Arc<Mutex<Option<StatusCode>>>,
+}
+
+/// One exit report and what the fake API knew when it arrived.
+#[derive(Debug, Clone)]
+struct ExitSeen {
+    /// The body, decoded as the API does (unknown fields refused).
+    exit: RunnerExit,
+    /// The summary had been reported before it.
+    after_summary: bool,
+    /// The job's log chunks in the bucket when it arrived.
+    log_chunks: usize,
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
@@ -142,6 +161,49 @@ async fn put_problems(
     StatusCode::NO_CONTENT
 }
 
+async fn post_event(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> StatusCode {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    let Ok(exit) = serde_json::from_str::<RunnerExit>(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let after_summary = state.summaries.lock().unwrap().contains_key(&id);
+    let log_chunks = match &state.artifacts {
+        Some(artifacts) => artifacts
+            .client()
+            .list_objects_v2()
+            .bucket(artifacts.bucket())
+            .prefix(log_prefix(&id.clone().into()))
+            .send()
+            .await
+            .map(|l| l.contents().len())
+            .unwrap_or(0),
+        None => 0,
+    };
+    state
+        .exits
+        .lock()
+        .unwrap()
+        .entry(id)
+        .or_default()
+        .push(ExitSeen {
+            exit,
+            after_summary,
+            log_chunks,
+        });
+    state
+        .exit_status
+        .lock()
+        .unwrap()
+        .unwrap_or(StatusCode::NO_CONTENT)
+}
+
 struct FakeApi {
     url: String,
     state: ApiState,
@@ -158,6 +220,7 @@ impl FakeApi {
             .route("/v1/jobs/{id}/summary", put(put_summary))
             .route("/v1/jobs/{id}/uploads", post(create_upload))
             .route("/v1/jobs/{id}/upload-problems", put(put_problems))
+            .route("/v1/jobs/{id}/events", post(post_event))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -181,6 +244,16 @@ impl FakeApi {
 
     fn problems(&self, job_id: &str) -> Option<Vec<String>> {
         self.state.problems.lock().unwrap().get(job_id).cloned()
+    }
+
+    fn exits(&self, job_id: &str) -> Vec<ExitSeen> {
+        self.state
+            .exits
+            .lock()
+            .unwrap()
+            .get(job_id)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -236,17 +309,28 @@ impl World {
             files,
             secret_refs: BTreeMap::new(),
             state_storage: StateStorageConfiguration::S3(storage),
+            report_exit: false,
         }
     }
 
     /// Runs the runner binary for `spec` (registered with the fake API) with `token`.
     async fn run(&self, spec: &JobSpec, token: &str) -> Output {
-        self.api.add(spec);
+        self.run_as(&spec.job_id, spec, token).await
+    }
+
+    /// Runs the runner binary as job `job_id`, the API answering `spec` for it.
+    async fn run_as(&self, job_id: &str, spec: &JobSpec, token: &str) -> Output {
+        self.api
+            .state
+            .specs
+            .lock()
+            .unwrap()
+            .insert(job_id.to_string(), spec.clone());
         let work = sortie_tests::scratch_dir("runner").unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_sortie-runner"));
         command
             .env("SORTIE_API_URL", &self.api.url)
-            .env("SORTIE_JOB_ID", &spec.job_id)
+            .env("SORTIE_JOB_ID", job_id)
             .env("SORTIE_JOB_TOKEN", token)
             .env("SORTIE_TERRAFORM", sortie_tests::terraform_bin())
             .env("SORTIE_WORK_DIR", &work)
@@ -259,6 +343,19 @@ impl World {
         // Everything the runner did is in its log (S3 and stdout); the files can go.
         let _ = std::fs::remove_dir_all(&work);
         output
+    }
+
+    /// How many log chunks the job has in the bucket.
+    async fn log_chunks(&self, spec: &JobSpec) -> usize {
+        self.s3
+            .list_objects_v2()
+            .bucket(&self.logs_bucket)
+            .prefix(log_prefix(&spec.job_id))
+            .send()
+            .await
+            .unwrap()
+            .contents()
+            .len()
     }
 
     async fn object(&self, key: &str) -> Option<Vec<u8>> {
@@ -792,4 +889,174 @@ async fn a_refused_upload_leaves_a_successful_apply_successful_and_is_reported()
         .object(&format!("{}summary.json", artifact_prefix(&spec.job_id)))
         .await
         .is_none());
+}
+
+/// The one exit report of a job, checked to be its only one.
+fn only_exit(world: &World, job_id: &str) -> ExitSeen {
+    let exits = world.api.exits(job_id);
+    assert_eq!(exits.len(), 1, "exactly one exit report: {exits:?}");
+    exits.into_iter().next().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successful_job_reports_exit_code_0_last_and_only_when_its_spec_asks() {
+    let world = World::new().await;
+
+    let mut asked = world.spec(Operation::Plan, Source::Inline, hello_files());
+    asked.report_exit = true;
+    let output = world.run(&asked, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let seen = only_exit(&world, &asked.job_id);
+    assert_eq!(
+        seen.exit,
+        RunnerExit {
+            exit_code: 0,
+            reason: None
+        }
+    );
+    // The last act: the summary was reported and the whole log shipped before it.
+    assert!(seen.after_summary, "{seen:?}");
+    assert_eq!(seen.log_chunks, world.log_chunks(&asked).await, "{seen:?}");
+    assert!(
+        last_line(&world.log(&asked).await).starts_with("sortie-runner: plan succeeded"),
+        "{}",
+        describe(&output)
+    );
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("exit reported to the API"), "{stderr}");
+    assert!(!stderr.contains(TOKEN), "the token is never logged");
+
+    // report_exit false (ECS, local): the task's own event ends the job; no callback.
+    let not_asked = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let output = world.run(&not_asked, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(world.api.summary(&not_asked.job_id).is_some());
+    assert!(world.api.exits(&not_asked.job_id).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_reports_its_exit_code_and_reason() {
+    let world = World::new().await;
+    let files = BTreeMap::from([(
+        "main.tf".to_string(),
+        "output \"broken\" {\n  value = \"unterminated\n".to_string(),
+    )]);
+    let mut spec = world.spec(Operation::Apply, Source::Inline, files);
+    spec.report_exit = true;
+    let output = world.run(&spec, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let seen = only_exit(&world, &spec.job_id);
+    assert_eq!(seen.exit.exit_code, 1);
+    let log = world.log(&spec).await;
+    let reason = last_line(&log).strip_prefix("sortie-runner: ").unwrap();
+    assert!(
+        reason.starts_with("terraform init failed with exit code 1: Error: Error parsing main.tf"),
+        "{log}"
+    );
+    assert_eq!(seen.exit.reason.as_deref(), Some(reason));
+    assert_eq!(seen.log_chunks, world.log_chunks(&spec).await, "{seen:?}");
+}
+
+/// No Kubernetes cluster exists here, so a real `kubernetes` backend `init` cannot run:
+/// this shows the runner's half of it with the real Terraform 0.11.11, which has no such
+/// backend. The job fails before anything is fetched or run, names both versions, and
+/// reports its exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_state_storage_on_terraform_0_11_fails_at_once_and_reports_it() {
+    let world = World::new().await;
+    let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    spec.state_storage = StateStorageConfiguration::Kubernetes(KubernetesStorage {
+        namespace: Some("sortie-runners".into()),
+    });
+    spec.state_key = None;
+    spec.report_exit = true;
+    let output = world.run(&spec, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log(&spec).await;
+    let expected = "Terraform v0.11.11 has no kubernetes backend: kubernetes state storage needs Terraform 0.13 or later, or OpenTofu";
+    assert_eq!(
+        last_line(&log),
+        format!("sortie-runner: {expected}"),
+        "{log}"
+    );
+    assert_eq!(last_line(&log), last_line(&text(&output.stdout)));
+    assert!(
+        !log.contains("inline source") && !log.contains("Initializing"),
+        "nothing was laid out or run: {log}"
+    );
+    let seen = only_exit(&world, &spec.job_id);
+    assert_eq!(
+        seen.exit,
+        RunnerExit {
+            exit_code: 1,
+            reason: Some(expected.into())
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_for_another_job_fails_early_and_still_reports_the_exit() {
+    let world = World::new().await;
+    let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    spec.report_exit = true;
+    let asked_for = unique("job");
+    let output = world.run_as(&asked_for, &spec, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let expected = format!(
+        "the API answered the spec of job {} when asked for job {asked_for}",
+        spec.job_id
+    );
+    assert_eq!(
+        last_line(&text(&output.stdout)),
+        format!("sortie-runner: {expected}")
+    );
+    let seen = only_exit(&world, &asked_for);
+    assert_eq!(
+        seen.exit,
+        RunnerExit {
+            exit_code: 1,
+            reason: Some(expected)
+        }
+    );
+    assert!(world.api.exits(&spec.job_id).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exit_report_answered_409_or_refused_never_changes_the_exit_code() {
+    let world = World::new().await;
+
+    // 409: the job had already ended (a stop, the sweeper). Success, and said so.
+    *world.api.state.exit_status.lock().unwrap() = Some(StatusCode::CONFLICT);
+    let mut late = world.spec(Operation::Plan, Source::Inline, hello_files());
+    late.report_exit = true;
+    let output = world.run(&late, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(only_exit(&world, &late.job_id).exit.exit_code, 0);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("409 Conflict"), "{stderr}");
+    assert!(!stderr.contains("could not report the exit"), "{stderr}");
+
+    // A refusal (final, not retried): logged as JSON on stderr, the exit code unchanged.
+    *world.api.state.exit_status.lock().unwrap() = Some(StatusCode::UNPROCESSABLE_ENTITY);
+    let mut refused = world.spec(Operation::Plan, Source::Inline, hello_files());
+    refused.report_exit = true;
+    let output = world.run(&refused, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(only_exit(&world, &refused.job_id).exit.exit_code, 0);
+    let stderr = text(&output.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("could not report the exit"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let logged: Value = serde_json::from_str(line).unwrap();
+    assert!(
+        logged["error"].as_str().unwrap().contains("422"),
+        "{logged}"
+    );
+    assert!(!stderr.contains(TOKEN), "the token is never logged");
+    assert!(
+        last_line(&text(&output.stdout)).starts_with("sortie-runner: plan succeeded"),
+        "{}",
+        describe(&output)
+    );
 }

@@ -12,7 +12,8 @@
 //!   `SORTIE_API_URL`) are set last and cannot be overridden; each secret is a
 //!   `valueFrom.secretKeyRef`, never a value;
 //! - hardened by default: `restartPolicy: Never`, `automountServiceAccountToken: false`
-//!   unless the runner asks for it, `runAsNonRoot: true`, `allowPrivilegeEscalation: false`,
+//!   unless the runner asks for it or keeps its state in `kubernetes` (the backend reads
+//!   and writes its Secret with the pod's service account), `runAsNonRoot: true`, `allowPrivilegeEscalation: false`,
 //!   capabilities drop `ALL`, the `RuntimeDefault` seccomp profile.
 //!
 //! The runner's `pod_template` is then merged over the generated pod template with
@@ -222,7 +223,11 @@ fn generated_template(
             containers: vec![runner_container(c, spec)?],
             restart_policy: Some("Never".to_string()),
             service_account_name: Some(c.job.service_account.clone()),
-            automount_service_account_token: Some(c.job.automount_service_account_token),
+            // `kubernetes` state storage is read and written with the pod's service account
+            // (the backend's `in_cluster_config`), so its token is mounted then.
+            automount_service_account_token: Some(
+                c.job.automount_service_account_token || stores_state_in_kubernetes(job),
+            ),
             node_selector: (!c.job.node_selector.is_empty()).then(|| c.job.node_selector.clone()),
             tolerations: (!c.job.tolerations.is_empty()).then(|| {
                 c.job
@@ -255,6 +260,13 @@ fn generated_template(
             ..Default::default()
         }),
     })
+}
+
+fn stores_state_in_kubernetes(job: &Job) -> bool {
+    matches!(
+        job.runner_spec.as_ref().map(|s| &s.state_storage_configuration),
+        Some(sortie_core::StateStorageConfiguration::Kubernetes(_))
+    )
 }
 
 /// Merges a runner's `pod_template` overlay (a partial PodTemplateSpec) over `template`,
