@@ -3,7 +3,7 @@
     .tools/venv/bin/python scripts/moto_server.py -H 127.0.0.1 -p PORT
 
 Takes the same flags as `.tools/venv/bin/moto_server` and runs the same
-threaded server (moto.server.main), after two patches:
+threaded server (moto.server.main), after three patches:
 
 1. Every DynamoDB (and DynamoDB Streams) request is handled under a single
    process-wide lock (below).
@@ -14,8 +14,21 @@ threaded server (moto.server.main), after two patches:
    launcher role may pass the runner's roles to ECS. It is a double: no
    permissions boundary, SCP or resource policy is considered, and moto's
    engine knows fewer condition operators than AWS.
+3. An EKS cluster created with the tag `sortie-test/endpoint` and/or
+   `sortie-test/ca-data` describes that tag's value as its `endpoint` and/or
+   its `certificateAuthority.data`. Stock moto gives every cluster a made-up
+   endpoint and 1400 random characters as its CA, so nothing could connect to
+   or verify against it; the `eks` runner's tests create a cluster whose
+   endpoint is the Kubernetes API double (tests/src/kube.rs) and whose CA is
+   the double's test CA (base64 of its PEM, as EKS answers it). This is test
+   set-up, not a relaxation: moto validates nothing more or less than before,
+   a cluster without those tags is described exactly as stock moto describes
+   it, and the tags stay on the cluster like any other. (Real EKS caps a tag
+   value at 256 characters, so such a CA could not travel in a real tag;
+   moto does not check, and no real cluster ever carries these tags.)
+   tests/it/kube_double.rs proves it.
 
-Why: moto 5.2.5's DynamoDBBackend.transact_write_items deep-copies every
+Why (patch 1): moto 5.2.5's DynamoDBBackend.transact_write_items deep-copies every
 table a transaction names before it starts, and when the transaction fails
 (e.g. a ConditionCheck) it puts those copies back, undoing every other
 client's write acknowledged in between. The deep copy also iterates tables
@@ -112,10 +125,47 @@ def _simulate_principal_policy(self):
     return ActionResult({"EvaluationResults": results, "IsTruncated": False})
 
 
+_EKS_ENDPOINT_TAG = "sortie-test/endpoint"
+_EKS_CA_DATA_TAG = "sortie-test/ca-data"
+
+
+def _cluster_from_test_tags(init):
+    """Wraps moto's EKS Cluster.__init__: endpoint and CA data from the test tags (see
+    patch 3 above)."""
+
+    @functools.wraps(init)
+    def initialise(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if not (hasattr(self, "endpoint") and hasattr(self, "certificate_authority")):
+            raise RuntimeError(
+                f"moto_server.py: moto {moto.__version__}'s EKS Cluster has no "
+                "endpoint or certificate_authority; revisit patch 3"
+            )
+        tags = getattr(self, "tags", None) or {}
+        if _EKS_ENDPOINT_TAG in tags:
+            self.endpoint = tags[_EKS_ENDPOINT_TAG]
+        if _EKS_CA_DATA_TAG in tags:
+            self.certificate_authority = {"data": tags[_EKS_CA_DATA_TAG]}
+
+    initialise.__sortie__ = True
+    return initialise
+
+
 def patch():
-    """Serialise DynamoDB's request handlers and add IAM SimulatePrincipalPolicy; fails
-    loudly if moto changed shape."""
+    """Serialise DynamoDB's request handlers, add IAM SimulatePrincipalPolicy, and let an
+    EKS cluster's test tags name its endpoint and CA; fails loudly if moto changed shape."""
+    import inspect
+
+    from moto.eks.models import Cluster
     from moto.iam.responses import IamResponse
+
+    if "tags" not in inspect.signature(Cluster.__init__).parameters:
+        raise SystemExit(
+            f"moto_server.py: moto {moto.__version__}'s EKS Cluster takes no tags; "
+            "revisit patch 3"
+        )
+    if not getattr(Cluster.__init__, "__sortie__", False):
+        Cluster.__init__ = _cluster_from_test_tags(Cluster.__init__)
 
     if hasattr(IamResponse, "simulate_principal_policy") and not getattr(
         IamResponse.simulate_principal_policy, "__sortie__", False
@@ -143,7 +193,7 @@ if __name__ == "__main__":
     patch()
     print(
         f"moto_server.py: moto {moto.__version__}, DynamoDB requests serialised, "
-        "IAM SimulatePrincipalPolicy added",
+        "IAM SimulatePrincipalPolicy added, EKS cluster endpoint and CA from test tags",
         file=sys.stderr,
         flush=True,
     )

@@ -371,5 +371,6 @@ mod tests {
     }
 }
 pub mod http;
+pub mod kube;
 pub mod proxy;
 pub mod runtime;
