@@ -102,7 +102,10 @@ fn the_job_matches_the_runner_configuration_field_by_field() {
         pod["automountServiceAccountToken"], true,
         "kubernetes state storage needs the service account's token"
     );
-    assert_eq!(pod["nodeSelector"], json!({"karpenter.sh/capacity-type": "on-demand"}));
+    assert_eq!(
+        pod["nodeSelector"],
+        json!({"karpenter.sh/capacity-type": "on-demand"})
+    );
     assert_eq!(
         pod["tolerations"],
         json!([{"key": "dedicated", "operator": "Equal", "value": "terraform", "effect": "NoSchedule"}])
@@ -145,9 +148,14 @@ fn the_job_matches_the_runner_configuration_field_by_field() {
 
 #[test]
 fn the_hardened_defaults_hold_unless_the_runner_asks_and_the_image_has_a_default() {
-    let minimal = |automount: bool| format!("runner_configuration:\n  type: eks\n  role_arn: arn:aws:iam::123456789012:role/l\n  external_id: ext-123456\n  region: us-east-1\n  cluster: c\n  job: {{ namespace: ns, service_account: sa, automount_service_account_token: {automount} }}\nstate_storage_configuration: {{ type: s3, bucket: state-bucket, region: us-east-1 }}\n");
+    let minimal = |automount: bool| {
+        format!("runner_configuration:\n  type: eks\n  role_arn: arn:aws:iam::123456789012:role/l\n  external_id: ext-123456\n  region: us-east-1\n  cluster: c\n  job: {{ namespace: ns, service_account: sa, automount_service_account_token: {automount} }}\nstate_storage_configuration: {{ type: s3, bucket: state-bucket, region: us-east-1 }}\n")
+    };
     let off = built(&job_on(&minimal(false)));
-    assert_eq!(off["spec"]["template"]["spec"]["automountServiceAccountToken"], false);
+    assert_eq!(
+        off["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        false
+    );
     let job = job_on(&minimal(true));
     let k = built(&job);
     let pod = &k["spec"]["template"]["spec"];
@@ -210,12 +218,21 @@ fn the_pod_template_overlay_merges_containers_by_name_and_replaces_atomic_lists(
     );
     assert_eq!(pod["volumes"], json!([{"name": "cache", "emptyDir": {}}]));
     let containers = pod["containers"].as_array().unwrap();
-    let names: Vec<&str> = containers.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = containers
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec![RUNNER_CONTAINER, "proxy"]);
     let runner = &containers[0];
     assert_eq!(runner["image"], "my-own-registry.com/sortie-runner:9.9.9");
-    assert_eq!(runner["imagePullPolicy"], "IfNotPresent", "kept from the runner");
-    assert_eq!(runner["volumeMounts"], json!([{"name": "cache", "mountPath": "/cache"}]));
+    assert_eq!(
+        runner["imagePullPolicy"], "IfNotPresent",
+        "kept from the runner"
+    );
+    assert_eq!(
+        runner["volumeMounts"],
+        json!([{"name": "cache", "mountPath": "/cache"}])
+    );
     assert_eq!(
         runner["securityContext"]["capabilities"]["drop"],
         json!(["ALL"])
@@ -251,7 +268,10 @@ fn a_job_that_cannot_be_built_fails_its_launch_in_words() {
     let job = job_on(&bad_overlay);
     match build_job(eks(&job), &spec(&job)) {
         Err(LaunchError::Fatal(words)) => {
-            assert!(words.contains("pod_template is not a Kubernetes PodTemplateSpec"), "{words}")
+            assert!(
+                words.contains("pod_template is not a Kubernetes PodTemplateSpec"),
+                "{words}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -318,20 +338,33 @@ fn outcome(status: TaskStatus) -> (JobState, String) {
 #[test]
 fn complete_failed_oom_killed_and_image_pull_back_off_each_map_to_the_right_outcome() {
     let complete = kube_job(json!([{"type": "Complete", "status": "True"}]));
-    let done = pod("Succeeded", json!({"terminated": {"exitCode": 0, "reason": "Completed"}}));
+    let done = pod(
+        "Succeeded",
+        json!({"terminated": {"exitCode": 0, "reason": "Completed"}}),
+    );
     let (state, reason) = outcome(job_status(&complete, &[done]));
     assert_eq!(state, JobState::Succeeded, "{reason}");
 
-    let failed = kube_job(json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]));
-    let exited = pod("Failed", json!({"terminated": {"exitCode": 1, "reason": "Error"}}));
+    let failed =
+        kube_job(json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]));
+    let exited = pod(
+        "Failed",
+        json!({"terminated": {"exitCode": 1, "reason": "Error"}}),
+    );
     let (state, reason) = outcome(job_status(&failed, &[exited]));
     assert_eq!(state, JobState::Failed);
     assert!(reason.contains("exited with code 1"), "{reason}");
 
-    let oom = pod("Failed", json!({"terminated": {"exitCode": 137, "reason": "OOMKilled"}}));
+    let oom = pod(
+        "Failed",
+        json!({"terminated": {"exitCode": 137, "reason": "OOMKilled"}}),
+    );
     let (state, reason) = outcome(job_status(&failed, &[oom]));
     assert_eq!(state, JobState::Failed);
-    assert!(reason.contains("out of memory") && reason.contains("OOMKilled"), "{reason}");
+    assert!(
+        reason.contains("out of memory") && reason.contains("OOMKilled"),
+        "{reason}"
+    );
 
     let pending = kube_job(json!([]));
     let stuck = pod(
@@ -341,23 +374,38 @@ fn complete_failed_oom_killed_and_image_pull_back_off_each_map_to_the_right_outc
     let (state, reason) = outcome(job_status(&pending, &[stuck]));
     assert_eq!(state, JobState::Failed);
     assert!(
-        reason.contains("failed to start") && reason.contains("ImagePullBackOff: Back-off pulling image"),
+        reason.contains("failed to start")
+            && reason.contains("ImagePullBackOff: Back-off pulling image"),
         "{reason}"
     );
 
-    let deadline = kube_job(json!([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}]));
+    let deadline = kube_job(
+        json!([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}]),
+    );
     let (state, reason) = outcome(job_status(&deadline, &[]));
     assert_eq!(state, JobState::Failed);
-    assert!(reason.contains("DeadlineExceeded: Job was active longer"), "{reason}");
+    assert!(
+        reason.contains("DeadlineExceeded: Job was active longer"),
+        "{reason}"
+    );
 
     // Still creating, or running: not stopped.
-    let creating = pod("Pending", json!({"waiting": {"reason": "ContainerCreating"}}));
+    let creating = pod(
+        "Pending",
+        json!({"waiting": {"reason": "ContainerCreating"}}),
+    );
     assert_eq!(job_status(&pending, &[creating]), TaskStatus::Running);
-    let running = pod("Running", json!({"running": {"startedAt": "2026-11-23T10:00:00Z"}}));
+    let running = pod(
+        "Running",
+        json!({"running": {"startedAt": "2026-11-23T10:00:00Z"}}),
+    );
     assert_eq!(job_status(&pending, &[running]), TaskStatus::Running);
     assert_eq!(job_status(&pending, &[]), TaskStatus::Running);
     // A pod that ended before the Job controller said so.
-    let ended = pod("Failed", json!({"terminated": {"exitCode": 2, "reason": "Error"}}));
+    let ended = pod(
+        "Failed",
+        json!({"terminated": {"exitCode": 2, "reason": "Error"}}),
+    );
     let (state, reason) = outcome(job_status(&pending, &[ended]));
     assert_eq!(state, JobState::Failed);
     assert!(reason.contains("exited with code 2"), "{reason}");

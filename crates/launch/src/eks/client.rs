@@ -188,7 +188,7 @@ impl KubeClient {
                 let chain = error_chain(&e);
                 if e.is_connect() {
                     KubeError::NotSent {
-                        tls: is_tls(&e),
+                        tls: is_tls(&e) || chain.contains("invalid peer certificate"),
                         message: format!("could not reach {url}: {chain}"),
                     }
                 } else {

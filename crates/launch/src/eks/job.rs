@@ -264,7 +264,9 @@ fn generated_template(
 
 fn stores_state_in_kubernetes(job: &Job) -> bool {
     matches!(
-        job.runner_spec.as_ref().map(|s| &s.state_storage_configuration),
+        job.runner_spec
+            .as_ref()
+            .map(|s| &s.state_storage_configuration),
         Some(sortie_core::StateStorageConfiguration::Kubernetes(_))
     )
 }

@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use aws_config::identity::IdentityCache;
 use aws_config::{Region, SdkConfig};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
@@ -55,11 +54,10 @@ const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 pub type EksCustomizer =
     Arc<dyn Fn(aws_sdk_eks::config::Builder) -> aws_sdk_eks::config::Builder + Send + Sync>;
 
-/// One launcher-role session: its credentials (cached until five minutes before they
-/// expire) and an EKS client that uses them.
+/// One launcher-role session: its credentials, assumed once and cached until five minutes
+/// before they expire; DescribeCluster and every token use them.
 struct Session {
     provider: SharedCredentialsProvider,
-    eks: aws_sdk_eks::Client,
     credentials: tokio::sync::Mutex<Option<Credentials>>,
 }
 
@@ -126,12 +124,10 @@ impl EksLauncher {
             },
         )
         .await;
-        let session = Arc::new(new_session(
-            &self.base,
-            access,
-            SharedCredentialsProvider::new(provider),
-            self.customize.as_ref(),
-        ));
+        let session = Arc::new(Session {
+            provider: SharedCredentialsProvider::new(provider),
+            credentials: tokio::sync::Mutex::new(None),
+        });
         self.sessions
             .lock()
             .expect("session cache lock")
@@ -154,7 +150,8 @@ impl EksLauncher {
             match clusters.get(&key) {
                 Some(client) => client.clone(),
                 None => {
-                    let client = describe_cluster(&session.eks, &c.cluster).await?;
+                    let eks = self.eks_client(&c.access, credentials.clone());
+                    let client = describe_cluster(&eks, &c.cluster).await?;
                     clusters.insert(key, client.clone());
                     client
                 }
@@ -207,27 +204,16 @@ impl EksLauncher {
     }
 }
 
-fn new_session(
-    base: &SdkConfig,
-    access: &AwsAccess,
-    provider: SharedCredentialsProvider,
-    customize: Option<&EksCustomizer>,
-) -> Session {
-    let mut conf = aws_sdk_eks::config::Builder::from(base)
-        .region(Region::new(access.region.clone()))
-        .credentials_provider(provider.clone())
-        .identity_cache(
-            IdentityCache::lazy()
-                .buffer_time(REFRESH_BEFORE_EXPIRY)
-                .build(),
-        );
-    if let Some(customize) = customize {
-        conf = customize(conf);
-    }
-    Session {
-        provider,
-        eks: aws_sdk_eks::Client::from_conf(conf.build()),
-        credentials: tokio::sync::Mutex::new(None),
+impl EksLauncher {
+    /// An EKS client in the runner's region with the session's (cached) credentials.
+    fn eks_client(&self, access: &AwsAccess, credentials: Credentials) -> aws_sdk_eks::Client {
+        let mut conf = aws_sdk_eks::config::Builder::from(&self.base)
+            .region(Region::new(access.region.clone()))
+            .credentials_provider(credentials);
+        if let Some(customize) = &self.customize {
+            conf = customize(conf);
+        }
+        aws_sdk_eks::Client::from_conf(conf.build())
     }
 }
 
