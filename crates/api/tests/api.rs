@@ -1666,3 +1666,150 @@ async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage(
     assert_eq!(r.body["org"], "acme");
     assert_eq!(r.body["runner_id"], "shared-local");
 }
+
+#[tokio::test]
+async fn the_runners_exit_callback_ends_its_job_once_and_refuses_what_it_cannot_read() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    // An eks runner, chosen for `k8s` environments: its jobs' specs ask for the callback.
+    let eks = "runner_configuration:\n  type: eks\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: us-east-1\n  cluster: prod\n  job: { namespace: sortie-jobs, service_account: terraform }\nstate_storage_configuration: { type: kubernetes }\n";
+    assert_eq!(
+        api.as_admin("POST", "/v1/groups/acme/-/runners/eks", Some(eks))
+            .await
+            .status,
+        201
+    );
+    let rule =
+        json!({"id": "k8s", "runner_id": "acme/eks", "criteria": {"env_type": "k8s"}}).to_string();
+    let r = api
+        .as_admin("POST", "/v1/groups/acme/-/rules", Some(&rule))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    api.create_env("acme", "cluster", "k8s").await;
+    api.create_env("acme", "dev", "development").await;
+    let submit = |env: &'static str| {
+        let api = &api;
+        async move {
+            api.as_admin(
+                "POST",
+                &format!("/v1/environments/acme/{env}/-/jobs"),
+                Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
+            )
+            .await
+            .body["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let a = submit("cluster").await;
+    let b = submit("dev").await;
+    api.launch(&a, "token-a").await;
+    api.launch(&b, "token-b").await;
+    let call = |token: &'static str, id: &str, body: &str| {
+        let (api, path, body) = (&api, format!("/v1/jobs/{id}/events"), body.to_string());
+        async move {
+            api.call(
+                None,
+                "POST",
+                &path,
+                Some(&body),
+                &[("authorization", &format!("Bearer {token}"))],
+            )
+            .await
+        }
+    };
+    let spec = api
+        .call(
+            None,
+            "GET",
+            &format!("/v1/jobs/{a}/spec"),
+            None,
+            &[("authorization", "Bearer token-a")],
+        )
+        .await;
+    assert_eq!(spec.status, 200, "{}", spec.body);
+    assert_eq!(spec.body["report_exit"], true, "eks jobs report their exit");
+    assert_eq!(
+        spec.body["state_storage"],
+        json!({"type": "kubernetes", "namespace": "sortie-jobs"}),
+        "kubernetes state lives in the runner's namespace"
+    );
+    let local = api
+        .call(
+            None,
+            "GET",
+            &format!("/v1/jobs/{b}/spec"),
+            None,
+            &[("authorization", "Bearer token-b")],
+        )
+        .await;
+    assert_eq!(local.body["report_exit"], false);
+
+    // Another job's token, and bodies that cannot be read: refused, nothing changes.
+    assert_eq!(call("token-b", &a, r#"{"exit_code":0}"#).await.status, 401);
+    for (body, field) in [
+        (r#"{"exit_code":"zero"}"#, "exit_code"),
+        (r#"{"exit_code":0,"signal":9}"#, "signal"),
+        ("{}", "exit_code"),
+        (r#"{"exit_code":1,"reason":"two\nlines"}"#, "reason"),
+        (
+            &*format!(r#"{{"exit_code":1,"reason":"{}"}}"#, "x".repeat(1025)),
+            "reason",
+        ),
+        ("[]", "body"),
+    ] {
+        let r = call("token-a", &a, body).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert_eq!(
+            r.body["error"]["fields"][0]["path"], field,
+            "{body}: {}",
+            r.body
+        );
+    }
+    assert_eq!(
+        api.as_admin("GET", &format!("/v1/jobs/{a}"), None)
+            .await
+            .body["state"],
+        "running"
+    );
+
+    let r = call(
+        "token-a",
+        &a,
+        r#"{"exit_code":3,"reason":"Error: creating S3 bucket: AccessDenied"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["state"], "failed");
+    let last = |b: &serde_json::Value| {
+        b["transitions"].as_array().unwrap().last().unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let reason = last(&r.body);
+    assert!(
+        reason.contains("exited with code 3") && reason.contains("AccessDenied"),
+        "{}",
+        r.body
+    );
+    let env = sortie_store::EnvironmentStore::get_environment(
+        &*api.store,
+        &sortie_core::EnvPath::parse("acme/cluster").unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.item.active_job, None, "the environment is released");
+    // A second report, or one after the sweeper ended the job, changes nothing.
+    let again = call("token-a", &a, r#"{"exit_code":0}"#).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["state"], "failed");
+    assert_eq!(
+        again.body["transitions"].as_array().map(Vec::len),
+        r.body["transitions"].as_array().map(Vec::len)
+    );
+    // The local job succeeds the same way.
+    let ok = call("token-b", &b, r#"{"exit_code":0}"#).await;
+    assert_eq!(ok.body["state"], "succeeded", "{}", ok.body);
+}

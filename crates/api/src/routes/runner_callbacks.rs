@@ -272,6 +272,48 @@ pub(crate) async fn put_upload_problems(
     Ok(Reply::ok(updated.into()))
 }
 
+/// Reads `{exit_code, reason?}`, naming the field of each problem.
+fn runner_exit(body: serde_json::Value) -> Result<sortie_core::RunnerExit, ApiError> {
+    let serde_json::Value::Object(fields) = body else {
+        return Err(ApiError::field(
+            "body",
+            "must be an object with `exit_code` and an optional `reason`",
+        ));
+    };
+    if let Some(other) = fields.keys().find(|k| *k != "exit_code" && *k != "reason") {
+        return Err(ApiError::field(
+            other.clone(),
+            "unknown field; expected `exit_code` or `reason`",
+        ));
+    }
+    let exit_code = match fields.get("exit_code") {
+        None => return Err(ApiError::field("exit_code", "is required")),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| ApiError::field("exit_code", "must be an integer exit code"))?,
+    };
+    let reason = match fields.get("reason") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(r))
+            if r.len() <= sortie_core::RUNNER_EXIT_REASON_MAX
+                && !r.chars().any(char::is_control) =>
+        {
+            Some(r.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::field(
+                "reason",
+                format!(
+                    "must be one line of at most {} bytes",
+                    sortie_core::RUNNER_EXIT_REASON_MAX
+                ),
+            ))
+        }
+    };
+    Ok(sortie_core::RunnerExit { exit_code, reason })
+}
+
 /// The runner's final callback: it is about to exit with `exit_code`. A running job ends
 /// at once, as if its task had been seen stopped with that code (a cancel or timeout
 /// Sortie asked for still names the end). For `eks` runners this is how a job completes
@@ -290,30 +332,7 @@ pub(crate) async fn report_job_exit(
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
     let record = job_by_token_in(&state, &headers, &id, true).await?;
-    let exit: sortie_core::RunnerExit = serde_json::from_value(body.value()?).map_err(|e| {
-        let text = e.to_string();
-        let field = if text.contains("exit_code") {
-            "exit_code"
-        } else if text.contains("reason") {
-            "reason"
-        } else {
-            "body"
-        };
-        ApiError::field(field, text)
-    })?;
-    if let Some(reason) = &exit.reason {
-        if reason.len() > sortie_core::RUNNER_EXIT_REASON_MAX
-            || reason.chars().any(char::is_control)
-        {
-            return Err(ApiError::field(
-                "reason",
-                format!(
-                    "must be one line of at most {} bytes",
-                    sortie_core::RUNNER_EXIT_REASON_MAX
-                ),
-            ));
-        }
-    }
+    let exit = runner_exit(body.value()?)?;
     match state.jobs.runner_exited(&record, &exit).await? {
         sortie_lifecycle::ExitReport::Ended(r) | sortie_lifecycle::ExitReport::AlreadyEnded(r) => {
             Ok(Reply::ok(r.into()))

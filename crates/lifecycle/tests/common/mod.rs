@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use sortie_core::{
     EnvPath, Environment, Job, JobRequest, Runner, RunnerId, RunnerLink, RunnerSpec,
 };
-use sortie_launch::{ByRunnerType, EcsLauncher};
+use sortie_launch::{ByRunnerType, EcsLauncher, EksLauncher};
 use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_store::{DynamoStore, EnvironmentStore, JobStore, RunnerStore, SqsJobQueue};
 use sortie_tests::proxy::FaultProxy;
@@ -160,6 +160,7 @@ impl World {
             .unwrap();
         let launcher = ByRunnerType {
             ecs: Some(Arc::new(EcsLauncher::new(via_proxy.clone()))),
+            eks: Some(Arc::new(EksLauncher::new(via_proxy.clone()))),
             ..Default::default()
         };
         let engine = Engine {
@@ -204,9 +205,15 @@ impl World {
 
     /// Creates the runner `acme/fargate` and environment `path` linked to it.
     pub async fn environment(&self, path: &str, extra: &str) -> EnvPath {
+        self.environment_on(path, "acme/fargate", self.runner_spec(extra))
+            .await
+    }
+
+    /// Creates the runner `runner_id` with `spec` and environment `path` linked to it.
+    pub async fn environment_on(&self, path: &str, runner_id: &str, spec: RunnerSpec) -> EnvPath {
         let runner = Runner {
-            id: RunnerId::parse("acme/fargate").unwrap(),
-            spec: self.runner_spec(extra),
+            id: RunnerId::parse(runner_id).unwrap(),
+            spec,
         };
         let _ = self.store.create_runner(&runner).await;
         let env = Environment {
@@ -227,6 +234,18 @@ impl World {
 
     /// Submits a job as the API does (with the runner snapshot); true if it took the lock.
     pub async fn submit(&self, env: &EnvPath, operation: &str, extra: &str) -> (Job, bool) {
+        self.submit_on(env, "acme/fargate", self.runner_spec(extra), operation)
+            .await
+    }
+
+    /// Submits a job on the runner `runner_id` with the snapshot `spec`.
+    pub async fn submit_on(
+        &self,
+        env: &EnvPath,
+        runner_id: &str,
+        spec: RunnerSpec,
+        operation: &str,
+    ) -> (Job, bool) {
         let req = JobRequest::parse(&format!(
             r#"{{"operation":"{operation}","files":{{"main.tf":""}}}}"#
         ))
@@ -234,12 +253,12 @@ impl World {
         let mut job = Job::new(
             sortie_store::new_id(),
             env.clone(),
-            RunnerId::parse("acme/fargate").unwrap(),
+            RunnerId::parse(runner_id).unwrap(),
             req,
             "alice".into(),
             Utc::now(),
         );
-        job.runner_spec = Some(self.runner_spec(extra));
+        job.runner_spec = Some(spec);
         let s = self.store.submit_job(&job, None).await.unwrap();
         (job, s.took_lock)
     }
