@@ -198,7 +198,7 @@ impl ApiClient {
     }
 
     /// `POST /v1/jobs/{id}/events` with `exit`: the runner's last call, when the spec's
-    /// `report_exit` asks for it. A 409 (the job already ended) is not an error:
+    /// `report_exit` asks for it. A 409 (the job is not running yet) is not an error:
     /// [`ExitReported::Conflict`].
     pub async fn report_exit(&self, exit: &RunnerExit) -> Result<ExitReported, RunnerError> {
         let path = self.path("events");

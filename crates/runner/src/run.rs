@@ -172,7 +172,7 @@ async fn report_exit(api: &ApiClient, spec: &JobSpec, result: &Result<ChangeSumm
         Ok(ExitReported::Conflict(detail)) => tracing::info!(
             exit_code = exit.exit_code,
             detail,
-            "the API answered the exit report with 409 Conflict: the job had already ended, its end stands"
+            "the API answered the exit report with 409 Conflict: the job is not running (its launch is not recorded yet); the sweeper ends it from the pod's status"
         ),
         Err(e) => tracing::error!(
             exit_code = exit.exit_code,
