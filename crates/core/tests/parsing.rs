@@ -390,12 +390,13 @@ fn an_eks_runner_defaults_its_image_and_takes_kubernetes_secret_keys_not_arns() 
     assert_eq!(k.namespace, None, "the runner's namespace is used");
 
     let e = RunnerSpec::parse(&base(
-        "    image_pull_policy: Sometimes\n    image_pull_secrets: [Not_A_Name]\n    secrets: { TF_VAR_db: \"arn:aws:secretsmanager:us-east-1:123456789012:secret:db\", SORTIE_X: a/b, OTHER: no-key }\n",
+        "    image_pull_policy: Sometimes\n    ttl_seconds_after_finished: 30\n    image_pull_secrets: [Not_A_Name]\n    secrets: { TF_VAR_db: \"arn:aws:secretsmanager:us-east-1:123456789012:secret:db\", SORTIE_X: a/b, OTHER: no-key }\n",
     ))
     .unwrap_err();
     let got = paths(&e);
     for want in [
         "runner_configuration.job.image_pull_policy",
+        "runner_configuration.job.ttl_seconds_after_finished",
         "runner_configuration.job.image_pull_secrets[0]",
         "runner_configuration.job.secrets.TF_VAR_db",
         "runner_configuration.job.secrets.SORTIE_X",

@@ -60,6 +60,9 @@ fn check_k8s_secrets(secrets: &BTreeMap<String, String>, path: &str, p: &mut Pro
     }
 }
 
+/// The shortest `ttl_seconds_after_finished`: a finished Job must outlive a few sweeps.
+pub const MIN_TTL_SECONDS_AFTER_FINISHED: u32 = 300;
+
 pub(super) fn dns_label_problem(v: &str) -> Option<String> {
     (!limits::is_dns_label(v)).then(|| {
         format!(
@@ -265,7 +268,13 @@ fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob>
             p,
         );
     }
-    let ttl_seconds_after_finished = f.optional("ttl_seconds_after_finished", p);
+    let ttl_seconds_after_finished: Option<u32> = f.optional("ttl_seconds_after_finished", p);
+    if ttl_seconds_after_finished.is_some_and(|t| t < MIN_TTL_SECONDS_AFTER_FINISHED) {
+        p.push(
+            f.path_of("ttl_seconds_after_finished"),
+            format!("must be at least {MIN_TTL_SECONDS_AFTER_FINISHED}: the sweeper polls every minute and must read a finished Job before Kubernetes deletes it"),
+        );
+    }
     let active_deadline_seconds: Option<u32> = f.optional("active_deadline_seconds", p);
     if active_deadline_seconds == Some(0) {
         p.push(
