@@ -317,8 +317,7 @@ async fn describe_reads_the_job_and_its_pods_and_a_pod_that_cannot_start_is_dele
         .double
         .requests()
         .into_iter()
-        .filter(|r| r.path == format!("/api/v1/namespaces/{NAMESPACE}/pods"))
-        .last()
+        .rfind(|r| r.path == format!("/api/v1/namespaces/{NAMESPACE}/pods"))
         .unwrap();
     assert_eq!(
         pods.query["labelSelector"],

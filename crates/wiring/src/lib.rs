@@ -130,7 +130,6 @@ pub fn compose(
         ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
         eks: Some(Arc::new(EksLauncher::new(config.clone()))),
         local: local.map(|l| Arc::new(l) as Arc<dyn sortie_launch::Launcher>),
-        ..Default::default()
     };
     let engine = Arc::new(Engine {
         jobs: jobs.clone(),
