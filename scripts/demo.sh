@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The demo: a plan and an apply of examples/hello through `sortie dev`, with real
-# terraform and its state in (local) S3. Run it as `make demo`, which starts moto
-# first (scripts/with-moto.sh) and then calls this script.
+# The demo: a plan and an apply of examples/hello through `sortie dev`, driven by the
+# `sortie` CLI, with real terraform and its state in (local) S3. Run it as `make demo`,
+# which starts moto first (scripts/with-moto.sh) and then calls this script.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 : "${AWS_ENDPOINT_URL:?run me through scripts/with-moto.sh (make demo does)}"
 echo "demo: building sortie and sortie-runner"
-cargo build --quiet -p sortie-cli -p sortie-runner
+# The whole workspace's binaries, as the tests build them: one feature set, one build.
+cargo build --quiet --workspace --bins
 target_dir="${CARGO_TARGET_DIR:-target}"
+sortie_bin="$target_dir/debug/sortie"
+python=.tools/venv/bin/python
 
 work=".tools/demo"
 rm -rf "$work" && mkdir -p "$work"
 ready="$work/ready.json"
-"$target_dir/debug/sortie" dev --ready-file "$ready" --work-dir "$work" --runner "$target_dir/debug/sortie-runner" \
+"$sortie_bin" dev --ready-file "$ready" --work-dir "$work" --runner "$target_dir/debug/sortie-runner" \
   > "$work/sortie-dev.log" 2>&1 &
 dev_pid=$!
 cleanup() { kill "$dev_pid" 2>/dev/null || true; wait "$dev_pid" 2>/dev/null || true; }
@@ -26,5 +29,25 @@ for _ in $(seq 1 100); do
 done
 [[ -s "$ready" ]] || { echo "demo: sortie dev did not start"; cat "$work/sortie-dev.log"; exit 1; }
 
-.tools/venv/bin/python scripts/demo.py "$ready"
+# What `sortie dev` prints as `export SORTIE_API_URL=... SORTIE_TOKEN=...`; no config file
+# (a user's contexts stay out of the demo).
+SORTIE_API_URL="$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$ready")"
+SORTIE_TOKEN="$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$ready")"
+SORTIE_CONFIG="$work/config.yaml"
+export SORTIE_API_URL SORTIE_TOKEN SORTIE_CONFIG
+
+sortie() {
+  printf 'demo: $ sortie'; printf ' %q' "$@"; printf '\n'
+  "$sortie_bin" "$@"
+}
+
+# The state bucket (boto3), and a runner file that keeps state in it.
+"$python" scripts/demo.py bucket > "$work/runner.yaml"
+sortie create runner acme/local -f "$work/runner.yaml"
+sortie create runner-rule --set scope=acme --set id=default --set runner_id=acme/local
+sortie create env acme/demo/hello --type development
+sortie run plan acme/demo/hello --source examples/hello --var 'greeting=Hello from Sortie' --wait
+sortie run apply acme/demo/hello --source examples/hello --var 'greeting=Hello from Sortie' --wait
+sortie jobs list acme/demo/hello
+"$sortie_bin" jobs list acme/demo/hello -o json | "$python" scripts/demo.py report
 echo "demo: done (sortie dev's own log: $work/sortie-dev.log)"

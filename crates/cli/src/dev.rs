@@ -226,7 +226,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 
     println!("sortie dev: API {url}");
     println!("sortie dev: token {token}");
-    println!("sortie dev: export SORTIE_URL={url} SORTIE_TOKEN={token}");
+    println!("sortie dev: export SORTIE_API_URL={url} SORTIE_TOKEN={token}");
     if let Some(path) = &args.ready_file {
         std::fs::write(path, json!({"url": url, "token": token}).to_string())
             .context("writing the ready file")?;

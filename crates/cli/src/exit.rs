@@ -1,0 +1,56 @@
+//! What went wrong, and the exit code that tells the kinds of failure apart, for scripts:
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | the request was refused as invalid (400, 401, 403, 413, 415), or another error |
+//! | 2 | usage: bad flags or arguments (clap's own code) |
+//! | 3 | not found (404) |
+//! | 4 | conflict (409, 412: a busy environment, a stale ETag, a name taken) |
+//! | 5 | the server failed (5xx) or could not be reached |
+//! | 6 | the job ended failed, canceled or timed out (`run --wait`, `job logs -f`) |
+
+/// A failure of a command, with the exit code of its kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CliError {
+    /// Bad arguments that clap could not see (a malformed `--set`, an unreadable file).
+    #[error("{0}")]
+    Usage(String),
+    /// The API refused the request as invalid; each field problem on its own line.
+    #[error("{0}")]
+    Invalid(String),
+    /// The API does not know the resource; the message may suggest a command.
+    #[error("{0}")]
+    NotFound(String),
+    /// The API refused because of the resource's state.
+    #[error("{0}")]
+    Conflict(String),
+    /// The API failed (5xx), or could not be reached (the message names the URL).
+    #[error("{0}")]
+    Server(String),
+    /// The job ended, but not `succeeded`.
+    #[error("the job ended {state}: {reason}")]
+    JobFailed {
+        /// `failed`, `canceled` or `timed_out`.
+        state: String,
+        /// Why, as the job records it.
+        reason: String,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CliError {
+    /// The process exit code for this kind of failure (see the module documentation).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Invalid(_) | Self::Other(_) => 1,
+            Self::Usage(_) => 2,
+            Self::NotFound(_) => 3,
+            Self::Conflict(_) => 4,
+            Self::Server(_) => 5,
+            Self::JobFailed { .. } => 6,
+        }
+    }
+}

@@ -1,0 +1,741 @@
+//! Jobs from the command line: `run plan|apply|destroy ENV` (with `--wait` to follow the
+//! job to its end), `jobs list ENV`, and `job get|cancel|logs ID` (`logs -f` follows).
+//!
+//! Following polls the job and its log about once a second. On a terminal (stderr), a
+//! spinner shows the job's state and elapsed time, suspended while log lines print; with
+//! no terminal there is no spinner and no colour. The log goes to standard output with
+//! `-o table`, and to standard error with `-o json|yaml`, so standard output stays one
+//! parseable document (the final job). A job that ends other than `succeeded` is
+//! [`CliError::JobFailed`] (exit 6).
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use http::Method;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use serde_json::{json, Map, Value};
+use sortie_api::model::{JobView, LogsPage};
+use sortie_core::job::MAX_FILES_BYTES;
+use sortie_core::{ChangeSummary, JobState};
+
+use crate::args::{JobCommand, Operation, Output, Run};
+use crate::client::Api;
+use crate::exit::CliError;
+use crate::output::{emit, table};
+
+/// How often a followed job and its log are polled.
+const POLL: Duration = Duration::from_secs(1);
+/// How many polls in a row may fail with a server or network error before following
+/// gives up (a restarting `sortie dev`, a throttled API).
+const POLL_FAILURES: u32 = 5;
+
+/// `run plan|apply|destroy ENV`: submits the job and prints it; with `--wait`, follows it
+/// to its end.
+pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
+    let body = job_request(&args)?;
+    let path = format!("/v1/environments/{}/-/jobs", args.env.trim_matches('/'));
+    let mut headers = Vec::new();
+    if let Some(key) = &args.idempotency_key {
+        headers.push(("Idempotency-Key", key.as_str()));
+    }
+    let answer = api.send(Method::POST, &path, Some(&body), &headers).await?;
+    let view = job_view(answer.body.clone())?;
+    if !args.wait {
+        return emit(&answer.body, out, || submitted_table(&view));
+    }
+    if out == Output::Table {
+        println!("{}", submitted_table(&view).trim_end());
+    }
+    finish(follow(api, &view, out).await?, out)
+}
+
+/// `jobs list ENV`: the environment's newest jobs.
+pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError> {
+    let page: Value = api
+        .get(&format!(
+            "/v1/environments/{}/-/jobs?limit=50",
+            env.trim_matches('/')
+        ))
+        .await?;
+    let jobs = page["jobs"].as_array().cloned().unwrap_or_default();
+    let more = page["next"].is_string();
+    emit(&page, out, || {
+        let rows = jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    text(&j["id"]),
+                    text(&j["operation"]),
+                    text(&j["state"]),
+                    text(&j["requested_by"]),
+                    j["transitions"][0]["at"]
+                        .as_str()
+                        .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+                        .map(when)
+                        .unwrap_or_else(|| "-".into()),
+                    serde_json::from_value::<ChangeSummary>(j["summary"].clone())
+                        .map(|s| summary(&s))
+                        .unwrap_or_else(|_| "-".into()),
+                ]
+            })
+            .collect();
+        let mut t = table(
+            &[
+                "ID",
+                "OPERATION",
+                "STATE",
+                "REQUESTED BY",
+                "CREATED",
+                "SUMMARY",
+            ],
+            rows,
+        );
+        if jobs.is_empty() {
+            t = format!("no jobs in environment `{env}`\n");
+        } else if more {
+            t.push_str(&format!(
+                "(the newest {} shown; `-o json` gives the cursor of the next page)\n",
+                jobs.len()
+            ));
+        }
+        t
+    })
+}
+
+/// `job get|cancel|logs ID`.
+pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError> {
+    match cmd {
+        JobCommand::Get { id } => {
+            let view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+            emit(&view, out, || job_table(&view))
+        }
+        JobCommand::Cancel { id } => {
+            let answer = api
+                .send(Method::POST, &format!("/v1/jobs/{id}/cancel"), None, &[])
+                .await?;
+            let view = job_view(answer.body.clone())?;
+            emit(&answer.body, out, || {
+                let note = if view.job.state.is_terminal() {
+                    format!("job {} {}\n", view.job.id, view.job.state)
+                } else {
+                    format!(
+                        "job {}: its task is being stopped; it ends `canceled` (follow it with `sortie job logs -f {}`)\n",
+                        view.job.id, view.job.id
+                    )
+                };
+                format!("{}{note}", submitted_table(&view))
+            })
+        }
+        JobCommand::Logs { id, follow: false } => {
+            let mut offset = 0;
+            let mut data = String::new();
+            let mut more;
+            loop {
+                let page: LogsPage = api
+                    .get(&format!("/v1/jobs/{id}/logs?offset={offset}"))
+                    .await?;
+                offset = page.next_offset;
+                more = page.more;
+                if page.data.is_empty() {
+                    break;
+                }
+                data.push_str(&page.data);
+            }
+            let page = LogsPage {
+                offset: 0,
+                next_offset: offset,
+                data,
+                more,
+            };
+            emit(&page, out, || page.data.clone())
+        }
+        JobCommand::Logs { id, follow: true } => {
+            let view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+            finish(follow(api, &view, out).await?, out)
+        }
+    }
+}
+
+/// The JSON body of `POST .../jobs` from `run`'s arguments.
+fn job_request(args: &Run) -> Result<Value, CliError> {
+    let mut variables = Map::new();
+    for file in &args.var_files {
+        variables.extend(var_file(file)?);
+    }
+    for var in &args.vars {
+        let (name, value) = var
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--var `{var}`: expected NAME=VALUE")))?;
+        if name.is_empty() {
+            return Err(CliError::Usage(format!(
+                "--var `{var}`: the variable name is empty"
+            )));
+        }
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
+        variables.insert(name.to_string(), value);
+    }
+    let operation = match args.operation {
+        Operation::Plan => "plan",
+        Operation::Apply => "apply",
+        Operation::Destroy => "destroy",
+    };
+    let mut body = json!({"operation": operation, "variables": variables});
+    let source = args.source.as_deref().unwrap_or(".");
+    if is_git(source) {
+        body["source"] = git_source(source)?;
+    } else {
+        body["source"] = json!({"type": "inline"});
+        body["files"] = Value::Object(
+            inline_files(Path::new(source))?
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
+        );
+    }
+    Ok(body)
+}
+
+/// Reads a variables file: JSON (`.json`, `.tfvars.json`) or YAML, a mapping of names to
+/// values.
+fn var_file(path: &Path) -> Result<Map<String, Value>, CliError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Usage(format!("--var-file {shown}: {e}")))?;
+    let value: Value = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text)
+            .map_err(|e| CliError::Usage(format!("--var-file {shown}: not JSON: {e}")))?
+    } else {
+        serde_norway::from_str(&text)
+            .map_err(|e| CliError::Usage(format!("--var-file {shown}: not YAML or JSON: {e}")))?
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        Value::Null => Ok(Map::new()),
+        _ => Err(CliError::Usage(format!(
+            "--var-file {shown}: expected a mapping of variable names to values"
+        ))),
+    }
+}
+
+/// A git source: `git::` anything, or a URL (`https://`, `http://`, `ssh://`, `file://`,
+/// `git@host:`).
+fn is_git(source: &str) -> bool {
+    source.starts_with("git::")
+        || ["https://", "http://", "ssh://", "file://", "git@"]
+            .iter()
+            .any(|p| source.starts_with(p))
+}
+
+/// Turns Terraform's module-source form `git::URL//SUBDIR?ref=REF` into a git source.
+fn git_source(source: &str) -> Result<Value, CliError> {
+    let rest = source.strip_prefix("git::").unwrap_or(source);
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    let mut git_ref = None;
+    for pair in query.into_iter().flat_map(|q| q.split('&')) {
+        match pair.split_once('=') {
+            Some(("ref", r)) if !r.is_empty() => git_ref = Some(r.to_string()),
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "--source {source}: `{pair}`: only `?ref=BRANCH|TAG|COMMIT` is understood"
+                )))
+            }
+        }
+    }
+    // The subdirectory follows the first `//` after the scheme's `://`.
+    let after_scheme = rest.find("://").map_or(0, |i| i + 3);
+    let (url, path) = match rest[after_scheme..].find("//") {
+        Some(i) => (
+            &rest[..after_scheme + i],
+            rest[after_scheme + i + 2..].trim_matches('/'),
+        ),
+        None => (rest, ""),
+    };
+    let mut git = json!({"type": "git", "url": url, "path": path});
+    if let Some(r) = git_ref {
+        git["ref"] = Value::String(r);
+    }
+    Ok(git)
+}
+
+/// Every `*.tf`, `*.tfvars` and `*.json` file under `dir` (`.tfvars.json` included), by
+/// its `/`-separated path relative to `dir`, skipping dotfiles and dot-directories
+/// (`.terraform/`). Refuses a total over [`MAX_FILES_BYTES`], which the API would refuse.
+fn inline_files(dir: &Path) -> Result<BTreeMap<String, String>, CliError> {
+    let shown = dir.display();
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--source {shown}: not a directory (give a directory of .tf files, or a git URL such as git::https://host/repo.git//path?ref=main)"
+        )));
+    }
+    let mut files = BTreeMap::new();
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&d).map_err(|e| CliError::Usage(format!("{}: {e}", d.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| CliError::Usage(format!("{}: {e}", d.display())))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let kind = entry
+                .file_type()
+                .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+            if path.is_dir() && !kind.is_symlink() {
+                stack.push(path);
+                continue;
+            }
+            if !path.is_file()
+                || ![".tf", ".tfvars", ".json"]
+                    .iter()
+                    .any(|ext| name.ends_with(ext))
+            {
+                continue;
+            }
+            let relative = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            let content = std::fs::read_to_string(&path).map_err(|e| {
+                CliError::Usage(format!(
+                    "{}: {e} (inline files must be UTF-8 text)",
+                    path.display()
+                ))
+            })?;
+            files.insert(relative, content);
+        }
+    }
+    if files.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--source {shown}: no .tf, .tfvars or .json file in it"
+        )));
+    }
+    let total: usize = files.values().map(String::len).sum();
+    if total > MAX_FILES_BYTES {
+        let mut biggest: Vec<(&String, usize)> = files.iter().map(|(k, v)| (k, v.len())).collect();
+        biggest.sort_by_key(|b| std::cmp::Reverse(b.1));
+        let list = biggest
+            .iter()
+            .take(3)
+            .map(|(k, n)| format!("{k} ({n} bytes)"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(CliError::Usage(format!(
+            "--source {shown}: its {} files total {total} bytes, over the {MAX_FILES_BYTES}-byte ({} KiB) limit of inline files (largest: {list}); push it to git and give --source git::https://host/repo.git//path?ref=main",
+            files.len(),
+            MAX_FILES_BYTES / 1024
+        )));
+    }
+    Ok(files)
+}
+
+fn job_view(body: Value) -> Result<JobView, CliError> {
+    serde_json::from_value(body)
+        .map_err(|e| CliError::Other(format!("the API answered a job this CLI cannot read: {e}")))
+}
+
+/// Follows a job to its end: the spinner, the log as it grows. Returns the final job.
+async fn follow(api: &Api, start: &JobView, out: Output) -> Result<JobView, CliError> {
+    let id = start.job.id.to_string();
+    let to_stdout = out == Output::Table;
+    let bar = spinner(start);
+    let mut log = LogPrinter {
+        bar: bar.as_ref(),
+        to_stdout,
+        pending: String::new(),
+    };
+    let mut offset = 0u64;
+    let mut failures = 0;
+    let fin = loop {
+        match poll(api, &id, &mut offset, &mut log).await {
+            Ok((view, more)) => {
+                failures = 0;
+                if let Some(bar) = &bar {
+                    bar.set_message(spinner_message(&view));
+                }
+                if !more {
+                    break view;
+                }
+            }
+            Err(CliError::Server(e)) if failures + 1 < POLL_FAILURES => {
+                failures += 1;
+                if let Some(bar) = &bar {
+                    bar.set_message(format!("{} (retrying: {e})", spinner_message(start)));
+                }
+            }
+            Err(e) => {
+                log.flush();
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                return Err(e);
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    log.flush();
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    Ok(fin)
+}
+
+/// One poll: the job, then its log from `offset` to the first gap. Returns the job and
+/// whether more may come (the job had not ended when the log was read).
+async fn poll(
+    api: &Api,
+    id: &str,
+    offset: &mut u64,
+    log: &mut LogPrinter<'_>,
+) -> Result<(JobView, bool), CliError> {
+    let mut view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+    loop {
+        let page: LogsPage = api
+            .get(&format!("/v1/jobs/{id}/logs?offset={offset}"))
+            .await?;
+        *offset = page.next_offset;
+        log.push(&page.data);
+        if !page.more {
+            if !view.job.state.is_terminal() {
+                // It ended between the two reads.
+                view = api.get(&format!("/v1/jobs/{id}")).await?;
+            }
+            return Ok((view, false));
+        }
+        if page.data.is_empty() {
+            return Ok((view, true));
+        }
+    }
+}
+
+/// Prints the final line (state, change summary, elapsed) and turns an unsuccessful end
+/// into [`CliError::JobFailed`].
+fn finish(view: JobView, out: Output) -> Result<(), CliError> {
+    let state = view.job.state;
+    let summary_text = view
+        .summary
+        .as_ref()
+        .map(summary)
+        .unwrap_or_else(|| "(no change summary)".into());
+    let took = match (view.job.transitions.first(), view.job.transitions.last()) {
+        (Some(a), Some(b)) => duration(b.at - a.at),
+        _ => "-".into(),
+    };
+    let rest = format!(
+        "{summary_text}  ({} {} on {}, {took})",
+        view.job.request.operation.as_str(),
+        view.job.id,
+        view.job.environment
+    );
+    if out == Output::Table {
+        let colour = std::io::stdout().is_terminal();
+        println!("{}  {rest}", paint(state, colour));
+    } else {
+        let colour = std::io::stderr().is_terminal();
+        eprintln!("{}  {rest}", paint(state, colour));
+        emit(&view, out, String::new)?;
+    }
+    if state == JobState::Succeeded {
+        return Ok(());
+    }
+    let reason = view
+        .job
+        .transitions
+        .last()
+        .map(|t| t.reason.clone())
+        .unwrap_or_default();
+    Err(CliError::JobFailed {
+        state: state.to_string(),
+        reason,
+    })
+}
+
+/// The spinner, only when standard error is a terminal.
+fn spinner(view: &JobView) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let since = view
+        .job
+        .transitions
+        .first()
+        .map(|t| (Utc::now() - t.at).to_std().unwrap_or_default())
+        .unwrap_or_default();
+    let style = ProgressStyle::with_template("{spinner} {msg} ({took})")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .with_key(
+            "took",
+            |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let secs = state.elapsed().as_secs();
+                let _ = if secs < 60 {
+                    write!(w, "{secs}s")
+                } else {
+                    write!(w, "{}m{:02}s", secs / 60, secs % 60)
+                };
+            },
+        )
+        .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+        .with_style(style)
+        .with_elapsed(since);
+    bar.set_message(spinner_message(view));
+    bar.enable_steady_tick(Duration::from_millis(100));
+    Some(bar)
+}
+
+fn spinner_message(view: &JobView) -> String {
+    format!(
+        "{} {} on {}: {}",
+        view.job.request.operation.as_str(),
+        view.job.id,
+        view.job.environment,
+        view.job.state
+    )
+}
+
+/// Prints a log as it grows, whole lines at a time, with the spinner suspended.
+struct LogPrinter<'a> {
+    bar: Option<&'a ProgressBar>,
+    to_stdout: bool,
+    pending: String,
+}
+
+impl LogPrinter<'_> {
+    fn push(&mut self, data: &str) {
+        self.pending.push_str(data);
+        if let Some(end) = self.pending.rfind('\n') {
+            let lines: String = self.pending.drain(..=end).collect();
+            self.write(&lines);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let mut rest = std::mem::take(&mut self.pending);
+            rest.push('\n');
+            self.write(&rest);
+        }
+    }
+
+    fn write(&self, text: &str) {
+        let print = || {
+            // A closed pipe (`| head`) is not worth failing the follow for.
+            if self.to_stdout {
+                let mut o = std::io::stdout().lock();
+                let _ = o.write_all(text.as_bytes());
+                let _ = o.flush();
+            } else {
+                let mut e = std::io::stderr().lock();
+                let _ = e.write_all(text.as_bytes());
+                let _ = e.flush();
+            }
+        };
+        match self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+}
+
+fn paint(state: JobState, colour: bool) -> String {
+    let code = match state {
+        JobState::Succeeded => "32",
+        JobState::Failed | JobState::TimedOut => "31",
+        JobState::Canceled => "33",
+        _ => "",
+    };
+    if colour && !code.is_empty() {
+        format!("\x1b[1;{code}m{state}\x1b[0m")
+    } else {
+        state.to_string()
+    }
+}
+
+/// `+add ~change -destroy`, as Terraform's plan line counts them.
+fn summary(s: &ChangeSummary) -> String {
+    format!("+{} ~{} -{}", s.add, s.change, s.destroy)
+}
+
+fn duration(d: chrono::TimeDelta) -> String {
+    let ms = d.num_milliseconds().max(0);
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+fn when(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+fn submitted_table(view: &JobView) -> String {
+    table(
+        &["ID", "ENVIRONMENT", "OPERATION", "STATE"],
+        vec![vec![
+            view.job.id.to_string(),
+            view.job.environment.to_string(),
+            view.job.request.operation.as_str().into(),
+            view.job.state.to_string(),
+        ]],
+    )
+}
+
+fn job_table(view: &JobView) -> String {
+    let job = &view.job;
+    let head = table(
+        &[
+            "ID",
+            "ENVIRONMENT",
+            "OPERATION",
+            "STATE",
+            "REQUESTED BY",
+            "CREATED",
+            "SUMMARY",
+        ],
+        vec![vec![
+            job.id.to_string(),
+            job.environment.to_string(),
+            job.request.operation.as_str().into(),
+            job.state.to_string(),
+            job.requested_by.clone(),
+            job.transitions
+                .first()
+                .map(|t| when(t.at))
+                .unwrap_or_else(|| "-".into()),
+            view.summary
+                .as_ref()
+                .map(summary)
+                .unwrap_or_else(|| "-".into()),
+        ]],
+    );
+    let transitions = table(
+        &["FROM", "TO", "AT", "REASON"],
+        job.transitions
+            .iter()
+            .map(|t| {
+                vec![
+                    t.from.map_or_else(|| "-".into(), |f| f.to_string()),
+                    t.to.to_string(),
+                    when(t.at),
+                    t.reason.clone(),
+                ]
+            })
+            .collect(),
+    );
+    format!("{}\n\n{}", head.trim_end(), transitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terraform_style_git_source_splits_into_url_path_and_ref() {
+        assert_eq!(
+            git_source("git::https://example.com/acme/infra.git//stacks/app?ref=v1.2").unwrap(),
+            json!({"type": "git", "url": "https://example.com/acme/infra.git", "path": "stacks/app", "ref": "v1.2"})
+        );
+        assert_eq!(
+            git_source("https://example.com/acme/infra.git").unwrap(),
+            json!({"type": "git", "url": "https://example.com/acme/infra.git", "path": ""})
+        );
+        assert_eq!(
+            git_source("git@example.com:acme/infra.git//app").unwrap(),
+            json!({"type": "git", "url": "git@example.com:acme/infra.git", "path": "app"})
+        );
+        assert!(git_source("git::https://h/r.git?depth=1").is_err());
+        assert!(is_git("git::file:///tmp/r") && !is_git("./infra"));
+    }
+
+    #[test]
+    fn vars_are_json_when_they_parse_and_strings_otherwise() {
+        let args = Run {
+            operation: Operation::Plan,
+            env: "acme/x".into(),
+            source: Some("git::https://h/r.git".into()),
+            vars: vec![
+                "n=3".into(),
+                "s=hi there".into(),
+                "l=[1,2]".into(),
+                "b=true".into(),
+                "e=".into(),
+            ],
+            var_files: vec![],
+            wait: false,
+            idempotency_key: None,
+        };
+        let body = job_request(&args).unwrap();
+        assert_eq!(
+            body["variables"],
+            json!({"n": 3, "s": "hi there", "l": [1, 2], "b": true, "e": ""})
+        );
+        assert_eq!(body["operation"], "plan");
+    }
+
+    #[test]
+    fn inline_files_skip_dotfiles_and_other_extensions_and_refuse_an_oversized_total() {
+        let dir = std::env::temp_dir().join(format!("sortie-follow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("modules/a")).unwrap();
+        std::fs::create_dir_all(dir.join(".terraform/modules")).unwrap();
+        std::fs::write(dir.join("main.tf"), "x").unwrap();
+        std::fs::write(dir.join("prod.tfvars"), "x").unwrap();
+        std::fs::write(dir.join("vars.tfvars.json"), "{}").unwrap();
+        std::fs::write(dir.join("modules/a/a.tf"), "x").unwrap();
+        std::fs::write(dir.join("README.md"), "x").unwrap();
+        std::fs::write(dir.join(".hidden.tf"), "x").unwrap();
+        std::fs::write(dir.join(".terraform/modules/m.tf"), "x").unwrap();
+        let files = inline_files(&dir).unwrap();
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            [
+                "main.tf",
+                "modules/a/a.tf",
+                "prod.tfvars",
+                "vars.tfvars.json"
+            ]
+        );
+        std::fs::write(dir.join("big.tf"), "#".repeat(MAX_FILES_BYTES)).unwrap();
+        let e = inline_files(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("over the 131072-byte") && e.contains("big.tf"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn var_files_read_json_and_yaml() {
+        let dir = std::env::temp_dir().join(format!("sortie-varfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.tfvars.json"), r#"{"x": 1}"#).unwrap();
+        std::fs::write(dir.join("b.yaml"), "y: [a, b]\n").unwrap();
+        assert_eq!(var_file(&dir.join("a.tfvars.json")).unwrap()["x"], 1);
+        assert_eq!(
+            var_file(&dir.join("b.yaml")).unwrap()["y"],
+            json!(["a", "b"])
+        );
+        std::fs::write(dir.join("c.yaml"), "- 1\n").unwrap();
+        assert!(var_file(&dir.join("c.yaml")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

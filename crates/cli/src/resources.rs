@@ -1,0 +1,970 @@
+//! The resource verbs: create, get, list, update and delete of runners, runner rules and
+//! environments; `env refresh-runner`, `members` and `runner check`.
+//!
+//! Tables are built from the API's own types (`sortie_api::model`); `-o json|yaml` prints
+//! the API's JSON as it was received.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::Path;
+
+use bytes::Bytes;
+use http::Method;
+use serde_json::{json, Map, Value};
+use sortie_api::model::{
+    EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
+    MembershipList, RefreshRunnerAnswer, ResolutionAnswer, RuleList, RunnerCheckReport, RunnerList,
+    RunnerView,
+};
+use sortie_core::{Considered, Criteria, Grantee, RunnerRule, Verdict};
+use sortie_store::MembershipRecord;
+
+use crate::args::{
+    CreateResource, DeleteResource, EnvCommand, GetResource, ListResource, MembersCommand, Output,
+    RunnerCommand, UpdateResource,
+};
+use crate::client::{decode, Answer, Api};
+use crate::exit::CliError;
+use crate::output::{details, emit, print_text, table};
+
+/// `sortie create ...`.
+pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<(), CliError> {
+    match resource {
+        CreateResource::Runner { id, file } => {
+            let (group, name) = split_last(&id);
+            let (content_type, text) = read_document(&file)?;
+            let answer = api
+                .send_raw(
+                    Method::POST,
+                    &runner_url(group, name),
+                    Some((content_type, Bytes::from(text))),
+                    &[],
+                )
+                .await?;
+            show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
+        }
+        CreateResource::RunnerRule { set, file } => {
+            let mut doc = match &file {
+                Some(path) => {
+                    let (_, text) = read_document(path)?;
+                    serde_norway::from_str::<Value>(&text).map_err(|e| {
+                        CliError::Usage(format!(
+                            "{} is not a YAML or JSON document: {e}",
+                            path.display()
+                        ))
+                    })?
+                }
+                None => Value::Object(Map::new()),
+            };
+            if !doc.is_object() {
+                return Err(CliError::Usage(
+                    "a rule file must be a mapping (id, scope, runner_id, criteria, priority)"
+                        .into(),
+                ));
+            }
+            for item in &set {
+                apply_set(&mut doc, item)?;
+            }
+            let scope = match &doc["scope"] {
+                Value::String(s) => s.clone(),
+                Value::Null => {
+                    return Err(CliError::Usage(
+                        "a rule needs its scope: --set scope=GROUP (the group it applies in)"
+                            .into(),
+                    ))
+                }
+                _ => {
+                    return Err(CliError::Usage(
+                        "the rule's scope must be a group path".into(),
+                    ))
+                }
+            };
+            let answer = api
+                .send(
+                    Method::POST,
+                    &format!("{}/rules", group_url(&scope)),
+                    Some(&doc),
+                    &[],
+                )
+                .await?;
+            show_rules(&answer.body, vec![decode(answer.body.clone())?], out)
+        }
+        CreateResource::Env {
+            path,
+            env_type,
+            labels,
+            tags,
+        } => {
+            let (group, name) = split_env(&path)?;
+            let body = EnvironmentCreate {
+                name: name.to_string(),
+                env_type,
+                labels: (!labels.is_empty())
+                    .then(|| parse_pairs("--label", &labels))
+                    .transpose()?,
+                tags: (!tags.is_empty()).then(|| tags.into_iter().collect()),
+            };
+            let body = serde_json::to_value(&body)
+                .map_err(|e| CliError::Other(format!("could not encode the environment: {e}")))?;
+            let answer = api
+                .send(
+                    Method::POST,
+                    &format!("{}/environments", group_url(group)),
+                    Some(&body),
+                    &[],
+                )
+                .await?;
+            let created: EnvironmentCreated = decode(answer.body.clone())?;
+            emit(&answer.body, out, || {
+                let mut text = env_table(std::slice::from_ref(&created.environment));
+                text.push('\n');
+                text.push_str(&resolution_details(&created.resolution));
+                text
+            })
+        }
+    }
+}
+
+/// `sortie get ...`.
+pub async fn get(api: &Api, resource: GetResource, out: Output) -> Result<(), CliError> {
+    match resource {
+        GetResource::Runner { id } => {
+            let (group, name) = split_last(&id);
+            let answer = api
+                .send(Method::GET, &runner_url(group, name), None, &[])
+                .await
+                .map_err(|e| runner_hint(e, group))?;
+            show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
+        }
+        GetResource::RunnerRule { id } => {
+            let (scope, rule) = split_last(&id);
+            let answer = api
+                .send(Method::GET, &rule_url(scope, rule), None, &[])
+                .await
+                .map_err(|e| rule_hint(e, scope))?;
+            show_rules(&answer.body, vec![decode(answer.body.clone())?], out)
+        }
+        GetResource::Env { path } => {
+            let (group, _) = split_env(&path)?;
+            let answer = api
+                .send(Method::GET, &env_url(&path), None, &[])
+                .await
+                .map_err(|e| env_hint(e, group))?;
+            let env: EnvironmentView = decode(answer.body.clone())?;
+            emit(&answer.body, out, || env_table(&[env]))
+        }
+    }
+}
+
+/// `sortie list ...`.
+pub async fn list(api: &Api, resource: ListResource, out: Output) -> Result<(), CliError> {
+    match resource {
+        ListResource::Runners { group } => {
+            let answer = api
+                .send(
+                    Method::GET,
+                    &format!("{}/runners", group_url(&group)),
+                    None,
+                    &[],
+                )
+                .await?;
+            let list: RunnerList = decode(answer.body.clone())?;
+            show_runners(&answer.body, list.runners, out)
+        }
+        ListResource::RunnerRules { scope } => {
+            let answer = api
+                .send(
+                    Method::GET,
+                    &format!("{}/rules", group_url(&scope)),
+                    None,
+                    &[],
+                )
+                .await?;
+            let list: RuleList = decode(answer.body.clone())?;
+            show_rules(&answer.body, list.rules, out)
+        }
+        ListResource::Envs { group } => {
+            let answer = api
+                .send(
+                    Method::GET,
+                    &format!("{}/environments", group_url(&group)),
+                    None,
+                    &[],
+                )
+                .await?;
+            let list: EnvironmentList = decode(answer.body.clone())?;
+            emit(&answer.body, out, || env_table(&list.environments))
+        }
+    }
+}
+
+/// `sortie update ...`: read the resource for its ETag, then change it with `If-Match`,
+/// so a change made by someone else in between is a conflict, never overwritten.
+pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<(), CliError> {
+    match resource {
+        UpdateResource::Runner { id, file } => {
+            let (group, name) = split_last(&id);
+            let (content_type, text) = read_document(&file)?;
+            let url = runner_url(group, name);
+            let current = api
+                .send(Method::GET, &url, None, &[])
+                .await
+                .map_err(|e| runner_hint(e, group))?;
+            let if_match = if_match(&current);
+            let answer = api
+                .send_raw(
+                    Method::PUT,
+                    &url,
+                    Some((content_type, Bytes::from(text))),
+                    &if_match,
+                )
+                .await
+                .map_err(|e| {
+                    changed_meanwhile(
+                        e,
+                        &format!("runner `{id}`"),
+                        &format!("sortie get runner {id}"),
+                    )
+                })?;
+            show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
+        }
+        UpdateResource::Env {
+            path,
+            env_type,
+            labels,
+            tags,
+        } => {
+            let (group, _) = split_env(&path)?;
+            if env_type.is_none() && labels.is_empty() && tags.is_empty() {
+                return Err(CliError::Usage(
+                    "nothing to change: give --type, --label KEY=VALUE or --tag".into(),
+                ));
+            }
+            let patch = EnvironmentPatch {
+                env_type,
+                labels: (!labels.is_empty())
+                    .then(|| parse_pairs("--label", &labels))
+                    .transpose()?,
+                tags: (!tags.is_empty()).then(|| tags.into_iter().collect()),
+            };
+            let body = serde_json::to_value(&patch)
+                .map_err(|e| CliError::Other(format!("could not encode the change: {e}")))?;
+            let url = env_url(&path);
+            let current = api
+                .send(Method::GET, &url, None, &[])
+                .await
+                .map_err(|e| env_hint(e, group))?;
+            let if_match = if_match(&current);
+            let answer = api
+                .send(Method::PATCH, &url, Some(&body), &if_match)
+                .await
+                .map_err(|e| {
+                    changed_meanwhile(
+                        e,
+                        &format!("environment `{path}`"),
+                        &format!("sortie get env {path}"),
+                    )
+                })?;
+            let env: EnvironmentView = decode(answer.body.clone())?;
+            emit(&answer.body, out, || env_table(&[env]))
+        }
+    }
+}
+
+/// `sortie delete ...`.
+pub async fn delete(api: &Api, resource: DeleteResource, out: Output) -> Result<(), CliError> {
+    let what = match resource {
+        DeleteResource::Runner { id } => {
+            let (group, name) = split_last(&id);
+            api.send(Method::DELETE, &runner_url(group, name), None, &[])
+                .await
+                .map_err(|e| runner_hint(e, group))?;
+            format!("runner `{id}`")
+        }
+        DeleteResource::RunnerRule { id } => {
+            let (scope, rule) = split_last(&id);
+            api.send(Method::DELETE, &rule_url(scope, rule), None, &[])
+                .await
+                .map_err(|e| rule_hint(e, scope))?;
+            format!("runner rule `{rule}` at `{}`", shown_group(scope))
+        }
+        DeleteResource::Env { path } => {
+            let (group, _) = split_env(&path)?;
+            api.send(Method::DELETE, &env_url(&path), None, &[])
+                .await
+                .map_err(|e| env_hint(e, group))?;
+            format!("environment `{path}`")
+        }
+    };
+    // The API answers 204 with no body: JSON and YAML print nothing, scripts read the code.
+    if out == Output::Table {
+        print_text(&format!("deleted {what}"));
+    }
+    Ok(())
+}
+
+/// `sortie env refresh-runner PATH [--dry-run]`: the previous and the chosen runner, the
+/// winning rule and why, and every rule's fate (`explain=full`, every page).
+pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliError> {
+    let EnvCommand::RefreshRunner { path, dry_run } = command;
+    let (group, _) = split_env(&path)?;
+    let base = format!("{}/-/refresh-runner?explain=full", env_url(&path));
+    let url = if dry_run {
+        format!("{base}&dry_run=true")
+    } else {
+        base.clone()
+    };
+    let answer = api
+        .send(Method::POST, &url, None, &[])
+        .await
+        .map_err(|e| env_hint(e, group))?;
+    let mut body = answer.body;
+    let mut refreshed: RefreshRunnerAnswer = decode(body.clone())?;
+    // Further pages of the explanation are read without changing anything again.
+    while let Some(offset) = refreshed.resolution.explanation_next {
+        let page = api
+            .send(
+                Method::POST,
+                &format!("{base}&dry_run=true&explain_offset={offset}"),
+                None,
+                &[],
+            )
+            .await?;
+        let page: RefreshRunnerAnswer = decode(page.body)?;
+        let more = page.resolution.explanation.unwrap_or_default();
+        if more.is_empty() {
+            break;
+        }
+        refreshed
+            .resolution
+            .explanation
+            .get_or_insert_with(Vec::new)
+            .extend(more);
+        refreshed.resolution.explanation_next = page.resolution.explanation_next;
+    }
+    if let Some(resolution) = body.get_mut("resolution") {
+        if let Some(explanation) = &refreshed.resolution.explanation {
+            resolution["explanation"] = serde_json::to_value(explanation)
+                .map_err(|e| CliError::Other(format!("could not encode: {e}")))?;
+        }
+        if let Some(r) = resolution.as_object_mut() {
+            r.remove("explanation_next");
+        }
+    }
+    emit(&body, out, || refresh_text(&path, &refreshed))
+}
+
+/// `sortie members grant|revoke|list`.
+pub async fn members(api: &Api, command: MembersCommand, out: Output) -> Result<(), CliError> {
+    match command {
+        MembersCommand::Grant {
+            group,
+            role,
+            subject,
+            claims,
+        } => {
+            let grantee = match (subject, claims.as_slice()) {
+                (Some(subject), []) => Grantee::Subject {
+                    subject,
+                    issuer: None,
+                },
+                (None, [claim]) => {
+                    let (claim, pattern) = claim.split_once('=').ok_or_else(|| {
+                        CliError::Usage(format!(
+                            "--claim `{claim}` is not KEY=PATTERN (e.g. sub=repo:acme/infra:*)"
+                        ))
+                    })?;
+                    Grantee::ClaimPattern {
+                        claim: claim.to_string(),
+                        pattern: pattern.to_string(),
+                        issuer: None,
+                    }
+                }
+                _ => {
+                    return Err(CliError::Usage(
+                        "give either --subject SUB or one --claim KEY=PATTERN".into(),
+                    ))
+                }
+            };
+            let body = json!({"role": role, "grantee": grantee});
+            let raw: Value = api
+                .post(&format!("{}/memberships", group_url(&group)), &body)
+                .await?;
+            let record: MembershipRecord = decode(raw.clone())?;
+            emit(&raw, out, || membership_table(&[record]))
+        }
+        MembersCommand::Revoke { group, id } => {
+            api.send(
+                Method::DELETE,
+                &format!("{}/memberships/{}", group_url(&group), enc(&id)),
+                None,
+                &[],
+            )
+            .await
+            .map_err(|e| match e {
+                CliError::NotFound(m) => CliError::NotFound(format!(
+                    "{m}\nhint: see the memberships with `sortie members list --group {group}`"
+                )),
+                other => other,
+            })?;
+            if out == Output::Table {
+                print_text(&format!(
+                    "revoked membership `{id}` on `{}`",
+                    shown_group(&group)
+                ));
+            }
+            Ok(())
+        }
+        MembersCommand::List { group } => {
+            let answer = api
+                .send(
+                    Method::GET,
+                    &format!("{}/memberships", group_url(&group)),
+                    None,
+                    &[],
+                )
+                .await?;
+            let list: MembershipList = decode(answer.body.clone())?;
+            emit(&answer.body, out, || membership_table(&list.memberships))
+        }
+    }
+}
+
+/// `sortie runner check ID [--org O]`: every check's name, status and detail. A failed
+/// check is not a failed command (the check ran): the exit code is 0 and `passed: false`
+/// is printed.
+pub async fn runner(api: &Api, command: RunnerCommand, out: Output) -> Result<(), CliError> {
+    let RunnerCommand::Check { id, org } = command;
+    let (group, name) = split_last(&id);
+    let mut url = format!("{}/check", runner_url(group, name));
+    if let Some(org) = &org {
+        url.push_str(&format!("?org={}", enc(org)));
+    }
+    let answer = api
+        .send(Method::POST, &url, None, &[])
+        .await
+        .map_err(|e| runner_hint(e, group))?;
+    let report: RunnerCheckReport = decode(answer.body.clone())?;
+    emit(&answer.body, out, || {
+        let rows = report
+            .checks
+            .iter()
+            .map(|c| vec![c.name.clone(), json_word(&c.status), c.detail.clone()])
+            .collect();
+        let mut text = details(&[
+            ("runner", report.runner_id.clone()),
+            ("org", report.org.clone()),
+            ("passed", report.passed.to_string()),
+        ]);
+        text.push('\n');
+        text.push_str(&table(&["CHECK", "STATUS", "DETAIL"], rows));
+        if !report.passed {
+            text.push_str(
+                "\npassed: false (a launch on this runner would fail; see the checks above)\n",
+            );
+        }
+        text
+    })
+}
+
+// ---- Paths and URLs ----
+
+/// `GROUP/NAME` split at its last `/`; a single segment is `("", NAME)` (the root group).
+fn split_last(id: &str) -> (&str, &str) {
+    id.rsplit_once('/').unwrap_or(("", id))
+}
+
+/// An environment path, `GROUP/NAME`: it never lives in the root group.
+fn split_env(path: &str) -> Result<(&str, &str), CliError> {
+    match path.rsplit_once('/') {
+        Some((group, name)) if !group.is_empty() && !name.is_empty() => Ok((group, name)),
+        _ => Err(CliError::Usage(format!(
+            "`{path}` is not an environment path: it is GROUP/NAME, such as acme/payments/prod"
+        ))),
+    }
+}
+
+/// Percent-encodes one path segment (every byte but `A-Z a-z 0-9 - . _ ~`).
+fn enc(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A group or environment path, each segment encoded, its slashes kept.
+fn enc_path(path: &str) -> String {
+    path.split('/').map(enc).collect::<Vec<_>>().join("/")
+}
+
+/// `/v1/groups/<group>/-`; the root group is `/v1/groups/-`.
+fn group_url(group: &str) -> String {
+    if group.is_empty() {
+        "/v1/groups/-".into()
+    } else {
+        format!("/v1/groups/{}/-", enc_path(group))
+    }
+}
+
+fn runner_url(group: &str, name: &str) -> String {
+    format!("{}/runners/{}", group_url(group), enc(name))
+}
+
+fn rule_url(scope: &str, id: &str) -> String {
+    format!("{}/rules/{}", group_url(scope), enc(id))
+}
+
+fn env_url(path: &str) -> String {
+    format!("/v1/environments/{}", enc_path(path))
+}
+
+fn shown_group(group: &str) -> &str {
+    if group.is_empty() {
+        "(root)"
+    } else {
+        group
+    }
+}
+
+// ---- Errors with what to do next ----
+
+fn runner_hint(e: CliError, group: &str) -> CliError {
+    match e {
+        CliError::NotFound(m) => {
+            let list = if group.is_empty() {
+                "sortie list runners".to_string()
+            } else {
+                format!("sortie list runners --group {group}")
+            };
+            CliError::NotFound(format!("{m}\nhint: see the runners with `{list}`"))
+        }
+        other => other,
+    }
+}
+
+fn rule_hint(e: CliError, scope: &str) -> CliError {
+    match e {
+        CliError::NotFound(m) => CliError::NotFound(format!(
+            "{m}\nhint: see the rules with `sortie list runner-rules --scope {}`",
+            if scope.is_empty() { "''" } else { scope }
+        )),
+        other => other,
+    }
+}
+
+fn env_hint(e: CliError, group: &str) -> CliError {
+    match e {
+        CliError::NotFound(m) => CliError::NotFound(format!(
+            "{m}\nhint: see the environments with `sortie list envs --group {group}`"
+        )),
+        other => other,
+    }
+}
+
+/// A 412 after our own read (the only conflict a PUT of a runner or a PATCH of an
+/// environment answers): someone changed the resource in between.
+fn changed_meanwhile(e: CliError, what: &str, read_again: &str) -> CliError {
+    match e {
+        CliError::Conflict(m) => {
+            CliError::Conflict(format!(
+                "{what} was changed by someone else after it was read ({m}); read it again with `{read_again}` and retry"
+            ))
+        }
+        other => other,
+    }
+}
+
+fn if_match(current: &Answer) -> Vec<(&str, &str)> {
+    current
+        .etag
+        .as_deref()
+        .map(|etag| vec![("If-Match", etag)])
+        .unwrap_or_default()
+}
+
+// ---- Input ----
+
+/// A YAML or JSON file (`-` is standard input) and the content type it is sent with.
+fn read_document(path: &Path) -> Result<(&'static str, String), CliError> {
+    let text = if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| CliError::Usage(format!("could not read standard input: {e}")))?;
+        text
+    } else {
+        std::fs::read_to_string(path)
+            .map_err(|e| CliError::Usage(format!("could not read {}: {e}", path.display())))?
+    };
+    let content_type = if serde_json::from_str::<Value>(&text).is_ok() {
+        "application/json"
+    } else {
+        "application/yaml"
+    };
+    Ok((content_type, text))
+}
+
+/// `KEY=VALUE` pairs (labels).
+fn parse_pairs(flag: &str, pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
+    pairs
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(CliError::Usage(format!("{flag} `{p}` is not KEY=VALUE"))),
+        })
+        .collect()
+}
+
+/// Keys whose values are always strings, whatever they look like (`--set id=123`).
+fn string_key(key: &str) -> bool {
+    matches!(
+        key,
+        "id" | "scope" | "runner_id" | "criteria.env_type" | "criteria.env_path"
+    ) || key.starts_with("criteria.labels.")
+}
+
+/// Applies one `--set key.path=value`: dotted keys nest; the value is JSON when it parses
+/// (numbers, booleans, lists), else a string; `criteria.tags=a,b` is a list.
+fn apply_set(doc: &mut Value, item: &str) -> Result<(), CliError> {
+    let malformed = |why: &str| {
+        CliError::Usage(format!(
+            "--set `{item}`: {why} (expected KEY=VALUE, such as criteria.env_type=production)"
+        ))
+    };
+    let (key, raw) = item.split_once('=').ok_or_else(|| malformed("no `=`"))?;
+    let segments: Vec<&str> = key.split('.').collect();
+    if segments.iter().any(|s| s.trim().is_empty()) {
+        return Err(malformed("the key has an empty part"));
+    }
+    let value = if string_key(key) {
+        Value::String(raw.to_string())
+    } else {
+        match serde_json::from_str::<Value>(raw) {
+            Ok(Value::String(_)) | Err(_) if key == "criteria.tags" => Value::Array(
+                raw.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(|t| Value::String(t.to_string()))
+                    .collect(),
+            ),
+            Ok(v) => v,
+            Err(_) => Value::String(raw.to_string()),
+        }
+    };
+    let (last, parents) = segments
+        .split_last()
+        .expect("split gives one segment at least");
+    let mut node = doc;
+    let mut walked = String::new();
+    for segment in parents {
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(segment);
+        let map = node
+            .as_object_mut()
+            .ok_or_else(|| malformed(&format!("`{walked}` is a value, not a mapping")))?;
+        node = map
+            .entry(segment.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !node.is_object() {
+            return Err(malformed(&format!("`{walked}` is already set to a value")));
+        }
+    }
+    node.as_object_mut()
+        .ok_or_else(|| malformed("its parent is not a mapping"))?
+        .insert(last.to_string(), value);
+    Ok(())
+}
+
+// ---- Tables ----
+
+/// A value's serde name (`passed`, `ecs-fargate`), for enums serialised as strings or
+/// tagged with `type`.
+fn json_word<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(s)) => s,
+        Ok(Value::Object(o)) => o
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string(),
+        _ => "?".into(),
+    }
+}
+
+fn or_dash(s: String) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s
+    }
+}
+
+fn show_runners(raw: &Value, runners: Vec<RunnerView>, out: Output) -> Result<(), CliError> {
+    emit(raw, out, || {
+        let rows = runners
+            .iter()
+            .map(|r| {
+                let place = if r.shared {
+                    "shared"
+                } else if r.inherited {
+                    "inherited"
+                } else {
+                    "own"
+                };
+                vec![
+                    r.runner.id.to_string(),
+                    json_word(&r.runner.spec.runner_configuration),
+                    json_word(&r.runner.spec.state_storage_configuration),
+                    place.to_string(),
+                    r.version.to_string(),
+                    or_dash(r.runner.spec.description.clone()),
+                ]
+            })
+            .collect();
+        table(
+            &["ID", "TYPE", "STATE", "WHERE", "VERSION", "DESCRIPTION"],
+            rows,
+        )
+    })
+}
+
+fn criteria_text(c: &Criteria) -> String {
+    let mut parts = vec![];
+    if let Some(t) = &c.env_type {
+        parts.push(format!("env_type={t}"));
+    }
+    if let Some(p) = &c.env_path {
+        parts.push(format!("env_path={p}"));
+    }
+    for (k, v) in &c.labels {
+        parts.push(format!("label {k}={v}"));
+    }
+    for t in &c.tags {
+        parts.push(format!("tag {t}"));
+    }
+    or_dash(parts.join(", "))
+}
+
+fn show_rules(raw: &Value, rules: Vec<RunnerRule>, out: Output) -> Result<(), CliError> {
+    emit(raw, out, || {
+        let rows = rules
+            .iter()
+            .map(|r| {
+                vec![
+                    r.scope.to_string(),
+                    r.id.clone(),
+                    r.runner_id.to_string(),
+                    r.priority.to_string(),
+                    criteria_text(&r.criteria),
+                ]
+            })
+            .collect();
+        table(&["SCOPE", "ID", "RUNNER", "PRIORITY", "CRITERIA"], rows)
+    })
+}
+
+fn labels_text(labels: &BTreeMap<String, String>) -> String {
+    or_dash(
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+fn tags_text(tags: &BTreeSet<String>) -> String {
+    or_dash(tags.iter().cloned().collect::<Vec<_>>().join(","))
+}
+
+fn env_table(envs: &[EnvironmentView]) -> String {
+    let rows = envs
+        .iter()
+        .map(|e| {
+            let env = &e.record.environment;
+            let lock = match &e.record.active_job {
+                Some(job) => format!("{job} (+{} queued)", e.record.queued_count),
+                None => "-".into(),
+            };
+            vec![
+                env.path.to_string(),
+                env.env_type.clone(),
+                env.runner.runner_id.to_string(),
+                env.runner.rule_id.clone(),
+                labels_text(&env.labels),
+                tags_text(&env.tags),
+                lock,
+                e.version.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "PATH",
+            "TYPE",
+            "RUNNER",
+            "RULE",
+            "LABELS",
+            "TAGS",
+            "ACTIVE JOB",
+            "VERSION",
+        ],
+        rows,
+    )
+}
+
+/// The winning rule and why, and how many other rules there were.
+fn resolution_details(r: &ResolutionAnswer) -> String {
+    let others = r.counts.total().saturating_sub(r.counts.won as usize);
+    details(&[
+        ("runner", r.rule.runner_id.to_string()),
+        ("rule", format!("{} (scope {})", r.rule.id, r.rule.scope)),
+        ("why", r.why.clone()),
+        ("other rules", others.to_string()),
+    ])
+}
+
+fn fate(c: &Considered) -> String {
+    match &c.verdict {
+        Verdict::Won => "won".into(),
+        Verdict::Lost { to, because } => format!("lost to {to}: {because}"),
+        Verdict::OutOfScope => "out of scope".into(),
+        Verdict::RunnerNotVisible => "runner not visible at its scope".into(),
+        Verdict::NotMatched { reason } => format!("not matched: {reason}"),
+    }
+}
+
+fn refresh_text(path: &str, a: &RefreshRunnerAnswer) -> String {
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let mut text = details(&[
+        ("environment", path.to_string()),
+        ("previous runner", a.previous_runner_id.clone()),
+        ("chosen runner", a.runner_id.clone()),
+        ("changed", yes_no(a.changed).to_string()),
+        (
+            "dry run",
+            if a.dry_run {
+                "yes (nothing was changed)".to_string()
+            } else {
+                "no".to_string()
+            },
+        ),
+        (
+            "rule",
+            format!(
+                "{} (scope {})",
+                a.resolution.rule.id, a.resolution.rule.scope
+            ),
+        ),
+        ("why", a.resolution.why.clone()),
+    ]);
+    let rows: Vec<Vec<String>> = a
+        .resolution
+        .explanation
+        .iter()
+        .flatten()
+        .map(|c| {
+            vec![
+                c.rule_id.clone(),
+                c.scope.to_string(),
+                c.runner_id.to_string(),
+                c.priority.to_string(),
+                fate(c),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        text.push('\n');
+        text.push_str(&table(
+            &["RULE", "SCOPE", "RUNNER", "PRIORITY", "FATE"],
+            rows,
+        ));
+    }
+    text
+}
+
+fn grantee_text(g: &Grantee) -> String {
+    let issuer = |i: &Option<String>| {
+        i.as_ref()
+            .map(|i| format!(" (issuer {i})"))
+            .unwrap_or_default()
+    };
+    match g {
+        Grantee::Subject { subject, issuer: i } => format!("subject {subject}{}", issuer(i)),
+        Grantee::ClaimPattern {
+            claim,
+            pattern,
+            issuer: i,
+        } => format!("claim {claim} ~ {pattern}{}", issuer(i)),
+    }
+}
+
+fn membership_table(records: &[MembershipRecord]) -> String {
+    let rows = records
+        .iter()
+        .map(|m| {
+            vec![
+                m.id.clone(),
+                m.membership.group.to_string(),
+                json_word(&m.membership.role),
+                grantee_text(&m.membership.grantee),
+                m.granted_by.clone(),
+            ]
+        })
+        .collect();
+    table(&["ID", "GROUP", "ROLE", "GRANTEE", "GRANTED BY"], rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_split_at_their_last_slash_and_the_root_is_spelled_dash() {
+        assert_eq!(
+            split_last("acme/payments/fargate"),
+            ("acme/payments", "fargate")
+        );
+        assert_eq!(split_last("shared"), ("", "shared"));
+        assert_eq!(runner_url("", "shared"), "/v1/groups/-/runners/shared");
+        assert_eq!(
+            runner_url("acme/payments", "r 1"),
+            "/v1/groups/acme/payments/-/runners/r%201"
+        );
+        assert_eq!(env_url("acme/prod"), "/v1/environments/acme/prod");
+        assert!(split_env("prod").is_err());
+    }
+
+    #[test]
+    fn sets_nest_parse_json_and_keep_ids_as_strings() {
+        let mut doc = json!({});
+        for s in [
+            "scope=acme",
+            "id=123",
+            "runner_id=acme/fargate",
+            "criteria.env_type=production",
+            "criteria.labels.tier=1",
+            "criteria.tags=a,b",
+            "priority=5",
+        ] {
+            apply_set(&mut doc, s).unwrap();
+        }
+        assert_eq!(
+            doc,
+            json!({"scope": "acme", "id": "123", "runner_id": "acme/fargate",
+                "criteria": {"env_type": "production", "labels": {"tier": "1"}, "tags": ["a", "b"]},
+                "priority": 5})
+        );
+        for bad in ["noequals", "=x", "a..b=1", "priority.x=1"] {
+            let e = apply_set(&mut doc, bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
+        }
+    }
+}
