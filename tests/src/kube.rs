@@ -957,6 +957,30 @@ fn random_uid() -> String {
     )
 }
 
+/// Creates the EKS cluster `name` in moto whose endpoint and CA are this double's (or
+/// `ca_data` instead of the CA, for a wrong-CA test), through moto patch 3's tags.
+pub async fn create_eks_cluster(
+    config: &aws_config::SdkConfig,
+    name: &str,
+    endpoint: &str,
+    ca_data: &str,
+) {
+    aws_sdk_eks::Client::new(config)
+        .create_cluster()
+        .name(name)
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-0123abcd")
+                .build(),
+        )
+        .tags("sortie-test/endpoint", endpoint)
+        .tags("sortie-test/ca-data", ca_data)
+        .send()
+        .await
+        .expect("create the EKS cluster in moto");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

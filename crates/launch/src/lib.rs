@@ -16,7 +16,7 @@ use sortie_core::{Job, TaskRef, TaskStop};
 
 pub use check::{AwsRunnerChecker, RunnerChecker, StaticRunnerChecker};
 pub use ecs::{classify, client_token, EcsCustomizer, EcsLauncher};
-pub use eks::{EksCustomizer, EksLauncher};
+pub use eks::EksLauncher;
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
 pub use secrets::{AwsSecretValues, SecretValues, StaticSecretValues};
 

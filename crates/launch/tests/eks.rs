@@ -38,23 +38,8 @@ async fn world(ca_data: Option<String>) -> World {
     let direct = sortie_tests::sdk_config_at(&endpoint).await;
     let double = KubeDouble::start();
     let cluster = sortie_tests::unique("eks");
-    aws_sdk_eks::Client::new(&direct)
-        .create_cluster()
-        .name(&cluster)
-        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids("subnet-0123abcd")
-                .build(),
-        )
-        .tags("sortie-test/endpoint", double.url())
-        .tags(
-            "sortie-test/ca-data",
-            ca_data.unwrap_or_else(|| double.ca_data()),
-        )
-        .send()
-        .await
-        .expect("create the EKS cluster in moto");
+    let ca = ca_data.unwrap_or_else(|| double.ca_data());
+    sortie_tests::kube::create_eks_cluster(&direct, &cluster, &double.url(), &ca).await;
     let proxy = FaultProxy::start(&endpoint);
     let base = sortie_tests::sdk_config_at(&proxy.url()).await;
     World {

@@ -26,20 +26,8 @@ async fn eks_world() -> Eks {
     let w = World::new().await;
     let double = KubeDouble::start();
     let cluster = sortie_tests::unique("eks");
-    aws_sdk_eks::Client::new(&w.direct)
-        .create_cluster()
-        .name(&cluster)
-        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids("subnet-0123abcd")
-                .build(),
-        )
-        .tags("sortie-test/endpoint", double.url())
-        .tags("sortie-test/ca-data", double.ca_data())
-        .send()
-        .await
-        .unwrap();
+    sortie_tests::kube::create_eks_cluster(&w.direct, &cluster, &double.url(), &double.ca_data())
+        .await;
     let spec = RunnerSpec::parse(&format!(
         "runner_configuration:\n  type: eks\n  role_arn: {ROLE}\n  external_id: {EXTERNAL_ID}\n  region: us-east-1\n  cluster: {cluster}\n  timeout_seconds: 600\n  job:\n    namespace: {NAMESPACE}\n    service_account: terraform\n    image: sortie-runner:test\nstate_storage_configuration: {{ type: kubernetes }}\n"
     ))

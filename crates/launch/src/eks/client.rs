@@ -188,7 +188,8 @@ impl KubeClient {
                 let chain = error_chain(&e);
                 if e.is_connect() {
                     KubeError::NotSent {
-                        tls: is_tls(&e) || chain.contains("invalid peer certificate"),
+                        // rustls reaches hyper-util's connect error as text only.
+                        tls: chain.contains("invalid peer certificate"),
                         message: format!("could not reach {url}: {chain}"),
                     }
                 } else {
@@ -241,26 +242,6 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
-}
-
-/// True when a rustls error (a refused certificate, a failed handshake) is in the chain.
-fn is_tls(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(s) = source {
-        if s.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if io
-                .get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-            {
-                return true;
-            }
-        }
-        source = s.source();
-    }
-    false
 }
 
 /// Percent-encodes a query value (label selectors carry `=`, `,` and `/`).

@@ -50,10 +50,6 @@ use job::{ATTEMPT_LABEL, JOB_ID_LABEL};
 /// Assumed credentials are refreshed this long before they expire.
 const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 
-/// A hook that adjusts every EKS client's configuration (tests add interceptors with it).
-pub type EksCustomizer =
-    Arc<dyn Fn(aws_sdk_eks::config::Builder) -> aws_sdk_eks::config::Builder + Send + Sync>;
-
 /// One launcher-role session: its credentials, assumed once and cached until five minutes
 /// before they expire; DescribeCluster and every token use them.
 struct Session {
@@ -68,7 +64,6 @@ struct Session {
 /// tenant's job. Cluster endpoints and CAs are kept per (role, region, cluster).
 pub struct EksLauncher {
     base: SdkConfig,
-    customize: Option<EksCustomizer>,
     sessions: Mutex<HashMap<(String, String, String), Arc<Session>>>,
     clusters: tokio::sync::Mutex<HashMap<(String, String, String), KubeClient>>,
 }
@@ -78,16 +73,9 @@ impl EksLauncher {
     pub fn new(base: SdkConfig) -> Self {
         Self {
             base,
-            customize: None,
             sessions: Mutex::new(HashMap::new()),
             clusters: tokio::sync::Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Adjusts every EKS client this launcher builds.
-    pub fn with_customizer(mut self, customize: EksCustomizer) -> Self {
-        self.customize = Some(customize);
-        self
     }
 
     fn runner(job: &Job) -> Result<&EksRunner, LaunchError> {
@@ -207,13 +195,12 @@ impl EksLauncher {
 impl EksLauncher {
     /// An EKS client in the runner's region with the session's (cached) credentials.
     fn eks_client(&self, access: &AwsAccess, credentials: Credentials) -> aws_sdk_eks::Client {
-        let mut conf = aws_sdk_eks::config::Builder::from(&self.base)
-            .region(Region::new(access.region.clone()))
-            .credentials_provider(credentials);
-        if let Some(customize) = &self.customize {
-            conf = customize(conf);
-        }
-        aws_sdk_eks::Client::from_conf(conf.build())
+        aws_sdk_eks::Client::from_conf(
+            aws_sdk_eks::config::Builder::from(&self.base)
+                .region(Region::new(access.region.clone()))
+                .credentials_provider(credentials)
+                .build(),
+        )
     }
 }
 
