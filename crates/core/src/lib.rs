@@ -21,6 +21,7 @@ pub mod rule;
 pub mod rule_index;
 pub mod runner;
 pub mod spec;
+pub mod tool;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
 pub use check::{CheckStatus, RunnerCheck};
@@ -35,7 +36,10 @@ pub use rule::{
 };
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
-pub use spec::{ChangeSummary, JobSpec, RunnerExit, UploadKind, RUNNER_EXIT_REASON_MAX};
+pub use spec::{
+    ChangeSummary, JobPhase, JobSpec, RunnerExit, UploadKind, RUNNER_EXIT_REASON_MAX,
+};
+pub use tool::{ToolName, ToolUsed};
 
 /// Input that failed parsing or validation, with every problem found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

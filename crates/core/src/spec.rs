@@ -43,6 +43,54 @@ pub struct JobSpec {
     /// fast path of completion and the sweeper's poll the safety net.
     #[serde(default)]
     pub report_exit: bool,
+    /// Which phase of a reviewed apply or destroy this task runs. Absent: one task does the
+    /// whole operation (a plan plans to `plan.tfplan`; an apply or destroy plans to
+    /// `plan.tfplan` and applies exactly that file, never a second plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<JobPhase>,
+    /// For the [`JobPhase::Apply`] phase: a presigned GET URL of the plan the first phase
+    /// saved, which this task applies (`terraform apply plan.tfplan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_plan_url: Option<String>,
+    /// A drift check: the plan runs with `-detailed-exitcode`, exit code 2 (changes) is a
+    /// success, and the summary's `has_changes` says which it was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub detailed_exitcode: bool,
+    /// The tool asked for (the environment's, else the runner's); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<crate::tool::ToolName>,
+    /// The version asked for: exact or a constraint ([`crate::tool::parse_constraint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The byte offset of this task's first log byte: a second phase continues the job's
+    /// log where the first phase's ended, so the job has one log.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_offset: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The phase of a reviewed (`approval: required`) apply or destroy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobPhase {
+    /// Plan (`-destroy` for a destroy) to `plan.tfplan` and upload it; then the job awaits
+    /// approval.
+    Plan,
+    /// Apply the saved plan, after approval.
+    Apply,
+}
+
+impl JobPhase {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plan => "plan",
+            Self::Apply => "apply",
+        }
+    }
 }
 
 /// The runner's final callback (`POST /v1/jobs/{id}/events`): how it is about to exit.
@@ -70,6 +118,10 @@ pub struct ChangeSummary {
     pub change: u32,
     /// Resources to destroy (or destroyed).
     pub destroy: u32,
+    /// What `-detailed-exitcode` said of a drift check's plan: true when it has changes
+    /// (resources or outputs). Absent for every other job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_changes: Option<bool>,
 }
 
 /// What a runner uploads: one object of the job's, under the job's own prefix.

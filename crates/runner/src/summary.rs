@@ -126,6 +126,7 @@ mod tests {
             add,
             change,
             destroy,
+            has_changes: None,
         }
     }
 

@@ -310,6 +310,12 @@ impl World {
             secret_refs: BTreeMap::new(),
             state_storage: StateStorageConfiguration::S3(storage),
             report_exit: false,
+            phase: None,
+            saved_plan_url: None,
+            detailed_exitcode: false,
+            tool: None,
+            version: None,
+            log_offset: 0,
         }
     }
 
@@ -725,6 +731,7 @@ async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts()
         add: 2,
         change: 0,
         destroy: 1,
+        has_changes: None,
     };
     assert_eq!(world.api.summary(&spec.job_id), Some(expected));
 

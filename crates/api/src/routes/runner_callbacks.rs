@@ -107,6 +107,12 @@ pub(crate) async fn get_job_spec(
         state_storage,
         state_key,
         report_exit,
+        phase: None,
+        saved_plan_url: None,
+        detailed_exitcode: false,
+        tool: None,
+        version: None,
+        log_offset: 0,
     }))
 }
 

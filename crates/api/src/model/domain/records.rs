@@ -278,6 +278,10 @@ pub struct ChangeSummary {
     pub change: u32,
     /// Resources to destroy (or destroyed).
     pub destroy: u32,
+    /// A drift check's `-detailed-exitcode` verdict: true when the plan has changes
+    /// (resources or outputs). Absent for every other job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_changes: Option<bool>,
 }
 
 /// What a runner fetches with its job token.
@@ -309,6 +313,55 @@ pub struct JobSpec {
     /// ends (`eks` runners).
     #[serde(default)]
     pub report_exit: bool,
+    /// The phase of a reviewed apply or destroy this task runs; absent when one task does
+    /// the whole operation (plan to a file, then apply that file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<JobPhase>,
+    /// For the `apply` phase: a presigned GET URL of the saved plan to apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_plan_url: Option<String>,
+    /// A drift check: plan with `-detailed-exitcode`.
+    #[serde(default)]
+    pub detailed_exitcode: bool,
+    /// The tool asked for; any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolName>,
+    /// The version asked for: exact (`1.0.3`) or a constraint (`~> 1.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Where this task's log starts: a second phase continues the first phase's log.
+    #[serde(default)]
+    pub log_offset: u64,
+}
+
+/// The phase of a reviewed (`approval: required`) apply or destroy.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobPhase {
+    /// The plan, saved to `plan.tfplan`; the job then awaits approval.
+    Plan,
+    /// The apply of that saved plan, after approval.
+    Apply,
+}
+
+/// Terraform or OpenTofu.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolName {
+    /// HashiCorp Terraform.
+    Terraform,
+    /// OpenTofu.
+    Opentofu,
+}
+
+/// The tool and exact version a job ran with, as its runner reported.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolUsed {
+    /// `terraform` or `opentofu`.
+    pub tool: ToolName,
+    /// The exact version, `major.minor.patch`.
+    pub version: String,
 }
 
 /// The runner's final callback: how it is about to exit.
