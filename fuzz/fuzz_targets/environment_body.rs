@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let rules = fixture_rules();
     let group = GroupPath::parse("acme/payments").expect("fixture group");
     let mut env = Environment {
+        settings: Default::default(),
         path: EnvPath::parse("acme/payments/prod").expect("fixture path"),
         env_type: "production".into(),
         labels: Default::default(),
@@ -35,6 +36,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(path) => {
                 assert_eq!(path.group(), &group);
                 let created = Environment {
+                    settings: Default::default(),
                     path,
                     env_type: f.env_type.unwrap_or_default(),
                     labels: f.labels.unwrap_or_default(),

@@ -164,6 +164,7 @@ async fn create_environment(api: &Engine, job: &Job) {
     api.jobs
         .store
         .create_environment(&Environment {
+            settings: Default::default(),
             path: job.environment.clone(),
             env_type: "development".into(),
             labels: BTreeMap::new(),

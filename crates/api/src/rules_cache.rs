@@ -81,6 +81,7 @@ mod tests {
         let cache = RuleIndexCache::default();
         let team = GroupPath::parse("acme/payments").unwrap();
         let env = Environment {
+            settings: Default::default(),
             path: sortie_core::EnvPath::parse("acme/payments/prod").unwrap(),
             env_type: "production".into(),
             labels: Default::default(),

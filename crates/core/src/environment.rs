@@ -45,6 +45,89 @@ pub struct Environment {
     pub tags: BTreeSet<String>,
     /// The linked runner.
     pub runner: RunnerLink,
+    /// Approval, drift detection, and the tool and version.
+    #[serde(flatten)]
+    pub settings: EnvSettings,
+}
+
+/// Whether an apply or destroy waits for a person's approval between its plan and its apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// The job plans and applies that plan at once (one task).
+    #[default]
+    Auto,
+    /// The job plans, then waits in `awaiting_approval` (holding the lock) until approved
+    /// (a second task applies the saved plan), discarded, or timed out.
+    Required,
+}
+
+impl Approval {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+        }
+    }
+}
+
+/// What a detected drift does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftRemediation {
+    /// Nothing: the drift is reported.
+    #[default]
+    Off,
+    /// An apply is submitted (by `sortie:drift`), subject to the approval setting.
+    Apply,
+}
+
+/// The default approval timeout: 24 hours.
+pub const APPROVAL_TIMEOUT_DEFAULT_SECONDS: u32 = 24 * 3600;
+/// The shortest approval timeout: 5 minutes.
+pub const APPROVAL_TIMEOUT_MIN_SECONDS: u32 = 300;
+/// The longest approval timeout: 30 days.
+pub const APPROVAL_TIMEOUT_MAX_SECONDS: u32 = 30 * 24 * 3600;
+
+/// An environment's settings for reviewed applies, drift detection and the tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvSettings {
+    /// `auto` (default) or `required`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub approval: Approval,
+    /// How long a job may await approval before the sweeper discards it (default 24 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_seconds: Option<u32>,
+    /// When true, the approver must not be the job's requester.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub four_eyes: bool,
+    /// A 5-field cron expression, in UTC, for drift checks (at least 15 minutes apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_schedule: Option<String>,
+    /// What a detected drift does: `off` (default) or `apply`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub drift_remediation: DriftRemediation,
+    /// The tool its jobs run; wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<crate::tool::ToolName>,
+    /// The version its jobs run (exact or a constraint); wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+impl EnvSettings {
+    /// The approval timeout in effect.
+    pub fn approval_timeout(&self) -> chrono::Duration {
+        chrono::Duration::seconds(i64::from(
+            self.approval_timeout_seconds
+                .unwrap_or(APPROVAL_TIMEOUT_DEFAULT_SECONDS),
+        ))
+    }
 }
 
 impl Environment {
@@ -109,6 +192,60 @@ pub struct EnvironmentInput {
     pub labels: Option<BTreeMap<String, String>>,
     /// Its tags, when given.
     pub tags: Option<BTreeSet<String>>,
+    /// `approval`, when given.
+    pub approval: Option<Approval>,
+    /// `approval_timeout_seconds`, when given (`null` clears it).
+    pub approval_timeout_seconds: Option<Option<u32>>,
+    /// `four_eyes`, when given.
+    pub four_eyes: Option<bool>,
+    /// `drift_schedule`, when given (`null` clears it).
+    pub drift_schedule: Option<Option<String>>,
+    /// `drift_remediation`, when given.
+    pub drift_remediation: Option<DriftRemediation>,
+    /// `tool`, when given (`null` clears it).
+    pub tool: Option<Option<crate::tool::ToolName>>,
+    /// `version`, when given (`null` clears it).
+    pub version: Option<Option<String>>,
+}
+
+impl EnvironmentInput {
+    /// Applies the settings given to `settings`.
+    pub fn apply_settings(&self, settings: &mut EnvSettings) {
+        if let Some(v) = self.approval {
+            settings.approval = v;
+        }
+        if let Some(v) = self.approval_timeout_seconds {
+            settings.approval_timeout_seconds = v;
+        }
+        if let Some(v) = self.four_eyes {
+            settings.four_eyes = v;
+        }
+        if let Some(v) = &self.drift_schedule {
+            settings.drift_schedule = v.clone();
+        }
+        if let Some(v) = self.drift_remediation {
+            settings.drift_remediation = v;
+        }
+        if let Some(v) = self.tool {
+            settings.tool = v;
+        }
+        if let Some(v) = &self.version {
+            settings.version = v.clone();
+        }
+    }
+}
+
+/// Reads an optional field where `null` means "clear": `None` absent, `Some(None)` null.
+fn nullable<T: serde::de::DeserializeOwned>(
+    f: &mut Fields<'_>,
+    field: &'static str,
+    p: &mut Problems,
+) -> Option<Option<T>> {
+    if f.is_null(field) {
+        Some(None)
+    } else {
+        f.optional::<T>(field, p).map(Some)
+    }
 }
 
 impl EnvironmentInput {
@@ -145,12 +282,48 @@ impl EnvironmentInput {
         if let Some(tags) = &tags {
             check_tags(tags, "tags", &mut p);
         }
+        let approval: Option<Approval> = f.optional("approval", &mut p);
+        let approval_timeout_seconds: Option<Option<u32>> =
+            nullable(&mut f, "approval_timeout_seconds", &mut p);
+        if let Some(Some(t)) = approval_timeout_seconds {
+            if !(APPROVAL_TIMEOUT_MIN_SECONDS..=APPROVAL_TIMEOUT_MAX_SECONDS).contains(&t) {
+                p.push(
+                    "approval_timeout_seconds",
+                    format!("must be between {APPROVAL_TIMEOUT_MIN_SECONDS} (5 minutes) and {APPROVAL_TIMEOUT_MAX_SECONDS} (30 days)"),
+                );
+            }
+        }
+        let four_eyes: Option<bool> = f.optional("four_eyes", &mut p);
+        let drift_schedule: Option<Option<String>> = nullable(&mut f, "drift_schedule", &mut p);
+        if let Some(Some(expr)) = &drift_schedule {
+            if let Err(problem) = crate::drift::DriftSchedule::parse(expr) {
+                p.push("drift_schedule", problem);
+            }
+        }
+        let drift_remediation: Option<DriftRemediation> =
+            f.optional("drift_remediation", &mut p);
+        let tool: Option<Option<crate::tool::ToolName>> = nullable(&mut f, "tool", &mut p);
+        let version: Option<Option<String>> = nullable(&mut f, "version", &mut p);
+        if let Some(problem) = version
+            .as_ref()
+            .and_then(|v| v.as_deref())
+            .and_then(crate::tool::version_problem)
+        {
+            p.push("version", problem);
+        }
         f.finish(&mut p);
         p.finish(Self {
             name,
             env_type,
             labels,
             tags,
+            approval,
+            approval_timeout_seconds,
+            four_eyes,
+            drift_schedule,
+            drift_remediation,
+            tool,
+            version,
         })
     }
 }

@@ -1,6 +1,8 @@
 //! Jobs and their state machine.
 //!
-//! `queued → dispatching → running → succeeded | failed | canceled | timed_out`.
+//! `queued → dispatching → running → succeeded | failed | canceled | timed_out`, and for a
+//! reviewed apply or destroy `running → awaiting_approval → queued` (approved: a second
+//! task applies the saved plan) or `→ discarded`.
 //! A transition is checked here; an illegal one is an error value. The store
 //! makes every transition a conditional write on the expected current state.
 
@@ -64,10 +66,15 @@ pub enum JobState {
     Canceled,
     /// Stopped from outside after exceeding its runner's timeout.
     TimedOut,
+    /// Its plan succeeded; it holds the environment's lock until a person approves the
+    /// saved plan (a second task applies it) or discards it.
+    AwaitingApproval,
+    /// Its plan was discarded (by a person, or by the approval timeout): nothing applied.
+    Discarded,
 }
 
 /// Every state, for tests and listings.
-pub const ALL_STATES: [JobState; 7] = [
+pub const ALL_STATES: [JobState; 9] = [
     JobState::Queued,
     JobState::Dispatching,
     JobState::Running,
@@ -75,14 +82,17 @@ pub const ALL_STATES: [JobState; 7] = [
     JobState::Failed,
     JobState::Canceled,
     JobState::TimedOut,
+    JobState::AwaitingApproval,
+    JobState::Discarded,
 ];
 
 impl JobState {
-    /// True for `succeeded`, `failed`, `canceled` and `timed_out`: nothing follows them.
+    /// True for `succeeded`, `failed`, `canceled`, `timed_out` and `discarded`: nothing
+    /// follows them.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            Self::Succeeded | Self::Failed | Self::Canceled | Self::TimedOut
+            Self::Succeeded | Self::Failed | Self::Canceled | Self::TimedOut | Self::Discarded
         )
     }
 
@@ -97,7 +107,9 @@ impl JobState {
     /// - `dispatching → running` (launched), `queued` (retryable launch failure, lease
     ///   expired), `failed` (not retryable) or `canceled`;
     /// - `running → succeeded | failed | canceled | timed_out`, or `queued` (a plan
-    ///   interrupted on Spot is requeued).
+    ///   interrupted on Spot is requeued), or `awaiting_approval` (a reviewed job's plan
+    ///   phase succeeded);
+    /// - `awaiting_approval → queued` (approved), `discarded` or `canceled`.
     pub fn can_become(self, to: JobState) -> bool {
         use JobState::*;
         matches!(
@@ -113,6 +125,10 @@ impl JobState {
                 | (Running, Canceled)
                 | (Running, TimedOut)
                 | (Running, Queued)
+                | (Running, AwaitingApproval)
+                | (AwaitingApproval, Queued)
+                | (AwaitingApproval, Discarded)
+                | (AwaitingApproval, Canceled)
         )
     }
 
@@ -126,6 +142,8 @@ impl JobState {
             Self::Failed => "failed",
             Self::Canceled => "canceled",
             Self::TimedOut => "timed_out",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Discarded => "discarded",
         }
     }
 }
@@ -494,9 +512,102 @@ pub struct Job {
     /// whatever later updates change, and dispatch needs no second read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_spec: Option<crate::runner::RunnerSpec>,
+    /// For an apply or destroy on an environment with `approval: required`, the policy taken
+    /// at submit: the job plans, then awaits approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Review>,
+    /// True for a scheduled drift check (a plan with `-detailed-exitcode`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drift_check: bool,
+    /// The tool asked for at submit (the environment's, else the runner's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<crate::tool::ToolName>,
+    /// The version asked for at submit (the environment's, else the runner's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// A reviewed job's approval policy (taken at submit) and, once made, the decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Review {
+    /// When true, the approver must not be the requester.
+    #[serde(default)]
+    pub four_eyes: bool,
+    /// How long the job may await approval, in seconds.
+    pub timeout_seconds: u32,
+    /// Which phase the job is in: `plan` until approved, then `apply`.
+    pub phase: crate::spec::JobPhase,
+    /// When it started awaiting approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_since: Option<DateTime<Utc>>,
+    /// The decision, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// Approved or discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewVerdict {
+    /// The saved plan is applied.
+    Approved,
+    /// The saved plan is thrown away.
+    Discarded,
+}
+
+/// A decision on a reviewed job: who, when, what and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Approved or discarded.
+    pub verdict: ReviewVerdict,
+    /// The subject of who decided (`sortie:approval-timeout` for the timeout).
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The decider's comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// The longest decision comment, in bytes.
+pub const DECISION_COMMENT_MAX: usize = 1024;
+
+/// Why `by` may not approve or discard `job` now, or `None`: the job must be
+/// `awaiting_approval` (else [`ReviewRefusal::NotAwaiting`]), and under `four_eyes` an
+/// approval must not come from the requester ([`ReviewRefusal::OwnJob`]).
+pub fn review_refusal(job: &Job, by: &str, verdict: ReviewVerdict) -> Option<ReviewRefusal> {
+    if job.state != JobState::AwaitingApproval {
+        return Some(ReviewRefusal::NotAwaiting(job.state));
+    }
+    let four_eyes = job.review.as_ref().is_some_and(|r| r.four_eyes);
+    if four_eyes && verdict == ReviewVerdict::Approved && job.requested_by == by {
+        return Some(ReviewRefusal::OwnJob);
+    }
+    None
+}
+
+/// Why a decision is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewRefusal {
+    /// The job is not awaiting approval; its state.
+    NotAwaiting(JobState),
+    /// Four eyes: the requester may not approve their own job.
+    OwnJob,
 }
 
 impl Job {
+    /// The phase the job's next task runs (`None`: one task does the whole operation).
+    pub fn phase(&self) -> Option<crate::spec::JobPhase> {
+        self.review.as_ref().map(|r| r.phase)
+    }
+
+    /// True when the job's plan phase just ended well: it awaits approval instead of ending.
+    pub fn awaits_approval_after_success(&self) -> bool {
+        self.review
+            .as_ref()
+            .is_some_and(|r| r.phase == crate::spec::JobPhase::Plan)
+    }
+
     /// A new job in `queued`, with its creation recorded.
     pub fn new(
         id: impl Into<JobId>,
@@ -521,6 +632,10 @@ impl Job {
                 reason,
             }],
             runner_spec: None,
+            review: None,
+            drift_check: false,
+            tool: None,
+            version: None,
         }
     }
 

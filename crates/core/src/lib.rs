@@ -10,6 +10,7 @@ pub mod auth;
 pub mod check;
 pub mod decision;
 pub mod document;
+pub mod drift;
 pub mod environment;
 pub mod ids;
 pub mod job;
@@ -25,9 +26,12 @@ pub mod tool;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
 pub use check::{CheckStatus, RunnerCheck};
-pub use environment::{Environment, RunnerLink};
+pub use environment::{Approval, DriftRemediation, EnvSettings, Environment, RunnerLink};
 pub use ids::{JobId, TaskRef};
-pub use job::{IllegalTransition, Job, JobRequest, JobState, Operation, Source, Transition};
+pub use job::{
+    review_refusal, Decision, IllegalTransition, Job, JobRequest, JobState, Operation, Review,
+    ReviewRefusal, ReviewVerdict, Source, Transition,
+};
 pub use names::{EnvPath, GroupPath, RunnerId};
 pub use outcome::{task_outcome, Outcome, TaskStop};
 pub use problems::{Problem, Problems};

@@ -120,6 +120,12 @@ impl<'a> Fields<'a> {
         join(&self.path, field)
     }
 
+    /// True when the field is present and `null`, marking it read.
+    pub fn is_null(&mut self, field: &'static str) -> bool {
+        self.read.push(field);
+        self.map.get(field).is_some_and(Value::is_null)
+    }
+
     /// The raw value of an optional field (null counts as absent), marking it read.
     pub fn raw(&mut self, field: &'static str) -> Option<&'a Value> {
         self.read.push(field);

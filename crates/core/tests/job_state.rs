@@ -79,12 +79,16 @@ fn the_transition_table_is_exactly_the_documented_one() {
             (Running, Failed),
             (Running, Canceled),
             (Running, TimedOut),
+            (Running, AwaitingApproval),
+            (AwaitingApproval, Queued),
+            (AwaitingApproval, Canceled),
+            (AwaitingApproval, Discarded),
         ]
     );
     for s in ALL_STATES {
         assert_eq!(
             s.is_terminal(),
-            matches!(s, Succeeded | Failed | Canceled | TimedOut)
+            matches!(s, Succeeded | Failed | Canceled | TimedOut | Discarded)
         );
         assert_eq!(s.is_active(), matches!(s, Dispatching | Running));
     }

@@ -114,6 +114,7 @@ async fn a_batch_launches_its_records_concurrently_and_reports_exactly_the_faile
         let path = EnvPath::parse(&format!("acme/team/env{i}")).unwrap();
         store
             .create_environment(&Environment {
+                settings: Default::default(),
                 path: path.clone(),
                 env_type: "development".into(),
                 labels: BTreeMap::new(),

@@ -205,6 +205,8 @@ fn eks_template_check(c: &EksRunner) -> RunnerCheck {
         chrono::Utc::now(),
     );
     job.runner_spec = Some(sortie_core::RunnerSpec {
+        tool: None,
+        version: None,
         description: String::new(),
         runner_configuration: RunnerConfiguration::Eks(c.clone()),
         state_storage_configuration: sortie_core::StateStorageConfiguration::Kubernetes(

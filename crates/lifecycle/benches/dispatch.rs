@@ -105,6 +105,8 @@ struct World {
 }
 
 fn runner_spec() -> &'static RunnerSpec {
+    tool: None,
+    version: None,
     static SPEC: OnceLock<RunnerSpec> = OnceLock::new();
     SPEC.get_or_init(|| {
         RunnerSpec::parse(
@@ -143,6 +145,7 @@ impl World {
             .unwrap();
         store
             .create_environment(&Environment {
+                settings: Default::default(),
                 path: EnvPath::parse(ENV).unwrap(),
                 env_type: "production".into(),
                 labels: BTreeMap::new(),
@@ -353,6 +356,7 @@ fn rules() -> Vec<RunnerRule> {
 fn resolution(c: &mut Criterion) {
     let rules = rules();
     let env = Environment {
+        settings: Default::default(),
         path: EnvPath::parse("acme/platform/payments/eu/prod").unwrap(),
         env_type: "production".into(),
         labels: BTreeMap::from([

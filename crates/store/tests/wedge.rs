@@ -47,6 +47,7 @@ async fn rig() -> Rig {
 impl Rig {
     async fn env(&self, path: &str) -> EnvPath {
         let env = Environment {
+            settings: Default::default(),
             path: EnvPath::parse(path).unwrap(),
             env_type: "development".into(),
             labels: BTreeMap::new(),

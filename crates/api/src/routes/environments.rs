@@ -169,6 +169,7 @@ pub(crate) async fn create_environment(
     let path = EnvPath::new(group.clone(), fields.name.as_deref().unwrap_or_default())
         .map_err(|e| ApiError::field("name", e.first_problem()))?;
     let mut env = Environment {
+        settings: Default::default(),
         path,
         env_type: fields.env_type.unwrap_or_default(),
         labels: fields.labels.unwrap_or_default(),

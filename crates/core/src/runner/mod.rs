@@ -53,6 +53,12 @@ pub struct RunnerSpec {
     pub runner_configuration: RunnerConfiguration,
     /// Where Terraform state lives.
     pub state_storage_configuration: StateStorageConfiguration,
+    /// The tool its jobs run (`terraform` or `opentofu`); an environment's `tool` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<crate::tool::ToolName>,
+    /// The version its jobs run: exact or a constraint; an environment's `version` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Where and how a runner runs jobs, by `type`.
@@ -429,6 +435,11 @@ impl RunnerSpec {
             return Err(ValidationError { problems: p.0 });
         };
         let description: String = top.optional("description", &mut p).unwrap_or_default();
+        let tool: Option<crate::tool::ToolName> = top.optional("tool", &mut p);
+        let version: Option<String> = top.optional("version", &mut p);
+        if let Some(problem) = version.as_deref().and_then(crate::tool::version_problem) {
+            p.push("version", problem);
+        }
         let runner = match top.raw("runner_configuration") {
             Some(v) => decode_runner(v, &mut p),
             None => {
@@ -462,6 +473,8 @@ impl RunnerSpec {
                     description,
                     runner_configuration,
                     state_storage_configuration,
+                    tool,
+                    version,
                 };
                 let size = spec.item_size();
                 if size > limits::RUNNER_SPEC_ITEM_MAX {

@@ -196,6 +196,8 @@ impl World {
     }
 
     pub fn runner_spec(&self, extra: &str) -> RunnerSpec {
+        tool: None,
+        version: None,
         RunnerSpec::parse(&format!(
             "runner_configuration:\n  type: ecs-fargate\n  role_arn: {ROLE}\n  external_id: {EXTERNAL_ID}\n  region: us-east-1\n  cluster: {}\n  task_definition: {}\n  container_name: runner\n  subnets: [{}]\n  security_groups: [{}]\n{extra}state_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n",
             self.cluster, self.task_definition, self.subnet, self.security_group
@@ -217,6 +219,7 @@ impl World {
         };
         let _ = self.store.create_runner(&runner).await;
         let env = Environment {
+            settings: Default::default(),
             path: EnvPath::parse(path).unwrap(),
             env_type: "production".into(),
             labels: BTreeMap::new(),

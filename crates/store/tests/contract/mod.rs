@@ -69,7 +69,9 @@ fn runner(id: &str) -> Runner {
 }
 
 fn environment(path: &str, runner: &str) -> Environment {
+    settings: Default::default(),
     Environment {
+        settings: Default::default(),
         path: EnvPath::parse(path).unwrap(),
         env_type: "development".into(),
         labels: BTreeMap::from([("tier".into(), "gold".into())]),
