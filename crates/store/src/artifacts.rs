@@ -47,6 +47,15 @@ pub trait Artifacts: Send + Sync {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError>;
     /// One object's bytes.
     async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError>;
+    /// A URL that reads `key` for `expires_in`, signed with this process's credentials
+    /// (the second phase of a reviewed job downloads its saved plan with it).
+    async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StoreError> {
+        let _ = expires_in;
+        Err(StoreError::NotFound {
+            kind: "object",
+            id: key.to_string(),
+        })
+    }
 }
 
 /// The artifacts bucket in S3.
@@ -141,6 +150,25 @@ impl Artifacts for S3Artifacts {
             expires_at: Utc::now()
                 + chrono::Duration::from_std(expires_in).unwrap_or(chrono::Duration::zero()),
         })
+    }
+
+    async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StoreError> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in).map_err(
+            |e| StoreError::Aws {
+                service: "s3",
+                message: e.to_string(),
+                retryable: false,
+            },
+        )?;
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|e| s3_error(&e))?;
+        Ok(request.uri().to_string())
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {

@@ -22,6 +22,7 @@ mod records;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{
     EnvPath, Environment, GroupPath, Job, JobId, JobState, Membership, Runner, RunnerId,
     RunnerLink, RunnerRule,
@@ -33,8 +34,8 @@ pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 pub use records::{
-    EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, Listed, MembershipRecord,
-    Released, Submitted, Unreadable, Versioned,
+    EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply, Listed,
+    MembershipRecord, PhaseRecord, Released, Submitted, Unreadable, Versioned,
 };
 
 /// Runners: the compute and state storage a job runs with, owned by a group.
@@ -106,7 +107,9 @@ pub trait EnvironmentStore: Send + Sync {
         &self,
         group: &GroupPath,
     ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError>;
-    /// Changes labels, tags and env_type (never the link), checking the version when given.
+    /// Changes labels, tags, env_type and the settings (never the link), checking the version
+    /// when given. Create and update keep `next_drift_at` (and its gsi3 `DRIFT` entry) in step
+    /// with `drift_schedule`: its next fire time after now, or absent without a schedule.
     async fn update_environment(
         &self,
         env: &Environment,
@@ -125,6 +128,28 @@ pub trait EnvironmentStore: Send + Sync {
         path: &EnvPath,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
+    /// Environments whose drift check is due (`next_drift_at` before `now`), earliest
+    /// first, at most `limit`: one Query of the sparse gsi3 `DRIFT` partition, so it costs
+    /// nothing while nothing is due. Unreadable items are logged and skipped.
+    async fn due_drift_checks(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<EnvironmentRecord>, StoreError>;
+    /// Moves a fired drift schedule on: `next_drift_at = next` (removed, with its gsi3 entry,
+    /// when `None`) on condition that it is still `fired`, recording `skipped` when given.
+    /// `Ok(false)` when another sweep moved it first (then this one must not run the check).
+    async fn advance_drift(
+        &self,
+        path: &EnvPath,
+        fired: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+        skipped: Option<&DriftSkipped>,
+    ) -> Result<bool, StoreError>;
+    /// Records a drift check's result on the environment (`drift`).
+    async fn record_drift(&self, path: &EnvPath, status: &DriftStatus) -> Result<(), StoreError>;
+    /// Records the environment's latest successful apply, unless a later one is recorded.
+    async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError>;
 }
 
 /// Jobs: submission under the environment lock, conditional transitions, the sweeper's lists.
@@ -137,6 +162,10 @@ pub trait JobStore: Send + Sync {
         job: &Job,
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError>;
+    /// Writes a new `queued` job only when its environment is idle, taking the lock in the
+    /// same transaction; `None` (nothing written) when the environment is busy. For drift
+    /// checks, which are skipped rather than queued.
+    async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError>;
     /// Reads a job.
     async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError>;
     /// Lists an environment's jobs, newest first.
@@ -184,6 +213,13 @@ pub trait JobStore: Send + Sync {
     /// released, oldest first, at most `limit`: a crash between a job's end and its release
     /// leaves its environment locked, and no event will come to repair it.
     async fn ended_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Listed<JobRecord>, StoreError>;
+    /// Jobs `awaiting_approval` whose approval deadline is before `before`, earliest
+    /// deadline first, at most `limit`; items that cannot be decoded are returned apart.
+    async fn approvals_due(
         &self,
         before: DateTime<Utc>,
         limit: u32,

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sortie_core::{EnvPath, Environment, Job, JobId, Membership, TaskRef};
+use sortie_core::drift::{DriftSkipped, DriftStatus};
+use sortie_core::{ChangeSummary, EnvPath, Environment, Job, JobId, Membership, Review, TaskRef, ToolUsed};
 
 /// A value with the version used for optimistic concurrency (the HTTP ETag).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +44,49 @@ pub struct EnvironmentRecord {
     /// The last queue position handed out; the FIFO order of waiting jobs.
     #[serde(default)]
     pub queue_seq: u64,
+    /// The latest drift check's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftStatus>,
+    /// The latest drift check the schedule fired but that did not run, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_skipped: Option<DriftSkipped>,
+    /// The latest successful apply: its outputs are the environment's outputs, and its
+    /// request is what a drift check plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_apply: Option<LastApply>,
+    /// When the drift schedule fires next (kept by the store from `drift_schedule`; the
+    /// sweeper's `due_drift_checks` reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_drift_at: Option<DateTime<Utc>>,
+}
+
+/// An environment's latest successful apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastApply {
+    /// The apply job.
+    pub job_id: JobId,
+    /// When it succeeded.
+    pub at: DateTime<Utc>,
+}
+
+/// The first phase of a reviewed job, kept when it ends (the job's own task fields then
+/// describe the apply phase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    /// The plan phase's task.
+    #[serde(rename = "task_arn", default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRef>,
+    /// Its launch attempt.
+    #[serde(default)]
+    pub attempt: u32,
+    /// When its task was seen running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub ended_at: DateTime<Utc>,
+    /// The plan's change summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ChangeSummary>,
 }
 
 /// What happened to a submitted job.
@@ -111,6 +155,17 @@ pub struct JobUpdate {
     pub clear_task: bool,
     /// What the runner could not upload (replaces the list recorded before).
     pub upload_problems: Option<Vec<String>>,
+    /// The review (phase and decision) to record.
+    pub review: Option<Review>,
+    /// The plan phase, kept when a reviewed job starts awaiting approval.
+    pub plan_phase: Option<PhaseRecord>,
+    /// The tool and version the runner reported.
+    pub tool_used: Option<ToolUsed>,
+    /// For a move to `awaiting_approval`: when the approval times out (the sweeper's
+    /// `approvals_due` list is ordered by it).
+    pub approval_deadline: Option<DateTime<Utc>>,
+    /// Forgets the change summary of the last phase (the approved apply starts afresh).
+    pub clear_summary: bool,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -151,6 +206,12 @@ pub struct JobRecord {
     /// the outputs); empty when everything arrived.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upload_problems: Vec<String>,
+    /// A reviewed job's plan phase, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_phase: Option<PhaseRecord>,
+    /// The tool and exact version the runner reported it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_used: Option<ToolUsed>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -172,6 +233,8 @@ impl JobRecord {
             attempt: 0,
             spot_requeues: 0,
             upload_problems: Vec::new(),
+            plan_phase: None,
+            tool_used: None,
         }
     }
 }
