@@ -60,10 +60,18 @@ pub struct DevArgs {
     /// adopts it, or launches again).
     #[arg(long, default_value_t = 120)]
     dispatch_lease: i64,
-    /// Write `{"url", "token"}` here once ready (for scripts).
+    /// Write `{"url", "token", "users"}` here once ready (for scripts).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// A named user besides the development identity (repeatable): it gets its own token,
+    /// printed at start, and acts as subject `<name>` (issuer `sortie:local-dev-user`) with
+    /// only the memberships granted to it: a second person to approve a reviewed job.
+    #[arg(long = "user", value_name = "NAME")]
+    users: Vec<String>,
 }
+
+/// The issuer of `sortie dev`'s named users.
+pub const DEV_USER_ISSUER: &str = "sortie:local-dev-user";
 
 fn random_hex(bytes: usize) -> anyhow::Result<String> {
     let mut buf = vec![0u8; bytes];
@@ -150,12 +158,22 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         println!("sortie dev: adopted {adopted} runner launch(es) from an earlier run");
     }
 
-    // The API, behind the development token.
+    // The API, behind the development token (and the named users' tokens).
     let expected = format!("Bearer {token}");
+    let mut users = std::collections::BTreeMap::new();
+    for name in &args.users {
+        if name.is_empty() || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            bail!("--user {name:?}: a user name must be non-empty, without spaces");
+        }
+        users.insert(random_hex(16)?, name.clone());
+    }
+    let user_tokens: std::collections::BTreeMap<String, String> =
+        users.iter().map(|(t, n)| (n.clone(), t.clone())).collect();
+    let users = Arc::new(users);
     let app = parts.router(true)?.layer(axum::middleware::from_fn(
         move |req: Request, next: Next| {
-            let expected = expected.clone();
-            async move { dev_token_gate(&expected, req, next).await }
+            let (expected, users) = (expected.clone(), users.clone());
+            async move { dev_token_gate(&expected, &users, req, next).await }
         },
     ));
     tokio::spawn(async move {
@@ -227,8 +245,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     println!("sortie dev: API {url}");
     println!("sortie dev: token {token}");
     println!("sortie dev: export SORTIE_API_URL={url} SORTIE_TOKEN={token}");
+    for (name, user_token) in &user_tokens {
+        println!("sortie dev: token for user {name}: {user_token}");
+    }
     if let Some(path) = &args.ready_file {
-        std::fs::write(path, json!({"url": url, "token": token}).to_string())
+        std::fs::write(
+            path,
+            json!({"url": url, "token": token, "users": user_tokens}).to_string(),
+        )
             .context("writing the ready file")?;
     }
     shutdown_signal().await;
@@ -240,7 +264,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 /// everything else needs the development token (`expected` is `Bearer <token>`), the
 /// scheme matched in any case. A refusal is 401 with `WWW-Authenticate: Bearer`, plus
 /// `error="invalid_token"` when a bearer token was sent but is not the development one.
-async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
+///
+/// A named user's token (`users`: token → name) passes too, with claims for that user on
+/// the request, so the API sees that user and not the development identity.
+async fn dev_token_gate(
+    expected: &str,
+    users: &std::collections::BTreeMap<String, String>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     // The runner routes, from the route table: `/v1/jobs/{id}/<tail>`.
     let open = path == "/v1/health"
@@ -264,6 +296,15 @@ async fn dev_token_gate(expected: &str, req: Request, next: Next) -> Response {
                 .then(|| token.trim_start_matches([' ', '\t']))
         });
     if open || sent == Some(want) {
+        return next.run(req).await;
+    }
+    if let Some(name) = sent.and_then(|t| users.get(t)).cloned() {
+        let claims = std::collections::BTreeMap::from([
+            ("iss".to_string(), json!(DEV_USER_ISSUER)),
+            ("sub".to_string(), json!(name)),
+        ]);
+        req.extensions_mut()
+            .insert(sortie_api::VerifiedClaims(claims));
         return next.run(req).await;
     }
     let (code, challenge) = match sent {

@@ -639,6 +639,46 @@ impl Job {
         }
     }
 
+    /// A new `queued` job on `env` with everything taken at submit: the runner's
+    /// specification, the review policy (when the environment's `approval` is `required`
+    /// and the operation writes state), and the tool and version (the environment's, else
+    /// the runner's).
+    pub fn for_environment(
+        id: impl Into<JobId>,
+        env: &crate::environment::Environment,
+        runner: crate::runner::RunnerSpec,
+        request: JobRequest,
+        requested_by: String,
+        at: DateTime<Utc>,
+    ) -> Self {
+        let settings = &env.settings;
+        let mut job = Self::new(
+            id,
+            env.path.clone(),
+            env.runner.runner_id.clone(),
+            request,
+            requested_by,
+            at,
+        );
+        if settings.approval == crate::environment::Approval::Required
+            && job.request.operation.writes_state()
+        {
+            job.review = Some(Review {
+                four_eyes: settings.four_eyes,
+                timeout_seconds: settings
+                    .approval_timeout_seconds
+                    .unwrap_or(crate::environment::APPROVAL_TIMEOUT_DEFAULT_SECONDS),
+                phase: crate::spec::JobPhase::Plan,
+                awaiting_since: None,
+                decision: None,
+            });
+        }
+        job.tool = settings.tool.or(runner.tool);
+        job.version = settings.version.clone().or_else(|| runner.version.clone());
+        job.runner_spec = Some(runner);
+        job
+    }
+
     /// Moves the job to `to`, recording when and why, or returns the illegal transition unchanged.
     pub fn transition(
         &mut self,

@@ -11,12 +11,28 @@ use crate::LifecycleError;
 pub const SOURCE: &str = "sortie";
 /// The `detail-type` of a finished job.
 pub const JOB_COMPLETED: &str = "sortie.job.completed";
+/// The `detail-type` of a reviewed job whose plan awaits a decision.
+pub const JOB_AWAITING_APPROVAL: &str = "sortie.job.awaiting_approval";
+/// The `detail-type` of a drift check that found changes.
+pub const ENVIRONMENT_DRIFTED: &str = "sortie.environment.drifted";
 
 /// Publishes lifecycle events.
 #[async_trait]
 pub trait Bus: Send + Sync {
     /// Publishes that a job reached a terminal state.
     async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError>;
+    /// Publishes one event of `detail_type` about `resource` (`sortie:job/<id>`,
+    /// `sortie:environment/<path>`). Buses that only count completions keep this default,
+    /// which publishes nothing.
+    async fn publish(
+        &self,
+        detail_type: &str,
+        resource: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), LifecycleError> {
+        let _ = (detail_type, resource, detail);
+        Ok(())
+    }
 }
 
 /// The detail of `sortie.job.completed`.
@@ -55,12 +71,26 @@ impl EventBridgeBus {
 #[async_trait]
 impl Bus for EventBridgeBus {
     async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        self.publish(
+            JOB_COMPLETED,
+            &format!("sortie:job/{}", record.job.id),
+            completed_detail(record),
+        )
+        .await
+    }
+
+    async fn publish(
+        &self,
+        detail_type: &str,
+        resource: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), LifecycleError> {
         let entry = PutEventsRequestEntry::builder()
             .event_bus_name(&self.bus_name)
             .source(SOURCE)
-            .detail_type(JOB_COMPLETED)
-            .resources(format!("sortie:job/{}", record.job.id))
-            .detail(completed_detail(record).to_string())
+            .detail_type(detail_type)
+            .resources(resource)
+            .detail(detail.to_string())
             .build();
         let out = self
             .client

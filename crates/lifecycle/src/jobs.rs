@@ -6,14 +6,23 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
-use sortie_core::{EnvPath, Job, JobId, JobState};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sortie_core::drift::{self, DriftStatus, DriftVerdict, DRIFT_PRINCIPAL};
+use sortie_core::{
+    review_refusal, Decision, EnvPath, Job, JobId, JobPhase, JobState, Operation, Outcome,
+    ReviewRefusal, ReviewVerdict,
+};
 use sortie_store::{
-    IdempotencyKey, JobMessage, JobQueue, JobRecord, Released, Store, StoreError, Submitted,
+    IdempotencyKey, JobMessage, JobQueue, JobRecord, JobUpdate, LastApply, PhaseRecord, Released,
+    Store, StoreError, Submitted,
 };
 use tracing::{info, warn};
 
-use crate::Bus;
+use crate::{Bus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL};
+
+/// Who discards a reviewed job whose approval timed out.
+pub const APPROVAL_TIMEOUT_PRINCIPAL: &str = "sortie:approval-timeout";
 
 /// The job operations shared by the API and the engine.
 #[derive(Clone)]
@@ -88,18 +97,7 @@ impl JobService {
                 return Ok(ExitReport::NotRunning(record.job.state));
             }
         };
-        let finished = match self
-            .store
-            .transition_job(
-                &record.job.id,
-                JobState::Running,
-                outcome.state,
-                Utc::now(),
-                &outcome.reason,
-                sortie_store::JobUpdate::default(),
-            )
-            .await
-        {
+        let finished = match self.finish(record, JobState::Running, &outcome).await {
             Ok(r) => r,
             Err(StoreError::StateConflict { actual, .. }) if actual.is_terminal() => {
                 return Ok(ExitReport::AlreadyEnded(
@@ -111,8 +109,7 @@ impl JobService {
             }
             Err(e) => return Err(e),
         };
-        info!(job_id = %record.job.id, state = %outcome.state, reason = %outcome.reason, "job ended on its runner's report");
-        self.complete(&finished).await?;
+        info!(job_id = %record.job.id, state = %finished.job.state, reason = %outcome.reason, "job ended on its runner's report");
         Ok(ExitReport::Ended(finished))
     }
 
@@ -158,11 +155,12 @@ impl JobService {
         let env = self.store.get_environment(&job.environment).await?;
         let holds_lock = env.item.active_job.as_deref() == Some(job.id.as_str());
         let canceled = if holds_lock {
+            // `queued` with the lock, or `awaiting_approval` (which keeps it).
             let canceled = self
                 .store
                 .transition_job(
                     &job.id,
-                    JobState::Queued,
+                    job.state,
                     JobState::Canceled,
                     Utc::now(),
                     &reason,
@@ -201,13 +199,247 @@ impl JobService {
     }
 
     /// After a job reached a terminal state: release, start the next job, publish
-    /// `sortie.job.completed` (best effort: the outcome is already durable).
+    /// `sortie.job.completed` (best effort: the outcome is already durable), then record what
+    /// the end means for its environment (its latest successful apply, a drift check's result).
     pub async fn complete(&self, record: &JobRecord) -> Result<(), StoreError> {
         self.release_and_next(record).await?;
         if let Err(e) = self.bus.job_completed(record).await {
             warn!(error = %e, "publishing sortie.job.completed failed");
         }
         info!(state = %record.job.state, reason = record.job.reason(), "job finished");
+        self.after_end(record).await;
         Ok(())
+    }
+
+    /// Ends a job's task with `outcome`, moving it from `from` with one conditional write: a
+    /// reviewed job whose plan phase succeeded moves to `awaiting_approval` instead, keeping
+    /// its environment's lock and its plan phase (task, attempt, summary) on the record;
+    /// anything else reaches `outcome.state` and is completed ([`JobService::complete`]).
+    /// A job that moved on meanwhile is a `StateConflict`, for the caller to read.
+    pub async fn finish(
+        &self,
+        record: &JobRecord,
+        from: JobState,
+        outcome: &Outcome,
+    ) -> Result<JobRecord, StoreError> {
+        let now = Utc::now();
+        let job = &record.job;
+        if let (JobState::Succeeded, Some(review)) = (outcome.state, &job.review) {
+            if review.phase == JobPhase::Plan {
+                let mut review = review.clone();
+                review.awaiting_since = Some(now);
+                let deadline = now + chrono::Duration::seconds(i64::from(review.timeout_seconds));
+                let summary = record
+                    .summary
+                    .map(|s| format!("+{} ~{} -{}", s.add, s.change, s.destroy))
+                    .unwrap_or_else(|| "no summary".into());
+                let reason = format!(
+                    "plan succeeded ({summary}); awaiting approval to {} until {}",
+                    job.request.operation.as_str(),
+                    deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                );
+                let update = JobUpdate {
+                    review: Some(review),
+                    plan_phase: Some(PhaseRecord {
+                        task: record.task.clone(),
+                        attempt: record.attempt,
+                        started_at: record.started_at,
+                        ended_at: now,
+                        summary: record.summary,
+                    }),
+                    approval_deadline: Some(deadline),
+                    ..Default::default()
+                };
+                let awaiting = self
+                    .store
+                    .transition_job(&job.id, from, JobState::AwaitingApproval, now, &reason, update)
+                    .await?;
+                info!(job_id = %job.id, %deadline, "plan phase succeeded; awaiting approval");
+                let detail = json!({
+                    "job_id": job.id,
+                    "environment": job.environment.to_string(),
+                    "org": job.environment.org(),
+                    "operation": job.request.operation,
+                    "requested_by": job.requested_by,
+                    "summary": record.summary,
+                    "approval_deadline": deadline,
+                });
+                if let Err(e) = self
+                    .bus
+                    .publish(JOB_AWAITING_APPROVAL, &format!("sortie:job/{}", job.id), detail)
+                    .await
+                {
+                    warn!(error = %e, "publishing sortie.job.awaiting_approval failed");
+                }
+                return Ok(awaiting);
+            }
+        }
+        let finished = self
+            .store
+            .transition_job(
+                &job.id,
+                from,
+                outcome.state,
+                now,
+                &outcome.reason,
+                JobUpdate::default(),
+            )
+            .await?;
+        self.complete(&finished).await?;
+        Ok(finished)
+    }
+
+    /// Approves or discards a reviewed job for `by`, with an optional comment. `Ok(Err(_))`
+    /// says why the decision is refused (the job is not awaiting approval, or four eyes
+    /// forbid the requester to approve). An approval moves the job to `queued` (it keeps the
+    /// lock; its second task applies the saved plan) and sends it; a discard ends it
+    /// `discarded` and releases the environment.
+    pub async fn decide(
+        &self,
+        record: &JobRecord,
+        by: &str,
+        verdict: ReviewVerdict,
+        comment: Option<String>,
+        at: DateTime<Utc>,
+    ) -> Result<Result<JobRecord, ReviewRefusal>, StoreError> {
+        let job = &record.job;
+        if let Some(refusal) = review_refusal(job, by, verdict) {
+            return Ok(Err(refusal));
+        }
+        let Some(mut review) = job.review.clone() else {
+            return Ok(Err(ReviewRefusal::NotAwaiting(job.state)));
+        };
+        review.decision = Some(Decision {
+            verdict,
+            by: by.to_string(),
+            at,
+            comment: comment.clone(),
+        });
+        let said = comment.map(|c| format!(": {c}")).unwrap_or_default();
+        let result = match verdict {
+            ReviewVerdict::Approved => {
+                review.phase = JobPhase::Apply;
+                let update = JobUpdate {
+                    review: Some(review),
+                    clear_task: true,
+                    clear_summary: true,
+                    ..Default::default()
+                };
+                let reason = format!(
+                    "approved by {by}{said}; the saved plan is applied by a second task"
+                );
+                self.store
+                    .transition_job(&job.id, JobState::AwaitingApproval, JobState::Queued, at, &reason, update)
+                    .await
+            }
+            ReviewVerdict::Discarded => {
+                let update = JobUpdate {
+                    review: Some(review),
+                    ..Default::default()
+                };
+                let reason = format!("discarded by {by}{said}; nothing was applied");
+                self.store
+                    .transition_job(&job.id, JobState::AwaitingApproval, JobState::Discarded, at, &reason, update)
+                    .await
+            }
+        };
+        let decided = match result {
+            Ok(r) => r,
+            Err(StoreError::StateConflict { actual, .. }) => {
+                return Ok(Err(ReviewRefusal::NotAwaiting(actual)))
+            }
+            Err(e) => return Err(e),
+        };
+        info!(job_id = %job.id, verdict = ?verdict, by, "review decided");
+        match verdict {
+            ReviewVerdict::Approved => self.send_or_leave_pending(&job.id).await,
+            ReviewVerdict::Discarded => self.complete(&decided).await?,
+        }
+        Ok(Ok(decided))
+    }
+
+    /// What a job's end means for its environment, best effort (failures are logged; the
+    /// job's own outcome is already durable): a successful apply becomes the environment's
+    /// latest apply; a drift check's result is recorded, published when it drifted, and
+    /// remediated when the environment asks for it.
+    async fn after_end(&self, record: &JobRecord) {
+        let job = &record.job;
+        if job.state == JobState::Succeeded
+            && job.request.operation == Operation::Apply
+            && !job.drift_check
+        {
+            let last = LastApply {
+                job_id: job.id.clone(),
+                at: Utc::now(),
+            };
+            if let Err(e) = self.store.record_last_apply(&job.environment, &last).await {
+                warn!(error = %e, "could not record the environment's latest apply");
+            }
+        }
+        if job.drift_check {
+            if let Err(e) = self.drift_checked(record).await {
+                warn!(error = %e, "could not record the drift check's result");
+            }
+        }
+    }
+
+    /// Records a drift check's verdict on its environment; a drift is published as
+    /// `sortie.environment.drifted` and, with `drift_remediation: apply`, remediated by an
+    /// apply (requested by `sortie:drift`, subject to the environment's approval setting).
+    async fn drift_checked(&self, record: &JobRecord) -> Result<(), StoreError> {
+        let job = &record.job;
+        let verdict = drift::verdict(job.state == JobState::Succeeded, record.summary.as_ref());
+        let mut status = DriftStatus {
+            status: verdict,
+            checked_at: Utc::now(),
+            job_id: job.id.clone(),
+            summary: record.summary,
+            reason: (verdict == DriftVerdict::Error).then(|| job.reason().to_string()),
+            remediation_job_id: None,
+        };
+        if verdict == DriftVerdict::Drifted {
+            let env = self.store.get_environment(&job.environment).await?;
+            if env.item.environment.settings.drift_remediation
+                == sortie_core::DriftRemediation::Apply
+            {
+                let runner = self
+                    .store
+                    .get_runner(&env.item.environment.runner.runner_id)
+                    .await?;
+                let mut request = job.request.clone();
+                request.operation = Operation::Apply;
+                let apply = Job::for_environment(
+                    sortie_store::new_id(),
+                    &env.item.environment,
+                    runner.item.spec,
+                    request,
+                    DRIFT_PRINCIPAL.to_string(),
+                    Utc::now(),
+                );
+                self.submit(&apply, None).await?;
+                info!(remediation = %apply.id, "drift remediation submitted");
+                status.remediation_job_id = Some(apply.id.clone());
+            }
+            let detail = json!({
+                "environment": job.environment.to_string(),
+                "org": job.environment.org(),
+                "job_id": job.id,
+                "summary": record.summary,
+                "remediation_job_id": status.remediation_job_id,
+            });
+            if let Err(e) = self
+                .bus
+                .publish(
+                    ENVIRONMENT_DRIFTED,
+                    &format!("sortie:environment/{}", job.environment),
+                    detail,
+                )
+                .await
+            {
+                warn!(error = %e, "publishing sortie.environment.drifted failed");
+            }
+        }
+        info!(verdict = verdict.as_str(), "drift check recorded");
+        self.store.record_drift(&job.environment, &status).await
     }
 }

@@ -11,12 +11,15 @@ mod ecs_event;
 mod engine;
 mod jobs;
 
-pub use bus::{completed_detail, Bus, EventBridgeBus, JOB_COMPLETED, SOURCE};
+pub use bus::{
+    completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL,
+    JOB_COMPLETED, SOURCE,
+};
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use engine::{
     backoff_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepSettings,
 };
-pub use jobs::{Cancellation, ExitReport, JobService};
+pub use jobs::{Cancellation, ExitReport, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 
 /// The lifecycle's one error type.
 #[derive(Debug, thiserror::Error)]

@@ -186,6 +186,27 @@ pub struct EnvironmentCreate {
     /// Tags; a rule's tags must be a subset of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeSet<String>>,
+    /// `auto` (default) or `required`: whether an apply or destroy awaits approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<domain::Approval>,
+    /// How long a job may await approval, in seconds (300 to 2592000; default 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_seconds: Option<u32>,
+    /// When true, the approver must not be the job's requester.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub four_eyes: Option<bool>,
+    /// A 5-field cron expression in UTC for drift checks, at least 15 minutes apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_schedule: Option<String>,
+    /// `off` (default) or `apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_remediation: Option<domain::DriftRemediation>,
+    /// `terraform` or `opentofu`; wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<domain::ToolName>,
+    /// An exact version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// The body of `PATCH /v1/environments/{environment}`: any subset of the fields.
@@ -202,6 +223,27 @@ pub struct EnvironmentPatch {
     /// New tags (replacing the old ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeSet<String>>,
+    /// `null` clears a setting. `auto` (default) or `required`: whether an apply or destroy awaits approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<domain::Approval>,
+    /// How long a job may await approval, in seconds (300 to 2592000; default 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_seconds: Option<u32>,
+    /// When true, the approver must not be the job's requester.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub four_eyes: Option<bool>,
+    /// A 5-field cron expression in UTC for drift checks, at least 15 minutes apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_schedule: Option<String>,
+    /// `off` (default) or `apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_remediation: Option<domain::DriftRemediation>,
+    /// `terraform` or `opentofu`; wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<domain::ToolName>,
+    /// An exact version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// One check of `runner check`.
@@ -296,6 +338,15 @@ pub struct JobView {
     /// How many times a Spot interruption requeued the job (at most 3).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub spot_requeues: u32,
+    /// A reviewed job's plan phase, once it ended (`task_arn`, `summary` and `attempt`
+    /// above then describe the apply phase). Both phases write one log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<domain::PhaseRecord>)]
+    pub plan_phase: Option<PhaseRecord>,
+    /// The tool and exact version the runner reported it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<domain::ToolUsed>)]
+    pub tool_used: Option<ToolUsed>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -316,6 +367,8 @@ impl From<JobRecord> for JobView {
             upload_problems: r.upload_problems,
             attempt: r.attempt,
             spot_requeues: r.spot_requeues,
+            plan_phase: r.plan_phase,
+            tool_used: r.tool_used,
         }
     }
 }
@@ -421,4 +474,40 @@ pub struct UploadProblems {
     /// One line per object or log range that did not arrive (at most 32, each at most
     /// 1000 characters); an empty list clears an earlier report.
     pub problems: Vec<String>,
+}
+
+/// The body of `POST /v1/jobs/{id}/approve` and `/discard` (optional).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// Why, in the decider's words (at most 1024 bytes), recorded on the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// One output of an apply: its value, or only `sensitive: true` (the value is never stored).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OutputValue {
+    /// True for an output marked sensitive: no value.
+    #[serde(default)]
+    pub sensitive: bool,
+    /// The value (any JSON), absent when sensitive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub value: Option<serde_json::Value>,
+    /// Terraform's type of the value, when it printed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub r#type: Option<serde_json::Value>,
+}
+
+/// The outputs of a successful apply.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OutputsView {
+    /// The apply job they come from.
+    pub job_id: String,
+    /// The environment.
+    pub environment: String,
+    /// Each output by name.
+    pub outputs: BTreeMap<String, OutputValue>,
 }

@@ -181,6 +181,7 @@ pub(crate) async fn create_environment(
             linked_at: Utc::now(),
         },
     };
+    fields.apply_settings(&mut env.settings);
     let resolution = resolve_for(&state, &env, &explain).await?;
     env.runner.runner_id = resolution.rule.runner_id.clone();
     env.runner.rule_id = resolution.rule.id.clone();
@@ -264,6 +265,7 @@ pub(crate) async fn update_environment(
     if let Some(l) = fields.labels {
         env.labels = l;
     }
+    fields.apply_settings(&mut env.settings);
     if let Some(t) = fields.tags {
         env.tags = t;
     }
@@ -379,4 +381,35 @@ pub(crate) async fn refresh_runner(
     let version = updated.version;
     answer.environment = Some(updated.into());
     Ok(Reply::ok(answer).etag(version))
+}
+
+/// The outputs of the environment's latest successful apply.
+#[utoipa::path(get, path = "/v1/environments/{environment}/-/outputs", tag = "environments",
+    params(("environment" = String, Path, description = "Environment path, slashes included")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The latest successful apply's outputs", body = crate::model::OutputsView),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn get_environment_outputs(
+    State(state): State<AppState>,
+    EnvParam(path): EnvParam,
+    caller: Caller,
+) -> Result<Reply<crate::model::OutputsView>, ApiError> {
+    caller
+        .authorize(
+            &state,
+            Action::Read,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
+        .await?;
+    let env = state.store.get_environment(&path).await?;
+    let Some(last) = env.item.last_apply else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("environment `{path}` has no successful apply yet, so no outputs"),
+        ));
+    };
+    let record = state.store.get_job(&last.job_id).await?;
+    Ok(Reply::ok(super::jobs::outputs_of(&state, &record).await?))
 }

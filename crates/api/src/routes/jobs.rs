@@ -13,7 +13,7 @@ use utoipa::IntoParams;
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{query_field, Caller, Document, EnvParam, JobIdParam, QueryParams};
-use crate::model::{domain, JobListPage, JobView};
+use crate::model::{domain, DecisionBody, JobListPage, JobView, OutputValue, OutputsView};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -126,15 +126,14 @@ pub(crate) async fn submit_job(
         StoreError::NotFound { .. } => ApiError::new(StatusCode::CONFLICT, "runner_missing", format!("environment `{path}` is linked to runner `{runner_id}`, which no longer exists; refresh its runner")),
         other => other.into(),
     })?;
-    let mut job = Job::new(
+    let job = Job::for_environment(
         sortie_store::new_id(),
-        path.clone(),
-        runner_id,
+        &env.item.environment,
+        runner.item.spec,
         request,
         principal.subject.clone(),
         Utc::now(),
     );
-    job.runner_spec = Some(runner.item.spec);
     let submitted = state.jobs.submit(&job, idempotency.as_ref()).await?;
     let record = state.store.get_job(&submitted.job.id).await?;
     let status = if submitted.replayed {
@@ -212,4 +211,185 @@ pub(crate) async fn cancel_job(
             format!("job `{}` already ended: {}", ended.job.id, ended.job.state),
         )),
     }
+}
+
+/// Reads a job the caller may decide on: without the `deploy` action on its environment the
+/// job is answered 404, exactly as another tenant's job, so a decision endpoint tells those
+/// who cannot decide nothing.
+async fn read_job_to_decide(
+    state: &AppState,
+    caller: &Caller,
+    id: &JobId,
+) -> Result<(JobRecord, Principal), ApiError> {
+    match read_job_for(state, caller, id, Action::Deploy).await {
+        Err(e) if e.status == StatusCode::FORBIDDEN => {
+            Err(ApiError::not_found(format!("job `{id}`")))
+        }
+        other => other,
+    }
+}
+
+/// The optional body of a decision: `{"comment": "..."}`, or nothing.
+fn decision_comment(body: Document) -> Result<Option<String>, ApiError> {
+    if body.bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let value = body.value()?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    let decoded: DecisionBody =
+        serde_json::from_value(value).map_err(|e| ApiError::field("body", e.to_string()))?;
+    match decoded.comment {
+        Some(c) if c.len() > sortie_core::job::DECISION_COMMENT_MAX => Err(ApiError::field(
+            "comment",
+            format!(
+                "must be at most {} bytes",
+                sortie_core::job::DECISION_COMMENT_MAX
+            ),
+        )),
+        Some(c) if c.chars().any(char::is_control) => Err(ApiError::field(
+            "comment",
+            "must not contain control characters",
+        )),
+        Some(c) if c.trim().is_empty() => Ok(None),
+        other => Ok(other),
+    }
+}
+
+/// Approves or discards a reviewed job for the caller.
+async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    id: &JobId,
+    body: Document,
+    verdict: sortie_core::ReviewVerdict,
+) -> Result<Reply<JobView>, ApiError> {
+    let comment = decision_comment(body)?;
+    let (record, principal) = read_job_to_decide(state, caller, id).await?;
+    match state
+        .jobs
+        .decide(&record, &principal.subject, verdict, comment, Utc::now())
+        .await?
+    {
+        Ok(decided) => Ok(Reply::ok(decided.into())),
+        Err(sortie_core::ReviewRefusal::NotAwaiting(current)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "state_conflict",
+            format!("job `{id}` is not awaiting approval: it is {current}"),
+        )),
+        Err(sortie_core::ReviewRefusal::OwnJob) => Err(ApiError::forbidden(format!(
+            "job `{id}`: the environment requires four eyes, and {} requested this job; another person with the deploy role must approve it",
+            principal.subject
+        ))),
+    }
+}
+
+/// Approves a reviewed job: a second task applies exactly the plan it saved.
+#[utoipa::path(post, path = "/v1/jobs/{id}/approve", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "An optional comment", content((DecisionBody = "application/json"))),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Approved: the job is queued again to apply its saved plan", body = JobView),
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn approve_job(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    caller: Caller,
+    body: Document,
+) -> Result<Reply<JobView>, ApiError> {
+    decide(&state, &caller, &id, body, sortie_core::ReviewVerdict::Approved).await
+}
+
+/// Discards a reviewed job's plan: it ends `discarded` and the environment is released.
+#[utoipa::path(post, path = "/v1/jobs/{id}/discard", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "An optional comment", content((DecisionBody = "application/json"))),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Discarded", body = JobView),
+        BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn discard_job(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    caller: Caller,
+    body: Document,
+) -> Result<Reply<JobView>, ApiError> {
+    decide(&state, &caller, &id, body, sortie_core::ReviewVerdict::Discarded).await
+}
+
+/// The outputs of job `record` (a successful apply), with every sensitive value dropped.
+pub(crate) async fn outputs_of(
+    state: &AppState,
+    record: &JobRecord,
+) -> Result<OutputsView, ApiError> {
+    let job = &record.job;
+    if job.request.operation != sortie_core::Operation::Apply
+        || job.state != sortie_core::JobState::Succeeded
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "job `{}` has no outputs: only a succeeded apply has them (it is a {} that is {})",
+                job.id,
+                job.request.operation.as_str(),
+                job.state
+            ),
+        ));
+    }
+    let key = sortie_core::spec::upload_key(&job.id, sortie_core::UploadKind::Outputs, None)
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e))?;
+    let bytes = match state.artifacts.get(&key).await {
+        Ok(b) => b,
+        Err(StoreError::NotFound { .. }) => {
+            return Ok(OutputsView {
+                job_id: job.id.to_string(),
+                environment: job.environment.to_string(),
+                outputs: Default::default(),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "bad_artifact",
+                format!("the outputs of job `{}` are not a JSON object: {e}", job.id),
+            )
+        })?;
+    let outputs = raw
+        .into_iter()
+        .map(|(name, o)| {
+            // Anything not plainly marked `sensitive: false` is treated as sensitive.
+            let sensitive = o.get("sensitive").and_then(serde_json::Value::as_bool) != Some(false);
+            let value = OutputValue {
+                sensitive,
+                value: (!sensitive).then(|| o.get("value").cloned()).flatten(),
+                r#type: o.get("type").cloned(),
+            };
+            (name, value)
+        })
+        .collect();
+    Ok(OutputsView {
+        job_id: job.id.to_string(),
+        environment: job.environment.to_string(),
+        outputs,
+    })
+}
+
+/// The outputs of a succeeded apply (`terraform output -json`); sensitive outputs carry
+/// only `sensitive: true`, never a value.
+#[utoipa::path(get, path = "/v1/jobs/{id}/outputs", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The apply's outputs", body = OutputsView),
+        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+pub(crate) async fn get_job_outputs(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    caller: Caller,
+) -> Result<Reply<OutputsView>, ApiError> {
+    let (record, _) = read_job_for(&state, &caller, &id, Action::Read).await?;
+    Ok(Reply::ok(outputs_of(&state, &record).await?))
 }

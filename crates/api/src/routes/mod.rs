@@ -106,6 +106,16 @@ pub enum Route {
     PutUploadProblems,
     /// `POST /v1/jobs/{id}/events` (job token): the runner's final callback
     ReportJobExit,
+    /// `PUT /v1/jobs/{id}/tool` (job token): the tool and version the runner picked
+    PutJobTool,
+    /// `POST /v1/jobs/{id}/approve`
+    ApproveJob,
+    /// `POST /v1/jobs/{id}/discard`
+    DiscardJob,
+    /// `GET /v1/jobs/{id}/outputs`
+    GetJobOutputs,
+    /// `GET /v1/environments/{environment}/-/outputs`
+    GetEnvironmentOutputs,
 }
 
 impl Route {
@@ -143,6 +153,11 @@ impl Route {
         Route::CreateUpload,
         Route::PutUploadProblems,
         Route::ReportJobExit,
+        Route::PutJobTool,
+        Route::ApproveJob,
+        Route::DiscardJob,
+        Route::GetJobOutputs,
+        Route::GetEnvironmentOutputs,
     ];
 
     /// True for the routes a runner calls with its job token instead of a user's JWT.
@@ -154,6 +169,7 @@ impl Route {
                 | Route::CreateUpload
                 | Route::PutUploadProblems
                 | Route::ReportJobExit
+                | Route::PutJobTool
         )
     }
 
@@ -201,6 +217,11 @@ impl Route {
             CreateUpload => (Method::POST, "/v1/jobs/{id}/uploads"),
             PutUploadProblems => (Method::PUT, "/v1/jobs/{id}/upload-problems"),
             ReportJobExit => (Method::POST, "/v1/jobs/{id}/events"),
+            PutJobTool => (Method::PUT, "/v1/jobs/{id}/tool"),
+            ApproveJob => (Method::POST, "/v1/jobs/{id}/approve"),
+            DiscardJob => (Method::POST, "/v1/jobs/{id}/discard"),
+            GetJobOutputs => (Method::GET, "/v1/jobs/{id}/outputs"),
+            GetEnvironmentOutputs => (Method::GET, "/v1/environments/{environment}/-/outputs"),
         }
     }
 
@@ -241,6 +262,11 @@ impl Route {
             CreateUpload => on(filter, create_upload),
             PutUploadProblems => on(filter, put_upload_problems),
             ReportJobExit => on(filter, report_job_exit),
+            PutJobTool => on(filter, put_job_tool),
+            ApproveJob => on(filter, approve_job),
+            DiscardJob => on(filter, discard_job),
+            GetJobOutputs => on(filter, get_job_outputs),
+            GetEnvironmentOutputs => on(filter, get_environment_outputs),
         }
     }
 }

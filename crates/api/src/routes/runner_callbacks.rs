@@ -96,6 +96,26 @@ pub(crate) async fn get_job_spec(
             k.namespace.get_or_insert_with(|| eks.job.namespace.clone());
         }
     }
+    let phase = job.phase();
+    let (saved_plan_url, log_offset) = if phase == Some(sortie_core::JobPhase::Apply) {
+        // The plan the reviewer approved, and where the first phase's log ended.
+        let key = sortie_core::spec::upload_key(&job.id, sortie_core::UploadKind::Plan, None)
+            .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
+        let url = state
+            .artifacts
+            .presign_get(&key, SAVED_PLAN_URL_TTL)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    "no_saved_plan",
+                    format!("the saved plan of job `{}` cannot be read: {e}", job.id),
+                )
+            })?;
+        (Some(url), log_end(&state, &job.id).await?)
+    } else {
+        (None, 0)
+    };
     Ok(Reply::ok(JobSpec {
         job_id: job.id.clone(),
         environment: job.environment.clone(),
@@ -107,13 +127,60 @@ pub(crate) async fn get_job_spec(
         state_storage,
         state_key,
         report_exit,
-        phase: None,
-        saved_plan_url: None,
-        detailed_exitcode: false,
-        tool: None,
-        version: None,
-        log_offset: 0,
+        phase,
+        saved_plan_url,
+        detailed_exitcode: job.drift_check,
+        tool: job.tool,
+        version: job.version.clone(),
+        log_offset,
     }))
+}
+
+/// How long the apply phase's link to its saved plan works.
+pub const SAVED_PLAN_URL_TTL: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// The offset just past the job's log so far: its last chunk's start plus its size.
+async fn log_end(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
+    let prefix = sortie_core::spec::log_prefix(id);
+    let chunks = state.artifacts.list(&prefix).await?;
+    Ok(chunks
+        .iter()
+        .filter_map(|o| {
+            sortie_core::spec::log_chunk_offset(&prefix, &o.key).map(|start| start + o.size)
+        })
+        .max()
+        .unwrap_or(0))
+}
+
+/// Records the tool and exact version the runner picked.
+#[utoipa::path(put, path = "/v1/jobs/{id}/tool", tag = "runner",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "The tool and its exact version", content((domain::ToolUsed = "application/json"))),
+    security(("jobToken" = [])),
+    responses((status = 200, description = "Recorded on the job", body = JobView),
+        BadRequest, InvalidToken, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn put_job_tool(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    headers: HeaderMap,
+    body: Document,
+) -> Result<Reply<JobView>, ApiError> {
+    let record = job_by_token(&state, &headers, &id).await?;
+    let used: sortie_core::ToolUsed = serde_json::from_value(body.value()?)
+        .map_err(|e| ApiError::field("body", e.to_string()))?;
+    used.check().map_err(|e| ApiError::field("version", e))?;
+    let updated = state
+        .store
+        .mark_job(
+            &record.job.id,
+            Utc::now(),
+            sortie_store::JobUpdate {
+                tool_used: Some(used),
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(Reply::ok(updated.into()))
 }
 
 /// Records the runner's change summary on the job.

@@ -86,6 +86,12 @@ pub struct SweepReport {
     /// Job items that could not be decoded: failed with a clear reason, their task stopped
     /// when it could be found, and their environment released.
     pub unreadable: usize,
+    /// Reviewed jobs discarded because nobody decided before their approval timeout.
+    pub approvals_timed_out: usize,
+    /// Drift checks submitted by their environment's schedule.
+    pub drift_checks: usize,
+    /// Drift checks the schedule fired but skipped (the environment busy, or no apply yet).
+    pub drift_skipped: usize,
 }
 
 /// Backoff for a retried launch: 2, 4, 8, 16, 32, then 60 seconds.
@@ -485,26 +491,14 @@ impl Engine {
                         }
                     }
                 }
-                let finished = match self
-                    .jobs
-                    .store
-                    .transition_job(
-                        id,
-                        from,
-                        outcome.state,
-                        Utc::now(),
-                        &outcome.reason,
-                        JobUpdate::default(),
-                    )
-                    .await
-                {
+                // The one end path: a reviewed job's plan phase awaits approval instead.
+                let finished = match self.jobs.finish(record, from, &outcome).await {
                     Ok(r) => r,
                     Err(StoreError::StateConflict { .. }) => return Ok(None),
                     Err(e) => return Err(e.into()),
                 };
-                info!(state = %outcome.state, reason = %outcome.reason, "job ended");
-                self.complete(&finished).await?;
-                Ok(Some(outcome.state))
+                info!(state = %finished.job.state, reason = %outcome.reason, "job ended");
+                Ok(Some(finished.job.state))
             }
         }
     }

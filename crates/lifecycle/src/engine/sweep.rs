@@ -107,7 +107,176 @@ impl Engine {
                 report.errors += 1;
             }
         }
+        self.sweep_approvals(now, &mut report).await;
+        self.sweep_drift(now, &mut report).await;
         Ok(report)
+    }
+
+    /// Discards every reviewed job whose approval deadline passed, one by one.
+    async fn sweep_approvals(&self, now: DateTime<Utc>, report: &mut SweepReport) {
+        let listed = match self.jobs.store.approvals_due(now, self.settings.batch).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                warn!(error = %e, "jobs awaiting approval could not be listed; next pass tries again");
+                report.errors += 1;
+                return;
+            }
+        };
+        for u in &listed.unreadable {
+            self.fail_unreadable(u, now, report).await;
+        }
+        for record in listed {
+            let span = tracing::info_span!("job", job_id = %record.job.id);
+            let timeout = record
+                .job
+                .review
+                .as_ref()
+                .map(|r| r.timeout_seconds)
+                .unwrap_or_default();
+            let comment = format!(
+                "no decision within the approval timeout ({})",
+                human_seconds(timeout)
+            );
+            match self
+                .jobs
+                .decide(
+                    &record,
+                    crate::APPROVAL_TIMEOUT_PRINCIPAL,
+                    sortie_core::ReviewVerdict::Discarded,
+                    Some(comment),
+                    now,
+                )
+                .instrument(span)
+                .await
+            {
+                Ok(Ok(_)) => {
+                    info!(job_id = %record.job.id, "approval timed out; plan discarded");
+                    report.approvals_timed_out += 1;
+                }
+                // Decided meanwhile: nothing to do.
+                Ok(Err(_)) => {}
+                Err(e) => {
+                    warn!(job_id = %record.job.id, error = %e, "approval timeout not applied; next pass tries again");
+                    report.errors += 1;
+                }
+            }
+        }
+    }
+
+    /// Fires every due drift schedule, one environment at a time.
+    async fn sweep_drift(&self, now: DateTime<Utc>, report: &mut SweepReport) {
+        let due = match self
+            .jobs
+            .store
+            .due_drift_checks(now, self.settings.batch)
+            .await
+        {
+            Ok(due) => due,
+            Err(e) => {
+                warn!(error = %e, "due drift checks could not be listed; next pass tries again");
+                report.errors += 1;
+                return;
+            }
+        };
+        for env in due {
+            let path = env.environment.path.clone();
+            let span = tracing::info_span!("drift", environment = %path);
+            if let Err(e) = self.fire_drift(env, now, report).instrument(span).await {
+                warn!(environment = %path, error = %e, "drift check not fired; next pass tries again");
+                report.errors += 1;
+            }
+        }
+    }
+
+    /// One due drift check: skipped (and recorded so) when the environment is busy or has no
+    /// successful apply; else a `plan -detailed-exitcode` of the latest apply's configuration,
+    /// requested by `sortie:drift`, written only if the environment is still idle. The
+    /// schedule moves on from `now` (a missed fire is never made up: checks never pile up),
+    /// on condition that no other sweep fired it first.
+    async fn fire_drift(
+        &self,
+        env: sortie_store::EnvironmentRecord,
+        now: DateTime<Utc>,
+        report: &mut SweepReport,
+    ) -> Result<(), LifecycleError> {
+        use sortie_core::drift::{DriftSchedule, DriftSkipped, DRIFT_PRINCIPAL};
+        let store = &self.jobs.store;
+        let path = env.environment.path.clone();
+        let Some(fired) = env.next_drift_at else {
+            return Ok(());
+        };
+        let next = env
+            .environment
+            .settings
+            .drift_schedule
+            .as_deref()
+            .and_then(|s| DriftSchedule::parse(s).ok())
+            .and_then(|s| s.next_after(now));
+        let skipped = |reason: String| DriftSkipped { at: now, reason };
+        let skip_reason = match (&env.active_job, &env.last_apply) {
+            (Some(active), _) => Some(format!(
+                "the environment was busy with job {active}; this check is skipped, not queued"
+            )),
+            (None, None) => Some(
+                "no successful apply yet: a drift check plans the configuration of the environment's latest successful apply".to_string(),
+            ),
+            _ => None,
+        };
+        if let Some(reason) = skip_reason {
+            if store
+                .advance_drift(&path, fired, next, Some(&skipped(reason.clone())))
+                .await?
+            {
+                info!(%reason, "drift check skipped");
+                report.drift_skipped += 1;
+            }
+            return Ok(());
+        }
+        let Some(last) = env.last_apply.as_ref() else {
+            return Ok(());
+        };
+        let last_job = store.get_job(&last.job_id).await?;
+        let runner = store.get_runner(&env.environment.runner.runner_id).await?;
+        let mut request = last_job.job.request.clone();
+        request.operation = sortie_core::Operation::Plan;
+        let mut job = sortie_core::Job::for_environment(
+            sortie_store::new_id(),
+            &env.environment,
+            runner.item.spec,
+            request,
+            DRIFT_PRINCIPAL.to_string(),
+            now,
+        );
+        job.drift_check = true;
+        // Claim this fire first: two sweeps never both run it.
+        if !store.advance_drift(&path, fired, next, None).await? {
+            return Ok(());
+        }
+        match store.submit_if_idle(&job).await? {
+            Some(submitted) => {
+                info!(job_id = %submitted.job.id, last_apply = %last.job_id, "drift check submitted");
+                self.jobs.send_or_leave_pending(&submitted.job.id).await;
+                report.drift_checks += 1;
+            }
+            None => {
+                // A job took the lock between the list and the submit.
+                if let Some(next) = next {
+                    store
+                        .advance_drift(
+                            &path,
+                            next,
+                            Some(next),
+                            Some(&skipped(
+                                "the environment became busy; this check is skipped, not queued"
+                                    .into(),
+                            )),
+                        )
+                        .await?;
+                }
+                report.drift_skipped += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Fails a job whose item cannot be decoded, stops its task if it can still be found, and
@@ -217,5 +386,16 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// `3600` as `1h`, `86400` as `24h`, `90` as `90s`.
+fn human_seconds(seconds: u32) -> String {
+    if seconds % 3600 == 0 && seconds > 0 {
+        format!("{}h", seconds / 3600)
+    } else if seconds % 60 == 0 && seconds > 0 {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
     }
 }

@@ -178,6 +178,10 @@ pub enum JobState {
     Canceled,
     /// Stopped after exceeding its runner's timeout.
     TimedOut,
+    /// Its plan succeeded; it holds the environment's lock until approved or discarded.
+    AwaitingApproval,
+    /// Its plan was discarded (by a person or the approval timeout); nothing applied.
+    Discarded,
 }
 
 /// One recorded transition: from, to, when and why.
@@ -267,6 +271,80 @@ pub struct Job {
     /// The runner's specification as it was at submit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_spec: Option<RunnerSpec>,
+    /// For an apply or destroy on an environment with `approval: required`: the policy
+    /// taken at submit, the phase, and the decision once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Review>,
+    /// True for a scheduled drift check (requested by `sortie:drift`).
+    #[serde(default)]
+    pub drift_check: bool,
+    /// The tool asked for at submit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolName>,
+    /// The version asked for at submit (exact or a constraint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// A reviewed job's approval policy, phase and decision.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Review {
+    /// When true, the approver must not be the requester.
+    #[serde(default)]
+    pub four_eyes: bool,
+    /// How long the job may await approval, in seconds.
+    pub timeout_seconds: u32,
+    /// `plan` until approved, then `apply`.
+    pub phase: JobPhase,
+    /// When it started awaiting approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_since: Option<DateTime<Utc>>,
+    /// The decision, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// Approved or discarded.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewVerdict {
+    /// The saved plan is applied.
+    Approved,
+    /// The saved plan is thrown away.
+    Discarded,
+}
+
+/// A decision on a reviewed job.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Decision {
+    /// Approved or discarded.
+    pub verdict: ReviewVerdict,
+    /// Who decided (`sortie:approval-timeout` for the timeout).
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The decider's comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// A reviewed job's plan phase, kept when it ended.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PhaseRecord {
+    /// The plan phase's task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_arn: Option<String>,
+    /// Its launch attempt.
+    #[serde(default)]
+    pub attempt: u32,
+    /// When its task was seen running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub ended_at: DateTime<Utc>,
+    /// The plan's change summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ChangeSummary>,
 }
 
 /// What a plan, apply or destroy changed, reported by the runner.
@@ -436,6 +514,110 @@ pub struct EnvironmentRecord {
     /// The last queue position handed out.
     #[serde(default)]
     pub queue_seq: u64,
+    /// `auto` (default: an apply applies the plan it just made) or `required` (it awaits
+    /// approval between its plan and its apply).
+    #[serde(default)]
+    pub approval: Option<Approval>,
+    /// How long a job may await approval before it is discarded, in seconds (default 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_seconds: Option<u32>,
+    /// When true, the approver must not be the job's requester.
+    #[serde(default)]
+    pub four_eyes: bool,
+    /// A 5-field cron expression in UTC for drift checks, at least 15 minutes apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_schedule: Option<String>,
+    /// `off` (default) or `apply`: what a detected drift does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_remediation: Option<DriftRemediation>,
+    /// The tool its jobs run; wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolName>,
+    /// The version its jobs run; wins over the runner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The latest drift check's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftStatus>,
+    /// The latest drift check the schedule fired but skipped, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_skipped: Option<DriftSkipped>,
+    /// The latest successful apply (its outputs are the environment's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_apply: Option<LastApply>,
+    /// When the drift schedule fires next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_drift_at: Option<DateTime<Utc>>,
+}
+
+/// Whether an apply or destroy awaits approval.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Plan and apply that plan at once.
+    Auto,
+    /// Plan, then await approval.
+    Required,
+}
+
+/// What a detected drift does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftRemediation {
+    /// Report only.
+    Off,
+    /// Submit an apply (subject to the approval setting).
+    Apply,
+}
+
+/// A drift check's verdict.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftVerdict {
+    /// No changes.
+    InSync,
+    /// Changes: the infrastructure or the state moved.
+    Drifted,
+    /// The check failed, timed out or was canceled.
+    Error,
+}
+
+/// The latest drift check of an environment.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DriftStatus {
+    /// `in_sync`, `drifted` or `error`.
+    pub status: DriftVerdict,
+    /// When the check ended.
+    pub checked_at: DateTime<Utc>,
+    /// The check's plan job.
+    pub job_id: String,
+    /// The plan's counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ChangeSummary>,
+    /// Why the check failed, for `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The apply submitted to remediate the drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation_job_id: Option<String>,
+}
+
+/// A drift check that was skipped.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DriftSkipped {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Why.
+    pub reason: String,
+}
+
+/// An environment's latest successful apply.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LastApply {
+    /// The apply job.
+    pub job_id: String,
+    /// When it succeeded.
+    pub at: DateTime<Utc>,
 }
 
 /// A membership with its id: a role on a group for a grantee.

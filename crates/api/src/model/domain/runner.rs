@@ -16,6 +16,13 @@ pub struct RunnerSpec {
     pub runner_configuration: RunnerConfiguration,
     /// Where Terraform state lives.
     pub state_storage_configuration: StateStorageConfiguration,
+    /// The tool its jobs run (`terraform` or `opentofu`); an environment's wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<super::ToolName>,
+    /// The version its jobs run, exact (`1.0.3`) or a constraint (`~> 1.0`); an
+    /// environment's wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// A stored runner: its id (owner group plus name) and its specification.
