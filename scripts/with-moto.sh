@@ -12,6 +12,8 @@
 #   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY      testing
 #   AWS_REGION, AWS_DEFAULT_REGION                us-east-1
 #   SORTIE_TEST_TERRAFORM                         absolute path of Terraform 0.11.11
+#   SORTIE_TEST_TERRAFORM_1                       absolute path of Terraform 1.0.3
+#                                                 (.tools/bin/terraform-1.0.3)
 #   PATH                                          .tools/bin and .tools/venv/bin first
 # moto is stopped when the script exits, whatever happens; the script exits
 # with the command's status. moto's log goes to .tools/moto.log.
@@ -101,6 +103,7 @@ export AWS_SECRET_ACCESS_KEY=testing
 export AWS_REGION=us-east-1
 export AWS_DEFAULT_REGION=us-east-1
 export SORTIE_TEST_TERRAFORM="$tools/bin/terraform"
+export SORTIE_TEST_TERRAFORM_1="$tools/bin/terraform-1.0.3"
 export PATH="$tools/bin:$venv/bin:$PATH"
 # Keep any real AWS profile or session out of the way.
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_SECURITY_TOKEN

@@ -9,6 +9,7 @@
 //! |----------------------------|--------------------|
 //! | `SORTIE_TEST_AWS_ENDPOINT` | [`endpoint`]       |
 //! | `SORTIE_TEST_TERRAFORM`    | [`terraform_bin`]  |
+//! | `SORTIE_TEST_TERRAFORM_1`  | [`terraform1_bin`] |
 //!
 //! Run them with `make test`, or `scripts/with-moto.sh cargo test -p sortie-tests`.
 //! Without that environment every test panics with a message saying so,
@@ -33,6 +34,8 @@ use aws_sdk_s3::config::Credentials;
 pub const ENDPOINT_VAR: &str = "SORTIE_TEST_AWS_ENDPOINT";
 /// Environment variable holding the absolute path of the Terraform binary.
 pub const TERRAFORM_VAR: &str = "SORTIE_TEST_TERRAFORM";
+/// Environment variable holding the absolute path of the Terraform 1.0.3 binary.
+pub const TERRAFORM_1_VAR: &str = "SORTIE_TEST_TERRAFORM_1";
 /// Region every test client and backend uses.
 pub const REGION: &str = "us-east-1";
 /// Access key id (and secret key) moto accepts.
@@ -183,6 +186,19 @@ pub fn unique(prefix: &str) -> String {
 /// When the variable is unset or empty, like [`endpoint`].
 pub fn terraform_bin() -> PathBuf {
     match std::env::var_os(TERRAFORM_VAR) {
+        Some(value) if !value.is_empty() => PathBuf::from(value),
+        _ => panic!("{MISSING_ENV}"),
+    }
+}
+
+/// The Terraform 1.0.3 binary, from `SORTIE_TEST_TERRAFORM_1`
+/// (`.tools/bin/terraform-1.0.3`, set by `scripts/with-moto.sh`).
+///
+/// # Panics
+///
+/// When the variable is unset or empty, like [`endpoint`].
+pub fn terraform1_bin() -> PathBuf {
+    match std::env::var_os(TERRAFORM_1_VAR) {
         Some(value) if !value.is_empty() => PathBuf::from(value),
         _ => panic!("{MISSING_ENV}"),
     }

@@ -12,6 +12,8 @@ struct Dev {
     child: Child,
     url: String,
     token: String,
+    /// The named users' tokens (`--user NAME`), by name.
+    users: std::collections::BTreeMap<String, String>,
     dir: PathBuf,
     table: String,
     bucket: String,
@@ -111,6 +113,14 @@ impl Dev {
             child,
             url: r["url"].as_str().unwrap().into(),
             token: r["token"].as_str().unwrap().into(),
+            users: r["users"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
             dir,
             table: names.table.clone(),
             bucket: names.bucket.clone(),
@@ -118,7 +128,17 @@ impl Dev {
     }
 
     fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let auth = format!("Bearer {}", self.token);
+        self.api_with(&self.token, method, path, body)
+    }
+
+    /// A call as the named user `user` (`sortie dev --user <user>`).
+    fn api_as(&self, user: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let token = self.users.get(user).expect("a --user of this sortie dev").clone();
+        self.api_with(&token, method, path, body)
+    }
+
+    fn api_with(&self, token: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let auth = format!("Bearer {token}");
         let body = body.map(|b| {
             if let Value::String(s) = b {
                 s
@@ -180,12 +200,25 @@ impl Dev {
         let deadline = Instant::now() + limit;
         loop {
             let job = self.ok("GET", &format!("/v1/jobs/{id}"), None);
-            if ["succeeded", "failed", "canceled", "timed_out"]
+            if ["succeeded", "failed", "canceled", "timed_out", "discarded"]
                 .contains(&job["state"].as_str().unwrap())
             {
                 return job;
             }
             assert!(Instant::now() < deadline, "job {id} did not finish: {job}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until `check` holds for the job, and returns it.
+    fn wait_job(&self, id: &str, limit: Duration, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let job = self.ok("GET", &format!("/v1/jobs/{id}"), None);
+            if check(&job) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id}: never {what}: {job}");
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -743,4 +776,301 @@ fn a_secret_reaches_terraform_and_is_never_stored_or_logged() {
     assert!(items.contains(&arn), "the table holds the reference");
     assert!(!objects.contains(&value), "the value is in the bucket");
     assert!(!items.contains(&value), "the value is in the table");
+}
+
+/// The hello example plus a sensitive output, for Terraform 1.0.3.
+fn hello_with_secret_output() -> Value {
+    let mut files = hello_files();
+    files.as_object_mut().unwrap().insert(
+        "secret.tf".into(),
+        Value::String(
+            "output \"db_password\" {\n  value     = \"s3cr3t-never-shown\"\n  sensitive = true\n}\n".into(),
+        ),
+    );
+    files
+}
+
+/// A runner on Terraform 1.0.3 (by the runner's own `version`), a rule, and environment
+/// `acme/demo/<name>` with `settings`.
+fn setup_tf1(dev: &Dev, bucket: &str, name: &str, settings: Value) {
+    let runner = format!(
+        "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
+        sortie_tests::endpoint()
+    );
+    let (status, _) = dev.api("GET", "/v1/groups/acme/-/runners/tf1", None);
+    if status == 404 {
+        dev.ok("POST", "/v1/groups/acme/-/runners/tf1", Some(Value::String(runner)));
+        dev.ok(
+            "POST",
+            "/v1/groups/acme/-/rules",
+            Some(json!({"id": "tf1", "runner_id": "acme/tf1"})),
+        );
+    }
+    let mut body = json!({"name": name, "env_type": "production"});
+    for (k, v) in settings.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    dev.ok("POST", "/v1/groups/acme/demo/-/environments", Some(body));
+}
+
+fn grant(dev: &Dev, user: &str, role: &str) {
+    dev.ok(
+        "POST",
+        "/v1/groups/acme/-/memberships",
+        Some(json!({"role": role, "grantee": {"kind": "subject", "subject": user}})),
+    );
+}
+
+/// Issue 15's end-to-end test: with `approval: required` and four eyes, an apply plans,
+/// waits holding the lock (a job submitted meanwhile waits too), is refused to its own
+/// requester and to a viewer, is approved by a second person, and a second task applies
+/// exactly the saved plan; its outputs are served with the sensitive one redacted.
+#[test]
+fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_terraform_1() {
+    let dev = Dev::launch(
+        &Names::fresh(),
+        &["--user", "alice", "--user", "bob", "--user", "carol"],
+    );
+    let bucket = state_bucket();
+    setup_tf1(
+        &dev,
+        &bucket,
+        "prod",
+        json!({"approval": "required", "four_eyes": true}),
+    );
+    grant(&dev, "alice", "deployer");
+    grant(&dev, "bob", "deployer");
+    grant(&dev, "carol", "viewer");
+
+    let (status, submitted) = dev.api_as(
+        "alice",
+        "POST",
+        "/v1/environments/acme/demo/prod/-/jobs",
+        Some(json!({"operation": "apply", "files": hello_with_secret_output(), "variables": {"greeting": "reviewed"}})),
+    );
+    assert_eq!(status, 201, "{submitted}");
+    let id = submitted["id"].as_str().unwrap().to_string();
+    assert_eq!(submitted["review"]["phase"], "plan", "{submitted}");
+    let awaiting = dev.wait_job(&id, Duration::from_secs(90), "awaiting approval", |j| {
+        j["state"] != "queued" && j["state"] != "dispatching" && j["state"] != "running"
+    });
+    assert_eq!(awaiting["state"], "awaiting_approval", "{awaiting}");
+    let plan_task = awaiting["plan_phase"]["task_arn"].as_str().unwrap().to_string();
+    assert!(awaiting["plan_phase"]["summary"].is_object(), "{awaiting}");
+    assert_eq!(awaiting["tool_used"], json!({"tool": "terraform", "version": "1.0.3"}));
+    // The plan changed nothing: no state object yet.
+    let state_key = "sortie/acme/demo/prod/terraform.tfstate";
+    assert!(try_read_state(&bucket, state_key).is_none(), "the plan phase wrote state");
+
+    // A job submitted meanwhile waits: the reviewed job holds the environment's lock.
+    let (_, waiting) = dev.api_as(
+        "bob",
+        "POST",
+        "/v1/environments/acme/demo/prod/-/jobs",
+        Some(json!({"operation": "plan", "files": hello_files()})),
+    );
+    let waiting_id = waiting["id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_secs(3));
+    let still = dev.ok("GET", &format!("/v1/jobs/{waiting_id}"), None);
+    assert_eq!(still["state"], "queued", "{still}");
+    let env = dev.ok("GET", "/v1/environments/acme/demo/prod", None);
+    assert_eq!(env["active_job"], id.as_str(), "{env}");
+
+    // Four eyes: alice may not approve her own job; carol (a viewer) does not see it to
+    // decide; nobody may approve a job that is not awaiting approval.
+    let (status, own) = dev.api_as("alice", "POST", &format!("/v1/jobs/{id}/approve"), None);
+    assert_eq!(status, 403, "{own}");
+    assert!(own["error"]["message"].as_str().unwrap().contains("four eyes"), "{own}");
+    let (status, viewer) = dev.api_as("carol", "POST", &format!("/v1/jobs/{id}/approve"), None);
+    assert_eq!(status, 404, "{viewer}");
+    let (status, not_awaiting) =
+        dev.api_as("bob", "POST", &format!("/v1/jobs/{waiting_id}/approve"), None);
+    assert_eq!(status, 409, "{not_awaiting}");
+    assert!(not_awaiting["error"]["message"].as_str().unwrap().contains("queued"), "{not_awaiting}");
+
+    // Bob approves: a second task applies the saved plan.
+    let (status, approved) = dev.api_as(
+        "bob",
+        "POST",
+        &format!("/v1/jobs/{id}/approve"),
+        Some(json!({"comment": "looks right"})),
+    );
+    assert_eq!(status, 200, "{approved}");
+    let done = dev.wait_terminal(&id, Duration::from_secs(90));
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let decision = &done["review"]["decision"];
+    assert_eq!(decision["verdict"], "approved");
+    assert_eq!(decision["by"], "bob");
+    assert_eq!(decision["comment"], "looks right");
+    assert_eq!(done["review"]["phase"], "apply");
+    assert_ne!(done["task_arn"].as_str().unwrap(), plan_task, "a second task applied it");
+    assert_eq!(done["attempt"], 2, "{done}");
+    // Both phases in one log: the plan to a file, then the apply of exactly that file.
+    let log = dev.log(&id);
+    let planned = log.find("-out=plan.tfplan").expect("the plan phase in the log");
+    let applied = log.find("apply -input=false -no-color plan.tfplan").or_else(|| log.find("plan.tfplan\n")).expect("the apply of the saved plan in the log");
+    assert!(planned < applied, "{log}");
+    assert!(!log.contains("-auto-approve"), "{log}");
+    assert!(!log.contains("s3cr3t-never-shown"), "a sensitive value reached the log");
+    let state = read_state(&bucket, state_key);
+    assert_eq!(state["outputs"]["message"]["value"], "reviewed!", "{state}");
+
+    // Outputs: of the job and of the environment's latest apply; the sensitive one has no value.
+    for path in [format!("/v1/jobs/{id}/outputs"), "/v1/environments/acme/demo/prod/-/outputs".to_string()] {
+        let outputs = dev.ok("GET", &path, None);
+        assert_eq!(outputs["job_id"], id.as_str());
+        assert_eq!(outputs["outputs"]["message"]["value"], "reviewed!", "{outputs}");
+        assert_eq!(outputs["outputs"]["db_password"]["sensitive"], true, "{outputs}");
+        assert!(outputs["outputs"]["db_password"].get("value").is_none(), "{outputs}");
+        assert!(!outputs.to_string().contains("s3cr3t"), "{outputs}");
+    }
+    // The job that waited ran after the reviewed job ended.
+    let waited = dev.wait_terminal(&waiting_id, Duration::from_secs(90));
+    assert_eq!(waited["state"], "succeeded", "{waited}");
+    assert!(at(&waited, "dispatching") >= at(&done, "succeeded"), "{waited}");
+    // Approving it again: 409, naming the state.
+    let (status, again) = dev.api_as("bob", "POST", &format!("/v1/jobs/{id}/approve"), None);
+    assert_eq!(status, 409, "{again}");
+    assert!(again["error"]["message"].as_str().unwrap().contains("succeeded"), "{again}");
+}
+
+/// A discarded plan ends the job `discarded`, applies nothing and frees the environment.
+#[test]
+fn a_discarded_plan_applies_nothing_and_releases_the_environment() {
+    let dev = Dev::launch(&Names::fresh(), &["--user", "alice"]);
+    let bucket = state_bucket();
+    setup_tf1(&dev, &bucket, "stage", json!({"approval": "required"}));
+    let id = dev.submit_to("acme/demo/stage", "apply", hello_files());
+    dev.wait_job(&id, Duration::from_secs(90), "awaiting approval", |j| j["state"] == "awaiting_approval");
+    let discarded = dev.ok("POST", &format!("/v1/jobs/{id}/discard"), Some(json!({"comment": "not today"})));
+    assert_eq!(discarded["state"], "discarded", "{discarded}");
+    assert_eq!(discarded["review"]["decision"]["verdict"], "discarded");
+    let env = dev.ok("GET", "/v1/environments/acme/demo/stage", None);
+    assert!(env.get("active_job").is_none(), "{env}");
+    assert!(try_read_state(&bucket, "sortie/acme/demo/stage/terraform.tfstate").is_none());
+    let (status, _) = dev.api("GET", &format!("/v1/jobs/{id}/outputs"), None);
+    assert_eq!(status, 404);
+}
+
+fn try_read_state(bucket: &str, key: &str) -> Option<Value> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let out = s3.get_object().bucket(bucket).key(key).send().await.ok()?;
+        serde_json::from_slice(&out.body.collect().await.ok()?.into_bytes()).ok()
+    })
+}
+
+/// Makes the environment's next drift check due now, as if its time had come: the
+/// sweeper (every second under test) fires it on its next pass.
+fn make_drift_due(dev: &Dev, path: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let ddb = sortie_tests::dynamodb_client(&sortie_tests::sdk_config().await);
+        let past = (chrono::Utc::now() - chrono::Duration::minutes(1))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let item = ddb
+            .get_item()
+            .table_name(&dev.table)
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("ENV#{path}")))
+            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("ENV".into()))
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("the environment item");
+        assert!(item.contains_key("next_drift_at"), "a drift schedule sets next_drift_at: {item:?}");
+        ddb.update_item()
+            .table_name(&dev.table)
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("ENV#{path}")))
+            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("ENV".into()))
+            .update_expression("SET next_drift_at = :t, gsi3sk = :s")
+            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(past.clone()))
+            .expression_attribute_values(":s", aws_sdk_dynamodb::types::AttributeValue::S(format!("{past}#{path}")))
+            .send()
+            .await
+            .unwrap();
+    });
+}
+
+/// Changes the applied output's value inside the state object, behind Sortie's back.
+fn tamper_state(bucket: &str, key: &str) {
+    let mut state = read_state(bucket, key);
+    state["outputs"]["message"]["value"] = json!("changed behind sortie's back");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        s3.put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(state.to_string().into_bytes().into())
+            .send()
+            .await
+            .unwrap();
+    });
+}
+
+fn wait_drift(dev: &Dev, path: &str, not_job: Option<&str>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
+        if let Some(drift) = env.get("drift") {
+            if not_job.is_none_or(|j| drift["job_id"] != j) {
+                return env;
+            }
+        }
+        assert!(Instant::now() < deadline, "no drift check recorded: {env}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Issue 15's drift test: a scheduled check of an untouched environment is `in_sync`; after
+/// the state is changed behind Sortie's back, the next scheduled check reports `drifted`.
+#[test]
+fn a_scheduled_drift_check_reports_in_sync_then_drifted_after_the_state_changed_behind_sortie() {
+    let dev = Dev::start();
+    let bucket = state_bucket();
+    let path = "acme/demo/drifty";
+    setup_tf1(&dev, &bucket, "drifty", json!({"drift_schedule": "*/15 * * * *"}));
+    // Nothing applied yet: a fire is skipped and says why.
+    make_drift_due(&dev, path);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
+        if let Some(skipped) = env.get("drift_skipped") {
+            assert!(skipped["reason"].as_str().unwrap().contains("no successful apply"), "{env}");
+            assert!(env["next_drift_at"].as_str().unwrap() > skipped["at"].as_str().unwrap(), "{env}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the fire was not recorded as skipped: {env}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let apply = dev.submit_to(path, "apply", hello_files());
+    assert_eq!(dev.wait_terminal(&apply, Duration::from_secs(90))["state"], "succeeded");
+    let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
+    assert_eq!(env["last_apply"]["job_id"], apply.as_str(), "{env}");
+
+    make_drift_due(&dev, path);
+    let env = wait_drift(&dev, path, None);
+    assert_eq!(env["drift"]["status"], "in_sync", "{env}");
+    let first = env["drift"]["job_id"].as_str().unwrap().to_string();
+    let check = dev.ok("GET", &format!("/v1/jobs/{first}"), None);
+    assert_eq!(check["operation"], "plan");
+    assert_eq!(check["requested_by"], "sortie:drift");
+    assert_eq!(check["drift_check"], true);
+    assert_eq!(check["summary"]["has_changes"], false, "{check}");
+    assert!(dev.log(&first).contains("-detailed-exitcode"));
+
+    tamper_state(&bucket, "sortie/acme/demo/drifty/terraform.tfstate");
+    make_drift_due(&dev, path);
+    let env = wait_drift(&dev, path, Some(&first));
+    assert_eq!(env["drift"]["status"], "drifted", "{env}");
+    let second = env["drift"]["job_id"].as_str().unwrap();
+    let check = dev.ok("GET", &format!("/v1/jobs/{second}"), None);
+    assert_eq!(check["state"], "succeeded", "a drift is a successful check: {check}");
+    assert_eq!(check["summary"]["has_changes"], true, "{check}");
+    // Remediation is off by default: nothing else was submitted.
+    assert!(env["drift"].get("remediation_job_id").is_none(), "{env}");
+    let jobs = dev.ok("GET", &format!("/v1/environments/{path}/-/jobs"), None);
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 3, "{jobs}");
 }

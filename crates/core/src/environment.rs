@@ -111,9 +111,9 @@ pub struct EnvSettings {
     /// The tool its jobs run; wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<crate::tool::ToolName>,
-    /// The version its jobs run (exact or a constraint); wins over the runner's.
+    /// The tool version its jobs run (exact or a constraint); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -204,8 +204,8 @@ pub struct EnvironmentInput {
     pub drift_remediation: Option<DriftRemediation>,
     /// `tool`, when given (`null` clears it).
     pub tool: Option<Option<crate::tool::ToolName>>,
-    /// `version`, when given (`null` clears it).
-    pub version: Option<Option<String>>,
+    /// `tool_version`, when given (`null` clears it).
+    pub tool_version: Option<Option<String>>,
 }
 
 impl EnvironmentInput {
@@ -229,8 +229,8 @@ impl EnvironmentInput {
         if let Some(v) = self.tool {
             settings.tool = v;
         }
-        if let Some(v) = &self.version {
-            settings.version = v.clone();
+        if let Some(v) = &self.tool_version {
+            settings.tool_version = v.clone();
         }
     }
 }
@@ -303,13 +303,13 @@ impl EnvironmentInput {
         let drift_remediation: Option<DriftRemediation> =
             f.optional("drift_remediation", &mut p);
         let tool: Option<Option<crate::tool::ToolName>> = nullable(&mut f, "tool", &mut p);
-        let version: Option<Option<String>> = nullable(&mut f, "version", &mut p);
-        if let Some(problem) = version
+        let tool_version: Option<Option<String>> = nullable(&mut f, "tool_version", &mut p);
+        if let Some(problem) = tool_version
             .as_ref()
             .and_then(|v| v.as_deref())
             .and_then(crate::tool::version_problem)
         {
-            p.push("version", problem);
+            p.push("tool_version", problem);
         }
         f.finish(&mut p);
         p.finish(Self {
@@ -323,7 +323,7 @@ impl EnvironmentInput {
             drift_schedule,
             drift_remediation,
             tool,
-            version,
+            tool_version,
         })
     }
 }

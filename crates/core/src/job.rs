@@ -522,9 +522,9 @@ pub struct Job {
     /// The tool asked for at submit (the environment's, else the runner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<crate::tool::ToolName>,
-    /// The version asked for at submit (the environment's, else the runner's).
+    /// The tool version asked for at submit (the environment's, else the runner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// A reviewed job's approval policy (taken at submit) and, once made, the decision.
@@ -635,7 +635,7 @@ impl Job {
             review: None,
             drift_check: false,
             tool: None,
-            version: None,
+            tool_version: None,
         }
     }
 
@@ -674,7 +674,10 @@ impl Job {
             });
         }
         job.tool = settings.tool.or(runner.tool);
-        job.version = settings.version.clone().or_else(|| runner.version.clone());
+        job.tool_version = settings
+            .tool_version
+            .clone()
+            .or_else(|| runner.tool_version.clone());
         job.runner_spec = Some(runner);
         job
     }

@@ -206,7 +206,7 @@ fn eks_template_check(c: &EksRunner) -> RunnerCheck {
     );
     job.runner_spec = Some(sortie_core::RunnerSpec {
         tool: None,
-        version: None,
+        tool_version: None,
         description: String::new(),
         runner_configuration: RunnerConfiguration::Eks(c.clone()),
         state_storage_configuration: sortie_core::StateStorageConfiguration::Kubernetes(

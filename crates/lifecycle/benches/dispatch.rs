@@ -106,7 +106,7 @@ struct World {
 
 fn runner_spec() -> &'static RunnerSpec {
     tool: None,
-    version: None,
+    tool_version: None,
     static SPEC: OnceLock<RunnerSpec> = OnceLock::new();
     SPEC.get_or_init(|| {
         RunnerSpec::parse(

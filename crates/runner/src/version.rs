@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use sortie_core::tool::{ToolName, ToolUsed, Version};
+
 /// Terraform or OpenTofu.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
@@ -102,6 +104,27 @@ impl ToolVersion {
         self.flavor == Flavor::OpenTofu || self.at_least(0, 13)
     }
 
+    /// The tool as the job spec and the API name it: `terraform` or `opentofu`.
+    pub fn tool_name(&self) -> ToolName {
+        match self.flavor {
+            Flavor::Terraform => ToolName::Terraform,
+            Flavor::OpenTofu => ToolName::Opentofu,
+        }
+    }
+
+    /// `(major, minor, patch)`.
+    pub fn number(&self) -> Version {
+        (self.major, self.minor, self.patch)
+    }
+
+    /// What the runner reports to the API (`PUT /v1/jobs/{id}/tool`).
+    pub fn used(&self) -> ToolUsed {
+        ToolUsed {
+            tool: self.tool_name(),
+            version: format!("{}.{}.{}", self.major, self.minor, self.patch),
+        }
+    }
+
     /// The command name as users know it: `terraform` or `tofu`.
     pub fn tool(&self) -> &'static str {
         match self.flavor {
@@ -163,5 +186,19 @@ mod tests {
         assert!(ToolVersion::tofu(1, 10, 1).has_s3_lockfile());
         assert_eq!(tofu.tool(), "tofu");
         assert_eq!(tofu.to_string(), "OpenTofu v1.8.5");
+    }
+
+    #[test]
+    fn the_report_names_the_tool_as_the_api_does() {
+        let used = ToolVersion::tofu(1, 8, 5).used();
+        assert_eq!(used.tool, ToolName::Opentofu);
+        assert_eq!(used.version, "1.8.5");
+        assert_eq!(used.check(), Ok(()));
+        let used = ToolVersion::terraform(1, 0, 3).used();
+        assert_eq!(
+            serde_json::to_value(&used).unwrap(),
+            serde_json::json!({"tool": "terraform", "version": "1.0.3"})
+        );
+        assert_eq!(ToolVersion::terraform(0, 11, 11).number(), (0, 11, 11));
     }
 }

@@ -19,6 +19,7 @@ mod error;
 mod memory;
 mod queue;
 mod records;
+mod sortkeys;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

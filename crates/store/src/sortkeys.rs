@@ -26,9 +26,10 @@ pub(crate) fn drift_due_bound(now: DateTime<Utc>) -> String {
     format!("{}#~", sort_time(now))
 }
 
-/// The gsi3 `AWAITING` sort key of a job: `<approval deadline>#<id>`.
-pub(crate) fn awaiting_sk(deadline: DateTime<Utc>, id: &str) -> String {
-    format!("{}#{id}", sort_time(deadline))
+/// The gsi3 sort key of a job: `<time>#<id>`, the time being when it entered its partition
+/// (`PENDING`, `ACTIVE`, `ENDED`) or its approval deadline (`AWAITING`).
+pub(crate) fn job_sk(at: DateTime<Utc>, id: &str) -> String {
+    format!("{}#{id}", sort_time(at))
 }
 
 /// When an environment's drift schedule fires next after `now`; `None` without a schedule
@@ -79,7 +80,7 @@ mod tests {
                 );
                 // With a suffix, as the keys are: `<time>#<id>` below `<bound>` iff time < bound.
                 assert_eq!(
-                    awaiting_sk(*a, "01jz") < sort_time(*b),
+                    job_sk(*a, "01jz") < sort_time(*b),
                     a < b,
                     "{a} before {b}"
                 );

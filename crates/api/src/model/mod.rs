@@ -204,9 +204,9 @@ pub struct EnvironmentCreate {
     /// `terraform` or `opentofu`; wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<domain::ToolName>,
-    /// An exact version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
+    /// An exact tool version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// The body of `PATCH /v1/environments/{environment}`: any subset of the fields.
@@ -241,9 +241,9 @@ pub struct EnvironmentPatch {
     /// `terraform` or `opentofu`; wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<domain::ToolName>,
-    /// An exact version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
+    /// An exact tool version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// One check of `runner check`.

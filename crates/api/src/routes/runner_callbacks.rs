@@ -131,7 +131,7 @@ pub(crate) async fn get_job_spec(
         saved_plan_url,
         detailed_exitcode: job.drift_check,
         tool: job.tool,
-        version: job.version.clone(),
+        version: job.tool_version.clone(),
         log_offset,
     }))
 }

@@ -90,6 +90,8 @@ pub fn conforms(
 /// A running API over fresh resources.
 pub struct Api {
     pub app: axum::Router,
+    /// The artifacts bucket's name.
+    pub bucket: String,
     pub store: Arc<DynamoStore>,
     pub artifacts: Arc<S3Artifacts>,
     pub sqs: aws_sdk_sqs::Client,
@@ -146,6 +148,7 @@ impl Api {
         let queue =
             queue.unwrap_or_else(|| Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone())));
         let bucket = sortie_tests::unique("artifacts");
+        let bucket_name = bucket.clone();
         let artifacts = Arc::new(S3Artifacts::new(
             sortie_tests::s3_client(&config),
             bucket.clone(),
@@ -175,6 +178,7 @@ impl Api {
             rule_indexes: Default::default(),
         });
         let api = Self {
+            bucket: bucket_name,
             artifacts,
             app,
             store,

@@ -56,9 +56,10 @@ pub struct RunnerSpec {
     /// The tool its jobs run (`terraform` or `opentofu`); an environment's `tool` wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<crate::tool::ToolName>,
-    /// The version its jobs run: exact or a constraint; an environment's `version` wins.
+    /// The tool version its jobs run: exact or a constraint; an environment's
+    /// `tool_version` wins. (Not `version`: that is every resource's ETag version.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// Where and how a runner runs jobs, by `type`.
@@ -436,9 +437,12 @@ impl RunnerSpec {
         };
         let description: String = top.optional("description", &mut p).unwrap_or_default();
         let tool: Option<crate::tool::ToolName> = top.optional("tool", &mut p);
-        let version: Option<String> = top.optional("version", &mut p);
-        if let Some(problem) = version.as_deref().and_then(crate::tool::version_problem) {
-            p.push("version", problem);
+        let tool_version: Option<String> = top.optional("tool_version", &mut p);
+        if let Some(problem) = tool_version
+            .as_deref()
+            .and_then(crate::tool::version_problem)
+        {
+            p.push("tool_version", problem);
         }
         let runner = match top.raw("runner_configuration") {
             Some(v) => decode_runner(v, &mut p),
@@ -474,7 +478,7 @@ impl RunnerSpec {
                     runner_configuration,
                     state_storage_configuration,
                     tool,
-                    version,
+                    tool_version,
                 };
                 let size = spec.item_size();
                 if size > limits::RUNNER_SPEC_ITEM_MAX {

@@ -1,16 +1,79 @@
-//! Environments: one item each, indexed by group (gsi1) and by linked runner (gsi2).
+//! Environments: one item each, indexed by group (gsi1), by linked runner (gsi2) and, while
+//! a drift check is scheduled, by its next fire time (gsi3 `DRIFT`).
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{ReturnValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use chrono::{DateTime, SecondsFormat, Utc};
+use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
-use super::items::{env_item, from_item, to_item, EnvItem};
-use super::keys::{env_key, group_pk, runner_key};
-use super::{condition_failed, n, s, DynamoStore, TxOutcome};
+use super::items::{check_item, env_from_item, env_to_item, TOOL_VERSION};
+use super::keys::{env_key, group_pk, runner_key, DRIFT};
+use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
-use crate::{EnvironmentRecord, EnvironmentStore, StoreError, Versioned};
+use crate::sortkeys::{drift_due_bound, drift_sk, next_drift};
+use crate::{EnvironmentRecord, EnvironmentStore, LastApply, StoreError, Versioned};
+
+/// The attributes an environment update rewrites: its type, labels and tags, and its
+/// settings (as the item holds them: the `version` setting is [`TOOL_VERSION`]). Each is set
+/// to the checked item's value, or removed when the item has none (never written as NULL).
+const UPDATED: [&str; 10] = [
+    "env_type",
+    "labels",
+    "tags",
+    "approval",
+    "approval_timeout_seconds",
+    "four_eyes",
+    "drift_schedule",
+    "drift_remediation",
+    "tool",
+    TOOL_VERSION,
+];
+
+/// The attributes of the drift schedule's next fire time and its gsi3 entry.
+const NEXT_DRIFT: [&str; 3] = ["next_drift_at", "gsi3pk", "gsi3sk"];
+
+fn not_found(path: &EnvPath) -> StoreError {
+    StoreError::NotFound {
+        kind: "environment",
+        id: path.to_string(),
+    }
+}
+
+/// Checks one attribute an update writes against DynamoDB's limits (size, depth, empty map
+/// keys), as [`check_item`] checks a whole item.
+fn check_attribute(name: &'static str, v: &AttributeValue) -> Result<(), StoreError> {
+    check_item(name, &HashMap::from([(name.to_string(), v.clone())]))
+}
+
+fn attribute<T: serde::Serialize>(v: &T) -> AttributeValue {
+    serde_dynamo::to_attribute_value(v).expect("domain values serialise")
+}
+
+/// An update expression that gives each of `attrs` the value `item` has for it, or removes
+/// it when `item` has none; names `#a<i>`, values `:a<i>`.
+fn set_or_remove(
+    attrs: &[&str],
+    item: &Item,
+    set: &mut Vec<String>,
+    remove: &mut Vec<String>,
+    names: &mut HashMap<String, String>,
+    values: &mut Item,
+) {
+    for (i, a) in attrs.iter().enumerate() {
+        let name = format!("#a{i}");
+        names.insert(name.clone(), a.to_string());
+        match item.get(*a) {
+            Some(v) => {
+                set.push(format!("{name} = :a{i}"));
+                values.insert(format!(":a{i}"), v.clone());
+            }
+            None => remove.push(name),
+        }
+    }
+}
 
 #[async_trait]
 impl EnvironmentStore for DynamoStore {
@@ -23,10 +86,14 @@ impl EnvironmentStore for DynamoStore {
             active_job: None,
             queued_count: 0,
             queue_seq: 0,
+            drift: None,
+            drift_skipped: None,
+            last_apply: None,
+            next_drift_at: next_drift(&env.settings, Utc::now()),
         };
-        let item = env_item(record.clone(), 1);
+        let item = env_to_item(&record, 1)?;
         let items = vec![
-            self.put(to_item(&item), "attribute_not_exists(pk)"),
+            self.put(item, "attribute_not_exists(pk)"),
             self.update(
                 runner_key(&env.runner.runner_id),
                 "SET link_count = link_count + :one",
@@ -83,7 +150,7 @@ impl EnvironmentStore for DynamoStore {
             .await?;
         items
             .into_iter()
-            .map(|i| from_item::<EnvItem>(i).map(Self::versioned_env))
+            .map(|i| env_from_item(i).map(Self::versioned_env))
             .collect()
     }
 
@@ -102,29 +169,58 @@ impl EnvironmentStore for DynamoStore {
             })?;
         Self::version_check("environment", id.clone(), expected, current.version)?;
         let version = current.version + 1;
+        let mut record = current.record.clone();
+        // The next drift check moves only when the schedule changes: an unrelated edit never
+        // skips a due check, nor races the sweeper's `advance_drift`.
+        let schedule_changed =
+            record.environment.settings.drift_schedule != env.settings.drift_schedule;
+        let e = &mut record.environment;
+        e.env_type = env.env_type.clone();
+        e.labels = env.labels.clone();
+        e.tags = env.tags.clone();
+        e.settings = env.settings.clone();
+        if schedule_changed {
+            record.next_drift_at = next_drift(&env.settings, Utc::now());
+        }
+        // The whole item as it will be, checked; the update writes its attributes.
+        let item = env_to_item(&record, version)?;
+        let mut set = vec!["version = :nv".to_string()];
+        let mut remove = vec![];
+        let mut names = HashMap::new();
+        let mut values: Item = HashMap::from([
+            (":nv".to_string(), n(version)),
+            (":v".to_string(), n(current.version)),
+        ]);
+        let mut attrs = UPDATED.to_vec();
+        if schedule_changed {
+            attrs.extend(NEXT_DRIFT);
+        }
+        set_or_remove(
+            &attrs,
+            &item,
+            &mut set,
+            &mut remove,
+            &mut names,
+            &mut values,
+        );
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
         let res = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(env_key(&env.path)))
-            .update_expression("SET env_type = :t, labels = :l, tags = :g, version = :nv")
+            .update_expression(expr)
             .condition_expression("version = :v")
-            .expression_attribute_values(":t", s(&env.env_type))
-            .expression_attribute_values(
-                ":l",
-                serde_dynamo::to_attribute_value(&env.labels).expect("labels serialise"),
-            )
-            .expression_attribute_values(
-                ":g",
-                serde_dynamo::to_attribute_value(&env.tags).expect("tags serialise"),
-            )
-            .expression_attribute_values(":nv", n(version))
-            .expression_attribute_values(":v", n(current.version))
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match res {
-            Ok(out) => Ok(Self::versioned_env(from_item(
+            Ok(out) => Ok(Self::versioned_env(env_from_item(
                 out.attributes.unwrap_or_default(),
             )?)),
             Err(e) if condition_failed(&e) => {
@@ -162,12 +258,22 @@ impl EnvironmentStore for DynamoStore {
         let old_runner = current.record.environment.runner.runner_id.clone();
         let mut record = current.record.clone();
         record.environment.runner = link.clone();
-        let item = env_item(record, current.version + 1);
-        let mut items = vec![self.put(to_item(&item), "version = :v")];
-        if let Some(TransactWriteItem { put: Some(p), .. }) = items.first_mut() {
-            p.expression_attribute_values =
-                Some(HashMap::from([(":v".to_string(), n(current.version))]));
-        }
+        let version = current.version + 1;
+        // An update of the link alone (never a Put of the whole item): the lock and the drift
+        // attributes change without a version bump, and a relink must not undo them.
+        let item = env_to_item(&record, version)?;
+        let mut items = vec![self.update(
+            env_key(path),
+            "SET #runner = :r, gsi2pk = :g2, version = :nv",
+            "version = :v",
+            HashMap::from([
+                (":r".to_string(), item["runner"].clone()),
+                (":g2".to_string(), item["gsi2pk"].clone()),
+                (":nv".to_string(), n(version)),
+                (":v".to_string(), n(current.version)),
+            ]),
+            HashMap::from([("#runner".to_string(), "runner".to_string())]),
+        )];
         if old_runner != link.runner_id {
             let one = HashMap::from([(":one".to_string(), n(1))]);
             items.push(self.update(
@@ -186,7 +292,7 @@ impl EnvironmentStore for DynamoStore {
             ));
         }
         match self.transact(items).await? {
-            TxOutcome::Done => Ok(Self::versioned_env(item)),
+            TxOutcome::Done => Ok(Versioned { item: record, version }),
             TxOutcome::Cancelled(codes) => match codes.iter().position(|c| c.is_some()) {
                 Some(1) => Err(StoreError::NotFound {
                     kind: "runner",
@@ -269,5 +375,176 @@ impl EnvironmentStore for DynamoStore {
                 }),
             },
         }
+    }
+
+    async fn due_drift_checks(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<EnvironmentRecord>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :d AND gsi3sk < :due")
+            .expression_attribute_values(":d", s(DRIFT))
+            .expression_attribute_values(":due", s(drift_due_bound(now)))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|item| match env_from_item(item) {
+                Ok(e) => Some(e.record),
+                Err(e) => {
+                    tracing::warn!(error = %e, "an unreadable environment item is skipped by the drift schedule");
+                    None
+                }
+            })
+            .collect())
+    }
+
+    async fn advance_drift(
+        &self,
+        path: &EnvPath,
+        fired: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+        skipped: Option<&DriftSkipped>,
+    ) -> Result<bool, StoreError> {
+        let mut set = vec![];
+        let mut remove = vec![];
+        // `next_drift_at` is compared and written as the item holds it (serde's form).
+        let mut values: Item = HashMap::from([(":fired".to_string(), attribute(&fired))]);
+        match next {
+            Some(t) => {
+                set.push("next_drift_at = :next, gsi3pk = :d, gsi3sk = :dsk");
+                values.insert(":next".into(), attribute(&t));
+                values.insert(":d".into(), s(DRIFT));
+                values.insert(":dsk".into(), s(drift_sk(t, path)));
+            }
+            None => remove.push("next_drift_at, gsi3pk, gsi3sk"),
+        }
+        if let Some(skipped) = skipped {
+            let v = attribute(skipped);
+            check_attribute("drift_skipped", &v)?;
+            set.push("drift_skipped = :skipped");
+            values.insert(":skipped".into(), v);
+        }
+        let mut expr = vec![];
+        if !set.is_empty() {
+            expr.push(format!("SET {}", set.join(", ")));
+        }
+        if !remove.is_empty() {
+            expr.push(format!("REMOVE {}", remove.join(", ")));
+        }
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(env_key(path)))
+            .update_expression(expr.join(" "))
+            .condition_expression("next_drift_at = :fired")
+            .set_expression_attribute_values(Some(values))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => match self.read_env(path).await? {
+                None => Err(not_found(path)),
+                Some(_) => Ok(false),
+            },
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    async fn record_drift(&self, path: &EnvPath, status: &DriftStatus) -> Result<(), StoreError> {
+        let v = attribute(status);
+        check_attribute("drift", &v)?;
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(env_key(path)))
+            .update_expression("SET drift = :d")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":d", v)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if condition_failed(&e) => Err(not_found(path)),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    /// Later means a later `at` (when the apply succeeded): applies to one environment run
+    /// one at a time under its lock, so their success times are in the order their states
+    /// were written (job ids are not: they follow submit order, and two ids made in one
+    /// millisecond are not ordered). `last_apply.at` is stored with nine fractional digits,
+    /// fixed width, so the condition compares it as a time.
+    async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError> {
+        let at = s(last.at.to_rfc3339_opts(SecondsFormat::Nanos, true));
+        let mut v = attribute(last);
+        if let AttributeValue::M(m) = &mut v {
+            m.insert("at".into(), at.clone());
+        }
+        check_attribute("last_apply", &v)?;
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(env_key(path)))
+            .update_expression("SET last_apply = :la")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(last_apply) OR last_apply.#at < :at)",
+            )
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_values(":la", v)
+            .expression_attribute_values(":at", at)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            // A later apply is recorded: it stays.
+            Err(e) if condition_failed(&e) => match self.read_env(path).await? {
+                None => Err(not_found(path)),
+                Some(_) => Ok(()),
+            },
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sortie_core::{Approval, DriftRemediation, EnvSettings};
+
+    /// An update rewrites every setting: a setting added to `EnvSettings` must be added to
+    /// `UPDATED`, or an update would never change it.
+    #[test]
+    fn an_update_rewrites_every_setting() {
+        let settings = EnvSettings {
+            approval: Approval::Required,
+            approval_timeout_seconds: Some(600),
+            four_eyes: true,
+            drift_schedule: Some("0 * * * *".into()),
+            drift_remediation: DriftRemediation::Apply,
+            tool: Some(sortie_core::tool::ToolName::Opentofu),
+            version: Some("1.8.0".into()),
+        };
+        let item: Item = serde_dynamo::to_item(&settings).unwrap();
+        let mut names: Vec<&str> = item
+            .keys()
+            .map(|k| if k == "version" { TOOL_VERSION } else { k })
+            .collect();
+        names.sort();
+        let mut expected: Vec<&str> = UPDATED[3..].to_vec();
+        expected.sort();
+        assert_eq!(names, expected);
     }
 }

@@ -10,12 +10,15 @@ use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::items::{checked_item, from_item, job_item, JobItem};
-use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, ENDED, PENDING};
+use super::keys::{
+    env_key, job_key, key, pending_sk, queue_key, ACTIVE, AWAITING, ENDED, PENDING,
+};
 use super::submit::IDEMPOTENCY_TTL_SECONDS;
 use super::unreadable::decode_listed;
 use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
 use crate::cursor::{decode_cursor, encode_cursor};
 use crate::error::aws;
+use crate::sortkeys::{job_sk, sort_time};
 use crate::{
     IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, Released, StoreError,
     Submitted, Unreadable,
@@ -26,6 +29,7 @@ fn add_update(
     update: &JobUpdate,
     set: &mut Vec<&'static str>,
     remove: &mut Vec<&'static str>,
+    names: &mut HashMap<String, String>,
     values: &mut Item,
 ) {
     if let Some(v) = &update.task {
@@ -72,6 +76,34 @@ fn add_update(
         set.push("upload_problems = :up");
         values.insert(":up".into(), AttributeValue::L(v.iter().map(s).collect()));
     }
+    if let Some(v) = &update.review {
+        set.push("#review = :rev");
+        names.insert("#review".into(), "review".into());
+        values.insert(
+            ":rev".into(),
+            serde_dynamo::to_attribute_value(v).expect("review serialises"),
+        );
+    }
+    if let Some(v) = &update.plan_phase {
+        set.push("#plan_phase = :pp");
+        names.insert("#plan_phase".into(), "plan_phase".into());
+        values.insert(
+            ":pp".into(),
+            serde_dynamo::to_attribute_value(v).expect("plan phase serialises"),
+        );
+    }
+    if let Some(v) = &update.tool_used {
+        set.push("#tool_used = :tu");
+        names.insert("#tool_used".into(), "tool_used".into());
+        values.insert(
+            ":tu".into(),
+            serde_dynamo::to_attribute_value(v).expect("tool used serialises"),
+        );
+    }
+    // A summary given with it is the new one: set, not removed (one path, one action).
+    if update.clear_summary && update.summary.is_none() {
+        remove.push("summary");
+    }
 }
 
 #[async_trait]
@@ -115,6 +147,23 @@ impl JobStore for DynamoStore {
                         replayed: false,
                     })
                 }
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {
+        let holding = checked_item("job", &job_item(job, true))?;
+        match self.take_idle_lock(job, &holding).await {
+            // An answer lost on the way back: the job item tells whether the transaction
+            // committed (it is the only write of this new id), as for `submit_job`.
+            Err(e) if e.is_retryable() => match self.read_job(&job.id).await {
+                Ok(Some(found)) if found.record.job == *job => Ok(Some(Submitted {
+                    job: job.clone(),
+                    took_lock: true,
+                    replayed: false,
+                })),
                 _ => Err(e),
             },
             other => other,
@@ -220,26 +269,25 @@ impl JobStore for DynamoStore {
             ),
             (":now".to_string(), s(at.to_rfc3339())),
         ]);
-        add_update(&update, &mut set, &mut remove, &mut values);
+        let mut names = HashMap::from([("#state".to_string(), "state".to_string())]);
+        add_update(&update, &mut set, &mut remove, &mut names, &mut values);
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
-        // ACTIVE while launched (dispatching, running), ENDED once terminal until the sweeper
-        // has seen its environment released (`settle_ended_job`).
-        if to == JobState::Queued {
-            set.push("gsi3pk = :g3");
-            set.push("gsi3sk = :g3s");
-            values.insert(":g3".into(), s(PENDING));
-            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
+        // ACTIVE while launched (dispatching, running), AWAITING while it awaits approval
+        // (holding the lock; by approval deadline), ENDED once terminal until the sweeper has
+        // seen its environment released (`settle_ended_job`).
+        let (partition, since) = if to == JobState::Queued {
+            (PENDING, at)
         } else if to.is_active() {
-            set.push("gsi3pk = :g3");
-            set.push("gsi3sk = :g3s");
-            values.insert(":g3".into(), s(ACTIVE));
-            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
+            (ACTIVE, at)
+        } else if to == JobState::AwaitingApproval {
+            (AWAITING, update.approval_deadline.unwrap_or(at))
         } else {
-            set.push("gsi3pk = :g3");
-            set.push("gsi3sk = :g3s");
-            values.insert(":g3".into(), s(ENDED));
-            values.insert(":g3s".into(), s(format!("{}#{id}", at.to_rfc3339())));
-        }
+            (ENDED, at)
+        };
+        set.push("gsi3pk = :g3");
+        set.push("gsi3sk = :g3s");
+        values.insert(":g3".into(), s(partition));
+        values.insert(":g3s".into(), s(job_sk(since, id)));
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -251,7 +299,7 @@ impl JobStore for DynamoStore {
             .set_key(Some(job_key(id)))
             .update_expression(expr)
             .condition_expression("#state = :from")
-            .expression_attribute_names("#state", "state")
+            .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
             .send()
@@ -286,7 +334,8 @@ impl JobStore for DynamoStore {
             (":r".to_string(), s(JobState::Running.as_str())),
         ]);
         let mut remove = vec![];
-        add_update(&update, &mut set, &mut remove, &mut values);
+        let mut names = HashMap::from([("#state".to_string(), "state".to_string())]);
+        add_update(&update, &mut set, &mut remove, &mut names, &mut values);
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -298,7 +347,7 @@ impl JobStore for DynamoStore {
             .set_key(Some(job_key(id)))
             .update_expression(expr)
             .condition_expression("#state IN (:d, :r)")
-            .expression_attribute_names("#state", "state")
+            .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
             .send()
@@ -559,6 +608,26 @@ impl JobStore for DynamoStore {
             .key_condition_expression("gsi3pk = :e AND gsi3sk < :before")
             .expression_attribute_values(":e", s(ENDED))
             .expression_attribute_values(":before", s(before.to_rfc3339()))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+    }
+
+    async fn approvals_due(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Listed<JobRecord>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :a AND gsi3sk < :before")
+            .expression_attribute_values(":a", s(AWAITING))
+            .expression_attribute_values(":before", s(sort_time(before)))
             .limit(limit.clamp(1, 1000) as i32)
             .send()
             .await

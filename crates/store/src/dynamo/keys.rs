@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use sortie_core::{EnvPath, GroupPath, Job, RunnerId};
 
 use super::{s, Item};
+use crate::sortkeys::sort_time;
 
 pub(super) fn key(pk: String, sk: &str) -> Item {
     HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])
@@ -33,7 +34,13 @@ pub(super) const PENDING: &str = "PENDING";
 pub(super) const ACTIVE: &str = "ACTIVE";
 /// gsi3 partition of a job that ended but whose environment lock was not yet seen released.
 pub(super) const ENDED: &str = "ENDED";
+/// gsi3 partition of a job awaiting approval (holding its environment's lock), by approval
+/// deadline: the sweeper's `approvals_due`.
+pub(super) const AWAITING: &str = "AWAITING";
+/// gsi3 partition of an environment with a drift schedule, by its next fire time: the
+/// sweeper's `due_drift_checks`.
+pub(super) const DRIFT: &str = "DRIFT";
 
 pub(super) fn pending_sk(job: &Job) -> String {
-    format!("{}#{}", job.transitions[0].at.to_rfc3339(), job.id)
+    format!("{}#{}", sort_time(job.transitions[0].at), job.id)
 }

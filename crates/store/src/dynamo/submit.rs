@@ -124,6 +124,49 @@ pub(super) fn refused(codes: &[Option<String>], job: &Job) -> Result<(), StoreEr
 }
 
 impl DynamoStore {
+    /// The transaction that takes an idle environment's lock for a new job: the job (holding
+    /// the lock, in gsi3 `PENDING`) and the environment's `active_job`, on condition that the
+    /// job id is new and the environment idle.
+    fn lock_items(&self, job: &Job, holding: &Item) -> Vec<TransactWriteItem> {
+        vec![
+            self.put(holding.clone(), "attribute_not_exists(pk)"),
+            self.update(
+                env_key(&job.environment),
+                "SET active_job = :id",
+                "attribute_exists(pk) AND attribute_not_exists(active_job)",
+                HashMap::from([(":id".to_string(), s(&job.id))]),
+                HashMap::new(),
+            ),
+        ]
+    }
+
+    /// `submit_if_idle`'s one transaction: the lock, or nothing (`None`) when the environment
+    /// is busy. A taken job id is `AlreadyExists`, a missing environment `NotFound`.
+    pub(super) async fn take_idle_lock(
+        &self,
+        job: &Job,
+        holding: &Item,
+    ) -> Result<Option<Submitted>, StoreError> {
+        match self.transact(self.lock_items(job, holding)).await? {
+            TxOutcome::Done => Ok(Some(Submitted {
+                job: job.clone(),
+                took_lock: true,
+                replayed: false,
+            })),
+            TxOutcome::Cancelled(codes) => {
+                refused(&codes, job)?;
+                // The environment's condition: missing, or busy.
+                match self.read_env(&job.environment).await? {
+                    None => Err(StoreError::NotFound {
+                        kind: "environment",
+                        id: job.environment.to_string(),
+                    }),
+                    Some(_) => Ok(None),
+                }
+            }
+        }
+    }
+
     /// The submit's transactions: take the idle lock, else join the queue, until one commits.
     /// Each attempt is one transaction; nothing is written outside them.
     pub(super) async fn submit_attempts(
@@ -136,16 +179,7 @@ impl DynamoStore {
         let env = &job.environment;
         for _ in 0..RETRIES {
             // First try: take the lock, if the environment is idle.
-            let items = vec![
-                self.put(holding.clone(), "attribute_not_exists(pk)"),
-                self.update(
-                    env_key(env),
-                    "SET active_job = :id",
-                    "attribute_exists(pk) AND attribute_not_exists(active_job)",
-                    HashMap::from([(":id".to_string(), s(&job.id))]),
-                    HashMap::new(),
-                ),
-            ];
+            let items = self.lock_items(job, holding);
             let codes = match self
                 .try_submit(items, job, idem_item, idempotency, true)
                 .await?

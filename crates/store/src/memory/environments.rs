@@ -1,10 +1,20 @@
 //! Environments, their runner links and their lock.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
 use super::{runner_key, version_check, EnvEntry, MemoryStore};
-use crate::{EnvironmentRecord, EnvironmentStore, StoreError, Versioned};
+use crate::sortkeys::{drift_due_bound, drift_sk, next_drift};
+use crate::{EnvironmentRecord, EnvironmentStore, LastApply, StoreError, Versioned};
+
+fn not_found(path: &EnvPath) -> StoreError {
+    StoreError::NotFound {
+        kind: "environment",
+        id: path.to_string(),
+    }
+}
 
 #[async_trait]
 impl EnvironmentStore for MemoryStore {
@@ -33,6 +43,10 @@ impl EnvironmentStore for MemoryStore {
             active_job: None,
             queued_count: 0,
             queue_seq: 0,
+            drift: None,
+            drift_skipped: None,
+            last_apply: None,
+            next_drift_at: next_drift(&env.settings, Utc::now()),
         };
         st.envs.insert(
             path,
@@ -101,10 +115,15 @@ impl EnvironmentStore for MemoryStore {
         })?;
         version_check("environment", id, expected, entry.version)?;
         entry.version += 1;
+        // The next drift check moves only when the schedule changes, as in the table.
+        if entry.record.environment.settings.drift_schedule != env.settings.drift_schedule {
+            entry.record.next_drift_at = next_drift(&env.settings, Utc::now());
+        }
         let e = &mut entry.record.environment;
         e.env_type = env.env_type.clone();
         e.labels = env.labels.clone();
         e.tags = env.tags.clone();
+        e.settings = env.settings.clone();
         Ok(Versioned {
             item: entry.record.clone(),
             version: entry.version,
@@ -201,6 +220,80 @@ impl EnvironmentStore for MemoryStore {
         r.link_count = r.link_count.saturating_sub(1);
         st.envs.remove(&id);
         st.queues.remove(&id);
+        Ok(())
+    }
+
+    async fn due_drift_checks(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<EnvironmentRecord>, StoreError> {
+        let st = self.lock();
+        let bound = drift_due_bound(now);
+        let mut due: Vec<(String, &EnvEntry)> = st
+            .envs
+            .values()
+            .filter_map(|e| {
+                let next = e.record.next_drift_at?;
+                let sk = drift_sk(next, &e.record.environment.path);
+                (sk < bound).then_some((sk, e))
+            })
+            .collect();
+        due.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(due
+            .into_iter()
+            .take(limit.clamp(1, 1000) as usize)
+            .map(|(_, e)| e.record.clone())
+            .collect())
+    }
+
+    async fn advance_drift(
+        &self,
+        path: &EnvPath,
+        fired: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+        skipped: Option<&DriftSkipped>,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let entry = st
+            .envs
+            .get_mut(&path.to_string())
+            .ok_or_else(|| not_found(path))?;
+        if entry.record.next_drift_at != Some(fired) {
+            return Ok(false);
+        }
+        entry.record.next_drift_at = next;
+        if let Some(skipped) = skipped {
+            entry.record.drift_skipped = Some(skipped.clone());
+        }
+        Ok(true)
+    }
+
+    async fn record_drift(&self, path: &EnvPath, status: &DriftStatus) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let entry = st
+            .envs
+            .get_mut(&path.to_string())
+            .ok_or_else(|| not_found(path))?;
+        entry.record.drift = Some(status.clone());
+        Ok(())
+    }
+
+    /// Later means a later `at`, as in the table.
+    async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let entry = st
+            .envs
+            .get_mut(&path.to_string())
+            .ok_or_else(|| not_found(path))?;
+        if entry
+            .record
+            .last_apply
+            .as_ref()
+            .is_none_or(|recorded| recorded.at < last.at)
+        {
+            entry.record.last_apply = Some(last.clone());
+        }
         Ok(())
     }
 }

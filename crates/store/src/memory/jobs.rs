@@ -6,6 +6,7 @@ use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore};
 use crate::cursor::{decode_cursor, encode_cursor};
+use crate::sortkeys::{job_sk, sort_time};
 use crate::{
     IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, Released, StoreError,
     Submitted, Unreadable,
@@ -88,6 +89,40 @@ impl JobStore for MemoryStore {
             took_lock,
             replayed: false,
         })
+    }
+
+    async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {
+        let env = job.environment.to_string();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        if st.jobs.contains_key(&job.id) {
+            return Err(StoreError::AlreadyExists {
+                kind: "job",
+                id: job.id.to_string(),
+            });
+        }
+        let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
+            kind: "environment",
+            id: env.clone(),
+        })?;
+        if entry.record.active_job.is_some() {
+            return Ok(None);
+        }
+        entry.record.active_job = Some(job.id.clone());
+        st.jobs.insert(
+            job.id.clone(),
+            JobEntry {
+                record: JobRecord::new(job),
+                gsi3: Some((Gsi3::Pending, pending_sk(job))),
+                queue_pos: None,
+            },
+        );
+        st.env_jobs.entry(env).or_default().insert(job.id.clone());
+        Ok(Some(Submitted {
+            job: job.clone(),
+            took_lock: true,
+            replayed: false,
+        }))
     }
 
     async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError> {
@@ -182,17 +217,20 @@ impl JobStore for MemoryStore {
             reason: reason.to_string(),
         });
         record.updated_at = at;
+        let deadline = update.approval_deadline.unwrap_or(at);
         apply_update(record, update);
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
-        // ACTIVE while launched (dispatching, running), ENDED once terminal until settled.
-        let sk = || format!("{}#{id}", at.to_rfc3339());
-        entry.gsi3 = if to == JobState::Queued {
-            Some((Gsi3::Pending, sk()))
+        // ACTIVE while launched (dispatching, running), AWAITING while it awaits approval (by
+        // deadline), ENDED once terminal until settled.
+        entry.gsi3 = Some(if to == JobState::Queued {
+            (Gsi3::Pending, job_sk(at, id))
         } else if to.is_active() {
-            Some((Gsi3::Active, sk()))
+            (Gsi3::Active, job_sk(at, id))
+        } else if to == JobState::AwaitingApproval {
+            (Gsi3::Awaiting, job_sk(deadline, id))
         } else {
-            Some((Gsi3::Ended, sk()))
-        };
+            (Gsi3::Ended, job_sk(at, id))
+        });
         Ok(entry.record.clone())
     }
 
@@ -332,7 +370,7 @@ impl JobStore for MemoryStore {
         limit: u32,
     ) -> Result<Listed<Job>, StoreError> {
         let st = self.lock();
-        let before = before.to_rfc3339();
+        let before = sort_time(before);
         Ok(Listed {
             records: st
                 .gsi3(Gsi3::Pending, Some(&before), limit)
@@ -349,10 +387,27 @@ impl JobStore for MemoryStore {
         limit: u32,
     ) -> Result<Listed<JobRecord>, StoreError> {
         let st = self.lock();
-        let before = before.to_rfc3339();
+        let before = sort_time(before);
         Ok(Listed {
             records: st
                 .gsi3(Gsi3::Ended, Some(&before), limit)
+                .into_iter()
+                .map(|j| j.record.clone())
+                .collect(),
+            unreadable: vec![],
+        })
+    }
+
+    async fn approvals_due(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Listed<JobRecord>, StoreError> {
+        let st = self.lock();
+        let before = sort_time(before);
+        Ok(Listed {
+            records: st
+                .gsi3(Gsi3::Awaiting, Some(&before), limit)
                 .into_iter()
                 .map(|j| j.record.clone())
                 .collect(),

@@ -6,8 +6,11 @@
 //! the linked environments), rule sets per scope, the environment lock (`active_job`)
 //! with a FIFO queue ordered by the environment's queue sequence, idempotency keys,
 //! transitions checked by [`JobState::can_become`](sortie_core::JobState::can_become) and by the expected current state,
-//! and the sparse `gsi3` index behind [`JobStore::pending_sends`](crate::JobStore::pending_sends)
-//! and [`JobStore::active_jobs`](crate::JobStore::active_jobs) (sort keys compared as the same strings DynamoDB compares).
+//! and the sparse `gsi3` index behind [`JobStore::pending_sends`](crate::JobStore::pending_sends),
+//! [`JobStore::active_jobs`](crate::JobStore::active_jobs), [`JobStore::ended_jobs`](crate::JobStore::ended_jobs),
+//! [`JobStore::approvals_due`](crate::JobStore::approvals_due) and
+//! [`EnvironmentStore::due_drift_checks`](crate::EnvironmentStore::due_drift_checks) (sort keys
+//! compared as the same strings DynamoDB compares).
 //!
 //! It is a twin, not the reference: the contract suite in `crates/store/tests/contract`,
 //! run against DynamoDB on moto, remains the source of truth for the store's behaviour. Differences that cannot be seen
@@ -45,6 +48,8 @@ enum Gsi3 {
     Active,
     /// Terminal, its environment's release not yet confirmed by the sweeper.
     Ended,
+    /// `awaiting_approval` (holding its lock), by approval deadline.
+    Awaiting,
 }
 
 #[derive(Debug)]
@@ -100,7 +105,7 @@ fn members_pk(org: Option<&str>) -> String {
 }
 
 fn pending_sk(job: &Job) -> String {
-    format!("{}#{}", job.transitions[0].at.to_rfc3339(), job.id)
+    crate::sortkeys::job_sk(job.transitions[0].at, &job.id)
 }
 
 fn version_check(
@@ -152,6 +157,19 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     }
     if let Some(v) = update.upload_problems {
         record.upload_problems = v;
+    }
+    if let Some(v) = update.review {
+        record.job.review = Some(v);
+    }
+    if let Some(v) = update.plan_phase {
+        record.plan_phase = Some(v);
+    }
+    if let Some(v) = update.tool_used {
+        record.tool_used = Some(v);
+    }
+    // A summary given with it is the new one (set above), as in the table's update.
+    if update.clear_summary && update.summary.is_none() {
+        record.summary = None;
     }
 }
 

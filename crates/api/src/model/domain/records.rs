@@ -281,9 +281,9 @@ pub struct Job {
     /// The tool asked for at submit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolName>,
-    /// The version asked for at submit (exact or a constraint).
+    /// The tool version asked for at submit (exact or a constraint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// A reviewed job's approval policy, phase and decision.
@@ -533,9 +533,9 @@ pub struct EnvironmentRecord {
     /// The tool its jobs run; wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolName>,
-    /// The version its jobs run; wins over the runner's.
+    /// The tool version its jobs run (exact or a constraint); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
     /// The latest drift check's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftStatus>,

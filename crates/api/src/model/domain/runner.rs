@@ -19,10 +19,10 @@ pub struct RunnerSpec {
     /// The tool its jobs run (`terraform` or `opentofu`); an environment's wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<super::ToolName>,
-    /// The version its jobs run, exact (`1.0.3`) or a constraint (`~> 1.0`); an
+    /// The tool version its jobs run, exact (`1.0.3`) or a constraint (`~> 1.0`); an
     /// environment's wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// A stored runner: its id (owner group plus name) and its specification.
