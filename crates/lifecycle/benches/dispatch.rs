@@ -105,8 +105,6 @@ struct World {
 }
 
 fn runner_spec() -> &'static RunnerSpec {
-    tool: None,
-    tool_version: None,
     static SPEC: OnceLock<RunnerSpec> = OnceLock::new();
     SPEC.get_or_init(|| {
         RunnerSpec::parse(

@@ -196,8 +196,6 @@ impl World {
     }
 
     pub fn runner_spec(&self, extra: &str) -> RunnerSpec {
-        tool: None,
-        tool_version: None,
         RunnerSpec::parse(&format!(
             "runner_configuration:\n  type: ecs-fargate\n  role_arn: {ROLE}\n  external_id: {EXTERNAL_ID}\n  region: us-east-1\n  cluster: {}\n  task_definition: {}\n  container_name: runner\n  subnets: [{}]\n  security_groups: [{}]\n{extra}state_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n",
             self.cluster, self.task_definition, self.subnet, self.security_group
