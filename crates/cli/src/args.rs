@@ -62,14 +62,14 @@ pub enum Command {
     Update(Update),
     /// Delete a resource.
     Delete(Delete),
-    /// Environment actions: `env refresh-runner PATH [--dry-run]`.
+    /// Environment actions: `env refresh-runner PATH [--dry-run]`, `env outputs PATH`.
     #[command(subcommand)]
     Env(EnvCommand),
     /// Submit a plan, apply or destroy to an environment.
     Run(Run),
     /// List an environment's jobs.
     Jobs(JobsList),
-    /// Job actions: get, cancel, logs.
+    /// Job actions: get, cancel, approve, discard, logs, outputs.
     #[command(subcommand)]
     Job(JobCommand),
     /// Memberships of a group: grant, revoke, list.
@@ -120,7 +120,8 @@ pub enum CreateResource {
         #[arg(short = 'f', long = "file")]
         file: Option<PathBuf>,
     },
-    /// An environment, `GROUP/NAME`.
+    /// An environment, `GROUP/NAME`, with its approval, drift and tool settings.
+    #[command(disable_version_flag = true)]
     Env {
         /// The environment's path, `GROUP/NAME`.
         path: String,
@@ -133,6 +134,9 @@ pub enum CreateResource {
         /// Tags.
         #[arg(long = "tag")]
         tags: Vec<String>,
+        /// Approval, drift detection, tool and version.
+        #[command(flatten)]
+        settings: EnvSettingArgs,
     },
 }
 
@@ -217,7 +221,13 @@ pub enum UpdateResource {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
     },
-    /// Change an environment's type, labels or tags.
+    /// Change an environment's type, labels, tags or settings; only what is given changes.
+    ///
+    /// An empty value clears a setting that may be unset, so it takes its default (or the
+    /// runner's): `--approval-timeout ''`, `--drift-schedule ''`, `--tool ''`,
+    /// `--version ''`. The others are reset by naming the default: `--approval auto`,
+    /// `--four-eyes=false`, `--drift-remediation off`.
+    #[command(disable_version_flag = true)]
     Env {
         /// The environment's path.
         path: String,
@@ -230,7 +240,120 @@ pub enum UpdateResource {
         /// New tags (replacing the old ones).
         #[arg(long = "tag")]
         tags: Vec<String>,
+        /// Approval, drift detection, tool and version.
+        #[command(flatten)]
+        settings: EnvSettingArgs,
     },
+}
+
+/// An environment's settings, for `create env` and `update env`. With `update env`, an
+/// empty value (`''`) clears the settings that may be unset.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EnvSettingArgs {
+    /// Whether an apply or destroy waits for a person between its plan and its apply:
+    /// `auto` (the default) or `required` (approve with `sortie job approve ID`).
+    #[arg(long, value_enum, value_name = "auto|required")]
+    pub approval: Option<ApprovalArg>,
+    /// How long a job may await approval before it is discarded, in seconds (300 to
+    /// 2592000; default 86400). With `update env`, `''` restores the default.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub approval_timeout: Option<Clearable<u32>>,
+    /// Four eyes: the approver must not be the job's requester (`--four-eyes` or
+    /// `--four-eyes=true`; `--four-eyes=false` turns it off).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub four_eyes: Option<bool>,
+    /// When to check for drift: a 5-field cron expression in UTC (or `@daily`, ...), at
+    /// least 15 minutes apart, such as `0 */6 * * *`. With `update env`, `''` stops the
+    /// checks.
+    #[arg(long, value_name = "CRON", value_parser = parse_text)]
+    pub drift_schedule: Option<Clearable<String>>,
+    /// What a detected drift does: `off` (the default: it is reported) or `apply` (an apply
+    /// is submitted, subject to the approval setting).
+    #[arg(long, value_enum, value_name = "off|apply")]
+    pub drift_remediation: Option<RemediationArg>,
+    /// The tool jobs run, `terraform` or `opentofu` (wins over the runner's). With
+    /// `update env`, `''` clears it (the runner's applies again).
+    #[arg(long, value_name = "terraform|opentofu", value_parser = parse_tool)]
+    pub tool: Option<Clearable<ToolArg>>,
+    /// The tool's version: exact (`1.5.7`) or a constraint (`~> 1.5`, `>= 1.0, < 2.0`);
+    /// wins over the runner's. With `update env`, `''` clears it.
+    #[arg(long = "version", value_name = "VERSION", value_parser = parse_text)]
+    pub tool_version: Option<Clearable<String>>,
+}
+
+impl EnvSettingArgs {
+    /// True when no setting was given.
+    pub fn is_empty(&self) -> bool {
+        self.approval.is_none()
+            && self.approval_timeout.is_none()
+            && self.four_eyes.is_none()
+            && self.drift_schedule.is_none()
+            && self.drift_remediation.is_none()
+            && self.tool.is_none()
+            && self.tool_version.is_none()
+    }
+}
+
+/// A setting's new value, or `Clear` (given as `''`): `update env` then sends `null`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Clearable<T> {
+    /// Set it to this value.
+    Set(T),
+    /// Unset it: its default, or the runner's, applies.
+    Clear,
+}
+
+fn parse_timeout(s: &str) -> Result<Clearable<u32>, String> {
+    if s.is_empty() {
+        return Ok(Clearable::Clear);
+    }
+    s.parse()
+        .map(Clearable::Set)
+        .map_err(|_| format!("`{s}` is not a whole number of seconds (300 to 2592000)"))
+}
+
+fn parse_text(s: &str) -> Result<Clearable<String>, String> {
+    Ok(if s.is_empty() {
+        Clearable::Clear
+    } else {
+        Clearable::Set(s.to_string())
+    })
+}
+
+fn parse_tool(s: &str) -> Result<Clearable<ToolArg>, String> {
+    if s.is_empty() {
+        return Ok(Clearable::Clear);
+    }
+    ToolArg::from_str(s, false)
+        .map(Clearable::Set)
+        .map_err(|_| format!("`{s}` is not a tool: `terraform` or `opentofu`"))
+}
+
+/// `--approval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalArg {
+    /// Plan and apply that plan at once.
+    Auto,
+    /// Plan, then wait for `sortie job approve` before applying the saved plan.
+    Required,
+}
+
+/// `--drift-remediation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RemediationArg {
+    /// Report a drift, nothing more.
+    Off,
+    /// Submit an apply when a drift is found.
+    Apply,
+}
+
+/// `--tool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolArg {
+    /// HashiCorp Terraform.
+    Terraform,
+    /// OpenTofu.
+    Opentofu,
 }
 
 /// `delete <resource> ID`.
@@ -264,6 +387,11 @@ pub enum DeleteResource {
 /// `env ...`.
 #[derive(Debug, Subcommand)]
 pub enum EnvCommand {
+    /// The outputs of the environment's latest successful apply (sensitive ones hidden).
+    Outputs {
+        /// The environment's path.
+        path: String,
+    },
     /// Resolve the environment's runner again; print the chosen runner, the winning rule
     /// and the explanation table.
     RefreshRunner {
@@ -332,6 +460,27 @@ pub enum JobCommand {
     },
     /// Cancel a job.
     Cancel {
+        /// The job id.
+        id: String,
+    },
+    /// Approve a job awaiting approval: a second task applies exactly the plan it saved.
+    Approve {
+        /// The job id.
+        id: String,
+        /// Why, recorded with the decision (at most 1024 bytes).
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// Discard a job awaiting approval: nothing is applied, and the environment is released.
+    Discard {
+        /// The job id.
+        id: String,
+        /// Why, recorded with the decision (at most 1024 bytes).
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// The outputs of a succeeded apply (sensitive ones hidden).
+    Outputs {
         /// The job id.
         id: String,
     },

@@ -94,8 +94,10 @@ pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<
             env_type,
             labels,
             tags,
+            settings,
         } => {
             let (group, name) = split_env(&path)?;
+            let settings_given = !settings.is_empty();
             let body = EnvironmentCreate {
                 name: name.to_string(),
                 env_type,
@@ -103,6 +105,13 @@ pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<
                     .then(|| parse_pairs("--label", &labels))
                     .transpose()?,
                 tags: (!tags.is_empty()).then(|| tags.into_iter().collect()),
+                approval: settings.approval.map(approval),
+                approval_timeout_seconds: to_set("--approval-timeout", settings.approval_timeout)?,
+                four_eyes: settings.four_eyes,
+                drift_schedule: to_set("--drift-schedule", settings.drift_schedule)?,
+                drift_remediation: settings.drift_remediation.map(remediation),
+                tool: to_set("--tool", settings.tool)?.map(tool),
+                version: to_set("--version", settings.tool_version)?,
             };
             let body = serde_json::to_value(&body)
                 .map_err(|e| CliError::Other(format!("could not encode the environment: {e}")))?;
@@ -119,6 +128,13 @@ pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<
                 let mut text = env_table(std::slice::from_ref(&created.environment));
                 text.push('\n');
                 text.push_str(&resolution_details(&created.resolution));
+                // The settings only when some were given, so a plain environment reads
+                // as before.
+                if !settings_given {
+                    return text;
+                }
+                text.push('\n');
+                text.push_str(&details(&settings_details(&created.environment)));
                 text
             })
         }
@@ -151,7 +167,7 @@ pub async fn get(api: &Api, resource: GetResource, out: Output) -> Result<(), Cl
                 .await
                 .map_err(|e| env_hint(e, group))?;
             let env: EnvironmentView = decode(answer.body.clone())?;
-            emit(&answer.body, out, || env_table(&[env]))
+            emit(&answer.body, out, || env_text(&env))
         }
     }
 }
@@ -233,22 +249,46 @@ pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<
             env_type,
             labels,
             tags,
+            settings,
         } => {
             let (group, _) = split_env(&path)?;
-            if env_type.is_none() && labels.is_empty() && tags.is_empty() {
+            if env_type.is_none() && labels.is_empty() && tags.is_empty() && settings.is_empty() {
                 return Err(CliError::Usage(
-                    "nothing to change: give --type, --label KEY=VALUE or --tag".into(),
+                    "nothing to change: give --type, --label KEY=VALUE, --tag or a setting (--approval, --approval-timeout, --four-eyes, --drift-schedule, --drift-remediation, --tool, --version)".into(),
                 ));
             }
+            // A cleared setting is sent as `null`, which the patch type cannot say.
+            let mut cleared = Vec::new();
+            let approval_timeout_seconds = or_clear(
+                &mut cleared,
+                "approval_timeout_seconds",
+                settings.approval_timeout,
+            );
+            let drift_schedule =
+                or_clear(&mut cleared, "drift_schedule", settings.drift_schedule);
+            let tool = or_clear(&mut cleared, "tool", settings.tool).map(tool);
+            let version = or_clear(&mut cleared, "version", settings.tool_version);
             let patch = EnvironmentPatch {
                 env_type,
                 labels: (!labels.is_empty())
                     .then(|| parse_pairs("--label", &labels))
                     .transpose()?,
                 tags: (!tags.is_empty()).then(|| tags.into_iter().collect()),
+                approval: settings.approval.map(approval),
+                approval_timeout_seconds,
+                four_eyes: settings.four_eyes,
+                drift_schedule,
+                drift_remediation: settings.drift_remediation.map(remediation),
+                tool,
+                version,
             };
-            let body = serde_json::to_value(&patch)
+            let mut body = serde_json::to_value(&patch)
                 .map_err(|e| CliError::Other(format!("could not encode the change: {e}")))?;
+            if let Some(fields) = body.as_object_mut() {
+                for field in cleared {
+                    fields.insert(field.to_string(), Value::Null);
+                }
+            }
             let url = env_url(&path);
             let current = api
                 .send(Method::GET, &url, None, &[])
@@ -266,7 +306,7 @@ pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<
                     )
                 })?;
             let env: EnvironmentView = decode(answer.body.clone())?;
-            emit(&answer.body, out, || env_table(&[env]))
+            emit(&answer.body, out, || env_text(&env))
         }
     }
 }
@@ -304,9 +344,19 @@ pub async fn delete(api: &Api, resource: DeleteResource, out: Output) -> Result<
 }
 
 /// `sortie env refresh-runner PATH [--dry-run]`: the previous and the chosen runner, the
-/// winning rule and why, and every rule's fate (`explain=full`, every page).
+/// winning rule and why, and every rule's fate (`explain=full`, every page). `sortie env
+/// outputs PATH`: the outputs of its latest successful apply.
 pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliError> {
-    let EnvCommand::RefreshRunner { path, dry_run } = command;
+    let (path, dry_run) = match command {
+        EnvCommand::RefreshRunner { path, dry_run } => (path, dry_run),
+        EnvCommand::Outputs { path } => {
+            split_env(&path)?;
+            let answer = api
+                .send(Method::GET, &format!("{}/-/outputs", env_url(&path)), None, &[])
+                .await?;
+            return show_outputs(&answer.body, out, true);
+        }
+    };
     let (group, _) = split_env(&path)?;
     let base = format!("{}/-/refresh-runner?explain=full", env_url(&path));
     let url = if dry_run {
@@ -682,7 +732,92 @@ fn apply_set(doc: &mut Value, item: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A setting of `create env`: an empty value, which clears, has nothing to clear there.
+fn to_set<T>(flag: &str, value: Option<Clearable<T>>) -> Result<Option<T>, CliError> {
+    match value {
+        Some(Clearable::Set(v)) => Ok(Some(v)),
+        Some(Clearable::Clear) => Err(CliError::Usage(format!(
+            "{flag} '': an empty value clears a setting, which only `sortie update env` does; leave the flag out for the default"
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// A setting of `update env`: its new value, or `None` with `field` noted in `cleared`
+/// (to be sent as `null`) when it is cleared.
+fn or_clear<T>(
+    cleared: &mut Vec<&'static str>,
+    field: &'static str,
+    value: Option<Clearable<T>>,
+) -> Option<T> {
+    match value {
+        Some(Clearable::Set(v)) => Some(v),
+        Some(Clearable::Clear) => {
+            cleared.push(field);
+            None
+        }
+        None => None,
+    }
+}
+
+fn approval(a: ApprovalArg) -> domain::Approval {
+    match a {
+        ApprovalArg::Auto => domain::Approval::Auto,
+        ApprovalArg::Required => domain::Approval::Required,
+    }
+}
+
+fn remediation(r: RemediationArg) -> domain::DriftRemediation {
+    match r {
+        RemediationArg::Off => domain::DriftRemediation::Off,
+        RemediationArg::Apply => domain::DriftRemediation::Apply,
+    }
+}
+
+fn tool(t: ToolArg) -> domain::ToolName {
+    match t {
+        ToolArg::Terraform => domain::ToolName::Terraform,
+        ToolArg::Opentofu => domain::ToolName::Opentofu,
+    }
+}
+
 // ---- Tables ----
+
+/// The outputs of an apply: `NAME  VALUE`, each value as compact JSON, a sensitive one as
+/// `(sensitive)`. With `of_env`, a last line names the apply they come from.
+pub fn show_outputs(raw: &Value, out: Output, of_env: bool) -> Result<(), CliError> {
+    let view: OutputsView = decode(raw.clone())?;
+    emit(raw, out, || outputs_text(&view, of_env))
+}
+
+fn outputs_text(view: &OutputsView, of_env: bool) -> String {
+    let mut text = if view.outputs.is_empty() {
+        format!("apply job {} has no outputs\n", view.job_id)
+    } else {
+        let rows = view
+            .outputs
+            .iter()
+            .map(|(name, o)| {
+                let value = if o.sensitive {
+                    "(sensitive)".to_string()
+                } else {
+                    o.value
+                        .as_ref()
+                        .map_or_else(|| "null".to_string(), Value::to_string)
+                };
+                vec![name.clone(), value]
+            })
+            .collect();
+        table(&["NAME", "VALUE"], rows)
+    };
+    if of_env {
+        text.push_str(&format!(
+            "(from apply job {}, the latest successful apply of {})\n",
+            view.job_id, view.environment
+        ));
+    }
+    text
+}
 
 /// A value's serde name (`passed`, `ecs-fargate`), for enums serialised as strings or
 /// tagged with `type`.

@@ -1,8 +1,11 @@
 //! The runner's calls to the API, all with the job token: `GET /v1/jobs/{id}/spec`,
 //! `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads` (a presigned URL, then
 //! the bytes go straight to S3: [`ApiClient::send_upload`]) and
-//! `PUT /v1/jobs/{id}/upload-problems` and, last, when the spec asks for it,
-//! `POST /v1/jobs/{id}/events` ([`ApiClient::report_exit`]).
+//! `PUT /v1/jobs/{id}/upload-problems`, `PUT /v1/jobs/{id}/tool` (the tool and version
+//! it runs, [`ApiClient::report_tool`]) and, last, when the spec asks for it,
+//! `POST /v1/jobs/{id}/events` ([`ApiClient::report_exit`]). The second phase of a
+//! reviewed job also downloads its saved plan from a presigned URL
+//! ([`ApiClient::download_presigned`]), without the job token.
 //!
 //! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
 //! exponential backoff; any other answer (401, 403, 404, ...) is final.
@@ -18,7 +21,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sortie_core::{ChangeSummary, JobSpec, RunnerExit, UploadKind};
+use sortie_core::{ChangeSummary, JobSpec, RunnerExit, ToolUsed, UploadKind};
 
 use crate::env::{RunnerEnv, Secret};
 use crate::error::{one_line, RunnerError};
@@ -123,6 +126,81 @@ impl ApiClient {
         let body = serde_json::to_vec(summary)
             .map_err(|e| RunnerError::Api(format!("could not encode the summary: {e}")))?;
         self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+    }
+
+    /// `PUT /v1/jobs/{id}/tool`: the tool and exact version this runner runs the job with.
+    pub async fn report_tool(&self, used: &ToolUsed) -> Result<(), RunnerError> {
+        let path = self.path("tool");
+        let body = serde_json::to_vec(used)
+            .map_err(|e| RunnerError::Api(format!("could not encode the tool report: {e}")))?;
+        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+    }
+
+    /// `GET url`, a presigned URL (the saved plan of a reviewed job), with no job token;
+    /// transient failures are retried like the API's. Errors name the object without the
+    /// URL's query (its signature is a credential until it expires).
+    pub async fn download_presigned(&self, url: &str) -> Result<Vec<u8>, String> {
+        let shown = without_query(url);
+        let mut delay = self.retry.first_delay;
+        let attempts = self.retry.attempts.max(1);
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            match self.download_once(url, &shown).await {
+                Ok(bytes) => return Ok(bytes),
+                Err(Failure::Fatal(message)) => return Err(message),
+                Err(Failure::Transient(message)) => {
+                    tracing::warn!(url = %shown, attempt, error = %message, "download failed");
+                    last = message;
+                    if attempt < attempts {
+                        tokio::time::sleep(delay).await;
+                        delay = delay.saturating_mul(2);
+                    }
+                }
+            }
+        }
+        Err(format!("{last} (gave up after {attempts} attempts)"))
+    }
+
+    async fn download_once(&self, url: &str, shown: &str) -> Result<Vec<u8>, Failure> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(url)
+            .header(
+                USER_AGENT,
+                concat!("sortie-runner/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Failure::Fatal(format!("GET {shown} is not a valid request: {e}")))?;
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| {
+                Failure::Transient(format!("GET {shown}: {}", error_chain(&e)))
+            })?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Failure::Transient(format!("GET {shown}: the answer was cut short: {e}")))?
+                .to_bytes();
+            Ok::<_, Failure>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(self.retry.timeout, exchange)
+            .await
+            .map_err(|_| {
+                Failure::Transient(format!(
+                    "GET {shown}: no answer within {} s",
+                    self.retry.timeout.as_secs()
+                ))
+            })??;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        let message = format!("GET {shown} answered {status}{}", s3_error_code(&bytes));
+        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            Err(Failure::Transient(message))
+        } else {
+            Err(Failure::Fatal(message))
+        }
     }
 
     /// `POST /v1/jobs/{id}/uploads`: a presigned request for one of the job's objects.
@@ -336,6 +414,12 @@ pub struct UploadGrant {
     pub key: String,
 }
 
+/// `url` without its query and fragment: what may be printed of a presigned URL.
+pub fn without_query(url: &str) -> String {
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    url[..end].to_string()
+}
+
 /// `: <Code>` from an S3 XML error body, if it has one.
 fn s3_error_code(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
@@ -431,5 +515,15 @@ mod tests {
         );
         let m = status_message(&Method::PUT, "/p", StatusCode::BAD_GATEWAY, b"");
         assert_eq!(m, "PUT /p answered 502 Bad Gateway");
+    }
+
+    #[test]
+    fn a_presigned_url_is_shown_without_its_signature() {
+        assert_eq!(
+            without_query("https://b.s3.amazonaws.com/artifacts/j/plan.tfplan?X-Amz-Signature=abc&X-Amz-Credential=k"),
+            "https://b.s3.amazonaws.com/artifacts/j/plan.tfplan"
+        );
+        assert_eq!(without_query("http://h/p#frag"), "http://h/p");
+        assert_eq!(without_query("http://h/p"), "http://h/p");
     }
 }

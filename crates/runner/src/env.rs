@@ -7,7 +7,8 @@
 //! | `SORTIE_JOB_ID` | yes | the job to run |
 //! | `SORTIE_JOB_TOKEN` | yes | the job token (never logged, never passed to terraform or git) |
 //! | `SORTIE_WORK_DIR` | no | where to lay out the job (default: a new directory under the system temp dir) |
-//! | `SORTIE_TERRAFORM` | no | the Terraform/OpenTofu binary (default: `tofu` on `PATH`, else `terraform`) |
+//! | `SORTIE_TERRAFORM` | no | the Terraform/OpenTofu binary (default: `tofu` on `PATH`, else `terraform`); when the job asks for a tool or version, one candidate among the others |
+//! | `SORTIE_TOOLS_DIR` | no | a directory of extra versions, named `terraform-X.Y.Z` or `tofu-X.Y.Z` (also `terraform`, `tofu`), searched with `PATH` when the job asks for a tool or version (default: `/opt/sortie/tools`; ignored when it does not exist) |
 //! | `SORTIE_GIT_CREDENTIALS` | no | the resolved value of a git source's `credentials_secret`: `token` or `username:token` |
 //! | `AWS_ENDPOINT_URL` | no | a local AWS (moto): S3 clients use path-style addressing and the state backend is pointed at it |
 
@@ -26,6 +27,10 @@ pub const JOB_TOKEN: &str = "SORTIE_JOB_TOKEN";
 pub const WORK_DIR: &str = "SORTIE_WORK_DIR";
 /// `SORTIE_TERRAFORM`.
 pub const TERRAFORM: &str = "SORTIE_TERRAFORM";
+/// `SORTIE_TOOLS_DIR`.
+pub const TOOLS_DIR: &str = "SORTIE_TOOLS_DIR";
+/// Where extra Terraform and OpenTofu versions are looked for when `SORTIE_TOOLS_DIR` is unset.
+pub const DEFAULT_TOOLS_DIR: &str = "/opt/sortie/tools";
 /// `SORTIE_GIT_CREDENTIALS`.
 pub const GIT_CREDENTIALS: &str = "SORTIE_GIT_CREDENTIALS";
 /// `AWS_ENDPOINT_URL`.
@@ -69,6 +74,8 @@ pub struct RunnerEnv {
     pub work_dir: Option<PathBuf>,
     /// `SORTIE_TERRAFORM`, when set.
     pub terraform: Option<PathBuf>,
+    /// `SORTIE_TOOLS_DIR`, else [`DEFAULT_TOOLS_DIR`].
+    pub tools_dir: PathBuf,
     /// `AWS_ENDPOINT_URL`, when set: a local AWS.
     pub aws_endpoint: Option<String>,
     /// `SORTIE_GIT_CREDENTIALS`, when set.
@@ -108,6 +115,7 @@ impl RunnerEnv {
             token,
             work_dir: get(WORK_DIR).map(PathBuf::from),
             terraform: get(TERRAFORM).map(PathBuf::from),
+            tools_dir: PathBuf::from(get(TOOLS_DIR).unwrap_or_else(|| DEFAULT_TOOLS_DIR.into())),
             aws_endpoint: get(AWS_ENDPOINT_URL).map(|v| v.trim().to_string()),
             git_credentials: get(GIT_CREDENTIALS).map(Secret::new),
         })
@@ -161,7 +169,16 @@ mod tests {
         assert_eq!(env.token.expose(), "tok");
         assert_eq!(env.terraform, Some(PathBuf::from("/opt/terraform")));
         assert_eq!(env.work_dir, None);
+        assert_eq!(env.tools_dir, PathBuf::from(DEFAULT_TOOLS_DIR));
         assert_eq!(env.aws_endpoint.as_deref(), Some("http://127.0.0.1:5000"));
+        let env = RunnerEnv::from_lookup(lookup(&[
+            (API_URL, "http://127.0.0.1:8080"),
+            (JOB_ID, "01JOB"),
+            (JOB_TOKEN, "tok"),
+            (TOOLS_DIR, "/srv/tools"),
+        ]))
+        .unwrap();
+        assert_eq!(env.tools_dir, PathBuf::from("/srv/tools"));
     }
 
     #[test]

@@ -10,6 +10,13 @@ pub enum RunnerError {
     /// The API could not be reached, or refused the request.
     #[error("{0}")]
     Api(String),
+    /// The job spec asks for something this runner cannot do (an apply phase without a
+    /// saved plan, a version it cannot read).
+    #[error("{0}")]
+    Spec(String),
+    /// The saved plan of a reviewed job's apply phase could not be downloaded or written.
+    #[error("{0}")]
+    SavedPlan(String),
     /// The job's source could not be fetched or laid out.
     #[error("{0}")]
     Source(String),

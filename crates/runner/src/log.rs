@@ -42,9 +42,17 @@ pub struct LogSink {
 impl LogSink {
     /// A new, empty log; `echo` copies every byte to stdout as well.
     pub fn new(echo: bool) -> Self {
+        Self::starting_at(echo, 0)
+    }
+
+    /// A log whose first byte is the job log's byte `offset`: the second phase of a
+    /// reviewed job continues the first phase's log, so its chunks are named from there
+    /// and never replace the first phase's.
+    pub fn starting_at(echo: bool, offset: u64) -> Self {
         Self {
             state: Arc::new(Mutex::new(State {
                 at_line_start: true,
+                offset,
                 ..State::default()
             })),
             echo,
@@ -227,6 +235,19 @@ mod tests {
             joined(&store),
             "Initializing the backend...\npartial\nsortie-runner: done\n"
         );
+    }
+
+    #[tokio::test]
+    async fn a_log_that_continues_another_names_its_chunks_from_its_offset() {
+        let store = MemoryUploads::new();
+        let sink = LogSink::starting_at(false, 1234);
+        sink.line("sortie-runner: apply phase");
+        sink.flush_to(&store).await.unwrap();
+        sink.write(b"Apply complete!\n");
+        sink.flush_to(&store).await.unwrap();
+        assert_eq!(names(&store), ["000000001234", "000000001261"]);
+        assert_eq!(sink.shipped_up_to(), 1261 + 16);
+        assert_eq!(joined(&store), "sortie-runner: apply phase\nApply complete!\n");
     }
 
     #[tokio::test]

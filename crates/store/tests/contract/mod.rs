@@ -8,12 +8,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use sortie_core::drift::{DriftSkipped, DriftStatus, DriftVerdict};
 use sortie_core::{
-    EnvPath, Environment, Grantee, GroupPath, Job, JobRequest, JobState, Membership, Role, Runner,
-    RunnerId, RunnerLink, RunnerRule, RunnerSpec,
+    Approval, ChangeSummary, Decision, DriftRemediation, EnvPath, EnvSettings, Environment,
+    Grantee, GroupPath, Job, JobPhase, JobRequest, JobState, Membership, Review, ReviewVerdict,
+    Role, Runner, RunnerId, RunnerLink, RunnerRule, RunnerSpec, ToolName, ToolUsed,
 };
-use sortie_store::{IdempotencyKey, JobUpdate, MembershipRecord, Released, Store, StoreError};
+use sortie_store::{
+    IdempotencyKey, JobUpdate, LastApply, MembershipRecord, PhaseRecord, Released, Store,
+    StoreError,
+};
 
 /// Writes one `#[tokio::test]` per contract test, each on a fresh store made by `$make`.
 macro_rules! contract_suite {
@@ -41,6 +46,14 @@ macro_rules! contract_suite {
             jobs_list_newest_first_with_an_opaque_cursor,
             launched_jobs_are_listed_for_the_sweeper_and_can_be_marked,
             pending_sends_and_active_jobs_follow_the_sparse_index,
+            environment_settings_round_trip_and_clear_through_create_get_and_update,
+            a_runners_tool_and_version_round_trip_beside_the_item_version,
+            next_drift_at_follows_the_schedule_and_due_drift_checks_lists_only_due_environments_in_order,
+            advance_drift_is_conditional_on_the_fire_time_and_records_a_skip,
+            record_drift_sets_the_result_and_an_older_apply_never_replaces_a_newer,
+            a_job_awaiting_approval_is_due_after_its_deadline_and_leaves_the_list_when_decided,
+            plan_phase_review_tool_used_and_clear_summary_round_trip,
+            submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy,
             memberships_are_granted_listed_scoped_to_org_and_revoked,
         );
     };
@@ -69,7 +82,6 @@ fn runner(id: &str) -> Runner {
 }
 
 fn environment(path: &str, runner: &str) -> Environment {
-    settings: Default::default(),
     Environment {
         settings: Default::default(),
         path: EnvPath::parse(path).unwrap(),
@@ -1276,6 +1288,631 @@ pub async fn pending_sends_and_active_jobs_follow_the_sparse_index<S: Store + 's
     s.settle_ended_job(&a.id).await.unwrap();
     assert!(ended(s.clone()).await.is_empty(), "settled, idempotently");
     assert!(s.active_jobs(10).await.unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------- reviewed applies and drift
+
+/// Every setting set to something other than its default.
+fn full_settings(schedule: &str) -> EnvSettings {
+    EnvSettings {
+        approval: Approval::Required,
+        approval_timeout_seconds: Some(600),
+        four_eyes: true,
+        drift_schedule: Some(schedule.into()),
+        drift_remediation: DriftRemediation::Apply,
+        tool: Some(ToolName::Opentofu),
+        version: Some("1.8.0".into()),
+    }
+}
+
+/// An environment at `path` (linked to `acme/local`) with `settings`.
+async fn setup_env_with<S: Store>(s: &S, path: &str, settings: EnvSettings) -> Environment {
+    match s.create_runner(&runner("acme/local")).await {
+        Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+    let mut env = environment(path, "acme/local");
+    env.settings = settings;
+    s.create_environment(&env).await.unwrap();
+    env
+}
+
+fn schedule(cron: &str) -> EnvSettings {
+    EnvSettings {
+        drift_schedule: Some(cron.into()),
+        ..Default::default()
+    }
+}
+
+async fn due_paths<S: Store>(s: &S, now: DateTime<Utc>, limit: u32) -> Vec<String> {
+    s.due_drift_checks(now, limit)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.environment.path.to_string())
+        .collect()
+}
+
+async fn next_drift_at<S: Store>(s: &S, path: &str) -> Option<DateTime<Utc>> {
+    s.get_environment(&EnvPath::parse(path).unwrap())
+        .await
+        .unwrap()
+        .item
+        .next_drift_at
+}
+
+/// A job submitted to `env` and moved to `running`.
+async fn running_job<S: Store>(s: &S, env: &str) -> Job {
+    let j = job(env);
+    assert!(s.submit_job(&j, None).await.unwrap().took_lock);
+    step(s, &j.id, JobState::Queued, JobState::Dispatching).await;
+    step(s, &j.id, JobState::Dispatching, JobState::Running).await;
+    j
+}
+
+async fn approvals_due_ids<S: Store>(s: &S, before: DateTime<Utc>) -> Vec<String> {
+    s.approvals_due(before, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job.id.to_string())
+        .collect()
+}
+
+pub async fn environment_settings_round_trip_and_clear_through_create_get_and_update<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    let env = setup_env_with(&*s, ENV, full_settings("0 */6 * * *")).await;
+    let got = s.get_environment(&env.path).await.unwrap();
+    assert_eq!(got.version, 1, "the `version` setting is not the item's version");
+    assert_eq!(got.item.environment, env, "every setting round-trips");
+    let listed = s
+        .list_environments(&GroupPath::parse("acme/payments").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(listed[0].item.environment, env);
+
+    // Cleared: every setting back to its default, the optional ones absent.
+    let mut cleared = env.clone();
+    cleared.settings = EnvSettings::default();
+    let updated = s.update_environment(&cleared, Some(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.item.environment, cleared);
+    let got = s.get_environment(&env.path).await.unwrap();
+    assert_eq!((got.version, &got.item.environment), (2, &cleared));
+    assert_eq!(got.item.next_drift_at, None, "no schedule, no next check");
+
+    // Set again, one at a time.
+    let mut versioned = cleared.clone();
+    versioned.settings.version = Some("~> 1.6".into());
+    versioned.settings.approval_timeout_seconds = Some(3600);
+    let updated = s.update_environment(&versioned, Some(2)).await.unwrap();
+    assert_eq!(updated.version, 3);
+    assert_eq!(updated.item.environment.settings, versioned.settings);
+    assert_eq!(
+        s.get_environment(&env.path).await.unwrap().item.environment,
+        versioned
+    );
+    // The version check still guards an update.
+    assert!(matches!(
+        s.update_environment(&env, Some(2)).await,
+        Err(StoreError::VersionMismatch {
+            expected: 2,
+            actual: 3,
+            ..
+        })
+    ));
+}
+
+pub async fn a_runners_tool_and_version_round_trip_beside_the_item_version<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    let mut r = runner("acme/pinned");
+    r.spec.tool = Some(ToolName::Terraform);
+    r.spec.version = Some("1.5.7".into());
+    assert_eq!(s.create_runner(&r).await.unwrap().version, 1);
+    let got = s.get_runner(&r.id).await.unwrap();
+    assert_eq!((got.version, &got.item), (1, &r));
+    r.spec.version = Some("~> 1.9".into());
+    assert_eq!(s.update_runner(&r, Some(1)).await.unwrap().version, 2);
+    let listed = s
+        .list_runners(&GroupPath::parse("acme").unwrap())
+        .await
+        .unwrap();
+    assert_eq!((listed[0].version, &listed[0].item), (2, &r));
+    r.spec.version = None;
+    assert_eq!(s.update_runner(&r, Some(2)).await.unwrap().version, 3);
+    assert_eq!(s.get_runner(&r.id).await.unwrap().item, r);
+}
+
+pub async fn next_drift_at_follows_the_schedule_and_due_drift_checks_lists_only_due_environments_in_order<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    let (a, b, c) = ("acme/payments/a", "acme/payments/b", "acme/payments/c");
+    let before = Utc::now();
+    let env_a = setup_env_with(&*s, a, EnvSettings::default()).await;
+    setup_env_with(&*s, b, schedule("*/15 * * * *")).await;
+    let env_c = setup_env_with(&*s, c, schedule("0 */6 * * *")).await;
+    let after = Utc::now();
+    assert_eq!(next_drift_at(&*s, a).await, None, "no schedule");
+    let next_b = next_drift_at(&*s, b).await.expect("scheduled");
+    let next_c = next_drift_at(&*s, c).await.expect("scheduled");
+    assert!(next_b > before && next_b <= after + Duration::minutes(15), "{next_b}");
+    assert!(next_c > before && next_c <= after + Duration::hours(6), "{next_c}");
+    assert!(next_b <= next_c, "every fire time of c is one of b's");
+
+    // Nothing is due before its time; each is due from its time on, earliest first.
+    assert!(due_paths(&*s, after, 10).await.is_empty());
+    assert!(due_paths(&*s, next_b - Duration::milliseconds(1), 10)
+        .await
+        .is_empty());
+    let at_b = due_paths(&*s, next_b, 10).await;
+    assert_eq!(at_b[0], b, "due at its fire time");
+    assert_eq!(at_b.len(), if next_c == next_b { 2 } else { 1 });
+    let later = next_c + Duration::minutes(1);
+    assert_eq!(due_paths(&*s, later, 10).await, vec![b, c]);
+    assert_eq!(due_paths(&*s, later, 1).await, vec![b], "at most `limit`");
+    let due = s.due_drift_checks(later, 10).await.unwrap();
+    assert_eq!(due[1].environment, env_c, "the whole record");
+    assert_eq!(due[1].next_drift_at, Some(next_c));
+
+    // An update that sets a schedule schedules; one that clears it unschedules; one that
+    // keeps it keeps the next fire time.
+    let mut scheduled_a = env_a.clone();
+    scheduled_a.settings = schedule("@hourly");
+    s.update_environment(&scheduled_a, Some(1)).await.unwrap();
+    let next_a = next_drift_at(&*s, a).await.expect("scheduled by the update");
+    assert!(next_a > after && next_a <= Utc::now() + Duration::hours(1));
+    let mut cleared_b = environment(b, "acme/local");
+    cleared_b.settings = EnvSettings::default();
+    let updated = s.update_environment(&cleared_b, Some(1)).await.unwrap();
+    assert_eq!(updated.item.next_drift_at, None);
+    assert_eq!(next_drift_at(&*s, b).await, None);
+    let mut relabelled_c = env_c.clone();
+    relabelled_c.labels.insert("team".into(), "blue".into());
+    s.update_environment(&relabelled_c, Some(1)).await.unwrap();
+    assert_eq!(next_drift_at(&*s, c).await, Some(next_c), "same schedule");
+    let far = Utc::now() + Duration::days(1);
+    let mut expected = vec![(next_a, a), (next_c, c)];
+    expected.sort();
+    assert_eq!(
+        due_paths(&*s, far, 10).await,
+        expected.into_iter().map(|(_, p)| p).collect::<Vec<_>>()
+    );
+    // A relink keeps it too.
+    let link = environment(c, "acme/local").runner;
+    s.relink_environment(&env_c.path, &link, Some(2))
+        .await
+        .unwrap();
+    assert_eq!(next_drift_at(&*s, c).await, Some(next_c));
+    assert!(due_paths(&*s, far, 10).await.contains(&c.to_string()));
+    // A deleted environment is no longer due.
+    s.delete_environment(&env_c.path, None).await.unwrap();
+    assert_eq!(due_paths(&*s, far, 10).await, vec![a]);
+}
+
+pub async fn advance_drift_is_conditional_on_the_fire_time_and_records_a_skip<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    let env = setup_env_with(&*s, ENV, schedule("*/15 * * * *")).await;
+    let fired = next_drift_at(&*s, ENV).await.unwrap();
+    let next = fired + Duration::minutes(15);
+    let skipped = DriftSkipped {
+        at: fired + Duration::seconds(3),
+        reason: "the environment was busy".into(),
+    };
+    assert!(s
+        .advance_drift(&env.path, fired, Some(next), Some(&skipped))
+        .await
+        .unwrap());
+    let rec = s.get_environment(&env.path).await.unwrap();
+    assert_eq!(rec.item.next_drift_at, Some(next));
+    assert_eq!(rec.item.drift_skipped.as_ref(), Some(&skipped));
+    assert_eq!(rec.version, 1, "the schedule's moves never bump the version");
+    // Another sweep that saw the same fire time loses, and changes nothing.
+    assert!(!s
+        .advance_drift(&env.path, fired, Some(next + Duration::hours(1)), None)
+        .await
+        .unwrap());
+    assert_eq!(next_drift_at(&*s, ENV).await, Some(next));
+    // The index moved with it.
+    assert!(due_paths(&*s, next - Duration::seconds(1), 10)
+        .await
+        .is_empty());
+    assert_eq!(due_paths(&*s, next, 10).await, vec![ENV]);
+    // Without a next fire time it leaves the index; the skip recorded stays.
+    assert!(s.advance_drift(&env.path, next, None, None).await.unwrap());
+    let rec = s.get_environment(&env.path).await.unwrap().item;
+    assert_eq!(rec.next_drift_at, None);
+    assert_eq!(rec.drift_skipped, Some(skipped));
+    assert!(due_paths(&*s, next + Duration::days(30), 10)
+        .await
+        .is_empty());
+    assert!(!s.advance_drift(&env.path, next, None, None).await.unwrap());
+    assert!(matches!(
+        s.advance_drift(&EnvPath::parse("acme/payments/ghost").unwrap(), fired, None, None)
+            .await,
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
+    ));
+}
+
+pub async fn record_drift_sets_the_result_and_an_older_apply_never_replaces_a_newer<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let env = env();
+    let ghost = EnvPath::parse("acme/payments/ghost").unwrap();
+    let a = job(ENV);
+    assert!(s.submit_job(&a, None).await.unwrap().took_lock);
+    let status = DriftStatus {
+        status: DriftVerdict::Drifted,
+        checked_at: Utc::now(),
+        job_id: a.id.clone(),
+        summary: Some(ChangeSummary {
+            add: 1,
+            change: 2,
+            destroy: 0,
+            has_changes: Some(true),
+        }),
+        reason: None,
+        remediation_job_id: Some("01remediation".into()),
+    };
+    s.record_drift(&env, &status).await.unwrap();
+    let rec = s.get_environment(&env).await.unwrap();
+    assert_eq!(rec.item.drift.as_ref(), Some(&status));
+    assert_eq!(
+        rec.item.active_job.as_ref(),
+        Some(&a.id),
+        "the lock is untouched"
+    );
+    assert_eq!(rec.version, 1);
+    assert!(matches!(
+        s.record_drift(&ghost, &status).await,
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
+    ));
+
+    // A whole second, and half a second after it: the later one wins whatever the order.
+    let base = Utc.with_ymd_and_hms(2026, 5, 4, 3, 2, 1).unwrap();
+    let apply = |id: &str, at: DateTime<Utc>| LastApply {
+        job_id: id.into(),
+        at,
+    };
+    let newer = apply("01newer", base + Duration::milliseconds(1500));
+    s.record_last_apply(&env, &newer).await.unwrap();
+    let last = |s: Arc<S>| async move {
+        s.get_environment(&EnvPath::parse(ENV).unwrap())
+            .await
+            .unwrap()
+            .item
+            .last_apply
+    };
+    assert_eq!(last(s.clone()).await, Some(newer.clone()));
+    for older in [
+        apply("01older", base + Duration::seconds(1)),
+        apply("01older-frac", base + Duration::nanoseconds(1_499_999_999)),
+        apply("01same", newer.at),
+    ] {
+        s.record_last_apply(&env, &older).await.unwrap();
+        assert_eq!(
+            last(s.clone()).await,
+            Some(newer.clone()),
+            "{} never replaces the newer one",
+            older.job_id
+        );
+    }
+    let newest = apply("01newest", base + Duration::seconds(2));
+    s.record_last_apply(&env, &newest).await.unwrap();
+    assert_eq!(last(s.clone()).await, Some(newest));
+    assert!(matches!(
+        s.record_last_apply(&ghost, &newer).await,
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
+    ));
+    assert!(
+        s.get_environment(&ghost).await.is_err(),
+        "a record on a missing environment creates nothing"
+    );
+    let rec = s.get_environment(&env).await.unwrap();
+    assert_eq!(
+        (rec.version, rec.item.drift.as_ref()),
+        (1, Some(&status)),
+        "each attribute is written alone"
+    );
+}
+
+pub async fn a_job_awaiting_approval_is_due_after_its_deadline_and_leaves_the_list_when_decided<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let a = running_job(&*s, ENV).await;
+    let now = Utc::now();
+    let deadline = now + Duration::hours(1);
+    let awaiting = s
+        .transition_job(
+            &a.id,
+            JobState::Running,
+            JobState::AwaitingApproval,
+            now,
+            "plan succeeded; awaiting approval",
+            JobUpdate {
+                approval_deadline: Some(deadline),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(awaiting.job.state, JobState::AwaitingApproval);
+    assert!(approvals_due_ids(&*s, deadline - Duration::seconds(1))
+        .await
+        .is_empty());
+    assert!(
+        approvals_due_ids(&*s, deadline).await.is_empty(),
+        "strictly before"
+    );
+    assert_eq!(
+        approvals_due_ids(&*s, deadline + Duration::seconds(1)).await,
+        vec![a.id.clone()]
+    );
+    // It holds the lock, but is neither launched, nor a pending send, nor ended.
+    let far = now + Duration::days(2);
+    assert!(s.active_jobs(10).await.unwrap().is_empty());
+    assert!(pending_ids(&*s, far).await.is_empty());
+    assert!(s.ended_jobs(far, 10).await.unwrap().is_empty());
+    assert_eq!(
+        s.get_environment(&env()).await.unwrap().item.active_job,
+        Some(a.id.clone())
+    );
+
+    // Without a deadline the transition time stands for it; earliest deadline first.
+    setup_env(&*s, "acme/payments/eu").await;
+    let b = running_job(&*s, "acme/payments/eu").await;
+    let b_at = Utc::now();
+    step(&*s, &b.id, JobState::Running, JobState::AwaitingApproval).await;
+    let due = approvals_due_ids(&*s, far).await;
+    assert_eq!(due, vec![b.id.clone(), a.id.clone()]);
+    assert!(!approvals_due_ids(&*s, b_at - Duration::seconds(1))
+        .await
+        .contains(&b.id.to_string()));
+    assert_eq!(
+        s.approvals_due(far, 1).await.unwrap().len(),
+        1,
+        "at most `limit`"
+    );
+
+    // Approved: a pending send again, off the approvals list.
+    step(&*s, &a.id, JobState::AwaitingApproval, JobState::Queued).await;
+    assert_eq!(approvals_due_ids(&*s, far).await, vec![b.id.clone()]);
+    assert_eq!(pending_ids(&*s, far).await, vec![a.id.clone()]);
+    // Discarded: terminal, on the ended list until settled (its lock released by the sweeper).
+    step(&*s, &b.id, JobState::AwaitingApproval, JobState::Discarded).await;
+    assert!(approvals_due_ids(&*s, far).await.is_empty());
+    let ended: Vec<String> = s
+        .ended_jobs(far, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job.id.to_string())
+        .collect();
+    assert_eq!(ended, vec![b.id.clone()]);
+}
+
+pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let j = running_job(&*s, ENV).await;
+    let started = Utc::now();
+    let plan_summary = ChangeSummary {
+        add: 3,
+        change: 1,
+        destroy: 2,
+        has_changes: None,
+    };
+    let tool = ToolUsed {
+        tool: ToolName::Opentofu,
+        version: "1.8.2".into(),
+    };
+    let marked = s
+        .mark_job(
+            &j.id,
+            started,
+            JobUpdate {
+                summary: Some(plan_summary.clone()),
+                tool_used: Some(tool.clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(marked.tool_used.as_ref(), Some(&tool));
+    assert_eq!(marked.summary.as_ref(), Some(&plan_summary));
+
+    let ended = Utc::now();
+    let phase = PhaseRecord {
+        task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/plan".into()),
+        attempt: 1,
+        started_at: Some(started),
+        ended_at: ended,
+        summary: Some(plan_summary.clone()),
+    };
+    let mut review = Review {
+        four_eyes: true,
+        timeout_seconds: 600,
+        phase: JobPhase::Plan,
+        awaiting_since: Some(ended),
+        decision: None,
+    };
+    let awaiting = s
+        .transition_job(
+            &j.id,
+            JobState::Running,
+            JobState::AwaitingApproval,
+            ended,
+            "plan succeeded",
+            JobUpdate {
+                review: Some(review.clone()),
+                plan_phase: Some(phase.clone()),
+                clear_task: true,
+                approval_deadline: Some(ended + Duration::seconds(600)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(awaiting.job.review.as_ref(), Some(&review));
+    assert_eq!(awaiting.plan_phase.as_ref(), Some(&phase));
+    assert_eq!(awaiting.summary.as_ref(), Some(&plan_summary), "kept");
+    assert_eq!(s.get_job(&j.id).await.unwrap(), awaiting);
+
+    // Approved: the apply phase starts afresh, without the plan's summary.
+    review.phase = JobPhase::Apply;
+    review.decision = Some(Decision {
+        verdict: ReviewVerdict::Approved,
+        by: "bob".into(),
+        at: Utc::now(),
+        comment: Some("looks right".into()),
+    });
+    let approved = s
+        .transition_job(
+            &j.id,
+            JobState::AwaitingApproval,
+            JobState::Queued,
+            Utc::now(),
+            "approved by bob",
+            JobUpdate {
+                review: Some(review.clone()),
+                clear_summary: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(approved.summary, None);
+    assert_eq!(approved.job.review.as_ref(), Some(&review));
+    assert_eq!(approved.plan_phase.as_ref(), Some(&phase), "kept");
+    assert_eq!(approved.tool_used.as_ref(), Some(&tool), "kept");
+    assert_eq!(s.get_job(&j.id).await.unwrap(), approved);
+
+    // A summary given with `clear_summary` is the new one.
+    let apply_summary = ChangeSummary {
+        add: 3,
+        change: 1,
+        destroy: 2,
+        has_changes: Some(true),
+    };
+    let claimed = s
+        .transition_job(
+            &j.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "claimed",
+            JobUpdate {
+                summary: Some(apply_summary.clone()),
+                clear_summary: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed.summary.as_ref(), Some(&apply_summary));
+    assert_eq!(s.get_job(&j.id).await.unwrap(), claimed);
+}
+
+pub async fn submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let env = env();
+    let a = job(ENV);
+    let submitted = s.submit_if_idle(&a).await.unwrap().expect("idle");
+    assert!(submitted.took_lock && !submitted.replayed);
+    assert_eq!(submitted.job, a);
+    let rec = s.get_environment(&env).await.unwrap();
+    assert_eq!(rec.item.active_job.as_ref(), Some(&a.id));
+    assert_eq!(rec.version, 1);
+    assert_eq!(s.get_job(&a.id).await.unwrap().job, a);
+    assert_eq!(
+        pending_ids(&*s, Utc::now() + Duration::seconds(1)).await,
+        vec![a.id.clone()],
+        "a pending send, like any lock holder"
+    );
+
+    // Busy: nothing written, the job id stays unknown, the queue unchanged.
+    let b = job(ENV);
+    assert_eq!(s.submit_if_idle(&b).await.unwrap(), None);
+    assert!(matches!(
+        s.get_job(&b.id).await,
+        Err(StoreError::NotFound { kind: "job", .. })
+    ));
+    let c = job(ENV);
+    assert!(!s.submit_job(&c, None).await.unwrap().took_lock);
+    let d = job(ENV);
+    assert_eq!(s.submit_if_idle(&d).await.unwrap(), None);
+    assert!(matches!(
+        s.get_job(&d.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let rec = s.get_environment(&env).await.unwrap().item;
+    assert_eq!(
+        (rec.active_job.as_ref(), rec.queued_count, rec.queue_seq),
+        (Some(&a.id), 1, 1)
+    );
+    let listed: Vec<String> = s
+        .list_jobs(&env, 10, None)
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .map(|j| j.id.to_string())
+        .collect();
+    assert_eq!(listed, vec![c.id.to_string(), a.id.to_string()]);
+
+    // A taken id, a missing environment.
+    assert!(matches!(
+        s.submit_if_idle(&a).await,
+        Err(StoreError::AlreadyExists { kind: "job", .. })
+    ));
+    assert!(matches!(
+        s.submit_if_idle(&job("acme/payments/ghost")).await,
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
+    ));
+
+    // The queue goes on as before; once idle, the lock is taken again.
+    assert!(
+        matches!(s.release_environment(&env, &a.id).await.unwrap(), Released::HandedTo(n) if n.id == c.id)
+    );
+    assert_eq!(
+        s.release_environment(&env, &c.id).await.unwrap(),
+        Released::Idle
+    );
+    let e = job(ENV);
+    assert!(s.submit_if_idle(&e).await.unwrap().unwrap().took_lock);
+    assert_eq!(
+        s.get_environment(&env).await.unwrap().item.active_job,
+        Some(e.id.clone())
+    );
 }
 
 // ---------------------------------------------------------------- memberships
