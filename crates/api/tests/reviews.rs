@@ -99,7 +99,10 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
             &[("authorization", "Bearer plan-token")],
         )
         .await;
-    assert_eq!(r.status, 200, "the job is not terminal, its token still reads the spec");
+    assert_eq!(
+        r.status, 200,
+        "the job is not terminal, its token still reads the spec"
+    );
 
     let approve = |who: &'static str, body: Option<&'static str>| {
         let (api, id) = (&api, id.clone());
@@ -116,9 +119,16 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     };
     let r = approve("alice", None).await;
     assert_eq!(r.status, 403, "{}", r.body);
-    assert!(r.body["error"]["message"].as_str().unwrap().contains("four eyes"));
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("four eyes"));
     let r = approve("carol", None).await;
-    assert_eq!(r.status, 404, "a viewer cannot tell the job exists: {}", r.body);
+    assert_eq!(
+        r.status, 404,
+        "a viewer cannot tell the job exists: {}",
+        r.body
+    );
     let r = approve("mallory", None).await;
     assert_eq!(r.status, 404, "{}", r.body);
     let r = approve("bob", Some(r#"{"comment":"ship it","extra":1}"#)).await;
@@ -129,11 +139,20 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     assert_eq!(r.body["review"]["phase"], "apply");
     assert_eq!(r.body["review"]["decision"]["by"], "bob");
     assert_eq!(r.body["review"]["decision"]["comment"], "ship it");
-    assert!(r.body.get("task_arn").is_none(), "the plan task is forgotten");
+    assert!(
+        r.body.get("task_arn").is_none(),
+        "the plan task is forgotten"
+    );
     let again = approve("bob", None).await;
     assert_eq!(again.status, 409, "{}", again.body);
-    assert!(again.body["error"]["message"].as_str().unwrap().contains("queued"));
-    assert!(api.drain_queue().await.contains(&id), "the approved job was sent");
+    assert!(again.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("queued"));
+    assert!(
+        api.drain_queue().await.contains(&id),
+        "the approved job was sent"
+    );
 
     // The apply phase's spec: the saved plan's URL and where the log goes on.
     api.launch(&id, "apply-token").await;
@@ -149,7 +168,10 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["phase"], "apply");
     let url = r.body["saved_plan_url"].as_str().unwrap();
-    assert!(url.contains(&format!("artifacts/{id}/plan.tfplan")), "{url}");
+    assert!(
+        url.contains(&format!("artifacts/{id}/plan.tfplan")),
+        "{url}"
+    );
     assert_eq!(r.body["detailed_exitcode"], false);
 
     // The runner reports its tool; a version that is not exact is refused.
@@ -177,7 +199,10 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body["tool_used"], json!({"tool": "terraform", "version": "1.0.3"}));
+    assert_eq!(
+        r.body["tool_used"],
+        json!({"tool": "terraform", "version": "1.0.3"})
+    );
 }
 
 #[tokio::test]
@@ -270,7 +295,10 @@ async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
         assert_eq!(r.status, 200, "{path}: {}", r.body);
         assert_eq!(r.body["job_id"], id.as_str());
         assert_eq!(r.body["outputs"]["message"]["value"], "hello");
-        assert_eq!(r.body["outputs"]["password"], json!({"sensitive": true, "type": "string"}));
+        assert_eq!(
+            r.body["outputs"]["password"],
+            json!({"sensitive": true, "type": "string"})
+        );
         assert_eq!(r.body["outputs"]["odd"]["sensitive"], true);
         assert!(!r.body.to_string().contains("hunter2"));
         assert!(!r.body.to_string().contains("no sensitive flag"));
@@ -300,7 +328,10 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
         (json!({"tool_version": "latest"}), "tool_version"),
         (json!({"tool": "pulumi"}), "tool"),
         (json!({"approval": "maybe"}), "approval"),
-        (json!({"approval_timeout_seconds": 10}), "approval_timeout_seconds"),
+        (
+            json!({"approval_timeout_seconds": 10}),
+            "approval_timeout_seconds",
+        ),
         (json!({"drift_remediation": "destroy"}), "drift_remediation"),
     ] {
         let mut create = json!({"name": "prod", "env_type": "production"});
@@ -344,7 +375,11 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
     assert!(r.body.get("drift_schedule").is_none(), "{}", r.body);
     assert!(r.body.get("next_drift_at").is_none(), "{}", r.body);
     assert!(r.body.get("tool").is_none(), "{}", r.body);
-    assert_eq!(r.body["drift_remediation"], "apply", "untouched: {}", r.body);
+    assert_eq!(
+        r.body["drift_remediation"], "apply",
+        "untouched: {}",
+        r.body
+    );
     // A job takes the environment's version; the runner file's tool and version too.
     let id = submit(&api, "admin", "prod", "plan").await;
     assert_eq!(job(&api, &id).await["tool_version"], "~> 1.0");

@@ -225,7 +225,7 @@ pub enum UpdateResource {
     ///
     /// An empty value clears a setting that may be unset, so it takes its default (or the
     /// runner's): `--approval-timeout ''`, `--drift-schedule ''`, `--tool ''`,
-    /// `--version ''`. The others are reset by naming the default: `--approval auto`,
+    /// `--tool-version ''`. The others are reset by naming the default: `--approval auto`,
     /// `--four-eyes=false`, `--drift-remediation off`.
     #[command(disable_version_flag = true)]
     Env {
@@ -275,9 +275,10 @@ pub struct EnvSettingArgs {
     /// `update env`, `''` clears it (the runner's applies again).
     #[arg(long, value_name = "terraform|opentofu", value_parser = parse_tool)]
     pub tool: Option<Clearable<ToolArg>>,
-    /// The tool's version: exact (`1.5.7`) or a constraint (`~> 1.5`, `>= 1.0, < 2.0`);
-    /// wins over the runner's. With `update env`, `''` clears it.
-    #[arg(long = "version", value_name = "VERSION", value_parser = parse_text)]
+    /// The tool's version (`tool_version`): exact (`1.5.7`) or a constraint (`~> 1.5`,
+    /// `>= 1.0, < 2.0`); wins over the runner's. With `update env`, `''` clears it.
+    /// `--version` is an alias.
+    #[arg(long = "tool-version", visible_alias = "version", value_name = "VERSION", value_parser = parse_text)]
     pub tool_version: Option<Clearable<String>>,
 }
 

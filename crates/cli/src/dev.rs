@@ -253,7 +253,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             path,
             json!({"url": url, "token": token, "users": user_tokens}).to_string(),
         )
-            .context("writing the ready file")?;
+        .context("writing the ready file")?;
     }
     shutdown_signal().await;
     println!("sortie dev: stopped");

@@ -1,12 +1,16 @@
 //! Jobs from the command line: `run plan|apply|destroy ENV` (with `--wait` to follow the
-//! job to its end), `jobs list ENV`, and `job get|cancel|logs ID` (`logs -f` follows).
+//! job to its end), `jobs list ENV`, and `job get|cancel|approve|discard|logs|outputs ID`
+//! (`logs -f` follows).
 //!
 //! Following polls the job and its log about once a second. On a terminal (stderr), a
 //! spinner shows the job's state and elapsed time, suspended while log lines print; with
 //! no terminal there is no spinner and no colour. The log goes to standard output with
 //! `-o table`, and to standard error with `-o json|yaml`, so standard output stays one
-//! parseable document (the final job). A job that ends other than `succeeded` is
-//! [`CliError::JobFailed`] (exit 6).
+//! parseable document (the final job). A job that ends other than `succeeded` (`failed`,
+//! `canceled`, `timed_out`, `discarded`) is [`CliError::JobFailed`] (exit 6). A reviewed
+//! job that reaches `awaiting_approval` stops the follow with exit 0: its plan summary,
+//! then `awaiting approval: sortie job approve <id>` (waiting for a person would hold a CI
+//! job for as long as the approval takes).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -17,14 +21,14 @@ use chrono::{DateTime, Utc};
 use http::Method;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
-use sortie_api::model::{JobView, LogsPage};
+use sortie_api::model::{DecisionBody, JobView, LogsPage};
 use sortie_core::job::MAX_FILES_BYTES;
 use sortie_core::{ChangeSummary, JobState};
 
 use crate::args::{JobCommand, Operation, Output, Run};
 use crate::client::Api;
 use crate::exit::CliError;
-use crate::output::{emit, table};
+use crate::output::{change_summary as summary, details, emit, table, when};
 
 /// How often a followed job and its log are polled.
 const POLL: Duration = Duration::from_secs(1);
@@ -105,7 +109,7 @@ pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError
     })
 }
 
-/// `job get|cancel|logs ID`.
+/// `job get|cancel|approve|discard|logs|outputs ID`.
 pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError> {
     match cmd {
         JobCommand::Get { id } => {
@@ -128,6 +132,18 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
                 };
                 format!("{}{note}", submitted_table(&view))
             })
+        }
+        JobCommand::Approve { id, comment } => {
+            decide(api, &id, Verdict::Approve, comment, out).await
+        }
+        JobCommand::Discard { id, comment } => {
+            decide(api, &id, Verdict::Discard, comment, out).await
+        }
+        JobCommand::Outputs { id } => {
+            let answer = api
+                .send(Method::GET, &format!("/v1/jobs/{id}/outputs"), None, &[])
+                .await?;
+            crate::resources::show_outputs(&answer.body, out, false)
         }
         JobCommand::Logs { id, follow: false } => {
             let mut offset = 0;
@@ -157,6 +173,59 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
             finish(follow(api, &view, out).await?, out)
         }
     }
+}
+
+/// A decision on a job awaiting approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Approve,
+    Discard,
+}
+
+/// `job approve|discard ID [--comment TEXT]`: the decision, then the job as it is now.
+async fn decide(
+    api: &Api,
+    id: &str,
+    verdict: Verdict,
+    comment: Option<String>,
+    out: Output,
+) -> Result<(), CliError> {
+    let verb = match verdict {
+        Verdict::Approve => "approve",
+        Verdict::Discard => "discard",
+    };
+    let body = serde_json::to_value(DecisionBody { comment })
+        .map_err(|e| CliError::Other(format!("could not encode the decision: {e}")))?;
+    let answer = api
+        .send(
+            Method::POST,
+            &format!("/v1/jobs/{id}/{verb}"),
+            Some(&body),
+            &[],
+        )
+        .await
+        .map_err(|e| match e {
+            // The API answers 404 too when the caller may not deploy to the environment.
+            CliError::NotFound(m) => CliError::NotFound(format!(
+                "{m}\nhint: to {verb} a job you need the deployer role on its environment's group"
+            )),
+            other => other,
+        })?;
+    let view = job_view(answer.body.clone())?;
+    emit(&answer.body, out, || {
+        let id = &view.job.id;
+        let note = match verdict {
+            Verdict::Approve => format!(
+                "job {id} approved: {} to apply the saved plan (follow it with `sortie job logs -f {id}`)\n",
+                view.job.state
+            ),
+            Verdict::Discard => format!(
+                "job {id} {}: nothing was applied, and {} is released\n",
+                view.job.state, view.job.environment
+            ),
+        };
+        format!("{}{note}", submitted_table(&view))
+    })
 }
 
 /// The JSON body of `POST .../jobs` from `run`'s arguments.
@@ -413,20 +482,27 @@ async fn poll(
             return Ok((view, false));
         }
         if page.data.is_empty() {
-            return Ok((view, true));
+            // A job awaiting approval has a whole log (its plan task ended) and waits for
+            // a person: following stops there.
+            return Ok((view.clone(), view.job.state != JobState::AwaitingApproval));
         }
     }
 }
 
 /// Prints the final line (state, change summary, elapsed) and turns an unsuccessful end
-/// into [`CliError::JobFailed`].
+/// into [`CliError::JobFailed`]. A job awaiting approval is a stop, not a failure: its plan
+/// summary, then the command that approves it.
 fn finish(view: JobView, out: Output) -> Result<(), CliError> {
     let state = view.job.state;
-    let summary_text = view
-        .summary
-        .as_ref()
-        .map(summary)
-        .unwrap_or_else(|| "(no change summary)".into());
+    let awaiting = state == JobState::AwaitingApproval;
+    let plan_summary = view.plan_phase.as_ref().and_then(|p| p.summary.as_ref());
+    let summary_text = if awaiting {
+        plan_summary.or(view.summary.as_ref())
+    } else {
+        view.summary.as_ref()
+    }
+    .map(summary)
+    .unwrap_or_else(|| "(no change summary)".into());
     let took = match (view.job.transitions.first(), view.job.transitions.last()) {
         (Some(a), Some(b)) => duration(b.at - a.at),
         _ => "-".into(),
@@ -437,15 +513,22 @@ fn finish(view: JobView, out: Output) -> Result<(), CliError> {
         view.job.id,
         view.job.environment
     );
+    let hint = awaiting.then(|| format!("awaiting approval: sortie job approve {}", view.job.id));
     if out == Output::Table {
         let colour = std::io::stdout().is_terminal();
         println!("{}  {rest}", paint(state, colour));
+        if let Some(hint) = &hint {
+            println!("{hint}");
+        }
     } else {
         let colour = std::io::stderr().is_terminal();
         eprintln!("{}  {rest}", paint(state, colour));
+        if let Some(hint) = &hint {
+            eprintln!("{hint}");
+        }
         emit(&view, out, String::new)?;
     }
-    if state == JobState::Succeeded {
+    if state == JobState::Succeeded || awaiting {
         return Ok(());
     }
     let reason = view
@@ -551,7 +634,8 @@ fn paint(state: JobState, colour: bool) -> String {
     let code = match state {
         JobState::Succeeded => "32",
         JobState::Failed | JobState::TimedOut => "31",
-        JobState::Canceled => "33",
+        JobState::Canceled | JobState::Discarded => "33",
+        JobState::AwaitingApproval => "36",
         _ => "",
     };
     if colour && !code.is_empty() {
@@ -561,11 +645,6 @@ fn paint(state: JobState, colour: bool) -> String {
     }
 }
 
-/// `+add ~change -destroy`, as Terraform's plan line counts them.
-fn summary(s: &ChangeSummary) -> String {
-    format!("+{} ~{} -{}", s.add, s.change, s.destroy)
-}
-
 fn duration(d: chrono::TimeDelta) -> String {
     let ms = d.num_milliseconds().max(0);
     if ms < 60_000 {
@@ -573,10 +652,6 @@ fn duration(d: chrono::TimeDelta) -> String {
     } else {
         format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
     }
-}
-
-fn when(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 fn text(v: &Value) -> String {
@@ -641,7 +716,102 @@ fn job_table(view: &JobView) -> String {
             })
             .collect(),
     );
-    format!("{}\n\n{}", head.trim_end(), transitions)
+    let more = job_details(view);
+    if more.is_empty() {
+        return format!("{}\n\n{}", head.trim_end(), transitions);
+    }
+    format!("{}\n\n{}\n{}", head.trim_end(), details(&more), transitions)
+}
+
+/// A value's serde name (`approved`, `terraform`).
+fn word<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".into(),
+    }
+}
+
+/// What a job has beyond its row: the tool, the review and its decision, the plan phase.
+/// Empty for a plain job.
+fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
+    let job = &view.job;
+    let mut d = Vec::new();
+    if job.tool.is_some() || job.tool_version.is_some() {
+        d.push((
+            "tool",
+            format!(
+                "{} {}",
+                job.tool
+                    .map_or_else(|| "(the runner's)".to_string(), |t| word(&t)),
+                job.tool_version.as_deref().unwrap_or("(any version)")
+            ),
+        ));
+    }
+    if let Some(used) = &view.tool_used {
+        d.push((
+            "tool used",
+            format!("{} {}", word(&used.tool), used.version),
+        ));
+    }
+    if job.drift_check {
+        d.push((
+            "drift check",
+            "yes (a scheduled plan of the last apply)".into(),
+        ));
+    }
+    if let Some(review) = &job.review {
+        let four_eyes = if review.four_eyes {
+            ", four eyes (the requester may not approve)"
+        } else {
+            ""
+        };
+        d.push((
+            "review",
+            format!("required, phase {}{four_eyes}", review.phase.as_str()),
+        ));
+        if let Some(since) = review.awaiting_since {
+            d.push(("awaiting since", when(since)));
+            if review.decision.is_none() {
+                let deadline = since + chrono::Duration::seconds(i64::from(review.timeout_seconds));
+                d.push((
+                    "deadline",
+                    format!("{} (discarded then unless decided)", when(deadline)),
+                ));
+            }
+        }
+        if let Some(decision) = &review.decision {
+            let comment = decision
+                .comment
+                .as_ref()
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default();
+            d.push((
+                "decision",
+                format!(
+                    "{} by {} at {}{comment}",
+                    word(&decision.verdict),
+                    decision.by,
+                    when(decision.at)
+                ),
+            ));
+        }
+    }
+    if let Some(plan) = &view.plan_phase {
+        d.push((
+            "plan phase",
+            format!(
+                "{} (attempt {}, ended {})",
+                plan.summary
+                    .as_ref()
+                    .map(summary)
+                    .unwrap_or_else(|| "(no change summary)".into()),
+                plan.attempt,
+                when(plan.ended_at)
+            ),
+        ));
+    }
+    d
 }
 
 #[cfg(test)]

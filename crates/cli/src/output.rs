@@ -2,6 +2,9 @@
 
 use std::io::{IsTerminal, Write};
 
+use chrono::{DateTime, Utc};
+use sortie_core::ChangeSummary;
+
 use crate::args::Output;
 use crate::exit::CliError;
 
@@ -98,6 +101,16 @@ pub fn details(pairs: &[(&str, String)]) -> String {
         text.push('\n');
     }
     text
+}
+
+/// A time as tables show it, to the second (UTC): `2026-01-02 10:00:00`.
+pub fn when(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// `+add ~change -destroy`, as Terraform's plan line counts them.
+pub fn change_summary(s: &ChangeSummary) -> String {
+    format!("+{} ~{} -{}", s.add, s.change, s.destroy)
 }
 
 #[cfg(test)]

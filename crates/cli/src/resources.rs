@@ -1,5 +1,6 @@
 //! The resource verbs: create, get, list, update and delete of runners, runner rules and
-//! environments; `env refresh-runner`, `members` and `runner check`.
+//! environments (with their approval, drift and tool settings); `env refresh-runner`,
+//! `env outputs`, `members` and `runner check`.
 //!
 //! Tables are built from the API's own types (`sortie_api::model`); `-o json|yaml` prints
 //! the API's JSON as it was received.
@@ -12,20 +13,22 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::{json, Map, Value};
 use sortie_api::model::{
-    EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
-    MembershipList, RefreshRunnerAnswer, ResolutionAnswer, RuleList, RunnerCheckReport, RunnerList,
-    RunnerView,
+    domain, EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch,
+    EnvironmentView, MembershipList, OutputsView, RefreshRunnerAnswer, ResolutionAnswer, RuleList,
+    RunnerCheckReport, RunnerList, RunnerView,
 };
+use sortie_core::drift::DriftStatus;
+use sortie_core::environment::APPROVAL_TIMEOUT_DEFAULT_SECONDS;
 use sortie_core::{Considered, Criteria, Grantee, RunnerRule, Verdict};
 use sortie_store::MembershipRecord;
 
 use crate::args::{
-    CreateResource, DeleteResource, EnvCommand, GetResource, ListResource, MembersCommand, Output,
-    RunnerCommand, UpdateResource,
+    ApprovalArg, Clearable, CreateResource, DeleteResource, EnvCommand, GetResource, ListResource,
+    MembersCommand, Output, RemediationArg, RunnerCommand, ToolArg, UpdateResource,
 };
 use crate::client::{decode, Answer, Api};
 use crate::exit::CliError;
-use crate::output::{details, emit, print_text, table};
+use crate::output::{change_summary, details, emit, print_text, table, when};
 
 /// `sortie create ...`.
 pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<(), CliError> {
@@ -111,7 +114,7 @@ pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<
                 drift_schedule: to_set("--drift-schedule", settings.drift_schedule)?,
                 drift_remediation: settings.drift_remediation.map(remediation),
                 tool: to_set("--tool", settings.tool)?.map(tool),
-                version: to_set("--version", settings.tool_version)?,
+                tool_version: to_set("--tool-version", settings.tool_version)?,
             };
             let body = serde_json::to_value(&body)
                 .map_err(|e| CliError::Other(format!("could not encode the environment: {e}")))?;
@@ -254,7 +257,7 @@ pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<
             let (group, _) = split_env(&path)?;
             if env_type.is_none() && labels.is_empty() && tags.is_empty() && settings.is_empty() {
                 return Err(CliError::Usage(
-                    "nothing to change: give --type, --label KEY=VALUE, --tag or a setting (--approval, --approval-timeout, --four-eyes, --drift-schedule, --drift-remediation, --tool, --version)".into(),
+                    "nothing to change: give --type, --label KEY=VALUE, --tag or a setting (--approval, --approval-timeout, --four-eyes, --drift-schedule, --drift-remediation, --tool, --tool-version)".into(),
                 ));
             }
             // A cleared setting is sent as `null`, which the patch type cannot say.
@@ -264,10 +267,9 @@ pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<
                 "approval_timeout_seconds",
                 settings.approval_timeout,
             );
-            let drift_schedule =
-                or_clear(&mut cleared, "drift_schedule", settings.drift_schedule);
+            let drift_schedule = or_clear(&mut cleared, "drift_schedule", settings.drift_schedule);
             let tool = or_clear(&mut cleared, "tool", settings.tool).map(tool);
-            let version = or_clear(&mut cleared, "version", settings.tool_version);
+            let tool_version = or_clear(&mut cleared, "tool_version", settings.tool_version);
             let patch = EnvironmentPatch {
                 env_type,
                 labels: (!labels.is_empty())
@@ -280,7 +282,7 @@ pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<
                 drift_schedule,
                 drift_remediation: settings.drift_remediation.map(remediation),
                 tool,
-                version,
+                tool_version,
             };
             let mut body = serde_json::to_value(&patch)
                 .map_err(|e| CliError::Other(format!("could not encode the change: {e}")))?;
@@ -352,7 +354,12 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
         EnvCommand::Outputs { path } => {
             split_env(&path)?;
             let answer = api
-                .send(Method::GET, &format!("{}/-/outputs", env_url(&path)), None, &[])
+                .send(
+                    Method::GET,
+                    &format!("{}/-/outputs", env_url(&path)),
+                    None,
+                    &[],
+                )
                 .await?;
             return show_outputs(&answer.body, out, true);
         }
@@ -791,25 +798,27 @@ pub fn show_outputs(raw: &Value, out: Output, of_env: bool) -> Result<(), CliErr
 }
 
 fn outputs_text(view: &OutputsView, of_env: bool) -> String {
-    let mut text = if view.outputs.is_empty() {
-        format!("apply job {} has no outputs\n", view.job_id)
-    } else {
-        let rows = view
-            .outputs
-            .iter()
-            .map(|(name, o)| {
-                let value = if o.sensitive {
-                    "(sensitive)".to_string()
-                } else {
-                    o.value
-                        .as_ref()
-                        .map_or_else(|| "null".to_string(), Value::to_string)
-                };
-                vec![name.clone(), value]
-            })
-            .collect();
-        table(&["NAME", "VALUE"], rows)
-    };
+    if view.outputs.is_empty() {
+        return format!(
+            "no outputs (apply job {} on {})\n",
+            view.job_id, view.environment
+        );
+    }
+    let rows = view
+        .outputs
+        .iter()
+        .map(|(name, o)| {
+            let value = if o.sensitive {
+                "(sensitive)".to_string()
+            } else {
+                o.value
+                    .as_ref()
+                    .map_or_else(|| "null".to_string(), Value::to_string)
+            };
+            vec![name.clone(), value]
+        })
+        .collect();
+    let mut text = table(&["NAME", "VALUE"], rows);
     if of_env {
         text.push_str(&format!(
             "(from apply job {}, the latest successful apply of {})\n",
@@ -817,6 +826,99 @@ fn outputs_text(view: &OutputsView, of_env: bool) -> String {
         ));
     }
     text
+}
+
+/// One environment: its row, then its settings and what drift detection and applies
+/// recorded.
+fn env_text(e: &EnvironmentView) -> String {
+    let mut text = env_table(std::slice::from_ref(e));
+    text.push('\n');
+    text.push_str(&details(&settings_details(e)));
+    text
+}
+
+/// An environment's approval, drift and tool settings, and what they recorded.
+fn settings_details(e: &EnvironmentView) -> Vec<(&'static str, String)> {
+    let r = &e.record;
+    let s = &r.environment.settings;
+    let timeout = match s.approval_timeout_seconds {
+        Some(t) => span(t),
+        None => format!("{} (the default)", span(APPROVAL_TIMEOUT_DEFAULT_SECONDS)),
+    };
+    let runners = || "- (the runner's)".to_string();
+    vec![
+        ("approval", s.approval.as_str().to_string()),
+        ("approval timeout", timeout),
+        (
+            "four eyes",
+            if s.four_eyes { "yes" } else { "no" }.to_string(),
+        ),
+        (
+            "drift schedule",
+            s.drift_schedule
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |c| format!("{c} (UTC)")),
+        ),
+        ("drift remediation", json_word(&s.drift_remediation)),
+        (
+            "next drift check",
+            r.next_drift_at.map_or_else(|| "-".to_string(), when),
+        ),
+        (
+            "drift",
+            r.drift
+                .as_ref()
+                .map_or_else(|| "- (not checked yet)".to_string(), drift_text),
+        ),
+        (
+            "last skipped check",
+            r.drift_skipped.as_ref().map_or_else(
+                || "-".to_string(),
+                |k| format!("{}: {}", when(k.at), k.reason),
+            ),
+        ),
+        (
+            "last apply",
+            r.last_apply.as_ref().map_or_else(
+                || "-".to_string(),
+                |a| format!("job {} at {}", a.job_id, when(a.at)),
+            ),
+        ),
+        (
+            "tool",
+            s.tool.map_or_else(runners, |t| t.as_str().to_string()),
+        ),
+        (
+            "tool version",
+            s.tool_version.clone().unwrap_or_else(runners),
+        ),
+    ]
+}
+
+/// `drifted (+0 ~1 -0) at <time> by job <id>`, with the reason of an `error` and the
+/// remediating apply when there is one.
+fn drift_text(d: &DriftStatus) -> String {
+    let mut text = d.status.as_str().to_string();
+    if let Some(s) = &d.summary {
+        text.push_str(&format!(" ({})", change_summary(s)));
+    }
+    text.push_str(&format!(" at {} by job {}", when(d.checked_at), d.job_id));
+    if let Some(reason) = &d.reason {
+        text.push_str(&format!(": {reason}"));
+    }
+    if let Some(job) = &d.remediation_job_id {
+        text.push_str(&format!("; remediated by apply job {job}"));
+    }
+    text
+}
+
+/// Seconds in the largest whole unit: `86400` is `24h`, `5400` is `90m`.
+fn span(seconds: u32) -> String {
+    match seconds {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
 
 /// A value's serde name (`passed`, `ecs-fargate`), for enums serialised as strings or

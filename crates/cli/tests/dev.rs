@@ -133,7 +133,11 @@ impl Dev {
 
     /// A call as the named user `user` (`sortie dev --user <user>`).
     fn api_as(&self, user: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let token = self.users.get(user).expect("a --user of this sortie dev").clone();
+        let token = self
+            .users
+            .get(user)
+            .expect("a --user of this sortie dev")
+            .clone();
         self.api_with(&token, method, path, body)
     }
 
@@ -211,7 +215,13 @@ impl Dev {
     }
 
     /// Waits until `check` holds for the job, and returns it.
-    fn wait_job(&self, id: &str, limit: Duration, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    fn wait_job(
+        &self,
+        id: &str,
+        limit: Duration,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + limit;
         loop {
             let job = self.ok("GET", &format!("/v1/jobs/{id}"), None);
@@ -799,7 +809,11 @@ fn setup_tf1(dev: &Dev, bucket: &str, name: &str, settings: Value) {
     );
     let (status, _) = dev.api("GET", "/v1/groups/acme/-/runners/tf1", None);
     if status == 404 {
-        dev.ok("POST", "/v1/groups/acme/-/runners/tf1", Some(Value::String(runner)));
+        dev.ok(
+            "POST",
+            "/v1/groups/acme/-/runners/tf1",
+            Some(Value::String(runner)),
+        );
         dev.ok(
             "POST",
             "/v1/groups/acme/-/rules",
@@ -855,12 +869,21 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
         j["state"] != "queued" && j["state"] != "dispatching" && j["state"] != "running"
     });
     assert_eq!(awaiting["state"], "awaiting_approval", "{awaiting}");
-    let plan_task = awaiting["plan_phase"]["task_arn"].as_str().unwrap().to_string();
+    let plan_task = awaiting["plan_phase"]["task_arn"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(awaiting["plan_phase"]["summary"].is_object(), "{awaiting}");
-    assert_eq!(awaiting["tool_used"], json!({"tool": "terraform", "version": "1.0.3"}));
+    assert_eq!(
+        awaiting["tool_used"],
+        json!({"tool": "terraform", "version": "1.0.3"})
+    );
     // The plan changed nothing: no state object yet.
     let state_key = "sortie/acme/demo/prod/terraform.tfstate";
-    assert!(try_read_state(&bucket, state_key).is_none(), "the plan phase wrote state");
+    assert!(
+        try_read_state(&bucket, state_key).is_none(),
+        "the plan phase wrote state"
+    );
 
     // A job submitted meanwhile waits: the reviewed job holds the environment's lock.
     let (_, waiting) = dev.api_as(
@@ -880,13 +903,29 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
     // decide; nobody may approve a job that is not awaiting approval.
     let (status, own) = dev.api_as("alice", "POST", &format!("/v1/jobs/{id}/approve"), None);
     assert_eq!(status, 403, "{own}");
-    assert!(own["error"]["message"].as_str().unwrap().contains("four eyes"), "{own}");
+    assert!(
+        own["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("four eyes"),
+        "{own}"
+    );
     let (status, viewer) = dev.api_as("carol", "POST", &format!("/v1/jobs/{id}/approve"), None);
     assert_eq!(status, 404, "{viewer}");
-    let (status, not_awaiting) =
-        dev.api_as("bob", "POST", &format!("/v1/jobs/{waiting_id}/approve"), None);
+    let (status, not_awaiting) = dev.api_as(
+        "bob",
+        "POST",
+        &format!("/v1/jobs/{waiting_id}/approve"),
+        None,
+    );
     assert_eq!(status, 409, "{not_awaiting}");
-    assert!(not_awaiting["error"]["message"].as_str().unwrap().contains("queued"), "{not_awaiting}");
+    assert!(
+        not_awaiting["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("queued"),
+        "{not_awaiting}"
+    );
 
     // Bob approves: a second task applies the saved plan.
     let (status, approved) = dev.api_as(
@@ -903,35 +942,68 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
     assert_eq!(decision["by"], "bob");
     assert_eq!(decision["comment"], "looks right");
     assert_eq!(done["review"]["phase"], "apply");
-    assert_ne!(done["task_arn"].as_str().unwrap(), plan_task, "a second task applied it");
+    assert_ne!(
+        done["task_arn"].as_str().unwrap(),
+        plan_task,
+        "a second task applied it"
+    );
     assert_eq!(done["attempt"], 2, "{done}");
     // Both phases in one log: the plan to a file, then the apply of exactly that file.
     let log = dev.log(&id);
-    let planned = log.find("-out=plan.tfplan").expect("the plan phase in the log");
-    let applied = log.find("apply -input=false -no-color plan.tfplan").or_else(|| log.find("plan.tfplan\n")).expect("the apply of the saved plan in the log");
+    let planned = log
+        .find("-out=plan.tfplan")
+        .expect("the plan phase in the log");
+    let applied = log
+        .find("apply -input=false -no-color plan.tfplan")
+        .or_else(|| log.find("plan.tfplan\n"))
+        .expect("the apply of the saved plan in the log");
     assert!(planned < applied, "{log}");
     assert!(!log.contains("-auto-approve"), "{log}");
-    assert!(!log.contains("s3cr3t-never-shown"), "a sensitive value reached the log");
+    assert!(
+        !log.contains("s3cr3t-never-shown"),
+        "a sensitive value reached the log"
+    );
     let state = read_state(&bucket, state_key);
     assert_eq!(state["outputs"]["message"]["value"], "reviewed!", "{state}");
 
     // Outputs: of the job and of the environment's latest apply; the sensitive one has no value.
-    for path in [format!("/v1/jobs/{id}/outputs"), "/v1/environments/acme/demo/prod/-/outputs".to_string()] {
+    for path in [
+        format!("/v1/jobs/{id}/outputs"),
+        "/v1/environments/acme/demo/prod/-/outputs".to_string(),
+    ] {
         let outputs = dev.ok("GET", &path, None);
         assert_eq!(outputs["job_id"], id.as_str());
-        assert_eq!(outputs["outputs"]["message"]["value"], "reviewed!", "{outputs}");
-        assert_eq!(outputs["outputs"]["db_password"]["sensitive"], true, "{outputs}");
-        assert!(outputs["outputs"]["db_password"].get("value").is_none(), "{outputs}");
+        assert_eq!(
+            outputs["outputs"]["message"]["value"], "reviewed!",
+            "{outputs}"
+        );
+        assert_eq!(
+            outputs["outputs"]["db_password"]["sensitive"], true,
+            "{outputs}"
+        );
+        assert!(
+            outputs["outputs"]["db_password"].get("value").is_none(),
+            "{outputs}"
+        );
         assert!(!outputs.to_string().contains("s3cr3t"), "{outputs}");
     }
     // The job that waited ran after the reviewed job ended.
     let waited = dev.wait_terminal(&waiting_id, Duration::from_secs(90));
     assert_eq!(waited["state"], "succeeded", "{waited}");
-    assert!(at(&waited, "dispatching") >= at(&done, "succeeded"), "{waited}");
+    assert!(
+        at(&waited, "dispatching") >= at(&done, "succeeded"),
+        "{waited}"
+    );
     // Approving it again: 409, naming the state.
     let (status, again) = dev.api_as("bob", "POST", &format!("/v1/jobs/{id}/approve"), None);
     assert_eq!(status, 409, "{again}");
-    assert!(again["error"]["message"].as_str().unwrap().contains("succeeded"), "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("succeeded"),
+        "{again}"
+    );
 }
 
 /// A discarded plan ends the job `discarded`, applies nothing and frees the environment.
@@ -941,8 +1013,14 @@ fn a_discarded_plan_applies_nothing_and_releases_the_environment() {
     let bucket = state_bucket();
     setup_tf1(&dev, &bucket, "stage", json!({"approval": "required"}));
     let id = dev.submit_to("acme/demo/stage", "apply", hello_files());
-    dev.wait_job(&id, Duration::from_secs(90), "awaiting approval", |j| j["state"] == "awaiting_approval");
-    let discarded = dev.ok("POST", &format!("/v1/jobs/{id}/discard"), Some(json!({"comment": "not today"})));
+    dev.wait_job(&id, Duration::from_secs(90), "awaiting approval", |j| {
+        j["state"] == "awaiting_approval"
+    });
+    let discarded = dev.ok(
+        "POST",
+        &format!("/v1/jobs/{id}/discard"),
+        Some(json!({"comment": "not today"})),
+    );
     assert_eq!(discarded["state"], "discarded", "{discarded}");
     assert_eq!(discarded["review"]["decision"]["verdict"], "discarded");
     let env = dev.ok("GET", "/v1/environments/acme/demo/stage", None);
@@ -972,21 +1050,42 @@ fn make_drift_due(dev: &Dev, path: &str) {
         let item = ddb
             .get_item()
             .table_name(&dev.table)
-            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("ENV#{path}")))
-            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("ENV".into()))
+            .key(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("ENV#{path}")),
+            )
+            .key(
+                "sk",
+                aws_sdk_dynamodb::types::AttributeValue::S("ENV".into()),
+            )
             .send()
             .await
             .unwrap()
             .item
             .expect("the environment item");
-        assert!(item.contains_key("next_drift_at"), "a drift schedule sets next_drift_at: {item:?}");
+        assert!(
+            item.contains_key("next_drift_at"),
+            "a drift schedule sets next_drift_at: {item:?}"
+        );
         ddb.update_item()
             .table_name(&dev.table)
-            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("ENV#{path}")))
-            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("ENV".into()))
+            .key(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("ENV#{path}")),
+            )
+            .key(
+                "sk",
+                aws_sdk_dynamodb::types::AttributeValue::S("ENV".into()),
+            )
             .update_expression("SET next_drift_at = :t, gsi3sk = :s")
-            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(past.clone()))
-            .expression_attribute_values(":s", aws_sdk_dynamodb::types::AttributeValue::S(format!("{past}#{path}")))
+            .expression_attribute_values(
+                ":t",
+                aws_sdk_dynamodb::types::AttributeValue::S(past.clone()),
+            )
+            .expression_attribute_values(
+                ":s",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("{past}#{path}")),
+            )
             .send()
             .await
             .unwrap();
@@ -1031,22 +1130,42 @@ fn a_scheduled_drift_check_reports_in_sync_then_drifted_after_the_state_changed_
     let dev = Dev::start();
     let bucket = state_bucket();
     let path = "acme/demo/drifty";
-    setup_tf1(&dev, &bucket, "drifty", json!({"drift_schedule": "*/15 * * * *"}));
+    setup_tf1(
+        &dev,
+        &bucket,
+        "drifty",
+        json!({"drift_schedule": "*/15 * * * *"}),
+    );
     // Nothing applied yet: a fire is skipped and says why.
     make_drift_due(&dev, path);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
         if let Some(skipped) = env.get("drift_skipped") {
-            assert!(skipped["reason"].as_str().unwrap().contains("no successful apply"), "{env}");
-            assert!(env["next_drift_at"].as_str().unwrap() > skipped["at"].as_str().unwrap(), "{env}");
+            assert!(
+                skipped["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no successful apply"),
+                "{env}"
+            );
+            assert!(
+                env["next_drift_at"].as_str().unwrap() > skipped["at"].as_str().unwrap(),
+                "{env}"
+            );
             break;
         }
-        assert!(Instant::now() < deadline, "the fire was not recorded as skipped: {env}");
+        assert!(
+            Instant::now() < deadline,
+            "the fire was not recorded as skipped: {env}"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     let apply = dev.submit_to(path, "apply", hello_files());
-    assert_eq!(dev.wait_terminal(&apply, Duration::from_secs(90))["state"], "succeeded");
+    assert_eq!(
+        dev.wait_terminal(&apply, Duration::from_secs(90))["state"],
+        "succeeded"
+    );
     let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
     assert_eq!(env["last_apply"]["job_id"], apply.as_str(), "{env}");
 
@@ -1067,7 +1186,10 @@ fn a_scheduled_drift_check_reports_in_sync_then_drifted_after_the_state_changed_
     assert_eq!(env["drift"]["status"], "drifted", "{env}");
     let second = env["drift"]["job_id"].as_str().unwrap();
     let check = dev.ok("GET", &format!("/v1/jobs/{second}"), None);
-    assert_eq!(check["state"], "succeeded", "a drift is a successful check: {check}");
+    assert_eq!(
+        check["state"], "succeeded",
+        "a drift is a successful check: {check}"
+    );
     assert_eq!(check["summary"]["has_changes"], true, "{check}");
     // Remediation is off by default: nothing else was submitted.
     assert!(env["drift"].get("remediation_job_id").is_none(), "{env}");

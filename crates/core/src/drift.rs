@@ -45,12 +45,9 @@ impl DriftSchedule {
                 trimmed.escape_debug()
             ));
         }
-        let cron = croner::Cron::new(trimmed).parse().map_err(|e| {
-            format!(
-                "`{}` is not a cron expression: {e}",
-                trimmed.escape_debug()
-            )
-        })?;
+        let cron = croner::Cron::new(trimmed)
+            .parse()
+            .map_err(|e| format!("`{}` is not a cron expression: {e}", trimmed.escape_debug()))?;
         let schedule = Self { cron };
         // The fire times from a fixed instant: the shortest gap between two of them. A cron
         // expression is a product of sets, so its shortest gap shows within its first days.
@@ -163,7 +160,13 @@ mod tests {
 
     #[test]
     fn schedules_at_least_fifteen_minutes_apart_are_accepted() {
-        for ok in ["*/15 * * * *", "0 */6 * * *", "@daily", "0,30 9-17 * * 1-5", "5 4 * * 0"] {
+        for ok in [
+            "*/15 * * * *",
+            "0 */6 * * *",
+            "@daily",
+            "0,30 9-17 * * 1-5",
+            "5 4 * * 0",
+        ] {
             DriftSchedule::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
     }

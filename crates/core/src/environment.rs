@@ -300,8 +300,7 @@ impl EnvironmentInput {
                 p.push("drift_schedule", problem);
             }
         }
-        let drift_remediation: Option<DriftRemediation> =
-            f.optional("drift_remediation", &mut p);
+        let drift_remediation: Option<DriftRemediation> = f.optional("drift_remediation", &mut p);
         let tool: Option<Option<crate::tool::ToolName>> = nullable(&mut f, "tool", &mut p);
         let tool_version: Option<Option<String>> = nullable(&mut f, "tool_version", &mut p);
         if let Some(problem) = tool_version

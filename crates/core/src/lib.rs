@@ -40,9 +40,7 @@ pub use rule::{
 };
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
-pub use spec::{
-    ChangeSummary, JobPhase, JobSpec, RunnerExit, UploadKind, RUNNER_EXIT_REASON_MAX,
-};
+pub use spec::{ChangeSummary, JobPhase, JobSpec, RunnerExit, UploadKind, RUNNER_EXIT_REASON_MAX};
 pub use tool::{ToolName, ToolUsed};
 
 /// Input that failed parsing or validation, with every problem found.

@@ -236,7 +236,16 @@ mod tests {
 
     #[test]
     fn bad_constraints_say_what_to_write() {
-        for bad in ["", " ", "latest", "1.0.3-beta", "~> 1", ">= 1.0,", "1.2.3.4", "=> 1.0"] {
+        for bad in [
+            "",
+            " ",
+            "latest",
+            "1.0.3-beta",
+            "~> 1",
+            ">= 1.0,",
+            "1.2.3.4",
+            "=> 1.0",
+        ] {
             assert!(parse_constraint(bad).is_err(), "{bad:?}");
         }
         assert!(parse_constraint(&"1".repeat(200)).is_err());

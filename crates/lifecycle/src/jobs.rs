@@ -252,7 +252,14 @@ impl JobService {
                 };
                 let awaiting = self
                     .store
-                    .transition_job(&job.id, from, JobState::AwaitingApproval, now, &reason, update)
+                    .transition_job(
+                        &job.id,
+                        from,
+                        JobState::AwaitingApproval,
+                        now,
+                        &reason,
+                        update,
+                    )
                     .await?;
                 info!(job_id = %job.id, %deadline, "plan phase succeeded; awaiting approval");
                 let detail = json!({
@@ -266,7 +273,11 @@ impl JobService {
                 });
                 if let Err(e) = self
                     .bus
-                    .publish(JOB_AWAITING_APPROVAL, &format!("sortie:job/{}", job.id), detail)
+                    .publish(
+                        JOB_AWAITING_APPROVAL,
+                        &format!("sortie:job/{}", job.id),
+                        detail,
+                    )
                     .await
                 {
                     warn!(error = %e, "publishing sortie.job.awaiting_approval failed");
@@ -325,11 +336,17 @@ impl JobService {
                     clear_summary: true,
                     ..Default::default()
                 };
-                let reason = format!(
-                    "approved by {by}{said}; the saved plan is applied by a second task"
-                );
+                let reason =
+                    format!("approved by {by}{said}; the saved plan is applied by a second task");
                 self.store
-                    .transition_job(&job.id, JobState::AwaitingApproval, JobState::Queued, at, &reason, update)
+                    .transition_job(
+                        &job.id,
+                        JobState::AwaitingApproval,
+                        JobState::Queued,
+                        at,
+                        &reason,
+                        update,
+                    )
                     .await
             }
             ReviewVerdict::Discarded => {
@@ -339,7 +356,14 @@ impl JobService {
                 };
                 let reason = format!("discarded by {by}{said}; nothing was applied");
                 self.store
-                    .transition_job(&job.id, JobState::AwaitingApproval, JobState::Discarded, at, &reason, update)
+                    .transition_job(
+                        &job.id,
+                        JobState::AwaitingApproval,
+                        JobState::Discarded,
+                        at,
+                        &reason,
+                        update,
+                    )
                     .await
             }
         };

@@ -94,7 +94,11 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     let plan_phase = rec.plan_phase.clone().expect("the plan phase is kept");
     assert_eq!(plan_phase.summary, Some(counts(2, 0, 0)));
     assert!(plan_phase.task.is_some());
-    assert!(rec.job.reason().contains("awaiting approval"), "{}", rec.job.reason());
+    assert!(
+        rec.job.reason().contains("awaiting approval"),
+        "{}",
+        rec.job.reason()
+    );
     // The lock stays with the reviewed job; the job behind it is not sent.
     let held = w.store.get_environment(&env).await.unwrap().item;
     assert_eq!(held.active_job.as_ref(), Some(&job.id));
@@ -105,10 +109,18 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     assert_eq!(events[0]["detail"]["job_id"], job.id.as_str());
 
     // Before the deadline the sweeper leaves it; after it, the plan is discarded.
-    let early = w.engine.sweep(Utc::now() + Duration::seconds(200)).await.unwrap();
+    let early = w
+        .engine
+        .sweep(Utc::now() + Duration::seconds(200))
+        .await
+        .unwrap();
     assert_eq!(early.approvals_timed_out, 0);
     assert_eq!(w.state(&job.id).await, JobState::AwaitingApproval);
-    let late = w.engine.sweep(Utc::now() + Duration::seconds(301)).await.unwrap();
+    let late = w
+        .engine
+        .sweep(Utc::now() + Duration::seconds(301))
+        .await
+        .unwrap();
     assert_eq!(late.approvals_timed_out, 1, "{late:?}");
     let rec = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(rec.job.state, JobState::Discarded);
@@ -120,7 +132,11 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     assert_eq!(env_now.active_job.as_ref(), Some(&behind.id));
     assert_eq!(w.queued_ids().await, vec![behind.id.clone()]);
     // A second pass finds nothing more to discard.
-    let again = w.engine.sweep(Utc::now() + Duration::seconds(400)).await.unwrap();
+    let again = w
+        .engine
+        .sweep(Utc::now() + Duration::seconds(400))
+        .await
+        .unwrap();
     assert_eq!(again.approvals_timed_out, 0);
 }
 
@@ -128,7 +144,12 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
 async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     let w = World::new().await;
     let env = w.environment("acme/payments/stage", "").await;
-    configure(&w, &env, serde_json::json!({"approval": "required", "four_eyes": true})).await;
+    configure(
+        &w,
+        &env,
+        serde_json::json!({"approval": "required", "four_eyes": true}),
+    )
+    .await;
     let job = submit(&w, &env, "destroy", "alice").await;
     assert_eq!(
         run_to_stop(&w, &job, counts(0, 0, 3)).await,
@@ -140,14 +161,26 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     let refused = w
         .engine
         .jobs
-        .decide(&rec, "alice", sortie_core::ReviewVerdict::Approved, None, now)
+        .decide(
+            &rec,
+            "alice",
+            sortie_core::ReviewVerdict::Approved,
+            None,
+            now,
+        )
         .await
         .unwrap();
     assert_eq!(refused, Err(sortie_core::ReviewRefusal::OwnJob));
     let approved = w
         .engine
         .jobs
-        .decide(&rec, "bob", sortie_core::ReviewVerdict::Approved, Some("ok".into()), now)
+        .decide(
+            &rec,
+            "bob",
+            sortie_core::ReviewVerdict::Approved,
+            Some("ok".into()),
+            now,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -157,7 +190,11 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     // The plan task's late duplicate event changes nothing.
     assert_eq!(
         w.engine
-            .task_event(&World::event("ecs-task-stopped-exit1.json", &job.id, plan_task.as_str()))
+            .task_event(&World::event(
+                "ecs-task-stopped-exit1.json",
+                &job.id,
+                plan_task.as_str()
+            ))
             .await
             .unwrap(),
         EventOutcome::Ignored("already requeued")
@@ -169,7 +206,14 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     assert_eq!(done.attempt, 2);
     assert_ne!(done.task.as_ref(), Some(&plan_task));
     assert_eq!(done.plan_phase.unwrap().task, Some(plan_task));
-    assert!(w.store.get_environment(&env).await.unwrap().item.active_job.is_none());
+    assert!(w
+        .store
+        .get_environment(&env)
+        .await
+        .unwrap()
+        .item
+        .active_job
+        .is_none());
 }
 
 #[tokio::test]
@@ -194,9 +238,17 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
 
     // No apply yet: the fire is skipped, and says why.
     let report = w.engine.sweep(next + Duration::seconds(1)).await.unwrap();
-    assert_eq!((report.drift_checks, report.drift_skipped), (0, 1), "{report:?}");
+    assert_eq!(
+        (report.drift_checks, report.drift_skipped),
+        (0, 1),
+        "{report:?}"
+    );
     let rec = w.store.get_environment(&env).await.unwrap().item;
-    assert!(rec.drift_skipped.unwrap().reason.contains("no successful apply"));
+    assert!(rec
+        .drift_skipped
+        .unwrap()
+        .reason
+        .contains("no successful apply"));
     let next = rec.next_drift_at.unwrap();
 
     // An apply succeeds: it becomes the latest apply.
@@ -211,7 +263,14 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     // The schedule fires: a plan of the latest apply's request, by sortie:drift.
     let report = w.engine.sweep(next + Duration::seconds(1)).await.unwrap();
     assert_eq!(report.drift_checks, 1, "{report:?}");
-    let check_id = w.store.get_environment(&env).await.unwrap().item.active_job.unwrap();
+    let check_id = w
+        .store
+        .get_environment(&env)
+        .await
+        .unwrap()
+        .item
+        .active_job
+        .unwrap();
     let check = w.store.get_job(&check_id).await.unwrap().job;
     assert!(check.drift_check);
     assert_eq!(check.requested_by, "sortie:drift");
@@ -219,7 +278,11 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     assert_eq!(check.request.files, apply.request.files);
     // The same fire seen by a second sweep does nothing.
     let report = w.engine.sweep(next + Duration::seconds(2)).await.unwrap();
-    assert_eq!((report.drift_checks, report.drift_skipped), (0, 0), "{report:?}");
+    assert_eq!(
+        (report.drift_checks, report.drift_skipped),
+        (0, 0),
+        "{report:?}"
+    );
 
     // It finds changes: drifted, published, and an apply submitted to remediate.
     w.drain(&w.events_url).await;
@@ -239,7 +302,11 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     let fix = w.store.get_job(&remediation).await.unwrap().job;
     assert_eq!(fix.request.operation, sortie_core::Operation::Apply);
     assert_eq!(fix.requested_by, "sortie:drift");
-    assert_eq!(rec.active_job.as_ref(), Some(&remediation), "the fix holds the lock");
+    assert_eq!(
+        rec.active_job.as_ref(),
+        Some(&remediation),
+        "the fix holds the lock"
+    );
     let events = w.drain(&w.events_url).await;
     assert!(
         events
@@ -252,7 +319,11 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     // The next fire finds the environment busy with the fix: skipped, not queued.
     let next = rec.next_drift_at.unwrap();
     let report = w.engine.sweep(next + Duration::seconds(1)).await.unwrap();
-    assert_eq!((report.drift_checks, report.drift_skipped), (0, 1), "{report:?}");
+    assert_eq!(
+        (report.drift_checks, report.drift_skipped),
+        (0, 1),
+        "{report:?}"
+    );
     let rec = w.store.get_environment(&env).await.unwrap().item;
     assert!(rec.drift_skipped.unwrap().reason.contains("busy"));
     assert_eq!(rec.queued_count, 0, "checks never pile up");

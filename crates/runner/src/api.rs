@@ -172,15 +172,19 @@ impl ApiClient {
             .body(Full::new(Bytes::new()))
             .map_err(|e| Failure::Fatal(format!("GET {shown} is not a valid request: {e}")))?;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                Failure::Transient(format!("GET {shown}: {}", error_chain(&e)))
-            })?;
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| Failure::Transient(format!("GET {shown}: {}", error_chain(&e))))?;
             let status = response.status();
             let bytes = response
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| Failure::Transient(format!("GET {shown}: the answer was cut short: {e}")))?
+                .map_err(|e| {
+                    Failure::Transient(format!("GET {shown}: the answer was cut short: {e}"))
+                })?
                 .to_bytes();
             Ok::<_, Failure>((status, bytes))
         };

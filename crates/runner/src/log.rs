@@ -247,7 +247,10 @@ mod tests {
         sink.flush_to(&store).await.unwrap();
         assert_eq!(names(&store), ["000000001234", "000000001261"]);
         assert_eq!(sink.shipped_up_to(), 1261 + 16);
-        assert_eq!(joined(&store), "sortie-runner: apply phase\nApply complete!\n");
+        assert_eq!(
+            joined(&store),
+            "sortie-runner: apply phase\nApply complete!\n"
+        );
     }
 
     #[tokio::test]

@@ -12,7 +12,7 @@ const HELP: &str = "sortie-runner: runs one Sortie job (Terraform or OpenTofu) a
 
 It takes no arguments; it reads its job from the environment:
   SORTIE_API_URL, SORTIE_JOB_ID, SORTIE_JOB_TOKEN      (required)
-  SORTIE_WORK_DIR, SORTIE_TERRAFORM,
+  SORTIE_WORK_DIR, SORTIE_TERRAFORM, SORTIE_TOOLS_DIR,
   SORTIE_GIT_CREDENTIALS, AWS_ENDPOINT_URL             (optional)
 Terraform output goes to stdout and to S3; its own diagnostics go to stderr as JSON.";
 

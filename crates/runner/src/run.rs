@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use sortie_core::runner::LocalStorage;
 use sortie_core::{
-    ChangeSummary, JobSpec, Operation, RunnerExit, Source, StateStorageConfiguration, UploadKind,
-    RUNNER_EXIT_REASON_MAX,
+    ChangeSummary, JobPhase, JobSpec, Operation, RunnerExit, Source, StateStorageConfiguration,
+    UploadKind, RUNNER_EXIT_REASON_MAX,
 };
 use tracing::Instrument;
 
-use crate::api::{ApiClient, ExitReported};
+use crate::api::{without_query, ApiClient, ExitReported};
 use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
 use crate::env::{check_env_name, RunnerEnv, PRIVATE_VARS};
 use crate::error::RunnerError;
@@ -18,7 +18,7 @@ use crate::log::{LogShipper, LogSink, FLUSH_INTERVAL};
 use crate::objects::{ObjectRef, ObjectStore};
 use crate::source;
 use crate::summary;
-use crate::terraform::{self, Finished, ToolEnv, PLAN_FILE};
+use crate::terraform::{self, Finished, Step, ToolEnv, ToolRequest, PLAN_FILE};
 use crate::upload::{ApiUploader, Uploader};
 use crate::version::ToolVersion;
 
@@ -112,7 +112,8 @@ async fn run_job(
     }
     tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
 
-    let sink = LogSink::new(true);
+    // A second phase continues the job's log where the first phase's ended.
+    let sink = LogSink::starting_at(true, spec.log_offset);
     let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(api.clone()));
     let shipper = LogShipper::spawn(sink.clone(), uploader.clone(), FLUSH_INTERVAL);
     let mut problems = Vec::new();
@@ -134,11 +135,7 @@ async fn run_job(
                 destroy = summary.destroy,
                 "job succeeded"
             );
-            sink.line(&format!(
-                "{PREFIX} {} succeeded: {}",
-                spec.operation.as_str(),
-                summary::describe(summary, spec.operation)
-            ));
+            sink.line(&format!("{PREFIX} {}", success_line(&spec, summary)));
         }
         Err(e) => {
             tracing::error!(reason = %e.reason(), "job failed");
@@ -247,20 +244,39 @@ async fn execute(
 ) -> Result<ChangeSummary, RunnerError> {
     let tf_env = ToolEnv::for_terraform();
 
-    // The tool and its version.
-    let path_var = std::env::var_os("PATH");
-    let bin = terraform::find_binary(env.terraform.as_deref(), path_var.as_deref())?;
-    let version = {
-        let (bin, tf_env) = (bin.clone(), tf_env.clone());
-        blocking(move || terraform::detect_version(&bin, &tf_env)).await?
+    // What the spec asks for, checked before anything is chosen, fetched or run.
+    let steps = terraform::job_steps(spec.operation, spec.phase, spec.detailed_exitcode)?;
+    let saved_plan_url = saved_plan_url(spec)?;
+    let request = ToolRequest::new(spec.tool, spec.version.as_deref())?;
+
+    // The tool and its version: the one the spec asks for, else the runner's default.
+    let choice = {
+        let path_var = std::env::var_os("PATH");
+        let (explicit, tools_dir, tf_env) =
+            (env.terraform.clone(), env.tools_dir.clone(), tf_env.clone());
+        blocking(move || {
+            terraform::choose(
+                &request,
+                explicit.as_deref(),
+                &tools_dir,
+                path_var.as_deref(),
+                &tf_env,
+            )
+        })
+        .await?
     };
+    let (bin, version) = (choice.bin, choice.version);
     sink.line(&format!(
         "{PREFIX} job {}: {} of {} with {version} ({})",
         spec.job_id,
-        spec.operation.as_str(),
+        job_label(spec),
         spec.environment,
         bin.display()
     ));
+    for note in &choice.notes {
+        sink.line(&format!("{PREFIX} note: {note}"));
+    }
+    report_tool(api, sink, &version).await;
     // A storage this version cannot use fails the job before anything is fetched.
     check_storage_version(&version, &spec.state_storage)?;
 
@@ -318,24 +334,41 @@ async fn execute(
     std::fs::write(dir.join(BACKEND_FILE), &setup.file)
         .map_err(|e| RunnerError::Workspace(format!("could not write {BACKEND_FILE}: {e}")))?;
 
-    // init, then the operation.
+    // init, the saved plan of an apply phase, then the steps.
     let tool = Tool {
         bin: bin.clone(),
         version,
         dir: dir.clone(),
         env: tf_env,
     };
-    tool.run(sink, terraform::init_args(&setup.init_args))
+    tool.run(sink, terraform::init_args(&setup.init_args), &[])
         .await?;
-    let finished = tool
-        .run(sink, terraform::operation_args(&version, spec.operation))
-        .await?;
+    if let Some(url) = saved_plan_url {
+        download_saved_plan(api, sink, url, &dir.join(PLAN_FILE)).await?;
+    }
+    let mut summary = ChangeSummary::default();
+    for step in &steps {
+        let finished = tool
+            .run(sink, step.args(), step.also_succeeds_with())
+            .await?;
+        summary = match step {
+            Step::Plan {
+                detailed_exitcode, ..
+            } => {
+                let mut plan = summarize_plan(&tool, &finished, sink).await;
+                if *detailed_exitcode {
+                    plan.has_changes = Some(finished.exit_code == Some(2));
+                }
+                plan
+            }
+            Step::ApplyPlan => summarize_text(spec.operation, &finished, sink),
+        };
+    }
+    let applied = steps.contains(&Step::ApplyPlan);
 
-    // The summary and the artifacts.
-    let summary = summarize(&tool, spec.operation, &finished, sink).await;
-    // Uploads are best effort: a failure is written to the log and reported to the API,
-    // and never turns a successful run into a failure.
-    if spec.operation == Operation::Plan {
+    // The artifacts. Uploads are best effort: a failure is written to the log and
+    // reported to the API, and never turns a successful run into a failure.
+    if !applied {
         let plan = std::fs::read(dir.join(PLAN_FILE))
             .map_err(|e| format!("could not read the plan file {PLAN_FILE}: {e}"));
         upload_artifact(uploader, sink, problems, UploadKind::Plan, plan).await;
@@ -343,7 +376,7 @@ async fn execute(
     let summary_json = serde_json::to_vec_pretty(&summary)
         .map_err(|e| format!("could not encode the summary: {e}"));
     upload_artifact(uploader, sink, problems, UploadKind::Summary, summary_json).await;
-    if spec.operation == Operation::Apply {
+    if applied && spec.operation == Operation::Apply {
         if let Some(outputs) = outputs(&tool).await {
             upload_artifact(uploader, sink, problems, UploadKind::Outputs, Ok(outputs)).await;
         }
@@ -359,6 +392,102 @@ async fn execute(
     Ok(summary)
 }
 
+/// The job as the log names it: `apply`, `apply (plan phase)`, `plan (drift check)`.
+pub fn job_label(spec: &JobSpec) -> String {
+    let operation = spec.operation.as_str();
+    match (spec.phase, spec.detailed_exitcode) {
+        (Some(phase), _) => format!("{operation} ({} phase)", phase.as_str()),
+        (None, true) => format!("{operation} (drift check)"),
+        (None, false) => operation.to_string(),
+    }
+}
+
+/// The log's last line of a successful job (after the prefix): what it did and the counts,
+/// as a plan's (`1 to add, ...`) when it only planned.
+pub fn success_line(spec: &JobSpec, summary: &ChangeSummary) -> String {
+    let planned_only = spec.operation == Operation::Plan || spec.phase == Some(JobPhase::Plan);
+    let counted_as = if planned_only {
+        Operation::Plan
+    } else {
+        spec.operation
+    };
+    let changes = match summary.has_changes {
+        Some(true) => "; changes present",
+        Some(false) => "; no changes",
+        None => "",
+    };
+    format!(
+        "{} succeeded: {}{changes}",
+        job_label(spec),
+        summary::describe(summary, counted_as)
+    )
+}
+
+/// The saved plan's URL for an apply phase (required there), `None` otherwise.
+fn saved_plan_url(spec: &JobSpec) -> Result<Option<&str>, RunnerError> {
+    match (spec.phase, spec.saved_plan_url.as_deref()) {
+        (Some(JobPhase::Apply), Some(url)) if !url.trim().is_empty() => Ok(Some(url.trim())),
+        (Some(JobPhase::Apply), _) => Err(RunnerError::Spec(format!(
+            "the apply phase of job {} has no saved_plan_url: there is no saved plan to apply",
+            spec.job_id
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Reports the tool and version to the API. Best effort: a failure is a warning, in the
+/// runner's own log and the job's, and never fails the job.
+async fn report_tool(api: &ApiClient, sink: &LogSink, version: &ToolVersion) {
+    let used = version.used();
+    match api.report_tool(&used).await {
+        Ok(()) => {
+            tracing::info!(tool = used.tool.as_str(), version = %used.version, "tool reported to the API")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.reason(), "could not report the tool and version");
+            sink.line(&format!(
+                "{PREFIX} warning: could not report the tool and version ({} {}) to the API: {}",
+                used.tool,
+                used.version,
+                e.reason()
+            ));
+        }
+    }
+}
+
+/// Downloads the saved plan of an apply phase to `dest`.
+async fn download_saved_plan(
+    api: &ApiClient,
+    sink: &LogSink,
+    url: &str,
+    dest: &Path,
+) -> Result<(), RunnerError> {
+    sink.line(&format!(
+        "{PREFIX} downloading the saved plan {}",
+        without_query(url)
+    ));
+    let bytes = api
+        .download_presigned(url)
+        .await
+        .map_err(|e| RunnerError::SavedPlan(format!("could not download the saved plan: {e}")))?;
+    if bytes.is_empty() {
+        return Err(RunnerError::SavedPlan(
+            "the saved plan is empty: there is nothing to apply".into(),
+        ));
+    }
+    std::fs::write(dest, &bytes).map_err(|e| {
+        RunnerError::SavedPlan(format!(
+            "could not write the saved plan to {PLAN_FILE}: {e}"
+        ))
+    })?;
+    sink.line(&format!(
+        "{PREFIX} saved plan: {} bytes, sha256 {}",
+        bytes.len(),
+        source::sha256_hex(&bytes)
+    ));
+    Ok(())
+}
+
 /// Terraform or OpenTofu, ready to run in the configuration directory.
 struct Tool {
     bin: PathBuf,
@@ -368,8 +497,14 @@ struct Tool {
 }
 
 impl Tool {
-    /// Runs one command with its output in the log; a non-zero exit is an error.
-    async fn run(&self, sink: &LogSink, args: Vec<String>) -> Result<Finished, RunnerError> {
+    /// Runs one command with its output in the log; an exit code other than 0 and those in
+    /// `also_success` is an error.
+    async fn run(
+        &self,
+        sink: &LogSink,
+        args: Vec<String>,
+        also_success: &[i32],
+    ) -> Result<Finished, RunnerError> {
         let tool = self.version.tool();
         let command = args.first().cloned().unwrap_or_default();
         sink.line(&format!("{PREFIX} $ {tool} {}", args.join(" ")));
@@ -381,7 +516,11 @@ impl Tool {
         );
         let finished =
             blocking(move || terraform::run_logged(&bin, &args, &dir, &env, &sink)).await?;
-        if finished.success {
+        if finished.success
+            || finished
+                .exit_code
+                .is_some_and(|c| also_success.contains(&c))
+        {
             Ok(finished)
         } else {
             Err(RunnerError::Terraform {
@@ -433,14 +572,9 @@ async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
     }
 }
 
-/// The counts: from `show -json` for a plan where the version has it, else from the text.
-async fn summarize(
-    tool: &Tool,
-    operation: Operation,
-    finished: &Finished,
-    sink: &LogSink,
-) -> ChangeSummary {
-    if operation == Operation::Plan && tool.version.has_show_json() {
+/// A plan's counts: from `show -json` where the version has it, else from the plan text.
+async fn summarize_plan(tool: &Tool, finished: &Finished, sink: &LogSink) -> ChangeSummary {
+    if tool.version.has_show_json() {
         let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
         let args: Vec<String> = ["show", "-no-color", "-json", PLAN_FILE]
             .map(String::from)
@@ -458,6 +592,11 @@ async fn summarize(
             }
         }
     }
+    summarize_text(Operation::Plan, finished, sink)
+}
+
+/// The counts from `operation`'s text output; zeros, with a note, when it has none.
+fn summarize_text(operation: Operation, finished: &Finished, sink: &LogSink) -> ChangeSummary {
     summary::from_text(&finished.output, operation).unwrap_or_else(|| {
         sink.line(&format!(
             "{PREFIX} note: no change summary in the output; reporting zeros"

@@ -153,13 +153,14 @@ impl Artifacts for S3Artifacts {
     }
 
     async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StoreError> {
-        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in).map_err(
-            |e| StoreError::Aws {
-                service: "s3",
-                message: e.to_string(),
-                retryable: false,
-            },
-        )?;
+        let config =
+            aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in).map_err(|e| {
+                StoreError::Aws {
+                    service: "s3",
+                    message: e.to_string(),
+                    retryable: false,
+                }
+            })?;
         let request = self
             .client
             .get_object()

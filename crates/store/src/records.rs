@@ -5,7 +5,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
-use sortie_core::{ChangeSummary, EnvPath, Environment, Job, JobId, Membership, Review, TaskRef, ToolUsed};
+use sortie_core::{
+    ChangeSummary, EnvPath, Environment, Job, JobId, Membership, Review, TaskRef, ToolUsed,
+};
 
 /// A value with the version used for optimistic concurrency (the HTTP ETag).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

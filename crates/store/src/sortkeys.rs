@@ -79,11 +79,7 @@ mod tests {
                     sort_time(*b)
                 );
                 // With a suffix, as the keys are: `<time>#<id>` below `<bound>` iff time < bound.
-                assert_eq!(
-                    job_sk(*a, "01jz") < sort_time(*b),
-                    a < b,
-                    "{a} before {b}"
-                );
+                assert_eq!(job_sk(*a, "01jz") < sort_time(*b), a < b, "{a} before {b}");
                 let path = EnvPath::parse("acme/payments/prod").unwrap();
                 assert_eq!(
                     drift_sk(*a, &path) < drift_due_bound(*b),

@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sortie_core::ToolUsed;
 use sortie_core::{ChangeSummary, Considered, GroupPath, Job, Runner, RunnerRule, Tally, TaskRef};
-use sortie_store::{EnvironmentRecord, JobRecord, MembershipRecord, Versioned};
+use sortie_store::{EnvironmentRecord, JobRecord, MembershipRecord, PhaseRecord, Versioned};
 use utoipa::ToSchema;
 
 /// A runner as the API shows it: the stored runner plus where it sits relative to

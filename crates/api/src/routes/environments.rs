@@ -168,8 +168,10 @@ pub(crate) async fn create_environment(
     let fields = EnvironmentInput::from_value(&body.value()?, true)?;
     let path = EnvPath::new(group.clone(), fields.name.as_deref().unwrap_or_default())
         .map_err(|e| ApiError::field("name", e.first_problem()))?;
+    let mut settings = sortie_core::EnvSettings::default();
+    fields.apply_settings(&mut settings);
     let mut env = Environment {
-        settings: Default::default(),
+        settings,
         path,
         env_type: fields.env_type.unwrap_or_default(),
         labels: fields.labels.unwrap_or_default(),
@@ -181,7 +183,6 @@ pub(crate) async fn create_environment(
             linked_at: Utc::now(),
         },
     };
-    fields.apply_settings(&mut env.settings);
     let resolution = resolve_for(&state, &env, &explain).await?;
     env.runner.runner_id = resolution.rule.runner_id.clone();
     env.runner.rule_id = resolution.rule.id.clone();
@@ -259,13 +260,13 @@ pub(crate) async fn update_environment(
     let expected = if_match.version()?;
     let current = state.store.get_environment(&path).await?;
     let mut env = current.item.environment;
+    fields.apply_settings(&mut env.settings);
     if let Some(t) = fields.env_type {
         env.env_type = t;
     }
     if let Some(l) = fields.labels {
         env.labels = l;
     }
-    fields.apply_settings(&mut env.settings);
     if let Some(t) = fields.tags {
         env.tags = t;
     }

@@ -298,7 +298,14 @@ pub(crate) async fn approve_job(
     caller: Caller,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    decide(&state, &caller, &id, body, sortie_core::ReviewVerdict::Approved).await
+    decide(
+        &state,
+        &caller,
+        &id,
+        body,
+        sortie_core::ReviewVerdict::Approved,
+    )
+    .await
 }
 
 /// Discards a reviewed job's plan: it ends `discarded` and the environment is released.
@@ -314,7 +321,14 @@ pub(crate) async fn discard_job(
     caller: Caller,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    decide(&state, &caller, &id, body, sortie_core::ReviewVerdict::Discarded).await
+    decide(
+        &state,
+        &caller,
+        &id,
+        body,
+        sortie_core::ReviewVerdict::Discarded,
+    )
+    .await
 }
 
 /// The outputs of job `record` (a successful apply), with every sensitive value dropped.
@@ -350,8 +364,8 @@ pub(crate) async fn outputs_of(
         }
         Err(e) => return Err(e.into()),
     };
-    let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes)
-        .map_err(|e| {
+    let raw: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes).map_err(|e| {
             ApiError::new(
                 StatusCode::BAD_GATEWAY,
                 "bad_artifact",

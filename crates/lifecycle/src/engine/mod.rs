@@ -551,8 +551,4 @@ impl Engine {
     pub(super) async fn release_and_next(&self, record: &JobRecord) -> Result<(), LifecycleError> {
         Ok(self.jobs.release_and_next(record).await?)
     }
-
-    pub(super) async fn complete(&self, record: &JobRecord) -> Result<(), LifecycleError> {
-        Ok(self.jobs.complete(record).await?)
-    }
 }

@@ -114,7 +114,12 @@ impl Engine {
 
     /// Discards every reviewed job whose approval deadline passed, one by one.
     async fn sweep_approvals(&self, now: DateTime<Utc>, report: &mut SweepReport) {
-        let listed = match self.jobs.store.approvals_due(now, self.settings.batch).await {
+        let listed = match self
+            .jobs
+            .store
+            .approvals_due(now, self.settings.batch)
+            .await
+        {
             Ok(listed) => listed,
             Err(e) => {
                 warn!(error = %e, "jobs awaiting approval could not be listed; next pass tries again");
@@ -391,9 +396,9 @@ impl Engine {
 
 /// `3600` as `1h`, `86400` as `24h`, `90` as `90s`.
 fn human_seconds(seconds: u32) -> String {
-    if seconds % 3600 == 0 && seconds > 0 {
+    if seconds.is_multiple_of(3600) && seconds > 0 {
         format!("{}h", seconds / 3600)
-    } else if seconds % 60 == 0 && seconds > 0 {
+    } else if seconds.is_multiple_of(60) && seconds > 0 {
         format!("{}m", seconds / 60)
     } else {
         format!("{seconds}s")

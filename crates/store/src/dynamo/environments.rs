@@ -9,7 +9,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
-use super::items::{check_item, env_from_item, env_to_item, TOOL_VERSION};
+use super::items::{check_item, env_to_item, from_item, EnvItem};
 use super::keys::{env_key, group_pk, runner_key, DRIFT};
 use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
@@ -17,8 +17,8 @@ use crate::sortkeys::{drift_due_bound, drift_sk, next_drift};
 use crate::{EnvironmentRecord, EnvironmentStore, LastApply, StoreError, Versioned};
 
 /// The attributes an environment update rewrites: its type, labels and tags, and its
-/// settings (as the item holds them: the `version` setting is [`TOOL_VERSION`]). Each is set
-/// to the checked item's value, or removed when the item has none (never written as NULL).
+/// settings. Each is set to the checked item's value, or removed when the item has none
+/// (never written as NULL).
 const UPDATED: [&str; 10] = [
     "env_type",
     "labels",
@@ -29,7 +29,7 @@ const UPDATED: [&str; 10] = [
     "drift_schedule",
     "drift_remediation",
     "tool",
-    TOOL_VERSION,
+    "tool_version",
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
@@ -150,7 +150,7 @@ impl EnvironmentStore for DynamoStore {
             .await?;
         items
             .into_iter()
-            .map(|i| env_from_item(i).map(Self::versioned_env))
+            .map(|i| from_item::<EnvItem>(i).map(Self::versioned_env))
             .collect()
     }
 
@@ -220,7 +220,7 @@ impl EnvironmentStore for DynamoStore {
             .send()
             .await;
         match res {
-            Ok(out) => Ok(Self::versioned_env(env_from_item(
+            Ok(out) => Ok(Self::versioned_env(from_item::<EnvItem>(
                 out.attributes.unwrap_or_default(),
             )?)),
             Err(e) if condition_failed(&e) => {
@@ -292,7 +292,10 @@ impl EnvironmentStore for DynamoStore {
             ));
         }
         match self.transact(items).await? {
-            TxOutcome::Done => Ok(Versioned { item: record, version }),
+            TxOutcome::Done => Ok(Versioned {
+                item: record,
+                version,
+            }),
             TxOutcome::Cancelled(codes) => match codes.iter().position(|c| c.is_some()) {
                 Some(1) => Err(StoreError::NotFound {
                     kind: "runner",
@@ -398,7 +401,7 @@ impl EnvironmentStore for DynamoStore {
             .items
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|item| match env_from_item(item) {
+            .filter_map(|item| match from_item::<EnvItem>(item) {
                 Ok(e) => Some(e.record),
                 Err(e) => {
                     tracing::warn!(error = %e, "an unreadable environment item is skipped by the drift schedule");
@@ -535,13 +538,10 @@ mod tests {
             drift_schedule: Some("0 * * * *".into()),
             drift_remediation: DriftRemediation::Apply,
             tool: Some(sortie_core::tool::ToolName::Opentofu),
-            version: Some("1.8.0".into()),
+            tool_version: Some("1.8.0".into()),
         };
         let item: Item = serde_dynamo::to_item(&settings).unwrap();
-        let mut names: Vec<&str> = item
-            .keys()
-            .map(|k| if k == "version" { TOOL_VERSION } else { k })
-            .collect();
+        let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
         names.sort();
         let mut expected: Vec<&str> = UPDATED[3..].to_vec();
         expected.sort();

@@ -122,9 +122,7 @@ pub(super) fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError
     })
 }
 
-/// A runner item: the runner and the attributes only the table keeps. Written with
-/// [`runner_to_item`] and read with [`runner_from_item`] (the runner's `version` setting is
-/// stored as [`TOOL_VERSION`]).
+#[derive(Serialize, Deserialize)]
 pub(super) struct RunnerItem {
     pub(super) pk: String,
     pub(super) sk: String,
@@ -132,18 +130,8 @@ pub(super) struct RunnerItem {
     pub(super) version: u64,
     pub(super) link_count: u64,
     pub(super) updated_at: DateTime<Utc>,
+    #[serde(flatten)]
     pub(super) runner: Runner,
-}
-
-/// A runner item's own attributes.
-#[derive(Serialize, Deserialize)]
-struct RunnerHead {
-    pk: String,
-    sk: String,
-    kind: String,
-    version: u64,
-    link_count: u64,
-    updated_at: DateTime<Utc>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -155,31 +143,24 @@ pub(super) struct RuleSetItem {
     pub(super) rules: Vec<RunnerRule>,
 }
 
-/// An environment item: the record and the item's version. Written with [`env_to_item`]
-/// (which derives the keys and index entries from the record) and read with
-/// [`env_from_item`].
-pub(super) struct EnvItem {
-    pub(super) version: u64,
-    pub(super) record: EnvironmentRecord,
-}
-
-/// An environment item's own attributes.
 #[derive(Serialize, Deserialize)]
-struct EnvHead {
-    pk: String,
-    sk: String,
-    kind: String,
-    gsi1pk: String,
-    gsi1sk: String,
-    gsi2pk: String,
-    gsi2sk: String,
+pub(super) struct EnvItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
+    pub(super) kind: String,
+    pub(super) gsi1pk: String,
+    pub(super) gsi1sk: String,
+    pub(super) gsi2pk: String,
+    pub(super) gsi2sk: String,
     /// `DRIFT` while the environment has a next drift check (a sparse index entry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    gsi3pk: Option<String>,
+    pub(super) gsi3pk: Option<String>,
     /// `<next_drift_at>#<path>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    gsi3sk: Option<String>,
-    version: u64,
+    pub(super) gsi3sk: Option<String>,
+    pub(super) version: u64,
+    #[serde(flatten)]
+    pub(super) record: EnvironmentRecord,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -209,58 +190,11 @@ pub(super) struct MemberItem {
     pub(super) record: MembershipRecord,
 }
 
-/// The attribute a `version` setting (the tool version of an environment or a runner) is
-/// stored under: an item's own `version` is its optimistic-concurrency counter, and both are
-/// flattened into one attribute map.
-pub(super) const TOOL_VERSION: &str = "tool_version";
-
-/// Writes `body` (a domain value flattened into the item, its `version` setting moved to
-/// [`TOOL_VERSION`]) and `head` (the item's own attributes, `version` among them) as one
-/// item, checked as [`checked_item`] checks: DynamoDB's limits, and that `decode` reads it
-/// back.
-fn versioned_item<H: Serialize, B: Serialize, T>(
-    kind: &'static str,
-    head: &H,
-    body: &B,
-    decode: impl FnOnce(Item) -> Result<T, StoreError>,
-) -> Result<Item, StoreError> {
-    let invalid = |e: serde_dynamo::Error| StoreError::Invalid {
-        path: kind.into(),
-        problem: format!("cannot be written as a DynamoDB item: {e}"),
-    };
-    let mut item: Item = serde_dynamo::to_item(body).map_err(invalid)?;
-    if let Some(v) = item.remove("version") {
-        item.insert(TOOL_VERSION.into(), v);
-    }
-    let head: Item = serde_dynamo::to_item(head).map_err(invalid)?;
-    item.extend(head);
-    check_item(kind, &item)?;
-    decode(item.clone()).map_err(|e| StoreError::Invalid {
-        path: kind.into(),
-        problem: format!("would not read back: {e}"),
-    })?;
-    Ok(item)
-}
-
-/// Reads an item written by [`versioned_item`]: its head, and its body with the `version`
-/// setting back in place.
-fn split_versioned<H: DeserializeOwned, B: DeserializeOwned>(
-    mut item: Item,
-) -> Result<(H, B), StoreError> {
-    let head: H = from_item(item.clone())?;
-    item.remove("version");
-    if let Some(v) = item.remove(TOOL_VERSION) {
-        item.insert("version".into(), v);
-    }
-    Ok((head, from_item(item)?))
-}
-
 /// The environment item for `record` at `version`: its keys, its group (gsi1) and runner
 /// link (gsi2) index entries, and its gsi3 `DRIFT` entry while `next_drift_at` is set.
-/// Checked before any write (size, depth, read back).
-pub(super) fn env_to_item(record: &EnvironmentRecord, version: u64) -> Result<Item, StoreError> {
+pub(super) fn env_item(record: EnvironmentRecord, version: u64) -> EnvItem {
     let e = &record.environment;
-    let head = EnvHead {
+    EnvItem {
         pk: format!("ENV#{}", e.path),
         sk: "ENV".into(),
         kind: "environment".into(),
@@ -271,44 +205,14 @@ pub(super) fn env_to_item(record: &EnvironmentRecord, version: u64) -> Result<It
         gsi3pk: record.next_drift_at.map(|_| DRIFT.to_string()),
         gsi3sk: record.next_drift_at.map(|t| drift_sk(t, &e.path)),
         version,
-    };
-    versioned_item("environment", &head, record, env_from_item)
-}
-
-/// Reads an environment item.
-pub(super) fn env_from_item(item: Item) -> Result<EnvItem, StoreError> {
-    let (head, record): (EnvHead, EnvironmentRecord) = split_versioned(item)?;
-    Ok(EnvItem {
-        version: head.version,
         record,
-    })
+    }
 }
 
-/// The runner item, checked before any write (size, depth, read back).
-pub(super) fn runner_to_item(r: &RunnerItem) -> Result<Item, StoreError> {
-    let head = RunnerHead {
-        pk: r.pk.clone(),
-        sk: r.sk.clone(),
-        kind: r.kind.clone(),
-        version: r.version,
-        link_count: r.link_count,
-        updated_at: r.updated_at,
-    };
-    versioned_item("runner", &head, &r.runner, runner_from_item)
-}
-
-/// Reads a runner item.
-pub(super) fn runner_from_item(item: Item) -> Result<RunnerItem, StoreError> {
-    let (head, runner): (RunnerHead, Runner) = split_versioned(item)?;
-    Ok(RunnerItem {
-        pk: head.pk,
-        sk: head.sk,
-        kind: head.kind,
-        version: head.version,
-        link_count: head.link_count,
-        updated_at: head.updated_at,
-        runner,
-    })
+/// The environment item for `record` at `version`, checked as [`checked_item`] checks
+/// (DynamoDB's limits, and that it reads back) before any write.
+pub(super) fn env_to_item(record: &EnvironmentRecord, version: u64) -> Result<Item, StoreError> {
+    checked_item("environment", &env_item(record.clone(), version))
 }
 
 pub(super) fn job_item(job: &Job, holds_lock: bool) -> JobItem {

@@ -10,9 +10,7 @@ use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::items::{checked_item, from_item, job_item, JobItem};
-use super::keys::{
-    env_key, job_key, key, pending_sk, queue_key, ACTIVE, AWAITING, ENDED, PENDING,
-};
+use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, AWAITING, ENDED, PENDING};
 use super::submit::IDEMPOTENCY_TTL_SECONDS;
 use super::unreadable::decode_listed;
 use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};

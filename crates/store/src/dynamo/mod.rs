@@ -26,7 +26,7 @@ mod schema;
 mod submit;
 mod unreadable;
 
-use items::{env_from_item, from_item, runner_from_item, EnvItem, JobItem, RunnerItem};
+use items::{from_item, EnvItem, JobItem, RunnerItem};
 use keys::{env_key, job_key, runner_key};
 
 type Item = HashMap<String, AttributeValue>;
@@ -208,14 +208,14 @@ impl DynamoStore {
     async fn read_runner(&self, id: &RunnerId) -> Result<Option<RunnerItem>, StoreError> {
         self.get_item(runner_key(id))
             .await?
-            .map(runner_from_item)
+            .map(from_item)
             .transpose()
     }
 
     async fn read_env(&self, path: &EnvPath) -> Result<Option<EnvItem>, StoreError> {
         self.get_item(env_key(path))
             .await?
-            .map(env_from_item)
+            .map(from_item)
             .transpose()
     }
 

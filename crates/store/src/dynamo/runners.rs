@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use sortie_core::{GroupPath, Runner, RunnerId};
 
-use super::items::{runner_from_item, runner_to_item, RunnerItem};
+use super::items::{from_item, to_item, RunnerItem};
 use super::keys::{group_pk, runner_key};
 use super::{condition_failed, n, DynamoStore};
 use crate::error::aws;
@@ -27,7 +27,7 @@ impl RunnerStore for DynamoStore {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(runner_to_item(&item)?))
+            .set_item(Some(to_item(&item)))
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
@@ -65,7 +65,7 @@ impl RunnerStore for DynamoStore {
         items
             .into_iter()
             .map(|i| {
-                runner_from_item(i).map(|r| Versioned {
+                from_item::<RunnerItem>(i).map(|r| Versioned {
                     item: r.runner,
                     version: r.version,
                 })
@@ -95,7 +95,7 @@ impl RunnerStore for DynamoStore {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(runner_to_item(&item)?))
+            .set_item(Some(to_item(&item)))
             .condition_expression("version = :v AND link_count = :links")
             .expression_attribute_values(":v", n(old_version))
             .expression_attribute_values(":links", n(item.link_count))

@@ -47,7 +47,7 @@ macro_rules! contract_suite {
             launched_jobs_are_listed_for_the_sweeper_and_can_be_marked,
             pending_sends_and_active_jobs_follow_the_sparse_index,
             environment_settings_round_trip_and_clear_through_create_get_and_update,
-            a_runners_tool_and_version_round_trip_beside_the_item_version,
+            a_runners_tool_and_tool_version_round_trip,
             next_drift_at_follows_the_schedule_and_due_drift_checks_lists_only_due_environments_in_order,
             advance_drift_is_conditional_on_the_fire_time_and_records_a_skip,
             record_drift_sets_the_result_and_an_older_apply_never_replaces_a_newer,
@@ -1301,7 +1301,7 @@ fn full_settings(schedule: &str) -> EnvSettings {
         drift_schedule: Some(schedule.into()),
         drift_remediation: DriftRemediation::Apply,
         tool: Some(ToolName::Opentofu),
-        version: Some("1.8.0".into()),
+        tool_version: Some("1.8.0".into()),
     }
 }
 
@@ -1366,7 +1366,7 @@ pub async fn environment_settings_round_trip_and_clear_through_create_get_and_up
 ) {
     let env = setup_env_with(&*s, ENV, full_settings("0 */6 * * *")).await;
     let got = s.get_environment(&env.path).await.unwrap();
-    assert_eq!(got.version, 1, "the `version` setting is not the item's version");
+    assert_eq!(got.version, 1);
     assert_eq!(got.item.environment, env, "every setting round-trips");
     let listed = s
         .list_environments(&GroupPath::parse("acme/payments").unwrap())
@@ -1386,7 +1386,7 @@ pub async fn environment_settings_round_trip_and_clear_through_create_get_and_up
 
     // Set again, one at a time.
     let mut versioned = cleared.clone();
-    versioned.settings.version = Some("~> 1.6".into());
+    versioned.settings.tool_version = Some("~> 1.6".into());
     versioned.settings.approval_timeout_seconds = Some(3600);
     let updated = s.update_environment(&versioned, Some(2)).await.unwrap();
     assert_eq!(updated.version, 3);
@@ -1406,23 +1406,21 @@ pub async fn environment_settings_round_trip_and_clear_through_create_get_and_up
     ));
 }
 
-pub async fn a_runners_tool_and_version_round_trip_beside_the_item_version<S: Store + 'static>(
-    s: Arc<S>,
-) {
+pub async fn a_runners_tool_and_tool_version_round_trip<S: Store + 'static>(s: Arc<S>) {
     let mut r = runner("acme/pinned");
     r.spec.tool = Some(ToolName::Terraform);
-    r.spec.version = Some("1.5.7".into());
+    r.spec.tool_version = Some("1.5.7".into());
     assert_eq!(s.create_runner(&r).await.unwrap().version, 1);
     let got = s.get_runner(&r.id).await.unwrap();
     assert_eq!((got.version, &got.item), (1, &r));
-    r.spec.version = Some("~> 1.9".into());
+    r.spec.tool_version = Some("~> 1.9".into());
     assert_eq!(s.update_runner(&r, Some(1)).await.unwrap().version, 2);
     let listed = s
         .list_runners(&GroupPath::parse("acme").unwrap())
         .await
         .unwrap();
     assert_eq!((listed[0].version, &listed[0].item), (2, &r));
-    r.spec.version = None;
+    r.spec.tool_version = None;
     assert_eq!(s.update_runner(&r, Some(2)).await.unwrap().version, 3);
     assert_eq!(s.get_runner(&r.id).await.unwrap().item, r);
 }
@@ -1441,8 +1439,14 @@ pub async fn next_drift_at_follows_the_schedule_and_due_drift_checks_lists_only_
     assert_eq!(next_drift_at(&*s, a).await, None, "no schedule");
     let next_b = next_drift_at(&*s, b).await.expect("scheduled");
     let next_c = next_drift_at(&*s, c).await.expect("scheduled");
-    assert!(next_b > before && next_b <= after + Duration::minutes(15), "{next_b}");
-    assert!(next_c > before && next_c <= after + Duration::hours(6), "{next_c}");
+    assert!(
+        next_b > before && next_b <= after + Duration::minutes(15),
+        "{next_b}"
+    );
+    assert!(
+        next_c > before && next_c <= after + Duration::hours(6),
+        "{next_c}"
+    );
     assert!(next_b <= next_c, "every fire time of c is one of b's");
 
     // Nothing is due before its time; each is due from its time on, earliest first.
@@ -1465,7 +1469,9 @@ pub async fn next_drift_at_follows_the_schedule_and_due_drift_checks_lists_only_
     let mut scheduled_a = env_a.clone();
     scheduled_a.settings = schedule("@hourly");
     s.update_environment(&scheduled_a, Some(1)).await.unwrap();
-    let next_a = next_drift_at(&*s, a).await.expect("scheduled by the update");
+    let next_a = next_drift_at(&*s, a)
+        .await
+        .expect("scheduled by the update");
     assert!(next_a > after && next_a <= Utc::now() + Duration::hours(1));
     let mut cleared_b = environment(b, "acme/local");
     cleared_b.settings = EnvSettings::default();
@@ -1514,7 +1520,10 @@ pub async fn advance_drift_is_conditional_on_the_fire_time_and_records_a_skip<
     let rec = s.get_environment(&env.path).await.unwrap();
     assert_eq!(rec.item.next_drift_at, Some(next));
     assert_eq!(rec.item.drift_skipped.as_ref(), Some(&skipped));
-    assert_eq!(rec.version, 1, "the schedule's moves never bump the version");
+    assert_eq!(
+        rec.version, 1,
+        "the schedule's moves never bump the version"
+    );
     // Another sweep that saw the same fire time loses, and changes nothing.
     assert!(!s
         .advance_drift(&env.path, fired, Some(next + Duration::hours(1)), None)
@@ -1536,8 +1545,13 @@ pub async fn advance_drift_is_conditional_on_the_fire_time_and_records_a_skip<
         .is_empty());
     assert!(!s.advance_drift(&env.path, next, None, None).await.unwrap());
     assert!(matches!(
-        s.advance_drift(&EnvPath::parse("acme/payments/ghost").unwrap(), fired, None, None)
-            .await,
+        s.advance_drift(
+            &EnvPath::parse("acme/payments/ghost").unwrap(),
+            fired,
+            None,
+            None
+        )
+        .await,
         Err(StoreError::NotFound {
             kind: "environment",
             ..
@@ -1735,7 +1749,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
             &j.id,
             started,
             JobUpdate {
-                summary: Some(plan_summary.clone()),
+                summary: Some(plan_summary),
                 tool_used: Some(tool.clone()),
                 ..Default::default()
             },
@@ -1751,7 +1765,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
         attempt: 1,
         started_at: Some(started),
         ended_at: ended,
-        summary: Some(plan_summary.clone()),
+        summary: Some(plan_summary),
     };
     let mut review = Review {
         four_eyes: true,
@@ -1826,7 +1840,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
             Utc::now(),
             "claimed",
             JobUpdate {
-                summary: Some(apply_summary.clone()),
+                summary: Some(apply_summary),
                 clear_summary: true,
                 ..Default::default()
             },
