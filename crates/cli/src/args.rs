@@ -569,3 +569,77 @@ pub enum ContextCommand {
     /// Print the current context's name.
     Current,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        // Among others: `--version` of `create env`/`update env` does not clash with the
+        // version flag the other commands inherit.
+        Cli::command().debug_assert();
+    }
+
+    fn env_settings(args: &[&str]) -> EnvSettingArgs {
+        let mut all = vec!["sortie", "update", "env", "acme/prod"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Update(Update {
+                resource: UpdateResource::Env { settings, .. },
+            }) => settings,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_value_clears_a_setting_and_four_eyes_takes_an_optional_value() {
+        let s = env_settings(&[
+            "--four-eyes",
+            "--drift-schedule",
+            "",
+            "--tool",
+            "",
+            "--version",
+            "",
+            "--approval-timeout",
+            "",
+        ]);
+        assert_eq!(s.four_eyes, Some(true));
+        assert_eq!(s.drift_schedule, Some(Clearable::Clear));
+        assert_eq!(s.tool, Some(Clearable::Clear));
+        assert_eq!(s.tool_version, Some(Clearable::Clear));
+        assert_eq!(s.approval_timeout, Some(Clearable::Clear));
+        let s = env_settings(&[
+            "--four-eyes=false",
+            "--approval",
+            "required",
+            "--approval-timeout",
+            "3600",
+            "--tool",
+            "opentofu",
+            "--tool-version",
+            "~> 1.6",
+            "--drift-remediation",
+            "apply",
+        ]);
+        assert_eq!(s.four_eyes, Some(false));
+        assert_eq!(s.approval, Some(ApprovalArg::Required));
+        assert_eq!(s.approval_timeout, Some(Clearable::Set(3600)));
+        assert_eq!(s.tool, Some(Clearable::Set(ToolArg::Opentofu)));
+        assert_eq!(s.tool_version, Some(Clearable::Set("~> 1.6".into())));
+        assert_eq!(s.drift_remediation, Some(RemediationArg::Apply));
+        assert!(env_settings(&[]).is_empty());
+        for bad in [
+            &["--tool", "terraformx"][..],
+            &["--approval-timeout", "1h"][..],
+            &["--four-eyes=maybe"][..],
+            &["--approval", "sometimes"][..],
+        ] {
+            let mut all = vec!["sortie", "update", "env", "acme/prod"];
+            all.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1180,6 +1180,67 @@ mod tests {
     }
 
     #[test]
+    fn outputs_are_compact_json_and_sensitive_ones_are_hidden() {
+        let view: OutputsView = serde_json::from_value(json!({
+            "job_id": "j1", "environment": "acme/prod",
+            "outputs": {
+                "url": {"sensitive": false, "value": "https://x", "type": "string"},
+                "ports": {"sensitive": false, "value": [80, 443]},
+                "password": {"sensitive": true}
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            outputs_text(&view, false),
+            "NAME      VALUE\npassword  (sensitive)\nports     [80,443]\nurl       \"https://x\"\n"
+        );
+        assert!(outputs_text(&view, true)
+            .ends_with("(from apply job j1, the latest successful apply of acme/prod)\n"));
+        let none: OutputsView = serde_json::from_value(
+            json!({"job_id": "j1", "environment": "acme/prod", "outputs": {}}),
+        )
+        .unwrap();
+        assert_eq!(
+            outputs_text(&none, true),
+            "no outputs (apply job j1 on acme/prod)\n"
+        );
+    }
+
+    #[test]
+    fn a_drift_reads_as_one_line() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+            .unwrap()
+            .to_utc();
+        let mut d = DriftStatus {
+            status: sortie_core::drift::DriftVerdict::Drifted,
+            checked_at: at,
+            job_id: "j9".into(),
+            summary: Some(sortie_core::ChangeSummary {
+                add: 0,
+                change: 1,
+                destroy: 0,
+                has_changes: Some(true),
+            }),
+            reason: None,
+            remediation_job_id: None,
+        };
+        assert_eq!(
+            drift_text(&d),
+            "drifted (+0 ~1 -0) at 2026-01-02 03:04:05 by job j9"
+        );
+        d.status = sortie_core::drift::DriftVerdict::Error;
+        d.summary = None;
+        d.reason = Some("the plan failed".into());
+        assert_eq!(
+            drift_text(&d),
+            "error at 2026-01-02 03:04:05 by job j9: the plan failed"
+        );
+        assert_eq!(span(86400), "24h");
+        assert_eq!(span(5400), "90m");
+        assert_eq!(span(301), "301s");
+    }
+
+    #[test]
     fn sets_nest_parse_json_and_keep_ids_as_strings() {
         let mut doc = json!({});
         for s in [

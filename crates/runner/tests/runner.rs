@@ -1,12 +1,14 @@
 //! End-to-end: the real `sortie-runner` binary against a fake API on loopback,
-//! a local AWS (moto) for state, logs and artifacts, and Terraform 0.11.11. The fake
-//! API presigns uploads with the API's own code (`sortie_store::S3Artifacts`, the real
-//! SDK), so every log chunk and artifact reaches moto's S3 through a presigned URL.
+//! a local AWS (moto) for state, logs, artifacts and DynamoDB state locks, and the real
+//! Terraform 0.11.11 and 1.0.3. The fake API presigns uploads (and the saved plan's
+//! download) with the API's own code (`sortie_store::S3Artifacts`, the real SDK), so every
+//! log chunk and artifact reaches moto's S3 through a presigned URL.
 //!
 //! Run with `scripts/with-moto.sh cargo test -p sortie-runner`.
 //!
 //! A job whose spec sets `report_exit` ends with `POST /v1/jobs/{id}/events`; the fake
-//! API records each body with what it had been told before it.
+//! API records each body with what it had been told before it. It also records every
+//! `PUT /v1/jobs/{id}/tool` (the tool and version the runner chose).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -21,9 +23,10 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use sortie_core::runner::{KubernetesStorage, LocalStorage, S3Storage};
 use sortie_core::spec::{artifact_prefix, log_chunk_offset, log_prefix, upload_key};
+use sortie_core::tool::ToolName;
 use sortie_core::{
-    ChangeSummary, EnvPath, JobSpec, Operation, RunnerExit, Source, StateStorageConfiguration,
-    UploadKind,
+    ChangeSummary, EnvPath, JobPhase, JobSpec, Operation, RunnerExit, Source,
+    StateStorageConfiguration, ToolUsed, UploadKind,
 };
 use sortie_store::{Artifacts, S3Artifacts};
 use sortie_tests::{s3_client, sdk_config, unique, REGION};
@@ -47,6 +50,10 @@ struct ApiState {
     exits: Arc<Mutex<HashMap<String, Vec<ExitSeen>>>>,
     /// What to answer an exit report with (204 unless set).
     exit_status: Arc<Mutex<Option<StatusCode>>>,
+    /// Tool reports (`PUT /v1/jobs/{id}/tool`), by job, in arrival order.
+    tools: Arc<Mutex<HashMap<String, Vec<ToolUsed>>>>,
+    /// What to answer a tool report with (204 unless set).
+    tool_status: Arc<Mutex<Option<StatusCode>>>,
 }
 
 /// One exit report and what the fake API knew when it arrived.
@@ -204,6 +211,36 @@ async fn post_event(
         .unwrap_or(StatusCode::NO_CONTENT)
 }
 
+async fn put_tool(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> StatusCode {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    // Decoded and checked as the API does: unknown fields refused, an exact version.
+    let Ok(used) = serde_json::from_str::<ToolUsed>(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    if used.check().is_err() {
+        return StatusCode::UNPROCESSABLE_ENTITY;
+    }
+    state
+        .tools
+        .lock()
+        .unwrap()
+        .entry(id)
+        .or_default()
+        .push(used);
+    state
+        .tool_status
+        .lock()
+        .unwrap()
+        .unwrap_or(StatusCode::NO_CONTENT)
+}
+
 struct FakeApi {
     url: String,
     state: ApiState,
@@ -221,6 +258,7 @@ impl FakeApi {
             .route("/v1/jobs/{id}/uploads", post(create_upload))
             .route("/v1/jobs/{id}/upload-problems", put(put_problems))
             .route("/v1/jobs/{id}/events", post(post_event))
+            .route("/v1/jobs/{id}/tool", put(put_tool))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -244,6 +282,27 @@ impl FakeApi {
 
     fn problems(&self, job_id: &str) -> Option<Vec<String>> {
         self.state.problems.lock().unwrap().get(job_id).cloned()
+    }
+
+    fn tools(&self, job_id: &str) -> Vec<ToolUsed> {
+        self.state
+            .tools
+            .lock()
+            .unwrap()
+            .get(job_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A presigned GET of one of the job's artifacts, as the API gives a second phase.
+    async fn presign_get(&self, key: &str) -> String {
+        self.state
+            .artifacts
+            .as_ref()
+            .unwrap()
+            .presign_get(key, std::time::Duration::from_secs(600))
+            .await
+            .unwrap()
     }
 
     fn exits(&self, job_id: &str) -> Vec<ExitSeen> {
@@ -326,6 +385,25 @@ impl World {
 
     /// Runs the runner binary as job `job_id`, the API answering `spec` for it.
     async fn run_as(&self, job_id: &str, spec: &JobSpec, token: &str) -> Output {
+        self.run_configured(job_id, spec, token, |_| {}).await
+    }
+
+    /// Runs the runner binary for `spec` with Terraform 1.0.3 as `SORTIE_TERRAFORM`.
+    async fn run_tf1(&self, spec: &JobSpec) -> Output {
+        self.run_configured(&spec.job_id, spec, TOKEN, |command| {
+            command.env("SORTIE_TERRAFORM", sortie_tests::terraform1_bin());
+        })
+        .await
+    }
+
+    /// [`Self::run_as`], with `configure` given the command last (to change its environment).
+    async fn run_configured(
+        &self,
+        job_id: &str,
+        spec: &JobSpec,
+        token: &str,
+        configure: impl FnOnce(&mut Command),
+    ) -> Output {
         self.api
             .state
             .specs
@@ -341,7 +419,9 @@ impl World {
             .env("SORTIE_TERRAFORM", sortie_tests::terraform_bin())
             .env("SORTIE_WORK_DIR", &work)
             .env_remove("SORTIE_SECRET_REFS")
-            .env_remove("SORTIE_GIT_CREDENTIALS");
+            .env_remove("SORTIE_GIT_CREDENTIALS")
+            .env_remove("SORTIE_TOOLS_DIR");
+        configure(&mut command);
         let output = tokio::task::spawn_blocking(move || command.output())
             .await
             .unwrap()
@@ -382,6 +462,12 @@ impl World {
 
     /// The job's log: its chunks in key order, checked to tile the log exactly.
     async fn log(&self, spec: &JobSpec) -> String {
+        self.log_from(spec, 0).await
+    }
+
+    /// The job's log from byte `start` on: the chunks whose offsets are `start` or more,
+    /// in key order, checked to tile it exactly from `start`.
+    async fn log_from(&self, spec: &JobSpec, start: u64) -> String {
         let prefix = &log_prefix(&spec.job_id);
         let listed = self
             .s3
@@ -397,14 +483,18 @@ impl World {
             .filter_map(|o| o.key().map(str::to_string))
             .collect();
         keys.sort();
-        assert!(!keys.is_empty(), "no log chunks under {prefix}");
+        keys.retain(|key| log_chunk_offset(prefix, key).is_none_or(|offset| offset >= start));
+        assert!(
+            !keys.is_empty(),
+            "no log chunks under {prefix} from {start}"
+        );
         let mut log = Vec::new();
         for key in keys {
             let offset =
                 log_chunk_offset(prefix, &key).unwrap_or_else(|| panic!("bad chunk key {key}"));
             assert_eq!(
                 offset,
-                log.len() as u64,
+                start + log.len() as u64,
                 "chunk {key} starts where the previous one ended"
             );
             log.extend(self.object(&key).await.unwrap());
@@ -1065,5 +1155,865 @@ async fn an_exit_report_answered_409_or_refused_never_changes_the_exit_code() {
         last_line(&text(&output.stdout)).starts_with("sortie-runner: plan succeeded"),
         "{}",
         describe(&output)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Terraform 1.0.3, reviewed applies (two phases), drift checks, DynamoDB locks and the
+// choice of tool and version.
+
+/// The environment's state object, as JSON.
+async fn state_of(world: &World, spec: &JobSpec) -> Value {
+    let key = spec.state_key.as_deref().expect("s3 storage");
+    let bytes = world
+        .object_in(&world.state_bucket, key)
+        .await
+        .unwrap_or_else(|| panic!("no state object at {key}"));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The `message` output in a Terraform 0.12+ state (`outputs` at the top).
+fn v4_message(state: &Value) -> &Value {
+    &state["outputs"]["message"]["value"]
+}
+
+/// The job's artifact `name` (`plan.tfplan`, `summary.json`, `outputs.json`), if uploaded.
+async fn artifact(world: &World, spec: &JobSpec, name: &str) -> Option<Vec<u8>> {
+    world
+        .object(&format!("{}{name}", artifact_prefix(&spec.job_id)))
+        .await
+}
+
+/// The lines the runner wrote for the commands it ran (`$ terraform ...`), in order.
+fn commands(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("sortie-runner: $ "))
+        .collect()
+}
+
+fn used(tool: ToolName, version: &str) -> ToolUsed {
+    ToolUsed {
+        tool,
+        version: version.into(),
+    }
+}
+
+/// A job of `operation` whose `greeting` variable is `greeting`.
+fn greeting_spec(world: &World, operation: Operation, greeting: &str) -> JobSpec {
+    let mut spec = world.spec(operation, Source::Inline, hello_files());
+    spec.variables
+        .insert("greeting".into(), Value::from(greeting));
+    spec
+}
+
+/// The second phase of `plan_phase`'s job: the same job, its saved plan presigned for
+/// download, its log continued from where the first phase's ended.
+async fn apply_phase_of(world: &World, plan_phase: &JobSpec) -> JobSpec {
+    let mut spec = plan_phase.clone();
+    spec.phase = Some(JobPhase::Apply);
+    spec.saved_plan_url = Some(
+        world
+            .api
+            .presign_get(&format!("{}plan.tfplan", artifact_prefix(&spec.job_id)))
+            .await,
+    );
+    spec.log_offset = world.log(plan_phase).await.len() as u64;
+    spec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_0_3_auto_apply_plans_to_a_file_and_applies_exactly_that_file() {
+    let world = World::new().await;
+    let spec = greeting_spec(&world, Operation::Apply, "hello from 1.0.3");
+    let output = world.run_tf1(&spec).await;
+    assert!(output.status.success(), "{}", describe(&output));
+
+    let log = world.log(&spec).await;
+    assert!(
+        log.lines().next().unwrap().ends_with(&format!(
+            "apply of acme/payments/dev with Terraform v1.0.3 ({})",
+            sortie_tests::terraform1_bin().display()
+        )),
+        "{log}"
+    );
+    assert_eq!(
+        commands(&log),
+        [
+            "terraform init -input=false -no-color -backend-config=bucket=".to_string()
+                + &world.state_bucket
+                + " -backend-config=key=tf/acme/payments/dev/terraform.tfstate -backend-config=region=us-east-1 -backend-config=encrypt=true -backend-config=endpoint="
+                + &sortie_tests::endpoint()
+                + " -backend-config=force_path_style=true -backend-config=skip_credentials_validation=true -backend-config=skip_metadata_api_check=true -backend-config=skip_region_validation=true",
+            "terraform plan -input=false -no-color -out=plan.tfplan".to_string(),
+            "terraform apply -input=false -no-color plan.tfplan".to_string(),
+        ],
+        "{log}"
+    );
+    assert!(!log.contains("-auto-approve"), "{log}");
+    assert!(log.contains("Changes to Outputs:"), "{log}");
+    assert!(
+        last_line(&log)
+            .starts_with("sortie-runner: apply succeeded: 0 added, 0 changed, 0 destroyed"),
+        "{log}"
+    );
+
+    // The state (format 4) holds the output; outputs.json too; no plan artifact for an
+    // auto apply.
+    let state = state_of(&world, &spec).await;
+    assert_eq!(state["terraform_version"], "1.0.3", "{state:#}");
+    assert_eq!(v4_message(&state), "hello from 1.0.3!", "{state:#}");
+    let outputs: Value =
+        serde_json::from_slice(&artifact(&world, &spec, "outputs.json").await.unwrap()).unwrap();
+    assert_eq!(
+        outputs["message"]["value"], "hello from 1.0.3!",
+        "{outputs:#}"
+    );
+    assert!(artifact(&world, &spec, "plan.tfplan").await.is_none());
+    assert_eq!(
+        world.api.summary(&spec.job_id),
+        Some(ChangeSummary::default()),
+        "an apply's summary has no has_changes"
+    );
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "1.0.3")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_0_3_reviewed_apply_plans_in_phase_one_and_applies_the_saved_plan_in_phase_two()
+{
+    let world = World::new().await;
+    let before = greeting_spec(&world, Operation::Apply, "before");
+    let output = world.run_tf1(&before).await;
+    assert!(output.status.success(), "{}", describe(&output));
+
+    // Phase one: plan only. The plan is uploaded, the state is untouched.
+    let mut plan_phase = greeting_spec(&world, Operation::Apply, "reviewed");
+    plan_phase.phase = Some(JobPhase::Plan);
+    let output = world.run_tf1(&plan_phase).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let phase_one_log = world.log(&plan_phase).await;
+    assert_eq!(
+        commands(&phase_one_log)[1..],
+        ["terraform plan -input=false -no-color -out=plan.tfplan"],
+        "{phase_one_log}"
+    );
+    assert!(
+        phase_one_log
+            .lines()
+            .next()
+            .unwrap()
+            .contains("apply (plan phase) of acme/payments/dev with Terraform v1.0.3"),
+        "{phase_one_log}"
+    );
+    assert_eq!(
+        last_line(&phase_one_log),
+        "sortie-runner: apply (plan phase) succeeded: 0 to add, 0 to change, 0 to destroy",
+        "{phase_one_log}"
+    );
+    let saved = artifact(&world, &plan_phase, "plan.tfplan")
+        .await
+        .expect("plan.tfplan uploaded");
+    assert!(
+        saved.starts_with(b"PK"),
+        "a Terraform 1.x plan is a zip file"
+    );
+    assert_eq!(v4_message(&state_of(&world, &plan_phase).await), "before!");
+    assert!(artifact(&world, &plan_phase, "outputs.json")
+        .await
+        .is_none());
+
+    // Phase two: the saved plan, downloaded and applied as it is. The spec's variables now
+    // say something else, which the saved plan ignores.
+    let mut apply_phase = apply_phase_of(&world, &plan_phase).await;
+    apply_phase
+        .variables
+        .insert("greeting".into(), Value::from("not what was reviewed"));
+    let offset = apply_phase.log_offset;
+    assert_eq!(offset, phase_one_log.len() as u64);
+    let output = world.run_tf1(&apply_phase).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        v4_message(&state_of(&world, &apply_phase).await),
+        "reviewed!"
+    );
+    let outputs: Value = serde_json::from_slice(
+        &artifact(&world, &apply_phase, "outputs.json")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(outputs["message"]["value"], "reviewed!");
+
+    // Its log starts at the offset, and the job's log is both phases, tiled exactly.
+    let phase_two_log = world.log_from(&apply_phase, offset).await;
+    assert_eq!(
+        text(&output.stdout),
+        phase_two_log,
+        "stdout is this phase's log"
+    );
+    let first_chunk = world
+        .s3
+        .list_objects_v2()
+        .bucket(&world.logs_bucket)
+        .prefix(log_prefix(&apply_phase.job_id))
+        .send()
+        .await
+        .unwrap()
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .filter_map(|k| log_chunk_offset(&log_prefix(&apply_phase.job_id), k))
+        .find(|o| *o >= offset);
+    assert_eq!(first_chunk, Some(offset));
+    assert_eq!(
+        world.log(&apply_phase).await,
+        format!("{phase_one_log}{phase_two_log}"),
+        "phase two's chunks never replace phase one's"
+    );
+    assert_eq!(
+        commands(&phase_two_log)[1..],
+        ["terraform apply -input=false -no-color plan.tfplan"],
+        "no second plan: {phase_two_log}"
+    );
+    let url_line = phase_two_log
+        .lines()
+        .find(|l| l.starts_with("sortie-runner: downloading the saved plan "))
+        .unwrap_or_else(|| panic!("{phase_two_log}"));
+    assert!(
+        url_line.ends_with(&format!(
+            "/{}plan.tfplan",
+            artifact_prefix(&apply_phase.job_id)
+        )),
+        "{url_line}"
+    );
+    assert!(
+        !phase_two_log.contains("X-Amz-Signature"),
+        "{phase_two_log}"
+    );
+    assert!(
+        phase_two_log.contains(&format!(
+            "saved plan: {} bytes, sha256 {}",
+            saved.len(),
+            sortie_runner::source::sha256_hex(&saved)
+        )),
+        "{phase_two_log}"
+    );
+    assert!(
+        last_line(&phase_two_log).starts_with(
+            "sortie-runner: apply (apply phase) succeeded: 0 added, 0 changed, 0 destroyed"
+        ),
+        "{phase_two_log}"
+    );
+    assert_eq!(
+        world.api.tools(&apply_phase.job_id),
+        [
+            used(ToolName::Terraform, "1.0.3"),
+            used(ToolName::Terraform, "1.0.3")
+        ],
+        "each phase reports its tool"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_plan_made_stale_by_another_apply_fails_with_terraforms_words() {
+    let world = World::new().await;
+    let first = greeting_spec(&world, Operation::Apply, "first");
+    assert!(world.run_tf1(&first).await.status.success());
+
+    let mut plan_phase = greeting_spec(&world, Operation::Apply, "reviewed");
+    plan_phase.phase = Some(JobPhase::Plan);
+    plan_phase.report_exit = true;
+    let output = world.run_tf1(&plan_phase).await;
+    assert!(output.status.success(), "{}", describe(&output));
+
+    // Another apply changes the state while the plan awaits approval.
+    let meanwhile = greeting_spec(&world, Operation::Apply, "meanwhile");
+    assert!(world.run_tf1(&meanwhile).await.status.success());
+
+    let apply_phase = apply_phase_of(&world, &plan_phase).await;
+    let output = world.run_tf1(&apply_phase).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log_from(&apply_phase, apply_phase.log_offset).await;
+    let expected = "terraform apply failed with exit code 1: Error: Saved plan is stale";
+    assert_eq!(
+        last_line(&log),
+        format!("sortie-runner: {expected}"),
+        "{log}"
+    );
+    let exits = world.api.exits(&apply_phase.job_id);
+    assert_eq!(exits.len(), 2, "one exit report per phase: {exits:?}");
+    assert_eq!(
+        exits[1].exit,
+        RunnerExit {
+            exit_code: 1,
+            reason: Some(expected.into())
+        }
+    );
+    assert_eq!(
+        v4_message(&state_of(&world, &apply_phase).await),
+        "meanwhile!"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_phase_without_a_saved_plan_url_fails_at_once() {
+    let world = World::new().await;
+    let mut spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    spec.phase = Some(JobPhase::Apply);
+    spec.report_exit = true;
+    let output = world.run_tf1(&spec).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let expected = format!(
+        "the apply phase of job {} has no saved_plan_url: there is no saved plan to apply",
+        spec.job_id
+    );
+    let log = world.log(&spec).await;
+    assert_eq!(
+        log,
+        format!("sortie-runner: {expected}\n"),
+        "nothing else ran"
+    );
+    assert_eq!(
+        only_exit(&world, &spec.job_id).exit.reason.as_deref(),
+        Some(expected.as_str())
+    );
+    assert!(world.api.tools(&spec.job_id).is_empty());
+}
+
+/// Replaces the `message` output's value inside the state object, keeping its serial and
+/// lineage: the state now disagrees with the configuration, as after a change made outside.
+async fn tamper_message(world: &World, spec: &JobSpec, value: &str) {
+    let mut state = state_of(world, spec).await;
+    state["outputs"]["message"]["value"] = Value::from(value);
+    world
+        .s3
+        .put_object()
+        .bucket(&world.state_bucket)
+        .key(spec.state_key.as_deref().unwrap())
+        .body(serde_json::to_vec_pretty(&state).unwrap().into())
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_check_with_terraform_1_0_3_reports_whether_the_state_has_drifted() {
+    let world = World::new().await;
+    let apply = world.spec(Operation::Apply, Source::Inline, hello_files());
+    assert!(world.run_tf1(&apply).await.status.success());
+
+    let drift_check = |world: &World| {
+        let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+        spec.detailed_exitcode = true;
+        spec
+    };
+
+    // In step: exit code 0, no changes.
+    let clean = drift_check(&world);
+    let output = world.run_tf1(&clean).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let no_changes = ChangeSummary {
+        has_changes: Some(false),
+        ..ChangeSummary::default()
+    };
+    assert_eq!(world.api.summary(&clean.job_id), Some(no_changes));
+    let log = world.log(&clean).await;
+    assert_eq!(
+        commands(&log)[1..],
+        ["terraform plan -input=false -no-color -detailed-exitcode -out=plan.tfplan"],
+        "{log}"
+    );
+    assert_eq!(
+        last_line(&log),
+        "sortie-runner: plan (drift check) succeeded: 0 to add, 0 to change, 0 to destroy; no changes",
+        "{log}"
+    );
+
+    // Drifted: terraform exits 2, which is a success with changes present.
+    tamper_message(&world, &apply, "changed outside terraform").await;
+    let drifted = drift_check(&world);
+    let output = world.run_tf1(&drifted).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let changes = ChangeSummary {
+        has_changes: Some(true),
+        ..ChangeSummary::default()
+    };
+    assert_eq!(world.api.summary(&drifted.job_id), Some(changes));
+    let summary: ChangeSummary =
+        serde_json::from_slice(&artifact(&world, &drifted, "summary.json").await.unwrap()).unwrap();
+    assert_eq!(summary, changes);
+    let log = world.log(&drifted).await;
+    assert!(
+        log.contains("~ message = \"changed outside terraform\" -> \"hello from sortie!\""),
+        "{log}"
+    );
+    assert_eq!(
+        last_line(&log),
+        "sortie-runner: plan (drift check) succeeded: 0 to add, 0 to change, 0 to destroy; changes present",
+        "{log}"
+    );
+    assert_eq!(
+        v4_message(&state_of(&world, &apply).await),
+        "changed outside terraform",
+        "a drift check changes nothing"
+    );
+
+    // An ordinary plan of the same drift: no has_changes at all.
+    let plain = world.spec(Operation::Plan, Source::Inline, hello_files());
+    assert!(world.run_tf1(&plain).await.status.success());
+    assert_eq!(
+        world.api.summary(&plain.job_id),
+        Some(ChangeSummary::default())
+    );
+}
+
+/// A terraform process that holds the state lock until its stdin closes.
+struct LockHolder {
+    child: std::process::Child,
+    /// Its stdout and stderr as they come.
+    output: Arc<Mutex<String>>,
+}
+
+impl LockHolder {
+    /// Starts `terraform apply` (no -auto-approve) in `dir`, and waits until it prompts
+    /// for approval, holding the lock.
+    fn start(dir: &std::path::Path) -> Self {
+        use std::io::Read;
+        use std::process::Stdio;
+        let mut child = Command::new(sortie_tests::terraform1_bin())
+            .args(["apply", "-no-color"])
+            .current_dir(dir)
+            .env("CHECKPOINT_DISABLE", "1")
+            .env_remove("TF_INPUT")
+            .env_remove("TF_IN_AUTOMATION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = Arc::new(Mutex::new(String::new()));
+        let readers: [Box<dyn Read + Send>; 2] = [
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for mut reader in readers {
+            let sink = output.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = reader.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        while !output.lock().unwrap().contains("Enter a value:") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "terraform apply never prompted: {}",
+                output.lock().unwrap()
+            );
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "terraform apply exited {status} before prompting: {}",
+                    output.lock().unwrap()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Self { child, output }
+    }
+
+    /// Closes its stdin (no answer: the apply is cancelled and the lock released), reaps
+    /// it, and returns its exit status and output.
+    fn release(mut self) -> (std::process::ExitStatus, String) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        // Let the readers drain what the process wrote last.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let output = self.output.lock().unwrap().clone();
+        (status, output)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_lock_error() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let world = World::new().await;
+    let table = unique("runner-locks");
+    sortie_tests::dynamodb_client(&sdk_config().await)
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("LockID")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("LockID")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    if let StateStorageConfiguration::S3(s3) = &mut spec.state_storage {
+        s3.dynamodb_table = Some(table.clone());
+    }
+
+    // Another terraform, with the runner's own backend set-up for the same environment,
+    // waits at its approval prompt holding the lock.
+    let dir = sortie_tests::scratch_dir("runner-lock-holder").unwrap();
+    for (name, body) in hello_files() {
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+    let setup = sortie_runner::backend::backend_setup(
+        &sortie_runner::version::ToolVersion::terraform(1, 0, 3),
+        &spec.state_storage,
+        &spec.environment,
+        spec.state_key.as_deref(),
+        Some(&sortie_tests::endpoint()),
+    )
+    .unwrap();
+    assert!(
+        setup
+            .init_args
+            .iter()
+            .any(|a| a == &format!("-backend-config=dynamodb_table={table}")),
+        "{:?}",
+        setup.init_args
+    );
+    std::fs::write(dir.join(sortie_runner::backend::BACKEND_FILE), &setup.file).unwrap();
+    let init = Command::new(sortie_tests::terraform1_bin())
+        .args(["init", "-input=false", "-no-color"])
+        .args(&setup.init_args)
+        .current_dir(&dir)
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", describe(&init));
+    let holder = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || LockHolder::start(&dir))
+            .await
+            .unwrap()
+    };
+
+    let output = world.run_tf1(&spec).await;
+    let (held_status, held) = holder.release();
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log(&spec).await;
+    let last = last_line(&log);
+    assert!(
+        last.starts_with(
+            "sortie-runner: terraform plan failed with exit code 1: Error: Error acquiring the state lock"
+        ),
+        "{log}\n--- the lock holder\n{held}"
+    );
+    assert!(log.contains("Lock Info:"), "{log}");
+    assert!(
+        !held_status.success() && !held.contains("Apply complete!"),
+        "the holder ended without applying: {held_status}\n{held}"
+    );
+
+    // Released: the same job runs through.
+    let again = {
+        let mut again = spec.clone();
+        again.job_id = unique("job").into();
+        again
+    };
+    let output = world.run_tf1(&again).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        v4_message(&state_of(&world, &again).await),
+        "hello from sortie!"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tools directory with `terraform-0.11.11` and `terraform-1.0.3` (links to the real
+/// binaries), and a `PATH` directory holding only `sh`.
+fn tools_and_path() -> (PathBuf, PathBuf) {
+    let dir = sortie_tests::scratch_dir("runner-tools").unwrap();
+    let (tools, path) = (dir.join("tools"), dir.join("path"));
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::create_dir_all(&path).unwrap();
+    std::os::unix::fs::symlink(
+        sortie_tests::terraform_bin(),
+        tools.join("terraform-0.11.11"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        sortie_tests::terraform1_bin(),
+        tools.join("terraform-1.0.3"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/bin/sh", path.join("sh")).unwrap();
+    (tools, path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_and_version_a_job_asks_for_choose_the_binary_or_fail_naming_every_version() {
+    let world = World::new().await;
+    let (tools, path) = tools_and_path();
+    let searched = format!("SORTIE_TOOLS_DIR={} and PATH searched", tools.display());
+    let run = |spec: JobSpec, explicit: Option<PathBuf>| {
+        let (tools, path) = (tools.clone(), path.clone());
+        let world = &world;
+        async move {
+            let output = world
+                .run_configured(&spec.job_id, &spec, TOKEN, move |command| {
+                    command.env("SORTIE_TOOLS_DIR", &tools).env("PATH", &path);
+                    match explicit {
+                        Some(bin) => command.env("SORTIE_TERRAFORM", bin),
+                        None => command.env_remove("SORTIE_TERRAFORM"),
+                    };
+                })
+                .await;
+            (spec, output)
+        }
+    };
+    let ask = |tool: Option<ToolName>, version: Option<&str>| {
+        let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+        spec.tool = tool;
+        spec.version = version.map(str::to_string);
+        spec.report_exit = true;
+        spec
+    };
+    let first_line = |log: &str| log.lines().next().unwrap_or("").to_string();
+
+    // "~> 1.0": Terraform 1.0.3 from the tools directory, reported as such.
+    let (spec, output) = run(ask(None, Some("~> 1.0")), None).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&spec).await;
+    assert!(
+        first_line(&log).ends_with(&format!(
+            "plan of acme/payments/dev with Terraform v1.0.3 ({})",
+            tools.join("terraform-1.0.3").display()
+        )),
+        "{log}"
+    );
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "1.0.3")]
+    );
+
+    // Exactly "0.11.11".
+    let (spec, output) = run(ask(Some(ToolName::Terraform), Some("0.11.11")), None).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(
+        first_line(&world.log(&spec).await).contains("with Terraform v0.11.11"),
+        "{}",
+        describe(&output)
+    );
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "0.11.11")]
+    );
+
+    // The tool alone: its highest version.
+    let (spec, output) = run(ask(Some(ToolName::Terraform), None), None).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "1.0.3")]
+    );
+
+    // SORTIE_TERRAFORM is one candidate among the others when a version is asked for...
+    let (spec, output) = run(
+        ask(None, Some(">= 0.12")),
+        Some(sortie_tests::terraform_bin()),
+    )
+    .await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "1.0.3")]
+    );
+    // ... and the binary, as always, when nothing is asked for.
+    let (spec, output) = run(ask(None, None), Some(sortie_tests::terraform_bin())).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "0.11.11")]
+    );
+
+    // No match: the job fails before anything is fetched, naming what it asked for and
+    // every version there is; nothing was chosen, so nothing is reported.
+    for (tool, version, asked) in [
+        (
+            Some(ToolName::Terraform),
+            Some("~> 1.5"),
+            "no terraform binary satisfies version \"~> 1.5\"",
+        ),
+        (
+            Some(ToolName::Opentofu),
+            None,
+            "no opentofu binary is available",
+        ),
+    ] {
+        let (spec, output) = run(ask(tool, version), None).await;
+        assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+        let expected =
+            format!("{asked}; this runner has terraform 0.11.11, terraform 1.0.3 ({searched})");
+        let log = world.log(&spec).await;
+        assert_eq!(
+            log,
+            format!("sortie-runner: {expected}\n"),
+            "nothing else ran"
+        );
+        assert_eq!(only_exit(&world, &spec.job_id).exit.reason, Some(expected));
+        assert!(world.api.tools(&spec.job_id).is_empty());
+    }
+    let _ = std::fs::remove_dir_all(tools.parent().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_tool_report_is_a_warning_and_never_fails_the_job() {
+    let world = World::new().await;
+    *world.api.state.tool_status.lock().unwrap() = Some(StatusCode::UNPROCESSABLE_ENTITY);
+    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let output = world.run(&spec, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&spec).await;
+    let warning = log
+        .lines()
+        .find(|l| l.starts_with("sortie-runner: warning: could not report the tool and version (terraform 0.11.11) to the API: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(warning.contains("422"), "{warning}");
+    assert!(
+        last_line(&log).starts_with("sortie-runner: plan succeeded"),
+        "{log}"
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("could not report the tool and version"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_0_11_11_applies_and_destroys_through_plan_files_and_runs_both_phases() {
+    let world = World::new().await;
+
+    // Auto apply: plan -out, then apply of that file.
+    let apply = greeting_spec(&world, Operation::Apply, "old");
+    let output = world.run(&apply, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&apply).await;
+    assert_eq!(
+        commands(&log)[1..],
+        [
+            "terraform plan -input=false -no-color -out=plan.tfplan",
+            "terraform apply -input=false -no-color plan.tfplan"
+        ],
+        "{log}"
+    );
+    let state = state_of(&world, &apply).await;
+    assert_eq!(state["modules"][0]["outputs"]["message"]["value"], "old!");
+    assert_eq!(
+        world.api.tools(&apply.job_id),
+        [used(ToolName::Terraform, "0.11.11")]
+    );
+
+    // Two phases.
+    let mut plan_phase = greeting_spec(&world, Operation::Apply, "phased");
+    plan_phase.phase = Some(JobPhase::Plan);
+    let output = world.run(&plan_phase, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(artifact(&world, &plan_phase, "plan.tfplan").await.is_some());
+    let state = state_of(&world, &plan_phase).await;
+    assert_eq!(state["modules"][0]["outputs"]["message"]["value"], "old!");
+    let apply_phase = apply_phase_of(&world, &plan_phase).await;
+    let output = world.run(&apply_phase, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log_from(&apply_phase, apply_phase.log_offset).await;
+    assert_eq!(
+        commands(&log)[1..],
+        ["terraform apply -input=false -no-color plan.tfplan"],
+        "{log}"
+    );
+    let state = state_of(&world, &apply_phase).await;
+    assert_eq!(
+        state["modules"][0]["outputs"]["message"]["value"],
+        "phased!"
+    );
+
+    // Destroy: plan -destroy -out, then apply of that file.
+    let destroy = world.spec(Operation::Destroy, Source::Inline, hello_files());
+    let output = world.run(&destroy, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&destroy).await;
+    assert_eq!(
+        commands(&log)[1..],
+        [
+            "terraform plan -input=false -no-color -destroy -out=plan.tfplan",
+            "terraform apply -input=false -no-color plan.tfplan"
+        ],
+        "{log}"
+    );
+    assert!(
+        !log.contains("-force") && !log.contains("-auto-approve"),
+        "{log}"
+    );
+    assert!(
+        last_line(&log)
+            .starts_with("sortie-runner: destroy succeeded: 0 added, 0 changed, 0 destroyed"),
+        "{log}"
+    );
+    let state = state_of(&world, &destroy).await;
+    assert_eq!(
+        state["modules"][0]["outputs"],
+        json!({}),
+        "the outputs are gone: {state:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_0_3_destroy_plans_the_destruction_and_applies_it() {
+    let world = World::new().await;
+    let apply = world.spec(Operation::Apply, Source::Inline, hello_files());
+    assert!(world.run_tf1(&apply).await.status.success());
+
+    // A reviewed destroy: phase one plans with -destroy; phase two applies it.
+    let mut plan_phase = world.spec(Operation::Destroy, Source::Inline, hello_files());
+    plan_phase.phase = Some(JobPhase::Plan);
+    let output = world.run_tf1(&plan_phase).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&plan_phase).await;
+    assert_eq!(
+        commands(&log)[1..],
+        ["terraform plan -input=false -no-color -destroy -out=plan.tfplan"],
+        "{log}"
+    );
+    assert_eq!(
+        v4_message(&state_of(&world, &apply).await),
+        "hello from sortie!"
+    );
+    let apply_phase = apply_phase_of(&world, &plan_phase).await;
+    let output = world.run_tf1(&apply_phase).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let state = state_of(&world, &apply).await;
+    assert_eq!(state["outputs"], json!({}), "{state:#}");
+    let log = world.log_from(&apply_phase, apply_phase.log_offset).await;
+    assert!(
+        last_line(&log).starts_with(
+            "sortie-runner: destroy (apply phase) succeeded: 0 added, 0 changed, 0 destroyed"
+        ),
+        "{log}"
     );
 }

@@ -494,11 +494,9 @@ pub struct OutputValue {
     pub sensitive: bool,
     /// The value (any JSON), absent when sensitive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub value: Option<serde_json::Value>,
     /// Terraform's type of the value, when it printed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub r#type: Option<serde_json::Value>,
 }
 

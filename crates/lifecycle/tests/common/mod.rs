@@ -139,9 +139,7 @@ impl World {
         eb.put_rule()
             .name(&rule)
             .event_bus_name(&bus)
-            .event_pattern(
-                json!({"source": ["sortie"], "detail-type": ["sortie.job.completed"]}).to_string(),
-            )
+            .event_pattern(json!({"source": ["sortie"]}).to_string())
             .send()
             .await
             .unwrap();

@@ -1890,7 +1890,7 @@ pub async fn submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy<S: S
         (rec.active_job.as_ref(), rec.queued_count, rec.queue_seq),
         (Some(&a.id), 1, 1)
     );
-    let listed: Vec<String> = s
+    let listed: BTreeSet<String> = s
         .list_jobs(&env, 10, None)
         .await
         .unwrap()
@@ -1898,7 +1898,11 @@ pub async fn submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy<S: S
         .into_iter()
         .map(|j| j.id.to_string())
         .collect();
-    assert_eq!(listed, vec![c.id.to_string(), a.id.to_string()]);
+    assert_eq!(
+        listed,
+        BTreeSet::from([a.id.to_string(), c.id.to_string()]),
+        "only the jobs written"
+    );
 
     // A taken id, a missing environment.
     assert!(matches!(
