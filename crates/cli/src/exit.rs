@@ -8,7 +8,7 @@
 //! | 3 | not found (404) |
 //! | 4 | conflict (409, 412: a busy environment, a stale ETag, a name taken) |
 //! | 5 | the server failed (5xx) or could not be reached |
-//! | 6 | the job ended failed, canceled or timed out (`run --wait`, `job logs -f`) |
+//! | 6 | the job ended failed, canceled, timed out or discarded (`run --wait`, `job logs -f`) |
 
 /// A failure of a command, with the exit code of its kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,7 +31,7 @@ pub enum CliError {
     /// The job ended, but not `succeeded`.
     #[error("the job ended {state}: {reason}")]
     JobFailed {
-        /// `failed`, `canceled` or `timed_out`.
+        /// `failed`, `canceled`, `timed_out` or `discarded`.
         state: String,
         /// Why, as the job records it.
         reason: String,

@@ -737,16 +737,14 @@ fn word<T: serde::Serialize>(value: &T) -> String {
 fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
     let job = &view.job;
     let mut d = Vec::new();
-    if job.tool.is_some() || job.tool_version.is_some() {
-        d.push((
-            "tool",
-            format!(
-                "{} {}",
-                job.tool
-                    .map_or_else(|| "(the runner's)".to_string(), |t| word(&t)),
-                job.tool_version.as_deref().unwrap_or("(any version)")
-            ),
-        ));
+    let asked: Vec<String> = job
+        .tool
+        .iter()
+        .map(word)
+        .chain(job.tool_version.clone())
+        .collect();
+    if !asked.is_empty() {
+        d.push(("tool asked", asked.join(" ")));
     }
     if let Some(used) = &view.tool_used {
         d.push((
@@ -776,7 +774,7 @@ fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
                 let deadline = since + chrono::Duration::seconds(i64::from(review.timeout_seconds));
                 d.push((
                     "deadline",
-                    format!("{} (discarded then unless decided)", when(deadline)),
+                    format!("{} (then discarded, unless decided before)", when(deadline)),
                 ));
             }
         }

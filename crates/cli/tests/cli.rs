@@ -333,6 +333,208 @@ fn rules_and_environments_are_managed_and_a_dry_run_refresh_changes_nothing() {
 }
 
 #[test]
+fn environment_settings_are_set_shown_and_cleared_and_decisions_and_outputs_have_their_exit_codes()
+{
+    let dev = Dev::start();
+    dev.ok(&[
+        "create",
+        "runner",
+        "acme/local",
+        "-f",
+        &dev.file("a.yaml", &local_runner("local")),
+    ]);
+    dev.ok(&[
+        "create",
+        "runner-rule",
+        "--set",
+        "scope=acme",
+        "--set",
+        "id=default",
+        "--set",
+        "runner_id=acme/local",
+    ]);
+    // Created reviewed, with four eyes and a one-hour approval timeout.
+    let created = dev.ok(&[
+        "create",
+        "env",
+        "acme/payments/prod",
+        "--type",
+        "production",
+        "--approval",
+        "required",
+        "--four-eyes",
+        "--approval-timeout",
+        "3600",
+    ]);
+    assert!(
+        created.contains("approval:           required\n"),
+        "{created}"
+    );
+    let env = json(&dev.ok(&["get", "env", "acme/payments/prod", "-o", "json"]));
+    assert_eq!(
+        (
+            &env["approval"],
+            &env["four_eyes"],
+            &env["approval_timeout_seconds"]
+        ),
+        (
+            &Value::from("required"),
+            &Value::from(true),
+            &Value::from(3600)
+        ),
+        "{env}"
+    );
+    insta::assert_snapshot!(
+        "env_reviewed",
+        dev.ok(&["get", "env", "acme/payments/prod"])
+    );
+
+    // Drift detection and the tool, then every clearable setting cleared with `''`.
+    let updated = dev.ok(&[
+        "update",
+        "env",
+        "acme/payments/prod",
+        "--drift-schedule",
+        "0 */6 * * *",
+        "--drift-remediation",
+        "apply",
+        "--tool",
+        "opentofu",
+        "--version",
+        "~> 1.6",
+    ]);
+    assert!(
+        updated.contains("drift schedule:     0 */6 * * * (UTC)\n"),
+        "{updated}"
+    );
+    assert!(
+        updated.contains("tool:               opentofu\n")
+            && updated.contains("tool version:       ~> 1.6\n"),
+        "{updated}"
+    );
+    let env = json(&dev.ok(&["get", "env", "acme/payments/prod", "-o", "json"]));
+    assert_eq!(env["drift_schedule"], "0 */6 * * *", "{env}");
+    assert_eq!(env["drift_remediation"], "apply", "{env}");
+    assert!(env["next_drift_at"].is_string(), "{env}");
+    assert_eq!(
+        (&env["tool"], &env["tool_version"]),
+        (&Value::from("opentofu"), &Value::from("~> 1.6")),
+        "{env}"
+    );
+    dev.ok(&[
+        "update",
+        "env",
+        "acme/payments/prod",
+        "--drift-schedule",
+        "",
+        "--tool",
+        "",
+        "--tool-version",
+        "",
+        "--approval-timeout",
+        "",
+        "--four-eyes=false",
+        "--approval",
+        "auto",
+        "--drift-remediation",
+        "off",
+    ]);
+    let env = json(&dev.ok(&["get", "env", "acme/payments/prod", "-o", "json"]));
+    for cleared in [
+        "drift_schedule",
+        "next_drift_at",
+        "tool",
+        "tool_version",
+        "approval_timeout_seconds",
+    ] {
+        assert!(env.get(cleared).is_none(), "{cleared} is still set: {env}");
+    }
+    assert!(env.get("four_eyes").is_none_or(|v| v == false), "{env}");
+    assert!(env.get("approval").is_none_or(|v| v == "auto"), "{env}");
+    let shown = dev.ok(&["get", "env", "acme/payments/prod"]);
+    for line in [
+        "approval:           auto\n",
+        "approval timeout:   24h (the default)\n",
+        "four eyes:          no\n",
+        "drift schedule:     -\n",
+        "tool:               - (the runner's)\n",
+    ] {
+        assert!(shown.contains(line), "no {line:?} in:\n{shown}");
+    }
+
+    // A schedule that fires too often: refused by the API, naming the field.
+    let often = dev.run(&[
+        "update",
+        "env",
+        "acme/payments/prod",
+        "--drift-schedule",
+        "*/5 * * * *",
+    ]);
+    assert_eq!(often.code, 1, "{}", often.stderr);
+    assert!(often.stderr.contains("drift_schedule"), "{}", often.stderr);
+    // Nothing to clear when creating: a usage error before any request.
+    let empty = dev.run(&[
+        "create",
+        "env",
+        "acme/payments/dev",
+        "--type",
+        "dev",
+        "--drift-schedule",
+        "",
+    ]);
+    assert_eq!(empty.code, 2, "{}", empty.stderr);
+    assert!(
+        empty.stderr.contains("sortie update env"),
+        "{}",
+        empty.stderr
+    );
+
+    // No successful apply yet, so no outputs: not found.
+    let none = dev.run(&["env", "outputs", "acme/payments/prod"]);
+    assert_eq!(none.code, 3, "{}", none.stderr);
+    assert!(
+        none.stderr.contains("no successful apply"),
+        "{}",
+        none.stderr
+    );
+
+    // A plan never awaits approval: approving or discarding it is a conflict, with the
+    // API's message; it has no outputs.
+    let source = dev.dir.join("src");
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::write(source.join("main.tf"), "output \"x\" { value = \"1\" }\n").unwrap();
+    let job = json(&dev.ok(&[
+        "run",
+        "plan",
+        "acme/payments/prod",
+        "--source",
+        &source.to_string_lossy(),
+        "-o",
+        "json",
+    ]));
+    let id = job["id"].as_str().unwrap();
+    for verb in ["approve", "discard"] {
+        let refused = dev.run(&["job", verb, id, "--comment", "not this one"]);
+        assert_eq!(refused.code, 4, "{verb}: {}", refused.stderr);
+        assert!(
+            refused.stderr.starts_with(&format!(
+                "error: job `{id}` is not awaiting approval: it is "
+            )),
+            "{verb}: {}",
+            refused.stderr
+        );
+        assert!(refused.stdout.is_empty(), "{}", refused.stdout);
+    }
+    let outputs = dev.run(&["job", "outputs", id]);
+    assert_eq!(outputs.code, 3, "{}", outputs.stderr);
+    assert!(
+        outputs.stderr.contains("only a succeeded apply has them"),
+        "{}",
+        outputs.stderr
+    );
+}
+
+#[test]
 fn every_kind_of_error_has_its_exit_code_and_message() {
     let dev = Dev::start();
     // Bad flags: clap's usage and exit code 2.

@@ -468,3 +468,177 @@ fn in_a_terminal_the_spinner_shows_state_and_elapsed_time_above_the_live_log() {
     let cell = parser.screen().cell(row, 0).map(|c| c.fgcolor());
     assert_eq!(cell, Some(vt100::Color::Idx(2)), "succeeded is green");
 }
+
+/// The last `n` lines of `text`, oldest first.
+fn last_lines(text: &str, n: usize) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+#[test]
+fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_discard_exits_6() {
+    let dev = Dev::start();
+    let created = dev.sortie(&[
+        "create",
+        "env",
+        "acme/demo/reviewed",
+        "--type",
+        "production",
+        "--approval",
+        "required",
+    ]);
+    assert_eq!(created.code(), 0, "{}", created.show());
+
+    // `--wait` follows the plan phase, then stops with exit 0: a CI job must not wait for
+    // a person.
+    let run = dev.sortie(&[
+        "run",
+        "apply",
+        "acme/demo/reviewed",
+        "--source",
+        &hello(),
+        "--var",
+        "greeting=reviewed",
+        "--wait",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.show());
+    let out = run.stdout();
+    assert_plain(&out, "stdout");
+    let id = job_id(&out);
+    assert!(out.contains("Initializing the backend"), "{}", run.show());
+    let end = last_lines(&out, 2);
+    assert!(
+        end[0].starts_with("awaiting_approval  ") && end[0].contains(&format!("(apply {id} on ")),
+        "{}",
+        run.show()
+    );
+    assert_eq!(
+        end[1],
+        format!("awaiting approval: sortie job approve {id}"),
+        "{}",
+        run.show()
+    );
+
+    // The job's details: its review, the deadline, the plan phase.
+    let get = dev.sortie(&["job", "get", &id]);
+    assert_eq!(get.code(), 0, "{}", get.show());
+    for wanted in [
+        "review:",
+        "required, phase plan",
+        "awaiting since:",
+        "deadline:",
+        "plan phase:",
+    ] {
+        assert!(
+            get.stdout().contains(wanted),
+            "no {wanted:?}: {}",
+            get.show()
+        );
+    }
+    // `job logs -f` on a waiting job stops at once too; with `-o json` the hint goes to
+    // standard error and standard output stays the job.
+    let followed = dev.sortie(&["job", "logs", "-f", &id, "-o", "json"]);
+    assert_eq!(followed.code(), 0, "{}", followed.show());
+    let job: Value = serde_json::from_str(&followed.stdout())
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", followed.show()));
+    assert_eq!(job["state"], "awaiting_approval");
+    assert!(
+        followed
+            .stderr()
+            .contains(&format!("awaiting approval: sortie job approve {id}\n")),
+        "{}",
+        followed.show()
+    );
+
+    // Approved: queued to apply the saved plan, which the follow sees to its end.
+    let approved = dev.sortie(&["job", "approve", &id, "--comment", "looks right"]);
+    assert_eq!(approved.code(), 0, "{}", approved.show());
+    assert!(
+        approved.stdout().contains(&format!(
+            "job {id} approved: queued to apply the saved plan"
+        )),
+        "{}",
+        approved.show()
+    );
+    let applied = dev.sortie(&["job", "logs", "-f", &id]);
+    assert_eq!(applied.code(), 0, "{}", applied.show());
+    assert!(
+        last_lines(&applied.stdout(), 1)[0].starts_with("succeeded  "),
+        "{}",
+        applied.show()
+    );
+    let get = dev.sortie(&["job", "get", &id]);
+    assert!(
+        get.stdout().contains("approved by ") && get.stdout().contains(": looks right"),
+        "{}",
+        get.show()
+    );
+    // Deciding again is a conflict.
+    let again = dev.sortie(&["job", "approve", &id]);
+    assert_eq!(again.code(), 4, "{}", again.show());
+    assert!(
+        again.stderr().contains("is not awaiting approval"),
+        "{}",
+        again.show()
+    );
+
+    // Its outputs, and the environment's (the latest successful apply).
+    let outputs = dev.sortie(&["job", "outputs", &id]);
+    assert_eq!(outputs.code(), 0, "{}", outputs.show());
+    assert_eq!(
+        outputs.stdout(),
+        "NAME     VALUE\nmessage  \"reviewed!\"\n",
+        "{}",
+        outputs.show()
+    );
+    let env_outputs = dev.sortie(&["env", "outputs", "acme/demo/reviewed"]);
+    assert_eq!(env_outputs.code(), 0, "{}", env_outputs.show());
+    assert_eq!(
+        env_outputs.stdout(),
+        format!(
+            "NAME     VALUE\nmessage  \"reviewed!\"\n(from apply job {id}, the latest successful apply of acme/demo/reviewed)\n"
+        ),
+        "{}",
+        env_outputs.show()
+    );
+    let env = dev.sortie(&["get", "env", "acme/demo/reviewed"]);
+    assert!(
+        env.stdout()
+            .contains(&format!("last apply:         job {id} at ")),
+        "{}",
+        env.show()
+    );
+
+    // A second apply, discarded: following it ends `discarded`, exit 6.
+    let run = dev.sortie(&[
+        "run",
+        "apply",
+        "acme/demo/reviewed",
+        "--source",
+        &hello(),
+        "--wait",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.show());
+    let second = job_id(&run.stdout());
+    let discarded = dev.sortie(&["job", "discard", &second, "--comment", "not now"]);
+    assert_eq!(discarded.code(), 0, "{}", discarded.show());
+    assert!(
+        discarded
+            .stdout()
+            .contains(&format!("job {second} discarded: nothing was applied")),
+        "{}",
+        discarded.show()
+    );
+    let ended = dev.sortie(&["job", "logs", "-f", &second]);
+    assert_eq!(ended.code(), 6, "{}", ended.show());
+    assert!(
+        last_lines(&ended.stdout(), 1)[0].starts_with("discarded  "),
+        "{}",
+        ended.show()
+    );
+    assert!(
+        ended.stderr().contains("error: the job ended discarded: "),
+        "{}",
+        ended.show()
+    );
+}
