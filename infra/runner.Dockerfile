@@ -13,6 +13,19 @@
 #
 # Stages: builder (static musl sortie-runner), tools (terraform and tofu,
 # checksums verified), and the final alpine image with git, as a non-root user.
+#
+# More Terraform or OpenTofu versions, for jobs whose environment or runner asks for a
+# `tool` or a `version` ("1.5.7", "~> 1.5", ">= 1.3, < 1.6"): put each binary in
+# /opt/sortie/tools (SORTIE_TOOLS_DIR) named terraform-X.Y.Z or tofu-X.Y.Z. The runner
+# takes a version from the name (and checks the chosen binary's own `version` output),
+# identifies /usr/local/bin/terraform and tofu by running them, runs the highest version
+# that matches, and fails the job at once, naming every version it has, when none does.
+# A job that asks for neither runs tofu (else terraform) from PATH. For example, in the
+# tools stage, download and verify another release as above, then
+#   unzip -o -d /extra "terraform_1.5.7_linux_${arch}.zip" terraform
+#   mv /extra/terraform /extra/terraform-1.5.7
+# and in the final stage
+#   COPY --from=tools /extra/ /opt/sortie/tools/
 
 ARG RUST_VERSION=1.85
 ARG ALPINE_VERSION=3.20
@@ -65,7 +78,7 @@ FROM alpine:${ALPINE_VERSION}
 RUN apk add --no-cache git ca-certificates openssh-client \
     && addgroup -S -g 10001 sortie \
     && adduser -S -D -H -u 10001 -G sortie -h /work -s /sbin/nologin sortie \
-    && mkdir -p /work \
+    && mkdir -p /work /opt/sortie/tools \
     && chown 10001:10001 /work \
     && chmod 0700 /work
 COPY --from=tools /out/terraform /usr/local/bin/terraform
@@ -75,6 +88,7 @@ COPY --from=builder /sortie-runner /usr/local/bin/sortie-runner
 # (see infra/target-account.yaml), created here so they start owned by the user.
 ENV HOME=/work \
     TMPDIR=/tmp \
+    SORTIE_TOOLS_DIR=/opt/sortie/tools \
     TF_IN_AUTOMATION=1 \
     CHECKPOINT_DISABLE=1
 USER 10001:10001

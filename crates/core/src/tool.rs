@@ -250,4 +250,66 @@ mod tests {
         }
         assert!(parse_constraint(&"1".repeat(200)).is_err());
     }
+
+    #[test]
+    fn spacing_and_a_leading_v_do_not_matter() {
+        for (tight, spaced) in [
+            ("~>1.0", "~> 1.0"),
+            (">=0.12,<2.0", ">= 0.12, < 2.0"),
+            ("=1.0.3", "= 1.0.3"),
+            ("!=v1.0.3", "!= 1.0.3"),
+        ] {
+            for v in [(0, 11, 11), (0, 12, 0), (1, 0, 3), (1, 9, 9), (2, 0, 0)] {
+                assert_eq!(m(tight, v), m(spaced, v), "{tight} vs {spaced} at {v:?}");
+            }
+        }
+        assert_eq!(parse_constraint("  ~> 1.0 ").unwrap().as_str(), "~> 1.0");
+    }
+
+    #[test]
+    fn pessimistic_constraints_below_1_stay_in_their_minor_or_major() {
+        assert!(m("~> 0.12", (0, 15, 5)));
+        assert!(!m("~> 0.12", (1, 0, 0)));
+        assert!(!m("~> 0.12", (0, 11, 11)));
+        assert!(m("~> 0.11.0", (0, 11, 11)));
+        assert!(!m("~> 0.11.0", (0, 12, 0)));
+        // A partial version in another operator means .0: `> 1.0` is `> 1.0.0`.
+        assert!(m("> 1.0", (1, 0, 1)));
+        assert!(!m("= 1.0", (1, 0, 3)));
+    }
+
+    #[test]
+    fn exact_versions_parse_with_three_parts_only() {
+        assert_eq!(parse_version("1.0.3"), Some((1, 0, 3)));
+        assert_eq!(parse_version(" v0.11.11 "), Some((0, 11, 11)));
+        for bad in ["1.0", "1", "1.0.3.4", "1.0.x", "", "v", "1.0.3-rc1"] {
+            assert_eq!(parse_version(bad), None, "{bad:?}");
+        }
+        assert_eq!(version_problem("~> 1.0"), None);
+        assert!(version_problem("latest").is_some());
+    }
+
+    #[test]
+    fn tool_names_and_reports_on_the_wire() {
+        assert_eq!(ToolName::Opentofu.as_str(), "opentofu");
+        assert_eq!(ToolName::Opentofu.binary(), "tofu");
+        assert_eq!(ToolName::Terraform.binary(), "terraform");
+        assert_eq!(
+            serde_json::to_value(ToolName::Opentofu).unwrap(),
+            serde_json::json!("opentofu")
+        );
+        let used: ToolUsed =
+            serde_json::from_str(r#"{"tool":"terraform","version":"1.0.3"}"#).unwrap();
+        assert_eq!(used.check(), Ok(()));
+        assert!(serde_json::from_str::<ToolUsed>(
+            r#"{"tool":"terraform","version":"1.0.3","extra":1}"#
+        )
+        .is_err());
+        assert!(serde_json::from_str::<ToolUsed>(r#"{"tool":"tofu","version":"1.0.3"}"#).is_err());
+        let loose = ToolUsed {
+            tool: ToolName::Terraform,
+            version: "~> 1.0".into(),
+        };
+        assert!(loose.check().unwrap_err().contains("not an exact version"));
+    }
 }

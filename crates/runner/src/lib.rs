@@ -33,7 +33,7 @@
 //!    the runner holds no credentials for the control plane's bucket, and a failed
 //!    upload is reported to the API (`upload_problems`), never a failed job;
 //! 7. exits 0 on success, 1 with a one-line reason as the log's last line on
-//!    failure ([`run`]).
+//!    failure ([`run()`]).
 //!
 //! Every step's logic is a plain function or sits behind a small trait
 //! ([`objects::ObjectStore`] for an `s3` source, [`upload::Uploader`]) so that it can be

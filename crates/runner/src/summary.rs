@@ -89,14 +89,16 @@ fn counts(text: &str) -> ChangeSummary {
     summary
 }
 
-/// `output -json`'s document with the value of every output marked `sensitive`
-/// replaced by `"(sensitive)"`, as JSON bytes; `None` when it is not such a document.
+/// `output -json`'s document with the value of every output not plainly marked
+/// `sensitive: false` removed (it is stored as `{"sensitive": true, "type": …}`), as JSON
+/// bytes; `None` when it is not such a document.
 pub fn redact_outputs(json: &str) -> Option<Vec<u8>> {
     let mut outputs: serde_json::Map<String, Value> = serde_json::from_str(json).ok()?;
     for output in outputs.values_mut() {
         if output.get("sensitive").and_then(Value::as_bool) != Some(false) {
             if let Some(obj) = output.as_object_mut() {
-                obj.insert("value".into(), Value::from("(sensitive)"));
+                obj.remove("value");
+                obj.insert("sensitive".into(), Value::Bool(true));
             }
         }
     }
@@ -120,6 +122,23 @@ pub fn describe(summary: &ChangeSummary, operation: Operation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sensitive_output_is_kept_without_its_value() {
+        let json = r#"{"a":{"sensitive":false,"type":"string","value":"x"},"b":{"sensitive":true,"type":"string","value":"hunter2"},"c":{"type":"string","value":"unflagged"}}"#;
+        let out: Value = serde_json::from_slice(&redact_outputs(json).unwrap()).unwrap();
+        assert_eq!(out["a"]["value"], "x");
+        assert_eq!(
+            out["b"],
+            serde_json::json!({"sensitive": true, "type": "string"})
+        );
+        assert_eq!(
+            out["c"],
+            serde_json::json!({"sensitive": true, "type": "string"})
+        );
+        assert!(!out.to_string().contains("hunter2"));
+        assert!(redact_outputs("not json").is_none());
+    }
 
     fn s(add: u32, change: u32, destroy: u32) -> ChangeSummary {
         ChangeSummary {

@@ -608,7 +608,9 @@ fn exit_code(status: &ExitStatus) -> String {
 
 /// The first error line of a tool's output: the first line that starts with
 /// `Error:` (after Terraform 1.x's `│` box drawing), else the first line that
-/// starts with `Error` or `fatal:` (git).
+/// starts with `Error` or `fatal:` (git), else the first paragraph that starts with
+/// `Failed to ` (Terraform 0.11's wrapped messages, such as a stale plan's
+/// `Failed to load backend: This plan was created against an older state ...`), joined.
 pub fn first_error_line(output: &str) -> Option<String> {
     let lines = || {
         output.lines().map(|l| {
@@ -616,10 +618,18 @@ pub fn first_error_line(output: &str) -> Option<String> {
                 .trim_end()
         })
     };
-    lines()
+    let clip = |text: &str| one_line(text).chars().take(400).collect();
+    if let Some(line) = lines()
         .find(|l| l.starts_with("Error:"))
         .or_else(|| lines().find(|l| l.starts_with("Error") || l.starts_with("fatal:")))
-        .map(|l| one_line(l).chars().take(400).collect())
+    {
+        return Some(clip(line));
+    }
+    let paragraph: Vec<&str> = lines()
+        .skip_while(|l| !l.starts_with("Failed to "))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    (!paragraph.is_empty()).then(|| clip(&paragraph.join(" ")))
 }
 
 #[cfg(test)]
@@ -864,6 +874,11 @@ mod tests {
             Some("fatal: repository 'x' not found")
         );
         assert_eq!(first_error_line("all good\n"), None);
+        let stale_011 = "Failed to load backend: This plan was created against an older state than is current. Please create\na new plan file against the latest state and try again.\n\nTerraform doesn't allow you to run plans\n";
+        assert_eq!(
+            first_error_line(stale_011).as_deref(),
+            Some("Failed to load backend: This plan was created against an older state than is current. Please create a new plan file against the latest state and try again.")
+        );
     }
 
     #[cfg(unix)]

@@ -1953,6 +1953,27 @@ async fn terraform_0_11_11_applies_and_destroys_through_plan_files_and_runs_both
         "phased!"
     );
 
+    // A saved plan made stale by another apply: 0.11's own words are the reason.
+    let mut stale_plan = greeting_spec(&world, Operation::Apply, "stale");
+    stale_plan.phase = Some(JobPhase::Plan);
+    assert!(world.run(&stale_plan, TOKEN).await.status.success());
+    let meanwhile = greeting_spec(&world, Operation::Apply, "meanwhile");
+    assert!(world.run(&meanwhile, TOKEN).await.status.success());
+    let stale_apply = apply_phase_of(&world, &stale_plan).await;
+    let output = world.run(&stale_apply, TOKEN).await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let log = world.log_from(&stale_apply, stale_apply.log_offset).await;
+    assert_eq!(
+        last_line(&log),
+        "sortie-runner: terraform apply failed with exit code 1: Failed to load backend: This plan was created against an older state than is current. Please create a new plan file against the latest state and try again.",
+        "{log}"
+    );
+    let state = state_of(&world, &stale_apply).await;
+    assert_eq!(
+        state["modules"][0]["outputs"]["message"]["value"],
+        "meanwhile!"
+    );
+
     // Destroy: plan -destroy -out, then apply of that file.
     let destroy = world.spec(Operation::Destroy, Source::Inline, hello_files());
     let output = world.run(&destroy, TOKEN).await;

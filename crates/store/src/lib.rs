@@ -110,7 +110,9 @@ pub trait EnvironmentStore: Send + Sync {
     ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError>;
     /// Changes labels, tags, env_type and the settings (never the link), checking the version
     /// when given. Create and update keep `next_drift_at` (and its gsi3 `DRIFT` entry) in step
-    /// with `drift_schedule`: its next fire time after now, or absent without a schedule.
+    /// with `drift_schedule`: its next fire time after now, or absent without a schedule. An
+    /// update that leaves `drift_schedule` as it was leaves `next_drift_at` too (an unrelated
+    /// edit never skips a due check, nor races [`EnvironmentStore::advance_drift`]).
     async fn update_environment(
         &self,
         env: &Environment,
@@ -129,8 +131,8 @@ pub trait EnvironmentStore: Send + Sync {
         path: &EnvPath,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
-    /// Environments whose drift check is due (`next_drift_at` before `now`), earliest
-    /// first, at most `limit`: one Query of the sparse gsi3 `DRIFT` partition, so it costs
+    /// Environments whose drift check is due (`next_drift_at` at or before `now`), earliest
+    /// first (then by path), at most `limit`: one Query of the sparse gsi3 `DRIFT` partition, so it costs
     /// nothing while nothing is due. Unreadable items are logged and skipped.
     async fn due_drift_checks(
         &self,
@@ -139,7 +141,8 @@ pub trait EnvironmentStore: Send + Sync {
     ) -> Result<Vec<EnvironmentRecord>, StoreError>;
     /// Moves a fired drift schedule on: `next_drift_at = next` (removed, with its gsi3 entry,
     /// when `None`) on condition that it is still `fired`, recording `skipped` when given.
-    /// `Ok(false)` when another sweep moved it first (then this one must not run the check).
+    /// `Ok(false)` when another sweep moved it first (then this one must not run the check);
+    /// `NotFound` when the environment is gone. Never bumps the version.
     async fn advance_drift(
         &self,
         path: &EnvPath,
@@ -147,9 +150,18 @@ pub trait EnvironmentStore: Send + Sync {
         next: Option<DateTime<Utc>>,
         skipped: Option<&DriftSkipped>,
     ) -> Result<bool, StoreError>;
-    /// Records a drift check's result on the environment (`drift`).
+    /// Records a drift check's result on the environment (`drift`); `NotFound` when the
+    /// environment is gone. Never bumps the version.
     async fn record_drift(&self, path: &EnvPath, status: &DriftStatus) -> Result<(), StoreError>;
-    /// Records the environment's latest successful apply, unless a later one is recorded.
+    /// Records the environment's latest successful apply, unless a later one is recorded (then
+    /// `Ok(())`, the later one kept); `NotFound` when the environment is gone. Never bumps the
+    /// version.
+    ///
+    /// Later means a later [`LastApply::at`] (when the apply succeeded), not a greater job id:
+    /// applies to one environment run one at a time under its lock, so their success times
+    /// follow the order in which they wrote the state, while job ids follow submit order and
+    /// two ids made in one millisecond are not ordered. An `at` equal to the recorded one
+    /// keeps the recorded apply.
     async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError>;
 }
 
@@ -165,7 +177,8 @@ pub trait JobStore: Send + Sync {
     ) -> Result<Submitted, StoreError>;
     /// Writes a new `queued` job only when its environment is idle, taking the lock in the
     /// same transaction; `None` (nothing written) when the environment is busy. For drift
-    /// checks, which are skipped rather than queued.
+    /// checks, which are skipped rather than queued. No idempotency key; `AlreadyExists` when
+    /// the job id is taken, `NotFound` when the environment is missing.
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError>;
     /// Reads a job.
     async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError>;
@@ -177,6 +190,8 @@ pub trait JobStore: Send + Sync {
         cursor: Option<&str>,
     ) -> Result<JobPage, StoreError>;
     /// Moves a job from `from` to `to` with a conditional write, recording time, reason and extras.
+    /// A move to `awaiting_approval` puts the job on the [`JobStore::approvals_due`] list, by
+    /// [`JobUpdate::approval_deadline`] (`at` when not given); any other move takes it off.
     async fn transition_job(
         &self,
         id: &JobId,

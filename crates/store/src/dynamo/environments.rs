@@ -484,11 +484,10 @@ impl EnvironmentStore for DynamoStore {
         }
     }
 
-    /// Later means a later `at` (when the apply succeeded): applies to one environment run
-    /// one at a time under its lock, so their success times are in the order their states
-    /// were written (job ids are not: they follow submit order, and two ids made in one
-    /// millisecond are not ordered). `last_apply.at` is stored with nine fractional digits,
-    /// fixed width, so the condition compares it as a time.
+    /// Later means a later `at` (see the trait). `last_apply.at` is stored with nine
+    /// fractional digits, fixed width, so the condition's string comparison is a time
+    /// comparison (serde's RFC 3339 drops zero fractions: `…:01Z` would sort after
+    /// `…:01.5Z`).
     async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError> {
         let at = s(last.at.to_rfc3339_opts(SecondsFormat::Nanos, true));
         let mut v = attribute(last);

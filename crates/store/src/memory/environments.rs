@@ -279,7 +279,7 @@ impl EnvironmentStore for MemoryStore {
         Ok(())
     }
 
-    /// Later means a later `at`, as in the table.
+    /// Later means a later `at` (see the trait), compared as times, as the table does.
     async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError> {
         let mut st = self.lock();
         let entry = st
