@@ -125,3 +125,88 @@ proptest! {
         }
     }
 }
+
+/// A reviewed job: `approval: required` on the environment, `four_eyes` as given.
+fn reviewed(operation: &str, four_eyes: bool) -> Job {
+    use sortie_core::{Approval, EnvSettings, Environment, RunnerLink, RunnerSpec};
+    let env = Environment {
+        path: EnvPath::parse("acme/payments/prod").unwrap(),
+        env_type: "production".into(),
+        labels: Default::default(),
+        tags: Default::default(),
+        runner: RunnerLink {
+            runner_id: RunnerId::parse("acme/r").unwrap(),
+            rule_id: "default".into(),
+            linked_by: "admin".into(),
+            linked_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+        },
+        settings: EnvSettings {
+            approval: Approval::Required,
+            four_eyes,
+            tool_version: Some("~> 1.0".into()),
+            ..Default::default()
+        },
+    };
+    let runner = RunnerSpec::parse(
+        "tool: opentofu\ntool_version: 1.6.0\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: local\n  directory: /tmp/s\n",
+    )
+    .unwrap();
+    let req = JobRequest::parse(&format!(
+        r#"{{"operation":"{operation}","files":{{"main.tf":""}}}}"#
+    ))
+    .unwrap();
+    Job::for_environment(
+        "01JOB",
+        &env,
+        runner,
+        req,
+        "alice".into(),
+        Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+    )
+}
+
+#[test]
+fn only_a_state_writing_job_on_a_reviewed_environment_is_reviewed_and_the_environment_picks_the_version(
+) {
+    let apply = reviewed("apply", true);
+    let review = apply.review.as_ref().expect("an apply is reviewed");
+    assert_eq!(review.phase, sortie_core::JobPhase::Plan);
+    assert_eq!(review.timeout_seconds, 24 * 3600);
+    assert!(review.four_eyes);
+    assert!(reviewed("destroy", false).review.is_some());
+    assert!(
+        reviewed("plan", true).review.is_none(),
+        "a plan is never reviewed"
+    );
+    // The environment's version wins; the runner's tool fills the gap.
+    assert_eq!(apply.tool_version.as_deref(), Some("~> 1.0"));
+    assert_eq!(apply.tool, Some(sortie_core::ToolName::Opentofu));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A decision is allowed exactly when the job awaits approval and, under four eyes, an
+    /// approval does not come from the requester; a discard never meets four eyes.
+    #[test]
+    fn a_decision_is_refused_exactly_when_the_state_or_four_eyes_forbid_it(
+        state in 0..ALL_STATES.len(),
+        four_eyes in any::<bool>(),
+        by_requester in any::<bool>(),
+        approve in any::<bool>(),
+    ) {
+        use sortie_core::{review_refusal, ReviewRefusal, ReviewVerdict};
+        let mut job = reviewed("apply", four_eyes);
+        job.state = ALL_STATES[state];
+        let by = if by_requester { "alice" } else { "bob" };
+        let verdict = if approve { ReviewVerdict::Approved } else { ReviewVerdict::Discarded };
+        let expected = if job.state != JobState::AwaitingApproval {
+            Some(ReviewRefusal::NotAwaiting(job.state))
+        } else if four_eyes && by_requester && approve {
+            Some(ReviewRefusal::OwnJob)
+        } else {
+            None
+        };
+        prop_assert_eq!(review_refusal(&job, by, verdict), expected);
+    }
+}
