@@ -393,3 +393,42 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "tool_version");
 }
+
+#[tokio::test]
+async fn a_job_awaiting_approval_can_be_canceled_and_then_frees_its_environment() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/-/environments",
+            Some(r#"{"name":"prod","env_type":"production","approval":"required"}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = submit(&api, "admin", "prod", "apply").await;
+    run_task(&api, &id, "t").await;
+    assert_eq!(job(&api, &id).await["state"], "awaiting_approval");
+    let r = api
+        .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
+        .await;
+    assert_eq!(
+        r.status, 200,
+        "no task runs, so it ends at once: {}",
+        r.body
+    );
+    assert_eq!(r.body["state"], "canceled");
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/prod", None)
+        .await
+        .body;
+    assert!(env.get("active_job").is_none(), "{env}");
+    let r = api
+        .as_admin("POST", &format!("/v1/jobs/{id}/discard"), None)
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("canceled"));
+}

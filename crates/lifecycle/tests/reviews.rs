@@ -328,3 +328,49 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     assert!(rec.drift_skipped.unwrap().reason.contains("busy"));
     assert_eq!(rec.queued_count, 0, "checks never pile up");
 }
+
+#[tokio::test]
+async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_never_in_its_apply_phase(
+) {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/spot", "").await;
+    configure(&w, &env, serde_json::json!({"approval": "required"})).await;
+    let job = submit(&w, &env, "apply", "alice").await;
+    w.queued_ids().await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    let spot = World::event("ecs-task-spot-interruption.json", &job.id, task.as_str());
+    // The plan phase wrote nothing: it is requeued, keeping the lock.
+    assert_eq!(
+        w.engine.task_event(&spot).await.unwrap(),
+        EventOutcome::Moved(JobState::Queued)
+    );
+    assert_eq!(w.store.get_job(&job.id).await.unwrap().spot_requeues, 1);
+    // Its second plan attempt ends well; approved, the apply phase is interrupted too.
+    assert_eq!(
+        run_to_stop(&w, &job, counts(1, 0, 0)).await,
+        EventOutcome::Moved(JobState::AwaitingApproval)
+    );
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    w.engine
+        .jobs
+        .decide(
+            &rec,
+            "bob",
+            sortie_core::ReviewVerdict::Approved,
+            None,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    w.queued_ids().await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    let spot = World::event("ecs-task-spot-interruption.json", &job.id, task.as_str());
+    assert_eq!(
+        w.engine.task_event(&spot).await.unwrap(),
+        EventOutcome::Moved(JobState::Failed),
+        "an apply is never re-run blindly"
+    );
+}

@@ -132,7 +132,13 @@ fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {
 pub(crate) fn facts(record: &JobRecord) -> JobFacts {
     JobFacts {
         state: record.job.state,
-        operation: record.job.request.operation,
+        // What this task does: a reviewed job's plan phase is a plan (it writes no state, so
+        // a Spot interruption requeues it like any plan), whatever the job's operation.
+        operation: if record.job.phase() == Some(sortie_core::JobPhase::Plan) {
+            sortie_core::Operation::Plan
+        } else {
+            record.job.request.operation
+        },
         entered: when_entered(record, record.job.state),
         last_heard: record.updated_at,
         task: record.task.clone(),
