@@ -168,6 +168,8 @@ pub struct JobUpdate {
     pub approval_deadline: Option<DateTime<Utc>>,
     /// Forgets the change summary of the last phase (the approved apply starts afresh).
     pub clear_summary: bool,
+    /// Where the apply phase's log starts (the plan phase's log ends there).
+    pub apply_log_offset: Option<u64>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -214,6 +216,10 @@ pub struct JobRecord {
     /// The tool and exact version the runner reported it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_used: Option<ToolUsed>,
+    /// A reviewed job's apply phase: the byte offset in the job's one log where its lines
+    /// start (the plan phase's lines are before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_log_offset: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -237,6 +243,7 @@ impl JobRecord {
             upload_problems: Vec::new(),
             plan_phase: None,
             tool_used: None,
+            apply_log_offset: None,
         }
     }
 }

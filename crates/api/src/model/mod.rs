@@ -348,6 +348,10 @@ pub struct JobView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<domain::ToolUsed>)]
     pub tool_used: Option<ToolUsed>,
+    /// A reviewed job's apply phase: where its lines start in the job's one log
+    /// (`GET /v1/jobs/{id}/logs?offset=<this>`); the plan phase's lines are before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_log_offset: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -370,6 +374,7 @@ impl From<JobRecord> for JobView {
             spot_requeues: r.spot_requeues,
             plan_phase: r.plan_phase,
             tool_used: r.tool_used,
+            apply_log_offset: r.apply_log_offset,
         }
     }
 }

@@ -112,7 +112,23 @@ pub(crate) async fn get_job_spec(
                     format!("the saved plan of job `{}` cannot be read: {e}", job.id),
                 )
             })?;
-        (Some(url), log_end(&state, &job.id).await?)
+        let offset = log_end(&state, &job.id).await?;
+        // Recorded once, by the first spec fetch of the apply phase: the job view then says
+        // where each phase's lines are in the job's one log.
+        if record.apply_log_offset.is_none() {
+            state
+                .store
+                .mark_job(
+                    &job.id,
+                    Utc::now(),
+                    sortie_store::JobUpdate {
+                        apply_log_offset: Some(offset),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+        }
+        (Some(url), offset)
     } else {
         (None, 0)
     };

@@ -98,6 +98,10 @@ fn add_update(
             serde_dynamo::to_attribute_value(v).expect("tool used serialises"),
         );
     }
+    if let Some(v) = update.apply_log_offset {
+        set.push("apply_log_offset = :alo");
+        values.insert(":alo".into(), n(v));
+    }
     // A summary given with it is the new one: set, not removed (one path, one action).
     if update.clear_summary && update.summary.is_none() {
         remove.push("summary");

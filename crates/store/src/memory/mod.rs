@@ -167,6 +167,9 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     if let Some(v) = update.tool_used {
         record.tool_used = Some(v);
     }
+    if let Some(v) = update.apply_log_offset {
+        record.apply_log_offset = Some(v);
+    }
     // A summary given with it is the new one (set above), as in the table's update.
     if update.clear_summary && update.summary.is_none() {
         record.summary = None;

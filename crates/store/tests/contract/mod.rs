@@ -1751,12 +1751,15 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
             JobUpdate {
                 summary: Some(plan_summary),
                 tool_used: Some(tool.clone()),
+                apply_log_offset: Some(4096),
                 ..Default::default()
             },
         )
         .await
         .unwrap();
     assert_eq!(marked.tool_used.as_ref(), Some(&tool));
+    assert_eq!(marked.apply_log_offset, Some(4096));
+    assert_eq!(s.get_job(&j.id).await.unwrap().apply_log_offset, Some(4096));
     assert_eq!(marked.summary.as_ref(), Some(&plan_summary));
 
     let ended = Utc::now();
