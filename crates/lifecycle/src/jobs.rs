@@ -400,6 +400,16 @@ impl JobService {
                 warn!(error = %e, "could not record the environment's latest apply");
             }
         }
+        if job.state == JobState::Succeeded && job.request.operation == Operation::Destroy {
+            // Destroyed: no outputs, and nothing to check for drift until the next apply.
+            if let Err(e) = self
+                .store
+                .forget_last_apply(&job.environment, Utc::now())
+                .await
+            {
+                warn!(error = %e, "could not forget the environment's latest apply");
+            }
+        }
         if job.drift_check {
             if let Err(e) = self.drift_checked(record).await {
                 warn!(error = %e, "could not record the drift check's result");

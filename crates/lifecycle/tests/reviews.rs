@@ -374,3 +374,31 @@ async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_
         "an apply is never re-run blindly"
     );
 }
+
+#[tokio::test]
+async fn a_successful_destroy_forgets_the_latest_apply_so_drift_checks_skip_until_the_next_apply() {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/gone", "").await;
+    configure(&w, &env, serde_json::json!({"drift_schedule": "0 * * * *"})).await;
+    let apply = submit(&w, &env, "apply", "alice").await;
+    run_to_stop(&w, &apply, counts(1, 0, 0)).await;
+    let rec = w.store.get_environment(&env).await.unwrap().item;
+    assert_eq!(rec.last_apply.unwrap().job_id, apply.id);
+    let destroy = submit(&w, &env, "destroy", "alice").await;
+    assert_eq!(
+        run_to_stop(&w, &destroy, counts(0, 0, 1)).await,
+        EventOutcome::Moved(JobState::Succeeded)
+    );
+    let rec = w.store.get_environment(&env).await.unwrap().item;
+    assert!(rec.last_apply.is_none(), "destroyed: no latest apply");
+    let report = w
+        .engine
+        .sweep(rec.next_drift_at.unwrap() + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.drift_checks, report.drift_skipped),
+        (0, 1),
+        "{report:?}"
+    );
+}

@@ -163,6 +163,11 @@ pub trait EnvironmentStore: Send + Sync {
     /// two ids made in one millisecond are not ordered. An `at` equal to the recorded one
     /// keeps the recorded apply.
     async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError>;
+    /// Forgets the environment's latest apply after a successful destroy at `at`, unless an
+    /// apply later than `at` is recorded: a destroyed environment has no outputs, and its
+    /// drift checks are skipped until the next apply. `NotFound` when the environment is
+    /// gone. Never bumps the version.
+    async fn forget_last_apply(&self, path: &EnvPath, at: DateTime<Utc>) -> Result<(), StoreError>;
 }
 
 /// Jobs: submission under the environment lock, conditional transitions, the sweeper's lists.

@@ -408,7 +408,7 @@ pub(crate) async fn get_environment_outputs(
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
-            format!("environment `{path}` has no successful apply yet, so no outputs"),
+            format!("environment `{path}` has no outputs: no apply has succeeded since it was created or last destroyed"),
         ));
     };
     let record = state.store.get_job(&last.job_id).await?;

@@ -223,7 +223,7 @@ impl Engine {
                 "the environment was busy with job {active}; this check is skipped, not queued"
             )),
             (None, None) => Some(
-                "no successful apply yet: a drift check plans the configuration of the environment's latest successful apply".to_string(),
+                "no successful apply since the environment was created or last destroyed: a drift check plans the configuration of its latest successful apply".to_string(),
             ),
             _ => None,
         };

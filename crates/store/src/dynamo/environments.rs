@@ -484,6 +484,23 @@ impl EnvironmentStore for DynamoStore {
         }
     }
 
+    /// Compares `last_apply.at` as `record_last_apply` writes it (nine fixed digits).
+    async fn forget_last_apply(&self, path: &EnvPath, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(env_key(path)))
+            .update_expression("REMOVE last_apply")
+            .condition_expression("attribute_exists(pk) AND last_apply.#at < :at")
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_values(":at", s(at.to_rfc3339_opts(SecondsFormat::Nanos, true)))
+            .send()
+            .await;
+        // Nothing recorded, or a later apply: it stays.
+        self.kept_unless_missing(path, res).await
+    }
+
     /// Later means a later `at` (see the trait). `last_apply.at` is stored with nine
     /// fractional digits, fixed width, so the condition's string comparison is a time
     /// comparison (serde's RFC 3339 drops zero fractions: `…:01Z` would sort after
@@ -509,9 +526,28 @@ impl EnvironmentStore for DynamoStore {
             .expression_attribute_values(":at", at)
             .send()
             .await;
+        // A later apply is recorded: it stays.
+        self.kept_unless_missing(path, res).await
+    }
+}
+
+impl DynamoStore {
+    /// The answer of a conditional `last_apply` write: a failed condition keeps what is
+    /// recorded (`Ok`), unless the environment is gone (`NotFound`).
+    async fn kept_unless_missing<T, E>(
+        &self,
+        path: &EnvPath,
+        res: Result<T, aws_sdk_dynamodb::error::SdkError<E>>,
+    ) -> Result<(), StoreError>
+    where
+        E: aws_sdk_dynamodb::error::ProvideErrorMetadata
+            + std::error::Error
+            + Send
+            + Sync
+            + 'static,
+    {
         match res {
             Ok(_) => Ok(()),
-            // A later apply is recorded: it stays.
             Err(e) if condition_failed(&e) => match self.read_env(path).await? {
                 None => Err(not_found(path)),
                 Some(_) => Ok(()),

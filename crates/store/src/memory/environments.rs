@@ -279,21 +279,32 @@ impl EnvironmentStore for MemoryStore {
         Ok(())
     }
 
-    /// Later means a later `at` (see the trait), compared as times, as the table does.
-    async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError> {
+    /// Compared as times, as the table does.
+    async fn forget_last_apply(&self, path: &EnvPath, at: DateTime<Utc>) -> Result<(), StoreError> {
         let mut st = self.lock();
-        let entry = st
-            .envs
-            .get_mut(&path.to_string())
-            .ok_or_else(|| not_found(path))?;
-        if entry
-            .record
-            .last_apply
-            .as_ref()
-            .is_none_or(|recorded| recorded.at < last.at)
-        {
-            entry.record.last_apply = Some(last.clone());
+        let last = &mut env_entry(&mut st.envs, path)?.record.last_apply;
+        if last.as_ref().is_some_and(|recorded| recorded.at < at) {
+            *last = None;
         }
         Ok(())
     }
+
+    /// Later means a later `at` (see the trait), compared as times, as the table does.
+    async fn record_last_apply(&self, path: &EnvPath, last: &LastApply) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let recorded = &mut env_entry(&mut st.envs, path)?.record.last_apply;
+        if recorded.as_ref().is_none_or(|r| r.at < last.at) {
+            *recorded = Some(last.clone());
+        }
+        Ok(())
+    }
+}
+
+/// The environment's entry, or `NotFound`.
+fn env_entry<'a>(
+    envs: &'a mut std::collections::BTreeMap<String, EnvEntry>,
+    path: &EnvPath,
+) -> Result<&'a mut EnvEntry, StoreError> {
+    envs.get_mut(&path.to_string())
+        .ok_or_else(|| not_found(path))
 }

@@ -1630,6 +1630,27 @@ pub async fn record_drift_sets_the_result_and_an_older_apply_never_replaces_a_ne
     }
     let newest = apply("01newest", base + Duration::seconds(2));
     s.record_last_apply(&env, &newest).await.unwrap();
+    assert_eq!(last(s.clone()).await, Some(newest.clone()));
+    // A destroy before the newest apply forgets nothing; one after it forgets it.
+    s.forget_last_apply(&env, base + Duration::milliseconds(1999))
+        .await
+        .unwrap();
+    assert_eq!(last(s.clone()).await, Some(newest.clone()));
+    s.forget_last_apply(&env, base + Duration::seconds(3))
+        .await
+        .unwrap();
+    assert_eq!(last(s.clone()).await, None, "destroyed: no latest apply");
+    s.forget_last_apply(&env, base + Duration::seconds(4))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.forget_last_apply(&ghost, base).await,
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
+    ));
+    s.record_last_apply(&env, &newest).await.unwrap();
     assert_eq!(last(s.clone()).await, Some(newest));
     assert!(matches!(
         s.record_last_apply(&ghost, &newer).await,
