@@ -493,7 +493,7 @@ fn environment_settings_are_set_shown_and_cleared_and_decisions_and_outputs_have
     let none = dev.run(&["env", "outputs", "acme/payments/prod"]);
     assert_eq!(none.code, 3, "{}", none.stderr);
     assert!(
-        none.stderr.contains("no successful apply"),
+        none.stderr.contains("no apply has succeeded"),
         "{}",
         none.stderr
     );
