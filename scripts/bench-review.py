@@ -23,17 +23,21 @@ import argparse
 import datetime as dt
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+import importlib.util
 
 import boto3
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The helpers bench-e2e.py already has: RFC 3339 parsing, percentiles, the API client.
+_spec = importlib.util.spec_from_file_location("bench_e2e", os.path.join(ROOT, "scripts", "bench-e2e.py"))
+_e2e = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_e2e)
+parse_time, pct, Api = _e2e.parse_time, _e2e.pct, _e2e.Api
 
 RUNNER = """#!/bin/sh
 # Reports an empty summary (no changes) with its job token, then exits 0 at once.
@@ -43,41 +47,6 @@ curl -s -o /dev/null -X PUT -H "Authorization: Bearer $SORTIE_JOB_TOKEN" \\
   "$SORTIE_API_URL/v1/jobs/$SORTIE_JOB_ID/summary"
 exit 0
 """
-
-
-def parse_time(text):
-    text = text.replace("Z", "+00:00")
-    if "." in text:
-        head, rest = text.split(".", 1)
-        frac, zone = rest[: rest.index("+")], rest[rest.index("+"):]
-        text = f"{head}.{frac[:6].ljust(6, '0')}{zone}"
-    return dt.datetime.fromisoformat(text).timestamp()
-
-
-def pct(values, p):
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))
-    return ordered[k]
-
-
-class Api:
-    def __init__(self, url, token):
-        self.url, self.token = url, token
-
-    def call(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {self.token}")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                text = r.read()
-                return json.loads(text) if text else None
-        except urllib.error.HTTPError as e:
-            sys.exit(f"{method} {path}: {e.code} {e.read().decode()}")
 
 
 def wait(what, check, limit=120):

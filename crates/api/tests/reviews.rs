@@ -100,8 +100,8 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
         )
         .await;
     assert_eq!(
-        r.status, 200,
-        "the job is not terminal, its token still reads the spec"
+        r.status, 401,
+        "the plan task's token died with its task: it cannot write while the job awaits approval"
     );
 
     let approve = |who: &'static str, body: Option<&'static str>| {

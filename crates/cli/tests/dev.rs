@@ -954,8 +954,7 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
         .find("-out=plan.tfplan")
         .expect("the plan phase in the log");
     let applied = log
-        .find("apply -input=false -no-color plan.tfplan")
-        .or_else(|| log.find("plan.tfplan\n"))
+        .find("$ terraform apply -input=false -no-color plan.tfplan")
         .expect("the apply of the saved plan in the log");
     assert!(planned < applied, "{log}");
     assert!(!log.contains("-auto-approve"), "{log}");

@@ -120,16 +120,6 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
-impl EnvSettings {
-    /// The approval timeout in effect.
-    pub fn approval_timeout(&self) -> chrono::Duration {
-        chrono::Duration::seconds(i64::from(
-            self.approval_timeout_seconds
-                .unwrap_or(APPROVAL_TIMEOUT_DEFAULT_SECONDS),
-        ))
-    }
-}
-
 impl Environment {
     /// The facts rule resolution reads.
     pub fn facts(&self) -> EnvFacts<'_> {

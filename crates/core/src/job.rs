@@ -601,13 +601,6 @@ impl Job {
         self.review.as_ref().map(|r| r.phase)
     }
 
-    /// True when the job's plan phase just ended well: it awaits approval instead of ending.
-    pub fn awaits_approval_after_success(&self) -> bool {
-        self.review
-            .as_ref()
-            .is_some_and(|r| r.phase == crate::spec::JobPhase::Plan)
-    }
-
     /// A new job in `queued`, with its creation recorded.
     pub fn new(
         id: impl Into<JobId>,

@@ -262,15 +262,9 @@ impl JobService {
                     )
                     .await?;
                 info!(job_id = %job.id, %deadline, "plan phase succeeded; awaiting approval");
-                let detail = json!({
-                    "job_id": job.id,
-                    "environment": job.environment.to_string(),
-                    "org": job.environment.org(),
-                    "operation": job.request.operation,
-                    "requested_by": job.requested_by,
-                    "summary": record.summary,
-                    "approval_deadline": deadline,
-                });
+                let mut detail = crate::completed_detail(&awaiting);
+                detail["summary"] = json!(record.summary);
+                detail["approval_deadline"] = json!(deadline);
                 if let Err(e) = self
                     .bus
                     .publish(

@@ -141,24 +141,8 @@ impl ApiClient {
     /// URL's query (its signature is a credential until it expires).
     pub async fn download_presigned(&self, url: &str) -> Result<Vec<u8>, String> {
         let shown = without_query(url);
-        let mut delay = self.retry.first_delay;
-        let attempts = self.retry.attempts.max(1);
-        let mut last = String::new();
-        for attempt in 1..=attempts {
-            match self.download_once(url, &shown).await {
-                Ok(bytes) => return Ok(bytes),
-                Err(Failure::Fatal(message)) => return Err(message),
-                Err(Failure::Transient(message)) => {
-                    tracing::warn!(url = %shown, attempt, error = %message, "download failed");
-                    last = message;
-                    if attempt < attempts {
-                        tokio::time::sleep(delay).await;
-                        delay = delay.saturating_mul(2);
-                    }
-                }
-            }
-        }
-        Err(format!("{last} (gave up after {attempts} attempts)"))
+        self.retrying(&shown, || self.download_once(url, &shown))
+            .await
     }
 
     async fn download_once(&self, url: &str, shown: &str) -> Result<Vec<u8>, Failure> {
@@ -171,31 +155,7 @@ impl ApiClient {
             )
             .body(Full::new(Bytes::new()))
             .map_err(|e| Failure::Fatal(format!("GET {shown} is not a valid request: {e}")))?;
-        let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|e| Failure::Transient(format!("GET {shown}: {}", error_chain(&e))))?;
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| {
-                    Failure::Transient(format!("GET {shown}: the answer was cut short: {e}"))
-                })?
-                .to_bytes();
-            Ok::<_, Failure>((status, bytes))
-        };
-        let (status, bytes) = tokio::time::timeout(self.retry.timeout, exchange)
-            .await
-            .map_err(|_| {
-                Failure::Transient(format!(
-                    "GET {shown}: no answer within {} s",
-                    self.retry.timeout.as_secs()
-                ))
-            })??;
+        let (status, bytes) = self.exchange(request, &format!("GET {shown}"), "").await?;
         if status.is_success() {
             return Ok(bytes.to_vec());
         }
@@ -316,27 +276,69 @@ impl ApiClient {
         body: Option<Vec<u8>>,
         accept: &[StatusCode],
     ) -> Result<(StatusCode, Bytes), RunnerError> {
+        self.retrying(&format!("{method} {path}"), || {
+            self.attempt(&method, path, body.clone(), accept)
+        })
+        .await
+        .map_err(RunnerError::Api)
+    }
+
+    /// Runs `once` until it succeeds, fails for good, or the policy's attempts are spent
+    /// (transient failures wait 0.5, 1, 2, … s between tries); the error is one line.
+    async fn retrying<T, F, Fut>(&self, what: &str, mut once: F) -> Result<T, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
         let mut delay = self.retry.first_delay;
         let attempts = self.retry.attempts.max(1);
+        let mut last = format!("{what} was never attempted");
         for attempt in 1..=attempts {
-            match self.attempt(&method, path, body.clone(), accept).await {
+            match once().await {
                 Ok(answer) => return Ok(answer),
-                Err(Failure::Fatal(message)) => return Err(RunnerError::Api(message)),
-                Err(Failure::Transient(message)) if attempt == attempts => {
-                    return Err(RunnerError::Api(format!(
-                        "{message} (gave up after {attempts} attempts)"
-                    )))
-                }
+                Err(Failure::Fatal(message)) => return Err(message),
                 Err(Failure::Transient(message)) => {
-                    tracing::warn!(%method, path, attempt, error = %message, "API call failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
+                    if attempt < attempts {
+                        tracing::warn!(what, attempt, error = %message, "call failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = delay.saturating_mul(2);
+                    }
+                    last = format!("{message} (gave up after {attempts} attempts)");
                 }
             }
         }
-        Err(RunnerError::Api(format!(
-            "{method} {path} was never attempted"
-        )))
+        Err(last)
+    }
+
+    /// Sends one request and reads its whole answer within the policy's timeout; `what`
+    /// names the call in errors, and `unreachable` prefixes a connection failure's cause.
+    async fn exchange(
+        &self,
+        request: Request<Full<Bytes>>,
+        what: &str,
+        unreachable: &str,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| {
+                Failure::Transient(format!("{what}: {unreachable}{}", error_chain(&e)))
+            })?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Failure::Transient(format!("{what}: the answer was cut short: {e}")))?
+                .to_bytes();
+            Ok::<_, Failure>((status, bytes))
+        };
+        tokio::time::timeout(self.retry.timeout, exchange)
+            .await
+            .map_err(|_| {
+                Failure::Transient(format!(
+                    "{what}: no answer within {} s",
+                    self.retry.timeout.as_secs()
+                ))
+            })?
     }
 
     async fn attempt(
@@ -365,33 +367,10 @@ impl ApiClient {
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| Failure::Fatal(format!("{method} {url} is not a valid request: {e}")))?;
-        let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                Failure::Transient(format!(
-                    "{method} {path}: could not reach the API at {}: {}",
-                    self.base,
-                    error_chain(&e)
-                ))
-            })?;
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| {
-                    Failure::Transient(format!("{method} {path}: the answer was cut short: {e}"))
-                })?
-                .to_bytes();
-            Ok::<_, Failure>((status, bytes))
-        };
-        let (status, bytes) = tokio::time::timeout(self.retry.timeout, exchange)
-            .await
-            .map_err(|_| {
-                Failure::Transient(format!(
-                    "{method} {path}: no answer within {} s",
-                    self.retry.timeout.as_secs()
-                ))
-            })??;
+        let unreachable = format!("could not reach the API at {}: ", self.base);
+        let (status, bytes) = self
+            .exchange(request, &format!("{method} {path}"), &unreachable)
+            .await?;
         if status.is_success() || accept.contains(&status) {
             return Ok((status, bytes));
         }

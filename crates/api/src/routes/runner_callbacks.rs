@@ -52,7 +52,14 @@ async fn job_by_token_in(
         .token_hash
         .as_deref()
         .is_some_and(|h| constant_time_eq(h.as_bytes(), presented.as_bytes()));
-    if !matches || (record.job.state.is_terminal() && !ended_too) {
+    // A token works while its task may run (`dispatching`, `running`): it dies when the task
+    // ends, so a reviewed job's plan task cannot write once the job awaits approval, nor a
+    // requeued attempt's. Only the final callback (`ended_too`) is answered afterwards.
+    let launched = matches!(
+        record.job.state,
+        sortie_core::JobState::Dispatching | sortie_core::JobState::Running
+    );
+    if !matches || !(launched || ended_too) {
         return Err(refuse());
     }
     Ok(record)
@@ -181,20 +188,37 @@ pub(crate) async fn put_job_tool(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    let record = job_by_token(&state, &headers, &id).await?;
-    let used: sortie_core::ToolUsed = serde_json::from_value(body.value()?)
-        .map_err(|e| ApiError::field("body", e.to_string()))?;
-    used.check().map_err(|e| ApiError::field("version", e))?;
-    let updated = state
-        .store
-        .mark_job(
-            &record.job.id,
-            Utc::now(),
-            sortie_store::JobUpdate {
+    record_by_token(
+        &state,
+        &headers,
+        &id,
+        body,
+        |used: sortie_core::ToolUsed| {
+            used.check().map_err(|e| ApiError::field("version", e))?;
+            Ok(sortie_store::JobUpdate {
                 tool_used: Some(used),
                 ..Default::default()
-            },
-        )
+            })
+        },
+    )
+    .await
+}
+
+/// A runner's report recorded on its job: the job token checked, the body decoded as `T`
+/// (400 naming `body` otherwise), and the update `to_update` makes of it written.
+async fn record_by_token<T: serde::de::DeserializeOwned>(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &JobId,
+    body: Document,
+    to_update: impl FnOnce(T) -> Result<sortie_store::JobUpdate, ApiError>,
+) -> Result<Reply<JobView>, ApiError> {
+    let record = job_by_token(state, headers, id).await?;
+    let report: T = serde_json::from_value(body.value()?)
+        .map_err(|e| ApiError::field("body", e.to_string()))?;
+    let updated = state
+        .store
+        .mark_job(&record.job.id, Utc::now(), to_update(report)?)
         .await?;
     Ok(Reply::ok(updated.into()))
 }
@@ -212,21 +236,13 @@ pub(crate) async fn put_job_summary(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    let record = job_by_token(&state, &headers, &id).await?;
-    let summary: sortie_core::ChangeSummary = serde_json::from_value(body.value()?)
-        .map_err(|e| ApiError::field("body", e.to_string()))?;
-    let updated = state
-        .store
-        .mark_job(
-            &record.job.id,
-            Utc::now(),
-            sortie_store::JobUpdate {
-                summary: Some(summary),
-                ..Default::default()
-            },
-        )
-        .await?;
-    Ok(Reply::ok(updated.into()))
+    record_by_token(&state, &headers, &id, body, |summary| {
+        Ok(sortie_store::JobUpdate {
+            summary: Some(summary),
+            ..Default::default()
+        })
+    })
+    .await
 }
 
 /// How long a presigned upload URL works: long enough to start one upload, short enough

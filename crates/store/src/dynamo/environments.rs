@@ -11,7 +11,7 @@ use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
 use super::items::{check_item, env_to_item, from_item, EnvItem};
 use super::keys::{env_key, group_pk, runner_key, DRIFT};
-use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome};
+use super::{attribute, condition_failed, n, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
 use crate::sortkeys::{drift_due_bound, drift_sk, next_drift};
 use crate::{EnvironmentRecord, EnvironmentStore, LastApply, StoreError, Versioned};
@@ -46,10 +46,6 @@ fn not_found(path: &EnvPath) -> StoreError {
 /// keys), as [`check_item`] checks a whole item.
 fn check_attribute(name: &'static str, v: &AttributeValue) -> Result<(), StoreError> {
     check_item(name, &HashMap::from([(name.to_string(), v.clone())]))
-}
-
-fn attribute<T: serde::Serialize>(v: &T) -> AttributeValue {
-    serde_dynamo::to_attribute_value(v).expect("domain values serialise")
 }
 
 /// An update expression that gives each of `attrs` the value `item` has for it, or removes

@@ -13,7 +13,7 @@ use super::items::{checked_item, from_item, job_item, JobItem};
 use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, AWAITING, ENDED, PENDING};
 use super::submit::IDEMPOTENCY_TTL_SECONDS;
 use super::unreadable::decode_listed;
-use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
+use super::{attribute, condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
 use crate::cursor::{decode_cursor, encode_cursor};
 use crate::error::aws;
 use crate::sortkeys::{job_sk, sort_time};
@@ -52,10 +52,7 @@ fn add_update(
     }
     if let Some(v) = &update.summary {
         set.push("summary = :sum");
-        values.insert(
-            ":sum".into(),
-            serde_dynamo::to_attribute_value(v).expect("summary serialises"),
-        );
+        values.insert(":sum".into(), attribute(v));
     }
     if update.next_attempt || update.spot_requeue {
         values.insert(":zero".into(), n(0));
@@ -74,29 +71,21 @@ fn add_update(
         set.push("upload_problems = :up");
         values.insert(":up".into(), AttributeValue::L(v.iter().map(s).collect()));
     }
+    // Set through attribute names: `review` and friends are not reserved words, but `at`
+    // inside them is, and one form for all keeps the expression uniform.
+    let mut set_named = |expr: &'static str, name: &'static str, value: AttributeValue| {
+        set.push(expr);
+        names.insert(format!("#{name}"), name.to_string());
+        values.insert(format!(":{name}"), value);
+    };
     if let Some(v) = &update.review {
-        set.push("#review = :rev");
-        names.insert("#review".into(), "review".into());
-        values.insert(
-            ":rev".into(),
-            serde_dynamo::to_attribute_value(v).expect("review serialises"),
-        );
+        set_named("#review = :review", "review", attribute(v));
     }
     if let Some(v) = &update.plan_phase {
-        set.push("#plan_phase = :pp");
-        names.insert("#plan_phase".into(), "plan_phase".into());
-        values.insert(
-            ":pp".into(),
-            serde_dynamo::to_attribute_value(v).expect("plan phase serialises"),
-        );
+        set_named("#plan_phase = :plan_phase", "plan_phase", attribute(v));
     }
     if let Some(v) = &update.tool_used {
-        set.push("#tool_used = :tu");
-        names.insert("#tool_used".into(), "tool_used".into());
-        values.insert(
-            ":tu".into(),
-            serde_dynamo::to_attribute_value(v).expect("tool used serialises"),
-        );
+        set_named("#tool_used = :tool_used", "tool_used", attribute(v));
     }
     if let Some(v) = update.apply_log_offset {
         set.push("apply_log_offset = :alo");
@@ -105,6 +94,31 @@ fn add_update(
     // A summary given with it is the new one: set, not removed (one path, one action).
     if update.clear_summary && update.summary.is_none() {
         remove.push("summary");
+    }
+}
+
+impl DynamoStore {
+    /// The items of gsi3 partition `partition` whose sort key (`<time>#<id>`) is before
+    /// `before`, oldest first, at most `limit`: the sweeper's work lists.
+    async fn gsi3_before(
+        &self,
+        partition: &str,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Item>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :p AND gsi3sk < :before")
+            .expression_attribute_values(":p", s(partition))
+            .expression_attribute_values(":before", s(sort_time(before)))
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(out.items.unwrap_or_default())
     }
 }
 
@@ -580,21 +594,8 @@ impl JobStore for DynamoStore {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<Job>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name("gsi3")
-            .key_condition_expression("gsi3pk = :p AND gsi3sk < :before")
-            .expression_attribute_values(":p", s(PENDING))
-            .expression_attribute_values(":before", s(before.to_rfc3339()))
-            .limit(limit.clamp(1, 1000) as i32)
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
-        Ok(decode_listed(out.items.unwrap_or_default(), |j| {
-            j.record.job
-        }))
+        let items = self.gsi3_before(PENDING, before, limit).await?;
+        Ok(decode_listed(items, |j| j.record.job))
     }
 
     async fn ended_jobs(
@@ -602,19 +603,8 @@ impl JobStore for DynamoStore {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<JobRecord>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name("gsi3")
-            .key_condition_expression("gsi3pk = :e AND gsi3sk < :before")
-            .expression_attribute_values(":e", s(ENDED))
-            .expression_attribute_values(":before", s(before.to_rfc3339()))
-            .limit(limit.clamp(1, 1000) as i32)
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
-        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+        let items = self.gsi3_before(ENDED, before, limit).await?;
+        Ok(decode_listed(items, |j| j.record))
     }
 
     async fn approvals_due(
@@ -622,19 +612,8 @@ impl JobStore for DynamoStore {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<JobRecord>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name("gsi3")
-            .key_condition_expression("gsi3pk = :a AND gsi3sk < :before")
-            .expression_attribute_values(":a", s(AWAITING))
-            .expression_attribute_values(":before", s(sort_time(before)))
-            .limit(limit.clamp(1, 1000) as i32)
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
-        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+        let items = self.gsi3_before(AWAITING, before, limit).await?;
+        Ok(decode_listed(items, |j| j.record))
     }
 
     async fn settle_ended_job(&self, id: &JobId) -> Result<(), StoreError> {

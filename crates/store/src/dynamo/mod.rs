@@ -49,6 +49,11 @@ fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
+/// A record field as its DynamoDB attribute.
+fn attribute<T: serde::Serialize>(v: &T) -> AttributeValue {
+    serde_dynamo::to_attribute_value(v).expect("domain values serialise")
+}
+
 /// True when a write failed its condition expression (the item was not as expected).
 fn condition_failed<E: ProvideErrorMetadata>(e: &aws_sdk_dynamodb::error::SdkError<E>) -> bool {
     e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")

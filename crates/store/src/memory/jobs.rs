@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
-use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore};
+use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore, State};
 use crate::cursor::{decode_cursor, encode_cursor};
 use crate::sortkeys::{job_sk, sort_time};
 use crate::{
@@ -41,88 +41,18 @@ impl JobStore for MemoryStore {
                 });
             }
         }
-        if st.jobs.contains_key(&job.id) {
-            return Err(StoreError::AlreadyExists {
-                kind: "job",
-                id: job.id.to_string(),
-            });
-        }
-        let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
-            kind: "environment",
-            id: env.clone(),
-        })?;
-        let took_lock = entry.record.active_job.is_none();
-        let (gsi3, queue_pos) = if took_lock {
-            entry.record.active_job = Some(job.id.clone());
-            (Some((Gsi3::Pending, pending_sk(job))), None)
-        } else {
-            // The position is the environment's next sequence number: FIFO in commit order.
-            entry.record.queued_count += 1;
-            entry.record.queue_seq += 1;
-            let position = entry.record.queue_seq;
-            st.queues
-                .entry(env.clone())
-                .or_default()
-                .insert(position, job.id.clone());
-            (None, Some(position))
-        };
-        st.jobs.insert(
-            job.id.clone(),
-            JobEntry {
-                record: JobRecord::new(job),
-                gsi3,
-                queue_pos,
-            },
-        );
-        st.env_jobs
-            .entry(env.clone())
-            .or_default()
-            .insert(job.id.clone());
+        let submitted = submit_locked(st, job, true)?.expect("a queueing submit always writes");
         if let Some(k) = idempotency {
             st.idempotency.insert(
                 (env, k.key.clone()),
                 (job.id.clone(), k.request_hash.clone()),
             );
         }
-        Ok(Submitted {
-            job: job.clone(),
-            took_lock,
-            replayed: false,
-        })
+        Ok(submitted)
     }
 
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {
-        let env = job.environment.to_string();
-        let mut guard = self.lock();
-        let st = &mut *guard;
-        if st.jobs.contains_key(&job.id) {
-            return Err(StoreError::AlreadyExists {
-                kind: "job",
-                id: job.id.to_string(),
-            });
-        }
-        let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
-            kind: "environment",
-            id: env.clone(),
-        })?;
-        if entry.record.active_job.is_some() {
-            return Ok(None);
-        }
-        entry.record.active_job = Some(job.id.clone());
-        st.jobs.insert(
-            job.id.clone(),
-            JobEntry {
-                record: JobRecord::new(job),
-                gsi3: Some((Gsi3::Pending, pending_sk(job))),
-                queue_pos: None,
-            },
-        );
-        st.env_jobs.entry(env).or_default().insert(job.id.clone());
-        Ok(Some(Submitted {
-            job: job.clone(),
-            took_lock: true,
-            replayed: false,
-        }))
+        submit_locked(&mut self.lock(), job, false)
     }
 
     async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError> {
@@ -369,16 +299,7 @@ impl JobStore for MemoryStore {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<Job>, StoreError> {
-        let st = self.lock();
-        let before = sort_time(before);
-        Ok(Listed {
-            records: st
-                .gsi3(Gsi3::Pending, Some(&before), limit)
-                .into_iter()
-                .map(|j| j.record.job.clone())
-                .collect(),
-            unreadable: vec![],
-        })
+        Ok(self.listed_before(Gsi3::Pending, before, limit, |j| j.record.job.clone()))
     }
 
     async fn ended_jobs(
@@ -386,16 +307,7 @@ impl JobStore for MemoryStore {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<JobRecord>, StoreError> {
-        let st = self.lock();
-        let before = sort_time(before);
-        Ok(Listed {
-            records: st
-                .gsi3(Gsi3::Ended, Some(&before), limit)
-                .into_iter()
-                .map(|j| j.record.clone())
-                .collect(),
-            unreadable: vec![],
-        })
+        Ok(self.listed_before(Gsi3::Ended, before, limit, |j| j.record.clone()))
     }
 
     async fn approvals_due(
@@ -403,16 +315,7 @@ impl JobStore for MemoryStore {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<JobRecord>, StoreError> {
-        let st = self.lock();
-        let before = sort_time(before);
-        Ok(Listed {
-            records: st
-                .gsi3(Gsi3::Awaiting, Some(&before), limit)
-                .into_iter()
-                .map(|j| j.record.clone())
-                .collect(),
-            unreadable: vec![],
-        })
+        Ok(self.listed_before(Gsi3::Awaiting, before, limit, |j| j.record.clone()))
     }
 
     async fn settle_ended_job(&self, id: &JobId) -> Result<(), StoreError> {
@@ -465,5 +368,78 @@ impl JobStore for MemoryStore {
             }
         }
         Ok(st.jobs.get(&job.job_id).map(|e| e.record.clone()))
+    }
+}
+
+/// Writes `job` under the state's lock: it takes its environment's lock when free, else
+/// joins the environment's FIFO queue when `queue_if_busy`, else writes nothing (`None`).
+fn submit_locked(
+    st: &mut State,
+    job: &Job,
+    queue_if_busy: bool,
+) -> Result<Option<Submitted>, StoreError> {
+    let env = job.environment.to_string();
+    if st.jobs.contains_key(&job.id) {
+        return Err(StoreError::AlreadyExists {
+            kind: "job",
+            id: job.id.to_string(),
+        });
+    }
+    let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
+        kind: "environment",
+        id: env.clone(),
+    })?;
+    let took_lock = entry.record.active_job.is_none();
+    let (gsi3, queue_pos) = if took_lock {
+        entry.record.active_job = Some(job.id.clone());
+        (Some((Gsi3::Pending, pending_sk(job))), None)
+    } else if queue_if_busy {
+        // The position is the environment's next sequence number: FIFO in commit order.
+        entry.record.queued_count += 1;
+        entry.record.queue_seq += 1;
+        let position = entry.record.queue_seq;
+        st.queues
+            .entry(env.clone())
+            .or_default()
+            .insert(position, job.id.clone());
+        (None, Some(position))
+    } else {
+        return Ok(None);
+    };
+    st.jobs.insert(
+        job.id.clone(),
+        JobEntry {
+            record: JobRecord::new(job),
+            gsi3,
+            queue_pos,
+        },
+    );
+    st.env_jobs.entry(env).or_default().insert(job.id.clone());
+    Ok(Some(Submitted {
+        job: job.clone(),
+        took_lock,
+        replayed: false,
+    }))
+}
+
+impl MemoryStore {
+    /// The jobs of gsi3 partition `partition` before `before`, as the table's Query lists
+    /// them, each mapped by `map`.
+    fn listed_before<T>(
+        &self,
+        partition: Gsi3,
+        before: DateTime<Utc>,
+        limit: u32,
+        map: impl Fn(&JobEntry) -> T,
+    ) -> Listed<T> {
+        let st = self.lock();
+        Listed {
+            records: st
+                .gsi3(partition, Some(&sort_time(before)), limit)
+                .into_iter()
+                .map(map)
+                .collect(),
+            unreadable: vec![],
+        }
     }
 }
