@@ -965,7 +965,9 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
     let state = read_state(&bucket, state_key);
     assert_eq!(state["outputs"]["message"]["value"], "reviewed!", "{state}");
 
-    // Outputs: of the job and of the environment's latest apply; the sensitive one has no value.
+    // Outputs: of the job and of the environment's latest apply (recorded just after the
+    // job's end); the sensitive one has no value.
+    wait_last_apply(&dev, "acme/demo/prod", &id);
     for path in [
         format!("/v1/jobs/{id}/outputs"),
         "/v1/environments/acme/demo/prod/-/outputs".to_string(),
@@ -1108,6 +1110,22 @@ fn tamper_state(bucket: &str, key: &str) {
     });
 }
 
+/// Waits until environment `path` records `job` as its latest apply, and returns it.
+fn wait_last_apply(dev: &Dev, path: &str, job: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
+        if env["last_apply"]["job_id"] == job {
+            return env;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{job} never became the latest apply: {env}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn wait_drift(dev: &Dev, path: &str, not_job: Option<&str>) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
@@ -1165,7 +1183,8 @@ fn a_scheduled_drift_check_reports_in_sync_then_drifted_after_the_state_changed_
         dev.wait_terminal(&apply, Duration::from_secs(90))["state"],
         "succeeded"
     );
-    let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);
+    // The environment records its latest apply just after the job's end is written.
+    let env = wait_last_apply(&dev, path, &apply);
     assert_eq!(env["last_apply"]["job_id"], apply.as_str(), "{env}");
 
     make_drift_due(&dev, path);

@@ -591,7 +591,15 @@ fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_
         "{}",
         outputs.show()
     );
-    let env_outputs = dev.sortie(&["env", "outputs", "acme/demo/reviewed"]);
+    // The environment records its latest apply just after the job's end is written.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let env_outputs = loop {
+        let answer = dev.sortie(&["env", "outputs", "acme/demo/reviewed"]);
+        if answer.code() != 3 || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_eq!(env_outputs.code(), 0, "{}", env_outputs.show());
     assert_eq!(
         env_outputs.stdout(),
