@@ -7,6 +7,7 @@
 //!
 //! The rules:
 //!
+//! - A `dispatching` job offered to an agent pool waits for an agent (a cancel ends it).
 //! - A `dispatching` job younger than the dispatch lease is left alone. After the lease its
 //!   task is looked up by `startedBy`: a task found is adopted; none found requeues the job
 //!   as a new launch attempt (or ends it as canceled, when a cancel was asked for).
@@ -65,9 +66,12 @@ pub struct JobFacts {
     pub timeout_requested: bool,
     /// How many times a Spot interruption has requeued it.
     pub spot_requeues: u32,
-    /// True when its platform sends no task event (`eks`): a `running` job is described on
-    /// every sweep, and a task seen running is not a write.
+    /// True when its platform sends no task event (`eks`, `agent`): a `running` job is
+    /// described on every sweep, and a task seen running is not a write.
     pub polled: bool,
+    /// True when the job is offered to an agent pool, waiting for an agent to claim it: it
+    /// has no task to look for, so the dispatch lease does not apply (a cancel ends it).
+    pub offered: bool,
 }
 
 /// What was observed of the job's task.
@@ -205,6 +209,12 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                 JobState::Failed,
                 format!("sortie could not stop task {task} for {what}: \"{error}\""),
             )
+        }
+        (JobState::Dispatching, Seen::Nothing) if facts.offered => {
+            match &facts.cancel_requested_by {
+                Some(by) => end(JobState::Canceled, format!("canceled by {by}")),
+                None => Step::Wait,
+            }
         }
         (JobState::Dispatching, Seen::Nothing) => {
             if now - facts.entered < timing.dispatch_lease {

@@ -5,6 +5,7 @@
 //! function of its inputs (time is passed in), so it is tested with unit and
 //! property tests alone.
 
+pub mod agent;
 pub mod arn;
 pub mod auth;
 pub mod check;

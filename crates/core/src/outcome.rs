@@ -56,8 +56,8 @@ fn is_oom(stop: &TaskStop) -> bool {
 ///
 /// In order: a stop Sortie asked for (`sortie: canceled by …`, `sortie: timed out after …`)
 /// wins over everything; a task that failed to start fails with AWS's reason
-/// (such as `CannotPullContainerError`); a Spot interruption requeues a plan and fails
-/// a state writer; an OOM kill is named; otherwise the runner container's exit code decides.
+/// (such as `CannotPullContainerError`); a Spot interruption, a lost agent or a job its
+/// agent handed back requeues a plan and fails a state writer; an OOM kill is named; otherwise the runner container's exit code decides.
 pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
     let reason = stop.stopped_reason.clone().unwrap_or_default();
     if let Some(who) = reason.strip_prefix(CANCELED_BY) {
@@ -91,6 +91,15 @@ pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
                     JobState::Queued,
                     format!("plan interrupted on Fargate Spot (\"{reason}\"); requeued"),
                 )
+            };
+        }
+        // A lost agent, or a job its agent handed back: like a Spot interruption, a plan
+        // runs again elsewhere; a state writer may have written half its state, so it fails.
+        Some(crate::agent::AGENT_LOST) | Some(crate::agent::AGENT_HANDED_BACK) => {
+            return if operation.writes_state() {
+                Outcome::new(JobState::Failed, format!("{reason}; the {} is not re-run blindly: check the state, then submit it again", operation.as_str()))
+            } else {
+                Outcome::new(JobState::Queued, format!("{reason}; the plan is requeued"))
             };
         }
         _ => {}

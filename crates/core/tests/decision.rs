@@ -79,6 +79,7 @@ prop_compose! {
         timeout_requested in any::<bool>(),
         spot_requeues in 0u32..6,
         polled in any::<bool>(),
+        offered in any::<bool>(),
     ) -> (JobFacts, DateTime<Utc>) {
         let now = t0() + Duration::seconds(30_000);
         (JobFacts {
@@ -92,6 +93,7 @@ prop_compose! {
             timeout_requested,
             spot_requeues,
             polled,
+            offered,
         }, now)
     }
 }
@@ -264,6 +266,7 @@ fn a_silent_running_job_is_described_and_a_missing_task_fails_it() {
         timeout_requested: false,
         spot_requeues: 0,
         polled: false,
+        offered: false,
     };
     assert_eq!(decide(&f, &Seen::Nothing, now, TIMING), Step::Describe);
     assert_eq!(decide(&f, &Seen::Running, now, TIMING), Step::Heard);
@@ -304,6 +307,54 @@ proptest! {
         } else {
             prop_assert_eq!(nothing, Step::Describe);
             prop_assert_eq!(running, Step::Wait);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// A job offered to an agent pool is never looked up, requeued or failed by the clock:
+    /// it waits for an agent however long, and only a cancel ends it (as canceled).
+    #[test]
+    fn an_offered_job_waits_for_an_agent_and_only_a_cancel_ends_it((mut f, now) in facts()) {
+        f.state = JobState::Dispatching;
+        f.offered = true;
+        f.task = None;
+        match (decide(&f, &Seen::Nothing, now, TIMING), &f.cancel_requested_by) {
+            (Step::Wait, None) => {}
+            (Step::End(o), Some(_)) => prop_assert_eq!(o.state, JobState::Canceled),
+            (other, cancel) => prop_assert!(false, "{other:?} with cancel {cancel:?}"),
+        }
+    }
+
+    /// A lost agent, or a job its agent handed back, is a Spot interruption by another name:
+    /// a plan is requeued (within the same bound), a state writer fails naming the agent.
+    #[test]
+    fn a_lost_agent_requeues_a_plan_within_the_spot_bound_and_fails_a_state_writer(
+        (mut f, now) in facts(),
+        handed_back in any::<bool>(),
+    ) {
+        f.state = JobState::Running;
+        f.cancel_requested_by = None;
+        f.timeout_requested = false;
+        let stop = TaskStop {
+            stop_code: Some(if handed_back { sortie_core::agent::AGENT_HANDED_BACK } else { sortie_core::agent::AGENT_LOST }.into()),
+            stopped_reason: Some("agent lost: no heartbeat from agent a1 for 121s".into()),
+            ..Default::default()
+        };
+        match decide(&f, &Seen::Stopped(stop), now, TIMING) {
+            Step::Requeue { spot, .. } => {
+                prop_assert!(spot);
+                prop_assert!(!f.operation.writes_state());
+                prop_assert!(f.spot_requeues < MAX_SPOT_REQUEUES);
+            }
+            Step::End(o) => {
+                prop_assert_eq!(o.state, JobState::Failed);
+                prop_assert!(f.operation.writes_state() || f.spot_requeues >= MAX_SPOT_REQUEUES);
+                prop_assert!(o.reason.contains("agent"), "{}", o.reason);
+            }
+            other => prop_assert!(false, "{other:?}"),
         }
     }
 }

@@ -27,13 +27,14 @@ fn type_of(f: &mut Fields<'_>, allowed: &[&str], p: &mut Problems) -> Option<Str
 
 pub(super) fn decode_runner(value: &Value, p: &mut Problems) -> Option<RunnerConfiguration> {
     let mut f = Fields::new(value, "runner_configuration", p)?;
-    let Some(t) = type_of(&mut f, &["ecs-fargate", "eks", "local"], p) else {
+    let Some(t) = type_of(&mut f, &["ecs-fargate", "eks", "local", "agent"], p) else {
         // Without a type the other fields cannot be checked; do not report them as unknown.
         return None;
     };
     let out = match t.as_str() {
         "ecs-fargate" => decode_ecs(&mut f, p).map(RunnerConfiguration::EcsFargate),
         "eks" => decode_eks(&mut f, p).map(RunnerConfiguration::Eks),
+        "agent" => decode_agent_runner(&mut f, p).map(RunnerConfiguration::Agent),
         _ => decode_local_runner(&mut f, p).map(RunnerConfiguration::Local),
     };
     f.finish(p);
@@ -345,6 +346,30 @@ fn decode_local_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<LocalRunn
         runner_binary,
         env,
         timeout_seconds,
+    })
+}
+
+fn decode_agent_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<AgentRunner> {
+    let pool = f.required_str("pool", p);
+    check_field(f, "pool", pool.as_ref(), crate::agent::pool_id_problem, p);
+    let max_concurrent_jobs: u32 = f.optional("max_concurrent_jobs", p).unwrap_or(1);
+    if !(1..=crate::agent::MAX_CONCURRENT_JOBS).contains(&max_concurrent_jobs) {
+        p.push(
+            f.path_of("max_concurrent_jobs"),
+            format!("must be 1 to {}", crate::agent::MAX_CONCURRENT_JOBS),
+        );
+    }
+    let env = decode_env(f, p);
+    let timeout_seconds = decode_timeout(f, p);
+    let kubernetes = f
+        .raw("kubernetes")
+        .and_then(|v| super::eks::decode_eks_job(v, &f.path_of("kubernetes"), p));
+    Some(AgentRunner {
+        pool: pool?,
+        max_concurrent_jobs,
+        env,
+        timeout_seconds,
+        kubernetes,
     })
 }
 

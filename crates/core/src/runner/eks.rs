@@ -150,7 +150,7 @@ fn decode_tolerations(f: &mut Fields<'_>, p: &mut Problems) -> Vec<Toleration> {
     out
 }
 
-fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob> {
+pub(super) fn decode_eks_job(value: &Value, path: &str, p: &mut Problems) -> Option<EksJob> {
     let mut f = Fields::new(value, path, p)?;
     let namespace = f.required_str("namespace", p);
     check_field(&f, "namespace", namespace.as_ref(), dns_label_problem, p);

@@ -31,7 +31,7 @@ pub const RESERVED_ENV_PREFIX: &str = "SORTIE_";
 
 /// The allowed runner/state-storage pairings, as stated in every mismatch message.
 pub const COMPATIBILITY_MATRIX: &str =
-    "ecs-fargate + s3; eks + s3 or kubernetes; local + s3 or local";
+    "ecs-fargate + s3; eks + s3 or kubernetes; local + s3 or local; agent + s3 or local";
 
 /// A stored runner: its id (owner group plus name) and its specification.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +72,8 @@ pub enum RunnerConfiguration {
     Eks(EksRunner),
     /// A child process on the host: for development, the demo and tests.
     Local(LocalRunner),
+    /// Pulled by an agent the customer runs (`sortie-agent`): for compute Sortie cannot reach.
+    Agent(AgentRunner),
 }
 
 /// How Sortie reaches a target account: the role to assume and its ExternalId.
@@ -270,6 +272,32 @@ pub struct LocalRunner {
     pub timeout_seconds: u32,
 }
 
+/// The `agent` runner type: jobs are offered to an agent pool and pulled by its agents,
+/// which run `sortie-runner` as a local process group or as a Kubernetes Job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRunner {
+    /// The agent pool's id (`apool-…`), a pool of the runner's own group.
+    pub pool: String,
+    /// How many of this runner's jobs one agent runs at once.
+    #[serde(default = "one")]
+    pub max_concurrent_jobs: u32,
+    /// Plain environment variables for the runner process (or container).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Job timeout in seconds: the heartbeat answer tells the agent to stop the job, and
+    /// the sweeper ends it if the agent never confirms.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u32,
+    /// The Kubernetes Job knobs, for agents started with `--kubernetes` (the `eks` runner's
+    /// `job` block: the namespace and service account the agent creates Jobs with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<EksJob>,
+}
+
+fn one() -> u32 {
+    1
+}
+
 /// Where Terraform state lives, by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -378,6 +406,7 @@ impl RunnerConfiguration {
             Self::EcsFargate(_) => "ecs-fargate",
             Self::Eks(_) => "eks",
             Self::Local(_) => "local",
+            Self::Agent(_) => "agent",
         }
     }
 
@@ -387,6 +416,7 @@ impl RunnerConfiguration {
             Self::EcsFargate(c) => c.timeout_seconds,
             Self::Eks(c) => c.timeout_seconds,
             Self::Local(c) => c.timeout_seconds,
+            Self::Agent(c) => c.timeout_seconds,
         }
     }
 
@@ -395,7 +425,7 @@ impl RunnerConfiguration {
         match self {
             Self::EcsFargate(c) => Some(&c.access),
             Self::Eks(c) => Some(&c.access),
-            Self::Local(_) => None,
+            Self::Local(_) | Self::Agent(_) => None,
         }
     }
 }
@@ -420,6 +450,8 @@ pub fn compatible(runner_type: &str, storage_type: &str) -> bool {
             | ("eks", "kubernetes")
             | ("local", "s3")
             | ("local", "local")
+            | ("agent", "s3")
+            | ("agent", "local")
     )
 }
 
