@@ -1,0 +1,335 @@
+//! The pull protocol's calls, behind the small [`PoolApi`] trait, and [`HttpPoolApi`]: the
+//! HTTPS client (hyper's legacy client with rustls on aws-lc-rs and the system's CA
+//! certificates, the runner's stack), with `Authorization: Bearer <credential>` on every
+//! call.
+//!
+//! - `POST {api}/v1/agent-pools/{pool}/claims`: 200 a [`Claim`], 204 none within the wait;
+//! - `POST {api}/v1/agent-pools/{pool}/jobs/{job}/heartbeat`: 200 run or stop, 409 not held;
+//! - `POST {api}/v1/agent-pools/{pool}/jobs/{job}/exit`: 200 the job's state, 409 not held.
+//!
+//! Each method makes one attempt; the agent decides when to try again
+//! ([`AgentError::is_retryable`]). A 401 makes the credential fetch a fresh token next time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use sortie_core::agent::{
+    Claim, ClaimRequest, ExitAnswer, ExitReport, HeartbeatAnswer, HeartbeatRequest,
+};
+use sortie_core::JobId;
+
+use crate::credential::Credential;
+use crate::AgentError;
+
+/// A claim's answer may take this much longer than the wait it asked for.
+pub const CLAIM_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
+/// How long a heartbeat or exit report may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the TCP connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The heartbeat's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// Sortie's answer: run on, or stop.
+    Answer(HeartbeatAnswer),
+    /// 409: the agent no longer holds the job (it was ended or requeued).
+    NotHeld,
+}
+
+/// The exit report's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitOutcome {
+    /// Recorded: the job's state after it.
+    Recorded(ExitAnswer),
+    /// 409: the job had already ended, or is not held by this agent.
+    NotHeld,
+}
+
+/// The pool's side of the protocol, as the agent sees it.
+#[async_trait]
+pub trait PoolApi: Send + Sync {
+    /// Asks for one job, waiting up to `request.wait_seconds`; `None` when none came.
+    async fn claim(&self, request: &ClaimRequest) -> Result<Option<Claim>, AgentError>;
+    /// Says the agent still runs `job`, and hears whether to go on.
+    async fn heartbeat(
+        &self,
+        job: &JobId,
+        request: &HeartbeatRequest,
+    ) -> Result<Heartbeat, AgentError>;
+    /// Reports how `job`'s runner ended (or that the agent hands it back).
+    async fn exit(&self, job: &JobId, report: &ExitReport) -> Result<ExitOutcome, AgentError>;
+}
+
+/// [`PoolApi`] over HTTPS.
+pub struct HttpPoolApi {
+    base: String,
+    pool: String,
+    credential: Arc<Credential>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for HttpPoolApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpPoolApi")
+            .field("base", &self.base)
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpPoolApi {
+    /// A client for `pool` at the API `base` (`https://…`, no trailing `/`).
+    pub fn new(base: &str, pool: &str, credential: Arc<Credential>) -> Result<Self, AgentError> {
+        let base = base.trim_end_matches('/').to_string();
+        let connector = connector(base.starts_with("https://"))?;
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Self {
+            base,
+            pool: pool.to_string(),
+            credential,
+            client,
+        })
+    }
+
+    /// One call: `POST {base}{path}` with a JSON body; the status and body of any answer
+    /// that is a 2xx or in `accept`, else the error it stands for.
+    async fn post(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+        accept: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes), AgentError> {
+        let token = self.credential.current().await?;
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+            .map_err(|_| AgentError::Credential("the credential is not a valid header value".into()))?;
+        bearer.set_sensitive(true);
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}{path}", self.base))
+            .header(AUTHORIZATION, bearer)
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/json")
+            .header(USER_AGENT, concat!("sortie-agent/", env!("CARGO_PKG_VERSION")))
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| AgentError::Config(format!("POST {path} is not a valid request: {e}")))?;
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| {
+                AgentError::Transient(format!(
+                    "POST {path}: could not reach the API at {}: {}",
+                    self.base,
+                    error_chain(&e)
+                ))
+            })?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| {
+                    AgentError::Transient(format!("POST {path}: the answer was cut short: {e}"))
+                })?
+                .to_bytes();
+            Ok::<_, AgentError>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| {
+                AgentError::Transient(format!(
+                    "POST {path}: no answer within {} s",
+                    timeout.as_secs()
+                ))
+            })??;
+        if status.is_success() || accept.contains(&status) {
+            return Ok((status, bytes));
+        }
+        let message = status_message(path, status, &bytes);
+        Err(match status {
+            StatusCode::UNAUTHORIZED => {
+                self.credential.refused().await;
+                AgentError::Unauthorized(message)
+            }
+            StatusCode::TOO_MANY_REQUESTS => AgentError::Transient(message),
+            s if s.is_server_error() => AgentError::Transient(message),
+            _ => AgentError::Refused(message),
+        })
+    }
+
+    fn job_path(&self, job: &JobId, tail: &str) -> String {
+        format!("/v1/agent-pools/{}/jobs/{job}/{tail}", self.pool)
+    }
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, AgentError> {
+    serde_json::to_vec(value).map_err(|e| AgentError::Refused(format!("could not encode: {e}")))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(path: &str, body: &[u8]) -> Result<T, AgentError> {
+    serde_json::from_slice(body).map_err(|e| {
+        AgentError::Refused(format!(
+            "POST {path} answered what this agent cannot read: {e}"
+        ))
+    })
+}
+
+#[async_trait]
+impl PoolApi for HttpPoolApi {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Option<Claim>, AgentError> {
+        let path = format!("/v1/agent-pools/{}/claims", self.pool);
+        let wait = u64::from(request.wait_seconds.unwrap_or(0));
+        let timeout = Duration::from_secs(wait) + CLAIM_TIMEOUT_MARGIN;
+        let (status, body) = self
+            .post(&path, encode(request)?, timeout, &[StatusCode::NOT_FOUND])
+            .await?;
+        if status == StatusCode::NOT_FOUND {
+            return Err(AgentError::PoolNotFound(status_message(&path, status, &body)));
+        }
+        if status == StatusCode::NO_CONTENT || body.is_empty() {
+            return Ok(None);
+        }
+        decode(&path, &body).map(Some)
+    }
+
+    async fn heartbeat(
+        &self,
+        job: &JobId,
+        request: &HeartbeatRequest,
+    ) -> Result<Heartbeat, AgentError> {
+        let path = self.job_path(job, "heartbeat");
+        let (status, body) = self
+            .post(&path, encode(request)?, CALL_TIMEOUT, &[StatusCode::CONFLICT])
+            .await?;
+        if status == StatusCode::CONFLICT {
+            return Ok(Heartbeat::NotHeld);
+        }
+        decode(&path, &body).map(Heartbeat::Answer)
+    }
+
+    async fn exit(&self, job: &JobId, report: &ExitReport) -> Result<ExitOutcome, AgentError> {
+        let path = self.job_path(job, "exit");
+        let (status, body) = self
+            .post(&path, encode(report)?, CALL_TIMEOUT, &[StatusCode::CONFLICT])
+            .await?;
+        if status == StatusCode::CONFLICT {
+            return Ok(ExitOutcome::NotHeld);
+        }
+        decode(&path, &body).map(ExitOutcome::Recorded)
+    }
+}
+
+/// The one-line message for an unsuccessful answer: `POST <path> answered <status>: <detail>`.
+pub fn status_message(path: &str, status: StatusCode, body: &[u8]) -> String {
+    let lead = match status {
+        StatusCode::UNAUTHORIZED => "Sortie refused the agent's credential: ",
+        StatusCode::FORBIDDEN => "Sortie did not allow the agent's credential: ",
+        StatusCode::NOT_FOUND => "the agent pool is unknown to this credential: ",
+        _ => "",
+    };
+    let detail = error_detail(body);
+    let mut message = format!("{lead}POST {path} answered {status}");
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(&detail);
+    }
+    message
+}
+
+/// A short, one-line detail from an error body: its JSON `message`, `error` or `detail`,
+/// else the text itself, cut to 200 characters.
+fn error_detail(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let from_json = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| {
+            ["message", "error", "detail"]
+                .iter()
+                .find_map(|k| v.get(k).and_then(|m| m.as_str()).map(str::to_string))
+        });
+    from_json
+        .unwrap_or_else(|| text.into_owned())
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let next = e.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// HTTP and HTTPS, with the system's CA certificates (`SSL_CERT_FILE` is honoured). Without
+/// any certificates plain HTTP still works (local tests); HTTPS then fails at start.
+fn connector(https: bool) -> Result<HttpsConnector<HttpConnector>, AgentError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.enforce_http(false);
+    // A long poll sits idle for up to 20 s: keep the connection alive through NATs.
+    http.set_keepalive(Some(Duration::from_secs(30)));
+    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider.clone())
+    {
+        Ok(builder) => builder,
+        Err(e) if https => {
+            return Err(AgentError::Config(format!(
+                "no CA certificates to verify the API's HTTPS certificate: {e}"
+            )))
+        }
+        Err(_) => {
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| AgentError::Config(format!("TLS set-up failed: {e}")))?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+    };
+    Ok(builder
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_say_what_happened_on_one_line() {
+        let m = status_message(
+            "/v1/agent-pools/p/claims",
+            StatusCode::UNAUTHORIZED,
+            br#"{"error":"unauthorized","message":"bad\ntoken"}"#,
+        );
+        assert_eq!(
+            m,
+            "Sortie refused the agent's credential: POST /v1/agent-pools/p/claims answered 401 Unauthorized: bad token"
+        );
+        assert_eq!(
+            status_message("/p", StatusCode::BAD_GATEWAY, b""),
+            "POST /p answered 502 Bad Gateway"
+        );
+    }
+}
