@@ -355,6 +355,15 @@ impl RunnerChecker for AwsRunnerChecker {
             RunnerConfiguration::Local(_) => {
                 vec![RunnerCheck::failed(CHECK_LAUNCHER, no_launcher("local"))]
             }
+            // Nothing to reach from here: the pool's agents pull its jobs. The API checks
+            // that the pool exists in the runner's group when the runner is written.
+            RunnerConfiguration::Agent(c) => vec![RunnerCheck::passed(
+                CHECK_LAUNCHER,
+                format!(
+                    "`agent` runners launch nothing from Sortie: agents of pool {} pull their jobs",
+                    c.pool
+                ),
+            )],
         }
     }
 }

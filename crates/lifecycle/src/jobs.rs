@@ -67,7 +67,6 @@ impl JobService {
         record: &JobRecord,
         exit: &sortie_core::RunnerExit,
     ) -> Result<ExitReport, StoreError> {
-        use sortie_core::decision::{decide, Seen, Step, Timing};
         if record.job.state.is_terminal() {
             return Ok(ExitReport::AlreadyEnded(record.clone()));
         }
@@ -80,37 +79,7 @@ impl JobService {
             exit_code: Some(exit.exit_code),
             container_reason: exit.reason.clone(),
         };
-        let timing = Timing {
-            dispatch_lease: chrono::Duration::zero(),
-            silence: chrono::Duration::zero(),
-        };
-        let outcome = match decide(
-            &crate::engine::facts(record),
-            &Seen::Stopped(stop),
-            Utc::now(),
-            timing,
-        ) {
-            Step::End(outcome) => outcome,
-            // An exit code never requeues (only a Spot interruption does).
-            other => {
-                warn!(step = ?other, "a runner's exit decided no end; left to the sweeper");
-                return Ok(ExitReport::NotRunning(record.job.state));
-            }
-        };
-        let finished = match self.finish(record, JobState::Running, &outcome).await {
-            Ok(r) => r,
-            Err(StoreError::StateConflict { actual, .. }) if actual.is_terminal() => {
-                return Ok(ExitReport::AlreadyEnded(
-                    self.store.get_job(&record.job.id).await?,
-                ))
-            }
-            Err(StoreError::StateConflict { actual, .. }) => {
-                return Ok(ExitReport::NotRunning(actual))
-            }
-            Err(e) => return Err(e),
-        };
-        info!(job_id = %record.job.id, state = %finished.job.state, reason = %outcome.reason, "job ended on its runner's report");
-        Ok(ExitReport::Ended(finished))
+        self.task_stopped(record, stop).await
     }
 
     /// Writes a new `queued` job (taking or joining its environment's lock) and, when it

@@ -6,11 +6,13 @@
 //! [`Engine::sweep`] repairs everything an event or a crash can lose. No function
 //! here knows Lambda: the handlers in `functions/` adapt events to these calls.
 
+mod agents;
 mod bus;
 mod ecs_event;
 mod engine;
 mod jobs;
 
+pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
     completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL,
     JOB_COMPLETED, SOURCE,

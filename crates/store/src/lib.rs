@@ -35,8 +35,8 @@ pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 pub use records::{
-    EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply, Listed,
-    MembershipRecord, PhaseRecord, Released, Submitted, Unreadable, Versioned,
+    AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
+    Listed, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, Unreadable, Versioned,
 };
 
 /// Runners: the compute and state storage a job runs with, owned by a group.
@@ -254,6 +254,20 @@ pub trait JobStore: Send + Sync {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Listed<Job>, StoreError>;
+    /// The jobs offered to an agent pool and not yet claimed, longest offered first, at most
+    /// `limit`: one Query of the sparse gsi2 `POOL#<pool>` partition, so an idle pool costs
+    /// a read of nothing. Items that cannot be decoded are returned apart.
+    async fn offered_jobs(&self, pool: &str, limit: u32) -> Result<Listed<JobRecord>, StoreError>;
+    /// Records an agent's heartbeat for the claimed job whose task is `task`: one conditional
+    /// write (`running`, with that task). `StateConflict` when the job is not `running` or is
+    /// held by another claim; `NotFound` when there is no such job. Never changes
+    /// `updated_at` (a heartbeat is not a change).
+    async fn heartbeat_job(
+        &self,
+        id: &JobId,
+        task: &sortie_core::TaskRef,
+        at: DateTime<Utc>,
+    ) -> Result<JobRecord, StoreError>;
     /// Ends a job whose item cannot be decoded: rewrites its state to `failed` with a
     /// transition giving `reason`, and takes it out of the sweeper's lists and its
     /// environment's queue. Does not release the lock (the caller does, through
@@ -282,14 +296,49 @@ pub trait MembershipStore: Send + Sync {
     async fn memberships_for(&self, org: Option<&str>) -> Result<Vec<Membership>, StoreError>;
 }
 
-/// The whole repository: runners, rules, environments, jobs and memberships.
+/// Agent pools: a group's agents, their token hashes and their OIDC trust.
+#[async_trait]
+pub trait AgentPoolStore: Send + Sync {
+    /// Creates a pool; `AlreadyExists` if its id is taken.
+    async fn create_pool(
+        &self,
+        pool: &AgentPoolRecord,
+    ) -> Result<Versioned<AgentPoolRecord>, StoreError>;
+    /// Reads a pool.
+    async fn get_pool(&self, id: &str) -> Result<Versioned<AgentPoolRecord>, StoreError>;
+    /// Lists the pools owned by exactly this group.
+    async fn list_pools(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<Versioned<AgentPoolRecord>>, StoreError>;
+    /// Replaces a pool (description, OIDC trust, tokens), checking the version when given
+    /// (a token rotation always gives it: two rotations never lose a token).
+    async fn update_pool(
+        &self,
+        pool: &AgentPoolRecord,
+        expected: Option<u64>,
+    ) -> Result<Versioned<AgentPoolRecord>, StoreError>;
+    /// Deletes a pool, checking the version when given.
+    async fn delete_pool(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError>;
+}
+
+/// The whole repository: runners, rules, environments, jobs, memberships and agent pools.
 ///
-/// Implemented for every type that implements the five aggregate traits, so
+/// Implemented for every type that implements the six aggregate traits, so
 /// `Arc<dyn Store>` reaches every operation.
-pub trait Store: RunnerStore + RuleStore + EnvironmentStore + JobStore + MembershipStore {}
+pub trait Store:
+    RunnerStore + RuleStore + EnvironmentStore + JobStore + MembershipStore + AgentPoolStore
+{
+}
 
 impl<T> Store for T where
-    T: RunnerStore + RuleStore + EnvironmentStore + JobStore + MembershipStore + ?Sized
+    T: RunnerStore
+        + RuleStore
+        + EnvironmentStore
+        + JobStore
+        + MembershipStore
+        + AgentPoolStore
+        + ?Sized
 {
 }
 

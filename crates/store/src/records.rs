@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use sortie_core::agent::{AgentHold, AgentPool, AgentStop};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{
     ChangeSummary, EnvPath, Environment, Job, JobId, Membership, Review, TaskRef, ToolUsed,
@@ -170,6 +171,17 @@ pub struct JobUpdate {
     pub clear_summary: bool,
     /// Where the apply phase's log starts (the plan phase's log ends there).
     pub apply_log_offset: Option<u64>,
+    /// Offers a `dispatching` job to this agent pool: it joins the pool's list of jobs
+    /// waiting for an agent ([`crate::JobStore::offered_jobs`]).
+    pub offer_to: Option<String>,
+    /// For the move `dispatching → running`: the claim of an offered job by an agent of this
+    /// pool. The write also requires the job to be offered to this pool and not canceled, so
+    /// two agents never claim one job, and a canceled job is never claimed.
+    pub claim_from: Option<String>,
+    /// The claiming agent (with the claim's first heartbeat).
+    pub agent: Option<AgentHold>,
+    /// A stop ordered for a claimed job, kept if one was ordered before (the first wins).
+    pub agent_stop: Option<AgentStop>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -220,6 +232,12 @@ pub struct JobRecord {
     /// start (the plan phase's lines are before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apply_log_offset: Option<u64>,
+    /// The agent pool a `dispatching` job is offered to, while it waits for an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_to: Option<String>,
+    /// The agent that claimed the job, its heartbeat and any stop ordered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentHold>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -244,8 +262,39 @@ impl JobRecord {
             plan_phase: None,
             tool_used: None,
             apply_log_offset: None,
+            offered_to: None,
+            agent: None,
         }
     }
+}
+
+/// A pool token as stored: its id and the SHA-256 of the token (never the token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolToken {
+    /// The token's id (shown in lists; the token itself is shown once, at creation).
+    pub id: String,
+    /// SHA-256 of the token, lower-case hex.
+    pub hash: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// Who created it.
+    pub created_by: String,
+}
+
+/// An agent pool with its token hashes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentPoolRecord {
+    /// The pool.
+    #[serde(flatten)]
+    pub pool: AgentPool,
+    /// Its tokens' hashes: any of them authenticates an agent. Rotation is adding a token,
+    /// moving the agents to it, and revoking the old one.
+    #[serde(default)]
+    pub tokens: Vec<PoolToken>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// Who created it.
+    pub created_by: String,
 }
 
 /// A stored job item that could not be decoded: what is known of it from its raw attributes.

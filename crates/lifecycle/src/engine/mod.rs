@@ -51,6 +51,11 @@ pub struct SweepSettings {
     pub silence: Duration,
     /// At most this many jobs are looked at per pass, per kind.
     pub batch: u32,
+    /// A job claimed by an agent whose heartbeat stops this long is ended ("agent lost").
+    pub agent_silence: Duration,
+    /// A stop (cancel, timeout) delivered to an agent and not confirmed within this ends
+    /// the job as the stop says, without the agent.
+    pub agent_stop_grace: Duration,
 }
 
 impl Default for SweepSettings {
@@ -60,6 +65,8 @@ impl Default for SweepSettings {
             dispatch_lease: Duration::seconds(120),
             silence: Duration::minutes(10),
             batch: 100,
+            agent_silence: Duration::seconds(sortie_core::agent::DEFAULT_AGENT_SILENCE_SECONDS),
+            agent_stop_grace: Duration::seconds(sortie_core::agent::DEFAULT_STOP_GRACE_SECONDS),
         }
     }
 }
@@ -111,7 +118,8 @@ pub struct Engine {
     pub settings: SweepSettings,
 }
 
-fn new_token() -> String {
+/// A new job token: 32 random bytes, hex (only its hash is stored).
+pub(crate) fn new_token() -> String {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS random source is available");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -157,8 +165,17 @@ pub(crate) fn facts(record: &JobRecord) -> JobFacts {
                 .runner_spec
                 .as_ref()
                 .map(|s| &s.runner_configuration),
-            Some(RunnerConfiguration::Eks(_))
+            Some(RunnerConfiguration::Eks(_) | RunnerConfiguration::Agent(_))
         ),
+        offered: record.offered_to.is_some(),
+    }
+}
+
+/// The job's `agent` runner, if its runner is one: its jobs are offered, not launched.
+pub(crate) fn agent_runner(job: &sortie_core::Job) -> Option<&sortie_core::runner::AgentRunner> {
+    match job.runner_spec.as_ref().map(|s| &s.runner_configuration) {
+        Some(RunnerConfiguration::Agent(c)) => Some(c),
+        _ => None,
     }
 }
 
@@ -240,6 +257,11 @@ impl Engine {
             }
             Err(e) => return retry(e.to_string()),
         };
+        if let Some(agent) = agent_runner(&claimed.job) {
+            return self
+                .offer(&claimed, &agent.pool.clone(), receive_count)
+                .await;
+        }
         let launched = self
             .launcher
             .launch(&LaunchSpec {
@@ -279,6 +301,87 @@ impl Engine {
             }),
             Ok(_) => RecordOutcome::Done,
             Err(e) => retry(e.to_string()),
+        }
+    }
+
+    /// Offers an `agent` runner's claimed job to its agent pool, where an agent claims it
+    /// ([`JobService::claim`]). A pool that does not exist (any more) fails the job, saying so.
+    async fn offer(&self, claimed: &JobRecord, pool: &str, receive_count: u32) -> RecordOutcome {
+        let retry = |reason: String| RecordOutcome::Retry {
+            delay_seconds: backoff_seconds(receive_count),
+            reason,
+        };
+        let id = &claimed.job.id;
+        match self.jobs.store.get_pool(pool).await {
+            Ok(found) if &found.item.pool.group == claimed.job.runner_id.group() => {}
+            Ok(_) | Err(StoreError::NotFound { .. }) => {
+                let step = Step::End(sortie_core::Outcome {
+                    state: JobState::Failed,
+                    reason: format!(
+                        "launch failed: \"agent pool {pool} does not exist in the runner's group\""
+                    ),
+                });
+                return match self.carry_out(claimed, step, None).await {
+                    Ok(_) => RecordOutcome::Done,
+                    Err(e) => retry(e.to_string()),
+                };
+            }
+            Err(e) => return retry(e.to_string()),
+        }
+        match self
+            .jobs
+            .store
+            .mark_job(
+                id,
+                Utc::now(),
+                JobUpdate {
+                    offer_to: Some(pool.to_string()),
+                    ..Default::default()
+                },
+            )
+            .await
+        {
+            Ok(_) => {
+                info!(%pool, attempt = claimed.attempt, "offered to the agent pool");
+                RecordOutcome::Done
+            }
+            // Canceled or moved on meanwhile: nothing to offer.
+            Err(StoreError::StateConflict { .. }) => RecordOutcome::Done,
+            // Not offered: the sweeper finds it dispatching without a task after the lease and
+            // requeues it (a new attempt, a new offer).
+            Err(e) => {
+                warn!(error = %e, "offer not recorded; the sweeper will requeue the job");
+                RecordOutcome::Done
+            }
+        }
+    }
+
+    /// Asks the platform to stop a job's task; for a job an agent holds, orders the stop on
+    /// the job, and the agent's next heartbeat answer delivers it.
+    pub(super) async fn stop_task(
+        &self,
+        record: &JobRecord,
+        task: &TaskRef,
+        reason: &str,
+    ) -> Result<(), LaunchError> {
+        if record.agent.is_none() {
+            return self.launcher.stop(&record.job, task, reason).await;
+        }
+        let update = JobUpdate {
+            agent_stop: Some(sortie_core::agent::AgentStop {
+                reason: reason.to_string(),
+                at: Utc::now(),
+            }),
+            ..Default::default()
+        };
+        match self
+            .jobs
+            .store
+            .mark_job(&record.job.id, Utc::now(), update)
+            .await
+        {
+            Ok(_) | Err(StoreError::StateConflict { .. }) => Ok(()),
+            Err(e) => Err(LaunchError::Retryable(e.to_string())),
         }
     }
 
@@ -347,13 +450,24 @@ impl Engine {
                 }
             }
         };
-        // Still launching: the dispatcher stops the task once it records it.
         let Some(task) = &marked.task else {
+            // Offered to an agent pool and not claimed: it ends now (a claim racing this
+            // finds the cancel and refuses, or wins and its heartbeat delivers the cancel).
+            if marked.offered_to.is_some() {
+                let step = decide(&facts(&marked), &Seen::Nothing, Utc::now(), self.timing());
+                return match self.carry_out(&marked, step, None).await {
+                    Ok(_) => RecordOutcome::Done,
+                    Err(e) => RecordOutcome::Retry {
+                        delay_seconds: 2,
+                        reason: e.to_string(),
+                    },
+                };
+            }
+            // Still launching: the dispatcher stops the task once it records it.
             return RecordOutcome::Done;
         };
         match self
-            .launcher
-            .stop(&marked.job, task, &format!("{CANCELED_BY}{by}"))
+            .stop_task(&marked, task, &format!("{CANCELED_BY}{by}"))
             .await
         {
             Ok(()) => RecordOutcome::Done,
@@ -426,7 +540,7 @@ impl Engine {
                 let Some(task) = record.task.as_ref() else {
                     return Ok(None);
                 };
-                match self.launcher.stop(&record.job, task, &reason).await {
+                match self.stop_task(record, task, &reason).await {
                     Ok(()) => {
                         info!(task = %task, %reason, "asked the platform to stop the task");
                         if timeout && record.timeout_requested_at.is_none() {

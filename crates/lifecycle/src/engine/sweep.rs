@@ -352,11 +352,27 @@ impl Engine {
         for _ in 0..2 {
             let step = decide(&facts, &seen, now, self.timing());
             match step {
+                // An agent job has no platform to look in: unoffered after the lease, it is
+                // requeued (and offered again).
+                Step::Find if agent_runner(&record.job).is_some() => seen = Seen::Found(None),
                 Step::Find => seen = Seen::Found(self.launcher.find(&record.job).await?),
                 Step::Describe => {
                     let Some(task) = record.task.as_ref() else {
                         return Ok(());
                     };
+                    // A claimed job's platform is its heartbeat record.
+                    if let Some(hold) = &record.agent {
+                        seen = match sortie_core::agent::agent_status(
+                            hold,
+                            now,
+                            self.settings.agent_silence,
+                            self.settings.agent_stop_grace,
+                        ) {
+                            sortie_core::agent::AgentStatus::Running => Seen::Running,
+                            sortie_core::agent::AgentStatus::Stopped(stop) => Seen::Stopped(stop),
+                        };
+                        continue;
+                    }
                     seen = match self.launcher.describe(&record.job, task).await? {
                         TaskStatus::Running => Seen::Running,
                         TaskStatus::Stopped(stop) => Seen::Stopped(stop),

@@ -87,6 +87,9 @@ fn add_update(
     if let Some(v) = &update.tool_used {
         set_named("#tool_used = :tool_used", "tool_used", attribute(v));
     }
+    if let Some(v) = &update.agent {
+        set_named("#agent = :agent", "agent", attribute(v));
+    }
     if let Some(v) = update.apply_log_offset {
         set.push("apply_log_offset = :alo");
         values.insert(":alo".into(), n(v));
@@ -95,6 +98,22 @@ fn add_update(
     if update.clear_summary && update.summary.is_none() {
         remove.push("summary");
     }
+    if update.agent.is_none() && update.clear_task {
+        remove.push("#agent");
+        names.insert("#agent".into(), "agent".into());
+    }
+    if let Some(v) = &update.agent_stop {
+        // The first stop ordered wins: a timeout after a cancel keeps the cancel's time.
+        set.push("#agent.#stop = if_not_exists(#agent.#stop, :agent_stop)");
+        names.insert("#agent".into(), "agent".into());
+        names.insert("#stop".into(), "stop".into());
+        values.insert(":agent_stop".into(), attribute(v));
+    }
+}
+
+/// The gsi2 partition of the jobs offered to an agent pool.
+fn pool_partition(pool: &str) -> String {
+    format!("POOL#{pool}")
 }
 
 impl DynamoStore {
@@ -287,6 +306,17 @@ impl JobStore for DynamoStore {
         ]);
         let mut names = HashMap::from([("#state".to_string(), "state".to_string())]);
         add_update(&update, &mut set, &mut remove, &mut names, &mut values);
+        // Leaving `dispatching` takes the job off its agent pool's offers (claimed, canceled
+        // or requeued alike).
+        if from == JobState::Dispatching {
+            remove.push("offered_to, gsi2pk, gsi2sk");
+        }
+        let mut condition = "#state = :from".to_string();
+        if let Some(pool) = &update.claim_from {
+            condition
+                .push_str(" AND offered_to = :pool AND attribute_not_exists(cancel_requested_by)");
+            values.insert(":pool".into(), s(pool));
+        }
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
         // ACTIVE while launched (dispatching, running), AWAITING while it awaits approval
         // (holding the lock; by approval deadline), ENDED once terminal until the sweeper has
@@ -314,7 +344,7 @@ impl JobStore for DynamoStore {
             .table_name(&self.table)
             .set_key(Some(job_key(id)))
             .update_expression(expr)
-            .condition_expression("#state = :from")
+            .condition_expression(condition)
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
@@ -352,6 +382,15 @@ impl JobStore for DynamoStore {
         let mut remove = vec![];
         let mut names = HashMap::from([("#state".to_string(), "state".to_string())]);
         add_update(&update, &mut set, &mut remove, &mut names, &mut values);
+        let mut condition = "#state IN (:d, :r)";
+        if let Some(pool) = &update.offer_to {
+            // Offered while `dispatching` and unlaunched only: a claimed job is never offered again.
+            set.push("offered_to = :pool, gsi2pk = :g2, gsi2sk = :g2s");
+            values.insert(":pool".into(), s(pool));
+            values.insert(":g2".into(), s(pool_partition(pool)));
+            values.insert(":g2s".into(), s(job_sk(at, id)));
+            condition = "#state = :d AND attribute_not_exists(task_arn)";
+        }
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -362,7 +401,7 @@ impl JobStore for DynamoStore {
             .table_name(&self.table)
             .set_key(Some(job_key(id)))
             .update_expression(expr)
-            .condition_expression("#state IN (:d, :r)")
+            .condition_expression(condition)
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
@@ -398,6 +437,59 @@ impl JobStore for DynamoStore {
             .await
             .map_err(|e| aws("dynamodb", e))?;
         Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+    }
+
+    async fn offered_jobs(&self, pool: &str, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi2")
+            .key_condition_expression("gsi2pk = :p")
+            .expression_attribute_values(":p", s(pool_partition(pool)))
+            .limit(limit.clamp(1, 100) as i32)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+    }
+
+    async fn heartbeat_job(
+        &self,
+        id: &JobId,
+        task: &sortie_core::TaskRef,
+        at: DateTime<Utc>,
+    ) -> Result<JobRecord, StoreError> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression("SET #agent.heartbeat_at = :at")
+            .condition_expression("#state = :r AND task_arn = :task AND attribute_exists(#agent)")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_names("#agent", "agent")
+            .expression_attribute_values(":r", s(JobState::Running.as_str()))
+            .expression_attribute_values(":task", s(task.as_str()))
+            .expression_attribute_values(":at", s(at.to_rfc3339()))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
+            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
+                Some(j) => Err(StoreError::StateConflict {
+                    job_id: id.to_string(),
+                    expected: JobState::Running,
+                    actual: j.record.job.state,
+                }),
+                None => Err(StoreError::NotFound {
+                    kind: "job",
+                    id: id.to_string(),
+                }),
+            },
+            Err(e) => Err(aws("dynamodb", e)),
+        }
     }
 
     async fn cancel_waiting_job(

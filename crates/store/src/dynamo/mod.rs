@@ -20,6 +20,7 @@ mod items;
 mod jobs;
 mod keys;
 mod memberships;
+mod pools;
 mod rules;
 mod runners;
 mod schema;

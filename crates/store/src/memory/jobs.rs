@@ -131,12 +131,20 @@ impl JobStore for MemoryStore {
             kind: "job",
             id: id.to_string(),
         })?;
-        if entry.record.job.state != from {
+        let claim_refused = update.claim_from.as_ref().is_some_and(|pool| {
+            entry.record.offered_to.as_ref() != Some(pool)
+                || entry.record.cancel_requested_by.is_some()
+        });
+        if entry.record.job.state != from || claim_refused {
             return Err(StoreError::StateConflict {
                 job_id: id.to_string(),
                 expected: from,
                 actual: entry.record.job.state,
             });
+        }
+        if from == JobState::Dispatching {
+            entry.record.offered_to = None;
+            entry.offer_sk = None;
         }
         let record = &mut entry.record;
         record.job.state = to;
@@ -270,7 +278,9 @@ impl JobStore for MemoryStore {
             kind: "job",
             id: id.to_string(),
         })?;
-        if !entry.record.job.state.is_active() {
+        let offer_refused = update.offer_to.is_some()
+            && (entry.record.job.state != JobState::Dispatching || entry.record.task.is_some());
+        if !entry.record.job.state.is_active() || offer_refused {
             return Err(StoreError::StateConflict {
                 job_id: id.to_string(),
                 expected: JobState::Running,
@@ -278,8 +288,58 @@ impl JobStore for MemoryStore {
             });
         }
         entry.record.updated_at = at;
+        if let Some(pool) = &update.offer_to {
+            entry.record.offered_to = Some(pool.clone());
+            entry.offer_sk = Some(job_sk(at, id));
+        }
         apply_update(&mut entry.record, update);
         Ok(entry.record.clone())
+    }
+
+    async fn offered_jobs(&self, pool: &str, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<(&String, &JobEntry)> = st
+            .jobs
+            .values()
+            .filter(|j| j.record.offered_to.as_deref() == Some(pool))
+            .filter_map(|j| j.offer_sk.as_ref().map(|sk| (sk, j)))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(b.0));
+        Ok(Listed {
+            records: found
+                .into_iter()
+                .take(limit.clamp(1, 100) as usize)
+                .map(|(_, j)| j.record.clone())
+                .collect(),
+            unreadable: Vec::new(),
+        })
+    }
+
+    async fn heartbeat_job(
+        &self,
+        id: &JobId,
+        task: &sortie_core::TaskRef,
+        at: DateTime<Utc>,
+    ) -> Result<JobRecord, StoreError> {
+        let mut st = self.lock();
+        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
+            kind: "job",
+            id: id.to_string(),
+        })?;
+        let record = &mut entry.record;
+        match record.agent.as_mut() {
+            Some(hold)
+                if record.job.state == JobState::Running && record.task.as_ref() == Some(task) =>
+            {
+                hold.heartbeat_at = at;
+                Ok(record.clone())
+            }
+            _ => Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::Running,
+                actual: record.job.state,
+            }),
+        }
     }
 
     async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
@@ -412,6 +472,7 @@ fn submit_locked(
             record: JobRecord::new(job),
             gsi3,
             queue_pos,
+            offer_sk: None,
         },
     );
     st.env_jobs.entry(env).or_default().insert(job.id.clone());

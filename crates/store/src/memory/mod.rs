@@ -30,6 +30,7 @@ use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreErro
 mod environments;
 mod jobs;
 mod memberships;
+mod pools;
 mod rules;
 mod runners;
 
@@ -72,6 +73,8 @@ struct JobEntry {
     gsi3: Option<(Gsi3, String)>,
     /// The job's position in its environment's queue, while it waits.
     queue_pos: Option<u64>,
+    /// The sort key (`<time>#<id>`) of its offer to `record.offered_to`, as gsi2 keeps it.
+    offer_sk: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +97,8 @@ struct State {
     idempotency: HashMap<(String, String), (JobId, String)>,
     /// By (org partition, `M#<group>#<id>`), as the table's membership items.
     memberships: BTreeMap<(String, String), MembershipRecord>,
+    /// By pool id: the pool and its version.
+    pools: BTreeMap<String, (crate::AgentPoolRecord, u64)>,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {
@@ -154,6 +159,15 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
         record.task = None;
         record.started_at = None;
         record.timeout_requested_at = None;
+        record.agent = None;
+    }
+    if let Some(v) = update.agent {
+        record.agent = Some(v);
+    }
+    if let Some(v) = update.agent_stop {
+        if let Some(hold) = record.agent.as_mut() {
+            hold.stop.get_or_insert(v);
+        }
     }
     if let Some(v) = update.upload_problems {
         record.upload_problems = v;

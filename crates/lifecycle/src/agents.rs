@@ -1,0 +1,271 @@
+//! The pull protocol's server side: an agent claims an offered job, heartbeats it, and
+//! reports its runner's exit. Every move is one conditional write, so two agents never hold
+//! one job, and a late heartbeat or report from an agent that lost its job changes nothing.
+
+use std::time::Duration as StdDuration;
+
+use chrono::Utc;
+use sortie_core::agent::{
+    agent_task, AgentAction, AgentHold, Claim, ClaimRequest, ExitReport as AgentExitReport,
+    HeartbeatAnswer, HeartbeatRequest, HEARTBEAT_SECONDS, MAX_CLAIM_WAIT_SECONDS,
+};
+use sortie_core::decision::{decide, Seen, Step, Timing};
+use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
+use sortie_core::{JobId, JobState, RunnerConfiguration};
+use sortie_store::{JobRecord, JobUpdate, StoreError};
+use tracing::{info, warn};
+
+use crate::{ExitReport, JobService};
+
+/// How often a waiting claim looks at the pool's offers again.
+pub const CLAIM_POLL: StdDuration = StdDuration::from_millis(250);
+/// At most this many offers are looked at per look.
+const OFFERS_PER_LOOK: u32 = 25;
+
+/// Why a heartbeat or an exit report was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentRefusal {
+    /// The agent does not hold the job (another claim does, or it ended or was requeued).
+    #[error("the job is {state} and not held by this claim")]
+    NotHeld {
+        /// The job's state now.
+        state: JobState,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl JobService {
+    /// Waits up to `request.wait_seconds` (at most [`MAX_CLAIM_WAIT_SECONDS`]) for a job
+    /// offered to `pool` that the agent may run, and claims the oldest: one conditional write
+    /// `dispatching → running` that requires the offer, with a new job token whose hash is
+    /// stored. `None` when nothing came in time.
+    pub async fn claim(
+        &self,
+        pool: &str,
+        request: &ClaimRequest,
+        api_url: &str,
+    ) -> Result<Option<Claim>, StoreError> {
+        let wait = request
+            .wait_seconds
+            .unwrap_or(MAX_CLAIM_WAIT_SECONDS)
+            .min(MAX_CLAIM_WAIT_SECONDS);
+        let deadline = tokio::time::Instant::now() + StdDuration::from_secs(u64::from(wait));
+        loop {
+            if let Some(claim) = self.claim_once(pool, request, api_url).await? {
+                return Ok(Some(claim));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(CLAIM_POLL.min(deadline - now)).await;
+        }
+    }
+
+    async fn claim_once(
+        &self,
+        pool: &str,
+        request: &ClaimRequest,
+        api_url: &str,
+    ) -> Result<Option<Claim>, StoreError> {
+        let offers = self.store.offered_jobs(pool, OFFERS_PER_LOOK).await?;
+        for u in &offers.unreadable {
+            warn!(key = %u.key, message = %u.message, "an offered job is unreadable; the sweeper fails it");
+        }
+        for record in offers {
+            let max = match record
+                .job
+                .runner_spec
+                .as_ref()
+                .map(|s| &s.runner_configuration)
+            {
+                Some(RunnerConfiguration::Agent(c)) => c.max_concurrent_jobs,
+                _ => continue,
+            };
+            if request.running >= max {
+                continue;
+            }
+            let now = Utc::now();
+            let token = crate::engine::new_token();
+            let task = agent_task(pool, &request.agent, record.attempt);
+            let update = JobUpdate {
+                claim_from: Some(pool.to_string()),
+                task: Some(task.clone()),
+                token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+                started_at: Some(now),
+                agent: Some(AgentHold {
+                    pool: pool.to_string(),
+                    agent: request.agent.clone(),
+                    claimed_at: now,
+                    heartbeat_at: now,
+                    stop: None,
+                }),
+                ..Default::default()
+            };
+            match self
+                .store
+                .transition_job(
+                    &record.job.id,
+                    JobState::Dispatching,
+                    JobState::Running,
+                    now,
+                    &format!("claimed by agent {} of pool {pool}", request.agent),
+                    update,
+                )
+                .await
+            {
+                Ok(claimed) => {
+                    info!(job_id = %claimed.job.id, agent = %request.agent, %pool, attempt = claimed.attempt, "claimed by an agent");
+                    return Ok(Some(Claim {
+                        job_id: claimed.job.id.clone(),
+                        attempt: claimed.attempt,
+                        job_token: token,
+                        api_url: api_url.to_string(),
+                        job: claimed.job,
+                        heartbeat_seconds: HEARTBEAT_SECONDS,
+                    }));
+                }
+                // Another agent was first, or a cancel came: the next offer.
+                Err(StoreError::StateConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Records an agent's heartbeat for a job of `pool` it holds, and answers with what to do:
+    /// run on, or stop (a cancel, or the timeout enforced from outside).
+    pub async fn heartbeat(
+        &self,
+        pool: &str,
+        id: &JobId,
+        beat: &HeartbeatRequest,
+    ) -> Result<HeartbeatAnswer, AgentRefusal> {
+        let task = agent_task(pool, &beat.agent, beat.attempt);
+        let record = match self.store.heartbeat_job(id, &task, Utc::now()).await {
+            Ok(r) => r,
+            Err(StoreError::StateConflict { actual, .. }) => {
+                return Err(AgentRefusal::NotHeld { state: actual })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(stop_order(&record).map_or(
+            HeartbeatAnswer {
+                action: AgentAction::Run,
+                reason: None,
+            },
+            |reason| HeartbeatAnswer {
+                action: AgentAction::Stop,
+                reason: Some(reason),
+            },
+        ))
+    }
+
+    /// An agent's report that the runner of a job of `pool` it holds exited (or that it hands
+    /// the job back): decided as a stopped task ([`decide`]), so a cancel or timeout Sortie
+    /// asked for names the end, and a handed-back plan is requeued. Whichever comes first,
+    /// this or the runner's own final callback, wins; the second changes nothing.
+    pub async fn agent_exited(
+        &self,
+        pool: &str,
+        id: &JobId,
+        report: &AgentExitReport,
+    ) -> Result<ExitReport, AgentRefusal> {
+        let record = self.store.get_job(id).await?;
+        let task = agent_task(pool, &report.agent, report.attempt);
+        if record.task.as_ref() != Some(&task) {
+            return Err(AgentRefusal::NotHeld {
+                state: record.job.state,
+            });
+        }
+        if record.job.state.is_terminal() {
+            return Ok(ExitReport::AlreadyEnded(record));
+        }
+        if record.job.state != JobState::Running {
+            return Err(AgentRefusal::NotHeld {
+                state: record.job.state,
+            });
+        }
+        Ok(self.task_stopped(&record, report.to_stop()).await?)
+    }
+
+    /// Ends (or requeues) a `running` job whose task is known to have stopped with `stop`.
+    pub(crate) async fn task_stopped(
+        &self,
+        record: &JobRecord,
+        stop: sortie_core::TaskStop,
+    ) -> Result<ExitReport, StoreError> {
+        let timing = Timing {
+            dispatch_lease: chrono::Duration::zero(),
+            silence: chrono::Duration::zero(),
+        };
+        let step = decide(
+            &crate::engine::facts(record),
+            &Seen::Stopped(stop),
+            Utc::now(),
+            timing,
+        );
+        let moved = match step {
+            Step::End(outcome) => self.finish(record, JobState::Running, &outcome).await,
+            Step::Requeue { reason, spot } => {
+                let requeued = self
+                    .store
+                    .transition_job(
+                        &record.job.id,
+                        JobState::Running,
+                        JobState::Queued,
+                        Utc::now(),
+                        &reason,
+                        JobUpdate {
+                            clear_task: true,
+                            spot_requeue: spot,
+                            ..Default::default()
+                        },
+                    )
+                    .await;
+                if requeued.is_ok() {
+                    info!(job_id = %record.job.id, %reason, "requeued for a new launch attempt");
+                    self.send_or_leave_pending(&record.job.id).await;
+                }
+                requeued
+            }
+            other => {
+                warn!(step = ?other, "a stopped task decided no end; left to the sweeper");
+                return Ok(ExitReport::NotRunning(record.job.state));
+            }
+        };
+        match moved {
+            Ok(r) => {
+                info!(job_id = %record.job.id, state = %r.job.state, reason = r.job.reason(), "job ended on its exit report");
+                Ok(ExitReport::Ended(r))
+            }
+            Err(StoreError::StateConflict { actual, .. }) if actual.is_terminal() => Ok(
+                ExitReport::AlreadyEnded(self.store.get_job(&record.job.id).await?),
+            ),
+            Err(StoreError::StateConflict { actual, .. }) => Ok(ExitReport::NotRunning(actual)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The stop a claimed job's agent must carry out, if any: a cancel, the stop Sortie
+/// ordered, or the timeout.
+fn stop_order(record: &JobRecord) -> Option<String> {
+    if let Some(by) = &record.cancel_requested_by {
+        return Some(format!("{CANCELED_BY}{by}"));
+    }
+    if let Some(stop) = record.agent.as_ref().and_then(|a| a.stop.as_ref()) {
+        return Some(stop.reason.clone());
+    }
+    record.timeout_requested_at.map(|_| {
+        let seconds = record
+            .job
+            .runner_spec
+            .as_ref()
+            .map(|s| s.runner_configuration.timeout_seconds())
+            .unwrap_or_default();
+        format!("{TIMED_OUT_AFTER}{seconds}s")
+    })
+}
