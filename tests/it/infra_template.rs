@@ -723,8 +723,8 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
     let mut default_route = false;
     let mut job_token_routes: Vec<(String, String)> = sortie_api::Route::ALL
         .iter()
-        .filter(|r| r.uses_job_token())
-        .map(|r| (r.spec().0.to_string(), r.spec().1.replace("{id}", "{job}")))
+        .filter(|r| r.skips_user_token())
+        .map(|r| (r.spec().0.to_string(), template_path(*r)))
         .collect();
     for (name, event) in events(&t, "ApiFunction") {
         assert_eq!(string(at(event, &["Type"]), name), "HttpApi");
@@ -737,12 +737,13 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
             assert!(!unauthenticated, "$default must keep the JWT authorizer");
             default_route = true;
         } else if unauthenticated {
-            // Only the runner's job-token routes (from the code) and the open meta routes.
+            // Only the runner's job-token routes and the agents' routes (from the code), and
+            // the open meta routes.
             let method = string(at(p, &["Method"]), name).to_string();
             let mut allowed: Vec<(String, String)> = sortie_api::Route::ALL
                 .iter()
-                .filter(|r| r.uses_job_token())
-                .map(|r| (r.spec().0.to_string(), r.spec().1.replace("{id}", "{job}")))
+                .filter(|r| r.skips_user_token())
+                .map(|r| (r.spec().0.to_string(), template_path(*r)))
                 .collect();
             allowed.push(("GET".into(), "/v1/health".into()));
             allowed.push(("GET".into(), "/v1/openapi.json".into()));
@@ -1761,5 +1762,14 @@ fn log_statements_name_log_streams_by_group_name_not_by_the_group_arn() {
                 );
             }
         }
+    }
+}
+
+/// A route's path as the template writes it: the runner's routes name the job `{job}`.
+fn template_path(route: sortie_api::Route) -> String {
+    if route.uses_job_token() {
+        route.spec().1.replace("{id}", "{job}")
+    } else {
+        route.spec().1.to_string()
     }
 }

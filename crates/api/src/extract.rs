@@ -203,6 +203,28 @@ impl<S: Send + Sync> FromRequestParts<S> for IdParam {
     }
 }
 
+/// The `{job}` of an agent route, as a [`JobId`].
+pub(crate) struct JobParam(pub JobId);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        path_param(parts, "job").await.map(|id| JobParam(JobId::new(id)))
+    }
+}
+
+/// The `{token}` of a pool token route.
+pub(crate) struct TokenParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for TokenParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        path_param(parts, "token").await.map(TokenParam)
+    }
+}
+
 /// The `{id}` of a job route, as a [`JobId`].
 pub(crate) struct JobIdParam(pub JobId);
 

@@ -3,7 +3,8 @@
 //! Every operation declares its request body schema, each status it answers with
 //! its schema (the [`ErrorBody`] on every 4xx and 5xx), its path, query and header
 //! parameters, and its security: `bearerAuth` (a user's JWT) on user routes,
-//! `jobToken` (a job's token) on the runner's routes, none on the meta routes.
+//! `jobToken` (a job's token) on the runner's routes, `agentToken` (a pool's credential)
+//! on the agents' routes, none on the meta routes.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -56,6 +57,15 @@ use crate::routes::*;
         list_memberships,
         grant_membership,
         revoke_membership,
+        create_agent_pool,
+        list_agent_pools,
+        get_agent_pool,
+        delete_agent_pool,
+        create_pool_token,
+        revoke_pool_token,
+        claim_job,
+        agent_heartbeat,
+        agent_exit,
     ),
     components(schemas(ErrorBody, ErrorDetail, FieldProblem)),
     modifiers(&SecuritySchemes)
@@ -87,6 +97,17 @@ impl Modify for SecuritySchemes {
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
                         "The job token dispatch gave the runner: valid for that one job, while it is not terminal",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "agentToken",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An agent's credential: a pool token, or an OIDC token of the issuer the pool trusts (verified by the API)",
                     ))
                     .build(),
             ),

@@ -331,6 +331,7 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
             Route::GrantMembership => Some(
                 r#"{"role":"owner","grantee":{"kind":"subject","subject":"acme-owner"}}"#.into(),
             ),
+            Route::CreateAgentPool => Some(r#"{"group":"globex","name":"steal"}"#.into()),
             _ => None,
         }
     };
@@ -364,8 +365,9 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
                 &[],
             )
             .await;
-        if route.uses_job_token() {
-            // A user's token is never a job token: refused, with nothing about the job.
+        if route.skips_user_token() {
+            // A user's token is never a job token nor an agent credential: refused, with
+            // nothing about the job or the pool.
             assert_eq!(
                 (r.status.as_u16(), r.body["error"]["code"].as_str()),
                 (401, Some("invalid_token")),
@@ -776,6 +778,8 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
         admin_subjects: vec![],
         checker: std::sync::Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
         rule_indexes: Default::default(),
+        oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
+        public_url: None,
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())

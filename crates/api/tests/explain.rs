@@ -128,6 +128,8 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
         admin_subjects: vec![],
         checker: std::sync::Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
         rule_indexes: Default::default(),
+        oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
+        public_url: None,
     });
 
     let (status, created, size) = call(

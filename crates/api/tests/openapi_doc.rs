@@ -159,6 +159,8 @@ fn every_operation_declares_its_parameters_and_security() {
             vec![]
         } else if route.uses_job_token() {
             vec!["jobToken".into()]
+        } else if route.uses_agent_credential() {
+            vec!["agentToken".into()]
         } else {
             vec!["bearerAuth".into()]
         };

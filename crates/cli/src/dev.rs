@@ -282,7 +282,12 @@ async fn dev_token_gate(
                 .iter()
                 .filter(|r| r.uses_job_token())
                 .filter_map(|r| r.spec().1.strip_prefix("/v1/jobs/{id}"))
-                .any(|tail| path.ends_with(tail)));
+                .any(|tail| path.ends_with(tail)))
+        // The agents' routes: `/v1/agent-pools/{id}/claims`, `…/jobs/{job}/heartbeat|exit`.
+        || (path.starts_with("/v1/agent-pools/")
+            && (path.ends_with("/claims")
+                || path.ends_with("/heartbeat")
+                || path.ends_with("/exit")));
     let want = expected.strip_prefix("Bearer ").unwrap_or(expected);
     let sent = req
         .headers()

@@ -185,6 +185,8 @@ impl Composition {
             // functions do not link the EC2 and IAM clients.
             checker: Arc::new(AwsRunnerChecker::new(self.config.clone(), self.has_local)),
             rule_indexes: Default::default(),
+            oidc: Arc::new(sortie_api::oidc::JwksVerifier::new()),
+            public_url: None,
         })
     }
 

@@ -4,6 +4,7 @@
 //! the fields the API computes; [`domain`] declares the schemas of the embedded
 //! `sortie-core` and `sortie-store` types.
 
+pub mod agents;
 pub mod domain;
 
 use std::collections::{BTreeMap, BTreeSet};

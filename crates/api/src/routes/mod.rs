@@ -6,6 +6,7 @@
 //! authorizer from [`Route::uses_job_token`]. Paths that contain `/` end at the
 //! `/-/` separator, which [`separator`] turns into one segment before routing.
 
+mod agent_pools;
 mod environments;
 mod jobs;
 mod logs;
@@ -30,6 +31,7 @@ use crate::error::ApiError;
 use crate::AppState;
 use separator::OriginalPath;
 
+pub(crate) use agent_pools::*;
 pub(crate) use environments::*;
 pub(crate) use jobs::*;
 pub(crate) use logs::*;
@@ -116,6 +118,24 @@ pub enum Route {
     GetJobOutputs,
     /// `GET /v1/environments/{environment}/-/outputs`
     GetEnvironmentOutputs,
+    /// `POST /v1/agent-pools`
+    CreateAgentPool,
+    /// `GET /v1/groups/{group}/-/agent-pools`
+    ListAgentPools,
+    /// `GET /v1/agent-pools/{id}`
+    GetAgentPool,
+    /// `DELETE /v1/agent-pools/{id}`
+    DeleteAgentPool,
+    /// `POST /v1/agent-pools/{id}/tokens`
+    CreatePoolToken,
+    /// `DELETE /v1/agent-pools/{id}/tokens/{token}`
+    RevokePoolToken,
+    /// `POST /v1/agent-pools/{id}/claims` (agent credential)
+    ClaimJob,
+    /// `POST /v1/agent-pools/{id}/jobs/{job}/heartbeat` (agent credential)
+    AgentHeartbeat,
+    /// `POST /v1/agent-pools/{id}/jobs/{job}/exit` (agent credential)
+    AgentExit,
 }
 
 impl Route {
@@ -158,6 +178,15 @@ impl Route {
         Route::DiscardJob,
         Route::GetJobOutputs,
         Route::GetEnvironmentOutputs,
+        Route::CreateAgentPool,
+        Route::ListAgentPools,
+        Route::GetAgentPool,
+        Route::DeleteAgentPool,
+        Route::CreatePoolToken,
+        Route::RevokePoolToken,
+        Route::ClaimJob,
+        Route::AgentHeartbeat,
+        Route::AgentExit,
     ];
 
     /// True for the routes a runner calls with its job token instead of a user's JWT.
@@ -171,6 +200,21 @@ impl Route {
                 | Route::ReportJobExit
                 | Route::PutJobTool
         )
+    }
+
+    /// True for the routes an agent calls with its pool's credential (a pool token or an
+    /// OIDC token the API verifies itself) instead of a user's JWT.
+    pub fn uses_agent_credential(self) -> bool {
+        matches!(
+            self,
+            Route::ClaimJob | Route::AgentHeartbeat | Route::AgentExit
+        )
+    }
+
+    /// True for the routes API Gateway's JWT authorizer must not guard: the runner's (job
+    /// token) and the agents' (pool credential). Each checks its own credential.
+    pub fn skips_user_token(self) -> bool {
+        self.uses_job_token() || self.uses_agent_credential()
     }
 
     /// True for the open routes that need no token at all.
@@ -222,6 +266,15 @@ impl Route {
             DiscardJob => (Method::POST, "/v1/jobs/{id}/discard"),
             GetJobOutputs => (Method::GET, "/v1/jobs/{id}/outputs"),
             GetEnvironmentOutputs => (Method::GET, "/v1/environments/{environment}/-/outputs"),
+            CreateAgentPool => (Method::POST, "/v1/agent-pools"),
+            ListAgentPools => (Method::GET, "/v1/groups/{group}/-/agent-pools"),
+            GetAgentPool => (Method::GET, "/v1/agent-pools/{id}"),
+            DeleteAgentPool => (Method::DELETE, "/v1/agent-pools/{id}"),
+            CreatePoolToken => (Method::POST, "/v1/agent-pools/{id}/tokens"),
+            RevokePoolToken => (Method::DELETE, "/v1/agent-pools/{id}/tokens/{token}"),
+            ClaimJob => (Method::POST, "/v1/agent-pools/{id}/claims"),
+            AgentHeartbeat => (Method::POST, "/v1/agent-pools/{id}/jobs/{job}/heartbeat"),
+            AgentExit => (Method::POST, "/v1/agent-pools/{id}/jobs/{job}/exit"),
         }
     }
 
@@ -267,6 +320,15 @@ impl Route {
             DiscardJob => on(filter, discard_job),
             GetJobOutputs => on(filter, get_job_outputs),
             GetEnvironmentOutputs => on(filter, get_environment_outputs),
+            CreateAgentPool => on(filter, create_agent_pool),
+            ListAgentPools => on(filter, list_agent_pools),
+            GetAgentPool => on(filter, get_agent_pool),
+            DeleteAgentPool => on(filter, delete_agent_pool),
+            CreatePoolToken => on(filter, create_pool_token),
+            RevokePoolToken => on(filter, revoke_pool_token),
+            ClaimJob => on(filter, claim_job),
+            AgentHeartbeat => on(filter, agent_heartbeat),
+            AgentExit => on(filter, agent_exit),
         }
     }
 }
@@ -471,6 +533,8 @@ mod tests {
             admin_subjects: vec![],
             checker: Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
             rule_indexes: Default::default(),
+            oidc: std::sync::Arc::new(crate::oidc::NoOidc),
+            public_url: None,
         })
     }
 

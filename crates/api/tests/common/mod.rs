@@ -176,6 +176,8 @@ impl Api {
             admin_subjects: vec!["bootstrap-admin".into()],
             checker: Arc::new(sortie_launch::AwsRunnerChecker::new(config.clone(), false)),
             rule_indexes: Default::default(),
+            oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
+            public_url: None,
         });
         let api = Self {
             bucket: bucket_name,

@@ -45,6 +45,28 @@ pub enum RunnerConfiguration {
     Eks(EksRunner),
     /// A child process on the host: for development, the demo and tests.
     Local(LocalRunner),
+    /// Pulled by an agent of an agent pool (`sortie-agent`), where Sortie cannot reach.
+    Agent(AgentRunner),
+}
+
+/// The `agent` runner type.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AgentRunner {
+    /// The agent pool's id (`apool-…`), a pool of the runner's own group.
+    pub pool: String,
+    /// How many of this runner's jobs one agent runs at once (1 to 100, default 1).
+    #[serde(default)]
+    pub max_concurrent_jobs: Option<u32>,
+    /// Plain environment variables for the runner.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Job timeout in seconds (60 to 86400, default 7200), delivered in the heartbeat
+    /// answer and enforced by the sweeper.
+    #[serde(default)]
+    pub timeout_seconds: Option<u32>,
+    /// The Kubernetes Job knobs, for agents started with `--kubernetes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<EksJob>,
 }
 
 /// How Sortie reaches a target account: the role to assume and its ExternalId.
