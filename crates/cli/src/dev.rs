@@ -68,6 +68,13 @@ pub struct DevArgs {
     /// only the memberships granted to it: a second person to approve a reviewed job.
     #[arg(long = "user", value_name = "NAME")]
     users: Vec<String>,
+    /// Start a `sortie-agent` beside the control plane, pulling the jobs of a new agent pool
+    /// of this group (`agent` runners name the pool's id, printed at start).
+    #[arg(long, value_name = "GROUP")]
+    agent: Option<String>,
+    /// Seconds a claimed job's heartbeat may stop before the sweeper ends it ("agent lost").
+    #[arg(long, default_value_t = sortie_core::agent::DEFAULT_AGENT_SILENCE_SECONDS)]
+    agent_silence: i64,
 }
 
 /// The issuer of `sortie dev`'s named users.
@@ -77,6 +84,66 @@ fn random_hex(bytes: usize) -> anyhow::Result<String> {
     let mut buf = vec![0u8; bytes];
     getrandom::fill(&mut buf).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Creates an agent pool in `group` with one token, and starts `sortie-agent` (next to this
+/// binary) pulling its jobs, with the token in a file of the work directory.
+async fn start_agent(
+    store: &dyn sortie_store::AgentPoolStore,
+    group: &str,
+    url: &str,
+    args: &DevArgs,
+) -> anyhow::Result<(String, tokio::process::Child)> {
+    use sortie_core::agent::{AgentPool, POOL_ID_PREFIX, POOL_TOKEN_PREFIX};
+    let group =
+        sortie_core::GroupPath::parse(group).map_err(|e| anyhow::anyhow!("--agent: {e}"))?;
+    let id = format!("{POOL_ID_PREFIX}{}", sortie_store::new_id());
+    let token_id = format!("tok-{}", random_hex(5)?);
+    let token = format!("{POOL_TOKEN_PREFIX}{id}.{token_id}.{}", random_hex(32)?);
+    let record = sortie_store::AgentPoolRecord {
+        pool: AgentPool {
+            id: id.clone(),
+            group,
+            name: "dev-agents".into(),
+            description: "the agent `sortie dev --agent` starts".into(),
+            oidc: None,
+        },
+        tokens: vec![sortie_store::PoolToken {
+            id: token_id,
+            hash: sortie_store::sha256_hex(token.as_bytes()),
+            created_at: chrono::Utc::now(),
+            created_by: sortie_core::Principal::local_dev().subject,
+        }],
+        created_at: chrono::Utc::now(),
+        created_by: sortie_core::Principal::local_dev().subject,
+    };
+    store
+        .create_pool(&record)
+        .await
+        .context("creating the agent pool")?;
+    std::fs::create_dir_all(&args.work_dir)?;
+    let token_file = args.work_dir.join("agent-token");
+    std::fs::write(&token_file, &token)?;
+    let exe = std::env::current_exe()?;
+    let binary = exe.with_file_name("sortie-agent");
+    let log = std::fs::File::create(args.work_dir.join("agent.log"))?;
+    let mut command = tokio::process::Command::new(&binary);
+    command
+        .args(["--api-url", url, "--pool", &id, "--name", "dev-agent"])
+        .arg("--token-file")
+        .arg(&token_file)
+        .arg("--work-dir")
+        .arg(args.work_dir.join("agent"))
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if let Some(runner) = &args.runner {
+        command.arg("--runner-binary").arg(runner);
+    }
+    let child = command
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    Ok((id, child))
 }
 
 /// Runs the local control plane until Ctrl-C or SIGTERM.
@@ -136,6 +203,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         admin_subjects: vec![],
         sweep: SweepSettings {
             dispatch_lease: chrono::Duration::seconds(args.dispatch_lease.max(1)),
+            agent_silence: chrono::Duration::seconds(args.agent_silence.max(1)),
+            agent_stop_grace: chrono::Duration::seconds(args.agent_silence.clamp(1, 60)),
             ..Default::default()
         },
     };
@@ -248,14 +317,29 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     for (name, user_token) in &user_tokens {
         println!("sortie dev: token for user {name}: {user_token}");
     }
+    let mut agent = None;
+    if let Some(group) = &args.agent {
+        let (pool, child) = start_agent(parts.store.as_ref(), group, &url, &args).await?;
+        println!("sortie dev: agent pool {pool} of group {group}, with one sortie-agent");
+        agent = Some((pool, child));
+    }
     if let Some(path) = &args.ready_file {
         std::fs::write(
             path,
-            json!({"url": url, "token": token, "users": user_tokens}).to_string(),
+            json!({"url": url, "token": token, "users": user_tokens, "agent_pool": agent.as_ref().map(|a| &a.0)}).to_string(),
         )
         .context("writing the ready file")?;
     }
     shutdown_signal().await;
+    if let Some((_, mut child)) = agent {
+        // The agent drains on SIGTERM: it hands back what it cannot finish.
+        if let Some(pid) = child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+    }
     println!("sortie dev: stopped");
     Ok(())
 }

@@ -1214,3 +1214,325 @@ fn a_scheduled_drift_check_reports_in_sync_then_drifted_after_the_state_changed_
     let jobs = dev.ok("GET", &format!("/v1/environments/{path}/-/jobs"), None);
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 3, "{jobs}");
 }
+
+/// A `sortie-agent` process pulling the jobs of `pool`, running terraform `terraform`.
+struct Agent {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(
+        dev: &Dev,
+        pool: &str,
+        token: &str,
+        name: &str,
+        terraform: &std::path::Path,
+        max_jobs: u32,
+    ) -> Self {
+        let work = dev.dir.join(format!("agent-{name}"));
+        std::fs::create_dir_all(&work).unwrap();
+        let log = dev.dir.join(format!("agent-{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(sortie_tests::runtime::function_binary("sortie-agent"))
+            .args([
+                "--api-url",
+                &dev.url,
+                "--pool",
+                pool,
+                "--token",
+                token,
+                "--name",
+                name,
+            ])
+            .args(["--max-jobs", &max_jobs.to_string(), "--wait-seconds", "2"])
+            .arg("--runner-binary")
+            .arg(sortie_tests::runtime::function_binary("sortie-runner"))
+            .arg("--work-dir")
+            .arg(&work)
+            .env("SORTIE_TERRAFORM", terraform)
+            .env("AWS_ENDPOINT_URL", sortie_tests::endpoint())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start sortie-agent");
+        Self { child, log }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- {} ---\n{}",
+                self.log.display(),
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+        }
+        self.kill();
+    }
+}
+
+/// Terraform behind a wrapper that sleeps before `commands` (`plan`, `apply`): a job an agent
+/// can be killed in the middle of.
+fn slow_terraform(dir: &std::path::Path, commands: &str) -> PathBuf {
+    let path = dir.join(format!("slow-terraform-{}", commands.replace('|', "-")));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in {commands}) sleep 120;; esac\nexec {} \"$@\"\n",
+            sortie_tests::terraform_bin().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// An agent pool of `acme`, an `agent` runner on it with state in a local directory, the
+/// default rule, and `envs` environments `acme/demo/e<i>`. Returns the pool id and token.
+fn agent_setup(dev: &Dev, envs: usize, max_concurrent_jobs: u32) -> (String, String) {
+    let pool = dev.ok(
+        "POST",
+        "/v1/agent-pools",
+        Some(json!({"group": "acme", "name": "onprem", "description": "the test's agents"})),
+    );
+    let (id, token) = (
+        pool["id"].as_str().unwrap().to_string(),
+        pool["token"].as_str().unwrap().to_string(),
+    );
+    let state = dev.dir.join("agent-state");
+    let runner = format!(
+        "runner_configuration:\n  type: agent\n  pool: {id}\n  max_concurrent_jobs: {max_concurrent_jobs}\n  timeout_seconds: 600\nstate_storage_configuration:\n  type: local\n  directory: {}\n",
+        state.display()
+    );
+    dev.ok(
+        "POST",
+        "/v1/groups/acme/-/runners/agents",
+        Some(Value::String(runner)),
+    );
+    dev.ok(
+        "POST",
+        "/v1/groups/acme/-/rules",
+        Some(json!({"id": "default", "runner_id": "acme/agents"})),
+    );
+    for i in 0..envs {
+        dev.ok(
+            "POST",
+            "/v1/groups/acme/demo/-/environments",
+            Some(json!({"name": format!("e{i}"), "env_type": "development"})),
+        );
+    }
+    (id, token)
+}
+
+/// The agents that claimed a job, in order, from its transitions.
+fn claims(job: &Value) -> Vec<String> {
+    job["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["reason"].as_str())
+        .filter_map(|r| r.strip_prefix("claimed by agent "))
+        .map(|r| r.split(' ').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn agents_authenticate_per_pool_and_a_killed_agent_requeues_its_plan_and_fails_its_apply() {
+    let dev = Dev::launch(&Names::fresh(), &["--agent-silence", "3"]);
+    let (pool, token) = agent_setup(&dev, 1, 1);
+    let claim = json!({"agent": "probe", "wait_seconds": 0});
+    // No credential, a wrong token of this pool, a revoked token: 401. Another pool's
+    // token, or an unknown pool: 404. A good token and nothing offered: 204.
+    let claims_path = format!("/v1/agent-pools/{pool}/claims");
+    assert_eq!(
+        dev.api_with("", "POST", &claims_path, Some(claim.clone()))
+            .0,
+        401
+    );
+    let wrong = format!("sortie-pool-{pool}.tok-x.{}", "0".repeat(64));
+    let (status, body) = dev.api_with(&wrong, "POST", &claims_path, Some(claim.clone()));
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        !std::fs::read_to_string(dev.dir.join("dev.log"))
+            .unwrap()
+            .contains(&wrong[40..]),
+        "a refused token is never logged"
+    );
+    let other = dev.ok(
+        "POST",
+        "/v1/agent-pools",
+        Some(json!({"group": "globex", "name": "theirs"})),
+    );
+    let other_token = other["token"].as_str().unwrap();
+    assert_eq!(
+        dev.api_with(other_token, "POST", &claims_path, Some(claim.clone()))
+            .0,
+        404
+    );
+    assert_eq!(
+        dev.api_with(
+            &token,
+            "POST",
+            "/v1/agent-pools/apool-00000000000000000000000000/claims",
+            Some(claim.clone())
+        )
+        .0,
+        404
+    );
+    assert_eq!(
+        dev.api_with(&token, "POST", &claims_path, Some(claim.clone()))
+            .0,
+        204
+    );
+    let rotated = dev.ok("POST", &format!("/v1/agent-pools/{pool}/tokens"), None);
+    let old_id = dev.ok("GET", &format!("/v1/agent-pools/{pool}"), None)["tokens"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    dev.ok(
+        "DELETE",
+        &format!("/v1/agent-pools/{pool}/tokens/{old_id}"),
+        None,
+    );
+    assert_eq!(
+        dev.api_with(&token, "POST", &claims_path, Some(claim.clone()))
+            .0,
+        401,
+        "the rotated-out token is refused"
+    );
+    let token = rotated["token"].as_str().unwrap().to_string();
+    // A heartbeat for a job this agent does not hold: 409.
+    let (status, body) = dev.api_with(
+        &token,
+        "POST",
+        &format!("/v1/agent-pools/{pool}/jobs/01jnx6v4k2m8q9r3s5t7w0y1za/heartbeat"),
+        Some(json!({"agent": "probe", "attempt": 1})),
+    );
+    assert!(status == 404 || status == 409, "{status} {body}");
+
+    // A plan on an agent that dies mid-plan: requeued, and run once more on another agent.
+    let slow = slow_terraform(&dev.dir, "plan|apply");
+    let mut doomed = Agent::start(&dev, &pool, &token, "doomed", &slow, 1);
+    let plan = dev.submit_to("acme/demo/e0", "plan", hello_files());
+    dev.wait_job(&plan, Duration::from_secs(60), "claimed", |j| {
+        j["state"] == "running"
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    doomed.kill();
+    let requeued = dev.wait_job(&plan, Duration::from_secs(30), "requeued", |j| {
+        j["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["reason"].as_str().unwrap_or("").contains("agent lost"))
+    });
+    assert_ne!(
+        requeued["state"], "failed",
+        "a plan is requeued: {requeued}"
+    );
+    let _good = Agent::start(
+        &dev,
+        &pool,
+        &token,
+        "good",
+        &sortie_tests::terraform_bin(),
+        1,
+    );
+    let done = dev.wait_terminal(&plan, Duration::from_secs(90));
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(claims(&done), ["doomed", "good"], "{done}");
+    assert!(
+        done["task_arn"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("agent:{pool}:good:")),
+        "{done}"
+    );
+    drop(_good);
+
+    // An apply on an agent that dies mid-apply: failed, "agent lost", never re-run.
+    let mut doomed = Agent::start(
+        &dev,
+        &pool,
+        &token,
+        "doomed2",
+        &slow_terraform(&dev.dir, "apply"),
+        1,
+    );
+    let apply = dev.submit_to("acme/demo/e0", "apply", hello_files());
+    dev.wait_job(&apply, Duration::from_secs(60), "claimed", |j| {
+        j["state"] == "running"
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    doomed.kill();
+    let killed_at = Instant::now();
+    let failed = dev.wait_terminal(&apply, Duration::from_secs(30));
+    // The silence (3 s) and at most two sweeper periods (1 s each), with slack for the host.
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(12),
+        "ended {:?} after the kill",
+        killed_at.elapsed()
+    );
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert!(
+        failed["reason"].as_str().unwrap().contains("agent lost"),
+        "{failed}"
+    );
+    assert_eq!(claims(&failed), ["doomed2"], "{failed}");
+}
+
+#[test]
+fn a_canceled_job_is_stopped_through_the_heartbeat_and_ends_canceled() {
+    let dev = Dev::launch(&Names::fresh(), &[]);
+    let (pool, token) = agent_setup(&dev, 1, 1);
+    let _agent = Agent::start(
+        &dev,
+        &pool,
+        &token,
+        "a1",
+        &slow_terraform(&dev.dir, "plan"),
+        1,
+    );
+    let plan = dev.submit_to("acme/demo/e0", "plan", hello_files());
+    dev.wait_job(&plan, Duration::from_secs(60), "claimed", |j| {
+        j["state"] == "running"
+    });
+    dev.ok("POST", &format!("/v1/jobs/{plan}/cancel"), None);
+    // Delivered in the next heartbeat (every 10 s); the agent kills the process group and
+    // reports the exit.
+    let done = dev.wait_terminal(&plan, Duration::from_secs(40));
+    assert_eq!(done["state"], "canceled", "{done}");
+}
+
+#[test]
+fn three_agents_start_each_of_fifty_jobs_exactly_once() {
+    let dev = Dev::launch(&Names::fresh(), &[]);
+    let (pool, token) = agent_setup(&dev, 10, 2);
+    let terraform = sortie_tests::terraform_bin();
+    let _agents: Vec<Agent> = (0..3)
+        .map(|i| Agent::start(&dev, &pool, &token, &format!("a{i}"), &terraform, 2))
+        .collect();
+    let jobs: Vec<String> = (0..50)
+        .map(|i| dev.submit_to(&format!("acme/demo/e{}", i % 10), "plan", hello_files()))
+        .collect();
+    let mut by_agent = std::collections::BTreeMap::<String, usize>::new();
+    for id in &jobs {
+        let job = dev.wait_terminal(id, Duration::from_secs(300));
+        assert_eq!(job["state"], "succeeded", "{job}");
+        let claimed = claims(&job);
+        assert_eq!(claimed.len(), 1, "each job is started exactly once: {job}");
+        assert_eq!(job["attempt"], 1, "{job}");
+        *by_agent.entry(claimed[0].clone()).or_default() += 1;
+    }
+    assert_eq!(by_agent.values().sum::<usize>(), 50);
+    assert!(by_agent.len() >= 2, "the work is shared: {by_agent:?}");
+}

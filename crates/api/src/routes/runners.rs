@@ -70,9 +70,25 @@ pub(crate) async fn create_runner(
         )
         .await?;
     let spec = RunnerSpec::from_value(&body.value()?)?;
+    check_pool(&state, &group, &spec).await?;
     let created = state.store.create_runner(&Runner { id, spec }).await?;
     let version = created.version;
     Ok(Reply::new(StatusCode::CREATED, RunnerView::new(created, &group)).etag(version))
+}
+
+/// An `agent` runner's pool must exist in the runner's own group: 400 naming the field.
+async fn check_pool(state: &AppState, group: &GroupPath, spec: &RunnerSpec) -> Result<(), ApiError> {
+    let sortie_core::RunnerConfiguration::Agent(c) = &spec.runner_configuration else {
+        return Ok(());
+    };
+    match state.store.get_pool(&c.pool).await {
+        Ok(p) if &p.item.pool.group == group => Ok(()),
+        Ok(_) | Err(sortie_store::StoreError::NotFound { .. }) => Err(ApiError::field(
+            "runner_configuration.pool",
+            format!("no agent pool `{}` in group `{}`", c.pool, group.as_str()),
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One runner.
@@ -124,6 +140,7 @@ pub(crate) async fn update_runner(
         .await?;
     let expected = if_match.version()?;
     let spec = RunnerSpec::from_value(&body.value()?)?;
+    check_pool(&state, &group, &spec).await?;
     let r = state
         .store
         .update_runner(&Runner { id, spec }, expected)
