@@ -18,6 +18,7 @@ mod error;
 mod extract;
 mod memberships_cache;
 pub mod model;
+pub mod oidc;
 mod openapi;
 pub mod routes;
 mod rules_cache;
@@ -68,6 +69,11 @@ pub struct AppState {
     pub checker: Arc<dyn sortie_launch::RunnerChecker>,
     /// Compiled rule indexes per group, revalidated by the rule-set version on each use.
     pub rule_indexes: RuleIndexCache,
+    /// Verifies the OIDC tokens agents present to pools that trust an issuer.
+    pub oidc: Arc<dyn oidc::OidcVerifier>,
+    /// The API's public URL, given to the runners agents start; when absent, the URL the
+    /// agent's request reached (its `Host` and `X-Forwarded-Proto`).
+    pub public_url: Option<String>,
 }
 
 /// The artifacts bucket, as runners are told about it.
