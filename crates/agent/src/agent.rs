@@ -82,6 +82,8 @@ pub struct AgentSettings {
     pub exit_attempts: u32,
     /// The exit report's backoff.
     pub exit_backoff: Backoff,
+    /// The least time between the starts of two claims that found no job.
+    pub min_claim_interval: Duration,
     /// How long a handed-back job's runner has to end after its stop (SIGTERM, then
     /// SIGKILL 10 s later) before it is reported anyway.
     pub kill_grace: Duration,
@@ -89,7 +91,7 @@ pub struct AgentSettings {
 
 impl AgentSettings {
     /// Settings with the default backoffs: claims 1 to 30 s; exit reports 5 tries, 1 to 8 s;
-    /// a kill grace of 20 s.
+    /// a kill grace of 20 s; at least 1 s between two claims that found no job.
     pub fn new(name: &str, max_jobs: u32, wait_seconds: u32, drain_timeout: Duration) -> Self {
         Self {
             name: name.to_string(),
@@ -103,6 +105,7 @@ impl AgentSettings {
                 max: Duration::from_secs(8),
             },
             kill_grace: Duration::from_secs(20),
+            min_claim_interval: Duration::from_secs(1),
         }
     }
 }
@@ -141,6 +144,7 @@ impl Agent {
         let (hand_back, hand_back_rx) = watch::channel(None::<String>);
         let mut jobs: JoinSet<()> = JoinSet::new();
         let mut delay = Duration::ZERO;
+        let mut next_claim = Instant::now();
         let mut phase_open = true;
         while phase_open && *phase.borrow() == Phase::Run {
             while let Some(done) = jobs.try_join_next() {
@@ -154,12 +158,13 @@ impl Agent {
                 }
                 continue;
             }
-            if !delay.is_zero() {
+            if next_claim > Instant::now() {
                 tokio::select! {
                     changed = phase.changed() => { phase_open = changed.is_ok(); continue; }
-                    _ = sleep(delay) => {}
+                    _ = sleep_until(next_claim) => {}
                 }
             }
+            let claimed_at = Instant::now();
             let request = ClaimRequest {
                 agent: settings.name.clone(),
                 running,
@@ -173,18 +178,32 @@ impl Agent {
             match answer {
                 Ok(Some(claim)) => {
                     delay = Duration::ZERO;
-                    let span = tracing::info_span!("job", job_id = %claim.job_id, attempt = claim.attempt);
+                    next_claim = Instant::now();
+                    let span =
+                        tracing::info_span!("job", job_id = %claim.job_id, attempt = claim.attempt);
                     let shared = Arc::clone(&self.shared);
                     let hand_back = hand_back_rx.clone();
                     jobs.spawn(run_job(shared, claim, hand_back).instrument(span));
                 }
-                Ok(None) => delay = Duration::ZERO,
+                Ok(None) => {
+                    // An empty answer well before the wait is up (a proxy, a server that
+                    // does not long-poll) must not make the agent spin.
+                    delay = Duration::ZERO;
+                    next_claim = claimed_at + settings.min_claim_interval;
+                }
                 Err(e) => {
                     delay = settings.backoff.next(delay);
+                    next_claim = Instant::now() + delay;
                     match &e {
-                        AgentError::Unauthorized(_) => tracing::error!(error = %e, retry_in_s = delay.as_secs_f32(), "Sortie refused the agent's credential; trying again (it may be rotated)"),
-                        AgentError::PoolNotFound(_) => tracing::error!(error = %e, retry_in_s = delay.as_secs_f32(), "the agent pool is unknown to this credential; trying again"),
-                        _ => tracing::warn!(error = %e, retry_in_s = delay.as_secs_f32(), "claim failed; trying again"),
+                        AgentError::Unauthorized(_) => {
+                            tracing::error!(error = %e, retry_in_s = delay.as_secs_f32(), "Sortie refused the agent's credential; trying again (it may be rotated)")
+                        }
+                        AgentError::PoolNotFound(_) => {
+                            tracing::error!(error = %e, retry_in_s = delay.as_secs_f32(), "the agent pool is unknown to this credential; trying again")
+                        }
+                        _ => {
+                            tracing::warn!(error = %e, retry_in_s = delay.as_secs_f32(), "claim failed; trying again")
+                        }
                     }
                 }
             }
@@ -218,7 +237,7 @@ impl Agent {
             tokio::select! {
                 Some(done) = jobs.join_next() => log_join(done),
                 _ = sleep_until(deadline) => {
-                    why = Some(format!("the agent's drain timeout of {} s passed", timeout.as_secs()));
+                    why = Some(format!("the agent's drain timeout ({timeout:?}) passed"));
                     break;
                 }
                 changed = phase.changed(), if phase_open => phase_open = changed.is_ok(),
@@ -295,9 +314,15 @@ async fn run_job(
     tracing::info!(task = %handle.task, "started the runner");
 
     let (beats_tx, mut beats) = mpsc::channel(4);
-    let _heartbeats = AbortOnDrop(tokio::spawn(
-        heartbeats(Arc::clone(&shared), job_id.clone(), attempt, period, beats_tx)
-            .instrument(tracing::Span::current()),
+    let heartbeating = AbortOnDrop(tokio::spawn(
+        heartbeats(
+            Arc::clone(&shared),
+            job_id.clone(),
+            attempt,
+            period,
+            beats_tx,
+        )
+        .instrument(tracing::Span::current()),
     ));
     let mut ending = Ending::Exited;
     let mut kill_deadline: Option<Instant> = None;
@@ -340,18 +365,27 @@ async fn run_job(
             }
         }
     };
+    // The exit report is the last word about this claim.
+    drop(heartbeating);
     let exit = exit.unwrap_or_default();
     let report = match ending {
         Ending::Exited => {
-            tracing::info!(exit_code = ?exit.exit_code, reason = exit.reason.as_deref().unwrap_or(""), "the runner exited");
+            tracing::info!(
+                exit_code = exit.exit_code,
+                reason = exit.reason.as_deref().unwrap_or(""),
+                "the runner exited"
+            );
             exit_report(&shared, attempt, exit.exit_code, exit.reason, false)
         }
         Ending::Stopped(reason) => {
-            tracing::info!(exit_code = ?exit.exit_code, "the runner was stopped");
+            tracing::info!(exit_code = exit.exit_code, "the runner was stopped");
             exit_report(&shared, attempt, exit.exit_code, Some(reason), false)
         }
         Ending::HandedBack(why) => {
-            tracing::info!(exit_code = ?exit.exit_code, "the runner was stopped; handing the job back");
+            tracing::info!(
+                exit_code = exit.exit_code,
+                "the runner was stopped; handing the job back"
+            );
             exit_report(&shared, attempt, exit.exit_code, Some(why), true)
         }
     };
@@ -429,7 +463,9 @@ async fn report_exit(shared: &Shared, job_id: &JobId, report: ExitReport) {
                 return;
             }
             Ok(ExitOutcome::NotHeld) => {
-                tracing::info!("the exit report found the job already ended or not held by this agent");
+                tracing::info!(
+                    "the exit report found the job already ended or not held by this agent"
+                );
                 return;
             }
             Err(e) if e.is_retryable() && attempt < attempts => {

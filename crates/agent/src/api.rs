@@ -111,8 +111,10 @@ impl HttpPoolApi {
         accept: &[StatusCode],
     ) -> Result<(StatusCode, Bytes), AgentError> {
         let token = self.credential.current().await?;
-        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-            .map_err(|_| AgentError::Credential("the credential is not a valid header value".into()))?;
+        let mut bearer =
+            HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+                AgentError::Credential("the credential is not a valid header value".into())
+            })?;
         bearer.set_sensitive(true);
         let request = Request::builder()
             .method(Method::POST)
@@ -120,7 +122,10 @@ impl HttpPoolApi {
             .header(AUTHORIZATION, bearer)
             .header(ACCEPT, "application/json")
             .header(CONTENT_TYPE, "application/json")
-            .header(USER_AGENT, concat!("sortie-agent/", env!("CARGO_PKG_VERSION")))
+            .header(
+                USER_AGENT,
+                concat!("sortie-agent/", env!("CARGO_PKG_VERSION")),
+            )
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| AgentError::Config(format!("POST {path} is not a valid request: {e}")))?;
         let exchange = async {
@@ -192,7 +197,9 @@ impl PoolApi for HttpPoolApi {
             .post(&path, encode(request)?, timeout, &[StatusCode::NOT_FOUND])
             .await?;
         if status == StatusCode::NOT_FOUND {
-            return Err(AgentError::PoolNotFound(status_message(&path, status, &body)));
+            return Err(AgentError::PoolNotFound(status_message(
+                &path, status, &body,
+            )));
         }
         if status == StatusCode::NO_CONTENT || body.is_empty() {
             return Ok(None);
@@ -207,7 +214,12 @@ impl PoolApi for HttpPoolApi {
     ) -> Result<Heartbeat, AgentError> {
         let path = self.job_path(job, "heartbeat");
         let (status, body) = self
-            .post(&path, encode(request)?, CALL_TIMEOUT, &[StatusCode::CONFLICT])
+            .post(
+                &path,
+                encode(request)?,
+                CALL_TIMEOUT,
+                &[StatusCode::CONFLICT],
+            )
             .await?;
         if status == StatusCode::CONFLICT {
             return Ok(Heartbeat::NotHeld);
@@ -218,7 +230,12 @@ impl PoolApi for HttpPoolApi {
     async fn exit(&self, job: &JobId, report: &ExitReport) -> Result<ExitOutcome, AgentError> {
         let path = self.job_path(job, "exit");
         let (status, body) = self
-            .post(&path, encode(report)?, CALL_TIMEOUT, &[StatusCode::CONFLICT])
+            .post(
+                &path,
+                encode(report)?,
+                CALL_TIMEOUT,
+                &[StatusCode::CONFLICT],
+            )
             .await?;
         if status == StatusCode::CONFLICT {
             return Ok(ExitOutcome::NotHeld);
@@ -306,10 +323,7 @@ fn connector(https: bool) -> Result<HttpsConnector<HttpConnector>, AgentError> {
             hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
         }
     };
-    Ok(builder
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http))
+    Ok(builder.https_or_http().enable_http1().wrap_connector(http))
 }
 
 #[cfg(test)]

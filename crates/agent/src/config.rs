@@ -107,9 +107,7 @@ impl AgentOptions {
             None => default_name(&hostname()),
         };
         if let Some(problem) = agent_id_problem(&name) {
-            return Err(AgentError::Config(format!(
-                "--name `{name}` {problem}"
-            )));
+            return Err(AgentError::Config(format!("--name `{name}` {problem}")));
         }
         if self.max_jobs == 0 || self.max_jobs > sortie_core::agent::MAX_CONCURRENT_JOBS {
             return Err(AgentError::Config(format!(

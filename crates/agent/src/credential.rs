@@ -191,12 +191,10 @@ mod tests {
     #[test]
     fn exactly_one_source() {
         assert!(CredentialSource::from_options(None, None, None).is_err());
-        assert!(CredentialSource::from_options(
-            Some("t".into()),
-            Some(PathBuf::from("/f")),
-            None
-        )
-        .is_err());
+        assert!(
+            CredentialSource::from_options(Some("t".into()), Some(PathBuf::from("/f")), None)
+                .is_err()
+        );
         assert!(
             CredentialSource::from_options(Some("t".into()), None, Some("echo t".into())).is_err()
         );

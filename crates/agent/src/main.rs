@@ -1,6 +1,7 @@
 //! `sortie-agent`: flags, logs, the runtime and signals; everything else is the library's.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -43,7 +44,7 @@ struct Cli {
     #[arg(long, env = "SORTIE_AGENT_WORK_DIR")]
     work_dir: Option<PathBuf>,
     /// Run each job as a Kubernetes Job in the cluster this agent runs in.
-    #[arg(long, env = "SORTIE_AGENT_KUBERNETES")]
+    #[arg(long, env = "SORTIE_AGENT_KUBERNETES", value_parser = clap::builder::BoolishValueParser::new())]
     kubernetes: bool,
     /// How long a drain waits for running jobs, in seconds.
     #[arg(long, env = "SORTIE_AGENT_DRAIN_TIMEOUT", default_value_t = sortie_agent::config::DEFAULT_DRAIN_TIMEOUT_SECONDS)]
@@ -53,11 +54,22 @@ struct Cli {
     wait_seconds: u32,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     // The runners inherit the agent's environment: never the pool token.
     std::env::remove_var("SORTIE_AGENT_TOKEN");
     sortie_telemetry::init();
+    match real_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "sortie-agent failed");
+            eprintln!("sortie-agent: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<()> {
     let config = AgentOptions {
         api_url: cli.api_url,
         pool: cli.pool,

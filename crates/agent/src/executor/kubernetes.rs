@@ -334,9 +334,7 @@ impl Executor for KubernetesExecutor {
                 .await
                 .ok()
                 .flatten()
-                .ok_or_else(|| {
-                    AgentError::Launch(e.into_launch("create Job", true).to_string())
-                })?,
+                .ok_or_else(|| AgentError::Launch(e.into_launch("create Job", true).to_string()))?,
             Err(KubeCallError::Kube(e)) => {
                 return Err(AgentError::Launch(
                     e.into_launch("create Job", true).to_string(),

@@ -24,6 +24,8 @@ use crate::AgentError;
 struct Routes {
     waiting: HashMap<String, oneshot::Sender<RunExit>>,
     early: HashMap<String, RunExit>,
+    /// Runs forgotten before their end (no longer held): their exit is dropped.
+    forgotten: std::collections::HashSet<String>,
 }
 
 /// Runs each job's `sortie-runner` as a child process group of the agent. The child
@@ -61,6 +63,9 @@ async fn route_exits(mut events: mpsc::UnboundedReceiver<Value>, routes: Arc<Mut
         };
         let exit = RunExit::from_stop(&stop);
         let mut routes = routes.lock().expect("routes lock");
+        if routes.forgotten.remove(&task) {
+            continue;
+        }
         match routes.waiting.remove(&task) {
             Some(waiter) => {
                 let _ = waiter.send(exit);
@@ -151,7 +156,10 @@ impl Executor for LocalExecutor {
     async fn finished(&self, run: &RunHandle) {
         self.launcher.acknowledge(&run.task).await;
         let mut routes = self.routes.lock().expect("routes lock");
-        routes.waiting.remove(run.task.as_str());
+        if routes.waiting.remove(run.task.as_str()).is_some() {
+            // Still running (a job no longer held): its end is of no interest.
+            routes.forgotten.insert(run.task.to_string());
+        }
         routes.early.remove(run.task.as_str());
     }
 }
