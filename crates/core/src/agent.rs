@@ -160,8 +160,9 @@ pub struct ClaimRequest {
     pub wait_seconds: Option<u32>,
 }
 
-/// A claimed job: everything an agent needs to run `sortie-runner` for it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A claimed job: everything an agent needs to run `sortie-runner` for it. Its `Debug`
+/// never shows the job token.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Claim {
     /// The job.
     pub job_id: JobId,
@@ -177,6 +178,18 @@ pub struct Claim {
     pub job: Job,
     /// How often to heartbeat, in seconds.
     pub heartbeat_seconds: u32,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("job_id", &self.job_id)
+            .field("attempt", &self.attempt)
+            .field("job_token", &"(not shown)")
+            .field("api_url", &self.api_url)
+            .field("heartbeat_seconds", &self.heartbeat_seconds)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `POST /v1/agent-pools/{id}/jobs/{job}/heartbeat` and `.../exit` name the claim.

@@ -390,6 +390,7 @@ impl JobStore for DynamoStore {
             values.insert(":g2".into(), s(pool_partition(pool)));
             values.insert(":g2s".into(), s(job_sk(at, id)));
             condition = "#state = :d AND attribute_not_exists(task_arn)";
+            values.remove(":r");
         }
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
