@@ -210,7 +210,9 @@ impl<S: Send + Sync> FromRequestParts<S> for JobParam {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        path_param(parts, "job").await.map(|id| JobParam(JobId::new(id)))
+        path_param(parts, "job")
+            .await
+            .map(|id| JobParam(JobId::new(id)))
     }
 }
 

@@ -74,6 +74,9 @@ pub struct AppState {
     /// The API's public URL, given to the runners agents start; when absent, the URL the
     /// agent's request reached (its `Host` and `X-Forwarded-Proto`).
     pub public_url: Option<String>,
+    /// How often agents heartbeat their jobs ([`sortie_core::agent::HEARTBEAT_SECONDS`], or
+    /// less when the sweeper's agent silence is short, so that three beats fit in it).
+    pub agent_heartbeat_seconds: u32,
 }
 
 /// The artifacts bucket, as runners are told about it.

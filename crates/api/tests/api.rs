@@ -780,6 +780,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
         rule_indexes: Default::default(),
         oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
         public_url: None,
+        agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())

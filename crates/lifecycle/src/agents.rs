@@ -7,7 +7,7 @@ use std::time::Duration as StdDuration;
 use chrono::Utc;
 use sortie_core::agent::{
     agent_task, AgentAction, AgentHold, Claim, ClaimRequest, ExitReport as AgentExitReport,
-    HeartbeatAnswer, HeartbeatRequest, HEARTBEAT_SECONDS, MAX_CLAIM_WAIT_SECONDS,
+    HeartbeatAnswer, HeartbeatRequest, MAX_CLAIM_WAIT_SECONDS,
 };
 use sortie_core::decision::{decide, Seen, Step, Timing};
 use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
@@ -40,12 +40,14 @@ impl JobService {
     /// Waits up to `request.wait_seconds` (at most [`MAX_CLAIM_WAIT_SECONDS`]) for a job
     /// offered to `pool` that the agent may run, and claims the oldest: one conditional write
     /// `dispatching → running` that requires the offer, with a new job token whose hash is
-    /// stored. `None` when nothing came in time.
+    /// stored. `None` when nothing came in time. The claim tells the agent to heartbeat every
+    /// `heartbeat_seconds`.
     pub async fn claim(
         &self,
         pool: &str,
         request: &ClaimRequest,
         api_url: &str,
+        heartbeat_seconds: u32,
     ) -> Result<Option<Claim>, StoreError> {
         let wait = request
             .wait_seconds
@@ -53,7 +55,10 @@ impl JobService {
             .min(MAX_CLAIM_WAIT_SECONDS);
         let deadline = tokio::time::Instant::now() + StdDuration::from_secs(u64::from(wait));
         loop {
-            if let Some(claim) = self.claim_once(pool, request, api_url).await? {
+            if let Some(claim) = self
+                .claim_once(pool, request, api_url, heartbeat_seconds)
+                .await?
+            {
                 return Ok(Some(claim));
             }
             let now = tokio::time::Instant::now();
@@ -69,6 +74,7 @@ impl JobService {
         pool: &str,
         request: &ClaimRequest,
         api_url: &str,
+        heartbeat_seconds: u32,
     ) -> Result<Option<Claim>, StoreError> {
         let offers = self.store.offered_jobs(pool, OFFERS_PER_LOOK).await?;
         for u in &offers.unreadable {
@@ -124,7 +130,7 @@ impl JobService {
                         job_token: token,
                         api_url: api_url.to_string(),
                         job: claimed.job,
-                        heartbeat_seconds: HEARTBEAT_SECONDS,
+                        heartbeat_seconds,
                     }));
                 }
                 // Another agent was first, or a cancel came: the next offer.

@@ -187,6 +187,12 @@ impl Composition {
             rule_indexes: Default::default(),
             oidc: Arc::new(sortie_api::oidc::JwksVerifier::new()),
             public_url: None,
+            // Three beats fit in the silence that declares an agent lost.
+            agent_heartbeat_seconds: u32::try_from(
+                self.resources.sweep.agent_silence.num_seconds() / 3,
+            )
+            .unwrap_or(1)
+            .clamp(1, sortie_core::agent::HEARTBEAT_SECONDS),
         })
     }
 

@@ -24,7 +24,9 @@ use tracing::warn;
 
 use super::{manage_action, Reply};
 use crate::error::ApiError;
-use crate::extract::{bearer_token, Caller, Document, GroupParam, IdParam, IfMatch, JobParam, TokenParam};
+use crate::extract::{
+    bearer_token, Caller, Document, GroupParam, IdParam, IfMatch, JobParam, TokenParam,
+};
 use crate::model::agents::{self as m, AgentPoolList, AgentPoolView};
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -114,7 +116,10 @@ pub(crate) async fn create_agent_pool(
         p.push("name", problem);
     }
     if description.len() > 1024 || sortie_core::limits::has_control(&description) {
-        p.push("description", "must be at most 1024 characters, without control characters");
+        p.push(
+            "description",
+            "must be at most 1024 characters, without control characters",
+        );
     }
     if let Some(trust) = &oidc {
         p.0.extend(trust.problems("oidc"));
@@ -232,7 +237,9 @@ pub(crate) async fn create_pool_token(
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "too_many_tokens",
-            format!("the pool has {MAX_POOL_TOKENS} tokens, the most it may hold: revoke one first"),
+            format!(
+                "the pool has {MAX_POOL_TOKENS} tokens, the most it may hold: revoke one first"
+            ),
         ));
     }
     let (token, stored) = new_token(&id, &by);
@@ -262,7 +269,10 @@ pub(crate) async fn revoke_pool_token(
     let before = record.tokens.len();
     record.tokens.retain(|t| t.id != token_id);
     if record.tokens.len() == before {
-        return Err(ApiError::not_found(format!("token `{token_id}` of {}", pool_what(&id))));
+        return Err(ApiError::not_found(format!(
+            "token `{token_id}` of {}",
+            pool_what(&id)
+        )));
     }
     state.store.update_pool(&record, Some(pool.version)).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -315,7 +325,11 @@ async fn agent_pool(
     let Some(trust) = &pool.pool.oidc else {
         return Err(ApiError::not_found(pool_what(id)));
     };
-    match state.oidc.verify(token, &trust.issuer, &trust.audience).await {
+    match state
+        .oidc
+        .verify(token, &trust.issuer, &trust.audience)
+        .await
+    {
         Ok(claims) => {
             let value = claims.get(&trust.claim);
             if value
@@ -394,14 +408,21 @@ pub(crate) async fn claim_job(
     agent_pool(&state, &headers, &id).await?;
     let request: ClaimRequest = protocol_body(&body)?;
     check_agent(&request.agent)?;
-    if request.wait_seconds.is_some_and(|w| w > MAX_CLAIM_WAIT_SECONDS) {
+    if request
+        .wait_seconds
+        .is_some_and(|w| w > MAX_CLAIM_WAIT_SECONDS)
+    {
         return Err(ApiError::field(
             "wait_seconds",
             format!("must be 0 to {MAX_CLAIM_WAIT_SECONDS}"),
         ));
     }
     let url = api_url(&state, &headers);
-    match state.jobs.claim(&id, &request, &url).await? {
+    match state
+        .jobs
+        .claim(&id, &request, &url, state.agent_heartbeat_seconds)
+        .await?
+    {
         Some(claim) => Ok(Reply::ok(claim).into_response()),
         None => Ok(StatusCode::NO_CONTENT.into_response()),
     }
@@ -451,16 +472,20 @@ pub(crate) async fn agent_exit(
     agent_pool(&state, &headers, &id).await?;
     let report: ExitReport = protocol_body(&body)?;
     check_agent(&report.agent)?;
-    if report.reason.as_ref().is_some_and(|r| r.len() > EXIT_REASON_MAX) {
+    if report
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.len() > EXIT_REASON_MAX)
+    {
         return Err(ApiError::field(
             "reason",
             format!("must be at most {EXIT_REASON_MAX} bytes"),
         ));
     }
     match state.jobs.agent_exited(&id, &job, &report).await {
-        Ok(Exited::Ended(r) | Exited::AlreadyEnded(r)) => Ok(Reply::ok(ExitAnswer {
-            state: r.job.state,
-        })),
+        Ok(Exited::Ended(r) | Exited::AlreadyEnded(r)) => {
+            Ok(Reply::ok(ExitAnswer { state: r.job.state }))
+        }
         Ok(Exited::NotRunning(s)) | Err(AgentRefusal::NotHeld { state: s }) => Err(not_held(s)),
         Err(AgentRefusal::Store(StoreError::NotFound { .. })) => {
             Err(ApiError::not_found(format!("job `{job}`")))

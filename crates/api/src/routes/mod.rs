@@ -535,6 +535,7 @@ mod tests {
             rule_indexes: Default::default(),
             oidc: std::sync::Arc::new(crate::oidc::NoOidc),
             public_url: None,
+            agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
         })
     }
 

@@ -77,7 +77,11 @@ pub(crate) async fn create_runner(
 }
 
 /// An `agent` runner's pool must exist in the runner's own group: 400 naming the field.
-async fn check_pool(state: &AppState, group: &GroupPath, spec: &RunnerSpec) -> Result<(), ApiError> {
+async fn check_pool(
+    state: &AppState,
+    group: &GroupPath,
+    spec: &RunnerSpec,
+) -> Result<(), ApiError> {
     let sortie_core::RunnerConfiguration::Agent(c) = &spec.runner_configuration else {
         return Ok(());
     };

@@ -178,6 +178,7 @@ impl Api {
             rule_indexes: Default::default(),
             oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
             public_url: None,
+            agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
         });
         let api = Self {
             bucket: bucket_name,
