@@ -398,7 +398,7 @@ fn not_held(state: sortie_core::JobState) -> ApiError {
     security(("agentToken" = [])),
     responses((status = 200, description = "A claimed job: run `sortie-runner` with its token", body = m::Claim),
         (status = 204, description = "No job came within the wait"),
-        BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, NotFound, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn claim_job(
     State(state): State<AppState>,
     IdParam(id): IdParam,
@@ -434,7 +434,7 @@ pub(crate) async fn claim_job(
     request_body(content = m::HeartbeatRequest, content_type = "application/json"),
     security(("agentToken" = [])),
     responses((status = 200, description = "Run on, or stop", body = m::HeartbeatAnswer),
-        BadRequest, Unauthorized, NotFound, Conflict, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn agent_heartbeat(
     State(state): State<AppState>,
     IdParam(id): IdParam,
@@ -461,7 +461,7 @@ pub(crate) async fn agent_heartbeat(
     request_body(content = m::ExitReport, content_type = "application/json"),
     security(("agentToken" = [])),
     responses((status = 200, description = "The job's state after the report", body = m::ExitAnswer),
-        BadRequest, Unauthorized, NotFound, Conflict, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn agent_exit(
     State(state): State<AppState>,
     IdParam(id): IdParam,
