@@ -144,6 +144,8 @@ proptest! {
     #[test]
     fn dispatching_waits_for_the_lease_then_finds_adopts_or_requeues((mut f, now) in facts(), n in 0u8..4) {
         f.state = JobState::Dispatching;
+        // A job offered to an agent pool has its own rule (see below).
+        f.offered = false;
         let within = now - f.entered < TIMING.dispatch_lease;
         let step = decide(&f, &Seen::Nothing, now, TIMING);
         prop_assert_eq!(step, if within { Step::Wait } else { Step::Find });
