@@ -29,6 +29,7 @@ use sortie_core::JobId;
 
 use crate::credential::Credential;
 use crate::AgentError;
+use sortie_http::{error_chain, error_detail};
 
 /// A claim's answer may take this much longer than the wait it asked for.
 pub const CLAIM_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
@@ -91,7 +92,13 @@ impl HttpPoolApi {
     /// A client for `pool` at the API `base` (`https://…`, no trailing `/`).
     pub fn new(base: &str, pool: &str, credential: Arc<Credential>) -> Result<Self, AgentError> {
         let base = base.trim_end_matches('/').to_string();
-        let connector = connector(base.starts_with("https://"))?;
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        http.enforce_http(false);
+        // A long poll sits idle for up to 20 s: keep the connection alive through NATs.
+        http.set_keepalive(Some(Duration::from_secs(30)));
+        let connector = sortie_http::connector(base.starts_with("https://"), http)
+            .map_err(AgentError::Config)?;
         let client = Client::builder(TokioExecutor::new()).build(connector);
         Ok(Self {
             base,
@@ -259,71 +266,6 @@ pub fn status_message(path: &str, status: StatusCode, body: &[u8]) -> String {
         message.push_str(&detail);
     }
     message
-}
-
-/// A short, one-line detail from an error body: its JSON `message`, `error` or `detail`,
-/// else the text itself, cut to 200 characters.
-fn error_detail(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let from_json = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| {
-            ["message", "error", "detail"]
-                .iter()
-                .find_map(|k| v.get(k).and_then(|m| m.as_str()).map(str::to_string))
-        });
-    from_json
-        .unwrap_or_else(|| text.into_owned())
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(200)
-        .collect()
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let next = e.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = e.source();
-    }
-    text
-}
-
-/// HTTP and HTTPS, with the system's CA certificates (`SSL_CERT_FILE` is honoured). Without
-/// any certificates plain HTTP still works (local tests); HTTPS then fails at start.
-fn connector(https: bool) -> Result<HttpsConnector<HttpConnector>, AgentError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut http = HttpConnector::new();
-    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    http.enforce_http(false);
-    // A long poll sits idle for up to 20 s: keep the connection alive through NATs.
-    http.set_keepalive(Some(Duration::from_secs(30)));
-    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(provider.clone())
-    {
-        Ok(builder) => builder,
-        Err(e) if https => {
-            return Err(AgentError::Config(format!(
-                "no CA certificates to verify the API's HTTPS certificate: {e}"
-            )))
-        }
-        Err(_) => {
-            let config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| AgentError::Config(format!("TLS set-up failed: {e}")))?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth();
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    Ok(builder.https_or_http().enable_http1().wrap_connector(http))
 }
 
 #[cfg(test)]

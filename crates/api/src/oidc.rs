@@ -253,7 +253,7 @@ impl JwksVerifier {
             let response = client
                 .request(request)
                 .await
-                .map_err(|e| format!("could not fetch {url}: {}", error_chain(&e)))?;
+                .map_err(|e| format!("could not fetch {url}: {}", sortie_http::error_chain(&e)))?;
             let status = response.status();
             if status != http::StatusCode::OK {
                 return Err(format!("{url} answered {status}"));
@@ -558,19 +558,4 @@ fn trusted_roots() -> rustls::RootCertStore {
         );
     }
     roots
-}
-
-/// An error and its sources, in one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text
 }

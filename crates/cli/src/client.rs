@@ -2,7 +2,6 @@
 //! bearer token, a 30 s timeout, and the API's error body turned into a [`CliError`] of
 //! its kind (so the exit code tells 404 from 409 from 5xx).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -67,7 +66,10 @@ impl Api {
                 "the API URL `{base}` must not have a query"
             )));
         }
-        let client = Client::builder(TokioExecutor::new()).build(connector(https)?);
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        let connector = sortie_http::connector(https, http).map_err(CliError::Other)?;
+        let client = Client::builder(TokioExecutor::new()).build(connector);
         Ok(Self {
             base,
             token: resolved.token.clone(),
@@ -135,7 +137,7 @@ impl Api {
         let request = request.body(Full::new(bytes)).map_err(|e| {
             CliError::Usage(format!(
                 "could not build the request to {url}: {}",
-                causes(&e)
+                sortie_http::error_chain(&e)
             ))
         })?;
         let exchange = async {
@@ -159,7 +161,7 @@ impl Api {
             Ok(Err(e)) => {
                 return Err(CliError::Server(format!(
                     "could not reach {url}: {}",
-                    causes(e.as_ref())
+                    sortie_http::error_chain(e.as_ref())
                 )))
             }
             Ok(Ok(answer)) => answer,
@@ -257,46 +259,6 @@ fn first_chars(text: &str, n: usize) -> String {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_string(),
     }
-}
-
-/// An error and its sources, `: `-separated (hyper's own message is often just "client error").
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let m = s.to_string();
-        if !text.contains(&m) {
-            text.push_str(": ");
-            text.push_str(&m);
-        }
-        source = s.source();
-    }
-    text
-}
-
-/// HTTP and HTTPS, with the system's CA certificates. Without any certificates plain
-/// HTTP still works (local mode); HTTPS then fails with a clear message.
-fn connector(https: bool) -> Result<HttpsConnector<HttpConnector>, CliError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(provider.clone())
-    {
-        Ok(builder) => builder,
-        Err(e) if https => {
-            return Err(CliError::Other(format!(
-                "no CA certificates to verify the API's HTTPS certificate: {e}"
-            )))
-        }
-        Err(_) => {
-            let config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| CliError::Other(format!("TLS set-up failed: {e}")))?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth();
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    Ok(builder.https_or_http().enable_http1().build())
 }
 
 #[cfg(test)]

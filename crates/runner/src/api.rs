@@ -10,7 +10,6 @@
 //! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
 //! exponential backoff; any other answer (401, 403, 404, ...) is final.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
@@ -25,6 +24,7 @@ use sortie_core::{ChangeSummary, JobSpec, RunnerExit, ToolUsed, UploadKind};
 
 use crate::env::{RunnerEnv, Secret};
 use crate::error::{one_line, RunnerError};
+use sortie_http::{error_chain, error_detail};
 
 /// How many times, and how patiently, a call is retried.
 #[derive(Debug, Clone, Copy)]
@@ -94,7 +94,10 @@ impl ApiClient {
 
     /// A client with an explicit retry policy.
     pub fn with_retry(env: &RunnerEnv, retry: RetryPolicy) -> Result<Self, RunnerError> {
-        let connector = connector(env.api_url.starts_with("https://"))?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        let connector = sortie_http::connector(env.api_url.starts_with("https://"), http)
+            .map_err(RunnerError::Config)?;
         let client = Client::builder(TokioExecutor::new()).build(connector);
         Ok(Self {
             base: env.api_url.clone(),
@@ -427,57 +430,6 @@ pub fn status_message(method: &Method, path: &str, status: StatusCode, body: &[u
         message.push_str(&detail);
     }
     message
-}
-
-/// A short, one-line detail from an error body: its JSON `message` or `error`,
-/// else the text itself, cut to 200 characters.
-fn error_detail(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let from_json = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| {
-            ["message", "error", "detail"]
-                .iter()
-                .find_map(|k| v.get(k).and_then(|m| m.as_str()).map(str::to_string))
-        });
-    let detail = one_line(&from_json.unwrap_or_else(|| text.into_owned()));
-    detail.chars().take(200).collect()
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
-
-/// HTTP and HTTPS, with the system's CA certificates. Without any certificates
-/// plain HTTP still works (local mode); HTTPS then fails with a clear message.
-fn connector(https: bool) -> Result<HttpsConnector<HttpConnector>, RunnerError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(provider.clone())
-    {
-        Ok(builder) => builder,
-        Err(e) if https => {
-            return Err(RunnerError::Config(format!(
-                "no CA certificates to verify the API's HTTPS certificate: {e}"
-            )))
-        }
-        Err(_) => {
-            let config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| RunnerError::Config(format!("TLS set-up failed: {e}")))?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth();
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    Ok(builder.https_or_http().enable_http1().build())
 }
 
 #[cfg(test)]

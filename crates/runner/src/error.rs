@@ -59,10 +59,7 @@ impl RunnerError {
     }
 }
 
-/// `text` on one line: whitespace runs (including newlines) become one space.
-pub fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
+pub use sortie_http::one_line;
 
 #[cfg(test)]
 mod tests {

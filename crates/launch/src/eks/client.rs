@@ -185,7 +185,7 @@ impl KubeClient {
         let url = format!("{}{path}", self.endpoint);
         let answer = tokio::time::timeout(CALL_TIMEOUT, async {
             let response = self.http.request(request).await.map_err(|e| {
-                let chain = error_chain(&e);
+                let chain = sortie_http::error_chain(&e);
                 if e.is_connect() {
                     KubeError::NotSent {
                         // rustls reaches hyper-util's connect error as text only.
@@ -228,20 +228,6 @@ impl KubeClient {
             KubeError::Garbled(format!("{url}: the answer is not what was expected: {e}"))
         })
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// Percent-encodes a query value (label selectors carry `=`, `,` and `/`).
