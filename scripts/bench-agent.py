@@ -15,47 +15,30 @@ agent's log.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import importlib.util
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_spec = importlib.util.spec_from_file_location("bench_e2e", os.path.join(ROOT, "scripts", "bench-e2e.py"))
-_e2e = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_e2e)
+
+
+def _load(name, file):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", file))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The helpers bench-e2e.py and bench-review.py already have: RFC 3339 parsing,
+# percentiles, the API client, waiting, a state's time, a table row, and the runner
+# that reports an empty summary and exits at once.
+_e2e, _review = _load("bench_e2e", "bench-e2e.py"), _load("bench_review", "bench-review.py")
 parse_time, pct, Api = _e2e.parse_time, _e2e.pct, _e2e.Api
-
-RUNNER = """#!/bin/sh
-curl -s -o /dev/null -X PUT -H "Authorization: Bearer $SORTIE_JOB_TOKEN" \\
-  -H 'Content-Type: application/json' \\
-  -d '{"add":0,"change":0,"destroy":0,"has_changes":false}' \\
-  "$SORTIE_API_URL/v1/jobs/$SORTIE_JOB_ID/summary"
-exit 0
-"""
-
-
-def wait(what, check, limit=120):
-    deadline = time.time() + limit
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.time() > deadline:
-            sys.exit(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def at(job, state):
-    times = [parse_time(t["at"]) for t in job["transitions"] if t["to"] == state]
-    return times[-1] if times else None
-
-
-def row(name, values):
-    print(f"| {name} | {pct(values, 50):.0f} ms | {pct(values, 99):.0f} ms | {len(values)} |")
+wait, at, row, RUNNER = _review.wait, _review.at, _review.row, _review.RUNNER
 
 
 def main():

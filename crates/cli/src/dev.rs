@@ -80,12 +80,6 @@ pub struct DevArgs {
 /// The issuer of `sortie dev`'s named users.
 pub const DEV_USER_ISSUER: &str = "sortie:local-dev-user";
 
-fn random_hex(bytes: usize) -> anyhow::Result<String> {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// Creates an agent pool in `group` with one token, and starts `sortie-agent` (next to this
 /// binary) pulling its jobs, with the token in a file of the work directory.
 async fn start_agent(
@@ -94,12 +88,12 @@ async fn start_agent(
     url: &str,
     args: &DevArgs,
 ) -> anyhow::Result<(String, tokio::process::Child)> {
-    use sortie_core::agent::{AgentPool, POOL_ID_PREFIX, POOL_TOKEN_PREFIX};
+    use sortie_core::agent::{AgentPool, POOL_ID_PREFIX};
     let group =
         sortie_core::GroupPath::parse(group).map_err(|e| anyhow::anyhow!("--agent: {e}"))?;
     let id = format!("{POOL_ID_PREFIX}{}", sortie_store::new_id());
-    let token_id = format!("tok-{}", random_hex(5)?);
-    let token = format!("{POOL_TOKEN_PREFIX}{id}.{token_id}.{}", random_hex(32)?);
+    let by = sortie_core::Principal::local_dev().subject;
+    let (token, stored) = sortie_store::PoolToken::mint(&id, &by);
     let record = sortie_store::AgentPoolRecord {
         pool: AgentPool {
             id: id.clone(),
@@ -108,14 +102,9 @@ async fn start_agent(
             description: "the agent `sortie dev --agent` starts".into(),
             oidc: None,
         },
-        tokens: vec![sortie_store::PoolToken {
-            id: token_id,
-            hash: sortie_store::sha256_hex(token.as_bytes()),
-            created_at: chrono::Utc::now(),
-            created_by: sortie_core::Principal::local_dev().subject,
-        }],
+        tokens: vec![stored],
         created_at: chrono::Utc::now(),
-        created_by: sortie_core::Principal::local_dev().subject,
+        created_by: by,
     };
     store
         .create_pool(&record)
@@ -183,7 +172,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .await
         .context("binding the API port")?;
     let url = format!("http://{}", listener.local_addr()?);
-    let token = random_hex(16)?;
+    let token = sortie_store::random_hex(16);
 
     // The same composition root as the functions, plus the `local` launcher.
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
@@ -234,7 +223,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         if name.is_empty() || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
             bail!("--user {name:?}: a user name must be non-empty, without spaces");
         }
-        users.insert(random_hex(16)?, name.clone());
+        users.insert(sortie_store::random_hex(16), name.clone());
     }
     let user_tokens: std::collections::BTreeMap<String, String> =
         users.iter().map(|(t, n)| (n.clone(), t.clone())).collect();
@@ -413,7 +402,7 @@ async fn dev_token_gate(
 /// a few times; a STOPPED event that was handled is acknowledged to the launcher.
 async fn local_task_event(engine: &Engine, local: &LocalLauncher, detail: serde_json::Value) {
     let event = json!({
-        "version": "0", "id": random_hex(8).unwrap_or_default(), "detail-type": "ECS Task State Change", "source": "aws.ecs",
+        "version": "0", "id": sortie_store::random_hex(8), "detail-type": "ECS Task State Change", "source": "aws.ecs",
         "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
     });
     let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {

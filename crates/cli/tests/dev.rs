@@ -1410,14 +1410,14 @@ fn agents_authenticate_per_pool_and_a_killed_agent_requeues_its_plan_and_fails_i
         "the rotated-out token is refused"
     );
     let token = rotated["token"].as_str().unwrap().to_string();
-    // A heartbeat for a job this agent does not hold: 409.
+    // A heartbeat for a job that does not exist: 404.
     let (status, body) = dev.api_with(
         &token,
         "POST",
         &format!("/v1/agent-pools/{pool}/jobs/01jnx6v4k2m8q9r3s5t7w0y1za/heartbeat"),
         Some(json!({"agent": "probe", "attempt": 1})),
     );
-    assert!(status == 404 || status == 409, "{status} {body}");
+    assert_eq!(status, 404, "{body}");
 
     // A plan on an agent that dies mid-plan: requeued, and run once more on another agent.
     let slow = slow_terraform(&dev.dir, "plan|apply");
@@ -1490,13 +1490,22 @@ fn agents_authenticate_per_pool_and_a_killed_agent_requeues_its_plan_and_fails_i
         .unwrap();
     assert!(reason.contains("agent lost"), "{failed}");
     assert_eq!(claims(&failed), ["doomed2"], "{failed}");
-    // It ran long enough to have heartbeated: the loss is the kill's, not a slow beat's.
+    // It heartbeated before the kill: the loss is the kill's, not a slow beat's.
+    assert_eq!(failed["agent"]["agent"], "doomed2", "{failed}");
     assert!(
-        std::fs::read_to_string(&doomed.log)
-            .unwrap()
-            .contains("claimed a job"),
-        "{failed}"
+        failed["agent"]["heartbeat_at"].as_str().unwrap()
+            > failed["agent"]["claimed_at"].as_str().unwrap(),
+        "no heartbeat before the kill: {failed}"
     );
+    // The ended job is held by nobody: a late heartbeat of its agent is 409.
+    let (status, body) = dev.api_with(
+        &token,
+        "POST",
+        &format!("/v1/agent-pools/{pool}/jobs/{apply}/heartbeat"),
+        Some(json!({"agent": "doomed2", "attempt": 1})),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not_held", "{body}");
 }
 
 #[test]

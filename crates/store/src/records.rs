@@ -281,6 +281,26 @@ pub struct PoolToken {
     pub created_by: String,
 }
 
+impl PoolToken {
+    /// A new token for pool `pool`, made by `by`: the token (`sortie-pool-<pool>.<token
+    /// id>.<secret>`, shown once) and its stored form (only its hash).
+    pub fn mint(pool: &str, by: &str) -> (String, Self) {
+        let id = format!("tok-{}", crate::random_hex(5));
+        let token = format!(
+            "{}{pool}.{id}.{}",
+            sortie_core::agent::POOL_TOKEN_PREFIX,
+            crate::random_hex(32)
+        );
+        let stored = Self {
+            id,
+            hash: crate::sha256_hex(token.as_bytes()),
+            created_at: Utc::now(),
+            created_by: by.to_string(),
+        };
+        (token, stored)
+    }
+}
+
 /// An agent pool with its token hashes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentPoolRecord {
@@ -295,6 +315,15 @@ pub struct AgentPoolRecord {
     pub created_at: DateTime<Utc>,
     /// Who created it.
     pub created_by: String,
+}
+
+impl AgentPoolRecord {
+    /// True when `token` is one of the pool's tokens.
+    pub fn accepts(&self, token: &str) -> bool {
+        self.tokens
+            .iter()
+            .any(|t| crate::token_matches(&t.hash, token))
+    }
 }
 
 /// A stored job item that could not be decoded: what is known of it from its raw attributes.

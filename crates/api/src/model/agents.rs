@@ -188,3 +188,28 @@ pub struct ExitAnswer {
     /// The job's state.
     pub state: String,
 }
+
+/// The agent holding a claimed job (see `sortie_core::agent::AgentHold`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AgentHold {
+    /// The pool it was claimed from.
+    pub pool: String,
+    /// The claiming agent's id.
+    pub agent: String,
+    /// When it was claimed.
+    pub claimed_at: DateTime<Utc>,
+    /// Its last heartbeat.
+    pub heartbeat_at: DateTime<Utc>,
+    /// A stop ordered (cancel or timeout), delivered in the heartbeat answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<AgentStop>,
+}
+
+/// A stop ordered for a claimed job.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AgentStop {
+    /// `sortie: canceled by …` or `sortie: timed out after …`.
+    pub reason: String,
+    /// When it was ordered.
+    pub at: DateTime<Utc>,
+}

@@ -353,6 +353,11 @@ pub struct JobView {
     /// (`GET /v1/jobs/{id}/logs?offset=<this>`); the plan phase's lines are before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apply_log_offset: Option<u64>,
+    /// The agent holding the job (an `agent` runner's): its id, pool, last heartbeat and
+    /// any stop ordered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<agents::AgentHold>)]
+    pub agent: Option<sortie_core::agent::AgentHold>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -376,6 +381,7 @@ impl From<JobRecord> for JobView {
             plan_phase: r.plan_phase,
             tool_used: r.tool_used,
             apply_log_offset: r.apply_log_offset,
+            agent: r.agent,
         }
     }
 }

@@ -35,26 +35,6 @@ fn pool_what(id: &str) -> String {
     format!("agent pool `{id}`")
 }
 
-/// A new secret: 32 random bytes, hex.
-fn secret() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A new token for `pool`, and its stored form.
-fn new_token(pool: &str, by: &str) -> (String, PoolToken) {
-    let id = format!("tok-{}", &sortie_store::new_id()[16..]);
-    let token = format!("{POOL_TOKEN_PREFIX}{pool}.{id}.{}", secret());
-    let stored = PoolToken {
-        id,
-        hash: sortie_store::sha256_hex(token.as_bytes()),
-        created_at: Utc::now(),
-        created_by: by.to_string(),
-    };
-    (token, stored)
-}
-
 /// The pool of `{id}` if the caller may at least read its group (404 otherwise), with
 /// `action` checked (403 when it may read but not act).
 async fn pool_for(
@@ -139,7 +119,7 @@ pub(crate) async fn create_agent_pool(
         )
         .await?;
     let id = format!("{POOL_ID_PREFIX}{}", sortie_store::new_id());
-    let (token, stored) = new_token(&id, &principal.subject);
+    let (token, stored) = PoolToken::mint(&id, &principal.subject);
     let record = AgentPoolRecord {
         pool: AgentPool {
             id,
@@ -242,7 +222,7 @@ pub(crate) async fn create_pool_token(
             ),
         ));
     }
-    let (token, stored) = new_token(&id, &by);
+    let (token, stored) = PoolToken::mint(&id, &by);
     record.tokens.push(stored.clone());
     let updated = state.store.update_pool(&record, Some(pool.version)).await?;
     let version = updated.version;
@@ -311,12 +291,7 @@ async fn agent_pool(
             // Another pool's token: this pool is none of its business.
             return Err(ApiError::not_found(pool_what(id)));
         }
-        let presented = sortie_store::sha256_hex(token.as_bytes());
-        if pool
-            .tokens
-            .iter()
-            .any(|t| constant_time_eq(t.hash.as_bytes(), presented.as_bytes()))
-        {
+        if pool.accepts(token) {
             return Ok(pool);
         }
         warn!(pool = %id, token_id = %token_id.chars().take(64).collect::<String>(), "refused an agent: a wrong or revoked pool token");
@@ -355,10 +330,6 @@ async fn agent_pool(
             Err(refuse(true))
         }
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A protocol body: JSON of a core type, or 400 naming the problem.

@@ -47,11 +47,10 @@ async fn job_by_token_in(
         Err(StoreError::NotFound { .. }) => return Err(refuse()),
         Err(e) => return Err(e.into()),
     };
-    let presented = sortie_store::sha256_hex(token.as_bytes());
     let matches = record
         .token_hash
         .as_deref()
-        .is_some_and(|h| constant_time_eq(h.as_bytes(), presented.as_bytes()));
+        .is_some_and(|h| sortie_store::token_matches(h, token));
     // A token works while its task may run (`dispatching`, `running`): it dies when the task
     // ends, so a reviewed job's plan task cannot write once the job awaits approval, nor a
     // requeued attempt's. Only the final callback (`ended_too`) is answered afterwards.
@@ -63,10 +62,6 @@ async fn job_by_token_in(
         return Err(refuse());
     }
     Ok(record)
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The job spec the runner runs.

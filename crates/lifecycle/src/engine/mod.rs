@@ -120,9 +120,7 @@ pub struct Engine {
 
 /// A new job token: 32 random bytes, hex (only its hash is stored).
 pub(crate) fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    sortie_store::random_hex(32)
 }
 
 fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {

@@ -117,6 +117,22 @@ fn pool_partition(pool: &str) -> String {
 }
 
 impl DynamoStore {
+    /// Why a conditional write on job `id` expecting `expected` failed: the state found
+    /// (`StateConflict`), or `NotFound`.
+    async fn job_conflict(&self, id: &JobId, expected: JobState) -> Result<StoreError, StoreError> {
+        Ok(match self.read_job(id).await? {
+            Some(j) => StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected,
+                actual: j.record.job.state,
+            },
+            None => StoreError::NotFound {
+                kind: "job",
+                id: id.to_string(),
+            },
+        })
+    }
+
     /// The items of gsi3 partition `partition` whose sort key (`<time>#<id>`) is before
     /// `before`, oldest first, at most `limit`: the sweeper's work lists.
     async fn gsi3_before(
@@ -352,17 +368,7 @@ impl JobStore for DynamoStore {
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
-                Some(j) => Err(StoreError::StateConflict {
-                    job_id: id.to_string(),
-                    expected: from,
-                    actual: j.record.job.state,
-                }),
-                None => Err(StoreError::NotFound {
-                    kind: "job",
-                    id: id.to_string(),
-                }),
-            },
+            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, from).await?),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -410,17 +416,7 @@ impl JobStore for DynamoStore {
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
-                Some(j) => Err(StoreError::StateConflict {
-                    job_id: id.to_string(),
-                    expected: JobState::Running,
-                    actual: j.record.job.state,
-                }),
-                None => Err(StoreError::NotFound {
-                    kind: "job",
-                    id: id.to_string(),
-                }),
-            },
+            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, JobState::Running).await?),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -478,17 +474,7 @@ impl JobStore for DynamoStore {
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => match self.read_job(id).await? {
-                Some(j) => Err(StoreError::StateConflict {
-                    job_id: id.to_string(),
-                    expected: JobState::Running,
-                    actual: j.record.job.state,
-                }),
-                None => Err(StoreError::NotFound {
-                    kind: "job",
-                    id: id.to_string(),
-                }),
-            },
+            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, JobState::Running).await?),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
