@@ -23,6 +23,8 @@ pub struct ApiError {
     pub fields: Vec<Problem>,
     /// The `WWW-Authenticate` challenge of a 401; `Bearer` when none is set.
     pub www_authenticate: Option<&'static str>,
+    /// For a 404: the nearest existing names the caller may see (at most 3).
+    pub did_you_mean: Vec<String>,
 }
 
 /// The challenge of a 401 for a bearer token that was sent but is not valid (RFC 6750 §3.1).
@@ -48,6 +50,10 @@ pub struct ErrorDetail {
     pub message: String,
     /// The fields at fault, each with its problem (empty when no field is).
     pub fields: Vec<FieldProblem>,
+    /// For a 404 of an environment or a job: the nearest existing names the caller may see,
+    /// nearest first, at most 3; absent when none is near.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub did_you_mean: Vec<String>,
 }
 
 /// One field at fault: its path (`runner_configuration.subnets[0]`, `query.limit`,
@@ -69,6 +75,7 @@ impl ApiError {
             message: message.into(),
             fields: vec![],
             www_authenticate: None,
+            did_you_mean: vec![],
         }
     }
 
@@ -99,6 +106,7 @@ impl ApiError {
                 problem: format!("must be one of {ACCEPTED_MEDIA_TYPES}"),
             }],
             www_authenticate: None,
+            did_you_mean: vec![],
         }
     }
 
@@ -114,6 +122,7 @@ impl ApiError {
             message: format!("{}: {}", problem.path, problem.problem),
             fields: vec![problem],
             www_authenticate: None,
+            did_you_mean: vec![],
         }
     }
 
@@ -124,6 +133,13 @@ impl ApiError {
             "not_found",
             format!("{what} was not found"),
         )
+    }
+
+    /// 404 for a resource, with the nearest names the caller may see.
+    pub fn not_found_near(what: impl std::fmt::Display, did_you_mean: Vec<String>) -> Self {
+        let mut e = Self::not_found(what);
+        e.did_you_mean = did_you_mean;
+        e
     }
 
     /// 403: the caller sees the group but lacks the role.
@@ -140,6 +156,7 @@ impl From<ValidationError> for ApiError {
             message: e.to_string(),
             fields: e.problems,
             www_authenticate: None,
+            did_you_mean: vec![],
         }
     }
 }
@@ -167,6 +184,7 @@ impl From<StoreError> for ApiError {
                     })
                     .collect(),
                 www_authenticate: None,
+                did_you_mean: vec![],
             },
             StoreError::StateConflict { .. } => {
                 Self::new(StatusCode::CONFLICT, "state_conflict", message)
@@ -180,6 +198,7 @@ impl From<StoreError> for ApiError {
                     problem: "was used before with a different request body".into(),
                 }],
                 www_authenticate: None,
+                did_you_mean: vec![],
             },
             StoreError::TooLarge { kind, limit, .. } => Self {
                 status: StatusCode::BAD_REQUEST,
@@ -190,6 +209,7 @@ impl From<StoreError> for ApiError {
                     problem: format!("is over the store's item limit of {limit} bytes"),
                 }],
                 www_authenticate: None,
+                did_you_mean: vec![],
             },
             StoreError::Invalid { path, problem } => Self {
                 status: StatusCode::BAD_REQUEST,
@@ -200,6 +220,7 @@ impl From<StoreError> for ApiError {
                     problem: problem.clone(),
                 }],
                 www_authenticate: None,
+                did_you_mean: vec![],
             },
             StoreError::Aws {
                 retryable: true, ..
@@ -233,6 +254,7 @@ impl IntoResponse for ApiError {
                         problem: p.problem,
                     })
                     .collect(),
+                did_you_mean: self.did_you_mean,
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();

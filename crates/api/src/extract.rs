@@ -52,19 +52,17 @@ impl FromRequestParts<AppState> for Caller {
 }
 
 impl Caller {
-    /// Loads the caller's memberships for `group` and checks `action`: 404 when the caller
-    /// may not even read the group, 403 when it may read but not act.
-    pub(crate) async fn authorize(
+    /// The caller with the memberships that apply to it inside `org` (the org's and the
+    /// root's; the root's only for `None`), a configured administrator included.
+    pub(crate) async fn in_org(
         &self,
         state: &AppState,
-        action: Action,
-        group: &GroupPath,
-        what: &str,
+        org: Option<&str>,
     ) -> Result<Principal, ApiError> {
         let caller = &self.0;
         let mut memberships = state
             .memberships
-            .memberships_for(state.store.as_ref(), group.org())
+            .memberships_for(state.store.as_ref(), org)
             .await?
             .as_ref()
             .clone();
@@ -78,7 +76,19 @@ impl Caller {
                 },
             });
         }
-        let principal = caller.clone().with_memberships(memberships);
+        Ok(caller.clone().with_memberships(memberships))
+    }
+
+    /// Loads the caller's memberships for `group` and checks `action`: 404 when the caller
+    /// may not even read the group, 403 when it may read but not act.
+    pub(crate) async fn authorize(
+        &self,
+        state: &AppState,
+        action: Action,
+        group: &GroupPath,
+        what: &str,
+    ) -> Result<Principal, ApiError> {
+        let principal = self.in_org(state, group.org()).await?;
         if !can(&principal, Action::Read, group) {
             return Err(ApiError::not_found(what));
         }

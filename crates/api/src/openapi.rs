@@ -22,6 +22,7 @@ use crate::routes::*;
     paths(
         health,
         openapi_json,
+        whoami,
         list_runners,
         create_runner,
         get_runner,
@@ -45,6 +46,7 @@ use crate::routes::*;
         cancel_job,
         get_job_logs,
         get_job_spec,
+        get_job_sensitive_variables,
         put_job_summary,
         create_upload,
         put_upload_problems,

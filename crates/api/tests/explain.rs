@@ -117,6 +117,7 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
             store,
             queue: Arc::new(NoQueue),
             bus: Arc::new(NoBus),
+            secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
         },
         dev_identity: true,
         artifacts: Arc::new(NoArtifacts),

@@ -123,12 +123,33 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
         .as_str()
         .unwrap()
         .contains("four eyes"));
-    let r = approve("carol", None).await;
-    assert_eq!(
-        r.status, 404,
-        "a viewer cannot tell the job exists: {}",
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another person with the deployer role"),
+        "the four-eyes message names the real role: {}",
         r.body
     );
+    // A viewer sees the job, so it is told what it lacks (403 naming the role), for each
+    // decision and for cancel; a stranger still cannot tell the job exists (404).
+    for action in ["approve", "discard", "cancel"] {
+        let r = api
+            .call(
+                Some("carol"),
+                "POST",
+                &format!("/v1/jobs/{id}/{action}"),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 403, "{action} by a viewer: {}", r.body);
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("deployer role") && message.contains("acme"),
+            "{action}: {message}"
+        );
+    }
     let r = approve("mallory", None).await;
     assert_eq!(r.status, 404, "{}", r.body);
     let r = approve("bob", Some(r#"{"comment":"ship it","extra":1}"#)).await;
@@ -203,6 +224,46 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
         r.body["tool_used"],
         json!({"tool": "terraform", "version": "1.0.3"})
     );
+}
+
+#[tokio::test]
+async fn whoami_names_the_caller_and_the_roles_it_holds_in_the_org_asked_for() {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.grant("acme/payments", Role::Deployer, "dana").await;
+    api.grant("acme", Role::Viewer, "erin").await;
+    let r = api
+        .call(Some("dana"), "GET", "/v1/whoami?org=acme", None, &[])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["subject"], "dana");
+    assert_eq!(r.body["org"], "acme");
+    assert_eq!(
+        r.body["memberships"],
+        json!([{"group": "acme/payments", "role": "deployer"}]),
+        "only the caller's own memberships: {}",
+        r.body
+    );
+    // Without `org`, the root group's only: none for dana; any caller may ask.
+    let r = api.call(Some("dana"), "GET", "/v1/whoami", None, &[]).await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["memberships"].clone()),
+        (200, json!([]))
+    );
+    let r = api
+        .call(Some("nobody"), "GET", "/v1/whoami?org=acme", None, &[])
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["memberships"].clone()),
+        (200, json!([]))
+    );
+    let r = api
+        .call(Some("dana"), "GET", "/v1/whoami?org=ACME!", None, &[])
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "query.org");
+    let r = api.call(None, "GET", "/v1/whoami", None, &[]).await;
+    assert_eq!(r.status, 401, "{}", r.body);
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// Sortie: Terraform and OpenTofu jobs on AWS with no always-on server.
 #[derive(Debug, Parser)]
@@ -17,8 +17,66 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options every command takes.
+/// The top-level commands by resource, as `sortie --help` groups them (every visible
+/// command is in exactly one group; a test checks it).
+pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Resources (kubectl-style: `get jobs ENV`, `get job ID`, `list envs --group G`)",
+        &["get", "list", "create", "update", "delete"],
+    ),
+    ("Jobs", &["run", "job"]),
+    ("Environments", &["env"]),
+    ("Runners", &["runner"]),
+    ("Access", &["whoami", "members", "context"]),
+    ("Local mode and shell", &["dev", "completion", "help"]),
+];
+
+/// The command line as `sortie` parses it: [`Cli`], with its commands grouped by
+/// resource in `--help` and the global options listed once.
+pub fn command() -> clap::Command {
+    let cli = Cli::command();
+    let mut groups = String::new();
+    for (heading, names) in COMMAND_GROUPS {
+        groups.push_str(&format!("{heading}:\n"));
+        for name in *names {
+            let about = match *name {
+                "help" => "Print this message or the help of the given command".to_string(),
+                _ => cli
+                    .find_subcommand(name)
+                    .and_then(|c| c.get_about())
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+            };
+            groups.push_str(&format!("  {name:<11} {about}\n"));
+        }
+        groups.push('\n');
+    }
+    // `{options}` lists every option of `sortie` itself: all of them are global.
+    cli.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{groups}Global options:\n{{options}}{{after-help}}"
+    ))
+}
+
+/// `sortie dev ...` parsed alone, so `sortie dev --help` lists only `dev`'s own flags (the
+/// global options of the API commands mean nothing to it).
+#[derive(Debug, Parser)]
+#[command(name = "sortie", version)]
+pub struct DevCli {
+    /// `dev`.
+    #[command(subcommand)]
+    pub command: DevOnly,
+}
+
+/// The one command of [`DevCli`].
+#[derive(Debug, Subcommand)]
+pub enum DevOnly {
+    /// Run the API, dispatch, task-events and the sweeper in one process against a local AWS.
+    Dev(crate::dev::DevArgs),
+}
+
+/// Options every command takes, listed once under "Global options".
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
     /// The API's base URL (else `SORTIE_API_URL`, else the current context).
     #[arg(long, global = true, value_name = "URL")]
@@ -36,6 +94,10 @@ pub struct Global {
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// Say, on standard error, which API URL and credential are used and where each
+    /// came from (a flag, a variable overriding the context, or the context).
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
 }
 
 /// How results are printed.
@@ -54,9 +116,9 @@ pub enum Output {
 pub enum Command {
     /// Create a resource: `runner NAME -f FILE`, `runner-rule --set k=v ...`, `env PATH --type T`.
     Create(Create),
-    /// Show one resource.
+    /// Show one resource: `runner ID`, `runner-rule ID`, `env PATH`, `job ID`, `jobs ENV`.
     Get(Get),
-    /// List resources.
+    /// List resources: `runners`, `runner-rules`, `envs`, `jobs ENV`.
     List(List),
     /// Change a resource.
     Update(Update),
@@ -67,7 +129,8 @@ pub enum Command {
     Env(EnvCommand),
     /// Submit a plan, apply or destroy to an environment.
     Run(Run),
-    /// List an environment's jobs.
+    /// List an environment's jobs (`jobs list ENV`; the same as `list jobs ENV`).
+    #[command(hide = true)]
     Jobs(JobsList),
     /// Job actions: get, cancel, approve, discard, logs, outputs.
     #[command(subcommand)]
@@ -81,6 +144,9 @@ pub enum Command {
     /// Named contexts (API URL and token source) in the config file.
     #[command(subcommand)]
     Context(ContextCommand),
+    /// Who the API takes you for: its URL, your subject, your credential's source and your
+    /// memberships.
+    Whoami(Whoami),
     /// Print a shell completion script.
     Completion {
         /// The shell.
@@ -145,7 +211,33 @@ pub enum CreateResource {
 pub struct Get {
     /// What to show.
     #[command(subcommand)]
-    pub resource: GetResource,
+    pub resource: GetAny,
+}
+
+/// What `get` shows: a resource of `resources.rs`, or jobs.
+#[derive(Debug, Subcommand)]
+pub enum GetAny {
+    /// Runners, rules and environments.
+    #[command(flatten)]
+    Resource(GetResource),
+    /// Jobs.
+    #[command(flatten)]
+    Jobs(JobsGet),
+}
+
+/// `get job ID`, `get jobs ENV`.
+#[derive(Debug, Subcommand)]
+pub enum JobsGet {
+    /// A job, with its transitions (the same as `job get ID`).
+    Job {
+        /// The job id.
+        id: String,
+    },
+    /// An environment's newest jobs (the same as `list jobs ENV`).
+    Jobs {
+        /// The environment's path.
+        env: String,
+    },
 }
 
 /// What `get` shows.
@@ -173,7 +265,37 @@ pub enum GetResource {
 pub struct List {
     /// What to list.
     #[command(subcommand)]
-    pub resource: ListResource,
+    pub resource: ListAny,
+}
+
+/// What `list` lists: a resource of `resources.rs`, or jobs.
+#[derive(Debug, Subcommand)]
+pub enum ListAny {
+    /// Runners, rules and environments.
+    #[command(flatten)]
+    Resource(ListResource),
+    /// Jobs.
+    #[command(flatten)]
+    Jobs(JobsListed),
+}
+
+/// `list jobs ENV`.
+#[derive(Debug, Subcommand)]
+pub enum JobsListed {
+    /// An environment's newest jobs.
+    #[command(alias = "job")]
+    Jobs {
+        /// The environment's path.
+        env: String,
+    },
+}
+
+/// `whoami`.
+#[derive(Debug, Args)]
+pub struct Whoami {
+    /// Also list your memberships in this organisation (the root group's are always read).
+    #[arg(long, value_name = "ORG")]
+    pub org: Option<String>,
 }
 
 /// What `list` lists.
@@ -199,6 +321,9 @@ pub enum ListResource {
         /// The group.
         #[arg(long)]
         group: String,
+        /// Also every group below it (without it, the count of those left out is shown).
+        #[arg(long, short = 'r')]
+        recursive: bool,
     },
 }
 
@@ -254,9 +379,10 @@ pub struct EnvSettingArgs {
     /// `auto` (the default) or `required` (approve with `sortie job approve ID`).
     #[arg(long, value_enum, value_name = "auto|required")]
     pub approval: Option<ApprovalArg>,
-    /// How long a job may await approval before it is discarded, in seconds (300 to
-    /// 2592000; default 86400). With `update env`, `''` restores the default.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    /// How long a job may await approval before it is discarded: `24h`, `90m`, `2d`,
+    /// `1h30m` or plain seconds (5 minutes to 30 days; default 24h), as `get env` prints
+    /// it. With `update env`, `''` restores the default.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub approval_timeout: Option<Clearable<u32>>,
     /// Four eyes: the approver must not be the job's requester (`--four-eyes` or
     /// `--four-eyes=true`; `--four-eyes=false` turns it off).
@@ -308,9 +434,46 @@ fn parse_timeout(s: &str) -> Result<Clearable<u32>, String> {
     if s.is_empty() {
         return Ok(Clearable::Clear);
     }
-    s.parse()
-        .map(Clearable::Set)
-        .map_err(|_| format!("`{s}` is not a whole number of seconds (300 to 2592000)"))
+    parse_duration(s).map(Clearable::Set)
+}
+
+/// A duration in whole seconds: plain seconds (`3600`), or numbers each with a unit
+/// `d`, `h`, `m` or `s`, largest first (`24h`, `90m`, `2d`, `1h30m`).
+pub fn parse_duration(s: &str) -> Result<u32, String> {
+    let bad = || {
+        format!("`{s}` is not a duration: give seconds (`3600`) or a number with a unit, such as `24h`, `90m`, `2d` or `1h30m`")
+    };
+    let text = s.trim();
+    if let Ok(seconds) = text.parse::<u32>() {
+        return Ok(seconds);
+    }
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    let mut last_unit = u64::MAX;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        if number.is_empty() || unit >= last_unit {
+            return Err(bad());
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        last_unit = unit;
+        number.clear();
+    }
+    if !number.is_empty() || last_unit == u64::MAX {
+        return Err(bad());
+    }
+    u32::try_from(total).map_err(|_| bad())
 }
 
 fn parse_text(s: &str) -> Result<Clearable<String>, String> {
@@ -423,8 +586,12 @@ pub struct Run {
     pub operation: Operation,
     /// The environment's path.
     pub env: String,
-    /// A directory of `.tf` files sent inline (default: the current directory), or a git
-    /// URL (`git::https://...//path?ref=main`).
+    /// A directory of `.tf` files sent inline, or a git URL
+    /// (`git::https://...//path?ref=main`). A directory sends its own files, never its
+    /// subfolders except the local modules it calls (`source = "./modules/..."`), and needs
+    /// a `.tf` file of its own. Default: the current directory, for plan and apply only; a
+    /// destroy needs an explicit --source, and an apply from the default that would destroy
+    /// every resource is refused by the runner.
     #[arg(long)]
     pub source: Option<String>,
     /// A Terraform variable, `name=value` (a JSON value, else a string).
@@ -633,7 +800,7 @@ mod tests {
         assert!(env_settings(&[]).is_empty());
         for bad in [
             &["--tool", "terraformx"][..],
-            &["--approval-timeout", "1h"][..],
+            &["--approval-timeout", "1x"][..],
             &["--four-eyes=maybe"][..],
             &["--approval", "sometimes"][..],
         ] {
@@ -641,5 +808,113 @@ mod tests {
             all.extend_from_slice(bad);
             assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_duration_takes_units_as_get_env_prints_them_or_plain_seconds() {
+        assert_eq!(parse_duration("24h"), Ok(86_400));
+        assert_eq!(parse_duration("90m"), Ok(5_400));
+        assert_eq!(parse_duration("2d"), Ok(172_800));
+        assert_eq!(parse_duration("1h30m"), Ok(5_400));
+        assert_eq!(parse_duration("45s"), Ok(45));
+        assert_eq!(parse_duration("3600"), Ok(3_600));
+        for bad in ["", "h", "1x", "30m1h", "1h1h", "-5m", "1.5h", "99999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            env_settings(&["--approval-timeout", "24h"]).approval_timeout,
+            Some(Clearable::Set(86_400))
+        );
+    }
+
+    #[test]
+    fn jobs_read_as_get_and_list_verbs_and_the_old_forms_stay() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["sortie"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all).unwrap().command
+        };
+        assert!(matches!(
+            parse(&["get", "job", "01abc"]),
+            Command::Get(Get { resource: GetAny::Jobs(JobsGet::Job { id }) }) if id == "01abc"
+        ));
+        assert!(matches!(
+            parse(&["get", "jobs", "acme/prod"]),
+            Command::Get(Get { resource: GetAny::Jobs(JobsGet::Jobs { env }) }) if env == "acme/prod"
+        ));
+        assert!(matches!(
+            parse(&["list", "jobs", "acme/prod"]),
+            Command::List(List { resource: ListAny::Jobs(JobsListed::Jobs { env }) }) if env == "acme/prod"
+        ));
+        assert!(matches!(
+            parse(&["get", "env", "acme/prod"]),
+            Command::Get(Get {
+                resource: GetAny::Resource(GetResource::Env { .. })
+            })
+        ));
+        assert!(matches!(
+            parse(&["jobs", "list", "acme/prod"]),
+            Command::Jobs(_)
+        ));
+        assert!(matches!(
+            parse(&["job", "get", "01abc"]),
+            Command::Job(JobCommand::Get { .. })
+        ));
+    }
+
+    #[test]
+    fn the_help_groups_every_visible_command_once_and_dev_has_only_its_own_flags() {
+        let cli = Cli::command();
+        let grouped: Vec<&str> = COMMAND_GROUPS
+            .iter()
+            .flat_map(|(_, n)| n.iter().copied())
+            .collect();
+        for sub in cli.get_subcommands().filter(|c| !c.is_hide_set()) {
+            let name = sub.get_name();
+            assert_eq!(grouped.iter().filter(|n| **n == name).count(), 1, "{name}");
+        }
+        for name in &grouped {
+            assert!(
+                *name == "help" || cli.find_subcommand(name).is_some(),
+                "{name}"
+            );
+        }
+        let help = command().render_help().to_string();
+        assert!(
+            help.contains("Jobs:\n  run ") && help.contains("Global options:"),
+            "{help}"
+        );
+        assert!(!help.contains("\nCommands:"), "listed once: {help}");
+        DevCli::command().debug_assert();
+        let mut dev = DevCli::command();
+        let dev_help = dev
+            .find_subcommand_mut("dev")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for global in ["--api-url", "--token", "--context", "--output"] {
+            assert!(!dev_help.contains(global), "{global}: {dev_help}");
+        }
+    }
+
+    #[test]
+    fn global_options_are_listed_once_under_their_own_heading() {
+        let mut cli = Cli::command();
+        cli.build();
+        let help = cli
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let (own, global) = help.split_once("Global options:").expect(&help);
+        assert!(
+            own.contains("--wait") && !own.contains("--api-url"),
+            "{help}"
+        );
+        assert!(
+            global.contains("--api-url") && global.contains("--token"),
+            "{help}"
+        );
+        assert_eq!(help.matches("--api-url").count(), 1, "{help}");
     }
 }

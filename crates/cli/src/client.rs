@@ -24,6 +24,8 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Api {
     base: String,
     token: Option<String>,
+    /// Where the URL and the token came from, for the messages of a 401 or a wrong URL.
+    resolved: Resolved,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
@@ -73,24 +75,29 @@ impl Api {
         Ok(Self {
             base,
             token: resolved.token.clone(),
+            resolved: resolved.clone(),
             client,
         })
     }
 
     /// The API's base URL, without a trailing `/`.
-    #[allow(
-        dead_code,
-        reason = "part of the client's interface, for messages that name the API"
-    )]
     pub fn base_url(&self) -> &str {
         &self.base
+    }
+
+    /// Where the URL and the token came from.
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
     }
 
     /// Any method; a JSON body when Some; extra headers (e.g. If-Match, Idempotency-Key).
     /// A non-2xx answer becomes the [`CliError`] of its kind: 404 → NotFound, 409/412 →
     /// Conflict, 5xx → Server, other 4xx → Invalid. The message is the API's
     /// `error.message`, then each `error.fields[]` on its own line as `path: problem`.
-    /// A transport error → Server("could not reach <full URL>: <cause>").
+    /// A transport error → Server("could not reach <full URL>: <cause>"). A 401 names the
+    /// credential used and how to get one. A 404 or an answer that is not JSON probes
+    /// `GET /v1/health` once: when that is not Sortie's answer, the URL is reported as
+    /// not a Sortie API (Server, exit 5).
     pub async fn send(
         &self,
         method: http::Method,
@@ -111,6 +118,44 @@ impl Api {
         body: Option<(&str, Bytes)>,
         headers: &[(&str, &str)],
     ) -> Result<Answer, CliError> {
+        let (status, etag, body) = self.exchange(method, path, body, headers).await?;
+        if (200..300).contains(&status) {
+            return Ok(Answer { status, body, etag });
+        }
+        if status == 401 {
+            return Err(CliError::Invalid(unauthorized(&self.resolved, &self.base)));
+        }
+        if status == 404 || matches!(body, Value::String(_)) {
+            if let Some(e) = self.not_sortie().await {
+                return Err(e);
+            }
+        }
+        Err(error_of(status, &body))
+    }
+
+    /// `Some` error when `GET /v1/health` does not answer as a Sortie API does (200 with
+    /// `{"status": "ok"}`); `None` when it does, or when the API could not be reached
+    /// (the first request's own error says more then).
+    async fn not_sortie(&self) -> Option<CliError> {
+        match self.exchange(Method::GET, "/v1/health", None, &[]).await {
+            Ok((status, _, body)) if is_sortie_health(status, &body) => None,
+            Ok(_) => Some(CliError::Server(not_sortie_message(
+                &self.base,
+                &self.resolved.url_source(),
+            ))),
+            Err(_) => None,
+        }
+    }
+
+    /// One request and its answer: status, ETag, body (JSON, a string when not JSON,
+    /// Null when empty). Fails only when the API could not be reached.
+    async fn exchange(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<(&str, Bytes)>,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, Option<String>, Value), CliError> {
         let url = format!("{}{path}", self.base);
         let mut request = Request::builder()
             .method(method)
@@ -175,10 +220,7 @@ impl Api {
                 Err(_) => Value::String(String::from_utf8_lossy(&bytes).into_owned()),
             }
         };
-        if (200..300).contains(&status) {
-            return Ok(Answer { status, body, etag });
-        }
-        Err(error_of(status, &body))
+        Ok((status, etag, body))
     }
 
     /// `GET path`, decoded.
@@ -191,6 +233,33 @@ impl Api {
     pub async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, CliError> {
         let answer = self.send(Method::POST, path, Some(body), &[]).await?;
         decode(answer.body)
+    }
+}
+
+/// True for Sortie's answer to `GET /v1/health`: 200 with `{"status": "ok"}`.
+pub fn is_sortie_health(status: u16, body: &Value) -> bool {
+    status == 200 && body.get("status").and_then(Value::as_str) == Some("ok")
+}
+
+/// The message of a URL that is not a Sortie API.
+pub fn not_sortie_message(base: &str, source: &str) -> String {
+    format!(
+        "{base} is not a Sortie API: it does not answer GET {base}/v1/health as Sortie does (the URL came from {source}; give the API's base URL, such as https://sortie.example.com)"
+    )
+}
+
+/// The message of a 401: the credential used, by name, and how to get one.
+pub fn unauthorized(resolved: &Resolved, base: &str) -> String {
+    match resolved.token_origin {
+        None => format!(
+            "{base} needs a token, and none was given: {}",
+            resolved.how_to_get_a_token()
+        ),
+        Some(_) => format!(
+            "{base} refused the token from {} (it is not valid for this API, or it expired): {}",
+            resolved.credential(),
+            resolved.how_to_get_a_token()
+        ),
     }
 }
 
@@ -246,6 +315,16 @@ pub fn error_of(status: u16, body: &Value) -> CliError {
             None => format!("{message}\n{fields}"),
         };
     }
+    // A 404's nearest names the caller may see.
+    let near: Vec<&str> = error["did_you_mean"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !near.is_empty() {
+        message = format!("{message}\ndid you mean: {}", near.join(", "));
+    }
     match status {
         404 => CliError::NotFound(message),
         409 | 412 => CliError::Conflict(message),
@@ -264,6 +343,7 @@ fn first_chars(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Origin;
     use serde_json::json;
 
     #[test]
@@ -293,5 +373,48 @@ mod tests {
         assert_eq!(error_of(412, &body).exit_code(), 4);
         assert_eq!(error_of(503, &Value::Null).exit_code(), 5);
         assert_eq!(error_of(503, &Value::Null).to_string(), "HTTP 503");
+    }
+
+    fn resolved(token_origin: Option<Origin>) -> Resolved {
+        Resolved {
+            api_url: "https://x".into(),
+            token: token_origin.as_ref().map(|_| "secret-token".into()),
+            url_origin: Origin::Variable,
+            token_origin,
+            context: None,
+        }
+    }
+
+    #[test]
+    fn a_401_names_the_credential_and_how_to_get_one_never_a_header() {
+        let cases = [
+            (None, "none was given"),
+            (Some(Origin::Flag), "the flag --token"),
+            (Some(Origin::Variable), "the variable SORTIE_TOKEN"),
+            (
+                Some(Origin::Context("prod".into())),
+                "context `prod`'s token",
+            ),
+            (
+                Some(Origin::TokenCommand("prod".into())),
+                "context `prod`'s token_command",
+            ),
+        ];
+        for (origin, named) in cases {
+            let text = unauthorized(&resolved(origin), "https://x");
+            assert!(text.contains(named), "{text}");
+            assert!(
+                !text.to_lowercase().contains("header") && !text.contains("Bearer"),
+                "{text}"
+            );
+            assert!(!text.contains("secret-token"), "{text}");
+        }
+        assert!(is_sortie_health(200, &json!({"status": "ok"})));
+        assert!(!is_sortie_health(
+            200,
+            &json!({"status": "up", "version": 2})
+        ));
+        assert!(!is_sortie_health(404, &json!({"status": "ok"})));
+        assert!(!is_sortie_health(200, &Value::String("<html>".into())));
     }
 }

@@ -24,13 +24,107 @@ use crate::args::{ContextCommand, Global, Output};
 use crate::exit::CliError;
 use crate::output;
 
-/// The API URL and token a command uses.
+/// The API URL and token a command uses, and where each came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     /// The API's base URL.
     pub api_url: String,
     /// The bearer token, if any.
     pub token: Option<String>,
+    /// Where the API URL came from.
+    pub url_origin: Origin,
+    /// Where the token came from; `None` when there is none.
+    pub token_origin: Option<Origin>,
+    /// The context in effect (`--context`, else the file's current one), if any, and
+    /// what it holds: whether it has an API URL, and its token source.
+    pub context: Option<ContextSummary>,
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A flag: `--api-url`, `--token`.
+    Flag,
+    /// A variable: `SORTIE_API_URL`, `SORTIE_TOKEN`.
+    Variable,
+    /// The context's `api_url` or `token`.
+    Context(String),
+    /// The context's `token_command`.
+    TokenCommand(String),
+}
+
+/// What the context in effect holds, for saying what a flag or variable overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextSummary {
+    /// Its name.
+    pub name: String,
+    /// True when it has an API URL.
+    pub has_url: bool,
+    /// Its token source, as `context list` shows it (`(set)`, `token_command: ...`, `-`).
+    pub token: String,
+}
+
+impl Resolved {
+    /// The credential, by name, as messages show it (never the token itself): `the flag
+    /// --token`, `the variable SORTIE_TOKEN`, `context `prod`'s token_command`, or `no
+    /// token`.
+    pub fn credential(&self) -> String {
+        match &self.token_origin {
+            None => "no token".into(),
+            Some(Origin::Flag) => "the flag --token".into(),
+            Some(Origin::Variable) => "the variable SORTIE_TOKEN".into(),
+            Some(Origin::Context(name)) => format!("context `{name}`'s token"),
+            Some(Origin::TokenCommand(name)) => format!("context `{name}`'s token_command"),
+        }
+    }
+
+    /// Where the API URL came from, as messages show it.
+    pub fn url_source(&self) -> String {
+        match &self.url_origin {
+            Origin::Flag => "the flag --api-url".into(),
+            Origin::Variable => "the variable SORTIE_API_URL".into(),
+            Origin::Context(name) | Origin::TokenCommand(name) => format!("context `{name}`"),
+        }
+    }
+
+    /// How to get a working credential, after the API refused this one (401).
+    pub fn how_to_get_a_token(&self) -> String {
+        match &self.token_origin {
+            None => "pass --token TOKEN, set SORTIE_TOKEN, or give a context a token source with `sortie context set NAME --token-command CMD` (`sortie dev` prints its token when it starts)".into(),
+            Some(Origin::Flag | Origin::Variable) => "get a fresh token from your identity provider (for `sortie dev`, the token it printed when it started) and pass it again".into(),
+            Some(Origin::Context(name)) => format!("store a fresh one with `sortie context set {name} --token TOKEN`, or let a command fetch it: `sortie context set {name} --token-command CMD`"),
+            Some(Origin::TokenCommand(name)) => format!("check that the token_command of context `{name}` prints a valid, unexpired token for this API"),
+        }
+    }
+
+    /// One line per flag or variable that overrides the context in effect, such as
+    /// `SORTIE_TOKEN overrides the token of context `prod``. Empty when nothing does.
+    pub fn overrides(&self) -> Vec<String> {
+        let Some(context) = &self.context else {
+            return vec![];
+        };
+        let name = &context.name;
+        let mut notes = Vec::new();
+        let by = |origin: &Origin| match origin {
+            Origin::Flag => Some(("--api-url", "--token")),
+            Origin::Variable => Some(("SORTIE_API_URL", "SORTIE_TOKEN")),
+            _ => None,
+        };
+        if let Some((url, _)) = by(&self.url_origin) {
+            if context.has_url {
+                notes.push(format!("{url} overrides the API URL of context `{name}`"));
+            }
+        }
+        if let Some((_, token)) = self.token_origin.as_ref().and_then(by) {
+            if context.token != "-" {
+                notes.push(format!(
+                    "{token} overrides the token of context `{name}` ({})",
+                    context.token
+                ));
+            }
+        }
+        notes
+    }
 }
 
 /// The config file.
@@ -70,13 +164,33 @@ pub fn resolve(global: &Global) -> Result<Resolved, CliError> {
             .or_else(|| std::env::var(var).ok())
             .filter(|v| !v.is_empty())
     };
+    let origin = |flag: &Option<String>| {
+        if flag.as_deref().is_some_and(|v| !v.is_empty()) {
+            Origin::Flag
+        } else {
+            Origin::Variable
+        }
+    };
     let url = flag_or_env(&global.api_url, "SORTIE_API_URL");
     let token = flag_or_env(&global.token, "SORTIE_TOKEN");
     if global.context.is_none() {
         if let (Some(api_url), Some(token)) = (&url, &token) {
+            // The file is read only to say what the flags or variables override: an
+            // unreadable one is no reason to fail.
+            let file = config_path(global)
+                .ok()
+                .and_then(|p| load(&p).ok())
+                .unwrap_or_default();
+            let context = file
+                .current_context
+                .as_ref()
+                .and_then(|name| file.contexts.get(name).map(|c| summary(name, c)));
             return Ok(Resolved {
                 api_url: api_url.clone(),
                 token: Some(token.clone()),
+                url_origin: origin(&global.api_url),
+                token_origin: Some(origin(&global.token)),
+                context,
             });
         }
     }
@@ -90,10 +204,15 @@ pub fn resolve(global: &Global) -> Result<Resolved, CliError> {
                 .map(|context| (name.clone(), context.clone()))
         }),
     };
+    let summary_of = context.as_ref().map(|(name, c)| summary(name, c));
+    let mut url_origin = origin(&global.api_url);
     let api_url = match url {
         Some(url) => url,
         None => match context.as_ref().and_then(|(_, c)| c.api_url.clone()) {
-            Some(url) => url,
+            Some(url) => {
+                url_origin = Origin::Context(context.as_ref().map(|(n, _)| n.clone()).unwrap_or_default());
+                url
+            }
             None => {
                 return Err(match &context {
                     Some((name, _)) => CliError::Usage(format!(
@@ -104,26 +223,43 @@ pub fn resolve(global: &Global) -> Result<Resolved, CliError> {
             }
         },
     };
-    let token = match token {
-        Some(token) => Some(token),
+    let (token, token_origin) = match token {
+        Some(token) => (Some(token), Some(origin(&global.token))),
         None => match context {
             Some((
-                _,
+                name,
                 Context {
                     token: Some(token), ..
                 },
-            )) => Some(token),
+            )) => (Some(token), Some(Origin::Context(name))),
             Some((
                 name,
                 Context {
                     token_command: Some(command),
                     ..
                 },
-            )) => Some(run_token_command(&name, &command)?),
-            _ => None,
+            )) => (
+                Some(run_token_command(&name, &command)?),
+                Some(Origin::TokenCommand(name)),
+            ),
+            _ => (None, None),
         },
     };
-    Ok(Resolved { api_url, token })
+    Ok(Resolved {
+        api_url,
+        token,
+        url_origin,
+        token_origin,
+        context: summary_of,
+    })
+}
+
+fn summary(name: &str, c: &Context) -> ContextSummary {
+    ContextSummary {
+        name: name.to_string(),
+        has_url: c.api_url.is_some(),
+        token: token_source(c),
+    }
 }
 
 /// `sortie context use|set|list|current`.
@@ -206,14 +342,24 @@ pub fn context_command(global: &Global, cmd: ContextCommand) -> Result<(), CliEr
             })?;
         }
         ContextCommand::Current => match &file.current_context {
-            Some(name) => match global.output {
-                Output::Table => output::print_text(name),
-                format => output::emit(
-                    &serde_json::json!({"current_context": name}),
-                    format,
-                    String::new,
-                )?,
-            },
+            Some(name) => {
+                let notes = file
+                    .contexts
+                    .get(name)
+                    .map(|context| overrides_of(global, name, context))
+                    .unwrap_or_default();
+                for note in notes {
+                    eprintln!("note: {note}");
+                }
+                match global.output {
+                    Output::Table => output::print_text(name),
+                    format => output::emit(
+                        &serde_json::json!({"current_context": name}),
+                        format,
+                        String::new,
+                    )?,
+                }
+            }
             None => {
                 return Err(CliError::NotFound(format!(
                     "no current context in {}: `sortie context use NAME`",
@@ -223,6 +369,29 @@ pub fn context_command(global: &Global, cmd: ContextCommand) -> Result<(), CliEr
         },
     }
     Ok(())
+}
+
+/// What `--api-url`, `--token`, `SORTIE_API_URL` or `SORTIE_TOKEN` override in context
+/// `name` (the current one), one note each.
+fn overrides_of(global: &Global, name: &str, context: &Context) -> Vec<String> {
+    let set = |flag: &Option<String>, var: &str| {
+        if flag.as_deref().is_some_and(|v| !v.is_empty()) {
+            Some(Origin::Flag)
+        } else if std::env::var(var).is_ok_and(|v| !v.is_empty()) {
+            Some(Origin::Variable)
+        } else {
+            None
+        }
+    };
+    let resolved = Resolved {
+        api_url: String::new(),
+        token: None,
+        url_origin: set(&global.api_url, "SORTIE_API_URL")
+            .unwrap_or_else(|| Origin::Context(name.to_string())),
+        token_origin: set(&global.token, "SORTIE_TOKEN"),
+        context: Some(summary(name, context)),
+    };
+    resolved.overrides()
 }
 
 /// A context as `context list` shows it: the token only as `(set)` or its command.

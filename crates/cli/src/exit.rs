@@ -7,8 +7,9 @@
 //! | 2 | usage: bad flags or arguments (clap's own code) |
 //! | 3 | not found (404) |
 //! | 4 | conflict (409, 412: a busy environment, a stale ETag, a name taken) |
-//! | 5 | the server failed (5xx) or could not be reached |
+//! | 5 | the server failed (5xx), could not be reached, or is not a Sortie API |
 //! | 6 | the job ended failed, canceled, timed out or discarded (`run --wait`, `job logs -f`) |
+//! | 130 | interrupted (Ctrl-C) while following a job, which goes on running |
 
 /// A failure of a command, with the exit code of its kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +37,9 @@ pub enum CliError {
         /// Why, as the job records it.
         reason: String,
     },
+    /// Ctrl-C while following a job: what happened and what to do was already printed.
+    #[error("interrupted")]
+    Interrupted,
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -51,6 +55,7 @@ impl CliError {
             Self::Conflict(_) => 4,
             Self::Server(_) => 5,
             Self::JobFailed { .. } => 6,
+            Self::Interrupted => 130,
         }
     }
 }

@@ -12,9 +12,8 @@
 //! then `awaiting approval: sortie job approve <id>` (waiting for a person would hold a CI
 //! job for as long as the approval takes).
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,7 +21,6 @@ use http::Method;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
 use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::job::MAX_FILES_BYTES;
 use sortie_core::{ChangeSummary, JobState};
 
 use crate::args::{JobCommand, Operation, Output, Run};
@@ -48,7 +46,10 @@ pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
     let answer = api.send(Method::POST, &path, Some(&body), &headers).await?;
     let view = job_view(answer.body.clone())?;
     if !args.wait {
-        return emit(&answer.body, out, || submitted_table(&view));
+        emit(&answer.body, out, || submitted_table(&view))?;
+        // On standard error, so `-o json` keeps standard output one document.
+        eprintln!("Follow: sortie job logs -f {}", view.job.id);
+        return Ok(());
     }
     if out == Output::Table {
         println!("{}", submitted_table(&view).trim_end());
@@ -83,6 +84,7 @@ pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError
                     serde_json::from_value::<ChangeSummary>(j["summary"].clone())
                         .map(|s| summary(&s))
                         .unwrap_or_else(|_| "-".into()),
+                    j["waiting"]["text"].as_str().unwrap_or("-").to_string(),
                 ]
             })
             .collect();
@@ -94,6 +96,7 @@ pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError
                 "REQUESTED BY",
                 "CREATED",
                 "SUMMARY",
+                "WAITING",
             ],
             rows,
         );
@@ -252,13 +255,32 @@ fn job_request(args: &Run) -> Result<Value, CliError> {
         Operation::Destroy => "destroy",
     };
     let mut body = json!({"operation": operation, "variables": variables});
+    // No --source: the current folder's own files (and the local modules they call), marked
+    // implicit so that the runner refuses a plan that destroys everything; never a destroy.
+    let implicit = args.source.is_none();
+    if implicit && args.operation == Operation::Destroy {
+        return Err(CliError::Other(format!(
+            "destroy needs an explicit --source: name the configuration whose resources to destroy (`sortie run destroy {} --source DIR`); without --source, sortie would send whatever the current folder holds",
+            args.env
+        )));
+    }
     let source = args.source.as_deref().unwrap_or(".");
     if is_git(source) {
         body["source"] = git_source(source)?;
     } else {
-        body["source"] = json!({"type": "inline"});
+        let dir = Path::new(source);
+        let inline = crate::source::collect(dir, args.source.as_deref())?;
+        if let Some(note) = inline.note(dir, implicit) {
+            eprintln!("{note}");
+        }
+        body["source"] = if implicit {
+            json!({"type": "inline", "implicit": true})
+        } else {
+            json!({"type": "inline"})
+        };
         body["files"] = Value::Object(
-            inline_files(Path::new(source))?
+            inline
+                .files
                 .into_iter()
                 .map(|(k, v)| (k, Value::String(v)))
                 .collect(),
@@ -332,82 +354,6 @@ fn git_source(source: &str) -> Result<Value, CliError> {
     Ok(git)
 }
 
-/// Every `*.tf`, `*.tfvars` and `*.json` file under `dir` (`.tfvars.json` included), by
-/// its `/`-separated path relative to `dir`, skipping dotfiles and dot-directories
-/// (`.terraform/`). Refuses a total over [`MAX_FILES_BYTES`], which the API would refuse.
-fn inline_files(dir: &Path) -> Result<BTreeMap<String, String>, CliError> {
-    let shown = dir.display();
-    if !dir.is_dir() {
-        return Err(CliError::Usage(format!(
-            "--source {shown}: not a directory (give a directory of .tf files, or a git URL such as git::https://host/repo.git//path?ref=main)"
-        )));
-    }
-    let mut files = BTreeMap::new();
-    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&d).map_err(|e| CliError::Usage(format!("{}: {e}", d.display())))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| CliError::Usage(format!("{}: {e}", d.display())))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let path = entry.path();
-            let kind = entry
-                .file_type()
-                .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
-            if path.is_dir() && !kind.is_symlink() {
-                stack.push(path);
-                continue;
-            }
-            if !path.is_file()
-                || ![".tf", ".tfvars", ".json"]
-                    .iter()
-                    .any(|ext| name.ends_with(ext))
-            {
-                continue;
-            }
-            let relative = path
-                .strip_prefix(dir)
-                .unwrap_or(&path)
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            let content = std::fs::read_to_string(&path).map_err(|e| {
-                CliError::Usage(format!(
-                    "{}: {e} (inline files must be UTF-8 text)",
-                    path.display()
-                ))
-            })?;
-            files.insert(relative, content);
-        }
-    }
-    if files.is_empty() {
-        return Err(CliError::Usage(format!(
-            "--source {shown}: no .tf, .tfvars or .json file in it"
-        )));
-    }
-    let total: usize = files.values().map(String::len).sum();
-    if total > MAX_FILES_BYTES {
-        let mut biggest: Vec<(&String, usize)> = files.iter().map(|(k, v)| (k, v.len())).collect();
-        biggest.sort_by_key(|b| std::cmp::Reverse(b.1));
-        let list = biggest
-            .iter()
-            .take(3)
-            .map(|(k, n)| format!("{k} ({n} bytes)"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(CliError::Usage(format!(
-            "--source {shown}: its {} files total {total} bytes, over the {MAX_FILES_BYTES}-byte ({} KiB) limit of inline files (largest: {list}); push it to git and give --source git::https://host/repo.git//path?ref=main",
-            files.len(),
-            MAX_FILES_BYTES / 1024
-        )));
-    }
-    Ok(files)
-}
-
 fn job_view(body: Value) -> Result<JobView, CliError> {
     serde_json::from_value(body)
         .map_err(|e| CliError::Other(format!("the API answered a job this CLI cannot read: {e}")))
@@ -425,12 +371,24 @@ async fn follow(api: &Api, start: &JobView, out: Output) -> Result<JobView, CliE
     };
     let mut offset = 0u64;
     let mut failures = 0;
+    let mut said = None;
+    if bar.is_none() {
+        print_waiting(start, &mut said);
+    }
+    // Ctrl-C stops following, not the job (crate::interrupt).
+    let mut interrupts = crate::interrupt::Interrupts::listen();
     let fin = loop {
-        match poll(api, &id, &mut offset, &mut log).await {
+        let polled = tokio::select! {
+            polled = poll(api, &id, &mut offset, &mut log) => polled,
+            () = interrupts.next() => Err(CliError::Interrupted),
+        };
+        match polled {
             Ok((view, more)) => {
                 failures = 0;
-                if let Some(bar) = &bar {
-                    bar.set_message(spinner_message(&view));
+                match &bar {
+                    Some(bar) => bar.set_message(spinner_message(&view)),
+                    None if more => print_waiting(&view, &mut said),
+                    None => {}
                 }
                 if !more {
                     break view;
@@ -447,10 +405,22 @@ async fn follow(api: &Api, start: &JobView, out: Output) -> Result<JobView, CliE
                 if let Some(bar) = &bar {
                     bar.finish_and_clear();
                 }
+                if e == CliError::Interrupted {
+                    return Err(crate::interrupt::stop_following(api, &id, &mut interrupts).await);
+                }
                 return Err(e);
             }
         }
-        tokio::time::sleep(POLL).await;
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = interrupts.next() => {
+                log.flush();
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                return Err(crate::interrupt::stop_following(api, &id, &mut interrupts).await);
+            }
+        }
     };
     log.flush();
     if let Some(bar) = &bar {
@@ -577,13 +547,32 @@ fn spinner(view: &JobView) -> Option<ProgressBar> {
 }
 
 fn spinner_message(view: &JobView) -> String {
+    let waiting = view
+        .waiting
+        .as_ref()
+        .map(|w| format!(": {}", w.text))
+        .unwrap_or_default();
     format!(
-        "{} {} on {}: {}",
+        "{} {} on {}: {}{waiting}",
         view.job.request.operation.as_str(),
         view.job.id,
         view.job.environment,
         view.job.state
     )
+}
+
+/// Without a spinner (no terminal): why the job waits, on standard error, each time the
+/// kind of reason changes (not each time its seconds count on).
+fn print_waiting(view: &JobView, last: &mut Option<String>) {
+    let Some(w) = &view.waiting else {
+        *last = None;
+        return;
+    };
+    let key = format!("{:?}:{:?}:{:?}", w.kind, w.behind, w.behind_state);
+    if last.as_deref() != Some(key.as_str()) {
+        eprintln!("waiting: {}", w.text);
+        *last = Some(key);
+    }
 }
 
 /// Prints a log as it grows, whole lines at a time, with the spinner suspended.
@@ -737,6 +726,9 @@ fn word<T: serde::Serialize>(value: &T) -> String {
 fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
     let job = &view.job;
     let mut d = Vec::new();
+    if let Some(w) = &view.waiting {
+        d.push(("waiting", w.text.clone()));
+    }
     let asked: Vec<String> = job
         .tool
         .iter()
@@ -860,32 +852,42 @@ mod tests {
     }
 
     #[test]
-    fn inline_files_skip_dotfiles_and_other_extensions_and_refuse_an_oversized_total() {
-        let dir = std::env::temp_dir().join(format!("sortie-follow-{}", std::process::id()));
+    fn without_source_a_destroy_is_refused_and_so_is_a_folder_without_tf_files() {
+        let dir = std::env::temp_dir().join(format!("sortie-implicit-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("modules/a")).unwrap();
-        std::fs::create_dir_all(dir.join(".terraform/modules")).unwrap();
-        std::fs::write(dir.join("main.tf"), "x").unwrap();
-        std::fs::write(dir.join("prod.tfvars"), "x").unwrap();
-        std::fs::write(dir.join("vars.tfvars.json"), "{}").unwrap();
-        std::fs::write(dir.join("modules/a/a.tf"), "x").unwrap();
-        std::fs::write(dir.join("README.md"), "x").unwrap();
-        std::fs::write(dir.join(".hidden.tf"), "x").unwrap();
-        std::fs::write(dir.join(".terraform/modules/m.tf"), "x").unwrap();
-        let files = inline_files(&dir).unwrap();
-        assert_eq!(
-            files.keys().collect::<Vec<_>>(),
-            [
-                "main.tf",
-                "modules/a/a.tf",
-                "prod.tfvars",
-                "vars.tfvars.json"
-            ]
-        );
-        std::fs::write(dir.join("big.tf"), "#".repeat(MAX_FILES_BYTES)).unwrap();
-        let e = inline_files(&dir).unwrap_err().to_string();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("main.tf"), "output \"x\" { value = 1 }\n").unwrap();
+        let run = |operation, source: Option<String>| Run {
+            operation,
+            env: "acme/x".into(),
+            source,
+            vars: vec![],
+            var_files: vec![],
+            wait: false,
+            idempotency_key: None,
+        };
+        let e = job_request(&run(Operation::Destroy, None)).unwrap_err();
+        assert_eq!(e.exit_code(), 1);
         assert!(
-            e.contains("over the 131072-byte") && e.contains("big.tf"),
+            e.to_string()
+                .starts_with("destroy needs an explicit --source: "),
+            "{e}"
+        );
+        let shown = dir.display().to_string();
+        let explicit = job_request(&run(Operation::Destroy, Some(shown.clone()))).unwrap();
+        assert_eq!(explicit["source"], json!({"type": "inline"}));
+        assert_eq!(explicit["files"]["main.tf"], "output \"x\" { value = 1 }\n");
+        let git = job_request(&run(
+            Operation::Destroy,
+            Some("git::https://h/r.git".into()),
+        ));
+        assert_eq!(git.unwrap()["source"]["type"], "git");
+        // The implicit source is the current directory: the crate's, which has no .tf file.
+        let e = job_request(&run(Operation::Apply, None)).unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(
+            e.to_string()
+                .starts_with("no .tf file in the current folder"),
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&dir);

@@ -8,17 +8,29 @@ mod config;
 mod dev;
 mod exit;
 mod follow;
+mod interrupt;
 mod output;
 mod resources;
+mod source;
+mod whoami;
 
 use std::process::ExitCode;
 
-use args::{Cli, Command, Global};
-use clap::{CommandFactory, Parser};
+use args::{Cli, Command, GetAny, Global, JobCommand, JobsGet, JobsListed, ListAny};
+use clap::{CommandFactory, FromArgMatches, Parser};
 use exit::CliError;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    quiet_on_closed_pipe();
+    // `sortie dev ...` alone, so its help lists only its own flags.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "dev") {
+        let args::DevOnly::Dev(dev) = args::DevCli::parse().command;
+        return run_dev(dev);
+    }
+    let cli = match Cli::from_arg_matches(&args::command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -31,27 +43,67 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Dev(args) => {
-            sortie_telemetry::init();
-            match runtime.block_on(dev::run(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("sortie dev: {e:#}");
-                    ExitCode::from(1)
-                }
-            }
+            drop(runtime);
+            run_dev(args)
         }
         Command::Completion { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "sortie", &mut std::io::stdout());
+            // Generated into memory, then written: a closed pipe (`| head`) ends quietly.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "sortie", &mut script);
+            output::print_text(&String::from_utf8_lossy(&script));
             ExitCode::SUCCESS
         }
         command => match runtime.block_on(execute(&cli.global, command)) {
             Ok(()) => ExitCode::SUCCESS,
+            // What happened and what to do were printed when it happened.
+            Err(CliError::Interrupted) => ExitCode::from(CliError::Interrupted.exit_code()),
             Err(e) => {
                 output::print_error(&e);
                 ExitCode::from(e.exit_code())
             }
         },
     }
+}
+
+/// `sortie dev`: the whole control plane in this process.
+fn run_dev(args: dev::DevArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sortie dev: could not start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    dev::init_logs(&args);
+    match runtime.block_on(dev::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sortie dev: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Output to a closed pipe (`sortie completion bash | head`) ends the process quietly
+/// with exit 0, instead of a panic of `println!`: Rust ignores SIGPIPE, so a write fails
+/// with EPIPE, and `print!` panics on it. Every other panic keeps its message.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.contains("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// Runs one API command: resolves the context (flags, then environment, then the config
@@ -61,12 +113,33 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
         return config::context_command(global, c);
     }
     let resolved = config::resolve(global)?;
+    if global.verbose {
+        eprintln!(
+            "sortie: API {} (from {})",
+            resolved.api_url,
+            resolved.url_source()
+        );
+        eprintln!("sortie: credential: {}", resolved.credential());
+        for note in resolved.overrides() {
+            eprintln!("sortie: note: {note}");
+        }
+    }
     let api = client::Api::new(&resolved)?;
     let out = global.output;
     match command {
         Command::Create(c) => resources::create(&api, c.resource, out).await,
-        Command::Get(g) => resources::get(&api, g.resource, out).await,
-        Command::List(l) => resources::list(&api, l.resource, out).await,
+        Command::Get(g) => match g.resource {
+            GetAny::Resource(r) => resources::get(&api, r, out).await,
+            GetAny::Jobs(JobsGet::Job { id }) => {
+                follow::job(&api, JobCommand::Get { id }, out).await
+            }
+            GetAny::Jobs(JobsGet::Jobs { env }) => follow::jobs_list(&api, &env, out).await,
+        },
+        Command::List(l) => match l.resource {
+            ListAny::Resource(r) => resources::list(&api, r, out).await,
+            ListAny::Jobs(JobsListed::Jobs { env }) => follow::jobs_list(&api, &env, out).await,
+        },
+        Command::Whoami(w) => whoami::whoami(&api, w, out).await,
         Command::Update(u) => resources::update(&api, u.resource, out).await,
         Command::Delete(d) => resources::delete(&api, d.resource, out).await,
         Command::Env(e) => resources::env(&api, e, out).await,

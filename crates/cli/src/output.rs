@@ -103,9 +103,9 @@ pub fn details(pairs: &[(&str, String)]) -> String {
     text
 }
 
-/// A time as tables show it, to the second (UTC): `2026-01-02 10:00:00`.
+/// A time as tables show it, to the second, with its zone: `2026-01-02 10:00:00 UTC`.
 pub fn when(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S").to_string()
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// `+add ~change -destroy`, as Terraform's plan line counts them.
@@ -130,6 +130,12 @@ mod tests {
             t,
             "ID          TYPE         DESCRIPTION\nacme/local  local\nx           ecs-fargate  two lines\n"
         );
+    }
+
+    #[test]
+    fn a_time_carries_its_zone() {
+        let t: DateTime<Utc> = "2026-11-25T12:03:00Z".parse().unwrap();
+        assert_eq!(when(t), "2026-11-25 12:03:00 UTC");
     }
 
     #[test]

@@ -202,17 +202,47 @@ pub async fn list(api: &Api, resource: ListResource, out: Output) -> Result<(), 
             let list: RuleList = decode(answer.body.clone())?;
             show_rules(&answer.body, list.rules, out)
         }
-        ListResource::Envs { group } => {
+        ListResource::Envs { group, recursive } => {
+            // Always asked recursively: without --recursive, the group's own are shown and
+            // the ones below are counted.
             let answer = api
                 .send(
                     Method::GET,
-                    &format!("{}/environments", group_url(&group)),
+                    &format!("{}/environments?recursive=true", group_url(&group)),
                     None,
                     &[],
                 )
                 .await?;
             let list: EnvironmentList = decode(answer.body.clone())?;
-            emit(&answer.body, out, || env_table(&list.environments))
+            if recursive {
+                return emit(&answer.body, out, || env_table(&list.environments));
+            }
+            let own_group = group.trim_matches('/').to_string();
+            let is_own =
+                |e: &EnvironmentView| e.record.environment.path.group().as_str() == own_group;
+            let (own, below): (Vec<EnvironmentView>, Vec<EnvironmentView>) =
+                list.environments.into_iter().partition(is_own);
+            let mut raw = answer.body.clone();
+            if let Some(all) = raw["environments"].as_array_mut() {
+                all.retain(|e| {
+                    serde_json::from_value::<EnvironmentView>(e.clone()).is_ok_and(|e| is_own(&e))
+                });
+            }
+            emit(&raw, out, || {
+                let mut t = if own.is_empty() {
+                    format!("no environments in group `{}`\n", shown_group(&group))
+                } else {
+                    env_table(&own)
+                };
+                if !below.is_empty() {
+                    t.push_str(&format!(
+                        "({} environment{} in subgroups not shown; use --recursive)\n",
+                        below.len(),
+                        if below.len() == 1 { "" } else { "s" }
+                    ));
+                }
+                t
+            })
         }
     }
 }
@@ -661,9 +691,33 @@ fn read_document(path: &Path) -> Result<(&'static str, String), CliError> {
     let content_type = if serde_json::from_str::<Value>(&text).is_ok() {
         "application/json"
     } else {
+        yaml_syntax(path, &text)?;
         "application/yaml"
     };
     Ok((content_type, text))
+}
+
+/// A YAML syntax error names the file, line and column (the API would name a field).
+fn yaml_syntax(path: &Path, text: &str) -> Result<(), CliError> {
+    match serde_norway::from_str::<serde_norway::Value>(text) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let problem = e.to_string();
+            let problem = problem
+                .split(" at line ")
+                .next()
+                .unwrap_or(&problem)
+                .to_string();
+            let at = e
+                .location()
+                .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
+                .unwrap_or_default();
+            Err(CliError::Usage(format!(
+                "{}: not valid YAML or JSON{at}: {problem}",
+                path.display()
+            )))
+        }
+    }
 }
 
 /// `KEY=VALUE` pairs (labels).

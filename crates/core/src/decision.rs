@@ -234,7 +234,7 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
         (JobState::Dispatching, Seen::LaunchRefused { retryable, reason }) => {
             if *retryable {
                 Step::Requeue {
-                    reason: format!("launch will be retried: {reason}"),
+                    reason: format!("{}: {reason}", crate::waiting::LAUNCH_RETRY_PREFIX),
                     spot: false,
                 }
             } else {

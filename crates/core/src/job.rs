@@ -48,6 +48,15 @@ impl Operation {
     }
 }
 
+/// The indefinite article for `word` as it is spelled: `an` before a vowel (`an apply`,
+/// `an outputs upload`), `a` otherwise (`a plan`, `a destroy`).
+pub fn a_or_an(word: &str) -> &'static str {
+    match word.chars().next().map(|c| c.to_ascii_lowercase()) {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
 /// A job's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -210,7 +219,26 @@ pub enum Source {
         path: String,
     },
     /// No source: the configuration is made entirely of the job's `files`.
-    Inline,
+    Inline {
+        /// True when the client chose the files itself, without being told which (the CLI's
+        /// `run` with no `--source`). Such a job may not destroy: a destroy is refused at
+        /// submit, and the runner refuses to apply a plan that destroys every resource and
+        /// creates none.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        implicit: bool,
+    },
+}
+
+impl Source {
+    /// The inline source of files the client was told to send (`implicit: false`).
+    pub fn inline() -> Self {
+        Self::Inline { implicit: false }
+    }
+
+    /// True for an inline source whose files the client chose without being told which.
+    pub fn is_implicit(&self) -> bool {
+        matches!(self, Self::Inline { implicit: true })
+    }
 }
 
 /// What a client submits: the job's specification.
@@ -224,11 +252,16 @@ pub struct JobRequest {
     #[serde(default)]
     pub variables: BTreeMap<String, Value>,
     /// Extra files by relative path, written over the source.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, String>,
     /// Secret references (ARNs) by environment variable name.
     #[serde(default)]
     pub secret_refs: BTreeMap<String, String>,
+    /// Sensitive Terraform variables: each name with the ARN of the Secrets Manager secret
+    /// that holds its value for the job's life ([`crate::sensitive`]). Never a value; set
+    /// by the API at submit, never by a client.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sensitive_variables: BTreeMap<String, String>,
 }
 
 /// Largest total size of a job's inline files, in bytes.
@@ -249,7 +282,7 @@ impl JobRequest {
         let operation: Option<Operation> = f.required("operation", &mut p);
         let source = match f.raw("source") {
             Some(v) => decode_source(v, &mut p),
-            None => Some(Source::Inline),
+            None => Some(Source::inline()),
         };
         let variables: BTreeMap<String, Value> =
             f.optional("variables", &mut p).unwrap_or_default();
@@ -293,7 +326,15 @@ impl JobRequest {
             );
         }
         f.finish(&mut p);
-        if matches!(source, Some(Source::Inline)) && files.is_empty() && p.is_empty() {
+        if let (Some(Operation::Destroy), Some(Source::Inline { implicit: true })) =
+            (operation, &source)
+        {
+            p.push(
+                "source.implicit",
+                "a destroy needs an explicit source: name the configuration to destroy (the CLI's `--source DIR`)",
+            );
+        }
+        if matches!(source, Some(Source::Inline { .. })) && files.is_empty() && p.is_empty() {
             p.push(
                 "source",
                 "is required unless the configuration is given inline in `files`",
@@ -307,6 +348,7 @@ impl JobRequest {
                     variables,
                     files,
                     secret_refs,
+                    sensitive_variables: BTreeMap::new(),
                 };
                 let size = request.item_size();
                 if size > limits::JOB_REQUEST_ITEM_MAX {
@@ -477,7 +519,12 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
                 _ => None,
             }
         }
-        "inline" => Some(Source::Inline),
+        "inline" => {
+            let implicit: Option<bool> = f.optional("implicit", p);
+            Some(Source::Inline {
+                implicit: implicit.unwrap_or(false),
+            })
+        }
         other => {
             p.push(
                 "source.type",
@@ -705,5 +752,55 @@ impl Job {
             .last()
             .map(|t| t.reason.as_str())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod implicit_source_tests {
+    use super::*;
+
+    #[test]
+    fn the_article_follows_the_first_letter() {
+        assert_eq!(a_or_an("apply"), "an");
+        assert_eq!(a_or_an("outputs"), "an");
+        assert_eq!(a_or_an("Error"), "an");
+        assert_eq!(a_or_an("plan"), "a");
+        assert_eq!(a_or_an("destroy"), "a");
+        assert_eq!(a_or_an(""), "a");
+    }
+
+    #[test]
+    fn an_inline_source_may_be_marked_implicit_and_then_may_not_destroy() {
+        let parse = |op: &str, source: &str| {
+            JobRequest::parse(&format!(
+                r#"{{"operation":"{op}","source":{source},"files":{{"main.tf":"output \"x\" {{ value = 1 }}"}}}}"#
+            ))
+        };
+        let apply = parse("apply", r#"{"type":"inline","implicit":true}"#).unwrap();
+        assert_eq!(apply.source, Source::Inline { implicit: true });
+        assert!(apply.source.is_implicit());
+        // It travels as `implicit: true`, and an explicit one as a plain inline source.
+        let json = serde_json::to_value(&apply.source).unwrap();
+        assert_eq!(json, serde_json::json!({"type": "inline", "implicit": true}));
+        let plain = parse("apply", r#"{"type":"inline"}"#).unwrap();
+        assert_eq!(plain.source, Source::inline());
+        assert!(!plain.source.is_implicit());
+        assert_eq!(
+            serde_json::to_value(&plain.source).unwrap(),
+            serde_json::json!({"type": "inline"})
+        );
+        let back: Source = serde_json::from_value(serde_json::json!({"type": "inline"})).unwrap();
+        assert_eq!(back, Source::inline());
+
+        let e = parse("destroy", r#"{"type":"inline","implicit":true}"#).unwrap_err();
+        assert_eq!(e.problems.len(), 1, "{e}");
+        assert_eq!(e.problems[0].path, "source.implicit");
+        assert!(e.problems[0].problem.contains("explicit source"), "{e}");
+        assert!(parse("destroy", r#"{"type":"inline","implicit":false}"#).is_ok());
+        let e = parse("apply", r#"{"type":"inline","implicit":"yes"}"#).unwrap_err();
+        assert_eq!(e.problems[0].path, "source.implicit", "{e}");
+        let e = parse("apply", r#"{"type":"git","url":"https://h/r.git","implicit":true}"#)
+            .unwrap_err();
+        assert_eq!(e.problems[0].path, "source.implicit", "{e}");
     }
 }

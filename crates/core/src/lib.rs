@@ -15,6 +15,7 @@ pub mod drift;
 pub mod environment;
 pub mod ids;
 pub mod job;
+pub mod job_env;
 pub mod limits;
 pub mod names;
 pub mod outcome;
@@ -22,8 +23,10 @@ pub mod problems;
 pub mod rule;
 pub mod rule_index;
 pub mod runner;
+pub mod sensitive;
 pub mod spec;
 pub mod tool;
+pub mod waiting;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
 pub use check::{CheckStatus, RunnerCheck};

@@ -33,6 +33,11 @@ pub struct JobSpec {
     /// Secret references (ARNs) by environment variable name; resolved by the runner.
     #[serde(default)]
     pub secret_refs: BTreeMap<String, String>,
+    /// The names of the job's sensitive variables: the runner fetches their values with
+    /// its job token (`GET /v1/jobs/{id}/sensitive-variables`) and gives them to terraform
+    /// as `TF_VAR_<name>`, in its environment only ([`crate::sensitive`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_variables: Vec<String>,
     /// The runner's state storage.
     pub state_storage: StateStorageConfiguration,
     /// For `s3` storage: the state object's key, `<key_prefix><environment path>/terraform.tfstate`.
@@ -193,7 +198,8 @@ pub fn upload_key(
             Ok(format!("{}{file}", artifact_prefix(job_id)))
         }
         (Some(file), Some(_)) => Err(format!(
-            "a {} upload is named `{file}` (or not named)",
+            "{} {} upload is named `{file}` (or not named)",
+            crate::job::a_or_an(kind.as_str()),
             kind.as_str()
         )),
     }

@@ -344,7 +344,7 @@ fn job_requests_validate_sources_files_and_secret_refs() {
         r#"{"operation":"plan","files":{"main.tf":"output \"x\" { value = 1 }"}}"#,
     )
     .unwrap();
-    assert_eq!(inline.source, sortie_core::Source::Inline);
+    assert_eq!(inline.source, sortie_core::Source::inline());
 }
 
 #[test]

@@ -99,6 +99,7 @@ async fn a_batch_launches_its_records_concurrently_and_reports_exactly_the_faile
         store: store.clone(),
         queue: Arc::new(NoQueue::default()),
         bus: Arc::new(NoBus),
+        secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
     };
     let engine = Engine {
         jobs: jobs.clone(),

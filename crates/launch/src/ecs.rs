@@ -422,6 +422,12 @@ fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair>
         ("SORTIE_JOB_TOKEN".to_string(), spec.token.to_string()),
         ("SORTIE_API_URL".to_string(), spec.api_url.to_string()),
     ];
+    // The job's built-in variables; a runner's `env` cannot name them (`SORTIE_` is reserved).
+    env.extend(
+        sortie_core::job_env::builtin(job)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v)),
+    );
     env.extend(c.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let secrets = container_secrets(c, job);
     env.retain(|(name, _)| !secrets.contains_key(name));
@@ -575,6 +581,50 @@ impl Launcher for EcsLauncher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_container_override_holds_sortie_s_and_the_job_s_built_in_variables_then_the_runner_s() {
+        let mut job = Job::new(
+            "01jnx6v4k2m8q9r3s5t7w0y1za",
+            sortie_core::EnvPath::parse("acme/web/prod").unwrap(),
+            sortie_core::RunnerId::parse("acme/fargate").unwrap(),
+            sortie_core::JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#)
+                .unwrap(),
+            "alice@example.com".into(),
+            chrono::Utc::now(),
+        );
+        job.runner_spec = Some(
+            sortie_core::RunnerSpec::parse(
+                "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: eu-west-1\n  cluster: c\n  task_definition: runner\n  container_name: runner\n  subnets: [subnet-0123abcd]\n  security_groups: [sg-0123abcd]\n  env: {TF_LOG: INFO}\nstate_storage_configuration:\n  type: s3\n  bucket: state\n  region: eu-west-1\n",
+            )
+            .unwrap(),
+        );
+        let c = EcsLauncher::runner(&job).unwrap();
+        let spec = LaunchSpec {
+            job: &job,
+            token: "job-token-1",
+            api_url: "https://api.sortie.example",
+            attempt: 1,
+        };
+        let env: Vec<(String, String)> = environment(&spec, c)
+            .into_iter()
+            .map(|kv| (kv.name.unwrap(), kv.value.unwrap()))
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("SORTIE_JOB_ID", "01jnx6v4k2m8q9r3s5t7w0y1za"),
+            ("SORTIE_JOB_TOKEN", "job-token-1"),
+            ("SORTIE_API_URL", "https://api.sortie.example"),
+            ("SORTIE_GROUP", "acme/web"),
+            ("SORTIE_ENVIRONMENT", "acme/web/prod"),
+            ("SORTIE_OPERATION", "plan"),
+            ("SORTIE_REQUESTED_BY", "alice@example.com"),
+            ("TF_LOG", "INFO"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(env, want);
+    }
 
     #[test]
     fn derived_families_keep_within_ecs_rules() {

@@ -8,6 +8,7 @@
 pub mod check;
 mod ecs;
 pub mod eks;
+pub mod job_secrets;
 mod local;
 pub mod secrets;
 
@@ -17,6 +18,7 @@ use sortie_core::{Job, TaskRef, TaskStop};
 pub use check::{AwsRunnerChecker, RunnerChecker, StaticRunnerChecker};
 pub use ecs::{classify, client_token, EcsCustomizer, EcsLauncher};
 pub use eks::EksLauncher;
+pub use job_secrets::{AwsJobSecrets, JobSecrets, MemoryJobSecrets};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
 pub use secrets::{AwsSecretValues, SecretValues, StaticSecretValues};
 

@@ -326,6 +326,7 @@ impl Launcher for LocalLauncher {
             .env("SORTIE_API_URL", spec.api_url)
             .envs(&runner.env)
             .envs(secret_env)
+            .envs(sortie_core::job_env::builtin(job))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))

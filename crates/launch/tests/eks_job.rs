@@ -137,8 +137,12 @@ fn the_job_matches_the_runner_configuration_field_by_field() {
             {"name": "SORTIE_JOB_ID", "value": "01jnx6v4k2m8q9r3s5t7w0y1za"},
             {"name": "SORTIE_JOB_TOKEN", "value": "job-token-1"},
             {"name": "SORTIE_API_URL", "value": "https://api.sortie.example"},
+            {"name": "SORTIE_GROUP", "value": "acme/payments"},
+            {"name": "SORTIE_ENVIRONMENT", "value": "acme/payments/prod"},
+            {"name": "SORTIE_OPERATION", "value": "apply"},
+            {"name": "SORTIE_REQUESTED_BY", "value": "alice"},
         ]),
-        "a secret is a secretKeyRef, never a value, and wins over a plain variable of its name"
+        "a secret is a secretKeyRef, never a value, and wins over a plain variable of its name; the job's built-in variables come last"
     );
     assert!(
         !k.to_string().contains("overridden by the secret"),
@@ -188,6 +192,7 @@ fn the_pod_template_overlay_merges_containers_by_name_and_replaces_atomic_lists(
             env:
               - { name: EXTRA, value: "1" }
               - { name: SORTIE_JOB_TOKEN, value: stolen }
+              - { name: SORTIE_ENVIRONMENT, value: forged }
               - { name: TF_LOG, value: DEBUG }
             volumeMounts: [{ name: cache, mountPath: /cache }]
           - name: proxy
@@ -255,6 +260,11 @@ fn the_pod_template_overlay_merges_containers_by_name_and_replaces_atomic_lists(
         value("SORTIE_JOB_TOKEN"),
         vec![json!("job-token-1")],
         "Sortie's own variables cannot be overridden"
+    );
+    assert_eq!(
+        value("SORTIE_ENVIRONMENT"),
+        vec![json!("acme/payments/prod")],
+        "nor the job's built-in ones"
     );
     assert_eq!(containers[1]["image"], "envoyproxy/envoy:v1.30");
 }

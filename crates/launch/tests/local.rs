@@ -191,5 +191,13 @@ async fn secret_references_reach_the_child_as_values_and_never_as_arns() {
     );
     assert!(!env.contains(arn) && !env.contains(git), "no ARN: {env}");
     assert!(!env.contains("SORTIE_SECRET_REFS"), "{env}");
+    for line in [
+        "SORTIE_GROUP=acme",
+        "SORTIE_ENVIRONMENT=acme/dev",
+        "SORTIE_OPERATION=plan",
+        "SORTIE_REQUESTED_BY=alice",
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} in {env}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -162,6 +162,7 @@ impl World {
                 store: store.clone(),
                 queue: queue.clone(),
                 bus: bus.clone(),
+                secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
             },
             launcher: Arc::new(FakeLauncher),
             api_url: "https://api.sortie.example.com".into(),

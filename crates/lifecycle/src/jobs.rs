@@ -17,9 +17,13 @@ use sortie_store::{
     IdempotencyKey, JobMessage, JobQueue, JobRecord, JobUpdate, LastApply, PhaseRecord, Released,
     Store, StoreError, Submitted,
 };
+use sortie_launch::JobSecrets;
 use tracing::{info, warn};
 
 use crate::{Bus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL};
+
+/// How long one secret's deletion may take when a job ends.
+pub const SECRET_DELETE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Who discards a reviewed job whose approval timed out.
 pub const APPROVAL_TIMEOUT_PRINCIPAL: &str = "sortie:approval-timeout";
@@ -33,6 +37,8 @@ pub struct JobService {
     pub queue: Arc<dyn JobQueue>,
     /// Where `sortie.job.completed` goes.
     pub bus: Arc<dyn Bus>,
+    /// The secrets holding jobs' sensitive variables while they run.
+    pub secrets: Arc<dyn JobSecrets>,
 }
 
 /// What the runner's own report of its exit did.
@@ -143,6 +149,7 @@ impl JobService {
                 .cancel_waiting_job(&job.id, Utc::now(), &reason)
                 .await?
         };
+        self.forget_sensitive_variables(&canceled.job).await;
         Ok(Cancellation::Canceled(canceled))
     }
 
@@ -171,6 +178,7 @@ impl JobService {
     /// `sortie.job.completed` (best effort: the outcome is already durable), then record what
     /// the end means for its environment (its latest successful apply, a drift check's result).
     pub async fn complete(&self, record: &JobRecord) -> Result<(), StoreError> {
+        self.forget_sensitive_variables(&record.job).await;
         self.release_and_next(record).await?;
         if let Err(e) = self.bus.job_completed(record).await {
             warn!(error = %e, "publishing sortie.job.completed failed");
@@ -345,6 +353,73 @@ impl JobService {
         Ok(Ok(decided))
     }
 
+    /// Keeps the values of job `job_id`'s sensitive variables in one secret each
+    /// ([`sortie_core::sensitive::secret_name`]), tagged with the job, its environment and
+    /// its organisation; returns `{name: ARN}` for the job record. On a failure the
+    /// secrets already made are deleted and the error (which names no value) returned.
+    pub async fn keep_sensitive_variables(
+        &self,
+        job_id: &JobId,
+        env: &EnvPath,
+        values: &sortie_core::sensitive::SensitiveValues,
+    ) -> Result<std::collections::BTreeMap<String, String>, String> {
+        let mut refs = std::collections::BTreeMap::new();
+        let (job, env_text) = (job_id.to_string(), env.to_string());
+        let tags = [
+            ("sortie:job", job.as_str()),
+            ("sortie:env", env_text.as_str()),
+            ("sortie:org", env.org()),
+        ];
+        for (name, value) in values.iter() {
+            let secret = sortie_core::sensitive::secret_name(job_id, name);
+            match self.secrets.create(&secret, value, &tags).await {
+                Ok(arn) => {
+                    refs.insert(name.to_string(), arn);
+                }
+                Err(e) => {
+                    self.delete_secrets(job_id, refs.values()).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(refs)
+    }
+
+    /// The values of `job`'s sensitive variables, read from their secrets, by name.
+    pub async fn sensitive_values(
+        &self,
+        job: &Job,
+    ) -> Result<sortie_core::sensitive::SensitiveValues, String> {
+        let mut values = std::collections::BTreeMap::new();
+        for (name, arn) in &job.request.sensitive_variables {
+            let value = self
+                .secrets
+                .value(arn)
+                .await
+                .map_err(|e| format!("sensitive variable `{name}`: {e}"))?;
+            values.insert(name.clone(), value);
+        }
+        Ok(sortie_core::sensitive::SensitiveValues::new(values))
+    }
+
+    /// Deletes the secrets of `job`'s sensitive variables (once it ended, or when its
+    /// submit made no job), each bounded in time; a failure is logged, never fatal (the
+    /// job's outcome is already durable).
+    pub async fn forget_sensitive_variables(&self, job: &Job) {
+        self.delete_secrets(&job.id, job.request.sensitive_variables.values())
+            .await;
+    }
+
+    async fn delete_secrets(&self, job_id: &JobId, arns: impl Iterator<Item = &String>) {
+        for arn in arns {
+            match tokio::time::timeout(SECRET_DELETE_TIMEOUT, self.secrets.delete(arn)).await {
+                Ok(Ok(())) => info!(%job_id, %arn, "sensitive variable's secret deleted"),
+                Ok(Err(e)) => warn!(%job_id, error = %e, "could not delete a sensitive variable's secret"),
+                Err(_) => warn!(%job_id, %arn, "deleting a sensitive variable's secret timed out"),
+            }
+        }
+    }
+
     /// What a job's end means for its environment, best effort (failures are logged; the
     /// job's own outcome is already durable): a successful apply becomes the environment's
     /// latest apply; a drift check's result is recorded, published when it drifted, and
@@ -405,6 +480,8 @@ impl JobService {
                     .await?;
                 let mut request = job.request.clone();
                 request.operation = Operation::Apply;
+                // The check's secrets are gone with it: a remediation has no sensitive values.
+                request.sensitive_variables.clear();
                 let apply = Job::for_environment(
                     sortie_store::new_id(),
                     &env.item.environment,

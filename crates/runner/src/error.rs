@@ -38,6 +38,9 @@ pub enum RunnerError {
     /// Terraform or OpenTofu could not be found, started or understood.
     #[error("{0}")]
     Tool(String),
+    /// The job would empty an environment by accident, and was refused ([`crate::guard`]).
+    #[error("{0}")]
+    Refused(String),
     /// A Terraform or OpenTofu command exited unsuccessfully.
     #[error("{tool} {command} failed with exit code {code}{}", first_error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
     Terraform {
@@ -47,7 +50,7 @@ pub enum RunnerError {
         command: String,
         /// The exit code, or `signal` text when it was killed.
         code: String,
-        /// The first `Error:` line of its output, if any.
+        /// The first error of its output, whole (its `Error:` block), if any.
         first_error: Option<String>,
     },
 }

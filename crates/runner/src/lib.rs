@@ -17,7 +17,8 @@
 //! 4. fetches the source (git, an S3 tar.gz with its checksum verified, or
 //!    nothing for `inline`) and writes the job's files and variables
 //!    ([`source`]), and writes the backend configuration that version understands
-//!    ([`backend`]);
+//!    ([`backend`]); a configuration with no `.tf` file of its own, and a destroy from an
+//!    implicit source, are refused ([`guard`]);
 //! 5. runs `init`, then the job's steps ([`terraform::job_steps`]), streaming the combined
 //!    output to stdout and to S3 in ordered chunks ([`log`]), numbered from the spec's
 //!    `log_offset` (a second phase continues the first phase's log). Every apply and
@@ -25,7 +26,9 @@
 //!    (`-destroy` for a destroy), then `apply plan.tfplan`; a reviewed job's plan phase
 //!    stops after the plan, and its apply phase downloads the saved plan from the spec's
 //!    presigned `saved_plan_url` and applies it. A drift check plans with
-//!    `-detailed-exitcode` (exit code 2, changes present, is a success);
+//!    `-detailed-exitcode` (exit code 2, changes present, is a success). An apply whose plan
+//!    would empty the state from an empty configuration, or from an implicit source, is
+//!    refused before anything is applied ([`guard::apply_refusal`]);
 //! 6. uploads the plan (when nothing was applied), a change summary ([`summary`]; with
 //!    `has_changes` for a drift check) and, after an apply, the outputs (sensitive values
 //!    redacted), and reports the summary to the API;
@@ -43,6 +46,7 @@ pub mod api;
 pub mod backend;
 pub mod env;
 pub mod error;
+pub mod guard;
 pub mod log;
 pub mod objects;
 pub mod run;

@@ -14,6 +14,7 @@ use crate::api::{without_query, ApiClient, ExitReported};
 use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
 use crate::env::{check_env_name, RunnerEnv, PRIVATE_VARS};
 use crate::error::RunnerError;
+use crate::guard;
 use crate::log::{LogShipper, LogSink, FLUSH_INTERVAL};
 use crate::objects::{ObjectRef, ObjectStore};
 use crate::source;
@@ -38,13 +39,20 @@ pub fn exit_code<T>(result: &Result<T, RunnerError>) -> u8 {
 
 /// The final callback's body for `result`: the exit code the process is about to
 /// return and, on failure, the reason on one line (no control characters), cut to
-/// [`RUNNER_EXIT_REASON_MAX`] bytes.
+/// [`RUNNER_EXIT_REASON_MAX`] bytes, ending with `…` when cut.
 pub fn runner_exit<T>(result: &Result<T, RunnerError>) -> RunnerExit {
     RunnerExit {
         exit_code: i32::from(exit_code(result)),
         reason: result.as_ref().err().map(|e| {
             let reason: String = e.reason().chars().filter(|c| !c.is_control()).collect();
-            clip(&reason, RUNNER_EXIT_REASON_MAX).to_string()
+            if reason.len() <= RUNNER_EXIT_REASON_MAX {
+                reason
+            } else {
+                format!(
+                    "{}…",
+                    clip(&reason, RUNNER_EXIT_REASON_MAX - '…'.len_utf8())
+                )
+            }
         }),
     }
 }
@@ -245,6 +253,9 @@ async fn execute(
     let tf_env = ToolEnv::for_terraform();
 
     // What the spec asks for, checked before anything is chosen, fetched or run.
+    if let Some(reason) = guard::spec_refusal(spec) {
+        return Err(RunnerError::Refused(reason));
+    }
     let steps = terraform::job_steps(spec.operation, spec.phase, spec.detailed_exitcode)?;
     let saved_plan_url = saved_plan_url(spec)?;
     let request = ToolRequest::new(spec.tool, spec.version.as_deref())?;
@@ -286,6 +297,16 @@ async fn execute(
     let source_path = fetch_source(env, spec, sink, objects, &work.path, &root).await?;
     let dir = source::config_dir(&root, &source_path)?;
     source::write_files(&dir, &spec.files)?;
+    // The configuration's own files, before the runner adds its backend file.
+    let own_config = source::own_config_files(&dir)?;
+    if own_config.is_empty() {
+        return Err(RunnerError::Refused(guard::no_config_reason(&source_path)));
+    }
+    let declares_resources = guard::declares_resources(
+        own_config
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str())),
+    );
     if source::write_variables(&dir, &spec.variables)? {
         sink.line(&format!(
             "{PREFIX} wrote {} variable(s) to {}",
@@ -358,6 +379,23 @@ async fn execute(
                 let mut plan = summarize_plan(&tool, &finished, sink).await;
                 if *detailed_exitcode {
                     plan.has_changes = Some(finished.exit_code == Some(2));
+                }
+                if spec.operation == Operation::Apply {
+                    let state_resources = if guard::may_empty(&plan) {
+                        state_resources(&tool).await
+                    } else {
+                        None
+                    };
+                    let facts = guard::PlanFacts {
+                        operation: spec.operation,
+                        implicit: spec.source.is_implicit(),
+                        declares_resources,
+                        plan,
+                        state_resources,
+                    };
+                    if let Some(reason) = guard::apply_refusal(&facts) {
+                        return Err(RunnerError::Refused(reason));
+                    }
                 }
                 plan
             }
@@ -528,9 +566,9 @@ impl Tool {
                 command,
                 code: finished.code.clone(),
                 // Paths inside the job's directory read better relative to it.
-                first_error: terraform::first_error_line(&finished.output).map(|line| {
+                first_error: terraform::first_error(&finished.output).map(|error| {
                     let dir = self.dir.to_string_lossy();
-                    line.replace(&format!("{}/", dir.trim_end_matches('/')), "")
+                    error.replace(&format!("{}/", dir.trim_end_matches('/')), "")
                 }),
             })
         }
@@ -569,6 +607,24 @@ async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
     match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
         Ok((true, json)) => summary::redact_outputs(&json),
         _ => None,
+    }
+}
+
+/// How many managed resources the state holds (`state list`); `None` when it could not
+/// tell.
+async fn state_resources(tool: &Tool) -> Option<usize> {
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["state", "list"].map(String::from).to_vec();
+    match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, list)) => Some(guard::managed_resources(&list)),
+        Ok((false, _)) => {
+            tracing::warn!("state list failed; taking the plan's destroys as every resource");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.reason(), "state list could not run; taking the plan's destroys as every resource");
+            None
+        }
     }
 }
 
@@ -652,7 +708,7 @@ async fn fetch_source(
     root: &Path,
 ) -> Result<String, RunnerError> {
     match &spec.source {
-        Source::Inline => {
+        Source::Inline { .. } => {
             std::fs::create_dir_all(root).map_err(|e| {
                 RunnerError::Workspace(format!("could not create {}: {e}", root.display()))
             })?;
@@ -731,7 +787,7 @@ async fn fetch_source(
                 })
                 .await?;
                 if !finished.success {
-                    let detail = terraform::first_error_line(&finished.output)
+                    let detail = terraform::first_error(&finished.output)
                         .map(|l| format!(": {l}"))
                         .unwrap_or_default();
                     return Err(RunnerError::Source(format!(
@@ -803,7 +859,8 @@ mod tests {
         let failed: Result<(), RunnerError> = Err(RunnerError::Workspace(reason));
         let exit = runner_exit(&failed);
         let cut = exit.reason.unwrap();
-        assert_eq!(cut, "x".repeat(RUNNER_EXIT_REASON_MAX - 1));
+        assert_eq!(cut, format!("{}…", "x".repeat(RUNNER_EXIT_REASON_MAX - 3)));
+        assert_eq!(cut.len(), RUNNER_EXIT_REASON_MAX);
         assert_eq!(clip("ééé", 5), "éé");
         assert_eq!(clip("short", RUNNER_EXIT_REASON_MAX), "short");
         assert_eq!(clip("", 0), "");

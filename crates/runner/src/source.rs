@@ -81,6 +81,29 @@ pub fn write_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), R
     Ok(())
 }
 
+/// The configuration files directly in `dir` ([`crate::guard::is_config_file`]: `*.tf` and
+/// `*.tf.json`, never the runner's backend file), by name, with their text (lossy UTF-8),
+/// sorted by name. Files in subdirectories are not the configuration's own: they are
+/// modules, read only when the configuration calls them.
+pub fn own_config_files(dir: &Path) -> Result<Vec<(String, String)>, RunnerError> {
+    let read_err =
+        |e: std::io::Error| RunnerError::Workspace(format!("could not read {}: {e}", dir.display()));
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_err)? {
+        let entry = entry.map_err(read_err)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !crate::guard::is_config_file(&name) || !entry.path().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).map_err(|e| {
+            RunnerError::Workspace(format!("could not read {}: {e}", entry.path().display()))
+        })?;
+        files.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// Writes `terraform.tfvars.json` when there are variables; returns whether it did.
 pub fn write_variables(
     dir: &Path,
@@ -245,6 +268,25 @@ mod tests {
         let written: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(TFVARS_FILE)).unwrap()).unwrap();
         assert_eq!(written["greeting"], "hi");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_the_directorys_own_tf_files_are_its_configuration() {
+        let dir = scratch("own");
+        std::fs::create_dir_all(dir.join("modules/m")).unwrap();
+        std::fs::write(dir.join("modules/m/main.tf"), "resource \"a\" \"b\" {}").unwrap();
+        std::fs::write(dir.join(crate::backend::BACKEND_FILE), "terraform {}").unwrap();
+        std::fs::write(dir.join("terraform.tfvars.json"), "{}").unwrap();
+        assert!(own_config_files(&dir).unwrap().is_empty());
+        std::fs::write(dir.join("variables.tf"), "variable \"x\" {}").unwrap();
+        std::fs::write(dir.join("extra.tf.json"), "{}").unwrap();
+        let names: Vec<String> = own_config_files(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(names, ["extra.tf.json", "variables.tf"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

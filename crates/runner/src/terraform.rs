@@ -606,30 +606,75 @@ fn exit_code(status: &ExitStatus) -> String {
     "unknown".into()
 }
 
-/// The first error line of a tool's output: the first line that starts with
-/// `Error:` (after Terraform 1.x's `│` box drawing), else the first line that
-/// starts with `Error` or `fatal:` (git), else the first paragraph that starts with
-/// `Failed to ` (Terraform 0.11's wrapped messages, such as a stale plan's
-/// `Failed to load backend: This plan was created against an older state ...`), joined.
-pub fn first_error_line(output: &str) -> Option<String> {
-    let lines = || {
-        output.lines().map(|l| {
-            l.trim_start_matches(|c: char| c == '│' || c.is_whitespace())
-                .trim_end()
+/// The longest first error kept in a failure's reason, in bytes; a longer one is cut,
+/// ending with `…`.
+pub const FIRST_ERROR_MAX: usize = 2048;
+
+/// The first error of a tool's output, whole:
+///
+/// - Terraform's first `Error:` block: in a box (`│`, Terraform 1.x with colour) up to the
+///   box's end; in plain text (`-no-color`, and Terraform 0.11), with every paragraph after
+///   it (where it happened, the detail, 0.11's `* resource: ...` list) up to the next
+///   `Error:` or `Warning:`, leaving out 0.11's advice that Terraform does not roll back;
+/// - else the first line that starts with `Error` or `fatal:` (git);
+/// - else the first paragraph that starts with `Failed to ` (Terraform 0.11's wrapped
+///   messages, such as a stale plan's `Failed to load backend: ...`).
+///
+/// Lines are joined with `\n`, blank lines dropped, and the whole cut to
+/// [`FIRST_ERROR_MAX`] bytes.
+pub fn first_error(output: &str) -> Option<String> {
+    let lines: Vec<(bool, &str)> = output
+        .lines()
+        .map(|l| {
+            let boxed = l.trim_start().starts_with(['│', '╷', '╵']);
+            let text = l
+                .trim_start_matches(|c: char| c == '│' || c.is_whitespace())
+                .trim_end();
+            (boxed, text)
         })
-    };
-    let clip = |text: &str| one_line(text).chars().take(400).collect();
-    if let Some(line) = lines()
-        .find(|l| l.starts_with("Error:"))
-        .or_else(|| lines().find(|l| l.starts_with("Error") || l.starts_with("fatal:")))
-    {
-        return Some(clip(line));
+        .collect();
+    let starts_another = |l: &str| l.starts_with("Error:") || l.starts_with("Warning:");
+    if let Some(start) = lines.iter().position(|(_, l)| l.starts_with("Error:")) {
+        let boxed = lines[start].0;
+        let mut block = vec![lines[start].1];
+        for &(in_box, line) in &lines[start + 1..] {
+            if starts_another(line)
+                || (boxed && (!in_box || line.starts_with('╵')))
+                || line.starts_with("Terraform does not automatically rollback")
+            {
+                break;
+            }
+            block.push(line);
+        }
+        block.retain(|l| !l.is_empty());
+        return Some(bounded(&block.join("\n")));
     }
-    let paragraph: Vec<&str> = lines()
+    if let Some((_, line)) = lines
+        .iter()
+        .find(|(_, l)| l.starts_with("Error") || l.starts_with("fatal:"))
+    {
+        return Some(bounded(line));
+    }
+    let paragraph: Vec<&str> = lines
+        .iter()
+        .map(|(_, l)| *l)
         .skip_while(|l| !l.starts_with("Failed to "))
         .take_while(|l| !l.is_empty())
         .collect();
-    (!paragraph.is_empty()).then(|| clip(&paragraph.join(" ")))
+    (!paragraph.is_empty()).then(|| bounded(&paragraph.join(" ")))
+}
+
+/// `text` cut to at most [`FIRST_ERROR_MAX`] bytes on a character boundary, ending with `…`
+/// when cut.
+fn bounded(text: &str) -> String {
+    if text.len() <= FIRST_ERROR_MAX {
+        return text.to_string();
+    }
+    let mut end = FIRST_ERROR_MAX - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]
@@ -860,25 +905,52 @@ mod tests {
     fn finds_the_first_error_line_in_old_and_new_formats() {
         let v011 = "There are some problems with the configuration, described below.\n\nError: Error loading /w/main.tf: Error parsing /w/main.tf: At 3:1: expected: IDENT | STRING got: RBRACE\n\n";
         assert_eq!(
-            first_error_line(v011).as_deref(),
+            first_error(v011).as_deref(),
             Some("Error: Error loading /w/main.tf: Error parsing /w/main.tf: At 3:1: expected: IDENT | STRING got: RBRACE")
         );
         let v1 = "╷\n│ Error: Unsupported argument\n│ \n│   on main.tf line 2:\n╵\n";
         assert_eq!(
-            first_error_line(v1).as_deref(),
-            Some("Error: Unsupported argument")
+            first_error(v1).as_deref(),
+            Some("Error: Unsupported argument\non main.tf line 2:")
         );
         let git = "Cloning into 'src'...\nfatal: repository 'x' not found\n";
         assert_eq!(
-            first_error_line(git).as_deref(),
+            first_error(git).as_deref(),
             Some("fatal: repository 'x' not found")
         );
-        assert_eq!(first_error_line("all good\n"), None);
+        assert_eq!(first_error("all good\n"), None);
         let stale_011 = "Failed to load backend: This plan was created against an older state than is current. Please create\na new plan file against the latest state and try again.\n\nTerraform doesn't allow you to run plans\n";
         assert_eq!(
-            first_error_line(stale_011).as_deref(),
+            first_error(stale_011).as_deref(),
             Some("Failed to load backend: This plan was created against an older state than is current. Please create a new plan file against the latest state and try again.")
         );
+    }
+
+    #[test]
+    fn the_first_error_is_kept_whole_up_to_the_next_one() {
+        // Terraform 1.x with -no-color: summary, location and detail, then a second error.
+        let plain = "\nError: Reference to undeclared input variable\n\n  on main.tf line 2, in output \"o\":\n   2: output \"o\" { value = var.y }\n\nAn input variable with the name \"y\" has not been declared.\n\nError: Reference to undeclared input variable\n\n  on main.tf line 3\n";
+        assert_eq!(
+            first_error(plain).as_deref(),
+            Some("Error: Reference to undeclared input variable\non main.tf line 2, in output \"o\":\n2: output \"o\" { value = var.y }\nAn input variable with the name \"y\" has not been declared.")
+        );
+        // Terraform 1.x boxes: the box's lines, not what follows it.
+        let boxed = "╷\n│ Error: Invalid value\n│ \n│   on main.tf line 1:\n│ \n│ The detail.\n╵\n╷\n│ Warning: later\n╵\nmore text\n";
+        assert_eq!(
+            first_error(boxed).as_deref(),
+            Some("Error: Invalid value\non main.tf line 1:\nThe detail.")
+        );
+        // Terraform 0.11: the error and its list of causes, without the rollback advice.
+        let v011 = "null_resource.a: Creating...\n\nError: Error applying plan:\n\n1 error(s) occurred:\n\n* null_resource.a: boom: the real cause\n\nTerraform does not automatically rollback in the face of errors.\nInstead, your Terraform state file has been partially updated\n";
+        assert_eq!(
+            first_error(v011).as_deref(),
+            Some("Error: Error applying plan:\n1 error(s) occurred:\n* null_resource.a: boom: the real cause")
+        );
+        // Bounded, cut on a character boundary with an ellipsis.
+        let long = format!("Error: {}\n", "é".repeat(FIRST_ERROR_MAX));
+        let cut = first_error(&long).unwrap();
+        assert!(cut.len() <= FIRST_ERROR_MAX, "{}", cut.len());
+        assert!(cut.starts_with("Error: éé") && cut.ends_with('…'), "{cut}");
     }
 
     #[cfg(unix)]

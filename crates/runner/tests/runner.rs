@@ -367,6 +367,7 @@ impl World {
             variables: BTreeMap::new(),
             files,
             secret_refs: BTreeMap::new(),
+            sensitive_variables: Vec::new(),
             state_storage: StateStorageConfiguration::S3(storage),
             report_exit: false,
             phase: None,
@@ -559,7 +560,7 @@ async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
     let world = World::new().await;
 
     // Plan: exits 0, uploads the plan and a zero summary (hello has only outputs).
-    let plan = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let plan = world.spec(Operation::Plan, Source::inline(), hello_files());
     let output = world.run(&plan, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     let plan_file = world
@@ -588,7 +589,7 @@ async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
     );
 
     // Apply, with a variable: the state lands at the environment's key.
-    let mut apply = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let mut apply = world.spec(Operation::Apply, Source::inline(), hello_files());
     apply
         .variables
         .insert("greeting".into(), Value::from("hello from the runner test"));
@@ -648,7 +649,7 @@ async fn a_syntax_error_fails_with_terraforms_error_as_the_last_line() {
         "main.tf".to_string(),
         "output \"broken\" {\n  value = \"unterminated\n".to_string(),
     )]);
-    let spec = world.spec(Operation::Apply, Source::Inline, files);
+    let spec = world.spec(Operation::Apply, Source::inline(), files);
     let output = world.run(&spec, TOKEN).await;
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let log = world.log(&spec).await;
@@ -670,7 +671,7 @@ async fn a_syntax_error_fails_with_terraforms_error_as_the_last_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_is_refused_with_a_clear_line() {
     let world = World::new().await;
-    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let spec = world.spec(Operation::Plan, Source::inline(), hello_files());
     let output = world.run(&spec, "not-the-token").await;
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let stdout = text(&output.stdout);
@@ -739,7 +740,7 @@ async fn an_s3_archive_source_is_checked_then_planned() {
 async fn local_state_storage_keeps_one_state_file_per_environment() {
     let world = World::new().await;
     let dir: PathBuf = sortie_tests::scratch_dir("runner-local-state").unwrap();
-    let mut spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let mut spec = world.spec(Operation::Apply, Source::inline(), hello_files());
     spec.state_storage = StateStorageConfiguration::Local(LocalStorage {
         directory: dir.to_string_lossy().into_owned(),
     });
@@ -778,7 +779,7 @@ async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts()
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     let record = dir.join("record.txt");
 
-    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let spec = world.spec(Operation::Plan, Source::inline(), hello_files());
     world.api.add(&spec);
     let work = dir.join("work");
     let mut command = Command::new(env!("CARGO_BIN_EXE_sortie-runner"));
@@ -938,7 +939,7 @@ async fn a_git_source_is_cloned_at_a_branch_or_a_commit() {
 async fn a_briefly_unavailable_api_is_retried() {
     let world = World::new().await;
     *world.api.state.unavailable.lock().unwrap() = 2;
-    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let spec = world.spec(Operation::Plan, Source::inline(), hello_files());
     let output = world.run(&spec, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     assert_eq!(*world.api.state.unavailable.lock().unwrap(), 0);
@@ -955,7 +956,7 @@ async fn a_briefly_unavailable_api_is_retried() {
 async fn a_refused_upload_leaves_a_successful_apply_successful_and_is_reported() {
     let world = World::new().await;
     *world.api.state.refused.lock().unwrap() = vec![UploadKind::Summary, UploadKind::Outputs];
-    let spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let spec = world.spec(Operation::Apply, Source::inline(), hello_files());
     let output = world.run(&spec, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     let log = world.log(&spec).await;
@@ -999,7 +1000,7 @@ fn only_exit(world: &World, job_id: &str) -> ExitSeen {
 async fn a_successful_job_reports_exit_code_0_last_and_only_when_its_spec_asks() {
     let world = World::new().await;
 
-    let mut asked = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let mut asked = world.spec(Operation::Plan, Source::inline(), hello_files());
     asked.report_exit = true;
     let output = world.run(&asked, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
@@ -1024,7 +1025,7 @@ async fn a_successful_job_reports_exit_code_0_last_and_only_when_its_spec_asks()
     assert!(!stderr.contains(TOKEN), "the token is never logged");
 
     // report_exit false (ECS, local): the task's own event ends the job; no callback.
-    let not_asked = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let not_asked = world.spec(Operation::Plan, Source::inline(), hello_files());
     let output = world.run(&not_asked, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     assert!(world.api.summary(&not_asked.job_id).is_some());
@@ -1038,7 +1039,7 @@ async fn a_failed_job_reports_its_exit_code_and_reason() {
         "main.tf".to_string(),
         "output \"broken\" {\n  value = \"unterminated\n".to_string(),
     )]);
-    let mut spec = world.spec(Operation::Apply, Source::Inline, files);
+    let mut spec = world.spec(Operation::Apply, Source::inline(), files);
     spec.report_exit = true;
     let output = world.run(&spec, TOKEN).await;
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
@@ -1061,7 +1062,7 @@ async fn a_failed_job_reports_its_exit_code_and_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_state_storage_on_terraform_0_11_fails_at_once_and_reports_it() {
     let world = World::new().await;
-    let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let mut spec = world.spec(Operation::Plan, Source::inline(), hello_files());
     spec.state_storage = StateStorageConfiguration::Kubernetes(KubernetesStorage {
         namespace: Some("sortie-runners".into()),
     });
@@ -1094,7 +1095,7 @@ async fn kubernetes_state_storage_on_terraform_0_11_fails_at_once_and_reports_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_for_another_job_fails_early_and_still_reports_the_exit() {
     let world = World::new().await;
-    let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let mut spec = world.spec(Operation::Plan, Source::inline(), hello_files());
     spec.report_exit = true;
     let asked_for = unique("job");
     let output = world.run_as(&asked_for, &spec, TOKEN).await;
@@ -1124,7 +1125,7 @@ async fn an_exit_report_answered_409_or_refused_never_changes_the_exit_code() {
 
     // 409: the job had already ended (a stop, the sweeper). Success, and said so.
     *world.api.state.exit_status.lock().unwrap() = Some(StatusCode::CONFLICT);
-    let mut late = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let mut late = world.spec(Operation::Plan, Source::inline(), hello_files());
     late.report_exit = true;
     let output = world.run(&late, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
@@ -1135,7 +1136,7 @@ async fn an_exit_report_answered_409_or_refused_never_changes_the_exit_code() {
 
     // A refusal (final, not retried): logged as JSON on stderr, the exit code unchanged.
     *world.api.state.exit_status.lock().unwrap() = Some(StatusCode::UNPROCESSABLE_ENTITY);
-    let mut refused = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let mut refused = world.spec(Operation::Plan, Source::inline(), hello_files());
     refused.report_exit = true;
     let output = world.run(&refused, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
@@ -1200,7 +1201,7 @@ fn used(tool: ToolName, version: &str) -> ToolUsed {
 
 /// A job of `operation` whose `greeting` variable is `greeting`.
 fn greeting_spec(world: &World, operation: Operation, greeting: &str) -> JobSpec {
-    let mut spec = world.spec(operation, Source::Inline, hello_files());
+    let mut spec = world.spec(operation, Source::inline(), hello_files());
     spec.variables
         .insert("greeting".into(), Value::from(greeting));
     spec
@@ -1436,7 +1437,8 @@ async fn a_saved_plan_made_stale_by_another_apply_fails_with_terraforms_words() 
     let output = world.run_tf1(&apply_phase).await;
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let log = world.log_from(&apply_phase, apply_phase.log_offset).await;
-    let expected = "terraform apply failed with exit code 1: Error: Saved plan is stale";
+    // Terraform's whole first error, its detail included, not only its first line.
+    let expected = "terraform apply failed with exit code 1: Error: Saved plan is stale The given plan file can no longer be applied because the state was changed by another operation after the plan was created.";
     assert_eq!(
         last_line(&log),
         format!("sortie-runner: {expected}"),
@@ -1460,7 +1462,7 @@ async fn a_saved_plan_made_stale_by_another_apply_fails_with_terraforms_words() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apply_phase_without_a_saved_plan_url_fails_at_once() {
     let world = World::new().await;
-    let mut spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let mut spec = world.spec(Operation::Apply, Source::inline(), hello_files());
     spec.phase = Some(JobPhase::Apply);
     spec.report_exit = true;
     let output = world.run_tf1(&spec).await;
@@ -1501,11 +1503,11 @@ async fn tamper_message(world: &World, spec: &JobSpec, value: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drift_check_with_terraform_1_0_3_reports_whether_the_state_has_drifted() {
     let world = World::new().await;
-    let apply = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let apply = world.spec(Operation::Apply, Source::inline(), hello_files());
     assert!(world.run_tf1(&apply).await.status.success());
 
     let drift_check = |world: &World| {
-        let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+        let mut spec = world.spec(Operation::Plan, Source::inline(), hello_files());
         spec.detailed_exitcode = true;
         spec
     };
@@ -1561,7 +1563,7 @@ async fn a_drift_check_with_terraform_1_0_3_reports_whether_the_state_has_drifte
     );
 
     // An ordinary plan of the same drift: no has_changes at all.
-    let plain = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let plain = world.spec(Operation::Plan, Source::inline(), hello_files());
     assert!(world.run_tf1(&plain).await.status.success());
     assert_eq!(
         world.api.summary(&plain.job_id),
@@ -1670,7 +1672,7 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
         .send()
         .await
         .unwrap();
-    let mut spec = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let mut spec = world.spec(Operation::Apply, Source::inline(), hello_files());
     if let StateStorageConfiguration::S3(s3) = &mut spec.state_storage {
         s3.dynamodb_table = Some(table.clone());
     }
@@ -1788,7 +1790,7 @@ async fn the_tool_and_version_a_job_asks_for_choose_the_binary_or_fail_naming_ev
         }
     };
     let ask = |tool: Option<ToolName>, version: Option<&str>| {
-        let mut spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+        let mut spec = world.spec(Operation::Plan, Source::inline(), hello_files());
         spec.tool = tool;
         spec.version = version.map(str::to_string);
         spec.report_exit = true;
@@ -1886,7 +1888,7 @@ async fn the_tool_and_version_a_job_asks_for_choose_the_binary_or_fail_naming_ev
 async fn a_failed_tool_report_is_a_warning_and_never_fails_the_job() {
     let world = World::new().await;
     *world.api.state.tool_status.lock().unwrap() = Some(StatusCode::UNPROCESSABLE_ENTITY);
-    let spec = world.spec(Operation::Plan, Source::Inline, hello_files());
+    let spec = world.spec(Operation::Plan, Source::inline(), hello_files());
     let output = world.run(&spec, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     let log = world.log(&spec).await;
@@ -1975,7 +1977,7 @@ async fn terraform_0_11_11_applies_and_destroys_through_plan_files_and_runs_both
     );
 
     // Destroy: plan -destroy -out, then apply of that file.
-    let destroy = world.spec(Operation::Destroy, Source::Inline, hello_files());
+    let destroy = world.spec(Operation::Destroy, Source::inline(), hello_files());
     let output = world.run(&destroy, TOKEN).await;
     assert!(output.status.success(), "{}", describe(&output));
     let log = world.log(&destroy).await;
@@ -2007,11 +2009,11 @@ async fn terraform_0_11_11_applies_and_destroys_through_plan_files_and_runs_both
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terraform_1_0_3_destroy_plans_the_destruction_and_applies_it() {
     let world = World::new().await;
-    let apply = world.spec(Operation::Apply, Source::Inline, hello_files());
+    let apply = world.spec(Operation::Apply, Source::inline(), hello_files());
     assert!(world.run_tf1(&apply).await.status.success());
 
     // A reviewed destroy: phase one plans with -destroy; phase two applies it.
-    let mut plan_phase = world.spec(Operation::Destroy, Source::Inline, hello_files());
+    let mut plan_phase = world.spec(Operation::Destroy, Source::inline(), hello_files());
     plan_phase.phase = Some(JobPhase::Plan);
     let output = world.run_tf1(&plan_phase).await;
     assert!(output.status.success(), "{}", describe(&output));
@@ -2037,4 +2039,115 @@ async fn terraform_1_0_3_destroy_plans_the_destruction_and_applies_it() {
         ),
         "{log}"
     );
+}
+
+/// A configuration with one resource that needs no provider plugin: Terraform 0.11 still
+/// has the old managed `terraform_remote_state` (a shim of the data source), which reads a
+/// local state that need not exist. `count` makes it 0 or 1.
+fn marker_files(count: u32) -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "main.tf".to_string(),
+        format!(
+            "resource \"terraform_remote_state\" \"marker\" {{\n  count   = {count}\n  backend = \"local\"\n  config {{\n    path = \"/nonexistent/sortie-marker.tfstate\"\n  }}\n}}\n"
+        ),
+    )])
+}
+
+/// The managed resources of a Terraform 0.11 state, by address.
+fn resources_in(state: &Value) -> Vec<String> {
+    state["modules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["resources"].as_object().into_iter().flatten())
+        .map(|(address, _)| address.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_job_empties_a_state_by_accident_but_an_explicit_one_may() {
+    let world = World::new().await;
+    let apply = world.spec(Operation::Apply, Source::inline(), marker_files(1));
+    let output = world.run(&apply, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let state = state_of(&world, &apply).await;
+    assert_eq!(resources_in(&state), ["terraform_remote_state.marker"]);
+
+    let refused = |spec: JobSpec, words: &'static str| {
+        let world = &world;
+        async move {
+            let output = world.run(&spec, TOKEN).await;
+            assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+            let log = world.log(&spec).await;
+            let last = last_line(&log);
+            assert!(
+                last.starts_with("sortie-runner: refused: ") && last.contains(words),
+                "{words:?} in the last line:\n{log}"
+            );
+            let state = state_of(world, &spec).await;
+            assert_eq!(
+                resources_in(&state),
+                ["terraform_remote_state.marker"],
+                "the state still holds the resource after: {last}"
+            );
+            assert_eq!(world.api.summary(&spec.job_id), None);
+            log
+        }
+    };
+
+    // Files only in a subfolder: no .tf of its own at the root, refused before terraform.
+    let nested = BTreeMap::from([(
+        "modules/app/main.tf".to_string(),
+        marker_files(1)["main.tf"].clone(),
+    )]);
+    let log = refused(
+        world.spec(Operation::Apply, Source::inline(), nested),
+        "no .tf file in the source's root",
+    )
+    .await;
+    assert!(commands(&log).is_empty(), "no command ran:\n{log}");
+
+    // An empty configuration (variables only) whose plan destroys: refused after the plan,
+    // explicit source or not.
+    let variables_only = BTreeMap::from([(
+        "variables.tf".to_string(),
+        "variable \"region\" { default = \"us-east-1\" }\n".to_string(),
+    )]);
+    let log = refused(
+        world.spec(Operation::Apply, Source::inline(), variables_only),
+        "declares no resource",
+    )
+    .await;
+    assert!(log.contains("Plan: 0 to add, 0 to change, 1 to destroy."), "{log}");
+    assert!(
+        !commands(&log).iter().any(|c| c.starts_with("terraform apply")),
+        "nothing applied:\n{log}"
+    );
+
+    // From an implicit source: a destroy is refused at once, and an apply whose plan
+    // destroys every resource and creates none after its plan.
+    let implicit = Source::Inline { implicit: true };
+    let log = refused(
+        world.spec(Operation::Destroy, implicit.clone(), marker_files(1)),
+        "a destroy needs an explicit source",
+    )
+    .await;
+    assert!(commands(&log).is_empty(), "no command ran:\n{log}");
+    refused(
+        world.spec(Operation::Apply, implicit.clone(), marker_files(0)),
+        "destroys every resource of the state (1) and creates none",
+    )
+    .await;
+
+    // An implicit source that keeps the resource applies as always; an explicit one may
+    // remove every resource.
+    let kept = world.spec(Operation::Apply, implicit, marker_files(1));
+    let output = world.run(&kept, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let explicit = world.spec(Operation::Apply, Source::inline(), marker_files(0));
+    let output = world.run(&explicit, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&explicit).await;
+    assert!(log.contains("0 added, 0 changed, 1 destroyed"), "{log}");
+    assert!(resources_in(&state_of(&world, &explicit).await).is_empty());
 }

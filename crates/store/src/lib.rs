@@ -108,6 +108,13 @@ pub trait EnvironmentStore: Send + Sync {
         &self,
         group: &GroupPath,
     ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError>;
+    /// Lists the environments of this group and of every group below it, by path. A listing
+    /// for people (`list envs --recursive`, a 404's suggestions), not a hot path: DynamoDB
+    /// answers it with a Scan of the group index, paged to the end.
+    async fn list_environments_under(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError>;
     /// Changes labels, tags, env_type and the settings (never the link), checking the version
     /// when given. Create and update keep `next_drift_at` (and its gsi3 `DRIFT` entry) in step
     /// with `drift_schedule`: its next fire time after now, or absent without a schedule. An
@@ -320,6 +327,10 @@ pub trait AgentPoolStore: Send + Sync {
     ) -> Result<Versioned<AgentPoolRecord>, StoreError>;
     /// Deletes a pool, checking the version when given.
     async fn delete_pool(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError>;
+    /// Records that an agent of pool `id` asked for work at `at`: sets its `last_claim_at`
+    /// unless a later one is recorded, without changing the pool's version (a claim is not an
+    /// edit, and never makes a person's `If-Match` stale). `NotFound` when the pool is gone.
+    async fn record_pool_claim(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
 }
 
 /// The whole repository: runners, rules, environments, jobs, memberships and agent pools.

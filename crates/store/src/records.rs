@@ -115,8 +115,8 @@ pub struct IdempotencyKey {
 /// One page of jobs, newest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobPage {
-    /// The jobs.
-    pub jobs: Vec<Job>,
+    /// The jobs, as stored (with their change summary, attempt and offer).
+    pub jobs: Vec<JobRecord>,
     /// The ids of jobs on this page whose stored item could not be read: skipped (and
     /// logged), so one bad item never hides an environment's other jobs.
     pub unreadable: Vec<String>,
@@ -315,6 +315,11 @@ pub struct AgentPoolRecord {
     pub created_at: DateTime<Utc>,
     /// Who created it.
     pub created_by: String,
+    /// When an agent of the pool last asked for work (a claim), written at most every
+    /// [`sortie_core::waiting::CLAIM_RECORD_INTERVAL_SECONDS`] by
+    /// [`crate::AgentPoolStore::record_pool_claim`]; absent until one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_claim_at: Option<DateTime<Utc>>,
 }
 
 impl AgentPoolRecord {

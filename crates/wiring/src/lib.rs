@@ -124,6 +124,7 @@ pub fn compose(
         store: store.clone(),
         queue: queue.clone(),
         bus,
+        secrets: Arc::new(sortie_launch::AwsJobSecrets::new(config)),
     };
     let has_local = local.is_some();
     let launcher = ByRunnerType {

@@ -358,6 +358,46 @@ pub struct JobView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<agents::AgentHold>)]
     pub agent: Option<sortie_core::agent::AgentHold>,
+    /// What the job waits for, while it is neither running nor ended: its kind and one line
+    /// of text (`queued behind 01m8… (awaiting approval since 12:03 UTC)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<WaitingReason>)]
+    pub waiting: Option<sortie_core::waiting::Waiting>,
+    /// In a list of jobs only: the names of the job's inline files, whose contents
+    /// `GET /v1/jobs/{id}` alone serves (`files` is then absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_names: Option<Vec<String>>,
+}
+
+/// Why a job waits (see `sortie_core::waiting::Waiting`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WaitingReason {
+    /// `queued_behind`, `dispatch`, `capacity`, `agent`, `launching` or `approval`.
+    #[schema(pattern = "^(queued_behind|dispatch|capacity|agent|launching|approval)$")]
+    pub kind: String,
+    /// The reason in one line.
+    pub text: String,
+    /// Since when the job waits for this.
+    pub since: DateTime<Utc>,
+    /// `queued_behind`: the job holding the environment's lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<String>,
+    /// `queued_behind`: that job's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<domain::JobState>)]
+    pub behind_state: Option<sortie_core::JobState>,
+    /// `agent`: the agent pool the job is offered to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// `agent`: when an agent of the pool last asked for work; absent when none ever did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_claim_at: Option<DateTime<Utc>>,
+    /// `capacity`: how many launches in a row were refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusals: Option<u32>,
+    /// `capacity`: when the launch is tried again, about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_try_at: Option<DateTime<Utc>>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -367,8 +407,12 @@ fn is_zero(n: &u32) -> bool {
 impl From<JobRecord> for JobView {
     fn from(r: JobRecord) -> Self {
         // `token_hash` is deliberately dropped: it is nobody's business.
+        let mut job = r.job;
+        // A sensitive variable is shown by name alone, never by its secret's ARN.
+        job.request.sensitive_variables =
+            sortie_core::sensitive::shown(&job.request.sensitive_variables);
         Self {
-            job: r.job,
+            job,
             task_arn: r.task,
             started_at: r.started_at,
             cancel_requested_by: r.cancel_requested_by,
@@ -382,16 +426,38 @@ impl From<JobRecord> for JobView {
             tool_used: r.tool_used,
             apply_log_offset: r.apply_log_offset,
             agent: r.agent,
+            waiting: None,
+            file_names: None,
         }
     }
+}
+
+impl JobView {
+    /// The view a list of jobs serves: the job's inline files by name only
+    /// ([`JobView::file_names`]), never their contents; the rest as `GET /v1/jobs/{id}`.
+    pub fn listed(mut self) -> Self {
+        let files = std::mem::take(&mut self.job.request.files);
+        self.file_names = Some(files.into_keys().collect());
+        self
+    }
+}
+
+/// The answer of `GET /v1/jobs/{id}/sensitive-variables`: the values of the job's
+/// sensitive variables, for its runner only (job token). It has no `Debug`: a value is
+/// never formatted into a log.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct SensitiveVariables {
+    /// Each value by its Terraform variable name; the runner sets `TF_VAR_<name>` in
+    /// terraform's environment.
+    #[schema(value_type = BTreeMap<String, String>, format = Password)]
+    pub variables: BTreeMap<String, String>,
 }
 
 /// One page of an environment's jobs, newest first.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct JobListPage {
-    /// The jobs.
-    #[schema(value_type = Vec<domain::Job>)]
-    pub jobs: Vec<Job>,
+    /// The jobs, each with its change summary and, while it waits, why.
+    pub jobs: Vec<JobView>,
     /// The cursor of the next page; null on the last page.
     pub next: Option<String>,
 }
@@ -432,6 +498,30 @@ pub struct MembershipGrant {
 pub struct Health {
     /// Always `ok`.
     pub status: String,
+}
+
+/// The answer of `GET /v1/whoami`: who the caller is and the roles it holds.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Whoami {
+    /// The subject (`sub`) the API authenticated.
+    pub subject: String,
+    /// The token's issuer (`iss`).
+    pub issuer: String,
+    /// The organisation whose memberships were read besides the root group's (`?org=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
+    /// The memberships that apply to the caller, on the root group and in `org`.
+    pub memberships: Vec<CallerMembership>,
+}
+
+/// One role the caller holds, as `GET /v1/whoami` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallerMembership {
+    /// The group the role is granted on (and inherited below); empty for the root group.
+    pub group: String,
+    /// The role.
+    #[schema(value_type = domain::Role)]
+    pub role: sortie_core::Role,
 }
 
 /// The answer of `GET /v1/openapi.json`: an OpenAPI 3.1 document.

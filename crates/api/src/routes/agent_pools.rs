@@ -131,6 +131,7 @@ pub(crate) async fn create_agent_pool(
         tokens: vec![stored.clone()],
         created_at: Utc::now(),
         created_by: principal.subject,
+        last_claim_at: None,
     };
     let created = state.store.create_pool(&record).await?;
     let version = created.version;
@@ -376,9 +377,16 @@ pub(crate) async fn claim_job(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Response, ApiError> {
-    agent_pool(&state, &headers, &id).await?;
+    let pool = agent_pool(&state, &headers, &id).await?;
     let request: ClaimRequest = protocol_body(&body)?;
     check_agent(&request.agent)?;
+    // The pool saw an agent: recorded at most every 30 s, for waiting jobs and `runner check`.
+    let now = Utc::now();
+    if sortie_core::waiting::claim_worth_recording(pool.last_claim_at, now) {
+        if let Err(e) = state.store.record_pool_claim(&id, now).await {
+            warn!(pool = %id, error = %e, "the pool's last claim was not recorded");
+        }
+    }
     if request
         .wait_seconds
         .is_some_and(|w| w > MAX_CLAIM_WAIT_SECONDS)

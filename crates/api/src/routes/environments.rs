@@ -117,9 +117,28 @@ fn no_match(e: sortie_core::NoRunnerMatched) -> ApiError {
     err
 }
 
-/// The group's environments.
+/// The query of the environment list.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EnvListQuery {
+    /// `true` lists the environments of every group below too, by path.
+    #[serde(default, deserialize_with = "recursive")]
+    #[param(value_type = Option<bool>)]
+    recursive: Option<bool>,
+}
+
+fn recursive<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    query_field(d, "recursive", "is not `true` or `false`", |s| match s {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    })
+}
+
+/// The group's environments; with `recursive=true`, those of every group below it too
+/// (a role on a group holds below it, so the caller may read them all).
 #[utoipa::path(get, path = "/v1/groups/{group}/-/environments", tag = "environments",
-    params(("group" = String, Path, description = "Group path")),
+    params(("group" = String, Path, description = "Group path"), EnvListQuery),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "The group's environments", body = EnvironmentList),
         BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
@@ -127,6 +146,7 @@ pub(crate) async fn list_environments(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
     caller: Caller,
+    query: QueryParams<EnvListQuery>,
 ) -> Result<Reply<EnvironmentList>, ApiError> {
     caller
         .authorize(
@@ -136,7 +156,11 @@ pub(crate) async fn list_environments(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let envs = state.store.list_environments(&group).await?;
+    let envs = if query.get()?.recursive == Some(true) {
+        state.store.list_environments_under(&group).await?
+    } else {
+        state.store.list_environments(&group).await?
+    };
     Ok(Reply::ok(EnvironmentList {
         environments: envs.into_iter().map(EnvironmentView::from).collect(),
     }))
@@ -228,7 +252,8 @@ pub(crate) async fn get_environment(
             &format!("environment `{path}`"),
         )
         .await?;
-    let e = state.store.get_environment(&path).await?;
+    let e = state.store.get_environment(&path).await;
+    let e = super::job_views::or_environment_not_found(&state, &caller, &path, e).await?;
     let version = e.version;
     Ok(Reply::ok(EnvironmentView::from(e)).etag(version))
 }

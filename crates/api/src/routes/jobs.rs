@@ -5,7 +5,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
-use sortie_core::{Action, Job, JobId, JobRequest, Principal};
+use sortie_core::{Action, Job, JobId, Principal};
 use sortie_lifecycle::Cancellation;
 use sortie_store::{IdempotencyKey, JobRecord, StoreError};
 use utoipa::IntoParams;
@@ -57,6 +57,9 @@ pub(crate) async fn list_jobs(
         )
         .await?;
     let query = query.get()?;
+    // A missing environment is 404 (with the nearest names), never an empty list.
+    let env = state.store.get_environment(&path).await;
+    super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
     let page = state
         .store
         .list_jobs(&path, query.limit.unwrap_or(20), query.cursor.as_deref())
@@ -67,8 +70,14 @@ pub(crate) async fn list_jobs(
             }
             other => other.into(),
         })?;
+    let mut reads = super::job_views::WaitReads::default();
+    let mut jobs = Vec::with_capacity(page.jobs.len());
+    for record in page.jobs {
+        // A list names each job's inline files; their contents are the job's own answer's.
+        jobs.push(reads.view(&state, record).await.listed());
+    }
     Ok(Reply::ok(JobListPage {
-        jobs: page.jobs,
+        jobs,
         next: page.next,
     }))
 }
@@ -96,7 +105,7 @@ fn idempotency_key(headers: &HeaderMap, body: &[u8]) -> Result<Option<Idempotenc
 #[utoipa::path(post, path = "/v1/environments/{environment}/-/jobs", tag = "jobs",
     params(("environment" = String, Path, description = "Environment path"),
         ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the same job")),
-    request_body(description = "The job, YAML or JSON: operation, source (git | s3 | inline), variables, files, secret_refs (ARNs)",
+    request_body(description = "The job, YAML or JSON: operation, source (git | s3 | inline), variables, sensitive_variables (values kept in Secrets Manager for the job's life, never returned), files, secret_refs (ARNs)",
         content((domain::JobRequest = "application/json"), (domain::JobRequest = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Queued; it runs when the environment is free", body = JobView),
@@ -119,29 +128,56 @@ pub(crate) async fn submit_job(
         )
         .await?;
     let idempotency = idempotency_key(&headers, &body.bytes)?;
-    let request = JobRequest::from_value(&body.value()?)?;
-    let env = state.store.get_environment(&path).await?;
+    let (mut request, sensitive) = sortie_core::sensitive::parse_submitted(&body.value()?)?;
+    let env = state.store.get_environment(&path).await;
+    let env = super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
     let runner_id = env.item.environment.runner.runner_id.clone();
     let runner = state.store.get_runner(&runner_id).await.map_err(|e| match e {
         StoreError::NotFound { .. } => ApiError::new(StatusCode::CONFLICT, "runner_missing", format!("environment `{path}` is linked to runner `{runner_id}`, which no longer exists; refresh its runner")),
         other => other.into(),
     })?;
+    let id = JobId::from(sortie_store::new_id());
+    // Sensitive values go to Secrets Manager; the job records only each secret's ARN.
+    request.sensitive_variables = state
+        .jobs
+        .keep_sensitive_variables(&id, &path, &sensitive)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "secrets_unavailable",
+                format!("the sensitive variables could not be stored: {e}"),
+            )
+        })?;
+    drop(sensitive);
     let job = Job::for_environment(
-        sortie_store::new_id(),
+        id,
         &env.item.environment,
         runner.item.spec,
         request,
         principal.subject.clone(),
         Utc::now(),
     );
-    let submitted = state.jobs.submit(&job, idempotency.as_ref()).await?;
+    let submitted = match state.jobs.submit(&job, idempotency.as_ref()).await {
+        // A replay answers the first submit's job: this one's secrets are not needed.
+        Ok(s) if s.replayed => {
+            state.jobs.forget_sensitive_variables(&job).await;
+            s
+        }
+        Ok(s) => s,
+        Err(e) => {
+            state.jobs.forget_sensitive_variables(&job).await;
+            return Err(e.into());
+        }
+    };
     let record = state.store.get_job(&submitted.job.id).await?;
     let status = if submitted.replayed {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    let mut response = Reply::new(status, JobView::from(record)).into_response();
+    let view = super::job_views::job_view(&state, record).await;
+    let mut response = Reply::new(status, view).into_response();
     if submitted.replayed {
         response
             .headers_mut()
@@ -158,10 +194,13 @@ pub(crate) async fn read_job_for(
     action: Action,
 ) -> Result<(JobRecord, Principal), ApiError> {
     let what = format!("job `{id}`");
-    let record = state.store.get_job(id).await.map_err(|e| match e {
-        StoreError::NotFound { .. } => ApiError::not_found(&what),
-        other => other.into(),
-    })?;
+    let record = match state.store.get_job(id).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(super::job_views::job_not_found(state, caller, id).await)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let principal = caller
         .authorize(state, action, record.job.environment.group(), &what)
         .await?;
@@ -180,7 +219,7 @@ pub(crate) async fn get_job(
     caller: Caller,
 ) -> Result<Reply<JobView>, ApiError> {
     let (record, _) = read_job_for(&state, &caller, &id, Action::Read).await?;
-    Ok(Reply::ok(record.into()))
+    Ok(Reply::ok(super::job_views::job_view(&state, record).await))
 }
 
 /// Cancels a job: a waiting one at once, a launched one by stopping its task.
@@ -210,22 +249,6 @@ pub(crate) async fn cancel_job(
             "state_conflict",
             format!("job `{}` already ended: {}", ended.job.id, ended.job.state),
         )),
-    }
-}
-
-/// Reads a job the caller may decide on: without the `deploy` action on its environment the
-/// job is answered 404, exactly as another tenant's job, so a decision endpoint tells those
-/// who cannot decide nothing.
-async fn read_job_to_decide(
-    state: &AppState,
-    caller: &Caller,
-    id: &JobId,
-) -> Result<(JobRecord, Principal), ApiError> {
-    match read_job_for(state, caller, id, Action::Deploy).await {
-        Err(e) if e.status == StatusCode::FORBIDDEN => {
-            Err(ApiError::not_found(format!("job `{id}`")))
-        }
-        other => other,
     }
 }
 
@@ -266,7 +289,9 @@ async fn decide(
     verdict: sortie_core::ReviewVerdict,
 ) -> Result<Reply<JobView>, ApiError> {
     let comment = decision_comment(body)?;
-    let (record, principal) = read_job_to_decide(state, caller, id).await?;
+    // A caller who may read the job but not deploy is told so (403 naming the role); one
+    // who may not read it gets 404, as for another tenant's job.
+    let (record, principal) = read_job_for(state, caller, id, Action::Deploy).await?;
     match state
         .jobs
         .decide(&record, &principal.subject, verdict, comment, Utc::now())
@@ -279,7 +304,7 @@ async fn decide(
             format!("job `{id}` is not awaiting approval: it is {current}"),
         )),
         Err(sortie_core::ReviewRefusal::OwnJob) => Err(ApiError::forbidden(format!(
-            "job `{id}`: the environment requires four eyes, and {} requested this job; another person with the deploy role must approve it",
+            "job `{id}`: the environment requires four eyes, and {} requested this job; another person with the deployer role must approve it",
             principal.subject
         ))),
     }
@@ -314,7 +339,7 @@ pub(crate) async fn approve_job(
     request_body(description = "An optional comment", content((DecisionBody = "application/json"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Discarded", body = JobView),
-        BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn discard_job(
     State(state): State<AppState>,
     JobIdParam(id): JobIdParam,
@@ -344,8 +369,9 @@ pub(crate) async fn outputs_of(
             StatusCode::NOT_FOUND,
             "not_found",
             format!(
-                "job `{}` has no outputs: only a succeeded apply has them (it is a {} that is {})",
+                "job `{}` has no outputs: only a succeeded apply has them (it is {} {} in state `{}`)",
                 job.id,
+                sortie_core::job::a_or_an(job.request.operation.as_str()),
                 job.request.operation.as_str(),
                 job.state
             ),

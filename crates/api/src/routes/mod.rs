@@ -8,6 +8,7 @@
 
 mod agent_pools;
 mod environments;
+mod job_views;
 mod jobs;
 mod logs;
 mod memberships;
@@ -16,6 +17,7 @@ mod rules;
 mod runner_callbacks;
 mod runners;
 pub mod separator;
+mod whoami;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,7 @@ pub(crate) use meta::*;
 pub(crate) use rules::*;
 pub(crate) use runner_callbacks::*;
 pub(crate) use runners::*;
+pub(crate) use whoami::*;
 
 /// Every operation of API v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +51,8 @@ pub enum Route {
     Health,
     /// `GET /v1/openapi.json`
     OpenApi,
+    /// `GET /v1/whoami`
+    Whoami,
     /// `GET /v1/groups/{group}/-/runners`
     ListRunners,
     /// `POST /v1/groups/{group}/-/runners/{name}`
@@ -100,6 +105,8 @@ pub enum Route {
     GetJobLogs,
     /// `GET /v1/jobs/{id}/spec` (job token)
     GetJobSpec,
+    /// `GET /v1/jobs/{id}/sensitive-variables` (job token): the values, for the runner only
+    GetJobSensitiveVariables,
     /// `PUT /v1/jobs/{id}/summary` (job token)
     PutJobSummary,
     /// `POST /v1/jobs/{id}/uploads` (job token)
@@ -143,6 +150,7 @@ impl Route {
     pub const ALL: &'static [Route] = &[
         Route::Health,
         Route::OpenApi,
+        Route::Whoami,
         Route::ListRunners,
         Route::CreateRunner,
         Route::GetRunner,
@@ -169,6 +177,7 @@ impl Route {
         Route::CancelJob,
         Route::GetJobLogs,
         Route::GetJobSpec,
+        Route::GetJobSensitiveVariables,
         Route::PutJobSummary,
         Route::CreateUpload,
         Route::PutUploadProblems,
@@ -194,6 +203,7 @@ impl Route {
         matches!(
             self,
             Route::GetJobSpec
+                | Route::GetJobSensitiveVariables
                 | Route::PutJobSummary
                 | Route::CreateUpload
                 | Route::PutUploadProblems
@@ -228,6 +238,7 @@ impl Route {
         match self {
             Health => (Method::GET, "/v1/health"),
             OpenApi => (Method::GET, "/v1/openapi.json"),
+            Whoami => (Method::GET, "/v1/whoami"),
             ListRunners => (Method::GET, "/v1/groups/{group}/-/runners"),
             CreateRunner => (Method::POST, "/v1/groups/{group}/-/runners/{name}"),
             GetRunner => (Method::GET, "/v1/groups/{group}/-/runners/{name}"),
@@ -257,6 +268,7 @@ impl Route {
             CancelJob => (Method::POST, "/v1/jobs/{id}/cancel"),
             GetJobLogs => (Method::GET, "/v1/jobs/{id}/logs"),
             GetJobSpec => (Method::GET, "/v1/jobs/{id}/spec"),
+            GetJobSensitiveVariables => (Method::GET, "/v1/jobs/{id}/sensitive-variables"),
             PutJobSummary => (Method::PUT, "/v1/jobs/{id}/summary"),
             CreateUpload => (Method::POST, "/v1/jobs/{id}/uploads"),
             PutUploadProblems => (Method::PUT, "/v1/jobs/{id}/upload-problems"),
@@ -285,6 +297,7 @@ impl Route {
         match self {
             Health => on(filter, health),
             OpenApi => on(filter, openapi_json),
+            Whoami => on(filter, whoami),
             ListRunners => on(filter, list_runners),
             CreateRunner => on(filter, create_runner),
             GetRunner => on(filter, get_runner),
@@ -311,6 +324,7 @@ impl Route {
             CancelJob => on(filter, cancel_job),
             GetJobLogs => on(filter, get_job_logs),
             GetJobSpec => on(filter, get_job_spec),
+            GetJobSensitiveVariables => on(filter, get_job_sensitive_variables),
             PutJobSummary => on(filter, put_job_summary),
             CreateUpload => on(filter, create_upload),
             PutUploadProblems => on(filter, put_upload_problems),
@@ -522,6 +536,7 @@ mod tests {
                 store,
                 queue: Arc::new(NoQueue),
                 bus: Arc::new(NoBus),
+                secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
             },
             dev_identity: true,
             artifacts: Arc::new(NoArtifacts),

@@ -12,7 +12,9 @@ use sortie_store::{JobRecord, StoreError};
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{bearer_token, Document, JobIdParam};
-use crate::model::{domain, JobView, UploadGrant, UploadProblems, UploadRequest};
+use crate::model::{
+    domain, JobView, SensitiveVariables, UploadGrant, UploadProblems, UploadRequest,
+};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -142,6 +144,7 @@ pub(crate) async fn get_job_spec(
         variables: job.request.variables.clone(),
         files: job.request.files.clone(),
         secret_refs: job.request.secret_refs.clone(),
+        sensitive_variables: job.request.sensitive_variables.keys().cloned().collect(),
         state_storage,
         state_key,
         report_exit,
@@ -151,6 +154,30 @@ pub(crate) async fn get_job_spec(
         tool: job.tool,
         version: job.tool_version.clone(),
         log_offset,
+    }))
+}
+
+/// The values of the job's sensitive variables, read from their secrets: answered only to
+/// the job's own token, while its task may run. Neither the values nor the answer are
+/// logged.
+#[utoipa::path(get, path = "/v1/jobs/{id}/sensitive-variables", tag = "runner",
+    params(("id" = String, Path, description = "Job id")),
+    security(("jobToken" = [])),
+    responses((status = 200, description = "Each value by its variable name", body = SensitiveVariables),
+        BadRequest, InvalidToken, BadGateway, Unavailable))]
+pub(crate) async fn get_job_sensitive_variables(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    headers: HeaderMap,
+) -> Result<Reply<SensitiveVariables>, ApiError> {
+    let record = job_by_token(&state, &headers, &id).await?;
+    let values = state
+        .jobs
+        .sensitive_values(&record.job)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "secrets_unavailable", e))?;
+    Ok(Reply::ok(SensitiveVariables {
+        variables: values.into_inner(),
     }))
 }
 

@@ -241,7 +241,21 @@ pub(crate) async fn check_runner(
         }
     };
     let runner = state.store.get_runner(&id).await?.item;
-    let checks = state.checker.check(&runner, &org).await;
+    let mut checks = state.checker.check(&runner, &org).await;
+    if let sortie_core::RunnerConfiguration::Agent(agent) = &runner.spec.runner_configuration {
+        // When the pool last saw an agent: its jobs wait while none polls.
+        let now = chrono::Utc::now();
+        checks.push(match state.store.get_pool(&agent.pool).await {
+            Ok(pool) => {
+                sortie_core::waiting::agent_seen_check(&agent.pool, pool.item.last_claim_at, now)
+            }
+            Err(sortie_store::StoreError::NotFound { .. }) => sortie_core::RunnerCheck::failed(
+                sortie_core::waiting::CHECK_AGENT_SEEN,
+                format!("agent pool {} does not exist", agent.pool),
+            ),
+            Err(e) => return Err(e.into()),
+        });
+    }
     let passed = sortie_core::check::all_passed(&checks);
     let failed: Vec<&str> = checks
         .iter()

@@ -99,6 +99,8 @@ pub struct Api {
     /// The API's membership cache: grants written straight to the table forget it, as a
     /// grant through this instance's own routes does.
     pub memberships: sortie_api::MembershipCache,
+    /// The secrets of sensitive variables: Secrets Manager on moto.
+    pub secrets: Arc<sortie_launch::AwsJobSecrets>,
 }
 
 pub struct Reply {
@@ -159,12 +161,14 @@ impl Api {
             "default",
         ));
         let memberships = sortie_api::MembershipCache::default();
+        let secrets = Arc::new(sortie_launch::AwsJobSecrets::new(&config));
         let app = router(AppState {
             store: store.clone(),
             jobs: JobService {
                 store: store.clone(),
                 queue,
                 bus,
+                secrets: secrets.clone(),
             },
             dev_identity: false,
             artifacts: artifacts.clone(),
@@ -188,6 +192,7 @@ impl Api {
             sqs,
             queue_url,
             memberships,
+            secrets,
         };
         api.grant("", Role::Owner, "admin").await;
         api

@@ -135,8 +135,8 @@ fn quantities(map: &BTreeMap<String, String>) -> Option<BTreeMap<String, Quantit
     })
 }
 
-/// Sortie's own variables: set last in the runner container, whatever the runner or an
-/// overlay says.
+/// Sortie's own variables and the job's built-in ones ([`sortie_core::job_env`]): set last
+/// in the runner container, whatever the runner or an overlay says.
 fn sortie_env(spec: &LaunchSpec<'_>) -> Vec<EnvVar> {
     [
         ("SORTIE_JOB_ID", spec.job.id.to_string()),
@@ -144,6 +144,7 @@ fn sortie_env(spec: &LaunchSpec<'_>) -> Vec<EnvVar> {
         ("SORTIE_API_URL", spec.api_url.to_string()),
     ]
     .into_iter()
+    .chain(sortie_core::job_env::builtin(spec.job))
     .map(|(name, value)| EnvVar {
         name: name.to_string(),
         value: Some(value),

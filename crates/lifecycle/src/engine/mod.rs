@@ -101,9 +101,10 @@ pub struct SweepReport {
     pub drift_skipped: usize,
 }
 
-/// Backoff for a retried launch: 2, 4, 8, 16, 32, then 60 seconds.
+/// Backoff for a retried launch: 2, 4, 8, 16, 32, then 60 seconds (the waiting reason
+/// says when the next try is from the same function).
 pub fn backoff_seconds(receive_count: u32) -> i32 {
-    2i32.saturating_pow(receive_count.clamp(1, 6)).min(60)
+    sortie_core::waiting::launch_backoff_seconds(receive_count)
 }
 
 /// The lifecycle's dependencies.

@@ -38,6 +38,8 @@ pub struct World {
     pub task_definition: String,
     pub subnet: String,
     pub security_group: String,
+    /// The secrets of sensitive variables (in memory).
+    pub secrets: Arc<sortie_launch::MemoryJobSecrets>,
 }
 
 fn network(endpoint: &str) -> (String, String) {
@@ -161,6 +163,7 @@ impl World {
             eks: Some(Arc::new(EksLauncher::new(via_proxy.clone()))),
             ..Default::default()
         };
+        let secrets = Arc::new(sortie_launch::MemoryJobSecrets::default());
         let engine = Engine {
             jobs: JobService {
                 store: store.clone(),
@@ -172,6 +175,7 @@ impl World {
                     aws_sdk_eventbridge::Client::new(&via_proxy),
                     bus,
                 )),
+                secrets: secrets.clone(),
             },
             launcher: Arc::new(launcher),
             api_url: "https://api.sortie.example.com".into(),
@@ -190,6 +194,7 @@ impl World {
             task_definition,
             subnet,
             security_group,
+            secrets,
         }
     }
 

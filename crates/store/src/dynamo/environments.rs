@@ -33,6 +33,9 @@ const UPDATED: [&str; 10] = [
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
+/// At most this many Scan pages (1 MB each) are read by `list_environments_under`.
+const LIST_UNDER_PAGES: usize = 200;
+
 const NEXT_DRIFT: [&str; 3] = ["next_drift_at", "gsi3pk", "gsi3sk"];
 
 fn not_found(path: &EnvPath) -> StoreError {
@@ -130,6 +133,49 @@ impl EnvironmentStore for DynamoStore {
                 kind: "environment",
                 id: path.to_string(),
             })
+    }
+
+    async fn list_environments_under(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError> {
+        // The group's own partition, and every partition below it (`GROUP#<group>/...`; for
+        // the root, every group's).
+        let below = if group.is_root() {
+            group_pk(group)
+        } else {
+            format!("{}/", group_pk(group))
+        };
+        let mut items = Vec::new();
+        let mut start = None;
+        for _ in 0..LIST_UNDER_PAGES {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .index_name("gsi1")
+                .filter_expression(
+                    "(gsi1pk = :g OR begins_with(gsi1pk, :below)) AND begins_with(gsi1sk, :env)",
+                )
+                .expression_attribute_values(":g", s(group_pk(group)))
+                .expression_attribute_values(":below", s(&below))
+                .expression_attribute_values(":env", s("ENV#"))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let mut out = items
+            .into_iter()
+            .map(|i| from_item::<EnvItem>(i).map(Self::versioned_env))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort_by_key(|e| e.item.environment.path.to_string());
+        Ok(out)
     }
 
     async fn list_environments(

@@ -258,7 +258,7 @@ impl JobStore for DynamoStore {
             q = q.set_exclusive_start_key(Some(start));
         }
         let out = q.send().await.map_err(|e| aws("dynamodb", e))?;
-        let listed = decode_listed(out.items.unwrap_or_default(), |j| j.record.job);
+        let listed = decode_listed(out.items.unwrap_or_default(), |j| j.record);
         let unreadable = listed
             .unreadable
             .iter()

@@ -1,12 +1,13 @@
 //! Agent pools: one item each (`POOL#<id>`), listed by owner group through gsi1.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::GroupPath;
 
 use super::items::{checked_item, from_item};
 use super::keys::{group_pk, key};
-use super::{condition_failed, n, DynamoStore};
+use super::{condition_failed, n, s, DynamoStore};
 use crate::error::aws;
 use crate::{AgentPoolRecord, AgentPoolStore, StoreError, Versioned};
 
@@ -149,6 +150,32 @@ impl AgentPoolStore for DynamoStore {
             item: pool.clone(),
             version,
         })
+    }
+
+    async fn record_pool_claim(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        // RFC 3339 UTC texts of one width order as their times.
+        let at = at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pool_pk(id), "POOL")))
+            .update_expression("SET last_claim_at = :at")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(last_claim_at) OR last_claim_at < :at)",
+            )
+            .expression_attribute_values(":at", s(at))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            // Gone, or a later claim is recorded already.
+            Err(e) if condition_failed(&e) => match self.read_pool(id).await? {
+                None => Err(not_found(id)),
+                Some(_) => Ok(()),
+            },
+            Err(e) => Err(aws("dynamodb", e)),
+        }
     }
 
     async fn delete_pool(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError> {

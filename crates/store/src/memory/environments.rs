@@ -78,6 +78,24 @@ impl EnvironmentStore for MemoryStore {
             })
     }
 
+    async fn list_environments_under(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError> {
+        let st = self.lock();
+        let mut out: Vec<Versioned<EnvironmentRecord>> = st
+            .envs
+            .values()
+            .filter(|e| group.contains(e.record.environment.path.group()))
+            .map(|e| Versioned {
+                item: e.record.clone(),
+                version: e.version,
+            })
+            .collect();
+        out.sort_by_key(|e| e.item.environment.path.to_string());
+        Ok(out)
+    }
+
     async fn list_environments(
         &self,
         group: &GroupPath,

@@ -101,7 +101,7 @@ impl JobStore for MemoryStore {
         };
         let jobs = page
             .into_iter()
-            .filter_map(|id| st.jobs.get(id).map(|j| j.record.job.clone()))
+            .filter_map(|id| st.jobs.get(id).map(|j| j.record.clone()))
             .collect();
         Ok(JobPage {
             jobs,

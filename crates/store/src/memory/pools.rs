@@ -1,6 +1,7 @@
 //! Agent pools, keyed by id.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sortie_core::GroupPath;
 
 use super::{version_check, MemoryStore};
@@ -74,6 +75,15 @@ impl AgentPoolStore for MemoryStore {
             item: pool.clone(),
             version: entry.1,
         })
+    }
+
+    async fn record_pool_claim(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let (pool, _) = st.pools.get_mut(id).ok_or_else(|| not_found(id))?;
+        if pool.last_claim_at.is_none_or(|l| l < at) {
+            pool.last_claim_at = Some(at);
+        }
+        Ok(())
     }
 
     async fn delete_pool(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError> {

@@ -57,6 +57,8 @@ macro_rules! contract_suite {
             memberships_are_granted_listed_scoped_to_org_and_revoked,
             an_offered_job_is_claimed_once_by_one_agent_and_heartbeats_only_for_that_claim,
             agent_pools_are_created_listed_updated_with_versions_and_deleted,
+            a_pools_last_claim_only_moves_forward_and_keeps_the_version,
+            environments_under_a_group_are_its_own_and_its_descendants_by_path,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -1103,7 +1105,7 @@ pub async fn jobs_list_newest_first_with_an_opaque_cursor<S: Store + 'static>(s:
     let got: Vec<String> = [p1.jobs, p2.jobs, p3.jobs]
         .concat()
         .into_iter()
-        .map(|j| j.id.to_string())
+        .map(|j| j.job.id.to_string())
         .collect();
     assert_eq!(got, ids);
     // A short last page has no cursor (DynamoDB may give one after a full last page).
@@ -1922,7 +1924,7 @@ pub async fn submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy<S: S
         .unwrap()
         .jobs
         .into_iter()
-        .map(|j| j.id.to_string())
+        .map(|j| j.job.id.to_string())
         .collect();
     assert_eq!(
         listed,
@@ -2221,6 +2223,7 @@ pub async fn agent_pools_are_created_listed_updated_with_versions_and_deleted<
         }],
         created_at: Utc::now(),
         created_by: "alice".into(),
+        last_claim_at: None,
     };
     assert_eq!(s.create_pool(&record).await.unwrap().version, 1);
     assert!(matches!(
@@ -2265,4 +2268,84 @@ pub async fn agent_pools_are_created_listed_updated_with_versions_and_deleted<
         s.get_pool(POOL).await,
         Err(StoreError::NotFound { .. })
     ));
+}
+
+pub async fn a_pools_last_claim_only_moves_forward_and_keeps_the_version<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    use sortie_core::agent::AgentPool;
+    use sortie_store::AgentPoolRecord;
+    let record = AgentPoolRecord {
+        pool: AgentPool {
+            id: POOL.into(),
+            group: GroupPath::parse("acme/payments").unwrap(),
+            name: "onprem".into(),
+            description: String::new(),
+            oidc: None,
+        },
+        tokens: vec![],
+        created_at: Utc::now(),
+        created_by: "alice".into(),
+        last_claim_at: None,
+    };
+    s.create_pool(&record).await.unwrap();
+    assert_eq!(s.get_pool(POOL).await.unwrap().item.last_claim_at, None);
+    let t1 = Utc.with_ymd_and_hms(2026, 11, 25, 14, 2, 0).unwrap();
+    s.record_pool_claim(POOL, t1).await.unwrap();
+    let read = s.get_pool(POOL).await.unwrap();
+    assert_eq!(read.item.last_claim_at, Some(t1));
+    assert_eq!(read.version, 1, "a claim is not an edit: the ETag stays");
+    // An older claim (a slow request) never moves it back.
+    s.record_pool_claim(POOL, t1 - Duration::seconds(40))
+        .await
+        .unwrap();
+    assert_eq!(s.get_pool(POOL).await.unwrap().item.last_claim_at, Some(t1));
+    let t2 = t1 + Duration::seconds(31);
+    s.record_pool_claim(POOL, t2).await.unwrap();
+    assert_eq!(s.get_pool(POOL).await.unwrap().item.last_claim_at, Some(t2));
+    // An edit made with the version read keeps working after claims.
+    let mut edited = s.get_pool(POOL).await.unwrap().item;
+    edited.pool.description = "on premises".into();
+    assert_eq!(s.update_pool(&edited, Some(1)).await.unwrap().version, 2);
+    assert!(matches!(
+        s.record_pool_claim("apool-missing", t2).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn environments_under_a_group_are_its_own_and_its_descendants_by_path<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    for path in [
+        "acme/web/prod",
+        "acme/web/eu/prod",
+        "acme/web/eu/dev",
+        "acme/webshop/prod",
+        "acme/api/prod",
+        "other/web/prod",
+    ] {
+        setup_env(&*s, path).await;
+    }
+    let under = |g: &str| {
+        let s = s.clone();
+        let g = GroupPath::parse(g).unwrap();
+        async move {
+            s.list_environments_under(&g)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.item.environment.path.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        under("acme/web").await,
+        ["acme/web/eu/dev", "acme/web/eu/prod", "acme/web/prod"],
+        "its own and its descendants', never a sibling whose name starts alike"
+    );
+    assert_eq!(under("acme").await.len(), 5);
+    assert_eq!(under("acme/web/eu").await.len(), 2);
+    assert!(under("acme/nothing").await.is_empty());
 }

@@ -228,7 +228,13 @@ pub enum Source {
         path: String,
     },
     /// No source: the configuration is made entirely of the job's `files`.
-    Inline,
+    Inline {
+        /// True when the client chose the files without being told which (the CLI's `run`
+        /// with no `--source`): a destroy is then refused, and the runner refuses to apply a
+        /// plan that destroys every resource and creates none.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        implicit: bool,
+    },
 }
 
 /// What a client submits: the job's specification.
@@ -248,6 +254,12 @@ pub struct JobRequest {
     /// Secret references (ARNs) by environment variable name.
     #[serde(default)]
     pub secret_refs: BTreeMap<String, String>,
+    /// Sensitive Terraform variables. On submit: each value by name, kept in Secrets
+    /// Manager for the job's life and given to terraform as `TF_VAR_<name>`; never
+    /// stored in the job, logged or returned. In a job: each name with `(sensitive)`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, String>, format = Password, write_only)]
+    pub sensitive_variables: BTreeMap<String, String>,
 }
 
 /// A job: one operation on one environment, with its transitions.
@@ -382,6 +394,10 @@ pub struct JobSpec {
     /// Secret references (ARNs) by environment variable name.
     #[serde(default)]
     pub secret_refs: BTreeMap<String, String>,
+    /// The names of the job's sensitive variables; their values are fetched from
+    /// `GET /v1/jobs/{id}/sensitive-variables`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_variables: Vec<String>,
     /// Where the state lives.
     pub state_storage: StateStorageConfiguration,
     /// The state object's key, for `s3` state storage.

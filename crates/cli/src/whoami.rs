@@ -1,0 +1,106 @@
+//! `sortie whoami`: the API URL, the subject the API authenticated, the credential's
+//! source (by name, never the token) and the caller's memberships.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::args::{Output, Whoami};
+use crate::client::Api;
+use crate::exit::CliError;
+use crate::output::{details, emit, table};
+
+/// What `whoami` prints.
+#[derive(Debug, Serialize)]
+struct WhoamiView {
+    api_url: String,
+    api_url_from: String,
+    credential: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    overrides: Vec<String>,
+    subject: String,
+    issuer: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    org: Option<String>,
+    memberships: Vec<Value>,
+}
+
+/// `whoami [--org ORG]`.
+pub async fn whoami(api: &Api, args: Whoami, out: Output) -> Result<(), CliError> {
+    let path = match &args.org {
+        Some(org) => format!("/v1/whoami?org={}", query_escape(org)),
+        None => "/v1/whoami".to_string(),
+    };
+    let answer: Value = api.get(&path).await?;
+    let resolved = api.resolved();
+    let view = WhoamiView {
+        api_url: api.base_url().to_string(),
+        api_url_from: resolved.url_source(),
+        credential: resolved.credential(),
+        overrides: resolved.overrides(),
+        subject: text(&answer["subject"]),
+        issuer: text(&answer["issuer"]),
+        org: answer["org"].as_str().map(str::to_string),
+        memberships: answer["memberships"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    };
+    emit(&view, out, || {
+        let mut pairs = vec![
+            (
+                "api",
+                format!("{} (from {})", view.api_url, view.api_url_from),
+            ),
+            ("subject", view.subject.clone()),
+            ("issuer", view.issuer.clone()),
+            ("credential", view.credential.clone()),
+        ];
+        for note in &view.overrides {
+            pairs.push(("note", note.clone()));
+        }
+        let mut text = details(&pairs);
+        text.push('\n');
+        if view.memberships.is_empty() {
+            let scope = match &view.org {
+                Some(org) => format!("on the root group or in `{org}`"),
+                None => "on the root group (add --org ORG for an organisation's)".to_string(),
+            };
+            text.push_str(&format!("no memberships {scope}\n"));
+        } else {
+            text.push_str(&table(
+                &["GROUP", "ROLE"],
+                view.memberships
+                    .iter()
+                    .map(|m| {
+                        let group = m["group"].as_str().unwrap_or_default();
+                        vec![
+                            if group.is_empty() {
+                                "(root)".to_string()
+                            } else {
+                                group.to_string()
+                            },
+                            m["role"].as_str().unwrap_or("-").to_string(),
+                        ]
+                    })
+                    .collect(),
+            ));
+        }
+        text
+    })
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or("-").to_string()
+}
+
+/// Percent-escapes a query value (anything but unreserved characters and `/`).
+fn query_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

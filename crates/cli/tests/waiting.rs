@@ -1,0 +1,239 @@
+//! Issue 24, items 2 and 5, end to end through `sortie dev` on moto: a waiting job says what
+//! it waits for (`job get`, `jobs list`), `runner check` on an agent runner says when its
+//! pool last saw an agent, and typos are caught (`did you mean`, exit 3).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sortie_tests::http::call;
+
+mod common;
+
+use common::Dev;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Dev {
+    fn api(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let auth = format!("Bearer {}", self.token);
+        let body = body.map(|b| match b {
+            Value::String(s) => s,
+            other => other.to_string(),
+        });
+        let (status, v) = call(
+            &self.url,
+            method,
+            path,
+            &[("Authorization", &auth)],
+            body.as_deref(),
+        );
+        assert!((200..300).contains(&status), "{method} {path}: {status} {v}");
+        v
+    }
+
+    /// Runs `sortie ARGS` against this API, with no config file of the user's.
+    fn sortie(&self, args: &[&str]) -> Out {
+        let home = std::env::temp_dir().join("sortie-waiting-test-home-that-does-not-exist");
+        let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+            .args(args)
+            .env("SORTIE_API_URL", &self.url)
+            .env("SORTIE_TOKEN", &self.token)
+            .env_remove("SORTIE_CONFIG")
+            .env("HOME", &home)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sortie");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.sortie(args);
+        assert_eq!(
+            out.code, 0,
+            "sortie {args:?}: exit {}\nstdout: {}\nstderr: {}",
+            out.code, out.stdout, out.stderr
+        );
+        out.stdout
+    }
+
+    fn wait_job(&self, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let job = self.api("GET", &format!("/v1/jobs/{id}"), None);
+            if check(&job) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id}: never {what}: {job}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn submit(&self, env: &str, operation: &str) -> String {
+        let v = self.api(
+            "POST",
+            &format!("/v1/environments/{env}/-/jobs"),
+            Some(json!({"operation": operation, "files": hello_files(), "variables": {"greeting": "waiting"}})),
+        );
+        v["id"].as_str().unwrap().to_string()
+    }
+}
+
+fn hello_files() -> Value {
+    let dir = sortie_tests::example_dir("hello");
+    let mut files = serde_json::Map::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "tf") {
+            files.insert(
+                p.file_name().unwrap().to_string_lossy().into(),
+                Value::String(std::fs::read_to_string(&p).unwrap()),
+            );
+        }
+    }
+    Value::Object(files)
+}
+
+fn state_bucket() -> String {
+    let bucket = sortie_tests::unique("state");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    });
+    bucket
+}
+
+/// (a) A job queued behind a reviewed job awaiting approval says so in `job get` and in
+/// `jobs list`; (c) a typo'd environment gets `did you mean`, `jobs list` of a missing
+/// environment exits 3, and `list envs` counts the environments of subgroups it leaves out.
+#[test]
+fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
+    let runner = sortie_tests::runtime::function_binary("sortie-runner");
+    let dev = common::launch("waiting", 1, Some(&runner));
+    let bucket = state_bucket();
+    let runner_file = format!(
+        "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
+        sortie_tests::endpoint()
+    );
+    dev.api("POST", "/v1/groups/acme/-/runners/tf1", Some(Value::String(runner_file)));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/rules",
+        Some(json!({"id": "default", "runner_id": "acme/tf1"})),
+    );
+    dev.api(
+        "POST",
+        "/v1/groups/acme/demo/-/environments",
+        Some(json!({"name": "prod", "env_type": "production", "approval": "required"})),
+    );
+
+    let reviewed = dev.submit("acme/demo/prod", "apply");
+    dev.wait_job(&reviewed, "awaiting approval", |j| {
+        assert!(
+            !["failed", "canceled", "timed_out", "discarded"].contains(&j["state"].as_str().unwrap()),
+            "{j}"
+        );
+        j["state"] == "awaiting_approval"
+    });
+    let behind = dev.submit("acme/demo/prod", "plan");
+
+    let expected = format!("queued behind {}… (awaiting approval since ", &reviewed[..8]);
+    let got = dev.ok(&["job", "get", &behind]);
+    let line = got
+        .lines()
+        .find(|l| l.contains(&expected))
+        .unwrap_or_else(|| panic!("no `{expected}` in job get:\n{got}"));
+    assert!(line.contains("waiting") && line.trim_end().ends_with("UTC)"), "{line}");
+    let listed = dev.ok(&["jobs", "list", "acme/demo/prod"]);
+    assert!(listed.contains("WAITING"), "{listed}");
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with(&behind))
+        .unwrap_or_else(|| panic!("no row of {behind}:\n{listed}"));
+    assert!(row.contains(&expected), "{row}");
+    // The reviewed job shows its plan's change summary in the list, as `job get` does.
+    let reviewed_row = listed.lines().find(|l| l.starts_with(&reviewed)).unwrap();
+    assert!(
+        reviewed_row.contains("awaiting approval since"),
+        "{reviewed_row}"
+    );
+
+    // (c) Typos.
+    let typo = dev.sortie(&["get", "env", "acme/demo/prdo"]);
+    assert_eq!(typo.code, 3, "{} {}", typo.stdout, typo.stderr);
+    assert!(
+        typo.stderr.contains("did you mean: acme/demo/prod"),
+        "{}",
+        typo.stderr
+    );
+    let missing = dev.sortie(&["jobs", "list", "acme/demo/prdo"]);
+    assert_eq!(missing.code, 3, "not an empty list: {} {}", missing.stdout, missing.stderr);
+    assert!(missing.stderr.contains("did you mean: acme/demo/prod"), "{}", missing.stderr);
+    let run = dev.sortie(&["job", "get", &format!("{}0", &behind[..behind.len() - 1])]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+
+    let top = dev.ok(&["list", "envs", "--group", "acme"]);
+    assert!(
+        top.contains("(1 environment in subgroups not shown; use --recursive)"),
+        "{top}"
+    );
+    let all = dev.ok(&["list", "envs", "--group", "acme", "--recursive"]);
+    assert!(all.contains("acme/demo/prod") && !all.contains("not shown"), "{all}");
+
+    dev.ok(&["job", "discard", &reviewed]);
+}
+
+/// (b) An agent runner's job with no agent running says which pool it waits for, and
+/// `runner check` says no agent of the pool has asked for work.
+#[test]
+fn an_agent_runners_job_with_no_agent_says_which_pool_it_waits_for() {
+    let dev = common::launch("waiting-agent", 1, None);
+    let pool = dev.api(
+        "POST",
+        "/v1/agent-pools",
+        Some(json!({"group": "acme", "name": "onprem", "description": "no agent runs"})),
+    );
+    let pool = pool["id"].as_str().unwrap().to_string();
+    let runner = format!(
+        "runner_configuration:\n  type: agent\n  pool: {pool}\n  timeout_seconds: 600\nstate_storage_configuration:\n  type: local\n  directory: {}\n",
+        dev.dir.join("agent-state").display()
+    );
+    dev.api("POST", "/v1/groups/acme/-/runners/agents", Some(Value::String(runner)));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/rules",
+        Some(json!({"id": "default", "runner_id": "acme/agents"})),
+    );
+    dev.api(
+        "POST",
+        "/v1/groups/acme/demo/-/environments",
+        Some(json!({"name": "e0", "env_type": "development"})),
+    );
+    let id = dev.submit("acme/demo/e0", "plan");
+    let job = dev.wait_job(&id, "offered to the pool", |j| j["waiting"]["kind"] == "agent");
+    assert_eq!(job["waiting"]["pool"], pool.as_str(), "{job}");
+
+    let got = dev.ok(&["job", "get", &id]);
+    let expected = format!("waiting for an agent of pool {pool}: none has claimed for ");
+    assert!(got.contains(&expected), "{got}");
+    assert!(got.contains("(no agent has ever asked for work)"), "{got}");
+    let listed = dev.ok(&["jobs", "list", "acme/demo/e0"]);
+    assert!(listed.contains(&expected), "{listed}");
+
+    let check = dev.sortie(&["runner", "check", "acme/agents"]);
+    let said = format!("{}{}", check.stdout, check.stderr);
+    assert!(
+        said.contains(&format!("no agent of pool {pool} has asked for work yet")),
+        "{said}"
+    );
+    assert_ne!(check.code, 0, "a pool no agent polls fails its check: {said}");
+}

@@ -1,0 +1,279 @@
+//! Sensitive variables: Terraform variables whose values never enter a job record.
+//!
+//! A client sends `sensitive_variables` (name → value) once, in the submit request. The
+//! API keeps each value in a Secrets Manager secret named for the job
+//! ([`secret_name`]) and the job records only `{name: secret ARN}`
+//! ([`crate::JobRequest::sensitive_variables`]). The runner fetches the values with its job
+//! token and gives them to terraform as `TF_VAR_<name>` in its environment
+//! ([`env_name`]); the secrets are deleted when the job ends. Everyone else sees each
+//! name with [`SHOWN`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::ids::JobId;
+use crate::job::JobRequest;
+use crate::problems::{key_path, Problems};
+use crate::ValidationError;
+
+/// The submit request's field holding the values.
+pub const FIELD: &str = "sensitive_variables";
+
+/// What a view shows in place of a sensitive variable's value or reference.
+pub const SHOWN: &str = "(sensitive)";
+
+/// The most sensitive variables one job may have.
+pub const MAX_COUNT: usize = 20;
+
+/// The longest value, in bytes (Secrets Manager takes 65,536; a process environment
+/// should stay far below that).
+pub const VALUE_MAX: usize = 16 * 1024;
+
+/// The longest name, in bytes (the secret name is at most 512 characters).
+pub const NAME_MAX: usize = 128;
+
+/// What every job secret's name begins with; the control plane may touch only these.
+pub const SECRET_PREFIX: &str = "sortie/jobs/";
+
+/// The values of a job's sensitive variables, by name: held only between the submit
+/// request and Secrets Manager, or between the API's answer and terraform's environment.
+/// Its `Debug` shows the names alone, and it has no `Serialize`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SensitiveValues(BTreeMap<String, String>);
+
+impl SensitiveValues {
+    /// Values by name (the caller has validated them, or they come from the API).
+    pub fn new(values: BTreeMap<String, String>) -> Self {
+        Self(values)
+    }
+
+    /// True when there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+
+    /// Each name with its value.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The values by name, consumed (to answer the runner).
+    pub fn into_inner(self) -> BTreeMap<String, String> {
+        self.0
+    }
+}
+
+impl fmt::Debug for SensitiveValues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, SHOWN)))
+            .finish()
+    }
+}
+
+/// The Secrets Manager name of job `job_id`'s sensitive variable `name`:
+/// `sortie/jobs/<job id>/<name>`.
+pub fn secret_name(job_id: &JobId, name: &str) -> String {
+    format!("{SECRET_PREFIX}{job_id}/{name}")
+}
+
+/// The environment variable terraform reads the variable `name` from: `TF_VAR_<name>`.
+pub fn env_name(name: &str) -> String {
+    format!("TF_VAR_{name}")
+}
+
+/// Why `name` is not a sensitive variable name, or `None`: a Terraform identifier (a
+/// letter or `_`, then letters, digits, `_` or `-`), at most [`NAME_MAX`] bytes.
+pub fn name_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Some(
+            "is not a Terraform variable name: a letter or `_`, then letters, digits, `_` or `-`"
+                .into(),
+        );
+    }
+    if name.len() > NAME_MAX {
+        return Some(format!("must be at most {NAME_MAX} bytes"));
+    }
+    None
+}
+
+/// Decodes a submit request: the job request, and apart from it the values of its
+/// sensitive variables (`sensitive_variables`, name → string value). Every problem of
+/// both is reported together; a problem names the variable, never its value. A name may
+/// not also be a plain variable (the `terraform.tfvars.json` file would win over
+/// `TF_VAR_<name>`).
+pub fn parse_submitted(value: &Value) -> Result<(JobRequest, SensitiveValues), ValidationError> {
+    let mut p = Problems::default();
+    let mut rest = value.clone();
+    let raw = rest.as_object_mut().and_then(|o| o.remove(FIELD));
+    let mut values = BTreeMap::new();
+    match raw {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            if map.len() > MAX_COUNT {
+                p.push(
+                    FIELD,
+                    format!(
+                        "has {} variables; at most {MAX_COUNT} are allowed",
+                        map.len()
+                    ),
+                );
+            }
+            for (name, v) in map {
+                let path = key_path(FIELD, &name);
+                if let Some(problem) = name_problem(&name) {
+                    p.push(&path, problem);
+                }
+                match v {
+                    Value::String(s) if s.len() > VALUE_MAX => {
+                        p.push(&path, format!("must be at most {VALUE_MAX} bytes"))
+                    }
+                    Value::String(s) if s.contains('\0') => {
+                        p.push(&path, "must not contain a NUL character")
+                    }
+                    Value::String(s) => {
+                        values.insert(name, s);
+                    }
+                    other => p.push(
+                        &path,
+                        format!(
+                            "must be a string (got {}); Terraform reads it from TF_VAR_{name}",
+                            crate::problems::type_name(&other)
+                        ),
+                    ),
+                }
+            }
+        }
+        Some(other) => p.push(
+            FIELD,
+            format!(
+                "must be a mapping of variable names to string values, not {}",
+                crate::problems::type_name(&other)
+            ),
+        ),
+    }
+    let request = match JobRequest::from_value(&rest) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            p.0.extend(e.problems);
+            None
+        }
+    };
+    if let Some(r) = &request {
+        for name in values.keys().filter(|n| r.variables.contains_key(*n)) {
+            p.push(
+                key_path(FIELD, name),
+                "is also in `variables`; give a variable one value, sensitive or not",
+            );
+        }
+    }
+    match request {
+        Some(r) if p.is_empty() => Ok((r, SensitiveValues(values))),
+        _ => Err(ValidationError { problems: p.0 }),
+    }
+}
+
+/// The sensitive variables as a view shows them: each name with [`SHOWN`].
+pub fn shown(refs: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    refs.keys().map(|k| (k.clone(), SHOWN.to_string())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(sensitive: Value) -> Value {
+        json!({"operation": "plan", "files": {"main.tf": ""}, "variables": {"region": "eu"},
+            "sensitive_variables": sensitive})
+    }
+
+    #[test]
+    fn values_are_taken_apart_from_the_request() {
+        let (request, values) =
+            parse_submitted(&body(json!({"db_password": "hunter2", "_k-2": ""}))).unwrap();
+        assert!(request.sensitive_variables.is_empty(), "refs are the API's");
+        assert_eq!(values.names(), vec!["_k-2", "db_password"]);
+        assert_eq!(
+            values.iter().collect::<Vec<_>>(),
+            vec![("_k-2", ""), ("db_password", "hunter2")]
+        );
+        let (_, none) = parse_submitted(&json!({"operation": "plan", "files": {"a.tf": ""}}))
+            .expect("no sensitive variables is fine");
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn debug_never_shows_a_value() {
+        let (_, values) = parse_submitted(&body(json!({"db_password": "hunter2"}))).unwrap();
+        let shown = format!("{values:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("db_password") && shown.contains(SHOWN), "{shown}");
+    }
+
+    #[test]
+    fn every_problem_names_the_variable_and_never_the_value() {
+        let e = parse_submitted(&body(json!({
+            "9bad": "hunter2", "n": 3, "region": "x", "nul": "a\u{0}b",
+            "big": "x".repeat(VALUE_MAX + 1)
+        })))
+        .unwrap_err();
+        let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+        for want in [
+            "sensitive_variables.9bad",
+            "sensitive_variables.n",
+            "sensitive_variables.nul",
+            "sensitive_variables.big",
+        ] {
+            assert!(paths.contains(&want), "{want} in {paths:?}");
+        }
+        let text = format!("{e:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        // `region` is valid on its own but clashes only once the rest is valid.
+        let e = parse_submitted(&body(json!({"region": "x"}))).unwrap_err();
+        assert_eq!(e.problems[0].path, "sensitive_variables.region");
+        assert!(e.problems[0].problem.contains("also in `variables`"));
+    }
+
+    #[test]
+    fn the_shape_and_the_count_are_checked_with_the_rest_of_the_request() {
+        let e = parse_submitted(&json!({"operation": "boom", "sensitive_variables": ["x"]}))
+            .unwrap_err();
+        let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+        assert!(paths.contains(&"sensitive_variables"), "{paths:?}");
+        assert!(paths.contains(&"operation"), "{paths:?}");
+        let many: serde_json::Map<String, Value> = (0..=MAX_COUNT)
+            .map(|i| (format!("v{i}"), json!("x")))
+            .collect();
+        let e = parse_submitted(&body(Value::Object(many))).unwrap_err();
+        assert_eq!(e.problems[0].path, "sensitive_variables");
+    }
+
+    #[test]
+    fn a_client_cannot_set_references_through_the_plain_request() {
+        // `JobRequest::from_value` does not know the field: references are the API's.
+        let e = JobRequest::from_value(&body(json!({"x": "arn:aws:secretsmanager:x"})))
+            .unwrap_err();
+        assert!(e.problems.iter().any(|p| p.path == "sensitive_variables"));
+    }
+
+    #[test]
+    fn names_secrets_and_views() {
+        let id = JobId::from("01jobid".to_string());
+        assert_eq!(secret_name(&id, "db"), "sortie/jobs/01jobid/db");
+        assert_eq!(env_name("db"), "TF_VAR_db");
+        let refs = BTreeMap::from([("db".to_string(), "arn:aws:secretsmanager:r:1:secret:x".to_string())]);
+        assert_eq!(shown(&refs), BTreeMap::from([("db".to_string(), SHOWN.to_string())]));
+    }
+}
