@@ -1773,3 +1773,46 @@ fn template_path(route: sortie_api::Route) -> String {
         route.spec().1.to_string()
     }
 }
+
+// ------------------------------------------------------------------ job secrets
+
+/// Sensitive variables: the api creates, tags, reads and deletes the secrets of jobs, and
+/// every function that may end a job deletes them; each only under `sortie/jobs/`, and no
+/// other role touches Secrets Manager.
+#[test]
+fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
+    let t = control_plane();
+    let want = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:sortie/jobs/*";
+    let expected: [(&str, &[&str]); 4] = [
+        (
+            "ApiRole",
+            &[
+                "secretsmanager:CreateSecret",
+                "secretsmanager:DeleteSecret",
+                "secretsmanager:GetSecretValue",
+                "secretsmanager:TagResource",
+            ],
+        ),
+        ("DispatchRole", &["secretsmanager:DeleteSecret"]),
+        ("TaskEventsRole", &["secretsmanager:DeleteSecret"]),
+        ("SweeperRole", &["secretsmanager:DeleteSecret"]),
+    ];
+    for (role, actions) in expected {
+        let mut seen = BTreeSet::new();
+        for (sid, st) in role_statements(&t, role) {
+            let acts = statement_actions(&st, &sid);
+            if !acts.iter().any(|a| a.starts_with("secretsmanager:")) {
+                continue;
+            }
+            let resource = at(&st, &["Resource"]);
+            let sub = resource
+                .get("Fn::Sub")
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("{role}/{sid}: one !Sub resource, got {resource:?}"));
+            assert_eq!(sub, want, "{role}/{sid}");
+            seen.extend(acts);
+        }
+        let actions: BTreeSet<String> = actions.iter().map(|a| a.to_string()).collect();
+        assert_eq!(seen, actions, "{role}");
+    }
+}

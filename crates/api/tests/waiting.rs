@@ -40,7 +40,13 @@ async fn a_queued_job_says_which_job_it_waits_behind_in_get_and_in_the_list() {
     api.launch(&first, "token-1").await;
 
     let got = api
-        .call(Some("acme-owner"), "GET", &format!("/v1/jobs/{second}"), None, &[])
+        .call(
+            Some("acme-owner"),
+            "GET",
+            &format!("/v1/jobs/{second}"),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(got.status, 200);
     let w = &got.body["waiting"];
@@ -55,9 +61,18 @@ async fn a_queued_job_says_which_job_it_waits_behind_in_get_and_in_the_list() {
     );
 
     let running = api
-        .call(Some("acme-owner"), "GET", &format!("/v1/jobs/{first}"), None, &[])
+        .call(
+            Some("acme-owner"),
+            "GET",
+            &format!("/v1/jobs/{first}"),
+            None,
+            &[],
+        )
         .await;
-    assert!(running.body.get("waiting").is_none(), "a running job does not wait");
+    assert!(
+        running.body.get("waiting").is_none(),
+        "a running job does not wait"
+    );
 
     let list = api
         .call(
@@ -86,10 +101,19 @@ async fn a_missing_environment_is_404_with_the_nearest_visible_names_and_never_a
     api.grant("acme/web", Role::Viewer, "web-viewer").await;
 
     let r = api
-        .call(Some("web-viewer"), "GET", "/v1/environments/acme/web/prdo", None, &[])
+        .call(
+            Some("web-viewer"),
+            "GET",
+            "/v1/environments/acme/web/prdo",
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.status, 404);
-    assert_eq!(r.body["error"]["did_you_mean"], serde_json::json!(["acme/web/prod"]));
+    assert_eq!(
+        r.body["error"]["did_you_mean"],
+        serde_json::json!(["acme/web/prod"])
+    );
 
     let jobs = api
         .call(
@@ -106,18 +130,29 @@ async fn a_missing_environment_is_404_with_the_nearest_visible_names_and_never_a
     // The group acme/web/x is readable and empty: the organisation's environments are
     // compared, but only those the caller may read are named.
     let hidden = api
-        .call(Some("web-viewer"), "GET", "/v1/environments/acme/web/x/prod", None, &[])
+        .call(
+            Some("web-viewer"),
+            "GET",
+            "/v1/environments/acme/web/x/prod",
+            None,
+            &[],
+        )
         .await;
     assert_eq!(hidden.status, 404);
-    assert!(
-        hidden.body["error"].get("did_you_mean").is_none(),
-        "another group's name leaked: {}",
+    assert_eq!(
+        hidden.body["error"]["did_you_mean"],
+        serde_json::json!(["acme/web/prod"]),
+        "only the names the caller may read: {}",
         hidden.body
     );
     let admin = api
         .as_admin("GET", "/v1/environments/acme/web/x/prod", None)
         .await;
-    assert_eq!(admin.body["error"]["did_you_mean"], serde_json::json!(["acme/webx/prod"]));
+    assert_eq!(
+        admin.body["error"]["did_you_mean"],
+        serde_json::json!(["acme/webx/prod", "acme/web/prod"]),
+        "the nearest first, for one who may read both"
+    );
 }
 
 #[tokio::test]
@@ -133,17 +168,32 @@ async fn a_mistyped_job_id_suggests_only_the_callers_own_jobs() {
     api.launch(&ours, "token-a").await;
 
     let r = api
-        .call(Some("acme-owner"), "GET", &format!("/v1/jobs/{}", typo(&ours)), None, &[])
+        .call(
+            Some("acme-owner"),
+            "GET",
+            &format!("/v1/jobs/{}", typo(&ours)),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.status, 404);
     assert_eq!(r.body["error"]["did_you_mean"], serde_json::json!([ours]));
 
     let r = api
-        .call(Some("acme-owner"), "GET", &format!("/v1/jobs/{}", typo(&theirs)), None, &[])
+        .call(
+            Some("acme-owner"),
+            "GET",
+            &format!("/v1/jobs/{}", typo(&theirs)),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.status, 404);
     let named = r.body["error"]["did_you_mean"].to_string();
-    assert!(!named.contains(&theirs), "another tenant's job id leaked: {named}");
+    assert!(
+        !named.contains(&theirs),
+        "another tenant's job id leaked: {named}"
+    );
 }
 
 #[tokio::test]
@@ -161,14 +211,24 @@ async fn list_environments_recursive_adds_the_groups_below() {
             .map(|e| e["path"].as_str().unwrap().to_string())
             .collect()
     };
-    let own = api.as_admin("GET", "/v1/groups/acme/web/-/environments", None).await;
+    let own = api
+        .as_admin("GET", "/v1/groups/acme/web/-/environments", None)
+        .await;
     assert_eq!(paths(&own), ["acme/web/prod"]);
     let all = api
-        .as_admin("GET", "/v1/groups/acme/web/-/environments?recursive=true", None)
+        .as_admin(
+            "GET",
+            "/v1/groups/acme/web/-/environments?recursive=true",
+            None,
+        )
         .await;
     assert_eq!(paths(&all), ["acme/web/eu/prod", "acme/web/prod"]);
     let bad = api
-        .as_admin("GET", "/v1/groups/acme/web/-/environments?recursive=yes", None)
+        .as_admin(
+            "GET",
+            "/v1/groups/acme/web/-/environments?recursive=yes",
+            None,
+        )
         .await;
     assert_eq!(bad.status, 400);
     assert_eq!(bad.body["error"]["fields"][0]["path"], "query.recursive");

@@ -600,6 +600,12 @@ pub struct Run {
     /// A variables file (`.tfvars.json`, or YAML/JSON).
     #[arg(long = "var-file")]
     pub var_files: Vec<PathBuf>,
+    /// A sensitive Terraform variable: `name` reads its value from `TF_VAR_<name>`, else
+    /// asks for it on a terminal (not echoed); `name=value` takes it from the command line
+    /// (and so the shell's history). The value is kept in Secrets Manager for the job's
+    /// life only, never stored in the job, logged or shown (`name = (sensitive)`).
+    #[arg(long = "sensitive-var", value_name = "NAME[=VALUE]")]
+    pub sensitive_vars: Vec<String>,
     /// Follow the job to its end: its state, its log as it grows, its change summary.
     #[arg(long)]
     pub wait: bool,

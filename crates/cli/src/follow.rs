@@ -255,6 +255,14 @@ fn job_request(args: &Run) -> Result<Value, CliError> {
         Operation::Destroy => "destroy",
     };
     let mut body = json!({"operation": operation, "variables": variables});
+    let sensitive = sensitive_variables(
+        &args.sensitive_vars,
+        |name| std::env::var(sortie_core::sensitive::env_name(name)).ok(),
+        prompt_hidden,
+    )?;
+    if !sensitive.is_empty() {
+        body["sensitive_variables"] = Value::Object(sensitive);
+    }
     // No --source: the current folder's own files (and the local modules they call), marked
     // implicit so that the runner refuses a plan that destroys everything; never a destroy.
     let implicit = args.source.is_none();
@@ -287,6 +295,63 @@ fn job_request(args: &Run) -> Result<Value, CliError> {
         );
     }
     Ok(body)
+}
+
+/// The values of `--sensitive-var`: `name=value` as given, else `name` from `from_env`
+/// (`TF_VAR_<name>`), else from `prompt` (a terminal only). A value never appears in an
+/// error.
+fn sensitive_variables(
+    given: &[String],
+    from_env: impl Fn(&str) -> Option<String>,
+    prompt: impl Fn(&str) -> Option<String>,
+) -> Result<Map<String, Value>, CliError> {
+    let mut out = Map::new();
+    for arg in given {
+        let (name, value) = match arg.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_string())),
+            None => (arg.as_str(), None),
+        };
+        if let Some(problem) = sortie_core::sensitive::name_problem(name) {
+            return Err(CliError::Usage(format!("--sensitive-var `{name}` {problem}")));
+        }
+        let value = value
+            .or_else(|| from_env(name))
+            .or_else(|| prompt(name))
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--sensitive-var {name}: no value; set {} or give {name}=VALUE",
+                    sortie_core::sensitive::env_name(name)
+                ))
+            })?;
+        out.insert(name.to_string(), Value::String(value));
+    }
+    Ok(out)
+}
+
+/// Asks for `name`'s value on the terminal without echoing it; `None` when stdin is not a
+/// terminal.
+fn prompt_hidden(name: &str) -> Option<String> {
+    if !std::io::stdin().is_terminal() {
+        return None;
+    }
+    let stty = |arg: &str| {
+        std::process::Command::new("stty")
+            .arg(arg)
+            .stdin(std::process::Stdio::inherit())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    eprint!("{name} (sensitive, not echoed): ");
+    let _ = std::io::stderr().flush();
+    let hidden = stty("-echo");
+    let mut line = String::new();
+    let read = std::io::stdin().read_line(&mut line);
+    if hidden {
+        stty("echo");
+    }
+    eprintln!();
+    read.ok()?;
+    Some(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
 /// Reads a variables file: JSON (`.json`, `.tfvars.json`) or YAML, a mapping of names to
@@ -744,6 +809,13 @@ fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
             format!("{} {}", word(&used.tool), used.version),
         ));
     }
+    // Sensitive variables by name only: the API never answers a value.
+    for name in job.request.sensitive_variables.keys() {
+        d.push((
+            "variable",
+            format!("{name} = {}", sortie_core::sensitive::SHOWN),
+        ));
+    }
     if job.drift_check {
         d.push((
             "drift check",
@@ -840,6 +912,7 @@ mod tests {
                 "e=".into(),
             ],
             var_files: vec![],
+            sensitive_vars: vec![],
             wait: false,
             idempotency_key: None,
         };
@@ -863,6 +936,7 @@ mod tests {
             source,
             vars: vec![],
             var_files: vec![],
+            sensitive_vars: vec![],
             wait: false,
             idempotency_key: None,
         };
@@ -891,6 +965,30 @@ mod tests {
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sensitive_vars_come_from_the_argument_the_environment_or_a_prompt() {
+        let env = |name: &str| (name == "from_env").then(|| "env-value".to_string());
+        let asked = |name: &str| (name == "asked").then(|| "typed".to_string());
+        let got = sensitive_variables(
+            &["a=b=c".into(), "from_env".into(), "asked".into()],
+            env,
+            asked,
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(got),
+            json!({"a": "b=c", "from_env": "env-value", "asked": "typed"})
+        );
+        let e = sensitive_variables(&["missing".into()], env, asked).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--sensitive-var missing: no value; set TF_VAR_missing or give missing=VALUE"
+        );
+        let e = sensitive_variables(&["9x=hunter2".into()], env, asked).unwrap_err();
+        assert!(e.to_string().starts_with("--sensitive-var `9x` "), "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]

@@ -1280,14 +1280,14 @@ mod tests {
         };
         assert_eq!(
             drift_text(&d),
-            "drifted (+0 ~1 -0) at 2026-01-02 03:04:05 by job j9"
+            "drifted (+0 ~1 -0) at 2026-01-02 03:04:05 UTC by job j9"
         );
         d.status = sortie_core::drift::DriftVerdict::Error;
         d.summary = None;
         d.reason = Some("the plan failed".into());
         assert_eq!(
             drift_text(&d),
-            "error at 2026-01-02 03:04:05 by job j9: the plan failed"
+            "error at 2026-01-02 03:04:05 UTC by job j9: the plan failed"
         );
         assert_eq!(span(86400), "24h");
         assert_eq!(span(5400), "90m");

@@ -299,6 +299,8 @@ fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state(
 
     // After: one more user; the rest comes back from the data dir.
     let dev = Dev::start(&dir, &endpoint, &["bob"]);
+    let log = std::fs::read_to_string(dir.join("dev.log")).unwrap();
+    assert!(log.contains("sortie dev: restored "), "{log}");
     assert_eq!(dev.url, url, "the port is kept");
     assert_eq!(dev.token, token, "the dev token is kept");
     assert_eq!(dev.users["alice"], alice.as_str(), "alice's token is kept");

@@ -21,11 +21,12 @@ const ENV: &str = "acme/demo/hello";
 /// `sortie dev` with a local runner (Terraform 0.11.11, state in a fresh moto bucket), a
 /// rule and the environment [`ENV`]; the state bucket's name.
 fn start() -> (Dev, String) {
-    let dev = common::launch(
-        "implicit",
-        1,
-        Some(&sortie_tests::runtime::function_binary("sortie-runner")),
-    );
+    // `SORTIE_TEST_RUNNER` names a runner binary already built (`cargo build -p
+    // sortie-runner`), to skip building the whole workspace.
+    let runner = std::env::var_os("SORTIE_TEST_RUNNER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| sortie_tests::runtime::function_binary("sortie-runner"));
+    let dev = common::launch("implicit", 1, Some(&runner));
     let bucket = sortie_tests::unique("state");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -33,8 +34,7 @@ fn start() -> (Dev, String) {
         s3.create_bucket().bucket(&bucket).send().await.unwrap();
     });
     let runner = format!(
-        "runner_configuration:\n  type: local\n  env:\n    SORTIE_TERRAFORM: {}\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_tests::terraform_bin().display(),
+        "tool_version: \"0.11.11\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
         sortie_tests::endpoint()
     );
     ok(&dev, "POST", "/v1/groups/acme/-/runners/local", &runner);
@@ -55,7 +55,13 @@ fn start() -> (Dev, String) {
 
 fn ok(dev: &Dev, method: &str, path: &str, body: &str) -> Value {
     let auth = format!("Bearer {}", dev.token);
-    let (status, v) = call(&dev.url, method, path, &[("Authorization", &auth)], Some(body));
+    let (status, v) = call(
+        &dev.url,
+        method,
+        path,
+        &[("Authorization", &auth)],
+        Some(body),
+    );
     assert!(
         (200..300).contains(&status),
         "{method} {path}: {status} {v}"
@@ -152,7 +158,11 @@ fn no_implicit_source_destroys_an_environment() {
     let infra_arg = infra.display().to_string();
 
     // An explicit apply creates the resource.
-    let created = sortie(&dev, &work, &["run", "apply", ENV, "--source", &infra_arg, "--wait"]);
+    let created = sortie(
+        &dev,
+        &work,
+        &["run", "apply", ENV, "--source", &infra_arg, "--wait"],
+    );
     assert_eq!(created.status.code(), Some(0), "{}", show(&created));
     assert_eq!(resources(&bucket), ["terraform_remote_state.marker"]);
     assert_eq!(jobs(&dev).len(), 1);
@@ -182,9 +192,17 @@ fn no_implicit_source_destroys_an_environment() {
 
     // (c) An empty configuration (variables only) applied to the non-empty state: the
     // runner refuses it after the plan, explicit source or not.
-    write(&work, "vars/variables.tf", "variable \"region\" { default = \"us-east-1\" }\n");
+    write(
+        &work,
+        "vars/variables.tf",
+        "variable \"region\" { default = \"us-east-1\" }\n",
+    );
     let vars_arg = work.join("vars").display().to_string();
-    let empty = sortie(&dev, &work, &["run", "apply", ENV, "--source", &vars_arg, "--wait"]);
+    let empty = sortie(
+        &dev,
+        &work,
+        &["run", "apply", ENV, "--source", &vars_arg, "--wait"],
+    );
     assert_eq!(empty.status.code(), Some(6), "{}", show(&empty));
     assert!(
         show(&empty).contains("declares no resource"),

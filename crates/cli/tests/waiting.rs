@@ -32,7 +32,10 @@ impl Dev {
             &[("Authorization", &auth)],
             body.as_deref(),
         );
-        assert!((200..300).contains(&status), "{method} {path}: {status} {v}");
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v}"
+        );
         v
     }
 
@@ -117,14 +120,26 @@ fn state_bucket() -> String {
 /// environment exits 3, and `list envs` counts the environments of subgroups it leaves out.
 #[test]
 fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
-    let runner = sortie_tests::runtime::function_binary("sortie-runner");
+    // The runner binary built next to `sortie` (`cargo build -p sortie-runner --bins`), else
+    // the workspace's.
+    let sibling =
+        std::path::Path::new(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-runner");
+    let runner = if sibling.is_file() {
+        sibling
+    } else {
+        sortie_tests::runtime::function_binary("sortie-runner")
+    };
     let dev = common::launch("waiting", 1, Some(&runner));
     let bucket = state_bucket();
     let runner_file = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
         sortie_tests::endpoint()
     );
-    dev.api("POST", "/v1/groups/acme/-/runners/tf1", Some(Value::String(runner_file)));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/tf1",
+        Some(Value::String(runner_file)),
+    );
     dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
@@ -139,20 +154,27 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
     let reviewed = dev.submit("acme/demo/prod", "apply");
     dev.wait_job(&reviewed, "awaiting approval", |j| {
         assert!(
-            !["failed", "canceled", "timed_out", "discarded"].contains(&j["state"].as_str().unwrap()),
+            !["failed", "canceled", "timed_out", "discarded"]
+                .contains(&j["state"].as_str().unwrap()),
             "{j}"
         );
         j["state"] == "awaiting_approval"
     });
     let behind = dev.submit("acme/demo/prod", "plan");
 
-    let expected = format!("queued behind {}… (awaiting approval since ", &reviewed[..8]);
+    let expected = format!(
+        "queued behind {}… (awaiting approval since ",
+        &reviewed[..8]
+    );
     let got = dev.ok(&["job", "get", &behind]);
     let line = got
         .lines()
         .find(|l| l.contains(&expected))
         .unwrap_or_else(|| panic!("no `{expected}` in job get:\n{got}"));
-    assert!(line.contains("waiting") && line.trim_end().ends_with("UTC)"), "{line}");
+    assert!(
+        line.contains("waiting") && line.trim_end().ends_with("UTC)"),
+        "{line}"
+    );
     let listed = dev.ok(&["jobs", "list", "acme/demo/prod"]);
     assert!(listed.contains("WAITING"), "{listed}");
     let row = listed
@@ -176,8 +198,16 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
         typo.stderr
     );
     let missing = dev.sortie(&["jobs", "list", "acme/demo/prdo"]);
-    assert_eq!(missing.code, 3, "not an empty list: {} {}", missing.stdout, missing.stderr);
-    assert!(missing.stderr.contains("did you mean: acme/demo/prod"), "{}", missing.stderr);
+    assert_eq!(
+        missing.code, 3,
+        "not an empty list: {} {}",
+        missing.stdout, missing.stderr
+    );
+    assert!(
+        missing.stderr.contains("did you mean: acme/demo/prod"),
+        "{}",
+        missing.stderr
+    );
     let run = dev.sortie(&["job", "get", &format!("{}0", &behind[..behind.len() - 1])]);
     assert_eq!(run.code, 3, "{}", run.stderr);
 
@@ -187,7 +217,10 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
         "{top}"
     );
     let all = dev.ok(&["list", "envs", "--group", "acme", "--recursive"]);
-    assert!(all.contains("acme/demo/prod") && !all.contains("not shown"), "{all}");
+    assert!(
+        all.contains("acme/demo/prod") && !all.contains("not shown"),
+        "{all}"
+    );
 
     dev.ok(&["job", "discard", &reviewed]);
 }
@@ -207,7 +240,11 @@ fn an_agent_runners_job_with_no_agent_says_which_pool_it_waits_for() {
         "runner_configuration:\n  type: agent\n  pool: {pool}\n  timeout_seconds: 600\nstate_storage_configuration:\n  type: local\n  directory: {}\n",
         dev.dir.join("agent-state").display()
     );
-    dev.api("POST", "/v1/groups/acme/-/runners/agents", Some(Value::String(runner)));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/agents",
+        Some(Value::String(runner)),
+    );
     dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
@@ -219,7 +256,9 @@ fn an_agent_runners_job_with_no_agent_says_which_pool_it_waits_for() {
         Some(json!({"name": "e0", "env_type": "development"})),
     );
     let id = dev.submit("acme/demo/e0", "plan");
-    let job = dev.wait_job(&id, "offered to the pool", |j| j["waiting"]["kind"] == "agent");
+    let job = dev.wait_job(&id, "offered to the pool", |j| {
+        j["waiting"]["kind"] == "agent"
+    });
     assert_eq!(job["waiting"]["pool"], pool.as_str(), "{job}");
 
     let got = dev.ok(&["job", "get", &id]);
@@ -235,5 +274,8 @@ fn an_agent_runners_job_with_no_agent_says_which_pool_it_waits_for() {
         said.contains(&format!("no agent of pool {pool} has asked for work yet")),
         "{said}"
     );
-    assert_ne!(check.code, 0, "a pool no agent polls fails its check: {said}");
+    assert_ne!(
+        check.code, 0,
+        "a pool no agent polls fails its check: {said}"
+    );
 }

@@ -781,7 +781,10 @@ mod implicit_source_tests {
         assert!(apply.source.is_implicit());
         // It travels as `implicit: true`, and an explicit one as a plain inline source.
         let json = serde_json::to_value(&apply.source).unwrap();
-        assert_eq!(json, serde_json::json!({"type": "inline", "implicit": true}));
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "inline", "implicit": true})
+        );
         let plain = parse("apply", r#"{"type":"inline"}"#).unwrap();
         assert_eq!(plain.source, Source::inline());
         assert!(!plain.source.is_implicit());
@@ -799,8 +802,11 @@ mod implicit_source_tests {
         assert!(parse("destroy", r#"{"type":"inline","implicit":false}"#).is_ok());
         let e = parse("apply", r#"{"type":"inline","implicit":"yes"}"#).unwrap_err();
         assert_eq!(e.problems[0].path, "source.implicit", "{e}");
-        let e = parse("apply", r#"{"type":"git","url":"https://h/r.git","implicit":true}"#)
-            .unwrap_err();
+        let e = parse(
+            "apply",
+            r#"{"type":"git","url":"https://h/r.git","implicit":true}"#,
+        )
+        .unwrap_err();
         assert_eq!(e.problems[0].path, "source.implicit", "{e}");
     }
 }

@@ -123,6 +123,27 @@ impl ApiClient {
         })
     }
 
+    /// `GET /v1/jobs/{id}/sensitive-variables`: the values of the job's sensitive
+    /// variables, by name. Never logged; an error names no value.
+    pub async fn sensitive_variables(
+        &self,
+    ) -> Result<sortie_core::sensitive::SensitiveValues, RunnerError> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            variables: std::collections::BTreeMap<String, String>,
+        }
+        let path = self.path("sensitive-variables");
+        let body = self.call(Method::GET, &path, None).await?;
+        let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
+            RunnerError::Api(format!(
+                "GET {path} answered a body this runner cannot read"
+            ))
+        })?;
+        Ok(sortie_core::sensitive::SensitiveValues::new(
+            answer.variables,
+        ))
+    }
+
     /// `PUT /v1/jobs/{id}/summary`.
     pub async fn report_summary(&self, summary: &ChangeSummary) -> Result<(), RunnerError> {
         let path = self.path("summary");

@@ -174,11 +174,23 @@ mod tests {
         let one = |name: &'static str, text: &'static str| declares_resources([(name, text)]);
         assert!(one("main.tf", "resource \"null_resource\" \"a\" {}\n"));
         assert!(one("main.tf", "  resource null_resource a {\n}\n"));
-        assert!(one("main.tf", "module \"net\" {\n  source = \"./modules/net\"\n}\n"));
-        assert!(one("main.tf.json", r#"{"resource": {"null_resource": {"a": {}}}}"#));
-        assert!(one("main.tf.json", r#"{"module": {"m": {"source": "./m"}}}"#));
+        assert!(one(
+            "main.tf",
+            "module \"net\" {\n  source = \"./modules/net\"\n}\n"
+        ));
+        assert!(one(
+            "main.tf.json",
+            r#"{"resource": {"null_resource": {"a": {}}}}"#
+        ));
+        assert!(one(
+            "main.tf.json",
+            r#"{"module": {"m": {"source": "./m"}}}"#
+        ));
         assert!(!one("variables.tf", "variable \"resource\" {}\n"));
-        assert!(!one("main.tf", "# resource \"x\" \"y\" {}\ndata \"d\" \"e\" {}\noutput \"o\" { value = 1 }\n"));
+        assert!(!one(
+            "main.tf",
+            "# resource \"x\" \"y\" {}\ndata \"d\" \"e\" {}\noutput \"o\" { value = 1 }\n"
+        ));
         assert!(!one("main.tf", "resources_note = 1\nmodules = 2\n"));
         assert!(!one("main.tf.json", r#"{"variable": {"resource": {}}}"#));
         assert!(!declares_resources(Vec::<(&str, &str)>::new()));
@@ -199,7 +211,10 @@ mod tests {
             assert!(refused.contains("destroys 1 resource(s)"), "{refused}");
         }
         // Nothing in the state: nothing to protect.
-        assert_eq!(apply_refusal(&facts(false, false, plan(0, 0, 0), Some(0))), None);
+        assert_eq!(
+            apply_refusal(&facts(false, false, plan(0, 0, 0), Some(0))),
+            None
+        );
         // A destroy is meant to empty the state; a plan applies nothing.
         for operation in [Operation::Destroy, Operation::Plan] {
             let f = PlanFacts {
@@ -214,13 +229,28 @@ mod tests {
     fn an_implicit_source_may_not_destroy_everything_but_an_explicit_one_may() {
         let refused = apply_refusal(&facts(true, true, plan(0, 0, 2), Some(2))).unwrap();
         assert!(refused.contains("--source"), "{refused}");
-        assert!(refused.contains("every resource of the state (2)"), "{refused}");
+        assert!(
+            refused.contains("every resource of the state (2)"),
+            "{refused}"
+        );
         // Unknown state: destroying and creating nothing is taken as everything.
         assert!(apply_refusal(&facts(true, true, plan(0, 0, 2), None)).is_some());
         // Some of the state, a replacement, or an explicit source: applied.
-        assert_eq!(apply_refusal(&facts(true, true, plan(0, 0, 1), Some(2))), None);
-        assert_eq!(apply_refusal(&facts(true, true, plan(2, 0, 2), Some(2))), None);
-        assert_eq!(apply_refusal(&facts(false, true, plan(0, 0, 2), Some(2))), None);
-        assert_eq!(apply_refusal(&facts(true, true, plan(1, 0, 0), Some(0))), None);
+        assert_eq!(
+            apply_refusal(&facts(true, true, plan(0, 0, 1), Some(2))),
+            None
+        );
+        assert_eq!(
+            apply_refusal(&facts(true, true, plan(2, 0, 2), Some(2))),
+            None
+        );
+        assert_eq!(
+            apply_refusal(&facts(false, true, plan(0, 0, 2), Some(2))),
+            None
+        );
+        assert_eq!(
+            apply_refusal(&facts(true, true, plan(1, 0, 0), Some(0))),
+            None
+        );
     }
 }

@@ -332,6 +332,22 @@ async fn execute(
         ));
     }
 
+    // Sensitive variables: fetched with the job token, given to terraform as
+    // `TF_VAR_<name>` in its environment only (never a file, an argument or a log line).
+    let mut tf_env = tf_env;
+    if !spec.sensitive_variables.is_empty() {
+        let values = api.sensitive_variables().await?;
+        for (name, value) in values.iter() {
+            tf_env
+                .set
+                .push((sortie_core::sensitive::env_name(name), value.to_string()));
+        }
+        sink.line(&format!(
+            "{PREFIX} sensitive variables in terraform's environment: {} (values never printed)",
+            values.names().join(", ")
+        ));
+    }
+
     // The backend.
     let storage = absolute_storage(&spec.state_storage)?;
     let setup = backend_setup(

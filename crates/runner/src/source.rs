@@ -86,8 +86,9 @@ pub fn write_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), R
 /// sorted by name. Files in subdirectories are not the configuration's own: they are
 /// modules, read only when the configuration calls them.
 pub fn own_config_files(dir: &Path) -> Result<Vec<(String, String)>, RunnerError> {
-    let read_err =
-        |e: std::io::Error| RunnerError::Workspace(format!("could not read {}: {e}", dir.display()));
+    let read_err = |e: std::io::Error| {
+        RunnerError::Workspace(format!("could not read {}: {e}", dir.display()))
+    };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_err)? {
         let entry = entry.map_err(read_err)?;

@@ -18,12 +18,22 @@ use crate::version::ToolVersion;
 pub const PLAN_FILE: &str = "plan.tfplan";
 
 /// The environment every tool runs with: the runner's own, minus `remove`, plus `set`.
-#[derive(Debug, Clone, Default)]
+/// Its `Debug` names the variables set, never their values (sensitive variables are here).
+#[derive(Clone, Default)]
 pub struct ToolEnv {
     /// Variables added or replaced.
     pub set: Vec<(String, String)>,
     /// Variables taken away (the job token, git credentials).
     pub remove: Vec<String>,
+}
+
+impl fmt::Debug for ToolEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolEnv")
+            .field("set", &self.set.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("remove", &self.remove)
+            .finish()
+    }
 }
 
 impl ToolEnv {

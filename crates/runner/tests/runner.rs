@@ -2118,9 +2118,14 @@ async fn no_job_empties_a_state_by_accident_but_an_explicit_one_may() {
         "declares no resource",
     )
     .await;
-    assert!(log.contains("Plan: 0 to add, 0 to change, 1 to destroy."), "{log}");
     assert!(
-        !commands(&log).iter().any(|c| c.starts_with("terraform apply")),
+        log.contains("Plan: 0 to add, 0 to change, 1 to destroy."),
+        "{log}"
+    );
+    assert!(
+        !commands(&log)
+            .iter()
+            .any(|c| c.starts_with("terraform apply")),
         "nothing applied:\n{log}"
     );
 
