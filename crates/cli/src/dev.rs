@@ -66,7 +66,7 @@ pub struct DevArgs {
     #[arg(long, visible_alias = "work-dir", default_value = ".sortie-dev")]
     data_dir: PathBuf,
     /// Seconds between snapshots of the table and buckets into the data dir (taken only
-    /// after a change; one more at a clean stop).
+    /// after a change; one more at a clean stop). 0: only the one at a clean stop.
     #[arg(long, default_value_t = 2)]
     snapshot_every: u64,
     /// `json` (one object a line) or `human`; default: human on a terminal, else JSON.
@@ -455,7 +455,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     )));
     let (snap, snap_dirty) = (snapshotter.clone(), dirty.clone());
     let snap_every = Duration::from_secs(args.snapshot_every.max(1));
+    let periodic = args.snapshot_every > 0;
     tokio::spawn(async move {
+        if !periodic {
+            return;
+        }
         let mut tick = tokio::time::interval(snap_every);
         loop {
             tick.tick().await;

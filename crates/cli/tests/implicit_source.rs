@@ -236,6 +236,14 @@ fn no_implicit_source_destroys_an_environment() {
         "{newest}"
     );
     assert_eq!(resources(&bucket), ["terraform_remote_state.marker"]);
+    // Its outputs are asked of an apply that failed, with the right article.
+    let outputs = sortie(&dev, &work, &["job", "outputs", &id]);
+    assert_eq!(outputs.status.code(), Some(3), "{}", show(&outputs));
+    assert!(
+        stderr(&outputs).contains("(it is an apply in state `failed`)"),
+        "{}",
+        show(&outputs)
+    );
 
     // A module layout is detected and named, and its modules are sent: the plan inits them.
     write(

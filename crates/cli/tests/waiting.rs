@@ -274,8 +274,14 @@ fn an_agent_runners_job_with_no_agent_says_which_pool_it_waits_for() {
         said.contains(&format!("no agent of pool {pool} has asked for work yet")),
         "{said}"
     );
-    assert_ne!(
-        check.code, 0,
-        "a pool no agent polls fails its check: {said}"
+    let row = check
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("agent_seen"))
+        .unwrap_or_else(|| panic!("no agent_seen check: {said}"));
+    assert!(
+        row.contains("failed"),
+        "a pool no agent polls fails its check: {row}"
     );
+    assert!(said.contains("passed: false"), "{said}");
 }
