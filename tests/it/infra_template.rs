@@ -1816,3 +1816,137 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
         assert_eq!(seen, actions, "{role}");
     }
 }
+
+// ------------------------------------------------------------------ conditions
+
+/// A stack's parameters and pseudo parameters, for evaluating its conditions.
+struct Stack {
+    params: BTreeMap<String, String>,
+}
+
+impl Stack {
+    /// The template's parameter defaults, overridden by `given`.
+    fn new(t: &Value, given: &[(&str, &str)]) -> Self {
+        let mut params = BTreeMap::new();
+        if let Some(Value::Mapping(declared)) = t.get("Parameters") {
+            for (name, decl) in declared {
+                if let (Some(name), Some(default)) =
+                    (name.as_str(), decl.get("Default").and_then(Value::as_str))
+                {
+                    params.insert(name.to_string(), default.to_string());
+                }
+            }
+        }
+        for (name, value) in given {
+            params.insert(name.to_string(), value.to_string());
+        }
+        Stack { params }
+    }
+
+    /// The string value of an expression (Ref, Fn::Select, Fn::Split, literals).
+    fn value(&self, v: &Value) -> Vec<String> {
+        if let Some(s) = v.as_str() {
+            return vec![s.to_string()];
+        }
+        if let Some(name) = ref_target(v) {
+            let got = self
+                .params
+                .get(name)
+                .unwrap_or_else(|| panic!("no value for Ref {name}"));
+            return vec![got.clone()];
+        }
+        if let Some(args) = v.get("Fn::Split").and_then(Value::as_sequence) {
+            let sep = string(&args[0], "Fn::Split separator");
+            let whole = self.scalar(&args[1]);
+            return whole.split(sep).map(str::to_string).collect();
+        }
+        if let Some(args) = v.get("Fn::Select").and_then(Value::as_sequence) {
+            let index = number(&args[0], "Fn::Select index") as usize;
+            let list = self.value(&args[1]);
+            return vec![list
+                .get(index)
+                .unwrap_or_else(|| panic!("Fn::Select {index} of {list:?}"))
+                .clone()];
+        }
+        panic!("cannot evaluate {v:?}");
+    }
+
+    fn scalar(&self, v: &Value) -> String {
+        let mut all = self.value(v);
+        assert_eq!(all.len(), 1, "{v:?} is one string");
+        all.remove(0)
+    }
+
+    /// Evaluates a condition expression of template `t`.
+    fn holds(&self, t: &Value, c: &Value) -> bool {
+        if let Some(name) = c.get("Condition").and_then(Value::as_str) {
+            return self.condition(t, name);
+        }
+        let seq = |key: &str| c.get(key).and_then(Value::as_sequence);
+        if let Some(args) = seq("Fn::Equals") {
+            return self.scalar(&args[0]) == self.scalar(&args[1]);
+        }
+        if let Some(args) = seq("Fn::Not") {
+            return !self.holds(t, &args[0]);
+        }
+        if let Some(args) = seq("Fn::And") {
+            return args.iter().all(|a| self.holds(t, a));
+        }
+        if let Some(args) = seq("Fn::Or") {
+            return args.iter().any(|a| self.holds(t, a));
+        }
+        panic!("cannot evaluate condition {c:?}");
+    }
+
+    /// Evaluates the named condition of template `t`.
+    fn condition(&self, t: &Value, name: &str) -> bool {
+        self.holds(t, at(t, &["Conditions", name]))
+    }
+}
+
+/// Event buses are regional: a target stack forwards task events unless it is
+/// in the control plane's own account and region (issue 25, item 4).
+#[test]
+fn task_events_are_forwarded_when_the_account_or_the_region_differs() {
+    let t = target_account();
+    let bus = "arn:aws:events:eu-west-1:111122223333:event-bus/sortie";
+    let forwards = |account: &str, region: &str, extra: &[(&str, &str)]| {
+        let mut given = vec![
+            ("AWS::AccountId", account),
+            ("AWS::Region", region),
+            ("ControlPlaneAccountId", "111122223333"),
+            ("ControlPlaneBusArn", bus),
+        ];
+        given.extend_from_slice(extra);
+        Stack::new(&t, &given).condition(&t, "ForwardEvents")
+    };
+    // The region defaults to the bus's.
+    assert!(
+        !forwards("111122223333", "eu-west-1", &[]),
+        "same account, same region"
+    );
+    assert!(
+        forwards("111122223333", "us-east-1", &[]),
+        "same account, other region"
+    );
+    assert!(
+        forwards("222233334444", "eu-west-1", &[]),
+        "other account, same region"
+    );
+    assert!(
+        forwards("222233334444", "us-east-1", &[]),
+        "other account, other region"
+    );
+    // An explicit ControlPlaneRegion wins.
+    let explicit = [("ControlPlaneRegion", "us-east-1")];
+    assert!(!forwards("111122223333", "us-east-1", &explicit));
+    assert!(forwards("111122223333", "eu-west-1", &explicit));
+    assert!(forwards("222233334444", "us-east-1", &explicit));
+    // Both forwarding resources hang on the condition.
+    for id in ["ForwardRole", "ForwardTaskEventsRule"] {
+        assert_eq!(
+            string(at(resource(&t, id), &["Condition"]), id),
+            "ForwardEvents"
+        );
+    }
+}

@@ -17,8 +17,9 @@
 //! `clientToken`; real ECS does not. The proxy applies ECS's rules to every RunTask that
 //! carries one: the same token with the same parameters answers the first request's
 //! tasks again (no second launch), and the same token with different parameters is
-//! refused with `ConflictException` and the first tasks in `resourceIds`. Everything else
-//! is moto's answer.
+//! refused with `ConflictException` and the first tasks in `resourceIds`. A ListTasks
+//! with `startedBy` and another filter is refused with `InvalidParameterException`, as
+//! ECS documents. Everything else is moto's answer.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -369,6 +370,7 @@ fn serve(conn: TcpStream, upstream: &str, shared: &Shared) -> io::Result<()> {
     let response = match fault {
         Some(fault) => synthetic_error(&recorded, &fault),
         None if recorded.is("RunTask") => strict_run_task(upstream, &request, &recorded, shared)?,
+        None if recorded.is("ListTasks") => strict_list_tasks(upstream, &request, &recorded)?,
         None => forward(upstream, &request, &body)?,
     };
     let is_head = request.method.eq_ignore_ascii_case("HEAD");
@@ -548,6 +550,48 @@ fn strict_run_task(
         tokens.insert(token, (params, answer.clone()));
     }
     Ok(answer)
+}
+
+/// ECS's rule for ListTasks, which moto ignores (the strict double): "When you
+/// specify startedBy as the filter, it must be the only filter that you use."
+/// (ECS API Reference, ListTasks). A `startedBy` with `containerInstance`,
+/// `family`, `serviceName`, `desiredStatus` or `launchType` is refused with
+/// `InvalidParameterException`; `cluster` names where to look and may go with it.
+fn strict_list_tasks(
+    upstream: &str,
+    request: &wire::Request,
+    recorded: &Recorded,
+) -> io::Result<wire::Response> {
+    const OTHER_FILTERS: [&str; 5] = [
+        "containerInstance",
+        "family",
+        "serviceName",
+        "desiredStatus",
+        "launchType",
+    ];
+    let params = recorded.json().unwrap_or_default();
+    let given = |k: &str| !params[k].is_null();
+    if given("startedBy") && OTHER_FILTERS.iter().any(|k| given(k)) {
+        let body = serde_json::json!({
+            "__type": "InvalidParameterException",
+            "message": "When you specify startedBy as the filter, it must be the only filter that you use.",
+        })
+        .to_string();
+        return Ok(wire::Response {
+            status: 400,
+            reason: wire::reason(400).to_string(),
+            headers: vec![
+                ("Content-Type".into(), "application/x-amz-json-1.1".into()),
+                (
+                    "x-amzn-ErrorType".into(),
+                    "InvalidParameterException".into(),
+                ),
+                ("x-amzn-RequestId".into(), "strict-ecs-double".into()),
+            ],
+            body: body.into_bytes(),
+        });
+    }
+    forward(upstream, request, &recorded.body)
 }
 
 /// Sends the request upstream on a fresh connection and reads the whole answer.

@@ -261,5 +261,23 @@ fn no_implicit_source_destroys_an_environment() {
         show(&plan)
     );
     assert_eq!(resources(&bucket), ["terraform_remote_state.marker"]);
+
+    // The flag is part of the API's documented job request.
+    let doc = get(&dev, "/v1/openapi.json");
+    let inline = doc["components"]["schemas"]["Source"]["oneOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v.to_string().contains("\"inline\""))
+        .unwrap_or_else(|| {
+            panic!(
+                "an inline source in {}",
+                doc["components"]["schemas"]["Source"]
+            )
+        });
+    assert_eq!(
+        inline["properties"]["implicit"]["type"], "boolean",
+        "{inline}"
+    );
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -189,6 +189,31 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
         "{reviewed_row}"
     );
 
+    // Following it without a terminal prints the reason on a line of its own.
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_sortie"))
+        .args(["job", "logs", "-f", &behind])
+        .env("SORTIE_API_URL", &dev.url)
+        .env("SORTIE_TOKEN", &dev.token)
+        .env_remove("SORTIE_CONFIG")
+        .env(
+            "HOME",
+            std::env::temp_dir().join("sortie-waiting-test-home-that-does-not-exist"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = follow.kill();
+    let followed = follow.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&followed.stderr);
+    assert_eq!(
+        stderr.matches(&format!("waiting: {expected}")).count(),
+        1,
+        "once, not at every poll: {stderr}"
+    );
+
     // (c) Typos.
     let typo = dev.sortie(&["get", "env", "acme/demo/prdo"]);
     assert_eq!(typo.code, 3, "{} {}", typo.stdout, typo.stderr);

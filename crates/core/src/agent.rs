@@ -385,7 +385,10 @@ impl OidcTrust {
             ("claim", &self.claim),
             ("pattern", &self.pattern),
         ] {
-            if value.is_empty() || value.len() > 256 || crate::limits::has_control(value) {
+            if crate::problems::is_blank(value)
+                || value.len() > 256
+                || crate::limits::has_control(value)
+            {
                 push(
                     field,
                     "must be 1 to 256 characters, without control characters",

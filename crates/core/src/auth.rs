@@ -89,6 +89,36 @@ pub struct Membership {
     pub grantee: Grantee,
 }
 
+impl Grantee {
+    /// Checks a grantee before it is granted, pushing problems under `path` (such as
+    /// `grantee.subject`): no blank subject, claim, pattern or issuer, and a valid glob.
+    pub fn check(&self, path: &str, p: &mut crate::Problems) {
+        use crate::problems::{join, refuse_blank};
+        let issuer = match self {
+            Grantee::Subject { subject, issuer } => {
+                refuse_blank(p, join(path, "subject"), subject);
+                issuer
+            }
+            Grantee::ClaimPattern {
+                claim,
+                pattern,
+                issuer,
+            } => {
+                refuse_blank(p, join(path, "claim"), claim);
+                if !refuse_blank(p, join(path, "pattern"), pattern)
+                    && glob::Pattern::new(pattern).is_err()
+                {
+                    p.push(join(path, "pattern"), "is not a valid glob");
+                }
+                issuer
+            }
+        };
+        if let Some(issuer) = issuer {
+            refuse_blank(p, join(path, "issuer"), issuer);
+        }
+    }
+}
+
 impl Membership {
     /// True when this membership applies to `principal`.
     pub fn applies_to(&self, principal: &Principal) -> bool {

@@ -138,11 +138,8 @@ impl Environment {
 pub fn check_labels(labels: &BTreeMap<String, String>, path: &str, p: &mut Problems) {
     for (k, v) in labels {
         let at = key_path(path, k);
-        if k.is_empty() {
-            p.push(
-                at,
-                "a label key must not be empty (DynamoDB refuses empty map keys)",
-            );
+        if crate::problems::is_blank(k) {
+            p.push(at, "a label key must not be blank (empty or only spaces)");
         } else if k.len() > limits::DYNAMODB_NAME_MAX {
             p.push(
                 at,
@@ -161,10 +158,10 @@ pub fn check_labels(labels: &BTreeMap<String, String>, path: &str, p: &mut Probl
 /// control characters.
 pub fn check_tags(tags: &BTreeSet<String>, path: &str, p: &mut Problems) {
     for (i, t) in tags.iter().enumerate() {
-        if t.is_empty() || limits::has_control(t) {
+        if crate::problems::is_blank(t) || limits::has_control(t) {
             p.push(
                 index(path, i),
-                "a tag must not be empty or contain control characters",
+                "a tag must not be blank (empty or only spaces) or contain control characters",
             );
         }
     }
@@ -257,7 +254,7 @@ impl EnvironmentInput {
         };
         if env_type
             .as_deref()
-            .is_some_and(|t| t.trim().is_empty() || limits::has_control(t))
+            .is_some_and(|t| crate::problems::is_blank(t) || limits::has_control(t))
         {
             p.push(
                 "env_type",

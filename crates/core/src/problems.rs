@@ -49,6 +49,22 @@ impl Problems {
     }
 }
 
+/// True when `s` is empty or only whitespace (any Unicode `White_Space`): a blank text.
+pub fn is_blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+/// The one check for free-text identifiers (a membership's subject, claim and issuer, a
+/// label key, a tag, a pool's audience): pushes "must not be blank" at `path` when `value`
+/// is empty or only whitespace. True when `value` was blank.
+pub fn refuse_blank(p: &mut Problems, path: impl Into<String>, value: &str) -> bool {
+    let blank = is_blank(value);
+    if blank {
+        p.push(path, "must not be blank (empty or only spaces)");
+    }
+    blank
+}
+
 /// Joins a parent path and a field name: `join("a", "b") == "a.b"`, `join("", "b") == "b"`.
 pub fn join(parent: &str, field: &str) -> String {
     if parent.is_empty() {

@@ -201,8 +201,8 @@ fn check_criteria(c: &Criteria, p: &mut Problems) {
             );
         }
     }
-    if c.env_type.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        p.push("criteria.env_type", "must not be empty when set");
+    if let Some(t) = &c.env_type {
+        crate::problems::refuse_blank(p, "criteria.env_type", t);
     }
     crate::environment::check_labels(&c.labels, "criteria.labels", p);
     crate::environment::check_tags(&c.tags, "criteria.tags", p);

@@ -105,8 +105,9 @@ async fn dispatch_record(
     failed.then_some(message_id)
 }
 
-/// `task-events`: one "ECS Task State Change" event. An error makes EventBridge retry it;
-/// every event is safe to handle twice.
+/// `task-events`: one "ECS Task State Change" event. EventBridge invokes the function
+/// asynchronously, so an error makes Lambda's asynchronous queue (not EventBridge) run it
+/// again, at most twice more; every event is safe to handle twice.
 pub async fn task_state_change(
     engine: &Engine,
     event: EventBridgeEvent<EcsTaskStateChange>,

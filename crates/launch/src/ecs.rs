@@ -578,9 +578,42 @@ impl Launcher for EcsLauncher {
     }
 }
 
+/// How many pages of ListTasks `find` reads at most (100 tasks a page).
+const LIST_TASKS_MAX_PAGES: usize = 10;
+/// DescribeTasks takes at most 100 tasks a call.
+const DESCRIBE_TASKS_MAX: usize = 100;
+
+/// The task `find` reports among a job's `listed` tasks: one whose desired
+/// status (from DescribeTasks) is RUNNING, else the first one listed.
+fn pick_found(listed: &[String], desired: &[(String, Option<String>)]) -> Option<String> {
+    let running = DesiredStatus::Running.as_str();
+    desired
+        .iter()
+        .find(|(arn, status)| status.as_deref() == Some(running) && listed.contains(arn))
+        .map(|(arn, _)| arn.clone())
+        .or_else(|| listed.first().cloned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_prefers_the_running_task_then_the_first_listed() {
+        let listed = vec!["a".to_string(), "b".to_string()];
+        let stopped = Some("STOPPED".to_string());
+        let running = Some("RUNNING".to_string());
+        assert_eq!(
+            pick_found(&listed, &[("a".into(), stopped.clone()), ("b".into(), running)]),
+            Some("b".into())
+        );
+        assert_eq!(
+            pick_found(&listed, &[("a".into(), stopped.clone()), ("b".into(), stopped)]),
+            Some("a".into())
+        );
+        assert_eq!(pick_found(&listed, &[]), Some("a".into()));
+        assert_eq!(pick_found(&[], &[]), None);
+    }
 
     #[test]
     fn the_container_override_holds_sortie_s_and_the_job_s_built_in_variables_then_the_runner_s() {

@@ -103,6 +103,10 @@ pub struct Submitted {
     pub replayed: bool,
 }
 
+/// How long an idempotency key binds, in seconds (24 hours). After that the key is
+/// treated as absent on use, whether or not DynamoDB's TTL has deleted its item yet.
+pub(crate) const IDEMPOTENCY_KEY_SECONDS: i64 = 24 * 60 * 60;
+
 /// An idempotency key and the hash of the request it was first used with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyKey {

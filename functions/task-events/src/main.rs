@@ -9,7 +9,8 @@ use sortie_lifecycle::EcsTaskStateChange;
 use sortie_wiring::{compose, Composition, Resources};
 
 /// Handles one task state change; an error (with its class as the `errorType`) makes
-/// EventBridge retry it.
+/// Lambda's asynchronous invocation run it again, at most twice more (EventBridge's own
+/// retries cover only delivering the event to Lambda).
 async fn handler(
     parts: &Composition,
     event: LambdaEvent<EventBridgeEvent<EcsTaskStateChange>>,

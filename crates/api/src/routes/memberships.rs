@@ -66,18 +66,8 @@ pub(crate) async fn grant_membership(
     let role: Option<Role> = f.required("role", &mut p);
     let grantee: Option<Grantee> = f.required("grantee", &mut p);
     f.finish(&mut p);
-    if let Some(Grantee::ClaimPattern { claim, pattern, .. }) = &grantee {
-        if claim.is_empty() {
-            p.push("grantee.claim", "must not be empty");
-        }
-        if glob::Pattern::new(pattern).is_err() || pattern.is_empty() {
-            p.push("grantee.pattern", "is not a valid glob");
-        }
-    }
-    if let Some(Grantee::Subject { subject, .. }) = &grantee {
-        if subject.is_empty() {
-            p.push("grantee.subject", "must not be empty");
-        }
+    if let Some(grantee) = &grantee {
+        grantee.check("grantee", &mut p);
     }
     let (role, grantee) = p.finish((role, grantee))?;
     let record = MembershipRecord {

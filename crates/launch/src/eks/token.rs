@@ -22,9 +22,24 @@ pub const CLUSTER_ID_HEADER: &str = "x-k8s-aws-id";
 /// How long the presigned URL is valid (`X-Amz-Expires`), as `aws eks get-token` makes it.
 pub const TOKEN_EXPIRY: Duration = Duration::from_secs(60);
 
-/// The regional STS endpoint the token's URL names.
+/// The regional STS endpoint the token's URL names, in the region's partition:
+/// `sts.<region>.amazonaws.com.cn` in China (`aws-cn`), `sts.<region>.amazonaws.com`
+/// in the commercial (`aws`) and GovCloud (`aws-us-gov`) partitions.
 pub fn sts_url(region: &str) -> String {
-    format!("https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15")
+    format!(
+        "https://{}/?Action=GetCallerIdentity&Version=2011-06-15",
+        sts_host(region)
+    )
+}
+
+/// The STS host of `region` (AWS STS Regions and endpoints, IAM User Guide).
+pub fn sts_host(region: &str) -> String {
+    let suffix = if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    };
+    format!("sts.{region}.{suffix}")
 }
 
 /// A bearer token for `cluster`, signed with `credentials` in `region` at `now`.
@@ -101,6 +116,41 @@ mod tests {
             }
         }
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_sts_host_is_the_region_s_partition_s() {
+        assert_eq!(sts_host("eu-west-1"), "sts.eu-west-1.amazonaws.com");
+        assert_eq!(sts_host("cn-north-1"), "sts.cn-north-1.amazonaws.com.cn");
+        assert_eq!(
+            sts_host("cn-northwest-1"),
+            "sts.cn-northwest-1.amazonaws.com.cn"
+        );
+        assert_eq!(sts_host("us-gov-west-1"), "sts.us-gov-west-1.amazonaws.com");
+        assert_eq!(sts_host("us-gov-east-1"), "sts.us-gov-east-1.amazonaws.com");
+    }
+
+    #[test]
+    fn a_china_token_names_the_china_sts_host_and_signs_for_its_region() {
+        let creds = Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        for (region, host) in [
+            ("cn-north-1", "https://sts.cn-north-1.amazonaws.com.cn/?"),
+            ("us-gov-west-1", "https://sts.us-gov-west-1.amazonaws.com/?"),
+        ] {
+            let token = bearer_token(&creds, "c", region, now).unwrap();
+            let url = String::from_utf8(
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(token.strip_prefix(TOKEN_PREFIX).unwrap())
+                    .unwrap(),
+            )
+            .unwrap();
+            assert!(url.starts_with(host), "{url}");
+            assert_eq!(
+                query(&url)["X-Amz-Credential"],
+                format!("AKIDEXAMPLE/20231114/{region}/sts/aws4_request")
+            );
+        }
     }
 
     #[test]

@@ -11,7 +11,6 @@ use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::items::{checked_item, from_item, job_item, JobItem};
 use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, AWAITING, ENDED, PENDING};
-use super::submit::IDEMPOTENCY_TTL_SECONDS;
 use super::unreadable::decode_listed;
 use super::{attribute, condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
 use crate::cursor::{decode_cursor, encode_cursor};
@@ -172,7 +171,7 @@ impl JobStore for DynamoStore {
             item.insert("request_hash".into(), s(&k.request_hash));
             item.insert(
                 "expires_at".into(),
-                n(Utc::now().timestamp() + IDEMPOTENCY_TTL_SECONDS),
+                n(Utc::now().timestamp() + crate::records::IDEMPOTENCY_KEY_SECONDS),
             );
             item
         });

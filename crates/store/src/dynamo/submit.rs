@@ -3,15 +3,19 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::TransactWriteItem;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId};
 
 use super::keys::{env_key, key, queue_key};
 use super::{n, s, DynamoStore, Item, TxOutcome, RETRIES};
+use crate::error::aws;
 use crate::{IdempotencyKey, JobStore, StoreError, Submitted};
 
-/// How long an idempotency key is remembered.
-pub(super) const IDEMPOTENCY_TTL_SECONDS: i64 = 24 * 60 * 60;
+/// The idempotency item's key: one per environment and client key.
+fn idem_key(env: &EnvPath, client_key: &str) -> Item {
+    key(format!("IDEM#{env}#{client_key}"), "IDEM")
+}
 
 impl DynamoStore {
     /// One submit transaction: `items`, then the idempotency key if there is one.
@@ -27,7 +31,16 @@ impl DynamoStore {
     ) -> Result<Result<Submitted, Vec<Option<String>>>, StoreError> {
         let idem_index = items.len();
         if let Some(i) = idem_item {
-            items.push(self.put(i.clone(), "attribute_not_exists(pk)"));
+            // A key binds for 24 hours, checked here: an expired item (which DynamoDB's
+            // TTL may keep for days) is overwritten as if absent.
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(i.clone()))
+                .condition_expression("attribute_not_exists(pk) OR expires_at <= :now")
+                .expression_attribute_values(":now", n(Utc::now().timestamp()))
+                .build()
+                .expect("table, item and condition are set");
+            items.push(TransactWriteItem::builder().put(put).build());
         }
         match self.transact(items).await? {
             TxOutcome::Done => Ok(Ok(Submitted {
@@ -60,7 +73,7 @@ impl DynamoStore {
             return Ok(None);
         }
         let item = self
-            .get_item(key(format!("IDEM#{env}#{}", k.key), "IDEM"))
+            .get_item(idem_key(env, &k.key))
             .await?
             .ok_or_else(|| StoreError::Aws {
                 service: "dynamodb",
@@ -89,6 +102,41 @@ impl DynamoStore {
             took_lock: false,
             replayed: true,
         }))
+    }
+}
+
+impl DynamoStore {
+    /// Sets when an idempotency key stops binding: tests back-date a key with it (the
+    /// in-memory store has the same). `NotFound` if the key is not held.
+    pub async fn expire_idempotency_key_at(
+        &self,
+        env: &EnvPath,
+        key: &str,
+        expires_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(idem_key(env, key)))
+            .update_expression("SET expires_at = :at")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":at", n(expires_at.timestamp()))
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Err(StoreError::NotFound {
+                    kind: "idempotency key",
+                    id: key.to_string(),
+                })
+            }
+            Err(e) => Err(aws("dynamodb", e)),
+        }
     }
 }
 

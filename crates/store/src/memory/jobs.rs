@@ -22,8 +22,14 @@ impl JobStore for MemoryStore {
         let env = job.environment.to_string();
         let mut guard = self.lock();
         let st = &mut *guard;
+        let now = Utc::now();
         if let Some(k) = idempotency {
-            if let Some((job_id, hash)) = st.idempotency.get(&(env.clone(), k.key.clone())) {
+            // An expired key binds no more: treated as absent, and overwritten below.
+            let held = st
+                .idempotency
+                .get(&(env.clone(), k.key.clone()))
+                .filter(|(_, _, expires_at)| *expires_at > now);
+            if let Some((job_id, hash, _)) = held {
                 if *hash != k.request_hash {
                     return Err(StoreError::IdempotencyMismatch {
                         key: k.key.clone(),
@@ -45,7 +51,11 @@ impl JobStore for MemoryStore {
         if let Some(k) = idempotency {
             st.idempotency.insert(
                 (env, k.key.clone()),
-                (job.id.clone(), k.request_hash.clone()),
+                (
+                    job.id.clone(),
+                    k.request_hash.clone(),
+                    now + chrono::Duration::seconds(crate::records::IDEMPOTENCY_KEY_SECONDS),
+                ),
             );
         }
         Ok(submitted)

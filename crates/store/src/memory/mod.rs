@@ -14,8 +14,8 @@
 //!
 //! It is a twin, not the reference: the contract suite in `crates/store/tests/contract`,
 //! run against DynamoDB on moto, remains the source of truth for the store's behaviour. Differences that cannot be seen
-//! through the trait: idempotency keys never expire (DynamoDB's TTL deletes them lazily,
-//! after a day or more), and every call is atomic, so no retry loop is ever needed.
+//! through the trait: every call is atomic, so no retry loop is ever needed. (Idempotency
+//! keys expire after 24 hours in both stores: checked on use, never left to a TTL.)
 //!
 //! This module holds [`MemoryStore`], its state and shared helpers; one module per
 //! aggregate implements its trait.
@@ -23,7 +23,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
-use sortie_core::{Job, JobId, Runner, RunnerId, RunnerRule};
+use chrono::{DateTime, Utc};
+use sortie_core::{EnvPath, Job, JobId, Runner, RunnerId, RunnerRule};
 
 use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreError};
 
@@ -93,8 +94,8 @@ struct State {
     jobs: HashMap<JobId, JobEntry>,
     /// By environment path: the ids of its jobs (ids are time-ordered ULIDs).
     env_jobs: HashMap<String, BTreeSet<JobId>>,
-    /// By (environment path, key): the job id and the request hash.
-    idempotency: HashMap<(String, String), (JobId, String)>,
+    /// By (environment path, key): the job id, the request hash and when the key expires.
+    idempotency: HashMap<(String, String), (JobId, String, DateTime<Utc>)>,
     /// By (org partition, `M#<group>#<id>`), as the table's membership items.
     memberships: BTreeMap<(String, String), MembershipRecord>,
     /// By pool id: the pool and its version.
@@ -202,6 +203,27 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets when an idempotency key stops binding: tests back-date a key with it, as
+    /// [`crate::DynamoStore::expire_idempotency_key_at`] does. `NotFound` if the key is not held.
+    pub fn expire_idempotency_key_at(
+        &self,
+        env: &EnvPath,
+        key: &str,
+        expires_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        match st.idempotency.get_mut(&(env.to_string(), key.to_string())) {
+            Some(held) => {
+                held.2 = expires_at;
+                Ok(())
+            }
+            None => Err(StoreError::NotFound {
+                kind: "idempotency key",
+                id: key.to_string(),
+            }),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
