@@ -561,20 +561,43 @@ impl Launcher for EcsLauncher {
     async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
-        for status in [DesiredStatus::Running, DesiredStatus::Stopped] {
+        // ECS: "When you specify startedBy as the filter, it must be the only
+        // filter that you use" (ListTasks). So no desiredStatus: every page of
+        // the job's tasks (bounded), then DescribeTasks says which one runs.
+        let mut arns: Vec<String> = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..LIST_TASKS_MAX_PAGES {
             let out = client
                 .list_tasks()
                 .cluster(&c.cluster)
                 .started_by(started_by(&job.id))
-                .desired_status(status)
+                .set_next_token(next.take())
                 .send()
                 .await
                 .map_err(|e| from_sdk("ListTasks", e))?;
-            if let Some(arn) = out.task_arns().first() {
-                return Ok(Some(TaskRef::new(arn.clone())));
+            arns.extend(out.task_arns().iter().cloned());
+            next = out.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+            if next.is_none() {
+                break;
             }
         }
-        Ok(None)
+        if arns.is_empty() {
+            return Ok(None);
+        }
+        let mut desired: Vec<(String, Option<String>)> = Vec::new();
+        for chunk in arns.chunks(DESCRIBE_TASKS_MAX) {
+            let out = client
+                .describe_tasks()
+                .cluster(&c.cluster)
+                .set_tasks(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeTasks", e))?;
+            desired.extend(out.tasks().iter().filter_map(|t| {
+                Some((t.task_arn.clone()?, t.desired_status.clone()))
+            }));
+        }
+        Ok(pick_found(&arns, &desired).map(TaskRef::new))
     }
 }
 
