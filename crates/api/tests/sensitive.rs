@@ -46,15 +46,24 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
             .unwrap()
     };
     let arn = record.job.request.sensitive_variables["db"].clone();
-    assert!(arn.contains(&format!(":secret:sortie/jobs/{id}/db")), "{arn}");
+    assert!(
+        arn.contains(&format!(":secret:sortie/jobs/{id}/db")),
+        "{arn}"
+    );
     assert_eq!(api.secrets.value(&arn).await.unwrap(), value);
     let stored = serde_json::to_string(&record.job).unwrap();
     assert!(!stored.contains(&value), "the value is in the record");
 
     // GET shows the name only.
     let got = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
-    assert_eq!(got.body["sensitive_variables"], json!({"db": "(sensitive)"}));
-    assert!(!got.body.to_string().contains(&arn), "the view shows the ARN");
+    assert_eq!(
+        got.body["sensitive_variables"],
+        json!({"db": "(sensitive)"})
+    );
+    assert!(
+        !got.body.to_string().contains(&arn),
+        "the view shows the ARN"
+    );
 
     // Only the job's own token, while it runs, reads the values.
     let path = format!("/v1/jobs/{id}/sensitive-variables");
@@ -64,7 +73,13 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     assert_eq!(before.status, 401, "not launched yet: {}", before.body);
     api.launch(&id, "t-1").await;
     let spec = api
-        .call(None, "GET", &format!("/v1/jobs/{id}/spec"), None, &[("authorization", "Bearer t-1")])
+        .call(
+            None,
+            "GET",
+            &format!("/v1/jobs/{id}/spec"),
+            None,
+            &[("authorization", "Bearer t-1")],
+        )
         .await;
     assert_eq!(spec.status, 200, "{}", spec.body);
     assert_eq!(spec.body["sensitive_variables"], json!(["db"]));
@@ -88,7 +103,10 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
             "POST",
             &format!("/v1/jobs/{id}/events"),
             Some(r#"{"exit_code":0}"#),
-            &[("authorization", "Bearer t-1"), ("content-type", "application/json")],
+            &[
+                ("authorization", "Bearer t-1"),
+                ("content-type", "application/json"),
+            ],
         )
         .await;
     assert!(exit.status.is_success(), "{}", exit.body);
@@ -143,9 +161,14 @@ async fn a_canceled_job_s_secrets_are_deleted() {
             .clone()
     };
     assert_eq!(api.secrets.value(&arn).await.unwrap(), "x");
-    let c = api.as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None).await;
+    let c = api
+        .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
+        .await;
     assert_eq!(c.status, 200, "{}", c.body);
-    assert!(api.secrets.value(&arn).await.is_err(), "the secret outlived the job");
+    assert!(
+        api.secrets.value(&arn).await.is_err(),
+        "the secret outlived the job"
+    );
 }
 
 #[tokio::test]

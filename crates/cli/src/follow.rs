@@ -312,7 +312,9 @@ fn sensitive_variables(
             None => (arg.as_str(), None),
         };
         if let Some(problem) = sortie_core::sensitive::name_problem(name) {
-            return Err(CliError::Usage(format!("--sensitive-var `{name}` {problem}")));
+            return Err(CliError::Usage(format!(
+                "--sensitive-var `{name}` {problem}"
+            )));
         }
         let value = value
             .or_else(|| from_env(name))

@@ -517,6 +517,25 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
     assert!(out.stderr.contains("token_command"), "{out:?}");
     // The good token works.
     assert!(dev.sortie_ok(&get_env).contains("prod"));
+    // The real API's health has Sortie's shape: a missing environment is not found (3),
+    // while a URL that is not the API's base is said to be that (5).
+    let out = dev.sortie(
+        &["get", "env", "acme/demo/nope"],
+        &[("SORTIE_TOKEN", &dev.token)],
+    );
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(!out.stderr.contains("not a Sortie API"), "{out:?}");
+    let elsewhere = format!("{}/console", dev.url.trim_end_matches('/'));
+    let out = dev.sortie(
+        &["get", "env", "acme/demo/prod", "--api-url", &elsewhere],
+        &[("SORTIE_TOKEN", &dev.token)],
+    );
+    assert_eq!(out.code, 5, "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("{elsewhere} is not a Sortie API")),
+        "{out:?}"
+    );
 
     // whoami: the URL, the subject, the credential's source and the memberships.
     dev.sortie_ok(&[
@@ -599,7 +618,7 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
     let dave = dev.user("dave");
     let out = dev.sortie(&["job", "approve", &id], &[("SORTIE_TOKEN", &dave)]);
     assert_eq!(out.code, 3, "{out:?}");
-    assert!(!out.stderr.contains("deployer"), "{out:?}");
+    assert!(out.stderr.contains("not found"), "{out:?}");
     // Neither decided anything.
     assert_eq!(dev.job(&id)["state"], "awaiting_approval");
 }

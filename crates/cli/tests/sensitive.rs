@@ -65,7 +65,10 @@ fn api(dev: &Dev, method: &str, path: &str, body: &str) -> Value {
         &[("Authorization", &auth)],
         (!body.is_empty()).then_some(body),
     );
-    assert!((200..300).contains(&status), "{method} {path}: {status} {v}");
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {v}"
+    );
     v
 }
 
@@ -98,7 +101,12 @@ fn log(dev: &Dev, id: &str) -> String {
     let mut offset = 0;
     let mut text = String::new();
     loop {
-        let v = api(dev, "GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), "");
+        let v = api(
+            dev,
+            "GET",
+            &format!("/v1/jobs/{id}/logs?offset={offset}"),
+            "",
+        );
         let data = v["data"].as_str().unwrap();
         text.push_str(data);
         offset = v["next_offset"].as_u64().unwrap();
@@ -169,10 +177,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
             if path.is_dir() {
                 stack.push(path);
             } else if let Ok(bytes) = std::fs::read(&path) {
-                if bytes
-                    .windows(needle.len())
-                    .any(|w| w == needle.as_bytes())
-                {
+                if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
                     found.push(path.display().to_string());
                 }
             }
@@ -231,9 +236,12 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
         &[("TF_VAR_db_password", &value)],
     );
     let shown = text(&run);
-    assert!(!shown.contains(&value), "the CLI printed the value: {shown}");
-    let submitted: Value = serde_json::from_slice(&run.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {shown}"));
+    assert!(
+        !shown.contains(&value),
+        "the CLI printed the value: {shown}"
+    );
+    let submitted: Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {shown}"));
     let id = submitted["id"].as_str().unwrap().to_string();
     assert_eq!(
         submitted["sensitive_variables"],
@@ -256,7 +264,10 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
     assert!(get.status.success(), "{}", text(&get));
     assert!(!got.contains(&value), "the value is in `job get`: {got}");
     let got: Value = serde_json::from_str(&got).unwrap();
-    assert_eq!(got["sensitive_variables"], json!({"db_password": "(sensitive)"}));
+    assert_eq!(
+        got["sensitive_variables"],
+        json!({"db_password": "(sensitive)"})
+    );
     let table = sortie(&dev, &["job", "get", &id], &[]);
     assert!(
         String::from_utf8_lossy(&table.stdout).contains("db_password = (sensitive)"),
@@ -318,11 +329,20 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
     let jobs = listed["jobs"].as_array().expect("a page of jobs");
     assert_eq!(jobs.len(), 2, "{listed}");
     for j in jobs {
-        assert!(j.get("files").is_none(), "a listed job has file contents: {j}");
+        assert!(
+            j.get("files").is_none(),
+            "a listed job has file contents: {j}"
+        );
         assert_eq!(j["file_names"], json!(["main.tf"]), "{j}");
-        assert_eq!(j["sensitive_variables"], json!({"db_password": "(sensitive)"}));
+        assert_eq!(
+            j["sensitive_variables"],
+            json!({"db_password": "(sensitive)"})
+        );
     }
-    assert!(!listed.to_string().contains(&digest), "a file's contents are listed");
+    assert!(
+        !listed.to_string().contains(&digest),
+        "a file's contents are listed"
+    );
     let one = api(&dev, "GET", &format!("/v1/jobs/{id}"), "");
     assert!(
         one["files"]["main.tf"].as_str().unwrap().contains(&digest),

@@ -33,8 +33,8 @@ mod tests {
 
     #[test]
     fn a_job_names_its_group_environment_operation_and_requester() {
-        let request = crate::JobRequest::parse(r#"{"operation":"destroy","files":{"a.tf":""}}"#)
-            .unwrap();
+        let request =
+            crate::JobRequest::parse(r#"{"operation":"destroy","files":{"a.tf":""}}"#).unwrap();
         let env = crate::EnvPath::parse("acme/platform/dev").unwrap();
         let job = Job::new(
             "01job".to_string(),

@@ -186,7 +186,9 @@ pub fn parse_submitted(value: &Value) -> Result<(JobRequest, SensitiveValues), V
 
 /// The sensitive variables as a view shows them: each name with [`SHOWN`].
 pub fn shown(refs: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    refs.keys().map(|k| (k.clone(), SHOWN.to_string())).collect()
+    refs.keys()
+        .map(|k| (k.clone(), SHOWN.to_string()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -219,7 +221,10 @@ mod tests {
         let (_, values) = parse_submitted(&body(json!({"db_password": "hunter2"}))).unwrap();
         let shown = format!("{values:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("db_password") && shown.contains(SHOWN), "{shown}");
+        assert!(
+            shown.contains("db_password") && shown.contains(SHOWN),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -263,8 +268,8 @@ mod tests {
     #[test]
     fn a_client_cannot_set_references_through_the_plain_request() {
         // `JobRequest::from_value` does not know the field: references are the API's.
-        let e = JobRequest::from_value(&body(json!({"x": "arn:aws:secretsmanager:x"})))
-            .unwrap_err();
+        let e =
+            JobRequest::from_value(&body(json!({"x": "arn:aws:secretsmanager:x"}))).unwrap_err();
         assert!(e.problems.iter().any(|p| p.path == "sensitive_variables"));
     }
 
@@ -273,7 +278,13 @@ mod tests {
         let id = JobId::from("01jobid".to_string());
         assert_eq!(secret_name(&id, "db"), "sortie/jobs/01jobid/db");
         assert_eq!(env_name("db"), "TF_VAR_db");
-        let refs = BTreeMap::from([("db".to_string(), "arn:aws:secretsmanager:r:1:secret:x".to_string())]);
-        assert_eq!(shown(&refs), BTreeMap::from([("db".to_string(), SHOWN.to_string())]));
+        let refs = BTreeMap::from([(
+            "db".to_string(),
+            "arn:aws:secretsmanager:r:1:secret:x".to_string(),
+        )]);
+        assert_eq!(
+            shown(&refs),
+            BTreeMap::from([("db".to_string(), SHOWN.to_string())])
+        );
     }
 }

@@ -576,7 +576,10 @@ impl Launcher for EcsLauncher {
                 .await
                 .map_err(|e| from_sdk("ListTasks", e))?;
             arns.extend(out.task_arns().iter().cloned());
-            next = out.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+            next = out
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
             if next.is_none() {
                 break;
             }
@@ -593,9 +596,11 @@ impl Launcher for EcsLauncher {
                 .send()
                 .await
                 .map_err(|e| from_sdk("DescribeTasks", e))?;
-            desired.extend(out.tasks().iter().filter_map(|t| {
-                Some((t.task_arn.clone()?, t.desired_status.clone()))
-            }));
+            desired.extend(
+                out.tasks()
+                    .iter()
+                    .filter_map(|t| Some((t.task_arn.clone()?, t.desired_status.clone()))),
+            );
         }
         Ok(pick_found(&arns, &desired).map(TaskRef::new))
     }
@@ -627,11 +632,17 @@ mod tests {
         let stopped = Some("STOPPED".to_string());
         let running = Some("RUNNING".to_string());
         assert_eq!(
-            pick_found(&listed, &[("a".into(), stopped.clone()), ("b".into(), running)]),
+            pick_found(
+                &listed,
+                &[("a".into(), stopped.clone()), ("b".into(), running)]
+            ),
             Some("b".into())
         );
         assert_eq!(
-            pick_found(&listed, &[("a".into(), stopped.clone()), ("b".into(), stopped)]),
+            pick_found(
+                &listed,
+                &[("a".into(), stopped.clone()), ("b".into(), stopped)]
+            ),
             Some("a".into())
         );
         assert_eq!(pick_found(&listed, &[]), Some("a".into()));

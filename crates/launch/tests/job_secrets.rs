@@ -31,8 +31,14 @@ async fn a_job_secret_is_created_tagged_read_and_deleted_without_recovery() {
             )
         })
         .collect();
-    assert!(tags.contains(&("sortie:org".into(), "acme".into())), "{tags:?}");
-    assert!(tags.contains(&("sortie:job".into(), "j1".into())), "{tags:?}");
+    assert!(
+        tags.contains(&("sortie:org".into(), "acme".into())),
+        "{tags:?}"
+    );
+    assert!(
+        tags.contains(&("sortie:job".into(), "j1".into())),
+        "{tags:?}"
+    );
 
     secrets.delete(&arn).await.unwrap();
     let gone = secrets.value(&arn).await.unwrap_err();

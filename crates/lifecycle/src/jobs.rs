@@ -13,11 +13,11 @@ use sortie_core::{
     review_refusal, Decision, EnvPath, Job, JobId, JobPhase, JobState, Operation, Outcome,
     ReviewRefusal, ReviewVerdict,
 };
+use sortie_launch::JobSecrets;
 use sortie_store::{
     IdempotencyKey, JobMessage, JobQueue, JobRecord, JobUpdate, LastApply, PhaseRecord, Released,
     Store, StoreError, Submitted,
 };
-use sortie_launch::JobSecrets;
 use tracing::{info, warn};
 
 use crate::{Bus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL};
@@ -414,7 +414,9 @@ impl JobService {
         for arn in arns {
             match tokio::time::timeout(SECRET_DELETE_TIMEOUT, self.secrets.delete(arn)).await {
                 Ok(Ok(())) => info!(%job_id, %arn, "sensitive variable's secret deleted"),
-                Ok(Err(e)) => warn!(%job_id, error = %e, "could not delete a sensitive variable's secret"),
+                Ok(Err(e)) => {
+                    warn!(%job_id, error = %e, "could not delete a sensitive variable's secret")
+                }
                 Err(_) => warn!(%job_id, %arn, "deleting a sensitive variable's secret timed out"),
             }
         }
