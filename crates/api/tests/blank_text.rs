@@ -30,7 +30,7 @@ async fn grant(api: &Api, grantee: Value) -> common::Reply {
 async fn a_membership_with_a_blank_subject_claim_pattern_or_issuer_is_refused() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
-    for subject in ["", " ", "   \t"] {
+    for subject in [" ", "   \t", ""] {
         let r = grant(&api, json!({"kind": "subject", "subject": subject})).await;
         assert_blank(&r, "grantee.subject");
     }
