@@ -215,6 +215,17 @@ async fn list_environments_recursive_adds_the_groups_below() {
         .as_admin("GET", "/v1/groups/acme/web/-/environments", None)
         .await;
     assert_eq!(paths(&own), ["acme/web/prod"]);
+    assert_eq!(
+        own.body["in_subgroups"], 1,
+        "counts acme/web/eu/prod, never acme/webshop's: {}",
+        own.body
+    );
+    assert!(own.body.get("truncated").is_none(), "{}", own.body);
+    let org = api
+        .as_admin("GET", "/v1/groups/acme/-/environments", None)
+        .await;
+    assert_eq!(paths(&org), Vec::<String>::new());
+    assert_eq!(org.body["in_subgroups"], 3, "{}", org.body);
     let all = api
         .as_admin(
             "GET",
@@ -223,6 +234,13 @@ async fn list_environments_recursive_adds_the_groups_below() {
         )
         .await;
     assert_eq!(paths(&all), ["acme/web/eu/prod", "acme/web/prod"]);
+    assert!(all.body.get("in_subgroups").is_none(), "{}", all.body);
+    // The root spans every organisation: no recursive listing of every tenant.
+    let root = api
+        .as_admin("GET", "/v1/groups/-/-/environments?recursive=true", None)
+        .await;
+    assert_eq!(root.status, 400, "{}", root.body);
+    assert_eq!(root.body["error"]["fields"][0]["path"], "query.recursive");
     let bad = api
         .as_admin(
             "GET",

@@ -203,42 +203,33 @@ pub async fn list(api: &Api, resource: ListResource, out: Output) -> Result<(), 
             show_rules(&answer.body, list.rules, out)
         }
         ListResource::Envs { group, recursive } => {
-            // Always asked recursively: without --recursive, the group's own are shown and
-            // the ones below are counted.
+            // Without --recursive, the group's own are shown and the API counts the ones below.
+            let query = if recursive { "?recursive=true" } else { "" };
             let answer = api
                 .send(
                     Method::GET,
-                    &format!("{}/environments?recursive=true", group_url(&group)),
+                    &format!("{}/environments{query}", group_url(&group)),
                     None,
                     &[],
                 )
                 .await?;
             let list: EnvironmentList = decode(answer.body.clone())?;
-            if recursive {
-                return emit(&answer.body, out, || env_table(&list.environments));
-            }
-            let own_group = group.trim_matches('/').to_string();
-            let is_own =
-                |e: &EnvironmentView| e.record.environment.path.group().as_str() == own_group;
-            let (own, below): (Vec<EnvironmentView>, Vec<EnvironmentView>) =
-                list.environments.into_iter().partition(is_own);
-            let mut raw = answer.body.clone();
-            if let Some(all) = raw["environments"].as_array_mut() {
-                all.retain(|e| {
-                    serde_json::from_value::<EnvironmentView>(e.clone()).is_ok_and(|e| is_own(&e))
-                });
-            }
-            emit(&raw, out, || {
-                let mut t = if own.is_empty() {
+            emit(&answer.body, out, || {
+                let mut t = if list.environments.is_empty() && !recursive {
                     format!("no environments in group `{}`\n", shown_group(&group))
                 } else {
-                    env_table(&own)
+                    env_table(&list.environments)
                 };
-                if !below.is_empty() {
+                if let Some(n) = list.in_subgroups.filter(|n| *n > 0) {
                     t.push_str(&format!(
-                        "({} environment{} in subgroups not shown; use --recursive)\n",
-                        below.len(),
-                        if below.len() == 1 { "" } else { "s" }
+                        "({n} environment{} in subgroups not shown; use --recursive)\n",
+                        if n == 1 { "" } else { "s" }
+                    ));
+                }
+                if list.truncated {
+                    t.push_str(&format!(
+                        "(only the first {} environments by path are shown: list a subgroup)\n",
+                        list.environments.len()
                     ));
                 }
                 t

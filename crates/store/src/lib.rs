@@ -90,6 +90,35 @@ pub trait RuleStore: Send + Sync {
     async fn rules_version(&self, org: Option<&str>) -> Result<u64, StoreError>;
 }
 
+/// The environments under a group, by path, as far as one bounded listing reads them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvironmentsUnder {
+    /// The environments, by path: the first `limit` when the listing was cut.
+    pub environments: Vec<Versioned<EnvironmentRecord>>,
+    /// True when the group held more than the listing's limit (never a silent cut).
+    pub truncated: bool,
+}
+
+/// The refusal of a listing under the root group, which spans every organisation.
+pub(crate) fn root_listing_refused() -> StoreError {
+    StoreError::Invalid {
+        path: "group".into(),
+        problem: "the root group spans every organisation; list one organisation's \
+                  environments (such as `acme`) instead"
+            .into(),
+    }
+}
+
+/// The organisation and the path prefix (`<group>/`) of the environments under `group`:
+/// its own and its descendants', never a sibling whose name starts alike (`acme/pay` is
+/// not a prefix of `acme/payments/...`). The root group is refused.
+pub(crate) fn environments_under(group: &GroupPath) -> Result<(&str, String), StoreError> {
+    match group.org() {
+        Some(org) => Ok((org, format!("{}/", group.as_str()))),
+        None => Err(root_listing_refused()),
+    }
+}
+
 /// Environments: their runner link and their lock (the active job and the FIFO queue).
 #[async_trait]
 pub trait EnvironmentStore: Send + Sync {
@@ -108,13 +137,21 @@ pub trait EnvironmentStore: Send + Sync {
         &self,
         group: &GroupPath,
     ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError>;
-    /// Lists the environments of this group and of every group below it, by path. A listing
-    /// for people (`list envs --recursive`, a 404's suggestions), not a hot path: DynamoDB
-    /// answers it with a Scan of the group index, paged to the end.
+    /// Lists the environments of this group and of every group below it, by path, the first
+    /// `limit` of them; [`EnvironmentsUnder::truncated`] says when there were more. DynamoDB
+    /// answers it with a Query of the organisation's gsi4 partition (`ORG#<org>`, sort keys
+    /// beginning `ENV#<group>/`), paged until `limit` + 1 are read: it reads only this
+    /// organisation's environments below the group, never another tenant's. The root group
+    /// spans every organisation and is refused (`Invalid`).
     async fn list_environments_under(
         &self,
         group: &GroupPath,
-    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError>;
+        limit: usize,
+    ) -> Result<EnvironmentsUnder, StoreError>;
+    /// Counts the environments of this group and of every group below it: the same gsi4
+    /// Query as [`EnvironmentStore::list_environments_under`] with `Select: COUNT`, paged to
+    /// the end. The root group is refused (`Invalid`).
+    async fn count_environments_under(&self, group: &GroupPath) -> Result<u64, StoreError>;
     /// Changes labels, tags, env_type and the settings (never the link), checking the version
     /// when given. Create and update keep `next_drift_at` (and its gsi3 `DRIFT` entry) in step
     /// with `drift_schedule`: its next fire time after now, or absent without a schedule. An

@@ -136,7 +136,20 @@ impl From<Versioned<EnvironmentRecord>> for EnvironmentView {
 pub struct EnvironmentList {
     /// The environments.
     pub environments: Vec<EnvironmentView>,
+    /// Without `recursive`: how many environments the groups below hold, not listed here
+    /// (absent for a recursive listing, and for the root group, which spans every
+    /// organisation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_subgroups: Option<u64>,
+    /// With `recursive`: true when the groups below held more than
+    /// [`ENVIRONMENTS_UNDER_MAX`] environments, and only the first of them by path are listed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
+
+/// At most this many environments are listed by a recursive environment list; a longer one
+/// says it was cut (`truncated`).
+pub const ENVIRONMENTS_UNDER_MAX: usize = 10_000;
 
 /// How an environment's runner was resolved: the winning rule, why it won, and counts of
 /// the other rules by reason. With `?explain=full`, also each rule's fate, a page of

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::extract::{query_field, Caller, Document, EnvParam, GroupParam, IfMatch, QueryParams};
 use crate::model::{
     EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
-    RefreshRunnerAnswer, ResolutionAnswer, EXPLANATION_PAGE,
+    RefreshRunnerAnswer, ResolutionAnswer, ENVIRONMENTS_UNDER_MAX, EXPLANATION_PAGE,
 };
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -135,8 +135,10 @@ fn recursive<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::
     })
 }
 
-/// The group's environments; with `recursive=true`, those of every group below it too
-/// (a role on a group holds below it, so the caller may read them all).
+/// The group's environments and a count of those below it; with `recursive=true`, those of
+/// every group below it too, by path (a role on a group holds below it, so the caller may
+/// read them all), at most [`ENVIRONMENTS_UNDER_MAX`] and saying when cut. Neither reads
+/// another organisation's items: both Query the organisation's index (gsi4).
 #[utoipa::path(get, path = "/v1/groups/{group}/-/environments", tag = "environments",
     params(("group" = String, Path, description = "Group path"), EnvListQuery),
     security(("bearerAuth" = [])),
@@ -156,13 +158,41 @@ pub(crate) async fn list_environments(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let envs = if query.get()?.recursive == Some(true) {
-        state.store.list_environments_under(&group).await?
+    let recursive = query.get()?.recursive == Some(true);
+    if recursive && group.is_root() {
+        return Err(ApiError::field(
+            "query.recursive",
+            "cannot list the root group recursively: it spans every organisation; \
+             list one organisation's environments instead",
+        ));
+    }
+    if recursive {
+        let under = state
+            .store
+            .list_environments_under(&group, ENVIRONMENTS_UNDER_MAX)
+            .await?;
+        return Ok(Reply::ok(EnvironmentList {
+            environments: under
+                .environments
+                .into_iter()
+                .map(EnvironmentView::from)
+                .collect(),
+            in_subgroups: None,
+            truncated: under.truncated,
+        }));
+    }
+    // The group's own (one gsi1 Query) and a count of those below (one gsi4 COUNT Query).
+    let own = state.store.list_environments(&group).await?;
+    let in_subgroups = if group.is_root() {
+        None
     } else {
-        state.store.list_environments(&group).await?
+        let all = state.store.count_environments_under(&group).await?;
+        Some(all.saturating_sub(own.len() as u64))
     };
     Ok(Reply::ok(EnvironmentList {
-        environments: envs.into_iter().map(EnvironmentView::from).collect(),
+        environments: own.into_iter().map(EnvironmentView::from).collect(),
+        in_subgroups,
+        truncated: false,
     }))
 }
 

@@ -17,6 +17,10 @@ use crate::AppState;
 /// How many in-flight jobs a job id's 404 compares the id with.
 const JOB_CANDIDATES: u32 = 100;
 
+/// How many of its organisation's environments (the first by path) an environment's 404
+/// compares the path with, when its own group has none.
+const ORG_CANDIDATES: usize = 1_000;
+
 /// What was read to explain waiting jobs, kept across the jobs of one answer (a list reads
 /// its environment, its lock holder and a pool once).
 #[derive(Default)]
@@ -148,8 +152,13 @@ async fn nearby_environments(
     let principal = caller.in_org(state, Some(path.org())).await?;
     let mut envs = state.store.list_environments(path.group()).await?;
     if envs.is_empty() {
+        // One bounded Query of the organisation's index (gsi4), never a Scan.
         let org = GroupPath::parse(path.org()).map_err(ApiError::from)?;
-        envs = state.store.list_environments_under(&org).await?;
+        envs = state
+            .store
+            .list_environments_under(&org, ORG_CANDIDATES)
+            .await?
+            .environments;
     }
     let visible: Vec<String> = envs
         .iter()

@@ -1,25 +1,34 @@
-//! Environments: one item each, indexed by group (gsi1), by linked runner (gsi2) and, while
-//! a drift check is scheduled, by its next fire time (gsi3 `DRIFT`).
+//! Environments: one item each, indexed by group (gsi1), by linked runner (gsi2), while
+//! a drift check is scheduled by its next fire time (gsi3 `DRIFT`), and by organisation and
+//! path (gsi4 `ORG#<org>` / `ENV#<path>`) for the listings under a group.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, Select};
 use chrono::{DateTime, SecondsFormat, Utc};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
 use super::items::{check_item, env_to_item, from_item, EnvItem};
-use super::keys::{env_key, group_pk, runner_key, DRIFT};
+use super::keys::{env_key, group_pk, org_env_sk, org_pk, runner_key, DRIFT};
 use super::{attribute, condition_failed, n, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
 use crate::sortkeys::{drift_due_bound, drift_sk, next_drift};
-use crate::{EnvironmentRecord, EnvironmentStore, LastApply, StoreError, Versioned};
+use crate::{
+    environments_under, EnvironmentRecord, EnvironmentStore, EnvironmentsUnder, LastApply,
+    StoreError, Versioned,
+};
 
 /// The attributes an environment update rewrites: its type, labels and tags, and its
 /// settings. Each is set to the checked item's value, or removed when the item has none
 /// (never written as NULL).
-const UPDATED: [&str; 10] = [
+const UPDATED: [&str; 12] = [
+    // The organisation index (gsi4): written by every update, so an item written before
+    // gsi4 existed gets it on its next update.
+    "gsi4pk",
+    "gsi4sk",
     "env_type",
     "labels",
     "tags",
@@ -33,9 +42,6 @@ const UPDATED: [&str; 10] = [
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
-/// At most this many Scan pages (1 MB each) are read by `list_environments_under`.
-const LIST_UNDER_PAGES: usize = 200;
-
 const NEXT_DRIFT: [&str; 3] = ["next_drift_at", "gsi3pk", "gsi3sk"];
 
 fn not_found(path: &EnvPath) -> StoreError {
@@ -71,6 +77,20 @@ fn set_or_remove(
             }
             None => remove.push(name),
         }
+    }
+}
+
+impl DynamoStore {
+    /// The gsi4 Query of organisation `org`'s environments whose path begins with `prefix`
+    /// (a group's path and `/`).
+    fn under_query(&self, org: &str, prefix: &str) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi4")
+            .key_condition_expression("gsi4pk = :org AND begins_with(gsi4sk, :under)")
+            .expression_attribute_values(":org", s(org_pk(org)))
+            .expression_attribute_values(":under", s(org_env_sk(prefix)))
     }
 }
 
@@ -138,28 +158,17 @@ impl EnvironmentStore for DynamoStore {
     async fn list_environments_under(
         &self,
         group: &GroupPath,
-    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError> {
-        // The group's own partition, and every partition below it (`GROUP#<group>/...`; for
-        // the root, every group's).
-        let below = if group.is_root() {
-            group_pk(group)
-        } else {
-            format!("{}/", group_pk(group))
-        };
+        limit: usize,
+    ) -> Result<EnvironmentsUnder, StoreError> {
+        let (org, prefix) = environments_under(group)?;
         let mut items = Vec::new();
         let mut start = None;
-        for _ in 0..LIST_UNDER_PAGES {
+        // Reads at most `limit` + 1 items: the one past the limit says the list was cut.
+        while items.len() <= limit {
+            let want = i32::try_from(limit + 1 - items.len()).unwrap_or(i32::MAX);
             let page = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .index_name("gsi1")
-                .filter_expression(
-                    "(gsi1pk = :g OR begins_with(gsi1pk, :below)) AND begins_with(gsi1sk, :env)",
-                )
-                .expression_attribute_values(":g", s(group_pk(group)))
-                .expression_attribute_values(":below", s(&below))
-                .expression_attribute_values(":env", s("ENV#"))
+                .under_query(org, &prefix)
+                .limit(self.page_size.map_or(want, |p| p.min(want)))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -170,12 +179,38 @@ impl EnvironmentStore for DynamoStore {
                 _ => break,
             }
         }
-        let mut out = items
+        let truncated = items.len() > limit;
+        items.truncate(limit);
+        // gsi4 sorts by `ENV#<path>`: the items come by path already.
+        let environments = items
             .into_iter()
             .map(|i| from_item::<EnvItem>(i).map(Self::versioned_env))
             .collect::<Result<Vec<_>, _>>()?;
-        out.sort_by_key(|e| e.item.environment.path.to_string());
-        Ok(out)
+        Ok(EnvironmentsUnder {
+            environments,
+            truncated,
+        })
+    }
+
+    async fn count_environments_under(&self, group: &GroupPath) -> Result<u64, StoreError> {
+        let (org, prefix) = environments_under(group)?;
+        let mut count = 0u64;
+        let mut start = None;
+        loop {
+            let page = self
+                .under_query(org, &prefix)
+                .select(Select::Count)
+                .set_limit(self.page_size)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+            count += u64::try_from(page.count).unwrap_or_default();
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(count),
+            }
+        }
     }
 
     async fn list_environments(
@@ -306,11 +341,13 @@ impl EnvironmentStore for DynamoStore {
         let item = env_to_item(&record, version)?;
         let mut items = vec![self.update(
             env_key(path),
-            "SET #runner = :r, gsi2pk = :g2, version = :nv",
+            "SET #runner = :r, gsi2pk = :g2, gsi4pk = :g4, gsi4sk = :g4s, version = :nv",
             "version = :v",
             HashMap::from([
                 (":r".to_string(), item["runner"].clone()),
                 (":g2".to_string(), item["gsi2pk"].clone()),
+                (":g4".to_string(), item["gsi4pk"].clone()),
+                (":g4s".to_string(), item["gsi4sk"].clone()),
                 (":nv".to_string(), n(version)),
                 (":v".to_string(), n(current.version)),
             ]),

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sortie_core::{Job, Runner, RunnerRule};
 
-use super::keys::{group_pk, pending_sk, DRIFT, PENDING};
+use super::keys::{group_pk, org_env_sk, org_pk, pending_sk, DRIFT, PENDING};
 use super::Item;
 use crate::sortkeys::drift_sk;
 use crate::{EnvironmentRecord, JobRecord, MembershipRecord, StoreError};
@@ -158,6 +158,13 @@ pub(super) struct EnvItem {
     /// `<next_drift_at>#<path>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) gsi3sk: Option<String>,
+    /// `ORG#<org>`: the organisation's environments (gsi4). Absent on an item written before
+    /// gsi4 existed, until its next update writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) gsi4pk: Option<String>,
+    /// `ENV#<path>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) gsi4sk: Option<String>,
     pub(super) version: u64,
     #[serde(flatten)]
     pub(super) record: EnvironmentRecord,
@@ -191,7 +198,8 @@ pub(super) struct MemberItem {
 }
 
 /// The environment item for `record` at `version`: its keys, its group (gsi1) and runner
-/// link (gsi2) index entries, and its gsi3 `DRIFT` entry while `next_drift_at` is set.
+/// link (gsi2) index entries, its gsi3 `DRIFT` entry while `next_drift_at` is set, and its
+/// organisation (gsi4) entry.
 pub(super) fn env_item(record: EnvironmentRecord, version: u64) -> EnvItem {
     let e = &record.environment;
     EnvItem {
@@ -204,6 +212,8 @@ pub(super) fn env_item(record: EnvironmentRecord, version: u64) -> EnvItem {
         gsi2sk: e.path.to_string(),
         gsi3pk: record.next_drift_at.map(|_| DRIFT.to_string()),
         gsi3sk: record.next_drift_at.map(|t| drift_sk(t, &e.path)),
+        gsi4pk: Some(org_pk(e.path.org())),
+        gsi4sk: Some(org_env_sk(&e.path.to_string())),
         version,
         record,
     }

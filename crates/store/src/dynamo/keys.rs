@@ -1,4 +1,5 @@
-//! The table's keys: partition and sort keys of every item, and the gsi3 partitions.
+//! The table's keys: partition and sort keys of every item, the gsi3 partitions and the
+//! gsi4 keys of environments.
 
 use std::collections::HashMap;
 
@@ -28,6 +29,17 @@ pub(super) fn queue_key(env: &EnvPath, id: &str) -> Item {
 }
 pub(super) fn members_pk(org: Option<&str>) -> String {
     format!("MEMBERS#{}", org.unwrap_or_default())
+}
+
+/// gsi4 partition of an organisation's environments (`org` is the path's first segment);
+/// only environment items are in gsi4.
+pub(super) fn org_pk(org: &str) -> String {
+    format!("ORG#{org}")
+}
+/// gsi4 sort key of an environment, `ENV#<path>`; with a group's path and a `/`, the prefix
+/// of every environment under that group.
+pub(super) fn org_env_sk(path: &str) -> String {
+    format!("ENV#{path}")
 }
 
 pub(super) const PENDING: &str = "PENDING";

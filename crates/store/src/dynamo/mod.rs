@@ -40,6 +40,9 @@ const RETRIES: usize = 8;
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// The `Limit` of each page of the gsi4 environment listings; `None` lets DynamoDB fill
+    /// its 1 MB pages.
+    page_size: Option<i32>,
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -102,7 +105,15 @@ impl DynamoStore {
         Self {
             client,
             table: table.into(),
+            page_size: None,
         }
+    }
+
+    /// The same store, reading the environment listings (gsi4) `n` items a page: for tests
+    /// that prove a listing pages to the end.
+    pub fn with_page_size(mut self, n: i32) -> Self {
+        self.page_size = Some(n.max(1));
+        self
     }
 
     /// The table name.

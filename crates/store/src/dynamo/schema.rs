@@ -1,11 +1,11 @@
-//! Creating the table: keys, three GSIs and TTL.
+//! Creating the table: keys, four GSIs and TTL.
 
 use super::DynamoStore;
 use crate::error::aws;
 use crate::StoreError;
 
 impl DynamoStore {
-    /// Creates the table with its keys, three GSIs and TTL, if it does not exist yet.
+    /// Creates the table with its keys, four GSIs (gsi1..gsi4) and TTL, if it does not exist yet.
     /// Used by local mode and tests; in AWS the SAM template creates it.
     pub async fn ensure_table(&self) -> Result<(), StoreError> {
         use aws_sdk_dynamodb::types::{
@@ -45,7 +45,7 @@ impl DynamoStore {
             .attribute_definitions(attr("sk"))
             .key_schema(key_el("pk", KeyType::Hash))
             .key_schema(key_el("sk", KeyType::Range));
-        for i in 1..=3 {
+        for i in 1..=4 {
             let (pk, sk) = (format!("gsi{i}pk"), format!("gsi{i}sk"));
             req = req
                 .attribute_definitions(attr(&pk))

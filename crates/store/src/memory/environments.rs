@@ -7,7 +7,10 @@ use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
 use super::{runner_key, version_check, EnvEntry, MemoryStore};
 use crate::sortkeys::{drift_due_bound, drift_sk, next_drift};
-use crate::{EnvironmentRecord, EnvironmentStore, LastApply, StoreError, Versioned};
+use crate::{
+    environments_under, EnvironmentRecord, EnvironmentStore, EnvironmentsUnder, LastApply,
+    StoreError, Versioned,
+};
 
 fn not_found(path: &EnvPath) -> StoreError {
     StoreError::NotFound {
@@ -81,19 +84,46 @@ impl EnvironmentStore for MemoryStore {
     async fn list_environments_under(
         &self,
         group: &GroupPath,
-    ) -> Result<Vec<Versioned<EnvironmentRecord>>, StoreError> {
+        limit: usize,
+    ) -> Result<EnvironmentsUnder, StoreError> {
+        let (org, prefix) = environments_under(group)?;
         let st = self.lock();
-        let mut out: Vec<Versioned<EnvironmentRecord>> = st
+        // As the table's gsi4 holds them: the organisation's, by path.
+        let mut all: Vec<(String, Versioned<EnvironmentRecord>)> = st
             .envs
             .values()
-            .filter(|e| group.contains(e.record.environment.path.group()))
-            .map(|e| Versioned {
-                item: e.record.clone(),
-                version: e.version,
+            .filter(|e| e.record.environment.path.org() == org)
+            .map(|e| (e.record.environment.path.to_string(), e))
+            .filter(|(path, _)| path.starts_with(&prefix))
+            .map(|(path, e)| {
+                (
+                    path,
+                    Versioned {
+                        item: e.record.clone(),
+                        version: e.version,
+                    },
+                )
             })
             .collect();
-        out.sort_by_key(|e| e.item.environment.path.to_string());
-        Ok(out)
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        let truncated = all.len() > limit;
+        all.truncate(limit);
+        Ok(EnvironmentsUnder {
+            environments: all.into_iter().map(|(_, e)| e).collect(),
+            truncated,
+        })
+    }
+
+    async fn count_environments_under(&self, group: &GroupPath) -> Result<u64, StoreError> {
+        let (org, prefix) = environments_under(group)?;
+        let st = self.lock();
+        let n = st
+            .envs
+            .values()
+            .map(|e| &e.record.environment.path)
+            .filter(|p| p.org() == org && p.to_string().starts_with(&prefix))
+            .count();
+        Ok(n as u64)
     }
 
     async fn list_environments(

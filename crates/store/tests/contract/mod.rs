@@ -125,7 +125,7 @@ fn rule(id: &str, scope: &str, runner: &str) -> RunnerRule {
 }
 
 /// The runner `acme/local` (if not there yet) and an environment linked to it.
-async fn setup_env<S: Store>(s: &S, path: &str) {
+pub(crate) async fn setup_env<S: Store>(s: &S, path: &str) {
     match s.create_runner(&runner("acme/local")).await {
         Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
         Err(e) => panic!("{e}"),
@@ -2390,28 +2390,109 @@ pub async fn environments_under_a_group_are_its_own_and_its_descendants_by_path<
         "acme/web/eu/dev",
         "acme/webshop/prod",
         "acme/api/prod",
+        "acme/pay/prod",
+        "acme/payments/eu/prod",
+        "acmecorp/web/prod",
         "other/web/prod",
     ] {
         setup_env(&*s, path).await;
     }
-    let under = |g: &str| {
+    let under_at_most = |g: &str, limit: usize| {
         let s = s.clone();
         let g = GroupPath::parse(g).unwrap();
         async move {
-            s.list_environments_under(&g)
-                .await
-                .unwrap()
+            let listed = s.list_environments_under(&g, limit).await.unwrap();
+            let paths = listed
+                .environments
                 .into_iter()
                 .map(|e| e.item.environment.path.to_string())
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (paths, listed.truncated)
         }
+    };
+    let under = |g: &'static str| {
+        let listed = under_at_most(g, 10_000);
+        async move {
+            let (paths, truncated) = listed.await;
+            assert!(!truncated, "{g}: nothing to cut");
+            paths
+        }
+    };
+    let count = |g: &str| {
+        let s = s.clone();
+        let g = GroupPath::parse(g).unwrap();
+        async move { s.count_environments_under(&g).await.unwrap() }
     };
     assert_eq!(
         under("acme/web").await,
         ["acme/web/eu/dev", "acme/web/eu/prod", "acme/web/prod"],
         "its own and its descendants', never a sibling whose name starts alike"
     );
-    assert_eq!(under("acme").await.len(), 5);
+    assert_eq!(
+        under("acme/pay").await,
+        ["acme/pay/prod"],
+        "`acme/pay` is not a prefix of `acme/payments/...`"
+    );
+    assert_eq!(
+        under("acme").await,
+        [
+            "acme/api/prod",
+            "acme/pay/prod",
+            "acme/payments/eu/prod",
+            "acme/web/eu/dev",
+            "acme/web/eu/prod",
+            "acme/web/prod",
+            "acme/webshop/prod",
+        ],
+        "an organisation lists only its own, by path: never `acmecorp`'s nor `other`'s"
+    );
+    assert_eq!(under("other").await, ["other/web/prod"]);
     assert_eq!(under("acme/web/eu").await.len(), 2);
     assert!(under("acme/nothing").await.is_empty());
+    assert!(under("nobody").await.is_empty());
+
+    // A bounded listing says when it was cut, and keeps the first by path.
+    assert_eq!(
+        under_at_most("acme", 3).await,
+        (
+            vec![
+                "acme/api/prod".to_string(),
+                "acme/pay/prod".to_string(),
+                "acme/payments/eu/prod".to_string()
+            ],
+            true
+        )
+    );
+    assert!(!under_at_most("acme/web", 3).await.1, "exactly the limit");
+    assert!(under_at_most("acme/web", 2).await.1);
+    assert_eq!(under_at_most("acme/web", 0).await, (vec![], true));
+
+    // The counts come from the same index.
+    assert_eq!(count("acme").await, 7);
+    assert_eq!(count("acme/web").await, 3);
+    assert_eq!(count("acme/pay").await, 1);
+    assert_eq!(count("acmecorp").await, 1);
+    assert_eq!(count("acme/nothing").await, 0);
+
+    // An update keeps the environment listed (and rewrites its index entry).
+    let mut env = s
+        .get_environment(&EnvPath::parse("acme/pay/prod").unwrap())
+        .await
+        .unwrap()
+        .item
+        .environment;
+    env.labels.insert("tier".into(), "gold".into());
+    s.update_environment(&env, None).await.unwrap();
+    assert_eq!(under("acme/pay").await, ["acme/pay/prod"]);
+
+    // The root group spans every organisation: refused, never a listing of all tenants.
+    let root = GroupPath::root();
+    assert!(matches!(
+        s.list_environments_under(&root, 10).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    assert!(matches!(
+        s.count_environments_under(&root).await,
+        Err(StoreError::Invalid { .. })
+    ));
 }
