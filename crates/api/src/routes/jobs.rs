@@ -82,7 +82,26 @@ pub(crate) async fn list_jobs(
     }))
 }
 
-fn idempotency_key(headers: &HeaderMap, body: &[u8]) -> Result<Option<IdempotencyKey>, ApiError> {
+/// The hash an Idempotency-Key binds to: the request as parsed, with every sensitive
+/// variable's value left out (only its name counts), so that no digest of a secret value is
+/// ever stored beside the key.
+fn request_hash(request: &serde_json::Value) -> String {
+    let mut request = request.clone();
+    if let Some(values) = request
+        .get_mut("sensitive_variables")
+        .and_then(|v| v.as_object_mut())
+    {
+        for value in values.values_mut() {
+            *value = serde_json::Value::Null;
+        }
+    }
+    sortie_store::sha256_hex(request.to_string().as_bytes())
+}
+
+fn idempotency_key(
+    headers: &HeaderMap,
+    request: &serde_json::Value,
+) -> Result<Option<IdempotencyKey>, ApiError> {
     let Some(v) = headers.get("idempotency-key") else {
         return Ok(None);
     };
@@ -97,7 +116,7 @@ fn idempotency_key(headers: &HeaderMap, body: &[u8]) -> Result<Option<Idempotenc
     }
     Ok(Some(IdempotencyKey {
         key: key.to_string(),
-        request_hash: sortie_store::sha256_hex(body),
+        request_hash: request_hash(request),
     }))
 }
 
@@ -127,8 +146,10 @@ pub(crate) async fn submit_job(
             &format!("environment `{path}`"),
         )
         .await?;
-    let idempotency = idempotency_key(&headers, &body.bytes)?;
-    let (mut request, sensitive) = sortie_core::sensitive::parse_submitted(&body.value()?)?;
+    let submitted = body.value()?;
+    let idempotency = idempotency_key(&headers, &submitted)?;
+    let (mut request, sensitive) = sortie_core::sensitive::parse_submitted(&submitted)?;
+    drop(submitted);
     let env = state.store.get_environment(&path).await;
     let env = super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
     let runner_id = env.item.environment.runner.runner_id.clone();
@@ -432,4 +453,27 @@ pub(crate) async fn get_job_outputs(
 ) -> Result<Reply<OutputsView>, ApiError> {
     let (record, _) = read_job_for(&state, &caller, &id, Action::Read).await?;
     Ok(Reply::ok(outputs_of(&state, &record).await?))
+}
+
+#[cfg(test)]
+mod idempotency_tests {
+    use super::request_hash;
+    use serde_json::json;
+
+    #[test]
+    fn the_idempotency_hash_never_depends_on_a_sensitive_value() {
+        let a = json!({"operation": "apply", "sensitive_variables": {"db_password": "hunter2"}});
+        let b = json!({"operation": "apply", "sensitive_variables": {"db_password": "other"}});
+        let c = json!({"operation": "apply", "sensitive_variables": {"api_key": "hunter2"}});
+        let d = json!({"operation": "plan", "sensitive_variables": {"db_password": "hunter2"}});
+        assert_eq!(request_hash(&a), request_hash(&b));
+        assert_ne!(request_hash(&a), request_hash(&c), "the names still count");
+        assert_ne!(
+            request_hash(&a),
+            request_hash(&d),
+            "the rest of the request counts"
+        );
+        let no_value = json!({"operation": "apply", "sensitive_variables": {"db_password": null}});
+        assert_eq!(request_hash(&a), request_hash(&no_value));
+    }
 }
