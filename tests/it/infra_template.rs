@@ -507,8 +507,7 @@ fn the_table_is_the_single_table_the_store_expects() {
         .collect();
     let mut want: BTreeMap<String, String> = BTreeMap::new();
     for name in [
-        "pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk", "gsi4pk",
-        "gsi4sk",
+        "pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk", "gsi4pk", "gsi4sk",
     ] {
         want.insert(name.into(), "S".into());
     }
