@@ -228,6 +228,7 @@ fn engine(config: &SdkConfig, w: &Value) -> Engine {
                 aws_sdk_eventbridge::Client::new(config),
                 cp["bus"].as_str().unwrap(),
             )),
+            secrets: Arc::new(sortie_launch::AwsJobSecrets::new(config)),
         },
         launcher: Arc::new(launcher),
         api_url: "https://api.sortie.example.com".into(),
