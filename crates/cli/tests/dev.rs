@@ -899,8 +899,8 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
     let env = dev.ok("GET", "/v1/environments/acme/demo/prod", None);
     assert_eq!(env["active_job"], id.as_str(), "{env}");
 
-    // Four eyes: alice may not approve her own job; carol (a viewer) does not see it to
-    // decide; nobody may approve a job that is not awaiting approval.
+    // Four eyes: alice may not approve her own job; carol (a viewer) sees it but is told
+    // the role she lacks; nobody may approve a job that is not awaiting approval.
     let (status, own) = dev.api_as("alice", "POST", &format!("/v1/jobs/{id}/approve"), None);
     assert_eq!(status, 403, "{own}");
     assert!(
@@ -911,7 +911,14 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
         "{own}"
     );
     let (status, viewer) = dev.api_as("carol", "POST", &format!("/v1/jobs/{id}/approve"), None);
-    assert_eq!(status, 404, "{viewer}");
+    assert_eq!(status, 403, "{viewer}");
+    assert!(
+        viewer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deployer"),
+        "{viewer}"
+    );
     let (status, not_awaiting) = dev.api_as(
         "bob",
         "POST",
