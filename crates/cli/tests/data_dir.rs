@@ -13,7 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sortie_tests::http::call;
+
+mod common;
+
+use common::{Dev, DevOptions};
 
 /// The repository's root.
 fn root() -> PathBuf {
@@ -67,90 +70,35 @@ impl Drop for Moto {
     }
 }
 
-/// A running `sortie dev`, with what its ready file said.
-struct Dev {
-    child: Child,
-    url: String,
-    token: String,
-    users: serde_json::Map<String, Value>,
-    dir: PathBuf,
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- sortie dev log ---\n{}",
-                std::fs::read_to_string(self.dir.join("dev.log")).unwrap_or_default()
-            );
-        }
-    }
+/// `sortie dev --data-dir DIR` on `endpoint`'s moto, with `--user` for each of `users`.
+fn start_dev(dir: &Path, endpoint: &str, users: &[&str]) -> Dev {
+    let runner = common::sibling_runner();
+    assert!(
+        runner.exists(),
+        "build it first: cargo build -p sortie-runner --bins"
+    );
+    common::start_dev(DevOptions {
+        runner: Some(runner),
+        users,
+        extra_args: &[
+            "--snapshot-every",
+            "1",
+            "--table",
+            "sortie-keep",
+            "--queue",
+            "keep-jobs",
+            "--bucket",
+            "keep-artifacts",
+            "--bus",
+            "keep-bus",
+        ],
+        data_dir: Some(dir),
+        endpoint: Some(endpoint),
+        ..Default::default()
+    })
 }
 
 impl Dev {
-    fn start(dir: &Path, endpoint: &str, users: &[&str]) -> Dev {
-        let ready = dir.join("ready.json");
-        let _ = std::fs::remove_file(&ready);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("dev.log"))
-            .unwrap();
-        let sortie = PathBuf::from(env!("CARGO_BIN_EXE_sortie"));
-        let runner = sortie.with_file_name("sortie-runner");
-        assert!(
-            runner.exists(),
-            "build it first: cargo build -p sortie-runner --bins"
-        );
-        let mut command = Command::new(&sortie);
-        command
-            .args(["dev", "--sweep-every", "1", "--snapshot-every", "1"])
-            .args(["--table", "sortie-keep", "--queue", "keep-jobs"])
-            .args(["--bucket", "keep-artifacts", "--bus", "keep-bus"])
-            .arg("--data-dir")
-            .arg(dir)
-            .arg("--ready-file")
-            .arg(&ready)
-            .arg("--runner")
-            .arg(&runner);
-        for user in users {
-            command.args(["--user", user]);
-        }
-        let child = command
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start sortie dev");
-        let mut dev = Dev {
-            child,
-            url: String::new(),
-            token: String::new(),
-            users: Default::default(),
-            dir: dir.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::fs::read_to_string(&ready)
-            .unwrap_or_default()
-            .is_empty()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "sortie dev did not start: {}",
-                std::fs::read_to_string(dir.join("dev.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let r: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-        dev.url = r["url"].as_str().unwrap().into();
-        dev.token = r["token"].as_str().unwrap().into();
-        dev.users = r["users"].as_object().cloned().unwrap_or_default();
-        dev
-    }
-
     /// Stops it as Ctrl-C would (SIGTERM), and waits for its last snapshot.
     fn stop(mut self) {
         let pid = self.child.id().to_string();
@@ -166,52 +114,18 @@ impl Dev {
         }
     }
 
-    fn api_with(&self, token: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let auth = format!("Bearer {token}");
-        let body = body.map(|b| match b {
-            Value::String(s) => s,
-            b => b.to_string(),
-        });
-        call(
-            &self.url,
-            method,
-            path,
-            &[("Authorization", &auth)],
-            body.as_deref(),
-        )
-    }
-
-    fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let (status, v) = self.api_with(&self.token, method, path, body);
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v}"
-        );
-        v
-    }
-
     fn apply(&self, greeting: &str) -> Value {
         let files = json!({"main.tf": std::fs::read_to_string(sortie_tests::example_dir("hello").join("main.tf")).unwrap()});
-        let v = self.ok(
+        let v = self.api(
             "POST",
             "/v1/environments/acme/demo/hello/-/jobs",
             Some(
                 json!({"operation": "apply", "files": files, "variables": {"greeting": greeting}}),
             ),
         );
-        let id = v["id"].as_str().unwrap().to_string();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let job = self.ok("GET", &format!("/v1/jobs/{id}"), None);
-            if ["succeeded", "failed", "canceled", "timed_out", "discarded"]
-                .contains(&job["state"].as_str().unwrap())
-            {
-                assert_eq!(job["state"], "succeeded", "{job}");
-                return job;
-            }
-            assert!(Instant::now() < deadline, "job {id} did not finish: {job}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let job = self.wait_terminal(v["id"].as_str().unwrap());
+        assert_eq!(job["state"], "succeeded", "{job}");
+        job
     }
 }
 
@@ -255,21 +169,21 @@ fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state(
     create_bucket(&endpoint, bucket);
 
     // Before: a runner with its state in moto's S3, a rule, an environment, one apply.
-    let dev = Dev::start(&dir, &endpoint, &["alice"]);
+    let dev = start_dev(&dir, &endpoint, &["alice"]);
     let runner = format!(
         "runner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {endpoint}\n"
     );
-    dev.ok(
+    dev.api(
         "POST",
         "/v1/groups/acme/-/runners/local",
         Some(Value::String(runner)),
     );
-    dev.ok(
+    dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
         Some(json!({"id": "default", "runner_id": "acme/local"})),
     );
-    dev.ok(
+    dev.api(
         "POST",
         "/v1/groups/acme/demo/-/environments",
         Some(json!({"name": "hello", "env_type": "development"})),
@@ -298,7 +212,7 @@ fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state(
     );
 
     // After: one more user; the rest comes back from the data dir.
-    let dev = Dev::start(&dir, &endpoint, &["bob"]);
+    let dev = start_dev(&dir, &endpoint, &["bob"]);
     let log = std::fs::read_to_string(dir.join("dev.log")).unwrap();
     assert!(log.contains("sortie dev: restored "), "{log}");
     assert_eq!(dev.url, url, "the port is kept");
@@ -307,22 +221,22 @@ fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state(
     assert!(dev.users["bob"].as_str().is_some_and(|t| t != alice));
     let (status, _) = dev.api_with(&alice, "GET", "/v1/whoami", None);
     assert_ne!(status, 401, "alice's token still opens the API");
-    let runner = dev.ok("GET", "/v1/groups/acme/-/runners/local", None);
+    let runner = dev.api("GET", "/v1/groups/acme/-/runners/local", None);
     assert!(runner.to_string().contains(bucket), "{runner}");
     assert!(
         runner.to_string().contains(&endpoint) && !runner.to_string().contains(&old_endpoint),
         "the state storage follows moto to its new port: {runner}"
     );
-    let rules = dev.ok("GET", "/v1/groups/acme/-/rules", None);
+    let rules = dev.api("GET", "/v1/groups/acme/-/rules", None);
     assert!(rules.to_string().contains("acme/local"), "{rules}");
-    let env = dev.ok("GET", "/v1/environments/acme/demo/hello", None);
+    let env = dev.api("GET", "/v1/environments/acme/demo/hello", None);
     assert!(env.to_string().contains("development"), "{env}");
-    let jobs = dev.ok("GET", "/v1/environments/acme/demo/hello/-/jobs", None);
+    let jobs = dev.api("GET", "/v1/environments/acme/demo/hello/-/jobs", None);
     assert!(
         jobs.to_string().contains(first["id"].as_str().unwrap()),
         "the job history is kept: {jobs}"
     );
-    let restored = dev.ok(
+    let restored = dev.api(
         "GET",
         &format!("/v1/jobs/{}", first["id"].as_str().unwrap()),
         None,

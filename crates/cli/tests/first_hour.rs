@@ -10,47 +10,25 @@
 //!   `token_command`); `whoami` prints the URL, subject, credential and memberships; a
 //!   viewer approving is told the role it lacks (exit 1), a stranger gets not found (3).
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use portable_pty::CommandBuilder;
 use serde_json::{json, Value};
-use sortie_tests::http::call;
 
-/// A `sortie dev` of this file's own, with named users; killed on drop.
-struct Dev {
-    child: Child,
-    url: String,
-    token: String,
-    users: std::collections::BTreeMap<String, String>,
-    dir: PathBuf,
-}
+mod common;
 
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- sortie dev log ---\n{}",
-                std::fs::read_to_string(self.dir.join("dev.log")).unwrap_or_default()
-            );
-        }
-    }
-}
+use common::{Dev, DevOptions, Out, Terminal};
 
-/// The real `sortie-runner`: next to the `sortie` under test when built (`cargo build -p
-/// sortie-runner --bins`), else built with the workspace.
-fn real_runner() -> PathBuf {
-    let sibling = PathBuf::from(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-runner");
-    if sibling.exists() {
-        sibling
-    } else {
-        sortie_tests::runtime::function_binary("sortie-runner")
-    }
+/// `sortie dev` with the real runner and `--user` for each of `users`.
+fn launch(prefix: &str, users: &[&str]) -> Dev {
+    common::start_dev(DevOptions {
+        prefix,
+        runner: Some(common::runner_binary()),
+        users,
+        ..Default::default()
+    })
 }
 
 /// Writes an executable shell script.
@@ -62,96 +40,23 @@ fn script(path: &Path, text: &str) -> PathBuf {
 }
 
 impl Dev {
-    /// Starts `sortie dev` on fresh names with `--user` for each of `users`.
-    fn launch(prefix: &str, users: &[&str]) -> Self {
-        let dir = sortie_tests::scratch_dir(prefix).unwrap();
-        let ready = dir.join("ready.json");
-        let log = std::fs::File::create(dir.join("dev.log")).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sortie"));
-        command
-            .args(["dev", "--sweep-every", "1"])
-            .args(["--table", &sortie_tests::unique("sortie-first-hour")])
-            .args(["--queue", &sortie_tests::unique("jobs")])
-            .args(["--bucket", &sortie_tests::unique("artifacts")])
-            .args(["--bus", &sortie_tests::unique("bus")])
-            .arg("--ready-file")
-            .arg(&ready)
-            .arg("--work-dir")
-            .arg(&dir)
-            .arg("--runner")
-            .arg(real_runner());
-        for user in users {
-            command.args(["--user", user]);
-        }
-        let child = command
-            .env("AWS_ENDPOINT_URL", sortie_tests::endpoint())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start sortie dev");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::fs::read_to_string(&ready)
-            .unwrap_or_default()
-            .is_empty()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "sortie dev did not start: {}",
-                std::fs::read_to_string(dir.join("dev.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let r: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-        Self {
-            child,
-            url: r["url"].as_str().unwrap().into(),
-            token: r["token"].as_str().unwrap().into(),
-            users: r["users"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            dir,
-        }
-    }
-
-    /// The named user's token.
-    fn user(&self, name: &str) -> String {
-        self.users.get(name).expect("a --user of this dev").clone()
-    }
-
-    /// An API call with the development token; asserts a 2xx answer.
-    fn ok(&self, method: &str, path: &str, body: Option<&str>) -> Value {
-        let auth = format!("Bearer {}", self.token);
-        let (status, v) = call(&self.url, method, path, &[("Authorization", &auth)], body);
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v}"
-        );
-        v
-    }
-
     /// A local runner `acme/NAME` (state in a fresh moto bucket) with extra lines, and a
     /// rule at `scope` picking it.
     fn runner(&self, name: &str, head: &str, local_extra: &str, scope: &str) {
-        let bucket = state_bucket();
+        let bucket = common::state_bucket();
         let file = format!(
             "{head}runner_configuration:\n  type: local\n{local_extra}state_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
             sortie_tests::endpoint()
         );
-        self.ok(
+        self.api(
             "POST",
             &format!("/v1/groups/acme/-/runners/{name}"),
-            Some(&file),
+            Some(Value::String(file)),
         );
-        self.ok(
+        self.api(
             "POST",
             &format!("/v1/groups/{scope}/-/rules"),
-            Some(&json!({"id": name, "runner_id": format!("acme/{name}")}).to_string()),
+            Some(json!({"id": name, "runner_id": format!("acme/{name}")})),
         );
     }
 
@@ -161,33 +66,16 @@ impl Dev {
         for (k, v) in settings.as_object().unwrap() {
             body[k] = v.clone();
         }
-        self.ok(
+        self.api(
             "POST",
             &format!("/v1/groups/{group}/-/environments"),
-            Some(&body.to_string()),
+            Some(body),
         );
-    }
-
-    fn job(&self, id: &str) -> Value {
-        self.ok("GET", &format!("/v1/jobs/{id}"), None)
-    }
-
-    /// Waits until `check` holds for the job; the job.
-    fn wait_job(&self, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let job = self.job(id);
-            if check(&job) {
-                return job;
-            }
-            assert!(Instant::now() < deadline, "job {id}: never {what}: {job}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
     }
 
     /// The ids of `env`'s jobs, as the API lists them.
     fn job_ids(&self, env: &str) -> Vec<String> {
-        let v = self.ok("GET", &format!("/v1/environments/{env}/-/jobs"), None);
+        let v = self.api("GET", &format!("/v1/environments/{env}/-/jobs"), None);
         let list = v
             .as_array()
             .or_else(|| v["items"].as_array())
@@ -198,29 +86,20 @@ impl Dev {
             .collect()
     }
 
-    /// Runs `sortie ARGS` (no terminal) with this API's URL, `env` and no user config.
+    /// Runs `sortie ARGS` (no terminal) with this API's URL, `env` and no user config;
+    /// asserts no token was printed.
     fn sortie(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
-        cmd.args(args)
-            .env("SORTIE_API_URL", &self.url)
-            .env_remove("SORTIE_TOKEN")
-            .env(
-                "SORTIE_CONFIG",
-                self.dir.join("no-config.yaml").display().to_string(),
-            )
-            .stdin(Stdio::null());
+        let mut cmd = common::sortie_command(self);
+        cmd.args(args).env_remove("SORTIE_TOKEN");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let out = cmd.output().unwrap();
-        let out = Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
-        for token in std::iter::once(&self.token).chain(self.users.values()) {
+        let out = Out::from(cmd.output().unwrap());
+        for token in std::iter::once(self.token.as_str())
+            .chain(self.users.values().filter_map(Value::as_str))
+        {
             assert!(
-                !out.stdout.contains(token.as_str()) && !out.stderr.contains(token.as_str()),
+                !out.stdout.contains(token) && !out.stderr.contains(token),
                 "a token was printed: {out:?}"
             );
         }
@@ -235,120 +114,19 @@ impl Dev {
     }
 }
 
-/// What a `sortie` command did.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn state_bucket() -> String {
-    let bucket = sortie_tests::unique("state");
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
-        s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    });
-    bucket
-}
-
-/// A `sortie` command in a real pseudo-terminal, with what it printed so far.
-struct Terminal {
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    writer: Box<dyn Write + Send>,
-    screen: Arc<Mutex<String>>,
-    _master: Box<dyn portable_pty::MasterPty + Send>,
-}
-
-impl Terminal {
-    fn start(dev: &Dev, args: &[&str]) -> Self {
-        let pty = native_pty_system()
-            .openpty(PtySize {
-                rows: 40,
-                cols: 250,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
-        cmd.args(args);
-        cmd.env("SORTIE_API_URL", &dev.url);
-        cmd.env("SORTIE_TOKEN", &dev.token);
-        cmd.env(
-            "SORTIE_CONFIG",
-            dev.dir.join("no-config.yaml").display().to_string(),
-        );
-        cmd.env("TERM", "dumb");
-        cmd.cwd(dev.dir.as_os_str());
-        let child = pty.slave.spawn_command(cmd).unwrap();
-        drop(pty.slave);
-        let mut reader = pty.master.try_clone_reader().unwrap();
-        let writer = pty.master.take_writer().unwrap();
-        let screen = Arc::new(Mutex::new(String::new()));
-        let s = screen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                s.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self {
-            child,
-            writer,
-            screen,
-            _master: pty.master,
-        }
-    }
-
-    fn text(&self) -> String {
-        self.screen.lock().unwrap().clone()
-    }
-
-    /// Waits until the output contains `what`.
-    fn expect(&self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while !self.text().contains(what) {
-            assert!(
-                Instant::now() < deadline,
-                "never saw {what:?}; output:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Types `bytes` at the terminal (`\x03` is Ctrl-C).
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).unwrap();
-        self.writer.flush().unwrap();
-    }
-
-    /// Its exit code, waiting at most `within`.
-    fn exit_code(&mut self, within: Duration) -> u32 {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.exit_code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sortie did not exit; output:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
+/// `sortie ARGS` in a real pseudo-terminal in the dev's directory, with its token.
+fn terminal(dev: &Dev, args: &[&str]) -> Terminal {
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
+    cmd.args(args);
+    cmd.env("SORTIE_API_URL", &dev.url);
+    cmd.env("SORTIE_TOKEN", &dev.token);
+    cmd.env(
+        "SORTIE_CONFIG",
+        dev.dir.join("no-config.yaml").display().to_string(),
+    );
+    cmd.env("TERM", "dumb");
+    cmd.cwd(dev.dir.as_os_str());
+    Terminal::start(cmd, 250, Duration::from_secs(90))
 }
 
 const SLOW_ENV: &str = "acme/slow/hello";
@@ -358,7 +136,7 @@ const SLOW_ENV: &str = "acme/slow/hello";
 fn run_slow_apply(dev: &Dev) -> (Terminal, String) {
     let before = dev.job_ids(SLOW_ENV);
     let hello = sortie_tests::example_dir("hello");
-    let terminal = Terminal::start(
+    let terminal = terminal(
         dev,
         &[
             "run",
@@ -386,7 +164,7 @@ fn run_slow_apply(dev: &Dev) -> (Terminal, String) {
 /// Item 3 (Ctrl-C) through a real `sortie dev`, then the new grammar on the same jobs.
 #[test]
 fn ctrl_c_while_following_a_real_job_stops_following_and_a_second_ctrl_c_cancels_it() {
-    let dev = Dev::launch("first-hour-ctrl-c", &[]);
+    let dev = launch("first-hour-ctrl-c", &[]);
     // Terraform's `apply` sleeps: a job that runs until it is canceled (the local
     // launcher stops the runner's whole process group).
     let terraform = script(
@@ -401,7 +179,7 @@ fn ctrl_c_while_following_a_real_job_stops_following_and_a_second_ctrl_c_cancels
         &format!(
             "#!/bin/sh\nSORTIE_TERRAFORM='{}'\nexport SORTIE_TERRAFORM\nexec '{}' \"$@\"\n",
             terraform.display(),
-            real_runner().display()
+            common::runner_binary().display()
         ),
     );
     dev.runner(
@@ -469,7 +247,7 @@ fn ctrl_c_while_following_a_real_job_stops_following_and_a_second_ctrl_c_cancels
 /// viewer's or a stranger's approve.
 #[test]
 fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_role() {
-    let dev = Dev::launch("first-hour-errors", &["alice", "carol", "dave"]);
+    let dev = launch("first-hour-errors", &["alice", "carol", "dave"]);
     dev.runner("tf1", "tool_version: \"1.0.3\"\n", "", "acme");
     dev.environment("acme/demo", "prod", json!({"approval": "required"}));
 
@@ -508,11 +286,7 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let out = Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let out = Out::from(out);
     check(&out, "`stale`");
     assert!(out.stderr.contains("token_command"), "{out:?}");
     // The good token works.

@@ -11,11 +11,9 @@ use axum::routing::get;
 use axum::Json;
 use serde_json::json;
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+mod common;
+
+use common::Out;
 
 /// Runs `sortie ARGS` with `env`, no user config, no terminal.
 fn sortie(args: &[&str], env: &[(&str, &str)]) -> Out {
@@ -28,12 +26,7 @@ fn sortie(args: &[&str], env: &[(&str, &str)]) -> Out {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Out::from(cmd.output().unwrap())
 }
 
 /// Serves `app` on a loopback port from a thread of its own; its base URL.

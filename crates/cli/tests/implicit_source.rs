@@ -7,10 +7,9 @@
 //! local state that need not exist.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::{json, Value};
-use sortie_tests::http::call;
 
 mod common;
 
@@ -21,57 +20,32 @@ const ENV: &str = "acme/demo/hello";
 /// `sortie dev` with a local runner (Terraform 0.11.11, state in a fresh moto bucket), a
 /// rule and the environment [`ENV`]; the state bucket's name.
 fn start() -> (Dev, String) {
-    // `SORTIE_TEST_RUNNER` names a runner binary already built (`cargo build -p
-    // sortie-runner`), to skip building the whole workspace.
-    let runner = std::env::var_os("SORTIE_TEST_RUNNER")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| sortie_tests::runtime::function_binary("sortie-runner"));
-    let dev = common::launch("implicit", 1, Some(&runner));
-    let bucket = sortie_tests::unique("state");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
-        s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    });
+    let dev = common::launch("implicit", 1, Some(&common::runner_binary()));
+    let bucket = common::state_bucket();
     let runner = format!(
         "tool_version: \"0.11.11\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
         sortie_tests::endpoint()
     );
-    ok(&dev, "POST", "/v1/groups/acme/-/runners/local", &runner);
-    ok(
-        &dev,
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/local",
+        Some(Value::String(runner)),
+    );
+    dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
-        &json!({"id": "default", "runner_id": "acme/local"}).to_string(),
+        Some(json!({"id": "default", "runner_id": "acme/local"})),
     );
-    ok(
-        &dev,
+    dev.api(
         "POST",
         "/v1/groups/acme/demo/-/environments",
-        &json!({"name": "hello", "env_type": "development"}).to_string(),
+        Some(json!({"name": "hello", "env_type": "development"})),
     );
     (dev, bucket)
 }
 
-fn ok(dev: &Dev, method: &str, path: &str, body: &str) -> Value {
-    let auth = format!("Bearer {}", dev.token);
-    let (status, v) = call(
-        &dev.url,
-        method,
-        path,
-        &[("Authorization", &auth)],
-        Some(body),
-    );
-    assert!(
-        (200..300).contains(&status),
-        "{method} {path}: {status} {v}"
-    );
-    v
-}
-
 fn get(dev: &Dev, path: &str) -> Value {
-    let auth = format!("Bearer {}", dev.token);
-    let (status, v) = call(&dev.url, "GET", path, &[("Authorization", &auth)], None);
+    let (status, v) = dev.api_with(&dev.token, "GET", path, None);
     assert_eq!(status, 200, "GET {path}: {v}");
     v
 }
@@ -86,13 +60,9 @@ fn jobs(dev: &Dev) -> Vec<Value> {
 
 /// Runs `sortie ARGS` in `cwd` with no terminal, to its end.
 fn sortie(dev: &Dev, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sortie"))
+    common::sortie_command(dev)
         .args(args)
-        .env("SORTIE_API_URL", &dev.url)
-        .env("SORTIE_TOKEN", &dev.token)
-        .env("SORTIE_CONFIG", dev.dir.join("no-config.yaml"))
         .current_dir(cwd)
-        .stdin(Stdio::null())
         .output()
         .expect("run sortie")
 }

@@ -4,16 +4,19 @@
 //! double that serves one job that never ends (following only reads the job and its
 //! log), and records whether the job was canceled.
 
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Json;
-use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use portable_pty::CommandBuilder;
 use serde_json::{json, Value};
+
+mod common;
+
+use common::Terminal;
 
 const ID: &str = "01jobinterrupt";
 
@@ -72,92 +75,14 @@ fn double(cancels: Arc<AtomicUsize>) -> String {
 }
 
 /// `sortie job logs -f ID` in a pty, with what it printed so far.
-struct Following {
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    writer: Box<dyn Write + Send>,
-    screen: Arc<Mutex<String>>,
-    _master: Box<dyn portable_pty::MasterPty + Send>,
-}
-
-impl Following {
-    fn start(url: &str) -> Self {
-        let pty = native_pty_system()
-            .openpty(PtySize {
-                rows: 40,
-                cols: 200,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
-        cmd.args(["job", "logs", "-f", ID]);
-        cmd.env("SORTIE_API_URL", url);
-        cmd.env("SORTIE_TOKEN", "test-token");
-        cmd.env("SORTIE_CONFIG", "/nonexistent/sortie-config.yaml");
-        cmd.env("TERM", "dumb");
-        let child = pty.slave.spawn_command(cmd).unwrap();
-        drop(pty.slave);
-        let mut reader = pty.master.try_clone_reader().unwrap();
-        let writer = pty.master.take_writer().unwrap();
-        let screen = Arc::new(Mutex::new(String::new()));
-        let s = screen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                s.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self {
-            child,
-            writer,
-            screen,
-            _master: pty.master,
-        }
-    }
-
-    fn text(&self) -> String {
-        self.screen.lock().unwrap().clone()
-    }
-
-    /// Waits until the output contains `what`.
-    fn expect(&self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.text().contains(what) {
-            assert!(
-                Instant::now() < deadline,
-                "never saw {what:?}; output:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Types `bytes` at the terminal (`\x03` is Ctrl-C).
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).unwrap();
-        self.writer.flush().unwrap();
-    }
-
-    /// Its exit code, waiting at most `within`.
-    fn exit_code(&mut self, within: Duration) -> u32 {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.exit_code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sortie did not exit; output:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+fn follow(url: &str) -> Terminal {
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
+    cmd.args(["job", "logs", "-f", ID]);
+    cmd.env("SORTIE_API_URL", url);
+    cmd.env("SORTIE_TOKEN", "test-token");
+    cmd.env("SORTIE_CONFIG", "/nonexistent/sortie-config.yaml");
+    cmd.env("TERM", "dumb");
+    Terminal::start(cmd, 200, Duration::from_secs(30))
 }
 
 #[test]
@@ -170,7 +95,7 @@ fn the_served_job_is_one_the_cli_reads() {
 fn one_ctrl_c_stops_following_says_what_to_do_and_exits_130_leaving_the_job() {
     let cancels = Arc::new(AtomicUsize::new(0));
     let url = double(cancels.clone());
-    let mut following = Following::start(&url);
+    let mut following = follow(&url);
     following.expect("planning..");
     let pressed = Instant::now();
     following.send(b"\x03");
@@ -192,7 +117,7 @@ fn one_ctrl_c_stops_following_says_what_to_do_and_exits_130_leaving_the_job() {
 fn a_second_ctrl_c_within_2_s_asks_and_y_cancels_the_job() {
     let cancels = Arc::new(AtomicUsize::new(0));
     let url = double(cancels.clone());
-    let mut following = Following::start(&url);
+    let mut following = follow(&url);
     following.expect("planning..");
     following.send(b"\x03");
     following.expect("stopped following");
@@ -204,7 +129,7 @@ fn a_second_ctrl_c_within_2_s_asks_and_y_cancels_the_job() {
     assert_eq!(cancels.load(Ordering::SeqCst), 1);
 
     // `n` (or just Enter) leaves the job running.
-    let mut following = Following::start(&url);
+    let mut following = follow(&url);
     following.expect("planning..");
     following.send(b"\x03");
     following.expect("stopped following");

@@ -8,12 +8,11 @@
 //! that compares the value's SHA-256 (the configuration never holds the value itself).
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sha2::Digest;
-use sortie_tests::http::call;
 
 mod common;
 
@@ -24,63 +23,36 @@ const ENV: &str = "acme/demo/hello";
 /// `sortie dev` with a local runner on Terraform 1.0.3 (state in a fresh moto bucket), a
 /// rule and the environment [`ENV`].
 fn start() -> Dev {
-    // `SORTIE_TEST_RUNNER` names a runner binary already built (`cargo build -p
-    // sortie-runner`), to skip building the whole workspace.
-    let runner = std::env::var_os("SORTIE_TEST_RUNNER")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| sortie_tests::runtime::function_binary("sortie-runner"));
-    let dev = common::launch("sensitive", 1, Some(&runner));
-    let bucket = sortie_tests::unique("state");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
-        s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    });
+    let dev = common::launch("sensitive", 1, Some(&common::runner_binary()));
+    let bucket = common::state_bucket();
     let runner = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
         sortie_tests::endpoint()
     );
-    api(&dev, "POST", "/v1/groups/acme/-/runners/tf1", &runner);
-    api(
-        &dev,
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/tf1",
+        Some(Value::String(runner)),
+    );
+    dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
-        &json!({"id": "default", "runner_id": "acme/tf1"}).to_string(),
+        Some(json!({"id": "default", "runner_id": "acme/tf1"})),
     );
-    api(
-        &dev,
+    dev.api(
         "POST",
         "/v1/groups/acme/demo/-/environments",
-        &json!({"name": "hello", "env_type": "development"}).to_string(),
+        Some(json!({"name": "hello", "env_type": "development"})),
     );
     dev
 }
 
-fn api(dev: &Dev, method: &str, path: &str, body: &str) -> Value {
-    let auth = format!("Bearer {}", dev.token);
-    let (status, v) = call(
-        &dev.url,
-        method,
-        path,
-        &[("Authorization", &auth)],
-        (!body.is_empty()).then_some(body),
-    );
-    assert!(
-        (200..300).contains(&status),
-        "{method} {path}: {status} {v}"
-    );
-    v
-}
-
 fn sortie(dev: &Dev, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = common::sortie_command(dev);
     cmd.args(args)
-        .env("SORTIE_API_URL", &dev.url)
-        .env("SORTIE_TOKEN", &dev.token)
         .env("HOME", &dev.dir)
         .env_remove("SORTIE_CONFIG")
-        .env_remove("TF_VAR_db_password")
-        .stdin(Stdio::null());
+        .env_remove("TF_VAR_db_password");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -94,26 +66,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// The job's whole log.
-fn log(dev: &Dev, id: &str) -> String {
-    let mut offset = 0;
-    let mut text = String::new();
-    loop {
-        let v = api(
-            dev,
-            "GET",
-            &format!("/v1/jobs/{id}/logs?offset={offset}"),
-            "",
-        );
-        let data = v["data"].as_str().unwrap();
-        text.push_str(data);
-        offset = v["next_offset"].as_u64().unwrap();
-        if data.is_empty() {
-            return text;
-        }
-    }
 }
 
 /// Every item of every table of this `sortie dev`, as text.
@@ -186,20 +138,6 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
     found
 }
 
-fn wait_terminal(dev: &Dev, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let job = api(dev, "GET", &format!("/v1/jobs/{id}"), "");
-        if ["succeeded", "failed", "canceled", "timed_out", "discarded"]
-            .contains(&job["state"].as_str().unwrap())
-        {
-            return job;
-        }
-        assert!(Instant::now() < deadline, "job {id} did not end: {job}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_deleted() {
     let dev = start();
@@ -248,8 +186,8 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
         json!({"db_password": "(sensitive)"}),
         "{submitted}"
     );
-    let job = wait_terminal(&dev, &id);
-    let job_log = log(&dev, &id);
+    let job = dev.wait_terminal(&id);
+    let job_log = dev.log(&id);
     // (a) terraform saw the value: its validation passes only on the value's digest.
     assert_eq!(job["state"], "succeeded", "{job}\n{job_log}");
     assert!(
@@ -314,10 +252,11 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
     let submitted: Value = serde_json::from_slice(&wrong.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&wrong)));
     let id = submitted["id"].as_str().unwrap().to_string();
-    let job = wait_terminal(&dev, &id);
+    let job = dev.wait_terminal(&id);
     assert_eq!(job["state"], "failed", "{job}");
     assert!(
-        log(&dev, &id).contains("The db_password is not the one the test sent."),
+        dev.log(&id)
+            .contains("The db_password is not the one the test sent."),
         "{job}"
     );
     assert!(secrets_named(&format!("sortie/jobs/{id}/")).is_empty());
@@ -343,7 +282,7 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
         !listed.to_string().contains(&digest),
         "a file's contents are listed"
     );
-    let one = api(&dev, "GET", &format!("/v1/jobs/{id}"), "");
+    let one = dev.job(&id);
     assert!(
         one["files"]["main.tf"].as_str().unwrap().contains(&digest),
         "GET /v1/jobs/{{id}} still serves everything: {one}"

@@ -2,60 +2,27 @@
 //! it waits for (`job get`, `jobs list`), `runner check` on an agent runner says when its
 //! pool last saw an agent, and typos are caught (`did you mean`, exit 3).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use sortie_tests::http::call;
 
 mod common;
 
-use common::Dev;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use common::{Dev, Out};
 
 impl Dev {
-    fn api(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let auth = format!("Bearer {}", self.token);
-        let body = body.map(|b| match b {
-            Value::String(s) => s,
-            other => other.to_string(),
-        });
-        let (status, v) = call(
-            &self.url,
-            method,
-            path,
-            &[("Authorization", &auth)],
-            body.as_deref(),
-        );
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v}"
-        );
-        v
-    }
-
     /// Runs `sortie ARGS` against this API, with no config file of the user's.
     fn sortie(&self, args: &[&str]) -> Out {
         let home = std::env::temp_dir().join("sortie-waiting-test-home-that-does-not-exist");
-        let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
-            .args(args)
-            .env("SORTIE_API_URL", &self.url)
-            .env("SORTIE_TOKEN", &self.token)
-            .env_remove("SORTIE_CONFIG")
-            .env("HOME", &home)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run sortie");
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Out::from(
+            common::sortie_command(self)
+                .args(args)
+                .env_remove("SORTIE_CONFIG")
+                .env("HOME", &home)
+                .output()
+                .expect("run sortie"),
+        )
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -66,18 +33,6 @@ impl Dev {
             out.code, out.stdout, out.stderr
         );
         out.stdout
-    }
-
-    fn wait_job(&self, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let job = self.api("GET", &format!("/v1/jobs/{id}"), None);
-            if check(&job) {
-                return job;
-            }
-            assert!(Instant::now() < deadline, "job {id}: never {what}: {job}");
-            std::thread::sleep(Duration::from_millis(250));
-        }
     }
 
     fn submit(&self, env: &str, operation: &str) -> String {
@@ -105,32 +60,13 @@ fn hello_files() -> Value {
     Value::Object(files)
 }
 
-fn state_bucket() -> String {
-    let bucket = sortie_tests::unique("state");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
-        s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    });
-    bucket
-}
-
 /// (a) A job queued behind a reviewed job awaiting approval says so in `job get` and in
 /// `jobs list`; (c) a typo'd environment gets `did you mean`, `jobs list` of a missing
 /// environment exits 3, and `list envs` counts the environments of subgroups it leaves out.
 #[test]
 fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
-    // The runner binary built next to `sortie` (`cargo build -p sortie-runner --bins`), else
-    // the workspace's.
-    let sibling =
-        std::path::Path::new(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-runner");
-    let runner = if sibling.is_file() {
-        sibling
-    } else {
-        sortie_tests::runtime::function_binary("sortie-runner")
-    };
-    let dev = common::launch("waiting", 1, Some(&runner));
-    let bucket = state_bucket();
+    let dev = common::launch("waiting", 1, Some(&common::runner_binary()));
+    let bucket = common::state_bucket();
     let runner_file = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
         sortie_tests::endpoint()
@@ -190,10 +126,8 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
     );
 
     // Following it without a terminal prints the reason on a line of its own.
-    let mut follow = Command::new(env!("CARGO_BIN_EXE_sortie"))
+    let mut follow = common::sortie_command(&dev)
         .args(["job", "logs", "-f", &behind])
-        .env("SORTIE_API_URL", &dev.url)
-        .env("SORTIE_TOKEN", &dev.token)
         .env_remove("SORTIE_CONFIG")
         .env(
             "HOME",

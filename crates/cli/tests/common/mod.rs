@@ -1,19 +1,27 @@
 //! One `sortie dev` of a test's own (fresh table, queue, bucket and bus), killed on drop,
-//! its log printed when the test failed. Shared by the CLI's end-to-end tests.
+//! its log printed when the test failed. Shared by the CLI's end-to-end tests, with what
+//! they need around it: the runner binary, API calls, `sortie` runs, waits on jobs, and a
+//! `sortie` in a real pseudo-terminal.
 
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use portable_pty::{native_pty_system, CommandBuilder, PtySize};
 use serde_json::Value;
+use sortie_tests::http::call;
 
-/// A running `sortie dev`: its API URL, its development token and its work directory.
+/// A running `sortie dev`: its API URL, its development token, its `--user` tokens and its
+/// work directory.
 pub struct Dev {
     pub child: Child,
     pub url: String,
     pub token: String,
+    pub users: serde_json::Map<String, Value>,
     pub dir: PathBuf,
 }
 
@@ -30,36 +38,109 @@ impl Drop for Dev {
     }
 }
 
+/// How to start a `sortie dev`.
+pub struct DevOptions<'a> {
+    /// Names the scratch directory and the table.
+    pub prefix: &'a str,
+    pub sweep_every: u32,
+    /// `--runner`.
+    pub runner: Option<PathBuf>,
+    /// A `--user` each.
+    pub users: &'a [&'a str],
+    /// Added to the command line as they are.
+    pub extra_args: &'a [&'a str],
+    /// `--data-dir DIR` (its names then come from `extra_args`), instead of fresh names and
+    /// a scratch `--work-dir`.
+    pub data_dir: Option<&'a Path>,
+    /// `AWS_ENDPOINT_URL`, when not the shared moto's.
+    pub endpoint: Option<&'a str>,
+}
+
+impl Default for DevOptions<'_> {
+    fn default() -> Self {
+        Self {
+            prefix: "dev",
+            sweep_every: 1,
+            runner: None,
+            users: &[],
+            extra_args: &[],
+            data_dir: None,
+            endpoint: None,
+        }
+    }
+}
+
 /// Starts `sortie dev` on fresh names in a scratch directory named after `prefix`, sweeping
 /// every `sweep_every` seconds, with `runner` as the local runner binary when given.
 pub fn launch(prefix: &str, sweep_every: u32, runner: Option<&Path>) -> Dev {
-    let dir = sortie_tests::scratch_dir(prefix).unwrap();
+    start_dev(DevOptions {
+        prefix,
+        sweep_every,
+        runner: runner.map(Path::to_path_buf),
+        ..Default::default()
+    })
+}
+
+/// Starts `sortie dev` as `options` say and waits for its ready file.
+pub fn start_dev(options: DevOptions) -> Dev {
+    let dir = match options.data_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => sortie_tests::scratch_dir(options.prefix).unwrap(),
+    };
     let ready = dir.join("ready.json");
-    let log = std::fs::File::create(dir.join("dev.log")).unwrap();
+    let _ = std::fs::remove_file(&ready);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("dev.log"))
+        .unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    command.args(["dev", "--sweep-every", &options.sweep_every.to_string()]);
+    match options.data_dir {
+        Some(data_dir) => {
+            command.arg("--data-dir").arg(data_dir);
+        }
+        None => {
+            command
+                .args([
+                    "--table",
+                    &sortie_tests::unique(&format!("sortie-{}", options.prefix)),
+                ])
+                .args(["--queue", &sortie_tests::unique("jobs")])
+                .args(["--bucket", &sortie_tests::unique("artifacts")])
+                .args(["--bus", &sortie_tests::unique("bus")])
+                .arg("--work-dir")
+                .arg(&dir);
+        }
+    }
     command
-        .args(["dev", "--sweep-every", &sweep_every.to_string()])
-        .args([
-            "--table",
-            &sortie_tests::unique(&format!("sortie-{prefix}")),
-        ])
-        .args(["--queue", &sortie_tests::unique("jobs")])
-        .args(["--bucket", &sortie_tests::unique("artifacts")])
-        .args(["--bus", &sortie_tests::unique("bus")])
+        .args(options.extra_args)
         .arg("--ready-file")
-        .arg(&ready)
-        .arg("--work-dir")
-        .arg(&dir);
-    if let Some(runner) = runner {
+        .arg(&ready);
+    if let Some(runner) = &options.runner {
         command.arg("--runner").arg(runner);
     }
+    for user in options.users {
+        command.args(["--user", user]);
+    }
+    let endpoint = options
+        .endpoint
+        .map(str::to_string)
+        .unwrap_or_else(sortie_tests::endpoint);
     let child = command
-        .env("AWS_ENDPOINT_URL", sortie_tests::endpoint())
+        .env("AWS_ENDPOINT_URL", endpoint)
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
         .expect("start sortie dev");
+    let mut dev = Dev {
+        child,
+        url: String::new(),
+        token: String::new(),
+        users: Default::default(),
+        dir,
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(&ready)
         .unwrap_or_default()
@@ -68,15 +149,255 @@ pub fn launch(prefix: &str, sweep_every: u32, runner: Option<&Path>) -> Dev {
         assert!(
             Instant::now() < deadline,
             "sortie dev did not start: {}",
-            std::fs::read_to_string(dir.join("dev.log")).unwrap_or_default()
+            std::fs::read_to_string(dev.dir.join("dev.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-    Dev {
-        child,
-        url: r["url"].as_str().unwrap().into(),
-        token: r["token"].as_str().unwrap().into(),
-        dir,
+    dev.url = r["url"].as_str().unwrap().into();
+    dev.token = r["token"].as_str().unwrap().into();
+    dev.users = r["users"].as_object().cloned().unwrap_or_default();
+    dev
+}
+
+/// The `sortie-runner` built next to the `sortie` under test (`cargo build -p
+/// sortie-runner --bins`), whether it exists or not.
+pub fn sibling_runner() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-runner")
+}
+
+/// The real `sortie-runner`: the one `SORTIE_TEST_RUNNER` names, else the one next to
+/// `sortie`, else built with the workspace (only when missing).
+pub fn runner_binary() -> PathBuf {
+    if let Some(runner) = std::env::var_os("SORTIE_TEST_RUNNER") {
+        return PathBuf::from(runner);
+    }
+    let sibling = sibling_runner();
+    if sibling.is_file() {
+        sibling
+    } else {
+        sortie_tests::runtime::function_binary("sortie-runner")
+    }
+}
+
+/// A terminal state of a job.
+pub const TERMINAL: [&str; 5] = ["succeeded", "failed", "canceled", "timed_out", "discarded"];
+
+impl Dev {
+    /// The named `--user`'s token.
+    pub fn user(&self, name: &str) -> String {
+        self.users
+            .get(name)
+            .and_then(Value::as_str)
+            .expect("a --user of this dev")
+            .to_string()
+    }
+
+    /// An API call with `token`; a JSON string body is sent as its text.
+    pub fn api_with(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let auth = format!("Bearer {token}");
+        let body = body.map(|b| match b {
+            Value::String(s) => s,
+            other => other.to_string(),
+        });
+        call(
+            &self.url,
+            method,
+            path,
+            &[("Authorization", &auth)],
+            body.as_deref(),
+        )
+    }
+
+    /// An API call with the development token; asserts a 2xx answer.
+    pub fn api(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, v) = self.api_with(&self.token, method, path, body);
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v}"
+        );
+        v
+    }
+
+    pub fn job(&self, id: &str) -> Value {
+        self.api("GET", &format!("/v1/jobs/{id}"), None)
+    }
+
+    /// Waits (2 minutes at most) until `check` holds for the job; the job.
+    pub fn wait_job(&self, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let job = self.job(id);
+            if check(&job) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id}: never {what}: {job}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits (2 minutes at most) for the job to end; the job.
+    pub fn wait_terminal(&self, id: &str) -> Value {
+        self.wait_job(id, "ended", |job| {
+            TERMINAL.contains(&job["state"].as_str().unwrap())
+        })
+    }
+
+    /// The job's whole log.
+    pub fn log(&self, id: &str) -> String {
+        let mut offset = 0;
+        let mut text = String::new();
+        loop {
+            let v = self.api("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None);
+            let data = v["data"].as_str().unwrap();
+            text.push_str(data);
+            offset = v["next_offset"].as_u64().unwrap();
+            if data.is_empty() {
+                return text;
+            }
+        }
+    }
+}
+
+/// `sortie` against `dev`: its URL and development token, no config file of the user's
+/// (`SORTIE_CONFIG` names one that does not exist), no terminal.
+pub fn sortie_command(dev: &Dev) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    cmd.env("SORTIE_API_URL", &dev.url)
+        .env("SORTIE_TOKEN", &dev.token)
+        .env("SORTIE_CONFIG", dev.dir.join("no-config.yaml"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `sortie ARGS` against `dev` ([`sortie_command`]) to its end.
+pub fn sortie(dev: &Dev, args: &[&str]) -> Output {
+    sortie_command(dev).args(args).output().expect("run sortie")
+}
+
+/// What a `sortie` command did.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Out {
+    fn from(out: Output) -> Self {
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// A fresh bucket on the shared moto, for Terraform's state; its name.
+pub fn state_bucket() -> String {
+    let bucket = sortie_tests::unique("state");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    });
+    bucket
+}
+
+/// A `sortie` command in a real pseudo-terminal, with what it printed so far; killed on
+/// drop.
+pub struct Terminal {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    screen: Arc<Mutex<String>>,
+    patience: Duration,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl Terminal {
+    /// Starts `cmd` in a terminal 40 rows by `cols`; [`Terminal::expect`] waits `patience`.
+    pub fn start(cmd: CommandBuilder, cols: u16, patience: Duration) -> Self {
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let child = pty.slave.spawn_command(cmd).unwrap();
+        drop(pty.slave);
+        let mut reader = pty.master.try_clone_reader().unwrap();
+        let writer = pty.master.take_writer().unwrap();
+        let screen = Arc::new(Mutex::new(String::new()));
+        let s = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self {
+            child,
+            writer,
+            screen,
+            patience,
+            _master: pty.master,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+
+    /// Waits until the output contains `what`.
+    pub fn expect(&self, what: &str) {
+        let deadline = Instant::now() + self.patience;
+        while !self.text().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {what:?}; output:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `bytes` at the terminal (`\x03` is Ctrl-C).
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Its exit code, waiting at most `within`.
+    pub fn exit_code(&mut self, within: Duration) -> u32 {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.exit_code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sortie did not exit; output:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
     }
 }
