@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test tools fmt fmt-check lint clippy demo infra fuzz schemathesis bench
+.PHONY: test tools fmt fmt-check lint clippy demo infra fuzz schemathesis bench generated-client
 
 ## test: install tools, check formatting, lint, then run every test against a local moto
 # (explicit steps rather than prerequisites, so the order holds even under -j)
@@ -16,6 +16,8 @@ test:
 	@# Bounded API fuzzing: schemathesis's fuzzing phase, 10 examples per operation
 	@# (about 270 requests, well under 2 minutes) against `sortie dev` on moto.
 	SCHEMATHESIS_PHASES=fuzzing scripts/with-moto.sh scripts/schemathesis.sh 10
+	@# A Python client generated from the served document runs a short scenario (issue 32).
+	scripts/with-moto.sh scripts/generated-client.sh
 
 ## tools: install the pinned tools (moto, cfn-lint, cargo-lambda, terraform 0.11.11) into .tools/
 tools:
@@ -55,6 +57,10 @@ infra:
 FUZZ_SECONDS ?= 60
 fuzz:
 	scripts/fuzz.sh all $(FUZZ_SECONDS)
+
+## generated-client: generate a Python client from the served OpenAPI document and run a scenario through it
+generated-client:
+	scripts/with-moto.sh scripts/generated-client.sh
 
 ## schemathesis: fuzz the HTTP API of `sortie dev` on moto (SCHEMATHESIS_MAX_EXAMPLES per operation, default 100)
 SCHEMATHESIS_MAX_EXAMPLES ?= 100

@@ -23,7 +23,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-targets=(runner_config rule_body environment_body job_body ecs_event)
+targets=(runner_config rule_body environment_body job_body ecs_event hostile_text)
 sanitizer="${FUZZ_SANITIZER:-address}"
 timeout="${FUZZ_TIMEOUT:-10}"
 

@@ -3,9 +3,9 @@
     INITIAL_NO_AUTH_ACTION_COUNT=3 .tools/venv/bin/python scripts/moto_iam_server.py -H 127.0.0.1 -p PORT
 
 Runs moto's own server (through scripts/moto_server.py's patches) after seven
-changes to moto 5.2.5's IAM evaluation (moto/iam/access_control.py). 1, 2 and
-4 to 7 make it follow AWS where it is wrong; 3 is a relaxation, because moto
-cannot know the resource of those calls:
+changes to moto 5.2.5's IAM evaluation (moto/iam/access_control.py), and an
+eighth. 1, 2 and 4 to 8 make it follow AWS where it is wrong; 3 is a
+relaxation, because moto cannot know the resource of those calls:
 
 1. A trust policy principal `arn:<partition>:iam::<account>:root` means "any
    principal of that account" (AWS's account delegation). moto compares it
@@ -38,6 +38,17 @@ cannot know the resource of those calls:
    passed none, so every condition of an identity policy held. And a statement
    whose condition does not hold does not apply (AWS); moto answered DENIED
    for it, whatever its Effect, so a conditional Deny denied everyone.
+
+8. A `StringEquals` on a key absent from the request is false, as AWS
+   documents ("If the key that you specify in a policy condition is not
+   present in the request context, the values do not match and the condition
+   is false", IAM User Guide, condition operators). moto skipped an absent
+   key, so a `Deny` keyed on `aws:PrincipalTag/sortie:env` denied every
+   session without that tag; and it paired values with keys by position, not
+   by name. Now each key is matched by name; an absent key makes the condition
+   false for the keys this server supplies (`sts:ExternalId`,
+   `aws:RequestTag/*`, `aws:PrincipalTag/*`), and is still ignored for keys
+   moto cannot know (`iam:PassedToService`, `ecs:CreateAction`, ...).
 
 What this still does not check is listed in docs/ARCHITECTURE.md
 ("Deployed IAM, proven"). INITIAL_NO_AUTH_ACTION_COUNT must be set by the
@@ -199,10 +210,30 @@ def _check_own_policies(self, resource):
         self._raise_access_denied()
 
 
+_SUPPLIED_KEYS = ("sts:ExternalId", "aws:RequestTag/", "aws:PrincipalTag/")
+
+
+def _check_conditions(self, incoming):
+    """StringEquals, key by key, with AWS's rule for an absent key (8)."""
+    incoming = incoming or {}
+    for operator, pairs in (self._statement.get("Condition") or {}).items():
+        if operator != "StringEquals":
+            continue  # moto evaluates no other operator
+        for key, expected in pairs.items():
+            wanted = [expected] if isinstance(expected, str) else list(expected)
+            if key in incoming:
+                if incoming[key] not in wanted:
+                    return False
+            elif key.startswith(_SUPPLIED_KEYS):
+                return False
+    return True
+
+
 def patch():
     moto_server.patch()
     IAMPolicyStatement._check_principal = _check_principal
     IAMPolicyStatement.is_action_permitted = _is_action_permitted
+    IAMPolicyStatement._check_conditions = _check_conditions
     access_control.format_incoming_conditional_values = _format
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authorize
     IAMRequestBase.check_action_permitted = _check_action_permitted

@@ -5,7 +5,8 @@
 #
 # Builds and starts `sortie dev` (the `local` launcher), creates fixtures (a
 # runner acme/local of type local with local state storage, a rule acme:default,
-# an environment acme/prod and one plan job), then runs schemathesis on the served
+# environments acme/prod and acme/payments/prod and one plan job), then runs
+# schemathesis on the served
 # /v1/openapi.json with the dev token and the checks not_a_server_error,
 # status_code_conformance and response_schema_conformance. MAX_EXAMPLES (default
 # 20, or SCHEMATHESIS_MAX_EXAMPLES) bounds the test cases per operation and phase.
@@ -14,7 +15,9 @@
 # `scripts/tools.sh schemathesis`; SCHEMATHESIS_SEED fixes the seed (default 1);
 # SCHEMATHESIS_PHASES picks the phases (default all: examples, coverage, fuzzing,
 # stateful; the coverage phase alone sends about 3,000 requests whatever
-# MAX_EXAMPLES is, so the bounded run in `make test` uses `fuzzing` only).
+# MAX_EXAMPLES is, so the bounded run in `make test` uses `fuzzing` and `stateful`,
+# whose state machine follows the document's links). SORTIE_BIN and
+# SORTIE_RUNNER_BIN name prebuilt binaries (no build then).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -28,17 +31,23 @@ log() { printf 'schemathesis: %s\n' "$*" >&2; }
 
 scripts/tools.sh schemathesis </dev/null
 venv=".tools/schemathesis-venv"
-log "building sortie and sortie-runner"
-# With --tests, features resolve as in `cargo test --workspace`, so this reuses the
-# tests' compiled dependencies instead of compiling a second copy of each.
-cargo build --quiet --workspace --bins --tests
 target_dir="${CARGO_TARGET_DIR:-target}"
+sortie="${SORTIE_BIN:-}"
+runner="${SORTIE_RUNNER_BIN:-}"
+if [[ -z "$sortie" || -z "$runner" ]]; then
+    log "building sortie and sortie-runner"
+    # With --tests, features resolve as in `cargo test --workspace`, so this reuses the
+    # tests' compiled dependencies instead of compiling a second copy of each.
+    cargo build --quiet --workspace --bins --tests
+    sortie="$target_dir/debug/sortie"
+    runner="$target_dir/debug/sortie-runner"
+fi
 
 work=".tools/schemathesis"
 rm -rf "$work" && mkdir -p "$work/state"
 work="$(cd "$work" && pwd)"
 ready="$work/ready.json"
-"$target_dir/debug/sortie" dev --ready-file "$ready" --work-dir "$work" --runner "$target_dir/debug/sortie-runner" \
+"$sortie" dev --ready-file "$ready" --work-dir "$work" --runner "$runner" \
     --table sortie-schemathesis --queue sortie-schemathesis-jobs --bucket sortie-schemathesis-artifacts \
     --bus sortie-schemathesis >"$work/sortie-dev.log" 2>&1 </dev/null &
 dev_pid=$!
@@ -68,10 +77,12 @@ call POST /v1/groups/acme/-/runners/local "runner_configuration: {type: local, t
 state_storage_configuration: {type: local, directory: \"$work/state\"}" application/yaml >/dev/null
 call POST /v1/groups/acme/-/rules '{"id":"default","runner_id":"acme/local"}' >/dev/null
 call POST /v1/groups/acme/-/environments '{"name":"prod","env_type":"production"}' >/dev/null
-SORTIE_JOB="$(call POST /v1/environments/acme/prod/-/jobs '{"operation":"plan","files":{"main.tf":""}}' |
+# A nested environment, created through the canonical (percent-encoded) form.
+call POST /v1/groups/acme%2Fpayments/-/environments '{"name":"prod","env_type":"production"}' >/dev/null
+SORTIE_JOB="$(call POST /v1/environments/acme%2Fprod/-/jobs '{"operation":"plan","files":{"main.tf":""}}' |
     "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
 export SORTIE_JOB
-log "fixtures: runner acme/local, rule acme:default, environment acme/prod, job $SORTIE_JOB"
+log "fixtures: runner acme/local, rule acme:default, environments acme/prod and acme/payments/prod, job $SORTIE_JOB"
 
 log "+ schemathesis run $url/v1/openapi.json --max-examples $max_examples --seed $seed ${phases[*]}"
 set +e

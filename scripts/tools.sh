@@ -28,6 +28,8 @@ log() { printf 'tools: %s\n' "$*" >&2; }
 #   scripts/tools.sh fuzz          cargo-fuzz $cargo_fuzz_version into .tools/cargo-fuzz/bin (scripts/fuzz.sh)
 #   scripts/tools.sh schemathesis  scripts/requirements-schemathesis.txt into .tools/schemathesis-venv
 #                                  (scripts/schemathesis.sh)
+#   scripts/tools.sh client        scripts/requirements-client.txt into .tools/client-venv
+#                                  (scripts/generated-client.sh)
 cargo_fuzz_version="0.13.2"
 
 install_cargo_fuzz() {
@@ -67,11 +69,33 @@ install_schemathesis() {
     log "installed $("$venv/bin/schemathesis" --version 2>&1 | head -n1) in $((SECONDS - start))s"
 }
 
+# .tools/client-venv: openapi-python-client (scripts/requirements-client.txt), for
+# scripts/generated-client.sh. Its own venv and stamp, like the schemathesis one.
+install_client() {
+    local venv="$tools/client-venv" req="$root/scripts/requirements-client.txt"
+    local stamp="$venv.sha256" h
+    h="$(sha256sum "$req" | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/openapi-python-client" ]]; then
+        log "up to date (client venv, requirements ${h:0:12})"
+        return 0
+    fi
+    local start=$SECONDS
+    log "installing scripts/requirements-client.txt into .tools/client-venv"
+    rm -rf "$venv" "$stamp"
+    mkdir -p "$tools"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
+    "$venv/bin/python" -c 'import httpx, attrs, dateutil' || { log "client-venv is incomplete"; return 1; }
+    echo "$h" >"$stamp"
+    log "installed openapi-python-client $("$venv/bin/openapi-python-client" --version 2>&1 | awk '{print $NF}') in $((SECONDS - start))s"
+}
+
 case "${1:-}" in
     "") ;;
     fuzz) install_cargo_fuzz; exit 0 ;;
     schemathesis) install_schemathesis; exit 0 ;;
-    *) log "usage: scripts/tools.sh [fuzz|schemathesis]"; exit 2 ;;
+    client) install_client; exit 0 ;;
+    *) log "usage: scripts/tools.sh [fuzz|schemathesis|client]"; exit 2 ;;
 esac
 
 # .tools/sam-venv: aws-sam-translator for tests/it/iam.rs (scripts/iam_world.py). Its

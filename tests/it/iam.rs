@@ -301,19 +301,33 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
         tag["Condition"]["StringEquals"]["aws:RequestTag/sortie:org"],
         *org
     );
+    // A session is tagged with what all the jobs it serves share: the org and the runner
+    // (and sortie:env = runner-check for a check session). Never the job.
     assert_eq!(
         tag["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"],
-        serde_json::json!(["sortie:org", "sortie:env", "sortie:job"])
+        serde_json::json!(["sortie:org", "sortie:runner", "sortie:env"])
     );
     for s in [assume, tag] {
-        for key in ["sortie:env", "sortie:job"] {
-            assert_eq!(
-                s["Condition"]["Null"][format!("aws:RequestTag/{key}")],
-                "false"
-            );
-        }
+        assert_eq!(
+            s["Condition"]["Null"],
+            serde_json::json!({"aws:RequestTag/sortie:runner": "false"})
+        );
         assert_eq!(s["Principal"]["AWS"], "arn:aws:iam::123456789012:root");
     }
+    // Tagging the task at RunTask is ecs:TagResource on the task (ECS, "Grant permission
+    // to tag resources on creation"), which moto does not check: granted only as part of
+    // RunTask, never on an existing task.
+    let tag_on_create = w["roles"]["LauncherRole"]["policies"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|p| p["Statement"].as_array().unwrap())
+        .find(|s| s["Action"] == "ecs:TagResource")
+        .expect("the launcher may tag the tasks it runs");
+    assert_eq!(
+        tag_on_create["Condition"]["StringEquals"]["ecs:CreateAction"],
+        "RunTask"
+    );
 
     // Dispatch: the dispatch role's credentials assume the launcher role (ExternalId and
     // session tags, through the real EcsLauncher), which describes the runner's task
@@ -361,6 +375,44 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
     let record = as_dispatch.jobs.store.get_job(&j.id).await.unwrap();
     assert_eq!(record.job.state, JobState::Running, "{:?}", record.job);
     let task = record.task.clone().expect("the job records its task");
+
+    // A job of another environment, through the same cached launcher session (tagged
+    // with the org and the runner only): each task carries its own job's tags.
+    let admin_ecs = aws_sdk_ecs::Client::new(&admin);
+    let j2 = job(&w, "acme/payments/eu", &external_id);
+    create_environment(&as_api, &j2).await;
+    as_api
+        .jobs
+        .submit(&j2, None)
+        .await
+        .expect("the api role submits");
+    dispatch_one(&as_dispatch, &sqs, queue_url).await;
+    let task2 = as_dispatch.jobs.store.get_job(&j2.id).await.unwrap().task;
+    let task2 = task2.expect("the second job records its task");
+    for (job, task) in [(&j, &task), (&j2, &task2)] {
+        let tags: BTreeMap<String, String> = admin_ecs
+            .list_tags_for_resource()
+            .resource_arn(task.as_str())
+            .send()
+            .await
+            .unwrap()
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key.clone()?, t.value.clone()?)))
+            .filter(|(k, _)| k.starts_with("sortie:"))
+            .collect();
+        assert_eq!(
+            tags,
+            BTreeMap::from([
+                ("sortie:job".to_string(), job.id.to_string()),
+                ("sortie:env".to_string(), job.environment.to_string()),
+                ("sortie:org".to_string(), "acme".to_string()),
+                ("sortie:runner".to_string(), "acme/fargate".to_string()),
+            ]),
+            "the task of {} is tagged with its own job",
+            job.environment
+        );
+    }
 
     // The sweeper role, an hour later: the silent running job is looked up in ECS
     // through the launcher role (its own AssumeRole), and found still running.
@@ -557,8 +609,8 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
     .session_name("sortie-check-iam-test")
     .tags([
         ("sortie:org", "acme"),
+        ("sortie:runner", "acme/fargate"),
         ("sortie:env", sortie_launch::check::CHECK_SESSION_ENV),
-        ("sortie:job", "check-iam-test"),
     ])
     .configure(&api)
     .build()

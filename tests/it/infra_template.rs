@@ -1015,6 +1015,17 @@ fn each_function_has_its_own_role_with_only_what_it_needs() {
                 Some("runner-check"),
                 "{sid}: the api opens only check sessions"
             );
+            assert_eq!(
+                strings(
+                    at(
+                        &st,
+                        &["Condition", "ForAllValues:StringEquals", "aws:TagKeys"]
+                    ),
+                    "keys"
+                ),
+                ["sortie:org", "sortie:runner", "sortie:env"],
+                "{sid}: a check session's tags"
+            );
         }
     }
     let launcher = role_statements(&target_account(), "LauncherRole");
@@ -1060,6 +1071,17 @@ fn each_function_has_its_own_role_with_only_what_it_needs() {
             ref_target(at(tag, &["Resource"])),
             Some("LauncherRoleArnPattern"),
             "{role}"
+        );
+        assert_eq!(
+            strings(
+                at(
+                    tag,
+                    &["Condition", "ForAllValues:StringEquals", "aws:TagKeys"]
+                ),
+                "keys"
+            ),
+            ["sortie:org", "sortie:runner"],
+            "{role}: a launch session is tagged with the org and the runner only"
         );
     }
     let dispatch = granted(&t, "DispatchRole");
@@ -1149,16 +1171,19 @@ fn the_launcher_role_trusts_the_control_plane_only_with_the_external_id_and_sess
             ),
             "keys"
         ),
-        ["sortie:org", "sortie:env", "sortie:job"],
-        "only Sortie's session tags"
+        ["sortie:org", "sortie:runner", "sortie:env"],
+        "only Sortie's session tags: org and runner (a cached session serves many jobs), env only for a check"
     );
-    for key in ["sortie:env", "sortie:job"] {
-        for s in [assume, tag] {
-            assert_eq!(
-                opt(s, &["Condition", "Null", &format!("aws:RequestTag/{key}")])
-                    .and_then(Value::as_str),
-                Some("false"),
-                "session tag {key} is required"
+    for s in [assume, tag] {
+        assert_eq!(
+            opt(s, &["Condition", "Null", "aws:RequestTag/sortie:runner"]).and_then(Value::as_str),
+            Some("false"),
+            "session tag sortie:runner is required"
+        );
+        for key in ["sortie:env", "sortie:job"] {
+            assert!(
+                opt(s, &["Condition", "Null", &format!("aws:RequestTag/{key}")]).is_none(),
+                "a launch session carries no {key}: it is shared by many jobs"
             );
         }
     }
@@ -1265,7 +1290,12 @@ fn the_runner_task_is_non_root_read_only_with_a_writable_work_volume() {
         "the task's user is the image's user"
     );
     assert_eq!(at(c, &["ReadonlyRootFilesystem"]).as_bool(), Some(true));
-    assert!(c.get("Memory").is_some(), "container memory is set");
+    // Issue 25 item 3: no container-level hard limit, so the runner container gets the
+    // whole task memory, including a runner's `memory` override.
+    assert!(
+        c.get("Memory").is_none(),
+        "the runner container has no memory limit of its own below the task's"
+    );
     let work = at(c, &["MountPoints"])
         .as_sequence()
         .unwrap()

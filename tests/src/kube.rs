@@ -21,7 +21,7 @@
 //!
 //! | request | answer |
 //! |---------|--------|
-//! | `POST /apis/batch/v1/namespaces/{ns}/jobs` | `201` and the stored Job; `409 AlreadyExists` for a taken name; `400 BadRequest` unless `content-type: application/json` and `apiVersion: batch/v1`, `kind: Job`, `metadata.namespace` absent or `{ns}`; `422 Invalid` without a name or generateName, or for a name that is not a DNS-1123 label |
+//! | `POST /apis/batch/v1/namespaces/{ns}/jobs` | `201` and the stored Job; `409 AlreadyExists` for a taken name; `400 BadRequest` unless `content-type: application/json` and `apiVersion: batch/v1`, `kind: Job`, `metadata.namespace` absent or `{ns}`; `422 Invalid` without a name or generateName, for a name that is not a DNS-1123 label, or for a label key or value (on the Job or its pod template) Kubernetes refuses |
 //! | `GET /apis/batch/v1/namespaces/{ns}/jobs[?labelSelector=]` | `JobList` (equality selectors `k=v`, `k==v` only; others `400`) |
 //! | `GET /apis/batch/v1/namespaces/{ns}/jobs/{name}` | the Job, or `404 NotFound` |
 //! | `DELETE /apis/batch/v1/namespaces/{ns}/jobs/{name}` | `200` `Status` `Success`; `404 NotFound` when absent |
@@ -577,6 +577,23 @@ impl State {
                 ),
             );
         }
+        for (path, pointer) in [
+            ("metadata.labels", "/metadata/labels"),
+            (
+                "spec.template.metadata.labels",
+                "/spec/template/metadata/labels",
+            ),
+        ] {
+            if let Some(problem) = job.pointer(pointer).and_then(labels_problem) {
+                return invalid(
+                    &name,
+                    &format!("Job.batch \"{name}\" is invalid: {path}: {problem}"),
+                );
+            }
+        }
+        if let Some(bad) = invalid_label(&job) {
+            return invalid(&name, &format!("Job.batch \"{name}\" is invalid: {bad}"));
+        }
         let key = (ns.to_string(), name.clone());
         if self.jobs.contains_key(&key) {
             return failure(
@@ -877,6 +894,82 @@ fn matches(selector: &Selector, object: &Value) -> bool {
     })
 }
 
+/// A label name or value: at most 63 of `[A-Za-z0-9_.-]`, starting and ending alphanumeric
+/// (a value may also be empty). Kubernetes, "Labels and Selectors", syntax and character
+/// set: <https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set>.
+fn is_label_text(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    s.len() <= 63
+        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+        && (s.is_empty() || (s.starts_with(alnum) && s.ends_with(alnum)))
+}
+
+/// Why the API server would refuse `labels` (a `metadata.labels` object), as its own words,
+/// or `None`: each key an optional DNS-1123 subdomain prefix (at most 253) and `/`, then a
+/// non-empty name; each value a string that is empty or a valid name.
+fn labels_problem(labels: &Value) -> Option<String> {
+    let Some(labels) = labels.as_object() else {
+        return Some("must be a map of strings".into());
+    };
+    for (key, value) in labels {
+        let (prefix, name) = match key.rsplit_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, key.as_str()),
+        };
+        let prefix_ok = prefix
+            .is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_dns1123_label));
+        if !prefix_ok || name.is_empty() || !is_label_text(name) {
+            return Some(format!(
+                "Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, at most 63 characters, with an optional DNS subdomain prefix and '/'"
+            ));
+        }
+        let Some(text) = value.as_str() else {
+            return Some(format!(
+                "Invalid value: {value}: label values must be strings"
+            ));
+        };
+        if !is_label_text(text) {
+            return Some(format!(
+                "Invalid value: \"{text}\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, at most 63 characters"
+            ));
+        }
+    }
+    None
+}
+
+/// A label value Kubernetes accepts: empty, or at most 63 of `[-_.A-Za-z0-9]` starting
+/// and ending alphanumeric (<https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set>).
+fn is_label_value(v: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    v.is_empty()
+        || (v.len() <= 63
+            && v.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+            && v.starts_with(alnum)
+            && v.ends_with(alnum))
+}
+
+/// The first label of the Job or its pod template whose value Kubernetes refuses, in the
+/// API server's words (`metadata.labels: Invalid value: ...`).
+fn invalid_label(job: &Value) -> Option<String> {
+    let places = [
+        ("metadata.labels", &job["metadata"]["labels"]),
+        (
+            "spec.template.metadata.labels",
+            &job["spec"]["template"]["metadata"]["labels"],
+        ),
+    ];
+    places.into_iter().find_map(|(path, labels)| {
+        labels.as_object()?.values().find_map(|v| {
+            let v = v.as_str().unwrap_or_default();
+            (!is_label_value(v)).then(|| {
+                format!(
+                    "{path}: Invalid value: \"{v}\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+                )
+            })
+        })
+    })
+}
+
 /// A DNS-1123 label: 1 to 63 of `[a-z0-9-]`, starting and ending alphanumeric.
 fn is_dns1123_label(name: &str) -> bool {
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
@@ -1042,6 +1135,48 @@ mod tests {
         assert!(!is_dns1123_label("Upper"));
         assert!(!is_dns1123_label("-x"));
         assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_label_value("") && is_label_value("acme.web.prod"));
+        assert!(!is_label_value("acme/web") && !is_label_value(&"a".repeat(64)));
+        assert!(!is_label_value("-a") && !is_label_value("a."));
+    }
+
+    #[test]
+    fn a_job_with_a_label_kubernetes_refuses_is_invalid() {
+        let mut state = State::default();
+        let path = "/apis/batch/v1/namespaces/ci/jobs";
+        let env = "acme/payments/prod";
+        for (pointer, labels) in [
+            // A path is not a label value: `/` is refused, so is a value over 63.
+            ("/metadata/labels", json!({"sortie.dev/env": env})),
+            (
+                "/metadata/labels",
+                json!({"sortie.dev/runner": "r".repeat(64)}),
+            ),
+            (
+                "/spec/template/metadata/labels",
+                json!({"sortie.dev/env": "-x"}),
+            ),
+            ("/metadata/labels", json!({"Bad_Prefix/x": "v"})),
+            ("/metadata/labels", json!({"sortie.dev/n": 1})),
+        ] {
+            let mut body = job(Value::Null, "j1");
+            *body.pointer_mut(pointer).unwrap() = labels.clone();
+            let (status, answer) = state.answer(&request("POST", path, Some(body)));
+            assert_eq!(
+                (status, answer["reason"].clone()),
+                (422, json!("Invalid")),
+                "{labels}"
+            );
+        }
+        let mut ok = job(Value::Null, "j1");
+        ok["metadata"]["labels"] = json!({
+            "sortie.dev/env": "acme.payments.prod",
+            "sortie.dev/org": "acme",
+            "sortie.dev/runner": "acme.fargate",
+            "empty": "",
+        });
+        assert_eq!(state.answer(&request("POST", path, Some(ok))).0, 201);
+        assert_eq!(state.jobs.len(), 1, "only the valid Job was stored");
     }
 
     #[test]

@@ -19,7 +19,10 @@
 //! tasks again (no second launch), and the same token with different parameters is
 //! refused with `ConflictException` and the first tasks in `resourceIds`. A ListTasks
 //! with `startedBy` and another filter is refused with `InvalidParameterException`, as
-//! ECS documents. Everything else is moto's answer.
+//! ECS documents. A RunTask whose `tags` break ECS's tag rules (more than 50, a key over
+//! 128 or a value over 256 characters, a character outside ECS's set, the reserved `aws:`
+//! prefix, a key twice) is refused with `InvalidParameterException` (`proxy/ecs_tags.rs`).
+//! Everything else is moto's answer.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -178,7 +181,13 @@ struct Shared {
     /// RunTask's idempotency, as ECS keeps it: client token → the request's parameters
     /// (its JSON body without the token) and the answer it got.
     run_task_tokens: Mutex<BTreeMap<String, (serde_json::Value, wire::Response)>>,
+    /// Task definition families with a registration in progress, and until when each stays
+    /// busy (see [`strict_ecs::register_task_definition`]).
+    registering: Mutex<BTreeMap<String, std::time::Instant>>,
     stop: AtomicBool,
+    /// Operations whose next answers are lost after the request reached upstream, and how
+    /// many of them (see [`FaultProxy::lose_answer`]).
+    lost_answers: Mutex<Vec<(String, usize)>>,
 }
 
 /// Locks a mutex, ignoring poisoning: a panicking connection thread must not
@@ -306,6 +315,18 @@ impl FaultProxy {
         });
     }
 
+    /// Forwards the next `times` requests naming `op` upstream (so their effect is
+    /// committed), then answers each with DynamoDB's `500 InternalServerError` instead of
+    /// upstream's answer: the answer is lost, as when a connection drops after the write.
+    /// DynamoDB lists `InternalServerError` (500) as retryable (Error handling with DynamoDB,
+    /// Developer Guide), and the SDK retries it: a write whose answer was lost meets its
+    /// own result.
+    pub fn lose_answer(&self, op: &str, times: usize) {
+        if times > 0 {
+            lock(&self.shared.lost_answers).push((op.to_string(), times));
+        }
+    }
+
     /// How many injected faults are still waiting to be used, over all operations.
     pub fn pending_faults(&self) -> usize {
         lock(&self.shared.faults).iter().map(|f| f.remaining).sum()
@@ -369,8 +390,13 @@ fn serve(conn: TcpStream, upstream: &str, shared: &Shared) -> io::Result<()> {
 
     let response = match fault {
         Some(fault) => synthetic_error(&recorded, &fault),
+        None if take_lost_answer(shared, &recorded) => lost_answer(upstream, &request, &recorded)?,
         None if recorded.is("RunTask") => strict_run_task(upstream, &request, &recorded, shared)?,
         None if recorded.is("ListTasks") => strict_list_tasks(upstream, &request, &recorded)?,
+        None if recorded.is("StopTask") => strict_ecs::stop_task(upstream, &request, &recorded)?,
+        None if recorded.is("RegisterTaskDefinition") => {
+            strict_ecs::register_task_definition(upstream, &request, &recorded, shared)?
+        }
         None => forward(upstream, &request, &body)?,
     };
     let is_head = request.method.eq_ignore_ascii_case("HEAD");
@@ -435,6 +461,40 @@ fn take_fault(shared: &Shared, recorded: &Recorded) -> Option<Fault> {
         faults.remove(i);
     }
     Some(fault)
+}
+
+/// True (and one fewer to lose) when `recorded`'s answer is to be lost.
+fn take_lost_answer(shared: &Shared, recorded: &Recorded) -> bool {
+    let mut lost = lock(&shared.lost_answers);
+    let Some(i) = lost.iter().position(|(op, _)| recorded.is(op)) else {
+        return false;
+    };
+    lost[i].1 -= 1;
+    if lost[i].1 == 0 {
+        lost.remove(i);
+    }
+    true
+}
+
+/// Forwards the request (its write is committed upstream), then answers a retryable
+/// `500 InternalServerError` in the request's protocol: the real answer is lost.
+fn lost_answer(
+    upstream: &str,
+    request: &wire::Request,
+    recorded: &Recorded,
+) -> io::Result<wire::Response> {
+    let _committed = forward(upstream, request, &recorded.body)?;
+    Ok(synthetic_error(
+        recorded,
+        &Fault {
+            op: String::new(),
+            skip: 0,
+            remaining: 0,
+            status: 500,
+            code: "InternalServerError".into(),
+            message: "Internal server error (fault-proxy: the answer was lost after the request was applied)".into(),
+        },
+    ))
 }
 
 fn xml_escape(s: &str) -> String {
@@ -508,6 +568,20 @@ fn strict_run_task(
     let Some(mut params) = recorded.json() else {
         return forward(upstream, request, &recorded.body);
     };
+    if let Some(refusal) = strict_ecs::run_task_refusal(&params) {
+        return Ok(refusal);
+    }
+    if let Some(message) = ecs_tags::run_task_tags_problem(&params) {
+        let fault = Fault {
+            op: "RunTask".into(),
+            skip: 0,
+            remaining: 1,
+            status: 400,
+            code: "InvalidParameterException".into(),
+            message,
+        };
+        return Ok(synthetic_error(recorded, &fault));
+    }
     let token = params
         .as_object_mut()
         .and_then(|o| o.remove("clientToken"))
@@ -593,6 +667,9 @@ fn strict_list_tasks(
     }
     forward(upstream, request, &recorded.body)
 }
+
+mod ecs_tags;
+mod strict_ecs;
 
 /// Sends the request upstream on a fresh connection and reads the whole answer.
 fn forward(upstream: &str, request: &wire::Request, body: &[u8]) -> io::Result<wire::Response> {

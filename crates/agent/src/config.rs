@@ -19,7 +19,7 @@ const AGENT_ID_MAX: usize = 64;
 /// The options as given, before any check.
 #[derive(Debug, Clone, Default)]
 pub struct AgentOptions {
-    /// Sortie's API URL (`https://…`; `http://` for local tests).
+    /// Sortie's API URL (`https://…`; plain `http://` only to a loopback host, for local tests).
     pub api_url: String,
     /// The agent pool's id (`apool-…`).
     pub pool: String,
@@ -84,11 +84,13 @@ impl AgentOptions {
     /// Checks the options; every problem is named with the flag that sets it.
     pub fn resolve(self) -> Result<AgentConfig, AgentError> {
         let api_url = self.api_url.trim().trim_end_matches('/').to_string();
-        if !(api_url.starts_with("https://") || api_url.starts_with("http://"))
-            || api_url.len() <= "https://".len()
-        {
+        // Judged by the parsed host (issue 25, item 13): the pool token travels to it, so
+        // plain http only to a loopback host.
+        if let Err(problem) = sortie_core::urls::web_url(&api_url) {
             return Err(AgentError::Config(format!(
-                "--api-url (SORTIE_API_URL) must be an https:// URL, not `{api_url}`"
+                "--api-url (SORTIE_API_URL) must be an https:// URL (plain http:// only to a \
+                 loopback host), not `{}` ({problem})",
+                api_url.escape_debug()
             )));
         }
         let pool = self.pool.trim().to_string();
@@ -248,6 +250,35 @@ mod tests {
             ..options()
         };
         assert_eq!(k.resolve().unwrap().mode, Mode::Kubernetes);
+    }
+
+    #[test]
+    fn plain_http_is_only_for_a_real_loopback_api() {
+        for bad in [
+            "http://127.0.0.1.evil.com",
+            "http://localhost@evil.com",
+            "http://localhost.evil.com",
+            "http://sortie.example.com",
+        ] {
+            let e = AgentOptions {
+                api_url: bad.into(),
+                ..options()
+            }
+            .resolve()
+            .unwrap_err();
+            assert!(e.to_string().contains("--api-url"), "{bad}: {e}");
+        }
+        for good in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "http://[::1]:1",
+        ] {
+            let c = AgentOptions {
+                api_url: good.into(),
+                ..options()
+            };
+            assert!(c.resolve().is_ok(), "{good}");
+        }
     }
 
     #[test]

@@ -11,7 +11,9 @@ use sortie_core::document::Format;
 use sortie_core::{can, Action, EnvPath, GroupPath, JobId, Principal};
 
 use crate::error::ApiError;
-use crate::routes::separator::{decode_param, decode_segment, EMPTY_SEGMENT};
+use crate::routes::separator::{
+    decode_param, decode_segment, encoded_segment_problem, path_shape_problem,
+};
 use crate::{AppState, VerifiedClaims, MAX_BODY_BYTES};
 
 /// The token of an `Authorization: Bearer <token>` header, the scheme matched in any
@@ -127,22 +129,27 @@ async fn path_param(parts: &mut Parts, name: &str) -> Result<String, ApiError> {
 }
 
 /// A `{group}` or `{environment}` as [`canonical_path`](crate::routes::separator::canonical_path)
-/// left it: a segment it could not decode is named here (400 naming `what`).
+/// left it: a segment it could not decode (a malformed escape, double encoding, an
+/// encoded `-` separator) is named here, and so are empty, `.` and `..` segments
+/// (400 naming `what`).
 fn path_segments_decoded(what: &str, path: &str) -> Result<(), ApiError> {
     for segment in path.split('/').filter(|s| s.contains('%')) {
         let problem = match decode_param(segment) {
             Err(problem) => problem,
-            Ok(decoded) if decoded.contains('/') || decoded == EMPTY_SEGMENT => {
-                "must not encode `/` or `-` (%2F, %2D): write the path's slashes as they are"
-            }
-            Ok(_) => continue,
+            Ok(decoded) => match encoded_segment_problem(segment, &decoded) {
+                Some(problem) => problem,
+                None => continue,
+            },
         };
         return Err(ApiError::field(
             what,
             format!("segment `{segment}` {problem}"),
         ));
     }
-    Ok(())
+    match path_shape_problem(path) {
+        Some(problem) => Err(ApiError::field(what, problem)),
+        None => Ok(()),
+    }
 }
 
 /// 400 naming the path parameter (`group` or `environment`) for a path that does not parse.

@@ -99,8 +99,8 @@ impl OidcVerifier for NoOidc {
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
-/// The real verifier: fetches discovery documents and JWKS over HTTPS (http only for
-/// 127.0.0.1, for tests), caches each issuer's keys for [`KEYS_TTL`], refetches once on
+/// The real verifier: fetches discovery documents and JWKS over HTTPS (plain http only to
+/// a loopback host, for tests), caches each issuer's keys for [`KEYS_TTL`], refetches once on
 /// an unknown `kid` (key rotation) but at most once per [`REFETCH_INTERVAL`] per issuer,
 /// and bounds each fetch with [`FETCH_TIMEOUT`] and [`MAX_DOCUMENT_BYTES`].
 ///
@@ -240,7 +240,7 @@ impl JwksVerifier {
         })
     }
 
-    /// GETs `url` (https, or http to 127.0.0.1) as JSON, within [`FETCH_TIMEOUT`] and
+    /// GETs `url` (https, or http to a loopback host) as JSON, within [`FETCH_TIMEOUT`] and
     /// [`MAX_DOCUMENT_BYTES`].
     async fn get_json(&self, url: &str) -> Result<Value, String> {
         let uri = fetchable(url)?;
@@ -500,17 +500,21 @@ fn usable_keys(jwks: &Value) -> Result<Vec<PublicKey>, String> {
     Ok(keys)
 }
 
-/// `url` as a URI, if the verifier may fetch it: https, or http to 127.0.0.1 (tests).
+/// `url` as a URI, if the verifier may fetch it: https, or plain http only to a loopback
+/// host (tests), judged on the parsed host by [`sortie_core::urls::web_url`], the rule the
+/// API applies to a pool's issuer; the discovery document's `jwks_uri` is held to it too.
 fn fetchable(url: &str) -> Result<http::Uri, String> {
-    let uri: http::Uri = url
+    let parsed = sortie_core::urls::web_url(url).map_err(|problem| {
+        format!(
+            "`{}` {problem} (the verifier fetches only https:// URLs, or plain http:// to a \
+             loopback host)",
+            url.escape_debug()
+        )
+    })?;
+    parsed
+        .as_str()
         .parse()
-        .map_err(|_| format!("`{url}` is not an https:// URL"))?;
-    let host = uri.host().unwrap_or("");
-    match uri.scheme_str() {
-        Some("https") if !host.is_empty() => Ok(uri),
-        Some("http") if host == "127.0.0.1" => Ok(uri),
-        _ => Err(format!("`{url}` is not an https:// URL")),
-    }
+        .map_err(|_| format!("`{}` is not an https:// URL", url.escape_debug()))
 }
 
 /// The HTTPS client every fetch shares (rustls on aws-lc-rs, HTTP/1.1).

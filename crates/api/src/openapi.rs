@@ -17,7 +17,7 @@ use crate::routes::*;
     info(
         title = "Sortie API",
         version = "1",
-        description = "Runners, rules, environments, jobs and memberships. Group and environment paths are written with their slashes and end at the `/-/` separator; the root group is `-`."
+        description = "Runners, rules, environments, jobs and memberships. A group or environment path is one path parameter: send it percent-encoded (`/v1/environments/acme%2Fpayments%2Fprod`), the canonical form that generated clients write; written by hand with its slashes (`/v1/environments/acme/payments/prod`) it is read the same. The `/-/` separator ends it; the root group is `-`."
     ),
     paths(
         health,
@@ -117,9 +117,342 @@ impl Modify for SecuritySchemes {
     }
 }
 
-/// The OpenAPI document as JSON.
+/// The OpenAPI document as JSON: utoipa's, with the group and environment path
+/// parameters described in one place ([`describe_nested_paths`]), the `links` that
+/// chain each create to what it made ([`add_links`]), and its unions written so that
+/// code generators read them ([`distribute_all_of_over_one_of`], [`name_union_members`]).
 pub fn openapi() -> serde_json::Value {
-    serde_json::to_value(ApiDoc::openapi()).unwrap_or_default()
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    describe_nested_paths(&mut doc);
+    add_links(&mut doc);
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(|s| s.as_object_mut())
+    {
+        distribute_all_of_over_one_of(schemas);
+        name_union_members(schemas);
+    }
+    doc
+}
+
+/// The component a local `$ref` names, or the schema itself.
+fn resolved<'a>(schemas: &'a Schemas, schema: &'a serde_json::Value) -> &'a serde_json::Value {
+    schema
+        .get("$ref")
+        .and_then(|r| r.as_str())
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        .and_then(|name| schemas.get(name))
+        .unwrap_or(schema)
+}
+
+/// The component schemas, by name.
+type Schemas = serde_json::Map<String, serde_json::Value>;
+
+/// Rewrites each component `allOf: [oneOf: [A, B], X]` (a flattened tagged enum, such as
+/// a rule's verdict inside a resolution line) as the same schema `oneOf: [allOf: [A, X],
+/// allOf: [B, X]]`: code generators (openapi-python-client) build a model per
+/// `allOf` of objects, and cannot take `allOf` of a union.
+fn distribute_all_of_over_one_of(schemas: &mut Schemas) {
+    let names: Vec<String> = schemas.keys().cloned().collect();
+    for name in names {
+        let schema = &schemas[&name];
+        let Some(parts) = schema.get("allOf").and_then(|a| a.as_array()) else {
+            continue;
+        };
+        let union = parts.iter().enumerate().find_map(|(i, part)| {
+            let members = resolved(schemas, part).get("oneOf")?.as_array()?;
+            (!members.iter().any(|m| m["type"] == "null")).then(|| (i, members.clone()))
+        });
+        let Some((i, members)) = union else {
+            continue;
+        };
+        let rest: Vec<serde_json::Value> = parts
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let mut rewritten = schema.clone();
+        let object = rewritten.as_object_mut().expect("a schema with allOf");
+        object.remove("allOf");
+        let one_of = members
+            .into_iter()
+            .map(|m| {
+                let mut all = vec![m];
+                all.extend(rest.iter().cloned());
+                serde_json::json!({ "allOf": all })
+            })
+            .collect();
+        object.insert("oneOf".into(), serde_json::Value::Array(one_of));
+        schemas.insert(name, rewritten);
+    }
+}
+
+/// Moves each inline member of a component's `oneOf` (but `null`) into a component of
+/// its own, named after the union and its tag (`RunnerConfigurationEcsFargate`), so that
+/// code generators make a model of each member; the document means the same.
+fn name_union_members(schemas: &mut Schemas) {
+    let names: Vec<String> = schemas.keys().cloned().collect();
+    for name in names {
+        let Some(members) = schemas[&name].get("oneOf").and_then(|m| m.as_array()) else {
+            continue;
+        };
+        let mut rewritten = vec![];
+        let mut hoisted = vec![];
+        for (i, member) in members.iter().enumerate() {
+            if member.get("$ref").is_some() || member["type"] == "null" {
+                rewritten.push(member.clone());
+                continue;
+            }
+            let mut member_name = match union_tag(member) {
+                Some(tag) => format!("{name}{}", upper_camel(&tag)),
+                None => format!("{name}Variant{}", i + 1),
+            };
+            if schemas.contains_key(&member_name) {
+                member_name = format!("{name}Variant{}", i + 1);
+            }
+            rewritten
+                .push(serde_json::json!({ "$ref": format!("#/components/schemas/{member_name}") }));
+            hoisted.push((member_name, member.clone()));
+        }
+        schemas[&name]["oneOf"] = serde_json::Value::Array(rewritten);
+        schemas.extend(hoisted);
+    }
+}
+
+/// The tag of a tagged union's member: the value of its property whose schema is a
+/// one-value `enum` (`type: local`), in the member or one of its `allOf` parts.
+fn union_tag(member: &serde_json::Value) -> Option<String> {
+    let parts = match member.get("allOf").and_then(|a| a.as_array()) {
+        Some(parts) => parts.iter().collect::<Vec<_>>(),
+        None => vec![member],
+    };
+    parts.into_iter().find_map(|part| {
+        part.get("properties")?.as_object()?.values().find_map(|p| {
+            match p.get("enum")?.as_array()?.as_slice() {
+                [one] => one.as_str().map(str::to_string),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// `ecs-fargate` and `out_of_scope` as `EcsFargate` and `OutOfScope`.
+fn upper_camel(text: &str) -> String {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The description of every `{group}` path parameter.
+pub const GROUP_PARAM: &str = "Group path, such as `acme/payments`; `-` is the root group. Send it percent-encoded as one segment (`acme%2Fpayments`): the canonical form, which generated clients write. The raw form with its slashes (`acme/payments`) is read too, with the same answer. Decoded once: double encoding (`%252F`), `.` and `..` segments, empty segments and an encoded `-` segment are 400 naming `group`.";
+
+/// The description of every `{environment}` path parameter.
+pub const ENVIRONMENT_PARAM: &str = "Environment path, such as `acme/payments/prod`. Send it percent-encoded as one segment (`acme%2Fpayments%2Fprod`): the canonical form, which generated clients write. The raw form with its slashes (`acme/payments/prod`) is read too, with the same answer. Decoded once: double encoding (`%252F`), `.` and `..` segments, empty segments and an encoded `-` segment are 400 naming `environment`.";
+
+/// Sets the description and example of every `group` and `environment` path parameter.
+fn describe_nested_paths(doc: &mut serde_json::Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    for op in paths
+        .values_mut()
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+    {
+        let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) else {
+            continue;
+        };
+        for p in params.iter_mut().filter(|p| p["in"] == "path") {
+            let (description, example) = match p["name"].as_str() {
+                Some("group") => (GROUP_PARAM, "acme/payments"),
+                Some("environment") => (ENVIRONMENT_PARAM, "acme/payments/prod"),
+                _ => continue,
+            };
+            p["description"] = serde_json::Value::from(description);
+            // An example with its slashes also tells fuzzers (schemathesis) that `%2F` is
+            // meant here, so they send nested paths encoded instead of filtering them out.
+            p["example"] = serde_json::Value::from(example);
+        }
+    }
+}
+
+/// One link: from a response of (`method`, `path`) at `status`, to `operation_id`,
+/// with its path parameters as runtime expressions.
+struct Link {
+    from: (&'static str, &'static str, &'static [&'static str]),
+    to: &'static str,
+    parameters: &'static [(&'static str, &'static str)],
+}
+
+/// The links: each create to the get, update and delete of what it made, and a job's
+/// submit to the job's get, cancel, logs, approve and outputs. Tools that follow links
+/// (schemathesis's stateful phase) chain them.
+const LINKS: &[Link] = {
+    const RUNNER: &[(&str, &str)] = &[
+        ("group", "$request.path.group"),
+        ("name", "$request.path.name"),
+    ];
+    const RULE: &[(&str, &str)] = &[
+        ("group", "$request.path.group"),
+        ("id", "$response.body#/id"),
+    ];
+    const ENVIRONMENT: &[(&str, &str)] = &[("environment", "$response.body#/path")];
+    const MEMBERSHIP: &[(&str, &str)] = &[
+        ("group", "$request.path.group"),
+        ("id", "$response.body#/id"),
+    ];
+    const ID: &[(&str, &str)] = &[("id", "$response.body#/id")];
+    const CREATED: &[&str] = &["201"];
+    const SUBMITTED: &[&str] = &["201", "200"];
+    const RUNNER_AT: (&str, &str, &[&str]) =
+        ("post", "/v1/groups/{group}/-/runners/{name}", CREATED);
+    const RULE_AT: (&str, &str, &[&str]) = ("post", "/v1/groups/{group}/-/rules", CREATED);
+    const ENV_AT: (&str, &str, &[&str]) = ("post", "/v1/groups/{group}/-/environments", CREATED);
+    const MEMBERSHIP_AT: (&str, &str, &[&str]) =
+        ("post", "/v1/groups/{group}/-/memberships", CREATED);
+    const POOL_AT: (&str, &str, &[&str]) = ("post", "/v1/agent-pools", CREATED);
+    const JOB_AT: (&str, &str, &[&str]) =
+        ("post", "/v1/environments/{environment}/-/jobs", SUBMITTED);
+    &[
+        Link {
+            from: RUNNER_AT,
+            to: "get_runner",
+            parameters: RUNNER,
+        },
+        Link {
+            from: RUNNER_AT,
+            to: "update_runner",
+            parameters: RUNNER,
+        },
+        Link {
+            from: RUNNER_AT,
+            to: "delete_runner",
+            parameters: RUNNER,
+        },
+        Link {
+            from: RUNNER_AT,
+            to: "check_runner",
+            parameters: RUNNER,
+        },
+        Link {
+            from: RULE_AT,
+            to: "get_rule",
+            parameters: RULE,
+        },
+        Link {
+            from: RULE_AT,
+            to: "update_rule",
+            parameters: RULE,
+        },
+        Link {
+            from: RULE_AT,
+            to: "delete_rule",
+            parameters: RULE,
+        },
+        Link {
+            from: ENV_AT,
+            to: "get_environment",
+            parameters: ENVIRONMENT,
+        },
+        Link {
+            from: ENV_AT,
+            to: "update_environment",
+            parameters: ENVIRONMENT,
+        },
+        Link {
+            from: ENV_AT,
+            to: "delete_environment",
+            parameters: ENVIRONMENT,
+        },
+        Link {
+            from: ENV_AT,
+            to: "submit_job",
+            parameters: ENVIRONMENT,
+        },
+        Link {
+            from: ENV_AT,
+            to: "list_jobs",
+            parameters: ENVIRONMENT,
+        },
+        Link {
+            from: MEMBERSHIP_AT,
+            to: "revoke_membership",
+            parameters: MEMBERSHIP,
+        },
+        Link {
+            from: POOL_AT,
+            to: "get_agent_pool",
+            parameters: ID,
+        },
+        Link {
+            from: POOL_AT,
+            to: "delete_agent_pool",
+            parameters: ID,
+        },
+        Link {
+            from: JOB_AT,
+            to: "get_job",
+            parameters: ID,
+        },
+        Link {
+            from: JOB_AT,
+            to: "cancel_job",
+            parameters: ID,
+        },
+        Link {
+            from: JOB_AT,
+            to: "get_job_logs",
+            parameters: ID,
+        },
+        Link {
+            from: JOB_AT,
+            to: "approve_job",
+            parameters: ID,
+        },
+        Link {
+            from: JOB_AT,
+            to: "get_job_outputs",
+            parameters: ID,
+        },
+    ]
+};
+
+/// Adds [`LINKS`] to the responses they start from, each named after its target
+/// operation in UpperCamelCase (`GetRunner`).
+fn add_links(doc: &mut serde_json::Value) {
+    for link in LINKS {
+        let (method, path, statuses) = link.from;
+        for status in statuses {
+            let Some(response) = doc
+                .pointer_mut(&format!(
+                    "/paths/{}/{method}/responses/{status}",
+                    path.replace('~', "~0").replace('/', "~1")
+                ))
+                .and_then(|r| r.as_object_mut())
+            else {
+                continue;
+            };
+            let name = upper_camel(link.to);
+            let parameters: serde_json::Map<String, serde_json::Value> = link
+                .parameters
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+                .collect();
+            let links = response
+                .entry("links")
+                .or_insert_with(|| serde_json::json!({}));
+            links[name] = serde_json::json!({
+                "operationId": link.to,
+                "parameters": parameters,
+            });
+        }
+    }
 }
 
 /// The error responses operations declare, each with the [`ErrorBody`] schema.

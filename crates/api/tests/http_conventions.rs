@@ -494,7 +494,7 @@ async fn path_parameters_are_percent_decoded_once_and_bad_escapes_are_400() {
         ("/v1/groups/acme/-/runners/r%", "name"),
         ("/v1/groups/ac%zzme/-/runners/r1", "group"),
         ("/v1/groups/ac%FFme/-/runners/r1", "group"),
-        ("/v1/groups/acme%2Fpay/-/runners/r1", "group"),
+        ("/v1/groups/acme%252Fpay/-/runners/r1", "group"),
         ("/v1/environments/acme/pr%FFod", "environment"),
         ("/v1/jobs/x%FF", "id"),
         ("/v1/groups/acme/-/rules/%C3%28", "id"),

@@ -590,7 +590,9 @@ async fn a_jwks_without_usable_keys_is_unavailable() {
 async fn plain_http_is_only_for_loopback() {
     for issuer in [
         "http://oidc.example.com/id/ABC",
-        "http://localhost:9/id/ABC",
+        "http://localhost.evil.example/id/ABC",
+        "http://127.0.0.1.evil.example/id/ABC",
+        "http://localhost@evil.example/id/ABC",
         "ftp://oidc.example.com",
         "not a url",
     ] {

@@ -38,7 +38,7 @@ const POLL_FAILURES: u32 = 5;
 /// to its end.
 pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
     let body = job_request(&args)?;
-    let path = format!("/v1/environments/{}/-/jobs", args.env.trim_matches('/'));
+    let path = format!("{}/-/jobs", crate::resources::env_url(&args.env));
     let mut headers = Vec::new();
     if let Some(key) = &args.idempotency_key {
         headers.push(("Idempotency-Key", key.as_str()));
@@ -61,8 +61,8 @@ pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
 pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError> {
     let page: Value = api
         .get(&format!(
-            "/v1/environments/{}/-/jobs?limit=50",
-            env.trim_matches('/')
+            "{}/-/jobs?limit=50",
+            crate::resources::env_url(env)
         ))
         .await?;
     let jobs = page["jobs"].as_array().cloned().unwrap_or_default();
@@ -758,20 +758,7 @@ fn job_table(view: &JobView) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]],
     );
-    let transitions = table(
-        &["FROM", "TO", "AT", "REASON"],
-        job.transitions
-            .iter()
-            .map(|t| {
-                vec![
-                    t.from.map_or_else(|| "-".into(), |f| f.to_string()),
-                    t.to.to_string(),
-                    when(t.at),
-                    t.reason.clone(),
-                ]
-            })
-            .collect(),
-    );
+    let transitions = table(&["FROM", "TO", "AT", "REASON"], transition_rows(job, when));
     let more = job_details(view);
     if more.is_empty() {
         return format!("{}\n\n{}", head.trim_end(), transitions);
@@ -876,6 +863,44 @@ fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
         ));
     }
     d
+}
+
+/// The rows of a job's history: a folded entry shows its last time and `(xN since <first>)`,
+/// and the entries a long history dropped show as one row after the first ones kept.
+fn transition_rows(
+    job: &sortie_core::Job,
+    when: impl Fn(chrono::DateTime<chrono::Utc>) -> String,
+) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = job
+        .transitions
+        .iter()
+        .map(|t| {
+            let reason = if t.count > 1 {
+                format!("{} (x{} since {})", t.reason, t.count, when(t.at))
+            } else {
+                t.reason.clone()
+            };
+            vec![
+                t.from.map_or_else(|| "-".into(), |f| f.to_string()),
+                t.to.to_string(),
+                when(t.latest_at()),
+                reason,
+            ]
+        })
+        .collect();
+    if job.transitions_dropped > 0 {
+        let at = sortie_core::retry::HISTORY_KEEP_FIRST.min(rows.len());
+        rows.insert(
+            at,
+            vec![
+                "…".into(),
+                "…".into(),
+                "".into(),
+                format!("{} transitions not kept", job.transitions_dropped),
+            ],
+        );
+    }
+    rows
 }
 
 #[cfg(test)]

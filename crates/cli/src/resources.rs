@@ -562,8 +562,9 @@ fn split_env(path: &str) -> Result<(&str, &str), CliError> {
     }
 }
 
-/// Percent-encodes one path segment (every byte but `A-Z a-z 0-9 - . _ ~`).
-fn enc(segment: &str) -> String {
+/// Percent-encodes one path segment (every byte but `A-Z a-z 0-9 - . _ ~`), so a group
+/// or environment path becomes one segment (`acme%2Fpayments`): the API's canonical form.
+pub(crate) fn enc(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -575,17 +576,13 @@ fn enc(segment: &str) -> String {
     out
 }
 
-/// A group or environment path, each segment encoded, its slashes kept.
-fn enc_path(path: &str) -> String {
-    path.split('/').map(enc).collect::<Vec<_>>().join("/")
-}
-
-/// `/v1/groups/<group>/-`; the root group is `/v1/groups/-`.
+/// `/v1/groups/<group>/-`, the group percent-encoded as one segment (the form a
+/// generated client sends); the root group's parameter is `-`: `/v1/groups/-/-`.
 fn group_url(group: &str) -> String {
     if group.is_empty() {
-        "/v1/groups/-".into()
+        "/v1/groups/-/-".into()
     } else {
-        format!("/v1/groups/{}/-", enc_path(group))
+        format!("/v1/groups/{}/-", enc(group))
     }
 }
 
@@ -597,8 +594,9 @@ fn rule_url(scope: &str, id: &str) -> String {
     format!("{}/rules/{}", group_url(scope), enc(id))
 }
 
-fn env_url(path: &str) -> String {
-    format!("/v1/environments/{}", enc_path(path))
+/// `/v1/environments/<path>`, the path percent-encoded as one segment.
+pub(crate) fn env_url(path: &str) -> String {
+    format!("/v1/environments/{}", enc(path.trim_matches('/')))
 }
 
 fn shown_group(group: &str) -> &str {
@@ -1215,12 +1213,12 @@ mod tests {
             ("acme/payments", "fargate")
         );
         assert_eq!(split_last("shared"), ("", "shared"));
-        assert_eq!(runner_url("", "shared"), "/v1/groups/-/runners/shared");
+        assert_eq!(runner_url("", "shared"), "/v1/groups/-/-/runners/shared");
         assert_eq!(
             runner_url("acme/payments", "r 1"),
-            "/v1/groups/acme/payments/-/runners/r%201"
+            "/v1/groups/acme%2Fpayments/-/runners/r%201"
         );
-        assert_eq!(env_url("acme/prod"), "/v1/environments/acme/prod");
+        assert_eq!(env_url("acme/prod"), "/v1/environments/acme%2Fprod");
         assert!(split_env("prod").is_err());
     }
 

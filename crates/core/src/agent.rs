@@ -347,7 +347,8 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OidcTrust {
-    /// The token issuer (`iss`), an `https://` URL; its JWKS is found by OIDC discovery.
+    /// The token issuer (`iss`), an `https://` URL (plain `http://` only to a loopback
+    /// host, see [`crate::urls::issuer_problem`]); its JWKS is found by OIDC discovery.
     pub issuer: String,
     /// The audience (`aud`) the token must carry.
     pub audience: String,
@@ -360,45 +361,25 @@ pub struct OidcTrust {
 impl OidcTrust {
     /// Every problem of this trust, at `at.<field>`.
     pub fn problems(&self, at: &str) -> Vec<crate::Problem> {
-        let mut out = Vec::new();
-        let mut push = |field: &str, problem: &str| {
-            out.push(crate::Problem {
-                path: format!("{at}.{field}"),
-                problem: problem.into(),
-            })
-        };
-        let issuer_ok = self
-            .issuer
-            .strip_prefix("https://")
-            .or_else(|| self.issuer.strip_prefix("http://127.0.0.1"))
-            .is_some_and(|rest| !rest.is_empty())
-            && self.issuer.len() <= 512
-            && !crate::limits::has_space_or_control(&self.issuer);
-        if !issuer_ok {
-            push(
-                "issuer",
-                "must be an https:// URL of at most 512 characters",
-            );
+        use crate::problems::{join, refuse_blank_or_control};
+        let mut p = crate::Problems::default();
+        // Parsed, and judged by its real host: plain http only to a loopback host.
+        if let Some(problem) = crate::urls::issuer_problem(&self.issuer) {
+            p.push(join(at, "issuer"), problem);
         }
         for (field, value) in [
             ("audience", &self.audience),
             ("claim", &self.claim),
             ("pattern", &self.pattern),
         ] {
-            if crate::problems::is_blank(value)
-                || value.len() > 256
-                || crate::limits::has_control(value)
-            {
-                push(
-                    field,
-                    "must be 1 to 256 characters, without control characters",
-                );
+            if !refuse_blank_or_control(&mut p, join(at, field), value) && value.len() > 256 {
+                p.push(join(at, field), "must be at most 256 characters");
             }
         }
         if glob::Pattern::new(&self.pattern).is_err() {
-            push("pattern", "is not a valid glob");
+            p.push(join(at, "pattern"), "is not a valid glob");
         }
-        out
+        p.0
     }
 }
 
@@ -422,4 +403,24 @@ pub struct AgentPool {
 /// What is wrong with a pool's name, if anything: 1 to 63 of `[a-z0-9-]`, as a runner name.
 pub fn pool_name_problem(name: &str) -> Option<String> {
     crate::names::check_segment(name).err()
+}
+
+/// True when a job is `pool`'s business: the runner it was submitted with pulls from `pool`,
+/// or it was offered to, or is held by an agent of, `pool`. To an agent of any other pool
+/// the job does not exist: every agent route answers it exactly as a missing job (404), so
+/// that one tenant cannot learn that another tenant's job exists, nor its state.
+pub fn job_of_pool(
+    job: &crate::Job,
+    offered_to: Option<&str>,
+    hold: Option<&AgentHold>,
+    pool: &str,
+) -> bool {
+    let runner_pool = job
+        .runner_spec
+        .as_ref()
+        .and_then(|s| match &s.runner_configuration {
+            crate::RunnerConfiguration::Agent(c) => Some(c.pool.as_str()),
+            _ => None,
+        });
+    runner_pool == Some(pool) || offered_to == Some(pool) || hold.is_some_and(|h| h.pool == pool)
 }

@@ -91,12 +91,13 @@ pub struct Membership {
 
 impl Grantee {
     /// Checks a grantee before it is granted, pushing problems under `path` (such as
-    /// `grantee.subject`): no blank subject, claim, pattern or issuer, and a valid glob.
+    /// `grantee.subject`): no blank subject, claim, pattern or issuer, none with a control
+    /// character, and a valid glob.
     pub fn check(&self, path: &str, p: &mut crate::Problems) {
-        use crate::problems::{join, refuse_blank};
+        use crate::problems::{join, refuse_blank_or_control};
         let issuer = match self {
             Grantee::Subject { subject, issuer } => {
-                refuse_blank(p, join(path, "subject"), subject);
+                refuse_blank_or_control(p, join(path, "subject"), subject);
                 issuer
             }
             Grantee::ClaimPattern {
@@ -104,8 +105,8 @@ impl Grantee {
                 pattern,
                 issuer,
             } => {
-                refuse_blank(p, join(path, "claim"), claim);
-                if !refuse_blank(p, join(path, "pattern"), pattern)
+                refuse_blank_or_control(p, join(path, "claim"), claim);
+                if !refuse_blank_or_control(p, join(path, "pattern"), pattern)
                     && glob::Pattern::new(pattern).is_err()
                 {
                     p.push(join(path, "pattern"), "is not a valid glob");
@@ -114,7 +115,7 @@ impl Grantee {
             }
         };
         if let Some(issuer) = issuer {
-            refuse_blank(p, join(path, "issuer"), issuer);
+            refuse_blank_or_control(p, join(path, "issuer"), issuer);
         }
     }
 }
@@ -135,8 +136,9 @@ impl Membership {
             } => {
                 issuer_ok(issuer)
                     && principal
-                        .claim_str(claim)
-                        .is_some_and(|value| claim_matches(pattern, value))
+                        .claim_values(claim)
+                        .iter()
+                        .any(|value| claim_matches(pattern, value))
             }
         }
     }
@@ -150,6 +152,45 @@ pub fn claim_matches(pattern: &str, value: &str) -> bool {
         require_literal_leading_dot: false,
     };
     glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(value, options))
+}
+
+/// The values of one claim, as a list, whichever path the token came by: one meaning for a
+/// claim (issue 25, item 7).
+///
+/// API Gateway's HTTP API JWT authorizer hands every claim to the function as a string, and
+/// an array claim as one bracketed, space-separated string (`["admins", "devs"]` arrives as
+/// `"[admins devs]"`), while a token the API verifies itself (an agent's OIDC token) keeps
+/// the JSON array. Both read here as the same list:
+/// - a string in brackets is the list of its space-separated elements (`"[]"` is empty);
+/// - any other string, a number or a boolean is a list of its one text (`42` is `"42"`,
+///   as API Gateway writes it);
+/// - an array is the list of its scalar elements, each read as text;
+/// - `null` and an object have no values.
+pub fn claim_values(value: &Value) -> Vec<String> {
+    fn scalar(v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+    match value {
+        Value::String(s) => match s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            Some(inner) => inner.split_whitespace().map(str::to_string).collect(),
+            None => vec![s.clone()],
+        },
+        Value::Array(items) => items.iter().filter_map(scalar).collect(),
+        other => scalar(other).into_iter().collect(),
+    }
+}
+
+/// True when a claim pattern matches any of a claim's values ([`claim_values`]): how a
+/// claim-pattern membership and an agent pool's OIDC trust both judge a claim.
+pub fn claim_value_matches(pattern: &str, value: &Value) -> bool {
+    claim_values(value)
+        .iter()
+        .any(|v| claim_matches(pattern, v))
 }
 
 /// The caller: a verified token's issuer, subject and claims, with the memberships that apply to it.
@@ -222,6 +263,16 @@ impl Principal {
         }
     }
 
+    /// A claim's values ([`claim_values`]); `sub` and `iss` fall back to the principal's own.
+    pub fn claim_values(&self, claim: &str) -> Vec<String> {
+        match self.claims.get(claim) {
+            Some(v) => claim_values(v),
+            None if claim == "sub" => vec![self.subject.clone()],
+            None if claim == "iss" => vec![self.issuer.clone()],
+            None => Vec::new(),
+        }
+    }
+
     /// The highest role this principal holds on `group`, inherited from ancestors.
     pub fn role_on(&self, group: &GroupPath) -> Option<Role> {
         self.memberships
@@ -243,4 +294,36 @@ pub fn can(principal: &Principal, action: Action, group: &GroupPath) -> bool {
     principal
         .role_on(group)
         .is_some_and(|r| r >= action.required_role())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_bracketed_string_and_a_json_array_are_the_same_list() {
+        let gateway = claim_values(&json!("[admins devs]"));
+        let oidc = claim_values(&json!(["admins", "devs"]));
+        assert_eq!(gateway, vec!["admins", "devs"]);
+        assert_eq!(gateway, oidc);
+        assert!(claim_values(&json!("[]")).is_empty());
+        assert!(claim_values(&json!([])).is_empty());
+        assert_eq!(claim_values(&json!("repo:a/b")), vec!["repo:a/b"]);
+        assert_eq!(claim_values(&json!(42)), claim_values(&json!("42")));
+        assert_eq!(
+            claim_values(&json!([1, true])),
+            claim_values(&json!("[1 true]"))
+        );
+        assert!(claim_values(&json!({"a": 1})).is_empty());
+        assert!(claim_value_matches("dev*", &json!("[admins devs]")));
+        assert!(!claim_value_matches(
+            "[admins devs]",
+            &json!(["admins", "devs"])
+        ));
+        assert!(!claim_value_matches(
+            "[admins devs]",
+            &json!("[admins devs]")
+        ));
+    }
 }

@@ -283,19 +283,22 @@ impl EnvironmentInput {
         let four_eyes: Option<bool> = f.optional("four_eyes", &mut p);
         let drift_schedule: Option<Option<String>> = nullable(&mut f, "drift_schedule", &mut p);
         if let Some(Some(expr)) = &drift_schedule {
-            if let Err(problem) = crate::drift::DriftSchedule::parse(expr) {
-                p.push("drift_schedule", problem);
+            // Refused first: a newline inside passes the cron parser and would be stored.
+            if !crate::problems::refuse_control(&mut p, "drift_schedule", expr) {
+                if let Err(problem) = crate::drift::DriftSchedule::parse(expr) {
+                    p.push("drift_schedule", problem);
+                }
             }
         }
         let drift_remediation: Option<DriftRemediation> = f.optional("drift_remediation", &mut p);
         let tool: Option<Option<crate::tool::ToolName>> = nullable(&mut f, "tool", &mut p);
         let tool_version: Option<Option<String>> = nullable(&mut f, "tool_version", &mut p);
-        if let Some(problem) = tool_version
-            .as_ref()
-            .and_then(|v| v.as_deref())
-            .and_then(crate::tool::version_problem)
-        {
-            p.push("tool_version", problem);
+        if let Some(version) = tool_version.as_ref().and_then(|v| v.as_deref()) {
+            if !crate::problems::refuse_control(&mut p, "tool_version", version) {
+                if let Some(problem) = crate::tool::version_problem(version) {
+                    p.push("tool_version", problem);
+                }
+            }
         }
         f.finish(&mut p);
         p.finish(Self {

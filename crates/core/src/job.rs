@@ -174,6 +174,54 @@ pub struct Transition {
     pub at: DateTime<Utc>,
     /// Why, in words.
     pub reason: String,
+    /// How many times this same transition (same from, to and reason) happened in a row,
+    /// folded into this one entry (see [`crate::retry::record_transition`]); 1 when once.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+    /// When it last happened, when folded (`count` > 1); `at` is the first time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_at: Option<DateTime<Utc>>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Transition {
+    /// A transition that happened once.
+    pub fn new(
+        from: Option<JobState>,
+        to: JobState,
+        at: DateTime<Utc>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            from,
+            to,
+            at,
+            reason: reason.into(),
+            count: 1,
+            last_at: None,
+        }
+    }
+
+    /// When it last happened (`last_at` for a folded entry, else `at`).
+    pub fn latest_at(&self) -> DateTime<Utc> {
+        self.last_at.unwrap_or(self.at)
+    }
+
+    /// True when `other` is the same transition (same from, to and reason), whenever.
+    pub fn same_as(&self, other: &Transition) -> bool {
+        self.from == other.from && self.to == other.to && self.reason == other.reason
+    }
 }
 
 /// A transition the state machine does not allow.
@@ -445,17 +493,8 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
         "git" => {
             let url = f.required_str("url", p);
             if let Some(u) = &url {
-                let ok = ["https://", "ssh://", "git@", "file://"]
-                    .iter()
-                    .any(|s| u.starts_with(s));
-                if !ok {
-                    p.push(
-                        "source.url",
-                        format!(
-                            "`{}` is not an https://, ssh://, git@ or file:// URL",
-                            u.escape_debug()
-                        ),
-                    );
+                if let Some(problem) = crate::urls::git_url_problem(u) {
+                    p.push("source.url", problem);
                 } else if let Some(problem) = git_argument_problem(u) {
                     p.push("source.url", problem);
                 }
@@ -553,8 +592,13 @@ pub struct Job {
     pub requested_by: String,
     /// The current state.
     pub state: JobState,
-    /// Every transition, oldest first; the first records the creation.
+    /// Every transition, oldest first; the first records the creation. Repeats in a row are
+    /// folded, and a long history keeps its first and last entries
+    /// ([`crate::retry::record_transition`]).
     pub transitions: Vec<Transition>,
+    /// How many entries of a long history were dropped between its first and last ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transitions_dropped: u32,
     /// The runner's specification when the job was submitted: the job runs with it,
     /// whatever later updates change, and dispatch needs no second read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -665,12 +709,8 @@ impl Job {
             request,
             requested_by,
             state: JobState::Queued,
-            transitions: vec![Transition {
-                from: None,
-                to: JobState::Queued,
-                at,
-                reason,
-            }],
+            transitions: vec![Transition::new(None, JobState::Queued, at, reason)],
+            transitions_dropped: 0,
             runner_spec: None,
             review: None,
             drift_check: false,
@@ -736,14 +776,10 @@ impl Job {
                 to,
             });
         }
-        self.transitions.push(Transition {
-            from: Some(self.state),
-            to,
-            at,
-            reason: reason.into(),
-        });
+        let t = Transition::new(Some(self.state), to, at, reason);
+        crate::retry::record_transition(&mut self.transitions, &mut self.transitions_dropped, t);
         self.state = to;
-        Ok(self.transitions.last().expect("just pushed"))
+        Ok(self.transitions.last().expect("just recorded"))
     }
 
     /// The reason of the latest transition.

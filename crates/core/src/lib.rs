@@ -20,12 +20,14 @@ pub mod limits;
 pub mod names;
 pub mod outcome;
 pub mod problems;
+pub mod retry;
 pub mod rule;
 pub mod rule_index;
 pub mod runner;
 pub mod sensitive;
 pub mod spec;
 pub mod tool;
+pub mod urls;
 pub mod waiting;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};

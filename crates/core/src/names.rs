@@ -9,9 +9,11 @@ use crate::ValidationError;
 /// Most segments a group path may have.
 pub const MAX_GROUP_DEPTH: usize = 8;
 
-/// Longest environment path, in characters: the path is the value of the `sortie:env`
-/// session tag and ECS task tag, which are at most 256 characters
-/// ([`crate::limits::SESSION_TAG_VALUE_MAX`]). Checked when an environment is created.
+/// Longest environment path (and runner id), in characters: the path is the value of the
+/// task's `sortie:env` tag (ECS, at most 256) and a runner id the value of the
+/// `sortie:runner` session and task tag (STS and ECS, at most 256,
+/// [`crate::limits::SESSION_TAG_VALUE_MAX`]). Checked when an environment or a runner is
+/// created.
 pub const MAX_ENV_PATH_LEN: usize = crate::limits::SESSION_TAG_VALUE_MAX;
 
 /// Checks one path segment or id: `[a-z0-9][a-z0-9-]{0,62}`.
@@ -200,7 +202,7 @@ impl EnvPath {
         if len > MAX_ENV_PATH_LEN {
             return Err(ValidationError::single(
                 "",
-                format!("the environment path `{group}/{name}` is {len} characters long; at most {MAX_ENV_PATH_LEN} are allowed (it is an AWS session tag value)"),
+                format!("the environment path `{group}/{name}` is {len} characters long; at most {MAX_ENV_PATH_LEN} are allowed (it is an AWS tag value)"),
             ));
         }
         Ok(Self {
@@ -278,7 +280,7 @@ impl RunnerId {
         if len > MAX_ENV_PATH_LEN {
             return Err(ValidationError::single(
                 "",
-                format!("the environment path `{group}/{name}` is {len} characters long; at most {MAX_ENV_PATH_LEN} are allowed (it is an AWS session tag value)"),
+                format!("the environment path `{group}/{name}` is {len} characters long; at most {MAX_ENV_PATH_LEN} are allowed (it is an AWS tag value)"),
             ));
         }
         Ok(Self {

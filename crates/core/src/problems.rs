@@ -65,6 +65,33 @@ pub fn refuse_blank(p: &mut Problems, path: impl Into<String>, value: &str) -> b
     blank
 }
 
+/// The one check for control characters (issue 25, item 13), for every field that is not a
+/// free-form body (identifiers, names, schedules, paths, labels, URLs, claims, patterns):
+/// pushes "must not contain control characters" at `path` when `value` has one (C0, DEL or
+/// C1, see [`crate::limits::has_control`]), naming the first one found. True when it had one.
+pub fn refuse_control(p: &mut Problems, path: impl Into<String>, value: &str) -> bool {
+    match value.chars().find(|c| c.is_control()) {
+        Some(c) => {
+            p.push(
+                path,
+                format!(
+                    "must not contain control characters (found U+{:04X})",
+                    u32::from(c)
+                ),
+            );
+            true
+        }
+        None => false,
+    }
+}
+
+/// Both checks of a free-text identifier: [`refuse_blank`], then [`refuse_control`]. True
+/// when `value` was refused.
+pub fn refuse_blank_or_control(p: &mut Problems, path: impl Into<String>, value: &str) -> bool {
+    let path = path.into();
+    refuse_blank(p, path.clone(), value) || refuse_control(p, path, value)
+}
+
 /// Joins a parent path and a field name: `join("a", "b") == "a.b"`, `join("", "b") == "b"`.
 pub fn join(parent: &str, field: &str) -> String {
     if parent.is_empty() {
@@ -184,11 +211,15 @@ impl<'a> Fields<'a> {
         self.optional(field, problems)
     }
 
-    /// Decodes a required, non-empty string field.
+    /// Decodes a required, non-empty string field without control characters (every such
+    /// field is an identifier, never a free-form body).
     pub fn required_str(&mut self, field: &'static str, problems: &mut Problems) -> Option<String> {
         let value: String = self.required(field, problems)?;
         if value.trim().is_empty() {
             problems.push(self.path_of(field), "must not be empty");
+            return None;
+        }
+        if refuse_control(problems, self.path_of(field), &value) {
             return None;
         }
         Some(value)

@@ -194,15 +194,17 @@ impl RunnerRule {
 
 fn check_criteria(c: &Criteria, p: &mut Problems) {
     if let Some(glob) = &c.env_path {
-        if let Err(e) = glob::Pattern::new(glob) {
-            p.push(
-                "criteria.env_path",
-                format!("`{glob}` is not a valid glob: {e}"),
-            );
+        if !crate::problems::refuse_control(p, "criteria.env_path", glob) {
+            if let Err(e) = glob::Pattern::new(glob) {
+                p.push(
+                    "criteria.env_path",
+                    format!("`{glob}` is not a valid glob: {e}"),
+                );
+            }
         }
     }
     if let Some(t) = &c.env_type {
-        crate::problems::refuse_blank(p, "criteria.env_type", t);
+        crate::problems::refuse_blank_or_control(p, "criteria.env_type", t);
     }
     crate::environment::check_labels(&c.labels, "criteria.labels", p);
     crate::environment::check_tags(&c.tags, "criteria.tags", p);

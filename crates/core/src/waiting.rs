@@ -107,7 +107,7 @@ pub struct WaitFacts<'a> {
 
 /// The reason a launch was refused and will be retried, as dispatch records it on the
 /// `dispatching → queued` transition (see `decision::decide`).
-pub const LAUNCH_RETRY_PREFIX: &str = "launch will be retried";
+pub const LAUNCH_RETRY_PREFIX: &str = crate::retry::LAUNCH_RETRY_PREFIX;
 
 /// The backoff of a retried launch after its `receive_count`-th delivery: 2, 4, 8, 16, 32,
 /// then 60 seconds.
@@ -213,7 +213,7 @@ pub fn waiting(facts: &WaitFacts<'_>, now: DateTime<Utc>) -> Option<Waiting> {
             )),
         },
         _ if !facts.holds_lock => {
-            let queued_at = job.transitions.last().map_or(since, |t| t.at);
+            let queued_at = job.transitions.last().map_or(since, |t| t.latest_at());
             let Some(holder) = facts.holder else {
                 return Some(blank(
                     WaitingKind::QueuedBehind,
@@ -239,9 +239,14 @@ pub fn waiting(facts: &WaitFacts<'_>, now: DateTime<Utc>) -> Option<Waiting> {
             w.behind_state = Some(holder.state);
             Some(w)
         }
-        _ => match refusals(job) {
-            Some((count, last_at)) => {
-                let next = last_at + Duration::seconds(i64::from(launch_backoff_seconds(count)));
+        _ => match crate::retry::refusal_run(job) {
+            Some(run) => {
+                let (count, last_at) = (run.count, run.last_at);
+                let delay = crate::retry::launch_retry_delay_seconds(
+                    count,
+                    crate::retry::jitter_seed(job.id.as_str(), count),
+                );
+                let next = last_at + Duration::seconds(i64::from(delay));
                 let when = if next > now {
                     format!("next try in {}", span(next - now))
                 } else {
@@ -254,7 +259,7 @@ pub fn waiting(facts: &WaitFacts<'_>, now: DateTime<Utc>) -> Option<Waiting> {
                         launch_call(job),
                         if count == 1 { "" } else { "s" }
                     ),
-                    first_refusal(job).unwrap_or(last_at),
+                    run.first_at,
                 );
                 w.refusals = Some(count);
                 w.next_try_at = Some(next);
@@ -298,41 +303,6 @@ fn launch_call(job: &Job) -> &'static str {
     }
 }
 
-/// True for a recorded retryable launch refusal.
-fn is_refusal(t: &crate::job::Transition) -> bool {
-    t.from == Some(JobState::Dispatching)
-        && t.to == JobState::Queued
-        && t.reason.starts_with(LAUNCH_RETRY_PREFIX)
-}
-
-/// The refusals in a row that end the job's history (claims between them skipped): how
-/// many, and when the last was.
-fn refusals(job: &Job) -> Option<(u32, DateTime<Utc>)> {
-    let mut count = 0;
-    let mut last = None;
-    for t in job.transitions.iter().rev() {
-        if is_refusal(t) {
-            count += 1;
-            last.get_or_insert(t.at);
-        } else if !(t.from == Some(JobState::Queued) && t.to == JobState::Dispatching) {
-            break;
-        }
-    }
-    last.map(|at| (count, at))
-}
-
-fn first_refusal(job: &Job) -> Option<DateTime<Utc>> {
-    let mut first = None;
-    for t in job.transitions.iter().rev() {
-        if is_refusal(t) {
-            first = Some(t.at);
-        } else if !(t.from == Some(JobState::Queued) && t.to == JobState::Dispatching) {
-            break;
-        }
-    }
-    first
-}
-
 /// When the job entered its current state.
 fn state_since(job: &Job) -> DateTime<Utc> {
     job.transitions
@@ -340,7 +310,7 @@ fn state_since(job: &Job) -> DateTime<Utc> {
         .rev()
         .find(|t| t.to == job.state)
         .or(job.transitions.last())
-        .map_or(DateTime::<Utc>::MIN_UTC, |t| t.at)
+        .map_or(DateTime::<Utc>::MIN_UTC, |t| t.latest_at())
 }
 
 /// A job id shortened for a sentence: its first 8 characters and `…`.

@@ -504,7 +504,7 @@ fn an_environment_path_fits_a_session_tag() {
     let ok = sortie_core::EnvPath::new(group.clone(), &name(fits)).expect("256 characters fit");
     assert_eq!(ok.to_string().len(), MAX_ENV_PATH_LEN);
     let e = sortie_core::EnvPath::new(group, &name(fits + 1)).unwrap_err();
-    assert!(e.to_string().contains("session tag"), "{e}");
+    assert!(e.to_string().contains("AWS tag value"), "{e}");
 }
 
 #[test]

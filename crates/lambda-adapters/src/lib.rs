@@ -20,6 +20,9 @@ use sortie_lifecycle::{
 use sortie_store::SqsJobQueue;
 use tower::ServiceExt;
 
+/// Where the sweeper's interrupted pass stopped, kept by the function between ticks.
+pub use sortie_lifecycle::SweepResume;
+
 /// How many records of one SQS batch are handled at once.
 pub const RECORDS_IN_FLIGHT: usize = 10;
 
@@ -134,16 +137,28 @@ pub async fn sweep_tick(
     engine: &Engine,
     tick: EventBridgeEvent<serde_json::Value>,
 ) -> Result<SweepReport, FunctionError> {
+    sweep_tick_resuming(engine, &SweepResume::default(), tick).await
+}
+
+/// [`sweep_tick`], starting the active jobs where the process's previous pass stopped when
+/// it spent its budget (`resume`, kept by the function between ticks).
+pub async fn sweep_tick_resuming(
+    engine: &Engine,
+    resume: &SweepResume,
+    tick: EventBridgeEvent<serde_json::Value>,
+) -> Result<SweepReport, FunctionError> {
     let now = tick
         .time
         .unwrap_or_else(chrono::Utc::now)
         .max(chrono::Utc::now());
-    let report = engine.sweep(now).await?;
+    let report = engine.sweep_resuming(now, resume).await?;
     tracing::info!(?report, "sweep pass done");
     Ok(report)
 }
 
-/// The claims API Gateway's JWT authorizer verified, from a payload v2 request.
+/// The claims API Gateway's JWT authorizer verified, from a payload v2 request. Every value
+/// is a string there, an array claim one bracketed string (`"[admins devs]"`); core reads
+/// both forms as one list (`sortie_core::auth::claim_values`), so they are passed as given.
 pub fn verified_claims(request: &lambda_http::Request) -> VerifiedClaims {
     let claims: BTreeMap<String, serde_json::Value> = match request.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx

@@ -19,7 +19,8 @@ use sortie_core::check::*;
 use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner, EksRunner};
 use sortie_core::{Runner, RunnerCheck, RunnerConfiguration};
 
-use crate::ecs::{from_sdk, launcher_session, SessionTags};
+use crate::ecs::{from_sdk, launcher_session};
+use crate::session::{SessionScope, TAG_ENV};
 
 /// The `sortie:env` session tag of every check. No environment path can be this (a
 /// path always has a `/`), and the launcher role's `ChecksOnlyRead` statement lets a
@@ -48,23 +49,18 @@ impl AwsRunnerChecker {
         Self { base, local }
     }
 
-    /// Assumes the launcher role as a launch would, with session tags that say it is a
-    /// check: `sortie:env` = [`CHECK_SESSION_ENV`], `sortie:job` = `check-<id>`. The
-    /// deployed templates let the api function open only such sessions, and let such a
+    /// Assumes the launcher role as a launch would (ExternalId, the session tags of the
+    /// runner's [`SessionScope`]), plus the tag that says it is a check: `sortie:env` =
+    /// [`CHECK_SESSION_ENV`]. The session is named `sortie-check-<id>` and never cached.
+    /// The deployed templates let the api function open only such sessions, and let such a
     /// session only read.
-    async fn assume(&self, access: &AwsAccess, org: &str) -> Assumed {
+    async fn assume(&self, access: &AwsAccess, scope: &SessionScope) -> Assumed {
+        let org = &scope.org;
         let id = ulid::Ulid::new().to_string().to_ascii_lowercase();
-        let provider = launcher_session(
-            &self.base,
-            access,
-            format!("sortie-check-{id}"),
-            SessionTags {
-                org: org.to_string(),
-                env: CHECK_SESSION_ENV.to_string(),
-                job: format!("check-{id}"),
-            },
-        )
-        .await;
+        let mut tags = scope.tags();
+        tags.push((TAG_ENV, CHECK_SESSION_ENV.to_string()));
+        let provider =
+            launcher_session(&self.base, access, format!("sortie-check-{id}"), tags).await;
         match provider.provide_credentials().await {
             Ok(credentials) => Assumed {
                 check: RunnerCheck::passed(
@@ -90,8 +86,8 @@ impl AwsRunnerChecker {
         }
     }
 
-    async fn check_ecs(&self, c: &EcsFargateRunner, org: &str) -> Vec<RunnerCheck> {
-        let assumed = self.assume(&c.access, org).await;
+    async fn check_ecs(&self, c: &EcsFargateRunner, scope: &SessionScope) -> Vec<RunnerCheck> {
+        let assumed = self.assume(&c.access, scope).await;
         let mut checks = vec![assumed.check];
         let Some(credentials) = assumed.credentials else {
             for name in [
@@ -142,8 +138,8 @@ impl AwsRunnerChecker {
     /// `eks`: the role, then the Job as it would be built, then DescribeCluster through the
     /// role (and the API's TLS against the cluster CA), then SelfSubjectAccessReviews for
     /// what the launcher does in the namespace.
-    async fn check_eks(&self, c: &EksRunner, org: &str) -> Vec<RunnerCheck> {
-        let assumed = self.assume(&c.access, org).await;
+    async fn check_eks(&self, c: &EksRunner, scope: &SessionScope) -> Vec<RunnerCheck> {
+        let assumed = self.assume(&c.access, scope).await;
         let mut checks = vec![assumed.check, eks_template_check(c)];
         let Some(credentials) = assumed.credentials else {
             checks.push(RunnerCheck::skipped(CHECK_CLUSTER, CHECK_ASSUME_ROLE));
@@ -345,9 +341,13 @@ struct Assumed {
 #[async_trait]
 impl RunnerChecker for AwsRunnerChecker {
     async fn check(&self, runner: &Runner, org: &str) -> Vec<RunnerCheck> {
+        let scope = SessionScope {
+            org: org.to_string(),
+            runner: runner.id.to_string(),
+        };
         match &runner.spec.runner_configuration {
-            RunnerConfiguration::EcsFargate(c) => self.check_ecs(c, org).await,
-            RunnerConfiguration::Eks(c) => self.check_eks(c, org).await,
+            RunnerConfiguration::EcsFargate(c) => self.check_ecs(c, &scope).await,
+            RunnerConfiguration::Eks(c) => self.check_eks(c, &scope).await,
             RunnerConfiguration::Local(_) if self.local => vec![RunnerCheck::passed(
                 CHECK_LAUNCHER,
                 "`local` runners run here, as child processes of `sortie dev`",
@@ -541,6 +541,7 @@ async fn task_definition_check(
             names.join(", ")
         ));
     }
+    problems.extend(size_problems(c, td));
     if !c.secrets.is_empty() && td.execution_role_arn().is_none() {
         problems.push(
             "it has no execution role, which ECS needs to inject the runner's secrets".to_string(),
@@ -561,6 +562,46 @@ async fn task_definition_check(
         )
     };
     (check, Some(roles))
+}
+
+/// What ECS would refuse about the runner's `cpu` and `memory` overrides with this task
+/// definition: a memory that leaves the runner container less than it needs once the other
+/// containers have theirs ([`sortie_core::limits::runner_container_memory`]), or a cpu
+/// below what the containers reserve between them.
+fn size_problems(c: &EcsFargateRunner, td: &aws_sdk_ecs::types::TaskDefinition) -> Vec<String> {
+    let mut problems = vec![];
+    let containers = td.container_definitions();
+    let mib = |v: Option<i32>| v.map(|m| u32::try_from(m).unwrap_or(0));
+    let is_runner = |cd: &&aws_sdk_ecs::types::ContainerDefinition| {
+        cd.name() == Some(c.container_name.as_str())
+    };
+    if let Some(memory) = c.memory {
+        let others: u32 = containers
+            .iter()
+            .filter(|cd| !is_runner(cd))
+            .map(|cd| mib(cd.memory_reservation().or(cd.memory())).unwrap_or(0))
+            .sum();
+        let reservation = containers
+            .iter()
+            .find(is_runner)
+            .and_then(|cd| mib(cd.memory_reservation()));
+        if let Err(why) = sortie_core::limits::runner_container_memory(memory, others, reservation)
+        {
+            problems.push(format!("the runner's memory {why}"));
+        }
+    }
+    if let Some(cpu) = c.cpu {
+        let reserved: u32 = containers
+            .iter()
+            .map(|cd| u32::try_from(cd.cpu()).unwrap_or(0))
+            .sum();
+        if reserved > cpu {
+            problems.push(format!(
+                "its containers reserve {reserved} CPU units, more than the runner's cpu {cpu}"
+            ));
+        }
+    }
+    problems
 }
 
 /// The subnets and security groups exist and are in one VPC.
@@ -711,5 +752,48 @@ pub struct StaticRunnerChecker(pub Vec<RunnerCheck>);
 impl RunnerChecker for StaticRunnerChecker {
     async fn check(&self, _: &Runner, _: &str) -> Vec<RunnerCheck> {
         self.0.clone()
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use aws_sdk_ecs::types::{ContainerDefinition, TaskDefinition};
+
+    fn runner(size: &str) -> EcsFargateRunner {
+        let spec = sortie_core::RunnerSpec::parse(&format!(
+            "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: eu-west-1\n  cluster: c\n  task_definition: runner\n  container_name: runner\n  subnets: [subnet-0123abcd]\n  security_groups: [sg-0123abcd]\n{size}state_storage_configuration:\n  type: s3\n  bucket: state\n  region: eu-west-1\n",
+        ))
+        .unwrap();
+        match spec.runner_configuration {
+            RunnerConfiguration::EcsFargate(c) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_memory_the_other_containers_leave_too_little_of_fails_the_check() {
+        let td = TaskDefinition::builder()
+            .container_definitions(
+                ContainerDefinition::builder()
+                    .name("runner")
+                    .memory_reservation(1536)
+                    .build(),
+            )
+            .container_definitions(
+                ContainerDefinition::builder()
+                    .name("proxy")
+                    .memory(1024)
+                    .cpu(1024)
+                    .build(),
+            )
+            .build();
+        let tight = size_problems(&runner("  cpu: 512\n  memory: 2048\n"), &td);
+        assert_eq!(tight.len(), 2, "{tight:?}");
+        assert!(tight[0].contains("1024 MiB"), "{tight:?}");
+        assert!(tight[1].contains("1024 CPU units"), "{tight:?}");
+        let roomy = size_problems(&runner("  cpu: 1024\n  memory: 4096\n"), &td);
+        assert!(roomy.is_empty(), "{roomy:?}");
+        assert!(size_problems(&runner(""), &td).is_empty());
     }
 }

@@ -16,6 +16,7 @@ use aws_sdk_ecs::types::{
 use sortie_core::runner::{AwsAccess, CapacityProvider, EcsFargateRunner};
 use sortie_core::{Job, Operation, RunnerConfiguration, TaskRef, TaskStop};
 
+use crate::session::{task_tags, SessionScope};
 use crate::{started_by, LaunchError, LaunchSpec, Launcher, TaskStatus};
 
 /// How long an assumed session lasts: the shortest STS allows.
@@ -29,17 +30,21 @@ pub type EcsCustomizer =
 
 /// Launches Fargate tasks in runners' accounts.
 ///
-/// One ECS client per (launcher role, ExternalId, organisation), kept for the life of
-/// the Lambda container. Each client's credentials come from
-/// [`AssumeRoleProvider`] (ExternalId, session name `sortie-<job id>`, session tags
-/// `sortie:org`, `sortie:env`, `sortie:job`), cached by the client's identity cache
-/// until five minutes before they expire. The organisation is part of the key, so a
-/// session tagged for one tenant never launches another tenant's job.
+/// One ECS client per (launcher role, ExternalId, [`SessionScope`]: organisation and
+/// runner), kept for the life of the Lambda container. Each client's credentials come
+/// from [`AssumeRoleProvider`] (ExternalId, session name `sortie-<org>@<runner>`, session
+/// tags `sortie:org` and `sortie:runner`), cached by the client's identity cache until
+/// five minutes before they expire. The key is the session's tags, so a session tagged
+/// for one tenant never launches another tenant's job, and no session names a job: each
+/// task carries its own job's tags ([`task_tags`]).
 pub struct EcsLauncher {
     base: SdkConfig,
     customize: Option<EcsCustomizer>,
-    clients: Mutex<HashMap<(String, String, String), aws_sdk_ecs::Client>>,
+    clients: Mutex<HashMap<(String, String, SessionScope), aws_sdk_ecs::Client>>,
     task_definitions: tokio::sync::Mutex<HashMap<String, String>>,
+    /// Per (role, task definition, container): the memory the task definition's other
+    /// containers reserve, and the runner container's own reservation.
+    container_memory: tokio::sync::Mutex<HashMap<String, (u32, Option<u32>)>>,
 }
 
 impl EcsLauncher {
@@ -50,6 +55,7 @@ impl EcsLauncher {
             customize: None,
             clients: Mutex::new(HashMap::new()),
             task_definitions: tokio::sync::Mutex::new(HashMap::new()),
+            container_memory: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -74,25 +80,17 @@ impl EcsLauncher {
     }
 
     async fn client(&self, c: &EcsFargateRunner, job: &Job) -> aws_sdk_ecs::Client {
+        let scope = SessionScope::of(job);
         let key = (
             c.access.role_arn.clone(),
             c.access.external_id.clone(),
-            job.environment.org().to_string(),
+            scope.clone(),
         );
         if let Some(client) = self.clients.lock().expect("client cache lock").get(&key) {
             return client.clone();
         }
-        let provider = launcher_session(
-            &self.base,
-            &c.access,
-            format!("sortie-{}", job.id),
-            SessionTags {
-                org: job.environment.org().to_string(),
-                env: job.environment.to_string(),
-                job: job.id.to_string(),
-            },
-        )
-        .await;
+        let provider =
+            launcher_session(&self.base, &c.access, scope.session_name(), scope.tags()).await;
         let mut conf = aws_sdk_ecs::config::Builder::from(&self.base)
             .region(Region::new(c.access.region.clone()))
             .credentials_provider(provider)
@@ -166,20 +164,9 @@ impl EcsLauncher {
         ));
         let family = derived_family(td.family.as_deref().unwrap_or("runner"), &hash);
         // Registered before, perhaps by another instance: reuse it.
-        if let Ok(found) = client
-            .describe_task_definition()
-            .task_definition(&family)
-            .send()
-            .await
-        {
-            if let Some(arn) = found
-                .task_definition
-                .filter(|t| t.status.as_ref().is_some_and(|s| s.as_str() == "ACTIVE"))
-                .and_then(|t| t.task_definition_arn)
-            {
-                cache.insert(cache_key, arn.clone());
-                return Ok(arn);
-            }
+        if let Some(arn) = active_revision(client, &family).await {
+            cache.insert(cache_key, arn.clone());
+            return Ok(arn);
         }
         let secrets: Vec<Secret> = wanted
             .iter()
@@ -209,62 +196,156 @@ impl EcsLauncher {
         if let Some(env) = runner.environment.as_mut() {
             env.retain(|kv| !kv.name.as_ref().is_some_and(|n| wanted.contains_key(n)));
         }
-        let registered = client
-            .register_task_definition()
-            .family(family)
-            .set_container_definitions(Some(containers))
-            .set_cpu(td.cpu.clone())
-            .set_memory(td.memory.clone())
-            .set_network_mode(td.network_mode.clone())
-            .set_requires_compatibilities(td.requires_compatibilities.clone())
-            .set_execution_role_arn(td.execution_role_arn.clone())
-            .set_task_role_arn(td.task_role_arn.clone())
-            .set_volumes(td.volumes.clone())
-            .set_runtime_platform(td.runtime_platform.clone())
-            .set_ephemeral_storage(td.ephemeral_storage.clone())
-            .send()
-            .await
-            .map_err(|e| from_sdk("RegisterTaskDefinition", e))?;
-        let arn = registered
-            .task_definition
-            .and_then(|t| t.task_definition_arn)
-            .ok_or_else(|| {
-                LaunchError::Retryable("RegisterTaskDefinition returned no ARN".into())
-            })?;
+        let mut refused: u32 = 0;
+        let registered = loop {
+            let sent = client
+                .register_task_definition()
+                .family(&family)
+                .set_container_definitions(Some(containers.clone()))
+                .set_cpu(td.cpu.clone())
+                .set_memory(td.memory.clone())
+                .set_network_mode(td.network_mode.clone())
+                .set_requires_compatibilities(td.requires_compatibilities.clone())
+                .set_execution_role_arn(td.execution_role_arn.clone())
+                .set_task_role_arn(td.task_role_arn.clone())
+                .set_volumes(td.volumes.clone())
+                .set_runtime_platform(td.runtime_platform.clone())
+                .set_ephemeral_storage(td.ephemeral_storage.clone())
+                .send()
+                .await;
+            let err = match sent {
+                Ok(registered) => {
+                    break registered
+                        .task_definition
+                        .and_then(|t| t.task_definition_arn)
+                }
+                Err(e) => from_sdk("RegisterTaskDefinition", e),
+            };
+            // Another registration of this family is in progress (another Lambda instance,
+            // another job with the same secrets): wait a little, then look again, since it
+            // may have registered exactly the revision this job needs.
+            if !is_concurrent_revision(&err.to_string()) || refused >= REGISTER_TRIES {
+                return Err(err);
+            }
+            refused += 1;
+            tokio::time::sleep(register_backoff(refused)).await;
+            if let Some(arn) = active_revision(client, &family).await {
+                break Some(arn);
+            }
+        };
+        let arn = registered.ok_or_else(|| {
+            LaunchError::Retryable("RegisterTaskDefinition returned no ARN".into())
+        })?;
         cache.insert(cache_key, arn.clone());
         Ok(arn)
     }
 }
 
-/// The values of the three session tags every launcher-role session carries, which the
-/// target account's trust policy requires.
-pub(crate) struct SessionTags {
-    /// `sortie:org`: the organisation the session acts for.
-    pub org: String,
-    /// `sortie:env`: the environment (or `runner-check` for a check).
-    pub env: String,
-    /// `sortie:job`: the job (or `check-<id>`).
-    pub job: String,
+impl EcsLauncher {
+    /// The hard memory limit (MiB) for the runner container of a task whose memory is
+    /// overridden to `task_memory`: what the task definition's other containers leave
+    /// ([`sortie_core::limits::runner_container_memory`]). Their reservations are read
+    /// once (DescribeTaskDefinition) per role, task definition and container, and kept.
+    async fn runner_memory(
+        &self,
+        client: &aws_sdk_ecs::Client,
+        c: &EcsFargateRunner,
+        task_memory: u32,
+    ) -> Result<i32, LaunchError> {
+        let key = format!(
+            "{}|{}|{}",
+            c.access.role_arn, c.task_definition, c.container_name
+        );
+        let known = self.container_memory.lock().await.get(&key).copied();
+        let (others, reservation) = match known {
+            Some(k) => k,
+            None => {
+                let out = client
+                    .describe_task_definition()
+                    .task_definition(&c.task_definition)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk("DescribeTaskDefinition", e))?;
+                let containers = out
+                    .task_definition()
+                    .map(|t| t.container_definitions())
+                    .unwrap_or_default();
+                let mib = |v: Option<i32>| v.map(|m| u32::try_from(m).unwrap_or(0));
+                let is_runner = |cd: &&aws_sdk_ecs::types::ContainerDefinition| {
+                    cd.name() == Some(c.container_name.as_str())
+                };
+                let others: u32 = containers
+                    .iter()
+                    .filter(|cd| !is_runner(cd))
+                    .map(|cd| mib(cd.memory_reservation().or(cd.memory())).unwrap_or(0))
+                    .sum();
+                let reservation = containers
+                    .iter()
+                    .find(is_runner)
+                    .and_then(|cd| mib(cd.memory_reservation()));
+                self.container_memory
+                    .lock()
+                    .await
+                    .insert(key, (others, reservation));
+                (others, reservation)
+            }
+        };
+        sortie_core::limits::runner_container_memory(task_memory, others, reservation)
+            .map(|m| i32::try_from(m).unwrap_or(i32::MAX))
+            .map_err(|why| {
+                LaunchError::Fatal(format!(
+                    "runner_configuration.memory: {why} (task definition `{}`)",
+                    c.task_definition
+                ))
+            })
+    }
+}
+
+/// How often a registration refused for a concurrent one is tried again in one launch
+/// (then the launch is [`LaunchError::Retryable`], and the job's retry tries again).
+const REGISTER_TRIES: u32 = 5;
+
+/// The wait before registration try `n` (1, 2, ...): 250 ms doubling per try, up to 2 s,
+/// plus up to 250 ms of jitter so that instances refused together do not retry together.
+fn register_backoff(n: u32) -> Duration {
+    let base = 250u64.saturating_mul(1 << n.saturating_sub(1).min(3));
+    let jitter = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos(),
+    ) % 250;
+    Duration::from_millis(base + jitter)
+}
+
+/// The ARN of the ACTIVE latest revision of `family`, if there is one.
+async fn active_revision(client: &aws_sdk_ecs::Client, family: &str) -> Option<String> {
+    client
+        .describe_task_definition()
+        .task_definition(family)
+        .send()
+        .await
+        .ok()?
+        .task_definition
+        .filter(|t| t.status.as_ref().is_some_and(|s| s.as_str() == "ACTIVE"))
+        .and_then(|t| t.task_definition_arn)
 }
 
 /// Credentials of the runner's launcher role, assumed with its ExternalId, the shortest
-/// session STS allows and the session tags: the one way Sortie assumes a launcher role,
-/// for launches and for `runner check`.
+/// session STS allows, `session_name` and the session `tags` (a launch's come from
+/// [`SessionScope`]): the one way Sortie assumes a launcher role, for launches and for
+/// `runner check`.
 pub(crate) async fn launcher_session(
     base: &SdkConfig,
     access: &AwsAccess,
     session_name: String,
-    tags: SessionTags,
+    tags: Vec<(&'static str, String)>,
 ) -> AssumeRoleProvider {
     AssumeRoleProvider::builder(access.role_arn.clone())
         .external_id(access.external_id.clone())
         .session_name(session_name)
         .session_length(SESSION)
-        .tags([
-            ("sortie:org", tags.org),
-            ("sortie:env", tags.env),
-            ("sortie:job", tags.job),
-        ])
+        .tags(tags)
         .region(Region::new(access.region.clone()))
         .configure(base)
         .build()
@@ -350,12 +431,23 @@ pub fn classify(operation: &str, code: &str, message: &str, status: u16) -> Laun
         || code.starts_with("RESOURCE:")
         || lower.contains("capacity is unavailable")
         || lower.contains("rate exceeded")
+        || is_concurrent_revision(&lower)
         || lower.contains("throttl");
     if retryable {
         LaunchError::Retryable(text)
     } else {
         LaunchError::Fatal(text)
     }
+}
+
+/// True for ECS's refusal of concurrent new revisions of one task definition family
+/// (`ClientException: Too many concurrent attempts to create a new revision of the
+/// specified family.`): another registration of the family is in progress, so this one is
+/// worth trying again, after a look at what that one registered.
+fn is_concurrent_revision(message: &str) -> bool {
+    message
+        .to_ascii_lowercase()
+        .contains("too many concurrent attempts to create a new revision")
 }
 
 /// An SDK error as a [`LaunchError`], in AWS's words (`<operation> failed: <code>: <message>`).
@@ -376,8 +468,12 @@ pub(crate) fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync
         }
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             let text = aws_sdk_ecs::error::DisplayErrorContext(&err).to_string();
-            // A failed AssumeRole surfaces here: access denied is final, anything else transient.
-            if text.contains("AccessDenied") || text.contains("not authorized") {
+            // A failed AssumeRole surfaces here: access denied, and a refusal that never
+            // heals, are final; anything else transient.
+            if text.contains("AccessDenied")
+                || text.contains("not authorized")
+                || never_heals(&text)
+            {
                 let what = if is_identity_failure(&text) {
                     "could not assume the runner's role: "
                 } else {
@@ -396,6 +492,7 @@ pub(crate) fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync
             if text.contains("AccessDenied")
                 || text.contains("not authorized")
                 || text.contains("ExternalId")
+                || never_heals(&text)
             {
                 LaunchError::Fatal(format!(
                     "{operation} failed: could not assume the runner's role: {text}"
@@ -405,6 +502,14 @@ pub(crate) fn from_sdk<E: ProvideErrorMetadata + std::error::Error + Send + Sync
             }
         }
     }
+}
+
+/// True for an STS refusal that no retry heals (issue 25 item 1): STS disabled in the
+/// region (`RegionDisabledException`), or the control plane's own key refused
+/// (`InvalidClientTokenId`). ECS's `ClusterNotFoundException` and
+/// `InvalidParameterException` are 400s, so [`classify`] already calls them fatal.
+pub(crate) fn never_heals(text: &str) -> bool {
+    text.contains("RegionDisabledException") || text.contains("InvalidClientTokenId")
 }
 
 /// True when the error happened while getting the runner role's credentials: the request
@@ -443,6 +548,11 @@ impl Launcher for EcsLauncher {
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
         let task_definition = self.task_definition(&client, c, job).await?;
+        // The runner's memory is the container's hard limit too, not only the task's.
+        let container_memory = match c.memory {
+            Some(task_memory) => Some(self.runner_memory(&client, c, task_memory).await?),
+            None => None,
+        };
         let capacity = match (c.capacity_provider, job.request.operation) {
             (CapacityProvider::FargateSpot, Operation::Plan) => "FARGATE_SPOT",
             _ => "FARGATE",
@@ -461,6 +571,7 @@ impl Launcher for EcsLauncher {
             .container_overrides(
                 ContainerOverride::builder()
                     .name(&c.container_name)
+                    .set_memory(container_memory)
                     .set_environment(Some(environment(spec, c)))
                     .build(),
             )
@@ -468,14 +579,11 @@ impl Launcher for EcsLauncher {
             .set_memory(c.memory.map(|v| v.to_string()))
             .set_task_role_arn(c.task_role_arn.clone())
             .build();
-        let tags = [
-            ("sortie:job", job.id.to_string()),
-            ("sortie:env", job.environment.to_string()),
-            ("sortie:org", job.environment.org().to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect();
+        // The job's own tags: the cached session it runs under names no job.
+        let tags = task_tags(job)
+            .into_iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
         let out = client
             .run_task()
             .cluster(&c.cluster)
@@ -521,7 +629,7 @@ impl Launcher for EcsLauncher {
             .stop_task()
             .cluster(&c.cluster)
             .task(task.as_str())
-            .reason(reason)
+            .reason(sortie_core::limits::stop_reason(reason))
             .send()
             .await
         {
@@ -710,6 +818,19 @@ mod tests {
     }
 
     #[test]
+    fn a_concurrent_registration_of_the_family_is_retried() {
+        let refused = classify(
+            "RegisterTaskDefinition",
+            "ClientException",
+            "Too many concurrent attempts to create a new revision of the specified family.",
+            400,
+        );
+        assert!(refused.is_retryable(), "{refused}");
+        assert!(register_backoff(1) >= Duration::from_millis(250));
+        assert!(register_backoff(9) < Duration::from_millis(2250));
+    }
+
+    #[test]
     fn retry_only_what_is_safe_to_retry() {
         assert!(classify("RunTask", "ThrottlingException", "Rate exceeded", 400).is_retryable());
         assert!(classify("RunTask", "RESOURCE:MEMORY", "", 200).is_retryable());
@@ -749,5 +870,40 @@ mod tests {
             400
         )
         .is_retryable());
+    }
+
+    #[test]
+    fn refusals_that_never_heal_are_fatal_and_throttling_stays_retryable() {
+        // Issue 25 item 1: an unknown cluster and an invalid parameter are fatal at once.
+        for (code, message) in [
+            ("ClusterNotFoundException", "Cluster not found."),
+            (
+                "InvalidParameterException",
+                "No Container Instances were found in your cluster.",
+            ),
+        ] {
+            let e = classify("RunTask", code, message, 400);
+            assert!(!e.is_retryable(), "{e}");
+        }
+        for (code, message, status) in [
+            ("ThrottlingException", "Rate exceeded", 400),
+            ("ServerException", "Service unavailable", 500),
+            (
+                "ClientException",
+                "Capacity is unavailable at this time.",
+                400,
+            ),
+        ] {
+            let e = classify("RunTask", code, message, status);
+            assert!(e.is_retryable(), "{e}");
+        }
+        // STS's refusals, as the credential provider words them, never heal.
+        assert!(never_heals(
+            "service error: RegionDisabledException: STS is not activated in this region"
+        ));
+        assert!(never_heals(
+            "InvalidClientTokenId: The security token included in the request is invalid"
+        ));
+        assert!(!never_heals("ThrottlingException: Rate exceeded"));
     }
 }

@@ -11,6 +11,7 @@ pub mod eks;
 pub mod job_secrets;
 mod local;
 pub mod secrets;
+pub mod session;
 
 use async_trait::async_trait;
 use sortie_core::{Job, TaskRef, TaskStop};

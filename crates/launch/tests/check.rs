@@ -246,24 +246,29 @@ async fn a_runner_ready_to_launch_passes_every_check_and_changes_nothing() {
     assert!(by[CHECK_PASS_ROLE].detail.contains(&target.execution_role));
     assert!(by[CHECK_PASS_ROLE].detail.contains(&target.task_role));
 
-    // The role is assumed as a launch assumes it: ExternalId and the three session tags.
+    // The role is assumed as a launch assumes it (ExternalId, the org and runner session
+    // tags), plus the tag that makes it a read-only check session; no job tag.
     let assume = proxy.requests_for("AssumeRole");
     assert_eq!(assume.len(), 1);
     let form = assume[0].form();
     assert_eq!(form["RoleArn"], target.launcher_role);
     assert_eq!(form["ExternalId"], EXTERNAL_ID);
     assert!(form["RoleSessionName"].starts_with("sortie-check-"));
-    let tags: BTreeMap<String, String> = (1..=3)
-        .map(|i| {
-            (
-                form[&format!("Tags.member.{i}.Key")].clone(),
-                form[&format!("Tags.member.{i}.Value")].clone(),
-            )
+    let tags: BTreeMap<String, String> = (1..)
+        .map_while(|i| {
+            Some((
+                form.get(&format!("Tags.member.{i}.Key"))?.clone(),
+                form.get(&format!("Tags.member.{i}.Value"))?.clone(),
+            ))
         })
         .collect();
+    assert_eq!(
+        tags.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["sortie:env", "sortie:org", "sortie:runner"]
+    );
     assert_eq!(tags["sortie:org"], "acme");
     assert_eq!(tags["sortie:env"], "runner-check");
-    assert!(tags["sortie:job"].starts_with("check-"));
+    assert_eq!(tags["sortie:runner"], runner.id.to_string());
     // The simulation asks exactly whether the launcher role may pass the roles to ECS.
     let simulate = proxy.requests_for("SimulatePrincipalPolicy");
     assert_eq!(simulate.len(), 1);

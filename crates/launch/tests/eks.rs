@@ -117,6 +117,22 @@ async fn a_job_launches_as_one_kubernetes_job_through_the_assumed_role_with_a_ve
         job.id.as_str()
     );
     assert_eq!(jobs[0]["metadata"]["labels"]["sortie.dev/attempt"], "1");
+    // The Job, as the Kubernetes double accepted it (it refuses labels Kubernetes
+    // refuses), names its own environment, organisation and runner: the launcher-role
+    // session it was created with is shared by many jobs and names none.
+    let labels = &jobs[0]["metadata"]["labels"];
+    assert_eq!(
+        labels["sortie.dev/env"],
+        job.environment.to_string().replace('/', ".")
+    );
+    assert_eq!(labels["sortie.dev/org"], job.environment.org());
+    assert_eq!(
+        labels["sortie.dev/runner"],
+        job.runner_id.to_string().replace('/', ".")
+    );
+    let annotations = &jobs[0]["metadata"]["annotations"];
+    assert_eq!(annotations["sortie.dev/env"], job.environment.to_string());
+    assert_eq!(annotations["sortie.dev/runner"], job.runner_id.to_string());
 
     // The lookup by label came first, then the create.
     let calls: Vec<(String, String)> = w
@@ -173,24 +189,28 @@ async fn a_job_launches_as_one_kubernetes_job_through_the_assumed_role_with_a_ve
         assert!(q.contains_key("X-Amz-Security-Token"));
     }
 
-    // AssumeRole carried the ExternalId and the session tags; DescribeCluster went to moto
-    // with the assumed credentials.
+    // AssumeRole carried the ExternalId and the session tags of the cached session: the
+    // org and the runner, never the job (its Job's labels name it); DescribeCluster went
+    // to moto with the assumed credentials.
     let assumed = w.proxy.requests_for("AssumeRole");
     assert_eq!(assumed.len(), 1);
     let form = assumed[0].form();
     assert_eq!(form["RoleArn"], ROLE);
     assert_eq!(form["ExternalId"], EXTERNAL_ID);
-    let tags: BTreeMap<&str, &str> = (1..=3)
-        .map(|i| {
-            (
-                form[&format!("Tags.member.{i}.Key")].as_str(),
-                form[&format!("Tags.member.{i}.Value")].as_str(),
-            )
+    let tags: BTreeMap<&str, &str> = (1..)
+        .map_while(|i| {
+            Some((
+                form.get(&format!("Tags.member.{i}.Key"))?.as_str(),
+                form.get(&format!("Tags.member.{i}.Value"))?.as_str(),
+            ))
         })
         .collect();
-    assert_eq!(tags["sortie:org"], "acme");
-    assert_eq!(tags["sortie:env"], "acme/payments/prod");
-    assert_eq!(tags["sortie:job"], job.id.as_str());
+    let runner = job.runner_id.to_string();
+    assert_eq!(
+        tags,
+        BTreeMap::from([("sortie:org", "acme"), ("sortie:runner", runner.as_str())])
+    );
+    assert!(!form["RoleSessionName"].contains(job.id.as_str()));
     let described = describe_calls(&w.proxy);
     assert_eq!(described.len(), 1);
     let auth = described[0].header("authorization").unwrap();

@@ -7,7 +7,7 @@ use sortie_core::{
     task_outcome, EnvPath, Job, JobId, JobRequest, JobState, Operation, RunnerConfiguration,
     RunnerId, RunnerSpec,
 };
-use sortie_launch::eks::job::{build_job, env_label, RUNNER_CONTAINER};
+use sortie_launch::eks::job::{build_job, env_label, label_value, RUNNER_CONTAINER};
 use sortie_launch::eks::status::job_status;
 use sortie_launch::{LaunchError, LaunchSpec, TaskStatus};
 
@@ -75,10 +75,14 @@ fn the_job_matches_the_runner_configuration_field_by_field() {
     let k = built(&job);
     assert_eq!(k["apiVersion"], "batch/v1");
     assert_eq!(k["kind"], "Job");
+    // The job, its environment, organisation and runner: the launcher-role session is
+    // shared by many jobs and names none of them, so the Job itself says whose it is.
     let labels = json!({
         "sortie.dev/job-id": "01jnx6v4k2m8q9r3s5t7w0y1za",
         "sortie.dev/attempt": "2",
         "sortie.dev/env": "acme.payments.prod",
+        "sortie.dev/org": "acme",
+        "sortie.dev/runner": "acme.eks",
     });
     assert_eq!(
         k["metadata"],
@@ -86,7 +90,11 @@ fn the_job_matches_the_runner_configuration_field_by_field() {
             "generateName": "sortie-t7w0y1za-",
             "namespace": "sortie-jobs",
             "labels": labels,
-            "annotations": {"karpenter.sh/do-not-disrupt": "true", "sortie.dev/env": "acme/payments/prod"},
+            "annotations": {
+                "karpenter.sh/do-not-disrupt": "true",
+                "sortie.dev/env": "acme/payments/prod",
+                "sortie.dev/runner": "acme/eks",
+            },
         })
     );
     let s = &k["spec"];
@@ -312,6 +320,16 @@ fn an_environment_label_is_always_a_valid_label_value() {
         env_label(&EnvPath::parse("acme/payments/prod").unwrap()),
         "acme.payments.prod"
     );
+    // A runner id deeper than a label value allows: cut, hashed, still valid and distinct.
+    let group = ["very-long-team-name"; 5].join("/");
+    let (one, two) = (
+        label_value(&format!("acme/{group}/runner-one")),
+        label_value(&format!("acme/{group}/runner-two")),
+    );
+    for l in [&one, &two] {
+        assert!(sortie_core::limits::is_label_value(l), "{l}");
+    }
+    assert_ne!(one, two);
 }
 
 fn kube_job(conditions: Value) -> k8s_openapi::api::batch::v1::Job {

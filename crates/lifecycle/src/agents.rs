@@ -153,7 +153,12 @@ impl JobService {
         let record = match self.store.heartbeat_job(id, &task, Utc::now()).await {
             Ok(r) => r,
             Err(StoreError::StateConflict { actual, .. }) => {
-                return Err(AgentRefusal::NotHeld { state: actual })
+                // Its state is told only to the pool whose job it is.
+                let record = self.store.get_job(id).await?;
+                if !is_pools(&record, pool) {
+                    return Err(missing(id));
+                }
+                return Err(AgentRefusal::NotHeld { state: actual });
             }
             Err(e) => return Err(e.into()),
         };
@@ -180,6 +185,9 @@ impl JobService {
         report: &AgentExitReport,
     ) -> Result<ExitReport, AgentRefusal> {
         let record = self.store.get_job(id).await?;
+        if !is_pools(&record, pool) {
+            return Err(missing(id));
+        }
         let task = agent_task(pool, &report.agent, report.attempt);
         if record.task.as_ref() != Some(&task) {
             return Err(AgentRefusal::NotHeld {
@@ -254,6 +262,25 @@ impl JobService {
             Err(e) => Err(e),
         }
     }
+}
+
+/// True when the job is `pool`'s business ([`sortie_core::agent::job_of_pool`]).
+fn is_pools(record: &JobRecord, pool: &str) -> bool {
+    sortie_core::agent::job_of_pool(
+        &record.job,
+        record.offered_to.as_deref(),
+        record.agent.as_ref(),
+        pool,
+    )
+}
+
+/// The refusal for a job that does not exist, or is another pool's: the store's own
+/// `NotFound`, so that both are answered alike.
+fn missing(id: &JobId) -> AgentRefusal {
+    AgentRefusal::Store(StoreError::NotFound {
+        kind: "job",
+        id: id.to_string(),
+    })
 }
 
 /// The stop a claimed job's agent must carry out, if any: a cancel, the stop Sortie

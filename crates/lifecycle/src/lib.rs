@@ -19,7 +19,7 @@ pub use bus::{
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use engine::{
-    backoff_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepSettings,
+    backoff_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepResume, SweepSettings,
 };
 pub use jobs::{Cancellation, ExitReport, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 

@@ -68,7 +68,7 @@ async fn aws_calls_per_job_on_the_hot_path_are_at_most_three_amortised() {
         .iter()
         .filter(|r| !named.iter().any(|n| r.is(n)))
         .count();
-    // AssumeRole is paid once per (role, ExternalId, organisation) per Lambda container and
+    // AssumeRole is paid once per (role, ExternalId, organisation, runner) per Lambda container and
     // again only when the 15-minute session is 5 minutes from expiry: a fixed cost, not a
     // per-job one. Amortised over the jobs a warm container dispatches it tends to zero.
     let assume_role = count("AssumeRole");
@@ -97,7 +97,7 @@ async fn aws_calls_per_job_on_the_hot_path_are_at_most_three_amortised() {
 
     assert!(
         assume_role <= 1,
-        "one role, one ExternalId, one organisation: one AssumeRole, then the cache: {by_op:?}"
+        "one role, one ExternalId, one organisation, one runner: one AssumeRole, then the cache: {by_op:?}"
     );
     assert!(
         amortised <= GOAL,

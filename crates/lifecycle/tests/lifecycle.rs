@@ -147,35 +147,111 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
     assert_eq!(listed.task_arns(), [task]);
 }
 
+/// The `Tags.member.N` of an AssumeRole form, as a map.
+fn session_tags(
+    form: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    (1..)
+        .map_while(|i| {
+            Some((
+                form.get(&format!("Tags.member.{i}.Key"))?.clone(),
+                form.get(&format!("Tags.member.{i}.Value"))?.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// The tags of a RunTask request body, as a map.
+fn run_task_tags(body: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    body["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["key"].as_str().unwrap().to_string(),
+                t["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn invariant_6_assume_role_carries_the_external_id_and_session_tags_and_is_cached() {
+async fn invariant_6_one_cached_session_per_org_and_runner_tagged_with_them_only_and_each_task_with_its_own_job(
+) {
     let w = World::new().await;
-    let env = w.environment("acme/payments/prod", "").await;
-    let (job, _) = w.submit(&env, "plan", "").await;
-    w.engine.dispatch(&World::body(&job.id), 1).await;
+    // Two jobs of two environments, one runner: one session, assumed for the first.
+    let prod = w.environment("acme/payments/prod", "").await;
+    let dev = w.environment("acme/web/dev", "").await;
+    let (first, _) = w.submit(&prod, "plan", "").await;
+    w.engine.dispatch(&World::body(&first.id), 1).await;
+    let (second, _) = w.submit(&dev, "plan", "").await;
+    w.engine.dispatch(&World::body(&second.id), 1).await;
     let calls = w.proxy.requests_for("AssumeRole");
-    assert_eq!(calls.len(), 1);
+    assert_eq!(calls.len(), 1, "cached until near expiry");
     let form = calls[0].form();
     assert_eq!(form["RoleArn"], ROLE);
     assert_eq!(form["ExternalId"], EXTERNAL_ID);
-    assert_eq!(form["RoleSessionName"], format!("sortie-{}", job.id));
     assert_eq!(form["DurationSeconds"], "900");
-    let mut tags = std::collections::BTreeMap::new();
-    for i in 1..=3 {
-        tags.insert(
-            form[&format!("Tags.member.{i}.Key")].clone(),
-            form[&format!("Tags.member.{i}.Value")].clone(),
-        );
+    // The cached session names and carries only what every job it serves shares.
+    let name = &form["RoleSessionName"];
+    assert_eq!(name, "sortie-acme@acme.fargate");
+    assert!(!name.contains(first.id.as_str()), "{name}");
+    assert_eq!(
+        session_tags(&form),
+        std::collections::BTreeMap::from([
+            ("sortie:org".to_string(), "acme".to_string()),
+            ("sortie:runner".to_string(), "acme/fargate".to_string()),
+        ]),
+        "no sortie:job or sortie:env on a session shared by many jobs"
+    );
+    // Each task carries its own job, environment, organisation and runner.
+    let runs = w.proxy.requests_for("RunTask");
+    assert_eq!(runs.len(), 2);
+    for (run, job, env) in [
+        (&runs[0], &first, "acme/payments/prod"),
+        (&runs[1], &second, "acme/web/dev"),
+    ] {
+        let want = std::collections::BTreeMap::from([
+            ("sortie:job".to_string(), job.id.to_string()),
+            ("sortie:env".to_string(), env.to_string()),
+            ("sortie:org".to_string(), "acme".to_string()),
+            ("sortie:runner".to_string(), "acme/fargate".to_string()),
+        ]);
+        assert_eq!(run_task_tags(&run.json().unwrap()), want);
+        // And ECS keeps them on the task.
+        let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+        let kept: std::collections::BTreeMap<String, String> = w
+            .ecs
+            .list_tags_for_resource()
+            .resource_arn(task.as_str())
+            .send()
+            .await
+            .unwrap()
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key.clone()?, t.value.clone()?)))
+            .filter(|(k, _)| k.starts_with("sortie:"))
+            .collect();
+        assert_eq!(kept, want, "the task's own tags");
     }
-    assert_eq!(tags["sortie:org"], "acme");
-    assert_eq!(tags["sortie:env"], "acme/payments/prod");
-    assert_eq!(tags["sortie:job"], job.id);
-    // A second job of the same org, same role: the cached credentials are reused.
-    let env2 = w.environment("acme/web/dev", "").await;
-    let (job2, _) = w.submit(&env2, "plan", "").await;
-    w.engine.dispatch(&World::body(&job2.id), 1).await;
-    assert_eq!(w.proxy.count("AssumeRole"), 1, "cached until near expiry");
-    assert_eq!(w.proxy.count("RunTask"), 2);
+    // Another runner on the same role is another session: the cache key is the tags.
+    let spec = w.runner_spec("");
+    let other = w
+        .environment_on("acme/web/qa", "acme/other", spec.clone())
+        .await;
+    let (third, _) = w.submit_on(&other, "acme/other", spec, "plan").await;
+    w.engine.dispatch(&World::body(&third.id), 1).await;
+    let calls = w.proxy.requests_for("AssumeRole");
+    assert_eq!(
+        calls.len(),
+        2,
+        "one session per (role, ExternalId, org, runner)"
+    );
+    let form = calls[1].form();
+    assert_eq!(form["RoleSessionName"], "sortie-acme@acme.other");
+    assert_eq!(session_tags(&form)["sortie:runner"], "acme/other");
+    assert_eq!(w.proxy.count("RunTask"), 3);
 }
 
 #[tokio::test]
@@ -188,23 +264,29 @@ async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_
     // The SDK itself retries throttling (3 attempts); Sortie's backoff takes over after that.
     w.proxy
         .inject("RunTask", 3, 400, "ThrottlingException", "Rate exceeded");
-    match w.engine.dispatch(&World::body(&job.id), 1).await {
-        RecordOutcome::Retry {
-            delay_seconds,
-            reason,
-        } => {
-            assert!(delay_seconds > 0);
-            assert!(reason.contains("ThrottlingException"), "{reason}");
-        }
-        other => panic!("expected a retry, got {other:?}"),
-    }
+    // One retry path (issue 25 item 1): this message is done, and one new message,
+    // delayed by the backoff (2 s for the first refusal), carries the next attempt.
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        RecordOutcome::Done
+    );
+    let sends: Vec<_> = w
+        .proxy
+        .requests_for("SendMessage")
+        .into_iter()
+        .filter(|r| r.body_str().contains(job.id.as_str()))
+        .collect();
+    assert_eq!(sends.len(), 1, "one message carries the next attempt");
+    assert_eq!(sends[0].json().unwrap()["DelaySeconds"], 2);
     assert_eq!(
         w.state(&job.id).await,
         JobState::Queued,
         "back in the queue, still holding the lock"
     );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
     assert_eq!(
-        w.engine.dispatch(&World::body(&job.id), 2).await,
+        w.engine.dispatch(&World::body(&job.id), 1).await,
         RecordOutcome::Done
     );
     assert_eq!(w.state(&job.id).await, JobState::Running);

@@ -36,7 +36,8 @@ pub use memory::MemoryStore;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
-    Listed, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, Unreadable, Versioned,
+    Listed, ListedPage, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, Unreadable,
+    Versioned,
 };
 
 /// Runners: the compute and state storage a job runs with, owned by a group.
@@ -272,8 +273,20 @@ pub trait JobStore: Send + Sync {
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError>;
     /// Launched jobs (`dispatching` or `running`), longest in that state first, at most `limit`;
-    /// items that cannot be decoded are returned apart, never failing the list.
-    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError>;
+    /// items that cannot be decoded are returned apart, never failing the list. The first
+    /// page of [`JobStore::active_jobs_page`].
+    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
+        Ok(self.active_jobs_page(None, limit).await?.listed)
+    }
+    /// One page of the launched jobs, longest in that state first, at most `limit` (clamped
+    /// to 1..=1000), starting after `cursor` (the `next` of the page before; `None` for the
+    /// first page). The sweeper pages to the end. A cursor that is not one of ours is
+    /// `NotFound` (kind `cursor`).
+    async fn active_jobs_page(
+        &self,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<ListedPage<JobRecord>, StoreError>;
     /// Jobs that ended before `before` whose environment lock the sweeper has not yet seen
     /// released, oldest first, at most `limit`: a crash between a job's end and its release
     /// leaves its environment locked, and no event will come to repair it.

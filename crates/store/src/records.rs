@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use sortie_core::agent::{AgentHold, AgentPool, AgentStop};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{
-    ChangeSummary, EnvPath, Environment, Job, JobId, Membership, Review, TaskRef, ToolUsed,
+    ChangeSummary, EnvPath, Environment, Job, JobId, JobState, Membership, Review, TaskRef,
+    ToolUsed,
 };
 
 /// A value with the version used for optimistic concurrency (the HTTP ETag).
@@ -186,6 +187,10 @@ pub struct JobUpdate {
     pub agent: Option<AgentHold>,
     /// A stop ordered for a claimed job, kept if one was ordered before (the first wins).
     pub agent_stop: Option<AgentStop>,
+    /// For a move to `queued` after a refused launch: when its next launch is due. The
+    /// sweeper's re-send of a lost send counts from then, not from the move, so a job
+    /// waiting out its backoff is not sent early.
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -269,6 +274,15 @@ impl JobRecord {
             offered_to: None,
             agent: None,
         }
+    }
+
+    /// True when this record, found by a transition to `to` that recorded the fresh token
+    /// hash `token_hash` and failed its condition, shows that very transition already
+    /// written: the state is `to` and the token hash is the one the write carried (a new
+    /// random token each claim, so no other write holds it). That is the case of a write
+    /// DynamoDB committed whose answer was lost, retried by the SDK against its own result.
+    pub fn shows_own_write(&self, to: JobState, token_hash: Option<&str>) -> bool {
+        token_hash.is_some() && self.job.state == to && self.token_hash.as_deref() == token_hash
     }
 }
 
@@ -356,6 +370,16 @@ pub struct Listed<T> {
     pub records: Vec<T>,
     /// The items that did not.
     pub unreadable: Vec<Unreadable>,
+}
+
+/// One page of a sweeper list: the records and unreadable items of the page, and an opaque
+/// cursor for the next page (`None` at the end of the list).
+#[derive(Debug, Clone)]
+pub struct ListedPage<T> {
+    /// The page's records, and the items that did not decode.
+    pub listed: Listed<T>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<String>,
 }
 
 impl<T> Default for Listed<T> {

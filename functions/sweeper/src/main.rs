@@ -4,15 +4,17 @@
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use sortie_lambda_adapters::FunctionError;
+use sortie_lambda_adapters::{FunctionError, SweepResume};
 use sortie_wiring::{compose, Composition, Resources};
 
 /// Runs one sweep pass per schedule tick; a failed pass reports its class as the `errorType`.
+/// A pass that spent its budget leaves in `resume` where the next tick starts.
 async fn handler(
     parts: &Composition,
+    resume: &SweepResume,
     tick: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
 ) -> Result<(), FunctionError> {
-    sortie_lambda_adapters::sweep_tick(&parts.engine, tick.payload).await?;
+    sortie_lambda_adapters::sweep_tick_resuming(&parts.engine, resume, tick.payload).await?;
     Ok(())
 }
 
@@ -21,5 +23,6 @@ async fn main() -> Result<(), Error> {
     sortie_telemetry::init();
     let config = sortie_wiring::function_sdk_config().await;
     let parts = compose(&config, Resources::for_function("sweeper")?, None);
-    run(service_fn(|event| handler(&parts, event))).await
+    let resume = SweepResume::default();
+    run(service_fn(|event| handler(&parts, &resume, event))).await
 }

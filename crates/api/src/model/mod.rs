@@ -71,6 +71,7 @@ pub struct RuleList {
 #[serde(deny_unknown_fields)]
 pub struct RuleCreate {
     /// The rule's id, unique within its scope.
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub id: String,
     /// The scope; when given it must be the group in the URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,6 +193,7 @@ pub struct EnvironmentCreated {
 #[serde(deny_unknown_fields)]
 pub struct EnvironmentCreate {
     /// The environment's name within the group in the URL.
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub name: String,
     /// Its type, such as `production`; rules may match on it.
     pub env_type: String,

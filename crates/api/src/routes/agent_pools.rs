@@ -16,7 +16,7 @@ use sortie_core::agent::{
     ExitReport, HeartbeatRequest, OidcTrust, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS,
     MAX_POOL_TOKENS, POOL_ID_PREFIX, POOL_TOKEN_PREFIX,
 };
-use sortie_core::auth::claim_matches;
+use sortie_core::auth::claim_value_matches;
 use sortie_core::{Action, GroupPath};
 use sortie_lifecycle::{AgentRefusal, ExitReport as Exited};
 use sortie_store::{AgentPoolRecord, PoolToken, StoreError, Versioned};
@@ -307,10 +307,10 @@ async fn agent_pool(
         .await
     {
         Ok(claims) => {
-            let value = claims.get(&trust.claim);
-            if value
-                .and_then(|v| v.as_str())
-                .is_some_and(|v| claim_matches(&trust.pattern, v))
+            // The same reading of a claim as a membership's ([`claim_value_matches`]).
+            if claims
+                .get(&trust.claim)
+                .is_some_and(|v| claim_value_matches(&trust.pattern, v))
             {
                 Ok(pool)
             } else {

@@ -2,11 +2,13 @@
 
 use axum::Json;
 
+use crate::error::ErrorBody;
 use crate::model::{Health, OpenApiDocument};
 
 /// Liveness, without authentication.
 #[utoipa::path(get, path = "/v1/health", tag = "meta",
-    responses((status = 200, description = "The API is up", body = Health)))]
+    responses((status = 200, description = "The API is up", body = Health),
+        (status = "default", description = "Any error, in the error envelope: the API answers 200 whenever it runs, so an error comes from in front of it (a throttle, a failed function)", body = ErrorBody)))]
 pub(crate) async fn health() -> Json<Health> {
     Json(Health {
         status: "ok".into(),
@@ -15,7 +17,8 @@ pub(crate) async fn health() -> Json<Health> {
 
 /// This document, without authentication.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
-    responses((status = 200, description = "The OpenAPI document", body = OpenApiDocument)))]
+    responses((status = 200, description = "The OpenAPI document", body = OpenApiDocument),
+        (status = "default", description = "Any error, in the error envelope: the API answers 200 whenever it runs, so an error comes from in front of it (a throttle, a failed function)", body = ErrorBody)))]
 pub(crate) async fn openapi_json() -> Json<serde_json::Value> {
     Json(crate::openapi())
 }

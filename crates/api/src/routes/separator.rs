@@ -9,6 +9,12 @@
 //! against the templates of the route table (`/v1/groups/{group}/-/runners/{name}`);
 //! the path extractors decode it back and parse it. An empty path (the root
 //! group) becomes the segment [`EMPTY_SEGMENT`].
+//!
+//! A client may also send the group or environment path as one percent-encoded
+//! segment, as OpenAPI clients encode a path parameter (`acme%2Fpayments%2Fprod`):
+//! the canonical form for clients. Each segment is decoded once, so both forms give
+//! the same path. The root group's parameter is `-` (`/v1/groups/-/-/runners`, or
+//! `/v1/groups/-/runners` written by hand).
 
 use axum::extract::Request;
 use axum::http::uri::{PathAndQuery, Uri};
@@ -36,6 +42,11 @@ pub fn canonical_path(path: &str) -> String {
         };
         let segments: Vec<&str> = rest.split('/').collect();
         let (name, tail) = match segments.iter().position(|s| *s == "-") {
+            // `-/-/...`: the root group written as its parameter `-`, then the separator
+            // (no route's tail starts with `-`).
+            Some(0) if segments.get(1) == Some(&"-") => {
+                (String::new(), Some(segments[2..].join("/")))
+            }
             Some(i) => (
                 decode_name(&segments[..i]),
                 Some(segments[i + 1..].join("/")),
@@ -53,19 +64,52 @@ pub fn canonical_path(path: &str) -> String {
     path.to_string()
 }
 
-/// A group or environment path from its URL segments, each percent-decoded (`ac%6De`
-/// is `acme`). A segment whose escapes are malformed, are not UTF-8, or decode to `/`
-/// or to the separator `-` is kept as sent, so that the path's validation refuses it
-/// (see `path_segments_decoded` in `extract`, which names the problem).
+/// A group or environment path from its URL segments, each percent-decoded once
+/// (`ac%6De` is `acme`, `acme%2Fpayments` is `acme/payments`). A segment that
+/// [`encoded_segment_problem`] refuses is kept as sent, so that the path extractor
+/// names the problem (400 naming `group` or `environment`).
 fn decode_name(segments: &[&str]) -> String {
     segments
         .iter()
         .map(|segment| match decode_param(segment) {
-            Ok(decoded) if !decoded.contains('/') && decoded != EMPTY_SEGMENT => decoded,
+            Ok(decoded) if encoded_segment_problem(segment, &decoded).is_none() => decoded,
             _ => segment.to_string(),
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// Why a URL segment of a group or environment path, `decoded` once, cannot stand:
+/// it still holds a `%` (encoded twice, such as `%252F`), or an escape made a `-`
+/// segment, which would be the separator (`%2D`, `a%2F-%2Fb`). `None` when it is fine.
+pub(crate) fn encoded_segment_problem(raw: &str, decoded: &str) -> Option<&'static str> {
+    if decoded.contains('%') {
+        return Some(
+            "is percent-encoded twice (it still holds `%` once decoded): encode the path once, `/` as %2F",
+        );
+    }
+    if decoded != raw && decoded.split('/').any(|piece| piece == EMPTY_SEGMENT) {
+        return Some(
+            "encodes the `-` separator as a segment (%2D): a group or environment path has no `-` segment",
+        );
+    }
+    None
+}
+
+/// Why a decoded group or environment path cannot stand for its shape: an empty
+/// segment (`acme//prod`, a trailing `/`) or a `.` or `..` segment. `None` when its
+/// segments are all there (their characters are checked when the path is parsed).
+pub(crate) fn path_shape_problem(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    path.split('/').find_map(|segment| match segment {
+        "" => Some(format!("`{path}` has an empty segment")),
+        "." | ".." => Some(format!(
+            "`{path}` has a `{segment}` segment: paths are never relative"
+        )),
+        _ => None,
+    })
 }
 
 /// Decodes one path segment's percent-escapes strictly: `%` must be followed by two
@@ -162,7 +206,24 @@ mod tests {
                 "/v1/groups/acme/-/rules/prod",
             ),
             ("/v1/groups/acme/runners", "/v1/groups/acme/runners"),
-            ("/v1/groups/a%2Fb/-/runners", "/v1/groups/a%252Fb/-/runners"),
+            ("/v1/groups/a%2Fb/-/runners", "/v1/groups/a%2Fb/-/runners"),
+            ("/v1/groups/-/-/runners", "/v1/groups/-/-/runners"),
+            (
+                "/v1/environments/acme%2Fpayments%2Fprod/-/jobs",
+                "/v1/environments/acme%2Fpayments%2Fprod/-/jobs",
+            ),
+            (
+                "/v1/environments/acme%2fpayments/prod",
+                "/v1/environments/acme%2Fpayments%2Fprod",
+            ),
+            (
+                "/v1/groups/a%252Fb/-/runners",
+                "/v1/groups/a%25252Fb/-/runners",
+            ),
+            (
+                "/v1/groups/a%2F-%2Fb/-/runners",
+                "/v1/groups/a%252F-%252Fb/-/runners",
+            ),
             (
                 "/v1/environments/acme/payments/prod/-/jobs",
                 "/v1/environments/acme%2Fpayments%2Fprod/-/jobs",

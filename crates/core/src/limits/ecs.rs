@@ -171,3 +171,41 @@ pub const ECS_CLIENT_TOKEN_MAX: usize = 64;
 /// (`key` 1–128, `value` 0–256). The task's `sortie:env` tag carries the environment
 /// path, bounded by [`SESSION_TAG_VALUE_MAX`], the same 256.
 pub const ECS_TAG_VALUE_MAX: usize = 256;
+
+/// Least memory ECS lets a container have: 6 MiB.
+///
+/// Source: <https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ContainerDefinition.html>
+/// (`memory`: "The Docker 20.10.0 or later daemon reserves a minimum of 6 MiB of memory for
+/// a container. So, don't specify less than 6 MiB").
+pub const CONTAINER_MEMORY_MIN: u32 = 6;
+
+/// The hard memory limit (MiB) of the runner container in a task of `task_memory` MiB
+/// whose other containers reserve `others` MiB between them (each its
+/// `memoryReservation`, else its `memory`): what they leave. `runner_reservation` is the
+/// runner container's own `memoryReservation`, which its limit may not be below.
+///
+/// Source: `ContainerDefinition` `memory` (as [`CONTAINER_MEMORY_MIN`]): "The total
+/// amount of memory reserved for all containers within a task must be lower than the task
+/// memory value", and "If you specify both a container-level memory and
+/// memoryReservation value, memory must be greater than memoryReservation". A runner's
+/// `memory` overrides the task's; without the container's too, the runner stays at the
+/// container definition's own limit (issue 25, item 3).
+pub fn runner_container_memory(
+    task_memory: u32,
+    others: u32,
+    runner_reservation: Option<u32>,
+) -> Result<u32, String> {
+    let need = runner_reservation
+        .unwrap_or(0)
+        .max(CONTAINER_MEMORY_MIN)
+        .saturating_add(others);
+    if task_memory < need {
+        return Err(format!(
+            "{task_memory} MiB leaves the runner container less than it needs: the task \
+             definition's other containers reserve {others} MiB and the runner container \
+             {} MiB",
+            runner_reservation.unwrap_or(CONTAINER_MEMORY_MIN)
+        ));
+    }
+    Ok(task_memory - others)
+}

@@ -130,8 +130,8 @@ pub const SESSION_TAGS_MAX: usize = 50;
 /// Longest session tag key: 128 characters (key length 1–128, source as [`SESSION_TAGS_MAX`]).
 pub const SESSION_TAG_KEY_MAX: usize = 128;
 /// Longest session tag value: 256 characters (value length 0–256, source as
-/// [`SESSION_TAGS_MAX`]). Sortie's `sortie:env` tag carries the environment path, so an
-/// environment path is at most this long (see [`crate::names::MAX_ENV_PATH_LEN`]).
+/// [`SESSION_TAGS_MAX`]). Sortie's `sortie:runner` session tag carries the runner id, so
+/// a runner id is at most this long (see [`crate::names::MAX_ENV_PATH_LEN`]).
 pub const SESSION_TAG_VALUE_MAX: usize = 256;
 
 /// True for a character of a session tag key or value: `[\p{L}\p{Z}\p{N}_.:/=+\-@]`.

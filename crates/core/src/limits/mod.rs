@@ -23,6 +23,7 @@ mod iam;
 mod kubernetes;
 mod s3;
 mod secrets;
+mod shape;
 
 pub use container::*;
 pub use dynamodb::*;
@@ -31,6 +32,7 @@ pub use iam::*;
 pub use kubernetes::*;
 pub use s3::*;
 pub use secrets::*;
+pub use shape::*;
 
 // ---------------------------------------------------------------------------------------
 // Characters

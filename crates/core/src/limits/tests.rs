@@ -80,7 +80,7 @@ fn session_tags_at_their_boundaries() {
     ));
     assert!(!is_session_tag_value("a\nb") && !is_session_tag_value("a*b"));
     assert!(is_session_tag_value("caf\u{e9} 1\u{a0}2"));
-    // Sortie sends sortie:org, sortie:env and sortie:job.
+    // Sortie sends sortie:org and sortie:runner (and sortie:env on a check session).
     const { assert!(SESSION_TAGS_MAX >= 3) };
 }
 

@@ -470,11 +470,7 @@ fn decode_s3(f: &mut Fields<'_>, p: &mut Problems) -> Option<S3Storage> {
         f,
         "endpoint",
         endpoint.as_ref(),
-        |e| {
-            (!(e.starts_with("http://") || e.starts_with("https://"))
-                || limits::has_space_or_control(e))
-            .then(|| "must be an http:// or https:// URL".into())
-        },
+        |e| crate::urls::web_url(e).err(),
         p,
     );
     Some(S3Storage {

@@ -151,15 +151,21 @@ fn refused_launches_in_a_row_count_and_say_when_the_next_try_is() {
         )
         .unwrap();
     }
-    // The third refusal at 14:00:09; the third delivery's backoff is 8 s.
-    let w = waiting(&facts(&j), t(14, 0, 12)).unwrap();
+    // The third refusal at 14:00:09; the third refusal's backoff is 4 to 8 s, the same
+    // jittered delay dispatch chose.
+    let delay = crate::retry::launch_retry_delay_seconds(3, crate::retry::jitter_seed("01d", 3));
+    assert!((4..=8).contains(&delay), "{delay}");
+    let w = waiting(&facts(&j), t(14, 0, 9)).unwrap();
     assert_eq!(w.kind, WaitingKind::Capacity);
     assert_eq!(
         w.text,
-        "waiting for capacity: the launch refused 3 times, next try in 5s"
+        format!("waiting for capacity: the launch refused 3 times, next try in {delay}s")
     );
     assert_eq!(w.refusals, Some(3));
-    assert_eq!(w.next_try_at, Some(t(14, 0, 17)));
+    assert_eq!(
+        w.next_try_at,
+        Some(t(14, 0, 9) + Duration::seconds(i64::from(delay)))
+    );
     assert_eq!(w.since, t(14, 0, 1));
     assert!(waiting(&facts(&j), t(14, 1, 0))
         .unwrap()

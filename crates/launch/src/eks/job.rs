@@ -3,8 +3,10 @@
 //! The generated Job:
 //!
 //! - `metadata.generateName: sortie-<short job id>-`, in the runner's namespace, labelled
-//!   `sortie.dev/job-id`, `sortie.dev/attempt` and `sortie.dev/env` (the environment path
-//!   with `/` as `.`, made a label value), annotated `sortie.dev/env` with the path itself;
+//!   `sortie.dev/job-id`, `sortie.dev/attempt`, `sortie.dev/env` and `sortie.dev/runner`
+//!   (the environment path and runner id with `/` as `.`, made label values) and
+//!   `sortie.dev/org`, annotated `sortie.dev/env` and `sortie.dev/runner` with the paths
+//!   themselves;
 //! - `backoffLimit: 0` (one pod, never retried: a Terraform apply is not rerun blindly),
 //!   `ttlSecondsAfterFinished` and `activeDeadlineSeconds` from the runner;
 //! - one container, [`RUNNER_CONTAINER`], with the runner's image, pull policy, resources and
@@ -60,11 +62,21 @@ pub const JOB_ID_LABEL: &str = "sortie.dev/job-id";
 pub const ATTEMPT_LABEL: &str = "sortie.dev/attempt";
 /// The label (and annotation) holding the environment.
 pub const ENV_LABEL: &str = "sortie.dev/env";
+/// The label holding the organisation (an organisation name is already a label value).
+pub const ORG_LABEL: &str = "sortie.dev/org";
+/// The label (and annotation) holding the runner id.
+pub const RUNNER_LABEL: &str = "sortie.dev/runner";
 
-/// The environment path as a label value: `/` becomes `.`; a path longer than a label value
-/// allows is cut and ends with 8 hexadecimal digits of its SHA-256.
+/// The environment path as a label value ([`label_value`]).
 pub fn env_label(env: &EnvPath) -> String {
-    let text = env.to_string().replace('/', ".");
+    label_value(&env.to_string())
+}
+
+/// A Sortie path (an environment, a runner id) as a label value: `/` becomes `.`; a path
+/// longer than a label value allows is cut and ends with 8 hexadecimal digits of its
+/// SHA-256. The annotation of the same key holds the path itself.
+pub fn label_value(path: &str) -> String {
+    let text = path.replace('/', ".");
     let clean: String = text
         .chars()
         .map(|c| {
@@ -79,7 +91,7 @@ pub fn env_label(env: &EnvPath) -> String {
         return clean;
     }
     use sha2::Digest;
-    let hash: String = sha2::Sha256::digest(env.to_string().as_bytes())
+    let hash: String = sha2::Sha256::digest(path.as_bytes())
         .iter()
         .take(4)
         .map(|b| format!("{b:02x}"))
@@ -89,13 +101,28 @@ pub fn env_label(env: &EnvPath) -> String {
     format!("{head}-{hash}")
 }
 
-/// The labels every Job and pod of `job` carries, for this launch attempt.
+/// The labels every Job and pod of `job` carries, for this launch attempt: the job, the
+/// attempt, the environment, the organisation and the runner (the launcher-role session is
+/// shared by many jobs and names none of them).
 pub fn job_labels(job: &Job, attempt: u32) -> BTreeMap<String, String> {
     BTreeMap::from([
         (JOB_ID_LABEL.to_string(), job.id.to_string()),
         (ATTEMPT_LABEL.to_string(), attempt.to_string()),
         (ENV_LABEL.to_string(), env_label(&job.environment)),
+        (ORG_LABEL.to_string(), label_value(job.environment.org())),
+        (
+            RUNNER_LABEL.to_string(),
+            label_value(&job.runner_id.to_string()),
+        ),
     ])
+}
+
+/// The runner's annotations, then the environment path and the runner id in full.
+fn job_annotations(c: &EksRunner, job: &Job) -> BTreeMap<String, String> {
+    let mut annotations = c.job.annotations.clone();
+    annotations.insert(ENV_LABEL.to_string(), job.environment.to_string());
+    annotations.insert(RUNNER_LABEL.to_string(), job.runner_id.to_string());
+    annotations
 }
 
 /// The secrets the runner container reads, by variable name, as Kubernetes Secret keys: the
@@ -212,8 +239,7 @@ fn generated_template(
     labels: &BTreeMap<String, String>,
 ) -> Result<PodTemplateSpec, LaunchError> {
     let job = spec.job;
-    let mut annotations = c.job.annotations.clone();
-    annotations.insert(ENV_LABEL.to_string(), job.environment.to_string());
+    let annotations = job_annotations(c, job);
     Ok(PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels.clone()),
@@ -321,8 +347,7 @@ pub fn build_job(c: &EksRunner, spec: &LaunchSpec<'_>) -> Result<KubeJob, Launch
             "the `{RUNNER_CONTAINER}` container has no image"
         )));
     }
-    let mut annotations = c.job.annotations.clone();
-    annotations.insert(ENV_LABEL.to_string(), job.environment.to_string());
+    let annotations = job_annotations(c, job);
     Ok(KubeJob {
         metadata: ObjectMeta {
             generate_name: Some(format!("sortie-{}-", job.id.short())),

@@ -42,7 +42,8 @@ use serde_json::{json, Value};
 use sortie_core::runner::{AwsAccess, EksRunner};
 use sortie_core::{Job, RunnerConfiguration, TaskRef};
 
-use crate::ecs::{from_sdk, launcher_session, SessionTags};
+use crate::ecs::{from_sdk, launcher_session};
+use crate::session::SessionScope;
 use crate::{LaunchError, LaunchSpec, Launcher, TaskStatus};
 use client::{query_value, KubeClient, KubeError};
 use job::{ATTEMPT_LABEL, JOB_ID_LABEL};
@@ -59,12 +60,14 @@ struct Session {
 
 /// Launches Kubernetes Jobs on runners' EKS clusters.
 ///
-/// Sessions are kept per (launcher role, ExternalId, organisation), as in
-/// [`crate::EcsLauncher`]: a session tagged for one tenant never launches another
-/// tenant's job. Cluster endpoints and CAs are kept per (role, region, cluster).
+/// Sessions are kept per (launcher role, ExternalId, [`SessionScope`]), as in
+/// [`crate::EcsLauncher`]: tagged and named with the organisation and the runner only, so a
+/// session tagged for one tenant never launches another tenant's job and no session names
+/// a job (the Kubernetes Job's labels do). Cluster endpoints and CAs are kept per (role,
+/// region, cluster).
 pub struct EksLauncher {
     base: SdkConfig,
-    sessions: Mutex<HashMap<(String, String, String), Arc<Session>>>,
+    sessions: Mutex<HashMap<(String, String, SessionScope), Arc<Session>>>,
     clusters: tokio::sync::Mutex<HashMap<(String, String, String), KubeClient>>,
 }
 
@@ -93,25 +96,17 @@ impl EksLauncher {
     }
 
     async fn session(&self, access: &AwsAccess, job: &Job) -> Arc<Session> {
+        let scope = SessionScope::of(job);
         let key = (
             access.role_arn.clone(),
             access.external_id.clone(),
-            job.environment.org().to_string(),
+            scope.clone(),
         );
         if let Some(s) = self.sessions.lock().expect("session cache lock").get(&key) {
             return s.clone();
         }
-        let provider = launcher_session(
-            &self.base,
-            access,
-            format!("sortie-{}", job.id),
-            SessionTags {
-                org: job.environment.org().to_string(),
-                env: job.environment.to_string(),
-                job: job.id.to_string(),
-            },
-        )
-        .await;
+        let provider =
+            launcher_session(&self.base, access, scope.session_name(), scope.tags()).await;
         let session = Arc::new(Session {
             provider: SharedCredentialsProvider::new(provider),
             credentials: tokio::sync::Mutex::new(None),
@@ -217,7 +212,10 @@ async fn session_credentials(session: &Session) -> Result<Credentials, LaunchErr
     }
     let credentials = session.provider.provide_credentials().await.map_err(|e| {
         let text = aws_sdk_eks::error::DisplayErrorContext(&e).to_string();
-        if text.contains("AccessDenied") || text.contains("not authorized") {
+        if text.contains("AccessDenied")
+            || text.contains("not authorized")
+            || crate::ecs::never_heals(&text)
+        {
             LaunchError::Fatal(format!("could not assume the runner's role: {text}"))
         } else {
             LaunchError::Retryable(format!("could not assume the runner's role: {text}"))

@@ -49,8 +49,13 @@ pub struct SweepSettings {
     pub dispatch_lease: Duration,
     /// A `running` job not heard from this long is looked up with DescribeTasks.
     pub silence: Duration,
-    /// At most this many jobs are looked at per pass, per kind.
+    /// At most this many jobs are looked at per pass, per kind; for the active jobs, the
+    /// size of each page, read to the end of the list.
     pub batch: u32,
+    /// The time one pass spends on the active jobs. Beyond it the pass looks at no more of
+    /// them: it counts what it left ([`SweepReport::active_left`]), and the next pass of the
+    /// same process starts where it stopped ([`SweepResume`]).
+    pub active_budget: Duration,
     /// A job claimed by an agent whose heartbeat stops this long is ended ("agent lost").
     pub agent_silence: Duration,
     /// A stop (cancel, timeout) delivered to an agent and not confirmed within this ends
@@ -65,6 +70,8 @@ impl Default for SweepSettings {
             dispatch_lease: Duration::seconds(120),
             silence: Duration::minutes(10),
             batch: 100,
+            // The sweeper ticks every minute and may run for 120 s.
+            active_budget: Duration::seconds(40),
             agent_silence: Duration::seconds(sortie_core::agent::DEFAULT_AGENT_SILENCE_SECONDS),
             agent_stop_grace: Duration::seconds(sortie_core::agent::DEFAULT_STOP_GRACE_SECONDS),
         }
@@ -99,6 +106,33 @@ pub struct SweepReport {
     pub drift_checks: usize,
     /// Drift checks the schedule fired but skipped (the environment busy, or no apply yet).
     pub drift_skipped: usize,
+    /// Active jobs the pass did not look at because its time budget
+    /// ([`SweepSettings::active_budget`]) was spent; the next pass starts with them.
+    pub active_left: usize,
+}
+
+/// Where a sweep pass that spent its budget stopped in the active jobs: the next pass given
+/// the same `SweepResume` starts there and goes to the end of the list; the one after starts
+/// again from the job longest active. Kept in memory by the sweeper's process (a new
+/// process starts from the beginning).
+#[derive(Debug, Default)]
+pub struct SweepResume(std::sync::Mutex<Option<String>>);
+
+impl SweepResume {
+    /// Takes the cursor to start from (`None`: from the beginning), leaving none.
+    fn take(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Records where the next pass starts.
+    fn set(&self, cursor: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = cursor;
+    }
+
+    /// True when the next pass resumes an interrupted one.
+    pub fn is_pending(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
 }
 
 /// Backoff for a retried launch: 2, 4, 8, 16, 32, then 60 seconds (the waiting reason
@@ -193,6 +227,17 @@ fn container_name(record: &JobRecord) -> Option<String> {
 impl Engine {
     /// Handles one jobs-queue message: launch the job, or stop it for a cancel.
     pub async fn dispatch(&self, body: &str, receive_count: u32) -> RecordOutcome {
+        self.dispatch_at(body, receive_count, Utc::now()).await
+    }
+
+    /// [`Engine::dispatch`] at `now`: the claim, a refusal's requeue and its backoff are
+    /// recorded at this time (tests drive a retried launch with a fake clock).
+    pub async fn dispatch_at(
+        &self,
+        body: &str,
+        receive_count: u32,
+        now: DateTime<Utc>,
+    ) -> RecordOutcome {
         let message: JobMessage = match serde_json::from_str(body) {
             Ok(m) => m,
             Err(e) => return RecordOutcome::Poison(format!("unparsable message: {e}")),
@@ -201,15 +246,14 @@ impl Engine {
         async {
             match &message.cancel_by {
                 Some(by) => self.cancel_launched(&message.job_id, by).await,
-                None => self.launch(&message.job_id, receive_count).await,
+                None => self.launch(&message.job_id, receive_count, now).await,
             }
         }
         .instrument(span)
         .await
     }
 
-    async fn launch(&self, id: &JobId, receive_count: u32) -> RecordOutcome {
-        let now = Utc::now();
+    async fn launch(&self, id: &JobId, receive_count: u32, now: DateTime<Utc>) -> RecordOutcome {
         let retry = |reason: String| RecordOutcome::Retry {
             delay_seconds: backoff_seconds(receive_count),
             reason,
@@ -275,14 +319,22 @@ impl Engine {
                 self.record_launch(id, &task).await;
                 return RecordOutcome::Done;
             }
-            Err(LaunchError::Retryable(reason)) => Seen::LaunchRefused {
-                retryable: true,
-                reason,
-            },
-            Err(LaunchError::Fatal(reason)) => Seen::LaunchRefused {
-                retryable: false,
-                reason,
-            },
+            Err(LaunchError::Retryable(reason)) => {
+                warn!(%reason, attempt = claimed.attempt, "launch refused; retryable");
+                return self.retry_launch(&claimed, &reason, now).await;
+            }
+            // Refused for good: the job fails once, saying after how many attempts.
+            Err(LaunchError::Fatal(reason)) => {
+                warn!(%reason, attempt = claimed.attempt, "launch refused for good");
+                let step = Step::End(sortie_core::Outcome {
+                    state: JobState::Failed,
+                    reason: sortie_core::retry::refused_for_good(claimed.attempt, &reason),
+                });
+                return match self.carry_out(&claimed, step, None).await {
+                    Ok(_) => RecordOutcome::Done,
+                    Err(e) => retry(e.to_string()),
+                };
+            }
             Err(LaunchError::Uncertain(reason)) => Seen::LaunchUncertain(reason),
         };
         warn!(
@@ -290,16 +342,81 @@ impl Engine {
             attempt = claimed.attempt,
             "launch did not start a task"
         );
-        let step = decide(&facts(&claimed), &seen, Utc::now(), self.timing());
-        let requeued = matches!(step, Step::Requeue { .. });
+        // An uncertain launch waits for the lookup by `startedBy` after the lease.
+        let step = decide(&facts(&claimed), &seen, now, self.timing());
         match self.carry_out(&claimed, step, None).await {
-            // A transient refusal: the message comes back after the backoff, for a new attempt.
-            Ok(_) if requeued => retry(match seen {
-                Seen::LaunchRefused { reason, .. } => reason,
-                _ => "launch will be retried".into(),
-            }),
             Ok(_) => RecordOutcome::Done,
             Err(e) => retry(e.to_string()),
+        }
+    }
+
+    /// The one retry path of a retryable launch refusal (issue 25 item 1): back to `queued`
+    /// with its next launch due after the backoff
+    /// ([`sortie_core::retry::after_refusal`]), carried by exactly one new message sent with
+    /// that delay (the current one is deleted); or, past the cap on attempts and time, the
+    /// job fails through the one end path, which releases its environment.
+    async fn retry_launch(
+        &self,
+        claimed: &JobRecord,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> RecordOutcome {
+        use sortie_core::retry::{after_refusal, LaunchRetry, LAUNCH_RETRY_PREFIX};
+        let id = &claimed.job.id;
+        let backoff = |e: String| RecordOutcome::Retry {
+            delay_seconds: backoff_seconds(claimed.attempt),
+            reason: e,
+        };
+        let (delay, at) = match after_refusal(&claimed.job, claimed.attempt, reason, now) {
+            LaunchRetry::Retry { delay_seconds, at } => (delay_seconds, at),
+            LaunchRetry::GiveUp(reason) => {
+                let step = Step::End(sortie_core::Outcome {
+                    state: JobState::Failed,
+                    reason,
+                });
+                return match self.carry_out(claimed, step, None).await {
+                    Ok(_) => RecordOutcome::Done,
+                    Err(e) => backoff(e.to_string()),
+                };
+            }
+        };
+        let update = JobUpdate {
+            clear_task: true,
+            retry_at: Some(at),
+            ..Default::default()
+        };
+        match self
+            .jobs
+            .store
+            .transition_job(
+                id,
+                JobState::Dispatching,
+                JobState::Queued,
+                now,
+                &format!("{LAUNCH_RETRY_PREFIX}: {reason}"),
+                update,
+            )
+            .await
+        {
+            Ok(_) => {}
+            // Canceled (or moved on) meanwhile: nothing to retry.
+            Err(StoreError::StateConflict { .. }) => return RecordOutcome::Done,
+            Err(e) => return backoff(e.to_string()),
+        }
+        let delay = i32::try_from(delay).unwrap_or(i32::MAX);
+        info!(
+            delay_seconds = delay,
+            attempt = claimed.attempt,
+            "requeued; launch retried after the backoff"
+        );
+        match self.jobs.queue.send(id, delay).await {
+            Ok(()) => RecordOutcome::Done,
+            // Not sent: the current message carries the next attempt instead, after the same
+            // delay (and the sweeper re-sends it should that be lost too).
+            Err(e) => RecordOutcome::Retry {
+                delay_seconds: delay,
+                reason: format!("requeue send failed: {e}"),
+            },
         }
     }
 

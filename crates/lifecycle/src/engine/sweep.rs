@@ -6,7 +6,18 @@ impl Engine {
     /// One bounded, idempotent sweep pass. It never stops at an error: a list that cannot be
     /// read, or a job whose repair fails, is logged and counted in `errors`, and the pass goes
     /// on; an unreadable job item is failed and its environment released (`unreadable`).
+    /// Every active job is looked at, within [`SweepSettings::active_budget`].
     pub async fn sweep(&self, now: DateTime<Utc>) -> Result<SweepReport, LifecycleError> {
+        self.sweep_resuming(now, &SweepResume::default()).await
+    }
+
+    /// [`Engine::sweep`], starting the active jobs where the pass before stopped when it
+    /// spent its budget, and recording in `resume` where this one stops.
+    pub async fn sweep_resuming(
+        &self,
+        now: DateTime<Utc>,
+        resume: &SweepResume,
+    ) -> Result<SweepReport, LifecycleError> {
         let mut report = SweepReport::default();
         match self
             .jobs
@@ -85,31 +96,101 @@ impl Engine {
                 report.errors += 1;
             }
         }
-        match self.jobs.store.active_jobs(self.settings.batch).await {
-            Ok(listed) => {
-                for u in &listed.unreadable {
-                    self.fail_unreadable(u, now, &mut report).await;
-                }
-                for record in listed {
-                    let span = tracing::info_span!("job", job_id = %record.job.id);
-                    if let Err(e) = self
-                        .sweep_one(record, now, &mut report)
-                        .instrument(span)
-                        .await
-                    {
-                        warn!(error = %e, "sweep of a job failed; next pass tries again");
-                        report.errors += 1;
-                    }
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, "active jobs could not be listed; next pass tries again");
-                report.errors += 1;
-            }
-        }
+        self.sweep_active(now, resume, &mut report).await;
         self.sweep_approvals(now, &mut report).await;
         self.sweep_drift(now, &mut report).await;
         Ok(report)
+    }
+
+    /// Looks at every active job, page by page to the end of the list (at most
+    /// [`MAX_ACTIVE_PAGES`] pages), one job at a time: one job's failure is counted and the
+    /// others go on. Once the pass has spent [`SweepSettings::active_budget`], it looks at no
+    /// more jobs but goes on reading to count them ([`SweepReport::active_left`]), and
+    /// records in `resume` the page where it stopped, for the next pass to start there.
+    async fn sweep_active(
+        &self,
+        now: DateTime<Utc>,
+        resume: &SweepResume,
+        report: &mut SweepReport,
+    ) {
+        let started = std::time::Instant::now();
+        let budget = self.settings.active_budget.to_std().unwrap_or_default();
+        let mut cursor = resume.take();
+        let resumed = cursor.is_some();
+        let (mut looked_at, mut pages) = (0usize, 0usize);
+        // The cursor of the page the budget ran out in: the next pass reads it again.
+        let mut stopped_at: Option<Option<String>> = None;
+        loop {
+            if pages >= MAX_ACTIVE_PAGES {
+                warn!(
+                    pages,
+                    "active jobs: stopped at the bound on pages; the rest is not counted"
+                );
+                break;
+            }
+            let page = match self
+                .jobs
+                .store
+                .active_jobs_page(cursor.as_deref(), self.settings.batch)
+                .await
+            {
+                Ok(page) => page,
+                // Where the pass before stopped cannot be read from: start from the oldest.
+                Err(e) if pages == 0 && cursor.is_some() => {
+                    warn!(error = %e, "active jobs could not be resumed; starting from the oldest");
+                    cursor = None;
+                    continue;
+                }
+                Err(e) => {
+                    warn!(error = %e, "active jobs could not be listed; next pass tries again");
+                    report.errors += 1;
+                    break;
+                }
+            };
+            pages += 1;
+            let spent = |stopped_at: &mut Option<Option<String>>| {
+                let spent = started.elapsed() >= budget;
+                if spent {
+                    stopped_at.get_or_insert_with(|| cursor.clone());
+                }
+                spent
+            };
+            for u in &page.listed.unreadable {
+                if spent(&mut stopped_at) {
+                    report.active_left += 1;
+                } else {
+                    self.fail_unreadable(u, now, report).await;
+                }
+            }
+            for record in page.listed.records {
+                if spent(&mut stopped_at) {
+                    report.active_left += 1;
+                    continue;
+                }
+                looked_at += 1;
+                let span = tracing::info_span!("job", job_id = %record.job.id);
+                if let Err(e) = self.sweep_one(record, now, report).instrument(span).await {
+                    warn!(error = %e, "sweep of a job failed; next pass tries again");
+                    report.errors += 1;
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        if let Some(at) = stopped_at {
+            resume.set(at);
+            warn!(
+                looked_at,
+                left = report.active_left,
+                pages,
+                resumed,
+                "the sweep's budget for active jobs was spent; the next pass starts with those left"
+            );
+        } else {
+            info!(looked_at, pages, resumed, "active jobs swept");
+        }
     }
 
     /// Discards every reviewed job whose approval deadline passed, one by one.
@@ -425,6 +506,10 @@ impl Engine {
         Ok(())
     }
 }
+
+/// The most pages of active jobs one pass reads: a bound on the loop, far above any real
+/// count (with pages of 100, a million jobs).
+const MAX_ACTIVE_PAGES: usize = 10_000;
 
 /// `3600` as `1h`, `86400` as `24h`, `90` as `90s`.
 fn human_seconds(seconds: u32) -> String {

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
@@ -13,13 +14,115 @@ use super::items::{checked_item, from_item, job_item, JobItem};
 use super::keys::{env_key, job_key, key, pending_sk, queue_key, ACTIVE, AWAITING, ENDED, PENDING};
 use super::unreadable::decode_listed;
 use super::{attribute, condition_failed, n, s, DynamoStore, Item, TxOutcome, RETRIES};
-use crate::cursor::{decode_cursor, encode_cursor};
+use crate::cursor::{decode_cursor, decode_gsi3_cursor, encode_cursor, encode_gsi3_cursor};
 use crate::error::aws;
 use crate::sortkeys::{job_sk, sort_time};
 use crate::{
-    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, Released, StoreError,
-    Submitted, Unreadable,
+    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, ListedPage, Released,
+    StoreError, Submitted, Unreadable,
 };
+
+/// `SET …` and, when any, ` REMOVE …`.
+fn update_expression(set: &[&str], remove: &[&str]) -> String {
+    let mut expr = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    expr
+}
+
+/// A transition whose history must be rewritten (it folds, or the history is full): the
+/// rest of its update, and the transition.
+struct HistoryRewrite {
+    set: Vec<&'static str>,
+    remove: Vec<&'static str>,
+    names: HashMap<String, String>,
+    values: Item,
+    condition: String,
+    transition: Transition,
+}
+
+impl DynamoStore {
+    /// Writes a transition whose history folds or is full: the history of `old` (the item
+    /// as it was) with the transition recorded ([`sortie_core::retry::record_transition`]),
+    /// in one conditional UpdateItem that also requires the history unchanged since `old`
+    /// (its length and version). `None` when `old` is not in `from`, or the item changed.
+    async fn rewrite_history(
+        &self,
+        id: &JobId,
+        from: JobState,
+        old: Item,
+        w: HistoryRewrite,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        let version = old.get("tversion").cloned();
+        let record = from_item::<JobItem>(old)?.record;
+        if record.job.state != from {
+            return Ok(None);
+        }
+        let mut history = record.job.transitions.clone();
+        let before = history.len();
+        let mut dropped = record.job.transitions_dropped;
+        sortie_core::retry::record_transition(&mut history, &mut dropped, w.transition);
+        let key = |t: Option<&Transition>| {
+            t.map_or_else(
+                || "-".to_string(),
+                |t| sortie_core::retry::fold_key(t.from, t.to, &t.reason),
+            )
+        };
+        let (k1, k2) = (
+            key(history.last()),
+            key(history.len().checked_sub(2).and_then(|i| history.get(i))),
+        );
+        let mut set = w.set;
+        set.extend([
+            "transitions = :list",
+            "transitions_dropped = :dropped",
+            "tkey1 = :tk1",
+            "tkey2 = :tk2",
+            "tversion = if_not_exists(tversion, :zero) + :one",
+        ]);
+        let mut values = w.values;
+        values.extend([
+            (
+                ":list".to_string(),
+                serde_dynamo::to_attribute_value(&history).expect("transitions serialise"),
+            ),
+            (":dropped".to_string(), n(i64::from(dropped))),
+            (":tk1".to_string(), s(k1)),
+            (":tk2".to_string(), s(k2)),
+            (":zero".to_string(), n(0)),
+            (":one".to_string(), n(1)),
+            (":n".to_string(), n(before as i64)),
+        ]);
+        let mut condition = format!("{} AND size(transitions) = :n", w.condition);
+        match version {
+            Some(v) => {
+                condition.push_str(" AND tversion = :tv");
+                values.insert(":tv".into(), v);
+            }
+            None => condition.push_str(" AND attribute_not_exists(tversion)"),
+        }
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression(update_expression(&set, &w.remove))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(w.names))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(Some(
+                from_item::<JobItem>(out.attributes.unwrap_or_default())?.record,
+            )),
+            Err(e) if condition_failed(&e) => Ok(None),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+}
 
 /// Adds the optional attributes of a job update to an update expression.
 fn add_update(
@@ -296,27 +399,12 @@ impl JobStore for DynamoStore {
                 actual: from,
             });
         }
-        let transition = Transition {
-            from: Some(from),
-            to,
-            at,
-            reason: reason.to_string(),
-        };
-        let mut set = vec![
-            "#state = :to",
-            "transitions = list_append(transitions, :t)",
-            "updated_at = :now",
-        ];
+        let transition = Transition::new(Some(from), to, at, reason);
+        let mut set = vec!["#state = :to", "updated_at = :now"];
         let mut remove: Vec<&'static str> = vec![];
         let mut values: Item = HashMap::from([
             (":to".to_string(), s(to.as_str())),
             (":from".to_string(), s(from.as_str())),
-            (
-                ":t".to_string(),
-                AttributeValue::L(vec![
-                    serde_dynamo::to_attribute_value(&transition).expect("transition serialises")
-                ]),
-            ),
             (":now".to_string(), s(at.to_rfc3339())),
         ]);
         let mut names = HashMap::from([("#state".to_string(), "state".to_string())]);
@@ -337,7 +425,7 @@ impl JobStore for DynamoStore {
         // (holding the lock; by approval deadline), ENDED once terminal until the sweeper has
         // seen its environment released (`settle_ended_job`).
         let (partition, since) = if to == JobState::Queued {
-            (PENDING, at)
+            (PENDING, update.retry_at.unwrap_or(at))
         } else if to.is_active() {
             (ACTIVE, at)
         } else if to == JobState::AwaitingApproval {
@@ -349,25 +437,94 @@ impl JobStore for DynamoStore {
         set.push("gsi3sk = :g3s");
         values.insert(":g3".into(), s(partition));
         values.insert(":g3s".into(), s(job_sk(since, id)));
-        let mut expr = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
+        // The history (issue 25 item 1): appended with `list_append` when the new transition
+        // folds into neither of the last two and the history is short, which the condition
+        // checks against the fold keys of the last two kept beside it (`tkey1`, `tkey2`).
+        // Else the condition fails, and the history is rewritten from the item as it was.
+        let mut fast_set = set.clone();
+        fast_set.extend([
+            "transitions = list_append(transitions, :t)",
+            "tkey2 = if_not_exists(tkey1, :nokey)",
+            "tkey1 = :tk",
+            "tversion = if_not_exists(tversion, :zero) + :one",
+        ]);
+        let mut fast_values = values.clone();
+        fast_values.extend([
+            (
+                ":t".to_string(),
+                AttributeValue::L(vec![
+                    serde_dynamo::to_attribute_value(&transition).expect("transition serialises")
+                ]),
+            ),
+            (
+                ":tk".to_string(),
+                s(sortie_core::retry::fold_key(Some(from), to, reason)),
+            ),
+            (":nokey".to_string(), s("-")),
+            (":zero".to_string(), n(0)),
+            (":one".to_string(), n(1)),
+            (
+                ":hmax".to_string(),
+                n(sortie_core::retry::HISTORY_MAX as i64),
+            ),
+        ]);
+        let fast_condition = format!(
+            "{condition} AND size(transitions) < :hmax \
+             AND (attribute_not_exists(tkey1) OR (tkey1 <> :tk AND tkey2 <> :tk))"
+        );
         let res = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(job_key(id)))
-            .update_expression(expr)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
+            .update_expression(update_expression(&fast_set, &remove))
+            .condition_expression(fast_condition)
+            .set_expression_attribute_names(Some(names.clone()))
+            .set_expression_attribute_values(Some(fast_values))
             .return_values(ReturnValue::AllNew)
+            // A refused write answers the item as it is: our own earlier write shows in it.
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, from).await?),
+            Err(e) if condition_failed(&e) => {
+                // DynamoDB committed an earlier try whose answer was lost, and the SDK's retry
+                // failed its own condition: the item shows that write, so it succeeded.
+                let found = match e.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(c)) => c.item.clone(),
+                    _ => None,
+                };
+                if let Some(item) = &found {
+                    if let Ok(found) = from_item::<JobItem>(item.clone()) {
+                        if found
+                            .record
+                            .shows_own_write(to, update.token_hash.as_deref())
+                        {
+                            return Ok(found.record);
+                        }
+                    }
+                }
+                // Still in `from`: the history folds or is full, so it is rewritten.
+                let old = match found {
+                    Some(item) => Some(item),
+                    None => self.get_item(job_key(id)).await?,
+                };
+                if let Some(old) = old {
+                    let rewrite = HistoryRewrite {
+                        set,
+                        remove,
+                        names,
+                        values,
+                        condition,
+                        transition,
+                    };
+                    if let Some(done) = self.rewrite_history(id, from, old, rewrite).await? {
+                        return Ok(done);
+                    }
+                }
+                Err(self.job_conflict(id, from).await?)
+            }
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -420,19 +577,42 @@ impl JobStore for DynamoStore {
         }
     }
 
-    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
-        let out = self
+    async fn active_jobs_page(
+        &self,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<ListedPage<JobRecord>, StoreError> {
+        let mut q = self
             .client
             .query()
             .table_name(&self.table)
             .index_name("gsi3")
             .key_condition_expression("gsi3pk = :a")
             .expression_attribute_values(":a", s(ACTIVE))
-            .limit(limit.clamp(1, 1000) as i32)
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
-        Ok(decode_listed(out.items.unwrap_or_default(), |j| j.record))
+            .limit(limit.clamp(1, 1000) as i32);
+        if let Some(c) = cursor {
+            let (sk, id) = decode_gsi3_cursor(c).ok_or(StoreError::NotFound {
+                kind: "cursor",
+                id: c.to_string(),
+            })?;
+            // A GSI's ExclusiveStartKey: the table's key and the index's key of the last item.
+            let mut start = job_key(&id);
+            start.insert("gsi3pk".into(), s(ACTIVE));
+            start.insert("gsi3sk".into(), s(sk));
+            q = q.set_exclusive_start_key(Some(start));
+        }
+        let out = q.send().await.map_err(|e| aws("dynamodb", e))?;
+        let next = match out.last_evaluated_key {
+            Some(k) if !k.is_empty() => k
+                .get("gsi3sk")
+                .and_then(|v| v.as_s().ok())
+                .map(|sk| encode_gsi3_cursor(sk)),
+            _ => None,
+        };
+        Ok(ListedPage {
+            listed: decode_listed(out.items.unwrap_or_default(), |j| j.record),
+            next,
+        })
     }
 
     async fn offered_jobs(&self, pool: &str, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
@@ -736,12 +916,7 @@ impl JobStore for DynamoStore {
         let from = raw
             .get("state")
             .and_then(|v| serde_dynamo::from_attribute_value::<_, JobState>(v.clone()).ok());
-        transitions.push(Transition {
-            from,
-            to: JobState::Failed,
-            at,
-            reason: reason.to_string(),
-        });
+        transitions.push(Transition::new(from, JobState::Failed, at, reason));
         self.client
             .update_item()
             .table_name(&self.table)

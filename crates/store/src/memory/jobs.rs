@@ -5,11 +5,11 @@ use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId, JobState, Transition};
 
 use super::{apply_update, lock_kept_changing, pending_sk, Gsi3, JobEntry, MemoryStore, State};
-use crate::cursor::{decode_cursor, encode_cursor};
+use crate::cursor::{decode_cursor, decode_gsi3_cursor, encode_cursor, encode_gsi3_cursor};
 use crate::sortkeys::{job_sk, sort_time};
 use crate::{
-    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, Released, StoreError,
-    Submitted, Unreadable,
+    IdempotencyKey, JobPage, JobRecord, JobStore, JobUpdate, Listed, ListedPage, Released,
+    StoreError, Submitted, Unreadable,
 };
 
 #[async_trait]
@@ -146,6 +146,13 @@ impl JobStore for MemoryStore {
                 || entry.record.cancel_requested_by.is_some()
         });
         if entry.record.job.state != from || claim_refused {
+            // As DynamoStore: our own earlier write (its answer lost, in DynamoDB) succeeded.
+            if entry
+                .record
+                .shows_own_write(to, update.token_hash.as_deref())
+            {
+                return Ok(entry.record.clone());
+            }
             return Err(StoreError::StateConflict {
                 job_id: id.to_string(),
                 expected: from,
@@ -158,20 +165,20 @@ impl JobStore for MemoryStore {
         }
         let record = &mut entry.record;
         record.job.state = to;
-        record.job.transitions.push(Transition {
-            from: Some(from),
-            to,
-            at,
-            reason: reason.to_string(),
-        });
+        sortie_core::retry::record_transition(
+            &mut record.job.transitions,
+            &mut record.job.transitions_dropped,
+            Transition::new(Some(from), to, at, reason),
+        );
         record.updated_at = at;
         let deadline = update.approval_deadline.unwrap_or(at);
+        let pending_since = update.retry_at.unwrap_or(at);
         apply_update(record, update);
         // The sparse gsi3 index: PENDING while a lock holder waits to be sent (queued),
         // ACTIVE while launched (dispatching, running), AWAITING while it awaits approval (by
         // deadline), ENDED once terminal until settled.
         entry.gsi3 = Some(if to == JobState::Queued {
-            (Gsi3::Pending, job_sk(at, id))
+            (Gsi3::Pending, job_sk(pending_since, id))
         } else if to.is_active() {
             (Gsi3::Active, job_sk(at, id))
         } else if to == JobState::AwaitingApproval {
@@ -352,15 +359,46 @@ impl JobStore for MemoryStore {
         }
     }
 
-    async fn active_jobs(&self, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
+    async fn active_jobs_page(
+        &self,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<ListedPage<JobRecord>, StoreError> {
+        let after = match cursor {
+            Some(c) => Some(
+                decode_gsi3_cursor(c)
+                    .ok_or(StoreError::NotFound {
+                        kind: "cursor",
+                        id: c.to_string(),
+                    })?
+                    .0,
+            ),
+            None => None,
+        };
         let st = self.lock();
-        Ok(Listed {
-            records: st
-                .gsi3(Gsi3::Active, None, limit)
-                .into_iter()
-                .map(|j| j.record.clone())
-                .collect(),
-            unreadable: vec![],
+        let mut found: Vec<(&str, &JobEntry)> = st
+            .jobs
+            .values()
+            .filter_map(|j| match &j.gsi3 {
+                Some((Gsi3::Active, sk)) if after.as_deref().is_none_or(|a| sk.as_str() > a) => {
+                    Some((sk.as_str(), j))
+                }
+                _ => None,
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(b.0));
+        let limit = limit.clamp(1, 1000) as usize;
+        let next = (found.len() > limit).then(|| encode_gsi3_cursor(found[limit - 1].0));
+        Ok(ListedPage {
+            listed: Listed {
+                records: found
+                    .into_iter()
+                    .take(limit)
+                    .map(|(_, j)| j.record.clone())
+                    .collect(),
+                unreadable: vec![],
+            },
+            next,
         })
     }
 
@@ -418,12 +456,11 @@ impl JobStore for MemoryStore {
         if !entry.record.job.state.is_terminal() {
             let from = entry.record.job.state;
             entry.record.job.state = JobState::Failed;
-            entry.record.job.transitions.push(Transition {
-                from: Some(from),
-                to: JobState::Failed,
-                at,
-                reason: reason.to_string(),
-            });
+            sortie_core::retry::record_transition(
+                &mut entry.record.job.transitions,
+                &mut entry.record.job.transitions_dropped,
+                Transition::new(Some(from), JobState::Failed, at, reason),
+            );
             entry.record.updated_at = at;
         }
         entry.gsi3 = None;

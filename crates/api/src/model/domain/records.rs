@@ -191,10 +191,17 @@ pub struct Transition {
     pub from: Option<JobState>,
     /// The state after.
     pub to: JobState,
-    /// When it happened.
+    /// When it happened (the first time, when folded).
     pub at: DateTime<Utc>,
     /// Why, in words.
     pub reason: String,
+    /// How many times this same transition happened in a row, folded into this entry
+    /// (absent: once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// When it last happened, when folded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_at: Option<DateTime<Utc>>,
 }
 
 /// Where a job's Terraform configuration comes from.
@@ -278,8 +285,12 @@ pub struct Job {
     pub requested_by: String,
     /// Its current state.
     pub state: JobState,
-    /// Every transition so far.
+    /// Every transition so far: repeats in a row folded (`count`), and a long history kept
+    /// as its first and last entries.
     pub transitions: Vec<Transition>,
+    /// How many transitions of a long history were not kept (between its first and last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transitions_dropped: Option<u32>,
     /// The runner's specification as it was at submit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_spec: Option<RunnerSpec>,
