@@ -512,6 +512,12 @@ pub(crate) fn never_heals(text: &str) -> bool {
     text.contains("RegionDisabledException") || text.contains("InvalidClientTokenId")
 }
 
+/// True for a refusal because the session's token expired (`ExpiredToken`,
+/// `ExpiredTokenException`): a fresh session heals it once.
+fn is_expired_token(e: &LaunchError) -> bool {
+    e.to_string().contains("ExpiredToken")
+}
+
 /// True when the error happened while getting the runner role's credentials: the request
 /// itself was never sent.
 fn is_identity_failure(text: &str) -> bool {
@@ -541,9 +547,20 @@ fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair>
         .collect()
 }
 
-#[async_trait]
-impl Launcher for EcsLauncher {
-    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
+impl EcsLauncher {
+    /// Forgets the cached client (and so its session) of `job`'s runner: the next call
+    /// assumes the role again.
+    fn forget_session(&self, c: &EcsFargateRunner, job: &Job) {
+        let key = (
+            c.access.role_arn.clone(),
+            c.access.external_id.clone(),
+            SessionScope::of(job),
+        );
+        self.clients.lock().expect("client cache lock").remove(&key);
+    }
+
+    /// One launch through the cached session (see [`Launcher::launch`]).
+    async fn launch_once(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
         let job = spec.job;
         let c = Self::runner(job)?;
         let client = self.client(c, job).await;
@@ -620,6 +637,30 @@ impl Launcher for EcsLauncher {
             .unwrap_or_else(|| "no task and no failure returned".into());
         let detail = failure.and_then(|f| f.detail.clone()).unwrap_or_default();
         Err(classify("RunTask", &reason, &detail, 200))
+    }
+}
+
+#[async_trait]
+impl Launcher for EcsLauncher {
+    /// Launches through the cached session. An expired token is answered once by a fresh
+    /// session (the same `clientToken`, so ECS starts at most one task); expired again, the
+    /// refusal is final.
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
+        match self.launch_once(spec).await {
+            Err(e) if is_expired_token(&e) => {
+                let c = Self::runner(spec.job)?;
+                tracing::warn!(error = %e, "expired token: assuming the runner's role again");
+                self.forget_session(c, spec.job);
+                self.launch_once(spec).await.map_err(|e| match e {
+                    e if is_expired_token(&e) => LaunchError::Fatal(format!(
+                        "{} (expired again after one refresh of the session)",
+                        e
+                    )),
+                    e => e,
+                })
+            }
+            other => other,
+        }
     }
 
     async fn stop(&self, job: &Job, task: &TaskRef, reason: &str) -> Result<(), LaunchError> {

@@ -559,3 +559,73 @@ async fn sqs_sent_delays(w: &common::World) -> Vec<i32> {
     w.queued_ids().await;
     sends
 }
+
+/// Through the real SDK and moto: RunTask refused once with `ExpiredTokenException` is
+/// answered by a fresh session (one more AssumeRole) and the job launches in the same
+/// dispatch; refused again after that refresh, the job fails at once, saying so.
+#[tokio::test]
+async fn an_expired_token_is_refreshed_once_then_final() {
+    let w = common::World::new().await;
+    let env = w
+        .environment(
+            &format!("acme/storm/{}", sortie_tests::unique("expired")),
+            "",
+        )
+        .await;
+    let (job, took) = w.submit(&env, "apply", "").await;
+    assert!(took);
+    w.proxy.clear();
+    w.proxy.inject(
+        "RunTask",
+        1,
+        400,
+        "ExpiredTokenException",
+        "The security token included in the request is expired",
+    );
+    let body = common::World::body(&job.id);
+    assert_eq!(w.engine.dispatch(&body, 1).await, RecordOutcome::Done);
+    let record = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(record.job.state, JobState::Running, "{:#?}", record.job);
+    assert_eq!(record.attempt, 1, "healed inside the same attempt");
+    assert_eq!(
+        w.proxy.count("RunTask"),
+        2,
+        "the refused call and its retry"
+    );
+    assert!(
+        w.proxy.count("AssumeRole") >= 1,
+        "a fresh session was assumed"
+    );
+
+    // Expired again after the refresh: final at once, with no retry storm.
+    let (second, took) = w
+        .submit(
+            &w.environment(
+                &format!("acme/storm/{}", sortie_tests::unique("expired")),
+                "",
+            )
+            .await,
+            "apply",
+            "",
+        )
+        .await;
+    assert!(took);
+    w.proxy.clear();
+    w.proxy.inject(
+        "RunTask",
+        2,
+        400,
+        "ExpiredTokenException",
+        "The security token included in the request is expired",
+    );
+    let body = common::World::body(&second.id);
+    assert_eq!(w.engine.dispatch(&body, 1).await, RecordOutcome::Done);
+    let record = w.store.get_job(&second.id).await.unwrap();
+    assert_eq!(record.job.state, JobState::Failed, "{:#?}", record.job);
+    let reason = &record.job.transitions.last().unwrap().reason;
+    assert!(
+        reason.contains("expired again after one refresh") && reason.contains("1 attempt"),
+        "{reason}"
+    );
+    assert_eq!(w.proxy.count("RunTask"), 2);
+}
