@@ -60,7 +60,7 @@ macro_rules! contract_suite {
             agent_pools_are_created_listed_updated_with_versions_and_deleted,
             a_pools_last_claim_only_moves_forward_and_keeps_the_version,
             environments_under_a_group_are_its_own_and_its_descendants_by_path,
-            five_hundred_refused_launches_fold_into_a_bounded_history,
+            many_refused_launches_fold_into_a_bounded_history,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -2502,10 +2502,11 @@ pub async fn environments_under_a_group_are_its_own_and_its_descendants_by_path<
 /// time) keeps a history of three entries with the right counts; then 100 refusals that
 /// each say something else keep the first and last entries and count the rest; claims stay
 /// exactly-once; a job waiting out its backoff is no lost send until its retry is due.
-pub async fn five_hundred_refused_launches_fold_into_a_bounded_history<S: Store + 'static>(
-    s: Arc<S>,
-) {
+pub async fn many_refused_launches_fold_into_a_bounded_history<S: Store + 'static>(s: Arc<S>) {
     use sortie_core::retry::HISTORY_MAX;
+    // Well past the history's bound (40 entries), and quick enough on moto.
+    const FOLDED: i64 = 150;
+    const DISTINCT: i64 = 60;
     setup_env(&*s, ENV).await;
     let j = job(ENV);
     s.submit_job(&j, None).await.unwrap();
@@ -2546,7 +2547,7 @@ pub async fn five_hundred_refused_launches_fold_into_a_bounded_history<S: Store 
         }
     };
     let mut last = None;
-    for i in 0..500 {
+    for i in 0..FOLDED {
         last = Some(cycle(i, refused.to_string()).await);
     }
     let got = s.get_job(&j.id).await.unwrap();
@@ -2559,18 +2560,21 @@ pub async fn five_hundred_refused_launches_fold_into_a_bounded_history<S: Store 
     assert_eq!(t[0].reason, "submitted by alice");
     assert_eq!(
         (t[1].reason.as_str(), t[1].count),
-        ("claimed by dispatch", 500)
+        ("claimed by dispatch", FOLDED as u32)
     );
-    assert_eq!((t[2].reason.as_str(), t[2].count), (refused, 500));
+    assert_eq!((t[2].reason.as_str(), t[2].count), (refused, FOLDED as u32));
     assert_eq!(t[2].at, t0 + Duration::seconds(1));
-    assert_eq!(t[2].latest_at(), t0 + Duration::seconds(999));
+    assert_eq!(
+        t[2].latest_at(),
+        t0 + Duration::seconds(2 * (FOLDED - 1) + 1)
+    );
     assert_eq!(got.job.state, JobState::Queued);
-    assert_eq!(got.attempt, 500);
+    assert_eq!(got.attempt, FOLDED as u32);
     assert_eq!(got.job.transitions_dropped, 0);
     let bytes = serde_json::to_vec(&got).unwrap().len();
     assert!(bytes < 4096, "the item stays small: {bytes} bytes");
     // Waiting out its backoff, the job is not a lost send; once its retry is due, it is.
-    let due = t0 + Duration::seconds(2 * 499 + 301);
+    let due = t0 + Duration::seconds(2 * (FOLDED - 1) + 301);
     assert!(!pending_ids(&*s, due).await.contains(&j.id.to_string()));
     assert!(pending_ids(&*s, due + Duration::seconds(1))
         .await
@@ -2592,7 +2596,7 @@ pub async fn five_hundred_refused_launches_fold_into_a_bounded_history<S: Store 
     step(&*s, j.id.as_str(), JobState::Dispatching, JobState::Queued).await;
 
     // Refusals that each say something else: the history keeps its first and last entries.
-    for i in 500..600 {
+    for i in FOLDED..FOLDED + DISTINCT {
         last = Some(cycle(i, format!("launch will be retried: refusal {i}")).await);
     }
     let got = s.get_job(&j.id).await.unwrap();
@@ -2603,19 +2607,22 @@ pub async fn five_hundred_refused_launches_fold_into_a_bounded_history<S: Store 
     let t = &got.job.transitions;
     assert_eq!(t.len(), HISTORY_MAX);
     assert_eq!(t[0].reason, "submitted by alice");
-    // The first entries are kept: the 500 folded claims and refusals among them.
+    // The first entries are kept: the folded claims and refusals among them.
     assert_eq!(
         (t[1].count, t[2].reason.as_str(), t[2].count),
-        (500, refused, 500),
+        (FOLDED as u32, refused, FOLDED as u32),
         "{t:#?}"
     );
     assert_eq!(
         t.last().unwrap().reason,
-        "launch will be retried: refusal 599"
+        format!("launch will be retried: refusal {}", FOLDED + DISTINCT - 1)
     );
     let kept: u32 = t.iter().map(|t| t.count).sum();
-    // The creation, 600 claims and 600 requeues, and the step's claim and requeue.
-    assert_eq!(kept + got.job.transitions_dropped, 1 + 2 * 600 + 2);
+    // The creation, claims and requeues, and the step's claim and requeue.
+    assert_eq!(
+        kept + got.job.transitions_dropped,
+        1 + 2 * (FOLDED + DISTINCT) as u32 + 2
+    );
     assert!(got.job.transitions_dropped > 0);
     let bytes = serde_json::to_vec(&got).unwrap().len();
     assert!(bytes < 16 * 1024, "the item stays bounded: {bytes} bytes");
