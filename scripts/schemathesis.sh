@@ -10,7 +10,8 @@
 # /v1/openapi.json with the dev token and the checks not_a_server_error,
 # status_code_conformance and response_schema_conformance. MAX_EXAMPLES (default
 # 20, or SCHEMATHESIS_MAX_EXAMPLES) bounds the test cases per operation and phase.
-# Configuration: scripts/schemathesis.toml. Reports and logs: .tools/schemathesis/.
+# Configuration: scripts/schemathesis.toml, with scripts/schemathesis_hooks.py for what the
+# stateful phase needs beyond it. Reports and logs: .tools/schemathesis/.
 # Exits non-zero on any failure. schemathesis is installed, pinned, by
 # `scripts/tools.sh schemathesis`; SCHEMATHESIS_SEED fixes the seed (default 1);
 # SCHEMATHESIS_PHASES picks the phases (default all: examples, coverage, fuzzing,
@@ -65,6 +66,9 @@ done
 url="$("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$ready")"
 SORTIE_TOKEN="$("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$ready")"
 export SORTIE_TOKEN
+# The state directory of the fixture runner, for the runners the stateful phase
+# creates (scripts/schemathesis_hooks.py).
+export SORTIE_STATE_DIR="$work/state"
 log "sortie dev ready at $url (log $work/sortie-dev.log)"
 
 # call METHOD PATH [BODY [CONTENT-TYPE]]: prints the body; fails unless 2xx.

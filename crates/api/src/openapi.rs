@@ -424,10 +424,13 @@ const LINKS: &[Link] = {
 };
 
 /// Adds [`LINKS`] to the responses they start from, each named after its target
-/// operation in UpperCamelCase (`GetRunner`).
+/// operation in UpperCamelCase (`GetRunner`). When the target takes an `If-Match`
+/// header and the source answer carries an `ETag`, the link passes it on
+/// (`header.If-Match`), so that a followed update or delete names the version it read.
 fn add_links(doc: &mut serde_json::Value) {
     for link in LINKS {
         let (method, path, statuses) = link.from;
+        let if_match = takes_if_match(doc, link.to);
         for status in statuses {
             let Some(response) = doc
                 .pointer_mut(&format!(
@@ -439,11 +442,21 @@ fn add_links(doc: &mut serde_json::Value) {
                 continue;
             };
             let name = upper_camel(link.to);
-            let parameters: serde_json::Map<String, serde_json::Value> = link
+            let mut parameters: serde_json::Map<String, serde_json::Value> = link
                 .parameters
                 .iter()
                 .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
                 .collect();
+            let etag = response
+                .get("headers")
+                .and_then(|h| h.as_object())
+                .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("etag")));
+            if if_match && etag {
+                parameters.insert(
+                    "header.If-Match".to_string(),
+                    serde_json::Value::from("$response.header.ETag"),
+                );
+            }
             let links = response
                 .entry("links")
                 .or_insert_with(|| serde_json::json!({}));
@@ -453,6 +466,20 @@ fn add_links(doc: &mut serde_json::Value) {
             });
         }
     }
+}
+
+/// Whether the operation `operation_id` takes an `If-Match` header parameter.
+fn takes_if_match(doc: &serde_json::Value, operation_id: &str) -> bool {
+    let Some(paths) = doc.get("paths").and_then(|p| p.as_object()) else {
+        return false;
+    };
+    paths
+        .values()
+        .filter_map(|item| item.as_object())
+        .flat_map(|item| item.values())
+        .filter(|op| op["operationId"] == operation_id)
+        .flat_map(|op| op["parameters"].as_array().into_iter().flatten())
+        .any(|p| p["in"] == "header" && p["name"] == "If-Match")
 }
 
 /// The error responses operations declare, each with the [`ErrorBody`] schema.

@@ -149,13 +149,30 @@ fn links_chain_each_create_to_its_get_update_and_delete_and_a_submit_to_the_job(
                     .unwrap_or_else(|| panic!("{at}: no operation {target}"));
                 let params = link["parameters"].as_object().unwrap();
                 assert_eq!(
-                    params.keys().cloned().collect::<BTreeSet<_>>(),
+                    params
+                        .keys()
+                        .filter(|k| *k != "header.If-Match")
+                        .cloned()
+                        .collect::<BTreeSet<_>>(),
                     path_params(&target_path),
                     "{at}"
                 );
                 for (param, expression) in params {
                     let expression = expression.as_str().unwrap();
-                    if let Some(source) = expression.strip_prefix("$request.path.") {
+                    if param == "header.If-Match" {
+                        // The source's ETag, to a target that takes `If-Match`.
+                        assert_eq!(expression, "$response.header.ETag", "{at}");
+                        assert!(response["headers"]["etag"].is_object(), "{at}");
+                        let (_, _, target_op) = by_operation_id(&doc, target).unwrap();
+                        assert!(
+                            target_op["parameters"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .any(|p| p["in"] == "header" && p["name"] == "If-Match"),
+                            "{at}"
+                        );
+                    } else if let Some(source) = expression.strip_prefix("$request.path.") {
                         assert!(path_params(&path).contains(source), "{at}: {param}");
                     } else {
                         assert!(
@@ -168,6 +185,34 @@ fn links_chain_each_create_to_its_get_update_and_delete_and_a_submit_to_the_job(
         }
     }
     assert!(count >= 20, "{count} links");
+}
+
+#[test]
+fn links_to_an_update_or_delete_pass_the_created_etag_as_if_match() {
+    let doc = doc();
+    let cases: &[(&str, &str)] = &[
+        ("/v1/groups/{group}/-/runners/{name}", "UpdateRunner"),
+        ("/v1/groups/{group}/-/runners/{name}", "DeleteRunner"),
+        ("/v1/groups/{group}/-/rules", "UpdateRule"),
+        ("/v1/groups/{group}/-/rules", "DeleteRule"),
+        ("/v1/groups/{group}/-/environments", "UpdateEnvironment"),
+        ("/v1/groups/{group}/-/environments", "DeleteEnvironment"),
+    ];
+    for (path, link) in cases {
+        assert_eq!(
+            doc["paths"][path]["post"]["responses"]["201"]["links"][link]["parameters"]
+                ["header.If-Match"],
+            "$response.header.ETag",
+            "{path} {link}"
+        );
+    }
+    // A get takes no If-Match: its link passes none.
+    assert!(
+        doc["paths"]["/v1/groups/{group}/-/rules"]["post"]["responses"]["201"]["links"]["GetRule"]
+            ["parameters"]
+            .get("header.If-Match")
+            .is_none()
+    );
 }
 
 #[test]
@@ -188,4 +233,15 @@ fn nested_path_parameters_name_the_encoded_form_as_canonical() {
         }
     }
     assert!(seen >= 20, "{seen} nested path parameters");
+}
+
+#[test]
+fn the_approval_timeout_states_the_bounds_the_api_enforces() {
+    use sortie_core::environment::{APPROVAL_TIMEOUT_MAX_SECONDS, APPROVAL_TIMEOUT_MIN_SECONDS};
+    let doc = doc();
+    for schema in ["EnvironmentCreate", "EnvironmentPatch"] {
+        let field = &doc["components"]["schemas"][schema]["properties"]["approval_timeout_seconds"];
+        assert_eq!(field["minimum"], APPROVAL_TIMEOUT_MIN_SECONDS, "{schema}");
+        assert_eq!(field["maximum"], APPROVAL_TIMEOUT_MAX_SECONDS, "{schema}");
+    }
 }

@@ -234,10 +234,18 @@ fn no_implicit_source_destroys_an_environment() {
 
     // The flag is part of the API's documented job request.
     let doc = get(&dev, "/v1/openapi.json");
+    // A member is inline or a `$ref` to its own component (as generated clients want it).
+    let resolve = |v: &serde_json::Value| match v["$ref"].as_str() {
+        Some(r) => {
+            doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")].clone()
+        }
+        None => v.clone(),
+    };
     let inline = doc["components"]["schemas"]["Source"]["oneOf"]
         .as_array()
         .into_iter()
         .flatten()
+        .map(resolve)
         .find(|v| v.to_string().contains("\"inline\""))
         .unwrap_or_else(|| {
             panic!(

@@ -208,6 +208,7 @@ pub struct EnvironmentCreate {
     pub approval: Option<domain::Approval>,
     /// How long a job may await approval, in seconds (300 to 2592000; default 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 300, maximum = 2592000)]
     pub approval_timeout_seconds: Option<u32>,
     /// When true, the approver must not be the job's requester.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +246,7 @@ pub struct EnvironmentPatch {
     pub approval: Option<domain::Approval>,
     /// How long a job may await approval, in seconds (300 to 2592000; default 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 300, maximum = 2592000)]
     pub approval_timeout_seconds: Option<u32>,
     /// When true, the approver must not be the job's requester.
     #[serde(default, skip_serializing_if = "Option::is_none")]
