@@ -57,6 +57,7 @@ fn every_sample_is_json_and_is_checked_here() {
     let mut known: BTreeSet<&str> = APIGW.iter().chain(ECS).copied().collect();
     known.insert("sqs-batch.json");
     known.insert("schedule-tick.json");
+    known.insert(ARRAY_CLAIM);
     let mut found = BTreeSet::new();
     for entry in std::fs::read_dir(events_dir()).expect("events/ exists") {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
@@ -334,4 +335,25 @@ fn schedule_tick_is_a_scheduled_event() {
     let resources = event.resources.unwrap();
     assert_eq!(resources.len(), 1);
     assert!(resources[0].starts_with("arn:aws:events:us-east-1:123456789012:rule/"));
+}
+
+/// A request whose JWT carries an array claim, as API Gateway hands it on (issue 25 item 7).
+const ARRAY_CLAIM: &str = "apigw-whoami-array-claim.json";
+
+#[test]
+fn the_array_claim_sample_is_an_http_api_request_with_a_bracketed_claim() {
+    let req = apigw(ARRAY_CLAIM);
+    assert_eq!(req.version.as_deref(), Some("2.0"));
+    let claims = req
+        .request_context
+        .authorizer
+        .as_ref()
+        .and_then(|a| a.jwt.as_ref())
+        .map(|jwt| jwt.claims.clone())
+        .expect("JWT claims");
+    let bracketed = claims
+        .values()
+        .find(|v| v.starts_with('[') && v.ends_with(']'))
+        .unwrap_or_else(|| panic!("an array claim in its bracketed form: {claims:?}"));
+    assert!(bracketed.contains(' '), "{bracketed}");
 }

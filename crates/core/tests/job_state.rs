@@ -101,6 +101,7 @@ proptest! {
     fn no_sequence_of_events_leaves_a_terminal_job_non_terminal(events in prop::collection::vec(0..ALL_STATES.len(), 0..40)) {
         let mut j = job();
         let mut was_terminal: Option<JobState> = None;
+        let mut applied = 0u32;
         for (i, e) in events.iter().enumerate() {
             let to = ALL_STATES[*e];
             let before = j.clone();
@@ -113,14 +114,25 @@ proptest! {
                 }
                 None => {
                     prop_assert_eq!(result.is_ok(), before.state.can_become(to));
-                    if result.is_err() { prop_assert_eq!(&j, &before); }
+                    if result.is_err() { prop_assert_eq!(&j, &before); } else { applied += 1; }
                 }
             }
             if j.state.is_terminal() { was_terminal = Some(j.state); }
-            // The history always ends in the current state and chains from→to.
+            // The history always ends in the current state, and every entry is a legal step.
             prop_assert_eq!(j.transitions.last().unwrap().to, j.state);
-            for w in j.transitions.windows(2) {
-                prop_assert_eq!(w[1].from, Some(w[0].to));
+            for t in &j.transitions[1..] {
+                prop_assert!(t.from.is_some_and(|f| f.can_become(t.to)), "{t:?}");
+            }
+            // Nothing is lost: the counts and the dropped entries add up to every transition
+            // taken (the creation included).
+            let taken = 1 + applied;
+            let kept: u32 = j.transitions.iter().map(|t| t.count).sum();
+            prop_assert_eq!(kept + j.transitions_dropped, taken);
+            // Unfolded, the history chains from→to (folding moves a repeated step to the end).
+            if j.transitions.iter().all(|t| t.count == 1) && j.transitions_dropped == 0 {
+                for w in j.transitions.windows(2) {
+                    prop_assert_eq!(w[1].from, Some(w[0].to));
+                }
             }
         }
     }
