@@ -12,6 +12,7 @@ test:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	scripts/check-infra.sh
+	scripts/check-docs.sh
 	scripts/with-moto.sh cargo test --workspace
 	@# Bounded API fuzzing: schemathesis's fuzzing and stateful phases (the stateful one
 	@# follows the document's links), 10 examples per operation (about 500 requests, well
@@ -53,6 +54,7 @@ bench:
 ## infra: lint the SAM and target-account templates, the k8s manifests and the runner Dockerfile
 infra:
 	scripts/check-infra.sh
+	scripts/check-docs.sh
 
 ## fuzz: run each cargo-fuzz target for FUZZ_SECONDS seconds (default 60); see docs/FUZZING.md
 FUZZ_SECONDS ?= 60

@@ -110,7 +110,7 @@ def main():
 
     # 4. AWS calls per job.
     # --workspace: the features `cargo test --workspace` resolves, so this and step 5
-    # reuse the tests' compiled dependencies (ARCHITECTURE.md, "Tests that run the binaries").
+    # reuse the tests' compiled dependencies (docs/TESTING.md, "Tests that run the binaries").
     out = run(["cargo", "test", "--workspace", "--test", "calls_per_job", "--",
                "--nocapture"], env={"SORTIE_CALLS_PER_JOB_JOBS": str(calls_jobs)})
     for op, n, per in re.findall(r"^\| ([\w.]+) \| (\d+) \| ([\d.]+) \|$", out, re.M):

@@ -50,7 +50,7 @@ relaxation, because moto cannot know the resource of those calls:
    `aws:RequestTag/*`, `aws:PrincipalTag/*`), and is still ignored for keys
    moto cannot know (`iam:PassedToService`, `ecs:CreateAction`, ...).
 
-What this still does not check is listed in docs/ARCHITECTURE.md
+What this still does not check is listed in docs/TESTING.md
 ("Deployed IAM, proven"). INITIAL_NO_AUTH_ACTION_COUNT must be set by the
 caller: it is global to this server, so never use it for the shared one.
 """

@@ -42,8 +42,8 @@ response) is deliberately coarse: the rollback is whole-table, so any
 narrower lock would have to cover every write path anyway. Other services
 (S3, SQS, ECS, ...) are untouched and still served concurrently.
 
-tests/it/moto_writes.rs proves the patch; docs/ARCHITECTURE.md ("Test
-doubles") says why it exists.
+tests/it/moto_writes.rs proves the patch; docs/TESTING.md ("Test
+doubles, and what they stand in for") says why it exists.
 """
 
 import functools

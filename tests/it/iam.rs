@@ -8,7 +8,7 @@
 //! that create an administrator), because `INITIAL_NO_AUTH_ACTION_COUNT` is global to a
 //! server and would break every test sharing the one of `scripts/with-moto.sh`.
 //! What moto cannot check, and what is asserted from the documents instead, is in
-//! docs/ARCHITECTURE.md ("Deployed IAM, proven").
+//! docs/TESTING.md ("Deployed IAM, proven").
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;

@@ -5,7 +5,8 @@
 //! so each instance keeps them per organisation for at most [`MEMBERSHIP_TTL`]. A
 //! grant or revoke made through this instance is seen at once (its organisation's
 //! entry is dropped); one made elsewhere, by another instance or directly in the
-//! table, takes effect within the bound. docs/ARCHITECTURE.md records the bound.
+//! table, takes effect within the bound. docs/decisions/authorisation.md
+//! records the bound.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

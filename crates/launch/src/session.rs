@@ -1,11 +1,12 @@
 //! Who a launcher-role session acts for, and what each task says about its job.
 //!
 //! A launcher-role session is cached and shared by every job of one organisation on one
-//! runner (ARCHITECTURE.md, "Issue 25 item 8"). So it is tagged and named only with what
-//! all those jobs share, the organisation and the runner ([`SessionScope`]), and the cache
-//! key is exactly that scope: a cached session never carries another key's tags. What
-//! differs per job, the job and its environment, is on the task itself: RunTask `tags`
-//! ([`task_tags`]) and the Kubernetes Job's labels and annotations.
+//! runner (docs/decisions/sessions-and-tags.md, "Issue 25 item 8"). So it is tagged and
+//! named only with what all those jobs share, the organisation and the runner
+//! ([`SessionScope`]), and the cache key is exactly that scope: a cached session never
+//! carries another key's tags. What differs per job, the job and its environment, is on the
+//! task itself: RunTask `tags` ([`task_tags`]) and the Kubernetes Job's labels and
+//! annotations.
 //!
 //! Pure: no I/O.
 

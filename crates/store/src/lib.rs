@@ -8,7 +8,8 @@
 //! same contract by one test suite (`crates/store/tests/contract`).
 //!
 //! Every state change is a conditional write or a transaction. The keys and
-//! the access pattern each serves are documented in `docs/ARCHITECTURE.md`.
+//! the access pattern each serves are documented in
+//! `docs/decisions/dynamodb-table.md`.
 
 #![warn(missing_docs)]
 

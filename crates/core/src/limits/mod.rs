@@ -1,7 +1,7 @@
 //! Every limit that AWS, Kubernetes or DynamoDB places on a value Sortie passes on, in
 //! one place, each with its source.
 //!
-//! The policy (ARCHITECTURE.md, "Limits"): what AWS or DynamoDB would refuse at launch
+//! The policy (docs/decisions/limits.md, "Limits"): what AWS or DynamoDB would refuse at launch
 //! or at write is refused at the API, with a problem at the field's path. Validation in
 //! [`crate::runner`], [`crate::job`], [`crate::rule`] and [`crate::environment`] calls the
 //! checks here; nothing else hard-codes a limit.

@@ -1,5 +1,5 @@
 //! The DynamoDB implementation of the store traits: one table, documented in
-//! `docs/ARCHITECTURE.md`.
+//! `docs/decisions/dynamodb-table.md`.
 //!
 //! This module holds [`DynamoStore`] and the helpers every aggregate shares (reads,
 //! transactions, queries, version checks); `keys` and `items` are the table's layout,
