@@ -22,6 +22,13 @@ export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CHECKPOINT_DISABLE=1
 
 log() { printf 'tools: %s\n' "$*" >&2; }
 
+# The toolchain rust-toolchain.toml names (`stable`) should be the pinned 1.95.0.
+rust_pinned=1.95.0
+rust_found="$(rustc --version 2>/dev/null | awk '{print $2}')"
+if [[ "$rust_found" != "$rust_pinned" ]]; then
+    log "warning: rustc is ${rust_found:-missing}, Sortie is built and tested with $rust_pinned"
+fi
+
 # Optional tool sets, installed only when asked (plain `scripts/tools.sh`, which
 # `make test` runs, never builds them):
 #
