@@ -1,4 +1,4 @@
-"""Deploys the IAM of both templates into a moto server, for tests/it/iam.rs.
+"""Deploys the IAM of both templates into a moto server, for crates/testkit/it/iam.rs.
 
     .tools/sam-venv/bin/python scripts/iam_world.py ENDPOINT
 

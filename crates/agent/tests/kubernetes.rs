@@ -1,4 +1,4 @@
-//! Kubernetes mode against the Kubernetes API double (`sortie_tests::kube`: TLS from a test
+//! Kubernetes mode against the Kubernetes API double (`sortie_testkit::kube`: TLS from a test
 //! CA, every request recorded). The double is not Kubernetes: no controller runs, so the
 //! tests set a Job's status and add its pods.
 
@@ -12,7 +12,7 @@ use sortie_agent::executor::{
     Executor, InCluster, KubernetesExecutor, RunExit, Started, NO_KUBERNETES_BLOCK,
 };
 use sortie_agent::AgentError;
-use sortie_tests::kube::{KubeDouble, TOKEN_PREFIX};
+use sortie_testkit::kube::{KubeDouble, TOKEN_PREFIX};
 use support::{claim, claim_of, job, API_URL, JOB_TOKEN};
 
 const NAMESPACE: &str = "sortie-jobs";

@@ -765,7 +765,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
             store: api.store.clone(),
             queue: Arc::new(FailingQueue),
             bus: Arc::new(sortie_lifecycle::EventBridgeBus::new(
-                aws_sdk_eventbridge::Client::new(&sortie_tests::sdk_config().await),
+                aws_sdk_eventbridge::Client::new(&sortie_testkit::sdk_config().await),
                 "default",
             )),
             secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
@@ -1054,7 +1054,7 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         .unwrap()
         .to_string();
     api.launch(&id, "t").await;
-    let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+    let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
     let bucket = api.artifacts.bucket().to_string();
     let put = |offset: u64, text: &'static str| {
         let (s3, bucket, key) = (
@@ -1462,7 +1462,7 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        sortie_tests::http::call(&base, "PUT", &path, &headers, Some("uploaded by URL\n"))
+        sortie_testkit::http::call(&base, "PUT", &path, &headers, Some("uploaded by URL\n"))
     })
     .await
     .unwrap();

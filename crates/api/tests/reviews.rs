@@ -367,8 +367,8 @@ async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
 }
 
 async fn put_object(api: &Api, key: &str, body: String) {
-    let config = sortie_tests::sdk_config().await;
-    let s3 = sortie_tests::s3_client(&config);
+    let config = sortie_testkit::sdk_config().await;
+    let s3 = sortie_testkit::s3_client(&config);
     s3.put_object()
         .bucket(&api.bucket)
         .key(key)

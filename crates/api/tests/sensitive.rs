@@ -24,7 +24,7 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     let api = Api::new().await;
     seed_org(&api, "acme").await;
     api.create_env("acme", "dev", "development").await;
-    let value = format!("hunter2-{}", sortie_tests::unique("v"));
+    let value = format!("hunter2-{}", sortie_testkit::unique("v"));
 
     let r = submit(
         &api,

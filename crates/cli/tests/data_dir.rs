@@ -115,7 +115,7 @@ impl Dev {
     }
 
     fn apply(&self, greeting: &str) -> Value {
-        let files = json!({"main.tf": std::fs::read_to_string(sortie_tests::example_dir("hello").join("main.tf")).unwrap()});
+        let files = json!({"main.tf": std::fs::read_to_string(sortie_testkit::example_dir("hello").join("main.tf")).unwrap()});
         let v = self.api(
             "POST",
             "/v1/environments/acme/demo/hello/-/jobs",
@@ -140,7 +140,7 @@ fn free_port() -> u16 {
 /// The state object of acme/demo/hello in `bucket` on `endpoint`, if there is one.
 fn state(endpoint: &str, bucket: &str) -> Option<Value> {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config_at(endpoint).await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config_at(endpoint).await);
         let out = s3
             .get_object()
             .bucket(bucket)
@@ -154,14 +154,14 @@ fn state(endpoint: &str, bucket: &str) -> Option<Value> {
 
 fn create_bucket(endpoint: &str, bucket: &str) {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config_at(endpoint).await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config_at(endpoint).await);
         s3.create_bucket().bucket(bucket).send().await.unwrap();
     });
 }
 
 #[test]
 fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state() {
-    let dir = sortie_tests::scratch_dir("data-dir").unwrap();
+    let dir = sortie_testkit::scratch_dir("data-dir").unwrap();
     let port = free_port();
     let moto = Moto::start(port, &dir.join("moto.log"));
     let endpoint = moto.endpoint();

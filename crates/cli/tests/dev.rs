@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sortie_tests::http::call;
+use sortie_testkit::http::call;
 
 struct Dev {
     child: Child,
@@ -45,11 +45,11 @@ struct Names {
 impl Names {
     fn fresh() -> Self {
         Self {
-            table: sortie_tests::unique("sortie-dev"),
-            queue: sortie_tests::unique("jobs"),
-            bucket: sortie_tests::unique("artifacts"),
-            bus: sortie_tests::unique("bus"),
-            dir: sortie_tests::scratch_dir("dev").unwrap(),
+            table: sortie_testkit::unique("sortie-dev"),
+            queue: sortie_testkit::unique("jobs"),
+            bucket: sortie_testkit::unique("artifacts"),
+            bus: sortie_testkit::unique("bus"),
+            dir: sortie_testkit::scratch_dir("dev").unwrap(),
         }
     }
 }
@@ -64,7 +64,7 @@ impl Dev {
         let dir = names.dir.clone();
         let ready = dir.join("ready.json");
         let _ = std::fs::remove_file(&ready);
-        let runner = sortie_tests::runtime::function_binary("sortie-runner");
+        let runner = sortie_testkit::runtime::function_binary("sortie-runner");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -89,7 +89,7 @@ impl Dev {
             .arg(&dir)
             .arg("--runner")
             .arg(&runner)
-            .env("AWS_ENDPOINT_URL", sortie_tests::endpoint())
+            .env("AWS_ENDPOINT_URL", sortie_testkit::endpoint())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -172,7 +172,7 @@ impl Dev {
     fn setup(&self, bucket: &str, runner_extra: &str) {
         let s3 = format!(
             "runner_configuration:\n  type: local\n{runner_extra}state_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-            sortie_tests::endpoint()
+            sortie_testkit::endpoint()
         );
         self.ok(
             "POST",
@@ -248,7 +248,7 @@ impl Dev {
 }
 
 fn hello_files() -> Value {
-    let dir = sortie_tests::example_dir("hello");
+    let dir = sortie_testkit::example_dir("hello");
     let mut files = serde_json::Map::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let p = entry.unwrap().path();
@@ -274,10 +274,10 @@ fn at(job: &Value, state: &str) -> String {
 }
 
 fn state_bucket() -> String {
-    let bucket = sortie_tests::unique("state");
+    let bucket = sortie_testkit::unique("state");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         s3.create_bucket().bucket(&bucket).send().await.unwrap();
     });
     bucket
@@ -286,7 +286,7 @@ fn state_bucket() -> String {
 fn read_state(bucket: &str, key: &str) -> Value {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         let out = s3
             .get_object()
             .bucket(bucket)
@@ -368,7 +368,7 @@ fn refused_uploads_leave_a_successful_apply_successful_with_the_problems_recorde
     let bucket = state_bucket();
     dev.setup(&bucket, "");
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         s3.delete_bucket().bucket(&dev.bucket).send().await.unwrap();
     });
     let id = dev.submit("apply", hello_files());
@@ -689,8 +689,8 @@ fn a_sigkilled_sortie_dev_restarts_and_every_job_ends_once_launched_once() {
 fn everything_stored(dev: &Dev) -> (String, String) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let config = sortie_tests::sdk_config().await;
-        let s3 = sortie_tests::s3_client(&config);
+        let config = sortie_testkit::sdk_config().await;
+        let s3 = sortie_testkit::s3_client(&config);
         let mut objects = String::new();
         let listed = s3
             .list_objects_v2()
@@ -713,7 +713,7 @@ fn everything_stored(dev: &Dev) -> (String, String) {
                 &out.body.collect().await.unwrap().into_bytes(),
             ));
         }
-        let ddb = sortie_tests::dynamodb_client(&config);
+        let ddb = sortie_testkit::dynamodb_client(&config);
         let mut items = String::new();
         let mut start = None;
         loop {
@@ -745,11 +745,11 @@ fn a_secret_reaches_terraform_and_is_never_stored_or_logged() {
     let dev = Dev::start();
     let bucket = state_bucket();
     dev.setup(&bucket, "");
-    let value = format!("s3cr3t-{}", sortie_tests::unique("value"));
+    let value = format!("s3cr3t-{}", sortie_testkit::unique("value"));
     let arn = tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let sm = aws_sdk_secretsmanager::Client::new(&sortie_tests::sdk_config().await);
+        let sm = aws_sdk_secretsmanager::Client::new(&sortie_testkit::sdk_config().await);
         sm.create_secret()
-            .name(sortie_tests::unique("db-password"))
+            .name(sortie_testkit::unique("db-password"))
             .secret_string(&value)
             .send()
             .await
@@ -805,7 +805,7 @@ fn hello_with_secret_output() -> Value {
 fn setup_tf1(dev: &Dev, bucket: &str, name: &str, settings: Value) {
     let runner = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_tests::endpoint()
+        sortie_testkit::endpoint()
     );
     let (status, _) = dev.api("GET", "/v1/groups/acme/-/runners/tf1", None);
     if status == 404 {
@@ -1041,7 +1041,7 @@ fn a_discarded_plan_applies_nothing_and_releases_the_environment() {
 fn try_read_state(bucket: &str, key: &str) -> Option<Value> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         let out = s3.get_object().bucket(bucket).key(key).send().await.ok()?;
         serde_json::from_slice(&out.body.collect().await.ok()?.into_bytes()).ok()
     })
@@ -1052,7 +1052,7 @@ fn try_read_state(bucket: &str, key: &str) -> Option<Value> {
 fn make_drift_due(dev: &Dev, path: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let ddb = sortie_tests::dynamodb_client(&sortie_tests::sdk_config().await);
+        let ddb = sortie_testkit::dynamodb_client(&sortie_testkit::sdk_config().await);
         let past = (chrono::Utc::now() - chrono::Duration::minutes(1))
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let item = ddb
@@ -1106,7 +1106,7 @@ fn tamper_state(bucket: &str, key: &str) {
     state["outputs"]["message"]["value"] = json!("changed behind sortie's back");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         s3.put_object()
             .bucket(bucket)
             .key(key)
@@ -1241,7 +1241,7 @@ impl Agent {
         std::fs::create_dir_all(&work).unwrap();
         let log = dev.dir.join(format!("agent-{name}.log"));
         let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(sortie_tests::runtime::function_binary("sortie-agent"))
+        let child = Command::new(sortie_testkit::runtime::function_binary("sortie-agent"))
             .args([
                 "--api-url",
                 &dev.url,
@@ -1254,11 +1254,11 @@ impl Agent {
             ])
             .args(["--max-jobs", &max_jobs.to_string(), "--wait-seconds", "2"])
             .arg("--runner-binary")
-            .arg(sortie_tests::runtime::function_binary("sortie-runner"))
+            .arg(sortie_testkit::runtime::function_binary("sortie-runner"))
             .arg("--work-dir")
             .arg(&work)
             .env("SORTIE_TERRAFORM", terraform)
-            .env("AWS_ENDPOINT_URL", sortie_tests::endpoint())
+            .env("AWS_ENDPOINT_URL", sortie_testkit::endpoint())
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -1294,7 +1294,7 @@ fn slow_terraform(dir: &std::path::Path, commands: &str) -> PathBuf {
         &path,
         format!(
             "#!/bin/sh\ncase \"$1\" in {commands}) sleep 120;; esac\nexec {} \"$@\"\n",
-            sortie_tests::terraform_bin().display()
+            sortie_testkit::terraform_bin().display()
         ),
     )
     .unwrap();
@@ -1451,7 +1451,7 @@ fn agents_authenticate_per_pool_and_a_killed_agent_requeues_its_plan_and_fails_i
         &pool,
         &token,
         "good",
-        &sortie_tests::terraform_bin(),
+        &sortie_testkit::terraform_bin(),
         1,
     );
     let done = dev.wait_terminal(&plan, Duration::from_secs(90));
@@ -1542,7 +1542,7 @@ fn a_canceled_job_is_stopped_through_the_heartbeat_and_ends_canceled() {
 fn three_agents_start_each_of_fifty_jobs_exactly_once() {
     let dev = Dev::launch(&Names::fresh(), &[]);
     let (pool, token) = agent_setup(&dev, 10, 2);
-    let terraform = sortie_tests::terraform_bin();
+    let terraform = sortie_testkit::terraform_bin();
     let _agents: Vec<Agent> = (0..3)
         .map(|i| Agent::start(&dev, &pool, &token, &format!("a{i}"), &terraform, 2))
         .collect();

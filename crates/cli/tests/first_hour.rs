@@ -46,7 +46,7 @@ impl Dev {
         let bucket = common::state_bucket();
         let file = format!(
             "{head}runner_configuration:\n  type: local\n{local_extra}state_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-            sortie_tests::endpoint()
+            sortie_testkit::endpoint()
         );
         self.api(
             "POST",
@@ -135,7 +135,7 @@ const SLOW_ENV: &str = "acme/slow/hello";
 /// apply itself sleeps); the terminal and the job's id.
 fn run_slow_apply(dev: &Dev) -> (Terminal, String) {
     let before = dev.job_ids(SLOW_ENV);
-    let hello = sortie_tests::example_dir("hello");
+    let hello = sortie_testkit::example_dir("hello");
     let terminal = terminal(
         dev,
         &[
@@ -171,7 +171,7 @@ fn ctrl_c_while_following_a_real_job_stops_following_and_a_second_ctrl_c_cancels
         &dev.dir.join("slow-terraform"),
         &format!(
             "#!/bin/sh\ncase \"$1\" in apply) sleep 300;; esac\nexec '{}' \"$@\"\n",
-            sortie_tests::terraform_bin().display()
+            sortie_testkit::terraform_bin().display()
         ),
     );
     let runner = script(
@@ -364,7 +364,7 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
 
     // A job awaiting approval: a viewer is told the role it lacks (exit 1); a user with
     // no membership in the organisation does not see the job (exit 3).
-    let hello = sortie_tests::example_dir("hello");
+    let hello = sortie_testkit::example_dir("hello");
     let submitted = dev.sortie_ok(&[
         "-o",
         "json",

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sortie_tests::http::call;
+use sortie_testkit::http::call;
 
 mod common;
 
@@ -25,16 +25,16 @@ impl Dev {
 
     /// Like [`Dev::start`], with the runner executable `runner(real, work dir)` chooses.
     fn start_with(runner: impl FnOnce(&Path, &Path) -> PathBuf) -> Self {
-        let scratch = sortie_tests::scratch_dir("follow-runner").unwrap();
+        let scratch = sortie_testkit::scratch_dir("follow-runner").unwrap();
         let runner = runner(
-            &sortie_tests::runtime::function_binary("sortie-runner"),
+            &sortie_testkit::runtime::function_binary("sortie-runner"),
             &scratch,
         );
         let dev = common::launch("follow", 1, Some(&runner));
         let bucket = state_bucket();
         let runner_file = format!(
             "runner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-            sortie_tests::endpoint()
+            sortie_testkit::endpoint()
         );
         dev.ok("POST", "/v1/groups/acme/-/runners/local", &runner_file);
         dev.ok(
@@ -85,7 +85,7 @@ impl Dev {
             .args(args)
             .envs(self.env())
             .env_remove("NO_COLOR")
-            .current_dir(sortie_tests::repo_root())
+            .current_dir(sortie_testkit::repo_root())
             .stdin(Stdio::null())
             .output()
             .expect("run sortie");
@@ -117,17 +117,17 @@ impl Run {
 }
 
 fn state_bucket() -> String {
-    let bucket = sortie_tests::unique("state");
+    let bucket = sortie_testkit::unique("state");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         s3.create_bucket().bucket(&bucket).send().await.unwrap();
     });
     bucket
 }
 
 fn hello() -> String {
-    sortie_tests::example_dir("hello").display().to_string()
+    sortie_testkit::example_dir("hello").display().to_string()
 }
 
 /// The braille frames of the spinner.
@@ -270,7 +270,7 @@ fn run_apply_wait_streams_the_log_and_ends_with_the_summary_then_logs_and_list_s
 #[test]
 fn a_job_that_fails_exits_6_with_its_reason() {
     let dev = Dev::start();
-    let broken = sortie_tests::scratch_dir("broken-source").unwrap();
+    let broken = sortie_testkit::scratch_dir("broken-source").unwrap();
     std::fs::write(
         broken.join("main.tf"),
         "variable \"greeting\" {\n  default = \"oops\"\n\noutput \"x\" {{ value = \n",
@@ -308,7 +308,7 @@ fn a_job_that_fails_exits_6_with_its_reason() {
     assert!(out.to_lowercase().contains("error"), "{}", run.show());
 
     // An oversized inline source is refused before anything is sent.
-    let big = sortie_tests::scratch_dir("big-source").unwrap();
+    let big = sortie_testkit::scratch_dir("big-source").unwrap();
     std::fs::write(big.join("main.tf"), "#".repeat(200 * 1024)).unwrap();
     let refused = dev.sortie(&[
         "run",
@@ -392,7 +392,7 @@ fn in_a_terminal_the_spinner_shows_state_and_elapsed_time_above_the_live_log() {
     }
     cmd.env("TERM", "xterm-256color");
     cmd.env_remove("NO_COLOR");
-    cmd.cwd(sortie_tests::repo_root());
+    cmd.cwd(sortie_testkit::repo_root());
     let mut child = pty.slave.spawn_command(cmd).unwrap();
     drop(pty.slave);
     let mut reader = pty.master.try_clone_reader().unwrap();

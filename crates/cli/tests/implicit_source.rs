@@ -24,7 +24,7 @@ fn start() -> (Dev, String) {
     let bucket = common::state_bucket();
     let runner = format!(
         "tool_version: \"0.11.11\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_tests::endpoint()
+        sortie_testkit::endpoint()
     );
     dev.api(
         "POST",
@@ -84,7 +84,7 @@ fn stderr(output: &Output) -> String {
 fn resources(bucket: &str) -> Vec<String> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let bytes = rt.block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         let out = s3
             .get_object()
             .bucket(bucket)
@@ -120,7 +120,7 @@ fn write(root: &Path, path: &str, text: &str) {
 #[test]
 fn no_implicit_source_destroys_an_environment() {
     let (dev, bucket) = start();
-    let work = sortie_tests::scratch_dir("implicit-src").unwrap();
+    let work = sortie_testkit::scratch_dir("implicit-src").unwrap();
     // A folder whose .tf files sit only in a subfolder.
     write(&work, "infra/main.tf", &marker(1));
     write(&work, "terraform.tfvars", "unused = 1\n");

@@ -27,7 +27,7 @@ fn start() -> Dev {
     let bucket = common::state_bucket();
     let runner = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_tests::endpoint()
+        sortie_testkit::endpoint()
     );
     dev.api(
         "POST",
@@ -71,7 +71,7 @@ fn text(out: &Output) -> String {
 /// Every item of every table of this `sortie dev`, as text.
 fn table_items() -> String {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let ddb = sortie_tests::dynamodb_client(&sortie_tests::sdk_config().await);
+        let ddb = sortie_testkit::dynamodb_client(&sortie_testkit::sdk_config().await);
         let mut items = String::new();
         let tables = ddb.list_tables().send().await.unwrap();
         for table in tables
@@ -104,7 +104,7 @@ fn table_items() -> String {
 /// The names of the Secrets Manager secrets that exist under `prefix`.
 fn secrets_named(prefix: &str) -> Vec<String> {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let sm = aws_sdk_secretsmanager::Client::new(&sortie_tests::sdk_config().await);
+        let sm = aws_sdk_secretsmanager::Client::new(&sortie_testkit::sdk_config().await);
         let listed = sm.list_secrets().send().await.unwrap();
         listed
             .secret_list()
@@ -141,7 +141,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
 #[test]
 fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_deleted() {
     let dev = start();
-    let value = format!("s3cr3t-{}", sortie_tests::unique("pw"));
+    let value = format!("s3cr3t-{}", sortie_testkit::unique("pw"));
     let digest: String = sha2::Sha256::digest(value.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -46,7 +46,7 @@ impl Dev {
 }
 
 fn hello_files() -> Value {
-    let dir = sortie_tests::example_dir("hello");
+    let dir = sortie_testkit::example_dir("hello");
     let mut files = serde_json::Map::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let p = entry.unwrap().path();
@@ -69,7 +69,7 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
     let bucket = common::state_bucket();
     let runner_file = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_tests::endpoint()
+        sortie_testkit::endpoint()
     );
     dev.api(
         "POST",

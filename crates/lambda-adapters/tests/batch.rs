@@ -12,7 +12,7 @@ use sortie_store::{JobStore, SqsJobQueue};
 
 fn sample_batch(first: &str, second: &str) -> SqsEvent {
     let text =
-        std::fs::read_to_string(sortie_tests::repo_root().join("events/sqs-batch.json")).unwrap();
+        std::fs::read_to_string(sortie_testkit::repo_root().join("events/sqs-batch.json")).unwrap();
     let text = text
         .replace("01jnx6v4k2m8q9r3s5t7w0y1za", first)
         .replace("01jnx6v7b3c4d5e6f7g8h9j0kb", second);
@@ -56,7 +56,7 @@ async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
     let sqs = aws_sdk_sqs::Client::new(&w.direct);
     let dlq_url = sqs
         .create_queue()
-        .queue_name(sortie_tests::unique("dlq"))
+        .queue_name(sortie_testkit::unique("dlq"))
         .send()
         .await
         .unwrap()
@@ -74,7 +74,7 @@ async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
         .clone();
     let url = sqs
         .create_queue()
-        .queue_name(sortie_tests::unique("jobs"))
+        .queue_name(sortie_testkit::unique("jobs"))
         .attributes(QueueAttributeName::VisibilityTimeout, "0")
         .attributes(
             QueueAttributeName::RedrivePolicy,
@@ -231,7 +231,7 @@ async fn a_task_event_from_another_account_or_cluster_changes_nothing() {
         sortie_lifecycle::EcsTaskStateChange,
     > = serde_json::from_str(
         &std::fs::read_to_string(
-            sortie_tests::repo_root().join("events/ecs-task-stopped-exit0.json"),
+            sortie_testkit::repo_root().join("events/ecs-task-stopped-exit0.json"),
         )
         .unwrap(),
     )

@@ -81,7 +81,7 @@ impl OidcVerifier for TheToken {
 
 /// The sample API Gateway event: the claims as the authorizer hands them, every one a string.
 fn gateway_event() -> Value {
-    let path = sortie_tests::repo_root().join("events/apigw-whoami-array-claim.json");
+    let path = sortie_testkit::repo_root().join("events/apigw-whoami-array-claim.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

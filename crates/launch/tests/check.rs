@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use sortie_core::check::*;
 use sortie_core::{CheckStatus, Runner, RunnerCheck, RunnerId, RunnerSpec};
 use sortie_launch::{AwsRunnerChecker, RunnerChecker};
-use sortie_tests::proxy::FaultProxy;
+use sortie_testkit::proxy::FaultProxy;
 
 const EXTERNAL_ID: &str = "sortie-ext-check";
 
@@ -25,14 +25,14 @@ const READ_ONLY: &[&str] = &[
 ];
 
 async fn config(endpoint: &str) -> SdkConfig {
-    sortie_tests::sdk_config_at(endpoint).await
+    sortie_testkit::sdk_config_at(endpoint).await
 }
 
-/// A VPC with one subnet and one security group (tests/fixtures/ecs_network.py).
+/// A VPC with one subnet and one security group (crates/testkit/fixtures/ecs_network.py).
 fn network(endpoint: &str) -> Value {
-    let root = sortie_tests::repo_root();
+    let root = sortie_testkit::repo_root();
     let out = std::process::Command::new(root.join(".tools/venv/bin/python"))
-        .arg(root.join("tests/fixtures/ecs_network.py"))
+        .arg(root.join("crates/testkit/fixtures/ecs_network.py"))
         .arg(endpoint)
         .output()
         .expect("run the network fixture");
@@ -61,7 +61,7 @@ impl Target {
         let net = network(endpoint);
         let ecs = aws_sdk_ecs::Client::new(&direct);
         let iam = aws_sdk_iam::Client::new(&direct);
-        let cluster = sortie_tests::unique("check");
+        let cluster = sortie_testkit::unique("check");
         ecs.create_cluster()
             .cluster_name(&cluster)
             .capacity_providers("FARGATE")
@@ -71,7 +71,7 @@ impl Target {
             .unwrap();
         let mut roles = vec![];
         for prefix in ["launcher", "execution", "task"] {
-            let name = sortie_tests::unique(prefix);
+            let name = sortie_testkit::unique(prefix);
             let role = iam
                 .create_role()
                 .role_name(&name)
@@ -107,7 +107,7 @@ impl Target {
     async fn register(&self, container: &str) -> String {
         aws_sdk_ecs::Client::new(&self.direct)
             .register_task_definition()
-            .family(sortie_tests::unique("sortie-runner"))
+            .family(sortie_testkit::unique("sortie-runner"))
             .requires_compatibilities(Compatibility::Fargate)
             .network_mode(NetworkMode::Awsvpc)
             .cpu("256")
@@ -213,7 +213,7 @@ fn only_reads(proxy: &FaultProxy) {
 
 #[tokio::test]
 async fn a_runner_ready_to_launch_passes_every_check_and_changes_nothing() {
-    let endpoint = sortie_tests::endpoint();
+    let endpoint = sortie_testkit::endpoint();
     let target = Target::new(&endpoint).await;
     let proxy = FaultProxy::start(&endpoint);
     let checker = AwsRunnerChecker::new(config(&proxy.url()).await, false);
@@ -288,7 +288,7 @@ async fn a_runner_ready_to_launch_passes_every_check_and_changes_nothing() {
 
 #[tokio::test]
 async fn each_broken_part_fails_its_own_check_in_aws_words() {
-    let endpoint = sortie_tests::endpoint();
+    let endpoint = sortie_testkit::endpoint();
     let target = Target::new(&endpoint).await;
     let other_vpc = network(&endpoint);
     let proxy = FaultProxy::start(&endpoint);
@@ -304,7 +304,7 @@ async fn each_broken_part_fails_its_own_check_in_aws_words() {
     assert_eq!(by[CHECK_TASK_DEFINITION].status, CheckStatus::Passed);
 
     // A cluster without the Spot capacity provider, for a runner whose plans use Spot.
-    let plain = sortie_tests::unique("check-plain");
+    let plain = sortie_testkit::unique("check-plain");
     aws_sdk_ecs::Client::new(&target.direct)
         .create_cluster()
         .cluster_name(&plain)
@@ -376,7 +376,7 @@ async fn each_broken_part_fails_its_own_check_in_aws_words() {
 
 #[tokio::test]
 async fn a_role_that_cannot_be_assumed_fails_with_sts_words_and_nothing_else_is_asked() {
-    let endpoint = sortie_tests::endpoint();
+    let endpoint = sortie_testkit::endpoint();
     let target = Target::new(&endpoint).await;
     let proxy = FaultProxy::start(&endpoint);
     let checker = AwsRunnerChecker::new(config(&proxy.url()).await, false);
@@ -400,7 +400,7 @@ async fn a_role_that_cannot_be_assumed_fails_with_sts_words_and_nothing_else_is_
 
 #[tokio::test]
 async fn a_runner_type_without_a_launcher_fails_with_the_words_its_jobs_would_get() {
-    let endpoint = sortie_tests::endpoint();
+    let endpoint = sortie_testkit::endpoint();
     let checker = AwsRunnerChecker::new(config(&endpoint).await, false);
     let local = Runner {
         id: RunnerId::parse("acme/laptop").unwrap(),

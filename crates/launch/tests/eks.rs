@@ -1,5 +1,5 @@
 //! The `eks` launcher against moto (STS and EKS, through the real SDK and a recording
-//! proxy) and the Kubernetes API double (`sortie_tests::kube`: TLS from a test CA, every
+//! proxy) and the Kubernetes API double (`sortie_testkit::kube`: TLS from a test CA, every
 //! request recorded). The double is not Kubernetes: it implements exactly the endpoints
 //! Sortie calls.
 
@@ -16,8 +16,8 @@ use sortie_core::{
 use sortie_launch::{
     AwsRunnerChecker, EksLauncher, LaunchError, LaunchSpec, Launcher, RunnerChecker, TaskStatus,
 };
-use sortie_tests::kube::KubeDouble;
-use sortie_tests::proxy::FaultProxy;
+use sortie_testkit::kube::KubeDouble;
+use sortie_testkit::proxy::FaultProxy;
 
 const ROLE: &str = "arn:aws:iam::123456789012:role/sortie-launcher-eks";
 const EXTERNAL_ID: &str = "sortie-ext-eks";
@@ -34,14 +34,14 @@ struct World {
 /// A moto EKS cluster whose endpoint is the double and whose CA is `ca_data` (the
 /// double's own when `None`), and a launcher whose AWS calls go through the proxy.
 async fn world(ca_data: Option<String>) -> World {
-    let endpoint = sortie_tests::endpoint();
-    let direct = sortie_tests::sdk_config_at(&endpoint).await;
+    let endpoint = sortie_testkit::endpoint();
+    let direct = sortie_testkit::sdk_config_at(&endpoint).await;
     let double = KubeDouble::start();
-    let cluster = sortie_tests::unique("eks");
+    let cluster = sortie_testkit::unique("eks");
     let ca = ca_data.unwrap_or_else(|| double.ca_data());
-    sortie_tests::kube::create_eks_cluster(&direct, &cluster, &double.url(), &ca).await;
+    sortie_testkit::kube::create_eks_cluster(&direct, &cluster, &double.url(), &ca).await;
     let proxy = FaultProxy::start(&endpoint);
-    let base = sortie_tests::sdk_config_at(&proxy.url()).await;
+    let base = sortie_testkit::sdk_config_at(&proxy.url()).await;
     World {
         launcher: EksLauncher::new(base.clone()),
         proxy,
@@ -58,7 +58,7 @@ fn runner_yaml(cluster: &str, extra: &str) -> String {
 }
 
 fn job_on(cluster: &str, extra: &str) -> Job {
-    let id = sortie_tests::unique("j").replace(['_', '.'], "-");
+    let id = sortie_testkit::unique("j").replace(['_', '.'], "-");
     let mut job = Job::new(
         JobId::new(id),
         EnvPath::parse("acme/payments/prod").unwrap(),
@@ -81,7 +81,7 @@ fn spec(job: &Job, attempt: u32) -> LaunchSpec<'_> {
 }
 
 /// EKS DescribeCluster calls (a REST operation: `GET /clusters/<name>`).
-fn describe_calls(proxy: &FaultProxy) -> Vec<sortie_tests::proxy::Recorded> {
+fn describe_calls(proxy: &FaultProxy) -> Vec<sortie_testkit::proxy::Recorded> {
     proxy
         .requests()
         .into_iter()

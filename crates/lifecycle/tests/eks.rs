@@ -1,5 +1,5 @@
 //! The job lifecycle on an `eks` runner, against moto (DynamoDB, SQS, EventBridge, STS,
-//! EKS) and the Kubernetes API double (`sortie_tests::kube`, not Kubernetes: exactly the
+//! EKS) and the Kubernetes API double (`sortie_testkit::kube`, not Kubernetes: exactly the
 //! endpoints Sortie calls). Kubernetes sends no task event: the sweeper polls every running
 //! `eks` job, and the runner's own final callback ends it at once; whichever comes first
 //! wins, and the second changes nothing.
@@ -12,7 +12,7 @@ use serde_json::json;
 use sortie_core::{JobId, JobState, RunnerExit, RunnerSpec};
 use sortie_lifecycle::{ExitReport, RecordOutcome};
 use sortie_store::{EnvironmentStore, JobStore};
-use sortie_tests::kube::KubeDouble;
+use sortie_testkit::kube::KubeDouble;
 
 const NAMESPACE: &str = "sortie-jobs";
 
@@ -25,8 +25,8 @@ struct Eks {
 async fn eks_world() -> Eks {
     let w = World::new().await;
     let double = KubeDouble::start();
-    let cluster = sortie_tests::unique("eks");
-    sortie_tests::kube::create_eks_cluster(&w.direct, &cluster, &double.url(), &double.ca_data())
+    let cluster = sortie_testkit::unique("eks");
+    sortie_testkit::kube::create_eks_cluster(&w.direct, &cluster, &double.url(), &double.ca_data())
         .await;
     let spec = RunnerSpec::parse(&format!(
         "runner_configuration:\n  type: eks\n  role_arn: {ROLE}\n  external_id: {EXTERNAL_ID}\n  region: us-east-1\n  cluster: {cluster}\n  timeout_seconds: 600\n  job:\n    namespace: {NAMESPACE}\n    service_account: terraform\n    image: sortie-runner:test\nstate_storage_configuration: {{ type: kubernetes }}\n"
@@ -38,7 +38,7 @@ async fn eks_world() -> Eks {
 impl Eks {
     /// A running job on a fresh environment: submitted, dispatched, its Kubernetes Job made.
     async fn running(&self, operation: &str) -> (JobId, String) {
-        let path = format!("acme/{}/prod", sortie_tests::unique("team"));
+        let path = format!("acme/{}/prod", sortie_testkit::unique("team"));
         let env = self
             .w
             .environment_on(&path, "acme/eks", self.spec.clone())

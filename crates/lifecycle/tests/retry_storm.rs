@@ -271,7 +271,7 @@ impl World {
             "{:#?}",
             record.job.transitions
         );
-        let sample = sortie_tests::repo_root().join("events/ecs-task-stopped-exit0.json");
+        let sample = sortie_testkit::repo_root().join("events/ecs-task-stopped-exit0.json");
         let mut v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
         v["detail"]["startedBy"] = serde_json::json!(format!("sortie/{id}"));
@@ -489,7 +489,7 @@ async fn figures_for_ten_minutes_of_throttling() {
 async fn throttled_run_task_on_moto_sends_one_delayed_message_per_attempt() {
     let w = common::World::new().await;
     let env = w
-        .environment(&format!("acme/storm/{}", sortie_tests::unique("moto")), "")
+        .environment(&format!("acme/storm/{}", sortie_testkit::unique("moto")), "")
         .await;
     let (job, took) = w.submit(&env, "apply", "").await;
     assert!(took);
@@ -568,7 +568,7 @@ async fn an_expired_token_is_refreshed_once_then_final() {
     let w = common::World::new().await;
     let env = w
         .environment(
-            &format!("acme/storm/{}", sortie_tests::unique("expired")),
+            &format!("acme/storm/{}", sortie_testkit::unique("expired")),
             "",
         )
         .await;
@@ -601,7 +601,7 @@ async fn an_expired_token_is_refreshed_once_then_final() {
     let (second, took) = w
         .submit(
             &w.environment(
-                &format!("acme/storm/{}", sortie_tests::unique("expired")),
+                &format!("acme/storm/{}", sortie_testkit::unique("expired")),
                 "",
             )
             .await,

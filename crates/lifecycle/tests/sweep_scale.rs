@@ -312,10 +312,10 @@ async fn a_pass_that_spends_its_budget_counts_what_it_left_and_the_next_starts_t
 
 #[tokio::test]
 async fn three_hundred_active_jobs_on_dynamodb_are_all_described() {
-    let config = sortie_tests::sdk_config_at(&sortie_tests::endpoint()).await;
+    let config = sortie_testkit::sdk_config_at(&sortie_testkit::endpoint()).await;
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&config),
-        sortie_tests::unique("sortie"),
+        sortie_testkit::unique("sortie"),
     ));
     store.ensure_table().await.unwrap();
     let at = Utc::now();

@@ -29,7 +29,7 @@ use sortie_core::{
     StateStorageConfiguration, ToolUsed, UploadKind,
 };
 use sortie_store::{Artifacts, S3Artifacts};
-use sortie_tests::{s3_client, sdk_config, unique, REGION};
+use sortie_testkit::{s3_client, sdk_config, unique, REGION};
 
 const TOKEN: &str = "job-token-for-tests";
 
@@ -392,7 +392,7 @@ impl World {
     /// Runs the runner binary for `spec` with Terraform 1.0.3 as `SORTIE_TERRAFORM`.
     async fn run_tf1(&self, spec: &JobSpec) -> Output {
         self.run_configured(&spec.job_id, spec, TOKEN, |command| {
-            command.env("SORTIE_TERRAFORM", sortie_tests::terraform1_bin());
+            command.env("SORTIE_TERRAFORM", sortie_testkit::terraform1_bin());
         })
         .await
     }
@@ -411,13 +411,13 @@ impl World {
             .lock()
             .unwrap()
             .insert(job_id.to_string(), spec.clone());
-        let work = sortie_tests::scratch_dir("runner").unwrap();
+        let work = sortie_testkit::scratch_dir("runner").unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_sortie-runner"));
         command
             .env("SORTIE_API_URL", &self.api.url)
             .env("SORTIE_JOB_ID", job_id)
             .env("SORTIE_JOB_TOKEN", token)
-            .env("SORTIE_TERRAFORM", sortie_tests::terraform_bin())
+            .env("SORTIE_TERRAFORM", sortie_testkit::terraform_bin())
             .env("SORTIE_WORK_DIR", &work)
             .env_remove("SORTIE_SECRET_REFS")
             .env_remove("SORTIE_GIT_CREDENTIALS")
@@ -505,7 +505,7 @@ impl World {
 }
 
 fn hello_files() -> BTreeMap<String, String> {
-    let dir = sortie_tests::example_dir("hello");
+    let dir = sortie_testkit::example_dir("hello");
     std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -739,7 +739,7 @@ async fn an_s3_archive_source_is_checked_then_planned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_state_storage_keeps_one_state_file_per_environment() {
     let world = World::new().await;
-    let dir: PathBuf = sortie_tests::scratch_dir("runner-local-state").unwrap();
+    let dir: PathBuf = sortie_testkit::scratch_dir("runner-local-state").unwrap();
     let mut spec = world.spec(Operation::Apply, Source::inline(), hello_files());
     spec.state_storage = StateStorageConfiguration::Local(LocalStorage {
         directory: dir.to_string_lossy().into_owned(),
@@ -773,7 +773,7 @@ esac
 async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts() {
     use std::os::unix::fs::PermissionsExt;
     let world = World::new().await;
-    let dir = sortie_tests::scratch_dir("runner-fake-tf").unwrap();
+    let dir = sortie_testkit::scratch_dir("runner-fake-tf").unwrap();
     let tool = dir.join("terraform");
     std::fs::write(&tool, FAKE_TERRAFORM_1_9).unwrap();
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -798,7 +798,7 @@ async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts()
 
     // Terraform 1.6+ options, and never the job token in terraform's environment.
     let recorded = std::fs::read_to_string(&record).unwrap();
-    let endpoint = sortie_tests::endpoint();
+    let endpoint = sortie_testkit::endpoint();
     assert!(
         recorded.contains(&format!("-backend-config=endpoints={{s3=\"{endpoint}\"}}")),
         "{recorded}"
@@ -855,7 +855,7 @@ fn git(dir: &std::path::Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .args([
             "-c",
-            "user.name=sortie-tests",
+            "user.name=sortie-testkit",
             "-c",
             "user.email=tests@sortie.invalid",
         ])
@@ -1233,7 +1233,7 @@ async fn terraform_1_0_3_auto_apply_plans_to_a_file_and_applies_exactly_that_fil
     assert!(
         log.lines().next().unwrap().ends_with(&format!(
             "apply of acme/payments/dev with Terraform v1.0.3 ({})",
-            sortie_tests::terraform1_bin().display()
+            sortie_testkit::terraform1_bin().display()
         )),
         "{log}"
     );
@@ -1243,7 +1243,7 @@ async fn terraform_1_0_3_auto_apply_plans_to_a_file_and_applies_exactly_that_fil
             "terraform init -input=false -no-color -backend-config=bucket=".to_string()
                 + &world.state_bucket
                 + " -backend-config=key=tf/acme/payments/dev/terraform.tfstate -backend-config=region=us-east-1 -backend-config=encrypt=true -backend-config=endpoint="
-                + &sortie_tests::endpoint()
+                + &sortie_testkit::endpoint()
                 + " -backend-config=force_path_style=true -backend-config=skip_credentials_validation=true -backend-config=skip_metadata_api_check=true -backend-config=skip_region_validation=true",
             "terraform plan -input=false -no-color -out=plan.tfplan".to_string(),
             "terraform apply -input=false -no-color plan.tfplan".to_string(),
@@ -1584,7 +1584,7 @@ impl LockHolder {
     fn start(dir: &std::path::Path) -> Self {
         use std::io::Read;
         use std::process::Stdio;
-        let mut child = Command::new(sortie_tests::terraform1_bin())
+        let mut child = Command::new(sortie_testkit::terraform1_bin())
             .args(["apply", "-no-color"])
             .current_dir(dir)
             .env("CHECKPOINT_DISABLE", "1")
@@ -1651,7 +1651,7 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
     };
     let world = World::new().await;
     let table = unique("runner-locks");
-    sortie_tests::dynamodb_client(&sdk_config().await)
+    sortie_testkit::dynamodb_client(&sdk_config().await)
         .create_table()
         .table_name(&table)
         .billing_mode(BillingMode::PayPerRequest)
@@ -1679,7 +1679,7 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
 
     // Another terraform, with the runner's own backend set-up for the same environment,
     // waits at its approval prompt holding the lock.
-    let dir = sortie_tests::scratch_dir("runner-lock-holder").unwrap();
+    let dir = sortie_testkit::scratch_dir("runner-lock-holder").unwrap();
     for (name, body) in hello_files() {
         std::fs::write(dir.join(name), body).unwrap();
     }
@@ -1688,7 +1688,7 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
         &spec.state_storage,
         &spec.environment,
         spec.state_key.as_deref(),
-        Some(&sortie_tests::endpoint()),
+        Some(&sortie_testkit::endpoint()),
     )
     .unwrap();
     assert!(
@@ -1700,7 +1700,7 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
         setup.init_args
     );
     std::fs::write(dir.join(sortie_runner::backend::BACKEND_FILE), &setup.file).unwrap();
-    let init = Command::new(sortie_tests::terraform1_bin())
+    let init = Command::new(sortie_testkit::terraform1_bin())
         .args(["init", "-input=false", "-no-color"])
         .args(&setup.init_args)
         .current_dir(&dir)
@@ -1750,17 +1750,17 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
 /// A tools directory with `terraform-0.11.11` and `terraform-1.0.3` (links to the real
 /// binaries), and a `PATH` directory holding only `sh`.
 fn tools_and_path() -> (PathBuf, PathBuf) {
-    let dir = sortie_tests::scratch_dir("runner-tools").unwrap();
+    let dir = sortie_testkit::scratch_dir("runner-tools").unwrap();
     let (tools, path) = (dir.join("tools"), dir.join("path"));
     std::fs::create_dir_all(&tools).unwrap();
     std::fs::create_dir_all(&path).unwrap();
     std::os::unix::fs::symlink(
-        sortie_tests::terraform_bin(),
+        sortie_testkit::terraform_bin(),
         tools.join("terraform-0.11.11"),
     )
     .unwrap();
     std::os::unix::fs::symlink(
-        sortie_tests::terraform1_bin(),
+        sortie_testkit::terraform1_bin(),
         tools.join("terraform-1.0.3"),
     )
     .unwrap();
@@ -1838,7 +1838,7 @@ async fn the_tool_and_version_a_job_asks_for_choose_the_binary_or_fail_naming_ev
     // SORTIE_TERRAFORM is one candidate among the others when a version is asked for...
     let (spec, output) = run(
         ask(None, Some(">= 0.12")),
-        Some(sortie_tests::terraform_bin()),
+        Some(sortie_testkit::terraform_bin()),
     )
     .await;
     assert!(output.status.success(), "{}", describe(&output));
@@ -1847,7 +1847,7 @@ async fn the_tool_and_version_a_job_asks_for_choose_the_binary_or_fail_naming_ev
         [used(ToolName::Terraform, "1.0.3")]
     );
     // ... and the binary, as always, when nothing is asked for.
-    let (spec, output) = run(ask(None, None), Some(sortie_tests::terraform_bin())).await;
+    let (spec, output) = run(ask(None, None), Some(sortie_testkit::terraform_bin())).await;
     assert!(output.status.success(), "{}", describe(&output));
     assert_eq!(
         world.api.tools(&spec.job_id),

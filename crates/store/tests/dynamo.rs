@@ -6,10 +6,10 @@ mod contract;
 use sortie_store::DynamoStore;
 
 async fn store() -> DynamoStore {
-    let config = sortie_tests::sdk_config().await;
+    let config = sortie_testkit::sdk_config().await;
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&config),
-        sortie_tests::unique("sortie"),
+        sortie_testkit::unique("sortie"),
     );
     store.ensure_table().await.expect("table");
     store
@@ -45,7 +45,7 @@ async fn environments_written_before_gsi4_are_listed_after_their_next_update() {
 
     let s = store().await;
     contract::setup_env(&s, "acme/web/prod").await;
-    let client = aws_sdk_dynamodb::Client::new(&sortie_tests::sdk_config().await);
+    let client = aws_sdk_dynamodb::Client::new(&sortie_testkit::sdk_config().await);
     client
         .update_item()
         .table_name(s.table())

@@ -15,7 +15,7 @@ use sortie_core::{
 use sortie_store::{
     DynamoStore, EnvironmentStore, IdempotencyKey, JobStore, RuleStore, RunnerStore, StoreError,
 };
-use sortie_tests::proxy::FaultProxy;
+use sortie_testkit::proxy::FaultProxy;
 
 struct Rig {
     proxy: FaultProxy,
@@ -24,10 +24,10 @@ struct Rig {
 }
 
 async fn rig() -> Rig {
-    let direct = sortie_tests::sdk_config().await;
-    let proxy = FaultProxy::start(&sortie_tests::endpoint());
+    let direct = sortie_testkit::sdk_config().await;
+    let proxy = FaultProxy::start(&sortie_testkit::endpoint());
     let via = direct.to_builder().endpoint_url(proxy.url()).build();
-    let table = sortie_tests::unique("sortie");
+    let table = sortie_testkit::unique("sortie");
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&via), table);
     store.ensure_table().await.unwrap();
     store

@@ -126,7 +126,7 @@ impl Api {
     }
 
     async fn build(queue: Option<Arc<dyn JobQueue>>, dynamodb: Option<&str>) -> Self {
-        let config = sortie_tests::sdk_config().await;
+        let config = sortie_testkit::sdk_config().await;
         let dynamo_config = match dynamodb {
             Some(url) => aws_sdk_dynamodb::config::Builder::from(&config)
                 .endpoint_url(url)
@@ -135,13 +135,13 @@ impl Api {
         };
         let store = Arc::new(DynamoStore::new(
             aws_sdk_dynamodb::Client::from_conf(dynamo_config),
-            sortie_tests::unique("sortie"),
+            sortie_testkit::unique("sortie"),
         ));
         store.ensure_table().await.unwrap();
         let sqs = aws_sdk_sqs::Client::new(&config);
         let queue_url = sqs
             .create_queue()
-            .queue_name(sortie_tests::unique("jobs"))
+            .queue_name(sortie_testkit::unique("jobs"))
             .send()
             .await
             .unwrap()
@@ -149,10 +149,10 @@ impl Api {
             .unwrap();
         let queue =
             queue.unwrap_or_else(|| Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone())));
-        let bucket = sortie_tests::unique("artifacts");
+        let bucket = sortie_testkit::unique("artifacts");
         let bucket_name = bucket.clone();
         let artifacts = Arc::new(S3Artifacts::new(
-            sortie_tests::s3_client(&config),
+            sortie_testkit::s3_client(&config),
             bucket.clone(),
         ));
         artifacts.ensure_bucket().await.unwrap();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use portable_pty::{native_pty_system, CommandBuilder, PtySize};
 use serde_json::Value;
-use sortie_tests::http::call;
+use sortie_testkit::http::call;
 
 /// A running `sortie dev`: its API URL, its development token, its `--user` tokens and its
 /// work directory.
@@ -85,7 +85,7 @@ pub fn launch(prefix: &str, sweep_every: u32, runner: Option<&Path>) -> Dev {
 pub fn start_dev(options: DevOptions) -> Dev {
     let dir = match options.data_dir {
         Some(dir) => dir.to_path_buf(),
-        None => sortie_tests::scratch_dir(options.prefix).unwrap(),
+        None => sortie_testkit::scratch_dir(options.prefix).unwrap(),
     };
     let ready = dir.join("ready.json");
     let _ = std::fs::remove_file(&ready);
@@ -104,11 +104,11 @@ pub fn start_dev(options: DevOptions) -> Dev {
             command
                 .args([
                     "--table",
-                    &sortie_tests::unique(&format!("sortie-{}", options.prefix)),
+                    &sortie_testkit::unique(&format!("sortie-{}", options.prefix)),
                 ])
-                .args(["--queue", &sortie_tests::unique("jobs")])
-                .args(["--bucket", &sortie_tests::unique("artifacts")])
-                .args(["--bus", &sortie_tests::unique("bus")])
+                .args(["--queue", &sortie_testkit::unique("jobs")])
+                .args(["--bucket", &sortie_testkit::unique("artifacts")])
+                .args(["--bus", &sortie_testkit::unique("bus")])
                 .arg("--work-dir")
                 .arg(&dir);
         }
@@ -126,7 +126,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
     let endpoint = options
         .endpoint
         .map(str::to_string)
-        .unwrap_or_else(sortie_tests::endpoint);
+        .unwrap_or_else(sortie_testkit::endpoint);
     let child = command
         .env("AWS_ENDPOINT_URL", endpoint)
         .stdin(Stdio::null())
@@ -176,7 +176,7 @@ pub fn runner_binary() -> PathBuf {
     if sibling.is_file() {
         sibling
     } else {
-        sortie_tests::runtime::function_binary("sortie-runner")
+        sortie_testkit::runtime::function_binary("sortie-runner")
     }
 }
 
@@ -301,9 +301,9 @@ impl From<Output> for Out {
 
 /// A fresh bucket on the shared moto, for Terraform's state; its name.
 pub fn state_bucket() -> String {
-    let bucket = sortie_tests::unique("state");
+    let bucket = sortie_testkit::unique("state");
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let s3 = sortie_tests::s3_client(&sortie_tests::sdk_config().await);
+        let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
         s3.create_bucket().bucket(&bucket).send().await.unwrap();
     });
     bucket

@@ -16,13 +16,13 @@ use sortie_core::{
 use sortie_launch::{ByRunnerType, EcsLauncher, EksLauncher};
 use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_store::{DynamoStore, EnvironmentStore, JobStore, RunnerStore, SqsJobQueue};
-use sortie_tests::proxy::FaultProxy;
+use sortie_testkit::proxy::FaultProxy;
 
 pub const ROLE: &str = "arn:aws:iam::123456789012:role/sortie-launcher-test";
 pub const EXTERNAL_ID: &str = "sortie-ext-7f3a";
 
 pub async fn config_for(endpoint: &str) -> SdkConfig {
-    sortie_tests::sdk_config_at(endpoint).await
+    sortie_testkit::sdk_config_at(endpoint).await
 }
 
 pub struct World {
@@ -43,8 +43,8 @@ pub struct World {
 }
 
 fn network(endpoint: &str) -> (String, String) {
-    let python = sortie_tests::repo_root().join(".tools/venv/bin/python");
-    let script = sortie_tests::repo_root().join("tests/fixtures/ecs_network.py");
+    let python = sortie_testkit::repo_root().join(".tools/venv/bin/python");
+    let script = sortie_testkit::repo_root().join("crates/testkit/fixtures/ecs_network.py");
     let out = std::process::Command::new(python)
         .arg(script)
         .arg(endpoint)
@@ -68,20 +68,20 @@ impl World {
     }
 
     pub async fn with_settings(settings: SweepSettings) -> Self {
-        let endpoint = sortie_tests::endpoint();
+        let endpoint = sortie_testkit::endpoint();
         let direct = config_for(&endpoint).await;
         let proxy = FaultProxy::start(&endpoint);
         let via_proxy = config_for(&proxy.url()).await;
         let (subnet, security_group) = network(&endpoint);
         // Cluster and task definition are the target account's: made directly, not counted.
         let ecs = aws_sdk_ecs::Client::new(&direct);
-        let cluster = sortie_tests::unique("runners");
+        let cluster = sortie_testkit::unique("runners");
         ecs.create_cluster()
             .cluster_name(&cluster)
             .send()
             .await
             .unwrap();
-        let family = sortie_tests::unique("sortie-runner");
+        let family = sortie_testkit::unique("sortie-runner");
         let td = ecs
             .register_task_definition()
             .family(&family)
@@ -104,13 +104,13 @@ impl World {
         // The control plane's resources, used through the proxy.
         let store = Arc::new(DynamoStore::new(
             aws_sdk_dynamodb::Client::new(&via_proxy),
-            sortie_tests::unique("sortie"),
+            sortie_testkit::unique("sortie"),
         ));
         store.ensure_table().await.unwrap();
         let sqs = aws_sdk_sqs::Client::new(&direct);
         let queue_url = sqs
             .create_queue()
-            .queue_name(sortie_tests::unique("jobs"))
+            .queue_name(sortie_testkit::unique("jobs"))
             .send()
             .await
             .unwrap()
@@ -118,7 +118,7 @@ impl World {
             .unwrap();
         let events_url = sqs
             .create_queue()
-            .queue_name(sortie_tests::unique("completed"))
+            .queue_name(sortie_testkit::unique("completed"))
             .send()
             .await
             .unwrap()
@@ -135,9 +135,9 @@ impl World {
             .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
             .clone();
         let eb = aws_sdk_eventbridge::Client::new(&direct);
-        let bus = sortie_tests::unique("sortie-bus");
+        let bus = sortie_testkit::unique("sortie-bus");
         eb.create_event_bus().name(&bus).send().await.unwrap();
-        let rule = sortie_tests::unique("completed");
+        let rule = sortie_testkit::unique("completed");
         eb.put_rule()
             .name(&rule)
             .event_bus_name(&bus)
@@ -315,7 +315,7 @@ impl World {
         job_id: &str,
         task_arn: &str,
     ) -> sortie_lifecycle::EcsTaskStateChange {
-        let path = sortie_tests::repo_root().join("events").join(sample);
+        let path = sortie_testkit::repo_root().join("events").join(sample);
         let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         v["detail"]["startedBy"] = json!(format!("sortie/{job_id}"));
         v["detail"]["taskArn"] = json!(task_arn);

@@ -1,4 +1,4 @@
-//! The Kubernetes API double (`sortie_tests::kube`) and the moto set-up that points an EKS
+//! The Kubernetes API double (`sortie_testkit::kube`) and the moto set-up that points an EKS
 //! cluster at it (patch 3 of `scripts/moto_server.py`), held to what the `eks` runner's
 //! tests rely on: DescribeCluster names the double's URL and CA, the double's TLS verifies
 //! against that CA and no other, and its Jobs API answers as the brief of each endpoint
@@ -17,8 +17,8 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
-use sortie_tests::kube::{KubeDouble, JOB_ID_LABEL};
-use sortie_tests::{sdk_config, unique};
+use sortie_testkit::kube::{KubeDouble, JOB_ID_LABEL};
+use sortie_testkit::{sdk_config, unique};
 
 const TOKEN: &str = "k8s-aws-v1.abc";
 const NS: &str = "sortie-ci";

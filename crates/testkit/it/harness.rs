@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType,
 };
 use serde_json::Value;
-use sortie_tests::{
+use sortie_testkit::{
     copy_dir, dynamodb_client, example_dir, s3_client, scratch_dir, sdk_config, terraform, unique,
     S3Backend, REGION,
 };

@@ -18,7 +18,8 @@ use sortie_settings::{API_URL, BUCKET, BUS_NAME, DEV_IDENTITY, FUNCTIONS, JOBS_Q
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .expect("workspace root")
         .to_path_buf()
 }

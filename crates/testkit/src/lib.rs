@@ -11,7 +11,7 @@
 //! | `SORTIE_TEST_TERRAFORM`    | [`terraform_bin`]  |
 //! | `SORTIE_TEST_TERRAFORM_1`  | [`terraform1_bin`] |
 //!
-//! Run them with `make test`, or `scripts/with-moto.sh cargo test -p sortie-tests`.
+//! Run them with `make test`, or `scripts/with-moto.sh cargo test -p sortie-testkit`.
 //! Without that environment every test panics with a message saying so,
 //! instead of silently talking to real AWS.
 //!
@@ -128,7 +128,7 @@ pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
             TEST_CREDENTIAL,
             None,
             None,
-            "sortie-tests",
+            "sortie-testkit",
         ))
         .region(Region::new(REGION))
         .load()
@@ -207,8 +207,9 @@ pub fn terraform1_bin() -> PathBuf {
 /// The repository root (the directory holding `examples/`, `crates/`, ...).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
+        .ancestors()
+        .nth(2)
+        .expect("crates/testkit sits two levels below the root")
         .to_path_buf()
 }
 
@@ -217,7 +218,7 @@ pub fn example_dir(name: &str) -> PathBuf {
     repo_root().join("examples").join(name)
 }
 
-/// A new, empty scratch directory `tests/.work/<unique(prefix)>` (git-ignored).
+/// A new, empty scratch directory `crates/testkit/.work/<unique(prefix)>` (git-ignored).
 ///
 /// Tests remove it when they pass and leave it behind when they fail, so the
 /// files can be inspected; `tests/.work` may be deleted at any time.

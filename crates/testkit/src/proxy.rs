@@ -26,7 +26,7 @@
 //!
 //! ```no_run
 //! # async fn demo() {
-//! let proxy = sortie_tests::proxy::FaultProxy::start(&sortie_tests::endpoint());
+//! let proxy = sortie_testkit::proxy::FaultProxy::start(&sortie_testkit::endpoint());
 //! proxy.inject("ListTables", 1, 400, "ThrottlingException", "slow down");
 //! // ... a client whose endpoint_url is proxy.url() now sees one ThrottlingException.
 //! assert_eq!(proxy.count("ListTables"), 0);

@@ -4,7 +4,7 @@
 //! ```no_run
 //! # async fn demo() {
 //! use std::time::Duration;
-//! use sortie_tests::runtime::{function_binary, RuntimeDouble};
+//! use sortie_testkit::runtime::{function_binary, RuntimeDouble};
 //!
 //! let runtime = RuntimeDouble::start();
 //! let _api = runtime.spawn_function(&function_binary("api"), &[("SORTIE_TABLE", "t")]);

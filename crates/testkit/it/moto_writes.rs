@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::types::{
     Put, ScalarAttributeType, TransactWriteItem,
 };
 use aws_sdk_dynamodb::Client;
-use sortie_tests::{sdk_config, unique};
+use sortie_testkit::{sdk_config, unique};
 use tokio::sync::Semaphore;
 
 /// Rounds, each on a fresh table. On stock moto one round loses dozens of

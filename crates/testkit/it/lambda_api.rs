@@ -8,8 +8,8 @@ use chrono::Utc;
 use serde_json::Value;
 use sortie_core::{Grantee, GroupPath, Membership, Role};
 use sortie_store::{DynamoStore, MembershipRecord, MembershipStore};
-use sortie_tests::runtime::{event, function_binary, FunctionProcess, RuntimeDouble};
-use sortie_tests::{endpoint, sdk_config, unique, REGION, TEST_CREDENTIAL};
+use sortie_testkit::runtime::{event, function_binary, FunctionProcess, RuntimeDouble};
+use sortie_testkit::{endpoint, sdk_config, unique, REGION, TEST_CREDENTIAL};
 
 const INVOKE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -182,7 +182,7 @@ async fn the_api_binary_answers_api_gateway_events() {
     assert!(
         completions
             .iter()
-            .all(|c| matches!(c, sortie_tests::runtime::Completion::Response { .. })),
+            .all(|c| matches!(c, sortie_testkit::runtime::Completion::Response { .. })),
         "{completions:?}"
     );
     assert!(runtime.init_errors().is_empty());
@@ -221,7 +221,7 @@ async fn the_runtime_double_long_polls_and_relays_responses_and_errors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, sortie_tests::runtime::InvokeError::Timeout(_)),
+        matches!(err, sortie_testkit::runtime::InvokeError::Timeout(_)),
         "{err}"
     );
 
@@ -276,7 +276,7 @@ async fn the_runtime_double_long_polls_and_relays_responses_and_errors() {
         .await
         .unwrap_err();
     match err {
-        sortie_tests::runtime::InvokeError::Function { error_type, body } => {
+        sortie_testkit::runtime::InvokeError::Function { error_type, body } => {
             assert_eq!(error_type, "Unhandled");
             assert_eq!(body["errorMessage"], "boom");
         }
@@ -299,7 +299,7 @@ async fn the_runtime_double_long_polls_and_relays_responses_and_errors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, sortie_tests::runtime::InvokeError::Init(_)),
+        matches!(err, sortie_testkit::runtime::InvokeError::Init(_)),
         "{err}"
     );
 }

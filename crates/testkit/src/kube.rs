@@ -38,7 +38,7 @@
 //! Job's Pods when no policy is given.
 //!
 //! ```no_run
-//! let kube = sortie_tests::kube::KubeDouble::start();
+//! let kube = sortie_testkit::kube::KubeDouble::start();
 //! // ... point the code under test at kube.url(), trusting kube.ca_data() ...
 //! assert!(kube.jobs("default").is_empty());
 //! ```

@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use aws_sdk_s3::primitives::ByteStream;
-use sortie_tests::proxy::FaultProxy;
-use sortie_tests::{endpoint, sdk_config, unique};
+use sortie_testkit::proxy::FaultProxy;
+use sortie_testkit::{endpoint, sdk_config, unique};
 
 type RetryConfig = aws_sdk_dynamodb::config::retry::RetryConfig;
 

@@ -38,7 +38,7 @@ use sortie_lifecycle::{
 use sortie_store::{DynamoStore, SqsJobQueue};
 
 fn root() -> PathBuf {
-    sortie_tests::repo_root()
+    sortie_testkit::repo_root()
 }
 
 /// A moto server of this test's own, with IAM enforced; killed when dropped.
@@ -129,7 +129,7 @@ async fn config(endpoint: &str, key: &Value) -> SdkConfig {
 }
 
 fn s3(config: &SdkConfig) -> aws_sdk_s3::Client {
-    sortie_tests::s3_client(config)
+    sortie_testkit::s3_client(config)
 }
 
 /// A job on an ecs-fargate runner of the target stack's outputs, with a secret (so the
@@ -263,7 +263,7 @@ async fn presigned_put(
         .uri()
         .to_string();
     let path = url.strip_prefix(endpoint).expect("presigned on moto");
-    sortie_tests::http::call(endpoint, "PUT", path, &[], Some(body))
+    sortie_testkit::http::call(endpoint, "PUT", path, &[], Some(body))
 }
 
 /// The launcher role's trust statement for `action`, from the deployed document.

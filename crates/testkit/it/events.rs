@@ -11,7 +11,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use serde_json::Value;
 
 fn events_dir() -> PathBuf {
-    sortie_tests::repo_root().join("events")
+    sortie_testkit::repo_root().join("events")
 }
 
 fn text(name: &str) -> String {
