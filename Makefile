@@ -51,7 +51,7 @@ bench:
 	scripts/tools.sh
 	scripts/with-moto.sh .tools/venv/bin/python scripts/bench.py $(BENCH_ARGS)
 
-## infra: lint the SAM and target-account templates, the k8s manifests and the runner Dockerfile
+## infra: lint the SAM and target-account templates, the k8s manifests and the pilot Dockerfile
 infra:
 	scripts/check-infra.sh
 	scripts/check-docs.sh

@@ -5,7 +5,7 @@
 #   sam validate --lint -t infra/template.yaml               SAM transform + cfn-lint
 #   checkov -d infra --quiet --compact                       zero failed checks, no parsing error;
 #                                                            each skip justified in the template
-#   hadolint infra/runner.Dockerfile                         the runner image
+#   hadolint infra/pilot.Dockerfile                          the pilot image
 #
 # Tools live in git-ignored venvs of their own (never .tools/venv, which
 # scripts/tools.sh owns):
@@ -84,7 +84,7 @@ if grep -q 'Parsing errors' "$checkov_out"; then
     exit 1
 fi
 
-# 4. hadolint on the runner image's Dockerfile.
-run "$bin/hadolint" --failure-threshold warning infra/runner.Dockerfile
+# 4. hadolint on the pilot image's Dockerfile.
+run "$bin/hadolint" --failure-threshold warning infra/pilot.Dockerfile
 
 log "all infrastructure checks passed in $((SECONDS - total))s"

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 : "${AWS_ENDPOINT_URL:?run me through scripts/with-moto.sh (make demo does)}"
-echo "demo: building sortie and sortie-runner"
+echo "demo: building sortie and sortie-pilot"
 # The whole workspace's binaries, as the tests build them: one feature set, one build.
 cargo build --quiet --workspace --bins
 target_dir="${CARGO_TARGET_DIR:-target}"
@@ -16,7 +16,7 @@ python=.tools/venv/bin/python
 work=".tools/demo"
 rm -rf "$work" && mkdir -p "$work"
 ready="$work/ready.json"
-"$sortie_bin" dev --ready-file "$ready" --work-dir "$work" --runner "$target_dir/debug/sortie-runner" \
+"$sortie_bin" dev --ready-file "$ready" --work-dir "$work" --runner "$target_dir/debug/sortie-pilot" \
   > "$work/sortie-dev.log" 2>&1 &
 dev_pid=$!
 cleanup() { kill "$dev_pid" 2>/dev/null || true; wait "$dev_pid" 2>/dev/null || true; }

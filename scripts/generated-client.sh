@@ -12,7 +12,7 @@
 # rule and a nested environment, a plan and an apply with their logs and outputs,
 # and the environment deleted. An API change that breaks generated clients fails here.
 #
-# SORTIE_BIN and SORTIE_RUNNER_BIN name prebuilt `sortie` and `sortie-runner`
+# SORTIE_BIN and SORTIE_RUNNER_BIN name prebuilt `sortie` and `sortie-pilot`
 # binaries; without them the script builds them as scripts/schemathesis.sh does.
 # Work files (the document, the client, logs): .tools/generated-client/.
 set -euo pipefail
@@ -28,12 +28,12 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 sortie="${SORTIE_BIN:-}"
 runner="${SORTIE_RUNNER_BIN:-}"
 if [[ -z "$sortie" || -z "$runner" ]]; then
-    log "building sortie and sortie-runner"
+    log "building sortie and sortie-pilot"
     # With --tests, features resolve as in `cargo test --workspace`, so this reuses the
     # tests' compiled dependencies instead of compiling a second copy of each.
     cargo build --quiet --workspace --bins --tests
     sortie="$target_dir/debug/sortie"
-    runner="$target_dir/debug/sortie-runner"
+    runner="$target_dir/debug/sortie-pilot"
 fi
 
 work=".tools/generated-client"

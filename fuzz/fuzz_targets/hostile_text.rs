@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
-use sortie_core::agent::OidcTrust;
+use sortie_core::agent_pool::OidcTrust;
 use sortie_core::auth::{claim_value_matches, claim_values};
 use sortie_core::environment::EnvironmentInput;
 use sortie_core::limits::has_control;

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sortie_core::agent::{AgentAction, Claim, ClaimRequest, ExitReport, HeartbeatRequest};
+use sortie_core::protocol::agent::{AgentAction, Claim, ClaimRequest, AgentExit, HeartbeatRequest};
 use sortie_core::JobId;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -399,8 +399,8 @@ fn exit_report(
     exit_code: Option<i32>,
     reason: Option<String>,
     handed_back: bool,
-) -> ExitReport {
-    ExitReport {
+) -> AgentExit {
+    AgentExit {
         agent: shared.settings.name.clone(),
         attempt,
         exit_code,
@@ -452,7 +452,7 @@ async fn heartbeats(
 }
 
 /// Reports the exit, trying again on transport errors, 5xx and 401.
-async fn report_exit(shared: &Shared, job_id: &JobId, report: ExitReport) {
+async fn report_exit(shared: &Shared, job_id: &JobId, report: AgentExit) {
     let settings = &shared.settings;
     let attempts = settings.exit_attempts.max(1);
     let mut delay = Duration::ZERO;

@@ -22,9 +22,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sortie_core::agent::{
-    Claim, ClaimRequest, ExitAnswer, ExitReport, HeartbeatAnswer, HeartbeatRequest,
-};
+use sortie_core::protocol::agent::{Claim, ClaimRequest, ExitAnswer, AgentExit, HeartbeatAnswer, HeartbeatRequest};
 use sortie_core::JobId;
 
 use crate::credential::Credential;
@@ -68,7 +66,7 @@ pub trait PoolApi: Send + Sync {
         request: &HeartbeatRequest,
     ) -> Result<Heartbeat, AgentError>;
     /// Reports how `job`'s runner ended (or that the agent hands it back).
-    async fn exit(&self, job: &JobId, report: &ExitReport) -> Result<ExitOutcome, AgentError>;
+    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitOutcome, AgentError>;
 }
 
 /// [`PoolApi`] over HTTPS.
@@ -234,7 +232,7 @@ impl PoolApi for HttpPoolApi {
         decode(&path, &body).map(Heartbeat::Answer)
     }
 
-    async fn exit(&self, job: &JobId, report: &ExitReport) -> Result<ExitOutcome, AgentError> {
+    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitOutcome, AgentError> {
         let path = self.job_path(job, "exit");
         let (status, body) = self
             .post(

@@ -4,13 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sortie_core::agent::{agent_id_problem, pool_id_problem, MAX_CLAIM_WAIT_SECONDS};
+use sortie_core::agent_pool::{agent_id_problem, pool_id_problem};
+use sortie_core::protocol::agent::MAX_CLAIM_WAIT_SECONDS;
 
 use crate::credential::{CredentialSource, Secret};
 use crate::AgentError;
 
-/// The runner binary's name, looked for next to the agent and on `PATH`.
-pub const RUNNER_BINARY: &str = "sortie-runner";
+/// The pilot binary's name, looked for next to the agent and on `PATH`.
+pub const PILOT_BINARY: &str = "sortie-pilot";
 /// The default drain timeout, in seconds.
 pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: u64 = 3600;
 /// The longest agent id (see [`agent_id_problem`]).
@@ -37,7 +38,7 @@ pub struct AgentOptions {
     pub wait_seconds: u32,
     /// How long a drain waits for running jobs, in seconds.
     pub drain_timeout_seconds: u64,
-    /// The `sortie-runner` binary (local mode).
+    /// The `sortie-pilot` binary (local mode).
     pub runner_binary: Option<PathBuf>,
     /// Where job logs and launch records go (local mode).
     pub work_dir: Option<PathBuf>,
@@ -48,9 +49,9 @@ pub struct AgentOptions {
 /// How jobs are run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
-    /// `sortie-runner` as a child process group of the agent.
+    /// `sortie-pilot` as a child process group of the agent.
     Local {
-        /// The runner binary.
+        /// The pilot binary.
         runner_binary: PathBuf,
         /// Per-job logs (`<job id>.log`) and launch records.
         work_dir: PathBuf,
@@ -111,10 +112,10 @@ impl AgentOptions {
         if let Some(problem) = agent_id_problem(&name) {
             return Err(AgentError::Config(format!("--name `{name}` {problem}")));
         }
-        if self.max_jobs == 0 || self.max_jobs > sortie_core::agent::MAX_CONCURRENT_JOBS {
+        if self.max_jobs == 0 || self.max_jobs > sortie_core::agent_pool::MAX_CONCURRENT_JOBS {
             return Err(AgentError::Config(format!(
                 "--max-jobs must be 1 to {}",
-                sortie_core::agent::MAX_CONCURRENT_JOBS
+                sortie_core::agent_pool::MAX_CONCURRENT_JOBS
             )));
         }
         if !(1..=MAX_CLAIM_WAIT_SECONDS).contains(&self.wait_seconds) {
@@ -126,7 +127,7 @@ impl AgentOptions {
             Mode::Kubernetes
         } else {
             Mode::Local {
-                runner_binary: self.runner_binary.unwrap_or_else(default_runner_binary),
+                runner_binary: self.runner_binary.unwrap_or_else(default_pilot_binary),
                 work_dir: self
                     .work_dir
                     .unwrap_or_else(|| std::env::temp_dir().join(format!("sortie-agent-{name}"))),
@@ -189,17 +190,17 @@ pub fn default_name(host: &str) -> String {
     format!("{clean}-{hex}")
 }
 
-/// `sortie-runner` next to the agent's own executable, else the first on `PATH`, else the
+/// `sortie-pilot` next to the agent's own executable, else the first on `PATH`, else the
 /// bare name (a launch then fails, reporting that it is missing).
-pub fn default_runner_binary() -> PathBuf {
+pub fn default_pilot_binary() -> PathBuf {
     if let Some(beside) = std::env::current_exe()
         .ok()
-        .map(|exe| exe.with_file_name(RUNNER_BINARY))
+        .map(|exe| exe.with_file_name(PILOT_BINARY))
         .filter(|p| is_executable(p))
     {
         return beside;
     }
-    find_executable(Path::new(RUNNER_BINARY)).unwrap_or_else(|| PathBuf::from(RUNNER_BINARY))
+    find_executable(Path::new(PILOT_BINARY)).unwrap_or_else(|| PathBuf::from(PILOT_BINARY))
 }
 
 /// The executable `binary` names: itself when it holds a `/`, else the first match on
@@ -373,6 +374,6 @@ mod tests {
         assert!(find_executable(Path::new("sh")).is_some());
         assert!(find_executable(Path::new("/bin/sh")).is_some());
         assert!(find_executable(Path::new("no-such-binary-for-sure")).is_none());
-        assert!(find_executable(Path::new("/nonexistent/sortie-runner")).is_none());
+        assert!(find_executable(Path::new("/nonexistent/sortie-pilot")).is_none());
     }
 }

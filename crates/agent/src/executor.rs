@@ -7,7 +7,7 @@ mod kubernetes;
 mod local;
 
 use async_trait::async_trait;
-use sortie_core::agent::{Claim, EXIT_REASON_MAX};
+use sortie_core::protocol::agent::{Claim, EXIT_REASON_MAX};
 use sortie_core::runner::AgentRunner;
 use sortie_core::{Job, RunnerConfiguration, TaskRef, TaskStop};
 use tokio::sync::oneshot;
@@ -17,12 +17,12 @@ use crate::AgentError;
 pub use kubernetes::{InCluster, KubernetesExecutor, NO_KUBERNETES_BLOCK};
 pub use local::LocalExecutor;
 
-/// How a runner ended, as the exit report carries it.
+/// How a pilot ended, as the exit report carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunExit {
-    /// The runner's exit code; `None` when it was killed or never ran.
+    /// The pilot's exit code; `None` when it was killed or never ran.
     pub exit_code: Option<i32>,
-    /// The runner's last `sortie-runner: …` line, or why it ended.
+    /// The pilot's last `sortie-pilot: …` line, or why it ended.
     pub reason: Option<String>,
 }
 

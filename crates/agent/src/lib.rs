@@ -1,7 +1,7 @@
 //! `sortie-agent`: runs an agent pool's jobs where Sortie cannot reach.
 //!
 //! The agent dials out over HTTPS to Sortie's API, claims the pool's jobs (a long poll),
-//! runs `sortie-runner` for each exactly as a Fargate task would (the runner reads
+//! runs `sortie-pilot` for each exactly as a Fargate task would (the pilot reads
 //! `SORTIE_API_URL`, `SORTIE_JOB_ID` and `SORTIE_JOB_TOKEN` from its environment),
 //! heartbeats each job while it runs, stops it when Sortie says so, and reports its exit.
 //!
@@ -53,7 +53,7 @@ pub async fn run_agent(
             if config::find_executable(runner_binary).is_none() {
                 tracing::warn!(
                     runner_binary = %runner_binary.display(),
-                    "the runner binary was not found: every job will fail until it is there (--runner-binary)"
+                    "the pilot binary was not found: every job will fail until it is there (--runner-binary)"
                 );
             }
             tracing::info!(

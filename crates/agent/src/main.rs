@@ -9,7 +9,7 @@ use sortie_agent::credential::Secret;
 use sortie_agent::{AgentOptions, Phase};
 use tokio::signal::unix::{signal, SignalKind};
 
-/// Pulls an agent pool's jobs from Sortie over HTTPS and runs `sortie-runner` for each.
+/// Pulls an agent pool's jobs from Sortie over HTTPS and runs `sortie-pilot` for each.
 ///
 /// SIGTERM or SIGINT drains: no more claims, running jobs finish (up to --drain-timeout),
 /// then what remains is handed back. A second signal hands them back at once.
@@ -37,7 +37,7 @@ struct Cli {
     /// How many jobs this agent runs at once.
     #[arg(long, env = "SORTIE_AGENT_MAX_JOBS", default_value_t = 1)]
     max_jobs: u32,
-    /// The sortie-runner binary [default: next to sortie-agent, else on PATH].
+    /// The sortie-pilot binary [default: next to sortie-agent, else on PATH].
     #[arg(long, env = "SORTIE_RUNNER_BINARY")]
     runner_binary: Option<PathBuf>,
     /// Where per-job logs (<job id>.log) go [default: a directory under the temp dir].
@@ -50,7 +50,7 @@ struct Cli {
     #[arg(long, env = "SORTIE_AGENT_DRAIN_TIMEOUT", default_value_t = sortie_agent::config::DEFAULT_DRAIN_TIMEOUT_SECONDS)]
     drain_timeout: u64,
     /// How long each claim waits for a job, in seconds (1 to 20).
-    #[arg(long, env = "SORTIE_AGENT_WAIT_SECONDS", default_value_t = sortie_core::agent::MAX_CLAIM_WAIT_SECONDS)]
+    #[arg(long, env = "SORTIE_AGENT_WAIT_SECONDS", default_value_t = sortie_core::protocol::agent::MAX_CLAIM_WAIT_SECONDS)]
     wait_seconds: u32,
 }
 

@@ -10,7 +10,7 @@ use sortie_agent::agent::Backoff;
 use sortie_agent::api::Heartbeat;
 use sortie_agent::executor::RunExit;
 use sortie_agent::{Agent, AgentError, AgentSettings, Phase};
-use sortie_core::agent::EXIT_REASON_MAX;
+use sortie_core::protocol::agent::EXIT_REASON_MAX;
 use support::{claim, eventually, fakes, FakeApi, FakeExecutor};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -160,7 +160,7 @@ async fn a_job_no_longer_held_is_killed_and_not_reported() {
 async fn a_job_that_cannot_start_is_reported_with_the_reason() {
     let (api, executor) = fakes();
     *executor.fail_start.lock().unwrap() =
-        Some("the agent's runner binary `/nope/sortie-runner` was not found".into());
+        Some("the agent's pilot binary `/nope/sortie-pilot` was not found".into());
     api.offer(claim("job-1", 10));
     let agent = start(&api, &executor, settings(1, Duration::from_secs(60)));
     eventually("reported", SOON, || api.exits().len() == 1).await;

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use sortie_agent::api::{ExitOutcome, Heartbeat, HttpPoolApi, PoolApi};
 use sortie_agent::credential::{Credential, CredentialSource, Secret};
 use sortie_agent::AgentError;
-use sortie_core::agent::{AgentAction, ClaimRequest, ExitReport, HeartbeatRequest};
+use sortie_core::protocol::agent::{AgentAction, ClaimRequest, AgentExit, HeartbeatRequest};
 use sortie_core::JobId;
 use support::{claim, eventually, POOL};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -173,7 +173,7 @@ async fn the_three_calls_on_the_wire() {
         Heartbeat::NotHeld
     );
 
-    let report = ExitReport {
+    let report = AgentExit {
         agent: "agent-1".into(),
         attempt: 1,
         exit_code: Some(0),

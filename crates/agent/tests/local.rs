@@ -1,5 +1,5 @@
 //! Local mode: the runner as a child process group through `LocalLauncher`, with scripts
-//! standing in for `sortie-runner`; and one whole agent (fake pool API, real executor).
+//! standing in for `sortie-pilot`; and one whole agent (fake pool API, real executor).
 
 mod support;
 
@@ -45,7 +45,7 @@ async fn the_runner_gets_the_job_and_its_exit_and_last_line_are_reported() {
     let runner = script(
         &dir,
         &format!(
-            "printf '%s|%s|%s|%s|%s\\n' \"$SORTIE_JOB_ID\" \"$SORTIE_API_URL\" \"$SORTIE_JOB_TOKEN\" \"$TF_VAR_region\" \"$PATH\" > {}\necho 'terraform output'\necho 'sortie-runner: terraform apply failed'\nexit 3",
+            "printf '%s|%s|%s|%s|%s\\n' \"$SORTIE_JOB_ID\" \"$SORTIE_API_URL\" \"$SORTIE_JOB_TOKEN\" \"$TF_VAR_region\" \"$PATH\" > {}\necho 'terraform output'\necho 'sortie-pilot: terraform apply failed'\nexit 3",
             seen.display()
         ),
     );
@@ -110,7 +110,7 @@ async fn a_missing_runner_binary_fails_the_start_with_the_reason() {
 #[tokio::test]
 async fn a_whole_agent_runs_a_claimed_job_and_reports_its_exit() {
     let dir = work_dir("agent");
-    let runner = script(&dir, "echo 'sortie-runner: no such workspace'\nexit 1");
+    let runner = script(&dir, "echo 'sortie-pilot: no such workspace'\nexit 1");
     let api = Arc::new(FakeApi::default());
     api.offer(claim("job-local-4", 10));
     let executor = Arc::new(LocalExecutor::new(runner, dir.join("work")));

@@ -34,7 +34,7 @@ pub use error::{
 };
 pub use memberships_cache::{MembershipCache, MEMBERSHIP_TTL};
 pub use openapi::openapi;
-pub use routes::Route;
+pub use routes::{Auth, Route};
 pub use rules_cache::RuleIndexCache;
 
 /// Largest request body accepted: 256 KiB.
@@ -74,7 +74,7 @@ pub struct AppState {
     /// The API's public URL, given to the runners agents start; when absent, the URL the
     /// agent's request reached (its `Host` and `X-Forwarded-Proto`).
     pub public_url: Option<String>,
-    /// How often agents heartbeat their jobs ([`sortie_core::agent::HEARTBEAT_SECONDS`], or
+    /// How often agents heartbeat their jobs ([`sortie_core::protocol::agent::HEARTBEAT_SECONDS`], or
     /// less when the sweeper's agent silence is short, so that three beats fit in it).
     pub agent_heartbeat_seconds: u32,
 }

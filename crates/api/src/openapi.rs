@@ -1,4 +1,6 @@
-//! The OpenAPI document, generated with utoipa from the route handlers' annotations.
+//! The OpenAPI document, generated with utoipa from the route handlers' annotations:
+//! the paths are the route table's ([`Route::ALL`](crate::Route::ALL), each from its
+//! handler's one `#[utoipa::path]`), with the schemas they name.
 //!
 //! Every operation declares its request body schema, each status it answers with
 //! its schema (the [`ErrorBody`] on every 4xx and 5xx), its path, query and header
@@ -10,7 +12,6 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail, FieldProblem};
-use crate::routes::*;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -18,56 +19,6 @@ use crate::routes::*;
         title = "Sortie API",
         version = "1",
         description = "Runners, rules, environments, jobs and memberships. A group or environment path is one path parameter: send it percent-encoded (`/v1/environments/acme%2Fpayments%2Fprod`), the canonical form that generated clients write; written by hand with its slashes (`/v1/environments/acme/payments/prod`) it is read the same. The `/-/` separator ends it; the root group is `-`."
-    ),
-    paths(
-        health,
-        openapi_json,
-        whoami,
-        list_runners,
-        create_runner,
-        get_runner,
-        update_runner,
-        delete_runner,
-        check_runner,
-        list_rules,
-        create_rule,
-        get_rule,
-        update_rule,
-        delete_rule,
-        list_environments,
-        create_environment,
-        get_environment,
-        update_environment,
-        delete_environment,
-        refresh_runner,
-        list_jobs,
-        submit_job,
-        get_job,
-        cancel_job,
-        get_job_logs,
-        get_job_spec,
-        get_job_sensitive_variables,
-        put_job_summary,
-        create_upload,
-        put_upload_problems,
-        report_job_exit,
-        put_job_tool,
-        approve_job,
-        discard_job,
-        get_job_outputs,
-        get_environment_outputs,
-        list_memberships,
-        grant_membership,
-        revoke_membership,
-        create_agent_pool,
-        list_agent_pools,
-        get_agent_pool,
-        delete_agent_pool,
-        create_pool_token,
-        revoke_pool_token,
-        claim_job,
-        agent_heartbeat,
-        agent_exit,
     ),
     components(schemas(ErrorBody, ErrorDetail, FieldProblem)),
     modifiers(&SecuritySchemes)
@@ -122,7 +73,15 @@ impl Modify for SecuritySchemes {
 /// chain each create to what it made ([`add_links`]), and its unions written so that
 /// code generators read them ([`distribute_all_of_over_one_of`], [`name_union_members`]).
 pub fn openapi() -> serde_json::Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let mut api = ApiDoc::openapi();
+    // Each route's path item and schemas, from its handler's one `#[utoipa::path]`.
+    let (paths, schemas) = crate::routes::documented();
+    api.paths.merge(paths);
+    api.components
+        .get_or_insert_with(Default::default)
+        .schemas
+        .extend(schemas);
+    let mut doc = serde_json::to_value(api).unwrap_or_default();
     describe_nested_paths(&mut doc);
     add_links(&mut doc);
     if let Some(schemas) = doc

@@ -782,7 +782,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
         rule_indexes: Default::default(),
         oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
         public_url: None,
-        agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
+        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
     });
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())
@@ -1060,7 +1060,7 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         let (s3, bucket, key) = (
             s3.clone(),
             bucket.clone(),
-            sortie_core::spec::log_chunk_key(&format!("logs/{id}/"), offset),
+            sortie_core::protocol::pilot::log_chunk_key(&format!("logs/{id}/"), offset),
         );
         async move {
             s3.put_object()

@@ -131,7 +131,7 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
         rule_indexes: Default::default(),
         oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
         public_url: None,
-        agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
+        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
     });
 
     let (status, created, size) = call(

@@ -102,7 +102,7 @@ impl Api {
             rule_indexes: Default::default(),
             oidc: Arc::new(sortie_api::oidc::NoOidc),
             public_url: None,
-            agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
+            agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
         });
         Self { app, store }
     }

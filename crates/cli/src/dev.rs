@@ -57,7 +57,7 @@ pub struct DevArgs {
     /// EventBridge bus for `sortie.job.completed`.
     #[arg(long, default_value = "sortie-dev")]
     bus: String,
-    /// The `sortie-runner` binary local runners start (default: next to this binary).
+    /// The `sortie-pilot` binary local runners start (default: next to this binary).
     #[arg(long, env = "SORTIE_RUNNER_BINARY")]
     runner: Option<PathBuf>,
     /// Where `sortie dev` keeps what survives a restart: its port and tokens, a snapshot of
@@ -92,7 +92,7 @@ pub struct DevArgs {
     #[arg(long, value_name = "GROUP")]
     agent: Option<String>,
     /// Seconds a claimed job's heartbeat may stop before the sweeper ends it ("agent lost").
-    #[arg(long, default_value_t = sortie_core::agent::DEFAULT_AGENT_SILENCE_SECONDS)]
+    #[arg(long, default_value_t = sortie_core::agent_pool::DEFAULT_AGENT_SILENCE_SECONDS)]
     agent_silence: i64,
 }
 
@@ -135,7 +135,7 @@ async fn start_agent(
     args: &DevArgs,
     saved: Option<&data_dir::SavedAgent>,
 ) -> anyhow::Result<(data_dir::SavedAgent, tokio::process::Child)> {
-    use sortie_core::agent::{AgentPool, POOL_ID_PREFIX};
+    use sortie_core::agent_pool::{AgentPool, POOL_ID_PREFIX};
     let kept = match saved.filter(|a| a.group == group) {
         Some(a) if store.get_pool(&a.pool).await.is_ok() => Some(a.clone()),
         _ => None,
@@ -145,7 +145,7 @@ async fn start_agent(
         None => {
             let group = sortie_core::GroupPath::parse(group)
                 .map_err(|e| anyhow::anyhow!("--agent: {e}"))?;
-            let id = format!("{POOL_ID_PREFIX}{}", sortie_store::new_id());
+            let id = format!("{POOL_ID_PREFIX}{}", sortie_core::tokens::new_id());
             let by = sortie_core::Principal::local_dev().subject;
             let (token, stored) = sortie_store::PoolToken::mint(&id, &by);
             let record = sortie_store::AgentPoolRecord {
@@ -216,7 +216,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the data dir {}", dir.display()))?;
     // The port and tokens of the last run, and a token for each new user.
-    let mut saved = data_dir::load(&dir)?.settle(&args.users, || sortie_store::random_hex(16));
+    let mut saved = data_dir::load(&dir)?.settle(&args.users, || sortie_core::tokens::random_hex(16));
     let config = aws_config::load_from_env().await;
     // Resources, created if missing: the queue and the bus here, the table and the bucket
     // through the composition's own store and artifacts once it is built.
@@ -255,7 +255,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let runner_binary = match &args.runner {
         Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("sortie-runner"),
+        None => std::env::current_exe()?.with_file_name("sortie-pilot"),
     };
     // Secret references are resolved as ECS would, with Secrets Manager / SSM on the local AWS.
     let local = LocalLauncher::new(runner_binary, dir.join("jobs"), events_tx)
@@ -731,7 +731,7 @@ async fn dev_token_gate(
 /// a few times; a STOPPED event that was handled is acknowledged to the launcher.
 async fn local_task_event(engine: &Engine, local: &LocalLauncher, detail: serde_json::Value) {
     let event = json!({
-        "version": "0", "id": sortie_store::random_hex(8), "detail-type": "ECS Task State Change", "source": "aws.ecs",
+        "version": "0", "id": sortie_core::tokens::random_hex(8), "detail-type": "ECS Task State Change", "source": "aws.ecs",
         "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
     });
     let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {

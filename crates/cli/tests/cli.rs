@@ -102,6 +102,7 @@ fn yaml(text: &str) -> Value {
 
 #[test]
 fn runners_are_created_read_listed_updated_checked_and_deleted() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let file = dev.file("runner.yaml", &local_runner("the local runner"));
     let created = dev.ok(&["create", "runner", "acme/local", "-f", &file]);
@@ -169,6 +170,7 @@ fn runners_are_created_read_listed_updated_checked_and_deleted() {
 
 #[test]
 fn rules_and_environments_are_managed_and_a_dry_run_refresh_changes_nothing() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     dev.ok(&[
         "create",
@@ -335,6 +337,7 @@ fn rules_and_environments_are_managed_and_a_dry_run_refresh_changes_nothing() {
 #[test]
 fn environment_settings_are_set_shown_and_cleared_and_decisions_and_outputs_have_their_exit_codes()
 {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     dev.ok(&[
         "create",
@@ -536,6 +539,7 @@ fn environment_settings_are_set_shown_and_cleared_and_decisions_and_outputs_have
 
 #[test]
 fn every_kind_of_error_has_its_exit_code_and_message() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     // Bad flags: clap's usage and exit code 2.
     let bad = dev.run(&["get", "runner"]);
@@ -625,6 +629,7 @@ fn every_kind_of_error_has_its_exit_code_and_message() {
 
 #[test]
 fn contexts_are_set_used_listed_and_a_token_command_authenticates() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let config = dev.dir.join("home/config.yaml");
     let config_arg = config.to_string_lossy().into_owned();

@@ -5,8 +5,8 @@
 //! tests and must not be restarted), and the new moto listens on another port, as
 //! `scripts/with-moto.sh` would pick: the runner's `s3` state storage endpoint follows. It
 //! needs `scripts/with-moto.sh` for the tools
-//! (`.tools/venv`, `SORTIE_TEST_TERRAFORM`) and the `sortie-runner` binary built next to
-//! `sortie` (`cargo build -p sortie-runner --bins`).
+//! (`.tools/venv`, `SORTIE_TEST_TERRAFORM`) and the `sortie-pilot` binary built next to
+//! `sortie` (`cargo build -p sortie-pilot --bins`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -75,7 +75,7 @@ fn start_dev(dir: &Path, endpoint: &str, users: &[&str]) -> Dev {
     let runner = common::sibling_runner();
     assert!(
         runner.exists(),
-        "build it first: cargo build -p sortie-runner --bins"
+        "build it first: cargo build -p sortie-pilot --bins"
     );
     common::start_dev(DevOptions {
         runner: Some(runner),
@@ -161,6 +161,7 @@ fn create_bucket(endpoint: &str, bucket: &str) {
 
 #[test]
 fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state() {
+    sortie_testkit::require_aws!();
     let dir = sortie_testkit::scratch_dir("data-dir").unwrap();
     let port = free_port();
     let moto = Moto::start(port, &dir.join("moto.log"));

@@ -1,4 +1,4 @@
-//! End to end through `sortie dev`: the real binary, the real `sortie-runner` as local
+//! End to end through `sortie dev`: the real binary, the real `sortie-pilot` as local
 //! runners, real terraform 0.11.11, and moto for DynamoDB, SQS, S3 and EventBridge.
 
 use std::path::PathBuf;
@@ -64,7 +64,7 @@ impl Dev {
         let dir = names.dir.clone();
         let ready = dir.join("ready.json");
         let _ = std::fs::remove_file(&ready);
-        let runner = sortie_testkit::runtime::function_binary("sortie-runner");
+        let runner = sortie_testkit::runtime::function_binary("sortie-pilot");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -300,6 +300,7 @@ fn read_state(bucket: &str, key: &str) -> Value {
 
 #[test]
 fn plan_and_apply_succeed_with_state_in_s3_ordered_logs_and_a_second_apply_that_waits() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let bucket = state_bucket();
     dev.setup(&bucket, "");
@@ -364,6 +365,7 @@ fn plan_and_apply_succeed_with_state_in_s3_ordered_logs_and_a_second_apply_that_
 /// still succeeds, and its job record says what did not arrive.
 #[test]
 fn refused_uploads_leave_a_successful_apply_successful_with_the_problems_recorded() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let bucket = state_bucket();
     dev.setup(&bucket, "");
@@ -394,6 +396,7 @@ fn refused_uploads_leave_a_successful_apply_successful_with_the_problems_recorde
 
 #[test]
 fn a_terraform_syntax_error_fails_the_job_with_the_error_as_its_reason_and_in_the_log() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let bucket = state_bucket();
     dev.setup(&bucket, "");
@@ -421,13 +424,14 @@ fn a_terraform_syntax_error_fails_the_job_with_the_error_as_its_reason_and_in_th
             .lines()
             .last()
             .unwrap()
-            .starts_with("sortie-runner:"),
+            .starts_with("sortie-pilot:"),
         "the last log line is the runner's one-line reason:\n{log}"
     );
 }
 
 #[test]
 fn canceling_a_running_local_job_kills_its_process_group_and_ends_canceled() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let bucket = state_bucket();
     // A runner that never finishes on its own, with a child process of its own.
@@ -475,6 +479,7 @@ fn canceling_a_running_local_job_kills_its_process_group_and_ends_canceled() {
 
 #[test]
 fn requests_without_the_dev_token_are_refused() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let (status, body) = call(&dev.url, "GET", "/v1/groups/acme/-/runners", &[], None);
     assert_eq!(
@@ -531,6 +536,7 @@ fn requests_without_the_dev_token_are_refused() {
 /// environments, then restarted against the same moto and work directory.
 #[test]
 fn a_sigkilled_sortie_dev_restarts_and_every_job_ends_once_launched_once() {
+    sortie_testkit::require_aws!();
     let names = Names::fresh();
     let lease = 10;
     let lease_arg = lease.to_string();
@@ -741,6 +747,7 @@ fn everything_stored(dev: &Dev) -> (String, String) {
 /// would; the value appears nowhere in the log, the table or the bucket.
 #[test]
 fn a_secret_reaches_terraform_and_is_never_stored_or_logged() {
+    sortie_testkit::require_aws!();
     use sha2::Digest;
     let dev = Dev::start();
     let bucket = state_bucket();
@@ -841,6 +848,7 @@ fn grant(dev: &Dev, user: &str, role: &str) {
 /// exactly the saved plan; its outputs are served with the sensitive one redacted.
 #[test]
 fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_terraform_1() {
+    sortie_testkit::require_aws!();
     let dev = Dev::launch(
         &Names::fresh(),
         &["--user", "alice", "--user", "bob", "--user", "carol"],
@@ -1017,6 +1025,7 @@ fn a_reviewed_apply_waits_for_a_second_person_then_applies_the_saved_plan_with_t
 /// A discarded plan ends the job `discarded`, applies nothing and frees the environment.
 #[test]
 fn a_discarded_plan_applies_nothing_and_releases_the_environment() {
+    sortie_testkit::require_aws!();
     let dev = Dev::launch(&Names::fresh(), &["--user", "alice"]);
     let bucket = state_bucket();
     setup_tf1(&dev, &bucket, "stage", json!({"approval": "required"}));
@@ -1151,6 +1160,7 @@ fn wait_drift(dev: &Dev, path: &str, not_job: Option<&str>) -> Value {
 /// the state is changed behind Sortie's back, the next scheduled check reports `drifted`.
 #[test]
 fn a_scheduled_drift_check_reports_in_sync_then_drifted_after_the_state_changed_behind_sortie() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let bucket = state_bucket();
     let path = "acme/demo/drifty";
@@ -1254,7 +1264,7 @@ impl Agent {
             ])
             .args(["--max-jobs", &max_jobs.to_string(), "--wait-seconds", "2"])
             .arg("--runner-binary")
-            .arg(sortie_testkit::runtime::function_binary("sortie-runner"))
+            .arg(sortie_testkit::runtime::function_binary("sortie-pilot"))
             .arg("--work-dir")
             .arg(&work)
             .env("SORTIE_TERRAFORM", terraform)
@@ -1354,6 +1364,7 @@ fn claims(job: &Value) -> Vec<String> {
 
 #[test]
 fn agents_authenticate_per_pool_and_a_killed_agent_requeues_its_plan_and_fails_its_apply() {
+    sortie_testkit::require_aws!();
     let dev = Dev::launch(&Names::fresh(), &["--agent-silence", "3"]);
     let (pool, token) = agent_setup(&dev, 1, 1);
     let claim = json!({"agent": "probe", "wait_seconds": 0});
@@ -1517,6 +1528,7 @@ fn agents_authenticate_per_pool_and_a_killed_agent_requeues_its_plan_and_fails_i
 
 #[test]
 fn a_canceled_job_is_stopped_through_the_heartbeat_and_ends_canceled() {
+    sortie_testkit::require_aws!();
     let dev = Dev::launch(&Names::fresh(), &[]);
     let (pool, token) = agent_setup(&dev, 1, 1);
     let _agent = Agent::start(
@@ -1540,6 +1552,7 @@ fn a_canceled_job_is_stopped_through_the_heartbeat_and_ends_canceled() {
 
 #[test]
 fn three_agents_start_each_of_fifty_jobs_exactly_once() {
+    sortie_testkit::require_aws!();
     let dev = Dev::launch(&Names::fresh(), &[]);
     let (pool, token) = agent_setup(&dev, 10, 2);
     let terraform = sortie_testkit::terraform_bin();

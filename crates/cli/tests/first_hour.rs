@@ -1,5 +1,5 @@
 //! Issue 24's items 3 and 4 (and the new grammar of item 7) end to end: the real `sortie`
-//! binary against `sortie dev` on moto, with the real `sortie-runner` and real Terraform.
+//! binary against `sortie dev` on moto, with the real `sortie-pilot` and real Terraform.
 //!
 //! - Ctrl-C while `run --wait` follows a slow job, in a real pseudo-terminal: one Ctrl-C
 //!   stops following (exit 130) and leaves the job running; two within 2 s and `y`
@@ -164,6 +164,7 @@ fn run_slow_apply(dev: &Dev) -> (Terminal, String) {
 /// Item 3 (Ctrl-C) through a real `sortie dev`, then the new grammar on the same jobs.
 #[test]
 fn ctrl_c_while_following_a_real_job_stops_following_and_a_second_ctrl_c_cancels_it() {
+    sortie_testkit::require_aws!();
     let dev = launch("first-hour-ctrl-c", &[]);
     // Terraform's `apply` sleeps: a job that runs until it is canceled (the local
     // launcher stops the runner's whole process group).
@@ -247,6 +248,7 @@ fn ctrl_c_while_following_a_real_job_stops_following_and_a_second_ctrl_c_cancels
 /// viewer's or a stranger's approve.
 #[test]
 fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_role() {
+    sortie_testkit::require_aws!();
     let dev = launch("first-hour-errors", &["alice", "carol", "dave"]);
     dev.runner("tf1", "tool_version: \"1.0.3\"\n", "", "acme");
     dev.environment("acme/demo", "prod", json!({"approval": "required"}));

@@ -1,5 +1,5 @@
 //! `sortie run ... --wait`, `sortie job logs` and `sortie jobs list` end to end: the real
-//! `sortie` binary against `sortie dev` on moto, with the real `sortie-runner` and real
+//! `sortie` binary against `sortie dev` on moto, with the real `sortie-pilot` and real
 //! terraform 0.11.11. One test drives the CLI in a real pseudo-terminal and reads the
 //! screen through a terminal emulator (vt100): the spinner, the live log, the end.
 
@@ -27,7 +27,7 @@ impl Dev {
     fn start_with(runner: impl FnOnce(&Path, &Path) -> PathBuf) -> Self {
         let scratch = sortie_testkit::scratch_dir("follow-runner").unwrap();
         let runner = runner(
-            &sortie_testkit::runtime::function_binary("sortie-runner"),
+            &sortie_testkit::runtime::function_binary("sortie-pilot"),
             &scratch,
         );
         let dev = common::launch("follow", 1, Some(&runner));
@@ -164,6 +164,7 @@ fn job_id(stdout: &str) -> String {
 
 #[test]
 fn run_apply_wait_streams_the_log_and_ends_with_the_summary_then_logs_and_list_show_the_job() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let run = dev.sortie(&[
         "run",
@@ -269,6 +270,7 @@ fn run_apply_wait_streams_the_log_and_ends_with_the_summary_then_logs_and_list_s
 
 #[test]
 fn a_job_that_fails_exits_6_with_its_reason() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let broken = sortie_testkit::scratch_dir("broken-source").unwrap();
     std::fs::write(
@@ -349,6 +351,7 @@ fn spinner_line(screen: &str) -> Option<String> {
 
 #[test]
 fn in_a_terminal_the_spinner_shows_state_and_elapsed_time_above_the_live_log() {
+    sortie_testkit::require_aws!();
     use portable_pty::{native_pty_system, CommandBuilder, PtySize};
 
     // The job stays `running` a few seconds before and after terraform (hello alone takes
@@ -477,6 +480,7 @@ fn last_lines(text: &str, n: usize) -> Vec<&str> {
 
 #[test]
 fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_discard_exits_6() {
+    sortie_testkit::require_aws!();
     let dev = Dev::start();
     let created = dev.sortie(&[
         "create",

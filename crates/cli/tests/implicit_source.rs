@@ -1,5 +1,5 @@
 //! No implicit source can destroy an environment (issue 24, item 1), end to end: the real
-//! `sortie` binary against `sortie dev` on moto, with the real `sortie-runner` and real
+//! `sortie` binary against `sortie dev` on moto, with the real `sortie-pilot` and real
 //! Terraform 0.11.11.
 //!
 //! The environment holds one resource that needs no provider plugin: Terraform 0.11 still
@@ -119,6 +119,7 @@ fn write(root: &Path, path: &str, text: &str) {
 
 #[test]
 fn no_implicit_source_destroys_an_environment() {
+    sortie_testkit::require_aws!();
     let (dev, bucket) = start();
     let work = sortie_testkit::scratch_dir("implicit-src").unwrap();
     // A folder whose .tf files sit only in a subfolder.

@@ -1,5 +1,5 @@
 //! Sensitive variables end to end (issue 24, item 9): the real `sortie` binary against
-//! `sortie dev` on moto, the real `sortie-runner` and real Terraform 1.0.3.
+//! `sortie dev` on moto, the real `sortie-pilot` and real Terraform 1.0.3.
 //!
 //! `--sensitive-var` sends a value once; it lives in a Secrets Manager secret (on moto)
 //! for the job's life, reaches terraform as `TF_VAR_<name>`, and is nowhere else: not in
@@ -140,6 +140,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
 
 #[test]
 fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_deleted() {
+    sortie_testkit::require_aws!();
     let dev = start();
     let value = format!("s3cr3t-{}", sortie_testkit::unique("pw"));
     let digest: String = sha2::Sha256::digest(value.as_bytes())

@@ -65,6 +65,7 @@ fn hello_files() -> Value {
 /// environment exits 3, and `list envs` counts the environments of subgroups it leaves out.
 #[test]
 fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
+    sortie_testkit::require_aws!();
     let dev = common::launch("waiting", 1, Some(&common::runner_binary()));
     let bucket = common::state_bucket();
     let runner_file = format!(
@@ -188,6 +189,7 @@ fn a_job_behind_a_reviewed_job_says_so_and_typos_get_did_you_mean() {
 /// `runner check` says no agent of the pool has asked for work.
 #[test]
 fn an_agent_runners_job_with_no_agent_says_which_pool_it_waits_for() {
+    sortie_testkit::require_aws!();
     let dev = common::launch("waiting-agent", 1, None);
     let pool = dev.api(
         "POST",

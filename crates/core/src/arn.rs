@@ -35,6 +35,17 @@ pub fn parse(arn: &str) -> Option<Arn<'_>> {
     (!out.service.is_empty() && !out.resource.is_empty()).then_some(out)
 }
 
+/// True when an event whose envelope names account `from` may speak of resource `arn`: the
+/// ARN is in that account, or either account is unknown (a local event has no envelope
+/// account). EventBridge sets the envelope's account to the account the event came from,
+/// so an event naming a resource in another account is forged or misrouted.
+pub fn same_account(from: Option<&str>, arn: &str) -> bool {
+    match (from, parse(arn).map(|a| a.account)) {
+        (Some(from), Some(account)) => from == account,
+        _ => true,
+    }
+}
+
 /// True for a region name such as `eu-west-1` (see [`crate::limits::is_region`]).
 pub fn is_region(s: &str) -> bool {
     crate::limits::is_region(s)
@@ -54,5 +65,14 @@ mod tests {
         assert!(parse("hunter2").is_none() && parse("arn:gcp:iam::1:role/x").is_none());
         assert!(is_region("eu-west-1") && is_region("us-gov-west-1"));
         assert!(!is_region("mars") && !is_region("EU-west-1"));
+    }
+
+    #[test]
+    fn an_event_speaks_only_of_its_own_account() {
+        let cluster = "arn:aws:ecs:us-east-1:123456789012:cluster/sortie";
+        assert!(same_account(Some("123456789012"), cluster));
+        assert!(!same_account(Some("999999999999"), cluster));
+        assert!(same_account(None, cluster), "no envelope account: nothing to compare");
+        assert!(same_account(Some("123456789012"), "not-an-arn"));
     }
 }

@@ -14,6 +14,7 @@ use crate::names::GroupPath;
 
 /// Roles, each including the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Reads everything in the group.
@@ -55,6 +56,7 @@ impl Action {
 /// Who a membership is for. Unknown fields are refused: a misspelled `issuer` must never
 /// silently drop an issuer pin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Grantee {
     /// One subject (`sub`), optionally only from one issuer.
@@ -80,8 +82,10 @@ pub enum Grantee {
 
 /// A role granted on a group path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Membership {
     /// The group the role is granted on (and inherited below).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub group: GroupPath,
     /// The role.
     pub role: Role,

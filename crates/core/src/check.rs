@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How one check went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckStatus {
     /// What was checked is as a launch needs it.
@@ -17,6 +18,8 @@ pub enum CheckStatus {
 
 /// One check of a runner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = RunnerCheckView))]
 pub struct RunnerCheck {
     /// What was checked: one of the `CHECK_*` names.
     pub name: String,

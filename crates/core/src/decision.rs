@@ -11,10 +11,12 @@
 //! - A `dispatching` job younger than the dispatch lease is left alone. After the lease its
 //!   task is looked up by `startedBy`: a task found is adopted; none found requeues the job
 //!   as a new launch attempt (or ends it as canceled, when a cancel was asked for).
-//! - A launch the platform refused is requeued when the refusal is retryable, and fails
-//!   the job, quoting the platform, when it is not. A launch whose outcome is unknown (the
-//!   call may have reached the platform) leaves the job `dispatching`: after the lease, the
-//!   lookup by `startedBy` settles it, so an uncertain call never launches twice.
+//! - A launch the platform refused is not decided here: its one policy is
+//!   [`crate::retry::after_launch_refusal`] (tried again after a backoff while the refusal
+//!   is retryable and the caps allow; otherwise the job fails, quoting the platform). A
+//!   launch whose outcome is unknown (the call may have reached the platform) leaves the
+//!   job `dispatching`: after the lease, the lookup by `startedBy` settles it, so an
+//!   uncertain call never launches twice.
 //! - A `running` job whose stop was asked for (cancel or timeout) is described on every
 //!   sweep, and stopped again until its task is seen `STOPPED`.
 //! - A `running` job past its runner's timeout is stopped from outside.
@@ -87,13 +89,6 @@ pub enum Seen {
     Stopped(TaskStop),
     /// The platform does not know the task.
     Missing,
-    /// The launch was refused; `retryable` when it may succeed later.
-    LaunchRefused {
-        /// True for throttling, capacity and other transient refusals.
-        retryable: bool,
-        /// The platform's words.
-        reason: String,
-    },
     /// The launch call's outcome is unknown: it may have reached the platform.
     LaunchUncertain(String),
     /// A stop was refused for good; the platform's words.
@@ -231,16 +226,6 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                 spot: false,
             },
         },
-        (JobState::Dispatching, Seen::LaunchRefused { retryable, reason }) => {
-            if *retryable {
-                Step::Requeue {
-                    reason: format!("{}: {reason}", crate::waiting::LAUNCH_RETRY_PREFIX),
-                    spot: false,
-                }
-            } else {
-                end(JobState::Failed, format!("launch failed: \"{reason}\""))
-            }
-        }
         // An uncertain launch (and anything else seen while dispatching) waits for the
         // lookup by `startedBy` after the lease.
         (JobState::Dispatching, _) => Step::Wait,

@@ -6,7 +6,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
-use crate::spec::ChangeSummary;
+use crate::job::ChangeSummary;
 
 /// The shortest interval between two drift checks, in minutes.
 pub const DRIFT_MIN_INTERVAL_MINUTES: i64 = 15;
@@ -89,6 +89,7 @@ impl DriftSchedule {
 
 /// The verdict of a drift check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DriftVerdict {
     /// The plan has no changes.
@@ -112,12 +113,14 @@ impl DriftVerdict {
 
 /// The latest drift check of an environment, set on the environment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DriftStatus {
     /// `in_sync`, `drifted` or `error`.
     pub status: DriftVerdict,
     /// When the check ended.
     pub checked_at: DateTime<Utc>,
     /// The check's plan job.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub job_id: JobId,
     /// The plan's counts, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,11 +130,13 @@ pub struct DriftStatus {
     pub reason: Option<String>,
     /// The apply submitted to remediate a drift (`drift_remediation: apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub remediation_job_id: Option<JobId>,
 }
 
 /// A drift check the schedule fired but that did not run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DriftSkipped {
     /// When it was skipped.
     pub at: DateTime<Utc>,

@@ -19,8 +19,10 @@ use crate::ValidationError;
 
 /// Who linked an environment to its runner, by which rule, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunnerLink {
     /// The linked runner.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub runner_id: RunnerId,
     /// The rule that picked it.
     pub rule_id: String,
@@ -32,8 +34,10 @@ pub struct RunnerLink {
 
 /// An environment and its sticky runner link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Environment {
     /// The environment's path, such as `acme/payments/prod`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub path: EnvPath,
     /// The environment's type, such as `development` or `production`.
     pub env_type: String,
@@ -52,6 +56,7 @@ pub struct Environment {
 
 /// Whether an apply or destroy waits for a person's approval between its plan and its apply.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Approval {
     /// The job plans and applies that plan at once (one task).
@@ -74,6 +79,7 @@ impl Approval {
 
 /// What a detected drift does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DriftRemediation {
     /// Nothing: the drift is reported.
@@ -92,6 +98,7 @@ pub const APPROVAL_TIMEOUT_MAX_SECONDS: u32 = 30 * 24 * 3600;
 
 /// An environment's settings for reviewed applies, drift detection and the tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EnvSettings {
     /// `auto` (default) or `required`.
     #[serde(default, skip_serializing_if = "is_default")]

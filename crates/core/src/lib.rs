@@ -5,7 +5,7 @@
 //! function of its inputs (time is passed in), so it is tested with unit and
 //! property tests alone.
 
-pub mod agent;
+pub mod agent_pool;
 pub mod arn;
 pub mod auth;
 pub mod check;
@@ -20,12 +20,13 @@ pub mod limits;
 pub mod names;
 pub mod outcome;
 pub mod problems;
+pub mod protocol;
 pub mod retry;
 pub mod rule;
 pub mod rule_index;
 pub mod runner;
 pub mod sensitive;
-pub mod spec;
+pub mod tokens;
 pub mod tool;
 pub mod urls;
 pub mod waiting;
@@ -46,7 +47,6 @@ pub use rule::{
 };
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
-pub use spec::{ChangeSummary, JobPhase, JobSpec, RunnerExit, UploadKind, RUNNER_EXIT_REASON_MAX};
 pub use tool::{ToolName, ToolUsed};
 
 /// Input that failed parsing or validation, with every problem found.

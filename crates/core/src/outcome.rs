@@ -95,7 +95,7 @@ pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
         }
         // A lost agent, or a job its agent handed back: like a Spot interruption, a plan
         // runs again elsewhere; a state writer may have written half its state, so it fails.
-        Some(crate::agent::AGENT_LOST) | Some(crate::agent::AGENT_HANDED_BACK) => {
+        Some(crate::agent_pool::AGENT_LOST) | Some(crate::agent_pool::AGENT_HANDED_BACK) => {
             return if operation.writes_state() {
                 Outcome::new(JobState::Failed, format!("{reason}; the {} is not re-run blindly: check the state, then submit it again", operation.as_str()))
             } else {

@@ -8,7 +8,10 @@
 //!   jitter, from the number of refusals in a row ([`refusal_run`]).
 //! - After [`MAX_LAUNCH_ATTEMPTS`] launch attempts, or [`MAX_LAUNCH_RETRY_MINUTES`] since the
 //!   first refusal of the run, the job fails, quoting the last refusal and saying how many
-//!   attempts were made ([`after_refusal`]).
+//!   attempts were made ([`after_refusal`]). A refusal for good fails the job at once; both
+//!   are decided by [`after_launch_refusal`], the one policy the dispatcher asks.
+//! - A message whose handling failed for another reason (the store unreachable) is
+//!   delivered again after [`redelivery_delay_seconds`], a short backoff without jitter.
 //! - A transition identical to one of the last two recorded is folded into it
 //!   ([`record_transition`]), and a history longer than [`HISTORY_MAX`] entries keeps its
 //!   first [`HISTORY_KEEP_FIRST`] and last [`HISTORY_KEEP_LAST`], counting the rest.
@@ -50,6 +53,19 @@ pub fn launch_retry_delay_seconds(refusals: u32, seed: u64) -> u32 {
     u32::try_from(half + jitter)
         .unwrap_or(LAUNCH_BACKOFF_MAX_SECONDS)
         .clamp(LAUNCH_BACKOFF_MIN_SECONDS, LAUNCH_BACKOFF_MAX_SECONDS)
+}
+
+/// The longest delay before a failed message is delivered again, in seconds.
+pub const REDELIVERY_DELAY_MAX_SECONDS: i32 = 60;
+
+/// The delay before a jobs-queue message whose handling failed (the store or the queue
+/// could not be reached, a step could not be recorded) is delivered again, after its
+/// `receive_count`-th delivery: 2, 4, 8, 16, 32, then [`REDELIVERY_DELAY_MAX_SECONDS`]. It
+/// is not the backoff of a refused launch, which is [`launch_retry_delay_seconds`]: the
+/// launch was not refused, the message's work is simply done again.
+pub fn redelivery_delay_seconds(receive_count: u32) -> i32 {
+    2i32.saturating_pow(receive_count.clamp(1, 6))
+        .min(REDELIVERY_DELAY_MAX_SECONDS)
 }
 
 /// The jitter's seed for a job's `refusals`-th refusal in a row: the same for the
@@ -150,6 +166,24 @@ pub fn after_refusal(job: &Job, attempt: u32, reason: &str, now: DateTime<Utc>) 
     LaunchRetry::Retry {
         delay_seconds,
         at: now + Duration::seconds(i64::from(delay_seconds)),
+    }
+}
+
+/// What follows a refused launch: the one retry decision of a launch. A refusal for good
+/// (`retryable` false) fails the job at once, quoting the platform ([`refused_for_good`]); a
+/// retryable one is tried again after the backoff, or given up past the caps
+/// ([`after_refusal`]).
+pub fn after_launch_refusal(
+    job: &Job,
+    attempt: u32,
+    retryable: bool,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> LaunchRetry {
+    if retryable {
+        after_refusal(job, attempt, reason, now)
+    } else {
+        LaunchRetry::GiveUp(refused_for_good(attempt, reason))
     }
 }
 

@@ -18,6 +18,7 @@ use crate::ValidationError;
 
 /// Optional conditions a rule places on an environment. All that are set must hold.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Criteria {
     /// The environment's type must equal this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,12 +90,15 @@ pub fn env_path_matches(glob: &str, path: &str) -> bool {
 
 /// A runner rule: at `scope`, environments meeting `criteria` use `runner_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunnerRule {
     /// The rule's id, unique within its scope.
     pub id: String,
     /// The group the rule applies in (and below).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub scope: GroupPath,
     /// The runner it picks; visible at `scope` by construction.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub runner_id: RunnerId,
     /// Conditions on the environment.
     #[serde(default)]
@@ -238,6 +242,7 @@ pub struct EnvFacts<'a> {
 
 /// Why a considered rule did not win.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Verdict {
     /// This rule won.
@@ -262,12 +267,15 @@ pub enum Verdict {
 
 /// One rule's line in a resolution's explanation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Considered {
     /// The rule's id.
     pub rule_id: String,
     /// The rule's scope.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub scope: GroupPath,
     /// The runner it names.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub runner_id: RunnerId,
     /// How many criteria it sets.
     pub criteria_count: usize,

@@ -148,6 +148,7 @@ pub struct RuleIndex {
 /// [`resolve`]'s counts; when no rule matches nothing is outranked, and every
 /// count equals [`resolve`]'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Tally {
     /// 1 if a rule won, else 0.
     pub won: u32,
@@ -174,6 +175,7 @@ impl Tally {
 
 /// Counts by the precedence step at which a rule ranks below the winner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ByStep {
     /// The winner's scope is deeper.
     pub deeper_scope: u32,
@@ -202,6 +204,7 @@ impl ByStep {
 
 /// Counts by the first criterion that fails, in the order [`crate::Criteria::check`] checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ByCriterion {
     /// `env_type` differs.
     pub env_type: u32,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// Terraform or OpenTofu.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ToolName {
     /// HashiCorp Terraform (`terraform`).
@@ -188,6 +189,7 @@ pub fn version_problem(version: &str) -> Option<String> {
 
 /// What a runner reports it ran: the tool and its exact version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolUsed {
     /// `terraform` or `opentofu`.

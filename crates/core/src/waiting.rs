@@ -16,6 +16,7 @@ use crate::runner::RunnerConfiguration;
 
 /// What a job waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WaitingKind {
     /// Queued behind the job that holds the environment's lock.
@@ -34,6 +35,8 @@ pub enum WaitingKind {
 
 /// Why a job waits: the kind, one line of text, and the facts the text is made of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = WaitingReason))]
 pub struct Waiting {
     /// What it waits for.
     pub kind: WaitingKind,
@@ -43,6 +46,7 @@ pub struct Waiting {
     pub since: DateTime<Utc>,
     /// The job holding the environment's lock (`queued_behind`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub behind: Option<JobId>,
     /// That job's state (`queued_behind`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,12 +112,6 @@ pub struct WaitFacts<'a> {
 /// The reason a launch was refused and will be retried, as dispatch records it on the
 /// `dispatching → queued` transition (see `decision::decide`).
 pub const LAUNCH_RETRY_PREFIX: &str = crate::retry::LAUNCH_RETRY_PREFIX;
-
-/// The backoff of a retried launch after its `receive_count`-th delivery: 2, 4, 8, 16, 32,
-/// then 60 seconds.
-pub fn launch_backoff_seconds(receive_count: u32) -> i32 {
-    2i32.saturating_pow(receive_count.clamp(1, 6)).min(60)
-}
 
 /// An agent pool's last claim is written at most this often, to bound the writes of
 /// agents that poll all the time.

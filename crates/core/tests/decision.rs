@@ -4,6 +4,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use sortie_core::decision::{decide, JobFacts, Seen, Step, Timing, MAX_SPOT_REQUEUES};
 use sortie_core::job::ALL_STATES;
+use sortie_core::retry::{after_launch_refusal, LaunchRetry, MAX_LAUNCH_ATTEMPTS};
 use sortie_core::{JobState, Operation, TaskRef, TaskStop};
 
 const TIMING: Timing = Timing {
@@ -19,6 +20,21 @@ fn task(n: u8) -> TaskRef {
     TaskRef::new(format!(
         "arn:aws:ecs:eu-west-1:123456789012:task/runners/{n:032x}"
     ))
+}
+
+/// A job just claimed by dispatch, at `now`.
+fn dispatching_job(now: DateTime<Utc>) -> sortie_core::Job {
+    let mut job = sortie_core::Job::new(
+        "j1",
+        sortie_core::EnvPath::parse("acme/prod").unwrap(),
+        sortie_core::RunnerId::parse("acme/fargate").unwrap(),
+        sortie_core::JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#).unwrap(),
+        "alice".into(),
+        now,
+    );
+    job.transition(JobState::Dispatching, now, "claimed by dispatch")
+        .unwrap();
+    job
 }
 
 fn operation() -> impl Strategy<Value = Operation> {
@@ -60,8 +76,6 @@ fn seen() -> impl Strategy<Value = Seen> {
         Just(Seen::Running),
         stop().prop_map(Seen::Stopped),
         Just(Seen::Missing),
-        (any::<bool>(), "[a-z ]{1,20}")
-            .prop_map(|(retryable, reason)| Seen::LaunchRefused { retryable, reason }),
         "[a-z ]{1,20}".prop_map(Seen::LaunchUncertain),
         "[a-z ]{1,20}".prop_map(Seen::StopRefused),
     ]
@@ -231,7 +245,7 @@ proptest! {
     }
 
     /// A stop or launch refused for good fails the job with the platform's words quoted;
-    /// a retryable launch refusal is relaunched.
+    /// a retryable launch refusal is relaunched until the attempts run out.
     #[test]
     fn refusals_quote_the_platform((mut f, now) in facts(), words in "[a-z]{3,12}") {
         f.state = JobState::Running;
@@ -242,15 +256,23 @@ proptest! {
             }
             other => prop_assert!(false, "unexpected {other:?}"),
         }
-        f.state = JobState::Dispatching;
-        let fatal = Seen::LaunchRefused { retryable: false, reason: words.clone() };
+        // A launch refusal is decided by the one retry policy, not by `decide`.
+        let job = dispatching_job(now);
         prop_assert_eq!(
-            decide(&f, &fatal, now, TIMING),
-            Step::End(sortie_core::Outcome { state: JobState::Failed, reason: format!("launch failed: \"{words}\"") })
+            after_launch_refusal(&job, 1, false, &words, now),
+            LaunchRetry::GiveUp(format!("launch failed after 1 attempt: \"{words}\""))
         );
-        let transient = Seen::LaunchRefused { retryable: true, reason: words };
-        let requeues = matches!(decide(&f, &transient, now, TIMING), Step::Requeue { spot: false, .. });
-        prop_assert!(requeues);
+        let retried = matches!(
+            after_launch_refusal(&job, 1, true, &words, now),
+            LaunchRetry::Retry { delay_seconds: 2, .. }
+        );
+        prop_assert!(retried);
+        match after_launch_refusal(&job, MAX_LAUNCH_ATTEMPTS, true, &words, now) {
+            LaunchRetry::GiveUp(reason) => {
+                prop_assert!(reason.contains(&format!("\"{words}\"")), "{}", reason);
+            }
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
     }
 }
 
@@ -341,7 +363,7 @@ proptest! {
         f.cancel_requested_by = None;
         f.timeout_requested = false;
         let stop = TaskStop {
-            stop_code: Some(if handed_back { sortie_core::agent::AGENT_HANDED_BACK } else { sortie_core::agent::AGENT_LOST }.into()),
+            stop_code: Some(if handed_back { sortie_core::agent_pool::AGENT_HANDED_BACK } else { sortie_core::agent_pool::AGENT_LOST }.into()),
             stopped_reason: Some("agent lost: no heartbeat from agent a1 for 121s".into()),
             ..Default::default()
         };

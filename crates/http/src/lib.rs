@@ -1,4 +1,4 @@
-//! The HTTPS client pieces `sortie-runner` and `sortie-agent` share: both speak only
+//! The HTTPS client pieces `sortie-pilot` and `sortie-agent` share: both speak only
 //! HTTPS to Sortie's API, with hyper's legacy client over rustls (aws-lc-rs, the stack the
 //! AWS SDK already builds), and both report an unsuccessful answer on one line.
 

@@ -110,24 +110,16 @@ async fn dispatch_record(
 
 /// `task-events`: one "ECS Task State Change" event. EventBridge invokes the function
 /// asynchronously, so an error makes Lambda's asynchronous queue (not EventBridge) run it
-/// again, at most twice more; every event is safe to handle twice.
+/// again, at most twice more; every event is safe to handle twice. The envelope's account
+/// goes with the detail: the engine refuses an event about another account's cluster.
 pub async fn task_state_change(
     engine: &Engine,
     event: EventBridgeEvent<EcsTaskStateChange>,
 ) -> Result<EventOutcome, FunctionError> {
     let detail = &event.detail;
-    // EventBridge sets the envelope's account to the account the event came from; a detail
-    // naming a cluster in another account is refused and changes nothing.
-    let cluster_account = sortie_core::arn::parse(&detail.cluster_arn).map(|a| a.account);
-    if let (Some(from), Some(cluster)) = (event.account.as_deref(), cluster_account) {
-        if from != cluster {
-            tracing::warn!(account = %from, cluster = %detail.cluster_arn, "refused a task event whose cluster is in another account");
-            return Ok(EventOutcome::Ignored(
-                "the event's account is not its cluster's",
-            ));
-        }
-    }
-    let outcome = engine.task_event(detail).await?;
+    let outcome = engine
+        .task_event_from(event.account.as_deref(), detail)
+        .await?;
     tracing::info!(task = %detail.task_arn, status = %detail.last_status, outcome = ?outcome, "task state change handled");
     Ok(outcome)
 }

@@ -21,6 +21,7 @@ fn sample_batch(first: &str, second: &str) -> SqsEvent {
 
 #[tokio::test]
 async fn an_unparsable_record_is_the_only_batch_item_failure_and_the_rest_launch() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let a = w.environment("acme/payments/prod", "").await;
     let b = w.environment("acme/payments/eu", "").await;
@@ -52,6 +53,7 @@ async fn an_unparsable_record_is_the_only_batch_item_failure_and_the_rest_launch
 
 #[tokio::test]
 async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let sqs = aws_sdk_sqs::Client::new(&w.direct);
     let dlq_url = sqs
@@ -140,6 +142,7 @@ async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
 
 #[tokio::test]
 async fn a_record_for_an_unreadable_job_is_the_only_batch_item_failure_and_the_rest_launch() {
+    sortie_testkit::require_aws!();
     use aws_sdk_dynamodb::types::AttributeValue;
     let w = World::new().await;
     let a = w.environment("acme/payments/prod", "").await;
@@ -203,6 +206,7 @@ async fn a_record_for_an_unreadable_job_is_the_only_batch_item_failure_and_the_r
 
 #[tokio::test]
 async fn a_task_event_from_another_account_or_cluster_changes_nothing() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;

@@ -130,7 +130,7 @@ async fn a_batch_launches_its_records_concurrently_and_reports_exactly_the_faile
             .await
             .unwrap();
         let mut job = Job::new(
-            sortie_store::new_id(),
+            sortie_core::tokens::new_id(),
             path,
             runner.id.clone(),
             JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#).unwrap(),

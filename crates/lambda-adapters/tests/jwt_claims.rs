@@ -120,7 +120,7 @@ fn devs_deploy() -> Membership {
 async fn app(store: Arc<MemoryStore>, oidc: Arc<dyn OidcVerifier>) -> axum::Router {
     store
         .put_membership(&MembershipRecord {
-            id: sortie_store::new_id(),
+            id: sortie_core::tokens::new_id(),
             membership: devs_deploy(),
             granted_by: "test".into(),
             granted_at: Utc::now(),
@@ -147,7 +147,7 @@ async fn app(store: Arc<MemoryStore>, oidc: Arc<dyn OidcVerifier>) -> axum::Rout
         rule_indexes: Default::default(),
         oidc,
         public_url: None,
-        agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
+        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
     })
 }
 

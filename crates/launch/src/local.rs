@@ -1,4 +1,4 @@
-//! The `local` launcher: `sortie-runner` as a child process of this host, for
+//! The `local` launcher: `sortie-pilot` as a child process of this host, for
 //! `sortie dev`, the demo and tests (like Tharsis's `local` dispatcher).
 //!
 //! The child runs in its own process group, so a cancel or a timeout stops the
@@ -75,7 +75,7 @@ fn pid_alive(pid: u32) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Launches `sortie-runner` processes and reports their state changes on a channel, as the
+/// Launches `sortie-pilot` processes and reports their state changes on a channel, as the
 /// `detail` JSON of ECS "Task State Change" events.
 #[derive(Clone)]
 pub struct LocalLauncher {
@@ -121,11 +121,11 @@ impl LocalLauncher {
             stop_code: Some("EssentialContainerExited".into()),
             stopped_reason: Some("Essential container in task exited".into()),
             exit_code: code.or(Some(137)),
-            // The runner ends a failure with one `sortie-runner: <reason>` line: the container's reason.
+            // The pilot ends a failure with one `sortie-pilot: <reason>` line: the container's reason.
             container_reason: if code == Some(0) {
                 None
             } else {
-                last_runner_line(&log).or_else(|| {
+                last_pilot_line(&log).or_else(|| {
                     code.is_none()
                         .then(|| "the runner's exit code was not recorded".to_string())
                 })
@@ -441,11 +441,11 @@ impl Launcher for LocalLauncher {
     }
 }
 
-/// The last `sortie-runner: …` line of a runner's output, without the prefix.
-fn last_runner_line(log: &std::path::Path) -> Option<String> {
+/// The last `sortie-pilot: …` line of a pilot's output, without the prefix.
+fn last_pilot_line(log: &std::path::Path) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;
     text.lines()
         .rev()
-        .find_map(|l| l.strip_prefix("sortie-runner: "))
+        .find_map(|l| l.strip_prefix("sortie-pilot: "))
         .map(|l| l.chars().take(1000).collect())
 }

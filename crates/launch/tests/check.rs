@@ -213,6 +213,7 @@ fn only_reads(proxy: &FaultProxy) {
 
 #[tokio::test]
 async fn a_runner_ready_to_launch_passes_every_check_and_changes_nothing() {
+    sortie_testkit::require_aws!();
     let endpoint = sortie_testkit::endpoint();
     let target = Target::new(&endpoint).await;
     let proxy = FaultProxy::start(&endpoint);
@@ -288,6 +289,7 @@ async fn a_runner_ready_to_launch_passes_every_check_and_changes_nothing() {
 
 #[tokio::test]
 async fn each_broken_part_fails_its_own_check_in_aws_words() {
+    sortie_testkit::require_aws!();
     let endpoint = sortie_testkit::endpoint();
     let target = Target::new(&endpoint).await;
     let other_vpc = network(&endpoint);
@@ -376,6 +378,7 @@ async fn each_broken_part_fails_its_own_check_in_aws_words() {
 
 #[tokio::test]
 async fn a_role_that_cannot_be_assumed_fails_with_sts_words_and_nothing_else_is_asked() {
+    sortie_testkit::require_aws!();
     let endpoint = sortie_testkit::endpoint();
     let target = Target::new(&endpoint).await;
     let proxy = FaultProxy::start(&endpoint);
@@ -400,6 +403,7 @@ async fn a_role_that_cannot_be_assumed_fails_with_sts_words_and_nothing_else_is_
 
 #[tokio::test]
 async fn a_runner_type_without_a_launcher_fails_with_the_words_its_jobs_would_get() {
+    sortie_testkit::require_aws!();
     let endpoint = sortie_testkit::endpoint();
     let checker = AwsRunnerChecker::new(config(&endpoint).await, false);
     let local = Runner {

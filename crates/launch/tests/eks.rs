@@ -101,6 +101,7 @@ fn query(url: &str) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn a_job_launches_as_one_kubernetes_job_through_the_assumed_role_with_a_verified_token() {
+    sortie_testkit::require_aws!();
     let w = world(None).await;
     let job = job_on(&w.cluster, "");
     let task = w.launcher.launch(&spec(&job, 1)).await.expect("launched");
@@ -219,6 +220,7 @@ async fn a_job_launches_as_one_kubernetes_job_through_the_assumed_role_with_a_ve
 
 #[tokio::test]
 async fn a_retried_dispatch_adopts_its_job_and_creates_no_second() {
+    sortie_testkit::require_aws!();
     let w = world(None).await;
     let job = job_on(&w.cluster, "");
     let first = w.launcher.launch(&spec(&job, 1)).await.unwrap();
@@ -254,6 +256,7 @@ fn pod_for(job: &Job, name: &str, phase: &str, state: Value) -> Value {
 
 #[tokio::test]
 async fn describe_reads_the_job_and_its_pods_and_a_pod_that_cannot_start_is_deleted() {
+    sortie_testkit::require_aws!();
     let w = world(None).await;
     let job = job_on(&w.cluster, "");
     let task = w.launcher.launch(&spec(&job, 1)).await.unwrap();
@@ -332,6 +335,7 @@ async fn describe_reads_the_job_and_its_pods_and_a_pod_that_cannot_start_is_dele
 
 #[tokio::test]
 async fn cancel_deletes_the_job_in_the_background_and_a_job_already_gone_is_a_stop_done() {
+    sortie_testkit::require_aws!();
     let w = world(None).await;
     let job = job_on(&w.cluster, "");
     let task = w.launcher.launch(&spec(&job, 1)).await.unwrap();
@@ -371,6 +375,7 @@ async fn cancel_deletes_the_job_in_the_background_and_a_job_already_gone_is_a_st
 
 #[tokio::test]
 async fn refusals_quote_kubernetes_and_a_lost_create_is_uncertain() {
+    sortie_testkit::require_aws!();
     let w = world(None).await;
     let job = job_on(&w.cluster, "");
     let jobs_path = format!("/apis/batch/v1/namespaces/{NAMESPACE}/jobs");
@@ -406,6 +411,7 @@ async fn refusals_quote_kubernetes_and_a_lost_create_is_uncertain() {
 
 #[tokio::test]
 async fn an_api_whose_certificate_the_cluster_ca_did_not_sign_fails_the_launch_in_words() {
+    sortie_testkit::require_aws!();
     let w = world(Some(KubeDouble::other_ca_data())).await;
     let job = job_on(&w.cluster, "");
     match w.launcher.launch(&spec(&job, 1)).await {
@@ -426,6 +432,7 @@ fn checks(list: Vec<RunnerCheck>) -> BTreeMap<String, RunnerCheck> {
 
 #[tokio::test]
 async fn an_eks_check_describes_the_cluster_and_asks_the_api_what_the_role_may_do() {
+    sortie_testkit::require_aws!();
     let w = world(None).await;
     let checker = AwsRunnerChecker::new(w.base.clone(), false);
     let runner = Runner {

@@ -5,6 +5,7 @@ use sortie_launch::{AwsJobSecrets, JobSecrets};
 
 #[tokio::test]
 async fn a_job_secret_is_created_tagged_read_and_deleted_without_recovery() {
+    sortie_testkit::require_aws!();
     let config = sortie_testkit::sdk_config().await;
     let secrets = AwsJobSecrets::new(&config);
     let name = format!("sortie/jobs/{}/db_password", sortie_testkit::unique("job"));

@@ -105,7 +105,7 @@ async fn a_timeout_stop_kills_the_process_group_and_the_stopped_event_maps_to_ti
 async fn a_failing_runner_reports_its_exit_code_and_last_line() {
     let dir = std::env::temp_dir().join(format!("sortie-local-fail-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let failing = script(&dir, "fail.sh", "echo 'Error: something broke'\necho 'sortie-runner: terraform apply failed with exit code 1: Error: something broke'\nexit 1");
+    let failing = script(&dir, "fail.sh", "echo 'Error: something broke'\necho 'sortie-pilot: terraform apply failed with exit code 1: Error: something broke'\nexit 1");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let launcher = LocalLauncher::new(failing.clone(), dir.join("logs"), tx);
     let j = job(&failing);

@@ -183,7 +183,7 @@ impl World {
         ))
         .unwrap();
         let mut job = Job::new(
-            sortie_store::new_id(),
+            sortie_core::tokens::new_id(),
             EnvPath::parse(ENV).unwrap(),
             RunnerId::parse(RUNNER).unwrap(),
             request,

@@ -5,17 +5,15 @@
 use std::time::Duration as StdDuration;
 
 use chrono::Utc;
-use sortie_core::agent::{
-    agent_task, AgentAction, AgentHold, Claim, ClaimRequest, ExitReport as AgentExitReport,
-    HeartbeatAnswer, HeartbeatRequest, MAX_CLAIM_WAIT_SECONDS,
-};
-use sortie_core::decision::{decide, Seen, Step, Timing};
+use sortie_core::agent_pool::{agent_task, AgentHold};
+use sortie_core::protocol::agent::{AgentAction, Claim, ClaimRequest, AgentExit, HeartbeatAnswer, HeartbeatRequest, MAX_CLAIM_WAIT_SECONDS};
 use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
 use sortie_core::{JobId, JobState, RunnerConfiguration};
 use sortie_store::{JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn};
 
-use crate::{ExitReport, JobService};
+use crate::end::{EndReport, How};
+use crate::JobService;
 
 /// How often a waiting claim looks at the pool's offers again.
 pub const CLAIM_POLL: StdDuration = StdDuration::from_millis(250);
@@ -99,7 +97,7 @@ impl JobService {
             let update = JobUpdate {
                 claim_from: Some(pool.to_string()),
                 task: Some(task.clone()),
-                token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+                token_hash: Some(sortie_core::tokens::sha256_hex(token.as_bytes())),
                 started_at: Some(now),
                 agent: Some(AgentHold {
                     pool: pool.to_string(),
@@ -175,15 +173,16 @@ impl JobService {
     }
 
     /// An agent's report that the runner of a job of `pool` it holds exited (or that it hands
-    /// the job back): decided as a stopped task ([`decide`]), so a cancel or timeout Sortie
-    /// asked for names the end, and a handed-back plan is requeued. Whichever comes first,
+    /// the job back): the job ends ([`How::Exited`]: a cancel or timeout Sortie asked for
+    /// names the end, and a handed-back plan is requeued), then a drift check's drift is
+    /// answered ([`JobService::remediate_drift`]). Whichever comes first,
     /// this or the runner's own final callback, wins; the second changes nothing.
     pub async fn agent_exited(
         &self,
         pool: &str,
         id: &JobId,
-        report: &AgentExitReport,
-    ) -> Result<ExitReport, AgentRefusal> {
+        report: &AgentExit,
+    ) -> Result<EndReport, AgentRefusal> {
         let record = self.store.get_job(id).await?;
         if !is_pools(&record, pool) {
             return Err(missing(id));
@@ -195,78 +194,24 @@ impl JobService {
             });
         }
         if record.job.state.is_terminal() {
-            return Ok(ExitReport::AlreadyEnded(record));
+            return Ok(EndReport::AlreadyEnded(record));
         }
         if record.job.state != JobState::Running {
             return Err(AgentRefusal::NotHeld {
                 state: record.job.state,
             });
         }
-        Ok(self.task_stopped(&record, report.to_stop()).await?)
-    }
-
-    /// Ends (or requeues) a `running` job whose task is known to have stopped with `stop`.
-    pub(crate) async fn task_stopped(
-        &self,
-        record: &JobRecord,
-        stop: sortie_core::TaskStop,
-    ) -> Result<ExitReport, StoreError> {
-        let timing = Timing {
-            dispatch_lease: chrono::Duration::zero(),
-            silence: chrono::Duration::zero(),
-        };
-        let step = decide(
-            &crate::engine::facts(record),
-            &Seen::Stopped(stop),
-            Utc::now(),
-            timing,
-        );
-        let moved = match step {
-            Step::End(outcome) => self.finish(record, JobState::Running, &outcome).await,
-            Step::Requeue { reason, spot } => {
-                let requeued = self
-                    .store
-                    .transition_job(
-                        &record.job.id,
-                        JobState::Running,
-                        JobState::Queued,
-                        Utc::now(),
-                        &reason,
-                        JobUpdate {
-                            clear_task: true,
-                            spot_requeue: spot,
-                            ..Default::default()
-                        },
-                    )
-                    .await;
-                if requeued.is_ok() {
-                    info!(job_id = %record.job.id, %reason, "requeued for a new launch attempt");
-                    self.send_or_leave_pending(&record.job.id).await;
-                }
-                requeued
-            }
-            other => {
-                warn!(step = ?other, "a stopped task decided no end; left to the sweeper");
-                return Ok(ExitReport::NotRunning(record.job.state));
-            }
-        };
-        match moved {
-            Ok(r) => {
-                info!(job_id = %record.job.id, state = %r.job.state, reason = r.job.reason(), "job ended on its exit report");
-                Ok(ExitReport::Ended(r))
-            }
-            Err(StoreError::StateConflict { actual, .. }) if actual.is_terminal() => Ok(
-                ExitReport::AlreadyEnded(self.store.get_job(&record.job.id).await?),
-            ),
-            Err(StoreError::StateConflict { actual, .. }) => Ok(ExitReport::NotRunning(actual)),
-            Err(e) => Err(e),
+        let ended = self.end(&record, How::Exited(report.to_stop())).await?;
+        if let Some(r) = ended.ended() {
+            self.remediate_drift(r).await;
         }
+        Ok(ended)
     }
 }
 
-/// True when the job is `pool`'s business ([`sortie_core::agent::job_of_pool`]).
+/// True when the job is `pool`'s business ([`sortie_core::agent_pool::job_of_pool`]).
 fn is_pools(record: &JobRecord, pool: &str) -> bool {
-    sortie_core::agent::job_of_pool(
+    sortie_core::agent_pool::job_of_pool(
         &record.job,
         record.offered_to.as_deref(),
         record.agent.as_ref(),

@@ -1,6 +1,7 @@
-//! The job service: submit, cancel, complete, and release-and-next, in one place.
+//! The job service: submit, cancel and review, in one place with the end of a job
+//! ([`crate::end`]).
 //!
-//! The API (submit, cancel) and the engine (completion, the sweeper) both move
+//! The API (submit, cancel, review) and the engine (the end, the sweeper) both move
 //! jobs through their lifecycle; they share this service so that the environment
 //! lock is released, and the next queued job sent, by one piece of code.
 
@@ -20,7 +21,8 @@ use sortie_store::{
 };
 use tracing::{info, warn};
 
-use crate::{Bus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL};
+use crate::end::How;
+use crate::Bus;
 
 /// How long one secret's deletion may take when a job ends.
 pub const SECRET_DELETE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -41,17 +43,6 @@ pub struct JobService {
     pub secrets: Arc<dyn JobSecrets>,
 }
 
-/// What the runner's own report of its exit did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExitReport {
-    /// The job ended (or, for a stop Sortie asked for, ended as that stop says) now.
-    Ended(JobRecord),
-    /// The job had already ended (its task's status was seen first): nothing changed.
-    AlreadyEnded(JobRecord),
-    /// The job is not `running`: its launch is not recorded yet, or it was requeued.
-    NotRunning(JobState),
-}
-
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cancellation {
@@ -64,30 +55,6 @@ pub enum Cancellation {
 }
 
 impl JobService {
-    /// The runner's final callback: it is about to exit with `exit.exit_code`. The job ends
-    /// as if its task had been seen stopped with that code ([`sortie_core::decision::decide`]:
-    /// a cancel or timeout Sortie asked for still names the end). Whichever comes first,
-    /// this or the sweeper's poll of the platform, wins; the second changes nothing.
-    pub async fn runner_exited(
-        &self,
-        record: &JobRecord,
-        exit: &sortie_core::RunnerExit,
-    ) -> Result<ExitReport, StoreError> {
-        if record.job.state.is_terminal() {
-            return Ok(ExitReport::AlreadyEnded(record.clone()));
-        }
-        if record.job.state != JobState::Running {
-            return Ok(ExitReport::NotRunning(record.job.state));
-        }
-        let stop = sortie_core::TaskStop {
-            stop_code: Some("EssentialContainerExited".into()),
-            stopped_reason: Some("the runner reported its exit".into()),
-            exit_code: Some(exit.exit_code),
-            container_reason: exit.reason.clone(),
-        };
-        self.task_stopped(record, stop).await
-    }
-
     /// Writes a new `queued` job (taking or joining its environment's lock) and, when it
     /// took the lock, sends it to the jobs queue.
     pub async fn submit(
@@ -141,142 +108,22 @@ impl JobService {
                     &reason,
                     Default::default(),
                 )
-                .await?;
-            self.release_and_next(&canceled).await?;
-            canceled
+                .await?
         } else {
             self.store
                 .cancel_waiting_job(&job.id, Utc::now(), &reason)
                 .await?
         };
-        self.forget_sensitive_variables(&canceled.job).await;
+        self.end(&canceled, How::Reached).await?;
         Ok(Cancellation::Canceled(canceled))
     }
 
-    /// Releases the environment's lock if this job holds it, and sends the job it was
-    /// handed to. Idempotent: a release by anyone but the holder changes nothing.
-    pub async fn release_and_next(&self, record: &JobRecord) -> Result<(), StoreError> {
-        self.release_env_and_next(&record.job.environment, &record.job.id)
-            .await
-    }
-
-    /// [`JobService::release_and_next`] by the environment and the job id alone: for a job
-    /// whose item cannot be read.
-    pub async fn release_env_and_next(
-        &self,
-        env: &EnvPath,
-        job_id: &JobId,
-    ) -> Result<(), StoreError> {
-        if let Released::HandedTo(next) = self.store.release_environment(env, job_id).await? {
-            info!(next = %next.id, "environment handed to the next queued job");
-            self.send_or_leave_pending(&next.id).await;
-        }
-        Ok(())
-    }
-
-    /// After a job reached a terminal state: release, start the next job, publish
-    /// `sortie.job.completed` (best effort: the outcome is already durable), then record what
-    /// the end means for its environment (its latest successful apply, a drift check's result).
-    pub async fn complete(&self, record: &JobRecord) -> Result<(), StoreError> {
-        self.forget_sensitive_variables(&record.job).await;
-        self.release_and_next(record).await?;
-        if let Err(e) = self.bus.job_completed(record).await {
-            warn!(error = %e, "publishing sortie.job.completed failed");
-        }
-        info!(state = %record.job.state, reason = record.job.reason(), "job finished");
-        self.after_end(record).await;
-        Ok(())
-    }
-
-    /// Ends a job's task with `outcome`, moving it from `from` with one conditional write: a
-    /// reviewed job whose plan phase succeeded moves to `awaiting_approval` instead, keeping
-    /// its environment's lock and its plan phase (task, attempt, summary) on the record;
-    /// anything else reaches `outcome.state` and is completed ([`JobService::complete`]).
-    /// A job that moved on meanwhile is a `StateConflict`, for the caller to read.
-    pub async fn finish(
-        &self,
-        record: &JobRecord,
-        from: JobState,
-        outcome: &Outcome,
-    ) -> Result<JobRecord, StoreError> {
-        let now = Utc::now();
-        let job = &record.job;
-        if let (JobState::Succeeded, Some(review)) = (outcome.state, &job.review) {
-            if review.phase == JobPhase::Plan {
-                let mut review = review.clone();
-                review.awaiting_since = Some(now);
-                let deadline = now + chrono::Duration::seconds(i64::from(review.timeout_seconds));
-                let summary = record
-                    .summary
-                    .map(|s| format!("+{} ~{} -{}", s.add, s.change, s.destroy))
-                    .unwrap_or_else(|| "no summary".into());
-                let reason = format!(
-                    "plan succeeded ({summary}); awaiting approval to {} until {}",
-                    job.request.operation.as_str(),
-                    deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                );
-                let update = JobUpdate {
-                    review: Some(review),
-                    plan_phase: Some(PhaseRecord {
-                        task: record.task.clone(),
-                        attempt: record.attempt,
-                        started_at: record.started_at,
-                        ended_at: now,
-                        summary: record.summary,
-                    }),
-                    approval_deadline: Some(deadline),
-                    ..Default::default()
-                };
-                let awaiting = self
-                    .store
-                    .transition_job(
-                        &job.id,
-                        from,
-                        JobState::AwaitingApproval,
-                        now,
-                        &reason,
-                        update,
-                    )
-                    .await?;
-                info!(job_id = %job.id, %deadline, "plan phase succeeded; awaiting approval");
-                let mut detail = crate::completed_detail(&awaiting);
-                detail["summary"] = json!(record.summary);
-                detail["approval_deadline"] = json!(deadline);
-                if let Err(e) = self
-                    .bus
-                    .publish(
-                        JOB_AWAITING_APPROVAL,
-                        &format!("sortie:job/{}", job.id),
-                        detail,
-                    )
-                    .await
-                {
-                    warn!(error = %e, "publishing sortie.job.awaiting_approval failed");
-                }
-                return Ok(awaiting);
-            }
-        }
-        let finished = self
-            .store
-            .transition_job(
-                &job.id,
-                from,
-                outcome.state,
-                now,
-                &outcome.reason,
-                JobUpdate::default(),
-            )
-            .await?;
-        self.complete(&finished).await?;
-        Ok(finished)
-    }
-
-    /// Approves or discards a reviewed job for `by`, with an optional comment. `Ok(Err(_))`
-    /// says why the decision is refused (the job is not awaiting approval, or four eyes
+    /// Reviews a job for `by`: approves or discards it, with an optional comment. `Ok(Err(_))`
+    /// says why the review is refused (the job is not awaiting approval, or four eyes
     /// forbid the requester to approve). An approval moves the job to `queued` (it keeps the
     /// lock; its second task applies the saved plan) and sends it; a discard ends it
     /// `discarded` and releases the environment.
-    pub async fn decide(
+    pub async fn review(
         &self,
         record: &JobRecord,
         by: &str,
@@ -338,19 +185,21 @@ impl JobService {
                     .await
             }
         };
-        let decided = match result {
+        let reviewed = match result {
             Ok(r) => r,
             Err(StoreError::StateConflict { actual, .. }) => {
                 return Ok(Err(ReviewRefusal::NotAwaiting(actual)))
             }
             Err(e) => return Err(e),
         };
-        info!(job_id = %job.id, verdict = ?verdict, by, "review decided");
+        info!(job_id = %job.id, verdict = ?verdict, by, "job reviewed");
         match verdict {
             ReviewVerdict::Approved => self.send_or_leave_pending(&job.id).await,
-            ReviewVerdict::Discarded => self.complete(&decided).await?,
+            ReviewVerdict::Discarded => {
+                self.end(&reviewed, How::Reached).await?;
+            }
         }
-        Ok(Ok(decided))
+        Ok(Ok(reviewed))
     }
 
     /// Keeps the values of job `job_id`'s sensitive variables in one secret each
@@ -420,102 +269,5 @@ impl JobService {
                 Err(_) => warn!(%job_id, %arn, "deleting a sensitive variable's secret timed out"),
             }
         }
-    }
-
-    /// What a job's end means for its environment, best effort (failures are logged; the
-    /// job's own outcome is already durable): a successful apply becomes the environment's
-    /// latest apply; a drift check's result is recorded, published when it drifted, and
-    /// remediated when the environment asks for it.
-    async fn after_end(&self, record: &JobRecord) {
-        let job = &record.job;
-        if job.state == JobState::Succeeded
-            && job.request.operation == Operation::Apply
-            && !job.drift_check
-        {
-            let last = LastApply {
-                job_id: job.id.clone(),
-                at: Utc::now(),
-            };
-            if let Err(e) = self.store.record_last_apply(&job.environment, &last).await {
-                warn!(error = %e, "could not record the environment's latest apply");
-            }
-        }
-        if job.state == JobState::Succeeded && job.request.operation == Operation::Destroy {
-            // Destroyed: no outputs, and nothing to check for drift until the next apply.
-            if let Err(e) = self
-                .store
-                .forget_last_apply(&job.environment, Utc::now())
-                .await
-            {
-                warn!(error = %e, "could not forget the environment's latest apply");
-            }
-        }
-        if job.drift_check {
-            if let Err(e) = self.drift_checked(record).await {
-                warn!(error = %e, "could not record the drift check's result");
-            }
-        }
-    }
-
-    /// Records a drift check's verdict on its environment; a drift is published as
-    /// `sortie.environment.drifted` and, with `drift_remediation: apply`, remediated by an
-    /// apply (requested by `sortie:drift`, subject to the environment's approval setting).
-    async fn drift_checked(&self, record: &JobRecord) -> Result<(), StoreError> {
-        let job = &record.job;
-        let verdict = drift::verdict(job.state == JobState::Succeeded, record.summary.as_ref());
-        let mut status = DriftStatus {
-            status: verdict,
-            checked_at: Utc::now(),
-            job_id: job.id.clone(),
-            summary: record.summary,
-            reason: (verdict == DriftVerdict::Error).then(|| job.reason().to_string()),
-            remediation_job_id: None,
-        };
-        if verdict == DriftVerdict::Drifted {
-            let env = self.store.get_environment(&job.environment).await?;
-            if env.item.environment.settings.drift_remediation
-                == sortie_core::DriftRemediation::Apply
-            {
-                let runner = self
-                    .store
-                    .get_runner(&env.item.environment.runner.runner_id)
-                    .await?;
-                let mut request = job.request.clone();
-                request.operation = Operation::Apply;
-                // The check's secrets are gone with it: a remediation has no sensitive values.
-                request.sensitive_variables.clear();
-                let apply = Job::for_environment(
-                    sortie_store::new_id(),
-                    &env.item.environment,
-                    runner.item.spec,
-                    request,
-                    DRIFT_PRINCIPAL.to_string(),
-                    Utc::now(),
-                );
-                self.submit(&apply, None).await?;
-                info!(remediation = %apply.id, "drift remediation submitted");
-                status.remediation_job_id = Some(apply.id.clone());
-            }
-            let detail = json!({
-                "environment": job.environment.to_string(),
-                "org": job.environment.org(),
-                "job_id": job.id,
-                "summary": record.summary,
-                "remediation_job_id": status.remediation_job_id,
-            });
-            if let Err(e) = self
-                .bus
-                .publish(
-                    ENVIRONMENT_DRIFTED,
-                    &format!("sortie:environment/{}", job.environment),
-                    detail,
-                )
-                .await
-            {
-                warn!(error = %e, "publishing sortie.environment.drifted failed");
-            }
-        }
-        info!(verdict = verdict.as_str(), "drift check recorded");
-        self.store.record_drift(&job.environment, &status).await
     }
 }

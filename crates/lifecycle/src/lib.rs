@@ -9,8 +9,13 @@
 mod agents;
 mod bus;
 mod ecs_event;
+mod end;
 mod engine;
 mod jobs;
+mod remediation;
+mod submit;
+#[cfg(test)]
+mod testing;
 
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
@@ -19,9 +24,11 @@ pub use bus::{
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use engine::{
-    backoff_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepResume, SweepSettings,
+    redelivery_delay_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepResume, SweepSettings,
 };
-pub use jobs::{Cancellation, ExitReport, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
+pub use end::{EndReport, How};
+pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
+pub use submit::{JobOrder, SubmitError, WriteMode};
 
 /// The lifecycle's one error type.
 #[derive(Debug, thiserror::Error)]

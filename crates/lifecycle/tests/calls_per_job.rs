@@ -22,6 +22,7 @@ const GOAL: f64 = 3.0;
 
 #[tokio::test]
 async fn aws_calls_per_job_on_the_hot_path_are_at_most_three_amortised() {
+    sortie_testkit::require_aws!();
     let job_count: usize = std::env::var("SORTIE_CALLS_PER_JOB_JOBS")
         .ok()
         .and_then(|n| n.parse().ok())

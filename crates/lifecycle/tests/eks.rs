@@ -9,7 +9,8 @@ mod common;
 use chrono::{Duration, Utc};
 use common::{World, EXTERNAL_ID, ROLE};
 use serde_json::json;
-use sortie_core::{JobId, JobState, RunnerExit, RunnerSpec};
+use sortie_core::{JobId, JobState, RunnerSpec};
+use sortie_core::protocol::pilot::PilotExit;
 use sortie_lifecycle::{ExitReport, RecordOutcome};
 use sortie_store::{EnvironmentStore, JobStore};
 use sortie_testkit::kube::KubeDouble;
@@ -79,6 +80,7 @@ impl Eks {
 
 #[tokio::test]
 async fn the_sweeper_polls_a_running_eks_job_and_ends_it_from_the_jobs_status() {
+    sortie_testkit::require_aws!();
     let e = eks_world().await;
     let (id, name) = e.running("apply").await;
     assert_eq!(e.double.jobs(NAMESPACE).len(), 1);
@@ -126,6 +128,7 @@ async fn the_sweeper_polls_a_running_eks_job_and_ends_it_from_the_jobs_status() 
 
 #[tokio::test]
 async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_nothing() {
+    sortie_testkit::require_aws!();
     let e = eks_world().await;
     let (id, name) = e.running("apply").await;
     let record = e.w.store.get_job(&id).await.unwrap();
@@ -134,7 +137,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
             .jobs
             .runner_exited(
                 &record,
-                &RunnerExit {
+                &PilotExit {
                     exit_code: 0,
                     reason: None,
                 },
@@ -161,7 +164,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
             .jobs
             .runner_exited(
                 &ended,
-                &RunnerExit {
+                &PilotExit {
                     exit_code: 1,
                     reason: Some("late".into()),
                 },
@@ -193,7 +196,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
             .jobs
             .runner_exited(
                 &e.w.store.get_job(&id2).await.unwrap(),
-                &RunnerExit {
+                &PilotExit {
                     exit_code: 0,
                     reason: None,
                 },
@@ -209,6 +212,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
 
 #[tokio::test]
 async fn cancel_and_timeout_delete_the_job_and_end_it_once_it_is_gone() {
+    sortie_testkit::require_aws!();
     let e = eks_world().await;
     let (id, name) = e.running("apply").await;
     let record = e.w.store.get_job(&id).await.unwrap();

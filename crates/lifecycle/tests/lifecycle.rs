@@ -30,6 +30,7 @@ fn launches(w: &World, job_id: &str) -> usize {
 
 #[tokio::test]
 async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_give_one_run_task() {
+    sortie_testkit::require_aws!();
     let w = Arc::new(World::new().await);
     let env = w.environment("acme/payments/prod", "").await;
     let (job, took) = w.submit(&env, "apply", "").await;
@@ -104,7 +105,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
         .unwrap();
     assert_eq!(
         rec.token_hash.as_deref(),
-        Some(sortie_store::sha256_hex(sent.as_bytes()).as_str())
+        Some(sortie_core::tokens::sha256_hex(sent.as_bytes()).as_str())
     );
     let claim_write = w
         .proxy
@@ -179,6 +180,7 @@ fn run_task_tags(body: &serde_json::Value) -> std::collections::BTreeMap<String,
 #[tokio::test]
 async fn invariant_6_one_cached_session_per_org_and_runner_tagged_with_them_only_and_each_task_with_its_own_job(
 ) {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     // Two jobs of two environments, one runner: one session, assumed for the first.
     let prod = w.environment("acme/payments/prod", "").await;
@@ -256,6 +258,7 @@ async fn invariant_6_one_cached_session_per_org_and_runner_tagged_with_them_only
 
 #[tokio::test]
 async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_the_message() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;
@@ -330,6 +333,7 @@ async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_
 #[tokio::test]
 async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_that_the_sweeper_adopts(
 ) {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(SweepSettings {
         dispatch_lease: Duration::zero(),
         ..Default::default()
@@ -381,6 +385,7 @@ async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_th
 
 #[tokio::test]
 async fn a_dispatch_with_no_task_after_the_lease_is_requeued_and_launched_again() {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(SweepSettings {
         dispatch_lease: Duration::zero(),
         ..Default::default()
@@ -413,6 +418,7 @@ async fn a_dispatch_with_no_task_after_the_lease_is_requeued_and_launched_again(
 
 #[tokio::test]
 async fn invariant_3_a_lost_send_is_resent_and_a_lost_event_is_resolved_by_describe_tasks() {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(SweepSettings {
         resend_after: Duration::zero(),
         silence: Duration::zero(),
@@ -460,6 +466,7 @@ async fn invariant_3_a_lost_send_is_resent_and_a_lost_event_is_resolved_by_descr
 
 #[tokio::test]
 async fn a_job_past_its_timeout_is_stopped_from_outside_and_ends_timed_out() {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(SweepSettings {
         silence: Duration::zero(),
         ..Default::default()
@@ -496,6 +503,7 @@ async fn a_job_past_its_timeout_is_stopped_from_outside_and_ends_timed_out() {
 
 #[tokio::test]
 async fn task_events_map_outcomes_release_start_the_next_job_and_publish_completion() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;
@@ -602,6 +610,7 @@ async fn outcome_of(sample: &str, operation: &str) -> (JobState, String, World, 
 
 #[tokio::test]
 async fn stopped_events_become_the_right_outcome() {
+    sortie_testkit::require_aws!();
     let (s, r, ..) = outcome_of("ecs-task-stopped-exit1.json", "apply").await;
     assert_eq!(s, JobState::Failed, "{r}");
     assert!(r.contains("code 1"));
@@ -627,6 +636,7 @@ async fn stopped_events_become_the_right_outcome() {
 
 #[tokio::test]
 async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;
@@ -663,6 +673,7 @@ async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
 
 #[tokio::test]
 async fn poison_and_unknown_jobs_are_poison_and_a_spot_plan_runs_on_fargate_spot() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     assert!(matches!(
         w.engine.dispatch("not json", 1).await,
@@ -696,6 +707,7 @@ async fn poison_and_unknown_jobs_are_poison_and_a_spot_plan_runs_on_fargate_spot
 #[tokio::test]
 async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_environment_runs_in_parallel(
 ) {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let a = w.environment("acme/payments/prod", "").await;
     let b = w.environment("acme/web/prod", "").await;
@@ -784,6 +796,7 @@ fn launches_total(w: &World) -> usize {
 /// (`valueFrom` = the ARN), registered once per secret set; RunTask's overrides carry no ARN.
 #[tokio::test]
 async fn secrets_become_value_from_arns_of_a_derived_task_definition_and_never_plain_env() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let runner_secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:runner-token-AbCdEf";
     let extra = format!("  secrets:\n    RUNNER_TOKEN: {runner_secret}\n");
@@ -806,7 +819,7 @@ async fn secrets_become_value_from_arns_of_a_derived_task_definition_and_never_p
         job.runner_spec = Some(w.runner_spec(&extra));
         job
     };
-    let job = submit(sortie_store::new_id());
+    let job = submit(sortie_core::tokens::new_id());
     assert!(w.store.submit_job(&job, None).await.unwrap().took_lock);
     w.engine.dispatch(&World::body(&job.id), 1).await;
 
@@ -860,7 +873,7 @@ async fn secrets_become_value_from_arns_of_a_derived_task_definition_and_never_p
 
     // The same secret set again: no second registration.
     let env2 = w.environment("acme/web/dev", &extra).await;
-    let mut job2 = submit(sortie_store::new_id());
+    let mut job2 = submit(sortie_core::tokens::new_id());
     job2.environment = env2;
     w.store.submit_job(&job2, None).await.unwrap();
     w.engine.dispatch(&World::body(&job2.id), 1).await;

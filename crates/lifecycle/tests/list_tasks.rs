@@ -11,6 +11,7 @@ use sortie_store::JobStore;
 
 #[tokio::test]
 async fn the_strict_double_refuses_started_by_with_another_filter() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let ecs = aws_sdk_ecs::Client::new(&common::config_for(&w.proxy.url()).await);
     let refused = ecs
@@ -54,6 +55,7 @@ async fn the_strict_double_refuses_started_by_with_another_filter() {
 
 #[tokio::test]
 async fn the_lookup_by_started_by_finds_the_task_running_then_stopped_with_started_by_alone() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "plan", "").await;

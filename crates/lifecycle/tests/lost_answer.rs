@@ -18,6 +18,7 @@ use sortie_store::{JobStore, JobUpdate, MemoryStore, Store, StoreError};
 
 #[tokio::test]
 async fn a_claim_whose_answer_is_lost_launches_at_once_with_one_run_task() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, took) = w.submit(&env, "plan", "").await;
@@ -61,6 +62,7 @@ async fn a_claim_whose_answer_is_lost_launches_at_once_with_one_run_task() {
 
 #[tokio::test]
 async fn a_claim_by_another_dispatch_is_still_a_duplicate_delivery() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "plan", "").await;
@@ -136,7 +138,7 @@ async fn own_write_is_success_and_another_is_a_conflict(store: &dyn Store) {
             spec: spec.clone(),
         })
         .await;
-    let path = EnvPath::parse(&format!("acme/s{}/prod", sortie_store::new_id())).unwrap();
+    let path = EnvPath::parse(&format!("acme/s{}/prod", sortie_core::tokens::new_id())).unwrap();
     store
         .create_environment(&Environment {
             settings: Default::default(),
@@ -154,7 +156,7 @@ async fn own_write_is_success_and_another_is_a_conflict(store: &dyn Store) {
         .await
         .unwrap();
     let mut job = Job::new(
-        sortie_store::new_id(),
+        sortie_core::tokens::new_id(),
         path,
         runner,
         JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#).unwrap(),
@@ -237,6 +239,7 @@ async fn memory_store_answers_a_claims_own_earlier_write_as_dynamodb_does() {
 
 #[tokio::test]
 async fn dynamo_store_recognises_its_own_claim_in_the_refusals_item() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     own_write_is_success_and_another_is_a_conflict(w.store.as_ref()).await;
 }

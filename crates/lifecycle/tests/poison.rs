@@ -45,6 +45,7 @@ async fn holder(w: &World, env: &EnvPath) -> Option<String> {
 #[tokio::test]
 async fn an_unreadable_job_is_failed_and_its_environment_released_while_every_other_tenant_is_swept(
 ) {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(SweepSettings {
         resend_after: Duration::zero(),
         silence: Duration::zero(),
@@ -137,6 +138,7 @@ async fn an_unreadable_job_is_failed_and_its_environment_released_while_every_ot
 
 #[tokio::test]
 async fn an_unreadable_launched_job_and_an_unreadable_waiting_job_never_keep_the_lock() {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(SweepSettings {
         resend_after: Duration::zero(),
         ..Default::default()

@@ -23,6 +23,7 @@ fn client_tokens(w: &World, job_id: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn the_strict_double_answers_a_reused_token_as_ecs_does() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let ecs = aws_sdk_ecs::Client::new(&common::config_for(&w.proxy.url()).await);
     let run = |overrides: &str| {
@@ -70,6 +71,7 @@ async fn the_strict_double_answers_a_reused_token_as_ecs_does() {
 
 #[tokio::test]
 async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "plan", "").await;
@@ -113,6 +115,7 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
 
 #[tokio::test]
 async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "plan", "").await;
@@ -161,6 +164,7 @@ async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
 
 #[tokio::test]
 async fn a_timeout_stop_that_fails_is_tried_again_on_the_next_sweep_until_seen_stopped() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let timeout = "  timeout_seconds: 60\n";
     let env = w.environment("acme/payments/prod", timeout).await;
@@ -202,6 +206,7 @@ async fn a_timeout_stop_that_fails_is_tried_again_on_the_next_sweep_until_seen_s
 
 #[tokio::test]
 async fn a_stop_refused_for_good_on_cancel_fails_the_job_quoting_aws() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;
@@ -230,6 +235,7 @@ async fn a_stop_refused_for_good_on_cancel_fails_the_job_quoting_aws() {
 
 #[tokio::test]
 async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
+    sortie_testkit::require_aws!();
     let w = World::with_settings(sortie_lifecycle::SweepSettings {
         dispatch_lease: chrono::Duration::zero(),
         ..Default::default()
@@ -265,6 +271,7 @@ async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
 
 #[tokio::test]
 async fn the_sweeper_releases_an_environment_still_locked_by_an_ended_job() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (first, took) = w.submit(&env, "apply", "").await;

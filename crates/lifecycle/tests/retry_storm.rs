@@ -218,7 +218,7 @@ impl World {
     /// Submits a job as the API does; true when it took the lock.
     async fn submit(&self, env: &EnvPath) -> (JobId, bool) {
         let mut job = Job::new(
-            sortie_store::new_id(),
+            sortie_core::tokens::new_id(),
             env.clone(),
             RunnerId::parse(RUNNER).unwrap(),
             JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap(),

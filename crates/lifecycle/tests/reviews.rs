@@ -31,7 +31,7 @@ async fn submit(w: &World, env: &EnvPath, operation: &str, who: &str) -> Job {
     ))
     .unwrap();
     let job = Job::for_environment(
-        sortie_store::new_id(),
+        sortie_core::tokens::new_id(),
         &record.item.environment,
         runner.item.spec,
         request,
@@ -77,6 +77,7 @@ fn counts(add: u32, change: u32, destroy: u32) -> ChangeSummary {
 #[tokio::test]
 async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the_sweeper_discards_it(
 ) {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     configure(
@@ -142,6 +143,7 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
 
 #[tokio::test]
 async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/stage", "").await;
     configure(
@@ -161,7 +163,7 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     let refused = w
         .engine
         .jobs
-        .decide(
+        .review(
             &rec,
             "alice",
             sortie_core::ReviewVerdict::Approved,
@@ -174,7 +176,7 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     let approved = w
         .engine
         .jobs
-        .decide(
+        .review(
             &rec,
             "bob",
             sortie_core::ReviewVerdict::Approved,
@@ -218,6 +220,7 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
 
 #[tokio::test]
 async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_drift() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/drift", "").await;
     configure(
@@ -332,6 +335,7 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
 #[tokio::test]
 async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_never_in_its_apply_phase(
 ) {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/spot", "").await;
     configure(&w, &env, serde_json::json!({"approval": "required"})).await;
@@ -354,7 +358,7 @@ async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_
     let rec = w.store.get_job(&job.id).await.unwrap();
     w.engine
         .jobs
-        .decide(
+        .review(
             &rec,
             "bob",
             sortie_core::ReviewVerdict::Approved,
@@ -377,6 +381,7 @@ async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_
 
 #[tokio::test]
 async fn a_successful_destroy_forgets_the_latest_apply_so_drift_checks_skip_until_the_next_apply() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/gone", "").await;
     configure(&w, &env, serde_json::json!({"drift_schedule": "0 * * * *"})).await;

@@ -15,6 +15,7 @@ use sortie_store::{EnvironmentStore, JobStore, JobUpdate, RunnerStore};
 
 #[tokio::test]
 async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/secret", "").await;
     let mut current = w
@@ -86,6 +87,7 @@ async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
 
 #[tokio::test]
 async fn a_failed_create_leaves_no_secret_behind() {
+    sortie_testkit::require_aws!();
     let mut w = World::new().await;
     let failing = sortie_launch::MemoryJobSecrets {
         fail_create_after: Some(1),
@@ -121,7 +123,7 @@ async fn submit_with_secret(w: &World, env: &EnvPath) -> Job {
         .await
         .unwrap();
     let mut request = JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap();
-    let id = JobId::from(sortie_store::new_id());
+    let id = JobId::from(sortie_core::tokens::new_id());
     let values = SensitiveValues::new(BTreeMap::from([("db".to_string(), "hunter2".to_string())]));
     request.sensitive_variables = w
         .engine

@@ -142,7 +142,7 @@ async fn running_jobs<S: Store + ?Sized>(store: &S, n: usize, at: DateTime<Utc>)
             spec: spec.clone(),
         })
         .await;
-    let group = sortie_store::new_id();
+    let group = sortie_core::tokens::new_id();
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let path = EnvPath::parse(&format!("acme/s{group}/e{i}")).unwrap();
@@ -163,7 +163,7 @@ async fn running_jobs<S: Store + ?Sized>(store: &S, n: usize, at: DateTime<Utc>)
             .await
             .unwrap();
         let mut job = Job::new(
-            sortie_store::new_id(),
+            sortie_core::tokens::new_id(),
             path,
             runner.clone(),
             JobRequest::parse(r#"{"operation":"plan","files":{"main.tf":""}}"#).unwrap(),
@@ -312,6 +312,7 @@ async fn a_pass_that_spends_its_budget_counts_what_it_left_and_the_next_starts_t
 
 #[tokio::test]
 async fn three_hundred_active_jobs_on_dynamodb_are_all_described() {
+    sortie_testkit::require_aws!();
     let config = sortie_testkit::sdk_config_at(&sortie_testkit::endpoint()).await;
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&config),

@@ -20,6 +20,7 @@ const RUNNER_SECRET: &str =
 
 #[tokio::test]
 async fn five_concurrent_first_jobs_of_a_runner_with_secrets_all_launch() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let extra = format!("  secrets:\n    RUNNER_TOKEN: {RUNNER_SECRET}\n");
     let mut jobs = vec![];
@@ -93,6 +94,7 @@ async fn five_concurrent_first_jobs_of_a_runner_with_secrets_all_launch() {
 
 #[tokio::test]
 async fn a_runner_with_8_gib_gets_8_gib_in_its_container_override() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     // The task definition's runner container has a hard limit of 512 MiB.
     let extra = "  cpu: 2048\n  memory: 8192\n";
@@ -146,6 +148,7 @@ async fn a_runner_with_8_gib_gets_8_gib_in_its_container_override() {
 
 #[tokio::test]
 async fn a_cancel_by_a_400_character_subject_stops_the_task() {
+    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     let (job, _) = w.submit(&env, "apply", "").await;

@@ -403,36 +403,3 @@ impl<T> Store for T where
         + ?Sized
 {
 }
-
-/// A new, time-ordered, lower-case id (a ULID) for jobs and memberships.
-pub fn new_id() -> String {
-    ulid::Ulid::new().to_string().to_lowercase()
-}
-
-/// `bytes` random bytes from the OS, lower-case hex: job tokens and pool token secrets.
-pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).expect("the OS random source is available");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// True when `token` hashes to `hash` (a stored [`sha256_hex`]), compared in constant time:
-/// how job tokens and pool tokens are checked, never kept in clear.
-pub fn token_matches(hash: &str, token: &str) -> bool {
-    let presented = sha256_hex(token.as_bytes());
-    hash.len() == presented.len()
-        && hash
-            .bytes()
-            .zip(presented.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-/// SHA-256 of bytes, lower-case hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sortie_core::agent::{AgentHold, AgentPool, AgentStop};
+use sortie_core::agent_pool::{AgentHold, AgentPool, AgentStop};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{
     ChangeSummary, EnvPath, Environment, Job, JobId, JobState, Membership, Review, TaskRef,
@@ -22,6 +22,7 @@ pub struct Versioned<T> {
 
 /// A stored membership with its id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MembershipRecord {
     /// The membership's id.
     pub id: String,
@@ -36,12 +37,14 @@ pub struct MembershipRecord {
 
 /// An environment with its lock: the job holding it and how many wait.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EnvironmentRecord {
     /// The environment.
     #[serde(flatten)]
     pub environment: Environment,
     /// The job that holds the environment's lock, if any (absent, never NULL, so conditions can test it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub active_job: Option<JobId>,
     /// How many jobs wait for the lock.
     pub queued_count: u64,
@@ -66,8 +69,10 @@ pub struct EnvironmentRecord {
 
 /// An environment's latest successful apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LastApply {
     /// The apply job.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub job_id: JobId,
     /// When it succeeded.
     pub at: DateTime<Utc>,
@@ -76,9 +81,11 @@ pub struct LastApply {
 /// The first phase of a reviewed job, kept when it ends (the job's own task fields then
 /// describe the apply phase).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PhaseRecord {
     /// The plan phase's task.
     #[serde(rename = "task_arn", default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub task: Option<TaskRef>,
     /// Its launch attempt.
     #[serde(default)]
@@ -303,15 +310,15 @@ impl PoolToken {
     /// A new token for pool `pool`, made by `by`: the token (`sortie-pool-<pool>.<token
     /// id>.<secret>`, shown once) and its stored form (only its hash).
     pub fn mint(pool: &str, by: &str) -> (String, Self) {
-        let id = format!("tok-{}", crate::random_hex(5));
+        let id = format!("tok-{}", sortie_core::tokens::random_hex(5));
         let token = format!(
             "{}{pool}.{id}.{}",
-            sortie_core::agent::POOL_TOKEN_PREFIX,
-            crate::random_hex(32)
+            sortie_core::agent_pool::POOL_TOKEN_PREFIX,
+            sortie_core::tokens::random_hex(32)
         );
         let stored = Self {
             id,
-            hash: crate::sha256_hex(token.as_bytes()),
+            hash: sortie_core::tokens::sha256_hex(token.as_bytes()),
             created_at: Utc::now(),
             created_by: by.to_string(),
         };
@@ -345,7 +352,7 @@ impl AgentPoolRecord {
     pub fn accepts(&self, token: &str) -> bool {
         self.tokens
             .iter()
-            .any(|t| crate::token_matches(&t.hash, token))
+            .any(|t| sortie_core::tokens::token_matches(&t.hash, token))
     }
 }
 

@@ -19,6 +19,7 @@ contract::contract_suite!(store().await);
 
 #[tokio::test]
 async fn ensure_table_is_idempotent() {
+    sortie_testkit::require_aws!();
     let s = store().await;
     s.ensure_table()
         .await
@@ -28,6 +29,7 @@ async fn ensure_table_is_idempotent() {
 /// The listings under a group page to the end: the contract, read two items a page.
 #[tokio::test]
 async fn environments_under_a_group_page_to_the_end_two_items_a_page() {
+    sortie_testkit::require_aws!();
     let s = store().await.with_page_size(2);
     contract::environments_under_a_group_are_its_own_and_its_descendants_by_path(
         std::sync::Arc::new(s),
@@ -39,6 +41,7 @@ async fn environments_under_a_group_page_to_the_end_two_items_a_page() {
 /// until its next update writes its gsi4 keys (the backfill of an existing deployment).
 #[tokio::test]
 async fn environments_written_before_gsi4_are_listed_after_their_next_update() {
+    sortie_testkit::require_aws!();
     use aws_sdk_dynamodb::types::AttributeValue;
     use sortie_core::{EnvPath, GroupPath};
     use sortie_store::EnvironmentStore;

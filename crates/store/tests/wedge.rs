@@ -130,7 +130,7 @@ fn job_with(env: &EnvPath, request: &str) -> Job {
     let mut request = JobRequest::from_value(&raw).unwrap();
     request.variables = serde_json::from_value(variables).unwrap_or_default();
     Job::new(
-        sortie_store::new_id(),
+        sortie_core::tokens::new_id(),
         env.clone(),
         RunnerId::parse("acme/local").unwrap(),
         request,
@@ -232,11 +232,13 @@ async fn each_step_fails_cleanly(busy: bool) {
 
 #[tokio::test]
 async fn a_failure_at_each_step_of_a_submit_to_an_idle_environment_changes_nothing() {
+    sortie_testkit::require_aws!();
     each_step_fails_cleanly(false).await;
 }
 
 #[tokio::test]
 async fn a_failure_at_each_step_of_a_submit_to_a_busy_environment_changes_nothing() {
+    sortie_testkit::require_aws!();
     each_step_fails_cleanly(true).await;
 }
 
@@ -252,6 +254,7 @@ fn nested(depth: usize) -> String {
 /// store before any write, as input errors, and leave the environment working.
 #[tokio::test]
 async fn inputs_dynamodb_would_refuse_are_refused_before_any_write_and_nothing_wedges() {
+    sortie_testkit::require_aws!();
     let r = rig().await;
     let big = "x".repeat(450 * 1024);
     let bad = [
@@ -347,6 +350,7 @@ fn ids(rules: &[RunnerRule]) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn an_old_format_rule_set_is_read_and_migrated_on_the_next_write() {
+    sortie_testkit::require_aws!();
     let r = rig().await;
     // A small set, and one larger than a transaction can hold (100 items).
     let small: Vec<RunnerRule> = (0..3).map(|i| rule(&format!("r{i}"), "acme", i)).collect();

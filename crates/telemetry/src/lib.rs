@@ -36,7 +36,7 @@ pub fn init() {
     init_with_writer(std::io::stdout);
 }
 
-/// Installs the same subscriber writing to `writer`: `sortie-runner` logs to stderr,
+/// Installs the same subscriber writing to `writer`: `sortie-pilot` logs to stderr,
 /// because its stdout is the job's log and must end with the job's reason.
 pub fn init_with_writer<W>(writer: W)
 where

@@ -15,6 +15,7 @@ const STATE_KEY: &str = "acme/payments/prod/terraform.tfstate";
 
 #[tokio::test]
 async fn dynamodb_item_put_into_an_on_demand_table_reads_back_unchanged() {
+    sortie_testkit::require_aws!();
     let config = sdk_config().await;
     assert_eq!(config.region().map(|r| r.as_ref()), Some(REGION));
     let ddb = dynamodb_client(&config);
@@ -82,6 +83,7 @@ async fn dynamodb_item_put_into_an_on_demand_table_reads_back_unchanged() {
 
 #[tokio::test]
 async fn terraform_apply_with_s3_backend_stores_state_with_outputs_in_the_bucket() {
+    sortie_testkit::require_aws!();
     let config = sdk_config().await;
     let s3 = s3_client(&config);
     let bucket = unique("sortie-state");

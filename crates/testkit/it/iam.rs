@@ -148,7 +148,7 @@ fn job(w: &Value, env: &str, external_id: &str) -> Job {
     let env = EnvPath::parse(env).unwrap();
     let runner = RunnerId::parse(&format!("{}/fargate", env.org())).unwrap();
     let mut job = Job::new(
-        sortie_store::new_id(),
+        sortie_core::tokens::new_id(),
         env,
         runner,
         JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap(),
@@ -278,6 +278,7 @@ fn trust<'a>(w: &'a Value, action: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
+    sortie_testkit::require_aws!();
     let started = Instant::now();
     let moto = MotoIam::start();
     let w = world(&moto.endpoint);

@@ -1,7 +1,7 @@
 //! The deployable infrastructure against the contracts the code assumes.
 //!
 //! `infra/template.yaml` (the SAM control plane), `infra/target-account.yaml`,
-//! `infra/runner.Dockerfile`, `infra/k8s/` and `samconfig.toml` are parsed and
+//! `infra/pilot.Dockerfile`, `infra/k8s/` and `samconfig.toml` are parsed and
 //! checked against `sortie_settings::FUNCTIONS` (every function and every
 //! environment variable it reads), the single-table layout of the store, the
 //! queue and event contracts of the job lifecycle, and least privilege. No
@@ -1505,13 +1505,13 @@ fn the_launcher_group_may_manage_jobs_and_read_pods_in_the_runner_namespace_only
     assert_eq!(grants, want);
 }
 
-// ------------------------------------------------------------------ runner image
+// ------------------------------------------------------------------ pilot image
 
 /// The Dockerfile as logical instructions (continuations joined, comments dropped).
 fn dockerfile() -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut pending = String::new();
-    for line in read("infra/runner.Dockerfile").lines() {
+    for line in read("infra/pilot.Dockerfile").lines() {
         let trimmed = line.trim();
         if trimmed.starts_with('#') || (trimmed.is_empty() && pending.is_empty()) {
             continue;
@@ -1550,7 +1550,7 @@ fn dockerfile_user_uid() -> u32 {
 }
 
 #[test]
-fn the_runner_image_is_multi_stage_checksummed_non_root_with_git() {
+fn the_pilot_image_is_multi_stage_checksummed_non_root_with_git() {
     let all = dockerfile();
     let froms: Vec<_> = all.iter().filter(|(i, _)| i == "FROM").collect();
     assert!(froms.len() >= 2, "multi-stage: {froms:?}");
@@ -1591,8 +1591,8 @@ fn the_runner_image_is_multi_stage_checksummed_non_root_with_git() {
         "downloads are verified with sha256sum -c"
     );
     assert!(
-        runs.contains("sortie-runner") && runs.contains("--release"),
-        "builds sortie-runner"
+        runs.contains("sortie-pilot") && runs.contains("--release"),
+        "builds sortie-pilot"
     );
 
     let last = final_stage();
@@ -1613,10 +1613,10 @@ fn the_runner_image_is_multi_stage_checksummed_non_root_with_git() {
     );
     assert!(
         last.iter()
-            .any(|(i, v)| i == "ENTRYPOINT" && v.contains("sortie-runner")),
-        "sortie-runner is the entrypoint"
+            .any(|(i, v)| i == "ENTRYPOINT" && v.contains("sortie-pilot")),
+        "sortie-pilot is the entrypoint"
     );
-    for tool in ["terraform", "tofu", "sortie-runner"] {
+    for tool in ["terraform", "tofu", "sortie-pilot"] {
         assert!(
             last.iter().any(|(i, v)| i == "COPY"
                 && v.starts_with("--from=")

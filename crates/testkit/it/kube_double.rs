@@ -120,6 +120,7 @@ fn assert_status(answer: &(u16, Value), code: u16, reason: &str) {
 
 #[tokio::test]
 async fn an_eks_cluster_created_with_the_test_tags_describes_the_doubles_endpoint_and_ca() {
+    sortie_testkit::require_aws!();
     let kube = KubeDouble::start();
     let eks = aws_sdk_eks::Client::new(&sdk_config().await);
     let vpc = || {

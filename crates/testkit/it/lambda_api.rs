@@ -49,6 +49,7 @@ async fn call(runtime: &RuntimeDouble, function: &FunctionProcess, name: &str) -
 
 #[tokio::test]
 async fn the_api_binary_answers_api_gateway_events() {
+    sortie_testkit::require_aws!();
     // Resources on moto: the table (with a system administrator) and the jobs queue.
     let config = sdk_config().await;
     let table = unique("sortie-lambda-api");
@@ -56,7 +57,7 @@ async fn the_api_binary_answers_api_gateway_events() {
     store.ensure_table().await.expect("create the table");
     store
         .put_membership(&MembershipRecord {
-            id: sortie_store::new_id(),
+            id: sortie_core::tokens::new_id(),
             membership: Membership {
                 group: GroupPath::parse("").unwrap(),
                 role: Role::Owner,
@@ -212,6 +213,7 @@ fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
 
 #[tokio::test]
 async fn the_runtime_double_long_polls_and_relays_responses_and_errors() {
+    sortie_testkit::require_aws!();
     let runtime = RuntimeDouble::start();
     let addr = runtime.addr();
 

@@ -211,6 +211,7 @@ async fn round(ddb: &Client, table: &str) -> Round {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failed_transactions_never_undo_concurrent_acknowledged_puts() {
+    sortie_testkit::require_aws!();
     let config = sdk_config().await;
     // One attempt: a 500 must show up here, not be retried away by the SDK.
     let ddb = Client::from_conf(

@@ -53,6 +53,7 @@ fn raw(proxy: &FaultProxy, request: &[u8]) -> (u16, String) {
 
 #[tokio::test]
 async fn dynamodb_calls_are_forwarded_recorded_and_counted() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     let ddb = dynamodb(&proxy, RetryConfig::disabled()).await;
     let table = unique("sortie-proxy");
@@ -118,6 +119,7 @@ async fn dynamodb_calls_are_forwarded_recorded_and_counted() {
 
 #[tokio::test]
 async fn injected_dynamodb_throttling_is_a_service_error_then_the_next_call_succeeds() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     let ddb = dynamodb(&proxy, RetryConfig::disabled()).await;
     proxy.inject(
@@ -153,6 +155,7 @@ async fn injected_dynamodb_throttling_is_a_service_error_then_the_next_call_succ
 
 #[tokio::test]
 async fn injected_sqs_throttling_is_a_service_error_then_the_next_call_succeeds() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     let client = sqs(&proxy, RetryConfig::disabled()).await;
     let name = unique("sortie-proxy");
@@ -205,6 +208,7 @@ async fn injected_sqs_throttling_is_a_service_error_then_the_next_call_succeeds(
 
 #[tokio::test]
 async fn the_sdk_retries_injected_throttling_with_its_default_policy() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     // The standard policy makes 3 attempts: two throttles, then success.
     let client = sqs(&proxy, RetryConfig::standard()).await;
@@ -232,6 +236,7 @@ async fn the_sdk_retries_injected_throttling_with_its_default_policy() {
 
 #[tokio::test]
 async fn s3_rest_calls_are_forwarded_including_head_and_bodies() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     let config = sdk_config().await;
     let conf = aws_sdk_s3::config::Builder::from(&config)
@@ -285,6 +290,7 @@ async fn s3_rest_calls_are_forwarded_including_head_and_bodies() {
 
 #[test]
 fn sts_form_requests_are_recorded_with_their_parameters_and_faults_are_query_xml() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     let form = "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fsortie-runner&RoleSessionName=sortie+test";
     let request = format!(
@@ -328,6 +334,7 @@ fn sts_form_requests_are_recorded_with_their_parameters_and_faults_are_query_xml
 
 #[test]
 fn chunked_request_bodies_are_decoded_and_forwarded() {
+    sortie_testkit::require_aws!();
     let proxy = FaultProxy::start(&endpoint());
     let payload = "{}";
     // moto routes a request by the service in its credential scope.

@@ -12,8 +12,13 @@
 //! | `SORTIE_TEST_TERRAFORM_1`  | [`terraform1_bin`] |
 //!
 //! Run them with `make test`, or `scripts/with-moto.sh cargo test -p sortie-testkit`.
-//! Without that environment every test panics with a message saying so,
-//! instead of silently talking to real AWS.
+//! Without that environment the tests of the AWS tier return at once (each starts
+//! with [`require_aws!`]) and the binary writes one line saying how to run them;
+//! the helpers below still panic rather than ever talk to real AWS.
+//!
+//! The fast tier needs nothing: [`world::World::fast`] builds the control plane
+//! through `sortie_wiring::assemble` on `MemoryStore` and the in-memory fakes of
+//! [`fakes`]; [`world::World::aws`] builds the same shape on moto.
 //!
 //! Tests share one moto server, so every resource a test creates must be
 //! named with [`unique`].
@@ -95,6 +100,65 @@ impl fmt::Display for CommandFailure {
             String::from_utf8_lossy(&self.output.stderr)
         )
     }
+}
+
+/// The one line a test binary writes when it skips the AWS tier.
+pub const SKIP_LINE: &str =
+    "sortie: AWS tier skipped (no moto): run `make test` or `scripts/with-moto.sh cargo test`";
+
+/// The AWS tier's environment: a local AWS (moto) and the Terraform binaries, as
+/// `scripts/with-moto.sh` exports them.
+#[derive(Debug, Clone)]
+pub struct Aws {
+    /// The local AWS endpoint, e.g. `http://127.0.0.1:40635`.
+    pub endpoint: String,
+}
+
+impl Aws {
+    /// Shared SDK configuration for this local AWS (see [`sdk_config`]).
+    pub async fn sdk_config(&self) -> SdkConfig {
+        sdk_config_at(&self.endpoint).await
+    }
+}
+
+/// The AWS tier, when this process runs it (`SORTIE_TEST_AWS_ENDPOINT` is set), or
+/// `None`: the test returns at once, and the first `None` in the process writes
+/// [`SKIP_LINE`] once to stderr (through the handle, which libtest does not capture).
+///
+/// Every test that needs moto or the Terraform binaries starts with
+/// [`require_aws!`](crate::require_aws), which calls this.
+pub fn aws_tier() -> Option<Aws> {
+    match std::env::var(ENDPOINT_VAR) {
+        Ok(endpoint) if !endpoint.is_empty() => Some(Aws { endpoint }),
+        _ => {
+            static SKIPPED: std::sync::Once = std::sync::Once::new();
+            SKIPPED.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "{SKIP_LINE}");
+            });
+            None
+        }
+    }
+}
+
+/// Returns from the calling test when the AWS tier does not run in this process (see
+/// [`aws_tier`]); otherwise evaluates to the tier's [`Aws`].
+///
+/// ```ignore
+/// #[tokio::test]
+/// async fn needs_moto() {
+///     let aws = sortie_testkit::require_aws!();
+///     let config = aws.sdk_config().await;
+/// }
+/// ```
+#[macro_export]
+macro_rules! require_aws {
+    () => {
+        match $crate::aws_tier() {
+            Some(aws) => aws,
+            None => return,
+        }
+    };
 }
 
 /// The local AWS endpoint the tests talk to, from `SORTIE_TEST_AWS_ENDPOINT`.
@@ -387,7 +451,9 @@ mod tests {
         );
     }
 }
+pub mod fakes;
 pub mod http;
 pub mod kube;
 pub mod proxy;
 pub mod runtime;
+pub mod world;

@@ -7,6 +7,10 @@
 //! ([`Resources::for_function`]); `sortie dev` builds it from its own resources
 //! and adds the `local` launcher. No other place constructs these parts, so the
 //! functions and local mode cannot drift apart.
+//!
+//! [`compose`] is [`aws_parts`] then [`assemble`]; the test kit (`sortie-testkit`)
+//! calls [`assemble`] with `MemoryStore` and in-memory fakes for its fast tier, so
+//! every test world is put together here too.
 
 use std::sync::Arc;
 
@@ -16,11 +20,15 @@ pub use function_config::{
 };
 
 use aws_config::SdkConfig;
+use sortie_api::oidc::OidcVerifier;
 use sortie_api::{AppState, BucketConfig};
-use sortie_launch::{AwsRunnerChecker, ByRunnerType, EcsLauncher, EksLauncher, LocalLauncher};
-use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
+use sortie_launch::{
+    AwsRunnerChecker, ByRunnerType, EcsLauncher, EksLauncher, JobSecrets, Launcher, LocalLauncher,
+    RunnerChecker,
+};
+use sortie_lifecycle::{Bus, Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_settings::{FunctionEnv, Missing};
-use sortie_store::{DynamoStore, S3Artifacts, SqsJobQueue};
+use sortie_store::{Artifacts, DynamoStore, JobQueue, S3Artifacts, SqsJobQueue, Store};
 
 /// The AWS resources the control plane uses, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,34 +88,94 @@ fn read_if_listed(function: &FunctionEnv, variable: &'static str) -> Option<Stri
         .filter(|v| !v.is_empty())
 }
 
+/// The parts of the control plane as trait objects: what [`assemble`] puts together.
+///
+/// [`aws_parts`] builds them on AWS; the test kit builds them on `MemoryStore` and
+/// in-memory fakes (the fast tier) or on moto (the AWS tier).
+pub struct Parts {
+    /// The repository.
+    pub store: Arc<dyn Store>,
+    /// The jobs queue.
+    pub queue: Arc<dyn JobQueue>,
+    /// Where `sortie.job.completed` goes.
+    pub bus: Arc<dyn Bus>,
+    /// The secrets holding jobs' sensitive variables while they run.
+    pub secrets: Arc<dyn JobSecrets>,
+    /// Starts and controls tasks, by runner type.
+    pub launcher: Arc<dyn Launcher>,
+    /// The artifacts bucket, when there is one (the API needs it).
+    pub artifacts: Option<Arc<dyn Artifacts>>,
+    /// How the API checks runners; `None` builds the AWS checker in
+    /// [`Composition::api_state`] (so only the API links the EC2 and IAM clients).
+    pub checker: Option<Arc<dyn RunnerChecker>>,
+    /// How the API verifies OIDC tokens; `None` fetches issuers' keys (JWKS).
+    pub oidc: Option<Arc<dyn OidcVerifier>>,
+}
+
 /// Everything the control plane is made of, built once.
 pub struct Composition {
     /// The repository.
-    pub store: Arc<DynamoStore>,
-    /// The jobs queue (concrete: the dispatch adapter delays redeliveries through it).
-    pub queue: Arc<SqsJobQueue>,
+    pub store: Arc<dyn Store>,
+    /// The jobs queue.
+    pub queue: Arc<dyn JobQueue>,
     /// Submit, cancel, complete and release-and-next, shared by the API and the engine.
     pub jobs: JobService,
     /// Dispatch, task events and the sweep.
     pub engine: Arc<Engine>,
     /// The artifacts bucket, when this composition has one.
-    pub artifacts: Option<Arc<S3Artifacts>>,
+    pub artifacts: Option<Arc<dyn Artifacts>>,
+    checker: Option<Arc<dyn RunnerChecker>>,
+    oidc: Option<Arc<dyn OidcVerifier>>,
     /// The base AWS configuration, for the parts only the API builds (`runner check`).
-    config: SdkConfig,
+    config: Option<SdkConfig>,
     /// True when this composition launches `local` runners (`sortie dev`).
     has_local: bool,
     resources: Resources,
     region: String,
 }
 
-/// Builds the composition for `resources`. `local` adds the `local` runner type's
+/// The AWS composition: [`Composition`] (through `Deref`) plus the concrete AWS
+/// parts that the functions and `sortie dev` use beyond their traits (creating the
+/// table and bucket, delaying a redelivery).
+pub struct AwsComposition {
+    /// The DynamoDB store.
+    pub store: Arc<DynamoStore>,
+    /// The SQS jobs queue (the dispatch adapter delays redeliveries through it).
+    pub queue: Arc<SqsJobQueue>,
+    /// The S3 artifacts bucket, when there is one.
+    pub artifacts: Option<Arc<S3Artifacts>>,
+    /// The control plane over these parts.
+    pub plane: Composition,
+}
+
+impl std::ops::Deref for AwsComposition {
+    type Target = Composition;
+
+    fn deref(&self) -> &Composition {
+        &self.plane
+    }
+}
+
+/// The control plane's AWS parts for `resources`, concrete where callers need them.
+pub struct AwsParts {
+    /// The DynamoDB store.
+    pub store: Arc<DynamoStore>,
+    /// The SQS jobs queue.
+    pub queue: Arc<SqsJobQueue>,
+    /// The S3 artifacts bucket, when `resources` names one.
+    pub artifacts: Option<Arc<S3Artifacts>>,
+    /// The parts as [`assemble`] takes them.
+    pub parts: Parts,
+}
+
+/// Builds the AWS parts for `resources`. `local` adds the `local` runner type's
 /// launcher (only `sortie dev` has one); `ecs-fargate` runners always get `EcsLauncher`,
 /// and `eks` runners `EksLauncher`.
-pub fn compose(
+pub fn aws_parts(
     config: &SdkConfig,
-    resources: Resources,
+    resources: &Resources,
     local: Option<LocalLauncher>,
-) -> Composition {
+) -> AwsParts {
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(config),
         &resources.table,
@@ -116,28 +184,11 @@ pub fn compose(
         aws_sdk_sqs::Client::new(config),
         &resources.jobs_queue_url,
     ));
-    let bus = Arc::new(EventBridgeBus::new(
-        aws_sdk_eventbridge::Client::new(config),
-        &resources.bus_name,
-    ));
-    let jobs = JobService {
-        store: store.clone(),
-        queue: queue.clone(),
-        bus,
-        secrets: Arc::new(sortie_launch::AwsJobSecrets::new(config)),
-    };
-    let has_local = local.is_some();
     let launcher = ByRunnerType {
         ecs: Some(Arc::new(EcsLauncher::new(config.clone()))),
         eks: Some(Arc::new(EksLauncher::new(config.clone()))),
-        local: local.map(|l| Arc::new(l) as Arc<dyn sortie_launch::Launcher>),
+        local: local.map(|l| Arc::new(l) as Arc<dyn Launcher>),
     };
-    let engine = Arc::new(Engine {
-        jobs: jobs.clone(),
-        launcher: Arc::new(launcher),
-        api_url: resources.api_url.clone(),
-        settings: resources.sweep,
-    });
     let artifacts = resources.bucket.as_ref().map(|bucket| {
         // Path-style addressing only against a local S3 (moto): AWS wants virtual hosts.
         let s3 = aws_sdk_s3::Client::from_conf(
@@ -147,19 +198,80 @@ pub fn compose(
         );
         Arc::new(S3Artifacts::new(s3, bucket.clone()))
     });
-    Composition {
+    let parts = Parts {
+        store: store.clone(),
+        queue: queue.clone(),
+        bus: Arc::new(EventBridgeBus::new(
+            aws_sdk_eventbridge::Client::new(config),
+            &resources.bus_name,
+        )),
+        secrets: Arc::new(sortie_launch::AwsJobSecrets::new(config)),
+        launcher: Arc::new(launcher),
+        artifacts: artifacts.clone().map(|a| a as Arc<dyn Artifacts>),
+        checker: None,
+        oidc: None,
+    };
+    AwsParts {
         store,
         queue,
+        artifacts,
+        parts,
+    }
+}
+
+/// Puts `parts` together into the control plane for `resources`: the [`JobService`]
+/// and the [`Engine`] over them. `config` is the AWS configuration the API's runner
+/// checker uses when `parts` brings none; `has_local` says the launcher runs `local`
+/// runners (`sortie dev`), which the checker then accepts.
+pub fn assemble(
+    parts: Parts,
+    resources: Resources,
+    config: Option<&SdkConfig>,
+    has_local: bool,
+) -> Composition {
+    let jobs = JobService {
+        store: parts.store.clone(),
+        queue: parts.queue.clone(),
+        bus: parts.bus,
+        secrets: parts.secrets,
+    };
+    let engine = Arc::new(Engine {
+        jobs: jobs.clone(),
+        launcher: parts.launcher,
+        api_url: resources.api_url.clone(),
+        settings: resources.sweep,
+    });
+    Composition {
+        store: parts.store,
+        queue: parts.queue,
         jobs,
         engine,
-        artifacts,
-        config: config.clone(),
-        has_local,
+        artifacts: parts.artifacts,
+        checker: parts.checker,
+        oidc: parts.oidc,
         region: config
-            .region()
+            .and_then(|c| c.region())
             .map(|r| r.to_string())
             .unwrap_or_else(|| "us-east-1".into()),
+        config: config.cloned(),
+        has_local,
         resources,
+    }
+}
+
+/// Builds the composition for `resources` on AWS: [`aws_parts`] then [`assemble`].
+pub fn compose(
+    config: &SdkConfig,
+    resources: Resources,
+    local: Option<LocalLauncher>,
+) -> AwsComposition {
+    let has_local = local.is_some();
+    let aws = aws_parts(config, &resources, local);
+    AwsComposition {
+        store: aws.store,
+        queue: aws.queue,
+        artifacts: aws.artifacts,
+        plane: assemble(aws.parts, resources, Some(config), has_local),
     }
 }
 
@@ -171,6 +283,15 @@ impl Composition {
             .artifacts
             .clone()
             .ok_or(Missing(sortie_settings::BUCKET))?;
+        // Built here, not in `aws_parts`: only the API checks runners, so the other
+        // functions do not link the EC2 and IAM clients.
+        let checker = match (&self.checker, &self.config) {
+            (Some(checker), _) => checker.clone(),
+            (None, Some(config)) => {
+                Arc::new(AwsRunnerChecker::new(config.clone(), self.has_local)) as _
+            }
+            (None, None) => return Err(Missing("(a runner checker or an AWS configuration)")),
+        };
         Ok(AppState {
             store: self.store.clone(),
             jobs: self.jobs.clone(),
@@ -182,18 +303,19 @@ impl Composition {
             },
             memberships: Default::default(),
             admin_subjects: self.resources.admin_subjects.clone(),
-            // Built here, not in `compose`: only the API checks runners, so the other
-            // functions do not link the EC2 and IAM clients.
-            checker: Arc::new(AwsRunnerChecker::new(self.config.clone(), self.has_local)),
+            checker,
             rule_indexes: Default::default(),
-            oidc: Arc::new(sortie_api::oidc::JwksVerifier::new()),
+            oidc: self
+                .oidc
+                .clone()
+                .unwrap_or_else(|| Arc::new(sortie_api::oidc::JwksVerifier::new())),
             public_url: None,
             // Three beats fit in the silence that declares an agent lost.
             agent_heartbeat_seconds: u32::try_from(
                 self.resources.sweep.agent_silence.num_seconds() / 3,
             )
             .unwrap_or(1)
-            .clamp(1, sortie_core::agent::HEARTBEAT_SECONDS),
+            .clamp(1, sortie_core::protocol::agent::HEARTBEAT_SECONDS),
         })
     }
 

@@ -4,11 +4,11 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use sortie_wiring::{compose, Composition, Resources};
+use sortie_wiring::{compose, AwsComposition, Resources};
 
 /// Handles one SQS batch, answering with the records to retry.
 async fn handler(
-    parts: &Composition,
+    parts: &AwsComposition,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     Ok(sortie_lambda_adapters::dispatch_batch(&parts.engine, &parts.queue, event.payload).await)

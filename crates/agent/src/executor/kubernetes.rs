@@ -18,7 +18,7 @@ use k8s_openapi::api::batch::v1::Job as KubeJob;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::List;
 use serde_json::{json, Value};
-use sortie_core::agent::Claim;
+use sortie_core::protocol::agent::Claim;
 use sortie_core::runner::{AwsAccess, EksRunner};
 use sortie_core::{JobId, TaskRef};
 use sortie_launch::eks::client::{query_value, KubeClient, KubeError};

@@ -1,4 +1,4 @@
-//! Local mode: `sortie-runner` as a child process group, through
+//! Local mode: `sortie-pilot` as a child process group, through
 //! `sortie_launch::LocalLauncher` (its `sh` supervisor, its own process group, its
 //! STOPPED events), exactly as `sortie dev` runs a `local` runner's job.
 
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use sortie_core::agent::Claim;
+use sortie_core::protocol::agent::Claim;
 use sortie_core::runner::LocalRunner;
 use sortie_core::{RunnerConfiguration, TaskStop};
 use sortie_launch::{AwsSecretValues, LaunchSpec, Launcher, LocalLauncher, SecretValues};
@@ -28,7 +28,7 @@ struct Routes {
     forgotten: std::collections::HashSet<String>,
 }
 
-/// Runs each job's `sortie-runner` as a child process group of the agent. The child
+/// Runs each job's `sortie-pilot` as a child process group of the agent. The child
 /// inherits the agent's environment (`PATH`, AWS credentials for S3 state), then the
 /// runner's `env`, then `SORTIE_API_URL`, `SORTIE_JOB_ID` and `SORTIE_JOB_TOKEN`.
 pub struct LocalExecutor {
@@ -105,7 +105,7 @@ impl Executor for LocalExecutor {
         let runner = agent_runner(&claim.job)?;
         let binary = find_executable(&self.runner_binary).ok_or_else(|| {
             AgentError::Launch(format!(
-                "the agent's runner binary `{}` was not found or is not executable (--runner-binary)",
+                "the agent's pilot binary `{}` was not found or is not executable (--runner-binary)",
                 self.runner_binary.display()
             ))
         })?;

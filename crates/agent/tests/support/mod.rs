@@ -11,9 +11,7 @@ use chrono::Utc;
 use sortie_agent::api::{ExitOutcome, Heartbeat, PoolApi};
 use sortie_agent::executor::{Executor, RunExit, RunHandle, Started};
 use sortie_agent::AgentError;
-use sortie_core::agent::{
-    AgentAction, Claim, ClaimRequest, ExitAnswer, ExitReport, HeartbeatAnswer, HeartbeatRequest,
-};
+use sortie_core::protocol::agent::{AgentAction, Claim, ClaimRequest, ExitAnswer, AgentExit, HeartbeatAnswer, HeartbeatRequest};
 use sortie_core::{EnvPath, Job, JobId, JobRequest, JobState, RunnerId, RunnerSpec, TaskRef};
 use tokio::sync::oneshot;
 
@@ -86,9 +84,9 @@ pub struct FakeApi {
     /// Errors answered to the next exit reports.
     pub exit_errors: Mutex<VecDeque<AgentError>>,
     /// Every exit report received, errors answered included.
-    pub exit_calls: Mutex<Vec<(JobId, ExitReport)>>,
+    pub exit_calls: Mutex<Vec<(JobId, AgentExit)>>,
     /// The exit reports recorded.
-    pub exits: Mutex<Vec<(JobId, ExitReport)>>,
+    pub exits: Mutex<Vec<(JobId, AgentExit)>>,
 }
 
 impl FakeApi {
@@ -114,7 +112,7 @@ impl FakeApi {
     }
 
     /// The recorded exit reports.
-    pub fn exits(&self) -> Vec<(JobId, ExitReport)> {
+    pub fn exits(&self) -> Vec<(JobId, AgentExit)> {
         self.exits.lock().unwrap().clone()
     }
 
@@ -169,7 +167,7 @@ impl PoolApi for FakeApi {
             })))
     }
 
-    async fn exit(&self, job: &JobId, report: &ExitReport) -> Result<ExitOutcome, AgentError> {
+    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitOutcome, AgentError> {
         self.exit_calls
             .lock()
             .unwrap()

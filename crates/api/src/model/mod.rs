@@ -1,19 +1,23 @@
 //! The API's request and response bodies: serde types with OpenAPI schemas.
 //!
 //! Views wrap the store's records (whose serde shape is the wire format) and add
-//! the fields the API computes; [`domain`] declares the schemas of the embedded
-//! `sortie-core` and `sortie-store` types.
+//! the fields the API computes. The embedded `sortie-core` and `sortie-store` types
+//! carry their own schemas (their `openapi` feature, which this crate turns on).
 
 pub mod agents;
-pub mod domain;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sortie_core::ToolUsed;
-use sortie_core::{ChangeSummary, Considered, GroupPath, Job, Runner, RunnerRule, Tally, TaskRef};
+use sortie_core::agent_pool::AgentHold;
+use sortie_core::protocol::pilot::UploadKind;
+use sortie_core::waiting::Waiting;
+use sortie_core::{
+    Approval, ChangeSummary, Considered, Criteria, DriftRemediation, Grantee, GroupPath, Job, Role,
+    Runner, RunnerCheck, RunnerRule, Tally, TaskRef, ToolName, ToolUsed,
+};
 use sortie_store::{EnvironmentRecord, JobRecord, MembershipRecord, PhaseRecord, Versioned};
 use utoipa::ToSchema;
 
@@ -23,7 +27,6 @@ use utoipa::ToSchema;
 pub struct RunnerView {
     /// The runner: id, description and configurations.
     #[serde(flatten)]
-    #[schema(value_type = domain::Runner)]
     pub runner: Runner,
     /// The owner group's path (`""` for a shared runner).
     pub group: String,
@@ -62,7 +65,6 @@ pub struct RunnerList {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RuleList {
     /// The rules.
-    #[schema(value_type = Vec<domain::RunnerRule>)]
     pub rules: Vec<RunnerRule>,
 }
 
@@ -80,7 +82,7 @@ pub struct RuleCreate {
     pub runner_id: String,
     /// Conditions on the environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub criteria: Option<domain::Criteria>,
+    pub criteria: Option<Criteria>,
     /// Higher wins ties.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
@@ -100,7 +102,7 @@ pub struct RuleUpdate {
     pub runner_id: String,
     /// Conditions on the environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub criteria: Option<domain::Criteria>,
+    pub criteria: Option<Criteria>,
     /// Higher wins ties.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
@@ -111,7 +113,6 @@ pub struct RuleUpdate {
 pub struct EnvironmentView {
     /// The environment, its linked runner and its lock.
     #[serde(flatten)]
-    #[schema(value_type = domain::EnvironmentRecord)]
     pub record: EnvironmentRecord,
     /// The environment's group.
     pub group: String,
@@ -158,17 +159,14 @@ pub const ENVIRONMENTS_UNDER_MAX: usize = 10_000;
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ResolutionAnswer {
     /// The rule that won.
-    #[schema(value_type = domain::RunnerRule)]
     pub rule: RunnerRule,
     /// Why it won, in words: its scope's depth, how many criteria it sets, its priority.
     pub why: String,
     /// Every other rule, counted by why it did not win.
-    #[schema(value_type = domain::Tally)]
     pub counts: Tally,
     /// With `?explain=full`: each rule's fate, in precedence order for those that matched,
     /// then the rest, from `explain_offset`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<domain::Considered>>)]
     pub explanation: Option<Vec<Considered>>,
     /// The `explain_offset` of the next page of the explanation, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,7 +203,7 @@ pub struct EnvironmentCreate {
     pub tags: Option<BTreeSet<String>>,
     /// `auto` (default) or `required`: whether an apply or destroy awaits approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<domain::Approval>,
+    pub approval: Option<Approval>,
     /// How long a job may await approval, in seconds (300 to 2592000; default 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 300, maximum = 2592000)]
@@ -218,10 +216,10 @@ pub struct EnvironmentCreate {
     pub drift_schedule: Option<String>,
     /// `off` (default) or `apply`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift_remediation: Option<domain::DriftRemediation>,
+    pub drift_remediation: Option<DriftRemediation>,
     /// `terraform` or `opentofu`; wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<domain::ToolName>,
+    pub tool: Option<ToolName>,
     /// An exact tool version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
@@ -243,7 +241,7 @@ pub struct EnvironmentPatch {
     pub tags: Option<BTreeSet<String>>,
     /// `null` clears a setting. `auto` (default) or `required`: whether an apply or destroy awaits approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<domain::Approval>,
+    pub approval: Option<Approval>,
     /// How long a job may await approval, in seconds (300 to 2592000; default 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 300, maximum = 2592000)]
@@ -256,36 +254,13 @@ pub struct EnvironmentPatch {
     pub drift_schedule: Option<String>,
     /// `off` (default) or `apply`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift_remediation: Option<domain::DriftRemediation>,
+    pub drift_remediation: Option<DriftRemediation>,
     /// `terraform` or `opentofu`; wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<domain::ToolName>,
+    pub tool: Option<ToolName>,
     /// An exact tool version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
-}
-
-/// One check of `runner check`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RunnerCheckView {
-    /// What was checked: `assume_role`, `cluster`, `capacity_provider`, `task_definition`,
-    /// `network`, `pass_role` or `launcher`.
-    pub name: String,
-    /// `passed`, `failed`, or `skipped` (a check it needs did not pass).
-    #[schema(value_type = String, pattern = "^(passed|failed|skipped)$")]
-    pub status: sortie_core::CheckStatus,
-    /// What was found; a failure quotes the platform's error.
-    pub detail: String,
-}
-
-impl From<sortie_core::RunnerCheck> for RunnerCheckView {
-    fn from(c: sortie_core::RunnerCheck) -> Self {
-        Self {
-            name: c.name,
-            status: c.status,
-            detail: c.detail,
-        }
-    }
 }
 
 /// The answer of `runner check`: every check, in order. Nothing was launched or written.
@@ -298,7 +273,7 @@ pub struct RunnerCheckReport {
     /// True when every check passed.
     pub passed: bool,
     /// The checks, in the order they were made.
-    pub checks: Vec<RunnerCheckView>,
+    pub checks: Vec<RunnerCheck>,
 }
 
 /// The answer of refresh-runner: the runner picked now, and the explanation.
@@ -325,7 +300,6 @@ pub struct RefreshRunnerAnswer {
 pub struct JobView {
     /// The job.
     #[serde(flatten)]
-    #[schema(value_type = domain::Job)]
     pub job: Job,
     /// The task ARN or Kubernetes Job name, once launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -342,7 +316,6 @@ pub struct JobView {
     pub timeout_requested_at: Option<DateTime<Utc>>,
     /// The change summary the runner reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<domain::ChangeSummary>)]
     pub summary: Option<ChangeSummary>,
     /// The last change.
     pub updated_at: DateTime<Utc>,
@@ -360,11 +333,9 @@ pub struct JobView {
     /// A reviewed job's plan phase, once it ended (`task_arn`, `summary` and `attempt`
     /// above then describe the apply phase). Both phases write one log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<domain::PhaseRecord>)]
     pub plan_phase: Option<PhaseRecord>,
     /// The tool and exact version the runner reported it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<domain::ToolUsed>)]
     pub tool_used: Option<ToolUsed>,
     /// A reviewed job's apply phase: where its lines start in the job's one log
     /// (`GET /v1/jobs/{id}/logs?offset=<this>`); the plan phase's lines are before it.
@@ -373,48 +344,15 @@ pub struct JobView {
     /// The agent holding the job (an `agent` runner's): its id, pool, last heartbeat and
     /// any stop ordered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<agents::AgentHold>)]
-    pub agent: Option<sortie_core::agent::AgentHold>,
+    pub agent: Option<AgentHold>,
     /// What the job waits for, while it is neither running nor ended: its kind and one line
     /// of text (`queued behind 01m8… (awaiting approval since 12:03 UTC)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<WaitingReason>)]
-    pub waiting: Option<sortie_core::waiting::Waiting>,
+    pub waiting: Option<Waiting>,
     /// In a list of jobs only: the names of the job's inline files, whose contents
     /// `GET /v1/jobs/{id}` alone serves (`files` is then absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_names: Option<Vec<String>>,
-}
-
-/// Why a job waits (see `sortie_core::waiting::Waiting`).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct WaitingReason {
-    /// `queued_behind`, `dispatch`, `capacity`, `agent`, `launching` or `approval`.
-    #[schema(pattern = "^(queued_behind|dispatch|capacity|agent|launching|approval)$")]
-    pub kind: String,
-    /// The reason in one line.
-    pub text: String,
-    /// Since when the job waits for this.
-    pub since: DateTime<Utc>,
-    /// `queued_behind`: the job holding the environment's lock.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub behind: Option<String>,
-    /// `queued_behind`: that job's state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<domain::JobState>)]
-    pub behind_state: Option<sortie_core::JobState>,
-    /// `agent`: the agent pool the job is offered to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    /// `agent`: when an agent of the pool last asked for work; absent when none ever did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_claim_at: Option<DateTime<Utc>>,
-    /// `capacity`: how many launches in a row were refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusals: Option<u32>,
-    /// `capacity`: when the launch is tried again, about.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_try_at: Option<DateTime<Utc>>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -496,7 +434,6 @@ pub struct LogsPage {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct MembershipList {
     /// The memberships.
-    #[schema(value_type = Vec<domain::MembershipRecord>)]
     pub memberships: Vec<MembershipRecord>,
 }
 
@@ -505,9 +442,9 @@ pub struct MembershipList {
 #[serde(deny_unknown_fields)]
 pub struct MembershipGrant {
     /// The role to grant.
-    pub role: domain::Role,
+    pub role: Role,
     /// Who gets it.
-    pub grantee: domain::Grantee,
+    pub grantee: Grantee,
 }
 
 /// The answer of `GET /v1/health`.
@@ -537,8 +474,7 @@ pub struct CallerMembership {
     /// The group the role is granted on (and inherited below); empty for the root group.
     pub group: String,
     /// The role.
-    #[schema(value_type = domain::Role)]
-    pub role: sortie_core::Role,
+    pub role: Role,
 }
 
 /// The answer of `GET /v1/openapi.json`: an OpenAPI 3.1 document.
@@ -563,8 +499,8 @@ pub struct OpenApiDocument {
 #[serde(deny_unknown_fields)]
 pub struct UploadRequest {
     /// `log` (a log chunk), `plan`, `summary` or `outputs`.
-    #[schema(value_type = String, example = "log")]
-    pub kind: sortie_core::UploadKind,
+    #[schema(example = "log")]
+    pub kind: UploadKind,
     /// For `log`: the chunk's start offset, exactly 12 digits. For the others: absent or
     /// their file name (`plan.tfplan`, `summary.json`, `outputs.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,11 +11,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::de::DeserializeOwned;
-use sortie_core::agent::{
-    agent_id_problem, pool_id_problem, pool_name_problem, AgentPool, ClaimRequest, ExitAnswer,
-    ExitReport, HeartbeatRequest, OidcTrust, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS,
-    MAX_POOL_TOKENS, POOL_ID_PREFIX, POOL_TOKEN_PREFIX,
-};
+use sortie_core::agent_pool::{agent_id_problem, pool_id_problem, pool_name_problem, AgentPool, OidcTrust, MAX_POOL_TOKENS, POOL_ID_PREFIX, POOL_TOKEN_PREFIX};
+use sortie_core::protocol::agent::{ClaimRequest, ExitAnswer, AgentExit, HeartbeatRequest, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS};
 use sortie_core::auth::claim_value_matches;
 use sortie_core::{Action, GroupPath};
 use sortie_lifecycle::{AgentRefusal, ExitReport as Exited};
@@ -118,7 +115,7 @@ pub(crate) async fn create_agent_pool(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let id = format!("{POOL_ID_PREFIX}{}", sortie_store::new_id());
+    let id = format!("{POOL_ID_PREFIX}{}", sortie_core::tokens::new_id());
     let (token, stored) = PoolToken::mint(&id, &principal.subject);
     let record = AgentPoolRecord {
         pool: AgentPool {
@@ -366,9 +363,9 @@ fn not_held(state: sortie_core::JobState) -> ApiError {
 /// Claims one job offered to the pool, waiting up to `wait_seconds` (at most 20) for one.
 #[utoipa::path(post, path = "/v1/agent-pools/{id}/claims", tag = "agents",
     params(("id" = String, Path, description = "Pool id")),
-    request_body(content = m::ClaimRequest, content_type = "application/json"),
+    request_body(content = ClaimRequest, content_type = "application/json"),
     security(("agentToken" = [])),
-    responses((status = 200, description = "A claimed job: run `sortie-runner` with its token", body = m::Claim),
+    responses((status = 200, description = "A claimed job: run `sortie-pilot` with its token", body = sortie_core::protocol::agent::Claim),
         (status = 204, description = "No job came within the wait"),
         BadRequest, Unauthorized, NotFound, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn claim_job(
@@ -410,9 +407,9 @@ pub(crate) async fn claim_job(
 /// Heartbeats a claimed job; the answer says run on, or stop (a cancel, the timeout).
 #[utoipa::path(post, path = "/v1/agent-pools/{id}/jobs/{job}/heartbeat", tag = "agents",
     params(("id" = String, Path, description = "Pool id"), ("job" = String, Path, description = "Job id")),
-    request_body(content = m::HeartbeatRequest, content_type = "application/json"),
+    request_body(content = HeartbeatRequest, content_type = "application/json"),
     security(("agentToken" = [])),
-    responses((status = 200, description = "Run on, or stop", body = m::HeartbeatAnswer),
+    responses((status = 200, description = "Run on, or stop", body = sortie_core::protocol::agent::HeartbeatAnswer),
         BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn agent_heartbeat(
     State(state): State<AppState>,
@@ -420,7 +417,7 @@ pub(crate) async fn agent_heartbeat(
     JobParam(job): JobParam,
     headers: HeaderMap,
     body: Document,
-) -> Result<Reply<sortie_core::agent::HeartbeatAnswer>, ApiError> {
+) -> Result<Reply<sortie_core::protocol::agent::HeartbeatAnswer>, ApiError> {
     agent_pool(&state, &headers, &id).await?;
     let beat: HeartbeatRequest = protocol_body(&body)?;
     check_agent(&beat.agent)?;
@@ -437,9 +434,9 @@ pub(crate) async fn agent_heartbeat(
 /// Reports a claimed job's runner exit, or hands the job back.
 #[utoipa::path(post, path = "/v1/agent-pools/{id}/jobs/{job}/exit", tag = "agents",
     params(("id" = String, Path, description = "Pool id"), ("job" = String, Path, description = "Job id")),
-    request_body(content = m::ExitReport, content_type = "application/json"),
+    request_body(content = AgentExit, content_type = "application/json"),
     security(("agentToken" = [])),
-    responses((status = 200, description = "The job's state after the report", body = m::ExitAnswer),
+    responses((status = 200, description = "The job's state after the report", body = ExitAnswer),
         BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn agent_exit(
     State(state): State<AppState>,
@@ -449,7 +446,7 @@ pub(crate) async fn agent_exit(
     body: Document,
 ) -> Result<Reply<ExitAnswer>, ApiError> {
     agent_pool(&state, &headers, &id).await?;
-    let report: ExitReport = protocol_body(&body)?;
+    let report: AgentExit = protocol_body(&body)?;
     check_agent(&report.agent)?;
     if report
         .reason

@@ -5,15 +5,15 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
-use sortie_core::{Action, Job, JobId, Principal};
-use sortie_lifecycle::Cancellation;
+use sortie_core::{Action, JobId, Principal};
+use sortie_lifecycle::{Cancellation, JobOrder, SubmitError};
 use sortie_store::{IdempotencyKey, JobRecord, StoreError};
 use utoipa::IntoParams;
 
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{query_field, Caller, Document, EnvParam, JobIdParam, QueryParams};
-use crate::model::{domain, DecisionBody, JobListPage, JobView, OutputValue, OutputsView};
+use crate::model::{DecisionBody, JobListPage, JobView, OutputValue, OutputsView};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -95,7 +95,7 @@ fn request_hash(request: &serde_json::Value) -> String {
             *value = serde_json::Value::Null;
         }
     }
-    sortie_store::sha256_hex(request.to_string().as_bytes())
+    sortie_core::tokens::sha256_hex(request.to_string().as_bytes())
 }
 
 fn idempotency_key(
@@ -125,7 +125,7 @@ fn idempotency_key(
     params(("environment" = String, Path, description = "Environment path"),
         ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the same job")),
     request_body(description = "The job, YAML or JSON: operation, source (git | s3 | inline), variables, sensitive_variables (values kept in Secrets Manager for the job's life, never returned), files, secret_refs (ARNs)",
-        content((domain::JobRequest = "application/json"), (domain::JobRequest = "application/yaml"))),
+        content((sortie_core::JobRequest = "application/json"), (sortie_core::JobRequest = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Queued; it runs when the environment is free", body = JobView),
         (status = 200, description = "A replay of an earlier submit with the same Idempotency-Key", body = JobView,
@@ -148,49 +148,16 @@ pub(crate) async fn submit_job(
         .await?;
     let submitted = body.value()?;
     let idempotency = idempotency_key(&headers, &submitted)?;
-    let (mut request, sensitive) = sortie_core::sensitive::parse_submitted(&submitted)?;
+    let (request, sensitive) = sortie_core::sensitive::parse_submitted(&submitted)?;
     drop(submitted);
     let env = state.store.get_environment(&path).await;
     let env = super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
-    let runner_id = env.item.environment.runner.runner_id.clone();
-    let runner = state.store.get_runner(&runner_id).await.map_err(|e| match e {
-        StoreError::NotFound { .. } => ApiError::new(StatusCode::CONFLICT, "runner_missing", format!("environment `{path}` is linked to runner `{runner_id}`, which no longer exists; refresh its runner")),
-        other => other.into(),
-    })?;
-    let id = JobId::from(sortie_store::new_id());
-    // Sensitive values go to Secrets Manager; the job records only each secret's ARN.
-    request.sensitive_variables = state
+    let order = JobOrder::submit(request, sensitive, principal.subject.clone(), idempotency);
+    let submitted = state
         .jobs
-        .keep_sensitive_variables(&id, &path, &sensitive)
+        .submit_for(&env.item.environment, order)
         .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "secrets_unavailable",
-                format!("the sensitive variables could not be stored: {e}"),
-            )
-        })?;
-    drop(sensitive);
-    let job = Job::for_environment(
-        id,
-        &env.item.environment,
-        runner.item.spec,
-        request,
-        principal.subject.clone(),
-        Utc::now(),
-    );
-    let submitted = match state.jobs.submit(&job, idempotency.as_ref()).await {
-        // A replay answers the first submit's job: this one's secrets are not needed.
-        Ok(s) if s.replayed => {
-            state.jobs.forget_sensitive_variables(&job).await;
-            s
-        }
-        Ok(s) => s,
-        Err(e) => {
-            state.jobs.forget_sensitive_variables(&job).await;
-            return Err(e.into());
-        }
-    };
+        .map_err(submit_error)?;
     let record = state.store.get_job(&submitted.job.id).await?;
     let status = if submitted.replayed {
         StatusCode::OK
@@ -205,6 +172,20 @@ pub(crate) async fn submit_job(
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
+}
+
+/// The answer to a refused submit: a deleted runner is 409, Secrets Manager's failure 502.
+fn submit_error(e: SubmitError) -> ApiError {
+    match e {
+        SubmitError::RunnerMissing { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "runner_missing", e.to_string())
+        }
+        SubmitError::SecretsUnavailable(_) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "secrets_unavailable", e.to_string())
+        }
+        SubmitError::Busy(_) => ApiError::new(StatusCode::CONFLICT, "state_conflict", e.to_string()),
+        SubmitError::Store(e) => e.into(),
+    }
 }
 
 /// Reads a job and checks the caller may do `action` in its environment's group.
@@ -273,8 +254,8 @@ pub(crate) async fn cancel_job(
     }
 }
 
-/// The optional body of a decision: `{"comment": "..."}`, or nothing.
-fn decision_comment(body: Document) -> Result<Option<String>, ApiError> {
+/// The optional body of a review: `{"comment": "..."}`, or nothing.
+fn review_comment(body: Document) -> Result<Option<String>, ApiError> {
     if body.bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
@@ -301,24 +282,24 @@ fn decision_comment(body: Document) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// Approves or discards a reviewed job for the caller.
-async fn decide(
+/// Reviews a job for the caller: approves or discards it.
+async fn review(
     state: &AppState,
     caller: &Caller,
     id: &JobId,
     body: Document,
     verdict: sortie_core::ReviewVerdict,
 ) -> Result<Reply<JobView>, ApiError> {
-    let comment = decision_comment(body)?;
+    let comment = review_comment(body)?;
     // A caller who may read the job but not deploy is told so (403 naming the role); one
     // who may not read it gets 404, as for another tenant's job.
     let (record, principal) = read_job_for(state, caller, id, Action::Deploy).await?;
     match state
         .jobs
-        .decide(&record, &principal.subject, verdict, comment, Utc::now())
+        .review(&record, &principal.subject, verdict, comment, Utc::now())
         .await?
     {
-        Ok(decided) => Ok(Reply::ok(decided.into())),
+        Ok(reviewed) => Ok(Reply::ok(reviewed.into())),
         Err(sortie_core::ReviewRefusal::NotAwaiting(current)) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "state_conflict",
@@ -344,7 +325,7 @@ pub(crate) async fn approve_job(
     caller: Caller,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    decide(
+    review(
         &state,
         &caller,
         &id,
@@ -367,7 +348,7 @@ pub(crate) async fn discard_job(
     caller: Caller,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    decide(
+    review(
         &state,
         &caller,
         &id,
@@ -398,7 +379,7 @@ pub(crate) async fn outputs_of(
             ),
         ));
     }
-    let key = sortie_core::spec::upload_key(&job.id, sortie_core::UploadKind::Outputs, None)
+    let key = sortie_core::protocol::pilot::upload_key(&job.id, sortie_core::protocol::pilot::UploadKind::Outputs, None)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e))?;
     let bytes = match state.artifacts.get(&key).await {
         Ok(b) => b,

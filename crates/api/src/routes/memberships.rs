@@ -9,7 +9,7 @@ use sortie_store::MembershipRecord;
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{Caller, Document, GroupParam, IdParam};
-use crate::model::{domain, MembershipGrant, MembershipList};
+use crate::model::{MembershipGrant, MembershipList};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -42,7 +42,7 @@ pub(crate) async fn list_memberships(
     params(("group" = String, Path, description = "Group path")),
     request_body(description = "role and grantee, YAML or JSON", content((MembershipGrant = "application/json"), (MembershipGrant = "application/yaml"))),
     security(("bearerAuth" = [])),
-    responses((status = 201, description = "Granted", body = domain::MembershipRecord),
+    responses((status = 201, description = "Granted", body = sortie_store::MembershipRecord),
         BadRequest, Unauthorized, Forbidden, NotFound, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn grant_membership(
     State(state): State<AppState>,
@@ -71,7 +71,7 @@ pub(crate) async fn grant_membership(
     }
     let (role, grantee) = p.finish((role, grantee))?;
     let record = MembershipRecord {
-        id: sortie_store::new_id(),
+        id: sortie_core::tokens::new_id(),
         membership: Membership {
             group: group.clone(),
             role: role.expect("checked"),

@@ -10,7 +10,7 @@ use sortie_store::StoreError;
 use super::{manage_action, Reply};
 use crate::error::ApiError;
 use crate::extract::{Caller, Document, GroupParam, IdParam, IfMatch};
-use crate::model::{domain, RuleCreate, RuleList, RuleUpdate};
+use crate::model::{RuleCreate, RuleList, RuleUpdate};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -79,7 +79,7 @@ pub(crate) async fn list_rules(
     params(("group" = String, Path, description = "Scope group path")),
     request_body(description = "The rule, YAML or JSON", content((RuleCreate = "application/json"), (RuleCreate = "application/yaml"))),
     security(("bearerAuth" = [])),
-    responses((status = 201, description = "Created; ETag is the rule set's new version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
+    responses((status = 201, description = "Created; ETag is the rule set's new version", body = sortie_core::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn create_rule(
     State(state): State<AppState>,
@@ -104,7 +104,7 @@ pub(crate) async fn create_rule(
 #[utoipa::path(get, path = "/v1/groups/{group}/-/rules/{id}", tag = "rules",
     params(("group" = String, Path, description = "Scope group path"), ("id" = String, Path, description = "Rule id")),
     security(("bearerAuth" = [])),
-    responses((status = 200, description = "The rule; ETag is the rule set's version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
+    responses((status = 200, description = "The rule; ETag is the rule set's version", body = sortie_core::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
         BadRequest, Unauthorized, NotFound, BadGateway, Unavailable))]
 pub(crate) async fn get_rule(
     State(state): State<AppState>,
@@ -131,7 +131,7 @@ pub(crate) async fn get_rule(
         ("If-Match" = Option<String>, Header, description = "The rule set's ETag")),
     request_body(description = "The rule's new content, YAML or JSON", content((RuleUpdate = "application/json"), (RuleUpdate = "application/yaml"))),
     security(("bearerAuth" = [])),
-    responses((status = 200, description = "Updated; ETag is the rule set's new version", body = domain::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
+    responses((status = 200, description = "Updated; ETag is the rule set's new version", body = sortie_core::RunnerRule, headers(("etag" = String, description = "The rule set's version"))),
         BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn update_rule(
     State(state): State<AppState>,

@@ -6,14 +6,15 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::Utc;
-use sortie_core::{JobId, JobSpec};
+use sortie_core::JobId;
+use sortie_core::protocol::pilot::JobSpec;
 use sortie_store::{JobRecord, StoreError};
 
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{bearer_token, Document, JobIdParam};
 use crate::model::{
-    domain, JobView, SensitiveVariables, UploadGrant, UploadProblems, UploadRequest,
+    JobView, SensitiveVariables, UploadGrant, UploadProblems, UploadRequest,
 };
 use crate::openapi::errors::*;
 use crate::AppState;
@@ -52,7 +53,7 @@ async fn job_by_token_in(
     let matches = record
         .token_hash
         .as_deref()
-        .is_some_and(|h| sortie_store::token_matches(h, token));
+        .is_some_and(|h| sortie_core::tokens::token_matches(h, token));
     // A token works while its task may run (`dispatching`, `running`): it dies when the task
     // ends, so a reviewed job's plan task cannot write once the job awaits approval, nor a
     // requeued attempt's. Only the final callback (`ended_too`) is answered afterwards.
@@ -70,7 +71,7 @@ async fn job_by_token_in(
 #[utoipa::path(get, path = "/v1/jobs/{id}/spec", tag = "runner",
     params(("id" = String, Path, description = "Job id")),
     security(("jobToken" = [])),
-    responses((status = 200, description = "The job spec the runner runs", body = domain::JobSpec),
+    responses((status = 200, description = "The job spec the runner runs", body = sortie_core::protocol::pilot::JobSpec),
         BadRequest, InvalidToken, Conflict, BadGateway, Unavailable))]
 pub(crate) async fn get_job_spec(
     State(state): State<AppState>,
@@ -103,7 +104,7 @@ pub(crate) async fn get_job_spec(
     let phase = job.phase();
     let (saved_plan_url, log_offset) = if phase == Some(sortie_core::JobPhase::Apply) {
         // The plan the reviewer approved, and where the first phase's log ended.
-        let key = sortie_core::spec::upload_key(&job.id, sortie_core::UploadKind::Plan, None)
+        let key = sortie_core::protocol::pilot::upload_key(&job.id, sortie_core::protocol::pilot::UploadKind::Plan, None)
             .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
         let url = state
             .artifacts
@@ -186,12 +187,12 @@ pub const SAVED_PLAN_URL_TTL: std::time::Duration = std::time::Duration::from_se
 
 /// The offset just past the job's log so far: its last chunk's start plus its size.
 async fn log_end(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
-    let prefix = sortie_core::spec::log_prefix(id);
+    let prefix = sortie_core::protocol::pilot::log_prefix(id);
     let chunks = state.artifacts.list(&prefix).await?;
     Ok(chunks
         .iter()
         .filter_map(|o| {
-            sortie_core::spec::log_chunk_offset(&prefix, &o.key).map(|start| start + o.size)
+            sortie_core::protocol::pilot::log_chunk_offset(&prefix, &o.key).map(|start| start + o.size)
         })
         .max()
         .unwrap_or(0))
@@ -200,7 +201,7 @@ async fn log_end(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
 /// Records the tool and exact version the runner picked.
 #[utoipa::path(put, path = "/v1/jobs/{id}/tool", tag = "runner",
     params(("id" = String, Path, description = "Job id")),
-    request_body(description = "The tool and its exact version", content((domain::ToolUsed = "application/json"))),
+    request_body(description = "The tool and its exact version", content((sortie_core::ToolUsed = "application/json"))),
     security(("jobToken" = [])),
     responses((status = 200, description = "Recorded on the job", body = JobView),
         BadRequest, InvalidToken, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
@@ -248,7 +249,7 @@ async fn record_by_token<T: serde::de::DeserializeOwned>(
 /// Records the runner's change summary on the job.
 #[utoipa::path(put, path = "/v1/jobs/{id}/summary", tag = "runner",
     params(("id" = String, Path, description = "Job id")),
-    request_body(description = "What the plan, apply or destroy changed", content((domain::ChangeSummary = "application/json"))),
+    request_body(description = "What the plan, apply or destroy changed", content((sortie_core::ChangeSummary = "application/json"))),
     security(("jobToken" = [])),
     responses((status = 200, description = "Recorded on the job", body = JobView),
         BadRequest, InvalidToken, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
@@ -279,7 +280,7 @@ pub const MAX_UPLOAD_PROBLEM_CHARS: usize = 1000;
 /// Reads `{kind, name}`, naming the field of each problem.
 fn upload_request(
     body: serde_json::Value,
-) -> Result<(sortie_core::UploadKind, Option<String>), ApiError> {
+) -> Result<(sortie_core::protocol::pilot::UploadKind, Option<String>), ApiError> {
     let serde_json::Value::Object(fields) = body else {
         return Err(ApiError::field(
             "body",
@@ -292,7 +293,7 @@ fn upload_request(
             "unknown field; expected `kind` or `name`",
         ));
     }
-    let kinds = sortie_core::UploadKind::ALL.map(|k| k.as_str()).join(", ");
+    let kinds = sortie_core::protocol::pilot::UploadKind::ALL.map(|k| k.as_str()).join(", ");
     let kind = match fields.get("kind") {
         None => {
             return Err(ApiError::field(
@@ -300,7 +301,7 @@ fn upload_request(
                 format!("is required: one of {kinds}"),
             ))
         }
-        Some(serde_json::Value::String(k)) => sortie_core::UploadKind::ALL
+        Some(serde_json::Value::String(k)) => sortie_core::protocol::pilot::UploadKind::ALL
             .into_iter()
             .find(|x| x.as_str() == k)
             .ok_or_else(|| ApiError::field("kind", format!("must be one of {kinds}")))?,
@@ -336,7 +337,7 @@ pub(crate) async fn create_upload(
 ) -> Result<Reply<UploadGrant>, ApiError> {
     let record = job_by_token(&state, &headers, &id).await?;
     let (kind, name) = upload_request(body.value()?)?;
-    let key = sortie_core::spec::upload_key(&record.job.id, kind, name.as_deref())
+    let key = sortie_core::protocol::pilot::upload_key(&record.job.id, kind, name.as_deref())
         .map_err(|problem| ApiError::field("name", problem))?;
     let signed = state
         .artifacts
@@ -400,7 +401,7 @@ pub(crate) async fn put_upload_problems(
 }
 
 /// Reads `{exit_code, reason?}`, naming the field of each problem.
-fn runner_exit(body: serde_json::Value) -> Result<sortie_core::RunnerExit, ApiError> {
+fn runner_exit(body: serde_json::Value) -> Result<sortie_core::protocol::pilot::PilotExit, ApiError> {
     let serde_json::Value::Object(fields) = body else {
         return Err(ApiError::field(
             "body",
@@ -423,7 +424,7 @@ fn runner_exit(body: serde_json::Value) -> Result<sortie_core::RunnerExit, ApiEr
     let reason = match fields.get("reason") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(r))
-            if r.len() <= sortie_core::RUNNER_EXIT_REASON_MAX
+            if r.len() <= sortie_core::protocol::pilot::PILOT_EXIT_REASON_MAX
                 && !r.chars().any(char::is_control) =>
         {
             Some(r.clone())
@@ -433,12 +434,12 @@ fn runner_exit(body: serde_json::Value) -> Result<sortie_core::RunnerExit, ApiEr
                 "reason",
                 format!(
                     "must be one line of at most {} bytes",
-                    sortie_core::RUNNER_EXIT_REASON_MAX
+                    sortie_core::protocol::pilot::PILOT_EXIT_REASON_MAX
                 ),
             ))
         }
     };
-    Ok(sortie_core::RunnerExit { exit_code, reason })
+    Ok(sortie_core::protocol::pilot::PilotExit { exit_code, reason })
 }
 
 /// The runner's final callback: it is about to exit with `exit_code`. A running job ends
@@ -448,7 +449,7 @@ fn runner_exit(body: serde_json::Value) -> Result<sortie_core::RunnerExit, ApiEr
 /// no-op: a job already ended answers 200 with its view, unchanged.
 #[utoipa::path(post, path = "/v1/jobs/{id}/events", tag = "runner",
     params(("id" = String, Path, description = "Job id")),
-    request_body(description = "How the runner is about to exit", content((domain::RunnerExit = "application/json"))),
+    request_body(description = "How the runner is about to exit", content((sortie_core::protocol::pilot::PilotExit = "application/json"))),
     security(("jobToken" = [])),
     responses((status = 200, description = "The job, ended (now or before)", body = JobView),
         BadRequest, InvalidToken, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]

@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use super::{manage_action, Reply};
 use crate::error::ApiError;
 use crate::extract::{Caller, Document, GroupParam, IfMatch, NameParam, QueryParams};
-use crate::model::{domain, RunnerCheckReport, RunnerList, RunnerView};
+use crate::model::{RunnerCheckReport, RunnerList, RunnerView};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -49,7 +49,7 @@ pub(crate) async fn list_runners(
 #[utoipa::path(post, path = "/v1/groups/{group}/-/runners/{name}", tag = "runners",
     params(("group" = String, Path, description = "Owner group path"), ("name" = String, Path, description = "Runner name")),
     request_body(description = "A runner file, YAML or JSON: description, runner_configuration, state_storage_configuration",
-        content((domain::RunnerSpec = "application/yaml"), (domain::RunnerSpec = "application/json"))),
+        content((sortie_core::RunnerSpec = "application/yaml"), (sortie_core::RunnerSpec = "application/json"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Created; ETag is the version", body = RunnerView, headers(("etag" = String, description = "The version"))),
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
@@ -121,7 +121,7 @@ pub(crate) async fn get_runner(
     params(("group" = String, Path, description = "Owner group path"), ("name" = String, Path, description = "Runner name"),
         ("If-Match" = Option<String>, Header, description = "The ETag last read")),
     request_body(description = "The new runner file, YAML or JSON",
-        content((domain::RunnerSpec = "application/yaml"), (domain::RunnerSpec = "application/json"))),
+        content((sortie_core::RunnerSpec = "application/yaml"), (sortie_core::RunnerSpec = "application/json"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Updated; ETag is the new version", body = RunnerView, headers(("etag" = String, description = "The version"))),
         BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
@@ -276,6 +276,6 @@ pub(crate) async fn check_runner(
         runner_id: id.to_string(),
         org,
         passed,
-        checks: checks.into_iter().map(Into::into).collect(),
+        checks,
     }))
 }

@@ -182,7 +182,7 @@ impl Api {
             rule_indexes: Default::default(),
             oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
             public_url: None,
-            agent_heartbeat_seconds: sortie_core::agent::HEARTBEAT_SECONDS,
+            agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
         });
         let api = Self {
             bucket: bucket_name,
@@ -201,7 +201,7 @@ impl Api {
     pub async fn grant(&self, group: &str, role: Role, subject: &str) {
         self.store
             .put_membership(&MembershipRecord {
-                id: sortie_store::new_id(),
+                id: sortie_core::tokens::new_id(),
                 membership: Membership {
                     group: GroupPath::parse(group).unwrap(),
                     role,
@@ -238,7 +238,7 @@ impl Api {
             .unwrap();
         let update = sortie_store::JobUpdate {
             task: Some("arn:aws:ecs:us-east-1:123456789012:task/c/t".into()),
-            token_hash: Some(sortie_store::sha256_hex(token.as_bytes())),
+            token_hash: Some(sortie_core::tokens::sha256_hex(token.as_bytes())),
             ..Default::default()
         };
         self.store

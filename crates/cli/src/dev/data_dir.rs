@@ -177,7 +177,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "sortie-devjson-{}-{}",
             std::process::id(),
-            sortie_store::random_hex(4)
+            sortie_core::tokens::random_hex(4)
         ));
         std::fs::create_dir_all(&dir).unwrap();
         assert_eq!(load(&dir).unwrap(), Saved::default());

@@ -683,7 +683,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "sortie-snapshot-{}-{}",
             std::process::id(),
-            sortie_store::random_hex(4)
+            sortie_core::tokens::random_hex(4)
         ));
         assert!(read_world(&dir).unwrap().is_none(), "no snapshot yet");
         let old = store_body(&dir, b"old state").unwrap();

@@ -160,13 +160,13 @@ pub fn start_dev(options: DevOptions) -> Dev {
     dev
 }
 
-/// The `sortie-runner` built next to the `sortie` under test (`cargo build -p
-/// sortie-runner --bins`), whether it exists or not.
+/// The `sortie-pilot` built next to the `sortie` under test (`cargo build -p
+/// sortie-pilot --bins`), whether it exists or not.
 pub fn sibling_runner() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-runner")
+    PathBuf::from(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-pilot")
 }
 
-/// The real `sortie-runner`: the one `SORTIE_TEST_RUNNER` names, else the one next to
+/// The real `sortie-pilot`: the one `SORTIE_TEST_RUNNER` names, else the one next to
 /// `sortie`, else built with the workspace (only when missing).
 pub fn runner_binary() -> PathBuf {
     if let Some(runner) = std::env::var_os("SORTIE_TEST_RUNNER") {
@@ -176,7 +176,7 @@ pub fn runner_binary() -> PathBuf {
     if sibling.is_file() {
         sibling
     } else {
-        sortie_testkit::runtime::function_binary("sortie-runner")
+        sortie_testkit::runtime::function_binary("sortie-pilot")
     }
 }
 

@@ -35,8 +35,10 @@ pub const COMPATIBILITY_MATRIX: &str =
 
 /// A stored runner: its id (owner group plus name) and its specification.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Runner {
     /// The runner's id, `<owner group>/<name>` (just `<name>` for a shared runner).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub id: RunnerId,
     /// What the runner is and where its state lives.
     #[serde(flatten)]
@@ -45,6 +47,7 @@ pub struct Runner {
 
 /// A runner file: description, runner configuration and state storage configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunnerSpec {
     /// Free text shown to users.
     #[serde(default)]
@@ -64,6 +67,7 @@ pub struct RunnerSpec {
 
 /// Where and how a runner runs jobs, by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum RunnerConfiguration {
     /// One Fargate task per job, launched with ECS RunTask in the runner's account.
@@ -78,6 +82,7 @@ pub enum RunnerConfiguration {
 
 /// How Sortie reaches a target account: the role to assume and its ExternalId.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AwsAccess {
     /// The launcher role Sortie assumes, `arn:aws:iam::<account>:role/<name>`.
     pub role_arn: String,
@@ -89,6 +94,7 @@ pub struct AwsAccess {
 
 /// Fargate capacity provider for a runner's plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum CapacityProvider {
     /// On-demand Fargate for every job.
     #[default]
@@ -101,6 +107,7 @@ pub enum CapacityProvider {
 
 /// The `ecs-fargate` runner type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EcsFargateRunner {
     /// The target account and region.
     #[serde(flatten)]
@@ -143,6 +150,7 @@ pub struct EcsFargateRunner {
 
 /// The `eks` runner type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EksRunner {
     /// The target account and region.
     #[serde(flatten)]
@@ -158,6 +166,7 @@ pub struct EksRunner {
 
 /// The Kubernetes Job knobs of an `eks` runner (Terrakube's ephemeral executor knobs).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EksJob {
     /// Namespace the Job is created in.
     pub namespace: String,
@@ -190,6 +199,7 @@ pub struct EksJob {
     pub resources: Resources,
     /// A partial PodTemplateSpec merged over the generated one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub pod_template: Option<Value>,
     /// Seconds after which a finished Job is garbage-collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +237,7 @@ pub fn k8s_secret_key_ref(text: &str) -> Option<(&str, &str)> {
 
 /// A Kubernetes toleration.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Toleration {
     /// Taint key (empty with `Exists` matches every taint).
@@ -248,6 +259,7 @@ pub struct Toleration {
 
 /// Container resource requests and limits, as Kubernetes quantities.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// Requests, such as `cpu: 500m`, `memory: 1Gi`.
@@ -258,10 +270,11 @@ pub struct Resources {
     pub limits: BTreeMap<String, String>,
 }
 
-/// The `local` runner type: `sortie-runner` as a child process of the host.
+/// The `local` runner type: `sortie-pilot` as a child process of the host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LocalRunner {
-    /// Path of the `sortie-runner` binary; found next to the launcher or on PATH when absent.
+    /// Path of the `sortie-pilot` binary; found next to the launcher or on PATH when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_binary: Option<String>,
     /// Plain environment variables for the runner process.
@@ -273,8 +286,9 @@ pub struct LocalRunner {
 }
 
 /// The `agent` runner type: jobs are offered to an agent pool and pulled by its agents,
-/// which run `sortie-runner` as a local process group or as a Kubernetes Job.
+/// which run `sortie-pilot` as a local process group or as a Kubernetes Job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentRunner {
     /// The agent pool's id (`apool-…`), a pool of the runner's own group.
     pub pool: String,
@@ -300,6 +314,7 @@ fn one() -> u32 {
 
 /// Where Terraform state lives, by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum StateStorageConfiguration {
     /// An S3 bucket.
@@ -312,6 +327,7 @@ pub enum StateStorageConfiguration {
 
 /// The `s3` state storage type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct S3Storage {
     /// Bucket name.
     pub bucket: String,
@@ -344,6 +360,7 @@ impl S3Storage {
 /// The `kubernetes` state storage type: Terraform's `kubernetes` backend, one Secret per
 /// environment (`secret_suffix` = the environment path, sanitised).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KubernetesStorage {
     /// Namespace holding the state secrets; the runner's own namespace (`job.namespace`)
     /// when absent.
@@ -353,6 +370,7 @@ pub struct KubernetesStorage {
 
 /// The `local` state storage type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LocalStorage {
     /// Directory holding one state file per environment.
     pub directory: String,

@@ -48,7 +48,7 @@ fn a_job_queued_behind_a_reviewed_job_names_it_and_since_when_it_awaits() {
     holder.review = Some(Review {
         four_eyes: false,
         timeout_seconds: 3600,
-        phase: crate::spec::JobPhase::Plan,
+        phase: crate::job::JobPhase::Plan,
         awaiting_since: Some(t(12, 3, 0)),
         decision: None,
     });

@@ -3,6 +3,24 @@
 use super::*;
 
 impl Engine {
+    /// Handles one "ECS Task State Change" event that EventBridge delivered from account
+    /// `from` (its envelope's `account`; `None` for a local event). An event naming a
+    /// cluster in another account is refused and changes nothing
+    /// ([`sortie_core::arn::same_account`]); any other is [`Engine::task_event`].
+    pub async fn task_event_from(
+        &self,
+        from: Option<&str>,
+        change: &EcsTaskStateChange,
+    ) -> Result<EventOutcome, LifecycleError> {
+        if !sortie_core::arn::same_account(from, &change.cluster_arn) {
+            warn!(account = from.unwrap_or_default(), cluster = %change.cluster_arn, "refused a task event whose cluster is in another account");
+            return Ok(EventOutcome::Ignored(
+                "the event's account is not its cluster's",
+            ));
+        }
+        self.task_event(change).await
+    }
+
     /// Handles one "ECS Task State Change" event.
     pub async fn task_event(
         &self,
@@ -47,7 +65,7 @@ impl Engine {
             match change.last_status.as_str() {
                 "STOPPED" => {
                     let stop = change.task_stop(container_name(&record).as_deref());
-                    self.finish_stopped(record, stop, &task).await
+                    self.task_stopped(record, stop, &task).await
                 }
                 "RUNNING" => match record.job.state {
                     JobState::Dispatching => {
@@ -82,8 +100,9 @@ impl Engine {
         .await
     }
 
-    /// Finishes (or requeues) a job whose task stopped, from its event or a describe.
-    pub(super) async fn finish_stopped(
+    /// Decides what a stopped task (seen by its event) means for its job, and carries it
+    /// out: the job's end ([`JobService::end`], through [`Engine::carry_out`]) or a requeue.
+    pub(super) async fn task_stopped(
         &self,
         record: JobRecord,
         stop: TaskStop,
@@ -107,5 +126,38 @@ impl Engine {
             Some(state) => EventOutcome::Moved(state),
             None => EventOutcome::Ignored("already moved on"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::World;
+
+    #[tokio::test]
+    async fn a_task_event_about_another_accounts_cluster_is_refused() {
+        let w = World::new().await;
+        let engine = w.engine();
+        let change = EcsTaskStateChange {
+            task_arn: "arn:aws:ecs:us-east-1:123456789012:task/runners/abc".into(),
+            cluster_arn: "arn:aws:ecs:us-east-1:123456789012:cluster/runners".into(),
+            last_status: "STOPPED".into(),
+            started_by: Some("sortie/01jabcdefghjkmnpqrstvwxyz0".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            engine
+                .task_event_from(Some("999999999999"), &change)
+                .await
+                .unwrap(),
+            EventOutcome::Ignored("the event's account is not its cluster's")
+        );
+        // The same event from its own account (or with no envelope) goes on to the job.
+        for from in [Some("123456789012"), None] {
+            assert_eq!(
+                engine.task_event_from(from, &change).await.unwrap(),
+                EventOutcome::Ignored("unknown job")
+            );
+        }
     }
 }

@@ -61,33 +61,12 @@ impl Engine {
                 }
                 for record in listed {
                     let span = tracing::info_span!("job", job_id = %record.job.id);
-                    let settled = async {
-                        let held = match self
-                            .jobs
-                            .store
-                            .get_environment(&record.job.environment)
-                            .await
-                        {
-                            Ok(e) => e.item.active_job.as_ref() == Some(&record.job.id),
-                            Err(StoreError::NotFound { .. }) => false,
-                            Err(e) => return Err(LifecycleError::Store(e)),
-                        };
-                        if held {
-                            self.release_and_next(&record).await?;
-                            warn!("released an environment still locked by its ended job");
-                            report.released += 1;
+                    match self.jobs.settle_end(&record).instrument(span).await {
+                        Ok(released) => report.released += usize::from(released),
+                        Err(e) => {
+                            warn!(job_id = %record.job.id, error = %e, "ended job not settled; next pass tries again");
+                            report.errors += 1;
                         }
-                        self.jobs
-                            .store
-                            .settle_ended_job(&record.job.id)
-                            .await
-                            .map_err(LifecycleError::Store)
-                    }
-                    .instrument(span)
-                    .await;
-                    if let Err(e) = settled {
-                        warn!(job_id = %record.job.id, error = %e, "ended job not settled; next pass tries again");
-                        report.errors += 1;
                     }
                 }
             }
@@ -225,7 +204,7 @@ impl Engine {
             );
             match self
                 .jobs
-                .decide(
+                .review(
                     &record,
                     crate::APPROVAL_TIMEOUT_PRINCIPAL,
                     sortie_core::ReviewVerdict::Discarded,
@@ -338,46 +317,38 @@ impl Engine {
             }
             return Ok(());
         }
-        let runner = store.get_runner(&env.environment.runner.runner_id).await?;
-        let mut request = last_job.job.request.clone();
-        request.operation = sortie_core::Operation::Plan;
-        let mut job = sortie_core::Job::for_environment(
-            sortie_store::new_id(),
-            &env.environment,
-            runner.item.spec,
-            request,
-            DRIFT_PRINCIPAL.to_string(),
-            now,
-        );
-        job.drift_check = true;
         // Claim this fire first: two sweeps never both run it.
         if !store.advance_drift(&path, fired, next, None).await? {
             return Ok(());
         }
-        match store.submit_if_idle(&job).await? {
-            Some(submitted) => {
+        let mut order = crate::JobOrder::again(
+            &last_job.job.request,
+            sortie_core::Operation::Plan,
+            DRIFT_PRINCIPAL,
+            now,
+        );
+        order.drift_check = true;
+        order.write = crate::WriteMode::IfIdle;
+        let skip = match self.jobs.submit_for(&env.environment, order).await {
+            Ok(submitted) => {
                 info!(job_id = %submitted.job.id, last_apply = %last.job_id, "drift check submitted");
-                self.jobs.send_or_leave_pending(&submitted.job.id).await;
                 report.drift_checks += 1;
+                return Ok(());
             }
-            None => {
-                // A job took the lock between the list and the submit.
-                if let Some(next) = next {
-                    store
-                        .advance_drift(
-                            &path,
-                            next,
-                            Some(next),
-                            Some(&skipped(
-                                "the environment became busy; this check is skipped, not queued"
-                                    .into(),
-                            )),
-                        )
-                        .await?;
-                }
-                report.drift_skipped += 1;
+            // A job took the lock between the list and the submit.
+            Err(crate::SubmitError::Busy(_)) => {
+                "the environment became busy; this check is skipped, not queued".to_string()
             }
+            Err(crate::SubmitError::Store(e)) => return Err(e),
+            // Its runner was deleted: recorded as a skip, never retried every pass.
+            Err(e) => e.to_string(),
+        };
+        if let Some(next) = next {
+            store
+                .advance_drift(&path, next, Some(next), Some(&skipped(skip)))
+                .await?;
         }
+        report.drift_skipped += 1;
         Ok(())
     }
 
@@ -459,14 +430,14 @@ impl Engine {
                     };
                     // A claimed job's platform is its heartbeat record.
                     if let Some(hold) = &record.agent {
-                        seen = match sortie_core::agent::agent_status(
+                        seen = match sortie_core::agent_pool::agent_status(
                             hold,
                             now,
                             self.settings.agent_silence,
                             self.settings.agent_stop_grace,
                         ) {
-                            sortie_core::agent::AgentStatus::Running => Seen::Running,
-                            sortie_core::agent::AgentStatus::Stopped(stop) => Seen::Stopped(stop),
+                            sortie_core::agent_pool::AgentStatus::Running => Seen::Running,
+                            sortie_core::agent_pool::AgentStatus::Stopped(stop) => Seen::Stopped(stop),
                         };
                         continue;
                     }

@@ -255,7 +255,7 @@ impl World {
         ))
         .unwrap();
         let mut job = Job::new(
-            sortie_store::new_id(),
+            sortie_core::tokens::new_id(),
             env.clone(),
             RunnerId::parse(runner_id).unwrap(),
             req,

@@ -106,7 +106,7 @@ fn environment(path: &str, runner: &str) -> Environment {
 fn job(env: &str) -> Job {
     let req = JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":"output \"x\" { value = 1 }"},"variables":{"n":3,"s":"x"}}"#).unwrap();
     Job::new(
-        sortie_store::new_id(),
+        sortie_core::tokens::new_id(),
         EnvPath::parse(env).unwrap(),
         RunnerId::parse("acme/local").unwrap(),
         req,
@@ -2034,7 +2034,7 @@ pub async fn memberships_are_granted_listed_scoped_to_org_and_revoked<S: Store +
     s: Arc<S>,
 ) {
     let m = |group: &str, subject: &str| MembershipRecord {
-        id: sortie_store::new_id(),
+        id: sortie_core::tokens::new_id(),
         membership: Membership {
             group: GroupPath::parse(group).unwrap(),
             role: Role::Deployer,
@@ -2102,7 +2102,7 @@ pub async fn an_offered_job_is_claimed_once_by_one_agent_and_heartbeats_only_for
 >(
     s: Arc<S>,
 ) {
-    use sortie_core::agent::{agent_task, AgentHold, AgentStop};
+    use sortie_core::agent_pool::{agent_task, AgentHold, AgentStop};
     setup_env(&*s, ENV).await;
     let j = job(ENV);
     s.submit_job(&j, None).await.unwrap();
@@ -2272,7 +2272,7 @@ pub async fn agent_pools_are_created_listed_updated_with_versions_and_deleted<
 >(
     s: Arc<S>,
 ) {
-    use sortie_core::agent::AgentPool;
+    use sortie_core::agent_pool::AgentPool;
     use sortie_store::{AgentPoolRecord, PoolToken};
     let record = AgentPoolRecord {
         pool: AgentPool {
@@ -2340,7 +2340,7 @@ pub async fn agent_pools_are_created_listed_updated_with_versions_and_deleted<
 pub async fn a_pools_last_claim_only_moves_forward_and_keeps_the_version<S: Store + 'static>(
     s: Arc<S>,
 ) {
-    use sortie_core::agent::AgentPool;
+    use sortie_core::agent_pool::AgentPool;
     use sortie_store::AgentPoolRecord;
     let record = AgentPoolRecord {
         pool: AgentPool {

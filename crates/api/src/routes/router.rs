@@ -1,0 +1,73 @@
+//! The axum router of [`Route::ALL`], behind the `/-/` rewrite, with JSON answers for
+//! an unknown path (404) and a wrong method (405 naming the allowed ones).
+
+use std::collections::BTreeMap;
+
+use axum::extract::Extension;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use axum::routing::MethodRouter;
+use tower::Layer;
+
+use super::separator::{self, OriginalPath};
+use super::Route;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The router of [`Route::ALL`], behind the `/-/` rewrite. Every answer of a route
+/// carries that [`Route`] in its extensions.
+pub(crate) fn build(state: AppState) -> axum::Router {
+    let mut templates: BTreeMap<&'static str, (MethodRouter<AppState>, Vec<String>)> =
+        BTreeMap::new();
+    for route in Route::ALL {
+        let route = *route;
+        let (method, template) = route.spec();
+        let entry = templates
+            .entry(template)
+            .or_insert_with(|| (MethodRouter::new(), vec![]));
+        // Each answer carries its route, so tests can find the operation it belongs to.
+        let (_, _, handler) = route.declaration();
+        let tagged = handler.layer(tower::util::MapResponseLayer::new(
+            move |mut response: Response| {
+                response.extensions_mut().insert(route);
+                response
+            },
+        ));
+        entry.0 = std::mem::take(&mut entry.0).merge(tagged);
+        entry.1.push(method.to_string());
+    }
+    let mut inner = axum::Router::new();
+    for (template, (methods, allowed)) in templates {
+        let allowed = allowed.join(", ");
+        let methods = methods.fallback(
+            move |method: Method, Extension(OriginalPath(path)): Extension<OriginalPath>| {
+                let allowed = allowed.clone();
+                async move { method_not_allowed(method, &path, &allowed) }
+            },
+        );
+        inner = inner.route(template, methods);
+    }
+    let inner = inner.fallback(not_found).with_state(state);
+    let rewritten = tower::util::MapRequestLayer::new(separator::rewrite).layer(inner);
+    axum::Router::new().fallback_service(rewritten)
+}
+
+async fn not_found(Extension(OriginalPath(path)): Extension<OriginalPath>) -> ApiError {
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(&path);
+    ApiError::not_found(format!("route {path}"))
+}
+
+fn method_not_allowed(method: Method, path: &str, allowed: &str) -> ApiError {
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {path}; allowed: {allowed}"),
+    )
+}

@@ -1,0 +1,225 @@
+//! The router against its own table: templates, the `/-/` separator, 404 and 405.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use serde_json::Value;
+use sortie_core::{Runner, RunnerId, RunnerSpec};
+use sortie_store::{
+    Artifacts, JobMessage, JobQueue, MemoryStore, ObjectInfo, RunnerStore, StoreError,
+};
+use tower::ServiceExt;
+
+use axum::http::Method;
+
+use super::router::build;
+use super::Route;
+use crate::{AppState, BucketConfig};
+
+struct NoQueue;
+
+#[async_trait::async_trait]
+impl JobQueue for NoQueue {
+    async fn send_message(&self, _: &JobMessage, _: i32) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+struct NoBus;
+
+#[async_trait::async_trait]
+impl sortie_lifecycle::Bus for NoBus {
+    async fn job_completed(
+        &self,
+        _: &sortie_store::JobRecord,
+    ) -> Result<(), sortie_lifecycle::LifecycleError> {
+        Ok(())
+    }
+}
+
+struct NoArtifacts;
+
+#[async_trait::async_trait]
+impl Artifacts for NoArtifacts {
+    async fn presign_put(
+        &self,
+        key: &str,
+        _: &str,
+        _: std::time::Duration,
+    ) -> Result<sortie_store::PresignedPut, StoreError> {
+        Err(StoreError::NotFound {
+            kind: "bucket",
+            id: key.to_string(),
+        })
+    }
+    async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
+        Ok(vec![])
+    }
+    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
+        Err(StoreError::NotFound {
+            kind: "object",
+            id: key.to_string(),
+        })
+    }
+}
+
+async fn app() -> axum::Router {
+    let store = Arc::new(MemoryStore::new());
+    let spec = RunnerSpec::parse(
+        "runner_configuration: {type: local}\nstate_storage_configuration: {type: local, directory: /x}",
+    )
+    .unwrap();
+    for id in ["acme/payments/team", "shared"] {
+        let id = RunnerId::parse(id).unwrap();
+        let spec = spec.clone();
+        store.create_runner(&Runner { id, spec }).await.unwrap();
+    }
+    build(AppState {
+        store: store.clone(),
+        jobs: sortie_lifecycle::JobService {
+            store,
+            queue: Arc::new(NoQueue),
+            bus: Arc::new(NoBus),
+            secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
+        },
+        dev_identity: true,
+        artifacts: Arc::new(NoArtifacts),
+        bucket: BucketConfig {
+            name: "b".into(),
+            region: "us-east-1".into(),
+        },
+        memberships: Default::default(),
+        admin_subjects: vec![],
+        checker: Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
+        rule_indexes: Default::default(),
+        oidc: std::sync::Arc::new(crate::oidc::NoOidc),
+        public_url: None,
+        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
+    })
+}
+
+/// The route that answered (None for 404/405), the status and the body.
+async fn call(app: &axum::Router, method: Method, path: &str) -> (Option<Route>, u16, Value) {
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let route = resp.extensions().get::<Route>().copied();
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        route,
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn group_paths_end_at_the_dash_separator() {
+    let app = app().await;
+    let (r, _, body) = call(&app, Method::GET, "/v1/groups/acme/payments/-/runners").await;
+    assert_eq!(r, Some(Route::ListRunners));
+    assert_eq!(body["runners"][0]["group"], "acme/payments");
+    assert_eq!(body["runners"][0]["inherited"], false);
+    let (r, _, body) = call(&app, Method::GET, "/v1/groups/-/runners").await;
+    assert_eq!(r, Some(Route::ListRunners));
+    assert_eq!(
+        (
+            body["runners"][0]["group"].as_str(),
+            body["runners"][0]["inherited"].as_bool()
+        ),
+        (Some(""), Some(false)),
+        "the root group is the empty path"
+    );
+    let (r, status, body) = call(&app, Method::DELETE, "/v1/groups/acme/-/rules/prod").await;
+    assert_eq!((r, status), (Some(Route::DeleteRule), 404));
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("prod"),
+        "{body}"
+    );
+    let (r, _, _) = call(
+        &app,
+        Method::POST,
+        "/v1/environments/acme/payments/prod/-/jobs",
+    )
+    .await;
+    assert_eq!(r, Some(Route::SubmitJob));
+    let (r, status, body) =
+        call(&app, Method::GET, "/v1/environments/acme/payments/prod").await;
+    assert_eq!((r, status), (Some(Route::GetEnvironment), 404));
+    assert!(body.to_string().contains("acme/payments/prod"), "{body}");
+    let (r, _, _) = call(&app, Method::PATCH, "/v1/environments/acme/payments/prod").await;
+    assert_eq!(r, Some(Route::UpdateEnvironment));
+}
+
+#[tokio::test]
+async fn unknown_paths_are_404_wrong_methods_405_bad_groups_400() {
+    let app = app().await;
+    assert_eq!(
+        call(&app, Method::GET, "/v1/groups/acme/runners").await.1,
+        404
+    );
+    assert_eq!(call(&app, Method::GET, "/v2/health").await.1, 404);
+    let (r, status, body) = call(&app, Method::DELETE, "/v1/groups/acme/-/runners").await;
+    assert_eq!((r, status), (None, 405));
+    assert_eq!(body["error"]["code"], "method_not_allowed");
+    let (_, status, body) = call(&app, Method::GET, "/v1/groups/ACME/-/runners").await;
+    assert_eq!(
+        (status, body["error"]["fields"][0]["path"].as_str()),
+        (400, Some("group"))
+    );
+    let (_, status, body) = call(&app, Method::GET, "/v1/environments/prod").await;
+    assert_eq!(
+        (status, body["error"]["fields"][0]["path"].as_str()),
+        (400, Some("environment"))
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_method_names_the_allowed_ones_in_the_body_and_in_allow() {
+    let app = app().await;
+    let req = axum::http::Request::builder()
+        .method(Method::PATCH)
+        .uri("/v1/groups/acme/-/rules/x")
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 405);
+    let allow = resp.headers()["allow"].to_str().unwrap().to_string();
+    assert!(
+        allow.contains("GET") && allow.contains("PUT") && allow.contains("DELETE"),
+        "{allow}"
+    );
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        body["error"]["message"],
+        "PATCH is not allowed on /v1/groups/acme/-/rules/x; allowed: GET, PUT, DELETE"
+    );
+}
+
+#[tokio::test]
+async fn every_route_matches_its_own_template() {
+    let app = app().await;
+    let mut seen = std::collections::BTreeSet::new();
+    for route in Route::ALL {
+        let (method, template) = route.spec();
+        assert!(
+            seen.insert((method.to_string(), template)),
+            "{template} twice"
+        );
+        let path = template
+            .replace("{group}", "acme/payments")
+            .replace("{environment}", "acme/payments/prod")
+            .replace("{name}", "r1")
+            .replace("{id}", "x1");
+        let (got, status, body) = call(&app, method, &path).await;
+        assert_eq!(got, Some(*route), "{template}: {status} {body}");
+    }
+}

@@ -1,0 +1,100 @@
+//! A reviewed (`approval: required`) apply or destroy: its policy, its two phases and the
+//! decision that ends the wait.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Job, JobState};
+
+/// The phase of a reviewed (`approval: required`) apply or destroy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum JobPhase {
+    /// Plan (`-destroy` for a destroy) to `plan.tfplan` and upload it; then the job awaits
+    /// approval.
+    Plan,
+    /// Apply the saved plan, after approval.
+    Apply,
+}
+
+impl JobPhase {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plan => "plan",
+            Self::Apply => "apply",
+        }
+    }
+}
+
+/// A reviewed job's approval policy (taken at submit) and, once made, the decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Review {
+    /// When true, the approver must not be the requester.
+    #[serde(default)]
+    pub four_eyes: bool,
+    /// How long the job may await approval, in seconds.
+    pub timeout_seconds: u32,
+    /// Which phase the job is in: `plan` until approved, then `apply`.
+    pub phase: JobPhase,
+    /// When it started awaiting approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_since: Option<DateTime<Utc>>,
+    /// The decision, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// Approved or discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewVerdict {
+    /// The saved plan is applied.
+    Approved,
+    /// The saved plan is thrown away.
+    Discarded,
+}
+
+/// A decision on a reviewed job: who, when, what and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Decision {
+    /// Approved or discarded.
+    pub verdict: ReviewVerdict,
+    /// The subject of who decided (`sortie:approval-timeout` for the timeout).
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The decider's comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// The longest decision comment, in bytes.
+pub const DECISION_COMMENT_MAX: usize = 1024;
+
+/// Why `by` may not approve or discard `job` now, or `None`: the job must be
+/// `awaiting_approval` (else [`ReviewRefusal::NotAwaiting`]), and under `four_eyes` an
+/// approval must not come from the requester ([`ReviewRefusal::OwnJob`]).
+pub fn review_refusal(job: &Job, by: &str, verdict: ReviewVerdict) -> Option<ReviewRefusal> {
+    if job.state != JobState::AwaitingApproval {
+        return Some(ReviewRefusal::NotAwaiting(job.state));
+    }
+    let four_eyes = job.review.as_ref().is_some_and(|r| r.four_eyes);
+    if four_eyes && verdict == ReviewVerdict::Approved && job.requested_by == by {
+        return Some(ReviewRefusal::OwnJob);
+    }
+    None
+}
+
+/// Why a decision is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewRefusal {
+    /// The job is not awaiting approval; its state.
+    NotAwaiting(JobState),
+    /// Four eyes: the requester may not approve their own job.
+    OwnJob,
+}

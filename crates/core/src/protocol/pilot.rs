@@ -1,0 +1,242 @@
+//! The contract between the API and the pilot (`sortie-pilot`, the program in a job's
+//! container): what the pilot fetches with its
+//! job token (`GET /v1/jobs/{id}/spec`), what it reports back
+//! (`PUT /v1/jobs/{id}/summary`, `PUT /v1/jobs/{id}/upload-problems`), and the objects it
+//! uploads through URLs the API presigns for it (`POST /v1/jobs/{id}/uploads`): each
+//! [`UploadKind`] maps to one key under the job's own prefix ([`upload_key`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::job::{ChangeSummary, JobPhase};
+use crate::job::{Operation, Source};
+use crate::names::EnvPath;
+use crate::runner::StateStorageConfiguration;
+
+/// Everything the pilot needs to run one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobSpec {
+    /// The job.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub job_id: crate::JobId,
+    /// The environment it runs against.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub environment: EnvPath,
+    /// Plan, apply or destroy.
+    pub operation: Operation,
+    /// Where the configuration comes from.
+    pub source: Source,
+    /// Terraform variables, for `terraform.tfvars.json`.
+    #[serde(default)]
+    pub variables: BTreeMap<String, Value>,
+    /// Extra files by relative path.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Secret references (ARNs) by environment variable name; resolved by the pilot.
+    #[serde(default)]
+    pub secret_refs: BTreeMap<String, String>,
+    /// The names of the job's sensitive variables: the pilot fetches their values with
+    /// its job token (`GET /v1/jobs/{id}/sensitive-variables`) and gives them to terraform
+    /// as `TF_VAR_<name>`, in its environment only ([`crate::sensitive`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_variables: Vec<String>,
+    /// The runner's state storage.
+    pub state_storage: StateStorageConfiguration,
+    /// For `s3` storage: the state object's key, `<key_prefix><environment path>/terraform.tfstate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_key: Option<String>,
+    /// True when the pilot must report its own exit (`POST /v1/jobs/{id}/events`) before it
+    /// ends: set for platforms that send no task event (`eks`), where that callback is the
+    /// fast path of completion and the sweeper's poll the safety net.
+    #[serde(default)]
+    pub report_exit: bool,
+    /// Which phase of a reviewed apply or destroy this task runs. Absent: one task does the
+    /// whole operation (a plan plans to `plan.tfplan`; an apply or destroy plans to
+    /// `plan.tfplan` and applies exactly that file, never a second plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<JobPhase>,
+    /// For the [`JobPhase::Apply`] phase: a presigned GET URL of the plan the first phase
+    /// saved, which this task applies (`terraform apply plan.tfplan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_plan_url: Option<String>,
+    /// A drift check: the plan runs with `-detailed-exitcode`, exit code 2 (changes) is a
+    /// success, and the summary's `has_changes` says which it was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub detailed_exitcode: bool,
+    /// The tool asked for (the environment's, else the runner's); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<crate::tool::ToolName>,
+    /// The version asked for: exact or a constraint ([`crate::tool::parse_constraint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The byte offset of this task's first log byte: a second phase continues the job's
+    /// log where the first phase's ended, so the job has one log.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_offset: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The pilot's final callback (`POST /v1/jobs/{id}/events`): how it is about to exit.
+/// Unknown fields are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = RunnerExit))]
+#[serde(deny_unknown_fields)]
+pub struct PilotExit {
+    /// The pilot's exit code: 0 for success.
+    pub exit_code: i32,
+    /// Why it failed, in one line (at most [`PILOT_EXIT_REASON_MAX`] bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The longest [`PilotExit::reason`] the API accepts, in bytes.
+pub const PILOT_EXIT_REASON_MAX: usize = 1024;
+
+/// What the pilot uploads: one object of the job's, under the job's own prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum UploadKind {
+    /// A log chunk; its name is the chunk's start offset, 12 digits.
+    Log,
+    /// The saved plan, `plan.tfplan`.
+    Plan,
+    /// The change summary, `summary.json`.
+    Summary,
+    /// The outputs after an apply, `outputs.json` (sensitive values redacted).
+    Outputs,
+}
+
+impl UploadKind {
+    /// Every kind.
+    pub const ALL: [UploadKind; 4] = [Self::Log, Self::Plan, Self::Summary, Self::Outputs];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Log => "log",
+            Self::Plan => "plan",
+            Self::Summary => "summary",
+            Self::Outputs => "outputs",
+        }
+    }
+
+    /// The fixed file name of an artifact (`None` for a log chunk, named by its offset).
+    pub fn file_name(self) -> Option<&'static str> {
+        match self {
+            Self::Log => None,
+            Self::Plan => Some("plan.tfplan"),
+            Self::Summary => Some("summary.json"),
+            Self::Outputs => Some("outputs.json"),
+        }
+    }
+
+    /// The Content-Type the object is stored with (and its presigned URL is signed for).
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Log => "text/plain; charset=utf-8",
+            Self::Plan => "application/octet-stream",
+            Self::Summary | Self::Outputs => "application/json",
+        }
+    }
+}
+
+/// The key of job `job_id`'s upload of `kind` named `name`: `logs/<job id>/<offset>.log`
+/// for a log chunk (`name` = the start offset, exactly 12 digits), else
+/// `artifacts/<job id>/<file name>` (`name` absent or that file name). The error is the
+/// problem with `name`. A job's keys never leave its own prefixes.
+pub fn upload_key(
+    job_id: &crate::JobId,
+    kind: UploadKind,
+    name: Option<&str>,
+) -> Result<String, String> {
+    match (kind.file_name(), name) {
+        (None, Some(offset))
+            if offset.len() == 12 && offset.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Ok(format!("{}{offset}.log", log_prefix(job_id)))
+        }
+        (None, _) => Err("a log chunk's name is its start offset: exactly 12 digits".into()),
+        (Some(file), None) => Ok(format!("{}{file}", artifact_prefix(job_id))),
+        (Some(file), Some(given)) if given == file => {
+            Ok(format!("{}{file}", artifact_prefix(job_id)))
+        }
+        (Some(file), Some(_)) => Err(format!(
+            "{} {} upload is named `{file}` (or not named)",
+            crate::job::a_or_an(kind.as_str()),
+            kind.as_str()
+        )),
+    }
+}
+
+/// `logs/<job id>/`: where a job's log chunks live.
+pub fn log_prefix(job_id: &crate::JobId) -> String {
+    format!("logs/{job_id}/")
+}
+
+/// `artifacts/<job id>/`: where a job's plan, summary and outputs live.
+pub fn artifact_prefix(job_id: &crate::JobId) -> String {
+    format!("artifacts/{job_id}/")
+}
+
+/// The log chunk key for bytes starting at `offset`.
+pub fn log_chunk_key(prefix: &str, offset: u64) -> String {
+    format!("{prefix}{offset:012}.log")
+}
+
+/// The start offset encoded in a log chunk key, if it is one.
+pub fn log_chunk_offset(prefix: &str, key: &str) -> Option<u64> {
+    key.strip_prefix(prefix)?.strip_suffix(".log")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_keys_sort_by_offset_and_round_trip() {
+        let a = log_chunk_key("logs/j/", 9);
+        let b = log_chunk_key("logs/j/", 10);
+        assert!(a < b, "lexicographic order is offset order");
+        assert_eq!(log_chunk_offset("logs/j/", &b), Some(10));
+        assert_eq!(log_chunk_offset("logs/j/", "logs/j/done"), None);
+    }
+
+    #[test]
+    fn upload_keys_stay_under_the_jobs_own_prefixes() {
+        let id = crate::JobId::from("01JOB".to_string());
+        assert_eq!(
+            upload_key(&id, UploadKind::Log, Some("000000000042")),
+            Ok("logs/01JOB/000000000042.log".into())
+        );
+        assert_eq!(
+            upload_key(&id, UploadKind::Plan, None),
+            Ok("artifacts/01JOB/plan.tfplan".into())
+        );
+        assert_eq!(
+            upload_key(&id, UploadKind::Summary, Some("summary.json")),
+            Ok("artifacts/01JOB/summary.json".into())
+        );
+        for (kind, name) in [
+            (UploadKind::Log, None),
+            (UploadKind::Log, Some("42")),
+            (UploadKind::Log, Some("../../x/00000")),
+            (UploadKind::Log, Some("00000000004x")),
+            (UploadKind::Plan, Some("../other/plan.tfplan")),
+            (UploadKind::Outputs, Some("state.tfstate")),
+        ] {
+            assert!(upload_key(&id, kind, name).is_err(), "{kind:?} {name:?}");
+        }
+        assert_eq!(
+            log_chunk_key(&log_prefix(&id), 42),
+            upload_key(&id, UploadKind::Log, Some("000000000042")).unwrap()
+        );
+    }
+}

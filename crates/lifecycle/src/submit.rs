@@ -1,0 +1,241 @@
+//! Submitting a job to an environment, written once: the API's submit, a scheduled drift
+//! check and a drift remediation all build their job here ([`JobService::submit_for`]).
+
+use chrono::{DateTime, Utc};
+use sortie_core::sensitive::SensitiveValues;
+use sortie_core::{EnvPath, Environment, Job, JobId, JobRequest, Operation, RunnerId};
+use sortie_store::{IdempotencyKey, StoreError, Submitted};
+
+use crate::JobService;
+
+/// A job to submit to an environment: what to run, for whom, and how it is written.
+#[derive(Debug, Clone)]
+pub struct JobOrder {
+    /// What to run.
+    pub request: JobRequest,
+    /// The values of its sensitive variables, kept in one secret each for the job's life.
+    pub sensitive: SensitiveValues,
+    /// Who asks for it: a person's subject, or a system principal such as `sortie:drift`.
+    pub requested_by: String,
+    /// True for a scheduled drift check (a plan whose result is recorded on the environment).
+    pub drift_check: bool,
+    /// How the job is written.
+    pub write: WriteMode,
+    /// When it is submitted.
+    pub at: DateTime<Utc>,
+}
+
+/// How a submitted job is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Queued behind the environment's other jobs; a retry with the same key answers the
+    /// first submit's job.
+    Queue(Option<IdempotencyKey>),
+    /// Only when the environment is idle (a drift check is skipped, never queued).
+    IfIdle,
+}
+
+impl JobOrder {
+    /// A person's (or a client's) submit of `request`, queued behind the environment's jobs.
+    pub fn submit(
+        request: JobRequest,
+        sensitive: SensitiveValues,
+        requested_by: impl Into<String>,
+        idempotency: Option<IdempotencyKey>,
+    ) -> Self {
+        Self {
+            request,
+            sensitive,
+            requested_by: requested_by.into(),
+            drift_check: false,
+            write: WriteMode::Queue(idempotency),
+            at: Utc::now(),
+        }
+    }
+
+    /// An earlier job's request again, as `operation`, for `requested_by` (a drift check
+    /// replays the latest apply as a plan, a remediation the check as an apply). The earlier
+    /// job's secrets are gone with it: the new one has no sensitive variables.
+    pub fn again(
+        earlier: &JobRequest,
+        operation: Operation,
+        requested_by: impl Into<String>,
+        at: DateTime<Utc>,
+    ) -> Self {
+        let mut request = earlier.clone();
+        request.operation = operation;
+        request.sensitive_variables.clear();
+        Self {
+            request,
+            sensitive: SensitiveValues::default(),
+            requested_by: requested_by.into(),
+            drift_check: false,
+            write: WriteMode::Queue(None),
+            at,
+        }
+    }
+}
+
+/// Why a job was not submitted.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The environment's runner was deleted since the environment was linked to it.
+    #[error("environment `{environment}` is linked to runner `{runner}`, which no longer exists; refresh its runner")]
+    RunnerMissing {
+        /// The environment.
+        environment: EnvPath,
+        /// The runner it names.
+        runner: RunnerId,
+    },
+    /// The sensitive variables could not be kept in Secrets Manager (the message names no value).
+    #[error("the sensitive variables could not be stored: {0}")]
+    SecretsUnavailable(String),
+    /// [`WriteMode::IfIdle`], and the environment is busy: nothing was written.
+    #[error("environment `{0}` is busy")]
+    Busy(EnvPath),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl JobService {
+    /// Submits `order` to environment `env`: reads its runner, makes the job's id, keeps
+    /// its sensitive values, builds the job ([`Job::for_environment`]), then writes it and,
+    /// when it took the environment's lock, sends it to the jobs queue. A submit that wrote
+    /// no new job (an idempotent replay, or a failure) deletes the secrets it made.
+    pub async fn submit_for(
+        &self,
+        env: &Environment,
+        order: JobOrder,
+    ) -> Result<Submitted, SubmitError> {
+        let runner_id = &env.runner.runner_id;
+        let runner = self.store.get_runner(runner_id).await.map_err(|e| match e {
+            StoreError::NotFound { .. } => SubmitError::RunnerMissing {
+                environment: env.path.clone(),
+                runner: runner_id.clone(),
+            },
+            other => other.into(),
+        })?;
+        let id = JobId::from(sortie_core::tokens::new_id());
+        let mut request = order.request;
+        // Values go to Secrets Manager; the job records only each secret's ARN.
+        request.sensitive_variables = self
+            .keep_sensitive_variables(&id, &env.path, &order.sensitive)
+            .await
+            .map_err(SubmitError::SecretsUnavailable)?;
+        drop(order.sensitive);
+        let mut job = Job::for_environment(
+            id,
+            env,
+            runner.item.spec,
+            request,
+            order.requested_by,
+            order.at,
+        );
+        job.drift_check = order.drift_check;
+        let written = match &order.write {
+            WriteMode::Queue(key) => self.submit(&job, key.as_ref()).await.map(Some),
+            WriteMode::IfIdle => self.submit_if_idle(&job).await,
+        };
+        match written {
+            Ok(Some(s)) if !s.replayed => Ok(s),
+            Ok(Some(s)) => {
+                // A replay answers the first submit's job: this one's secrets are not needed.
+                self.forget_sensitive_variables(&job).await;
+                Ok(s)
+            }
+            Ok(None) => Err(SubmitError::Busy(env.path.clone())),
+            Err(e) => {
+                self.forget_sensitive_variables(&job).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {
+        let submitted = self.store.submit_if_idle(job).await?;
+        if let Some(s) = &submitted {
+            self.send_or_leave_pending(&s.job.id).await;
+        }
+        Ok(submitted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use sortie_core::sensitive::SensitiveValues;
+    use sortie_core::{JobRequest, JobState, Operation, RunnerId};
+    use sortie_store::{JobStore, RunnerStore};
+
+    use super::*;
+    use crate::testing::{World, RUNNER};
+
+    fn request(operation: &str) -> JobRequest {
+        serde_json::from_value(serde_json::json!({
+            "operation": operation,
+            "source": {"type": "inline", "files": {"main.tf": ""}},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_submit_builds_the_job_stores_it_and_sends_it() {
+        let w = World::new().await;
+        let env = w.environment("acme/payments/prod").await;
+        let sensitive =
+            SensitiveValues::new(BTreeMap::from([("db_password".into(), "hunter2".into())]));
+        let order = JobOrder::submit(request("apply"), sensitive, "alice", None);
+        let submitted = w.jobs.submit_for(&env, order).await.unwrap();
+        assert!(submitted.took_lock && !submitted.replayed);
+        let job = w.store.get_job(&submitted.job.id).await.unwrap().job;
+        assert_eq!(
+            (job.state, job.requested_by.as_str()),
+            (JobState::Queued, "alice")
+        );
+        assert_eq!(job.runner_id.as_str(), RUNNER);
+        assert!(job.runner_spec.is_some(), "the runner's spec is taken at submit");
+        let arn = &job.request.sensitive_variables["db_password"];
+        assert_eq!(w.jobs.secrets.value(arn).await.unwrap(), "hunter2");
+        assert_eq!(w.sent(), vec![job.id]);
+    }
+
+    #[tokio::test]
+    async fn a_drift_order_replays_an_earlier_request_without_its_secrets() {
+        let w = World::new().await;
+        let env = w.environment("acme/payments/prod").await;
+        let mut earlier = request("apply");
+        earlier
+            .sensitive_variables
+            .insert("db_password".into(), "arn:gone".into());
+        let mut order = JobOrder::again(&earlier, Operation::Plan, "sortie:drift", Utc::now());
+        order.drift_check = true;
+        order.write = WriteMode::IfIdle;
+        let first = w.jobs.submit_for(&env, order.clone()).await.unwrap();
+        assert!(first.job.drift_check);
+        assert_eq!(first.job.request.operation, Operation::Plan);
+        assert!(first.job.request.sensitive_variables.is_empty());
+        // The environment is busy now: an if-idle order writes nothing.
+        match w.jobs.submit_for(&env, order).await {
+            Err(SubmitError::Busy(path)) => assert_eq!(path, env.path),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(w.sent(), vec![first.job.id]);
+    }
+
+    #[tokio::test]
+    async fn a_deleted_runner_is_named() {
+        let w = World::new().await;
+        let env = w.environment("acme/payments/prod").await;
+        w.store
+            .delete_runner(&RunnerId::parse(RUNNER).unwrap(), None)
+            .await
+            .unwrap();
+        let order = JobOrder::submit(request("plan"), SensitiveValues::default(), "alice", None);
+        let e = w.jobs.submit_for(&env, order).await.unwrap_err();
+        assert!(matches!(e, SubmitError::RunnerMissing { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "environment `acme/payments/prod` is linked to runner `acme/fargate`, which no longer exists; refresh its runner");
+        assert!(w.sent().is_empty());
+    }
+}

@@ -1,0 +1,486 @@
+//! The runner's calls to the API, all with the job token: `GET /v1/jobs/{id}/spec`,
+//! `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads` (a presigned URL, then
+//! the bytes go straight to S3: [`ApiClient::send_upload`]) and
+//! `PUT /v1/jobs/{id}/upload-problems`, `PUT /v1/jobs/{id}/tool` (the tool and version
+//! it runs, [`ApiClient::report_tool`]) and, last, when the spec asks for it,
+//! `POST /v1/jobs/{id}/events` ([`ApiClient::report_exit`]). The second phase of a
+//! reviewed job also downloads its saved plan from a presigned URL
+//! ([`ApiClient::download_presigned`]), without the job token.
+//!
+//! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
+//! exponential backoff; any other answer (401, 403, 404, ...) is final.
+
+use std::time::Duration;
+
+use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use sortie_core::{ChangeSummary, ToolUsed};
+use sortie_core::protocol::pilot::{JobSpec, PilotExit, UploadKind};
+
+use crate::env::{PilotEnv, Secret};
+use crate::error::{one_line, PilotError};
+use sortie_http::{error_chain, error_detail};
+
+/// How many times, and how patiently, a call is retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts in all (at least 1).
+    pub attempts: u32,
+    /// The delay after the first failure; doubled after each further one.
+    pub first_delay: Duration,
+    /// How long one attempt may take.
+    pub timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            // 0.5 + 1 + 2 + … + 32 s: a runner rides out about a minute of control-plane
+            // unavailability (a restart of `sortie dev`, an API deployment).
+            attempts: 8,
+            first_delay: Duration::from_millis(500),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How the API took the runner's exit report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitReported {
+    /// Recorded (204 or another 2xx).
+    Recorded,
+    /// 409 Conflict: the API keeps its own view of the job (it had already ended, or
+    /// its launch is not recorded yet); the detail the API gave, on one line.
+    Conflict(String),
+}
+
+/// One failed attempt.
+#[derive(Debug)]
+enum Failure {
+    /// Worth another try.
+    Transient(String),
+    /// Final.
+    Fatal(String),
+}
+
+/// The API client for one job.
+pub struct ApiClient {
+    base: String,
+    job_id: String,
+    token: Secret,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("base", &self.base)
+            .field("job_id", &self.job_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiClient {
+    /// A client for `env`'s API and job, with the default retry policy.
+    pub fn new(env: &PilotEnv) -> Result<Self, PilotError> {
+        Self::with_retry(env, RetryPolicy::default())
+    }
+
+    /// A client with an explicit retry policy.
+    pub fn with_retry(env: &PilotEnv, retry: RetryPolicy) -> Result<Self, PilotError> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        let connector = sortie_http::connector(env.api_url.starts_with("https://"), http)
+            .map_err(PilotError::Config)?;
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Self {
+            base: env.api_url.clone(),
+            job_id: env.job_id.clone(),
+            token: env.token.clone(),
+            client,
+            retry,
+        })
+    }
+
+    fn path(&self, tail: &str) -> String {
+        format!("/v1/jobs/{}/{tail}", self.job_id)
+    }
+
+    /// `GET /v1/jobs/{id}/spec`.
+    pub async fn job_spec(&self) -> Result<JobSpec, PilotError> {
+        let path = self.path("spec");
+        let body = self.call(Method::GET, &path, None).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            PilotError::Api(format!(
+                "GET {path} answered a job spec this runner cannot read: {e}"
+            ))
+        })
+    }
+
+    /// `GET /v1/jobs/{id}/sensitive-variables`: the values of the job's sensitive
+    /// variables, by name. Never logged; an error names no value.
+    pub async fn sensitive_variables(
+        &self,
+    ) -> Result<sortie_core::sensitive::SensitiveValues, PilotError> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            variables: std::collections::BTreeMap<String, String>,
+        }
+        let path = self.path("sensitive-variables");
+        let body = self.call(Method::GET, &path, None).await?;
+        let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
+            PilotError::Api(format!(
+                "GET {path} answered a body this runner cannot read"
+            ))
+        })?;
+        Ok(sortie_core::sensitive::SensitiveValues::new(
+            answer.variables,
+        ))
+    }
+
+    /// `PUT /v1/jobs/{id}/summary`.
+    pub async fn report_summary(&self, summary: &ChangeSummary) -> Result<(), PilotError> {
+        let path = self.path("summary");
+        let body = serde_json::to_vec(summary)
+            .map_err(|e| PilotError::Api(format!("could not encode the summary: {e}")))?;
+        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+    }
+
+    /// `PUT /v1/jobs/{id}/tool`: the tool and exact version this runner runs the job with.
+    pub async fn report_tool(&self, used: &ToolUsed) -> Result<(), PilotError> {
+        let path = self.path("tool");
+        let body = serde_json::to_vec(used)
+            .map_err(|e| PilotError::Api(format!("could not encode the tool report: {e}")))?;
+        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+    }
+
+    /// `GET url`, a presigned URL (the saved plan of a reviewed job), with no job token;
+    /// transient failures are retried like the API's. Errors name the object without the
+    /// URL's query (its signature is a credential until it expires).
+    pub async fn download_presigned(&self, url: &str) -> Result<Vec<u8>, String> {
+        let shown = without_query(url);
+        self.retrying(&shown, || self.download_once(url, &shown))
+            .await
+    }
+
+    async fn download_once(&self, url: &str, shown: &str) -> Result<Vec<u8>, Failure> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(url)
+            .header(
+                USER_AGENT,
+                concat!("sortie-pilot/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Failure::Fatal(format!("GET {shown} is not a valid request: {e}")))?;
+        let (status, bytes) = self.exchange(request, &format!("GET {shown}"), "").await?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        let message = format!("GET {shown} answered {status}{}", s3_error_code(&bytes));
+        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            Err(Failure::Transient(message))
+        } else {
+            Err(Failure::Fatal(message))
+        }
+    }
+
+    /// `POST /v1/jobs/{id}/uploads`: a presigned request for one of the job's objects.
+    pub async fn upload_grant(
+        &self,
+        kind: UploadKind,
+        name: Option<&str>,
+    ) -> Result<UploadGrant, PilotError> {
+        let path = self.path("uploads");
+        let body = serde_json::json!({"kind": kind, "name": name});
+        let answer = self
+            .call(Method::POST, &path, Some(body.to_string().into_bytes()))
+            .await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            PilotError::Api(format!(
+                "POST {path} answered an upload this runner cannot read: {e}"
+            ))
+        })
+    }
+
+    /// Sends `body` as the presigned request `grant` says (one attempt). Errors are one line.
+    pub async fn send_upload(&self, grant: &UploadGrant, body: Vec<u8>) -> Result<(), String> {
+        let method = Method::from_bytes(grant.method.as_bytes())
+            .map_err(|_| format!("the API gave an unknown method `{}`", grant.method))?;
+        let mut request = Request::builder().method(method).uri(&grant.url);
+        for (name, value) in &grant.headers {
+            if !name.eq_ignore_ascii_case("host") {
+                request = request.header(name, value);
+            }
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| format!("the presigned request is not valid: {e}"))?;
+        // Only the key, never the signed URL (it is a credential until it expires).
+        let key = &grant.key;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| format!("PUT {key}: {}", error_chain(&e)))?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            Ok::<_, String>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(self.retry.timeout, exchange)
+            .await
+            .map_err(|_| {
+                format!(
+                    "PUT {key}: no answer within {} s",
+                    self.retry.timeout.as_secs()
+                )
+            })??;
+        if status.is_success() {
+            return Ok(());
+        }
+        let detail = s3_error_code(&bytes);
+        Err(format!("PUT {key} answered {status}{detail}"))
+    }
+
+    /// `PUT /v1/jobs/{id}/upload-problems`.
+    pub async fn report_upload_problems(&self, problems: &[String]) -> Result<(), PilotError> {
+        let path = self.path("upload-problems");
+        let body = serde_json::json!({"problems": problems});
+        self.call(Method::PUT, &path, Some(body.to_string().into_bytes()))
+            .await
+            .map(|_| ())
+    }
+
+    /// `POST /v1/jobs/{id}/events` with `exit`: the runner's last call, when the spec's
+    /// `report_exit` asks for it. A 409 (the job is not running yet) is not an error:
+    /// [`ExitReported::Conflict`].
+    pub async fn report_exit(&self, exit: &PilotExit) -> Result<ExitReported, PilotError> {
+        let path = self.path("events");
+        let body = serde_json::to_vec(exit)
+            .map_err(|e| PilotError::Api(format!("could not encode the exit report: {e}")))?;
+        let (status, answer) = self
+            .call_accepting(Method::POST, &path, Some(body), &[StatusCode::CONFLICT])
+            .await?;
+        Ok(if status == StatusCode::CONFLICT {
+            ExitReported::Conflict(error_detail(&answer))
+        } else {
+            ExitReported::Recorded
+        })
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, PilotError> {
+        self.call_accepting(method, path, body, &[])
+            .await
+            .map(|(_, bytes)| bytes)
+    }
+
+    /// [`Self::call`], with the statuses in `accept` taken as final answers (not errors)
+    /// beside every 2xx.
+    async fn call_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        accept: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes), PilotError> {
+        self.retrying(&format!("{method} {path}"), || {
+            self.attempt(&method, path, body.clone(), accept)
+        })
+        .await
+        .map_err(PilotError::Api)
+    }
+
+    /// Runs `once` until it succeeds, fails for good, or the policy's attempts are spent
+    /// (transient failures wait 0.5, 1, 2, … s between tries); the error is one line.
+    async fn retrying<T, F, Fut>(&self, what: &str, mut once: F) -> Result<T, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
+        let mut delay = self.retry.first_delay;
+        let attempts = self.retry.attempts.max(1);
+        let mut last = format!("{what} was never attempted");
+        for attempt in 1..=attempts {
+            match once().await {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Fatal(message)) => return Err(message),
+                Err(Failure::Transient(message)) => {
+                    if attempt < attempts {
+                        tracing::warn!(what, attempt, error = %message, "call failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = delay.saturating_mul(2);
+                    }
+                    last = format!("{message} (gave up after {attempts} attempts)");
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends one request and reads its whole answer within the policy's timeout; `what`
+    /// names the call in errors, and `unreachable` prefixes a connection failure's cause.
+    async fn exchange(
+        &self,
+        request: Request<Full<Bytes>>,
+        what: &str,
+        unreachable: &str,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| {
+                Failure::Transient(format!("{what}: {unreachable}{}", error_chain(&e)))
+            })?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Failure::Transient(format!("{what}: the answer was cut short: {e}")))?
+                .to_bytes();
+            Ok::<_, Failure>((status, bytes))
+        };
+        tokio::time::timeout(self.retry.timeout, exchange)
+            .await
+            .map_err(|_| {
+                Failure::Transient(format!(
+                    "{what}: no answer within {} s",
+                    self.retry.timeout.as_secs()
+                ))
+            })?
+    }
+
+    async fn attempt(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        accept: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let url = format!("{}{path}", self.base);
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
+            .map_err(|_| Failure::Fatal("the job token is not a valid header value".into()))?;
+        bearer.set_sensitive(true);
+        let mut request = Request::builder()
+            .method(method.clone())
+            .uri(&url)
+            .header(AUTHORIZATION, bearer)
+            .header(ACCEPT, "application/json")
+            .header(
+                USER_AGENT,
+                concat!("sortie-pilot/", env!("CARGO_PKG_VERSION")),
+            );
+        if body.is_some() {
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| Failure::Fatal(format!("{method} {url} is not a valid request: {e}")))?;
+        let unreachable = format!("could not reach the API at {}: ", self.base);
+        let (status, bytes) = self
+            .exchange(request, &format!("{method} {path}"), &unreachable)
+            .await?;
+        if status.is_success() || accept.contains(&status) {
+            return Ok((status, bytes));
+        }
+        let message = status_message(method, path, status, &bytes);
+        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            Err(Failure::Transient(message))
+        } else {
+            Err(Failure::Fatal(message))
+        }
+    }
+}
+
+/// A presigned request for one object, as the API answers it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct UploadGrant {
+    /// The URL, signature included (never logged).
+    pub url: String,
+    /// The method, `PUT`.
+    pub method: String,
+    /// Headers the signature covers.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The object's key.
+    pub key: String,
+}
+
+/// `url` without its query and fragment: what may be printed of a presigned URL.
+pub fn without_query(url: &str) -> String {
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    url[..end].to_string()
+}
+
+/// `: <Code>` from an S3 XML error body, if it has one.
+fn s3_error_code(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    text.split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map(|(code, _)| format!(": {}", one_line(code)))
+        .unwrap_or_default()
+}
+
+/// The one-line message for an unsuccessful answer.
+pub fn status_message(method: &Method, path: &str, status: StatusCode, body: &[u8]) -> String {
+    let detail = error_detail(body);
+    let lead = match status {
+        StatusCode::UNAUTHORIZED => "the API refused the job token: ".to_string(),
+        StatusCode::FORBIDDEN => "the API did not allow the job token: ".to_string(),
+        StatusCode::NOT_FOUND => "the API does not know this job: ".to_string(),
+        _ => String::new(),
+    };
+    let mut message = format!("{lead}{method} {path} answered {status}");
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(&detail);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_say_what_happened_on_one_line() {
+        let m = status_message(
+            &Method::GET,
+            "/v1/jobs/j/spec",
+            StatusCode::UNAUTHORIZED,
+            br#"{"error":"unauthorized","message":"invalid job\ntoken"}"#,
+        );
+        assert_eq!(
+            m,
+            "the API refused the job token: GET /v1/jobs/j/spec answered 401 Unauthorized: invalid job token"
+        );
+        let m = status_message(&Method::PUT, "/p", StatusCode::BAD_GATEWAY, b"");
+        assert_eq!(m, "PUT /p answered 502 Bad Gateway");
+    }
+
+    #[test]
+    fn a_presigned_url_is_shown_without_its_signature() {
+        assert_eq!(
+            without_query("https://b.s3.amazonaws.com/artifacts/j/plan.tfplan?X-Amz-Signature=abc&X-Amz-Credential=k"),
+            "https://b.s3.amazonaws.com/artifacts/j/plan.tfplan"
+        );
+        assert_eq!(without_query("http://h/p#frag"), "http://h/p");
+        assert_eq!(without_query("http://h/p"), "http://h/p");
+    }
+}

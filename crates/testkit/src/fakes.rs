@@ -1,0 +1,217 @@
+//! In-memory fakes of the control plane's outside world, for the fast tier: the jobs
+//! queue, the event bus, the artifacts bucket and the launcher. Each records what it
+//! was asked, so a test can assert on it. (The store is `sortie_store::MemoryStore`,
+//! the secrets `sortie_launch::MemoryJobSecrets`, the runner checker
+//! `sortie_launch::StaticRunnerChecker`: each lives beside its trait.)
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use sortie_core::{Job, TaskRef};
+use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
+use sortie_lifecycle::{Bus, LifecycleError};
+use sortie_store::{
+    Artifacts, JobMessage, JobQueue, JobRecord, ObjectInfo, PresignedPut, StoreError,
+};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The jobs queue in memory: every message sent, with its delay, until taken.
+#[derive(Debug, Default)]
+pub struct MemoryQueue {
+    sent: Mutex<Vec<(JobMessage, i32)>>,
+}
+
+impl MemoryQueue {
+    /// The messages sent since the last take, with their delays, removed from the queue.
+    pub fn take(&self) -> Vec<(JobMessage, i32)> {
+        std::mem::take(&mut *lock(&self.sent))
+    }
+}
+
+#[async_trait]
+impl JobQueue for MemoryQueue {
+    async fn send_message(
+        &self,
+        message: &JobMessage,
+        delay_seconds: i32,
+    ) -> Result<(), StoreError> {
+        lock(&self.sent).push((message.clone(), delay_seconds));
+        Ok(())
+    }
+}
+
+/// One event published on a [`MemoryBus`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    /// Its `detail-type`.
+    pub detail_type: String,
+    /// The resource it is about (`sortie:job/<id>`, ...).
+    pub resource: String,
+    /// Its detail.
+    pub detail: serde_json::Value,
+}
+
+/// The event bus in memory: every event published, `sortie.job.completed` included.
+#[derive(Debug, Default)]
+pub struct MemoryBus {
+    published: Mutex<Vec<Published>>,
+}
+
+impl MemoryBus {
+    /// Every event published so far, in order.
+    pub fn published(&self) -> Vec<Published> {
+        lock(&self.published).clone()
+    }
+}
+
+#[async_trait]
+impl Bus for MemoryBus {
+    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        self.publish(
+            sortie_lifecycle::JOB_COMPLETED,
+            &format!("sortie:job/{}", record.job.id),
+            sortie_lifecycle::completed_detail(record),
+        )
+        .await
+    }
+
+    async fn publish(
+        &self,
+        detail_type: &str,
+        resource: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), LifecycleError> {
+        lock(&self.published).push(Published {
+            detail_type: detail_type.to_string(),
+            resource: resource.to_string(),
+            detail,
+        });
+        Ok(())
+    }
+}
+
+/// The artifacts bucket in memory. Presigned URLs are `memory://artifacts/<key>`: nothing
+/// serves them, so a test writes an object with [`MemoryArtifacts::put`].
+#[derive(Debug, Default)]
+pub struct MemoryArtifacts {
+    objects: Mutex<BTreeMap<String, Vec<u8>>>,
+}
+
+impl MemoryArtifacts {
+    /// Stores `bytes` at `key`, as a runner's upload would.
+    pub fn put(&self, key: &str, bytes: impl Into<Vec<u8>>) {
+        lock(&self.objects).insert(key.to_string(), bytes.into());
+    }
+}
+
+#[async_trait]
+impl Artifacts for MemoryArtifacts {
+    async fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        expires_in: Duration,
+    ) -> Result<PresignedPut, StoreError> {
+        Ok(PresignedPut {
+            url: format!("memory://artifacts/{key}"),
+            method: "PUT".into(),
+            headers: BTreeMap::from([("content-type".to_string(), content_type.to_string())]),
+            expires_at: Utc::now()
+                + chrono::Duration::from_std(expires_in).unwrap_or(chrono::Duration::MAX),
+        })
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
+        Ok(lock(&self.objects)
+            .iter()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .map(|(key, bytes)| ObjectInfo {
+                key: key.clone(),
+                size: bytes.len() as u64,
+            })
+            .collect())
+    }
+
+    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
+        lock(&self.objects)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "object",
+                id: key.to_string(),
+            })
+    }
+
+    async fn presign_get(&self, key: &str, _expires_in: Duration) -> Result<String, StoreError> {
+        if lock(&self.objects).contains_key(key) {
+            Ok(format!("memory://artifacts/{key}"))
+        } else {
+            Err(StoreError::NotFound {
+                kind: "object",
+                id: key.to_string(),
+            })
+        }
+    }
+}
+
+/// A launcher in memory: each launch starts a task `memory/<job id>` that runs until
+/// stopped, and every call is recorded.
+#[derive(Debug, Default)]
+pub struct MemoryLauncher {
+    launched: Mutex<Vec<String>>,
+    stopped: Mutex<Vec<(String, String)>>,
+}
+
+impl MemoryLauncher {
+    /// The task of `job`, as [`MemoryLauncher`] launches it.
+    pub fn task_of(job: &str) -> TaskRef {
+        TaskRef::new(format!(
+            "arn:aws:ecs:us-east-1:123456789012:task/memory/{job}"
+        ))
+    }
+
+    /// The jobs launched, in order.
+    pub fn launched(&self) -> Vec<String> {
+        lock(&self.launched).clone()
+    }
+
+    /// The stops asked: (job id, reason).
+    pub fn stopped(&self) -> Vec<(String, String)> {
+        lock(&self.stopped).clone()
+    }
+}
+
+#[async_trait]
+impl Launcher for MemoryLauncher {
+    async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
+        lock(&self.launched).push(spec.job.id.to_string());
+        Ok(Self::task_of(spec.job.id.as_str()))
+    }
+
+    async fn stop(&self, job: &Job, _task: &TaskRef, reason: &str) -> Result<(), LaunchError> {
+        lock(&self.stopped).push((job.id.to_string(), reason.to_string()));
+        Ok(())
+    }
+
+    async fn describe(&self, job: &Job, _task: &TaskRef) -> Result<TaskStatus, LaunchError> {
+        let stopped = lock(&self.stopped)
+            .iter()
+            .any(|(j, _)| j == job.id.as_str());
+        Ok(if stopped {
+            TaskStatus::Missing
+        } else {
+            TaskStatus::Running
+        })
+    }
+
+    async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
+        let launched = lock(&self.launched).iter().any(|j| j == job.id.as_str());
+        Ok(launched.then(|| Self::task_of(job.id.as_str())))
+    }
+}
