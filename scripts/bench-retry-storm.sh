@@ -6,7 +6,7 @@
 #
 #   scripts/bench-retry-storm.sh
 #
-# Runs crates/lifecycle/tests/retry_storm.rs's `figures_for_ten_minutes_of_throttling`
+# Runs crates/lifecycle/tests/retry_storm.rs's `ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item`
 # (in memory: no moto needed) and prints its tables.
 set -euo pipefail
 
@@ -14,5 +14,5 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 cargo test -p sortie-lifecycle --test retry_storm -- --exact \
-  figures_for_ten_minutes_of_throttling --nocapture 2>&1 \
+  ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item --nocapture 2>&1 \
   | sed -n '/^10 minutes of RunTask throttling/,/^test /p' | sed '$d'

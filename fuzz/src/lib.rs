@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
-use sortie_core::problems::parse_document;
+use sortie_core::document::parse_any as parse_document;
 use sortie_core::{
     resolve, Criteria, EnvFacts, GroupPath, RuleIndex, RunnerId, RunnerRule, ValidationError,
 };

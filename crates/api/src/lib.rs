@@ -21,7 +21,6 @@ pub mod model;
 pub mod oidc;
 mod openapi;
 pub mod routes;
-mod rules_cache;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,7 +34,7 @@ pub use error::{
 pub use memberships_cache::{MembershipCache, MEMBERSHIP_TTL};
 pub use openapi::openapi;
 pub use routes::{Auth, Route};
-pub use rules_cache::RuleIndexCache;
+pub use sortie_lifecycle::RuleIndexCache;
 
 /// Largest request body accepted: 256 KiB.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -77,6 +76,18 @@ pub struct AppState {
     /// How often agents heartbeat their jobs ([`sortie_core::protocol::agent::HEARTBEAT_SECONDS`], or
     /// less when the sweeper's agent silence is short, so that three beats fit in it).
     pub agent_heartbeat_seconds: u32,
+}
+
+impl AppState {
+    /// The agent-pool service over this state's store.
+    pub fn pools(&self) -> sortie_lifecycle::AgentPools {
+        sortie_lifecycle::AgentPools::new(self.store.clone())
+    }
+
+    /// The environment service over this state's store and rule cache.
+    pub fn environments(&self) -> sortie_lifecycle::Environments {
+        sortie_lifecycle::Environments::new(self.store.clone(), self.rule_indexes.clone())
+    }
 }
 
 /// The artifacts bucket, as runners are told about it.

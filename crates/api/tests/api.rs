@@ -759,31 +759,11 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
         api.call(None, "GET", "/v1/health", None, &[]).await.status,
         200
     );
-    let dev = sortie_api::router(sortie_api::AppState {
-        store: api.store.clone(),
-        jobs: sortie_lifecycle::JobService {
-            store: api.store.clone(),
-            queue: Arc::new(FailingQueue),
-            bus: Arc::new(sortie_lifecycle::EventBridgeBus::new(
-                aws_sdk_eventbridge::Client::new(&sortie_testkit::sdk_config().await),
-                "default",
-            )),
-            secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
-        },
-        dev_identity: true,
-        artifacts: api.artifacts.clone(),
-        bucket: sortie_api::BucketConfig {
-            name: "b".into(),
-            region: "us-east-1".into(),
-        },
-        memberships: Default::default(),
-        admin_subjects: vec![],
-        checker: std::sync::Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
-        rule_indexes: Default::default(),
-        oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
-        public_url: None,
-        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
-    });
+    // The same world's API state, with the development identity on.
+    let mut state = api.world.api_state();
+    state.dev_identity = true;
+    state.admin_subjects = vec![];
+    let dev = sortie_api::router(state);
     let req = axum::http::Request::get("/v1/groups/acme/-/runners")
         .body(axum::body::Body::empty())
         .unwrap();
@@ -1039,7 +1019,8 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
 
 #[tokio::test]
 async fn logs_are_followed_live_by_offset_from_s3_chunks() {
-    let api = Api::new().await;
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
     seed_org(&api, "acme").await;
     api.create_env("acme", "prod", "production").await;
     let id = api
@@ -1054,8 +1035,8 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         .unwrap()
         .to_string();
     api.launch(&id, "t").await;
-    let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
-    let bucket = api.artifacts.bucket().to_string();
+    let s3 = sortie_testkit::s3_client(&aws.sdk_config().await);
+    let bucket = api.bucket.clone();
     let put = |offset: u64, text: &'static str| {
         let (s3, bucket, key) = (
             s3.clone(),
@@ -1409,7 +1390,8 @@ fn refused_at(status: u16, answer: &serde_json::Value, sent: &str, field: &str) 
 /// and the API reads them back. Bad requests are 400 naming the field.
 #[tokio::test]
 async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
-    let api = Api::new().await;
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
     seed_org(&api, "acme").await;
     api.create_env("acme", "prod", "production").await;
     let submit = |env: &'static str| {
@@ -1552,7 +1534,8 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
 /// words, `manage` needed, an org named for a shared runner, and nothing written.
 #[tokio::test]
 async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage() {
-    let api = Api::new().await;
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
     seed_org(&api, "acme").await;
     api.grant("acme", Role::Viewer, "viewer").await;
     let check = |who: &'static str, path: &'static str| {

@@ -1,65 +1,16 @@
 //! The resolution answer: the winner, why and counts by default; every rule's fate only
-//! with `?explain=full`, a page of at most 1,000 rules at a time. In memory, so a rule
+//! with `?explain=full`, a page of at most 1,000 rules at a time. In memory (the fast tier), so a rule
 //! set of 1,006 rules is quick to build; the moto-backed API suite covers the same
 //! routes over DynamoDB.
-
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::Request;
 use serde_json::Value;
-use sortie_api::{router, AppState, BucketConfig};
+use sortie_api::router;
 use sortie_core::{Criteria, GroupPath, Runner, RunnerId, RunnerRule, RunnerSpec};
-use sortie_lifecycle::{Bus, JobService, LifecycleError};
-use sortie_store::{
-    Artifacts, JobMessage, JobQueue, JobRecord, MemoryStore, ObjectInfo, RuleStore, RunnerStore,
-    StoreError,
-};
+use sortie_store::{RuleStore, RunnerStore};
+use sortie_testkit::world::World;
 use tower::ServiceExt;
-
-struct NoQueue;
-
-#[async_trait::async_trait]
-impl JobQueue for NoQueue {
-    async fn send_message(&self, _: &JobMessage, _: i32) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-struct NoBus;
-
-#[async_trait::async_trait]
-impl Bus for NoBus {
-    async fn job_completed(&self, _: &JobRecord) -> Result<(), LifecycleError> {
-        Ok(())
-    }
-}
-
-struct NoArtifacts;
-
-#[async_trait::async_trait]
-impl Artifacts for NoArtifacts {
-    async fn presign_put(
-        &self,
-        key: &str,
-        _: &str,
-        _: std::time::Duration,
-    ) -> Result<sortie_store::PresignedPut, StoreError> {
-        Err(StoreError::NotFound {
-            kind: "bucket",
-            id: key.to_string(),
-        })
-    }
-    async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
-        Ok(vec![])
-    }
-    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        Err(StoreError::NotFound {
-            kind: "object",
-            id: key.to_string(),
-        })
-    }
-}
 
 async fn call(app: &axum::Router, method: &str, path: &str, body: &str) -> (u16, Value, usize) {
     let req = Request::builder()
@@ -78,7 +29,8 @@ async fn call(app: &axum::Router, method: &str, path: &str, body: &str) -> (u16,
 
 #[tokio::test]
 async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
-    let store = Arc::new(MemoryStore::new());
+    let world = World::fast();
+    let store = world.fakes().store.clone();
     let spec = RunnerSpec::parse(
         "runner_configuration: {type: local}\nstate_storage_configuration: {type: local, directory: /x}",
     )
@@ -111,28 +63,11 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
         .create_rule(&rule("default".into(), None))
         .await
         .unwrap();
-    let app = router(AppState {
-        store: store.clone(),
-        jobs: JobService {
-            store,
-            queue: Arc::new(NoQueue),
-            bus: Arc::new(NoBus),
-            secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
-        },
-        dev_identity: true,
-        artifacts: Arc::new(NoArtifacts),
-        bucket: BucketConfig {
-            name: "b".into(),
-            region: "us-east-1".into(),
-        },
-        memberships: Default::default(),
-        admin_subjects: vec![],
-        checker: std::sync::Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
-        rule_indexes: Default::default(),
-        oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
-        public_url: None,
-        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
-    });
+    // The fast world's API, with the development identity on and no administrator.
+    let mut state = world.api_state();
+    state.dev_identity = true;
+    state.admin_subjects = vec![];
+    let app = router(state);
 
     let (status, created, size) = call(
         &app,

@@ -13,58 +13,11 @@ use axum::body::Body;
 use axum::http::Request;
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use sortie_api::{router, AppState, BucketConfig, VerifiedClaims};
+use sortie_api::{router, VerifiedClaims};
 use sortie_core::{JobId, JobState};
-use sortie_lifecycle::{Bus, JobService, LifecycleError};
-use sortie_store::{
-    Artifacts, JobMessage, JobQueue, JobRecord, JobStore, JobUpdate, MemoryStore, ObjectInfo,
-    StoreError,
-};
+use sortie_store::{JobStore, JobUpdate, MemoryStore};
+use sortie_testkit::world::World;
 use tower::ServiceExt;
-
-struct NoQueue;
-
-#[async_trait::async_trait]
-impl JobQueue for NoQueue {
-    async fn send_message(&self, _: &JobMessage, _: i32) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-struct NoBus;
-
-#[async_trait::async_trait]
-impl Bus for NoBus {
-    async fn job_completed(&self, _: &JobRecord) -> Result<(), LifecycleError> {
-        Ok(())
-    }
-}
-
-struct NoArtifacts;
-
-#[async_trait::async_trait]
-impl Artifacts for NoArtifacts {
-    async fn presign_put(
-        &self,
-        key: &str,
-        _: &str,
-        _: std::time::Duration,
-    ) -> Result<sortie_store::PresignedPut, StoreError> {
-        Err(StoreError::NotFound {
-            kind: "bucket",
-            id: key.to_string(),
-        })
-    }
-    async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
-        Ok(vec![])
-    }
-    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        Err(StoreError::NotFound {
-            kind: "object",
-            id: key.to_string(),
-        })
-    }
-}
 
 /// An API over a fresh in-memory store, whose administrator is the subject `admin`.
 struct Api {
@@ -81,29 +34,12 @@ struct Reply {
 
 impl Api {
     fn new() -> Self {
-        let store = Arc::new(MemoryStore::new());
-        let app = router(AppState {
-            store: store.clone(),
-            jobs: JobService {
-                store: store.clone(),
-                queue: Arc::new(NoQueue),
-                bus: Arc::new(NoBus),
-                secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
-            },
-            dev_identity: false,
-            artifacts: Arc::new(NoArtifacts),
-            bucket: BucketConfig {
-                name: "b".into(),
-                region: "us-east-1".into(),
-            },
-            memberships: Default::default(),
-            admin_subjects: vec!["admin".into()],
-            checker: Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
-            rule_indexes: Default::default(),
-            oidc: Arc::new(sortie_api::oidc::NoOidc),
-            public_url: None,
-            agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
-        });
+        let world = World::fast();
+        let store = world.fakes().store.clone();
+        // The fast world's API, whose administrator is `admin`.
+        let mut state = world.api_state();
+        state.admin_subjects = vec!["admin".into()];
+        let app = router(state);
         Self { app, store }
     }
 

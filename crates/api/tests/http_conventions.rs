@@ -440,8 +440,9 @@ async fn numbers_out_of_range_are_400_naming_their_exact_path() {
 
 #[tokio::test]
 async fn a_store_that_fails_retryably_is_503_with_retry_after_and_otherwise_502() {
-    let proxy = sortie_testkit::proxy::FaultProxy::start(&sortie_testkit::endpoint());
-    let api = Api::with_dynamodb_endpoint(&proxy.url()).await;
+    let aws = sortie_testkit::require_aws!();
+    let proxy = sortie_testkit::proxy::FaultProxy::start(&aws.endpoint);
+    let api = Api::with_dynamodb_endpoint(&aws, &proxy.url()).await;
     // More faults than the SDK's attempts: the throttling outlasts its retries.
     proxy.inject(
         "Query",
@@ -508,8 +509,9 @@ async fn path_parameters_are_percent_decoded_once_and_bad_escapes_are_400() {
 /// resolution reads no rule scope, and a rule change is seen by the very next one.
 #[tokio::test]
 async fn a_warm_resolution_reads_no_rules_and_a_rule_change_is_seen_at_once() {
-    let proxy = sortie_testkit::proxy::FaultProxy::start(&sortie_testkit::endpoint());
-    let api = Api::with_dynamodb_endpoint(&proxy.url()).await;
+    let aws = sortie_testkit::require_aws!();
+    let proxy = sortie_testkit::proxy::FaultProxy::start(&aws.endpoint);
+    let api = Api::with_dynamodb_endpoint(&aws, &proxy.url()).await;
     seed_org(&api, "acme").await;
     api.create_env("acme/payments", "prod", "production").await;
     let other = api

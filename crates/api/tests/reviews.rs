@@ -307,7 +307,8 @@ async fn a_discard_ends_the_job_releases_the_lock_and_a_waiting_job_goes_next() 
 
 #[tokio::test]
 async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
-    let api = Api::new().await;
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
     seed_org(&api, "acme").await;
     api.create_env("acme", "dev", "development").await;
     let id = submit(&api, "admin", "dev", "apply").await;
@@ -367,7 +368,7 @@ async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
 }
 
 async fn put_object(api: &Api, key: &str, body: String) {
-    let config = sortie_testkit::sdk_config().await;
+    let config = aws.sdk_config().await;
     let s3 = sortie_testkit::s3_client(&config);
     s3.put_object()
         .bucket(&api.bucket)

@@ -11,10 +11,10 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::TaskRef;
-use crate::outcome::TaskStop;
+pub use crate::ids::{pool_id_problem, POOL_ID_PREFIX};
+use crate::outcome::{TaskStop, AGENT_LOST, AGENT_STOP_UNCONFIRMED};
+pub use crate::runner::MAX_CONCURRENT_JOBS;
 
-/// Every agent pool id starts with this (HCP Terraform's `apool-`).
-pub const POOL_ID_PREFIX: &str = "apool-";
 /// Every pool token starts with this, so a leaked one is recognisable (and scannable).
 pub const POOL_TOKEN_PREFIX: &str = "sortie-pool-";
 /// A claimed job whose heartbeat stops this long is ended by the sweeper ("agent lost").
@@ -22,16 +22,8 @@ pub const DEFAULT_AGENT_SILENCE_SECONDS: i64 = 120;
 /// How long an agent has to confirm a stop (cancel or timeout) the heartbeat delivered,
 /// before the sweeper ends the job as that stop says without it.
 pub const DEFAULT_STOP_GRACE_SECONDS: i64 = 60;
-/// The most jobs one agent may run at once for one runner (`max_concurrent_jobs`).
-pub const MAX_CONCURRENT_JOBS: u32 = 100;
 /// At most this many tokens a pool holds at once (one in use, one being rotated in, spares).
 pub const MAX_POOL_TOKENS: usize = 5;
-/// The ECS-like stop code of a job whose agent stopped heartbeating.
-pub const AGENT_LOST: &str = "AgentLost";
-/// The stop code of a job an agent handed back (a drain that could not wait for it).
-pub const AGENT_HANDED_BACK: &str = "AgentHandedBack";
-/// The stop code of a stop the agent never confirmed within the grace.
-pub const AGENT_STOP_UNCONFIRMED: &str = "AgentStopUnconfirmed";
 
 /// What is wrong with an agent's self-chosen id, if anything: 1 to 64 of `[A-Za-z0-9._-]`.
 pub fn agent_id_problem(id: &str) -> Option<String> {
@@ -41,19 +33,6 @@ pub fn agent_id_problem(id: &str) -> Option<String> {
     (!id.chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     .then(|| "may contain only letters, digits, `.`, `_` and `-`".into())
-}
-
-/// What is wrong with a pool id, if anything: `apool-` and 26 lower-case ULID characters.
-pub fn pool_id_problem(id: &str) -> Option<String> {
-    let ok = id.strip_prefix(POOL_ID_PREFIX).is_some_and(|rest| {
-        rest.len() == 26
-            && rest
-                .chars()
-                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
-    });
-    (!ok).then(|| {
-        format!("must be an agent pool id: `{POOL_ID_PREFIX}` and 26 lower-case letters and digits")
-    })
 }
 
 /// The task reference of a claim: `agent:<pool>:<agent>:<attempt>`. The attempt makes each
@@ -287,4 +266,3 @@ mod tests {
         assert_eq!(agent_of(&TaskRef::new("arn:aws:ecs:x")), None);
     }
 }
-

@@ -72,7 +72,10 @@ mod tests {
         let cluster = "arn:aws:ecs:us-east-1:123456789012:cluster/sortie";
         assert!(same_account(Some("123456789012"), cluster));
         assert!(!same_account(Some("999999999999"), cluster));
-        assert!(same_account(None, cluster), "no envelope account: nothing to compare");
+        assert!(
+            same_account(None, cluster),
+            "no envelope account: nothing to compare"
+        );
         assert!(same_account(Some("123456789012"), "not-an-arn"));
     }
 }

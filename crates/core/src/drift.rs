@@ -5,8 +5,8 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::changes::ChangeSummary;
 use crate::ids::JobId;
-use crate::job::ChangeSummary;
 
 /// The shortest interval between two drift checks, in minutes.
 pub const DRIFT_MIN_INTERVAL_MINUTES: i64 = 15;

@@ -14,8 +14,20 @@ use serde_json::Value;
 use crate::limits;
 use crate::names::{EnvPath, RunnerId};
 use crate::problems::{index, key_path, Fields, Problems};
-use crate::rule::EnvFacts;
 use crate::ValidationError;
+
+/// What rule resolution needs to know about an environment.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvFacts<'a> {
+    /// The environment's path (its group is `path.group()`).
+    pub path: &'a EnvPath,
+    /// The environment's type, such as `production`.
+    pub env_type: &'a str,
+    /// The environment's labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// The environment's tags.
+    pub tags: &'a BTreeSet<String>,
+}
 
 /// Who linked an environment to its runner, by which rule, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

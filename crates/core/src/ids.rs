@@ -185,6 +185,22 @@ impl PartialEq<&str> for TaskRef {
     }
 }
 
+/// Every agent pool id starts with this (HCP Terraform's `apool-`).
+pub const POOL_ID_PREFIX: &str = "apool-";
+
+/// What is wrong with a pool id, if anything: `apool-` and 26 lower-case ULID characters.
+pub fn pool_id_problem(id: &str) -> Option<String> {
+    let ok = id.strip_prefix(POOL_ID_PREFIX).is_some_and(|rest| {
+        rest.len() == 26
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+    });
+    (!ok).then(|| {
+        format!("must be an agent pool id: `{POOL_ID_PREFIX}` and 26 lower-case letters and digits")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 pub mod agent_pool;
 pub mod arn;
 pub mod auth;
+pub mod changes;
 pub mod check;
 pub mod decision;
 pub mod document;
@@ -32,19 +33,18 @@ pub mod urls;
 pub mod waiting;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
+pub use changes::ChangeSummary;
 pub use check::{CheckStatus, RunnerCheck};
-pub use environment::{Approval, DriftRemediation, EnvSettings, Environment, RunnerLink};
+pub use environment::{Approval, DriftRemediation, EnvFacts, EnvSettings, Environment, RunnerLink};
 pub use ids::{JobId, TaskRef};
 pub use job::{
-    review_refusal, Decision, IllegalTransition, Job, JobRequest, JobState, Operation, Review,
-    ReviewRefusal, ReviewVerdict, Source, Transition,
+    review_refusal, Decision, IllegalTransition, Job, JobPhase, JobRequest, JobState, Operation,
+    Review, ReviewRefusal, ReviewVerdict, Source, Transition,
 };
 pub use names::{EnvPath, GroupPath, RunnerId};
 pub use outcome::{task_outcome, Outcome, TaskStop};
 pub use problems::{Problem, Problems};
-pub use rule::{
-    resolve, Considered, Criteria, EnvFacts, NoRunnerMatched, Resolution, RunnerRule, Verdict,
-};
+pub use rule::{resolve, Considered, Criteria, NoRunnerMatched, Resolution, RunnerRule, Verdict};
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
 pub use tool::{ToolName, ToolUsed};

@@ -11,6 +11,12 @@ pub const STOP_REASON_PREFIX: &str = "sortie: ";
 pub const CANCELED_BY: &str = "sortie: canceled by ";
 /// Stop reason prefix for a timeout: `sortie: timed out after <n>s`.
 pub const TIMED_OUT_AFTER: &str = "sortie: timed out after ";
+/// The ECS-like stop code of a job whose agent stopped heartbeating.
+pub const AGENT_LOST: &str = "AgentLost";
+/// The stop code of a job an agent handed back (a drain that could not wait for it).
+pub const AGENT_HANDED_BACK: &str = "AgentHandedBack";
+/// The stop code of a stop the agent never confirmed within the grace.
+pub const AGENT_STOP_UNCONFIRMED: &str = "AgentStopUnconfirmed";
 
 /// What is known about a stopped task.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,7 +101,7 @@ pub fn task_outcome(operation: Operation, stop: &TaskStop) -> Outcome {
         }
         // A lost agent, or a job its agent handed back: like a Spot interruption, a plan
         // runs again elsewhere; a state writer may have written half its state, so it fails.
-        Some(crate::agent_pool::AGENT_LOST) | Some(crate::agent_pool::AGENT_HANDED_BACK) => {
+        Some(AGENT_LOST) | Some(AGENT_HANDED_BACK) => {
             return if operation.writes_state() {
                 Outcome::new(JobState::Failed, format!("{reason}; the {} is not re-run blindly: check the state, then submit it again", operation.as_str()))
             } else {

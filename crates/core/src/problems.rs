@@ -105,7 +105,10 @@ pub fn join(parent: &str, field: &str) -> String {
 /// whitespace or a control character is quoted and escaped (`a.""`, `a."x\\ny"`), so that
 /// every path is one visible line and an empty key is still visible.
 pub fn key_path(parent: &str, key: &str) -> String {
-    if key.is_empty() || crate::limits::has_space_or_control(key) || key.contains('"') {
+    if key.is_empty()
+        || key.chars().any(|c| c.is_whitespace() || c.is_control())
+        || key.contains('"')
+    {
         join(parent, &format!("\"{}\"", key.escape_debug()))
     } else {
         join(parent, key)
@@ -255,11 +258,4 @@ fn clean_serde_message(message: &str) -> String {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
     }
-}
-
-/// Parses a YAML or JSON document of unknown format into a JSON value: JSON when it
-/// is JSON text, YAML otherwise, strictly (see [`crate::document`]: no duplicate keys,
-/// no YAML tags, no number out of range, each refused at its path).
-pub fn parse_document(text: &str) -> Result<Value, crate::ValidationError> {
-    crate::document::parse_any(text)
 }

@@ -18,6 +18,9 @@
 
 use chrono::{DateTime, Duration, Utc};
 
+pub use crate::job::history::{
+    record_transition, HistoryEdit, HISTORY_KEEP_FIRST, HISTORY_KEEP_LAST, HISTORY_MAX,
+};
 use crate::job::{Job, JobState, Transition};
 
 /// The shortest backoff before a refused launch is tried again, in seconds.
@@ -29,12 +32,6 @@ pub const LAUNCH_BACKOFF_MAX_SECONDS: u32 = 300;
 pub const MAX_LAUNCH_ATTEMPTS: u32 = 20;
 /// A run of refused launches is tried for at most this long before the job fails.
 pub const MAX_LAUNCH_RETRY_MINUTES: i64 = 30;
-/// A long history keeps this many of its first entries.
-pub const HISTORY_KEEP_FIRST: usize = 8;
-/// A long history keeps this many of its last entries.
-pub const HISTORY_KEEP_LAST: usize = 32;
-/// The most entries a job's history holds.
-pub const HISTORY_MAX: usize = HISTORY_KEEP_FIRST + HISTORY_KEEP_LAST;
 
 /// The reason a launch was refused and will be retried, as dispatch records it on the
 /// `dispatching → queued` transition.
@@ -158,7 +155,7 @@ pub fn after_refusal(job: &Job, attempt: u32, reason: &str, now: DateTime<Utc>) 
         return LaunchRetry::GiveUp(format!(
             "launch failed after {attempts} attempt{} over {}: \"{reason}\"",
             if attempts == 1 { "" } else { "s" },
-            crate::waiting::span(elapsed)
+            span(elapsed)
         ));
     }
     let delay_seconds =
@@ -197,52 +194,6 @@ pub fn refused_for_good(attempt: u32, reason: &str) -> String {
     )
 }
 
-/// How one transition changes a stored history (what a store must write).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HistoryEdit {
-    /// Append it: nothing folds, nothing is dropped.
-    Append,
-    /// Anything else (a fold, a drop): write the whole new history.
-    Rewrite,
-}
-
-/// Records `t` on `history`: folded into the last entry when it is the same transition;
-/// folded into the one before and moved to the end when that one is the same (a claim and
-/// a refusal that alternate stay two entries); else appended. A history then longer than
-/// [`HISTORY_MAX`] loses entries after its first [`HISTORY_KEEP_FIRST`], the transitions
-/// they held added to `dropped`. Returns whether a plain append was enough.
-pub fn record_transition(
-    history: &mut Vec<Transition>,
-    dropped: &mut u32,
-    t: Transition,
-) -> HistoryEdit {
-    let n = history.len();
-    let fold = |e: &mut Transition, t: &Transition| {
-        e.count = e.count.saturating_add(t.count);
-        e.last_at = Some(t.latest_at());
-    };
-    if let Some(last) = history.last_mut() {
-        if last.same_as(&t) {
-            fold(last, &t);
-            return HistoryEdit::Rewrite;
-        }
-    }
-    if n >= 2 && history[n - 2].same_as(&t) {
-        let mut e = history.remove(n - 2);
-        fold(&mut e, &t);
-        history.push(e);
-        return HistoryEdit::Rewrite;
-    }
-    history.push(t);
-    let mut edit = HistoryEdit::Append;
-    while history.len() > HISTORY_MAX {
-        let gone = history.remove(HISTORY_KEEP_FIRST);
-        *dropped = dropped.saturating_add(gone.count);
-        edit = HistoryEdit::Rewrite;
-    }
-    edit
-}
-
 /// The fold key of a transition (its from, to and reason), short: a store keeps the last
 /// two keys beside the history to tell, without reading it, whether a new transition
 /// would fold.
@@ -254,6 +205,16 @@ pub fn fold_key(from: Option<JobState>, to: JobState, reason: &str) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{:016x}", mix(h))
+}
+
+/// A duration as `45s`, `2m10s` or `1h05m` (never negative).
+pub fn span(d: Duration) -> String {
+    let s = d.num_seconds().max(0);
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s / 60) % 60),
+    }
 }
 
 #[cfg(test)]
@@ -281,6 +242,16 @@ mod tests {
             .map(|s| launch_retry_delay_seconds(9, jitter_seed("job", s as u32)))
             .collect();
         assert!(spread.len() > 50, "jitter spreads the delays: {spread:?}");
+    }
+
+    #[test]
+    fn a_failed_message_is_redelivered_after_two_seconds_doubling_to_a_minute() {
+        let delays: Vec<i32> = (0..9).map(redelivery_delay_seconds).collect();
+        assert_eq!(delays, [2, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(
+            redelivery_delay_seconds(u32::MAX),
+            REDELIVERY_DELAY_MAX_SECONDS
+        );
     }
 
     #[test]

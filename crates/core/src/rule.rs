@@ -12,8 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::names::{check_segment, EnvPath, GroupPath, RunnerId};
-use crate::problems::{parse_document, Fields, Problems};
+use crate::document::parse_any;
+use crate::environment::EnvFacts;
+use crate::names::{check_segment, GroupPath, RunnerId};
+use crate::problems::{Fields, Problems};
 use crate::ValidationError;
 
 /// Optional conditions a rule places on an environment. All that are set must hold.
@@ -112,7 +114,7 @@ impl RunnerRule {
     /// Parses a rule from YAML or JSON (`id`, `scope`, `runner_id`, `criteria`, `priority`)
     /// and validates it, reporting every problem.
     pub fn parse(text: &str) -> Result<Self, ValidationError> {
-        Self::from_value(&parse_document(text)?)
+        Self::from_value(&parse_any(text)?)
     }
 
     /// Decodes and validates a parsed rule document.
@@ -225,19 +227,6 @@ fn decode_criteria(value: &Value, p: &mut Problems) -> Option<Criteria> {
     f.finish(p);
     check_criteria(&c, p);
     Some(c)
-}
-
-/// What rule resolution needs to know about an environment.
-#[derive(Debug, Clone, Copy)]
-pub struct EnvFacts<'a> {
-    /// The environment's path (its group is `path.group()`).
-    pub path: &'a EnvPath,
-    /// The environment's type, such as `production`.
-    pub env_type: &'a str,
-    /// The environment's labels.
-    pub labels: &'a BTreeMap<String, String>,
-    /// The environment's tags.
-    pub tags: &'a BTreeSet<String>,
 }
 
 /// Why a considered rule did not win.

@@ -113,6 +113,8 @@ pub struct WaitFacts<'a> {
 /// `dispatching → queued` transition (see `decision::decide`).
 pub const LAUNCH_RETRY_PREFIX: &str = crate::retry::LAUNCH_RETRY_PREFIX;
 
+pub use crate::retry::span;
+
 /// An agent pool's last claim is written at most this often, to bound the writes of
 /// agents that poll all the time.
 pub const CLAIM_RECORD_INTERVAL_SECONDS: i64 = 30;
@@ -326,16 +328,6 @@ pub fn clock(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
         at.format("%H:%M UTC").to_string()
     } else {
         at.format("%Y-%m-%d %H:%M UTC").to_string()
-    }
-}
-
-/// A duration as `45s`, `2m10s` or `1h05m` (never negative).
-pub fn span(d: Duration) -> String {
-    let s = d.num_seconds().max(0);
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s / 60) % 60),
     }
 }
 

@@ -363,7 +363,7 @@ proptest! {
         f.cancel_requested_by = None;
         f.timeout_requested = false;
         let stop = TaskStop {
-            stop_code: Some(if handed_back { sortie_core::agent_pool::AGENT_HANDED_BACK } else { sortie_core::agent_pool::AGENT_LOST }.into()),
+            stop_code: Some(if handed_back { sortie_core::outcome::AGENT_HANDED_BACK } else { sortie_core::outcome::AGENT_LOST }.into()),
             stopped_reason: Some("agent lost: no heartbeat from agent a1 for 121s".into()),
             ..Default::default()
         };

@@ -79,10 +79,7 @@ fn the_reader_sees_references_in_code_only() {
 fn module_graph(src: &Path) -> Edges {
     let mut files = Vec::new();
     walk(src, &mut files);
-    let modules: BTreeSet<String> = files
-        .iter()
-        .filter_map(|f| top_module(src, f))
-        .collect();
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(src, f)).collect();
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
     let reexports = root_reexports(&strip(&lib), &modules);
 

@@ -18,11 +18,9 @@ use sortie_core::{
 };
 use sortie_lambda_adapters::{dispatch_batch, FunctionError, RECORDS_IN_FLIGHT};
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
-use sortie_lifecycle::{Bus, Engine, JobService, LifecycleError, SweepSettings};
-use sortie_store::{
-    EnvironmentStore, JobMessage, JobQueue, JobRecord, JobStore, MemoryStore, RunnerStore,
-    SqsJobQueue, StoreError,
-};
+use sortie_lifecycle::LifecycleError;
+use sortie_store::{EnvironmentStore, JobStore, RunnerStore, SqsJobQueue, StoreError};
+use sortie_testkit::world::World;
 
 /// Holds every launch for a while and records how many were in flight at once.
 #[derive(Default)]
@@ -54,26 +52,6 @@ impl Launcher for GatedLauncher {
     }
 }
 
-#[derive(Default)]
-struct NoQueue(Mutex<Vec<JobMessage>>);
-
-#[async_trait]
-impl JobQueue for NoQueue {
-    async fn send_message(&self, m: &JobMessage, _: i32) -> Result<(), StoreError> {
-        self.0.lock().unwrap().push(m.clone());
-        Ok(())
-    }
-}
-
-struct NoBus;
-
-#[async_trait]
-impl Bus for NoBus {
-    async fn job_completed(&self, _: &JobRecord) -> Result<(), LifecycleError> {
-        Ok(())
-    }
-}
-
 fn local_runner() -> Runner {
     Runner {
         id: RunnerId::parse("acme/local").unwrap(),
@@ -95,18 +73,9 @@ fn record(id: &str, body: &str) -> SqsMessage {
 async fn a_batch_launches_its_records_concurrently_and_reports_exactly_the_failed_ones() {
     let store = Arc::new(MemoryStore::new());
     let launcher = Arc::new(GatedLauncher::default());
-    let jobs = JobService {
-        store: store.clone(),
-        queue: Arc::new(NoQueue::default()),
-        bus: Arc::new(NoBus),
-        secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
-    };
-    let engine = Engine {
-        jobs: jobs.clone(),
-        launcher: launcher.clone(),
-        api_url: "https://api.example.com".into(),
-        settings: SweepSettings::default(),
-    };
+    let world = World::fast_with(|setup| setup.parts.launcher = launcher.clone());
+    let store = world.fakes().store.clone();
+    let (jobs, engine) = (&world.plane.jobs, &world.plane.engine);
     let runner = local_runner();
     store.create_runner(&runner).await.unwrap();
     let mut event = SqsEvent::default();
@@ -156,7 +125,7 @@ async fn a_batch_launches_its_records_concurrently_and_reports_exactly_the_faile
         .build();
     let queue = SqsJobQueue::new(aws_sdk_sqs::Client::new(&config), "unused");
 
-    let response = dispatch_batch(&engine, &queue, event).await;
+    let response = dispatch_batch(engine, &queue, event).await;
 
     let failed: BTreeSet<String> = response
         .batch_item_failures

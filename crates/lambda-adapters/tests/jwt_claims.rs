@@ -16,58 +16,11 @@ use axum::http::Request;
 use chrono::Utc;
 use serde_json::{json, Value};
 use sortie_api::oidc::{Claims, OidcError, OidcVerifier};
-use sortie_api::{router, AppState, BucketConfig, VerifiedClaims};
+use sortie_api::{router, VerifiedClaims};
 use sortie_core::{Grantee, GroupPath, Membership, Principal, Role};
-use sortie_lifecycle::{Bus, JobService, LifecycleError};
-use sortie_store::{
-    Artifacts, JobMessage, JobQueue, JobRecord, MembershipRecord, MembershipStore, MemoryStore,
-    ObjectInfo, StoreError,
-};
+use sortie_store::{MembershipRecord, MembershipStore, MemoryStore};
+use sortie_testkit::world::World;
 use tower::ServiceExt;
-
-struct NoQueue;
-
-#[async_trait::async_trait]
-impl JobQueue for NoQueue {
-    async fn send_message(&self, _: &JobMessage, _: i32) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-struct NoBus;
-
-#[async_trait::async_trait]
-impl Bus for NoBus {
-    async fn job_completed(&self, _: &JobRecord) -> Result<(), LifecycleError> {
-        Ok(())
-    }
-}
-
-struct NoArtifacts;
-
-#[async_trait::async_trait]
-impl Artifacts for NoArtifacts {
-    async fn presign_put(
-        &self,
-        key: &str,
-        _: &str,
-        _: std::time::Duration,
-    ) -> Result<sortie_store::PresignedPut, StoreError> {
-        Err(StoreError::NotFound {
-            kind: "bucket",
-            id: key.to_string(),
-        })
-    }
-    async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
-        Ok(vec![])
-    }
-    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        Err(StoreError::NotFound {
-            kind: "object",
-            id: key.to_string(),
-        })
-    }
-}
 
 /// An OIDC verifier that accepts any token as the one whose claims it holds.
 struct TheToken(Claims);
@@ -127,28 +80,13 @@ async fn app(store: Arc<MemoryStore>, oidc: Arc<dyn OidcVerifier>) -> axum::Rout
         })
         .await
         .unwrap();
-    router(AppState {
-        store: store.clone(),
-        jobs: JobService {
-            store,
-            queue: Arc::new(NoQueue),
-            bus: Arc::new(NoBus),
-            secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
-        },
-        dev_identity: false,
-        artifacts: Arc::new(NoArtifacts),
-        bucket: BucketConfig {
-            name: "b".into(),
-            region: "us-east-1".into(),
-        },
-        memberships: Default::default(),
-        admin_subjects: vec!["admin".into()],
-        checker: Arc::new(sortie_launch::StaticRunnerChecker(vec![])),
-        rule_indexes: Default::default(),
-        oidc,
-        public_url: None,
-        agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
-    })
+    let world = World::fast_with(|setup| {
+        setup.parts.store = store;
+        setup.parts.oidc = Some(oidc);
+    });
+    let mut state = world.api_state();
+    state.admin_subjects = vec!["admin".into()];
+    router(state)
 }
 
 async fn body(resp: axum::response::Response) -> (u16, Value) {

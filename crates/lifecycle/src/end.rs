@@ -14,7 +14,9 @@ use chrono::Utc;
 use serde_json::json;
 use sortie_core::decision::{decide, Seen, Step, Timing};
 use sortie_core::drift::{self, DriftStatus, DriftVerdict};
-use sortie_core::{EnvPath, JobId, JobPhase, JobState, Operation, Outcome, TaskStop};
+use sortie_core::job::JobPhase;
+use sortie_core::protocol::pilot::PilotExit;
+use sortie_core::{EnvPath, JobId, JobState, Operation, Outcome, TaskStop};
 use sortie_store::{JobRecord, JobUpdate, LastApply, PhaseRecord, Released, StoreError};
 use tracing::{info, warn};
 
@@ -107,7 +109,7 @@ impl JobService {
     pub async fn runner_exited(
         &self,
         record: &JobRecord,
-        exit: &sortie_core::RunnerExit,
+        exit: &PilotExit,
     ) -> Result<EndReport, StoreError> {
         let stop = TaskStop {
             stop_code: Some("EssentialContainerExited".into()),

@@ -8,16 +8,13 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
-use sortie_core::drift::{self, DriftStatus, DriftVerdict, DRIFT_PRINCIPAL};
+use sortie_core::job::JobPhase;
 use sortie_core::{
-    review_refusal, Decision, EnvPath, Job, JobId, JobPhase, JobState, Operation, Outcome,
-    ReviewRefusal, ReviewVerdict,
+    review_refusal, Decision, EnvPath, Job, JobId, JobState, ReviewRefusal, ReviewVerdict,
 };
 use sortie_launch::JobSecrets;
 use sortie_store::{
-    IdempotencyKey, JobMessage, JobQueue, JobRecord, JobUpdate, LastApply, PhaseRecord, Released,
-    Store, StoreError, Submitted,
+    IdempotencyKey, JobMessage, JobQueue, JobRecord, JobUpdate, Store, StoreError, Submitted,
 };
 use tracing::{info, warn};
 
@@ -98,8 +95,7 @@ impl JobService {
         let holds_lock = env.item.active_job.as_deref() == Some(job.id.as_str());
         let canceled = if holds_lock {
             // `queued` with the lock, or `awaiting_approval` (which keeps it).
-            let canceled = self
-                .store
+            self.store
                 .transition_job(
                     &job.id,
                     job.state,

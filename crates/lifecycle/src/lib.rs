@@ -6,17 +6,21 @@
 //! [`Engine::sweep`] repairs everything an event or a crash can lose. No function
 //! here knows Lambda: the handlers in `functions/` adapt events to these calls.
 
+mod agent_pools;
 mod agents;
 mod bus;
 mod ecs_event;
 mod end;
 mod engine;
+mod environments;
 mod jobs;
+mod rules_cache;
 mod remediation;
 mod submit;
 #[cfg(test)]
 mod testing;
 
+pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
     completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL,
@@ -27,7 +31,9 @@ pub use engine::{
     redelivery_delay_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepResume, SweepSettings,
 };
 pub use end::{EndReport, How};
+pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
+pub use rules_cache::RuleIndexCache;
 pub use submit::{JobOrder, SubmitError, WriteMode};
 
 /// The lifecycle's one error type.

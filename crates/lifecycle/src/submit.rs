@@ -109,13 +109,17 @@ impl JobService {
         order: JobOrder,
     ) -> Result<Submitted, SubmitError> {
         let runner_id = &env.runner.runner_id;
-        let runner = self.store.get_runner(runner_id).await.map_err(|e| match e {
-            StoreError::NotFound { .. } => SubmitError::RunnerMissing {
-                environment: env.path.clone(),
-                runner: runner_id.clone(),
-            },
-            other => other.into(),
-        })?;
+        let runner = self
+            .store
+            .get_runner(runner_id)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound { .. } => SubmitError::RunnerMissing {
+                    environment: env.path.clone(),
+                    runner: runner_id.clone(),
+                },
+                other => other.into(),
+            })?;
         let id = JobId::from(sortie_core::tokens::new_id());
         let mut request = order.request;
         // Values go to Secrets Manager; the job records only each secret's ARN.
@@ -195,7 +199,10 @@ mod tests {
             (JobState::Queued, "alice")
         );
         assert_eq!(job.runner_id.as_str(), RUNNER);
-        assert!(job.runner_spec.is_some(), "the runner's spec is taken at submit");
+        assert!(
+            job.runner_spec.is_some(),
+            "the runner's spec is taken at submit"
+        );
         let arn = &job.request.sensitive_variables["db_password"];
         assert_eq!(w.jobs.secrets.value(arn).await.unwrap(), "hunter2");
         assert_eq!(w.sent(), vec![job.id]);

@@ -11,7 +11,7 @@ use common::{World, EXTERNAL_ID, ROLE};
 use serde_json::json;
 use sortie_core::{JobId, JobState, RunnerSpec};
 use sortie_core::protocol::pilot::PilotExit;
-use sortie_lifecycle::{ExitReport, RecordOutcome};
+use sortie_lifecycle::{EndReport, RecordOutcome};
 use sortie_store::{EnvironmentStore, JobStore};
 use sortie_testkit::kube::KubeDouble;
 
@@ -144,7 +144,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
             )
             .await
             .unwrap();
-    let ExitReport::Ended(ended) = reported else {
+    let EndReport::Ended(ended) = reported else {
         panic!("{reported:?}")
     };
     assert_eq!(ended.job.state, JobState::Succeeded);
@@ -171,7 +171,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
             )
             .await
             .unwrap();
-    assert!(matches!(again, ExitReport::AlreadyEnded(_)), "{again:?}");
+    assert!(matches!(again, EndReport::AlreadyEnded(_)), "{again:?}");
     let last = e.w.store.get_job(&id).await.unwrap();
     assert_eq!(last.job.state, JobState::Succeeded);
     assert_eq!(last.job.transitions.len(), transitions);
@@ -203,7 +203,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
             )
             .await
             .unwrap();
-    assert!(matches!(late, ExitReport::AlreadyEnded(_)), "{late:?}");
+    assert!(matches!(late, EndReport::AlreadyEnded(_)), "{late:?}");
     assert_eq!(
         e.w.store.get_job(&id2).await.unwrap().job.state,
         JobState::Failed

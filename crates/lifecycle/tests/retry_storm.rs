@@ -7,8 +7,8 @@
 //! milliseconds. Then the tasks' completion is fed, and every job must end `succeeded`
 //! with bounded attempts, calls, messages and item size.
 //!
-//! `figures_for_ten_minutes_of_throttling` prints the per-job figures
-//! (`scripts/bench-retry-storm.sh`). One more test goes through the real SDK and moto,
+//! `ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item` asserts the
+//! per-job figures BENCHMARKS.md states and prints them (`scripts/bench-retry-storm.sh`). One more test goes through the real SDK and moto,
 //! with the fault proxy answering RunTask with ThrottlingException.
 
 mod common;
@@ -412,10 +412,13 @@ async fn throttling_longer_than_the_cap_fails_the_job_with_its_attempts_and_rele
     );
 }
 
-/// Prints, per job, for 10 minutes of fake-time throttling: attempts, RunTask calls,
-/// queue messages sent, and the job item's size (`scripts/bench-retry-storm.sh`).
+/// The figures BENCHMARKS.md states for 10 minutes of fake-time throttling, asserted per
+/// job: at most 11 launch attempts (one RunTask each, one delayed message per retry), a job
+/// item under 2 KB with at most 5 history entries; against the code before, modelled, whose
+/// item passed DynamoDB's 400 KB limit. Prints the tables `scripts/bench-retry-storm.sh`
+/// shows (run with `--nocapture`).
 #[tokio::test]
-async fn figures_for_ten_minutes_of_throttling() {
+async fn ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item() {
     let (w, ids, seen) = throttled_for(10, 5).await;
     println!();
     println!("10 minutes of RunTask throttling (fake time), per job, after issue 25 item 1:");
@@ -425,15 +428,22 @@ async fn figures_for_ten_minutes_of_throttling() {
     );
     for id in &ids {
         let done = w.complete(id).await;
+        let (attempts, bytes) = (done.attempt, item_bytes(&done));
         println!(
             "{:<28} {:>8} {:>8} {:>9} {:>11} {:>10}",
             id.as_str(),
-            done.attempt,
+            attempts,
             w.launcher.calls(id),
             seen[id].sent,
-            item_bytes(&done),
+            bytes,
             done.job.transitions.len()
         );
+        assert_eq!(done.job.state, JobState::Succeeded);
+        assert!((2..=11).contains(&attempts), "{attempts} attempts in 10 minutes");
+        assert_eq!(w.launcher.calls(id), attempts, "one RunTask per attempt");
+        assert_eq!(seen[id].sent, attempts - 1, "one delayed message per retry");
+        assert!(bytes < 2048, "{bytes} bytes");
+        assert!(done.job.transitions.len() <= 5, "{:#?}", done.job.transitions);
     }
     // Before: every refusal appended two transitions and sent a message with no delay, so
     // the loop ran as fast as dispatch could claim, call RunTask and requeue. Its item size
@@ -471,14 +481,17 @@ async fn figures_for_ten_minutes_of_throttling() {
         for i in 0..attempts {
             cycle(&mut m, i);
         }
+        let bytes = item_bytes(&m);
         println!(
             "{:<28} {:>8} {:>8} {:>9} {:>11}",
-            label,
-            attempts,
-            attempts,
-            attempts,
-            item_bytes(&m)
+            label, attempts, attempts, attempts, bytes
         );
+        // Even the slowest loop made fifty times more attempts, and the fast ones grew the
+        // item past DynamoDB's 400 KB limit.
+        assert!(attempts >= 50 * 11, "{label}: {attempts}");
+        if per_second >= 5 {
+            assert!(bytes > 400 * 1024, "{label}: {bytes} bytes");
+        }
     }
 }
 

@@ -19,13 +19,9 @@ use sortie_core::{
     TaskRef,
 };
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
-use sortie_lifecycle::{
-    Bus, Engine, JobService, LifecycleError, SweepReport, SweepResume, SweepSettings,
-};
-use sortie_store::{
-    DynamoStore, JobMessage, JobQueue, JobRecord, JobStore, JobUpdate, MemoryStore, Store,
-    StoreError,
-};
+use sortie_lifecycle::{Engine, SweepReport, SweepResume, SweepSettings};
+use sortie_store::{DynamoStore, JobStore, JobUpdate, MemoryStore, Store, StoreError};
+use sortie_testkit::world::World;
 
 const RUNNER: &str = "acme/fargate";
 
@@ -69,24 +65,6 @@ impl RecordingLauncher {
     }
 }
 
-struct NoQueue;
-
-#[async_trait]
-impl JobQueue for NoQueue {
-    async fn send_message(&self, _message: &JobMessage, _delay: i32) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-struct NoBus;
-
-#[async_trait]
-impl Bus for NoBus {
-    async fn job_completed(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
-        Ok(())
-    }
-}
-
 fn task_of(id: &str) -> TaskRef {
     TaskRef::new(format!(
         "arn:aws:ecs:us-east-1:123456789012:task/runners/{id}"
@@ -114,21 +92,21 @@ state_storage_configuration:
     .unwrap()
 }
 
+/// The engine of a fast test world (`sortie_testkit::world`) over `store`, describing every
+/// task through `launcher`.
 fn engine(
     store: Arc<dyn Store>,
     launcher: Arc<RecordingLauncher>,
     settings: SweepSettings,
 ) -> Engine {
-    Engine {
-        jobs: JobService {
-            store,
-            queue: Arc::new(NoQueue),
-            bus: Arc::new(NoBus),
-            secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
-        },
-        launcher,
-        api_url: "https://api.sortie.example.com".into(),
-        settings,
+    let world = World::fast_with(|setup| {
+        setup.parts.store = store;
+        setup.parts.launcher = launcher;
+        setup.resources.sweep = settings;
+    });
+    match Arc::try_unwrap(world.plane.engine) {
+        Ok(engine) => engine,
+        Err(_) => unreachable!("a world's engine is its own"),
     }
 }
 

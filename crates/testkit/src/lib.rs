@@ -457,3 +457,6 @@ pub mod kube;
 pub mod proxy;
 pub mod runtime;
 pub mod world;
+
+/// The composition root the test worlds go through, for tests that assemble their own.
+pub use sortie_wiring as wiring;

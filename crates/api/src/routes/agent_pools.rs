@@ -11,12 +11,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::de::DeserializeOwned;
-use sortie_core::agent_pool::{agent_id_problem, pool_id_problem, pool_name_problem, AgentPool, OidcTrust, MAX_POOL_TOKENS, POOL_ID_PREFIX, POOL_TOKEN_PREFIX};
+use sortie_core::agent_pool::{agent_id_problem, pool_id_problem, pool_name_problem, OidcTrust, POOL_TOKEN_PREFIX};
 use sortie_core::protocol::agent::{ClaimRequest, ExitAnswer, AgentExit, HeartbeatRequest, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS};
 use sortie_core::auth::claim_value_matches;
 use sortie_core::{Action, GroupPath};
-use sortie_lifecycle::{AgentRefusal, ExitReport as Exited};
-use sortie_store::{AgentPoolRecord, PoolToken, StoreError, Versioned};
+use sortie_lifecycle::{AgentRefusal, EndReport as Exited, PoolTokenRefusal};
+use sortie_store::{AgentPoolRecord, StoreError, Versioned};
 use tracing::warn;
 
 use super::{manage_action, Reply};
@@ -40,10 +40,7 @@ async fn pool_for(
     id: &str,
     action: impl Fn(&GroupPath) -> Action,
 ) -> Result<(Versioned<AgentPoolRecord>, String), ApiError> {
-    if pool_id_problem(id).is_some() {
-        return Err(ApiError::not_found(pool_what(id)));
-    }
-    let pool = match state.store.get_pool(id).await {
+    let pool = match state.pools().get(id).await {
         Ok(p) => p,
         Err(StoreError::NotFound { .. }) => return Err(ApiError::not_found(pool_what(id))),
         Err(e) => return Err(e.into()),
@@ -115,27 +112,20 @@ pub(crate) async fn create_agent_pool(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let id = format!("{POOL_ID_PREFIX}{}", sortie_core::tokens::new_id());
-    let (token, stored) = PoolToken::mint(&id, &principal.subject);
-    let record = AgentPoolRecord {
-        pool: AgentPool {
-            id,
-            group,
-            name,
-            description,
-            oidc,
-        },
-        tokens: vec![stored.clone()],
-        created_at: Utc::now(),
-        created_by: principal.subject,
-        last_claim_at: None,
-    };
-    let created = state.store.create_pool(&record).await?;
-    let version = created.version;
-    let mut view = AgentPoolView::from(created);
-    view.token = Some(token);
-    view.token_id = Some(stored.id);
-    Ok(Reply::new(StatusCode::CREATED, view).etag(version))
+    let made = state
+        .pools()
+        .create(group, name, description, oidc, &principal.subject)
+        .await?;
+    Ok(minted(made))
+}
+
+/// A pool with a token just made, shown only now.
+fn minted(made: sortie_lifecycle::MintedToken) -> Reply<AgentPoolView> {
+    let version = made.pool.version;
+    let mut view = AgentPoolView::from(made.pool);
+    view.token = Some(made.token);
+    view.token_id = Some(made.token_id);
+    Reply::new(StatusCode::CREATED, view).etag(version)
 }
 
 /// The agent pools of exactly this group.
@@ -157,7 +147,7 @@ pub(crate) async fn list_agent_pools(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let pools = state.store.list_pools(&group).await?;
+    let pools = state.pools().list(&group).await?;
     Ok(Reply::ok(AgentPoolList {
         pools: pools.into_iter().map(AgentPoolView::from).collect(),
     }))
@@ -193,7 +183,7 @@ pub(crate) async fn delete_agent_pool(
     if_match: IfMatch,
 ) -> Result<StatusCode, ApiError> {
     let (_, _) = pool_for(&state, &caller, &id, manage_action).await?;
-    state.store.delete_pool(&id, if_match.version()?).await?;
+    state.pools().delete(&id, if_match.version()?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -210,24 +200,16 @@ pub(crate) async fn create_pool_token(
     caller: Caller,
 ) -> Result<Reply<AgentPoolView>, ApiError> {
     let (pool, by) = pool_for(&state, &caller, &id, manage_action).await?;
-    let mut record = pool.item;
-    if record.tokens.len() >= MAX_POOL_TOKENS {
-        return Err(ApiError::new(
+    match state.pools().add_token(pool, &by).await {
+        Ok(made) => Ok(minted(made)),
+        Err(e @ PoolTokenRefusal::TooMany) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "too_many_tokens",
-            format!(
-                "the pool has {MAX_POOL_TOKENS} tokens, the most it may hold: revoke one first"
-            ),
-        ));
+            e.to_string(),
+        )),
+        Err(PoolTokenRefusal::NoSuchToken(t)) => Err(ApiError::not_found(format!("token `{t}`"))),
+        Err(PoolTokenRefusal::Store(e)) => Err(e.into()),
     }
-    let (token, stored) = PoolToken::mint(&id, &by);
-    record.tokens.push(stored.clone());
-    let updated = state.store.update_pool(&record, Some(pool.version)).await?;
-    let version = updated.version;
-    let mut view = AgentPoolView::from(updated);
-    view.token = Some(token);
-    view.token_id = Some(stored.id);
-    Ok(Reply::new(StatusCode::CREATED, view).etag(version))
 }
 
 /// Revokes a pool token: agents using it are refused (401) from the next call.
@@ -243,17 +225,19 @@ pub(crate) async fn revoke_pool_token(
     caller: Caller,
 ) -> Result<StatusCode, ApiError> {
     let (pool, _) = pool_for(&state, &caller, &id, manage_action).await?;
-    let mut record = pool.item;
-    let before = record.tokens.len();
-    record.tokens.retain(|t| t.id != token_id);
-    if record.tokens.len() == before {
-        return Err(ApiError::not_found(format!(
+    match state.pools().revoke_token(pool, &token_id).await {
+        Ok(_) => Ok(StatusCode::NO_CONTENT),
+        Err(PoolTokenRefusal::NoSuchToken(_)) => Err(ApiError::not_found(format!(
             "token `{token_id}` of {}",
             pool_what(&id)
-        )));
+        ))),
+        Err(e @ PoolTokenRefusal::TooMany) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "too_many_tokens",
+            e.to_string(),
+        )),
+        Err(PoolTokenRefusal::Store(e)) => Err(e.into()),
     }
-    state.store.update_pool(&record, Some(pool.version)).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The pool an agent's credential opens: 401 without one, or for a wrong or revoked token

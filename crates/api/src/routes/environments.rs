@@ -3,11 +3,10 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
 use serde::Deserialize;
 use sortie_core::environment::EnvironmentInput;
-use sortie_core::{Action, EnvPath, Environment, RunnerId, RunnerLink};
-use sortie_store::StoreError;
+use sortie_core::{Action, EnvPath};
+use sortie_lifecycle::{EnvironmentRefusal, Resolved};
 use utoipa::IntoParams;
 
 use super::Reply;
@@ -48,47 +47,38 @@ fn explain_offset<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize
     })
 }
 
-/// Resolves the environment's runner with the compiled rule index: the winner, why, and
-/// counts; with `explain=full` also one page of every rule's fate.
-async fn resolve_for(
-    state: &AppState,
-    env: &Environment,
-    explain: &ExplainQuery,
-) -> Result<ResolutionAnswer, ApiError> {
-    let index = state
-        .rule_indexes
-        .index_for(state.store.as_ref(), env.path.group())
-        .await?;
-    let facts = env.facts();
-    let pick = match index.resolve(&facts) {
-        Ok(pick) => pick,
-        // The full explanation only on the rare failure path, for the error's fields.
-        Err(_) => {
-            return Err(match index.explain(&facts) {
-                Err(e) => no_match(e),
-                Ok(_) => ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "rule resolution disagreed with its reference",
-                ),
-            })
-        }
-    };
+/// The answer's resolution: the winner, why, and counts; with `explain=full` also one page
+/// of every rule's fate.
+fn resolution_answer(resolved: Resolved, explain: &ExplainQuery) -> ResolutionAnswer {
     let mut answer = ResolutionAnswer {
-        rule: pick.rule.clone(),
-        why: pick.why(),
-        counts: pick.tally,
+        rule: resolved.rule.clone(),
+        why: resolved.why.clone(),
+        counts: resolved.counts,
         explanation: None,
         explanation_next: None,
     };
     if explain.explain == Some(true) {
-        let full = index.explain(&facts).map_err(no_match)?.explanation;
+        let full = resolved.explanation();
         let from = explain.explain_offset.unwrap_or(0).min(full.len());
         let to = (from + EXPLANATION_PAGE).min(full.len());
         answer.explanation_next = (to < full.len()).then_some(to);
         answer.explanation = Some(full[from..to].to_vec());
     }
-    Ok(answer)
+    answer
+}
+
+/// The answer to a refused resolution or write.
+fn refused(e: EnvironmentRefusal) -> ApiError {
+    match e {
+        EnvironmentRefusal::NoRunnerMatched(e) => no_match(e),
+        e @ EnvironmentRefusal::Disagreed => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        }
+        e @ EnvironmentRefusal::RunnerMissing { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "runner_missing", e.to_string())
+        }
+        EnvironmentRefusal::Store(e) => e.into(),
+    }
 }
 
 /// At most this many rules are named in a "no rule matches" error's fields.
@@ -222,39 +212,12 @@ pub(crate) async fn create_environment(
     let fields = EnvironmentInput::from_value(&body.value()?, true)?;
     let path = EnvPath::new(group.clone(), fields.name.as_deref().unwrap_or_default())
         .map_err(|e| ApiError::field("name", e.first_problem()))?;
-    let mut settings = sortie_core::EnvSettings::default();
-    fields.apply_settings(&mut settings);
-    let mut env = Environment {
-        settings,
-        path,
-        env_type: fields.env_type.unwrap_or_default(),
-        labels: fields.labels.unwrap_or_default(),
-        tags: fields.tags.unwrap_or_default(),
-        runner: RunnerLink {
-            runner_id: RunnerId::parse("unresolved").expect("valid name"),
-            rule_id: String::new(),
-            linked_by: principal.subject.clone(),
-            linked_at: Utc::now(),
-        },
-    };
-    let resolution = resolve_for(&state, &env, &explain).await?;
-    env.runner.runner_id = resolution.rule.runner_id.clone();
-    env.runner.rule_id = resolution.rule.id.clone();
-    let created = state
-        .store
-        .create_environment(&env)
+    let (created, resolved) = state
+        .environments()
+        .create(path, fields, &principal.subject)
         .await
-        .map_err(|e| match e {
-            StoreError::NotFound { kind: "runner", id } => ApiError::new(
-                StatusCode::CONFLICT,
-                "runner_missing",
-                format!(
-                    "rule `{}` picks runner `{id}`, which does not exist",
-                    resolution.rule.id
-                ),
-            ),
-            other => other.into(),
-        })?;
+        .map_err(refused)?;
+    let resolution = resolution_answer(resolved, &explain);
     let version = created.version;
     let body = EnvironmentCreated {
         environment: created.into(),
@@ -313,22 +276,7 @@ pub(crate) async fn update_environment(
         .await?;
     let fields = EnvironmentInput::from_value(&body.value()?, false)?;
     let expected = if_match.version()?;
-    let current = state.store.get_environment(&path).await?;
-    let mut env = current.item.environment;
-    fields.apply_settings(&mut env.settings);
-    if let Some(t) = fields.env_type {
-        env.env_type = t;
-    }
-    if let Some(l) = fields.labels {
-        env.labels = l;
-    }
-    if let Some(t) = fields.tags {
-        env.tags = t;
-    }
-    let updated = state
-        .store
-        .update_environment(&env, Some(expected.unwrap_or(current.version)))
-        .await?;
+    let updated = state.environments().update(&path, fields, expected).await?;
     let version = updated.version;
     Ok(Reply::ok(EnvironmentView::from(updated)).etag(version))
 }
@@ -409,31 +357,25 @@ pub(crate) async fn refresh_runner(
             &format!("environment `{path}`"),
         )
         .await?;
-    let current = state.store.get_environment(&path).await?;
-    let resolution = resolve_for(&state, &current.item.environment, &explain).await?;
-    let previous = current.item.environment.runner.runner_id.clone();
+    // A dry run changes nothing: its If-Match is not read.
+    let expected = if dry_run { None } else { if_match.version()? };
+    let refreshed = state
+        .environments()
+        .refresh_runner(&path, &principal.subject, dry_run, expected)
+        .await
+        .map_err(refused)?;
+    let runner_id = refreshed.resolved.rule.runner_id.clone();
     let mut answer = RefreshRunnerAnswer {
         dry_run,
-        previous_runner_id: previous.to_string(),
-        runner_id: resolution.rule.runner_id.to_string(),
-        changed: resolution.rule.runner_id != previous,
-        resolution,
+        previous_runner_id: refreshed.previous.to_string(),
+        runner_id: runner_id.to_string(),
+        changed: runner_id != refreshed.previous,
+        resolution: resolution_answer(refreshed.resolved, &explain),
         environment: None,
     };
-    if dry_run {
+    let Some(updated) = refreshed.environment else {
         return Ok(Reply::ok(answer));
-    }
-    let link = RunnerLink {
-        runner_id: answer.resolution.rule.runner_id.clone(),
-        rule_id: answer.resolution.rule.id.clone(),
-        linked_by: principal.subject.clone(),
-        linked_at: Utc::now(),
     };
-    let expected = if_match.version()?.unwrap_or(current.version);
-    let updated = state
-        .store
-        .relink_environment(&path, &link, Some(expected))
-        .await?;
     let version = updated.version;
     answer.environment = Some(updated.into());
     Ok(Reply::ok(answer).etag(version))

@@ -180,10 +180,14 @@ fn submit_error(e: SubmitError) -> ApiError {
         SubmitError::RunnerMissing { .. } => {
             ApiError::new(StatusCode::CONFLICT, "runner_missing", e.to_string())
         }
-        SubmitError::SecretsUnavailable(_) => {
-            ApiError::new(StatusCode::BAD_GATEWAY, "secrets_unavailable", e.to_string())
+        SubmitError::SecretsUnavailable(_) => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "secrets_unavailable",
+            e.to_string(),
+        ),
+        SubmitError::Busy(_) => {
+            ApiError::new(StatusCode::CONFLICT, "state_conflict", e.to_string())
         }
-        SubmitError::Busy(_) => ApiError::new(StatusCode::CONFLICT, "state_conflict", e.to_string()),
         SubmitError::Store(e) => e.into(),
     }
 }

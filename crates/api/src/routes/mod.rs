@@ -35,8 +35,8 @@ pub(crate) use router::build;
 pub(crate) use rules::*;
 pub(crate) use runner_callbacks::*;
 pub(crate) use runners::*;
-pub use table::Auth;
 pub(crate) use table::documented;
+pub use table::Auth;
 pub(crate) use whoami::*;
 
 route_table! {

@@ -462,10 +462,10 @@ pub(crate) async fn report_job_exit(
     let record = job_by_token_in(&state, &headers, &id, true).await?;
     let exit = runner_exit(body.value()?)?;
     match state.jobs.runner_exited(&record, &exit).await? {
-        sortie_lifecycle::ExitReport::Ended(r) | sortie_lifecycle::ExitReport::AlreadyEnded(r) => {
+        sortie_lifecycle::EndReport::Ended(r) | sortie_lifecycle::EndReport::AlreadyEnded(r) => {
             Ok(Reply::ok(r.into()))
         }
-        sortie_lifecycle::ExitReport::NotRunning(s) => Err(ApiError::new(
+        sortie_lifecycle::EndReport::NotRunning(s) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "not_running",
             format!("the job is {s}, not running: its launch is not recorded yet; the sweeper ends it from its task's status"),

@@ -108,11 +108,12 @@ impl Declared {
         let [(template, item)] = paths.paths.iter().collect::<Vec<_>>()[..] else {
             panic!("a route has one path");
         };
-        let [(method, operation)] = operations(item)[..] else {
+        let ops = operations(item);
+        let [(method, operation)] = &ops[..] else {
             panic!("{template}: a route has one method");
         };
         Declared {
-            method,
+            method: method.clone(),
             template: template.clone(),
             auth: Auth::of(operation),
             operation_id: operation.operation_id.clone().unwrap_or_default(),

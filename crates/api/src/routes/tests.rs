@@ -13,7 +13,7 @@ use tower::ServiceExt;
 use axum::http::Method;
 
 use super::router::build;
-use super::Route;
+use super::{Auth, Route};
 use crate::{AppState, BucketConfig};
 
 struct NoQueue;
@@ -148,8 +148,7 @@ async fn group_paths_end_at_the_dash_separator() {
     )
     .await;
     assert_eq!(r, Some(Route::SubmitJob));
-    let (r, status, body) =
-        call(&app, Method::GET, "/v1/environments/acme/payments/prod").await;
+    let (r, status, body) = call(&app, Method::GET, "/v1/environments/acme/payments/prod").await;
     assert_eq!((r, status), (Some(Route::GetEnvironment), 404));
     assert!(body.to_string().contains("acme/payments/prod"), "{body}");
     let (r, _, _) = call(&app, Method::PATCH, "/v1/environments/acme/payments/prod").await;
@@ -222,4 +221,38 @@ async fn every_route_matches_its_own_template() {
         let (got, status, body) = call(&app, method, &path).await;
         assert_eq!(got, Some(*route), "{template}: {status} {body}");
     }
+}
+
+#[test]
+fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
+    use Route::*;
+    let of = |auth: Auth| -> Vec<Route> {
+        Route::ALL
+            .iter()
+            .copied()
+            .filter(|r| r.auth() == auth)
+            .collect()
+    };
+    assert_eq!(of(Auth::Public), [Health, OpenApi]);
+    assert_eq!(
+        of(Auth::JobToken),
+        [
+            GetJobSpec,
+            GetJobSensitiveVariables,
+            PutJobSummary,
+            CreateUpload,
+            PutUploadProblems,
+            ReportJobExit,
+            PutJobTool
+        ]
+    );
+    assert_eq!(of(Auth::Agent), [ClaimJob, AgentHeartbeat, AgentExit]);
+    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 12);
+    assert!(Route::ALL
+        .iter()
+        .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));
+    assert_eq!(
+        (GetJobSpec.operation_id(), GetJobSpec.spec()),
+        ("get_job_spec", (Method::GET, "/v1/jobs/{id}/spec"))
+    );
 }

@@ -1,4 +1,5 @@
-//! Shared set-up for the API tests: a real DynamoDB table and SQS queue on moto.
+//! Shared set-up for the API tests: the API over a test world of `sortie_testkit`, in
+//! memory (the fast tier) unless a test asks for moto (the AWS tier).
 
 #![allow(dead_code)]
 
@@ -9,12 +10,12 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use serde_json::{json, Value};
-use sortie_api::{router, AppState, BucketConfig, VerifiedClaims};
+use sortie_api::{router, VerifiedClaims};
 use sortie_core::{Grantee, GroupPath, Membership, Role};
-use sortie_lifecycle::{EventBridgeBus, JobService};
-use sortie_store::{
-    DynamoStore, JobQueue, MembershipRecord, MembershipStore, S3Artifacts, SqsJobQueue,
-};
+use sortie_launch::JobSecrets;
+use sortie_store::{Artifacts, DynamoStore, JobQueue, MembershipRecord, MembershipStore, Store};
+use sortie_testkit::world::World;
+use sortie_testkit::Aws;
 use tower::ServiceExt;
 
 /// The OpenAPI document, once.
@@ -87,20 +88,21 @@ pub fn conforms(
     );
 }
 
-/// A running API over fresh resources.
+/// A running API over a fresh test world (`sortie_testkit::world`): in memory by default
+/// (the fast tier), or on moto ([`Api::aws`], the AWS tier).
 pub struct Api {
     pub app: axum::Router,
+    /// The world the API runs in, put together by `sortie_wiring::assemble`.
+    pub world: World,
     /// The artifacts bucket's name.
     pub bucket: String,
-    pub store: Arc<DynamoStore>,
-    pub artifacts: Arc<S3Artifacts>,
-    pub sqs: aws_sdk_sqs::Client,
-    pub queue_url: String,
+    pub store: Arc<dyn Store>,
+    pub artifacts: Arc<dyn Artifacts>,
     /// The API's membership cache: grants written straight to the table forget it, as a
     /// grant through this instance's own routes does.
     pub memberships: sortie_api::MembershipCache,
-    /// The secrets of sensitive variables: Secrets Manager on moto.
-    pub secrets: Arc<sortie_launch::AwsJobSecrets>,
+    /// The secrets of sensitive variables (in memory, or Secrets Manager on moto).
+    pub secrets: Arc<dyn JobSecrets>,
 }
 
 pub struct Reply {
@@ -111,88 +113,52 @@ pub struct Reply {
 }
 
 impl Api {
+    /// An API in the fast tier: `MemoryStore` and in-memory fakes.
     pub async fn new() -> Self {
         Self::with_queue(None).await
     }
 
-    /// An API whose queue is `queue` (a failing one, say) instead of the real SQS queue.
+    /// A fast-tier API whose queue is `queue` (a failing one, say).
     pub async fn with_queue(queue: Option<Arc<dyn JobQueue>>) -> Self {
-        Self::build(queue, None).await
+        Self::over(World::fast_with(|setup| {
+            if let Some(queue) = queue {
+                setup.parts.queue = queue;
+            }
+        }))
+        .await
     }
 
-    /// An API whose DynamoDB calls go to `endpoint` (a `FaultProxy` in front of moto).
-    pub async fn with_dynamodb_endpoint(endpoint: &str) -> Self {
-        Self::build(None, Some(endpoint)).await
+    /// An API in the AWS tier: DynamoDB, SQS, S3 and Secrets Manager on moto.
+    pub async fn aws(aws: &Aws) -> Self {
+        Self::over(World::aws(aws).await).await
     }
 
-    async fn build(queue: Option<Arc<dyn JobQueue>>, dynamodb: Option<&str>) -> Self {
-        let config = sortie_testkit::sdk_config().await;
-        let dynamo_config = match dynamodb {
-            Some(url) => aws_sdk_dynamodb::config::Builder::from(&config)
-                .endpoint_url(url)
-                .build(),
-            None => aws_sdk_dynamodb::config::Builder::from(&config).build(),
-        };
-        let store = Arc::new(DynamoStore::new(
-            aws_sdk_dynamodb::Client::from_conf(dynamo_config),
-            sortie_testkit::unique("sortie"),
-        ));
-        store.ensure_table().await.unwrap();
-        let sqs = aws_sdk_sqs::Client::new(&config);
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(sortie_testkit::unique("jobs"))
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
-        let queue =
-            queue.unwrap_or_else(|| Arc::new(SqsJobQueue::new(sqs.clone(), queue_url.clone())));
-        let bucket = sortie_testkit::unique("artifacts");
-        let bucket_name = bucket.clone();
-        let artifacts = Arc::new(S3Artifacts::new(
-            sortie_testkit::s3_client(&config),
-            bucket.clone(),
-        ));
-        artifacts.ensure_bucket().await.unwrap();
-        let bus = Arc::new(EventBridgeBus::new(
-            aws_sdk_eventbridge::Client::new(&config),
-            "default",
-        ));
-        let memberships = sortie_api::MembershipCache::default();
-        let secrets = Arc::new(sortie_launch::AwsJobSecrets::new(&config));
-        let app = router(AppState {
-            store: store.clone(),
-            jobs: JobService {
-                store: store.clone(),
-                queue,
-                bus,
-                secrets: secrets.clone(),
-            },
-            dev_identity: false,
-            artifacts: artifacts.clone(),
-            bucket: BucketConfig {
-                name: bucket,
-                region: "us-east-1".into(),
-            },
-            memberships: memberships.clone(),
-            admin_subjects: vec!["bootstrap-admin".into()],
-            checker: Arc::new(sortie_launch::AwsRunnerChecker::new(config.clone(), false)),
-            rule_indexes: Default::default(),
-            oidc: std::sync::Arc::new(sortie_api::oidc::NoOidc),
-            public_url: None,
-            agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
-        });
+    /// An AWS-tier API whose DynamoDB calls go to `endpoint` (a `FaultProxy` in front of moto).
+    pub async fn with_dynamodb_endpoint(aws: &Aws, endpoint: &str) -> Self {
+        let world = World::aws_with(aws, |setup, moto| {
+            let config = aws_sdk_dynamodb::config::Builder::from(&moto.config)
+                .endpoint_url(endpoint)
+                .build();
+            setup.parts.store = Arc::new(DynamoStore::new(
+                aws_sdk_dynamodb::Client::from_conf(config),
+                setup.resources.table.clone(),
+            ));
+        })
+        .await;
+        Self::over(world).await
+    }
+
+    async fn over(world: World) -> Self {
+        let mut state = world.api_state();
+        state.agent_heartbeat_seconds = sortie_core::protocol::agent::HEARTBEAT_SECONDS;
         let api = Self {
-            bucket: bucket_name,
-            artifacts,
-            app,
-            store,
-            sqs,
-            queue_url,
-            memberships,
-            secrets,
+            bucket: state.bucket.name.clone(),
+            store: state.store.clone(),
+            artifacts: state.artifacts.clone(),
+            memberships: state.memberships.clone(),
+            secrets: world.plane.jobs.secrets.clone(),
+            app: router(state),
+            world,
         };
         api.grant("", Role::Owner, "admin").await;
         api
@@ -323,33 +289,12 @@ impl Api {
 
     /// Messages currently in the jobs queue (job ids), drained.
     pub async fn drain_queue(&self) -> Vec<String> {
-        let mut out = vec![];
-        loop {
-            let got = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(0)
-                .send()
-                .await
-                .unwrap();
-            let msgs = got.messages.unwrap_or_default();
-            if msgs.is_empty() {
-                return out;
-            }
-            for m in msgs {
-                let body: Value = serde_json::from_str(m.body().unwrap()).unwrap();
-                out.push(body["job_id"].as_str().unwrap().to_string());
-                self.sqs
-                    .delete_message()
-                    .queue_url(&self.queue_url)
-                    .receipt_handle(m.receipt_handle().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-            }
-        }
+        self.world
+            .drain_queue()
+            .await
+            .into_iter()
+            .map(|m| m.job_id.to_string())
+            .collect()
     }
 }
 

@@ -8,22 +8,21 @@
 //!
 //! Split by concept: [`request`] (what is asked: operation, source, variables),
 //! [`state`] (the state machine and its transitions), [`review`] (a reviewed job's
-//! approval, phases and decision), [`changes`] (what a task changed); the [`Job`] record
-//! itself is here.
+//! approval, phases and decision), [`history`] (the transition history, folded); the
+//! [`Job`] record itself is here.
 
-mod changes;
+pub mod history;
 mod request;
 mod review;
 mod state;
 
-pub use changes::ChangeSummary;
+pub use crate::changes::ChangeSummary;
 pub use request::{
     a_or_an, file_path_problem, is_relative_safe_path, JobRequest, Operation, Source,
     MAX_FILES_BYTES,
 };
 pub use review::{
-    review_refusal, Decision, JobPhase, Review, ReviewRefusal, ReviewVerdict,
-    DECISION_COMMENT_MAX,
+    review_refusal, Decision, JobPhase, Review, ReviewRefusal, ReviewVerdict, DECISION_COMMENT_MAX,
 };
 pub use state::{IllegalTransition, JobState, Transition, ALL_STATES};
 
@@ -55,7 +54,7 @@ pub struct Job {
     pub state: JobState,
     /// Every transition, oldest first; the first records the creation. Repeats in a row are
     /// folded, and a long history keeps its first and last entries
-    /// ([`crate::retry::record_transition`]).
+    /// ([`history::record_transition`]).
     pub transitions: Vec<Transition>,
     /// How many entries of a long history were dropped between its first and last ones.
     #[serde(default, skip_serializing_if = "state::is_zero")]
@@ -170,7 +169,7 @@ impl Job {
             });
         }
         let t = Transition::new(Some(self.state), to, at, reason);
-        crate::retry::record_transition(&mut self.transitions, &mut self.transitions_dropped, t);
+        history::record_transition(&mut self.transitions, &mut self.transitions_dropped, t);
         self.state = to;
         Ok(self.transitions.last().expect("just recorded"))
     }

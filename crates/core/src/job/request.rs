@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::document::parse_any;
 use crate::limits;
-use crate::problems::{key_path, parse_document, Fields, Problems};
+use crate::problems::{key_path, Fields, Problems};
 use crate::runner::check_secret_refs;
 use crate::ValidationError;
 
@@ -135,7 +136,7 @@ pub const MAX_FILES_BYTES: usize = 128 * 1024;
 impl JobRequest {
     /// Parses a job request from YAML or JSON and validates it, reporting every problem.
     pub fn parse(text: &str) -> Result<Self, ValidationError> {
-        Self::from_value(&parse_document(text)?)
+        Self::from_value(&parse_any(text)?)
     }
 
     /// Decodes and validates a parsed job request.

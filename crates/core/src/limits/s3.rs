@@ -89,7 +89,7 @@ pub fn object_key_problem(key: &str) -> Option<String> {
 /// `use_lockfile` adds `.tflock` to it: the longest `key_prefix` that keeps the longest
 /// environment path's lock file key within [`OBJECT_KEY_MAX_BYTES`].
 pub const STATE_KEY_PREFIX_MAX_BYTES: usize = OBJECT_KEY_MAX_BYTES
-    - crate::names::MAX_ENV_PATH_LEN
+    - super::SESSION_TAG_VALUE_MAX // the longest environment path (`names::MAX_ENV_PATH_LEN`)
     - "/terraform.tfstate".len()
     - ".tflock".len();
 

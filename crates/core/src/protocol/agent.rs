@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent_pool::AGENT_HANDED_BACK;
 use crate::ids::JobId;
 use crate::job::{Job, JobState};
 use crate::outcome::TaskStop;
+use crate::outcome::AGENT_HANDED_BACK;
 
 /// The longest a claim waits for a job: within API Gateway's 30-second integration timeout.
 pub const MAX_CLAIM_WAIT_SECONDS: u32 = 20;

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::job::{ChangeSummary, JobPhase};
+pub use crate::changes::ChangeSummary;
+pub use crate::job::JobPhase;
 use crate::job::{Operation, Source};
 use crate::names::EnvPath;
 use crate::runner::StateStorageConfiguration;

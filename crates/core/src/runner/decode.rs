@@ -351,12 +351,12 @@ fn decode_local_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<LocalRunn
 
 fn decode_agent_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<AgentRunner> {
     let pool = f.required_str("pool", p);
-    check_field(f, "pool", pool.as_ref(), crate::agent_pool::pool_id_problem, p);
+    check_field(f, "pool", pool.as_ref(), crate::ids::pool_id_problem, p);
     let max_concurrent_jobs: u32 = f.optional("max_concurrent_jobs", p).unwrap_or(1);
-    if !(1..=crate::agent_pool::MAX_CONCURRENT_JOBS).contains(&max_concurrent_jobs) {
+    if !(1..=super::MAX_CONCURRENT_JOBS).contains(&max_concurrent_jobs) {
         p.push(
             f.path_of("max_concurrent_jobs"),
-            format!("must be 1 to {}", crate::agent_pool::MAX_CONCURRENT_JOBS),
+            format!("must be 1 to {}", super::MAX_CONCURRENT_JOBS),
         );
     }
     let env = decode_env(f, p);

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::document::parse_any;
 use crate::limits;
 use crate::names::RunnerId;
-use crate::problems::{parse_document, Fields, Problems};
+use crate::problems::{Fields, Problems};
 use crate::ValidationError;
 
 mod decode;
@@ -20,6 +21,8 @@ mod eks;
 pub use decode::{check_env_names, check_secret_refs};
 use decode::{decode_runner, decode_storage};
 
+/// The most jobs one agent may run at once for one runner (`max_concurrent_jobs`).
+pub const MAX_CONCURRENT_JOBS: u32 = 100;
 /// Default job timeout: 2 hours.
 pub const DEFAULT_TIMEOUT_SECONDS: u32 = 2 * 60 * 60;
 /// Longest allowed job timeout: 24 hours.
@@ -476,7 +479,7 @@ pub fn compatible(runner_type: &str, storage_type: &str) -> bool {
 impl RunnerSpec {
     /// Parses a runner file (YAML or JSON) and validates it, reporting every problem.
     pub fn parse(text: &str) -> Result<Self, ValidationError> {
-        Self::from_value(&parse_document(text)?)
+        Self::from_value(&parse_any(text)?)
     }
 
     /// Decodes and validates an already-parsed document, reporting every problem.

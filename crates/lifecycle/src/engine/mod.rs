@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use sortie_core::decision::{decide, JobFacts, Seen, Step, Timing};
 use sortie_core::outcome::CANCELED_BY;
 use sortie_core::{JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
@@ -91,7 +91,7 @@ pub(crate) fn facts(record: &JobRecord) -> JobFacts {
         state: record.job.state,
         // What this task does: a reviewed job's plan phase is a plan (it writes no state, so
         // a Spot interruption requeues it like any plan), whatever the job's operation.
-        operation: if record.job.phase() == Some(sortie_core::JobPhase::Plan) {
+        operation: if record.job.phase() == Some(sortie_core::job::JobPhase::Plan) {
             sortie_core::Operation::Plan
         } else {
             record.job.request.operation

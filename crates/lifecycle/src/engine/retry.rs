@@ -12,7 +12,7 @@ impl Engine {
     /// launch due after the backoff, carried by exactly one new message sent with that delay
     /// (the current one is deleted); or, refused for good or past the cap on attempts and
     /// time, the job fails through the one end of a job, which releases its environment.
-    async fn after_refusal(
+    pub(super) async fn after_refusal(
         &self,
         claimed: &JobRecord,
         retryable: bool,

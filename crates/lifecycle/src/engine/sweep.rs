@@ -339,7 +339,7 @@ impl Engine {
             Err(crate::SubmitError::Busy(_)) => {
                 "the environment became busy; this check is skipped, not queued".to_string()
             }
-            Err(crate::SubmitError::Store(e)) => return Err(e),
+            Err(crate::SubmitError::Store(e)) => return Err(e.into()),
             // Its runner was deleted: recorded as a skip, never retried every pass.
             Err(e) => e.to_string(),
         };

@@ -83,12 +83,12 @@ pub struct SweepResume(std::sync::Mutex<Option<String>>);
 
 impl SweepResume {
     /// Takes the cursor to start from (`None`: from the beginning), leaving none.
-    fn take(&self) -> Option<String> {
+    pub(super) fn take(&self) -> Option<String> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Records where the next pass starts.
-    fn set(&self, cursor: Option<String>) {
+    pub(super) fn set(&self, cursor: Option<String>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = cursor;
     }
 

@@ -1,5 +1,6 @@
-//! A Fargate-shaped world on moto: network, cluster, task definition, table, queue and bus,
-//! with every client of the code under test going through a loopback fault proxy.
+//! A Fargate-shaped world on moto (the AWS tier): network, cluster, task definition, table,
+//! queue and bus, with every client of the code under test going through a loopback fault
+//! proxy. The control plane is put together by `sortie_wiring` as the functions do it.
 
 #![allow(dead_code)]
 
@@ -13,10 +14,10 @@ use serde_json::{json, Value};
 use sortie_core::{
     EnvPath, Environment, Job, JobRequest, Runner, RunnerId, RunnerLink, RunnerSpec,
 };
-use sortie_launch::{ByRunnerType, EcsLauncher, EksLauncher};
-use sortie_lifecycle::{Engine, EventBridgeBus, JobService, SweepSettings};
-use sortie_store::{DynamoStore, EnvironmentStore, JobStore, RunnerStore, SqsJobQueue};
+use sortie_lifecycle::{Engine, SweepSettings};
+use sortie_store::{DynamoStore, EnvironmentStore, JobStore, RunnerStore};
 use sortie_testkit::proxy::FaultProxy;
+use sortie_testkit::wiring;
 
 pub const ROLE: &str = "arn:aws:iam::123456789012:role/sortie-launcher-test";
 pub const EXTERNAL_ID: &str = "sortie-ext-7f3a";
@@ -28,7 +29,7 @@ pub async fn config_for(endpoint: &str) -> SdkConfig {
 pub struct World {
     pub proxy: FaultProxy,
     pub direct: SdkConfig,
-    pub engine: Engine,
+    pub engine: Arc<Engine>,
     pub store: Arc<DynamoStore>,
     pub sqs: aws_sdk_sqs::Client,
     pub ecs: aws_sdk_ecs::Client,
@@ -101,12 +102,6 @@ impl World {
             .await
             .unwrap();
         let task_definition = td.task_definition.unwrap().task_definition_arn.unwrap();
-        // The control plane's resources, used through the proxy.
-        let store = Arc::new(DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(&via_proxy),
-            sortie_testkit::unique("sortie"),
-        ));
-        store.ensure_table().await.unwrap();
         let sqs = aws_sdk_sqs::Client::new(&direct);
         let queue_url = sqs
             .create_queue()
@@ -158,29 +153,25 @@ impl World {
             .send()
             .await
             .unwrap();
-        let launcher = ByRunnerType {
-            ecs: Some(Arc::new(EcsLauncher::new(via_proxy.clone()))),
-            eks: Some(Arc::new(EksLauncher::new(via_proxy.clone()))),
+        // The control plane, through the proxy: put together as the functions do it
+        // (`sortie_wiring::aws_parts` and `assemble`), with the secrets in memory.
+        let resources = wiring::Resources {
+            table: sortie_testkit::unique("sortie"),
+            jobs_queue_url: queue_url.clone(),
+            bus_name: bus,
+            api_url: sortie_testkit::world::API_URL.into(),
+            sweep: settings,
             ..Default::default()
         };
+        let aws = wiring::aws_parts(&via_proxy, &resources, None);
+        let store = aws.store;
+        store.ensure_table().await.unwrap();
         let secrets = Arc::new(sortie_launch::MemoryJobSecrets::default());
-        let engine = Engine {
-            jobs: JobService {
-                store: store.clone(),
-                queue: Arc::new(SqsJobQueue::new(
-                    aws_sdk_sqs::Client::new(&via_proxy),
-                    queue_url.clone(),
-                )),
-                bus: Arc::new(EventBridgeBus::new(
-                    aws_sdk_eventbridge::Client::new(&via_proxy),
-                    bus,
-                )),
-                secrets: secrets.clone(),
-            },
-            launcher: Arc::new(launcher),
-            api_url: "https://api.sortie.example.com".into(),
-            settings,
+        let parts = wiring::Parts {
+            secrets: secrets.clone(),
+            ..aws.parts
         };
+        let engine = wiring::assemble(parts, resources, Some(&via_proxy), false).engine;
         Self {
             proxy,
             direct,

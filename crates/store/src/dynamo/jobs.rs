@@ -160,7 +160,8 @@ impl JobStore for DynamoStore {
         reason: &str,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError> {
-        self.write_transition(id, from, to, at, reason, update).await
+        self.write_transition(id, from, to, at, reason, update)
+            .await
     }
 
     async fn mark_job(

@@ -163,3 +163,121 @@ mod tests {
         assert!(run_task_refusal(&tag).is_some());
     }
 }
+
+/// ECS's `clientToken` rules for RunTask, which moto ignores (the strict double).
+///
+/// - The same token with the same parameters answers what the first request got: the
+///   same task, and no second launch.
+/// - The same token with different parameters is refused with `ConflictException`,
+///   naming the first request's tasks in `resourceIds`.
+/// - A request without a token, or whose first answer was an error, is forwarded.
+///
+/// Requests with a token are serialised, so two racing ones cannot both launch.
+pub(super) fn strict_run_task(
+    upstream: &str,
+    request: &wire::Request,
+    recorded: &Recorded,
+    shared: &Shared,
+) -> io::Result<wire::Response> {
+    let Some(mut params) = recorded.json() else {
+        return forward(upstream, request, &recorded.body);
+    };
+    if let Some(refusal) = strict_ecs::run_task_refusal(&params) {
+        return Ok(refusal);
+    }
+    if let Some(message) = ecs_tags::run_task_tags_problem(&params) {
+        let fault = Fault {
+            op: "RunTask".into(),
+            skip: 0,
+            remaining: 1,
+            status: 400,
+            code: "InvalidParameterException".into(),
+            message,
+        };
+        return Ok(synthetic_error(recorded, &fault));
+    }
+    let token = params
+        .as_object_mut()
+        .and_then(|o| o.remove("clientToken"))
+        .and_then(|t| t.as_str().map(str::to_string));
+    let Some(token) = token else {
+        return forward(upstream, request, &recorded.body);
+    };
+    let mut tokens = lock(&shared.run_task_tokens);
+    if let Some((first, answer)) = tokens.get(&token) {
+        if *first == params {
+            return Ok(answer.clone());
+        }
+        let tasks: Vec<serde_json::Value> =
+            serde_json::from_slice::<serde_json::Value>(&answer.body)
+                .ok()
+                .and_then(|v| v["tasks"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|t| t["taskArn"].clone())
+                .collect();
+        let body = serde_json::json!({
+            "__type": "ConflictException",
+            "message": "The specified client token has already been used with different parameters.",
+            "resourceIds": tasks,
+        })
+        .to_string();
+        return Ok(wire::Response {
+            status: 400,
+            reason: wire::reason(400).to_string(),
+            headers: vec![
+                ("Content-Type".into(), "application/x-amz-json-1.1".into()),
+                ("x-amzn-ErrorType".into(), "ConflictException".into()),
+                ("x-amzn-RequestId".into(), "strict-ecs-double".into()),
+            ],
+            body: body.into_bytes(),
+        });
+    }
+    let answer = forward(upstream, request, &recorded.body)?;
+    if answer.status == 200 {
+        tokens.insert(token, (params, answer.clone()));
+    }
+    Ok(answer)
+}
+
+/// ECS's rule for ListTasks, which moto ignores (the strict double): "When you
+/// specify startedBy as the filter, it must be the only filter that you use."
+/// (ECS API Reference, ListTasks). A `startedBy` with `containerInstance`,
+/// `family`, `serviceName`, `desiredStatus` or `launchType` is refused with
+/// `InvalidParameterException`; `cluster` names where to look and may go with it.
+pub(super) fn strict_list_tasks(
+    upstream: &str,
+    request: &wire::Request,
+    recorded: &Recorded,
+) -> io::Result<wire::Response> {
+    const OTHER_FILTERS: [&str; 5] = [
+        "containerInstance",
+        "family",
+        "serviceName",
+        "desiredStatus",
+        "launchType",
+    ];
+    let params = recorded.json().unwrap_or_default();
+    let given = |k: &str| !params[k].is_null();
+    if given("startedBy") && OTHER_FILTERS.iter().any(|k| given(k)) {
+        let body = serde_json::json!({
+            "__type": "InvalidParameterException",
+            "message": "When you specify startedBy as the filter, it must be the only filter that you use.",
+        })
+        .to_string();
+        return Ok(wire::Response {
+            status: 400,
+            reason: wire::reason(400).to_string(),
+            headers: vec![
+                ("Content-Type".into(), "application/x-amz-json-1.1".into()),
+                (
+                    "x-amzn-ErrorType".into(),
+                    "InvalidParameterException".into(),
+                ),
+                ("x-amzn-RequestId".into(), "strict-ecs-double".into()),
+            ],
+            body: body.into_bytes(),
+        });
+    }
+    forward(upstream, request, &recorded.body)
+}

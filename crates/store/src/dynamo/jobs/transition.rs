@@ -211,7 +211,11 @@ fn add_update(
 impl DynamoStore {
     /// Why a conditional write on job `id` expecting `expected` failed: the state found
     /// (`StateConflict`), or `NotFound`.
-    pub(super) async fn job_conflict(&self, id: &JobId, expected: JobState) -> Result<StoreError, StoreError> {
+    pub(super) async fn job_conflict(
+        &self,
+        id: &JobId,
+        expected: JobState,
+    ) -> Result<StoreError, StoreError> {
         Ok(match self.read_job(id).await? {
             Some(j) => StoreError::StateConflict {
                 job_id: id.to_string(),

@@ -1,4 +1,4 @@
-//! What a task changed.
+//! What a plan, apply or destroy changed (its summary).
 
 use serde::{Deserialize, Serialize};
 
@@ -18,4 +18,3 @@ pub struct ChangeSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_changes: Option<bool>,
 }
-

@@ -1,0 +1,444 @@
+//! One job from spec to exit: the orchestration of every other module.
+//!
+//! - this module: [`run`], the job's directory and the steps in order;
+//! - `exit`: how a run ends (the exit code, the exit report, the log's last line);
+//! - `tool`: Terraform or OpenTofu in the configuration directory, and what it made
+//!   (the plan's counts, outputs, artifacts);
+//! - `workspace`: the source, the job's secrets and the state storage's directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sortie_core::protocol::pilot::{JobSpec, UploadKind};
+use sortie_core::{ChangeSummary, JobPhase, Operation};
+use tracing::Instrument;
+
+use crate::api::{without_query, ApiClient};
+use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
+use crate::env::PilotEnv;
+use crate::error::PilotError;
+use crate::guard;
+use crate::log::{LogShipper, LogSink, FLUSH_INTERVAL};
+use crate::objects::ObjectStore;
+use crate::source;
+use crate::terraform::{self, Step, ToolEnv, ToolRequest, PLAN_FILE};
+use crate::upload::{ApiUploader, Uploader};
+use crate::version::ToolVersion;
+
+mod exit;
+mod tool;
+mod workspace;
+
+use exit::report_exit;
+pub use exit::{
+    clip, exit_code, failure_line, job_label, pilot_exit, report_early_failure, success_line,
+    FAILURE_EXIT_CODE, PREFIX,
+};
+use tool::{outputs, state_resources, summarize_plan, summarize_text, upload_artifact, Tool};
+use workspace::{absolute_storage, fetch_source, secret_names};
+
+/// Runs the job described by `env`: fetch the spec, lay out the source, run
+/// terraform, ship the log, upload and report the summary.
+///
+/// On failure the reason has already been written as the log's (and stdout's)
+/// last line when this returns. When the spec's `report_exit` is set, the last thing
+/// done is `POST /v1/jobs/{id}/events` with [`pilot_exit`] of the result (whatever
+/// the outcome, once the spec is in hand); its failure is logged and changes nothing.
+pub async fn run(
+    env: &PilotEnv,
+    objects: Arc<dyn ObjectStore>,
+) -> Result<ChangeSummary, PilotError> {
+    let span = tracing::info_span!("job", job_id = %env.job_id);
+    run_job(env, objects).instrument(span).await
+}
+
+async fn run_job(
+    env: &PilotEnv,
+    objects: Arc<dyn ObjectStore>,
+) -> Result<ChangeSummary, PilotError> {
+    let (api, spec) = match fetch_spec(env).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            report_early_failure(&e);
+            return Err(e);
+        }
+    };
+    let api = Arc::new(api);
+    if spec.job_id != env.job_id {
+        let e = PilotError::Api(format!(
+            "the API answered the spec of job {} when asked for job {}",
+            spec.job_id, env.job_id
+        ));
+        report_early_failure(&e);
+        let result = Err(e);
+        report_exit(&api, &spec, &result).await;
+        return result;
+    }
+    tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
+
+    // A second phase continues the job's log where the first phase's ended.
+    let sink = LogSink::starting_at(true, spec.log_offset);
+    let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(api.clone()));
+    let shipper = LogShipper::spawn(sink.clone(), uploader.clone(), FLUSH_INTERVAL);
+    let mut problems = Vec::new();
+    let result = execute(
+        env,
+        &spec,
+        &sink,
+        objects.as_ref(),
+        &api,
+        uploader.as_ref(),
+        &mut problems,
+    )
+    .await;
+    match &result {
+        Ok(summary) => {
+            tracing::info!(
+                add = summary.add,
+                change = summary.change,
+                destroy = summary.destroy,
+                "job succeeded"
+            );
+            sink.line(&format!("{PREFIX} {}", success_line(&spec, summary)));
+        }
+        Err(e) => {
+            tracing::error!(reason = %e.reason(), "job failed");
+            sink.line(&failure_line(e));
+        }
+    }
+    if let Some(problem) = shipper.finish().await {
+        problems.push(problem);
+    }
+    // What did not arrive is recorded on the job; it never changes the job's outcome.
+    if !problems.is_empty() {
+        if let Err(e) = api.report_upload_problems(&problems).await {
+            tracing::error!(error = %e.reason(), ?problems, "could not report the upload problems");
+        }
+    }
+    report_exit(&api, &spec, &result).await;
+    result
+}
+
+async fn fetch_spec(env: &PilotEnv) -> Result<(ApiClient, JobSpec), PilotError> {
+    let api = ApiClient::new(env)?;
+    let spec = api.job_spec().await?;
+    Ok((api, spec))
+}
+
+/// Runs a blocking step on a blocking thread, inside the current span.
+pub(super) async fn blocking<T, F>(f: F) -> Result<T, PilotError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, PilotError> + Send + 'static,
+{
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
+        .await
+        .map_err(|e| PilotError::Tool(format!("a worker thread failed: {e}")))?
+}
+
+/// The job's directory: removed at the end when the runner made it up itself.
+struct WorkDir {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl WorkDir {
+    fn create(base: Option<&Path>, job_id: &str) -> Result<Self, PilotError> {
+        let (path, remove) = match base {
+            Some(base) => (base.join(format!("job-{job_id}")), false),
+            None => (
+                std::env::temp_dir().join(format!("sortie-pilot-{job_id}-{}", std::process::id())),
+                true,
+            ),
+        };
+        if path.exists() {
+            // A leftover of an earlier attempt at the same job.
+            std::fs::remove_dir_all(&path).map_err(|e| {
+                PilotError::Workspace(format!("could not clear {}: {e}", path.display()))
+            })?;
+        }
+        std::fs::create_dir_all(&path).map_err(|e| {
+            PilotError::Workspace(format!("could not create {}: {e}", path.display()))
+        })?;
+        Ok(Self { path, remove })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+async fn execute(
+    env: &PilotEnv,
+    spec: &JobSpec,
+    sink: &LogSink,
+    objects: &dyn ObjectStore,
+    api: &ApiClient,
+    uploader: &dyn Uploader,
+    problems: &mut Vec<String>,
+) -> Result<ChangeSummary, PilotError> {
+    let tf_env = ToolEnv::for_terraform();
+
+    // What the spec asks for, checked before anything is chosen, fetched or run.
+    if let Some(reason) = guard::spec_refusal(spec) {
+        return Err(PilotError::Refused(reason));
+    }
+    let steps = terraform::job_steps(spec.operation, spec.phase, spec.detailed_exitcode)?;
+    let saved_plan_url = saved_plan_url(spec)?;
+    let request = ToolRequest::new(spec.tool, spec.version.as_deref())?;
+
+    // The tool and its version: the one the spec asks for, else the runner's default.
+    let choice = {
+        let path_var = std::env::var_os("PATH");
+        let (explicit, tools_dir, tf_env) =
+            (env.terraform.clone(), env.tools_dir.clone(), tf_env.clone());
+        blocking(move || {
+            terraform::choose(
+                &request,
+                explicit.as_deref(),
+                &tools_dir,
+                path_var.as_deref(),
+                &tf_env,
+            )
+        })
+        .await?
+    };
+    let (bin, version) = (choice.bin, choice.version);
+    sink.line(&format!(
+        "{PREFIX} job {}: {} of {} with {version} ({})",
+        spec.job_id,
+        job_label(spec),
+        spec.environment,
+        bin.display()
+    ));
+    for note in &choice.notes {
+        sink.line(&format!("{PREFIX} note: {note}"));
+    }
+    report_tool(api, sink, &version).await;
+    // A storage this version cannot use fails the job before anything is fetched.
+    check_storage_version(&version, &spec.state_storage)?;
+
+    // The source, then the job's files and variables.
+    let work = WorkDir::create(env.work_dir.as_deref(), &spec.job_id)?;
+    let root = work.path.join("src");
+    let source_path = fetch_source(env, spec, sink, objects, &work.path, &root).await?;
+    let dir = source::config_dir(&root, &source_path)?;
+    source::write_files(&dir, &spec.files)?;
+    // The configuration's own files, before the runner adds its backend file.
+    let own_config = source::own_config_files(&dir)?;
+    if own_config.is_empty() {
+        return Err(PilotError::Refused(guard::no_config_reason(&source_path)));
+    }
+    let declares_resources = guard::declares_resources(
+        own_config
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str())),
+    );
+    if source::write_variables(&dir, &spec.variables)? {
+        sink.line(&format!(
+            "{PREFIX} wrote {} variable(s) to {}",
+            spec.variables.len(),
+            source::TFVARS_FILE
+        ));
+    }
+
+    // Secrets: the platform put each value into this process's environment under its
+    // name (ECS `secrets`, or the local launcher as ECS would); terraform inherits them.
+    // Only the names are ever printed.
+    let (present, missing) = secret_names(spec, |name| std::env::var_os(name).is_some())?;
+    if !present.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} secrets in terraform's environment: {} (values injected by the platform, never printed)",
+            present.join(", ")
+        ));
+    }
+    if !missing.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} warning: secrets not delivered to this runner: {}",
+            missing.join(", ")
+        ));
+    }
+
+    // Sensitive variables: fetched with the job token, given to terraform as
+    // `TF_VAR_<name>` in its environment only (never a file, an argument or a log line).
+    let mut tf_env = tf_env;
+    if !spec.sensitive_variables.is_empty() {
+        let values = api.sensitive_variables().await?;
+        for (name, value) in values.iter() {
+            tf_env
+                .set
+                .push((sortie_core::sensitive::env_name(name), value.to_string()));
+        }
+        sink.line(&format!(
+            "{PREFIX} sensitive variables in terraform's environment: {} (values never printed)",
+            values.names().join(", ")
+        ));
+    }
+
+    // The backend.
+    let storage = absolute_storage(&spec.state_storage)?;
+    let setup = backend_setup(
+        &version,
+        &storage,
+        &spec.environment,
+        spec.state_key.as_deref(),
+        env.aws_endpoint.as_deref(),
+    )?;
+    for note in &setup.notes {
+        sink.line(&format!("{PREFIX} note: {note}"));
+    }
+    if let Some(state_dir) = &setup.create_dir {
+        std::fs::create_dir_all(state_dir).map_err(|e| {
+            PilotError::Workspace(format!(
+                "could not create the state directory {}: {e}",
+                state_dir.display()
+            ))
+        })?;
+    }
+    std::fs::write(dir.join(BACKEND_FILE), &setup.file)
+        .map_err(|e| PilotError::Workspace(format!("could not write {BACKEND_FILE}: {e}")))?;
+
+    // init, the saved plan of an apply phase, then the steps.
+    let tool = Tool {
+        bin: bin.clone(),
+        version,
+        dir: dir.clone(),
+        env: tf_env,
+    };
+    tool.run(sink, terraform::init_args(&setup.init_args), &[])
+        .await?;
+    if let Some(url) = saved_plan_url {
+        download_saved_plan(api, sink, url, &dir.join(PLAN_FILE)).await?;
+    }
+    let mut summary = ChangeSummary::default();
+    for step in &steps {
+        let finished = tool
+            .run(sink, step.args(), step.also_succeeds_with())
+            .await?;
+        summary = match step {
+            Step::Plan {
+                detailed_exitcode, ..
+            } => {
+                let mut plan = summarize_plan(&tool, &finished, sink).await;
+                if *detailed_exitcode {
+                    plan.has_changes = Some(finished.exit_code == Some(2));
+                }
+                if spec.operation == Operation::Apply {
+                    let state_resources = if guard::may_empty(&plan) {
+                        state_resources(&tool).await
+                    } else {
+                        None
+                    };
+                    let facts = guard::PlanFacts {
+                        operation: spec.operation,
+                        implicit: spec.source.is_implicit(),
+                        declares_resources,
+                        plan,
+                        state_resources,
+                    };
+                    if let Some(reason) = guard::apply_refusal(&facts) {
+                        return Err(PilotError::Refused(reason));
+                    }
+                }
+                plan
+            }
+            Step::ApplyPlan => summarize_text(spec.operation, &finished, sink),
+        };
+    }
+    let applied = steps.contains(&Step::ApplyPlan);
+
+    // The artifacts. Uploads are best effort: a failure is written to the log and
+    // reported to the API, and never turns a successful run into a failure.
+    if !applied {
+        let plan = std::fs::read(dir.join(PLAN_FILE))
+            .map_err(|e| format!("could not read the plan file {PLAN_FILE}: {e}"));
+        upload_artifact(uploader, sink, problems, UploadKind::Plan, plan).await;
+    }
+    let summary_json = serde_json::to_vec_pretty(&summary)
+        .map_err(|e| format!("could not encode the summary: {e}"));
+    upload_artifact(uploader, sink, problems, UploadKind::Summary, summary_json).await;
+    if applied && spec.operation == Operation::Apply {
+        if let Some(outputs) = outputs(&tool).await {
+            upload_artifact(uploader, sink, problems, UploadKind::Outputs, Ok(outputs)).await;
+        }
+    }
+    if let Err(e) = api.report_summary(&summary).await {
+        tracing::warn!(error = %e.reason(), "could not report the summary");
+        sink.line(&format!(
+            "{PREFIX} warning: could not report the summary to the API: {}",
+            e.reason()
+        ));
+    }
+    drop(work);
+    Ok(summary)
+}
+
+/// The saved plan's URL for an apply phase (required there), `None` otherwise.
+fn saved_plan_url(spec: &JobSpec) -> Result<Option<&str>, PilotError> {
+    match (spec.phase, spec.saved_plan_url.as_deref()) {
+        (Some(JobPhase::Apply), Some(url)) if !url.trim().is_empty() => Ok(Some(url.trim())),
+        (Some(JobPhase::Apply), _) => Err(PilotError::Spec(format!(
+            "the apply phase of job {} has no saved_plan_url: there is no saved plan to apply",
+            spec.job_id
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Reports the tool and version to the API. Best effort: a failure is a warning, in the
+/// runner's own log and the job's, and never fails the job.
+async fn report_tool(api: &ApiClient, sink: &LogSink, version: &ToolVersion) {
+    let used = version.used();
+    match api.report_tool(&used).await {
+        Ok(()) => {
+            tracing::info!(tool = used.tool.as_str(), version = %used.version, "tool reported to the API")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.reason(), "could not report the tool and version");
+            sink.line(&format!(
+                "{PREFIX} warning: could not report the tool and version ({} {}) to the API: {}",
+                used.tool,
+                used.version,
+                e.reason()
+            ));
+        }
+    }
+}
+
+/// Downloads the saved plan of an apply phase to `dest`.
+async fn download_saved_plan(
+    api: &ApiClient,
+    sink: &LogSink,
+    url: &str,
+    dest: &Path,
+) -> Result<(), PilotError> {
+    sink.line(&format!(
+        "{PREFIX} downloading the saved plan {}",
+        without_query(url)
+    ));
+    let bytes = api
+        .download_presigned(url)
+        .await
+        .map_err(|e| PilotError::SavedPlan(format!("could not download the saved plan: {e}")))?;
+    if bytes.is_empty() {
+        return Err(PilotError::SavedPlan(
+            "the saved plan is empty: there is nothing to apply".into(),
+        ));
+    }
+    std::fs::write(dest, &bytes).map_err(|e| {
+        PilotError::SavedPlan(format!(
+            "could not write the saved plan to {PLAN_FILE}: {e}"
+        ))
+    })?;
+    sink.line(&format!(
+        "{PREFIX} saved plan: {} bytes, sha256 {}",
+        bytes.len(),
+        source::sha256_hex(&bytes)
+    ));
+    Ok(())
+}

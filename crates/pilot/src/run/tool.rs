@@ -1,0 +1,159 @@
+//! Terraform or OpenTofu in the job's configuration directory, and what it made: the
+//! plan's counts, the outputs, the state's size, the artifacts.
+
+use std::path::PathBuf;
+
+use sortie_core::protocol::pilot::UploadKind;
+use sortie_core::{ChangeSummary, Operation};
+
+use super::{blocking, PREFIX};
+use crate::error::PilotError;
+use crate::guard;
+use crate::log::LogSink;
+use crate::summary;
+use crate::terraform::{self, Finished, ToolEnv, PLAN_FILE};
+use crate::upload::Uploader;
+use crate::version::ToolVersion;
+
+/// Terraform or OpenTofu, ready to run in the configuration directory.
+pub(super) struct Tool {
+    pub(super) bin: PathBuf,
+    pub(super) version: ToolVersion,
+    pub(super) dir: PathBuf,
+    pub(super) env: ToolEnv,
+}
+
+impl Tool {
+    /// Runs one command with its output in the log; an exit code other than 0 and those in
+    /// `also_success` is an error.
+    pub(super) async fn run(
+        &self,
+        sink: &LogSink,
+        args: Vec<String>,
+        also_success: &[i32],
+    ) -> Result<Finished, PilotError> {
+        let tool = self.version.tool();
+        let command = args.first().cloned().unwrap_or_default();
+        sink.line(&format!("{PREFIX} $ {tool} {}", args.join(" ")));
+        let (bin, dir, env, sink) = (
+            self.bin.clone(),
+            self.dir.clone(),
+            self.env.clone(),
+            sink.clone(),
+        );
+        let finished =
+            blocking(move || terraform::run_logged(&bin, &args, &dir, &env, &sink)).await?;
+        if finished.success
+            || finished
+                .exit_code
+                .is_some_and(|c| also_success.contains(&c))
+        {
+            Ok(finished)
+        } else {
+            Err(PilotError::Terraform {
+                tool: tool.to_string(),
+                command,
+                code: finished.code.clone(),
+                // Paths inside the job's directory read better relative to it.
+                first_error: terraform::first_error(&finished.output).map(|error| {
+                    let dir = self.dir.to_string_lossy();
+                    error.replace(&format!("{}/", dir.trim_end_matches('/')), "")
+                }),
+            })
+        }
+    }
+}
+
+/// Uploads one artifact; a failure is written to the log and kept in `problems`.
+pub(super) async fn upload_artifact(
+    uploader: &dyn Uploader,
+    sink: &LogSink,
+    problems: &mut Vec<String>,
+    kind: UploadKind,
+    body: Result<Vec<u8>, String>,
+) {
+    let result = match body {
+        Ok(body) => uploader.upload(kind, None, body).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => sink.line(&format!(
+            "{PREFIX} uploaded {}",
+            kind.file_name().unwrap_or(kind.as_str())
+        )),
+        Err(e) => {
+            sink.line(&format!("{PREFIX} warning: {e}"));
+            problems.push(e);
+        }
+    }
+}
+
+/// `output -json` after an apply, with every sensitive value redacted; `None` when the
+/// tool prints none (no outputs, or a version that cannot).
+pub(super) async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["output", "-no-color", "-json"].map(String::from).to_vec();
+    match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, json)) => summary::redact_outputs(&json),
+        _ => None,
+    }
+}
+
+/// How many managed resources the state holds (`state list`); `None` when it could not
+/// tell.
+pub(super) async fn state_resources(tool: &Tool) -> Option<usize> {
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["state", "list"].map(String::from).to_vec();
+    match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, list)) => Some(guard::managed_resources(&list)),
+        Ok((false, _)) => {
+            tracing::warn!("state list failed; taking the plan's destroys as every resource");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.reason(), "state list could not run; taking the plan's destroys as every resource");
+            None
+        }
+    }
+}
+
+/// A plan's counts: from `show -json` where the version has it, else from the plan text.
+pub(super) async fn summarize_plan(
+    tool: &Tool,
+    finished: &Finished,
+    sink: &LogSink,
+) -> ChangeSummary {
+    if tool.version.has_show_json() {
+        let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+        let args: Vec<String> = ["show", "-no-color", "-json", PLAN_FILE]
+            .map(String::from)
+            .to_vec();
+        match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+            Ok((true, json)) => {
+                if let Some(summary) = summary::from_plan_json(&json) {
+                    return summary;
+                }
+                tracing::warn!("show -json printed no plan; reading the plan text instead");
+            }
+            Ok((false, _)) => tracing::warn!("show -json failed; reading the plan text instead"),
+            Err(e) => {
+                tracing::warn!(error = %e.reason(), "show -json could not run; reading the plan text instead")
+            }
+        }
+    }
+    summarize_text(Operation::Plan, finished, sink)
+}
+
+/// The counts from `operation`'s text output; zeros, with a note, when it has none.
+pub(super) fn summarize_text(
+    operation: Operation,
+    finished: &Finished,
+    sink: &LogSink,
+) -> ChangeSummary {
+    summary::from_text(&finished.output, operation).unwrap_or_else(|| {
+        sink.line(&format!(
+            "{PREFIX} note: no change summary in the output; reporting zeros"
+        ));
+        ChangeSummary::default()
+    })
+}

@@ -1,0 +1,173 @@
+//! The job's workspace: the source (inline, an S3 archive, git), the job's secrets and the
+//! state storage's directory.
+
+use std::path::Path;
+
+use sortie_core::protocol::pilot::JobSpec;
+use sortie_core::runner::LocalStorage;
+use sortie_core::{Source, StateStorageConfiguration};
+
+use super::{blocking, PREFIX};
+use crate::env::{check_env_name, PilotEnv, PRIVATE_VARS};
+use crate::error::PilotError;
+use crate::log::LogSink;
+use crate::objects::{ObjectRef, ObjectStore};
+use crate::source;
+use crate::terraform::{self, ToolEnv};
+
+/// The names of the job's secrets, checked, split into those the environment holds
+/// (`is_set`) and those it does not.
+pub(super) fn secret_names(
+    spec: &JobSpec,
+    is_set: impl Fn(&str) -> bool,
+) -> Result<(Vec<String>, Vec<String>), PilotError> {
+    let mut present = vec![];
+    let mut missing = vec![];
+    for name in spec.secret_refs.keys() {
+        check_env_name(name).map_err(PilotError::Config)?;
+        if is_set(name) {
+            present.push(name.clone());
+        } else {
+            missing.push(name.clone());
+        }
+    }
+    Ok((present, missing))
+}
+
+/// The storage with a relative `local` directory made absolute (terraform runs
+/// in the configuration directory, not where the runner started).
+pub(super) fn absolute_storage(
+    storage: &StateStorageConfiguration,
+) -> Result<StateStorageConfiguration, PilotError> {
+    match storage {
+        StateStorageConfiguration::Local(local) if Path::new(&local.directory).is_relative() => {
+            let cwd = std::env::current_dir().map_err(|e| {
+                PilotError::Workspace(format!("could not read the current directory: {e}"))
+            })?;
+            Ok(StateStorageConfiguration::Local(LocalStorage {
+                directory: cwd.join(&local.directory).to_string_lossy().into_owned(),
+            }))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// Fetches the source into `root` and returns the configuration's path inside it.
+pub(super) async fn fetch_source(
+    env: &PilotEnv,
+    spec: &JobSpec,
+    sink: &LogSink,
+    objects: &dyn ObjectStore,
+    work: &Path,
+    root: &Path,
+) -> Result<String, PilotError> {
+    match &spec.source {
+        Source::Inline { .. } => {
+            std::fs::create_dir_all(root).map_err(|e| {
+                PilotError::Workspace(format!("could not create {}: {e}", root.display()))
+            })?;
+            sink.line(&format!(
+                "{PREFIX} inline source: {} file(s)",
+                spec.files.len()
+            ));
+            Ok(String::new())
+        }
+        Source::S3 {
+            bucket,
+            key,
+            sha256,
+            path,
+        } => {
+            let object = ObjectRef::new(None, bucket, key);
+            sink.line(&format!("{PREFIX} fetching {object}"));
+            let bytes = objects.get(&object).await.map_err(|e| {
+                PilotError::Source(format!("could not fetch the source archive: {e}"))
+            })?;
+            source::verify_checksum(&bytes, sha256, bucket, key)?;
+            sink.line(&format!(
+                "{PREFIX} sha256 {} verified; extracting",
+                sha256.trim().to_ascii_lowercase()
+            ));
+            let dest = root.to_path_buf();
+            blocking(move || source::extract_tar_gz(&bytes, &dest)).await?;
+            Ok(path.clone())
+        }
+        Source::Git {
+            url,
+            git_ref,
+            path,
+            credentials_secret,
+        } => {
+            let credentials = match (credentials_secret, &env.git_credentials) {
+                (Some(_), Some(value)) => Some(value.expose().to_string()),
+                (Some(arn), None) => {
+                    sink.line(&format!(
+                        "{PREFIX} note: source.credentials_secret {arn} is set but {} is not; cloning without credentials",
+                        crate::env::GIT_CREDENTIALS
+                    ));
+                    None
+                }
+                (None, _) => None,
+            };
+            let askpass = work.join(".sortie-askpass");
+            if credentials.is_some() {
+                write_askpass(&askpass)?;
+            }
+            let git_env = ToolEnv {
+                set: source::git_env(credentials.as_deref(), &askpass),
+                remove: PRIVATE_VARS.iter().map(|v| v.to_string()).collect(),
+            };
+            let dest = root.to_string_lossy().into_owned();
+            for args in source::git_steps(url, git_ref.as_deref(), &dest) {
+                let shown: Vec<String> = args
+                    .iter()
+                    .map(|a| {
+                        if a == url {
+                            source::redact_url(a)
+                        } else {
+                            a.clone()
+                        }
+                    })
+                    .collect();
+                sink.line(&format!("{PREFIX} $ git {}", shown.join(" ")));
+                let subcommand = args
+                    .iter()
+                    .find(|a| *a == "clone" || *a == "checkout")
+                    .cloned()
+                    .unwrap_or_else(|| "command".into());
+                let (work, env, sink) = (work.to_path_buf(), git_env.clone(), sink.clone());
+                let finished = blocking(move || {
+                    terraform::run_logged(Path::new("git"), &args, &work, &env, &sink)
+                })
+                .await?;
+                if !finished.success {
+                    let detail = terraform::first_error(&finished.output)
+                        .map(|l| format!(": {l}"))
+                        .unwrap_or_default();
+                    return Err(PilotError::Source(format!(
+                        "git {subcommand} of {} failed with exit code {}{detail}",
+                        source::redact_url(url),
+                        finished.code
+                    )));
+                }
+            }
+            Ok(path.clone())
+        }
+    }
+}
+
+fn write_askpass(path: &Path) -> Result<(), PilotError> {
+    std::fs::write(path, source::ASKPASS_SCRIPT).map_err(|e| {
+        PilotError::Workspace(format!("could not write the git askpass helper: {e}"))
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+            PilotError::Workspace(format!(
+                "could not make the git askpass helper executable: {e}"
+            ))
+        })?;
+    }
+    Ok(())
+}
