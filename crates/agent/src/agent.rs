@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, Instant};
 use tracing::Instrument;
 
-use crate::api::{ExitOutcome, Heartbeat, PoolApi};
+use crate::api::{ExitReply, Heartbeat, PoolApi};
 use crate::executor::{truncate_reason, Executor, RunHandle};
 use crate::AgentError;
 
@@ -458,11 +458,11 @@ async fn report_exit(shared: &Shared, job_id: &JobId, report: AgentExit) {
     let mut delay = Duration::ZERO;
     for attempt in 1..=attempts {
         match shared.api.exit(job_id, &report).await {
-            Ok(ExitOutcome::Recorded(answer)) => {
+            Ok(ExitReply::Recorded(answer)) => {
                 tracing::info!(state = ?answer.state, handed_back = report.handed_back, "reported the exit");
                 return;
             }
-            Ok(ExitOutcome::NotHeld) => {
+            Ok(ExitReply::NotHeld) => {
                 tracing::info!(
                     "the exit report found the job already ended or not held by this agent"
                 );

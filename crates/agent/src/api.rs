@@ -45,9 +45,9 @@ pub enum Heartbeat {
     NotHeld,
 }
 
-/// The exit report's outcome.
+/// The API's reply to an exit report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExitOutcome {
+pub enum ExitReply {
     /// Recorded: the job's state after it.
     Recorded(ExitAnswer),
     /// 409: the job had already ended, or is not held by this agent.
@@ -66,7 +66,7 @@ pub trait PoolApi: Send + Sync {
         request: &HeartbeatRequest,
     ) -> Result<Heartbeat, AgentError>;
     /// Reports how `job`'s runner ended (or that the agent hands it back).
-    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitOutcome, AgentError>;
+    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitReply, AgentError>;
 }
 
 /// [`PoolApi`] over HTTPS.
@@ -232,7 +232,7 @@ impl PoolApi for HttpPoolApi {
         decode(&path, &body).map(Heartbeat::Answer)
     }
 
-    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitOutcome, AgentError> {
+    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitReply, AgentError> {
         let path = self.job_path(job, "exit");
         let (status, body) = self
             .post(
@@ -243,9 +243,9 @@ impl PoolApi for HttpPoolApi {
             )
             .await?;
         if status == StatusCode::CONFLICT {
-            return Ok(ExitOutcome::NotHeld);
+            return Ok(ExitReply::NotHeld);
         }
-        decode(&path, &body).map(ExitOutcome::Recorded)
+        decode(&path, &body).map(ExitReply::Recorded)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use sortie_agent::api::{ExitOutcome, Heartbeat, HttpPoolApi, PoolApi};
+use sortie_agent::api::{ExitReply, Heartbeat, HttpPoolApi, PoolApi};
 use sortie_agent::credential::{Credential, CredentialSource, Secret};
 use sortie_agent::AgentError;
 use sortie_core::protocol::agent::{AgentAction, ClaimRequest, AgentExit, HeartbeatRequest};
@@ -183,10 +183,10 @@ async fn the_three_calls_on_the_wire() {
     server.answer(200, json!({"state": "succeeded"}));
     assert!(matches!(
         api.exit(&job, &report).await.unwrap(),
-        ExitOutcome::Recorded(_)
+        ExitReply::Recorded(_)
     ));
     server.answer(409, json!({"message": "already ended"}));
-    assert_eq!(api.exit(&job, &report).await.unwrap(), ExitOutcome::NotHeld);
+    assert_eq!(api.exit(&job, &report).await.unwrap(), ExitReply::NotHeld);
 
     let seen = server.seen();
     let paths: Vec<&str> = seen.iter().map(|s| s.path.as_str()).collect();

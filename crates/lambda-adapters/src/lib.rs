@@ -15,7 +15,7 @@ use lambda_http::RequestExt;
 use lambda_runtime::Diagnostic;
 use sortie_api::VerifiedClaims;
 use sortie_lifecycle::{
-    EcsTaskStateChange, Engine, EventOutcome, LifecycleError, RecordOutcome, SweepReport,
+    EcsTaskStateChange, Engine, EventEffect, LifecycleError, MessageDisposition, SweepReport,
 };
 use sortie_store::SqsJobQueue;
 use tower::ServiceExt;
@@ -87,8 +87,8 @@ async fn dispatch_record(
         .dispatch(record.body.as_deref().unwrap_or_default(), receive_count)
         .await
     {
-        RecordOutcome::Done => false,
-        RecordOutcome::Retry {
+        MessageDisposition::Done => false,
+        MessageDisposition::Retry {
             delay_seconds,
             reason,
         } => {
@@ -100,7 +100,7 @@ async fn dispatch_record(
             }
             true
         }
-        RecordOutcome::Poison(reason) => {
+        MessageDisposition::Poison(reason) => {
             tracing::error!(%message_id, %reason, "poison message; it goes to the dead-letter queue after 5 receives");
             true
         }
@@ -115,7 +115,7 @@ async fn dispatch_record(
 pub async fn task_state_change(
     engine: &Engine,
     event: EventBridgeEvent<EcsTaskStateChange>,
-) -> Result<EventOutcome, FunctionError> {
+) -> Result<EventEffect, FunctionError> {
     let detail = &event.detail;
     let outcome = engine
         .task_event_from(event.account.as_deref(), detail)

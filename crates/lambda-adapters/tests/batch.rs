@@ -225,7 +225,7 @@ async fn a_task_event_from_another_account_or_cluster_changes_nothing() {
         event.cluster_arn = cluster_arn.clone();
         assert_eq!(
             w.engine.task_event(&event).await.unwrap(),
-            sortie_lifecycle::EventOutcome::Ignored("not from the job's runner"),
+            sortie_lifecycle::EventEffect::Ignored("not from the job's runner"),
             "{cluster_arn}"
         );
         assert_eq!(w.state(&job.id).await, JobState::Running, "{cluster_arn}");
@@ -246,7 +246,7 @@ async fn a_task_event_from_another_account_or_cluster_changes_nothing() {
         .await
         .unwrap();
     assert!(
-        matches!(outcome, sortie_lifecycle::EventOutcome::Ignored(_)),
+        matches!(outcome, sortie_lifecycle::EventEffect::Ignored(_)),
         "{outcome:?}"
     );
     assert_eq!(w.state(&job.id).await, JobState::Running);
@@ -256,6 +256,6 @@ async fn a_task_event_from_another_account_or_cluster_changes_nothing() {
         sortie_lambda_adapters::task_state_change(&w.engine, envelope)
             .await
             .unwrap(),
-        sortie_lifecycle::EventOutcome::Moved(JobState::Succeeded)
+        sortie_lifecycle::EventEffect::Moved(JobState::Succeeded)
     );
 }

@@ -34,7 +34,7 @@ use sortie_core::{
 };
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_lifecycle::{
-    Bus, EcsTaskStateChange, Engine, EventOutcome, JobService, LifecycleError, RecordOutcome,
+    Bus, EcsTaskStateChange, Engine, EventEffect, JobService, LifecycleError, MessageDisposition,
     SweepSettings,
 };
 use sortie_store::{
@@ -216,7 +216,7 @@ async fn running_with_next() -> (World, EcsTaskStateChange) {
     assert!(took && !waits);
     assert_eq!(
         w.engine.dispatch(&body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let task = w
         .store
@@ -249,7 +249,7 @@ fn stopped_detail() -> EcsTaskStateChange {
 fn check(rt: &Runtime) {
     rt.block_on(async {
         let (w, msg) = submitted().await;
-        assert_eq!(w.engine.dispatch(&msg, 1).await, RecordOutcome::Done);
+        assert_eq!(w.engine.dispatch(&msg, 1).await, MessageDisposition::Done);
         let id = serde_json::from_str::<JobMessage>(&msg).unwrap().job_id;
         let rec = w.store.get_job(&id).await.unwrap();
         assert_eq!(rec.job.state, JobState::Running);
@@ -258,7 +258,7 @@ fn check(rt: &Runtime) {
         let (w, change) = running_with_next().await;
         assert_eq!(
             w.engine.task_event(&change).await.unwrap(),
-            EventOutcome::Moved(JobState::Succeeded)
+            EventEffect::Moved(JobState::Succeeded)
         );
         assert_eq!(w.bus.0.lock().unwrap().len(), 1, "published");
         let sent = w.queue.0.lock().unwrap().clone();

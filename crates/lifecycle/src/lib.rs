@@ -28,7 +28,7 @@ pub use bus::{
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use engine::{
-    redelivery_delay_seconds, Engine, EventOutcome, RecordOutcome, SweepReport, SweepResume, SweepSettings,
+    redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume, SweepSettings,
 };
 pub use end::{EndReport, How};
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};

@@ -198,7 +198,7 @@ mod tests {
             (job.state, job.requested_by.as_str()),
             (JobState::Queued, "alice")
         );
-        assert_eq!(job.runner_id.as_str(), RUNNER);
+        assert_eq!(job.runner_id.to_string(), RUNNER);
         assert!(
             job.runner_spec.is_some(),
             "the runner's spec is taken at submit"

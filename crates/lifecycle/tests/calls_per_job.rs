@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use common::World;
 use sortie_core::JobState;
-use sortie_lifecycle::RecordOutcome;
+use sortie_lifecycle::MessageDisposition;
 use sortie_store::JobStore;
 
 const GOAL: f64 = 3.0;
@@ -40,7 +40,7 @@ async fn aws_calls_per_job_on_the_hot_path_are_at_most_three_amortised() {
     for id in &jobs {
         assert_eq!(
             w.engine.dispatch(&World::body(id), 1).await,
-            RecordOutcome::Done
+            MessageDisposition::Done
         );
     }
     let requests = w.proxy.requests();

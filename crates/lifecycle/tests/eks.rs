@@ -11,7 +11,7 @@ use common::{World, EXTERNAL_ID, ROLE};
 use serde_json::json;
 use sortie_core::{JobId, JobState, RunnerSpec};
 use sortie_core::protocol::pilot::PilotExit;
-use sortie_lifecycle::{EndReport, RecordOutcome};
+use sortie_lifecycle::{EndReport, MessageDisposition};
 use sortie_store::{EnvironmentStore, JobStore};
 use sortie_testkit::kube::KubeDouble;
 
@@ -51,7 +51,7 @@ impl Eks {
         assert!(took);
         assert_eq!(
             self.w.engine.dispatch(&World::body(&job.id), 1).await,
-            RecordOutcome::Done
+            MessageDisposition::Done
         );
         let record = self.w.store.get_job(&job.id).await.unwrap();
         assert_eq!(
@@ -218,7 +218,7 @@ async fn cancel_and_timeout_delete_the_job_and_end_it_once_it_is_gone() {
     let record = e.w.store.get_job(&id).await.unwrap();
     e.w.engine.jobs.cancel(&record, "bob").await.unwrap();
     let msg = serde_json::json!({"job_id": id.as_str(), "cancel_by": "bob"}).to_string();
-    assert_eq!(e.w.engine.dispatch(&msg, 1).await, RecordOutcome::Done);
+    assert_eq!(e.w.engine.dispatch(&msg, 1).await, MessageDisposition::Done);
     let deletes: Vec<_> = e
         .double
         .requests()

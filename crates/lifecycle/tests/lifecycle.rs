@@ -9,7 +9,7 @@ use chrono::{Duration, Utc};
 use common::{World, EXTERNAL_ID, ROLE};
 use sortie_core::{JobState, TaskStop};
 use sortie_launch::LaunchSpec;
-use sortie_lifecycle::{EventOutcome, RecordOutcome, SweepSettings};
+use sortie_lifecycle::{EventEffect, MessageDisposition, SweepSettings};
 use sortie_store::{EnvironmentStore, JobStore};
 
 /// RunTask calls made for a job: distinct SDK invocations (an SDK-level retry of one call
@@ -38,7 +38,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
     for _ in 0..3 {
         assert_eq!(
             w.engine.dispatch(&World::body(&job.id), 1).await,
-            RecordOutcome::Done
+            MessageDisposition::Done
         );
     }
     assert_eq!(launches(&w, &job.id), 1, "three deliveries, one launch");
@@ -58,7 +58,7 @@ async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_giv
     );
     assert_eq!(
         (ra.unwrap(), rb.unwrap()),
-        (RecordOutcome::Done, RecordOutcome::Done)
+        (MessageDisposition::Done, MessageDisposition::Done)
     );
     assert_eq!(
         launches(&w, &job2.id),
@@ -271,7 +271,7 @@ async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_
     // delayed by the backoff (2 s for the first refusal), carries the next attempt.
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let sends: Vec<_> = w
         .proxy
@@ -290,7 +290,7 @@ async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_
     assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(w.state(&job.id).await, JobState::Running);
     assert_eq!(
@@ -307,7 +307,7 @@ async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_
     w.proxy.inject("RunTask", 1, 400, "AccessDeniedException", "User: arn:aws:sts::123456789012:assumed-role/sortie-launcher-test is not authorized to perform: ecs:RunTask");
     assert_eq!(
         w.engine.dispatch(&World::body(&denied.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let rec = w.store.get_job(&denied.id).await.unwrap();
     assert_eq!(rec.job.state, JobState::Failed);
@@ -368,7 +368,7 @@ async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_th
     // The message is redelivered: no second launch.
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 2).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let report = w.engine.sweep(Utc::now()).await.unwrap();
     assert_eq!(report.adopted, 1, "{report:?}");
@@ -411,7 +411,7 @@ async fn a_dispatch_with_no_task_after_the_lease_is_requeued_and_launched_again(
     assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(w.state(&job.id).await, JobState::Running);
 }
@@ -516,7 +516,7 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
             .task_event(&World::event("ecs-task-running.json", &job.id, &task))
             .await
             .unwrap(),
-        EventOutcome::Ignored("start recorded")
+        EventEffect::Ignored("start recorded")
     );
     assert!(w.store.get_job(&job.id).await.unwrap().started_at.is_some());
     let out = w
@@ -524,7 +524,7 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
         .task_event(&World::event("ecs-task-stopped-exit0.json", &job.id, &task))
         .await
         .unwrap();
-    assert_eq!(out, EventOutcome::Moved(JobState::Succeeded));
+    assert_eq!(out, EventEffect::Moved(JobState::Succeeded));
     assert_eq!(
         w.store
             .get_environment(&env)
@@ -553,14 +553,14 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
             .task_event(&World::event("ecs-task-stopped-exit1.json", &job.id, &task))
             .await
             .unwrap(),
-        EventOutcome::Ignored("already finished")
+        EventEffect::Ignored("already finished")
     );
     assert_eq!(
         w.engine
             .task_event(&World::event("ecs-task-running.json", &job.id, &task))
             .await
             .unwrap(),
-        EventOutcome::Ignored("out of order or duplicate")
+        EventEffect::Ignored("out of order or duplicate")
     );
     assert_eq!(
         w.engine
@@ -571,13 +571,13 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
             ))
             .await
             .unwrap(),
-        EventOutcome::Ignored("unknown job")
+        EventEffect::Ignored("unknown job")
     );
     let mut foreign = World::event("ecs-task-stopped-exit0.json", &job.id, &task);
     foreign.started_by = Some("ecs-svc/1234".into());
     assert_eq!(
         w.engine.task_event(&foreign).await.unwrap(),
-        EventOutcome::Ignored("not a task Sortie started")
+        EventEffect::Ignored("not a task Sortie started")
     );
     assert_eq!(
         w.store.get_job(&job.id).await.unwrap(),
@@ -643,7 +643,7 @@ async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
     w.engine.dispatch(&World::body(&job.id), 1).await;
     let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
     let cancel = serde_json::json!({"job_id": job.id, "cancel_by": "bob"}).to_string();
-    assert_eq!(w.engine.dispatch(&cancel, 1).await, RecordOutcome::Done);
+    assert_eq!(w.engine.dispatch(&cancel, 1).await, MessageDisposition::Done);
     let stop = &w.proxy.requests_for("StopTask")[0];
     assert_eq!(stop.json().unwrap()["reason"], "sortie: canceled by bob");
     let described = w
@@ -663,7 +663,7 @@ async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
     event.stopped_reason = Some("sortie: canceled by bob".into());
     assert_eq!(
         w.engine.task_event(&event).await.unwrap(),
-        EventOutcome::Moved(JobState::Canceled)
+        EventEffect::Moved(JobState::Canceled)
     );
     assert_eq!(
         w.store.get_job(&job.id).await.unwrap().job.reason(),
@@ -677,17 +677,17 @@ async fn poison_and_unknown_jobs_are_poison_and_a_spot_plan_runs_on_fargate_spot
     let w = World::new().await;
     assert!(matches!(
         w.engine.dispatch("not json", 1).await,
-        RecordOutcome::Poison(_)
+        MessageDisposition::Poison(_)
     ));
     assert!(matches!(
         w.engine
             .dispatch(r#"{"job_id":"01nosuchjob0000000000000000"}"#, 1)
             .await,
-        RecordOutcome::Poison(_)
+        MessageDisposition::Poison(_)
     ));
     assert!(matches!(
         w.engine.dispatch(r#"{"job":"x"}"#, 1).await,
-        RecordOutcome::Poison(_)
+        MessageDisposition::Poison(_)
     ));
     let env = w
         .environment("acme/payments/prod", "  capacity_provider: FARGATE_SPOT\n")
@@ -728,7 +728,7 @@ async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_e
         for id in inbox.drain(..) {
             assert_eq!(
                 w.engine.dispatch(&World::body(&id), 1).await,
-                RecordOutcome::Done
+                MessageDisposition::Done
             );
         }
         // At every step at most one job of each environment is launched.
@@ -765,7 +765,7 @@ async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_e
                     .task_event(&World::event("ecs-task-stopped-exit0.json", &id, &task))
                     .await
                     .unwrap(),
-                EventOutcome::Moved(JobState::Succeeded)
+                EventEffect::Moved(JobState::Succeeded)
             );
         }
         inbox = w.queued_ids().await;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::World;
-use sortie_lifecycle::RecordOutcome;
+use sortie_lifecycle::MessageDisposition;
 use sortie_store::JobStore;
 
 #[tokio::test]
@@ -61,7 +61,7 @@ async fn the_lookup_by_started_by_finds_the_task_running_then_stopped_with_start
     let (job, _) = w.submit(&env, "plan", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let rec = w.store.get_job(&job.id).await.unwrap();
     let task = rec.task.clone().expect("launched");

@@ -13,7 +13,7 @@ use common::World;
 use sortie_core::{
     EnvPath, Environment, Job, JobRequest, JobState, Runner, RunnerId, RunnerLink, RunnerSpec,
 };
-use sortie_lifecycle::RecordOutcome;
+use sortie_lifecycle::MessageDisposition;
 use sortie_store::{JobStore, JobUpdate, MemoryStore, Store, StoreError};
 
 #[tokio::test]
@@ -29,7 +29,7 @@ async fn a_claim_whose_answer_is_lost_launches_at_once_with_one_run_task() {
 
     let outcome = w.engine.dispatch(&World::body(&job.id), 1).await;
 
-    assert_eq!(outcome, RecordOutcome::Done);
+    assert_eq!(outcome, MessageDisposition::Done);
     let record = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(
         record.job.state,
@@ -68,12 +68,12 @@ async fn a_claim_by_another_dispatch_is_still_a_duplicate_delivery() {
     let (job, _) = w.submit(&env, "plan", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     // A second delivery: its claim (another token) is refused, and nothing is launched.
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 2).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(w.proxy.count("RunTask"), 1);
     let record = w.store.get_job(&job.id).await.unwrap();

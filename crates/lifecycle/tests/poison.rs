@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration, Utc};
 use common::World;
 use sortie_core::{EnvPath, JobId, JobState};
-use sortie_lifecycle::{RecordOutcome, SweepSettings};
+use sortie_lifecycle::{MessageDisposition, SweepSettings};
 use sortie_store::{EnvironmentStore, JobStore};
 
 /// Breaks a job item with the raw SDK so that it can no longer be decoded.
@@ -68,13 +68,13 @@ async fn an_unreadable_job_is_failed_and_its_environment_released_while_every_ot
     let (jb, _) = w.submit(&b, "apply", timeout).await;
     assert_eq!(
         w.engine.dispatch(&World::body(&jb.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     // D: running, its task stopped and the STOPPED event lost.
     let (jd, _) = w.submit(&d, "plan", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&jd.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let task_d = w.store.get_job(&jd.id).await.unwrap().task.unwrap();
     w.ecs
@@ -128,7 +128,7 @@ async fn an_unreadable_job_is_failed_and_its_environment_released_while_every_ot
     // It runs.
     assert_eq!(
         w.engine.dispatch(&World::body(&a2.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(w.state(&a2.id).await, JobState::Running);
     // The sweep itself reports what it skipped, and carries on.
@@ -150,7 +150,7 @@ async fn an_unreadable_launched_job_and_an_unreadable_waiting_job_never_keep_the
     let (a3, _) = w.submit(&a, "plan", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&a1.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     // The running holder loses its transitions; the first waiting job its operation.
     corrupt(&w, &a1.id, "REMOVE transitions", &[]).await;
@@ -166,7 +166,7 @@ async fn an_unreadable_launched_job_and_an_unreadable_waiting_job_never_keep_the
     assert_eq!(env.queued_count, 0);
     assert_eq!(
         w.engine.dispatch(&World::body(&a3.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(w.state(&a3.id).await, JobState::Running);
 }

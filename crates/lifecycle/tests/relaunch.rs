@@ -7,7 +7,7 @@ mod common;
 use common::World;
 use serde_json::json;
 use sortie_core::JobState;
-use sortie_lifecycle::{EventOutcome, RecordOutcome};
+use sortie_lifecycle::{EventEffect, MessageDisposition};
 use sortie_store::JobStore;
 
 /// The `clientToken` of every RunTask the proxy saw for this job, in order.
@@ -77,14 +77,14 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
     let (job, _) = w.submit(&env, "plan", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let first = w.store.get_job(&job.id).await.unwrap();
     let first_task = first.task.clone().expect("launched");
     let spot = World::event("ecs-task-spot-interruption.json", &job.id, &first_task);
     assert_eq!(
         w.engine.task_event(&spot).await.unwrap(),
-        EventOutcome::Moved(JobState::Queued)
+        EventEffect::Moved(JobState::Queued)
     );
     let requeued = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(
@@ -95,7 +95,7 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
     // The relaunch: a new attempt, a new token, a new task.
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let second = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(
@@ -122,7 +122,7 @@ async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
     for attempt in 1..=4u32 {
         assert_eq!(
             w.engine.dispatch(&World::body(&job.id), 1).await,
-            RecordOutcome::Done
+            MessageDisposition::Done
         );
         let rec = w.store.get_job(&job.id).await.unwrap();
         assert_eq!((rec.job.state, rec.attempt), (JobState::Running, attempt));
@@ -133,10 +133,10 @@ async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
         );
         let moved = w.engine.task_event(&spot).await.unwrap();
         if attempt <= sortie_core::decision::MAX_SPOT_REQUEUES {
-            assert_eq!(moved, EventOutcome::Moved(JobState::Queued));
+            assert_eq!(moved, EventEffect::Moved(JobState::Queued));
             assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
         } else {
-            assert_eq!(moved, EventOutcome::Moved(JobState::Failed));
+            assert_eq!(moved, EventEffect::Moved(JobState::Failed));
         }
     }
     let rec = w.store.get_job(&job.id).await.unwrap();
@@ -171,7 +171,7 @@ async fn a_timeout_stop_that_fails_is_tried_again_on_the_next_sweep_until_seen_s
     let (job, _) = w.submit(&env, "apply", timeout).await;
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let later = chrono::Utc::now() + chrono::Duration::seconds(120);
     // Refused on every try the SDK makes (three).
@@ -212,7 +212,7 @@ async fn a_stop_refused_for_good_on_cancel_fails_the_job_quoting_aws() {
     let (job, _) = w.submit(&env, "apply", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     w.proxy.inject(
         "StopTask",
@@ -222,7 +222,7 @@ async fn a_stop_refused_for_good_on_cancel_fails_the_job_quoting_aws() {
         "User is not authorized to perform ecs:StopTask",
     );
     let cancel = json!({"job_id": job.id, "cancel_by": "alice"}).to_string();
-    assert_eq!(w.engine.dispatch(&cancel, 1).await, RecordOutcome::Done);
+    assert_eq!(w.engine.dispatch(&cancel, 1).await, MessageDisposition::Done);
     let rec = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(rec.job.state, JobState::Failed);
     assert!(
@@ -248,7 +248,7 @@ async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
         .inject("RunTask", 3, 500, "ServerException", "internal error");
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(
         w.state(&job.id).await,
@@ -262,7 +262,7 @@ async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
     assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     let rec = w.store.get_job(&job.id).await.unwrap();
     assert_eq!((rec.job.state, rec.attempt), (JobState::Running, 2));
@@ -279,7 +279,7 @@ async fn the_sweeper_releases_an_environment_still_locked_by_an_ended_job() {
     let (next, _) = w.submit(&env, "apply", "").await;
     assert_eq!(
         w.engine.dispatch(&World::body(&first.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     // task-events recorded the end, then died before releasing the environment.
     w.store

@@ -25,7 +25,7 @@ use sortie_core::{
 };
 use sortie_launch::{LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_lifecycle::{
-    Bus, EcsTaskStateChange, Engine, JobService, LifecycleError, RecordOutcome, SweepSettings,
+    Bus, EcsTaskStateChange, Engine, JobService, LifecycleError, MessageDisposition, SweepSettings,
 };
 use sortie_store::{
     EnvironmentStore, JobMessage, JobQueue, JobRecord, JobStore, MemoryStore, RunnerStore,
@@ -246,11 +246,11 @@ impl World {
             let body = serde_json::json!({ "job_id": id }).to_string();
             seen.entry(id.clone()).or_default().deliveries += 1;
             match self.engine.dispatch_at(&body, 1, at).await {
-                RecordOutcome::Done => {}
-                RecordOutcome::Retry { delay_seconds, .. } => {
+                MessageDisposition::Done => {}
+                MessageDisposition::Retry { delay_seconds, .. } => {
                     due.push((at + Duration::seconds(delay_seconds.into()), id))
                 }
-                RecordOutcome::Poison(p) => panic!("poison: {p}"),
+                MessageDisposition::Poison(p) => panic!("poison: {p}"),
             }
             for (m, delay) in self.queue.take() {
                 let f = seen.entry(m.job_id.clone()).or_default();
@@ -369,7 +369,7 @@ async fn a_refusal_that_never_heals_fails_the_job_once_and_releases_its_environm
         w.engine
             .dispatch_at(&serde_json::json!({"job_id": id}).to_string(), 1, t0())
             .await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert_eq!(w.launcher.calls(&id), 1);
     let failed = w.store.get_job(&id).await.unwrap();
@@ -439,11 +439,18 @@ async fn ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item(
             done.job.transitions.len()
         );
         assert_eq!(done.job.state, JobState::Succeeded);
-        assert!((2..=11).contains(&attempts), "{attempts} attempts in 10 minutes");
+        assert!(
+            (2..=11).contains(&attempts),
+            "{attempts} attempts in 10 minutes"
+        );
         assert_eq!(w.launcher.calls(id), attempts, "one RunTask per attempt");
         assert_eq!(seen[id].sent, attempts - 1, "one delayed message per retry");
         assert!(bytes < 2048, "{bytes} bytes");
-        assert!(done.job.transitions.len() <= 5, "{:#?}", done.job.transitions);
+        assert!(
+            done.job.transitions.len() <= 5,
+            "{:#?}",
+            done.job.transitions
+        );
     }
     // Before: every refusal appended two transitions and sent a message with no delay, so
     // the loop ran as fast as dispatch could claim, call RunTask and requeue. Its item size
@@ -502,7 +509,10 @@ async fn ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item(
 async fn throttled_run_task_on_moto_sends_one_delayed_message_per_attempt() {
     let w = common::World::new().await;
     let env = w
-        .environment(&format!("acme/storm/{}", sortie_testkit::unique("moto")), "")
+        .environment(
+            &format!("acme/storm/{}", sortie_testkit::unique("moto")),
+            "",
+        )
         .await;
     let (job, took) = w.submit(&env, "apply", "").await;
     assert!(took);
@@ -519,7 +529,7 @@ async fn throttled_run_task_on_moto_sends_one_delayed_message_per_attempt() {
         }
         assert_eq!(
             w.engine.dispatch_at(&body, 1, now).await,
-            RecordOutcome::Done
+            MessageDisposition::Done
         );
         run_task += w.proxy.count("RunTask");
         let record = w.store.get_job(&job.id).await.unwrap();
@@ -596,7 +606,7 @@ async fn an_expired_token_is_refreshed_once_then_final() {
         "The security token included in the request is expired",
     );
     let body = common::World::body(&job.id);
-    assert_eq!(w.engine.dispatch(&body, 1).await, RecordOutcome::Done);
+    assert_eq!(w.engine.dispatch(&body, 1).await, MessageDisposition::Done);
     let record = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(record.job.state, JobState::Running, "{:#?}", record.job);
     assert_eq!(record.attempt, 1, "healed inside the same attempt");
@@ -632,7 +642,7 @@ async fn an_expired_token_is_refreshed_once_then_final() {
         "The security token included in the request is expired",
     );
     let body = common::World::body(&second.id);
-    assert_eq!(w.engine.dispatch(&body, 1).await, RecordOutcome::Done);
+    assert_eq!(w.engine.dispatch(&body, 1).await, MessageDisposition::Done);
     let record = w.store.get_job(&second.id).await.unwrap();
     assert_eq!(record.job.state, JobState::Failed, "{:#?}", record.job);
     let reason = &record.job.transitions.last().unwrap().reason;

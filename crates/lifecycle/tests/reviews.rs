@@ -7,7 +7,7 @@ mod common;
 use chrono::{Duration, Utc};
 use common::World;
 use sortie_core::{ChangeSummary, EnvPath, Job, JobRequest, JobState};
-use sortie_lifecycle::EventOutcome;
+use sortie_lifecycle::EventEffect;
 use sortie_store::{EnvironmentStore, JobStore, JobUpdate, RunnerStore};
 
 /// Sets the environment's settings from a JSON patch body (as the API applies them).
@@ -44,7 +44,7 @@ async fn submit(w: &World, env: &EnvPath, operation: &str, who: &str) -> Job {
 
 /// Dispatches the job's task, lets it report `summary`, and delivers its STOPPED event
 /// (exit code 0); the outcome of the event.
-async fn run_to_stop(w: &World, job: &Job, summary: ChangeSummary) -> EventOutcome {
+async fn run_to_stop(w: &World, job: &Job, summary: ChangeSummary) -> EventEffect {
     w.queued_ids().await;
     w.engine.dispatch(&World::body(&job.id), 1).await;
     let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
@@ -90,7 +90,7 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     let behind = submit(&w, &env, "plan", "bob").await;
     w.drain(&w.events_url).await;
     let out = run_to_stop(&w, &job, counts(2, 0, 0)).await;
-    assert_eq!(out, EventOutcome::Moved(JobState::AwaitingApproval));
+    assert_eq!(out, EventEffect::Moved(JobState::AwaitingApproval));
     let rec = w.store.get_job(&job.id).await.unwrap();
     let plan_phase = rec.plan_phase.clone().expect("the plan phase is kept");
     assert_eq!(plan_phase.summary, Some(counts(2, 0, 0)));
@@ -155,7 +155,7 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
     let job = submit(&w, &env, "destroy", "alice").await;
     assert_eq!(
         run_to_stop(&w, &job, counts(0, 0, 3)).await,
-        EventOutcome::Moved(JobState::AwaitingApproval)
+        EventEffect::Moved(JobState::AwaitingApproval)
     );
     let rec = w.store.get_job(&job.id).await.unwrap();
     let plan_task = rec.task.clone().unwrap();
@@ -199,11 +199,11 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
             ))
             .await
             .unwrap(),
-        EventOutcome::Ignored("already requeued")
+        EventEffect::Ignored("already requeued")
     );
     // The apply phase: a second launch attempt, which ends the job.
     let out = run_to_stop(&w, &job, counts(0, 0, 3)).await;
-    assert_eq!(out, EventOutcome::Moved(JobState::Succeeded));
+    assert_eq!(out, EventEffect::Moved(JobState::Succeeded));
     let done = w.store.get_job(&job.id).await.unwrap();
     assert_eq!(done.attempt, 2);
     assert_ne!(done.task.as_ref(), Some(&plan_task));
@@ -258,7 +258,7 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     let apply = submit(&w, &env, "apply", "alice").await;
     assert_eq!(
         run_to_stop(&w, &apply, counts(1, 0, 0)).await,
-        EventOutcome::Moved(JobState::Succeeded)
+        EventEffect::Moved(JobState::Succeeded)
     );
     let rec = w.store.get_environment(&env).await.unwrap().item;
     assert_eq!(rec.last_apply.unwrap().job_id, apply.id);
@@ -295,7 +295,7 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     };
     assert_eq!(
         run_to_stop(&w, &check, drifted).await,
-        EventOutcome::Moved(JobState::Succeeded)
+        EventEffect::Moved(JobState::Succeeded)
     );
     let rec = w.store.get_environment(&env).await.unwrap().item;
     let drift = rec.drift.clone().expect("the result is recorded");
@@ -347,13 +347,13 @@ async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_
     // The plan phase wrote nothing: it is requeued, keeping the lock.
     assert_eq!(
         w.engine.task_event(&spot).await.unwrap(),
-        EventOutcome::Moved(JobState::Queued)
+        EventEffect::Moved(JobState::Queued)
     );
     assert_eq!(w.store.get_job(&job.id).await.unwrap().spot_requeues, 1);
     // Its second plan attempt ends well; approved, the apply phase is interrupted too.
     assert_eq!(
         run_to_stop(&w, &job, counts(1, 0, 0)).await,
-        EventOutcome::Moved(JobState::AwaitingApproval)
+        EventEffect::Moved(JobState::AwaitingApproval)
     );
     let rec = w.store.get_job(&job.id).await.unwrap();
     w.engine
@@ -374,7 +374,7 @@ async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_
     let spot = World::event("ecs-task-spot-interruption.json", &job.id, task.as_str());
     assert_eq!(
         w.engine.task_event(&spot).await.unwrap(),
-        EventOutcome::Moved(JobState::Failed),
+        EventEffect::Moved(JobState::Failed),
         "an apply is never re-run blindly"
     );
 }
@@ -392,7 +392,7 @@ async fn a_successful_destroy_forgets_the_latest_apply_so_drift_checks_skip_unti
     let destroy = submit(&w, &env, "destroy", "alice").await;
     assert_eq!(
         run_to_stop(&w, &destroy, counts(0, 0, 1)).await,
-        EventOutcome::Moved(JobState::Succeeded)
+        EventEffect::Moved(JobState::Succeeded)
     );
     let rec = w.store.get_environment(&env).await.unwrap().item;
     assert!(rec.last_apply.is_none(), "destroyed: no latest apply");

@@ -10,7 +10,7 @@ use chrono::{Duration, Utc};
 use common::World;
 use sortie_core::sensitive::SensitiveValues;
 use sortie_core::{ChangeSummary, EnvPath, Job, JobId, JobRequest, JobState};
-use sortie_lifecycle::EventOutcome;
+use sortie_lifecycle::EventEffect;
 use sortie_store::{EnvironmentStore, JobStore, JobUpdate, RunnerStore};
 
 #[tokio::test]
@@ -62,7 +62,7 @@ async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
     let stopped = World::event("ecs-task-stopped-exit0.json", &job.id, task.as_str());
     assert_eq!(
         w.engine.task_event(&stopped).await.unwrap(),
-        EventOutcome::Moved(JobState::Succeeded)
+        EventEffect::Moved(JobState::Succeeded)
     );
     assert_eq!(*w.secrets.deleted.lock().unwrap(), vec![arn.clone()]);
     assert!(w.secrets.secrets.lock().unwrap().is_empty());

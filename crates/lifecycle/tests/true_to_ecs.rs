@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use common::World;
 use sortie_launch::{EcsLauncher, LaunchSpec, Launcher};
-use sortie_lifecycle::RecordOutcome;
+use sortie_lifecycle::MessageDisposition;
 use sortie_store::JobStore;
 
 const RUNNER_SECRET: &str =
@@ -102,7 +102,7 @@ async fn a_runner_with_8_gib_gets_8_gib_in_its_container_override() {
     let (job, _) = w.submit(&env, "apply", extra).await;
     assert_eq!(
         w.engine.dispatch(&World::body(&job.id), 1).await,
-        RecordOutcome::Done
+        MessageDisposition::Done
     );
     assert!(w.store.get_job(&job.id).await.unwrap().task.is_some());
     let run = w.proxy.requests_for("RunTask")[0].json().unwrap();
@@ -157,7 +157,7 @@ async fn a_cancel_by_a_400_character_subject_stops_the_task() {
     let subject = format!("https://issuer.example.com|{}", "é".repeat(190));
     assert!(subject.chars().count() > 200 && subject.len() > 400);
     let cancel = serde_json::json!({"job_id": job.id, "cancel_by": subject}).to_string();
-    assert_eq!(w.engine.dispatch(&cancel, 1).await, RecordOutcome::Done);
+    assert_eq!(w.engine.dispatch(&cancel, 1).await, MessageDisposition::Done);
     let stops = w.proxy.requests_for("StopTask");
     assert_eq!(stops.len(), 1);
     let reason = stops[0].json().unwrap()["reason"]

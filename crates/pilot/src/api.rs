@@ -1,4 +1,4 @@
-//! The runner's calls to the API, all with the job token: `GET /v1/jobs/{id}/spec`,
+//! The pilot's calls to the API, all with the job token: `GET /v1/jobs/{id}/spec`,
 //! `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads` (a presigned URL, then
 //! the bytes go straight to S3: [`ApiClient::send_upload`]) and
 //! `PUT /v1/jobs/{id}/upload-problems`, `PUT /v1/jobs/{id}/tool` (the tool and version
@@ -41,7 +41,7 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            // 0.5 + 1 + 2 + … + 32 s: a runner rides out about a minute of control-plane
+            // 0.5 + 1 + 2 + … + 32 s: a pilot rides out about a minute of control-plane
             // unavailability (a restart of `sortie dev`, an API deployment).
             attempts: 8,
             first_delay: Duration::from_millis(500),
@@ -50,7 +50,7 @@ impl Default for RetryPolicy {
     }
 }
 
-/// How the API took the runner's exit report.
+/// How the API took the pilot's exit report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitReported {
     /// Recorded (204 or another 2xx).
@@ -153,7 +153,7 @@ impl ApiClient {
         self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
     }
 
-    /// `PUT /v1/jobs/{id}/tool`: the tool and exact version this runner runs the job with.
+    /// `PUT /v1/jobs/{id}/tool`: the tool and exact version this pilot runs the job with.
     pub async fn report_tool(&self, used: &ToolUsed) -> Result<(), PilotError> {
         let path = self.path("tool");
         let body = serde_json::to_vec(used)
@@ -264,7 +264,7 @@ impl ApiClient {
             .map(|_| ())
     }
 
-    /// `POST /v1/jobs/{id}/events` with `exit`: the runner's last call, when the spec's
+    /// `POST /v1/jobs/{id}/events` with `exit`: the pilot's last call, when the spec's
     /// `report_exit` asks for it. A 409 (the job is not running yet) is not an error:
     /// [`ExitReported::Conflict`].
     pub async fn report_exit(&self, exit: &PilotExit) -> Result<ExitReported, PilotError> {

@@ -1,4 +1,4 @@
-//! The runner's environment: what the launcher (ECS RunTask, a Kubernetes Job
+//! The pilot's environment: what the launcher (ECS RunTask, a Kubernetes Job
 //! or the local launcher) tells it.
 //!
 //! | variable | required | meaning |
@@ -36,7 +36,7 @@ pub const GIT_CREDENTIALS: &str = "SORTIE_GIT_CREDENTIALS";
 /// `AWS_ENDPOINT_URL`.
 pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
 
-/// Variables the runner reads but never hands to terraform or git.
+/// Variables the pilot reads but never hands to terraform or git.
 pub const PRIVATE_VARS: &[&str] = &[JOB_TOKEN, GIT_CREDENTIALS];
 
 /// A secret value whose `Debug` never shows it.
@@ -61,7 +61,7 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Everything the runner reads from its environment.
+/// Everything the pilot reads from its environment.
 #[derive(Debug, Clone)]
 pub struct PilotEnv {
     /// The API's base URL, without a trailing `/`.

@@ -1,16 +1,16 @@
-//! The runner's one error type. Its `Display` is the one-line reason written
+//! The pilot's one error type. Its `Display` is the one-line reason written
 //! as the last line of a failed job's log (after `sortie-pilot: `).
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PilotError {
-    /// The runner's own environment is missing or malformed.
+    /// The pilot's own environment is missing or malformed.
     #[error("configuration error: {0}")]
     Config(String),
     /// The API could not be reached, or refused the request.
     #[error("{0}")]
     Api(String),
-    /// The job spec asks for something this runner cannot do (an apply phase without a
+    /// The job spec asks for something this pilot cannot do (an apply phase without a
     /// saved plan, a version it cannot read).
     #[error("{0}")]
     Spec(String),

@@ -1,7 +1,7 @@
-//! The runner's refusals that keep a job from emptying an environment by accident:
+//! The pilot's refusals that keep a job from emptying an environment by accident:
 //!
 //! - a configuration directory with no `.tf` (or `.tf.json`) file of its own is refused
-//!   whatever the operation (the backend file the runner writes does not count), as plain
+//!   whatever the operation (the backend file the pilot writes does not count), as plain
 //!   Terraform refuses "No configuration files";
 //! - a destroy from an implicit source (`source: {type: inline, implicit: true}`: the
 //!   CLI's `run` with no `--source`) is refused;
@@ -9,7 +9,7 @@
 //!   declares no resource (an empty configuration applied to a non-empty state), and, when
 //!   the source was implicit, when it destroys every resource the state holds.
 //!
-//! The decisions are plain functions of what the runner read: the file names and texts of
+//! The decisions are plain functions of what the pilot read: the file names and texts of
 //! the configuration, the plan's counts ([`crate::summary`]) and `state list`.
 
 use sortie_core::{ChangeSummary, Operation};
@@ -18,7 +18,7 @@ use sortie_core::protocol::pilot::JobSpec;
 use crate::backend::BACKEND_FILE;
 
 /// True for a file Terraform reads as configuration: `*.tf` or `*.tf.json`, other than the
-/// backend file the runner writes itself.
+/// backend file the pilot writes itself.
 pub fn is_config_file(name: &str) -> bool {
     name != BACKEND_FILE && (name.ends_with(".tf") || name.ends_with(".tf.json"))
 }
@@ -93,7 +93,7 @@ pub fn may_empty(plan: &ChangeSummary) -> bool {
     plan.destroy > 0 && plan.add == 0
 }
 
-/// What the runner knows after an apply's plan.
+/// What the pilot knows after an apply's plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanFacts {
     /// The job's operation.

@@ -34,7 +34,7 @@
 //!    `has_changes` for a drift check) and, after an apply, the outputs (sensitive values
 //!    redacted), and reports the summary to the API;
 //!    every upload goes through a URL the API presigns for this job ([`upload`]):
-//!    the runner holds no credentials for the control plane's bucket, and a failed
+//!    the pilot holds no credentials for the control plane's bucket, and a failed
 //!    upload is reported to the API (`upload_problems`), never a failed job;
 //! 7. exits 0 on success, 1 with a one-line reason as the log's last line on
 //!    failure ([`run()`]).

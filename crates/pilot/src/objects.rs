@@ -1,5 +1,5 @@
 //! Reading an `s3` source archive, behind one small trait: the real client (with the
-//! task's own role) and an in-memory twin. The runner never writes S3 with its role:
+//! task's own role) and an in-memory twin. The pilot never writes S3 with its role:
 //! its logs and artifacts go through presigned URLs ([`crate::upload`]).
 
 use std::collections::{BTreeMap, HashMap};

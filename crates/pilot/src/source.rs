@@ -2,7 +2,7 @@
 //! then the job's `files` and `terraform.tfvars.json`.
 //!
 //! Git credentials: a git source's `credentials_secret` is an ARN, which this
-//! runner does not resolve itself. Its value reaches the runner as
+//! pilot does not resolve itself. Its value reaches the pilot as
 //! `SORTIE_GIT_CREDENTIALS` (`token` or `username:token`), injected by the
 //! launcher from the secret (an ECS container secret, a Kubernetes secret).
 //! git then gets it through `GIT_ASKPASS`, a tiny script that echoes
@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::PilotError;
 
-/// The variables file the runner writes from the job's `variables`.
+/// The variables file the pilot writes from the job's `variables`.
 pub const TFVARS_FILE: &str = "terraform.tfvars.json";
 
 /// The `GIT_ASKPASS` helper: the username for a username prompt, the token otherwise.
@@ -82,7 +82,7 @@ pub fn write_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), P
 }
 
 /// The configuration files directly in `dir` ([`crate::guard::is_config_file`]: `*.tf` and
-/// `*.tf.json`, never the runner's backend file), by name, with their text (lossy UTF-8),
+/// `*.tf.json`, never the pilot's backend file), by name, with their text (lossy UTF-8),
 /// sorted by name. Files in subdirectories are not the configuration's own: they are
 /// modules, read only when the configuration calls them.
 pub fn own_config_files(dir: &Path) -> Result<Vec<(String, String)>, PilotError> {

@@ -1,7 +1,7 @@
 //! Uploads to the control plane's bucket, behind one small trait: through URLs the API
 //! presigns for this job ([`ApiUploader`]), or in memory for tests ([`MemoryUploads`]).
 //!
-//! The runner holds no AWS credentials for the control plane's bucket: it asks the API
+//! The pilot holds no AWS credentials for the control plane's bucket: it asks the API
 //! (with its job token) for a presigned PUT of one object of its own, then sends the
 //! bytes straight to S3, so a plan or a log chunk never passes through Lambda.
 

@@ -1,4 +1,4 @@
-//! Which Terraform or OpenTofu the runner drives, from `<bin> version`.
+//! Which Terraform or OpenTofu the pilot drives, from `<bin> version`.
 
 use std::fmt;
 
@@ -117,7 +117,7 @@ impl ToolVersion {
         (self.major, self.minor, self.patch)
     }
 
-    /// What the runner reports to the API (`PUT /v1/jobs/{id}/tool`).
+    /// What the pilot reports to the API (`PUT /v1/jobs/{id}/tool`).
     pub fn used(&self) -> ToolUsed {
         ToolUsed {
             tool: self.tool_name(),

@@ -32,7 +32,7 @@ use sortie_launch::{
     AwsRunnerChecker, ByRunnerType, EcsLauncher, LaunchSpec, Launcher, RunnerChecker, TaskStatus,
 };
 use sortie_lifecycle::{
-    EcsTaskStateChange, Engine, EventBridgeBus, EventOutcome, JobService, RecordOutcome,
+    EcsTaskStateChange, Engine, EventBridgeBus, EventEffect, JobService, MessageDisposition,
     SweepSettings,
 };
 use sortie_store::{DynamoStore, SqsJobQueue};
@@ -196,7 +196,7 @@ async fn dispatch_one(dispatch: &Engine, sqs: &aws_sdk_sqs::Client, queue_url: &
         .expect("the api sent the job");
     let outcome = dispatch.dispatch(message.body().unwrap(), 1).await;
     assert!(
-        matches!(outcome, RecordOutcome::Done),
+        matches!(outcome, MessageDisposition::Done),
         "dispatch: {outcome:?}"
     );
     sqs.delete_message()
@@ -498,7 +498,7 @@ async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
             .task_event(&event)
             .await
             .expect("task-events"),
-        EventOutcome::Moved(JobState::Succeeded)
+        EventEffect::Moved(JobState::Succeeded)
     );
 
     // The task runs the derived definition: registered by the launcher role, in its family.

@@ -123,7 +123,8 @@ impl Artifacts for MemoryArtifacts {
             method: "PUT".into(),
             headers: BTreeMap::from([("content-type".to_string(), content_type.to_string())]),
             expires_at: Utc::now()
-                + chrono::Duration::from_std(expires_in).unwrap_or_else(|_| chrono::Duration::days(7)),
+                + chrono::Duration::from_std(expires_in)
+                    .unwrap_or_else(|_| chrono::Duration::days(7)),
         })
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use sortie_agent::api::{ExitOutcome, Heartbeat, PoolApi};
+use sortie_agent::api::{ExitReply, Heartbeat, PoolApi};
 use sortie_agent::executor::{Executor, RunExit, RunHandle, Started};
 use sortie_agent::AgentError;
 use sortie_core::protocol::agent::{AgentAction, Claim, ClaimRequest, ExitAnswer, AgentExit, HeartbeatAnswer, HeartbeatRequest};
@@ -167,7 +167,7 @@ impl PoolApi for FakeApi {
             })))
     }
 
-    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitOutcome, AgentError> {
+    async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitReply, AgentError> {
         self.exit_calls
             .lock()
             .unwrap()
@@ -179,7 +179,7 @@ impl PoolApi for FakeApi {
             .lock()
             .unwrap()
             .push((job.clone(), report.clone()));
-        Ok(ExitOutcome::Recorded(ExitAnswer {
+        Ok(ExitReply::Recorded(ExitAnswer {
             state: JobState::Failed,
         }))
     }

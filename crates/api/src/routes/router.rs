@@ -26,7 +26,7 @@ pub(crate) fn build(state: AppState) -> axum::Router {
             .entry(template)
             .or_insert_with(|| (MethodRouter::new(), vec![]));
         // Each answer carries its route, so tests can find the operation it belongs to.
-        let (_, _, handler) = route.declaration();
+        let (_, handler) = route.declaration();
         let tagged = handler.layer(tower::util::MapResponseLayer::new(
             move |mut response: Response| {
                 response.extensions_mut().insert(route);

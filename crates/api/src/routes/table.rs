@@ -4,12 +4,15 @@
 //! the OpenAPI entry itself.
 //!
 //! [`route_table!`] turns `Variant => handler` lines into the [`Route`] enum,
-//! [`Route::ALL`] and each route's [`utoipa_axum::routes!`] (its schemas, its path item
-//! and its method router); nothing else names a route's method, path or credential.
+//! [`Route::ALL`] and each route's declaration: a one-path `#[derive(OpenApi)]` of the
+//! handler (its path item and the schemas it names, collected as utoipa collects them)
+//! and the handler on that path item's method. Nothing else names a route's method,
+//! path or credential.
 
 use std::sync::OnceLock;
 
 use axum::http::Method;
+use axum::routing::MethodFilter;
 use utoipa::openapi::path::{Operation, PathItem, Paths};
 use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;
@@ -35,13 +38,24 @@ macro_rules! route_table {
             /// read it.
             pub const ALL: &'static [Route] = &[$(Route::$variant,)*];
 
-            /// This route's schemas, its path item (one operation) and its handler on its
-            /// method, from the handler's `#[utoipa::path]`.
+            /// This route's OpenAPI document (its one path item and the schemas it
+            /// names) and its handler on its method, from the handler's
+            /// `#[utoipa::path]`.
             pub(crate) fn declaration(
                 self,
-            ) -> utoipa_axum::router::UtoipaMethodRouter<crate::AppState> {
+            ) -> (
+                utoipa::openapi::OpenApi,
+                axum::routing::MethodRouter<crate::AppState>,
+            ) {
                 match self {
-                    $(Route::$variant => utoipa_axum::routes!($handler),)*
+                    $(Route::$variant => {
+                        #[derive(utoipa::OpenApi)]
+                        #[openapi(paths($handler))]
+                        struct One;
+                        let doc = <One as utoipa::OpenApi>::openapi();
+                        let filter = table::method_filter(&doc.paths);
+                        (doc, axum::routing::on(filter, $handler))
+                    })*
                 }
             }
         }
@@ -121,6 +135,13 @@ impl Declared {
     }
 }
 
+/// The method of a route's one operation, for its handler.
+pub(super) fn method_filter(paths: &Paths) -> MethodFilter {
+    let method = Declared::of(paths).method;
+    MethodFilter::try_from(method.clone())
+        .unwrap_or_else(|_| panic!("{method}: not a method a route may have"))
+}
+
 /// The operations of a path item, with their methods.
 fn operations(item: &PathItem) -> Vec<(Method, &Operation)> {
     [
@@ -145,7 +166,7 @@ impl Route {
         let table = TABLE.get_or_init(|| {
             Route::ALL
                 .iter()
-                .map(|r| Declared::of(&r.declaration().1))
+                .map(|r| Declared::of(&r.declaration().0.paths))
                 .collect()
         });
         &table[self as usize]
@@ -195,9 +216,9 @@ pub(crate) fn documented() -> (Paths, Vec<(String, RefOr<Schema>)>) {
     let mut paths = Paths::new();
     let mut schemas = vec![];
     for route in Route::ALL {
-        let (s, p, _) = route.declaration();
-        paths.merge(p);
-        schemas.extend(s);
+        let (doc, _) = route.declaration();
+        paths.merge(doc.paths);
+        schemas.extend(doc.components.into_iter().flat_map(|c| c.schemas));
     }
     (paths, schemas)
 }

@@ -5,7 +5,7 @@ use super::*;
 
 impl Engine {
     /// Handles one jobs-queue message: launch the job, or stop it for a cancel.
-    pub async fn dispatch(&self, body: &str, receive_count: u32) -> RecordOutcome {
+    pub async fn dispatch(&self, body: &str, receive_count: u32) -> MessageDisposition {
         self.dispatch_at(body, receive_count, Utc::now()).await
     }
 
@@ -16,10 +16,10 @@ impl Engine {
         body: &str,
         receive_count: u32,
         now: DateTime<Utc>,
-    ) -> RecordOutcome {
+    ) -> MessageDisposition {
         let message: JobMessage = match serde_json::from_str(body) {
             Ok(m) => m,
-            Err(e) => return RecordOutcome::Poison(format!("unparsable message: {e}")),
+            Err(e) => return MessageDisposition::Poison(format!("unparsable message: {e}")),
         };
         let span = tracing::info_span!("job", job_id = %message.job_id);
         async {
@@ -32,8 +32,13 @@ impl Engine {
         .await
     }
 
-    async fn launch(&self, id: &JobId, receive_count: u32, now: DateTime<Utc>) -> RecordOutcome {
-        let retry = |reason: String| RecordOutcome::Retry {
+    async fn launch(
+        &self,
+        id: &JobId,
+        receive_count: u32,
+        now: DateTime<Utc>,
+    ) -> MessageDisposition {
+        let retry = |reason: String| MessageDisposition::Retry {
             delay_seconds: redelivery_delay_seconds(receive_count),
             reason,
         };
@@ -63,19 +68,19 @@ impl Engine {
                 info!(state = %actual, "already claimed; duplicate delivery");
                 if actual.is_terminal() {
                     return match self.ensure_released(id).await {
-                        Ok(()) => RecordOutcome::Done,
+                        Ok(()) => MessageDisposition::Done,
                         Err(e) => retry(e.to_string()),
                     };
                 }
-                return RecordOutcome::Done;
+                return MessageDisposition::Done;
             }
             Err(StoreError::NotFound { .. }) => {
-                return RecordOutcome::Poison(format!("job {id} does not exist"))
+                return MessageDisposition::Poison(format!("job {id} does not exist"))
             }
             // Its item cannot be read: the message can never succeed. The sweeper fails the
             // job and releases its environment.
             Err(e @ StoreError::Corrupt { .. }) => {
-                return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
+                return MessageDisposition::Poison(format!("job {id} is unreadable: {e}"))
             }
             Err(e) => return retry(e.to_string()),
         };
@@ -96,7 +101,7 @@ impl Engine {
         let seen = match launched {
             Ok(task) => {
                 self.record_launch(id, &task).await;
-                return RecordOutcome::Done;
+                return MessageDisposition::Done;
             }
             Err(LaunchError::Retryable(reason)) => {
                 warn!(%reason, attempt = claimed.attempt, "launch refused; retryable");
@@ -116,15 +121,20 @@ impl Engine {
         // An uncertain launch waits for the lookup by `startedBy` after the lease.
         let step = decide(&facts(&claimed), &seen, now, self.timing());
         match self.carry_out(&claimed, step, None).await {
-            Ok(_) => RecordOutcome::Done,
+            Ok(_) => MessageDisposition::Done,
             Err(e) => retry(e.to_string()),
         }
     }
 
     /// Offers an `agent` runner's claimed job to its agent pool, where an agent claims it
     /// ([`JobService::claim`]). A pool that does not exist (any more) fails the job, saying so.
-    async fn offer(&self, claimed: &JobRecord, pool: &str, receive_count: u32) -> RecordOutcome {
-        let retry = |reason: String| RecordOutcome::Retry {
+    async fn offer(
+        &self,
+        claimed: &JobRecord,
+        pool: &str,
+        receive_count: u32,
+    ) -> MessageDisposition {
+        let retry = |reason: String| MessageDisposition::Retry {
             delay_seconds: redelivery_delay_seconds(receive_count),
             reason,
         };
@@ -139,7 +149,7 @@ impl Engine {
                     ),
                 });
                 return match self.carry_out(claimed, step, None).await {
-                    Ok(_) => RecordOutcome::Done,
+                    Ok(_) => MessageDisposition::Done,
                     Err(e) => retry(e.to_string()),
                 };
             }
@@ -160,15 +170,15 @@ impl Engine {
         {
             Ok(_) => {
                 info!(%pool, attempt = claimed.attempt, "offered to the agent pool");
-                RecordOutcome::Done
+                MessageDisposition::Done
             }
             // Canceled or moved on meanwhile: nothing to offer.
-            Err(StoreError::StateConflict { .. }) => RecordOutcome::Done,
+            Err(StoreError::StateConflict { .. }) => MessageDisposition::Done,
             // Not offered: the sweeper finds it dispatching without a task after the lease and
             // requeues it (a new attempt, a new offer).
             Err(e) => {
                 warn!(error = %e, "offer not recorded; the sweeper will requeue the job");
-                RecordOutcome::Done
+                MessageDisposition::Done
             }
         }
     }
@@ -209,7 +219,7 @@ impl Engine {
     }
 
     /// Stops a launched job's task for a cancel; `task-events` then finishes it as `canceled`.
-    async fn cancel_launched(&self, id: &JobId, by: &str) -> RecordOutcome {
+    async fn cancel_launched(&self, id: &JobId, by: &str) -> MessageDisposition {
         let marked = match self
             .jobs
             .store
@@ -224,15 +234,15 @@ impl Engine {
             .await
         {
             Ok(r) => r,
-            Err(StoreError::StateConflict { .. }) => return RecordOutcome::Done,
+            Err(StoreError::StateConflict { .. }) => return MessageDisposition::Done,
             Err(StoreError::NotFound { .. }) => {
-                return RecordOutcome::Poison(format!("job {id} does not exist"))
+                return MessageDisposition::Poison(format!("job {id} does not exist"))
             }
             Err(e @ StoreError::Corrupt { .. }) => {
-                return RecordOutcome::Poison(format!("job {id} is unreadable: {e}"))
+                return MessageDisposition::Poison(format!("job {id} is unreadable: {e}"))
             }
             Err(e) => {
-                return RecordOutcome::Retry {
+                return MessageDisposition::Retry {
                     delay_seconds: 2,
                     reason: e.to_string(),
                 }
@@ -244,21 +254,21 @@ impl Engine {
             if marked.offered_to.is_some() {
                 let step = decide(&facts(&marked), &Seen::Nothing, Utc::now(), self.timing());
                 return match self.carry_out(&marked, step, None).await {
-                    Ok(_) => RecordOutcome::Done,
-                    Err(e) => RecordOutcome::Retry {
+                    Ok(_) => MessageDisposition::Done,
+                    Err(e) => MessageDisposition::Retry {
                         delay_seconds: 2,
                         reason: e.to_string(),
                     },
                 };
             }
             // Still launching: the dispatcher stops the task once it records it.
-            return RecordOutcome::Done;
+            return MessageDisposition::Done;
         };
         match self
             .stop_task(&marked, task, &format!("{CANCELED_BY}{by}"))
             .await
         {
-            Ok(()) => RecordOutcome::Done,
+            Ok(()) => MessageDisposition::Done,
             Err(LaunchError::Fatal(reason)) => {
                 warn!(%reason, "stop for cancel refused for good");
                 let step = decide(
@@ -268,15 +278,15 @@ impl Engine {
                     self.timing(),
                 );
                 match self.carry_out(&marked, step, None).await {
-                    Ok(_) => RecordOutcome::Done,
-                    Err(e) => RecordOutcome::Retry {
+                    Ok(_) => MessageDisposition::Done,
+                    Err(e) => MessageDisposition::Retry {
                         delay_seconds: 2,
                         reason: e.to_string(),
                     },
                 }
             }
             // Until the task is seen stopped, every sweep stops it again.
-            Err(e) => RecordOutcome::Retry {
+            Err(e) => MessageDisposition::Retry {
                 delay_seconds: 2,
                 reason: e.to_string(),
             },

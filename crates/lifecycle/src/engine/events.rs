@@ -11,10 +11,10 @@ impl Engine {
         &self,
         from: Option<&str>,
         change: &EcsTaskStateChange,
-    ) -> Result<EventOutcome, LifecycleError> {
+    ) -> Result<EventEffect, LifecycleError> {
         if !sortie_core::arn::same_account(from, &change.cluster_arn) {
             warn!(account = from.unwrap_or_default(), cluster = %change.cluster_arn, "refused a task event whose cluster is in another account");
-            return Ok(EventOutcome::Ignored(
+            return Ok(EventEffect::Ignored(
                 "the event's account is not its cluster's",
             ));
         }
@@ -25,14 +25,14 @@ impl Engine {
     pub async fn task_event(
         &self,
         change: &EcsTaskStateChange,
-    ) -> Result<EventOutcome, LifecycleError> {
+    ) -> Result<EventEffect, LifecycleError> {
         let Some(id) = change
             .started_by
             .as_deref()
             .and_then(job_id_of)
             .map(JobId::from)
         else {
-            return Ok(EventOutcome::Ignored("not a task Sortie started"));
+            return Ok(EventEffect::Ignored("not a task Sortie started"));
         };
         let id = &id;
         let task = TaskRef::new(change.task_arn.clone());
@@ -41,11 +41,11 @@ impl Engine {
             let record = match self.jobs.store.get_job(id).await {
                 Ok(r) => r,
                 Err(StoreError::NotFound { .. }) => {
-                    return Ok(EventOutcome::Ignored("unknown job"))
+                    return Ok(EventEffect::Ignored("unknown job"))
                 }
                 Err(e @ StoreError::Corrupt { .. }) => {
                     warn!(error = %e, "task event for an unreadable job; the sweeper fails it");
-                    return Ok(EventOutcome::Ignored("unreadable job"));
+                    return Ok(EventEffect::Ignored("unreadable job"));
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -54,11 +54,11 @@ impl Engine {
             {
                 if let Err(why) = runner.owns_cluster(&change.cluster_arn) {
                     warn!(task = %task, cluster = %change.cluster_arn, %why, "refused a task event from outside the job's runner");
-                    return Ok(EventOutcome::Ignored("not from the job's runner"));
+                    return Ok(EventEffect::Ignored("not from the job's runner"));
                 }
             }
             if record.task.as_ref().is_some_and(|known| *known != task) {
-                return Ok(EventOutcome::Ignored(
+                return Ok(EventEffect::Ignored(
                     "an event of an earlier task of this job",
                 ));
             }
@@ -73,9 +73,9 @@ impl Engine {
                             .adopt(id, &task, &format!("task {task} running"), true)
                             .await
                         {
-                            Ok(_) => Ok(EventOutcome::Moved(JobState::Running)),
+                            Ok(_) => Ok(EventEffect::Moved(JobState::Running)),
                             Err(StoreError::StateConflict { .. }) => {
-                                Ok(EventOutcome::Ignored("already moved on"))
+                                Ok(EventEffect::Ignored("already moved on"))
                             }
                             Err(e) => Err(e.into()),
                         }
@@ -89,11 +89,11 @@ impl Engine {
                             },
                         )
                         .await?;
-                        Ok(EventOutcome::Ignored("start recorded"))
+                        Ok(EventEffect::Ignored("start recorded"))
                     }
-                    _ => Ok(EventOutcome::Ignored("out of order or duplicate")),
+                    _ => Ok(EventEffect::Ignored("out of order or duplicate")),
                 },
-                _ => Ok(EventOutcome::Ignored("intermediate status")),
+                _ => Ok(EventEffect::Ignored("intermediate status")),
             }
         }
         .instrument(span)
@@ -107,14 +107,14 @@ impl Engine {
         record: JobRecord,
         stop: TaskStop,
         task: &TaskRef,
-    ) -> Result<EventOutcome, LifecycleError> {
+    ) -> Result<EventEffect, LifecycleError> {
         if record.job.state.is_terminal() {
             // A duplicate STOPPED: harmless, but make sure the lock was released.
             self.release_and_next(&record).await?;
-            return Ok(EventOutcome::Ignored("already finished"));
+            return Ok(EventEffect::Ignored("already finished"));
         }
         if record.job.state == JobState::Queued {
-            return Ok(EventOutcome::Ignored("already requeued"));
+            return Ok(EventEffect::Ignored("already requeued"));
         }
         let step = decide(
             &facts(&record),
@@ -123,8 +123,8 @@ impl Engine {
             self.timing(),
         );
         Ok(match self.carry_out(&record, step, Some(task)).await? {
-            Some(state) => EventOutcome::Moved(state),
-            None => EventOutcome::Ignored("already moved on"),
+            Some(state) => EventEffect::Moved(state),
+            None => EventEffect::Ignored("already moved on"),
         })
     }
 }
@@ -150,13 +150,13 @@ mod tests {
                 .task_event_from(Some("999999999999"), &change)
                 .await
                 .unwrap(),
-            EventOutcome::Ignored("the event's account is not its cluster's")
+            EventEffect::Ignored("the event's account is not its cluster's")
         );
         // The same event from its own account (or with no envelope) goes on to the job.
         for from in [Some("123456789012"), None] {
             assert_eq!(
                 engine.task_event_from(from, &change).await.unwrap(),
-                EventOutcome::Ignored("unknown job")
+                EventEffect::Ignored("unknown job")
             );
         }
     }

@@ -1,7 +1,7 @@
 //! The engine: dispatch, the end of a task, cancel and the sweep.
 //!
 //! - [`dispatch`](Engine::dispatch) (`dispatch.rs`) claims a job and launches (or offers)
-//!   it; a retryable refusal is retried after a backoff (`retry.rs`).
+//!   it; a refused launch follows the one retry policy (`retry.rs`).
 //! - [`task_event`](Engine::task_event) (`events.rs`) turns a task's state change into a
 //!   decided step.
 //! - `steps.rs` carries out a decided step ([`sortie_core::decision::Step`]); an end goes
@@ -34,12 +34,13 @@ pub use sweep_pass::{SweepReport, SweepResume, SweepSettings};
 
 /// What to do with one queue message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordOutcome {
+pub enum MessageDisposition {
     /// Handled (or a harmless duplicate): delete the message.
     Done,
     /// Try again after `delay_seconds` (a batch item failure with a longer visibility timeout).
     Retry {
-        /// Backoff before the next delivery.
+        /// The delay before the next delivery ([`redelivery_delay_seconds`]; a launch's
+        /// backoff when its requeue could not be sent).
         delay_seconds: i32,
         /// Why.
         reason: String,
@@ -50,7 +51,7 @@ pub enum RecordOutcome {
 
 /// What a task event did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EventOutcome {
+pub enum EventEffect {
     /// The job moved to this state.
     Moved(JobState),
     /// Nothing to do: an unknown task, a duplicate, an out-of-order or intermediate event.

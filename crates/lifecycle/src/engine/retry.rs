@@ -18,10 +18,10 @@ impl Engine {
         retryable: bool,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> RecordOutcome {
+    ) -> MessageDisposition {
         use sortie_core::retry::{after_launch_refusal, LaunchRetry, LAUNCH_RETRY_PREFIX};
         let id = &claimed.job.id;
-        let backoff = |e: String| RecordOutcome::Retry {
+        let backoff = |e: String| MessageDisposition::Retry {
             delay_seconds: redelivery_delay_seconds(claimed.attempt),
             reason: e,
         };
@@ -34,7 +34,7 @@ impl Engine {
                     reason,
                 });
                 return match self.carry_out(claimed, step, None).await {
-                    Ok(_) => RecordOutcome::Done,
+                    Ok(_) => MessageDisposition::Done,
                     Err(e) => backoff(e.to_string()),
                 };
             }
@@ -59,7 +59,7 @@ impl Engine {
         {
             Ok(_) => {}
             // Canceled (or moved on) meanwhile: nothing to retry.
-            Err(StoreError::StateConflict { .. }) => return RecordOutcome::Done,
+            Err(StoreError::StateConflict { .. }) => return MessageDisposition::Done,
             Err(e) => return backoff(e.to_string()),
         }
         let delay = i32::try_from(delay).unwrap_or(i32::MAX);
@@ -69,10 +69,10 @@ impl Engine {
             "requeued; launch retried after the backoff"
         );
         match self.jobs.queue.send(id, delay).await {
-            Ok(()) => RecordOutcome::Done,
+            Ok(()) => MessageDisposition::Done,
             // Not sent: the current message carries the next attempt instead, after the same
             // delay (and the sweeper re-sends it should that be lost too).
-            Err(e) => RecordOutcome::Retry {
+            Err(e) => MessageDisposition::Retry {
                 delay_seconds: delay,
                 reason: format!("requeue send failed: {e}"),
             },

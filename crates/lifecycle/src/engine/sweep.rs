@@ -437,7 +437,9 @@ impl Engine {
                             self.settings.agent_stop_grace,
                         ) {
                             sortie_core::agent_pool::AgentStatus::Running => Seen::Running,
-                            sortie_core::agent_pool::AgentStatus::Stopped(stop) => Seen::Stopped(stop),
+                            sortie_core::agent_pool::AgentStatus::Stopped(stop) => {
+                                Seen::Stopped(stop)
+                            }
                         };
                         continue;
                     }

@@ -35,8 +35,12 @@ impl Default for SweepSettings {
             batch: 100,
             // The sweeper ticks every minute and may run for 120 s.
             active_budget: Duration::seconds(40),
-            agent_silence: Duration::seconds(sortie_core::agent_pool::DEFAULT_AGENT_SILENCE_SECONDS),
-            agent_stop_grace: Duration::seconds(sortie_core::agent_pool::DEFAULT_STOP_GRACE_SECONDS),
+            agent_silence: Duration::seconds(
+                sortie_core::agent_pool::DEFAULT_AGENT_SILENCE_SECONDS,
+            ),
+            agent_stop_grace: Duration::seconds(
+                sortie_core::agent_pool::DEFAULT_STOP_GRACE_SECONDS,
+            ),
         }
     }
 }

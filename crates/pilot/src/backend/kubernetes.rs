@@ -99,6 +99,8 @@ pub(super) fn kubernetes_setup(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::backend_setup;
+    use crate::backend::tests::{storage, URL};
 
     fn env() -> EnvPath {
         EnvPath::parse("acme/payments/prod").unwrap()

@@ -11,7 +11,7 @@
 //! the storage asks for it *and* the version has it (Terraform/OpenTofu 1.10+;
 //! an older version gets a note in the log instead).
 //!
-//! With an endpoint override (the storage's `endpoint`, else the runner's
+//! With an endpoint override (the storage's `endpoint`, else the pilot's
 //! `AWS_ENDPOINT_URL`), for a local AWS:
 //!
 //! | version | options |
@@ -45,7 +45,7 @@ pub use kubernetes::{
     check_storage_version, kubernetes_secret_suffix, KUBERNETES_SECRET_SUFFIX_MAX,
 };
 
-/// The file the runner writes next to the configuration.
+/// The file the pilot writes next to the configuration.
 pub const BACKEND_FILE: &str = "sortie_backend.tf";
 
 /// What to write and pass to `init` for a state storage.
@@ -126,7 +126,7 @@ pub fn s3_backend_options(
 /// The backend file and `init` arguments for `storage`.
 ///
 /// `state_key` is the spec's key for `s3` storage (computed from the storage
-/// and environment when absent); `endpoint` is the runner's `AWS_ENDPOINT_URL`,
+/// and environment when absent); `endpoint` is the pilot's `AWS_ENDPOINT_URL`,
 /// used when the storage names no endpoint of its own.
 pub fn backend_setup(
     version: &ToolVersion,
@@ -215,7 +215,7 @@ pub fn hcl_string(value: &str) -> String {
 mod tests {
     use super::*;
 
-    fn storage() -> S3Storage {
+    pub(super) fn storage() -> S3Storage {
         S3Storage {
             bucket: "state".into(),
             key_prefix: "tf/".into(),
@@ -241,7 +241,7 @@ mod tests {
             .map(|(_, v)| v.as_str())
     }
 
-    const URL: &str = "http://127.0.0.1:5000";
+    pub(super) const URL: &str = "http://127.0.0.1:5000";
 
     #[test]
     fn terraform_0_11_with_a_local_endpoint_gets_every_legacy_skip() {

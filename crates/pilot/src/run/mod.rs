@@ -137,7 +137,7 @@ where
         .map_err(|e| PilotError::Tool(format!("a worker thread failed: {e}")))?
 }
 
-/// The job's directory: removed at the end when the runner made it up itself.
+/// The job's directory: removed at the end when the pilot made it up itself.
 struct WorkDir {
     path: PathBuf,
     remove: bool,
@@ -192,7 +192,7 @@ async fn execute(
     let saved_plan_url = saved_plan_url(spec)?;
     let request = ToolRequest::new(spec.tool, spec.version.as_deref())?;
 
-    // The tool and its version: the one the spec asks for, else the runner's default.
+    // The tool and its version: the one the spec asks for, else the pilot's default.
     let choice = {
         let path_var = std::env::var_os("PATH");
         let (explicit, tools_dir, tf_env) =
@@ -229,7 +229,7 @@ async fn execute(
     let source_path = fetch_source(env, spec, sink, objects, &work.path, &root).await?;
     let dir = source::config_dir(&root, &source_path)?;
     source::write_files(&dir, &spec.files)?;
-    // The configuration's own files, before the runner adds its backend file.
+    // The configuration's own files, before the pilot adds its backend file.
     let own_config = source::own_config_files(&dir)?;
     if own_config.is_empty() {
         return Err(PilotError::Refused(guard::no_config_reason(&source_path)));
@@ -391,7 +391,7 @@ fn saved_plan_url(spec: &JobSpec) -> Result<Option<&str>, PilotError> {
 }
 
 /// Reports the tool and version to the API. Best effort: a failure is a warning, in the
-/// runner's own log and the job's, and never fails the job.
+/// pilot's own log and the job's, and never fails the job.
 async fn report_tool(api: &ApiClient, sink: &LogSink, version: &ToolVersion) {
     let used = version.used();
     match api.report_tool(&used).await {

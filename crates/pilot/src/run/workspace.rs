@@ -35,7 +35,7 @@ pub(super) fn secret_names(
 }
 
 /// The storage with a relative `local` directory made absolute (terraform runs
-/// in the configuration directory, not where the runner started).
+/// in the configuration directory, not where the pilot started).
 pub(super) fn absolute_storage(
     storage: &StateStorageConfiguration,
 ) -> Result<StateStorageConfiguration, PilotError> {

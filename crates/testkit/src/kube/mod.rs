@@ -45,7 +45,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -62,8 +62,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-use rules::*;
-use server::{lock, new_ca, serve, server_tls};
+use server::{common_name, lock, new_ca, serve, server_tls};
 use state::{Failure, State};
 
 /// The prefix of the bearer token `aws eks get-token` makes (and Sortie sends).

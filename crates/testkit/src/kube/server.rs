@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -19,7 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::rules::{failure, parse_query};
+use super::rules::parse_query;
 use super::state::State;
 use super::KubeRequest;
 

@@ -5,7 +5,6 @@ use serde_json::{json, Value};
 use super::rules::*;
 use super::state::State;
 use super::*;
-use super::*;
 
 const TOKEN: &str = "Bearer k8s-aws-v1.abc";
 

@@ -5,9 +5,9 @@ use super::*;
 
 /// A running function binary; killed (and reaped) on drop.
 pub struct FunctionProcess {
-    child: Child,
-    log_path: PathBuf,
-    name: String,
+    pub(super) child: Child,
+    pub(super) log_path: PathBuf,
+    pub(super) name: String,
 }
 
 impl FunctionProcess {
