@@ -1,4 +1,4 @@
-//! Sortie's HTTP API v1: one axum [`router`] over the [`Store`](sortie_store::Store)
+//! Sortie's HTTP API v1: one axum [`router`] over the [`Store`]
 //! and the jobs queue, served by the `api` Lambda behind API Gateway and by
 //! `sortie dev` on a local port.
 //!

@@ -69,9 +69,9 @@ impl Modify for SecuritySchemes {
 }
 
 /// The OpenAPI document as JSON: utoipa's, with the group and environment path
-/// parameters described in one place ([`describe_nested_paths`]), the `links` that
-/// chain each create to what it made ([`add_links`]), and its unions written so that
-/// code generators read them ([`distribute_all_of_over_one_of`], [`name_union_members`]).
+/// parameters described in one place (`describe_nested_paths`), the `links` that
+/// chain each create to what it made (`add_links`), and its unions written so that
+/// code generators read them (`distribute_all_of_over_one_of`, `name_union_members`).
 pub fn openapi() -> serde_json::Value {
     let mut api = ApiDoc::openapi();
     // Each route's path item and schemas, from its handler's one `#[utoipa::path]`.
@@ -90,8 +90,51 @@ pub fn openapi() -> serde_json::Value {
     {
         distribute_all_of_over_one_of(schemas);
         name_union_members(schemas);
+        for schema in schemas.values_mut() {
+            plain_doc_links(schema);
+        }
     }
     doc
+}
+
+/// Writes each rustdoc link in a schema's descriptions (`` [`crate::job::JobPhase::Apply`] ``,
+/// from a core type's doc comment) as the code it names (`` `Apply` ``): a reader of the
+/// API has no crate to follow it into.
+fn plain_doc_links(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                match v {
+                    serde_json::Value::String(text) if key == "description" => {
+                        *text = unlinked(text);
+                    }
+                    _ => plain_doc_links(v),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(plain_doc_links),
+        _ => {}
+    }
+}
+
+/// `text` with each `` [`a::b::C`] `` written `` `C` ``.
+fn unlinked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("[`") {
+        let Some(len) = rest[start + 2..].find("`]") else {
+            break;
+        };
+        let path = &rest[start + 2..start + 2 + len];
+        let name = path.rsplit("::").next().unwrap_or(path);
+        out.push_str(&rest[..start]);
+        out.push('`');
+        out.push_str(name);
+        out.push('`');
+        rest = &rest[start + 2 + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The component a local `$ref` names, or the schema itself.

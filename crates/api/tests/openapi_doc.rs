@@ -251,3 +251,33 @@ fn every_operation_declares_its_parameters_and_security() {
     .to_string()
     .contains("boolean"));
 }
+
+/// The schemas' descriptions come from the real types' rustdoc: a link into the code
+/// (`` [`crate::job::JobPhase`] ``) is written as plain code, never served as is.
+#[test]
+fn no_description_links_into_the_code() {
+    fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    match x {
+                        Value::String(t) if k == "description" && t.contains("[`") => {
+                            out.push(format!("{at}: {t}"))
+                        }
+                        _ => walk(x, &format!("{at}/{k}"), out),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    walk(x, &format!("{at}/{i}"), out)
+                }
+            }
+            _ => {}
+        }
+    }
+    let doc = doc();
+    let mut found = vec![];
+    walk(&doc["components"], "components", &mut found);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

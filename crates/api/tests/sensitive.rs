@@ -8,7 +8,6 @@ mod common;
 
 use common::{seed_org, Api};
 use serde_json::{json, Value};
-use sortie_launch::JobSecrets;
 
 async fn submit(api: &Api, body: Value) -> common::Reply {
     api.as_admin(
@@ -39,7 +38,6 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
 
     // The record holds the secret's ARN, named for the job; the secret holds the value.
     let record = {
-        use sortie_store::JobStore;
         api.store
             .get_job(&sortie_core::JobId::from(id.as_str()))
             .await
@@ -150,7 +148,6 @@ async fn a_canceled_job_s_secrets_are_deleted() {
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["id"].as_str().unwrap().to_string();
     let arn = {
-        use sortie_store::JobStore;
         api.store
             .get_job(&sortie_core::JobId::from(id.as_str()))
             .await

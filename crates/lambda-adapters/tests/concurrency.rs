@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -71,7 +71,6 @@ fn record(id: &str, body: &str) -> SqsMessage {
 
 #[tokio::test]
 async fn a_batch_launches_its_records_concurrently_and_reports_exactly_the_failed_ones() {
-    let store = Arc::new(MemoryStore::new());
     let launcher = Arc::new(GatedLauncher::default());
     let world = World::fast_with(|setup| setup.parts.launcher = launcher.clone());
     let store = world.fakes().store.clone();

@@ -171,7 +171,7 @@ mod tests {
 
     use sortie_core::sensitive::SensitiveValues;
     use sortie_core::{JobRequest, JobState, Operation, RunnerId};
-    use sortie_store::{JobStore, RunnerStore};
+    use sortie_store::JobStore;
 
     use super::*;
     use crate::testing::{World, RUNNER};
@@ -234,15 +234,13 @@ mod tests {
     #[tokio::test]
     async fn a_deleted_runner_is_named() {
         let w = World::new().await;
-        let env = w.environment("acme/payments/prod").await;
-        w.store
-            .delete_runner(&RunnerId::parse(RUNNER).unwrap(), None)
-            .await
-            .unwrap();
+        let mut env = w.environment("acme/payments/prod").await;
+        // A runner deleted since the environment was linked to it.
+        env.runner.runner_id = RunnerId::parse("acme/gone").unwrap();
         let order = JobOrder::submit(request("plan"), SensitiveValues::default(), "alice", None);
         let e = w.jobs.submit_for(&env, order).await.unwrap_err();
         assert!(matches!(e, SubmitError::RunnerMissing { .. }), "{e:?}");
-        assert_eq!(e.to_string(), "environment `acme/payments/prod` is linked to runner `acme/fargate`, which no longer exists; refresh its runner");
+        assert_eq!(e.to_string(), "environment `acme/payments/prod` is linked to runner `acme/gone`, which no longer exists; refresh its runner");
         assert!(w.sent().is_empty());
     }
 }

@@ -245,8 +245,8 @@ mod tests {
         sink.flush_to(&store).await.unwrap();
         sink.write(b"Apply complete!\n");
         sink.flush_to(&store).await.unwrap();
-        assert_eq!(names(&store), ["000000001234", "000000001261"]);
-        assert_eq!(sink.shipped_up_to(), 1261 + 16);
+        assert_eq!(names(&store), ["000000001234", "000000001260"]);
+        assert_eq!(sink.shipped_up_to(), 1260 + 16);
         assert_eq!(
             joined(&store),
             "sortie-pilot: apply phase\nApply complete!\n"

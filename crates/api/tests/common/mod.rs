@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use sortie_api::{router, VerifiedClaims};
 use sortie_core::{Grantee, GroupPath, Membership, Role};
 use sortie_launch::JobSecrets;
-use sortie_store::{Artifacts, DynamoStore, JobQueue, MembershipRecord, MembershipStore, Store};
+use sortie_store::{Artifacts, DynamoStore, JobQueue, MembershipRecord, Store};
 use sortie_testkit::world::World;
 use sortie_testkit::Aws;
 use tower::ServiceExt;
@@ -188,7 +188,6 @@ impl Api {
     /// Launches a job as dispatch would: claimed, running, with a token.
     pub async fn launch(&self, job_id: &str, token: &str) {
         use sortie_core::JobState;
-        use sortie_store::JobStore;
         let job_id = &sortie_core::JobId::from(job_id);
         let now = chrono::Utc::now();
         self.store

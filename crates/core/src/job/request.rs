@@ -122,9 +122,11 @@ pub struct JobRequest {
     /// Secret references (ARNs) by environment variable name.
     #[serde(default)]
     pub secret_refs: BTreeMap<String, String>,
-    /// Sensitive Terraform variables: each name with the ARN of the Secrets Manager secret
-    /// that holds its value for the job's life ([`crate::sensitive`]). Never a value; set
-    /// by the API at submit, never by a client.
+    /// Sensitive Terraform variables. A client submits each value by name; the API keeps it
+    /// in Secrets Manager for the job's life, the pilot gives it to terraform as
+    /// `TF_VAR_<name>`, and it is never stored in the job, logged or returned. The stored
+    /// job holds each name with its secret's ARN ([`crate::sensitive`]); the API shows each
+    /// name with `(sensitive)`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, String>, format = Password, write_only))]
     pub sensitive_variables: BTreeMap<String, String>,
