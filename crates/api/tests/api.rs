@@ -10,7 +10,7 @@ use common::{local_runner, seed_org, Api};
 use serde_json::json;
 use sortie_api::Route;
 use sortie_core::Role;
-use sortie_store::{JobQueue, JobStore, StoreError};
+use sortie_store::{JobQueue, StoreError};
 
 #[tokio::test]
 async fn runner_crud_with_etags_inherited_and_shared_marks() {

@@ -94,7 +94,10 @@ async fn a_failed_create_leaves_no_secret_behind() {
         ..Default::default()
     };
     let failing = std::sync::Arc::new(failing);
-    w.engine.jobs.secrets = failing.clone();
+    std::sync::Arc::get_mut(&mut w.engine)
+        .expect("the world's only engine")
+        .jobs
+        .secrets = failing.clone();
     let values = SensitiveValues::new(BTreeMap::from([
         ("a".to_string(), "1".to_string()),
         ("b".to_string(), "2".to_string()),
