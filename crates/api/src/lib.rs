@@ -84,6 +84,11 @@ impl AppState {
         sortie_lifecycle::AgentPools::new(self.store.clone())
     }
 
+    /// The rule service over this state's store.
+    pub fn rules(&self) -> sortie_lifecycle::Rules {
+        sortie_lifecycle::Rules::new(self.store.clone())
+    }
+
     /// The environment service over this state's store and rule cache.
     pub fn environments(&self) -> sortie_lifecycle::Environments {
         sortie_lifecycle::Environments::new(self.store.clone(), self.rule_indexes.clone())

@@ -7,8 +7,12 @@
 //! - with a data dir (`--data-dir`, default `.sortie-dev`): its port, tokens and world kept
 //!   across restarts ([`snapshot`], [`data_dir`]).
 
+mod agent;
 mod data_dir;
+mod events;
+mod gate;
 mod snapshot;
+mod status;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,11 +33,10 @@ use sortie_store::SqsJobQueue;
 use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
 
-/// Jobs-queue pollers running at once (Lambda's SQS event source mapping starts with 5).
-const POLLERS: usize = 4;
-
-/// Local task events handled at once.
-const EVENTS_IN_FLIGHT: usize = 32;
+use self::agent::{agent_exited_message, start_agent};
+use self::events::{local_task_event, poll_once, resend_queued, EVENTS_IN_FLIGHT};
+use self::gate::dev_token_gate;
+use self::status::status;
 
 /// Options of `sortie dev`.
 #[derive(clap::Args, Debug, Clone)]
@@ -122,82 +125,6 @@ pub fn init_logs(args: &DevArgs) {
     sortie_telemetry::init_with_format(format, std::io::stderr);
 }
 
-/// The issuer of `sortie dev`'s named users.
-pub const DEV_USER_ISSUER: &str = "sortie:local-dev-user";
-
-/// Creates an agent pool in `group` with one token (or takes the data dir's pool of that
-/// group again, when it is still in the store), and starts `sortie-agent` (next to this
-/// binary) pulling its jobs, with the token in a file of the data dir.
-async fn start_agent(
-    store: &dyn sortie_store::AgentPoolStore,
-    group: &str,
-    url: &str,
-    args: &DevArgs,
-    saved: Option<&data_dir::SavedAgent>,
-) -> anyhow::Result<(data_dir::SavedAgent, tokio::process::Child)> {
-    use sortie_core::agent_pool::{AgentPool, POOL_ID_PREFIX};
-    let kept = match saved.filter(|a| a.group == group) {
-        Some(a) if store.get_pool(&a.pool).await.is_ok() => Some(a.clone()),
-        _ => None,
-    };
-    let (id, token) = match kept {
-        Some(a) => (a.pool, a.token),
-        None => {
-            let group = sortie_core::GroupPath::parse(group)
-                .map_err(|e| anyhow::anyhow!("--agent: {e}"))?;
-            let id = format!("{POOL_ID_PREFIX}{}", sortie_core::tokens::new_id());
-            let by = sortie_core::Principal::local_dev().subject;
-            let (token, stored) = sortie_store::PoolToken::mint(&id, &by);
-            let record = sortie_store::AgentPoolRecord {
-                pool: AgentPool {
-                    id: id.clone(),
-                    group,
-                    name: "dev-agents".into(),
-                    description: "the agent `sortie dev --agent` starts".into(),
-                    oidc: None,
-                },
-                tokens: vec![stored],
-                created_at: chrono::Utc::now(),
-                created_by: by,
-                last_claim_at: None,
-            };
-            store
-                .create_pool(&record)
-                .await
-                .context("creating the agent pool")?;
-            (id, token)
-        }
-    };
-    std::fs::create_dir_all(&args.data_dir)?;
-    let token_file = args.data_dir.join("agent-token");
-    data_dir::write_private(&token_file, token.as_bytes())?;
-    let exe = std::env::current_exe()?;
-    let binary = exe.with_file_name("sortie-agent");
-    let log = std::fs::File::create(args.data_dir.join("agent.log"))?;
-    let mut command = tokio::process::Command::new(&binary);
-    command
-        .args(["--api-url", url, "--pool", &id, "--name", "dev-agent"])
-        .arg("--token-file")
-        .arg(&token_file)
-        .arg("--work-dir")
-        .arg(args.data_dir.join("agent"))
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    if let Some(runner) = &args.runner {
-        command.arg("--runner-binary").arg(runner);
-    }
-    let child = command
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
-    let saved = data_dir::SavedAgent {
-        group: group.to_string(),
-        pool: id,
-        token,
-    };
-    Ok((saved, child))
-}
-
 /// Runs the local control plane until Ctrl-C or SIGTERM (or, for `dev status`, prints the
 /// data dir's `env` and whether it runs).
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
@@ -216,7 +143,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the data dir {}", dir.display()))?;
     // The port and tokens of the last run, and a token for each new user.
-    let mut saved = data_dir::load(&dir)?.settle(&args.users, || sortie_core::tokens::random_hex(16));
+    let mut saved =
+        data_dir::load(&dir)?.settle(&args.users, || sortie_core::tokens::random_hex(16));
     let config = aws_config::load_from_env().await;
     // Resources, created if missing: the queue and the bus here, the table and the bucket
     // through the composition's own store and artifacts once it is built.
@@ -558,14 +486,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `sortie dev` says, once, when its own agent exits.
-fn agent_exited_message(status: &str, log: &Path) -> String {
-    format!(
-        "the dev agent exited ({status}); agent jobs will wait. See {}. Restart sortie dev to start a new one.",
-        log.display()
-    )
-}
-
 /// Binds the API on `port` when given, else on `last` (the data dir's), else on a free
 /// port; a taken `last` port falls back to a free one, said loudly.
 async fn bind_api(port: Option<u16>, last: Option<u16>) -> anyhow::Result<tokio::net::TcpListener> {
@@ -587,232 +507,6 @@ async fn bind_api(port: Option<u16>, last: Option<u16>) -> anyhow::Result<tokio:
         .context("binding the API port")
 }
 
-/// Sends every queued lock holder's message again (at most 1,000).
-async fn resend_queued(store: &dyn sortie_store::JobStore, queue: &dyn sortie_store::JobQueue) {
-    let listed = match store
-        .pending_sends(chrono::Utc::now() + chrono::Duration::seconds(1), 1000)
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::warn!(error = %e, "queued jobs could not be listed; the sweeper re-sends them");
-            return;
-        }
-    };
-    let mut sent = 0;
-    for job in listed.records {
-        match queue.send(&job.id, 0).await {
-            Ok(()) => sent += 1,
-            Err(e) => {
-                tracing::warn!(job_id = %job.id, error = %e, "re-send failed; the sweeper re-sends it")
-            }
-        }
-    }
-    if sent > 0 {
-        println!("sortie dev: sent {sent} queued job(s) again");
-    }
-}
-
-/// `sortie dev status`: the data dir's `env` file, and whether its API answers.
-async fn status(dir: &Path) -> anyhow::Result<()> {
-    let path = dir.join("env");
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "no sortie dev has run with the data dir {} ({} is missing)",
-            dir.display(),
-            path.display()
-        )
-    })?;
-    print!("{text}");
-    let url = data_dir::url_of_env(&text)
-        .with_context(|| format!("{} has no export line", path.display()))?;
-    if health(url).await {
-        println!("running at {url}");
-        Ok(())
-    } else {
-        println!("not running");
-        std::process::exit(1);
-    }
-}
-
-/// Whether Sortie's `/v1/health` answers at `url` (`http://host:port`), within 3 s.
-async fn health(url: &str) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Some(authority) = url.strip_prefix("http://").map(|a| a.trim_end_matches('/')) else {
-        return false;
-    };
-    let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(authority).await.ok()?;
-        let request =
-            format!("GET /v1/health HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = Vec::new();
-        stream
-            .take(64 * 1024)
-            .read_to_end(&mut response)
-            .await
-            .ok()?;
-        Some(data_dir::is_sortie_health(&String::from_utf8_lossy(
-            &response,
-        )))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(3), attempt).await,
-        Ok(Some(true))
-    )
-}
-
-/// Lets through health, the OpenAPI document and the runner routes (which carry job tokens);
-/// everything else needs the development token (`expected` is `Bearer <token>`), the
-/// scheme matched in any case. A refusal is 401 with `WWW-Authenticate: Bearer`, plus
-/// `error="invalid_token"` when a bearer token was sent but is not the development one.
-///
-/// A named user's token (`users`: token → name) passes too, with claims for that user on
-/// the request, so the API sees that user and not the development identity.
-async fn dev_token_gate(
-    expected: &str,
-    users: &std::collections::BTreeMap<String, String>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let path = req.uri().path();
-    // The runner routes, from the route table: `/v1/jobs/{id}/<tail>`.
-    let open = path == "/v1/health"
-        || path == "/v1/openapi.json"
-        || (path.starts_with("/v1/jobs/")
-            && sortie_api::Route::ALL
-                .iter()
-                .filter(|r| r.uses_job_token())
-                .filter_map(|r| r.spec().1.strip_prefix("/v1/jobs/{id}"))
-                .any(|tail| path.ends_with(tail)))
-        // The agents' routes: `/v1/agent-pools/{id}/claims`, `…/jobs/{job}/heartbeat|exit`.
-        || (path.starts_with("/v1/agent-pools/")
-            && (path.ends_with("/claims")
-                || path.ends_with("/heartbeat")
-                || path.ends_with("/exit")));
-    let want = expected.strip_prefix("Bearer ").unwrap_or(expected);
-    let sent = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .and_then(|v| {
-            let (scheme, token) = v.split_once([' ', '\t']).unwrap_or((v, ""));
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim_start_matches([' ', '\t']))
-        });
-    if open || sent == Some(want) {
-        return next.run(req).await;
-    }
-    if let Some(name) = sent.and_then(|t| users.get(t)).cloned() {
-        let claims = std::collections::BTreeMap::from([
-            ("iss".to_string(), json!(DEV_USER_ISSUER)),
-            ("sub".to_string(), json!(name)),
-        ]);
-        req.extensions_mut()
-            .insert(sortie_api::VerifiedClaims(claims));
-        return next.run(req).await;
-    }
-    let (code, challenge) = match sent {
-        Some(_) => ("invalid_token", r#"Bearer error="invalid_token""#),
-        None => ("unauthenticated", "Bearer"),
-    };
-    let body = json!({"error": {"code": code, "message": "sortie dev needs `Authorization: Bearer <token>`, as printed at start", "fields": []}});
-    (
-        axum::http::StatusCode::UNAUTHORIZED,
-        [(axum::http::header::WWW_AUTHENTICATE, challenge)],
-        axum::Json(body),
-    )
-        .into_response()
-}
-
-/// Handles one local runner event as the task-events function would, retrying a failure
-/// a few times; a STOPPED event that was handled is acknowledged to the launcher.
-async fn local_task_event(engine: &Engine, local: &LocalLauncher, detail: serde_json::Value) {
-    let event = json!({
-        "version": "0", "id": sortie_core::tokens::random_hex(8), "detail-type": "ECS Task State Change", "source": "aws.ecs",
-        "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
-    });
-    let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::error!(error = %e, "unreadable local task event");
-            return;
-        }
-    };
-    for attempt in 1..=5 {
-        match sortie_lambda_adapters::task_state_change(engine, parsed.clone()).await {
-            Ok(_) => {
-                if parsed.detail.last_status == "STOPPED" {
-                    local.acknowledge(&parsed.detail.task_arn).await;
-                }
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(attempt, error = %e, "task event failed; retrying");
-                tokio::time::sleep(Duration::from_secs(attempt)).await;
-            }
-        }
-    }
-}
-
-/// One long poll of the jobs queue, handed to dispatch; whether it had messages.
-async fn poll_once(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-    engine: &Engine,
-    queue: &SqsJobQueue,
-) -> anyhow::Result<bool> {
-    let got = sqs
-        .receive_message()
-        .queue_url(url)
-        .max_number_of_messages(10)
-        .wait_time_seconds(1)
-        .message_system_attribute_names(
-            aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
-        )
-        .send()
-        .await?;
-    let messages = got.messages.unwrap_or_default();
-    if messages.is_empty() {
-        return Ok(false);
-    }
-    let records: Vec<SqsMessage> = messages
-        .iter()
-        .map(|m| {
-            let mut r = SqsMessage::default();
-            r.message_id = m.message_id.clone();
-            r.receipt_handle = m.receipt_handle.clone();
-            r.body = m.body.clone();
-            r.event_source = Some("aws:sqs".into());
-            r.aws_region = Some("local".into());
-            for (k, v) in m.attributes().into_iter().flatten() {
-                r.attributes.insert(k.as_str().to_string(), v.clone());
-            }
-            r
-        })
-        .collect();
-    let mut event = SqsEvent::default();
-    event.records = records;
-    let response = sortie_lambda_adapters::dispatch_batch(engine, queue, event).await;
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
-    for m in messages {
-        if !failed.contains(&m.message_id.clone().unwrap_or_default()) {
-            sqs.delete_message()
-                .queue_url(url)
-                .receipt_handle(m.receipt_handle.unwrap_or_default())
-                .send()
-                .await?;
-        }
-    }
-    Ok(true)
-}
-
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -832,18 +526,4 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_dead_agent_message_names_the_status_the_log_and_what_to_do() {
-        let m = agent_exited_message("exit status: 101", Path::new(".sortie-dev/agent.log"));
-        assert_eq!(
-            m,
-            "the dev agent exited (exit status: 101); agent jobs will wait. See .sortie-dev/agent.log. Restart sortie dev to start a new one."
-        );
-    }
 }

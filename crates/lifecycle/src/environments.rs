@@ -178,6 +178,11 @@ impl Environments {
             .await
     }
 
+    /// Deletes idle environment `path`, at version `expected` when given.
+    pub async fn delete(&self, path: &EnvPath, expected: Option<u64>) -> Result<(), StoreError> {
+        self.store.delete_environment(path, expected).await
+    }
+
     /// Resolves environment `path`'s runner again and, unless `dry_run`, relinks it for `by`
     /// (at version `expected`, else the one read now).
     pub async fn refresh_runner(

@@ -16,6 +16,7 @@ mod environments;
 mod jobs;
 mod rules_cache;
 mod remediation;
+mod rules;
 mod submit;
 #[cfg(test)]
 mod testing;
@@ -33,6 +34,7 @@ pub use engine::{
 pub use end::{EndReport, How};
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
+pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
 pub use submit::{JobOrder, SubmitError, WriteMode};
 

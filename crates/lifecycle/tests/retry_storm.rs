@@ -507,6 +507,7 @@ async fn ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item(
 /// message, delayed by the backoff; the fourth attempt launches.
 #[tokio::test]
 async fn throttled_run_task_on_moto_sends_one_delayed_message_per_attempt() {
+    sortie_testkit::require_aws!();
     let w = common::World::new().await;
     let env = w
         .environment(
@@ -588,6 +589,7 @@ async fn sqs_sent_delays(w: &common::World) -> Vec<i32> {
 /// dispatch; refused again after that refresh, the job fails at once, saying so.
 #[tokio::test]
 async fn an_expired_token_is_refreshed_once_then_final() {
+    sortie_testkit::require_aws!();
     let w = common::World::new().await;
     let env = w
         .environment(

@@ -149,15 +149,9 @@ impl Artifacts for MemoryArtifacts {
             })
     }
 
+    /// As S3's presigning, it does not look for the object: reading the URL would.
     async fn presign_get(&self, key: &str, _expires_in: Duration) -> Result<String, StoreError> {
-        if lock(&self.objects).contains_key(key) {
-            Ok(format!("memory://artifacts/{key}"))
-        } else {
-            Err(StoreError::NotFound {
-                kind: "object",
-                id: key.to_string(),
-            })
-        }
+        Ok(format!("memory://artifacts/{key}"))
     }
 }
 

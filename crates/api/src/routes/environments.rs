@@ -303,8 +303,8 @@ pub(crate) async fn delete_environment(
         )
         .await?;
     state
-        .store
-        .delete_environment(&path, if_match.version()?)
+        .environments()
+        .delete(&path, if_match.version()?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

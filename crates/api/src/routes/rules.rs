@@ -3,9 +3,8 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{json, Value};
-use sortie_core::{Action, GroupPath, RunnerRule};
-use sortie_store::StoreError;
+use sortie_core::{Action, RunnerRule};
+use sortie_lifecycle::RuleRefusal;
 
 use super::{manage_action, Reply};
 use crate::error::ApiError;
@@ -14,40 +13,13 @@ use crate::model::{RuleCreate, RuleList, RuleUpdate};
 use crate::openapi::errors::*;
 use crate::AppState;
 
-/// Fills `field` of a rule document with the URL's `value`, or checks that it equals it.
-fn pin_field(doc: &mut Value, field: &str, value: &str, what: &str) -> Result<(), ApiError> {
-    if let Some(o) = doc.as_object_mut() {
-        match o.get(field) {
-            None => {
-                o.insert(field.into(), json!(value));
-            }
-            Some(s) if s.as_str() == Some(value) => {}
-            Some(_) => {
-                return Err(ApiError::field(
-                    field,
-                    format!("must be `{value}`, the {what} in the URL, or absent"),
-                ))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Validates a rule document for `scope` and checks that its runner exists.
-async fn checked_rule(
-    state: &AppState,
-    mut doc: Value,
-    scope: &GroupPath,
-) -> Result<RunnerRule, ApiError> {
-    pin_field(&mut doc, "scope", scope.as_str(), "group")?;
-    let rule = RunnerRule::from_value(&doc)?;
-    match state.store.get_runner(&rule.runner_id).await {
-        Ok(_) => Ok(rule),
-        Err(StoreError::NotFound { .. }) => Err(ApiError::field(
-            "runner_id",
-            format!("runner `{}` does not exist", rule.runner_id),
-        )),
-        Err(e) => Err(e.into()),
+/// The answer to a refused rule read or write.
+fn refused(e: RuleRefusal, what: &str) -> ApiError {
+    match e {
+        RuleRefusal::Invalid(e) => e.into(),
+        RuleRefusal::Field { field, problem } => ApiError::field(field, problem),
+        RuleRefusal::NoSuchRule(_) => ApiError::not_found(what),
+        RuleRefusal::Store(e) => e.into(),
     }
 }
 
@@ -70,7 +42,7 @@ pub(crate) async fn list_rules(
             &format!("group `{}`", scope.as_str()),
         )
         .await?;
-    let rules = state.store.list_rules(&scope).await?;
+    let rules = state.rules().list(&scope).await?;
     Ok(Reply::ok(RuleList { rules: rules.item }).etag(rules.version))
 }
 
@@ -95,8 +67,11 @@ pub(crate) async fn create_rule(
             &format!("group `{}`", scope.as_str()),
         )
         .await?;
-    let rule = checked_rule(&state, body.value()?, &scope).await?;
-    let created = state.store.create_rule(&rule).await?;
+    let created = state
+        .rules()
+        .create(&scope, body.value()?)
+        .await
+        .map_err(|e| refused(e, "rule"))?;
     Ok(Reply::new(StatusCode::CREATED, created.item).etag(created.version))
 }
 
@@ -116,13 +91,12 @@ pub(crate) async fn get_rule(
     caller
         .authorize(&state, Action::Read, &scope, &what)
         .await?;
-    let rules = state.store.list_rules(&scope).await?;
-    let rule = rules
-        .item
-        .into_iter()
-        .find(|r| r.id == id)
-        .ok_or_else(|| ApiError::not_found(&what))?;
-    Ok(Reply::ok(rule).etag(rules.version))
+    let rule = state
+        .rules()
+        .get(&scope, &id)
+        .await
+        .map_err(|e| refused(e, &what))?;
+    Ok(Reply::ok(rule.item).etag(rule.version))
 }
 
 /// Replaces a rule. Linked environments keep their runner until refreshed.
@@ -150,10 +124,11 @@ pub(crate) async fn update_rule(
         )
         .await?;
     let expected = if_match.version()?;
-    let mut doc = body.value()?;
-    pin_field(&mut doc, "id", &id, "rule id")?;
-    let rule = checked_rule(&state, doc, &scope).await?;
-    let updated = state.store.update_rule(&rule, expected).await?;
+    let updated = state
+        .rules()
+        .update(&scope, &id, body.value()?, expected)
+        .await
+        .map_err(|e| refused(e, &format!("rule `{id}`")))?;
     Ok(Reply::ok(updated.item).etag(updated.version))
 }
 
@@ -180,8 +155,8 @@ pub(crate) async fn delete_rule(
         )
         .await?;
     state
-        .store
-        .delete_rule(&scope, &id, if_match.version()?)
+        .rules()
+        .delete(&scope, &id, if_match.version()?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -16,6 +16,9 @@
 //! At start, when the table does not exist yet and a snapshot does, the table and the
 //! buckets are created again and filled from it ([`restore`]). Every loop is bounded.
 
+mod disk;
+mod item;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,8 +28,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The snapshot format this binary writes and reads.
-pub const FORMAT: u32 = 1;
+pub use self::disk::{read_world, snapshot_dir};
+use self::disk::{store_body, write_world, BucketSnapshot, ObjectEntry, World, FORMAT};
+use self::item::{item_from_sdk, item_to_sdk, rebase_endpoint, Attr, ItemJson, SdkItem};
 
 /// Pages read at most from one Scan or one ListObjectsV2 (1 MB or 1,000 keys a page).
 const MAX_PAGES: usize = 10_000;
@@ -36,164 +40,6 @@ const BATCH: usize = 25;
 
 /// Attempts of one batch while DynamoDB hands back unprocessed items.
 const BATCH_ATTEMPTS: u32 = 8;
-
-/// One DynamoDB attribute value, in DynamoDB's own JSON form (`{"S": "x"}`); binary values
-/// are hex.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Attr {
-    /// A string.
-    S(String),
-    /// A number, as DynamoDB sends it.
-    N(String),
-    /// Binary, hex.
-    B(String),
-    /// A boolean.
-    #[serde(rename = "BOOL")]
-    Bool(bool),
-    /// Null.
-    #[serde(rename = "NULL")]
-    Null(bool),
-    /// A string set.
-    #[serde(rename = "SS")]
-    Ss(Vec<String>),
-    /// A number set.
-    #[serde(rename = "NS")]
-    Ns(Vec<String>),
-    /// A binary set, hex.
-    #[serde(rename = "BS")]
-    Bs(Vec<String>),
-    /// A list.
-    L(Vec<Attr>),
-    /// A map.
-    M(BTreeMap<String, Attr>),
-}
-
-/// One table item.
-pub type ItemJson = BTreeMap<String, Attr>;
-
-/// An SDK item.
-pub type SdkItem = HashMap<String, AttributeValue>;
-
-/// One object of a bucket; its body is `objects/<sha256>`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectEntry {
-    /// The object's key.
-    pub key: String,
-    /// SHA-256 of the body, hex: the body's file name.
-    pub sha256: String,
-    /// The body's size in bytes.
-    pub size: u64,
-    /// The object's content type, when it had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content_type: Option<String>,
-}
-
-/// One bucket and its objects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BucketSnapshot {
-    /// The bucket's name.
-    pub name: String,
-    /// Its objects, by key.
-    pub objects: Vec<ObjectEntry>,
-}
-
-/// Everything one snapshot holds (`world.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct World {
-    /// [`FORMAT`].
-    pub format: u32,
-    /// The table the items were read from.
-    pub table: String,
-    /// The local AWS endpoint the snapshot was taken from (`AWS_ENDPOINT_URL`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Every item of the table.
-    pub items: Vec<ItemJson>,
-    /// The buckets, by name.
-    pub buckets: Vec<BucketSnapshot>,
-}
-
-impl World {
-    /// Every body the world names.
-    pub fn bodies(&self) -> BTreeSet<&str> {
-        self.buckets
-            .iter()
-            .flat_map(|b| b.objects.iter().map(|o| o.sha256.as_str()))
-            .collect()
-    }
-}
-
-/// `attr` with every string that is exactly the endpoint `from` (a runner's `s3` state
-/// storage `endpoint`, in runner and job items alike) replaced by `to`: moto restarted on
-/// another port is still the same local AWS.
-pub fn rebase_endpoint(attr: &mut Attr, from: &str, to: &str) {
-    match attr {
-        Attr::S(s) if s.trim_end_matches('/') == from.trim_end_matches('/') => *s = to.to_string(),
-        Attr::L(v) => v.iter_mut().for_each(|a| rebase_endpoint(a, from, to)),
-        Attr::M(m) => m.values_mut().for_each(|a| rebase_endpoint(a, from, to)),
-        _ => {}
-    }
-}
-
-/// `value` in the snapshot's form; `None` for a kind of value this SDK does not know.
-pub fn attr_from_sdk(value: &AttributeValue) -> Option<Attr> {
-    Some(match value {
-        AttributeValue::S(s) => Attr::S(s.clone()),
-        AttributeValue::N(n) => Attr::N(n.clone()),
-        AttributeValue::B(b) => Attr::B(hex(b.as_ref())),
-        AttributeValue::Bool(b) => Attr::Bool(*b),
-        AttributeValue::Null(n) => Attr::Null(*n),
-        AttributeValue::Ss(v) => Attr::Ss(v.clone()),
-        AttributeValue::Ns(v) => Attr::Ns(v.clone()),
-        AttributeValue::Bs(v) => Attr::Bs(v.iter().map(|b| hex(b.as_ref())).collect()),
-        AttributeValue::L(v) => Attr::L(v.iter().map(attr_from_sdk).collect::<Option<_>>()?),
-        AttributeValue::M(m) => Attr::M(
-            m.iter()
-                .map(|(k, v)| Some((k.clone(), attr_from_sdk(v)?)))
-                .collect::<Option<_>>()?,
-        ),
-        _ => return None,
-    })
-}
-
-/// `attr` as the SDK's value; `None` when a binary value is not hex.
-pub fn attr_to_sdk(attr: &Attr) -> Option<AttributeValue> {
-    use aws_sdk_dynamodb::primitives::Blob;
-    Some(match attr {
-        Attr::S(s) => AttributeValue::S(s.clone()),
-        Attr::N(n) => AttributeValue::N(n.clone()),
-        Attr::B(b) => AttributeValue::B(Blob::new(unhex(b)?)),
-        Attr::Bool(b) => AttributeValue::Bool(*b),
-        Attr::Null(n) => AttributeValue::Null(*n),
-        Attr::Ss(v) => AttributeValue::Ss(v.clone()),
-        Attr::Ns(v) => AttributeValue::Ns(v.clone()),
-        Attr::Bs(v) => AttributeValue::Bs(
-            v.iter()
-                .map(|b| unhex(b).map(Blob::new))
-                .collect::<Option<_>>()?,
-        ),
-        Attr::L(v) => AttributeValue::L(v.iter().map(attr_to_sdk).collect::<Option<_>>()?),
-        Attr::M(m) => AttributeValue::M(
-            m.iter()
-                .map(|(k, v)| Some((k.clone(), attr_to_sdk(v)?)))
-                .collect::<Option<_>>()?,
-        ),
-    })
-}
-
-/// An SDK item in the snapshot's form (`None` as [`attr_from_sdk`]).
-pub fn item_from_sdk(item: &SdkItem) -> Option<ItemJson> {
-    item.iter()
-        .map(|(k, v)| Some((k.clone(), attr_from_sdk(v)?)))
-        .collect()
-}
-
-/// A snapshot item as the SDK's (`None` as [`attr_to_sdk`]).
-pub fn item_to_sdk(item: &ItemJson) -> Option<SdkItem> {
-    item.iter()
-        .map(|(k, v)| Some((k.clone(), attr_to_sdk(v)?)))
-        .collect()
-}
 
 /// The buckets of the runners' `s3` state storage among `items` (runner items are
 /// `kind = runner`, with the runner's fields flattened into the item).
@@ -209,86 +55,6 @@ pub fn runner_state_buckets(items: &[SdkItem]) -> BTreeSet<String> {
                 .flatten()
         })
         .collect()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// SHA-256 of `body`, hex.
-pub fn sha256_hex(body: &[u8]) -> String {
-    hex(&Sha256::digest(body))
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
-/// The snapshot directory of the data dir `dir`.
-pub fn snapshot_dir(dir: &Path) -> PathBuf {
-    dir.join("snapshot")
-}
-
-/// The snapshot of the data dir `dir`, if there is one this binary can read.
-pub fn read_world(dir: &Path) -> anyhow::Result<Option<World>> {
-    let path = snapshot_dir(dir).join("world.json");
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let world: World = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a sortie dev snapshot", path.display()))?;
-    if world.format != FORMAT {
-        anyhow::bail!(
-            "{} has format {}; this sortie reads format {FORMAT}",
-            path.display(),
-            world.format
-        );
-    }
-    Ok(Some(world))
-}
-
-/// Writes `world` as the snapshot of `dir` (its bodies must be there already), then
-/// removes the bodies it no longer names.
-pub fn write_world(dir: &Path, world: &World) -> anyhow::Result<()> {
-    let snap = snapshot_dir(dir);
-    std::fs::create_dir_all(snap.join("objects"))?;
-    let bytes = serde_json::to_vec(world)?;
-    write_atomic(&snap.join("world.json"), &bytes)?;
-    let named = world.bodies();
-    for entry in std::fs::read_dir(snap.join("objects"))?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !named.contains(name.as_str()) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-    Ok(())
-}
-
-/// Keeps one body under `dir`'s snapshot, once.
-pub fn store_body(dir: &Path, body: &[u8]) -> anyhow::Result<String> {
-    let sha = sha256_hex(body);
-    let objects = snapshot_dir(dir).join("objects");
-    std::fs::create_dir_all(&objects)?;
-    let path = objects.join(&sha);
-    if !path.exists() {
-        write_atomic(&path, body)?;
-    }
-    Ok(sha)
 }
 
 /// Takes snapshots of one table and the buckets `sortie dev` knows, into one data dir.
@@ -598,6 +364,8 @@ pub async fn restore(
 
 #[cfg(test)]
 mod tests {
+    use super::disk::*;
+    use super::item::*;
     use super::*;
 
     fn every_kind() -> ItemJson {

@@ -6,8 +6,8 @@
 //! A transition is checked here; an illegal one is an error value. The store
 //! makes every transition a conditional write on the expected current state.
 //!
-//! Split by concept: [`request`] (what is asked: operation, source, variables),
-//! [`state`] (the state machine and its transitions), [`review`] (a reviewed job's
+//! Split by concept: `request` (what is asked: operation, source, variables),
+//! `state` (the state machine and its transitions), `review` (a reviewed job's
 //! approval, phases and decision), [`history`] (the transition history, folded); the
 //! [`Job`] record itself is here.
 

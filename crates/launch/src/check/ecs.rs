@@ -377,6 +377,7 @@ pub(super) async fn pass_role_check(
 mod tests {
     use super::*;
     use aws_sdk_ecs::types::{ContainerDefinition, TaskDefinition};
+    use sortie_core::RunnerConfiguration;
 
     fn runner(size: &str) -> EcsFargateRunner {
         let spec = sortie_core::RunnerSpec::parse(&format!(

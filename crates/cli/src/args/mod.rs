@@ -1,0 +1,454 @@
+//! The command line, as clap derives it: `sortie <verb> <resource> ...`, kubectl- and
+//! canyon-style. Every verb the HTTP API has is here.
+//!
+//! The top level is here; `resources`, `settings` and `jobs` hold the arguments of the
+//! resource verbs, of an environment's settings and of the job commands.
+
+mod jobs;
+mod resources;
+mod settings;
+
+pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
+pub use resources::{
+    CreateResource, DeleteResource, EnvCommand, GetResource, ListResource, MembersCommand,
+    RunnerCommand, UpdateResource,
+};
+pub use settings::{
+    parse_duration, ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg,
+};
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+/// Sortie: Terraform and OpenTofu jobs on AWS with no always-on server.
+#[derive(Debug, Parser)]
+#[command(name = "sortie", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Where and as whom to call the API.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The top-level commands by resource, as `sortie --help` groups them (every visible
+/// command is in exactly one group; a test checks it).
+pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Resources (kubectl-style: `get jobs ENV`, `get job ID`, `list envs --group G`)",
+        &["get", "list", "create", "update", "delete"],
+    ),
+    ("Jobs", &["run", "job"]),
+    ("Environments", &["env"]),
+    ("Runners", &["runner"]),
+    ("Access", &["whoami", "members", "context"]),
+    ("Local mode and shell", &["dev", "completion", "help"]),
+];
+
+/// The command line as `sortie` parses it: [`Cli`], with its commands grouped by
+/// resource in `--help` and the global options listed once.
+pub fn command() -> clap::Command {
+    let cli = Cli::command();
+    let mut groups = String::new();
+    for (heading, names) in COMMAND_GROUPS {
+        groups.push_str(&format!("{heading}:\n"));
+        for name in *names {
+            let about = match *name {
+                "help" => "Print this message or the help of the given command".to_string(),
+                _ => cli
+                    .find_subcommand(name)
+                    .and_then(|c| c.get_about())
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+            };
+            groups.push_str(&format!("  {name:<11} {about}\n"));
+        }
+        groups.push('\n');
+    }
+    // `{options}` lists every option of `sortie` itself: all of them are global.
+    cli.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{groups}Global options:\n{{options}}{{after-help}}"
+    ))
+}
+
+/// `sortie dev ...` parsed alone, so `sortie dev --help` lists only `dev`'s own flags (the
+/// global options of the API commands mean nothing to it).
+#[derive(Debug, Parser)]
+#[command(name = "sortie", version)]
+pub struct DevCli {
+    /// `dev`.
+    #[command(subcommand)]
+    pub command: DevOnly,
+}
+
+/// The one command of [`DevCli`].
+#[derive(Debug, Subcommand)]
+pub enum DevOnly {
+    /// Run the API, dispatch, task-events and the sweeper in one process against a local AWS.
+    Dev(crate::dev::DevArgs),
+}
+
+/// Options every command takes, listed once under "Global options".
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct Global {
+    /// The API's base URL (else `SORTIE_API_URL`, else the current context).
+    #[arg(long, global = true, value_name = "URL")]
+    pub api_url: Option<String>,
+    /// The bearer token (else `SORTIE_TOKEN`, else the context's token or
+    /// token_command). Never printed.
+    #[arg(long, global = true, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Use this context of the config file instead of the current one.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The config file (else `SORTIE_CONFIG`, else `~/.config/sortie/config.yaml`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Say, on standard error, which API URL and credential are used and where each
+    /// came from (a flag, a variable overriding the context, or the context).
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// A readable table (the default).
+    Table,
+    /// JSON, as the API answered it.
+    Json,
+    /// YAML, as the API answered it.
+    Yaml,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a resource: `runner NAME -f FILE`, `runner-rule --set k=v ...`, `env PATH --type T`.
+    Create(Create),
+    /// Show one resource: `runner ID`, `runner-rule ID`, `env PATH`, `job ID`, `jobs ENV`.
+    Get(Get),
+    /// List resources: `runners`, `runner-rules`, `envs`, `jobs ENV`.
+    List(List),
+    /// Change a resource.
+    Update(Update),
+    /// Delete a resource.
+    Delete(Delete),
+    /// Environment actions: `env refresh-runner PATH [--dry-run]`, `env outputs PATH`.
+    #[command(subcommand)]
+    Env(EnvCommand),
+    /// Submit a plan, apply or destroy to an environment.
+    Run(Run),
+    /// List an environment's jobs (`jobs list ENV`; the same as `list jobs ENV`).
+    #[command(hide = true)]
+    Jobs(JobsList),
+    /// Job actions: get, cancel, approve, discard, logs, outputs.
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// Memberships of a group: grant, revoke, list.
+    #[command(subcommand)]
+    Members(MembersCommand),
+    /// Runner actions: `runner check ID`.
+    #[command(subcommand)]
+    Runner(RunnerCommand),
+    /// Named contexts (API URL and token source) in the config file.
+    #[command(subcommand)]
+    Context(ContextCommand),
+    /// Who the API takes you for: its URL, your subject, your credential's source and your
+    /// memberships.
+    Whoami(Whoami),
+    /// Print a shell completion script.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Run the API, dispatch, task-events and the sweeper in one process against a local AWS.
+    Dev(crate::dev::DevArgs),
+}
+
+/// `create <resource>`.
+#[derive(Debug, Args)]
+pub struct Create {
+    /// What to create.
+    #[command(subcommand)]
+    pub resource: CreateResource,
+}
+
+/// `get <resource> ID`.
+#[derive(Debug, Args)]
+pub struct Get {
+    /// What to show.
+    #[command(subcommand)]
+    pub resource: GetAny,
+}
+
+/// What `get` shows: a resource of `resources`, or jobs.
+#[derive(Debug, Subcommand)]
+pub enum GetAny {
+    /// Runners, rules and environments.
+    #[command(flatten)]
+    Resource(GetResource),
+    /// Jobs.
+    #[command(flatten)]
+    Jobs(JobsGet),
+}
+
+/// `list <resources>`.
+#[derive(Debug, Args)]
+pub struct List {
+    /// What to list.
+    #[command(subcommand)]
+    pub resource: ListAny,
+}
+
+/// What `list` lists: a resource of `resources`, or jobs.
+#[derive(Debug, Subcommand)]
+pub enum ListAny {
+    /// Runners, rules and environments.
+    #[command(flatten)]
+    Resource(ListResource),
+    /// Jobs.
+    #[command(flatten)]
+    Jobs(JobsListed),
+}
+
+/// `whoami`.
+#[derive(Debug, Args)]
+pub struct Whoami {
+    /// Also list your memberships in this organisation (the root group's are always read).
+    #[arg(long, value_name = "ORG")]
+    pub org: Option<String>,
+}
+
+/// `update <resource>`.
+#[derive(Debug, Args)]
+pub struct Update {
+    /// What to change.
+    #[command(subcommand)]
+    pub resource: UpdateResource,
+}
+
+/// `delete <resource> ID`.
+#[derive(Debug, Args)]
+pub struct Delete {
+    /// What to delete.
+    #[command(subcommand)]
+    pub resource: DeleteResource,
+}
+
+/// `context ...`.
+#[derive(Debug, Subcommand)]
+pub enum ContextCommand {
+    /// Make a context the current one.
+    Use {
+        /// The context's name.
+        name: String,
+    },
+    /// Create or change a context.
+    Set {
+        /// The context's name.
+        name: String,
+        /// The API's base URL.
+        #[arg(long)]
+        api_url: Option<String>,
+        /// A command whose standard output is the token (an OIDC helper).
+        #[arg(long)]
+        token_command: Option<String>,
+        /// A token to store in the file (prefer `--token-command`).
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// List the contexts, marking the current one.
+    List,
+    /// Print the current context's name.
+    Current,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        // Among others: `--version` of `create env`/`update env` does not clash with the
+        // version flag the other commands inherit.
+        Cli::command().debug_assert();
+    }
+
+    fn env_settings(args: &[&str]) -> EnvSettingArgs {
+        let mut all = vec!["sortie", "update", "env", "acme/prod"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Update(Update {
+                resource: UpdateResource::Env { settings, .. },
+            }) => settings,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_value_clears_a_setting_and_four_eyes_takes_an_optional_value() {
+        let s = env_settings(&[
+            "--four-eyes",
+            "--drift-schedule",
+            "",
+            "--tool",
+            "",
+            "--version",
+            "",
+            "--approval-timeout",
+            "",
+        ]);
+        assert_eq!(s.four_eyes, Some(true));
+        assert_eq!(s.drift_schedule, Some(Clearable::Clear));
+        assert_eq!(s.tool, Some(Clearable::Clear));
+        assert_eq!(s.tool_version, Some(Clearable::Clear));
+        assert_eq!(s.approval_timeout, Some(Clearable::Clear));
+        let s = env_settings(&[
+            "--four-eyes=false",
+            "--approval",
+            "required",
+            "--approval-timeout",
+            "3600",
+            "--tool",
+            "opentofu",
+            "--tool-version",
+            "~> 1.6",
+            "--drift-remediation",
+            "apply",
+        ]);
+        assert_eq!(s.four_eyes, Some(false));
+        assert_eq!(s.approval, Some(ApprovalArg::Required));
+        assert_eq!(s.approval_timeout, Some(Clearable::Set(3600)));
+        assert_eq!(s.tool, Some(Clearable::Set(ToolArg::Opentofu)));
+        assert_eq!(s.tool_version, Some(Clearable::Set("~> 1.6".into())));
+        assert_eq!(s.drift_remediation, Some(RemediationArg::Apply));
+        assert!(env_settings(&[]).is_empty());
+        for bad in [
+            &["--tool", "terraformx"][..],
+            &["--approval-timeout", "1x"][..],
+            &["--four-eyes=maybe"][..],
+            &["--approval", "sometimes"][..],
+        ] {
+            let mut all = vec!["sortie", "update", "env", "acme/prod"];
+            all.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_duration_takes_units_as_get_env_prints_them_or_plain_seconds() {
+        assert_eq!(parse_duration("24h"), Ok(86_400));
+        assert_eq!(parse_duration("90m"), Ok(5_400));
+        assert_eq!(parse_duration("2d"), Ok(172_800));
+        assert_eq!(parse_duration("1h30m"), Ok(5_400));
+        assert_eq!(parse_duration("45s"), Ok(45));
+        assert_eq!(parse_duration("3600"), Ok(3_600));
+        for bad in ["", "h", "1x", "30m1h", "1h1h", "-5m", "1.5h", "99999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            env_settings(&["--approval-timeout", "24h"]).approval_timeout,
+            Some(Clearable::Set(86_400))
+        );
+    }
+
+    #[test]
+    fn jobs_read_as_get_and_list_verbs_and_the_old_forms_stay() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["sortie"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all).unwrap().command
+        };
+        assert!(matches!(
+            parse(&["get", "job", "01abc"]),
+            Command::Get(Get { resource: GetAny::Jobs(JobsGet::Job { id }) }) if id == "01abc"
+        ));
+        assert!(matches!(
+            parse(&["get", "jobs", "acme/prod"]),
+            Command::Get(Get { resource: GetAny::Jobs(JobsGet::Jobs { env }) }) if env == "acme/prod"
+        ));
+        assert!(matches!(
+            parse(&["list", "jobs", "acme/prod"]),
+            Command::List(List { resource: ListAny::Jobs(JobsListed::Jobs { env }) }) if env == "acme/prod"
+        ));
+        assert!(matches!(
+            parse(&["get", "env", "acme/prod"]),
+            Command::Get(Get {
+                resource: GetAny::Resource(GetResource::Env { .. })
+            })
+        ));
+        assert!(matches!(
+            parse(&["jobs", "list", "acme/prod"]),
+            Command::Jobs(_)
+        ));
+        assert!(matches!(
+            parse(&["job", "get", "01abc"]),
+            Command::Job(JobCommand::Get { .. })
+        ));
+    }
+
+    #[test]
+    fn the_help_groups_every_visible_command_once_and_dev_has_only_its_own_flags() {
+        let cli = Cli::command();
+        let grouped: Vec<&str> = COMMAND_GROUPS
+            .iter()
+            .flat_map(|(_, n)| n.iter().copied())
+            .collect();
+        for sub in cli.get_subcommands().filter(|c| !c.is_hide_set()) {
+            let name = sub.get_name();
+            assert_eq!(grouped.iter().filter(|n| **n == name).count(), 1, "{name}");
+        }
+        for name in &grouped {
+            assert!(
+                *name == "help" || cli.find_subcommand(name).is_some(),
+                "{name}"
+            );
+        }
+        let help = command().render_help().to_string();
+        assert!(
+            help.contains("Jobs:\n  run ") && help.contains("Global options:"),
+            "{help}"
+        );
+        assert!(!help.contains("\nCommands:"), "listed once: {help}");
+        DevCli::command().debug_assert();
+        let mut dev = DevCli::command();
+        let dev_help = dev
+            .find_subcommand_mut("dev")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for global in ["--api-url", "--token", "--context", "--output"] {
+            assert!(!dev_help.contains(global), "{global}: {dev_help}");
+        }
+    }
+
+    #[test]
+    fn global_options_are_listed_once_under_their_own_heading() {
+        let mut cli = Cli::command();
+        cli.build();
+        let help = cli
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let (own, global) = help.split_once("Global options:").expect(&help);
+        assert!(
+            own.contains("--wait") && !own.contains("--api-url"),
+            "{help}"
+        );
+        assert!(
+            global.contains("--api-url") && global.contains("--token"),
+            "{help}"
+        );
+        assert_eq!(help.matches("--api-url").count(), 1, "{help}");
+    }
+}

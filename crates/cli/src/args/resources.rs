@@ -1,0 +1,220 @@
+//! The arguments of the resource verbs (`create`, `get`, `list`, `update`, `delete` of
+//! runners, runner rules and environments) and of `env`, `members` and `runner`.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use super::settings::EnvSettingArgs;
+
+/// What `create` makes.
+#[derive(Debug, Subcommand)]
+pub enum CreateResource {
+    /// A runner, `GROUP/NAME` (or `NAME` for a shared runner), from a runner file.
+    Runner {
+        /// `GROUP/NAME`, or `NAME` for a shared runner.
+        id: String,
+        /// The runner file (YAML or JSON); `-` reads standard input.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// A runner rule at a scope: `--set scope=acme --set id=prod --set runner_id=acme/fargate
+    /// --set criteria.env_type=production --set priority=5`, or `-f FILE`.
+    RunnerRule {
+        /// `key=value` fields; dotted keys nest (`criteria.env_type=production`).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// A rule file (YAML or JSON) instead of, or under, `--set`.
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+    },
+    /// An environment, `GROUP/NAME`, with its approval, drift and tool settings.
+    #[command(disable_version_flag = true)]
+    Env {
+        /// The environment's path, `GROUP/NAME`.
+        path: String,
+        /// Its type, such as `production`.
+        #[arg(long = "type")]
+        env_type: String,
+        /// Labels, `key=value`.
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        /// Tags.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// Approval, drift detection, tool and version.
+        #[command(flatten)]
+        settings: EnvSettingArgs,
+    },
+}
+
+/// What `get` shows.
+#[derive(Debug, Subcommand)]
+pub enum GetResource {
+    /// A runner, `GROUP/NAME`.
+    Runner {
+        /// `GROUP/NAME`, or `NAME` for a shared runner.
+        id: String,
+    },
+    /// A runner rule, `SCOPE/ID` (a rule id at its scope).
+    RunnerRule {
+        /// `SCOPE/ID`.
+        id: String,
+    },
+    /// An environment, `GROUP/NAME`.
+    Env {
+        /// The environment's path.
+        path: String,
+    },
+}
+
+/// What `list` lists.
+#[derive(Debug, Subcommand)]
+pub enum ListResource {
+    /// A group's runners, with inherited and shared ones.
+    #[command(alias = "runner")]
+    Runners {
+        /// The group (the root, for shared runners, when absent).
+        #[arg(long, default_value = "")]
+        group: String,
+    },
+    /// The runner rules of a scope.
+    #[command(alias = "runner-rule")]
+    RunnerRules {
+        /// The scope.
+        #[arg(long)]
+        scope: String,
+    },
+    /// A group's environments.
+    #[command(alias = "env")]
+    Envs {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// Also every group below it (without it, the count of those left out is shown).
+        #[arg(long, short = 'r')]
+        recursive: bool,
+    },
+}
+
+/// What `update` changes.
+#[derive(Debug, Subcommand)]
+pub enum UpdateResource {
+    /// Replace a runner's file (with its ETag, so a concurrent change is a conflict).
+    Runner {
+        /// `GROUP/NAME`.
+        id: String,
+        /// The runner file; `-` reads standard input.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// Change an environment's type, labels, tags or settings; only what is given changes.
+    ///
+    /// An empty value clears a setting that may be unset, so it takes its default (or the
+    /// runner's): `--approval-timeout ''`, `--drift-schedule ''`, `--tool ''`,
+    /// `--tool-version ''`. The others are reset by naming the default: `--approval auto`,
+    /// `--four-eyes=false`, `--drift-remediation off`.
+    #[command(disable_version_flag = true)]
+    Env {
+        /// The environment's path.
+        path: String,
+        /// A new type.
+        #[arg(long = "type")]
+        env_type: Option<String>,
+        /// New labels (replacing the old ones), `key=value`.
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        /// New tags (replacing the old ones).
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// Approval, drift detection, tool and version.
+        #[command(flatten)]
+        settings: EnvSettingArgs,
+    },
+}
+
+/// What `delete` removes.
+#[derive(Debug, Subcommand)]
+pub enum DeleteResource {
+    /// A runner.
+    Runner {
+        /// `GROUP/NAME`.
+        id: String,
+    },
+    /// A runner rule, `SCOPE/ID`.
+    RunnerRule {
+        /// `SCOPE/ID`.
+        id: String,
+    },
+    /// An environment.
+    Env {
+        /// The environment's path.
+        path: String,
+    },
+}
+
+/// `env ...`.
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// The outputs of the environment's latest successful apply (sensitive ones hidden).
+    Outputs {
+        /// The environment's path.
+        path: String,
+    },
+    /// Resolve the environment's runner again; print the chosen runner, the winning rule
+    /// and the explanation table.
+    RefreshRunner {
+        /// The environment's path.
+        path: String,
+        /// Show what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// `members ...`.
+#[derive(Debug, Subcommand)]
+pub enum MembersCommand {
+    /// Grant a role on a group to a subject (or a claim pattern).
+    Grant {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// `viewer`, `deployer`, `maintainer` or `owner`.
+        #[arg(long)]
+        role: String,
+        /// The subject (`sub` claim).
+        #[arg(long)]
+        subject: Option<String>,
+        /// Claim `key=value` patterns instead of a subject.
+        #[arg(long = "claim", value_name = "KEY=VALUE")]
+        claims: Vec<String>,
+    },
+    /// Revoke a membership by id.
+    Revoke {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// The membership id.
+        id: String,
+    },
+    /// List a group's memberships.
+    List {
+        /// The group.
+        #[arg(long)]
+        group: String,
+    },
+}
+
+/// `runner ...`.
+#[derive(Debug, Subcommand)]
+pub enum RunnerCommand {
+    /// Preflight a runner against its platform, launching nothing.
+    Check {
+        /// `GROUP/NAME`, or `NAME` for a shared runner.
+        id: String,
+        /// For a shared runner: the organisation to check for.
+        #[arg(long)]
+        org: Option<String>,
+    },
+}

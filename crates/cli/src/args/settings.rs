@@ -1,0 +1,155 @@
+//! An environment's approval, drift and tool settings as flags of `create env` and
+//! `update env`, and the parsers of their values.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+/// An environment's settings, for `create env` and `update env`. With `update env`, an
+/// empty value (`''`) clears the settings that may be unset.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EnvSettingArgs {
+    /// Whether an apply or destroy waits for a person between its plan and its apply:
+    /// `auto` (the default) or `required` (approve with `sortie job approve ID`).
+    #[arg(long, value_enum, value_name = "auto|required")]
+    pub approval: Option<ApprovalArg>,
+    /// How long a job may await approval before it is discarded: `24h`, `90m`, `2d`,
+    /// `1h30m` or plain seconds (5 minutes to 30 days; default 24h), as `get env` prints
+    /// it. With `update env`, `''` restores the default.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub approval_timeout: Option<Clearable<u32>>,
+    /// Four eyes: the approver must not be the job's requester (`--four-eyes` or
+    /// `--four-eyes=true`; `--four-eyes=false` turns it off).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub four_eyes: Option<bool>,
+    /// When to check for drift: a 5-field cron expression in UTC (or `@daily`, ...), at
+    /// least 15 minutes apart, such as `0 */6 * * *`. With `update env`, `''` stops the
+    /// checks.
+    #[arg(long, value_name = "CRON", value_parser = parse_text)]
+    pub drift_schedule: Option<Clearable<String>>,
+    /// What a detected drift does: `off` (the default: it is reported) or `apply` (an apply
+    /// is submitted, subject to the approval setting).
+    #[arg(long, value_enum, value_name = "off|apply")]
+    pub drift_remediation: Option<RemediationArg>,
+    /// The tool jobs run, `terraform` or `opentofu` (wins over the runner's). With
+    /// `update env`, `''` clears it (the runner's applies again).
+    #[arg(long, value_name = "terraform|opentofu", value_parser = parse_tool)]
+    pub tool: Option<Clearable<ToolArg>>,
+    /// The tool's version (`tool_version`): exact (`1.5.7`) or a constraint (`~> 1.5`,
+    /// `>= 1.0, < 2.0`); wins over the runner's. With `update env`, `''` clears it.
+    /// `--version` is an alias.
+    #[arg(long = "tool-version", visible_alias = "version", value_name = "VERSION", value_parser = parse_text)]
+    pub tool_version: Option<Clearable<String>>,
+}
+
+impl EnvSettingArgs {
+    /// True when no setting was given.
+    pub fn is_empty(&self) -> bool {
+        self.approval.is_none()
+            && self.approval_timeout.is_none()
+            && self.four_eyes.is_none()
+            && self.drift_schedule.is_none()
+            && self.drift_remediation.is_none()
+            && self.tool.is_none()
+            && self.tool_version.is_none()
+    }
+}
+
+/// A setting's new value, or `Clear` (given as `''`): `update env` then sends `null`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Clearable<T> {
+    /// Set it to this value.
+    Set(T),
+    /// Unset it: its default, or the runner's, applies.
+    Clear,
+}
+
+pub(super) fn parse_timeout(s: &str) -> Result<Clearable<u32>, String> {
+    if s.is_empty() {
+        return Ok(Clearable::Clear);
+    }
+    parse_duration(s).map(Clearable::Set)
+}
+
+/// A duration in whole seconds: plain seconds (`3600`), or numbers each with a unit
+/// `d`, `h`, `m` or `s`, largest first (`24h`, `90m`, `2d`, `1h30m`).
+pub fn parse_duration(s: &str) -> Result<u32, String> {
+    let bad = || {
+        format!("`{s}` is not a duration: give seconds (`3600`) or a number with a unit, such as `24h`, `90m`, `2d` or `1h30m`")
+    };
+    let text = s.trim();
+    if let Ok(seconds) = text.parse::<u32>() {
+        return Ok(seconds);
+    }
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    let mut last_unit = u64::MAX;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        if number.is_empty() || unit >= last_unit {
+            return Err(bad());
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        last_unit = unit;
+        number.clear();
+    }
+    if !number.is_empty() || last_unit == u64::MAX {
+        return Err(bad());
+    }
+    u32::try_from(total).map_err(|_| bad())
+}
+
+pub(super) fn parse_text(s: &str) -> Result<Clearable<String>, String> {
+    Ok(if s.is_empty() {
+        Clearable::Clear
+    } else {
+        Clearable::Set(s.to_string())
+    })
+}
+
+pub(super) fn parse_tool(s: &str) -> Result<Clearable<ToolArg>, String> {
+    if s.is_empty() {
+        return Ok(Clearable::Clear);
+    }
+    ToolArg::from_str(s, false)
+        .map(Clearable::Set)
+        .map_err(|_| format!("`{s}` is not a tool: `terraform` or `opentofu`"))
+}
+
+/// `--approval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalArg {
+    /// Plan and apply that plan at once.
+    Auto,
+    /// Plan, then wait for `sortie job approve` before applying the saved plan.
+    Required,
+}
+
+/// `--drift-remediation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RemediationArg {
+    /// Report a drift, nothing more.
+    Off,
+    /// Submit an apply when a drift is found.
+    Apply,
+}
+
+/// `--tool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolArg {
+    /// HashiCorp Terraform.
+    Terraform,
+    /// OpenTofu.
+    Opentofu,
+}

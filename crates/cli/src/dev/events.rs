@@ -1,0 +1,146 @@
+//! The local event sources: the jobs-queue poller feeding `SqsEvent` batches to dispatch,
+//! local runners' exits as task events, and resending what was queued before a restart.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sortie_launch::{AwsSecretValues, LocalLauncher};
+use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
+use sortie_store::SqsJobQueue;
+use sortie_wiring::{compose, Resources};
+use tokio::sync::mpsc;
+
+/// Jobs-queue pollers running at once (Lambda's SQS event source mapping starts with 5).
+pub(super) const POLLERS: usize = 4;
+
+/// Local task events handled at once.
+pub(super) const EVENTS_IN_FLIGHT: usize = 32;
+
+/// Sends every queued lock holder's message again (at most 1,000).
+pub(super) async fn resend_queued(
+    store: &dyn sortie_store::JobStore,
+    queue: &dyn sortie_store::JobQueue,
+) {
+    let listed = match store
+        .pending_sends(chrono::Utc::now() + chrono::Duration::seconds(1), 1000)
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "queued jobs could not be listed; the sweeper re-sends them");
+            return;
+        }
+    };
+    let mut sent = 0;
+    for job in listed.records {
+        match queue.send(&job.id, 0).await {
+            Ok(()) => sent += 1,
+            Err(e) => {
+                tracing::warn!(job_id = %job.id, error = %e, "re-send failed; the sweeper re-sends it")
+            }
+        }
+    }
+    if sent > 0 {
+        println!("sortie dev: sent {sent} queued job(s) again");
+    }
+}
+
+/// Handles one local runner event as the task-events function would, retrying a failure
+/// a few times; a STOPPED event that was handled is acknowledged to the launcher.
+pub(super) async fn local_task_event(
+    engine: &Engine,
+    local: &LocalLauncher,
+    detail: serde_json::Value,
+) {
+    let event = json!({
+        "version": "0", "id": sortie_core::tokens::random_hex(8), "detail-type": "ECS Task State Change", "source": "aws.ecs",
+        "account": "000000000000", "time": chrono::Utc::now(), "region": "local", "resources": [detail["taskArn"].clone()], "detail": detail,
+    });
+    let parsed: EventBridgeEvent<EcsTaskStateChange> = match serde_json::from_value(event) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(error = %e, "unreadable local task event");
+            return;
+        }
+    };
+    for attempt in 1..=5 {
+        match sortie_lambda_adapters::task_state_change(engine, parsed.clone()).await {
+            Ok(_) => {
+                if parsed.detail.last_status == "STOPPED" {
+                    local.acknowledge(&parsed.detail.task_arn).await;
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(attempt, error = %e, "task event failed; retrying");
+                tokio::time::sleep(Duration::from_secs(attempt)).await;
+            }
+        }
+    }
+}
+
+/// One long poll of the jobs queue, handed to dispatch; whether it had messages.
+pub(super) async fn poll_once(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    engine: &Engine,
+    queue: &SqsJobQueue,
+) -> anyhow::Result<bool> {
+    let got = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .message_system_attribute_names(
+            aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+        )
+        .send()
+        .await?;
+    let messages = got.messages.unwrap_or_default();
+    if messages.is_empty() {
+        return Ok(false);
+    }
+    let records: Vec<SqsMessage> = messages
+        .iter()
+        .map(|m| {
+            let mut r = SqsMessage::default();
+            r.message_id = m.message_id.clone();
+            r.receipt_handle = m.receipt_handle.clone();
+            r.body = m.body.clone();
+            r.event_source = Some("aws:sqs".into());
+            r.aws_region = Some("local".into());
+            for (k, v) in m.attributes().into_iter().flatten() {
+                r.attributes.insert(k.as_str().to_string(), v.clone());
+            }
+            r
+        })
+        .collect();
+    let mut event = SqsEvent::default();
+    event.records = records;
+    let response = sortie_lambda_adapters::dispatch_batch(engine, queue, event).await;
+    let failed: Vec<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    for m in messages {
+        if !failed.contains(&m.message_id.clone().unwrap_or_default()) {
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle.unwrap_or_default())
+                .send()
+                .await?;
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,241 @@
+//! Jobs from the command line: `run plan|apply|destroy ENV` (with `--wait` to follow the
+//! job to its end), `jobs list ENV`, and `job get|cancel|approve|discard|logs|outputs ID`
+//! (`logs -f` follows).
+//!
+//! Following polls the job and its log about once a second. On a terminal (stderr), a
+//! spinner shows the job's state and elapsed time, suspended while log lines print; with
+//! no terminal there is no spinner and no colour. The log goes to standard output with
+//! `-o table`, and to standard error with `-o json|yaml`, so standard output stays one
+//! parseable document (the final job). A job that ends other than `succeeded` (`failed`,
+//! `canceled`, `timed_out`, `discarded`) is [`CliError::JobFailed`] (exit 6). A reviewed
+//! job that reaches `awaiting_approval` stops the follow with exit 0: its plan summary,
+//! then `awaiting approval: sortie job approve <id>` (waiting for a person would hold a CI
+//! job for as long as the approval takes).
+//!
+//! `request` builds the job request from the flags, `watch` follows a job to its end and
+//! `text` renders jobs as tables.
+
+mod request;
+mod text;
+mod watch;
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use http::Method;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use serde_json::{json, Map, Value};
+use sortie_api::model::{DecisionBody, JobView, LogsPage};
+use sortie_core::{ChangeSummary, JobState};
+
+use self::request::job_request;
+use self::text::{job_table, submitted_table, text};
+use self::watch::{finish, follow};
+use crate::args::{JobCommand, Operation, Output, Run};
+use crate::client::Api;
+use crate::exit::CliError;
+use crate::output::{change_summary as summary, details, emit, table, when};
+
+/// `run plan|apply|destroy ENV`: submits the job and prints it; with `--wait`, follows it
+/// to its end.
+pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
+    let body = job_request(&args)?;
+    let path = format!("{}/-/jobs", crate::resources::env_url(&args.env));
+    let mut headers = Vec::new();
+    if let Some(key) = &args.idempotency_key {
+        headers.push(("Idempotency-Key", key.as_str()));
+    }
+    let answer = api.send(Method::POST, &path, Some(&body), &headers).await?;
+    let view = job_view(answer.body.clone())?;
+    if !args.wait {
+        emit(&answer.body, out, || submitted_table(&view))?;
+        // On standard error, so `-o json` keeps standard output one document.
+        eprintln!("Follow: sortie job logs -f {}", view.job.id);
+        return Ok(());
+    }
+    if out == Output::Table {
+        println!("{}", submitted_table(&view).trim_end());
+    }
+    finish(follow(api, &view, out).await?, out)
+}
+
+/// `jobs list ENV`: the environment's newest jobs.
+pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError> {
+    let page: Value = api
+        .get(&format!(
+            "{}/-/jobs?limit=50",
+            crate::resources::env_url(env)
+        ))
+        .await?;
+    let jobs = page["jobs"].as_array().cloned().unwrap_or_default();
+    let more = page["next"].is_string();
+    emit(&page, out, || {
+        let rows = jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    text(&j["id"]),
+                    text(&j["operation"]),
+                    text(&j["state"]),
+                    text(&j["requested_by"]),
+                    j["transitions"][0]["at"]
+                        .as_str()
+                        .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+                        .map(when)
+                        .unwrap_or_else(|| "-".into()),
+                    serde_json::from_value::<ChangeSummary>(j["summary"].clone())
+                        .map(|s| summary(&s))
+                        .unwrap_or_else(|_| "-".into()),
+                    j["waiting"]["text"].as_str().unwrap_or("-").to_string(),
+                ]
+            })
+            .collect();
+        let mut t = table(
+            &[
+                "ID",
+                "OPERATION",
+                "STATE",
+                "REQUESTED BY",
+                "CREATED",
+                "SUMMARY",
+                "WAITING",
+            ],
+            rows,
+        );
+        if jobs.is_empty() {
+            t = format!("no jobs in environment `{env}`\n");
+        } else if more {
+            t.push_str(&format!(
+                "(the newest {} shown; `-o json` gives the cursor of the next page)\n",
+                jobs.len()
+            ));
+        }
+        t
+    })
+}
+
+/// `job get|cancel|approve|discard|logs|outputs ID`.
+pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError> {
+    match cmd {
+        JobCommand::Get { id } => {
+            let view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+            emit(&view, out, || job_table(&view))
+        }
+        JobCommand::Cancel { id } => {
+            let answer = api
+                .send(Method::POST, &format!("/v1/jobs/{id}/cancel"), None, &[])
+                .await?;
+            let view = job_view(answer.body.clone())?;
+            emit(&answer.body, out, || {
+                let note = if view.job.state.is_terminal() {
+                    format!("job {} {}\n", view.job.id, view.job.state)
+                } else {
+                    format!(
+                        "job {}: its task is being stopped; it ends `canceled` (follow it with `sortie job logs -f {}`)\n",
+                        view.job.id, view.job.id
+                    )
+                };
+                format!("{}{note}", submitted_table(&view))
+            })
+        }
+        JobCommand::Approve { id, comment } => {
+            decide(api, &id, Verdict::Approve, comment, out).await
+        }
+        JobCommand::Discard { id, comment } => {
+            decide(api, &id, Verdict::Discard, comment, out).await
+        }
+        JobCommand::Outputs { id } => {
+            let answer = api
+                .send(Method::GET, &format!("/v1/jobs/{id}/outputs"), None, &[])
+                .await?;
+            crate::resources::show_outputs(&answer.body, out, false)
+        }
+        JobCommand::Logs { id, follow: false } => {
+            let mut offset = 0;
+            let mut data = String::new();
+            let mut more;
+            loop {
+                let page: LogsPage = api
+                    .get(&format!("/v1/jobs/{id}/logs?offset={offset}"))
+                    .await?;
+                offset = page.next_offset;
+                more = page.more;
+                if page.data.is_empty() {
+                    break;
+                }
+                data.push_str(&page.data);
+            }
+            let page = LogsPage {
+                offset: 0,
+                next_offset: offset,
+                data,
+                more,
+            };
+            emit(&page, out, || page.data.clone())
+        }
+        JobCommand::Logs { id, follow: true } => {
+            let view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+            finish(follow(api, &view, out).await?, out)
+        }
+    }
+}
+
+/// A decision on a job awaiting approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Approve,
+    Discard,
+}
+
+/// `job approve|discard ID [--comment TEXT]`: the decision, then the job as it is now.
+async fn decide(
+    api: &Api,
+    id: &str,
+    verdict: Verdict,
+    comment: Option<String>,
+    out: Output,
+) -> Result<(), CliError> {
+    let verb = match verdict {
+        Verdict::Approve => "approve",
+        Verdict::Discard => "discard",
+    };
+    let body = serde_json::to_value(DecisionBody { comment })
+        .map_err(|e| CliError::Other(format!("could not encode the decision: {e}")))?;
+    let answer = api
+        .send(
+            Method::POST,
+            &format!("/v1/jobs/{id}/{verb}"),
+            Some(&body),
+            &[],
+        )
+        .await
+        .map_err(|e| match e {
+            // The API answers 404 too when the caller may not deploy to the environment.
+            CliError::NotFound(m) => CliError::NotFound(format!(
+                "{m}\nhint: to {verb} a job you need the deployer role on its environment's group"
+            )),
+            other => other,
+        })?;
+    let view = job_view(answer.body.clone())?;
+    emit(&answer.body, out, || {
+        let id = &view.job.id;
+        let note = match verdict {
+            Verdict::Approve => format!(
+                "job {id} approved: {} to apply the saved plan (follow it with `sortie job logs -f {id}`)\n",
+                view.job.state
+            ),
+            Verdict::Discard => format!(
+                "job {id} {}: nothing was applied, and {} is released\n",
+                view.job.state, view.job.environment
+            ),
+        };
+        format!("{}{note}", submitted_table(&view))
+    })
+}
+
+fn job_view(body: Value) -> Result<JobView, CliError> {
+    serde_json::from_value(body)
+        .map_err(|e| CliError::Other(format!("the API answered a job this CLI cannot read: {e}")))
+}

@@ -1,0 +1,309 @@
+//! Following a job to its end: polling the job and its log, the spinner on a terminal,
+//! the log lines as they come, and the final answer.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use http::Method;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use serde_json::{json, Map, Value};
+use sortie_api::model::{DecisionBody, JobView, LogsPage};
+use sortie_core::{ChangeSummary, JobState};
+
+use crate::args::{JobCommand, Operation, Output, Run};
+use crate::client::Api;
+use crate::exit::CliError;
+use crate::output::{change_summary as summary, details, emit, table, when};
+
+/// How often a followed job and its log are polled.
+pub(super) const POLL: Duration = Duration::from_secs(1);
+
+/// How many polls in a row may fail with a server or network error before following
+/// gives up (a restarting `sortie dev`, a throttled API).
+pub(super) const POLL_FAILURES: u32 = 5;
+
+/// Follows a job to its end: the spinner, the log as it grows. Returns the final job.
+pub(super) async fn follow(api: &Api, start: &JobView, out: Output) -> Result<JobView, CliError> {
+    let id = start.job.id.to_string();
+    let to_stdout = out == Output::Table;
+    let bar = spinner(start);
+    let mut log = LogPrinter {
+        bar: bar.as_ref(),
+        to_stdout,
+        pending: String::new(),
+    };
+    let mut offset = 0u64;
+    let mut failures = 0;
+    let mut said = None;
+    if bar.is_none() {
+        print_waiting(start, &mut said);
+    }
+    // Ctrl-C stops following, not the job (crate::interrupt).
+    let mut interrupts = crate::interrupt::Interrupts::listen();
+    let fin = loop {
+        let polled = tokio::select! {
+            polled = poll(api, &id, &mut offset, &mut log) => polled,
+            () = interrupts.next() => Err(CliError::Interrupted),
+        };
+        match polled {
+            Ok((view, more)) => {
+                failures = 0;
+                match &bar {
+                    Some(bar) => bar.set_message(spinner_message(&view)),
+                    None if more => print_waiting(&view, &mut said),
+                    None => {}
+                }
+                if !more {
+                    break view;
+                }
+            }
+            Err(CliError::Server(e)) if failures + 1 < POLL_FAILURES => {
+                failures += 1;
+                if let Some(bar) = &bar {
+                    bar.set_message(format!("{} (retrying: {e})", spinner_message(start)));
+                }
+            }
+            Err(e) => {
+                log.flush();
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                if e == CliError::Interrupted {
+                    return Err(crate::interrupt::stop_following(api, &id, &mut interrupts).await);
+                }
+                return Err(e);
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = interrupts.next() => {
+                log.flush();
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                return Err(crate::interrupt::stop_following(api, &id, &mut interrupts).await);
+            }
+        }
+    };
+    log.flush();
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    Ok(fin)
+}
+
+/// One poll: the job, then its log from `offset` to the first gap. Returns the job and
+/// whether more may come (the job had not ended when the log was read).
+pub(super) async fn poll(
+    api: &Api,
+    id: &str,
+    offset: &mut u64,
+    log: &mut LogPrinter<'_>,
+) -> Result<(JobView, bool), CliError> {
+    let mut view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+    loop {
+        let page: LogsPage = api
+            .get(&format!("/v1/jobs/{id}/logs?offset={offset}"))
+            .await?;
+        *offset = page.next_offset;
+        log.push(&page.data);
+        if !page.more {
+            if !view.job.state.is_terminal() {
+                // It ended between the two reads.
+                view = api.get(&format!("/v1/jobs/{id}")).await?;
+            }
+            return Ok((view, false));
+        }
+        if page.data.is_empty() {
+            // A job awaiting approval has a whole log (its plan task ended) and waits for
+            // a person: following stops there.
+            return Ok((view.clone(), view.job.state != JobState::AwaitingApproval));
+        }
+    }
+}
+
+/// Prints the final line (state, change summary, elapsed) and turns an unsuccessful end
+/// into [`CliError::JobFailed`]. A job awaiting approval is a stop, not a failure: its plan
+/// summary, then the command that approves it.
+pub(super) fn finish(view: JobView, out: Output) -> Result<(), CliError> {
+    let state = view.job.state;
+    let awaiting = state == JobState::AwaitingApproval;
+    let plan_summary = view.plan_phase.as_ref().and_then(|p| p.summary.as_ref());
+    let summary_text = if awaiting {
+        plan_summary.or(view.summary.as_ref())
+    } else {
+        view.summary.as_ref()
+    }
+    .map(summary)
+    .unwrap_or_else(|| "(no change summary)".into());
+    let took = match (view.job.transitions.first(), view.job.transitions.last()) {
+        (Some(a), Some(b)) => duration(b.at - a.at),
+        _ => "-".into(),
+    };
+    let rest = format!(
+        "{summary_text}  ({} {} on {}, {took})",
+        view.job.request.operation.as_str(),
+        view.job.id,
+        view.job.environment
+    );
+    let hint = awaiting.then(|| format!("awaiting approval: sortie job approve {}", view.job.id));
+    if out == Output::Table {
+        let colour = std::io::stdout().is_terminal();
+        println!("{}  {rest}", paint(state, colour));
+        if let Some(hint) = &hint {
+            println!("{hint}");
+        }
+    } else {
+        let colour = std::io::stderr().is_terminal();
+        eprintln!("{}  {rest}", paint(state, colour));
+        if let Some(hint) = &hint {
+            eprintln!("{hint}");
+        }
+        emit(&view, out, String::new)?;
+    }
+    if state == JobState::Succeeded || awaiting {
+        return Ok(());
+    }
+    let reason = view
+        .job
+        .transitions
+        .last()
+        .map(|t| t.reason.clone())
+        .unwrap_or_default();
+    Err(CliError::JobFailed {
+        state: state.to_string(),
+        reason,
+    })
+}
+
+/// The spinner, only when standard error is a terminal.
+pub(super) fn spinner(view: &JobView) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let since = view
+        .job
+        .transitions
+        .first()
+        .map(|t| (Utc::now() - t.at).to_std().unwrap_or_default())
+        .unwrap_or_default();
+    let style = ProgressStyle::with_template("{spinner} {msg} ({took})")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .with_key(
+            "took",
+            |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let secs = state.elapsed().as_secs();
+                let _ = if secs < 60 {
+                    write!(w, "{secs}s")
+                } else {
+                    write!(w, "{}m{:02}s", secs / 60, secs % 60)
+                };
+            },
+        )
+        .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+        .with_style(style)
+        .with_elapsed(since);
+    bar.set_message(spinner_message(view));
+    bar.enable_steady_tick(Duration::from_millis(100));
+    Some(bar)
+}
+
+pub(super) fn spinner_message(view: &JobView) -> String {
+    let waiting = view
+        .waiting
+        .as_ref()
+        .map(|w| format!(": {}", w.text))
+        .unwrap_or_default();
+    format!(
+        "{} {} on {}: {}{waiting}",
+        view.job.request.operation.as_str(),
+        view.job.id,
+        view.job.environment,
+        view.job.state
+    )
+}
+
+/// Without a spinner (no terminal): why the job waits, on standard error, each time the
+/// kind of reason changes (not each time its seconds count on).
+pub(super) fn print_waiting(view: &JobView, last: &mut Option<String>) {
+    let Some(w) = &view.waiting else {
+        *last = None;
+        return;
+    };
+    let key = format!("{:?}:{:?}:{:?}", w.kind, w.behind, w.behind_state);
+    if last.as_deref() != Some(key.as_str()) {
+        eprintln!("waiting: {}", w.text);
+        *last = Some(key);
+    }
+}
+
+/// Prints a log as it grows, whole lines at a time, with the spinner suspended.
+pub(super) struct LogPrinter<'a> {
+    bar: Option<&'a ProgressBar>,
+    to_stdout: bool,
+    pending: String,
+}
+
+impl LogPrinter<'_> {
+    fn push(&mut self, data: &str) {
+        self.pending.push_str(data);
+        if let Some(end) = self.pending.rfind('\n') {
+            let lines: String = self.pending.drain(..=end).collect();
+            self.write(&lines);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let mut rest = std::mem::take(&mut self.pending);
+            rest.push('\n');
+            self.write(&rest);
+        }
+    }
+
+    fn write(&self, text: &str) {
+        let print = || {
+            // A closed pipe (`| head`) is not worth failing the follow for.
+            if self.to_stdout {
+                let mut o = std::io::stdout().lock();
+                let _ = o.write_all(text.as_bytes());
+                let _ = o.flush();
+            } else {
+                let mut e = std::io::stderr().lock();
+                let _ = e.write_all(text.as_bytes());
+                let _ = e.flush();
+            }
+        };
+        match self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+}
+
+pub(super) fn paint(state: JobState, colour: bool) -> String {
+    let code = match state {
+        JobState::Succeeded => "32",
+        JobState::Failed | JobState::TimedOut => "31",
+        JobState::Canceled | JobState::Discarded => "33",
+        JobState::AwaitingApproval => "36",
+        _ => "",
+    };
+    if colour && !code.is_empty() {
+        format!("\x1b[1;{code}m{state}\x1b[0m")
+    } else {
+        state.to_string()
+    }
+}
+
+pub(super) fn duration(d: chrono::TimeDelta) -> String {
+    let ms = d.num_milliseconds().max(0);
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}

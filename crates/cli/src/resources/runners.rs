@@ -1,0 +1,191 @@
+//! Runners: `create`, `get`, `list`, `update` and `delete` of a runner, `runner check`,
+//! and the runner table.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use http::Method;
+use serde_json::Value;
+use sortie_api::model::{RunnerCheckReport, RunnerList, RunnerView};
+
+use super::shared::{
+    changed_meanwhile, enc, group_url, if_match, json_word, or_dash, read_document, split_last,
+};
+use crate::args::{Output, RunnerCommand};
+use crate::client::{decode, Api};
+use crate::exit::CliError;
+use crate::output::{details, emit, table};
+
+/// `sortie create runner ID -f FILE`.
+pub(super) async fn create(
+    api: &Api,
+    id: String,
+    file: PathBuf,
+    out: Output,
+) -> Result<(), CliError> {
+    let (group, name) = split_last(&id);
+    let (content_type, text) = read_document(&file)?;
+    let answer = api
+        .send_raw(
+            Method::POST,
+            &runner_url(group, name),
+            Some((content_type, Bytes::from(text))),
+            &[],
+        )
+        .await?;
+    show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
+}
+
+/// `sortie get runner ID`.
+pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliError> {
+    let (group, name) = split_last(&id);
+    let answer = api
+        .send(Method::GET, &runner_url(group, name), None, &[])
+        .await
+        .map_err(|e| runner_hint(e, group))?;
+    show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
+}
+
+/// `sortie list runners --group GROUP`.
+pub(super) async fn list(api: &Api, group: String, out: Output) -> Result<(), CliError> {
+    let answer = api
+        .send(
+            Method::GET,
+            &format!("{}/runners", group_url(&group)),
+            None,
+            &[],
+        )
+        .await?;
+    let list: RunnerList = decode(answer.body.clone())?;
+    show_runners(&answer.body, list.runners, out)
+}
+
+/// `sortie update runner ID -f FILE`.
+pub(super) async fn update(
+    api: &Api,
+    id: String,
+    file: PathBuf,
+    out: Output,
+) -> Result<(), CliError> {
+    let (group, name) = split_last(&id);
+    let (content_type, text) = read_document(&file)?;
+    let url = runner_url(group, name);
+    let current = api
+        .send(Method::GET, &url, None, &[])
+        .await
+        .map_err(|e| runner_hint(e, group))?;
+    let if_match = if_match(&current);
+    let answer = api
+        .send_raw(
+            Method::PUT,
+            &url,
+            Some((content_type, Bytes::from(text))),
+            &if_match,
+        )
+        .await
+        .map_err(|e| {
+            changed_meanwhile(
+                e,
+                &format!("runner `{id}`"),
+                &format!("sortie get runner {id}"),
+            )
+        })?;
+    show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
+}
+
+/// `sortie delete runner ID`: what was deleted, in words.
+pub(super) async fn delete(api: &Api, id: String) -> Result<String, CliError> {
+    let (group, name) = split_last(&id);
+    api.send(Method::DELETE, &runner_url(group, name), None, &[])
+        .await
+        .map_err(|e| runner_hint(e, group))?;
+    Ok(format!("runner `{id}`"))
+}
+
+/// `sortie runner check ID [--org O]`: every check's name, status and detail. A failed
+/// check is not a failed command (the check ran): the exit code is 0 and `passed: false`
+/// is printed.
+pub async fn runner(api: &Api, command: RunnerCommand, out: Output) -> Result<(), CliError> {
+    let RunnerCommand::Check { id, org } = command;
+    let (group, name) = split_last(&id);
+    let mut url = format!("{}/check", runner_url(group, name));
+    if let Some(org) = &org {
+        url.push_str(&format!("?org={}", enc(org)));
+    }
+    let answer = api
+        .send(Method::POST, &url, None, &[])
+        .await
+        .map_err(|e| runner_hint(e, group))?;
+    let report: RunnerCheckReport = decode(answer.body.clone())?;
+    emit(&answer.body, out, || {
+        let rows = report
+            .checks
+            .iter()
+            .map(|c| vec![c.name.clone(), json_word(&c.status), c.detail.clone()])
+            .collect();
+        let mut text = details(&[
+            ("runner", report.runner_id.clone()),
+            ("org", report.org.clone()),
+            ("passed", report.passed.to_string()),
+        ]);
+        text.push('\n');
+        text.push_str(&table(&["CHECK", "STATUS", "DETAIL"], rows));
+        if !report.passed {
+            text.push_str(
+                "\npassed: false (a launch on this runner would fail; see the checks above)\n",
+            );
+        }
+        text
+    })
+}
+
+pub(super) fn runner_url(group: &str, name: &str) -> String {
+    format!("{}/runners/{}", group_url(group), enc(name))
+}
+
+pub(super) fn runner_hint(e: CliError, group: &str) -> CliError {
+    match e {
+        CliError::NotFound(m) => {
+            let list = if group.is_empty() {
+                "sortie list runners".to_string()
+            } else {
+                format!("sortie list runners --group {group}")
+            };
+            CliError::NotFound(format!("{m}\nhint: see the runners with `{list}`"))
+        }
+        other => other,
+    }
+}
+
+pub(super) fn show_runners(
+    raw: &Value,
+    runners: Vec<RunnerView>,
+    out: Output,
+) -> Result<(), CliError> {
+    emit(raw, out, || {
+        let rows = runners
+            .iter()
+            .map(|r| {
+                let place = if r.shared {
+                    "shared"
+                } else if r.inherited {
+                    "inherited"
+                } else {
+                    "own"
+                };
+                vec![
+                    r.runner.id.to_string(),
+                    json_word(&r.runner.spec.runner_configuration),
+                    json_word(&r.runner.spec.state_storage_configuration),
+                    place.to_string(),
+                    r.version.to_string(),
+                    or_dash(r.runner.spec.description.clone()),
+                ]
+            })
+            .collect();
+        table(
+            &["ID", "TYPE", "STATE", "WHERE", "VERSION", "DESCRIPTION"],
+            rows,
+        )
+    })
+}
