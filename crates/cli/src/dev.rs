@@ -15,26 +15,23 @@ mod snapshot;
 mod status;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use axum::extract::Request;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sortie_launch::{AwsSecretValues, LocalLauncher};
-use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
-use sortie_store::SqsJobQueue;
+use sortie_lifecycle::SweepSettings;
 use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
 
 use self::agent::{agent_exited_message, start_agent};
-use self::events::{local_task_event, poll_once, resend_queued, EVENTS_IN_FLIGHT};
+use self::events::{local_task_event, poll_once, resend_queued, EVENTS_IN_FLIGHT, POLLERS};
 use self::gate::dev_token_gate;
 use self::status::status;
 

@@ -235,7 +235,11 @@ state_storage_configuration:
             .iter()
             .map(|m| m.job_id.clone())
             .collect();
-        assert_eq!(sent, [fix.clone()], "the fix is sent to the jobs queue");
+        assert_eq!(
+            sent,
+            std::slice::from_ref(&fix),
+            "the fix is sent to the jobs queue"
+        );
         let published = seen.published.lock().unwrap().clone();
         assert_eq!(published.len(), 1, "{published:?}");
         assert_eq!(published[0].0, ENVIRONMENT_DRIFTED);

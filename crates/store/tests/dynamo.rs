@@ -15,7 +15,11 @@ async fn store() -> DynamoStore {
     store
 }
 
-contract::contract_suite!(store().await);
+// The AWS tier: each contract test returns at once without moto (`require_aws!`).
+contract::contract_suite!({
+    sortie_testkit::require_aws!();
+    store().await
+});
 
 #[tokio::test]
 async fn ensure_table_is_idempotent() {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 /// `get job ID`, `get jobs ENV`.
 #[derive(Debug, Subcommand)]

@@ -13,9 +13,7 @@ pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, ListResource, MembersCommand,
     RunnerCommand, UpdateResource,
 };
-pub use settings::{
-    parse_duration, ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg,
-};
+pub use settings::{ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg};
 
 use std::path::PathBuf;
 
@@ -273,6 +271,7 @@ pub enum ContextCommand {
 
 #[cfg(test)]
 mod tests {
+    use super::settings::parse_duration;
     use super::*;
     use clap::CommandFactory;
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::Subcommand;
 
 use super::settings::EnvSettingArgs;
 

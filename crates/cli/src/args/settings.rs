@@ -1,9 +1,7 @@
 //! An environment's approval, drift and tool settings as flags of `create env` and
 //! `update env`, and the parsers of their values.
 
-use std::path::PathBuf;
-
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 
 /// An environment's settings, for `create env` and `update env`. With `update env`, an
 /// empty value (`''`) clears the settings that may be unset.

@@ -1,26 +1,11 @@
 //! The dev agent: an agent process `sortie dev` starts for agent pools, and the message
 //! when it exits.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::Path;
 
-use anyhow::{bail, Context};
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
-use sortie_launch::{AwsSecretValues, LocalLauncher};
-use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
-use sortie_store::SqsJobQueue;
-use sortie_wiring::{compose, Resources};
-use tokio::sync::mpsc;
+use anyhow::Context;
 
-use super::DevArgs;
+use super::{data_dir, DevArgs};
 
 /// Creates an agent pool in `group` with one token (or takes the data dir's pool of that
 /// group again, when it is still in the store), and starts `sortie-agent` (next to this

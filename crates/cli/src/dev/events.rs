@@ -1,24 +1,14 @@
 //! The local event sources: the jobs-queue poller feeding `SqsEvent` batches to dispatch,
 //! local runners' exits as task events, and resending what was queued before a restart.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sortie_launch::{AwsSecretValues, LocalLauncher};
-use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
+use sortie_launch::LocalLauncher;
+use sortie_lifecycle::{EcsTaskStateChange, Engine};
 use sortie_store::SqsJobQueue;
-use sortie_wiring::{compose, Resources};
-use tokio::sync::mpsc;
 
 /// Jobs-queue pollers running at once (Lambda's SQS event source mapping starts with 5).
 pub(super) const POLLERS: usize = 4;

@@ -1,24 +1,10 @@
 //! The development token in front of the API: a request without it is refused, one with
 //! it acts as the local development user.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
-use anyhow::{bail, Context};
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sortie_launch::{AwsSecretValues, LocalLauncher};
-use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
-use sortie_store::SqsJobQueue;
-use sortie_wiring::{compose, Resources};
-use tokio::sync::mpsc;
 
 /// The issuer of `sortie dev`'s named users.
 pub const DEV_USER_ISSUER: &str = "sortie:local-dev-user";

@@ -19,14 +19,12 @@
 mod disk;
 mod item;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 pub use self::disk::{read_world, snapshot_dir};
 use self::disk::{store_body, write_world, BucketSnapshot, ObjectEntry, World, FORMAT};
@@ -364,6 +362,8 @@ pub async fn restore(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::disk::*;
     use super::item::*;
     use super::*;

@@ -1,23 +1,11 @@
 //! `sortie dev status`: whether a `sortie dev` runs for a data dir, and its health.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
-use sortie_launch::{AwsSecretValues, LocalLauncher};
-use sortie_lifecycle::{EcsTaskStateChange, Engine, SweepSettings};
-use sortie_store::SqsJobQueue;
-use sortie_wiring::{compose, Resources};
-use tokio::sync::mpsc;
+use anyhow::Context;
+
+use super::data_dir;
 
 /// `sortie dev status`: the data dir's `env` file, and whether its API answers.
 pub(super) async fn status(dir: &Path) -> anyhow::Result<()> {

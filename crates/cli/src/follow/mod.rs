@@ -19,24 +19,19 @@ mod request;
 mod text;
 mod watch;
 
-use std::io::{IsTerminal, Write};
-use std::path::Path;
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use http::Method;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::{ChangeSummary, JobState};
+use sortie_core::ChangeSummary;
 
 use self::request::job_request;
 use self::text::{job_table, submitted_table, text};
 use self::watch::{finish, follow};
-use crate::args::{JobCommand, Operation, Output, Run};
+use crate::args::{JobCommand, Output, Run};
 use crate::client::Api;
 use crate::exit::CliError;
-use crate::output::{change_summary as summary, details, emit, table, when};
+use crate::output::{change_summary as summary, emit, table, when};
 
 /// `run plan|apply|destroy ENV`: submits the job and prints it; with `--wait`, follows it
 /// to its end.

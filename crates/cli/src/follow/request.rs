@@ -3,19 +3,11 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use http::Method;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
-use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::{ChangeSummary, JobState};
 
-use crate::args::{JobCommand, Operation, Output, Run};
-use crate::client::Api;
+use crate::args::{Operation, Run};
 use crate::exit::CliError;
-use crate::output::{change_summary as summary, details, emit, table, when};
 
 /// The JSON body of `POST .../jobs` from `run`'s arguments.
 pub(super) fn job_request(args: &Run) -> Result<Value, CliError> {

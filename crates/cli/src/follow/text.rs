@@ -1,21 +1,10 @@
 //! Jobs as text: the table of a submitted or listed job, and one job's details with its
 //! transitions.
 
-use std::io::{IsTerminal, Write};
-use std::path::Path;
-use std::time::Duration;
+use serde_json::Value;
+use sortie_api::model::JobView;
 
-use chrono::{DateTime, Utc};
-use http::Method;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use serde_json::{json, Map, Value};
-use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::{ChangeSummary, JobState};
-
-use crate::args::{JobCommand, Operation, Output, Run};
-use crate::client::Api;
-use crate::exit::CliError;
-use crate::output::{change_summary as summary, details, emit, table, when};
+use crate::output::{change_summary as summary, details, table, when};
 
 pub(super) fn text(v: &Value) -> String {
     match v {

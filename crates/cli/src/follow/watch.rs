@@ -2,20 +2,17 @@
 //! the log lines as they come, and the final answer.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use http::Method;
+use chrono::Utc;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use serde_json::{json, Map, Value};
-use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::{ChangeSummary, JobState};
+use sortie_api::model::{JobView, LogsPage};
+use sortie_core::JobState;
 
-use crate::args::{JobCommand, Operation, Output, Run};
+use crate::args::Output;
 use crate::client::Api;
 use crate::exit::CliError;
-use crate::output::{change_summary as summary, details, emit, table, when};
+use crate::output::{change_summary as summary, emit};
 
 /// How often a followed job and its log are polled.
 pub(super) const POLL: Duration = Duration::from_secs(1);

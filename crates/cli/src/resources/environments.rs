@@ -7,7 +7,7 @@ use http::Method;
 use serde_json::Value;
 use sortie_api::model::{
     EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
-    RefreshRunnerAnswer,
+    OutputsView, RefreshRunnerAnswer,
 };
 use sortie_core::{Approval, DriftRemediation, ToolName};
 
@@ -22,7 +22,8 @@ use crate::client::{decode, Api};
 use crate::exit::CliError;
 use crate::output::{details, emit};
 
-/// `sortie create env GROUP/NAME --type TYPE [...]`: the environment and the rule that picked its runner.
+/// `sortie create env GROUP/NAME --type TYPE [...]`: the environment and the rule that
+/// picked its runner.
 pub(super) async fn create(
     api: &Api,
     path: String,

@@ -8,6 +8,9 @@ use super::eks::{decode_eks, dns_label_problem};
 use super::*;
 use crate::problems::{index, key_path, Fields, Problems};
 
+/// The most jobs one agent may run at once for one runner (`max_concurrent_jobs`).
+pub const MAX_CONCURRENT_JOBS: u32 = 100;
+
 /// Reads the `type` field of a tagged block.
 fn type_of(f: &mut Fields<'_>, allowed: &[&str], p: &mut Problems) -> Option<String> {
     let t: String = f.required("type", p)?;
@@ -353,10 +356,10 @@ fn decode_agent_runner(f: &mut Fields<'_>, p: &mut Problems) -> Option<AgentRunn
     let pool = f.required_str("pool", p);
     check_field(f, "pool", pool.as_ref(), crate::ids::pool_id_problem, p);
     let max_concurrent_jobs: u32 = f.optional("max_concurrent_jobs", p).unwrap_or(1);
-    if !(1..=super::MAX_CONCURRENT_JOBS).contains(&max_concurrent_jobs) {
+    if !(1..=MAX_CONCURRENT_JOBS).contains(&max_concurrent_jobs) {
         p.push(
             f.path_of("max_concurrent_jobs"),
-            format!("must be 1 to {}", super::MAX_CONCURRENT_JOBS),
+            format!("must be 1 to {}", MAX_CONCURRENT_JOBS),
         );
     }
     let env = decode_env(f, p);

@@ -1,12 +1,10 @@
 //! The snapshot on disk: `world.json` (a [`World`]) replaced atomically, and the
 //! objects' bodies under `objects/`, content-addressed, removed once no world names them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

@@ -1,14 +1,10 @@
 //! Table items in the snapshot's form: DynamoDB's own JSON (`{"S": "x"}`, binary as
 //! hex), to and from the SDK's values, and the endpoint rebased when moto moved.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
 
-use anyhow::Context;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// One DynamoDB attribute value, in DynamoDB's own JSON form (`{"S": "x"}`); binary values
 /// are hex.
