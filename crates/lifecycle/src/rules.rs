@@ -139,6 +139,36 @@ fn pin_field(doc: &mut Value, field: &str, value: &str, what: &str) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{World, RUNNER};
+
+    #[tokio::test]
+    async fn a_rule_is_pinned_to_its_url_and_must_name_a_runner_that_exists() {
+        let w = World::new().await;
+        let rules = Rules::new(w.store.clone());
+        let scope = GroupPath::parse("acme").unwrap();
+        let doc = |runner: &str| json!({"id": "r1", "runner_id": runner, "priority": 1});
+        match rules.create(&scope, doc("acme/nope")).await {
+            Err(RuleRefusal::Field { field, problem }) => {
+                assert_eq!(field, "runner_id");
+                assert_eq!(problem, "runner `acme/nope` does not exist");
+            }
+            other => panic!("{other:?}"),
+        }
+        let created = rules.create(&scope, doc(RUNNER)).await.unwrap();
+        assert_eq!(created.item.scope, scope);
+        let read = rules.get(&scope, "r1").await.unwrap();
+        assert_eq!((read.item, read.version), (created.item, created.version));
+        assert!(matches!(
+            rules.get(&scope, "r2").await,
+            Err(RuleRefusal::NoSuchRule(id)) if id == "r2"
+        ));
+        match rules.update(&scope, "r2", doc(RUNNER), None).await {
+            Err(RuleRefusal::Field { field, .. }) => assert_eq!(field, "id"),
+            other => panic!("{other:?}"),
+        }
+        rules.delete(&scope, "r1", None).await.unwrap();
+        assert!(rules.list(&scope).await.unwrap().item.is_empty());
+    }
 
     #[test]
     fn a_field_is_filled_when_absent_and_refused_when_it_differs() {
