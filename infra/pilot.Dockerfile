@@ -27,8 +27,8 @@
 # and in the final stage
 #   COPY --from=tools /extra/ /opt/sortie/tools/
 
-ARG RUST_VERSION=1.85
-ARG ALPINE_VERSION=3.20
+ARG RUST_VERSION=1.95.0
+ARG ALPINE_VERSION=3.23
 
 # ---------------------------------------------------------------- builder
 FROM rust:${RUST_VERSION}-alpine${ALPINE_VERSION} AS builder
