@@ -140,30 +140,6 @@ pub(super) fn run_task_refusal(params: &serde_json::Value) -> Option<wire::Respo
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_task_parameters_ecs_refuses_are_refused() {
-        let ok = serde_json::json!({
-            "startedBy": "sortie/01jnx6v4k2m8q9r3s5t7w0y1za",
-            "tags": [{"key": "sortie:job", "value": "x"}],
-            "overrides": {"memory": "8192", "containerOverrides": [{"name": "runner", "memory": 8192}]},
-        });
-        assert!(run_task_refusal(&ok).is_none());
-        let mut over = ok.clone();
-        over["overrides"]["containerOverrides"][0]["memory"] = 8193.into();
-        assert!(run_task_refusal(&over).is_some());
-        let mut by = ok.clone();
-        by["startedBy"] = "sortie:job".into();
-        assert!(run_task_refusal(&by).is_some());
-        let mut tag = ok;
-        tag["tags"][0]["value"] = "v".repeat(257).into();
-        assert!(run_task_refusal(&tag).is_some());
-    }
-}
-
 /// ECS's `clientToken` rules for RunTask, which moto ignores (the strict double).
 ///
 /// - The same token with the same parameters answers what the first request got: the
@@ -280,4 +256,28 @@ pub(super) fn strict_list_tasks(
         });
     }
     forward(upstream, request, &recorded.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_task_parameters_ecs_refuses_are_refused() {
+        let ok = serde_json::json!({
+            "startedBy": "sortie/01jnx6v4k2m8q9r3s5t7w0y1za",
+            "tags": [{"key": "sortie:job", "value": "x"}],
+            "overrides": {"memory": "8192", "containerOverrides": [{"name": "runner", "memory": 8192}]},
+        });
+        assert!(run_task_refusal(&ok).is_none());
+        let mut over = ok.clone();
+        over["overrides"]["containerOverrides"][0]["memory"] = 8193.into();
+        assert!(run_task_refusal(&over).is_some());
+        let mut by = ok.clone();
+        by["startedBy"] = "sortie:job".into();
+        assert!(run_task_refusal(&by).is_some());
+        let mut tag = ok;
+        tag["tags"][0]["value"] = "v".repeat(257).into();
+        assert!(run_task_refusal(&tag).is_some());
+    }
 }
