@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sortie_core::protocol::agent::{AgentAction, Claim, ClaimRequest, AgentExit, HeartbeatRequest};
+use sortie_core::protocol::agent::{AgentAction, AgentExit, Claim, ClaimRequest, HeartbeatRequest};
 use sortie_core::JobId;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;

@@ -22,7 +22,9 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sortie_core::protocol::agent::{Claim, ClaimRequest, ExitAnswer, AgentExit, HeartbeatAnswer, HeartbeatRequest};
+use sortie_core::protocol::agent::{
+    AgentExit, Claim, ClaimRequest, ExitAnswer, HeartbeatAnswer, HeartbeatRequest,
+};
 use sortie_core::JobId;
 
 use crate::credential::Credential;

@@ -6,8 +6,11 @@ use std::time::Duration as StdDuration;
 
 use chrono::Utc;
 use sortie_core::agent_pool::{agent_task, AgentHold};
-use sortie_core::protocol::agent::{AgentAction, Claim, ClaimRequest, AgentExit, HeartbeatAnswer, HeartbeatRequest, MAX_CLAIM_WAIT_SECONDS};
 use sortie_core::outcome::{CANCELED_BY, TIMED_OUT_AFTER};
+use sortie_core::protocol::agent::{
+    AgentAction, AgentExit, Claim, ClaimRequest, HeartbeatAnswer, HeartbeatRequest,
+    MAX_CLAIM_WAIT_SECONDS,
+};
 use sortie_core::{JobId, JobState, RunnerConfiguration};
 use sortie_store::{JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn};

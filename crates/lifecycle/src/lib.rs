@@ -14,9 +14,9 @@ mod end;
 mod engine;
 mod environments;
 mod jobs;
-mod rules_cache;
 mod remediation;
 mod rules;
+mod rules_cache;
 mod submit;
 #[cfg(test)]
 mod testing;
@@ -28,10 +28,11 @@ pub use bus::{
     JOB_COMPLETED, SOURCE,
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
-pub use engine::{
-    redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume, SweepSettings,
-};
 pub use end::{EndReport, How};
+pub use engine::{
+    redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
+    SweepSettings,
+};
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use rules::{RuleRefusal, Rules};

@@ -20,8 +20,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sortie_core::{ChangeSummary, ToolUsed};
 use sortie_core::protocol::pilot::{JobSpec, PilotExit, UploadKind};
+use sortie_core::{ChangeSummary, ToolUsed};
 
 use crate::env::{PilotEnv, Secret};
 use crate::error::{one_line, PilotError};

@@ -12,8 +12,8 @@
 //! The decisions are plain functions of what the pilot read: the file names and texts of
 //! the configuration, the plan's counts ([`crate::summary`]) and `state list`.
 
-use sortie_core::{ChangeSummary, Operation};
 use sortie_core::protocol::pilot::JobSpec;
+use sortie_core::{ChangeSummary, Operation};
 
 use crate::backend::BACKEND_FILE;
 

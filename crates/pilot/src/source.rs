@@ -86,9 +86,8 @@ pub fn write_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), P
 /// sorted by name. Files in subdirectories are not the configuration's own: they are
 /// modules, read only when the configuration calls them.
 pub fn own_config_files(dir: &Path) -> Result<Vec<(String, String)>, PilotError> {
-    let read_err = |e: std::io::Error| {
-        PilotError::Workspace(format!("could not read {}: {e}", dir.display()))
-    };
+    let read_err =
+        |e: std::io::Error| PilotError::Workspace(format!("could not read {}: {e}", dir.display()));
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_err)? {
         let entry = entry.map_err(read_err)?;
@@ -226,10 +225,8 @@ mod tests {
     use std::io::Write;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "sortie-pilot-source-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("sortie-pilot-source-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir

@@ -11,9 +11,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::de::DeserializeOwned;
-use sortie_core::agent_pool::{agent_id_problem, pool_id_problem, pool_name_problem, OidcTrust, POOL_TOKEN_PREFIX};
-use sortie_core::protocol::agent::{ClaimRequest, ExitAnswer, AgentExit, HeartbeatRequest, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS};
+use sortie_core::agent_pool::{
+    agent_id_problem, pool_id_problem, pool_name_problem, OidcTrust, POOL_TOKEN_PREFIX,
+};
 use sortie_core::auth::claim_value_matches;
+use sortie_core::protocol::agent::{
+    AgentExit, ClaimRequest, ExitAnswer, HeartbeatRequest, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS,
+};
 use sortie_core::{Action, GroupPath};
 use sortie_lifecycle::{AgentRefusal, EndReport as Exited, PoolTokenRefusal};
 use sortie_store::{AgentPoolRecord, StoreError, Versioned};

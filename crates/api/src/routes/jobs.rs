@@ -383,8 +383,12 @@ pub(crate) async fn outputs_of(
             ),
         ));
     }
-    let key = sortie_core::protocol::pilot::upload_key(&job.id, sortie_core::protocol::pilot::UploadKind::Outputs, None)
-        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e))?;
+    let key = sortie_core::protocol::pilot::upload_key(
+        &job.id,
+        sortie_core::protocol::pilot::UploadKind::Outputs,
+        None,
+    )
+    .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e))?;
     let bytes = match state.artifacts.get(&key).await {
         Ok(b) => b,
         Err(StoreError::NotFound { .. }) => {

@@ -50,7 +50,8 @@ pub(crate) async fn get_job_logs(
     let mut data: Vec<u8> = Vec::new();
     let mut next = offset;
     for chunk in state.artifacts.list(&prefix).await? {
-        let Some(start) = sortie_core::protocol::pilot::log_chunk_offset(&prefix, &chunk.key) else {
+        let Some(start) = sortie_core::protocol::pilot::log_chunk_offset(&prefix, &chunk.key)
+        else {
             continue;
         };
         if start + chunk.size <= next || start > next {

@@ -6,16 +6,14 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::Utc;
-use sortie_core::JobId;
 use sortie_core::protocol::pilot::JobSpec;
+use sortie_core::JobId;
 use sortie_store::{JobRecord, StoreError};
 
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{bearer_token, Document, JobIdParam};
-use crate::model::{
-    JobView, SensitiveVariables, UploadGrant, UploadProblems, UploadRequest,
-};
+use crate::model::{JobView, SensitiveVariables, UploadGrant, UploadProblems, UploadRequest};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -104,8 +102,12 @@ pub(crate) async fn get_job_spec(
     let phase = job.phase();
     let (saved_plan_url, log_offset) = if phase == Some(sortie_core::JobPhase::Apply) {
         // The plan the reviewer approved, and where the first phase's log ended.
-        let key = sortie_core::protocol::pilot::upload_key(&job.id, sortie_core::protocol::pilot::UploadKind::Plan, None)
-            .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
+        let key = sortie_core::protocol::pilot::upload_key(
+            &job.id,
+            sortie_core::protocol::pilot::UploadKind::Plan,
+            None,
+        )
+        .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
         let url = state
             .artifacts
             .presign_get(&key, SAVED_PLAN_URL_TTL)
@@ -192,7 +194,8 @@ async fn log_end(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
     Ok(chunks
         .iter()
         .filter_map(|o| {
-            sortie_core::protocol::pilot::log_chunk_offset(&prefix, &o.key).map(|start| start + o.size)
+            sortie_core::protocol::pilot::log_chunk_offset(&prefix, &o.key)
+                .map(|start| start + o.size)
         })
         .max()
         .unwrap_or(0))
@@ -293,7 +296,9 @@ fn upload_request(
             "unknown field; expected `kind` or `name`",
         ));
     }
-    let kinds = sortie_core::protocol::pilot::UploadKind::ALL.map(|k| k.as_str()).join(", ");
+    let kinds = sortie_core::protocol::pilot::UploadKind::ALL
+        .map(|k| k.as_str())
+        .join(", ");
     let kind = match fields.get("kind") {
         None => {
             return Err(ApiError::field(
@@ -401,7 +406,9 @@ pub(crate) async fn put_upload_problems(
 }
 
 /// Reads `{exit_code, reason?}`, naming the field of each problem.
-fn runner_exit(body: serde_json::Value) -> Result<sortie_core::protocol::pilot::PilotExit, ApiError> {
+fn runner_exit(
+    body: serde_json::Value,
+) -> Result<sortie_core::protocol::pilot::PilotExit, ApiError> {
     let serde_json::Value::Object(fields) = body else {
         return Err(ApiError::field(
             "body",

@@ -1,0 +1,15 @@
+//! The integration tests of this crate, one binary (one link) with a module per file.
+
+mod api;
+mod blank_text;
+mod common;
+mod encoded_paths;
+mod explain;
+mod hostile_input;
+mod http_conventions;
+mod oidc;
+mod openapi_doc;
+mod openapi_links;
+mod reviews;
+mod sensitive;
+mod waiting;

@@ -1,0 +1,13 @@
+//! The integration tests of this crate, one binary (one link) with a module per file.
+
+mod cli;
+mod common;
+mod data_dir;
+mod dev;
+mod first_hour;
+mod follow;
+mod grammar;
+mod implicit_source;
+mod interrupt;
+mod sensitive;
+mod waiting;

@@ -1,0 +1,5 @@
+//! The integration tests of this crate, one binary (one link) with a module per file.
+
+mod batch;
+mod concurrency;
+mod jwt_claims;

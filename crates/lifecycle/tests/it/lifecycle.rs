@@ -1,0 +1,885 @@
+//! The job lifecycle on Fargate against moto, through the real SDK and a loopback
+//! fault proxy that counts and injects at the request level.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use common::{World, EXTERNAL_ID, ROLE};
+use sortie_core::{JobState, TaskStop};
+use sortie_launch::LaunchSpec;
+use sortie_lifecycle::{EventEffect, MessageDisposition, SweepSettings};
+use sortie_store::{EnvironmentStore, JobStore};
+
+/// RunTask calls made for a job: distinct SDK invocations (an SDK-level retry of one call
+/// shares its invocation id and its clientToken, so it is still one launch).
+fn launches(w: &World, job_id: &str) -> usize {
+    let mut ids = std::collections::BTreeSet::new();
+    for r in w.proxy.requests_for("RunTask") {
+        if r.json().unwrap()["startedBy"] == format!("sortie/{job_id}") {
+            ids.insert(
+                r.header("amz-sdk-invocation-id")
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
+    ids.len()
+}
+
+#[tokio::test]
+async fn invariant_2_the_same_message_three_times_and_two_racing_dispatchers_give_one_run_task() {
+    sortie_testkit::require_aws!();
+    let w = Arc::new(World::new().await);
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, took) = w.submit(&env, "apply", "").await;
+    assert!(took);
+    for _ in 0..3 {
+        assert_eq!(
+            w.engine.dispatch(&World::body(&job.id), 1).await,
+            MessageDisposition::Done
+        );
+    }
+    assert_eq!(launches(&w, &job.id), 1, "three deliveries, one launch");
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::Running);
+    let task = rec.task.clone().unwrap();
+    assert!(rec.token_hash.is_some());
+
+    // Two dispatchers racing on one job.
+    let env2 = w.environment("acme/payments/eu", "").await;
+    let (job2, _) = w.submit(&env2, "plan", "").await;
+    let (a, b) = (w.clone(), w.clone());
+    let (id_a, id_b) = (job2.id.clone(), job2.id.clone());
+    let (ra, rb) = tokio::join!(
+        tokio::spawn(async move { a.engine.dispatch(&World::body(&id_a), 1).await }),
+        tokio::spawn(async move { b.engine.dispatch(&World::body(&id_b), 1).await })
+    );
+    assert_eq!(
+        (ra.unwrap(), rb.unwrap()),
+        (MessageDisposition::Done, MessageDisposition::Done)
+    );
+    assert_eq!(
+        launches(&w, &job2.id),
+        1,
+        "one launch for the second job, not two"
+    );
+
+    // The RunTask request carried what the design requires.
+    let run = &w.proxy.requests_for("RunTask")[0];
+    let body = run.json().unwrap();
+    assert_eq!(body["startedBy"], format!("sortie/{}", job.id));
+    assert_eq!(
+        body["clientToken"],
+        format!("{}-1", job.id),
+        "the first launch attempt's token"
+    );
+    assert_eq!(
+        body["capacityProviderStrategy"][0]["capacityProvider"],
+        "FARGATE"
+    );
+    assert_eq!(
+        body["networkConfiguration"]["awsvpcConfiguration"]["securityGroups"][0],
+        w.security_group.as_str()
+    );
+    assert_eq!(body["propagateTags"], "TASK_DEFINITION");
+    let env_vars = body["overrides"]["containerOverrides"][0]["environment"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = env_vars
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"SORTIE_JOB_TOKEN")
+            && names.contains(&"SORTIE_API_URL")
+            && names.contains(&"SORTIE_JOB_ID")
+    );
+    // The token the runner got is the one whose hash the claim recorded before the launch.
+    let sent = env_vars
+        .iter()
+        .find(|e| e["name"] == "SORTIE_JOB_TOKEN")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        rec.token_hash.as_deref(),
+        Some(sortie_core::tokens::sha256_hex(sent.as_bytes()).as_str())
+    );
+    let claim_write = w
+        .proxy
+        .requests()
+        .iter()
+        .position(|r| r.is("UpdateItem") && r.body_str().contains("token_hash"))
+        .expect("the claim records the token hash");
+    let run_task = w
+        .proxy
+        .requests()
+        .iter()
+        .position(|r| r.is("RunTask"))
+        .unwrap();
+    assert!(
+        claim_write < run_task,
+        "the hash is written before the launch"
+    );
+    let tags: Vec<(String, String)> = body["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["key"].as_str().unwrap().into(),
+                t["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(tags.contains(&("sortie:job".into(), job.id.to_string())));
+    assert!(tags.contains(&("sortie:env".into(), "acme/payments/prod".into())));
+    // Exactly one task exists for the job, found by startedBy.
+    let listed = w
+        .ecs
+        .list_tasks()
+        .cluster(&w.cluster)
+        .started_by(format!("sortie/{}", job.id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.task_arns(), [task]);
+}
+
+/// The `Tags.member.N` of an AssumeRole form, as a map.
+fn session_tags(
+    form: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    (1..)
+        .map_while(|i| {
+            Some((
+                form.get(&format!("Tags.member.{i}.Key"))?.clone(),
+                form.get(&format!("Tags.member.{i}.Value"))?.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// The tags of a RunTask request body, as a map.
+fn run_task_tags(body: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    body["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["key"].as_str().unwrap().to_string(),
+                t["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn invariant_6_one_cached_session_per_org_and_runner_tagged_with_them_only_and_each_task_with_its_own_job(
+) {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    // Two jobs of two environments, one runner: one session, assumed for the first.
+    let prod = w.environment("acme/payments/prod", "").await;
+    let dev = w.environment("acme/web/dev", "").await;
+    let (first, _) = w.submit(&prod, "plan", "").await;
+    w.engine.dispatch(&World::body(&first.id), 1).await;
+    let (second, _) = w.submit(&dev, "plan", "").await;
+    w.engine.dispatch(&World::body(&second.id), 1).await;
+    let calls = w.proxy.requests_for("AssumeRole");
+    assert_eq!(calls.len(), 1, "cached until near expiry");
+    let form = calls[0].form();
+    assert_eq!(form["RoleArn"], ROLE);
+    assert_eq!(form["ExternalId"], EXTERNAL_ID);
+    assert_eq!(form["DurationSeconds"], "900");
+    // The cached session names and carries only what every job it serves shares.
+    let name = &form["RoleSessionName"];
+    assert_eq!(name, "sortie-acme@acme.fargate");
+    assert!(!name.contains(first.id.as_str()), "{name}");
+    assert_eq!(
+        session_tags(&form),
+        std::collections::BTreeMap::from([
+            ("sortie:org".to_string(), "acme".to_string()),
+            ("sortie:runner".to_string(), "acme/fargate".to_string()),
+        ]),
+        "no sortie:job or sortie:env on a session shared by many jobs"
+    );
+    // Each task carries its own job, environment, organisation and runner.
+    let runs = w.proxy.requests_for("RunTask");
+    assert_eq!(runs.len(), 2);
+    for (run, job, env) in [
+        (&runs[0], &first, "acme/payments/prod"),
+        (&runs[1], &second, "acme/web/dev"),
+    ] {
+        let want = std::collections::BTreeMap::from([
+            ("sortie:job".to_string(), job.id.to_string()),
+            ("sortie:env".to_string(), env.to_string()),
+            ("sortie:org".to_string(), "acme".to_string()),
+            ("sortie:runner".to_string(), "acme/fargate".to_string()),
+        ]);
+        assert_eq!(run_task_tags(&run.json().unwrap()), want);
+        // And ECS keeps them on the task.
+        let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+        let kept: std::collections::BTreeMap<String, String> = w
+            .ecs
+            .list_tags_for_resource()
+            .resource_arn(task.as_str())
+            .send()
+            .await
+            .unwrap()
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key.clone()?, t.value.clone()?)))
+            .filter(|(k, _)| k.starts_with("sortie:"))
+            .collect();
+        assert_eq!(kept, want, "the task's own tags");
+    }
+    // Another runner on the same role is another session: the cache key is the tags.
+    let spec = w.runner_spec("");
+    let other = w
+        .environment_on("acme/web/qa", "acme/other", spec.clone())
+        .await;
+    let (third, _) = w.submit_on(&other, "acme/other", spec, "plan").await;
+    w.engine.dispatch(&World::body(&third.id), 1).await;
+    let calls = w.proxy.requests_for("AssumeRole");
+    assert_eq!(
+        calls.len(),
+        2,
+        "one session per (role, ExternalId, org, runner)"
+    );
+    let form = calls[1].form();
+    assert_eq!(form["RoleSessionName"], "sortie-acme@acme.other");
+    assert_eq!(session_tags(&form)["sortie:runner"], "acme/other");
+    assert_eq!(w.proxy.count("RunTask"), 3);
+}
+
+#[tokio::test]
+async fn invariant_4_throttling_is_retried_and_access_denied_fails_at_once_with_the_message() {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    let (waiting, took) = w.submit(&env, "plan", "").await;
+    assert!(!took);
+    // The SDK itself retries throttling (3 attempts); Sortie's backoff takes over after that.
+    w.proxy
+        .inject("RunTask", 3, 400, "ThrottlingException", "Rate exceeded");
+    // One retry path (issue 25 item 1): this message is done, and one new message,
+    // delayed by the backoff (2 s for the first refusal), carries the next attempt.
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        MessageDisposition::Done
+    );
+    let sends: Vec<_> = w
+        .proxy
+        .requests_for("SendMessage")
+        .into_iter()
+        .filter(|r| r.body_str().contains(job.id.as_str()))
+        .collect();
+    assert_eq!(sends.len(), 1, "one message carries the next attempt");
+    assert_eq!(sends[0].json().unwrap()["DelaySeconds"], 2);
+    assert_eq!(
+        w.state(&job.id).await,
+        JobState::Queued,
+        "back in the queue, still holding the lock"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        MessageDisposition::Done
+    );
+    assert_eq!(w.state(&job.id).await, JobState::Running);
+    assert_eq!(
+        w.proxy.count("RunTask"),
+        4,
+        "three throttled attempts, then one launch"
+    );
+
+    // AccessDenied fails at once, quoting AWS, releases the environment and sends the next job.
+    let env2 = w.environment("acme/payments/eu", "").await;
+    let (denied, _) = w.submit(&env2, "apply", "").await;
+    let (next, _) = w.submit(&env2, "plan", "").await;
+    w.queued_ids().await;
+    w.proxy.inject("RunTask", 1, 400, "AccessDeniedException", "User: arn:aws:sts::123456789012:assumed-role/sortie-launcher-test is not authorized to perform: ecs:RunTask");
+    assert_eq!(
+        w.engine.dispatch(&World::body(&denied.id), 1).await,
+        MessageDisposition::Done
+    );
+    let rec = w.store.get_job(&denied.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::Failed);
+    assert!(rec.job.reason().contains("\"RunTask failed: AccessDeniedException: User: arn:aws:sts::123456789012:assumed-role/sortie-launcher-test is not authorized"), "{}", rec.job.reason());
+    assert_eq!(
+        w.store
+            .get_environment(&env2)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .as_deref(),
+        Some(next.id.as_str())
+    );
+    assert_eq!(
+        w.queued_ids().await,
+        vec![next.id.clone()],
+        "the next queued job is sent"
+    );
+    let _ = waiting;
+}
+
+#[tokio::test]
+async fn invariant_2_a_crash_between_run_task_and_the_record_leaves_an_orphan_that_the_sweeper_adopts(
+) {
+    sortie_testkit::require_aws!();
+    let w = World::with_settings(SweepSettings {
+        dispatch_lease: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    // The dispatcher claims and launches, then dies before recording the task.
+    let claimed = w
+        .store
+        .transition_job(
+            &job.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "claimed by dispatch",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let task = w
+        .engine
+        .launcher
+        .launch(&LaunchSpec {
+            job: &claimed.job,
+            token: "t",
+            api_url: "x",
+            attempt: 1,
+        })
+        .await
+        .unwrap();
+    // The message is redelivered: no second launch.
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 2).await,
+        MessageDisposition::Done
+    );
+    let report = w.engine.sweep(Utc::now()).await.unwrap();
+    assert_eq!(report.adopted, 1, "{report:?}");
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(
+        (rec.job.state, rec.task.as_deref()),
+        (JobState::Running, Some(task.as_str()))
+    );
+    assert!(rec.job.reason().contains("adopted orphan task"));
+    assert_eq!(w.proxy.count("RunTask"), 1, "adopted, never launched twice");
+    // A second pass changes nothing.
+    assert_eq!(w.engine.sweep(Utc::now()).await.unwrap().adopted, 0);
+}
+
+#[tokio::test]
+async fn a_dispatch_with_no_task_after_the_lease_is_requeued_and_launched_again() {
+    sortie_testkit::require_aws!();
+    let w = World::with_settings(SweepSettings {
+        dispatch_lease: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "plan", "").await;
+    w.store
+        .transition_job(
+            &job.id,
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "claimed by dispatch",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    w.queued_ids().await;
+    let report = w.engine.sweep(Utc::now()).await.unwrap();
+    assert_eq!(report.requeued, 1);
+    assert_eq!(w.state(&job.id).await, JobState::Queued);
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+    assert_eq!(
+        w.engine.dispatch(&World::body(&job.id), 1).await,
+        MessageDisposition::Done
+    );
+    assert_eq!(w.state(&job.id).await, JobState::Running);
+}
+
+#[tokio::test]
+async fn invariant_3_a_lost_send_is_resent_and_a_lost_event_is_resolved_by_describe_tasks() {
+    sortie_testkit::require_aws!();
+    let w = World::with_settings(SweepSettings {
+        resend_after: Duration::zero(),
+        silence: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, took) = w.submit(&env, "apply", "").await;
+    assert!(took);
+    // The API's send was lost: the sweeper re-sends it.
+    let report = w
+        .engine
+        .sweep(Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(report.resent, 1);
+    assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    // The task stops, and its event is lost.
+    w.ecs
+        .stop_task()
+        .cluster(&w.cluster)
+        .task(&task)
+        .reason("Essential container in task exited")
+        .send()
+        .await
+        .unwrap();
+    let report = w.engine.sweep(Utc::now()).await.unwrap();
+    assert_eq!(report.resolved, 1, "{report:?}");
+    assert!(w.proxy.count("DescribeTasks") >= 1);
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert!(rec.job.state.is_terminal());
+    assert!(
+        w.store
+            .get_environment(&env)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .is_none(),
+        "released"
+    );
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_is_stopped_from_outside_and_ends_timed_out() {
+    sortie_testkit::require_aws!();
+    let w = World::with_settings(SweepSettings {
+        silence: Duration::zero(),
+        ..Default::default()
+    })
+    .await;
+    let env = w
+        .environment("acme/payments/prod", "  timeout_seconds: 60\n")
+        .await;
+    let (job, _) = w.submit(&env, "apply", "  timeout_seconds: 60\n").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    let later = Utc::now() + Duration::seconds(61);
+    assert_eq!(w.engine.sweep(later).await.unwrap().timed_out, 1);
+    let stop = &w.proxy.requests_for("StopTask")[0];
+    assert_eq!(
+        stop.json().unwrap()["reason"],
+        "sortie: timed out after 60s"
+    );
+    // Either the STOPPED event or the sweeper's DescribeTasks finishes it as timed_out.
+    let described = w
+        .ecs
+        .describe_tasks()
+        .cluster(&w.cluster)
+        .tasks(&task)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.tasks()[0].last_status(), Some("STOPPED"));
+    w.engine.sweep(later).await.unwrap();
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(rec.job.state, JobState::TimedOut, "{}", rec.job.reason());
+    assert!(rec.job.reason().contains("60s"));
+}
+
+#[tokio::test]
+async fn task_events_map_outcomes_release_start_the_next_job_and_publish_completion() {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    let (next, _) = w.submit(&env, "apply", "").await;
+    w.queued_ids().await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    assert_eq!(
+        w.engine
+            .task_event(&World::event("ecs-task-running.json", &job.id, &task))
+            .await
+            .unwrap(),
+        EventEffect::Ignored("start recorded")
+    );
+    assert!(w.store.get_job(&job.id).await.unwrap().started_at.is_some());
+    let out = w
+        .engine
+        .task_event(&World::event("ecs-task-stopped-exit0.json", &job.id, &task))
+        .await
+        .unwrap();
+    assert_eq!(out, EventEffect::Moved(JobState::Succeeded));
+    assert_eq!(
+        w.store
+            .get_environment(&env)
+            .await
+            .unwrap()
+            .item
+            .active_job
+            .as_deref(),
+        Some(next.id.as_str())
+    );
+    assert_eq!(
+        w.queued_ids().await,
+        vec![next.id.clone()],
+        "the next job is sent"
+    );
+    let completed = w.drain(&w.events_url).await;
+    assert_eq!(completed.len(), 1, "sortie.job.completed reached the bus");
+    assert_eq!(completed[0]["detail-type"], "sortie.job.completed");
+    assert_eq!(completed[0]["detail"]["job_id"], job.id.as_str());
+    assert_eq!(completed[0]["detail"]["state"], "succeeded");
+
+    // Duplicate STOPPED, RUNNING after STOPPED, and an unknown task: all harmless.
+    let before = w.store.get_job(&job.id).await.unwrap();
+    assert_eq!(
+        w.engine
+            .task_event(&World::event("ecs-task-stopped-exit1.json", &job.id, &task))
+            .await
+            .unwrap(),
+        EventEffect::Ignored("already finished")
+    );
+    assert_eq!(
+        w.engine
+            .task_event(&World::event("ecs-task-running.json", &job.id, &task))
+            .await
+            .unwrap(),
+        EventEffect::Ignored("out of order or duplicate")
+    );
+    assert_eq!(
+        w.engine
+            .task_event(&World::event(
+                "ecs-task-stopped-exit0.json",
+                "01unknownjob0000000000000",
+                "arn:aws:ecs:us-east-1:123456789012:task/x/y"
+            ))
+            .await
+            .unwrap(),
+        EventEffect::Ignored("unknown job")
+    );
+    let mut foreign = World::event("ecs-task-stopped-exit0.json", &job.id, &task);
+    foreign.started_by = Some("ecs-svc/1234".into());
+    assert_eq!(
+        w.engine.task_event(&foreign).await.unwrap(),
+        EventEffect::Ignored("not a task Sortie started")
+    );
+    assert_eq!(
+        w.store.get_job(&job.id).await.unwrap(),
+        before,
+        "nothing changed"
+    );
+    assert!(w.queued_ids().await.is_empty(), "and nothing was sent");
+    assert!(w.drain(&w.events_url).await.is_empty(), "nor published");
+}
+
+async fn outcome_of(sample: &str, operation: &str) -> (JobState, String, World, String) {
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, operation, "").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    w.queued_ids().await;
+    w.engine
+        .task_event(&World::event(sample, &job.id, &task))
+        .await
+        .unwrap();
+    let rec = w.store.get_job(&job.id).await.unwrap();
+    (
+        rec.job.state,
+        rec.job.reason().to_string(),
+        w,
+        job.id.to_string(),
+    )
+}
+
+#[tokio::test]
+async fn stopped_events_become_the_right_outcome() {
+    sortie_testkit::require_aws!();
+    let (s, r, ..) = outcome_of("ecs-task-stopped-exit1.json", "apply").await;
+    assert_eq!(s, JobState::Failed, "{r}");
+    assert!(r.contains("code 1"));
+    let (s, r, ..) = outcome_of("ecs-task-failed-to-start.json", "plan").await;
+    assert_eq!(s, JobState::Failed);
+    assert!(r.contains("CannotPullContainerError"), "{r}");
+    let (s, r, ..) = outcome_of("ecs-task-oom.json", "apply").await;
+    assert_eq!(s, JobState::Failed);
+    assert!(r.contains("out of memory"), "{r}");
+    let (s, r, ..) = outcome_of("ecs-task-timed-out.json", "apply").await;
+    assert_eq!(s, JobState::TimedOut, "{r}");
+    let (s, r, w, id) = outcome_of("ecs-task-spot-interruption.json", "plan").await;
+    assert_eq!(s, JobState::Queued, "a plan on Spot is requeued: {r}");
+    assert_eq!(
+        w.queued_ids().await,
+        vec![id],
+        "and sent again, keeping its lock"
+    );
+    let (s, r, ..) = outcome_of("ecs-task-spot-interruption.json", "apply").await;
+    assert_eq!(s, JobState::Failed);
+    assert!(r.contains("not re-run blindly"), "{r}");
+}
+
+#[tokio::test]
+async fn cancel_of_a_running_job_stops_its_task_and_ends_canceled() {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    let env = w.environment("acme/payments/prod", "").await;
+    let (job, _) = w.submit(&env, "apply", "").await;
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+    let task = w.store.get_job(&job.id).await.unwrap().task.unwrap();
+    let cancel = serde_json::json!({"job_id": job.id, "cancel_by": "bob"}).to_string();
+    assert_eq!(
+        w.engine.dispatch(&cancel, 1).await,
+        MessageDisposition::Done
+    );
+    let stop = &w.proxy.requests_for("StopTask")[0];
+    assert_eq!(stop.json().unwrap()["reason"], "sortie: canceled by bob");
+    let described = w
+        .ecs
+        .describe_tasks()
+        .cluster(&w.cluster)
+        .tasks(&task)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        described.tasks()[0].stopped_reason(),
+        Some("sortie: canceled by bob")
+    );
+    // The STOPPED event (here with exit 143 from SIGTERM) finishes it as canceled.
+    let mut event = World::event("ecs-task-stopped-exit1.json", &job.id, &task);
+    event.stopped_reason = Some("sortie: canceled by bob".into());
+    assert_eq!(
+        w.engine.task_event(&event).await.unwrap(),
+        EventEffect::Moved(JobState::Canceled)
+    );
+    assert_eq!(
+        w.store.get_job(&job.id).await.unwrap().job.reason(),
+        "canceled by bob"
+    );
+}
+
+#[tokio::test]
+async fn poison_and_unknown_jobs_are_poison_and_a_spot_plan_runs_on_fargate_spot() {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    assert!(matches!(
+        w.engine.dispatch("not json", 1).await,
+        MessageDisposition::Poison(_)
+    ));
+    assert!(matches!(
+        w.engine
+            .dispatch(r#"{"job_id":"01nosuchjob0000000000000000"}"#, 1)
+            .await,
+        MessageDisposition::Poison(_)
+    ));
+    assert!(matches!(
+        w.engine.dispatch(r#"{"job":"x"}"#, 1).await,
+        MessageDisposition::Poison(_)
+    ));
+    let env = w
+        .environment("acme/payments/prod", "  capacity_provider: FARGATE_SPOT\n")
+        .await;
+    let (plan, _) = w
+        .submit(&env, "plan", "  capacity_provider: FARGATE_SPOT\n")
+        .await;
+    w.engine.dispatch(&World::body(&plan.id), 1).await;
+    let body = w.proxy.requests_for("RunTask")[0].json().unwrap();
+    assert_eq!(
+        body["capacityProviderStrategy"][0]["capacityProvider"],
+        "FARGATE_SPOT"
+    );
+    let _ = TaskStop::default();
+}
+
+#[tokio::test]
+async fn invariant_1_twenty_jobs_run_one_at_a_time_in_fifo_order_while_another_environment_runs_in_parallel(
+) {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    let a = w.environment("acme/payments/prod", "").await;
+    let b = w.environment("acme/web/prod", "").await;
+    let mut submitted_a = vec![];
+    for _ in 0..20 {
+        submitted_a.push(w.submit(&a, "apply", "").await.0.id);
+    }
+    let mut submitted_b = vec![];
+    for _ in 0..3 {
+        submitted_b.push(w.submit(&b, "apply", "").await.0.id);
+    }
+    // Both environments' first jobs took their locks; the API would have sent them.
+    let mut inbox: Vec<sortie_core::JobId> = vec![submitted_a[0].clone(), submitted_b[0].clone()];
+    let (mut started_a, mut started_b) = (vec![], vec![]);
+    let mut b_overlapped_a = false;
+    while !inbox.is_empty() {
+        // Dispatch everything delivered, as the SQS-triggered function would.
+        for id in inbox.drain(..) {
+            assert_eq!(
+                w.engine.dispatch(&World::body(&id), 1).await,
+                MessageDisposition::Done
+            );
+        }
+        // At every step at most one job of each environment is launched.
+        let mut running = vec![];
+        for id in submitted_a.iter().chain(submitted_b.iter()) {
+            if w.state(id).await.is_active() {
+                running.push(id.clone());
+            }
+        }
+        let active_a: Vec<&sortie_core::JobId> = running
+            .iter()
+            .filter(|id| submitted_a.contains(id))
+            .collect();
+        let active_b: Vec<&sortie_core::JobId> = running
+            .iter()
+            .filter(|id| submitted_b.contains(id))
+            .collect();
+        assert!(
+            active_a.len() <= 1 && active_b.len() <= 1,
+            "one writer per environment: {running:?}"
+        );
+        b_overlapped_a |= !active_a.is_empty() && !active_b.is_empty();
+        // Finish each running task with its own STOPPED event.
+        for id in running {
+            let rec = w.store.get_job(&id).await.unwrap();
+            if submitted_a.contains(&id) {
+                started_a.push(id.clone())
+            } else {
+                started_b.push(id.clone())
+            }
+            let task = rec.task.unwrap();
+            assert_eq!(
+                w.engine
+                    .task_event(&World::event("ecs-task-stopped-exit0.json", &id, &task))
+                    .await
+                    .unwrap(),
+                EventEffect::Moved(JobState::Succeeded)
+            );
+        }
+        inbox = w.queued_ids().await;
+    }
+    assert_eq!(started_a, submitted_a, "strict FIFO within the environment");
+    assert_eq!(started_b, submitted_b);
+    assert!(
+        b_overlapped_a,
+        "the other environment's jobs ran in parallel"
+    );
+    assert_eq!(launches_total(&w), 23);
+}
+
+fn launches_total(w: &World) -> usize {
+    let mut ids = std::collections::BTreeSet::new();
+    for r in w.proxy.requests_for("RunTask") {
+        ids.insert(
+            r.header("amz-sdk-invocation-id")
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    ids.len()
+}
+
+/// Deliver 4: the runner's `secrets`, the job's `secret_refs` and a git source's
+/// `credentials_secret` reach the container as ECS `secrets` of a derived task definition
+/// (`valueFrom` = the ARN), registered once per secret set; RunTask's overrides carry no ARN.
+#[tokio::test]
+async fn secrets_become_value_from_arns_of_a_derived_task_definition_and_never_plain_env() {
+    sortie_testkit::require_aws!();
+    let w = World::new().await;
+    let runner_secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:runner-token-AbCdEf";
+    let extra = format!("  secrets:\n    RUNNER_TOKEN: {runner_secret}\n");
+    let env = w.environment("acme/payments/prod", &extra).await;
+    let job_secret = "arn:aws:ssm:us-east-1:123456789012:parameter/acme/db-password";
+    let git_secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:git-AbCdEf";
+    let submit = |id: String| {
+        let request = sortie_core::JobRequest::parse(&format!(
+            r#"{{"operation":"plan","source":{{"type":"git","url":"https://git.example.com/acme/infra.git","credentials_secret":"{git_secret}"}},"secret_refs":{{"TF_VAR_db_password":"{job_secret}"}}}}"#
+        ))
+        .unwrap();
+        let mut job = sortie_core::Job::new(
+            id,
+            env.clone(),
+            sortie_core::RunnerId::parse("acme/fargate").unwrap(),
+            request,
+            "alice".into(),
+            Utc::now(),
+        );
+        job.runner_spec = Some(w.runner_spec(&extra));
+        job
+    };
+    let job = submit(sortie_core::tokens::new_id());
+    assert!(w.store.submit_job(&job, None).await.unwrap().took_lock);
+    w.engine.dispatch(&World::body(&job.id), 1).await;
+
+    let registered = w.proxy.requests_for("RegisterTaskDefinition");
+    assert_eq!(registered.len(), 1, "one derived task definition");
+    let body = registered[0].json().unwrap();
+    let family = body["family"].as_str().unwrap();
+    assert!(family.contains("-sortie-"), "{family}");
+    assert!(family.len() <= 255);
+    let runner = body["containerDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "runner")
+        .unwrap();
+    let secrets: std::collections::BTreeMap<String, String> = runner["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["valueFrom"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            ("RUNNER_TOKEN", runner_secret),
+            ("SORTIE_GIT_CREDENTIALS", git_secret),
+            ("TF_VAR_db_password", job_secret),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    );
+    let run = w.proxy.requests_for("RunTask")[0].json().unwrap();
+    assert!(
+        run["taskDefinition"].as_str().unwrap().contains(family),
+        "RunTask runs the derived family: {run}"
+    );
+    let overrides = run["overrides"].to_string();
+    for arn in [runner_secret, job_secret, git_secret] {
+        assert!(
+            !overrides.contains(arn),
+            "{arn} in the overrides: {overrides}"
+        );
+    }
+    assert!(!overrides.contains("SORTIE_SECRET_REFS"), "{overrides}");
+
+    // The same secret set again: no second registration.
+    let env2 = w.environment("acme/web/dev", &extra).await;
+    let mut job2 = submit(sortie_core::tokens::new_id());
+    job2.environment = env2;
+    w.store.submit_job(&job2, None).await.unwrap();
+    w.engine.dispatch(&World::body(&job2.id), 1).await;
+    assert_eq!(w.proxy.count("RegisterTaskDefinition"), 1, "cached");
+    assert_eq!(w.proxy.count("RunTask"), 2);
+}

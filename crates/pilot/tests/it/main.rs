@@ -1,0 +1,3 @@
+//! The integration tests of this crate, one binary (one link) with a module per file.
+
+mod pilot;

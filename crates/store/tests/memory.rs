@@ -1,7 +1,0 @@
-//! The store contract against the in-memory store.
-
-mod contract;
-
-use sortie_store::MemoryStore;
-
-contract::contract_suite!(MemoryStore::new());

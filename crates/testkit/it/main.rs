@@ -1,0 +1,10 @@
+//! The test kit's own tests and the cross-crate ones, one binary with a module per file.
+
+mod events;
+mod harness;
+mod iam;
+mod infra_template;
+mod kube_double;
+mod lambda_api;
+mod moto_writes;
+mod proxy;
