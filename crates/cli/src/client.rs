@@ -94,7 +94,7 @@ impl Api {
     /// A non-2xx answer becomes the [`CliError`] of its kind: 404 → NotFound, 409/412 →
     /// Conflict, 5xx → Server, other 4xx → Invalid. The message is the API's
     /// `error.message`, then each `error.fields[]` on its own line as `path: problem`.
-    /// A transport error → Server("could not reach <full URL>: <cause>"). A 401 names the
+    /// A transport error → Server("could not reach `<full URL>: <cause>`"). A 401 names the
     /// credential used and how to get one. A 404 or an answer that is not JSON probes
     /// `GET /v1/health` once: when that is not Sortie's answer, the URL is reported as
     /// not a Sortie API (Server, exit 5).
