@@ -5,7 +5,7 @@
 #
 #   scripts/bench-calls.sh
 #
-# Runs crates/lifecycle/tests/calls_per_job.rs through scripts/with-moto.sh and
+# Runs crates/lifecycle/tests/it/calls_per_job.rs through scripts/with-moto.sh and
 # prints its table (Markdown, ready for BENCHMARKS.md). Cargo's and the test's
 # full output goes to stderr. Exits with the test's status: 1 when over the goal.
 set -euo pipefail
@@ -17,7 +17,7 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
 set +e
-scripts/with-moto.sh cargo test -p sortie-lifecycle --test calls_per_job -- --nocapture 2>&1 \
+scripts/with-moto.sh cargo test -p sortie-lifecycle --test it -- calls_per_job:: --nocapture 2>&1 \
     | tee "$out" >&2
 status=${PIPESTATUS[0]}
 set -e

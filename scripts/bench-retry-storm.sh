@@ -6,13 +6,13 @@
 #
 #   scripts/bench-retry-storm.sh
 #
-# Runs crates/lifecycle/tests/retry_storm.rs's `ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item`
+# Runs crates/lifecycle/tests/it/retry_storm.rs's `ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item`
 # (in memory: no moto needed) and prints its tables.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-cargo test -p sortie-lifecycle --test retry_storm -- --exact \
-  ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item --nocapture 2>&1 \
+cargo test -p sortie-lifecycle --test it -- --exact \
+  retry_storm::ten_minutes_of_throttling_cost_at_most_eleven_attempts_and_a_2_kb_item --nocapture 2>&1 \
   | sed -n '/^10 minutes of RunTask throttling/,/^test /p' | sed '$d'

@@ -14,7 +14,7 @@ goes to stderr as it runs):
    dispatch of one submitted job and the completion of one stopped task, on the
    in-memory store (no AWS latency).
 4. AWS calls per job on the dispatch path, counted by the test proxy over `--calls-jobs`
-   jobs on moto (crates/lifecycle/tests/calls_per_job.rs).
+   jobs on moto (crates/lifecycle/tests/it/calls_per_job.rs).
 5. End to end: `--jobs` jobs over `--envs` environments through `sortie dev` on moto,
    with runners that exit at once (scripts/bench-e2e.py), against moto's own per-call
    floor measured in the same run.

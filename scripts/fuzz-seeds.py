@@ -4,10 +4,10 @@
 The seeds are committed; run this again (python3 scripts/fuzz-seeds.py) after
 adding tests or sample events to pick up their documents. It gathers:
 
-  runner_config    the runner documents of crates/core/tests/parsing.rs and
+  runner_config    the runner documents of crates/core/tests/it/parsing.rs and
                    the API tests, plus hand-written edge cases
-  rule_body        rule bodies of crates/api/tests/api.rs, plus edge cases
-  environment_body environment bodies of crates/api/tests/api.rs, plus edge cases
+  rule_body        rule bodies of crates/api/tests/it/api.rs, plus edge cases
+  environment_body environment bodies of crates/api/tests/it/api.rs, plus edge cases
   job_body         job bodies of crates/core/tests and crates/api/tests, plus edge cases
   ecs_event        the `detail` of every events/ecs-*.json, plus edge cases
 
@@ -51,7 +51,7 @@ def classify(s):
 
 seeds = {t: [] for t in ["runner_config", "rule_body", "environment_body", "job_body", "ecs_event"]}
 
-for path in sorted(glob.glob("crates/core/tests/*.rs") + glob.glob("crates/api/tests/*.rs")):
+for path in sorted(glob.glob("crates/core/tests/it/*.rs") + glob.glob("crates/api/tests/it/*.rs")):
     for s in rust_strings(path):
         t = classify(s)
         if t:

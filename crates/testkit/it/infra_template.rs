@@ -726,7 +726,7 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
     let unguarded: Vec<(String, String)> = sortie_api::Route::ALL
         .iter()
         .filter(|r| r.auth() != sortie_api::Auth::User)
-        .map(|r| (r.spec().0.to_string(), template_path(*r)))
+        .map(|r| (r.method_and_path().0.to_string(), template_path(*r)))
         .collect();
     let mut missing = unguarded.clone();
     for (name, event) in events(&t, "ApiFunction") {
@@ -1796,9 +1796,9 @@ fn log_statements_name_log_streams_by_group_name_not_by_the_group_arn() {
 /// A route's path as the template writes it: the runner's routes name the job `{job}`.
 fn template_path(route: sortie_api::Route) -> String {
     if route.uses_job_token() {
-        route.spec().1.replace("{id}", "{job}")
+        route.method_and_path().1.replace("{id}", "{job}")
     } else {
-        route.spec().1.to_string()
+        route.method_and_path().1.to_string()
     }
 }
 

@@ -1,6 +1,6 @@
 //! The route table: each route is one line below, and its handler's `#[utoipa::path]`
 //! declares the rest once (method, path template, credential in `security(...)`,
-//! OpenAPI entry). [`Route`] reads them back ([`Route::spec`], [`Route::auth`]); the
+//! OpenAPI entry). [`Route`] reads them back ([`Route::method_and_path`], [`Route::auth`]); the
 //! router, the OpenAPI document and the SAM template test are built from [`Route::ALL`].
 //! Paths that contain `/` end at the `/-/` separator, which [`separator`] turns into one
 //! segment before routing.

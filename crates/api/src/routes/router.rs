@@ -21,7 +21,7 @@ pub(crate) fn build(state: AppState) -> axum::Router {
         BTreeMap::new();
     for route in Route::ALL {
         let route = *route;
-        let (method, template) = route.spec();
+        let (method, template) = route.method_and_path();
         let entry = templates
             .entry(template)
             .or_insert_with(|| (MethodRouter::new(), vec![]));

@@ -173,7 +173,7 @@ impl Route {
     }
 
     /// The method and the path template (the router's and the OpenAPI document's).
-    pub fn spec(self) -> (Method, &'static str) {
+    pub fn method_and_path(self) -> (Method, &'static str) {
         let d = self.declared();
         (d.method.clone(), &d.template)
     }

@@ -208,7 +208,7 @@ async fn every_route_matches_its_own_template() {
     let app = app().await;
     let mut seen = std::collections::BTreeSet::new();
     for route in Route::ALL {
-        let (method, template) = route.spec();
+        let (method, template) = route.method_and_path();
         assert!(
             seen.insert((method.to_string(), template)),
             "{template} twice"
@@ -252,7 +252,7 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
         .iter()
         .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));
     assert_eq!(
-        (GetJobSpec.operation_id(), GetJobSpec.spec()),
+        (GetJobSpec.operation_id(), GetJobSpec.method_and_path()),
         ("get_job_spec", (Method::GET, "/v1/jobs/{id}/spec"))
     );
 }

@@ -51,7 +51,7 @@ async fn every_405_lists_the_allowed_methods_in_allow() {
     let api = Api::new().await;
     let mut by_template: std::collections::BTreeMap<&str, Vec<Method>> = Default::default();
     for route in Route::ALL {
-        let (method, template) = route.spec();
+        let (method, template) = route.method_and_path();
         by_template.entry(template).or_default().push(method);
     }
     for (template, methods) in by_template {

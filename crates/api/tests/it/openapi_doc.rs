@@ -50,7 +50,7 @@ fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
 fn route_of(method: &str, path: &str) -> Route {
     *Route::ALL
         .iter()
-        .find(|r| r.spec().0.as_str() == method && r.spec().1 == path)
+        .find(|r| r.method_and_path().0.as_str() == method && r.method_and_path().1 == path)
         .unwrap_or_else(|| panic!("{method} {path} is not in the route table"))
 }
 

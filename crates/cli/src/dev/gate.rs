@@ -30,7 +30,7 @@ pub(super) async fn dev_token_gate(
             && sortie_api::Route::ALL
                 .iter()
                 .filter(|r| r.uses_job_token())
-                .filter_map(|r| r.spec().1.strip_prefix("/v1/jobs/{id}"))
+                .filter_map(|r| r.method_and_path().1.strip_prefix("/v1/jobs/{id}"))
                 .any(|tail| path.ends_with(tail)))
         // The agents' routes: `/v1/agent-pools/{id}/claims`, `…/jobs/{job}/heartbeat|exit`.
         || (path.starts_with("/v1/agent-pools/")

@@ -4,7 +4,7 @@
 //! Each `is_*` check in this module tree says whether AWS would accept a value; each
 //! function here turns *any* string into one it accepts, so a long or odd input can never
 //! turn a launch, a stop or an AssumeRole into a refusal. Every function is total (it never
-//! fails), deterministic, and cuts only on a character boundary. `crates/core/tests/shape.rs`
+//! fails), deterministic, and cuts only on a character boundary. `crates/core/tests/it/shape.rs`
 //! proves, for arbitrary input, that each output satisfies the rule it is shaped for.
 
 use super::*;

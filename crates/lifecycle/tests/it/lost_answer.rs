@@ -4,7 +4,7 @@
 //! the refusal carries the item as it is; when it shows this very claim (`dispatching`, the
 //! token hash the claim wrote), the claim succeeded and dispatch goes on to launch, at once.
 //!
-//! The moto tests need `scripts/with-moto.sh cargo test -p sortie-lifecycle --test lost_answer`.
+//! The moto tests need `scripts/with-moto.sh cargo test -p sortie-lifecycle --test it -- lost_answer::`.
 
 use crate::common;
 

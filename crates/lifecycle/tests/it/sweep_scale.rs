@@ -6,7 +6,7 @@
 //! Every job here is `running` and silent for longer than the silence, so looking at it is
 //! one DescribeTasks: the fake launcher records which jobs were described. The first tests
 //! run on the in-memory store; `three_hundred_active_jobs_on_dynamodb_are_all_described`
-//! needs moto (`scripts/with-moto.sh cargo test -p sortie-lifecycle --test sweep_scale`).
+//! needs moto (`scripts/with-moto.sh cargo test -p sortie-lifecycle --test it -- sweep_scale::`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -46,7 +46,7 @@ pub fn conforms(
             json!({"$ref": "#/components/schemas/ErrorBody"})
         }
         Some(route) => {
-            let (m, template) = route.spec();
+            let (m, template) = route.method_and_path();
             let op = &doc["paths"][template][m.as_str().to_lowercase()];
             assert!(
                 op.is_object(),
