@@ -52,7 +52,7 @@ def report():
 
         if "running" in seen and job["state"] in seen:
             print(f"demo: {job['operation']} {job['id']} latency: submitted -> claimed {ms('queued', 'dispatching')} ms, "
-                  f"-> runner started {ms('queued', 'running')} ms, -> {job['state']} {ms('queued', job['state'])} ms")
+                  f"-> task running {ms('queued', 'running')} ms, -> {job['state']} {ms('queued', job['state'])} ms")
     state = json.loads(s3.get_object(Bucket=STATE_BUCKET, Key=STATE_KEY)["Body"].read())
     outputs = state.get("outputs") or next(
         (m.get("outputs", {}) for m in state.get("modules", []) if m.get("path") == ["root"]), {})
