@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::error::PilotError;
 
@@ -119,13 +118,8 @@ pub fn write_variables(
     Ok(true)
 }
 
-/// The lower-case hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+/// SHA-256 of `bytes`, lowercase hex: the one in `sortie_core::tokens`.
+pub use sortie_core::tokens::sha256_hex;
 
 /// Checks an archive against the spec's SHA-256 (hex, either case).
 pub fn verify_checksum(

@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use super::item::{hex, ItemJson};
+use super::item::ItemJson;
 
 /// The snapshot format this binary writes and reads.
 pub const FORMAT: u32 = 1;
@@ -62,10 +61,8 @@ impl World {
     }
 }
 
-/// SHA-256 of `body`, hex.
-pub fn sha256_hex(body: &[u8]) -> String {
-    hex(&Sha256::digest(body))
-}
+/// SHA-256 of a body, lowercase hex: the one in `sortie_core::tokens`.
+pub use sortie_core::tokens::sha256_hex;
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
