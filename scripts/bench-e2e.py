@@ -18,12 +18,17 @@ launcher's supervisor the moment the runner ends):
 - moto's own per-call floor, measured in the same run: the median of 200
   sequential DynamoDB GetItem calls from this process; and moto's CPU while the
   jobs ran (moto serves one request at a time per GIL: at 100% it is the
-  bottleneck, and every latency above includes its queue).
+  bottleneck, and every latency above includes its queue);
+- each of "runner exit -> terminal" and "release -> next claim" split into moto's
+  time and Sortie's: moto's is the part of the window in which moto was serving a
+  request naming the job (the ended one or the claimed one; a DynamoDB request's
+  wait for moto's lock counts as moto's), from the timing wrapper of
+  scripts/moto_server.py (patch 5); Sortie's is the rest of the window;
+- moto's peak resident memory while the jobs ran.
 """
 
 import argparse
 import concurrent.futures
-import datetime as dt
 import json
 import os
 import statistics
@@ -31,62 +36,21 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import boto3
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def parse_time(text):
-    # RFC 3339 with up to nanoseconds; Python takes microseconds.
-    text = text.replace("Z", "+00:00")
-    if "." in text:
-        head, rest = text.split(".", 1)
-        frac, zone = rest[: rest.index("+")], rest[rest.index("+"):]
-        text = f"{head}.{frac[:6].ljust(6, '0')}{zone}"
-    return dt.datetime.fromisoformat(text).timestamp()
-
-
-def pct(values, p):
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))
-    return ordered[k]
-
-
-class Api:
-    def __init__(self, url, token):
-        self.url, self.token = url, token
-
-    def call(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {self.token}")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=30) as r:
-            text = r.read()
-            return json.loads(text) if text else None
-
-
-def moto_cpu_seconds(endpoint):
-    """CPU seconds used so far by the moto server listening on `endpoint`'s port."""
-    port = endpoint.rsplit(":", 1)[1].strip("/")
-    total = 0.0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-            if not any(b"moto_server" in a for a in args) or port.encode() not in args:
-                continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except OSError:
-            continue
-    return total
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import (  # noqa: E402
+    ROOT,
+    TERMINAL,
+    MotoProcess,
+    intervals_by_job,
+    moto_events,
+    moto_share,
+    parse_time,
+    pct,
+    start_dev,
+)
 
 
 def moto_floor(endpoint, table):
@@ -117,22 +81,10 @@ def main():
     os.chmod(runner, 0o755)
     stamp = str(int(time.time() * 1000))
     table = f"bench-{stamp}"
-    ready = os.path.join(work, "ready.json")
-    log = open(os.path.join(work, "dev.log"), "w")
-    dev = subprocess.Popen(
-        [args.sortie, "dev", "--table", table, "--queue", f"bench-jobs-{stamp}",
-         "--bucket", f"bench-artifacts-{stamp}", "--bus", f"bench-{stamp}",
-         "--work-dir", work, "--runner", runner, "--ready-file", ready],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    dev, api = start_dev(args.sortie, work, stamp, runner)
+    log_name = os.path.join(work, "dev.log")
+    moto = MotoProcess(endpoint)
     try:
-        deadline = time.time() + 60
-        while not (os.path.exists(ready) and os.path.getsize(ready) > 0):
-            if time.time() > deadline or dev.poll() is not None:
-                sys.exit(f"sortie dev did not start; see {log.name}")
-            time.sleep(0.1)
-        with open(ready) as f:
-            r = json.load(f)
-        api = Api(r["url"], r["token"])
         api.call("POST", "/v1/groups/acme/-/runners/local", {
             "runner_configuration": {"type": "local"},
             "state_storage_configuration": {"type": "local", "directory": os.path.join(work, "state")}})
@@ -144,35 +96,38 @@ def main():
         floor = moto_floor(endpoint, table)
 
         started = time.time()
-        moto_before = moto_cpu_seconds(endpoint)
+        moto_before = moto.cpu_seconds()
+        moto.start_sampling()
         # Submitted by 8 clients at once, so environments build queues of waiting jobs.
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             ids = list(pool.map(
                 lambda i: api.call("POST", f"/v1/environments/{envs[i % len(envs)]}/-/jobs",
                                    {"operation": "plan", "files": {"main.tf": ""}})["id"],
                 range(args.jobs)))
-        terminal = {"succeeded", "failed", "canceled", "timed_out"}
         jobs = {}
         deadline = time.time() + 30 + args.jobs * 2
         pending = list(ids)
         while pending:
             if time.time() > deadline:
-                sys.exit(f"{len(pending)} jobs did not finish; see {log.name}")
+                sys.exit(f"{len(pending)} jobs did not finish; see {log_name}")
             still = []
             for i in pending:
                 job = api.call("GET", f"/v1/jobs/{i}")
-                (jobs.__setitem__(i, job) if job["state"] in terminal else still.append(i))
+                (jobs.__setitem__(i, job) if job["state"] in TERMINAL else still.append(i))
             pending = still
             if pending:
                 time.sleep(0.5)
         finished = time.time()
-        moto_busy = (moto_cpu_seconds(endpoint) - moto_before) / (finished - started)
+        moto.stop_sampling()
+        moto_busy = (moto.cpu_seconds() - moto_before) / (finished - started)
+        spans = intervals_by_job(moto_events(endpoint, started - 1), ids)
 
         def at(job, state):
             times = [parse_time(t["at"]) for t in job["transitions"] if t["to"] == state]
             return times[-1] if times else None
 
-        to_running, to_terminal, exit_to_terminal, release_to_claim = [], [], [], []
+        to_running, to_terminal = [], []
+        split = {"runner exit -> terminal": ([], [], []), "release -> next claim": ([], [], [])}
         by_env = {}
         for i in ids:
             job = jobs[i]
@@ -184,14 +139,24 @@ def main():
             to_terminal.append((end - submitted) * 1000)
             exit_file = os.path.join(work, "jobs", f"{i}.{job.get('attempt', 1)}.exit")
             if os.path.exists(exit_file):
-                exit_to_terminal.append((end - os.path.getmtime(exit_file)) * 1000)
-            by_env.setdefault(job["environment"], []).append((at(job, "dispatching"), end, submitted))
+                exited = os.path.getmtime(exit_file)
+                moto_s = moto_share(spans.get(i, []), exited, end)
+                total, mine, theirs = split["runner exit -> terminal"]
+                total.append((end - exited) * 1000)
+                theirs.append(moto_s * 1000)
+                mine.append((end - exited - moto_s) * 1000)
+            by_env.setdefault(job["environment"], []).append((at(job, "dispatching"), end, submitted, i))
         for runs in by_env.values():
             runs.sort()
             # Only a job that was already waiting when the one before it ended.
-            for (_, end, _), (claimed, _, queued) in zip(runs, runs[1:]):
+            for (_, end, _, before), (claimed, _, queued, after) in zip(runs, runs[1:]):
                 if claimed and queued < end <= claimed:
-                    release_to_claim.append((claimed - end) * 1000)
+                    both = sorted(spans.get(before, []) + spans.get(after, []))
+                    moto_s = moto_share(both, end, claimed)
+                    total, mine, theirs = split["release -> next claim"]
+                    total.append((claimed - end) * 1000)
+                    theirs.append(moto_s * 1000)
+                    mine.append((claimed - end - moto_s) * 1000)
         states = {}
         for job in jobs.values():
             states[job["state"]] = states.get(job["state"], 0) + 1
@@ -200,14 +165,15 @@ def main():
         print(f"states: {states}")
         print(f"jobs per second: {args.jobs / (finished - started):.1f}")
         print(f"moto's per-call floor (DynamoDB GetItem, median of 200): {floor:.1f} ms")
-        print(f"moto's CPU while the jobs ran: {moto_busy * 100:.0f}% of one core")
+        print(f"moto's CPU while the jobs ran: {moto_busy * 100:.0f}% of one core; "
+              f"peak RSS {moto.peak_rss_mib:.0f} MiB")
         print("| | p50 (ms) | p99 (ms) | n |")
         print("|---|---:|---:|---:|")
         latencies = {}
-        for name, values in [("submit -> running", to_running),
-                             ("submit -> terminal", to_terminal),
-                             ("runner exit -> terminal", exit_to_terminal),
-                             ("release -> next claim", release_to_claim)]:
+        rows = [("submit -> running", to_running), ("submit -> terminal", to_terminal)]
+        for name, (total, mine, theirs) in split.items():
+            rows += [(name, total), (f"{name}: moto's part", theirs), (f"{name}: Sortie's part", mine)]
+        for name, values in rows:
             print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {len(values)} |")
             latencies[name] = {"p50_ms": pct(values, 50), "p99_ms": pct(values, 99), "n": len(values)}
         if args.json:
@@ -215,6 +181,7 @@ def main():
                 json.dump({"jobs": args.jobs, "envs": args.envs, "states": states,
                            "jobs_per_s": args.jobs / (finished - started),
                            "moto_floor_ms": floor, "moto_cpu": moto_busy,
+                           "moto_peak_rss_mib": moto.peak_rss_mib,
                            "latencies": latencies}, f, indent=2)
     finally:
         dev.terminate()

@@ -1,9 +1,9 @@
-"""moto_server, with DynamoDB requests served one at a time.
+"""moto_server, with DynamoDB requests served one at a time and item-level transactions.
 
     .tools/venv/bin/python scripts/moto_server.py -H 127.0.0.1 -p PORT
 
 Takes the same flags as `.tools/venv/bin/moto_server` and runs the same
-threaded server (moto.server.main), after three patches:
+threaded server (moto.server.main), after five patches:
 
 1. Every DynamoDB (and DynamoDB Streams) request is handled under a single
    process-wide lock (below).
@@ -38,17 +38,57 @@ With one request at a time the snapshot is exactly the state the failed
 transaction found, so the rollback undoes only its own writes.
 
 Serialising the whole handler (parse, backend call, serialisation of the
-response) is deliberately coarse: the rollback is whole-table, so any
-narrower lock would have to cover every write path anyway. Other services
+response) is deliberately coarse: moto's tables are plain dicts that a scan
+iterates while a put changes them, and a transaction's checks and writes
+must not interleave with another request's. Since patch 4 the rollback is
+item-level, so the lock no longer has to protect a whole-table snapshot; it
+still gives each request the isolation DynamoDB gives it. Other services
 (S3, SQS, ECS, ...) are untouched and still served concurrently.
 
 crates/testkit/it/moto_writes.rs proves the patch; docs/TESTING.md ("Test
 doubles, and what they stand in for") says why it exists.
+
+4. TransactWriteItems backs up and restores only the items it names, not
+   whole tables (issue 27). moto 5.2.5 deep-copies every table a transaction
+   names before it starts, so each transaction costs time and memory in the
+   size of the table: at 1,000 jobs moto reached 17 GB and its time grew with
+   the square of the jobs. The patch keeps moto's own method (condition
+   checks, cancellation reasons, ReturnValuesOnConditionCheckFailure, the
+   "multiple operations on one item" check, everything it answers) and only
+   swaps its backup: before the method runs, a deep copy of each named item
+   (or "absent") and each table's stream length is taken; where moto would put
+   its table copies back (a canceled transaction, a validation error part way
+   through), the named items and streams are put back instead, and moto's own
+   "put the copy back" finds the table it already holds. Under patch 1 no
+   other request runs between the backup and the restore, so the named items
+   are the only state the transaction could have changed. Real DynamoDB
+   isolates a transaction per item, which is what this restores.
+   crates/testkit/it/moto_writes.rs (both tests) proves it. Setting
+   SORTIE_MOTO_WHOLE_TABLE_TRANSACTIONS=1 leaves stock moto's backup in place
+   (only to measure the "before" figures of BENCHMARKS.md).
+5. A timing wrapper around every request moto serves (issue 27): its handling
+   time, from the moment moto's WSGI application is called to the moment it
+   returns the response (so a DynamoDB request's wait for patch 1's lock counts
+   as moto's), per operation, and per request with the job ids (26-character
+   ids) its body names (for SQS ReceiveMessage, its answer's body). Read it from the server itself:
+       GET  /_sortie/moto-timing              per-operation counts and totals
+       GET  /_sortie/moto-timing/events?since=EPOCH   per-request records
+       POST /_sortie/moto-timing/reset        forget everything recorded
+   ("_" cannot start a bucket name, so no S3 path collides.) scripts/bench-e2e.py
+   subtracts it from the end-to-end figures; scripts/soak.py counts calls with it.
 """
 
+import collections
+import copy
 import functools
+import io
+import json
+import os
+import re
 import sys
 import threading
+import time
+import urllib.parse
 
 import moto
 from moto.dynamodb.responses import DynamoHandler
@@ -151,6 +191,234 @@ def _cluster_from_test_tags(init):
     return initialise
 
 
+# Patch 4: TransactWriteItems backs up and restores only the items it names.
+
+_TXN = threading.local()
+
+
+class _CopyInTransaction:
+    """Stands in for the `copy` module inside moto.dynamodb.models: while a patched
+    TransactWriteItems runs, deepcopy of a whole Table answers the table itself (the
+    named items were backed up instead); everything else is the real `copy`."""
+
+    def __init__(self, table_type):
+        self._table_type = table_type
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    def deepcopy(self, value, memo=None):
+        if getattr(_TXN, "active", False) and isinstance(value, self._table_type):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+def _named_items(backend, transact_items):
+    """A deep copy of every item the transaction names (None when absent), with whether
+    its hash key had an entry, and each named table's stream length."""
+    saved, streams = [], {}
+    for entry in transact_items:
+        try:
+            _, op = next(iter(entry.items()))
+            table = backend.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            if "Key" in op:
+                key = op["Key"]
+            else:
+                attrs = op["Item"]
+                key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = attrs[table.range_key_attr]
+            hash_value, range_value = backend.get_keys_value(table, key)
+        except Exception:  # noqa: BLE001 an op that names no valid key writes nothing
+            continue
+        had_hash = hash_value in table.items
+        current = table.items.get(hash_value)
+        if range_value is not None and current is not None:
+            current = current.get(range_value)
+        saved.append((table, hash_value, range_value, had_hash, copy.deepcopy(current)))
+        if table.stream_shard is not None and id(table) not in streams:
+            streams[id(table)] = (table.stream_shard, len(table.stream_shard.items))
+    return saved, streams
+
+
+def _restore_named_items(saved, streams):
+    for table, hash_value, range_value, had_hash, item in reversed(saved):
+        if range_value is None:
+            if item is None:
+                table.items.pop(hash_value, None)
+            else:
+                table.items[hash_value] = item
+            continue
+        if item is None:
+            by_range = table.items.get(hash_value)
+            if by_range is not None:
+                by_range.pop(range_value, None)
+                if not by_range and not had_hash:
+                    table.items.pop(hash_value, None)
+        else:
+            table.items[hash_value][range_value] = item
+    for shard, length in streams.values():
+        if len(shard.items) >= length:
+            del shard.items[length:]
+
+
+def _item_level_transactions(original, single_op_error):
+    @functools.wraps(original)
+    def transact_write_items(self, transact_items):
+        saved, streams = _named_items(self, transact_items)
+        _TXN.active = True
+        try:
+            return original(self, transact_items)
+        except single_op_error:
+            # Raised outside moto's try block: moto does not roll back; neither do we.
+            raise
+        except Exception as e:
+            from moto.dynamodb.exceptions import (
+                MockValidationException,
+                TransactionCanceledException,
+            )
+
+            # Exactly where moto puts its table copies back.
+            if isinstance(e, (MockValidationException, TransactionCanceledException)):
+                _restore_named_items(saved, streams)
+            raise
+        finally:
+            _TXN.active = False
+
+    transact_write_items.__sortie__ = True
+    return transact_write_items
+
+
+def _patch_transactions():
+    import inspect
+
+    import moto.dynamodb.models as models
+    from moto.dynamodb.exceptions import TransactWriteSingleOpException
+
+    backend = models.DynamoDBBackend
+    original = backend.transact_write_items
+    if getattr(original, "__sortie__", False):
+        return
+    source = inspect.getsource(original)
+    shape = (
+        "copy.deepcopy(\n                    self.tables[table_name]" in source
+        and source.count("self.tables[table_name] = original_table_state[table_name]") == 2
+        and "raise TransactWriteSingleOpException" in source
+    )
+    if not shape or not isinstance(models.copy, type(copy)):
+        raise SystemExit(
+            f"moto_server.py: moto {moto.__version__}'s transact_write_items no longer "
+            "backs up whole tables the way patch 4 expects; revisit it"
+        )
+    models.copy = _CopyInTransaction(models.Table)
+    backend.transact_write_items = _item_level_transactions(
+        original, TransactWriteSingleOpException
+    )
+
+
+# Patch 5: moto's own handling time, per operation and per request.
+
+_TIMING_PATH = "/_sortie/moto-timing"
+_TIMING_LOCK = threading.Lock()
+_TIMING_EVENTS = collections.deque(maxlen=2_000_000)
+_TIMING_OPS = {}
+_JOB_ID = re.compile(rb"\b[0-9a-z]{26}\b")
+_SERVICE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/")
+_BODY_SCAN_LIMIT = 64 * 1024
+
+
+def _operation(environ):
+    """The request's operation ("dynamodb.UpdateItem", "sqs.SendMessage", "s3.PUT") and
+    the job ids its body names; puts back the body it read."""
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    service = _SERVICE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    service = service.group(1) if service else "unsigned"
+    body = b""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    if 0 < length <= _BODY_SCAN_LIMIT:
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+    if target:
+        action = target.rsplit(".", 1)[-1]
+    else:
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        action = (query.get("Action") or [""])[0]
+        if not action and b"Action=" in body[:4096]:
+            form = urllib.parse.parse_qs(body[:4096].decode("utf-8", "replace"))
+            action = (form.get("Action") or [""])[0]
+        action = action or environ.get("REQUEST_METHOD", "?")
+    ids = sorted({m.decode() for m in _JOB_ID.findall(body)})[:8] if body else []
+    return f"{service}.{action}", ids
+
+
+def _timing_answer(environ, start_response):
+    path = environ.get("PATH_INFO", "")
+    with _TIMING_LOCK:
+        if path.endswith("/reset"):
+            _TIMING_EVENTS.clear()
+            _TIMING_OPS.clear()
+            answer = {"reset": True}
+        elif path.endswith("/events"):
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            since = float((query.get("since") or ["0"])[0])
+            answer = {"events": [e for e in _TIMING_EVENTS if e[0] >= since]}
+        else:
+            answer = {
+                "ops": {
+                    op: {"count": n, "total_ms": total * 1000}
+                    for op, (n, total) in sorted(_TIMING_OPS.items())
+                },
+                "events": len(_TIMING_EVENTS),
+            }
+    body = json.dumps(answer).encode()
+    start_response(
+        "200 OK",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
+def _timed(call):
+    @functools.wraps(call)
+    def timed(self, environ, start_response):
+        if environ.get("PATH_INFO", "").startswith(_TIMING_PATH):
+            return _timing_answer(environ, start_response)
+        try:
+            op, ids = _operation(environ)
+        except Exception:  # noqa: BLE001 timing must never change an answer
+            op, ids = "unknown", []
+        began, t0 = time.time(), time.perf_counter()
+        try:
+            answer = call(self, environ, start_response)
+            if op.endswith(".ReceiveMessage"):
+                # The jobs a receive hands out are named in its answer, not its request.
+                body = b"".join(answer)
+                if hasattr(answer, "close"):
+                    answer.close()
+                ids = sorted({m.decode() for m in _JOB_ID.findall(body)})[:16]
+                answer = [body]
+            return answer
+        finally:
+            took = time.perf_counter() - t0
+            with _TIMING_LOCK:
+                _TIMING_EVENTS.append((began, took, op, ids))
+                n, total = _TIMING_OPS.get(op, (0, 0.0))
+                _TIMING_OPS[op] = (n + 1, total + took)
+
+    timed.__sortie__ = True
+    return timed
+
+
+def _patch_timing():
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    call = DomainDispatcherApplication.__call__
+    if not getattr(call, "__sortie__", False):
+        DomainDispatcherApplication.__call__ = _timed(call)
+
+
 def patch():
     """Serialise DynamoDB's request handlers, add IAM SimulatePrincipalPolicy, and let an
     EKS cluster's test tags name its endpoint and CA; fails loudly if moto changed shape."""
@@ -187,13 +455,18 @@ def patch():
             )
         if not getattr(original, "__sortie_serialised__", False):
             handler.call_action = _serialised(original)
+    if not os.environ.get("SORTIE_MOTO_WHOLE_TABLE_TRANSACTIONS"):
+        # Set only to measure stock moto's whole-table backups (BENCHMARKS.md "before").
+        _patch_transactions()
+    _patch_timing()
 
 
 if __name__ == "__main__":
     patch()
     print(
         f"moto_server.py: moto {moto.__version__}, DynamoDB requests serialised, "
-        "IAM SimulatePrincipalPolicy added, EKS cluster endpoint and CA from test tags",
+        "IAM SimulatePrincipalPolicy added, EKS cluster endpoint and CA from test tags, "
+        "transactions back up only their items, request timing at /_sortie/moto-timing",
         file=sys.stderr,
         flush=True,
     )

@@ -14,6 +14,10 @@
 #   SORTIE_TEST_TERRAFORM                         absolute path of Terraform 0.11.11
 #   SORTIE_TEST_TERRAFORM_1                       absolute path of Terraform 1.0.3
 #                                                 (.tools/bin/terraform-1.0.3)
+#   SORTIE_TEST_TERRAFORM_111                     absolute path of the machine's Terraform 1.11.x
+#                                                 (`terraform` on PATH outside .tools; kept when
+#                                                 already set; empty when there is none, and the
+#                                                 tests that need it fail saying so)
 #   PATH                                          .tools/bin and .tools/venv/bin first
 # moto is stopped when the script exits, whatever happens; the script exits
 # with the command's status. moto's log goes to .tools/moto.log.
@@ -104,6 +108,19 @@ export AWS_REGION=us-east-1
 export AWS_DEFAULT_REGION=us-east-1
 export SORTIE_TEST_TERRAFORM="$tools/bin/terraform"
 export SORTIE_TEST_TERRAFORM_1="$tools/bin/terraform-1.0.3"
+# The machine's own Terraform (1.11.4 in the image), looked up before .tools/bin (whose
+# `terraform` is 0.11.11) goes first on PATH, skipping .tools/bin if it is there already.
+if [[ -z "${SORTIE_TEST_TERRAFORM_111:-}" ]]; then
+    SORTIE_TEST_TERRAFORM_111=""
+    IFS=: read -r -a path_dirs <<<"$PATH"
+    for dir in "${path_dirs[@]}"; do
+        if [[ -n "$dir" && "$dir" != "$tools/bin" && -x "$dir/terraform" ]]; then
+            SORTIE_TEST_TERRAFORM_111="$dir/terraform"
+            break
+        fi
+    done
+fi
+export SORTIE_TEST_TERRAFORM_111
 export PATH="$tools/bin:$venv/bin:$PATH"
 # Keep any real AWS profile or session out of the way.
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_SECURITY_TOKEN

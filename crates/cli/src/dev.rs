@@ -31,7 +31,7 @@ use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
 
 use self::agent::{agent_exited_message, start_agent};
-use self::events::{local_task_event, poll_once, resend_queued, EVENTS_IN_FLIGHT, POLLERS};
+use self::events::{local_task_event, poll_once, resend_queued, Chaos, EVENTS_IN_FLIGHT, POLLERS};
 use self::gate::dev_token_gate;
 use self::status::status;
 
@@ -183,8 +183,13 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         None => std::env::current_exe()?.with_file_name("sortie-pilot"),
     };
     // Secret references are resolved as ECS would, with Secrets Manager / SSM on the local AWS.
+    let chaos = Chaos::from_env();
+    if chaos.any() {
+        println!("sortie dev: chaos on: {chaos:?} (SORTIE_DEV_CHAOS_*)");
+    }
     let local = LocalLauncher::new(runner_binary, dir.join("jobs"), events_tx)
-        .with_secrets(Arc::new(AwsSecretValues::new(&config)));
+        .with_secrets(Arc::new(AwsSecretValues::new(&config)))
+        .with_throttle_percent(chaos.throttle_percent);
     let resources = Resources {
         table: args.table.clone(),
         jobs_queue_url: queue_url.clone(),
@@ -304,7 +309,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         let dirty = dirty.clone();
         tokio::spawn(async move {
             loop {
-                match poll_once(&sqs, &queue_url, &poll_engine, &poll_queue).await {
+                match poll_once(
+                    &sqs,
+                    &queue_url,
+                    &poll_engine,
+                    &poll_queue,
+                    chaos.deliver_twice,
+                )
+                .await
+                {
                     Ok(true) => dirty.store(true, Ordering::SeqCst),
                     Ok(false) => {}
                     Err(e) => {

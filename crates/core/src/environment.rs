@@ -133,6 +133,17 @@ pub struct EnvSettings {
     /// The tool version its jobs run (exact or a constraint); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
+    /// Upstream environments (same organisation): a successful apply of one whose outputs
+    /// changed submits a job here ([`crate::triggers`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub triggers: Vec<EnvPath>,
+    /// What a trigger submits: `plan` (default) or `apply`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub trigger_operation: crate::triggers::TriggerOperation,
+    /// Upstream output names given to a triggered job as `TF_VAR_<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trigger_inputs: Vec<String>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -212,6 +223,12 @@ pub struct EnvironmentInput {
     pub tool: Option<Option<crate::tool::ToolName>>,
     /// `tool_version`, when given (`null` clears it).
     pub tool_version: Option<Option<String>>,
+    /// `triggers`, when given (the cycle check is the service's: it needs the graph).
+    pub triggers: Option<Vec<EnvPath>>,
+    /// `trigger_operation`, when given.
+    pub trigger_operation: Option<crate::triggers::TriggerOperation>,
+    /// `trigger_inputs`, when given.
+    pub trigger_inputs: Option<Vec<String>>,
 }
 
 impl EnvironmentInput {
@@ -237,6 +254,15 @@ impl EnvironmentInput {
         }
         if let Some(v) = &self.tool_version {
             settings.tool_version = v.clone();
+        }
+        if let Some(v) = &self.triggers {
+            settings.triggers = v.clone();
+        }
+        if let Some(v) = self.trigger_operation {
+            settings.trigger_operation = v;
+        }
+        if let Some(v) = &self.trigger_inputs {
+            settings.trigger_inputs = v.clone();
         }
     }
 }
@@ -319,6 +345,25 @@ impl EnvironmentInput {
                 }
             }
         }
+        let triggers: Option<Vec<String>> = f.optional("triggers", &mut p);
+        let triggers = triggers.map(|list| {
+            list.iter()
+                .enumerate()
+                .filter_map(|(i, t)| match EnvPath::parse(t) {
+                    Ok(path) => Some(path),
+                    Err(e) => {
+                        p.push(index("triggers", i), e.first_problem());
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        let trigger_operation: Option<crate::triggers::TriggerOperation> =
+            f.optional("trigger_operation", &mut p);
+        let trigger_inputs: Option<Vec<String>> = f.optional("trigger_inputs", &mut p);
+        if let Some(inputs) = &trigger_inputs {
+            crate::triggers::check_inputs(inputs, "trigger_inputs", &mut p);
+        }
         f.finish(&mut p);
         p.finish(Self {
             name,
@@ -332,6 +377,9 @@ impl EnvironmentInput {
             drift_remediation,
             tool,
             tool_version,
+            triggers,
+            trigger_operation,
+            trigger_inputs,
         })
     }
 }

@@ -11,6 +11,7 @@ pub mod eks;
 pub mod job_secrets;
 mod local;
 pub mod secrets;
+pub mod state_history;
 pub mod session;
 
 use async_trait::async_trait;

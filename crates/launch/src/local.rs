@@ -84,6 +84,10 @@ pub struct LocalLauncher {
     events: mpsc::UnboundedSender<serde_json::Value>,
     tasks: Arc<Mutex<HashMap<String, LocalTask>>>,
     secrets: Option<Arc<dyn SecretValues>>,
+    /// Chaos for the soak (`sortie dev`'s `SORTIE_DEV_CHAOS_THROTTLE_PERCENT`): this share
+    /// of launches, in percent, answers as a throttled ECS RunTask would.
+    throttle_percent: u64,
+    launches: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl LocalLauncher {
@@ -100,7 +104,28 @@ impl LocalLauncher {
             events,
             tasks: Arc::new(Mutex::new(HashMap::new())),
             secrets: None,
+            throttle_percent: 0,
+            launches: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
+    }
+
+    /// Answers `percent` of launches (spread evenly, not in a run) with a retryable
+    /// throttling error, as ECS RunTask answers `ThrottlingException`: chaos for the soak.
+    pub fn with_throttle_percent(mut self, percent: u8) -> Self {
+        self.throttle_percent = u64::from(percent.min(100));
+        self
+    }
+
+    /// Whether this launch is one the chaos throttle refuses.
+    fn throttled(&self) -> bool {
+        if self.throttle_percent == 0 {
+            return false;
+        }
+        let n = self
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A multiplicative hash of the call number spreads the refusals evenly.
+        n.wrapping_mul(2_654_435_761) % 100 < self.throttle_percent
     }
 
     fn path(&self, stem: &str, suffix: &str) -> PathBuf {
@@ -288,6 +313,11 @@ fn signal_group(pid: u32, signal: &str) {
 #[async_trait]
 impl Launcher for LocalLauncher {
     async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
+        if self.throttled() {
+            return Err(LaunchError::Retryable(
+                "ThrottlingException: Rate exceeded (chaos: a throttled launch)".into(),
+            ));
+        }
         let job = spec.job;
         let runner = match job.runner_spec.as_ref().map(|s| &s.runner_configuration) {
             Some(RunnerConfiguration::Local(c)) => c,

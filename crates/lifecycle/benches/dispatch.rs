@@ -163,6 +163,7 @@ impl World {
                 queue: queue.clone(),
                 bus: bus.clone(),
                 secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
+                gate: Default::default(),
             },
             launcher: Arc::new(FakeLauncher),
             api_url: "https://api.sortie.example.com".into(),

@@ -13,6 +13,8 @@ pub const SOURCE: &str = "sortie";
 pub const JOB_COMPLETED: &str = "sortie.job.completed";
 /// The `detail-type` of a reviewed job whose plan awaits a decision.
 pub const JOB_AWAITING_APPROVAL: &str = "sortie.job.awaiting_approval";
+/// The `detail-type` of a plan checked against its environment's policy sets (the gate).
+pub const JOB_POLICY_CHECKED: &str = "sortie.job.policy_checked";
 /// The `detail-type` of a drift check that found changes.
 pub const ENVIRONMENT_DRIFTED: &str = "sortie.environment.drifted";
 

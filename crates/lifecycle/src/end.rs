@@ -180,10 +180,16 @@ impl JobService {
         outcome: &Outcome,
     ) -> Result<JobRecord, StoreError> {
         let job = &record.job;
+        if outcome.state == JobState::Succeeded {
+            // The policy gate: a plan checked against the sets in force ([`crate::gate`]).
+            if let Some(moved) = self.gate_plan_end(record, from, outcome).await? {
+                return Ok(moved);
+            }
+        }
         if outcome.state == JobState::Succeeded
             && job.review.as_ref().map(|r| r.phase) == Some(JobPhase::Plan)
         {
-            return self.await_approval(record, from).await;
+            return self.hold_for_approval(record, from, None, None, true).await;
         }
         let ended = self
             .store
@@ -202,11 +208,16 @@ impl JobService {
 
     /// A reviewed job's plan phase succeeded: it moves to `awaiting_approval`, keeping its
     /// environment's lock and its plan phase (task, attempt, summary) on the record, until
-    /// an approval, a discard or its deadline.
-    async fn await_approval(
+    /// an approval, a discard or its deadline. The policy gate's `policy` result is
+    /// recorded with it, and `held` (its messages) named in the reason; `announce`
+    /// publishes `sortie.job.awaiting_approval` (not when the gate approves at once).
+    pub(crate) async fn hold_for_approval(
         &self,
         record: &JobRecord,
         from: JobState,
+        policy: Option<sortie_core::policy::PolicyResult>,
+        held: Option<&[String]>,
+        announce: bool,
     ) -> Result<JobRecord, StoreError> {
         let now = Utc::now();
         let job = &record.job;
@@ -223,8 +234,11 @@ impl JobService {
             .summary
             .map(|s| format!("+{} ~{} -{}", s.add, s.change, s.destroy))
             .unwrap_or_else(|| "no summary".into());
+        let held = held
+            .map(|m| format!("; held by policy: {}", held_messages(m)))
+            .unwrap_or_default();
         let reason = format!(
-            "plan succeeded ({summary}); awaiting approval to {} until {}",
+            "plan succeeded ({summary}){held}; awaiting approval to {} until {}",
             job.request.operation.as_str(),
             deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
@@ -238,6 +252,7 @@ impl JobService {
                 summary: record.summary,
             }),
             approval_deadline: Some(deadline),
+            policy,
             ..Default::default()
         };
         let awaiting = self
@@ -252,6 +267,9 @@ impl JobService {
             )
             .await?;
         info!(job_id = %job.id, %deadline, "plan phase succeeded; awaiting approval");
+        if !announce {
+            return Ok(awaiting);
+        }
         let mut detail = crate::completed_detail(&awaiting);
         detail["summary"] = json!(record.summary);
         detail["approval_deadline"] = json!(deadline);
@@ -269,7 +287,7 @@ impl JobService {
     /// The consequences of a job's reaching a terminal state: its secrets deleted, its
     /// environment released (and the next job sent), `sortie.job.completed` published, and
     /// what the end means for its environment recorded.
-    async fn ended(&self, record: &JobRecord) -> Result<(), StoreError> {
+    pub(crate) async fn ended(&self, record: &JobRecord) -> Result<(), StoreError> {
         self.forget_sensitive_variables(&record.job).await;
         self.release_and_next(record).await?;
         if let Err(e) = self.bus.job_completed(record).await {
@@ -352,6 +370,21 @@ impl JobService {
             }
         }
     }
+}
+
+/// The first policy messages that hold a job, for its reason (the rest are on the job).
+fn held_messages(messages: &[String]) -> String {
+    let shown = sortie_core::policy::gate::REASON_MESSAGES;
+    let mut text = messages
+        .iter()
+        .take(shown)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if messages.len() > shown {
+        text.push_str(&format!(" (and {} more)", messages.len() - shown));
+    }
+    text
 }
 
 /// An ended drift check's verdict, as recorded on its environment (no remediation yet).

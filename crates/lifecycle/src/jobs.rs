@@ -38,6 +38,8 @@ pub struct JobService {
     pub bus: Arc<dyn Bus>,
     /// The secrets holding jobs' sensitive variables while they run.
     pub secrets: Arc<dyn JobSecrets>,
+    /// The policy gate's parts: where a plan's `plan.json` is read, compiled sets.
+    pub gate: crate::PolicyGate,
 }
 
 /// What a cancel did.
@@ -139,6 +141,8 @@ impl JobService {
             by: by.to_string(),
             at,
             comment: comment.clone(),
+            overrode_policy: verdict == ReviewVerdict::Approved
+                && sortie_core::policy::gate::approval_overrides_policy(record.policy.as_ref()),
         });
         let said = comment.map(|c| format!(": {c}")).unwrap_or_default();
         let result = match verdict {

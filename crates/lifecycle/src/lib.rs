@@ -13,6 +13,7 @@ mod ecs_event;
 mod end;
 mod engine;
 mod environments;
+mod gate;
 mod jobs;
 mod remediation;
 mod rules;
@@ -25,7 +26,7 @@ pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
     completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL,
-    JOB_COMPLETED, SOURCE,
+    JOB_COMPLETED, JOB_POLICY_CHECKED, SOURCE,
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};
@@ -33,6 +34,7 @@ pub use engine::{
     redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
     SweepSettings,
 };
+pub use gate::PolicyGate;
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use rules::{RuleRefusal, Rules};

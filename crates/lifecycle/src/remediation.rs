@@ -177,6 +177,7 @@ state_storage_configuration:
             queue: seen.clone(),
             bus: seen.clone(),
             secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
+            gate: Default::default(),
         };
         (jobs, seen, env)
     }

@@ -137,6 +137,11 @@ impl JobService {
             order.at,
         );
         job.drift_check = order.drift_check;
+        // Policy sets apply: an apply or destroy runs in two phases, its plan gated.
+        if let Err(e) = self.gate_at_submit(env, &mut job).await {
+            self.forget_sensitive_variables(&job).await;
+            return Err(e.into());
+        }
         let written = match &order.write {
             WriteMode::Queue(key) => self.submit(&job, key.as_ref()).await.map(Some),
             WriteMode::IfIdle => self.submit_if_idle(&job).await,

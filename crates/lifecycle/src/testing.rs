@@ -103,6 +103,7 @@ impl World {
             queue: queue.clone(),
             bus: Arc::new(NoBus),
             secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
+            gate: Default::default(),
         };
         Self { store, queue, jobs }
     }

@@ -56,7 +56,40 @@ pub trait Artifacts: Send + Sync {
             id: key.to_string(),
         })
     }
+    /// One page of the objects under `prefix` whose keys sort after `start_after` (all
+    /// when `None`), in key order, at most `max_keys`: a reader that knows where it is
+    /// does not list what it has read. The default filters [`Artifacts::list`].
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max_keys: usize,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        let mut all = self.list(prefix).await?;
+        all.retain(|o| start_after.is_none_or(|after| o.key.as_str() > after));
+        all.truncate(max_keys);
+        Ok(all)
+    }
+    /// `len` bytes of `key` from byte `from` (fewer at the object's end). The default
+    /// reads the whole object.
+    async fn get_range(&self, key: &str, from: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        let bytes = self.get(key).await?;
+        let start = (from as usize).min(bytes.len());
+        let end = start.saturating_add(len as usize).min(bytes.len());
+        Ok(bytes[start..end].to_vec())
+    }
+    /// Writes `bytes` at `key` with this process's credentials (the API's follow marker).
+    async fn write(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), StoreError> {
+        let _ = (bytes, content_type);
+        Err(StoreError::NotFound {
+            kind: "bucket",
+            id: key.to_string(),
+        })
+    }
 }
+
+/// S3's ListObjectsV2 answers at most this many keys a page.
+pub const MAX_LIST_PAGE: usize = 1000;
 
 /// The artifacts bucket in S3.
 #[derive(Debug, Clone)]
@@ -198,6 +231,68 @@ impl Artifacts for S3Artifacts {
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max_keys: usize,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_start_after(start_after.map(str::to_string))
+            .max_keys(max_keys.clamp(1, MAX_LIST_PAGE) as i32)
+            .send()
+            .await
+            .map_err(|e| s3_error(&e))?;
+        let mut out: Vec<ObjectInfo> = page
+            .contents()
+            .iter()
+            .map(|o| ObjectInfo {
+                key: o.key().unwrap_or_default().to_string(),
+                size: o.size().unwrap_or_default().max(0) as u64,
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    async fn get_range(&self, key: &str, from: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        if len == 0 {
+            return Ok(vec![]);
+        }
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .range(format!("bytes={from}-{}", from + len - 1))
+            .send()
+            .await
+            .map_err(|e| s3_error(&e))?;
+        let bytes = out.body.collect().await.map_err(|e| StoreError::Aws {
+            service: "s3",
+            message: e.to_string(),
+            retryable: true,
+        })?;
+        Ok(bytes.into_bytes().to_vec())
+    }
+
+    async fn write(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), StoreError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(bytes.into())
+            .send()
+            .await
+            .map_err(|e| s3_error(&e))?;
+        Ok(())
     }
 
     async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {

@@ -17,7 +17,9 @@ mod artifacts;
 mod cursor;
 mod dynamo;
 mod error;
+mod locks;
 mod memory;
+mod plan_data;
 mod queue;
 mod records;
 mod sortkeys;
@@ -30,10 +32,12 @@ use sortie_core::{
     RunnerLink, RunnerRule,
 };
 
-pub use artifacts::{Artifacts, ObjectInfo, PresignedPut, S3Artifacts};
+pub use artifacts::{Artifacts, ObjectInfo, PresignedPut, S3Artifacts, MAX_LIST_PAGE};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
+pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
+pub use plan_data::read_plan_data;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
@@ -389,7 +393,13 @@ pub trait AgentPoolStore: Send + Sync {
 /// Implemented for every type that implements the six aggregate traits, so
 /// `Arc<dyn Store>` reaches every operation.
 pub trait Store:
-    RunnerStore + RuleStore + EnvironmentStore + JobStore + MembershipStore + AgentPoolStore
+    RunnerStore
+    + RuleStore
+    + EnvironmentStore
+    + JobStore
+    + MembershipStore
+    + AgentPoolStore
+    + LockStore
 {
 }
 
@@ -400,6 +410,7 @@ impl<T> Store for T where
         + JobStore
         + MembershipStore
         + AgentPoolStore
+        + LockStore
         + ?Sized
 {
 }

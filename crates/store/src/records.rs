@@ -65,6 +65,10 @@ pub struct EnvironmentRecord {
     /// sweeper's `due_drift_checks` reads it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_drift_at: Option<DateTime<Utc>>,
+    /// Who locked the environment, when and why: new jobs are refused while it is set
+    /// (written only by `lock_environment` / `unlock_environment`; never bumps the version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<sortie_core::lock::EnvLock>,
 }
 
 /// An environment's latest successful apply.
@@ -198,6 +202,8 @@ pub struct JobUpdate {
     /// sweeper's re-send of a lost send counts from then, not from the move, so a job
     /// waiting out its backoff is not sent early.
     pub retry_at: Option<DateTime<Utc>>,
+    /// The result of checking the job's plan against its policy sets (the policy gate).
+    pub policy: Option<sortie_core::policy::PolicyResult>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -254,6 +260,9 @@ pub struct JobRecord {
     /// The agent that claimed the job, its heartbeat and any stop ordered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentHold>,
+    /// The result of checking the job's plan against its policy sets, once checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<sortie_core::policy::PolicyResult>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -280,6 +289,7 @@ impl JobRecord {
             apply_log_offset: None,
             offered_to: None,
             agent: None,
+            policy: None,
         }
     }
 

@@ -229,6 +229,7 @@ fn engine(config: &SdkConfig, w: &Value) -> Engine {
                 cp["bus"].as_str().unwrap(),
             )),
             secrets: Arc::new(sortie_launch::AwsJobSecrets::new(config)),
+            gate: Default::default(),
         },
         launcher: Arc::new(launcher),
         api_url: "https://api.sortie.example.com".into(),

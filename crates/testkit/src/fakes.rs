@@ -153,6 +153,11 @@ impl Artifacts for MemoryArtifacts {
     async fn presign_get(&self, key: &str, _expires_in: Duration) -> Result<String, StoreError> {
         Ok(format!("memory://artifacts/{key}"))
     }
+
+    async fn write(&self, key: &str, bytes: Vec<u8>, _: &str) -> Result<(), StoreError> {
+        self.put(key, bytes);
+        Ok(())
+    }
 }
 
 /// A launcher in memory: each launch starts a task `memory/<job id>` that runs until

@@ -10,6 +10,7 @@
 //! | `SORTIE_TEST_AWS_ENDPOINT` | [`endpoint`]       |
 //! | `SORTIE_TEST_TERRAFORM`    | [`terraform_bin`]  |
 //! | `SORTIE_TEST_TERRAFORM_1`  | [`terraform1_bin`] |
+//! | `SORTIE_TEST_TERRAFORM_111` | [`terraform111_bin`] |
 //!
 //! Run them with `make test`, or `scripts/with-moto.sh cargo test -p sortie-testkit`.
 //! Without that environment the tests of the AWS tier return at once (each starts
@@ -41,6 +42,9 @@ pub const ENDPOINT_VAR: &str = "SORTIE_TEST_AWS_ENDPOINT";
 pub const TERRAFORM_VAR: &str = "SORTIE_TEST_TERRAFORM";
 /// Environment variable holding the absolute path of the Terraform 1.0.3 binary.
 pub const TERRAFORM_1_VAR: &str = "SORTIE_TEST_TERRAFORM_1";
+/// Environment variable holding the absolute path of the machine's Terraform 1.11.x
+/// (`terraform` on `PATH` outside `.tools`; its `terraform_data` needs no provider).
+pub const TERRAFORM_111_VAR: &str = "SORTIE_TEST_TERRAFORM_111";
 /// Region every test client and backend uses.
 pub const REGION: &str = "us-east-1";
 /// Access key id (and secret key) moto accepts.
@@ -265,6 +269,26 @@ pub fn terraform1_bin() -> PathBuf {
     match std::env::var_os(TERRAFORM_1_VAR) {
         Some(value) if !value.is_empty() => PathBuf::from(value),
         _ => panic!("{MISSING_ENV}"),
+    }
+}
+
+/// The machine's Terraform 1.11.x binary, from `SORTIE_TEST_TERRAFORM_111` (set by
+/// `scripts/with-moto.sh` from `terraform` on `PATH` outside `.tools`).
+///
+/// # Panics
+///
+/// When the variable is unset, empty or names no file: a test that needs real
+/// `terraform_data` diffs fails saying so, never passes silently.
+pub fn terraform111_bin() -> PathBuf {
+    match std::env::var_os(TERRAFORM_111_VAR) {
+        Some(value) if !value.is_empty() && Path::new(&value).is_file() => PathBuf::from(value),
+        Some(value) if !value.is_empty() => panic!(
+            "{TERRAFORM_111_VAR}={} names no file: this test needs Terraform 1.11 (the machine's `terraform`)",
+            Path::new(&value).display()
+        ),
+        _ => panic!(
+            "{TERRAFORM_111_VAR} is not set: this test needs Terraform 1.11 (`terraform` on PATH outside .tools); run it through scripts/with-moto.sh on a machine that has one"
+        ),
     }
 }
 

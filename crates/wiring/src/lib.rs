@@ -234,6 +234,10 @@ pub fn assemble(
         queue: parts.queue.clone(),
         bus: parts.bus,
         secrets: parts.secrets,
+        gate: sortie_lifecycle::PolicyGate {
+            artifacts: parts.artifacts.clone(),
+            ..Default::default()
+        },
     };
     let engine = Arc::new(Engine {
         jobs: jobs.clone(),

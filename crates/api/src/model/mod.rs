@@ -345,6 +345,10 @@ pub struct JobView {
     /// any stop ordered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentHold>,
+    /// The result of checking the job's plan against its environment's policy sets (the
+    /// policy gate): status, when, and each set's deny and warn messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<sortie_core::policy::PolicyResult>,
     /// What the job waits for, while it is neither running nor ended: its kind and one line
     /// of text (`queued behind 01m8… (awaiting approval since 12:03 UTC)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -381,6 +385,7 @@ impl From<JobRecord> for JobView {
             tool_used: r.tool_used,
             apply_log_offset: r.apply_log_offset,
             agent: r.agent,
+            policy: r.policy,
             waiting: None,
             file_names: None,
         }
@@ -521,6 +526,28 @@ pub struct UploadGrant {
     pub expires_at: DateTime<Utc>,
     /// The object's key (under `logs/<job id>/` or `artifacts/<job id>/`).
     pub key: String,
+}
+
+/// The body of `POST /v1/jobs/{id}/log-uploads`: the start offsets of the log chunks to
+/// write (at most 16, increasing; none to renew only the follow URL).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogUploadRequest {
+    /// Each chunk's start offset in the job's log (below 10^12).
+    pub offsets: Vec<u64>,
+}
+
+/// The answer of `POST /v1/jobs/{id}/log-uploads`: one presigned PUT per chunk, in the
+/// order asked, and a presigned GET of the job's follow marker.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LogUploadGrants {
+    /// One grant per offset asked, in that order.
+    pub grants: Vec<UploadGrant>,
+    /// Reads `logs/<job id>/following` (Unix milliseconds of the last read of the log by
+    /// a person; missing when none): the pilot ships every second while it is recent.
+    pub follow_url: String,
+    /// When every URL of this answer stops working.
+    pub expires_at: DateTime<Utc>,
 }
 
 /// The body of `PUT /v1/jobs/{id}/upload-problems`: what the runner could not upload.

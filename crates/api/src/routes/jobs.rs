@@ -298,6 +298,15 @@ async fn review(
     // A caller who may read the job but not deploy is told so (403 naming the role); one
     // who may not read it gets 404, as for another tenant's job.
     let (record, principal) = read_job_for(state, caller, id, Action::Deploy).await?;
+    // Approving past a review-level policy deny overrides policy: it needs `manage`.
+    if verdict == sortie_core::ReviewVerdict::Approved
+        && sortie_core::policy::gate::approval_overrides_policy(record.policy.as_ref())
+    {
+        let what = format!("job `{id}` was held by a review-level policy deny; approving it");
+        caller
+            .authorize(state, Action::Manage, record.job.environment.group(), &what)
+            .await?;
+    }
     match state
         .jobs
         .review(&record, &principal.subject, verdict, comment, Utc::now())

@@ -9,6 +9,7 @@ mod agent_pools;
 mod environments;
 mod job_views;
 mod jobs;
+mod log_uploads;
 mod logs;
 mod memberships;
 mod meta;
@@ -27,6 +28,7 @@ mod whoami;
 pub(crate) use agent_pools::*;
 pub(crate) use environments::*;
 pub(crate) use jobs::*;
+pub(crate) use log_uploads::*;
 pub(crate) use logs::*;
 pub(crate) use memberships::*;
 pub(crate) use meta::*;
@@ -72,6 +74,7 @@ route_table! {
     GetJobSensitiveVariables => get_job_sensitive_variables,
     PutJobSummary => put_job_summary,
     CreateUpload => create_upload,
+    CreateLogUploads => create_log_uploads,
     PutUploadProblems => put_upload_problems,
     ReportJobExit => report_job_exit,
     PutJobTool => put_job_tool,

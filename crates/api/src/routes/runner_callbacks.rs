@@ -18,7 +18,7 @@ use crate::openapi::errors::*;
 use crate::AppState;
 
 /// Checks a runner's job token: valid for this one job, and only while it is not terminal.
-async fn job_by_token(
+pub(super) async fn job_by_token(
     state: &AppState,
     headers: &HeaderMap,
     id: &JobId,

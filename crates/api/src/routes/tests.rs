@@ -81,6 +81,7 @@ async fn app() -> axum::Router {
             queue: Arc::new(NoQueue),
             bus: Arc::new(NoBus),
             secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
+            gate: Default::default(),
         },
         dev_identity: true,
         artifacts: Arc::new(NoArtifacts),
@@ -241,13 +242,14 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
             GetJobSensitiveVariables,
             PutJobSummary,
             CreateUpload,
+            CreateLogUploads,
             PutUploadProblems,
             ReportJobExit,
             PutJobTool
         ]
     );
     assert_eq!(of(Auth::Agent), [ClaimJob, AgentHeartbeat, AgentExit]);
-    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 12);
+    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 13);
     assert!(Route::ALL
         .iter()
         .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));

@@ -79,12 +79,44 @@ pub(super) async fn local_task_event(
     }
 }
 
-/// One long poll of the jobs queue, handed to dispatch; whether it had messages.
+/// Chaos for the soak, from the environment of `sortie dev` (never set otherwise):
+/// `SORTIE_DEV_CHAOS_DELIVER_TWICE=1` hands every batch of queue messages to dispatch twice,
+/// at the same time, as SQS's at-least-once delivery may; `SORTIE_DEV_CHAOS_THROTTLE_PERCENT=N`
+/// answers N% of launches with a throttling error, as ECS RunTask may.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Chaos {
+    /// Every batch dispatched twice, concurrently.
+    pub(super) deliver_twice: bool,
+    /// The share of launches throttled, in percent.
+    pub(super) throttle_percent: u8,
+}
+
+impl Chaos {
+    /// Read from `SORTIE_DEV_CHAOS_*`; none set is no chaos.
+    pub(super) fn from_env() -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Self {
+            deliver_twice: var("SORTIE_DEV_CHAOS_DELIVER_TWICE").is_some_and(|v| v != "0"),
+            throttle_percent: var("SORTIE_DEV_CHAOS_THROTTLE_PERCENT")
+                .and_then(|v| v.parse::<u8>().ok())
+                .map_or(0, |p| p.min(100)),
+        }
+    }
+
+    /// Whether any chaos is on.
+    pub(super) fn any(&self) -> bool {
+        self.deliver_twice || self.throttle_percent > 0
+    }
+}
+
+/// One long poll of the jobs queue, handed to dispatch (twice over under
+/// [`Chaos::deliver_twice`]); whether it had messages.
 pub(super) async fn poll_once(
     sqs: &aws_sdk_sqs::Client,
     url: &str,
     engine: &Engine,
     queue: &SqsJobQueue,
+    deliver_twice: bool,
 ) -> anyhow::Result<bool> {
     let got = sqs
         .receive_message()
@@ -117,12 +149,24 @@ pub(super) async fn poll_once(
         .collect();
     let mut event = SqsEvent::default();
     event.records = records;
-    let response = sortie_lambda_adapters::dispatch_batch(engine, queue, event).await;
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let mut failed: Vec<String> = Vec::new();
+    let responses = if deliver_twice {
+        let (a, b) = tokio::join!(
+            sortie_lambda_adapters::dispatch_batch(engine, queue, event.clone()),
+            sortie_lambda_adapters::dispatch_batch(engine, queue, event)
+        );
+        vec![a, b]
+    } else {
+        vec![sortie_lambda_adapters::dispatch_batch(engine, queue, event).await]
+    };
+    for response in responses {
+        failed.extend(
+            response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.clone()),
+        );
+    }
     for m in messages {
         if !failed.contains(&m.message_id.clone().unwrap_or_default()) {
             sqs.delete_message()

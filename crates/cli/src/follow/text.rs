@@ -133,16 +133,24 @@ pub(super) fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
                 .as_ref()
                 .map(|c| format!(": {c}"))
                 .unwrap_or_default();
+            let overrode = if decision.overrode_policy {
+                " (overrode policy)"
+            } else {
+                ""
+            };
             d.push((
                 "decision",
                 format!(
-                    "{} by {} at {}{comment}",
+                    "{} by {} at {}{overrode}{comment}",
                     word(&decision.verdict),
                     decision.by,
                     when(decision.at)
                 ),
             ));
         }
+    }
+    if let Some(policy) = &view.policy {
+        policy_details(policy, &mut d);
     }
     if let Some(plan) = &view.plan_phase {
         d.push((
@@ -159,6 +167,39 @@ pub(super) fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
         ));
     }
     d
+}
+
+/// The policy gate's result: the status and when, then one line per set with its messages
+/// (`deny`, `warn`, an evaluation error).
+fn policy_details(policy: &sortie_core::policy::PolicyResult, d: &mut Vec<(&'static str, String)>) {
+    let reason = policy
+        .reason
+        .as_ref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    d.push((
+        "policy",
+        format!(
+            "{}{reason}, checked {}",
+            word(&policy.status),
+            when(policy.checked_at)
+        ),
+    ));
+    for s in &policy.sets {
+        let name = format!("{}/{} ({})", s.group, s.set, s.enforcement.as_str());
+        let mut said = false;
+        for m in s.error.iter().chain(&s.deny) {
+            d.push(("policy deny", format!("{name}: {m}")));
+            said = true;
+        }
+        for m in &s.warn {
+            d.push(("policy warn", format!("{name}: {m}")));
+            said = true;
+        }
+        if !said {
+            d.push(("policy pass", name));
+        }
+    }
 }
 
 /// The rows of a job's history: a folded entry shows its last time and `(xN since <first>)`,

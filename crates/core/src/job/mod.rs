@@ -143,6 +143,7 @@ impl Job {
                 phase: JobPhase::Plan,
                 awaiting_since: None,
                 decision: None,
+                policy_only: false,
             });
         }
         job.tool = settings.tool.or(runner.tool);

@@ -113,11 +113,20 @@ pub enum UploadKind {
     Summary,
     /// The outputs after an apply, `outputs.json` (sensitive values redacted).
     Outputs,
+    /// The plan as data, `plan.json`: `terraform show -json` of the saved plan, redacted
+    /// ([`crate::plan::redact`]), or `{"unavailable": "<reason>"}` ([`crate::plan::PlanData`]).
+    PlanJson,
 }
 
 impl UploadKind {
     /// Every kind.
-    pub const ALL: [UploadKind; 4] = [Self::Log, Self::Plan, Self::Summary, Self::Outputs];
+    pub const ALL: [UploadKind; 5] = [
+        Self::Log,
+        Self::Plan,
+        Self::Summary,
+        Self::Outputs,
+        Self::PlanJson,
+    ];
 
     /// The wire name.
     pub fn as_str(self) -> &'static str {
@@ -126,6 +135,7 @@ impl UploadKind {
             Self::Plan => "plan",
             Self::Summary => "summary",
             Self::Outputs => "outputs",
+            Self::PlanJson => "plan_json",
         }
     }
 
@@ -136,6 +146,7 @@ impl UploadKind {
             Self::Plan => Some("plan.tfplan"),
             Self::Summary => Some("summary.json"),
             Self::Outputs => Some("outputs.json"),
+            Self::PlanJson => Some("plan.json"),
         }
     }
 
@@ -144,7 +155,7 @@ impl UploadKind {
         match self {
             Self::Log => "text/plain; charset=utf-8",
             Self::Plan => "application/octet-stream",
-            Self::Summary | Self::Outputs => "application/json",
+            Self::Summary | Self::Outputs | Self::PlanJson => "application/json",
         }
     }
 }

@@ -51,6 +51,7 @@ fn a_job_queued_behind_a_reviewed_job_names_it_and_since_when_it_awaits() {
         phase: crate::job::JobPhase::Plan,
         awaiting_since: Some(t(12, 3, 0)),
         decision: None,
+        policy_only: false,
     });
     let holder = LockHolder::of(&holder);
     let waiter = job("01m9waiter");

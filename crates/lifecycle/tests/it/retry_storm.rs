@@ -184,6 +184,7 @@ impl World {
                 queue: queue.clone(),
                 bus: Arc::new(NoBus),
                 secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
+                gate: Default::default(),
             },
             launcher: launcher.clone(),
             api_url: "https://api.sortie.example.com".into(),

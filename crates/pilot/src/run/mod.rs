@@ -34,7 +34,9 @@ pub use exit::{
     clip, exit_code, failure_line, job_label, pilot_exit, report_early_failure, success_line,
     FAILURE_EXIT_CODE, PREFIX,
 };
-use tool::{outputs, state_resources, summarize_plan, summarize_text, upload_artifact, Tool};
+use tool::{
+    outputs, state_resources, summarize_plan, summarize_text, upload_artifact, Redaction, Tool,
+};
 use workspace::{absolute_storage, fetch_source, secret_names};
 
 /// Runs the job described by `env`: fetch the spec, lay out the source, run
@@ -251,6 +253,15 @@ async fn execute(
     // name (ECS `secrets`, or the local launcher as ECS would); terraform inherits them.
     // Only the names are ever printed.
     let (present, missing) = secret_names(spec, |name| std::env::var_os(name).is_some())?;
+    // What the plan's JSON is redacted of: the sensitive variables (by name, and their
+    // values) and the platform's secret values, wherever terraform copied them.
+    let mut redaction = Redaction {
+        names: spec.sensitive_variables.clone(),
+        values: present
+            .iter()
+            .filter_map(|name| std::env::var(name).ok())
+            .collect(),
+    };
     if !present.is_empty() {
         sink.line(&format!(
             "{PREFIX} secrets in terraform's environment: {} (values injected by the platform, never printed)",
@@ -273,6 +284,7 @@ async fn execute(
             tf_env
                 .set
                 .push((sortie_core::sensitive::env_name(name), value.to_string()));
+            redaction.values.push(value.to_string());
         }
         sink.line(&format!(
             "{PREFIX} sensitive variables in terraform's environment: {} (values never printed)",
@@ -324,7 +336,18 @@ async fn execute(
             Step::Plan {
                 detailed_exitcode, ..
             } => {
-                let mut plan = summarize_plan(&tool, &finished, sink).await;
+                let (mut plan, plan_json) =
+                    summarize_plan(&tool, &finished, sink, &redaction).await;
+                // The plan as data, before anything else: the control plane reads it when
+                // the plan ends (a reviewed apply's plan phase, the policy gate).
+                upload_artifact(
+                    uploader,
+                    sink,
+                    problems,
+                    UploadKind::PlanJson,
+                    Ok(plan_json),
+                )
+                .await;
                 if *detailed_exitcode {
                     plan.has_changes = Some(finished.exit_code == Some(2));
                 }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use serde_json::Value;
+use sortie_core::plan::{self, PlanData};
 use sortie_core::protocol::pilot::UploadKind;
 use sortie_core::{ChangeSummary, Operation};
 
@@ -117,31 +119,83 @@ pub(super) async fn state_resources(tool: &Tool) -> Option<usize> {
     }
 }
 
-/// A plan's counts: from `show -json` where the version has it, else from the plan text.
+/// What the plan's JSON is redacted of: the names of the job's sensitive variables, and
+/// every secret value terraform's environment holds (scrubbed wherever they appear).
+#[derive(Default)]
+pub(super) struct Redaction {
+    /// The job's sensitive variables, by name.
+    pub(super) names: Vec<String>,
+    /// The values of the sensitive variables and of the platform's secrets.
+    pub(super) values: Vec<String>,
+}
+
+impl std::fmt::Debug for Redaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redaction")
+            .field("names", &self.names)
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
+/// A plan's counts and its `plan.json` body. The counts come from `show -json` where the
+/// version has it, else from the plan text; the body is the redacted document
+/// ([`plan_json_body`]), or `{"unavailable": "<reason>"}` when there is none (Terraform
+/// 0.11, or `show -json` failed).
 pub(super) async fn summarize_plan(
     tool: &Tool,
     finished: &Finished,
     sink: &LogSink,
-) -> ChangeSummary {
-    if tool.version.has_show_json() {
-        let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
-        let args: Vec<String> = ["show", "-no-color", "-json", PLAN_FILE]
-            .map(String::from)
-            .to_vec();
-        match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
-            Ok((true, json)) => {
-                if let Some(summary) = summary::from_plan_json(&json) {
-                    return summary;
-                }
-                tracing::warn!("show -json printed no plan; reading the plan text instead");
-            }
-            Ok((false, _)) => tracing::warn!("show -json failed; reading the plan text instead"),
-            Err(e) => {
-                tracing::warn!(error = %e.reason(), "show -json could not run; reading the plan text instead")
-            }
-        }
+    redaction: &Redaction,
+) -> (ChangeSummary, Vec<u8>) {
+    if !tool.version.has_show_json() {
+        let body = PlanData::unavailable_artifact(plan::TERRAFORM_011);
+        return (summarize_text(Operation::Plan, finished, sink), body);
     }
-    summarize_text(Operation::Plan, finished, sink)
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["show", "-no-color", "-json", PLAN_FILE]
+        .map(String::from)
+        .to_vec();
+    let reason = match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, json)) => {
+            let body = plan_json_body(&json, redaction);
+            if let Some(summary) = summary::from_plan_json(&json) {
+                return (summary, body);
+            }
+            tracing::warn!("show -json printed no plan; reading the plan text instead");
+            return (summarize_text(Operation::Plan, finished, sink), body);
+        }
+        Ok((false, _)) => {
+            tracing::warn!("show -json failed; reading the plan text instead");
+            format!("`{} show -json` failed", tool.version.tool())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.reason(), "show -json could not run; reading the plan text instead");
+            format!("`{} show -json` could not run", tool.version.tool())
+        }
+    };
+    let body = PlanData::unavailable_artifact(&reason);
+    (summarize_text(Operation::Plan, finished, sink), body)
+}
+
+/// The `plan.json` body of `show -json`'s output: the document redacted
+/// ([`sortie_core::plan::redact`]) and scrubbed of every secret value, or an unavailable
+/// body when it is not a JSON object or is over [`plan::PLAN_JSON_MAX_BYTES`].
+pub(super) fn plan_json_body(json: &str, redaction: &Redaction) -> Vec<u8> {
+    let mut doc: Value = match serde_json::from_str(json) {
+        Ok(doc @ Value::Object(_)) => doc,
+        Ok(_) => return PlanData::unavailable_artifact("`show -json` printed no JSON object"),
+        Err(e) => {
+            return PlanData::unavailable_artifact(&format!("`show -json` printed no JSON: {e}"))
+        }
+    };
+    plan::redact(&mut doc, &redaction.names);
+    plan::scrub(&mut doc, redaction.values.iter().map(String::as_str));
+    match serde_json::to_vec(&doc) {
+        Ok(body) if body.len() <= plan::PLAN_JSON_MAX_BYTES => body,
+        Ok(_) => PlanData::unavailable_artifact(plan::TOO_LARGE),
+        Err(e) => PlanData::unavailable_artifact(&format!("could not encode the plan: {e}")),
+    }
 }
 
 /// The counts from `operation`'s text output; zeros, with a note, when it has none.

@@ -27,7 +27,7 @@ use crate::{
 /// The attributes an environment update rewrites: its type, labels and tags, and its
 /// settings. Each is set to the checked item's value, or removed when the item has none
 /// (never written as NULL).
-const UPDATED: [&str; 12] = [
+const UPDATED: [&str; 15] = [
     // The organisation index (gsi4): written by every update, so an item written before
     // gsi4 existed gets it on its next update.
     "gsi4pk",
@@ -42,6 +42,9 @@ const UPDATED: [&str; 12] = [
     "drift_remediation",
     "tool",
     "tool_version",
+    "triggers",
+    "trigger_operation",
+    "trigger_inputs",
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
@@ -112,6 +115,7 @@ impl EnvironmentStore for DynamoStore {
             drift_skipped: None,
             last_apply: None,
             next_drift_at: next_drift(&env.settings, Utc::now()),
+            lock: None,
         };
         let item = env_to_item(&record, 1)?;
         let items = vec![
@@ -510,6 +514,9 @@ mod tests {
             drift_remediation: DriftRemediation::Apply,
             tool: Some(sortie_core::tool::ToolName::Opentofu),
             tool_version: Some("1.8.0".into()),
+            triggers: vec![sortie_core::EnvPath::parse("acme/payments/db").unwrap()],
+            trigger_operation: sortie_core::triggers::TriggerOperation::Apply,
+            trigger_inputs: vec!["db_host".into()],
         };
         let item: Item = serde_dynamo::to_item(&settings).unwrap();
         let mut names: Vec<&str> = item.keys().map(String::as_str).collect();

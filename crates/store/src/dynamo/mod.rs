@@ -19,6 +19,7 @@ mod environments;
 mod items;
 mod jobs;
 mod keys;
+mod locks;
 mod memberships;
 mod pools;
 mod rules;

@@ -50,6 +50,7 @@ impl EnvironmentStore for MemoryStore {
             drift_skipped: None,
             last_apply: None,
             next_drift_at: next_drift(&env.settings, Utc::now()),
+            lock: None,
         };
         st.envs.insert(
             path,

@@ -30,6 +30,7 @@ use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreErro
 
 mod environments;
 mod jobs;
+mod locks;
 mod memberships;
 mod pools;
 mod rules;
@@ -100,6 +101,8 @@ struct State {
     memberships: BTreeMap<(String, String), MembershipRecord>,
     /// By pool id: the pool and its version.
     pools: BTreeMap<String, (crate::AgentPoolRecord, u64)>,
+    /// By group path: its settings (freeze, expiry limits), as the `SETTINGS` items.
+    group_settings: BTreeMap<String, crate::GroupSettings>,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {
@@ -184,6 +187,9 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     }
     if let Some(v) = update.apply_log_offset {
         record.apply_log_offset = Some(v);
+    }
+    if let Some(v) = update.policy {
+        record.policy = Some(v);
     }
     // A summary given with it is the new one (set above), as in the table's update.
     if update.clear_summary && update.summary.is_none() {

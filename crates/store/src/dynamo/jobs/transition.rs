@@ -187,6 +187,9 @@ fn add_update(
     if let Some(v) = &update.agent {
         set_named("#agent = :agent", "agent", attribute(v));
     }
+    if let Some(v) = &update.policy {
+        set_named("#policy = :policy", "policy", attribute(v));
+    }
     if let Some(v) = update.apply_log_offset {
         set.push("apply_log_offset = :alo");
         values.insert(":alo".into(), n(v));

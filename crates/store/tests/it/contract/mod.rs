@@ -1373,6 +1373,9 @@ fn full_settings(schedule: &str) -> EnvSettings {
         drift_remediation: DriftRemediation::Apply,
         tool: Some(ToolName::Opentofu),
         tool_version: Some("1.8.0".into()),
+        triggers: vec![sortie_core::EnvPath::parse("acme/payments/db").unwrap()],
+        trigger_operation: sortie_core::triggers::TriggerOperation::Apply,
+        trigger_inputs: vec!["db_host".into()],
     }
 }
 
@@ -1868,7 +1871,20 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
         phase: JobPhase::Plan,
         awaiting_since: Some(ended),
         decision: None,
+        policy_only: true,
     };
+    let policy = sortie_core::policy::gate::result(
+        vec![sortie_core::policy::SetResult {
+            set: "tags".into(),
+            group: "acme".into(),
+            enforcement: sortie_core::policy::Enforcement::Review,
+            deny: vec!["bucket `logs` has no owner tag".into()],
+            warn: vec!["3 resources replaced".into()],
+            error: None,
+        }],
+        None,
+        ended,
+    );
     let awaiting = s
         .transition_job(
             &j.id,
@@ -1881,6 +1897,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
                 plan_phase: Some(phase.clone()),
                 clear_task: true,
                 approval_deadline: Some(ended + Duration::seconds(600)),
+                policy: Some(policy.clone()),
                 ..Default::default()
             },
         )
@@ -1888,6 +1905,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
         .unwrap();
     assert_eq!(awaiting.job.review.as_ref(), Some(&review));
     assert_eq!(awaiting.plan_phase.as_ref(), Some(&phase));
+    assert_eq!(awaiting.policy.as_ref(), Some(&policy), "the gate's result");
     assert_eq!(awaiting.summary.as_ref(), Some(&plan_summary), "kept");
     assert_eq!(s.get_job(&j.id).await.unwrap(), awaiting);
 
@@ -1898,6 +1916,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
         by: "bob".into(),
         at: Utc::now(),
         comment: Some("looks right".into()),
+        overrode_policy: true,
     });
     let approved = s
         .transition_job(
@@ -1917,6 +1936,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
     assert_eq!(approved.summary, None);
     assert_eq!(approved.job.review.as_ref(), Some(&review));
     assert_eq!(approved.plan_phase.as_ref(), Some(&phase), "kept");
+    assert_eq!(approved.policy.as_ref(), Some(&policy), "kept");
     assert_eq!(approved.tool_used.as_ref(), Some(&tool), "kept");
     assert_eq!(s.get_job(&j.id).await.unwrap(), approved);
 

@@ -1,0 +1,356 @@
+//! The job log's rules, shared by the pilot (which writes it) and the API (which reads it):
+//! how big a chunk may be, when the pilot ships what it has (fast while someone follows,
+//! slow otherwise), how a follower is signalled, and how a page of the log is cut so that
+//! an answer stays under its byte budget. Pure functions: time is passed in.
+//!
+//! The arithmetic behind the numbers is in `docs/decisions/logs-and-artifacts.md`.
+
+use std::time::Duration;
+
+/// The largest log chunk the pilot writes: a bigger write is split. A reader may therefore
+/// look for the chunk holding byte `n` no earlier than `n - MAX_CHUNK_BYTES`.
+pub const MAX_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// How often pending bytes are shipped while someone follows the log.
+pub const FOLLOWED_FLUSH: Duration = Duration::from_secs(1);
+
+/// How often pending bytes are shipped while no one follows (a chunk is also shipped as
+/// soon as [`MAX_CHUNK_BYTES`] are pending).
+pub const IDLE_FLUSH: Duration = Duration::from_secs(30);
+
+/// How often the pilot reads the follow marker ([`follow_marker_key`]).
+pub const FOLLOW_CHECK: Duration = Duration::from_secs(5);
+
+/// How long after a reader's last `GET /v1/jobs/{id}/logs` the log counts as followed.
+pub const FOLLOW_WINDOW: Duration = Duration::from_secs(20);
+
+/// How often one API process rewrites a job's follow marker while it is being read.
+pub const FOLLOW_MARK_EVERY: Duration = Duration::from_secs(5);
+
+/// The most log chunks one `POST /v1/jobs/{id}/log-uploads` presigns.
+pub const MAX_CHUNKS_PER_GRANT: usize = 16;
+
+/// The most bytes of log data one `GET /v1/jobs/{id}/logs` reads from S3.
+pub const PAGE_READ_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most bytes the `data` of one answer may take once JSON-escaped: with the rest of
+/// the answer it stays under 5 MB (API Gateway and Lambda allow 6 MB).
+pub const PAGE_JSON_BYTES: usize = 4_800_000;
+
+/// How long one `GET /v1/jobs/{id}/logs` may spend reading S3 before it answers what it
+/// has (API Gateway gives up at 29 s).
+pub const PAGE_TIME_BUDGET: Duration = Duration::from_secs(8);
+
+/// How many chunks one `GET /v1/jobs/{id}/logs` reads at once.
+pub const PAGE_READ_CONCURRENCY: usize = 16;
+
+/// `logs/<job id>/following`: rewritten by the API while someone reads the log, read by the
+/// pilot through a presigned URL. Its body is the time of the read, in Unix milliseconds.
+/// It is not a chunk ([`super::pilot::log_chunk_offset`] is `None` for it).
+pub fn follow_marker_key(job_id: &crate::JobId) -> String {
+    format!("{}following", super::pilot::log_prefix(job_id))
+}
+
+/// Whether a follow marker written at `marked_at_ms` (Unix milliseconds) still says
+/// someone follows at `now_ms`. A marker from the future (clock skew) counts as fresh.
+pub fn is_followed(marked_at_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(marked_at_ms) < FOLLOW_WINDOW.as_millis() as u64
+}
+
+/// When the pilot ships its pending bytes: at once when a full chunk is pending, else
+/// when the flush interval for the follow state has passed since the last shipment.
+pub fn flush_due(since_last_flush: Duration, pending: usize, followed: bool) -> bool {
+    if pending == 0 {
+        return false;
+    }
+    if pending >= MAX_CHUNK_BYTES {
+        return true;
+    }
+    let interval = if followed { FOLLOWED_FLUSH } else { IDLE_FLUSH };
+    since_last_flush >= interval
+}
+
+/// Splits `len` pending bytes starting at `offset` into chunks of at most
+/// [`MAX_CHUNK_BYTES`]: `(start offset, length)` each, in order.
+pub fn split_chunks(offset: u64, len: usize) -> Vec<(u64, usize)> {
+    let mut out = Vec::with_capacity(len.div_ceil(MAX_CHUNK_BYTES));
+    let mut at = 0usize;
+    while at < len {
+        let n = (len - at).min(MAX_CHUNK_BYTES);
+        out.push((offset + at as u64, n));
+        at += n;
+    }
+    out
+}
+
+/// The `start-after` key from which a listing finds the chunk holding byte `offset`,
+/// given that chunks are at most [`MAX_CHUNK_BYTES`] long (`None`: from the first).
+pub fn list_start_after(prefix: &str, offset: u64) -> Option<String> {
+    let back = MAX_CHUNK_BYTES as u64;
+    (offset >= back).then(|| super::pilot::log_chunk_key(prefix, offset - back))
+}
+
+/// One read of a page: `len` bytes of chunk number `chunk` (in the listing given to
+/// [`plan_page`]) from byte `from` of that chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkRead {
+    /// The chunk's index in the listing.
+    pub chunk: usize,
+    /// The first byte read, within the chunk.
+    pub from: u64,
+    /// How many bytes.
+    pub len: u64,
+    /// Whether the read is the whole chunk (a plain GET rather than a ranged one).
+    pub whole: bool,
+}
+
+/// The reads that make a page from `offset`: chunks `(start, size)` in offset order
+/// (from a listing), read contiguously from `offset` up to the first gap, at most
+/// `budget` bytes. Chunks wholly before `offset` are skipped; a gap (a chunk not written
+/// yet) ends the page.
+pub fn plan_page(chunks: &[(u64, u64)], offset: u64, budget: u64) -> Vec<ChunkRead> {
+    let mut out = Vec::new();
+    let mut next = offset;
+    let mut left = budget;
+    for (i, &(start, size)) in chunks.iter().enumerate() {
+        if left == 0 {
+            break;
+        }
+        let end = start.saturating_add(size);
+        if end <= next || size == 0 {
+            continue;
+        }
+        if start > next {
+            break;
+        }
+        let from = next - start;
+        let len = (size - from).min(left);
+        out.push(ChunkRead {
+            chunk: i,
+            from,
+            len,
+            whole: from == 0 && len == size,
+        });
+        next += len;
+        left -= len;
+    }
+    out
+}
+
+/// How many bytes of `data` a page answers: as many as fit in `json_budget` bytes once
+/// JSON-escaped (invalid UTF-8 counted as its replacement character), ending on a
+/// character boundary. When `complete` is false (more may come), an incomplete UTF-8
+/// sequence at the very end is held back for the next page, so a character split across
+/// two chunks is never replaced.
+pub fn page_cut(data: &[u8], json_budget: usize, complete: bool) -> usize {
+    let mut used = 0usize;
+    let mut at = 0usize;
+    while at < data.len() {
+        let (width, escaped) = match utf8_width(&data[at..]) {
+            Utf8::Char(w) => (w, escaped_len(&data[at..at + w])),
+            Utf8::Incomplete if !complete => break,
+            // Invalid, or cut short at the very end of a complete log: one U+FFFD.
+            Utf8::Incomplete | Utf8::Invalid => (1, 3),
+        };
+        if used + escaped > json_budget {
+            break;
+        }
+        used += escaped;
+        at += width;
+    }
+    at
+}
+
+enum Utf8 {
+    /// A whole character of this many bytes.
+    Char(usize),
+    /// The start of a character that the data ends in the middle of.
+    Incomplete,
+    /// Not UTF-8.
+    Invalid,
+}
+
+fn utf8_width(rest: &[u8]) -> Utf8 {
+    let want = match rest[0] {
+        0x00..=0x7f => return Utf8::Char(1),
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => return Utf8::Invalid,
+    };
+    let have = rest.len().min(want);
+    match std::str::from_utf8(&rest[..have]) {
+        Ok(_) => Utf8::Char(want),
+        Err(e) if e.error_len().is_none() => Utf8::Incomplete,
+        Err(_) => Utf8::Invalid,
+    }
+}
+
+/// The JSON-escaped length of one character's bytes (serde_json's escaping).
+fn escaped_len(ch: &[u8]) -> usize {
+    match ch {
+        [b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c] => 2,
+        [c] if *c < 0x20 => 6,
+        other => other.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_full_chunk_ships_at_once_and_otherwise_the_follow_state_sets_the_pace() {
+        let s = Duration::from_secs;
+        assert!(
+            !flush_due(s(100), 0, true),
+            "nothing pending: nothing shipped"
+        );
+        assert!(flush_due(s(0), MAX_CHUNK_BYTES, false));
+        assert!(flush_due(s(1), 10, true));
+        assert!(!flush_due(s(1), 10, false));
+        assert!(!flush_due(s(29), 10, false));
+        assert!(flush_due(s(30), 10, false));
+    }
+
+    #[test]
+    fn a_marker_counts_for_the_follow_window() {
+        let w = FOLLOW_WINDOW.as_millis() as u64;
+        assert!(is_followed(1_000, 1_000 + w - 1));
+        assert!(!is_followed(1_000, 1_000 + w));
+        assert!(
+            is_followed(5_000, 1_000),
+            "a marker from the future is fresh"
+        );
+        let id = crate::JobId::from("01J");
+        assert_eq!(follow_marker_key(&id), "logs/01J/following");
+        assert_eq!(
+            super::super::pilot::log_chunk_offset("logs/01J/", &follow_marker_key(&id)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_page_reads_from_inside_a_chunk_and_stops_at_a_gap() {
+        let chunks = [(0, 10), (10, 10), (25, 5)];
+        assert_eq!(
+            plan_page(&chunks, 4, 100),
+            [
+                ChunkRead {
+                    chunk: 0,
+                    from: 4,
+                    len: 6,
+                    whole: false
+                },
+                ChunkRead {
+                    chunk: 1,
+                    from: 0,
+                    len: 10,
+                    whole: true
+                },
+            ]
+        );
+        assert_eq!(
+            plan_page(&chunks, 0, 12),
+            [
+                ChunkRead {
+                    chunk: 0,
+                    from: 0,
+                    len: 10,
+                    whole: true
+                },
+                ChunkRead {
+                    chunk: 1,
+                    from: 0,
+                    len: 2,
+                    whole: false
+                },
+            ]
+        );
+        assert!(plan_page(&chunks, 20, 100).is_empty(), "a gap at 20");
+        assert_eq!(plan_page(&chunks, 26, 100)[0].from, 1);
+    }
+
+    #[test]
+    fn the_listing_starts_one_chunk_back() {
+        assert_eq!(list_start_after("p/", 10), None);
+        let key = list_start_after("p/", 3 * MAX_CHUNK_BYTES as u64 + 7).unwrap();
+        assert_eq!(
+            super::super::pilot::log_chunk_offset("p/", &key),
+            Some(2 * MAX_CHUNK_BYTES as u64 + 7)
+        );
+    }
+
+    #[test]
+    fn a_cut_keeps_split_characters_whole_and_counts_escapes() {
+        let text = "añb".as_bytes();
+        assert_eq!(page_cut(&text[..2], 100, false), 1, "ñ's first byte waits");
+        assert_eq!(
+            page_cut(&text[..2], 100, true),
+            2,
+            "a complete log ends as it is"
+        );
+        assert_eq!(
+            page_cut(b"\x01\x01", 6, true),
+            1,
+            "a control byte escapes to 6"
+        );
+        assert_eq!(page_cut(b"\"\"\"", 4, true), 2);
+        assert_eq!(
+            page_cut(b"ab\xffcd", 100, false),
+            5,
+            "invalid bytes are answered"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_cover_the_bytes_in_order_and_are_capped(offset in 0u64..1 << 40, len in 0usize..5 * MAX_CHUNK_BYTES) {
+            let chunks = split_chunks(offset, len);
+            let mut at = offset;
+            for &(start, n) in &chunks {
+                prop_assert_eq!(start, at);
+                prop_assert!(n > 0 && n <= MAX_CHUNK_BYTES);
+                at += n as u64;
+            }
+            prop_assert_eq!(at, offset + len as u64);
+        }
+
+        #[test]
+        fn a_cut_page_fits_its_budget_and_loses_nothing(
+            data in proptest::collection::vec(any::<u8>(), 0..400),
+            budget in 0usize..600,
+            complete in any::<bool>(),
+        ) {
+            let cut = page_cut(&data, budget, complete);
+            prop_assert!(cut <= data.len());
+            let text = String::from_utf8_lossy(&data[..cut]);
+            let json = serde_json::to_string(&text).unwrap();
+            prop_assert!(json.len() - 2 <= budget, "{} > {}", json.len() - 2, budget);
+            if std::str::from_utf8(&data).is_ok() {
+                // Valid text: the cut is on a character boundary, nothing replaced.
+                prop_assert!(std::str::from_utf8(&data[..cut]).is_ok());
+            }
+        }
+
+        #[test]
+        fn pages_concatenate_to_the_log(sizes in proptest::collection::vec(1u64..50, 1..20), budget in 1u64..80) {
+            let mut chunks = vec![];
+            let mut at = 0;
+            for s in sizes { chunks.push((at, s)); at += s; }
+            let mut offset = 0;
+            let mut pages = 0;
+            while offset < at {
+                let reads = plan_page(&chunks, offset, budget);
+                prop_assert!(!reads.is_empty());
+                let got: u64 = reads.iter().map(|r| r.len).sum();
+                prop_assert!(got <= budget);
+                for r in &reads { prop_assert_eq!(chunks[r.chunk].0 + r.from, offset); offset += r.len; }
+                pages += 1;
+                prop_assert!(pages < 10_000);
+            }
+            prop_assert_eq!(offset, at);
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! State history: the versions of an environment's Terraform state (S3 object versions of
+//! its state key), what each one says about itself, which job wrote it, and a version's
+//! state with every sensitive value redacted.
+//!
+//! Pure: the store lists the versions and reads their bytes; this module decides.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::JobId;
+
+/// What a redacted value is replaced with.
+pub const REDACTED: &str = "(sensitive)";
+
+/// How long after a job's end a state version it wrote may be stamped (the last write
+/// lands before the pilot's exit report; clocks differ a little).
+pub const WRITER_SLACK_SECONDS: i64 = 120;
+
+/// The largest state version the API reads and redacts, in bytes (larger: 413-like refusal).
+pub const STATE_VERSION_MAX_BYTES: usize = 8 * 1024 * 1024;
+
+/// What a state file says about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFacts {
+    /// The state's serial, incremented by each write.
+    pub serial: Option<u64>,
+    /// The state's lineage, fixed when the state was first made.
+    pub lineage: Option<String>,
+    /// The Terraform version that wrote it.
+    pub terraform_version: Option<String>,
+}
+
+/// Reads a state file's serial, lineage and Terraform version; `None` when it is not a
+/// JSON object (a corrupt or foreign object).
+pub fn facts(state: &Value) -> Option<StateFacts> {
+    let o = state.as_object()?;
+    Some(StateFacts {
+        serial: o.get("serial").and_then(Value::as_u64),
+        lineage: o.get("lineage").and_then(Value::as_str).map(String::from),
+        terraform_version: o
+            .get("terraform_version")
+            .and_then(Value::as_str)
+            .map(String::from),
+    })
+}
+
+/// A state with every sensitive value replaced by [`REDACTED`]:
+///
+/// - outputs marked `sensitive` (or not plainly marked `sensitive: false`): their value;
+/// - in each resource instance (state format 4), every attribute path listed in
+///   `sensitive_attributes`, and the provider's opaque `private` data;
+/// - `attributes_flat` (older providers, no sensitivity known): every value;
+/// - an older state format (3 and below, Terraform 0.11), which records no sensitivity:
+///   every resource attribute and every output value.
+///
+/// Everything else (addresses, types, serial, lineage) is kept, so two versions can be told
+/// apart.
+pub fn redact(state: &Value) -> Value {
+    let mut out = state.clone();
+    let version = state.get("version").and_then(Value::as_u64).unwrap_or(0);
+    let Some(o) = out.as_object_mut() else {
+        return Value::String(REDACTED.into());
+    };
+    if version >= 4 {
+        if let Some(outputs) = o.get_mut("outputs").and_then(Value::as_object_mut) {
+            for output in outputs.values_mut() {
+                let sensitive = output.get("sensitive").and_then(Value::as_bool) != Some(false);
+                if sensitive {
+                    if let Some(v) = output.get_mut("value") {
+                        *v = Value::String(REDACTED.into());
+                    }
+                }
+            }
+        }
+        for resource in o
+            .get_mut("resources")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            for instance in resource
+                .get_mut("instances")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                redact_instance(instance);
+            }
+        }
+    } else {
+        // No sensitivity recorded: keep only the shape.
+        for module in o
+            .get_mut("modules")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(outputs) = module.get_mut("outputs").and_then(Value::as_object_mut) {
+                for output in outputs.values_mut() {
+                    if let Some(v) = output.get_mut("value") {
+                        *v = Value::String(REDACTED.into());
+                    }
+                }
+            }
+            for resource in module
+                .get_mut("resources")
+                .and_then(Value::as_object_mut)
+                .into_iter()
+                .flat_map(|r| r.values_mut())
+            {
+                if let Some(primary) = resource.get_mut("primary").and_then(Value::as_object_mut) {
+                    for key in ["attributes", "meta"] {
+                        if let Some(attrs) = primary.get_mut(key).and_then(Value::as_object_mut) {
+                            attrs.values_mut().for_each(|v| *v = REDACTED.into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn redact_instance(instance: &mut Value) {
+    let Some(i) = instance.as_object_mut() else {
+        return;
+    };
+    if i.contains_key("private") {
+        i.insert("private".into(), REDACTED.into());
+    }
+    if let Some(flat) = i.get_mut("attributes_flat").and_then(Value::as_object_mut) {
+        flat.values_mut().for_each(|v| *v = REDACTED.into());
+    }
+    let paths: Vec<Value> = i
+        .get("sensitive_attributes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(attrs) = i.get_mut("attributes") else {
+        return;
+    };
+    for path in paths {
+        let steps = steps_of(&path);
+        match steps {
+            Some(steps) => redact_path(attrs, &steps),
+            // A path in a shape not understood: redact every attribute rather than guess.
+            None => redact_all(attrs),
+        }
+    }
+}
+
+/// One step of an attribute path.
+enum Step {
+    Attr(String),
+    Index(Value),
+}
+
+/// A sensitive attribute path as steps: a list of `{type: get_attr|index, value}`, or an
+/// object `{path: [...]}` around it. `None` for any other shape.
+fn steps_of(path: &Value) -> Option<Vec<Step>> {
+    let list = match path {
+        Value::Array(a) => a,
+        Value::Object(o) => o.get("path")?.as_array()?,
+        _ => return None,
+    };
+    list.iter()
+        .map(|s| {
+            let kind = s.get("type")?.as_str()?;
+            let value = s.get("value")?;
+            match kind {
+                "get_attr" => Some(Step::Attr(value.as_str()?.to_string())),
+                "index" => Some(Step::Index(value.get("value").unwrap_or(value).clone())),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn redact_path(v: &mut Value, steps: &[Step]) {
+    let Some((first, rest)) = steps.split_first() else {
+        *v = Value::String(REDACTED.into());
+        return;
+    };
+    let next = match (first, v) {
+        (Step::Attr(name), Value::Object(o)) => o.get_mut(name),
+        (Step::Index(Value::String(k)), Value::Object(o)) => o.get_mut(k),
+        (Step::Index(Value::Number(n)), Value::Array(a)) => {
+            n.as_u64().and_then(|i| a.get_mut(usize::try_from(i).ok()?))
+        }
+        // A set or a shape not matching the path: everything below is redacted.
+        (_, other) => {
+            redact_all(other);
+            return;
+        }
+    };
+    if let Some(next) = next {
+        redact_path(next, rest);
+    }
+}
+
+/// Replaces every leaf below `v` (keeping object keys and list lengths).
+fn redact_all(v: &mut Value) {
+    match v {
+        Value::Object(o) => o.values_mut().for_each(redact_all),
+        Value::Array(a) => a.iter_mut().for_each(redact_all),
+        Value::Null => {}
+        leaf => *leaf = Value::String(REDACTED.into()),
+    }
+}
+
+/// A job as the writer match sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobWindow {
+    /// The job.
+    pub id: JobId,
+    /// When it may first have written state: its task's start, else its submit.
+    pub from: DateTime<Utc>,
+    /// When it ended (`None`: still running).
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// The job that wrote a state version stamped `at`: among `jobs` (those of the environment
+/// that write state: applies, destroys, restores), the latest to start at or before `at`
+/// whose end (plus [`WRITER_SLACK_SECONDS`]) is not before `at`. Jobs on one environment
+/// write one at a time under its lock, so at most one window holds a write.
+pub fn writer(at: DateTime<Utc>, jobs: &[JobWindow]) -> Option<JobId> {
+    let slack = Duration::seconds(WRITER_SLACK_SECONDS);
+    jobs.iter()
+        .filter(|j| j.from <= at && j.until.is_none_or(|u| at <= u + slack))
+        .max_by_key(|j| j.from)
+        .map(|j| j.id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn contains_text(v: &Value, needle: &str) -> bool {
+        v.to_string().contains(needle)
+    }
+
+    #[test]
+    fn a_v4_state_loses_its_sensitive_values_and_keeps_the_rest() {
+        let state = json!({
+            "version": 4, "serial": 7, "lineage": "abc", "terraform_version": "1.11.4",
+            "outputs": {
+                "ip": {"value": "10.0.0.1", "type": "string"},
+                "plain": {"value": "shown", "type": "string", "sensitive": false},
+                "password": {"value": "hunter2", "type": "string", "sensitive": true},
+            },
+            "resources": [{
+                "mode": "managed", "type": "terraform_data", "name": "x",
+                "instances": [{
+                    "attributes": {"id": "i-1", "input": {"user": "bob", "pw": "s3cret"}, "list": ["a", "tok"]},
+                    "sensitive_attributes": [
+                        [{"type": "get_attr", "value": "input"}, {"type": "get_attr", "value": "pw"}],
+                        [{"type": "get_attr", "value": "list"}, {"type": "index", "value": {"value": 1, "type": "number"}}]
+                    ],
+                    "private": "c2VjcmV0"
+                }]
+            }]
+        });
+        let r = redact(&state);
+        for secret in ["hunter2", "s3cret", "tok", "c2VjcmV0", "10.0.0.1"] {
+            assert!(!contains_text(&r, secret), "{secret} in {r}");
+        }
+        assert!(contains_text(&r, "shown") && contains_text(&r, "bob") && contains_text(&r, "i-1"));
+        assert_eq!(
+            facts(&r).unwrap(),
+            StateFacts {
+                serial: Some(7),
+                lineage: Some("abc".into()),
+                terraform_version: Some("1.11.4".into())
+            }
+        );
+    }
+
+    #[test]
+    fn an_old_state_keeps_only_its_shape() {
+        let state = json!({"version": 3, "serial": 2, "modules": [{
+            "outputs": {"o": {"value": "v1", "sensitive": false}},
+            "resources": {"null_resource.x": {"primary": {"id": "x", "attributes": {"secret": "abc"}}}}
+        }]});
+        let r = redact(&state);
+        assert!(!contains_text(&r, "abc") && !contains_text(&r, "v1"));
+        assert!(contains_text(&r, "null_resource.x"));
+    }
+
+    #[test]
+    fn the_writer_is_the_job_whose_window_holds_the_write() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap();
+        let jobs = vec![
+            JobWindow { id: "j1".into(), from: t(0), until: Some(t(60)) },
+            JobWindow { id: "j2".into(), from: t(600), until: Some(t(660)) },
+            JobWindow { id: "j3".into(), from: t(1200), until: None },
+        ];
+        assert_eq!(writer(t(30), &jobs), Some("j1".into()));
+        assert_eq!(writer(t(700), &jobs), Some("j2".into()), "within the slack");
+        assert_eq!(writer(t(900), &jobs), None, "nobody wrote then");
+        assert_eq!(writer(t(5000), &jobs), Some("j3".into()), "still running");
+        assert_eq!(writer(t(-5), &jobs), None);
+    }
+
+    /// Any JSON leaf, with strings from a small alphabet so secrets can be searched for.
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            "[a-z]{1,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever an attribute holds, a value under a sensitive path and every sensitive
+        /// output's value never survive redaction (marked with a secret no generated string
+        /// can contain: upper case).
+        #[test]
+        fn nothing_under_a_sensitive_path_survives(
+            attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 1..5),
+            pick in any::<prop::sample::Index>(),
+            secret_out in arb_value(),
+        ) {
+            let names: Vec<String> = attrs.keys().cloned().collect();
+            let name = pick.get(&names).clone();
+            let mut attrs: serde_json::Map<String, Value> = attrs.into_iter().collect();
+            attrs.insert(name.clone(), json!({"deep": ["SECRETVALUE", {"k": "SECRETVALUE"}]}));
+            let state = json!({
+                "version": 4, "serial": 1, "lineage": "l",
+                "outputs": {"o": {"value": {"x": "SECRETOUT", "y": secret_out}, "sensitive": true}},
+                "resources": [{"instances": [{
+                    "attributes": attrs,
+                    "sensitive_attributes": [[{"type": "get_attr", "value": name}]]
+                }]}]
+            });
+            let r = redact(&state);
+            prop_assert!(!contains_text(&r, "SECRETVALUE"));
+            prop_assert!(!contains_text(&r, "SECRETOUT"));
+            prop_assert_eq!(facts(&r), facts(&state));
+        }
+
+        /// A state with nothing sensitive comes back unchanged.
+        #[test]
+        fn nothing_sensitive_is_unchanged(attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 0..5)) {
+            let state = json!({"version": 4, "serial": 3, "outputs": {}, "resources": [{"instances": [{"attributes": attrs, "sensitive_attributes": []}]}]});
+            prop_assert_eq!(redact(&state), state);
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The policy gate, where a plan ends and before anything is applied.
+//!
+//! An apply or destroy submitted to an environment that at least one policy set applies
+//! to runs in two phases, like a reviewed job ([`JobService::gate_at_submit`]): its plan
+//! phase saves the plan and uploads `plan.json`. When that phase ends, the gate reads the
+//! STORED `plan.json` (never the runner's word), evaluates the sets in force at that moment
+//! (compiled sets cached by version), records the result on the job, publishes
+//! `sortie.job.policy_checked`, and then ([`sortie_core::policy::gate::verdict`]):
+//! - a mandatory deny fails the job (`policy_denied: ...`; nothing was applied, and the
+//!   lock is released through [`JobService::end`]);
+//! - a review deny or a warning holds it in `awaiting_approval` with the messages, even
+//!   with approval `auto`;
+//! - otherwise, with approval `auto` the apply phase is approved at once by
+//!   [`POLICY_PRINCIPAL`]; with `required` the job awaits a person as before.
+//!
+//! Plan jobs are checked too, and a mandatory deny fails them (a CI check sees the
+//! failure); a drift check is checked and its result published (`violation` in the
+//! event), but its state stays the drift verdict's.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde_json::json;
+use sortie_core::job::JobPhase;
+use sortie_core::plan::PlanData;
+use sortie_core::policy::gate::{self, GateVerdict, POLICY_PRINCIPAL};
+use sortie_core::policy::{PolicyResult, PolicySet, SetResult};
+use sortie_core::{Environment, JobState, Operation, Outcome, ReviewVerdict};
+use sortie_policy::{Limits, SetCache};
+use sortie_store::{Artifacts, JobRecord, JobUpdate, StoreError};
+use tracing::{info, warn};
+
+use crate::{JobService, JOB_POLICY_CHECKED};
+
+/// What the gate needs beyond the store: where `plan.json` is read, and the compiled sets.
+#[derive(Clone, Default)]
+pub struct PolicyGate {
+    /// The artifacts bucket. `None` (a world without one) reads every plan as unavailable,
+    /// so each set's `on_unavailable` decides: a set is never silently passed over.
+    pub artifacts: Option<Arc<dyn Artifacts>>,
+    /// Compiled sets by group, name and version.
+    pub cache: SetCache,
+    /// The bounds of one evaluation.
+    pub limits: Limits,
+}
+
+impl std::fmt::Debug for PolicyGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyGate")
+            .field("artifacts", &self.artifacts.is_some())
+            .field("cached_sets", &self.cache.len())
+            .finish()
+    }
+}
+
+/// One set in force for an environment: the group holding it, its version and the set.
+#[derive(Debug, Clone)]
+pub(crate) struct SetInForce {
+    pub group: String,
+    pub version: String,
+    pub set: PolicySet,
+}
+
+/// The key of a job's `plan.json` artifact.
+fn plan_key(record: &JobRecord) -> String {
+    format!(
+        "{}plan.json",
+        sortie_core::protocol::pilot::artifacts_prefix(&record.job.id)
+    )
+}
+
+impl JobService {
+    /// The sets in force for `env` now: every set of its group and its ancestors whose
+    /// criteria match.
+    pub(crate) async fn sets_in_force(
+        &self,
+        env: &Environment,
+    ) -> Result<Vec<SetInForce>, StoreError> {
+        crate::policy_sets::in_force(self.store.as_ref(), env).await
+    }
+
+    /// At submit: an apply or destroy to an environment under at least one policy set runs
+    /// in two phases, so its plan can be checked before anything is applied. A job already
+    /// reviewed (approval `required`) keeps its review; one with approval `auto` gets a
+    /// policy-only review, approved by the gate itself when its plan passes.
+    pub(crate) async fn gate_at_submit(
+        &self,
+        env: &Environment,
+        job: &mut sortie_core::Job,
+    ) -> Result<(), StoreError> {
+        if !job.request.operation.writes_state() || job.review.is_some() || job.drift_check {
+            return Ok(());
+        }
+        if self.sets_in_force(env).await?.is_empty() {
+            return Ok(());
+        }
+        job.review = Some(sortie_core::Review {
+            four_eyes: false,
+            timeout_seconds: env
+                .settings
+                .approval_timeout_seconds
+                .unwrap_or(sortie_core::environment::APPROVAL_TIMEOUT_DEFAULT_SECONDS),
+            phase: JobPhase::Plan,
+            awaiting_since: None,
+            decision: None,
+            policy_only: true,
+        });
+        Ok(())
+    }
+
+    /// Checks `record`'s stored plan against the sets in force for its environment; `None`
+    /// when no set applies.
+    pub(crate) async fn check_policy(
+        &self,
+        record: &JobRecord,
+    ) -> Result<Option<PolicyResult>, StoreError> {
+        let env = self
+            .store
+            .get_environment(&record.job.environment)
+            .await?
+            .item
+            .environment;
+        let sets = self.sets_in_force(&env).await?;
+        if sets.is_empty() {
+            return Ok(None);
+        }
+        let plan = self.read_plan(record).await?;
+        let now = Utc::now();
+        let doc = match plan {
+            PlanData::Unavailable(reason) => {
+                let results = gate::unavailable_sets(
+                    sets.iter().map(|s| (s.group.as_str(), &s.set)),
+                    &reason,
+                );
+                return Ok(Some(gate::result(results, Some(&reason), now)));
+            }
+            PlanData::Available(doc) => doc,
+        };
+        let runner = json!({
+            "id": record.job.runner_id.to_string(),
+            "type": record.job.runner_spec.as_ref().map(|s| s.runner_configuration.type_name()),
+        });
+        let input = sortie_policy::build_input(
+            &doc,
+            &sortie_policy::JobInput::new(&record.job, &env),
+            &runner,
+        );
+        drop(doc);
+        let mut results = Vec::with_capacity(sets.len());
+        for s in &sets {
+            let result = match self.gate.cache.get_or_compile(&s.group, &s.set, &s.version) {
+                Ok(compiled) => {
+                    let one = [(s.group.clone(), compiled.as_ref())];
+                    sortie_policy::evaluate(&one, &input, self.gate.limits)
+                        .pop()
+                        .unwrap_or_else(|| errored(s, "the evaluation gave no result".into()))
+                }
+                // Refused at write time; a set stored before a stricter compiler still counts.
+                Err(e) => errored(s, format!("the set does not compile: {e}")),
+            };
+            results.push(result);
+        }
+        Ok(Some(gate::result(results, None, now)))
+    }
+
+    /// The job's stored `plan.json`: absent is unavailable ("no plan data was uploaded"); a
+    /// store failure other than absence is returned (the end is retried).
+    async fn read_plan(&self, record: &JobRecord) -> Result<PlanData, StoreError> {
+        let Some(artifacts) = &self.gate.artifacts else {
+            return Ok(PlanData::Unavailable(
+                "this control plane has no artifacts bucket to read plan data from".into(),
+            ));
+        };
+        match artifacts.get(&plan_key(record)).await {
+            Ok(bytes) => Ok(PlanData::from_artifact(Some(&bytes))),
+            Err(StoreError::NotFound { .. }) => Ok(PlanData::from_artifact(None)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Publishes `sortie.job.policy_checked` (best effort: the result is on the job).
+    async fn publish_policy_checked(
+        &self,
+        record: &JobRecord,
+        result: &PolicyResult,
+        verdict: &str,
+    ) {
+        let mut detail = crate::completed_detail(record);
+        detail["policy"] = json!(result);
+        detail["verdict"] = json!(verdict);
+        detail["drift_check"] = json!(record.job.drift_check);
+        detail["violation"] = json!(gate::violated(result));
+        let resource = format!("sortie:job/{}", record.job.id);
+        if let Err(e) = self
+            .bus
+            .publish(JOB_POLICY_CHECKED, &resource, detail)
+            .await
+        {
+            warn!(error = %e, "publishing sortie.job.policy_checked failed");
+        }
+    }
+
+    /// The gate at the end of a successful plan: `Some(record)` when it moved the job
+    /// itself (failed it, held it, approved it, or ended a checked plan job with its
+    /// result), `None` when the end goes on as without policy.
+    pub(crate) async fn gate_plan_end(
+        &self,
+        record: &JobRecord,
+        from: JobState,
+        outcome: &Outcome,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        let job = &record.job;
+        let reviewed_plan = job.review.as_ref().filter(|r| r.phase == JobPhase::Plan);
+        let plan_job = job.request.operation == Operation::Plan;
+        if reviewed_plan.is_none() && !plan_job {
+            return Ok(None);
+        }
+        let policy_only = reviewed_plan.is_some_and(|r| r.policy_only);
+        let result = self.check_policy(record).await?;
+        let Some(result) = result else {
+            if policy_only {
+                // The sets were deleted since the submit: nothing holds the apply.
+                return self.approve_by_policy(record, from, None).await.map(Some);
+            }
+            return Ok(None);
+        };
+        let verdict = gate::verdict(&result);
+        let word = match (&verdict, reviewed_plan.is_some(), job.drift_check) {
+            (GateVerdict::Fail { .. }, _, false) => "fail",
+            (GateVerdict::Review(_), true, _) => "review",
+            (GateVerdict::Proceed, true, _) => "proceed",
+            _ => "recorded",
+        };
+        info!(status = ?result.status, verdict = word, "plan checked against policy");
+        self.publish_policy_checked(record, &result, word).await;
+        match verdict {
+            GateVerdict::Fail { reason } if !job.drift_check => {
+                let update = JobUpdate {
+                    policy: Some(result),
+                    ..Default::default()
+                };
+                let failed = self
+                    .store
+                    .transition_job(&job.id, from, JobState::Failed, Utc::now(), &reason, update)
+                    .await?;
+                info!(job_id = %job.id, %reason, "policy denied the plan; nothing applied");
+                self.ended(&failed).await?;
+                Ok(Some(failed))
+            }
+            _ if reviewed_plan.is_none() => {
+                // A plan job or a drift check: the result is recorded, the end is the plan's.
+                let update = JobUpdate {
+                    policy: Some(result),
+                    ..Default::default()
+                };
+                let ended = self
+                    .store
+                    .transition_job(
+                        &job.id,
+                        from,
+                        outcome.state,
+                        Utc::now(),
+                        &outcome.reason,
+                        update,
+                    )
+                    .await?;
+                self.ended(&ended).await?;
+                Ok(Some(ended))
+            }
+            GateVerdict::Review(messages) => self
+                .hold_for_approval(record, from, Some(result), Some(&messages), true)
+                .await
+                .map(Some),
+            _ if policy_only => self
+                .approve_by_policy(record, from, Some(result))
+                .await
+                .map(Some),
+            _ => self
+                .hold_for_approval(record, from, Some(result), None, true)
+                .await
+                .map(Some),
+        }
+    }
+
+    /// An `auto` job's plan passed the gate: it is recorded awaiting approval (its plan
+    /// phase kept, quietly) and approved at once by [`POLICY_PRINCIPAL`]; the apply phase
+    /// is sent.
+    async fn approve_by_policy(
+        &self,
+        record: &JobRecord,
+        from: JobState,
+        result: Option<PolicyResult>,
+    ) -> Result<JobRecord, StoreError> {
+        let awaiting = self
+            .hold_for_approval(record, from, result, None, false)
+            .await?;
+        let comment = Some("the plan passed the policy gate".to_string());
+        match self
+            .review(
+                &awaiting,
+                POLICY_PRINCIPAL,
+                ReviewVerdict::Approved,
+                comment,
+                Utc::now(),
+            )
+            .await?
+        {
+            Ok(approved) => Ok(approved),
+            Err(refusal) => {
+                warn!(
+                    ?refusal,
+                    "the policy gate could not approve; the job awaits a person"
+                );
+                Ok(awaiting)
+            }
+        }
+    }
+}
+
+/// The result of a set that could not be evaluated: a deny at its level, saying why.
+fn errored(s: &SetInForce, message: String) -> SetResult {
+    SetResult {
+        set: s.set.name.clone(),
+        group: s.group.clone(),
+        enforcement: s.set.enforcement,
+        deny: Vec::new(),
+        warn: Vec::new(),
+        error: Some(message),
+    }
+}

@@ -1,0 +1,100 @@
+//! Compiling a policy set: every module parsed and analysed once, at write time and
+//! then once per version in the cache.
+
+use std::collections::BTreeSet;
+
+use regorus::Engine;
+use sortie_core::policy::{Enforcement, OnUnavailable, PolicySet};
+
+/// A module that does not compile, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("module `{module}` line {line} column {column}: {message}")]
+pub struct CompileError {
+    /// The module's name (empty when the error is not in one module).
+    pub module: String,
+    /// The line (1-based; 0 when unknown).
+    pub line: u32,
+    /// The column (1-based; 0 when unknown).
+    pub column: u32,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A compiled set, ready to evaluate: a prepared engine and the packages whose `deny`
+/// and `warn` rules give its messages.
+#[derive(Debug, Clone)]
+pub struct CompiledSet {
+    /// The set's name.
+    pub name: String,
+    /// The set's enforcement level.
+    pub enforcement: Enforcement,
+    /// What the set does when there is no plan data.
+    pub on_unavailable: OnUnavailable,
+    pub(crate) engine: Engine,
+    pub(crate) packages: Vec<String>,
+}
+
+impl CompiledSet {
+    /// The packages (`data.<package>`) whose `deny` and `warn` rules are read.
+    pub fn packages(&self) -> &[String] {
+        &self.packages
+    }
+}
+
+/// Parses and analyses every module of `set` (Rego v1). The first error names its
+/// module, line and column.
+pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
+    let mut engine = Engine::new();
+    engine.set_rego_v0(false);
+    engine.set_strict_builtin_errors(false);
+    let mut packages = BTreeSet::new();
+    for module in &set.modules {
+        let package = engine
+            .add_policy(module.name.clone(), module.rego.clone())
+            .map_err(|e| located(&e.to_string(), &module.name))?;
+        packages.insert(package);
+    }
+    // Analysis (undefined functions, rule conflicts, recursion) happens when the engine
+    // is first prepared: a query that touches nothing of the input prepares it.
+    engine
+        .eval_query("true".to_string(), false)
+        .map_err(|e| located(&e.to_string(), ""))?;
+    Ok(CompiledSet {
+        name: set.name.clone(),
+        enforcement: set.enforcement,
+        on_unavailable: set.on_unavailable,
+        engine,
+        packages: packages.into_iter().collect(),
+    })
+}
+
+/// Reads `--> file:line:col` and the last `error: message` line out of a regorus error.
+pub(crate) fn located(text: &str, module: &str) -> CompileError {
+    let mut out = CompileError {
+        module: module.to_string(),
+        line: 0,
+        column: 0,
+        message: text.trim().to_string(),
+    };
+    if let Some(at) = text.lines().find_map(|l| l.trim().strip_prefix("--> ")) {
+        let mut parts = at.rsplitn(3, ':');
+        let column = parts.next().and_then(|c| c.trim().parse().ok());
+        let line = parts.next().and_then(|c| c.trim().parse().ok());
+        let file = parts.next();
+        if let (Some(line), Some(column)) = (line, column) {
+            out.line = line;
+            out.column = column;
+            if let Some(file) = file {
+                out.module = file.to_string();
+            }
+        }
+        if let Some(msg) = text
+            .lines()
+            .rev()
+            .find_map(|l| l.trim().strip_prefix("error:"))
+        {
+            out.message = msg.trim().to_string();
+        }
+    }
+    out
+}

@@ -1,0 +1,153 @@
+//! Evaluating compiled sets against one input, each within its time limit.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use regorus::utils::limits::ExecutionTimerConfig;
+use regorus::Value as RegoValue;
+use sortie_core::policy::SetResult;
+
+use crate::compile::CompiledSet;
+
+/// The most messages kept from one rule (`deny` or `warn`) of one set.
+pub const MAX_MESSAGES: usize = 50;
+/// The longest message kept, in bytes (longer ones are cut at a character boundary).
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// The bounds of one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time one set may take (all its packages' `deny` and `warn`).
+    pub time_per_set: Duration,
+}
+
+impl Default for Limits {
+    /// One second per set.
+    fn default() -> Self {
+        Self {
+            time_per_set: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Evaluates every `(group, set)` against `input`, in order, one [`SetResult`] each.
+/// A set that fails (its time limit, a runtime error, a message that is not a string)
+/// gives a result with `error` set; nothing here panics or runs unbounded.
+pub fn evaluate(
+    sets: &[(String, &CompiledSet)],
+    input: &serde_json::Value,
+    limits: Limits,
+) -> Vec<SetResult> {
+    let input = to_rego(input);
+    sets.iter()
+        .map(|(group, set)| evaluate_one(group, set, &input, limits))
+        .collect()
+}
+
+/// Converts a JSON input once, for many sets (`Undefined` when it cannot be converted).
+fn to_rego(input: &serde_json::Value) -> RegoValue {
+    serde_json::to_string(input)
+        .ok()
+        .and_then(|text| RegoValue::from_json_str(&text).ok())
+        .unwrap_or(RegoValue::Undefined)
+}
+
+/// Evaluates one set against an input already converted with [`regorus::Value`].
+pub fn evaluate_one(group: &str, set: &CompiledSet, input: &RegoValue, limits: Limits) -> SetResult {
+    let mut result = SetResult {
+        set: set.name.clone(),
+        group: group.to_string(),
+        enforcement: set.enforcement,
+        deny: Vec::new(),
+        warn: Vec::new(),
+        error: None,
+    };
+    if *input == RegoValue::Undefined {
+        result.error = Some("the policy input could not be built".into());
+        return result;
+    }
+    if let Err(e) = run(set, input, limits, &mut result.deny, &mut result.warn) {
+        result.error = Some(e);
+    }
+    result
+}
+
+/// Evaluates every package's `deny` and `warn` into the two lists; `Err` is the reason
+/// the set could not be evaluated.
+fn run(
+    set: &CompiledSet,
+    input: &RegoValue,
+    limits: Limits,
+    deny: &mut Vec<String>,
+    warn: &mut Vec<String>,
+) -> Result<(), String> {
+    let mut engine = set.engine.clone();
+    engine.set_execution_timer_config(ExecutionTimerConfig {
+        limit: limits.time_per_set,
+        check_interval: NonZeroU32::new(64).unwrap_or(NonZeroU32::MIN),
+    });
+    engine.set_input(input.clone());
+    let started = std::time::Instant::now();
+    for package in &set.packages {
+        for (rule, into) in [("deny", &mut *deny), ("warn", &mut *warn)] {
+            // The timer covers each call; the budget is also checked between calls.
+            if started.elapsed() > limits.time_per_set {
+                return Err(timeout(limits));
+            }
+            let value = engine
+                .eval_rule(format!("{package}.{rule}"))
+                .map_err(|e| {
+                    let text = e.to_string();
+                    if is_time_limit(&text) {
+                        timeout(limits)
+                    } else {
+                        format!("{package}.{rule}: {}", cut(text.trim()))
+                    }
+                })?;
+            messages(&value, into).map_err(|e| format!("{package}.{rule}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn timeout(limits: Limits) -> String {
+    format!(
+        "policy evaluation exceeded its time limit of {} ms",
+        limits.time_per_set.as_millis()
+    )
+}
+
+fn is_time_limit(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    t.contains("time limit") || t.contains("execution time") || t.contains("timed out")
+}
+
+/// Collects the messages of a `deny`/`warn` value: undefined (no rule, or no match)
+/// is none; a set or array of strings gives them; anything else is refused.
+fn messages(value: &RegoValue, into: &mut Vec<String>) -> Result<(), String> {
+    let items: Vec<&RegoValue> = match value {
+        RegoValue::Undefined => return Ok(()),
+        RegoValue::Set(s) => s.iter().collect(),
+        RegoValue::Array(a) => a.iter().collect(),
+        _ => return Err("must be a set (or array) of strings".into()),
+    };
+    for item in items.into_iter().take(MAX_MESSAGES) {
+        match item {
+            RegoValue::String(s) => into.push(cut(s)),
+            _ => return Err("every message must be a string".into()),
+        }
+    }
+    Ok(())
+}
+
+/// `s` cut to at most [`MAX_MESSAGE_BYTES`] at a character boundary.
+fn cut(s: &str) -> String {
+    if s.len() <= MAX_MESSAGE_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

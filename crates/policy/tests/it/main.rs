@@ -1,0 +1,3 @@
+//! sortie-policy's integration tests: compile, evaluate and the bounds through the public API.
+
+mod evaluate;
