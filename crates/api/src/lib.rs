@@ -76,6 +76,9 @@ pub struct AppState {
     /// How often agents heartbeat their jobs ([`sortie_core::protocol::agent::HEARTBEAT_SECONDS`], or
     /// less when the sweeper's agent silence is short, so that three beats fit in it).
     pub agent_heartbeat_seconds: u32,
+    /// Where environments' state versions are read (`s3` state storage, in the runner's
+    /// account through its launcher role).
+    pub state_history: Arc<dyn sortie_launch::state_history::StateHistory>,
 }
 
 impl AppState {

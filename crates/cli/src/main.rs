@@ -10,6 +10,7 @@ mod exit;
 mod follow;
 mod interrupt;
 mod output;
+mod plan;
 mod resources;
 mod source;
 mod whoami;

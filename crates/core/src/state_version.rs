@@ -20,6 +20,35 @@ pub const WRITER_SLACK_SECONDS: i64 = 120;
 /// The largest state version the API reads and redacts, in bytes (larger: 413-like refusal).
 pub const STATE_VERSION_MAX_BYTES: usize = 8 * 1024 * 1024;
 
+/// A restore: the state version a job writes back as the environment's current state
+/// (`terraform state push -force`), then plans, so its plan shows what the restore changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateRestore {
+    /// The S3 version id of the state written back.
+    pub version_id: String,
+    /// Why, as the person who asked said.
+    pub reason: String,
+}
+
+/// The longest restore reason, in bytes.
+pub const RESTORE_REASON_MAX: usize = 1024;
+
+/// Checks a version id from a path: S3 version ids are at most 1024 bytes of URL-safe
+/// characters; anything else is refused before it reaches S3.
+pub fn version_id_problem(id: &str) -> Option<String> {
+    if id.is_empty() || id.len() > 1024 {
+        return Some("must be 1 to 1024 characters".into());
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-+=".contains(c))
+    {
+        return Some("must contain only letters, digits and `._-+=`".into());
+    }
+    None
+}
+
 /// What a state file says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateFacts {

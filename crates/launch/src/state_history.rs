@@ -82,6 +82,14 @@ pub trait StateHistory: Send + Sync {
     ) -> Result<StateVersionPage, LaunchError>;
     /// One version's bytes; `None` when the state key has no such version.
     async fn get(&self, at: StateAt<'_>, version_id: &str) -> Result<Option<Vec<u8>>, LaunchError>;
+    /// A URL that reads one version for `expires_in` (a restore's pilot downloads it),
+    /// signed with the same credentials as [`StateHistory::get`].
+    async fn presign_get(
+        &self,
+        at: StateAt<'_>,
+        version_id: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<String, LaunchError>;
 }
 
 /// Not an `s3` state storage: the caller checks [`StateAt::s3`] first.
@@ -253,6 +261,27 @@ impl StateHistory for S3StateHistory {
             Err(e) => Err(s3_error(&e)),
         }
     }
+
+    async fn presign_get(
+        &self,
+        at: StateAt<'_>,
+        version_id: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<String, LaunchError> {
+        let s3 = at.s3().ok_or_else(|| not_s3(&at))?;
+        let client = self.client(&at, s3).await;
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
+            .map_err(|e| LaunchError::Fatal(e.to_string()))?;
+        let request = client
+            .get_object()
+            .bucket(&s3.bucket)
+            .key(s3.state_key(at.environment))
+            .version_id(version_id)
+            .presigned(config)
+            .await
+            .map_err(|e| s3_error(&e))?;
+        Ok(request.uri().to_string())
+    }
 }
 
 /// State history in memory, for tests: versions per environment, oldest first.
@@ -328,5 +357,15 @@ impl StateHistory for MemoryStateHistory {
             .flatten()
             .find(|(v, _)| v.version_id == version_id)
             .map(|(_, b)| b.clone()))
+    }
+
+    async fn presign_get(
+        &self,
+        at: StateAt<'_>,
+        version_id: &str,
+        _expires_in: std::time::Duration,
+    ) -> Result<String, LaunchError> {
+        at.s3().ok_or_else(|| not_s3(&at))?;
+        Ok(format!("memory://{}/{version_id}", at.environment))
     }
 }

@@ -344,6 +344,11 @@ impl JobService {
         let job = &record.job;
         let succeeded = job.state == JobState::Succeeded;
         if succeeded && job.request.operation == Operation::Apply && !job.drift_check {
+            // The apply before this one, whose outputs a trigger compares with.
+            let previous = match self.store.get_environment(&job.environment).await {
+                Ok(e) => e.item.last_apply.map(|l| l.job_id),
+                Err(_) => None,
+            };
             let last = LastApply {
                 job_id: job.id.clone(),
                 at: Utc::now(),
@@ -351,6 +356,7 @@ impl JobService {
             if let Err(e) = self.store.record_last_apply(&job.environment, &last).await {
                 warn!(error = %e, "could not record the environment's latest apply");
             }
+            self.fire_triggers(record, previous.as_ref()).await;
         }
         if succeeded && job.request.operation == Operation::Destroy {
             // Destroyed: no outputs, and nothing to check for drift until the next apply.

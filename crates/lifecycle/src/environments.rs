@@ -136,6 +136,7 @@ impl Environments {
                 linked_at: Utc::now(),
             },
         };
+        crate::triggers::check(self.store.as_ref(), &env.path, &env.settings.triggers).await?;
         let resolved = self.resolve(&env).await?;
         env.runner.runner_id = resolved.rule.runner_id.clone();
         env.runner.rule_id = resolved.rule.id.clone();
@@ -163,6 +164,9 @@ impl Environments {
     ) -> Result<Versioned<EnvironmentRecord>, StoreError> {
         let current = self.store.get_environment(path).await?;
         let mut env = current.item.environment;
+        if let Some(upstreams) = &fields.triggers {
+            crate::triggers::check(self.store.as_ref(), path, upstreams).await?;
+        }
         fields.apply_settings(&mut env.settings);
         if let Some(t) = fields.env_type {
             env.env_type = t;

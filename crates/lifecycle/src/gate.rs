@@ -65,7 +65,7 @@ pub(crate) struct SetInForce {
 fn plan_key(record: &JobRecord) -> String {
     format!(
         "{}plan.json",
-        sortie_core::protocol::pilot::artifacts_prefix(&record.job.id)
+        sortie_core::protocol::pilot::artifact_prefix(&record.job.id)
     )
 }
 
@@ -76,7 +76,9 @@ impl JobService {
         &self,
         env: &Environment,
     ) -> Result<Vec<SetInForce>, StoreError> {
-        crate::policy_sets::in_force(self.store.as_ref(), env).await
+        // Until the policy set store lands (slice P2): no set is in force.
+        let _ = env;
+        Ok(Vec::new())
     }
 
     /// At submit: an apply or destroy to an environment under at least one policy set runs

@@ -12,15 +12,20 @@ mod bus;
 mod ecs_event;
 mod end;
 mod engine;
+#[cfg(test)]
+mod env_life_tests;
 mod environments;
 mod gate;
 mod jobs;
+mod locks;
 mod remediation;
 mod rules;
 mod rules_cache;
+mod state_history;
 mod submit;
 #[cfg(test)]
 mod testing;
+pub mod triggers;
 
 pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
@@ -37,9 +42,11 @@ pub use engine::{
 pub use gate::PolicyGate;
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
+pub use locks::LockRefusal;
 pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
 pub use submit::{JobOrder, SubmitError, WriteMode};
+pub use state_history::{HistoryRefusal, StateVersionInfo, StateVersionList};
 
 /// The lifecycle's one error type.
 #[derive(Debug, thiserror::Error)]

@@ -23,6 +23,10 @@ pub struct JobOrder {
     pub write: WriteMode,
     /// When it is submitted.
     pub at: DateTime<Utc>,
+    /// For a trigger's job: the upstream apply that started it.
+    pub trigger: Option<sortie_core::triggers::TriggerContext>,
+    /// For a restore: the state version it writes back.
+    pub restore: Option<sortie_core::state_version::StateRestore>,
 }
 
 /// How a submitted job is written.
@@ -50,6 +54,8 @@ impl JobOrder {
             drift_check: false,
             write: WriteMode::Queue(idempotency),
             at: Utc::now(),
+            trigger: None,
+            restore: None,
         }
     }
 
@@ -72,6 +78,8 @@ impl JobOrder {
             drift_check: false,
             write: WriteMode::Queue(None),
             at,
+            trigger: None,
+            restore: None,
         }
     }
 }
@@ -93,6 +101,15 @@ pub enum SubmitError {
     /// [`WriteMode::IfIdle`], and the environment is busy: nothing was written.
     #[error("environment `{0}` is busy")]
     Busy(EnvPath),
+    /// The environment is locked, or a group above it frozen: no new job runs until it is
+    /// unlocked (the message names who locked it, when and why).
+    #[error("{}", .held.refusal(.environment))]
+    Locked {
+        /// The environment.
+        environment: EnvPath,
+        /// The lock that holds it.
+        held: sortie_core::lock::Held,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -108,6 +125,13 @@ impl JobService {
         env: &Environment,
         order: JobOrder,
     ) -> Result<Submitted, SubmitError> {
+        // A lock (or a freeze above) refuses new jobs; read fresh, never from `env`'s copy.
+        if let Some(held) = self.lock_holding(&env.path).await? {
+            return Err(SubmitError::Locked {
+                environment: env.path.clone(),
+                held,
+            });
+        }
         let runner_id = &env.runner.runner_id;
         let runner = self
             .store
@@ -137,6 +161,8 @@ impl JobService {
             order.at,
         );
         job.drift_check = order.drift_check;
+        job.trigger = order.trigger;
+        job.restore = order.restore;
         // Policy sets apply: an apply or destroy runs in two phases, its plan gated.
         if let Err(e) = self.gate_at_submit(env, &mut job).await {
             self.forget_sensitive_variables(&job).await;

@@ -210,6 +210,44 @@ impl ApiClient {
         })
     }
 
+    /// `POST /v1/jobs/{id}/log-uploads`: presigned PUTs for the log chunks starting at
+    /// `offsets` and the follow marker's URL. `Ok(None)` when the API has no such route
+    /// (an older API): the caller then asks `POST .../uploads` chunk by chunk.
+    pub async fn log_upload_grants(
+        &self,
+        offsets: &[u64],
+    ) -> Result<Option<LogUploadGrants>, PilotError> {
+        let path = self.path("log-uploads");
+        let body = serde_json::json!({ "offsets": offsets });
+        let (status, answer) = self
+            .call_accepting(
+                Method::POST,
+                &path,
+                Some(body.to_string().into_bytes()),
+                &[StatusCode::NOT_FOUND, StatusCode::METHOD_NOT_ALLOWED],
+            )
+            .await?;
+        if !status.is_success() {
+            return Ok(None);
+        }
+        serde_json::from_slice(&answer).map(Some).map_err(|e| {
+            PilotError::Api(format!(
+                "POST {path} answered log uploads this pilot cannot read: {e}"
+            ))
+        })
+    }
+
+    /// `GET url` of a presigned URL, once: `Ok(None)` when the object does not exist.
+    /// Errors name the object without the URL's query.
+    pub async fn peek_presigned(&self, url: &str) -> Result<Option<Vec<u8>>, String> {
+        let shown = without_query(url);
+        match self.download_once(url, &shown).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(Failure::Fatal(m)) if m.contains("404") => Ok(None),
+            Err(Failure::Fatal(m) | Failure::Transient(m)) => Err(m),
+        }
+    }
+
     /// Sends `body` as the presigned request `grant` says (one attempt). Errors are one line.
     pub async fn send_upload(&self, grant: &UploadGrant, body: Vec<u8>) -> Result<(), String> {
         let method = Method::from_bytes(grant.method.as_bytes())
@@ -420,6 +458,15 @@ pub struct UploadGrant {
     pub headers: std::collections::BTreeMap<String, String>,
     /// The object's key.
     pub key: String,
+}
+
+/// The answer of `POST /v1/jobs/{id}/log-uploads`.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct LogUploadGrants {
+    /// One grant per offset asked, in order.
+    pub grants: Vec<UploadGrant>,
+    /// A presigned GET of the job's follow marker (it works for ten minutes).
+    pub follow_url: String,
 }
 
 /// `url` without its query and fragment: what may be printed of a presigned URL.

@@ -1,26 +1,110 @@
 //! The job log: every byte goes to stdout (CloudWatch) and to S3 as ordered chunks,
 //! each through a URL the API presigns ([`Uploader`]).
 //!
-//! [`LogSink`] collects bytes; [`LogShipper`] uploads what has accumulated at
-//! least every [`FLUSH_INTERVAL`] and once more when it is finished. Each
-//! chunk is named by its start offset (12 digits; the API stores it at
-//! `logs/<job id>/<offset>.log`, see `sortie_core::protocol::pilot::upload_key`), so chunks
-//! never overlap and concatenating them in key order gives the log. A failed
-//! upload keeps its bytes for the next one, which then starts at the same
-//! offset (overwriting any partial success under the same key).
+//! [`LogSink`] collects bytes; [`LogShipper`] ships them on the pace of a [`Pump`]:
+//! every second while someone follows the log, every 30 s otherwise, and at once when a
+//! full chunk (1 MiB) is pending ([`sortie_core::protocol::logs`]). Each chunk is named
+//! by its start offset (12 digits; the API stores it at `logs/<job id>/<offset>.log`, see
+//! `sortie_core::protocol::pilot::upload_key`), so chunks never overlap and
+//! concatenating them in key order gives the log. A failed upload keeps its bytes for the
+//! next one, which then starts at the same offset (overwriting any partial success under
+//! the same key).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sortie_core::protocol::pilot::UploadKind;
+use sortie_core::protocol::logs::{
+    flush_due, split_chunks, FOLLOWED_FLUSH, FOLLOW_CHECK, IDLE_FLUSH, MAX_CHUNKS_PER_GRANT,
+    MAX_CHUNK_BYTES,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::upload::Uploader;
 
-/// How often buffered bytes are shipped (the contract says at least every 2 s).
-pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the shipper looks at its [`Pump`].
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// The most bytes one flush ships (one presigning call's worth of chunks).
+const MAX_FLUSH_BYTES: usize = MAX_CHUNKS_PER_GRANT * MAX_CHUNK_BYTES;
+
+/// The shipping pace: how often while followed, while not, and how often the follow
+/// marker is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// The flush interval while someone follows.
+    pub followed: Duration,
+    /// The flush interval otherwise.
+    pub idle: Duration,
+    /// How often the follow state is read.
+    pub check: Duration,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Self {
+            followed: FOLLOWED_FLUSH,
+            idle: IDLE_FLUSH,
+            check: FOLLOW_CHECK,
+        }
+    }
+}
+
+/// When to read the follow state and when to ship, on a clock given to it (`now` is the
+/// time since the log started), so the pace is tested without waiting.
+#[derive(Debug, Clone)]
+pub struct Pump {
+    pace: Pace,
+    last_flush: Duration,
+    last_check: Option<Duration>,
+    followed: bool,
+}
+
+impl Pump {
+    /// A pump at `pace`, nothing shipped yet; the follow state is read at the first step.
+    pub fn new(pace: Pace) -> Self {
+        Self {
+            pace,
+            last_flush: Duration::ZERO,
+            last_check: None,
+            followed: false,
+        }
+    }
+
+    /// Whether the log was followed at the last read.
+    pub fn followed(&self) -> bool {
+        self.followed
+    }
+
+    /// One step at `now`: reads the follow state when due, then ships when due. Returns
+    /// whether it shipped; an upload error is logged and the bytes stay pending.
+    pub async fn step(&mut self, now: Duration, sink: &LogSink, uploader: &dyn Uploader) -> bool {
+        if self
+            .last_check
+            .is_none_or(|at| now.saturating_sub(at) >= self.pace.check)
+        {
+            self.last_check = Some(now);
+            if let Some(followed) = uploader.followed().await {
+                self.followed = followed;
+            }
+        }
+        let interval = if self.followed {
+            self.pace.followed
+        } else {
+            self.pace.idle
+        };
+        let since = now.saturating_sub(self.last_flush);
+        if !flush_due(since, sink.pending_len(), interval) {
+            return false;
+        }
+        self.last_flush = now;
+        if let Err(e) = sink.flush_to(uploader).await {
+            tracing::warn!(error = %e, "log upload failed; retrying with the next chunk");
+        }
+        true
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {
@@ -92,16 +176,25 @@ impl LogSink {
         self.write(&bytes);
     }
 
-    /// Takes the pending bytes and their start offset, if there are any.
-    fn take(&self) -> Option<(u64, Vec<u8>)> {
+    /// Takes at most `max` pending bytes and their start offset, if there are any.
+    fn take(&self, max: usize) -> Option<(u64, Vec<u8>)> {
         let mut state = self.lock();
         if state.pending.is_empty() {
             return None;
         }
-        let bytes = std::mem::take(&mut state.pending);
+        let bytes = if state.pending.len() <= max {
+            std::mem::take(&mut state.pending)
+        } else {
+            state.pending.drain(..max).collect()
+        };
         let offset = state.offset;
         state.offset += bytes.len() as u64;
         Some((offset, bytes))
+    }
+
+    /// How many bytes wait to be shipped.
+    pub fn pending_len(&self) -> usize {
+        self.lock().pending.len()
     }
 
     /// The offset of the first byte not yet shipped.
@@ -117,22 +210,40 @@ impl LogSink {
         state.offset = offset;
     }
 
-    /// Ships the pending bytes as one chunk. On failure they stay pending.
+    /// Ships pending bytes (at most 16 MiB) as chunks of at most 1 MiB, in one batch.
+    /// On failure they stay pending.
     pub async fn flush_to(&self, uploader: &dyn Uploader) -> Result<(), String> {
-        let Some((offset, bytes)) = self.take() else {
+        let Some((offset, bytes)) = self.take(MAX_FLUSH_BYTES) else {
             return Ok(());
         };
-        let name = format!("{offset:012}");
-        match uploader
-            .upload(UploadKind::Log, Some(&name), bytes.clone())
-            .await
-        {
+        let chunks = split_chunks(offset, bytes.len())
+            .into_iter()
+            .map(|(at, len)| {
+                let from = (at - offset) as usize;
+                (at, bytes[from..from + len].to_vec())
+            })
+            .collect();
+        match uploader.upload_log(chunks).await {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.restore(offset, bytes);
                 Err(e)
             }
         }
+    }
+
+    /// Ships everything pending, flush after flush (a bounded number of them).
+    pub async fn flush_all(&self, uploader: &dyn Uploader) -> Result<(), String> {
+        for _ in 0..64 {
+            self.flush_to(uploader).await?;
+            if self.pending_len() == 0 {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "{} bytes still pending after 64 flushes",
+            self.pending_len()
+        ))
     }
 }
 
@@ -143,18 +254,18 @@ pub struct LogShipper {
 }
 
 impl LogShipper {
-    /// Starts shipping `sink` through `uploader` every `interval`.
-    pub fn spawn(sink: LogSink, uploader: Arc<dyn Uploader>, interval: Duration) -> Self {
+    /// Starts shipping `sink` through `uploader` at `pace`.
+    pub fn spawn(sink: LogSink, uploader: Arc<dyn Uploader>, pace: Pace) -> Self {
         let (stop, mut stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
+            let started = tokio::time::Instant::now();
+            let mut pump = Pump::new(pace);
+            let mut ticker = tokio::time::interval(TICK.min(pace.followed));
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     _ = ticker.tick() => {
-                        if let Err(e) = sink.flush_to(uploader.as_ref()).await {
-                            tracing::warn!(error = %e, "log upload failed; retrying with the next chunk");
-                        }
+                        pump.step(started.elapsed(), &sink, uploader.as_ref()).await;
                     }
                     _ = &mut stopped => break,
                 }
@@ -162,7 +273,7 @@ impl LogShipper {
             // The final flush: a few tries, since these are the log's last lines.
             let mut last = String::new();
             for attempt in 1..=4u32 {
-                match sink.flush_to(uploader.as_ref()).await {
+                match sink.flush_all(uploader.as_ref()).await {
                     Ok(()) => return None,
                     Err(e) => {
                         tracing::warn!(error = %e, attempt, "final log upload failed");
@@ -203,6 +314,8 @@ impl LogShipper {
 mod tests {
     use super::*;
     use crate::upload::MemoryUploads;
+    use sortie_core::protocol::pilot::UploadKind;
+    use std::sync::atomic::Ordering;
 
     fn names(store: &MemoryUploads) -> Vec<String> {
         store
@@ -272,7 +385,12 @@ mod tests {
     async fn the_shipper_flushes_on_a_timer_and_at_the_end() {
         let store = Arc::new(MemoryUploads::new());
         let sink = LogSink::new(false);
-        let shipper = LogShipper::spawn(sink.clone(), store.clone(), Duration::from_millis(20));
+        let pace = Pace {
+            followed: Duration::from_millis(20),
+            idle: Duration::from_millis(20),
+            check: Duration::from_secs(1),
+        };
+        let shipper = LogShipper::spawn(sink.clone(), store.clone(), pace);
         sink.write(b"early\n");
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(joined(&store), "early\n", "shipped by the timer");
@@ -285,11 +403,102 @@ mod tests {
     async fn an_end_that_cannot_be_shipped_is_reported() {
         let store = Arc::new(MemoryUploads::new());
         let sink = LogSink::new(false);
-        let shipper = LogShipper::spawn(sink.clone(), store.clone(), Duration::from_secs(60));
+        let shipper = LogShipper::spawn(sink.clone(), store.clone(), Pace::default());
         tokio::time::sleep(Duration::from_millis(20)).await;
         sink.write(b"lost\n");
         store.fail_next(10);
         let problem = shipper.finish().await.expect("a problem");
         assert!(problem.contains("from byte 0"), "{problem}");
+    }
+
+    #[tokio::test]
+    async fn a_big_write_ships_as_capped_chunks_that_concatenate_to_it() {
+        let store = MemoryUploads::new();
+        let sink = LogSink::new(false);
+        let big: Vec<u8> = (0..(2 * MAX_CHUNK_BYTES + 10))
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
+        sink.write(b"head\n");
+        sink.write(&big);
+        sink.flush_to(&store).await.unwrap();
+        let chunks = store.of(UploadKind::Log);
+        assert_eq!(chunks.len(), 3);
+        assert!(chunks.iter().all(|(_, c)| c.len() <= MAX_CHUNK_BYTES));
+        assert_eq!(chunks[1].0, format!("{:012}", MAX_CHUNK_BYTES));
+        assert_eq!(
+            store.log_batches.load(Ordering::SeqCst),
+            1,
+            "one presigning call"
+        );
+        let mut want = b"head\n".to_vec();
+        want.extend_from_slice(&big);
+        assert!(store.log() == want);
+    }
+
+    #[tokio::test]
+    async fn more_than_one_batch_is_pending_and_flush_all_ships_it_all() {
+        let store = MemoryUploads::new();
+        let sink = LogSink::new(false);
+        let big = vec![b'x'; MAX_FLUSH_BYTES + 3];
+        sink.write(&big);
+        sink.flush_to(&store).await.unwrap();
+        assert_eq!(sink.pending_len(), 3, "one batch at a time");
+        sink.flush_all(&store).await.unwrap();
+        assert_eq!(store.log().len(), big.len());
+        assert_eq!(store.log_batches.load(Ordering::SeqCst), 2);
+    }
+
+    /// Drives a pump second by second on a fake clock: a line a second for `secs`.
+    async fn simulate(store: &MemoryUploads, secs: u64, follow_from: Option<u64>) -> Vec<u64> {
+        let sink = LogSink::new(false);
+        let mut pump = Pump::new(Pace::default());
+        let mut shipped_at = vec![];
+        for t in 0..secs * 4 {
+            let now = Duration::from_millis(t * 250);
+            if t % 4 == 0 {
+                sink.line(&format!("Still creating... [{}s elapsed]", t / 4));
+            }
+            store.set_followed(follow_from.is_some_and(|f| now.as_secs() >= f));
+            if pump.step(now, &sink, store).await {
+                shipped_at.push(now.as_millis() as u64);
+            }
+        }
+        sink.flush_all(store).await.unwrap();
+        shipped_at
+    }
+
+    #[tokio::test]
+    async fn an_unfollowed_log_ships_every_30_s_and_a_followed_one_every_second() {
+        let store = MemoryUploads::new();
+        let shipped = simulate(&store, 120, None).await;
+        assert_eq!(shipped, [0, 30_000, 60_000, 90_000], "idle: every 30 s");
+        assert_eq!(
+            store.follow_checks.load(Ordering::SeqCst),
+            24,
+            "a check every 5 s"
+        );
+
+        let store = MemoryUploads::new();
+        let shipped = simulate(&store, 60, Some(20)).await;
+        let followed: Vec<_> = shipped.iter().filter(|t| **t >= 20_000).collect();
+        // The marker is read every 5 s: the pace changes at the first read after 20 s.
+        assert_eq!(followed.first(), Some(&&20_000));
+        assert!(
+            followed.windows(2).all(|w| w[1] - w[0] == 1000),
+            "{followed:?}"
+        );
+        assert_eq!(followed.len(), 40);
+        assert!(store.log().ends_with(b"[59s elapsed]\n"));
+    }
+
+    #[tokio::test]
+    async fn a_ten_minute_job_nobody_follows_costs_twenty_one_puts() {
+        let store = MemoryUploads::new();
+        simulate(&store, 600, None).await;
+        let puts = store.puts.load(Ordering::SeqCst);
+        let calls = store.log_batches.load(Ordering::SeqCst);
+        let checks = store.follow_checks.load(Ordering::SeqCst);
+        println!("log requests of a 10-minute unfollowed job: {puts} S3 PUTs, {calls} presigning calls, {checks} follow-marker GETs");
+        assert_eq!((puts, calls, checks), (21, 21, 120));
     }
 }

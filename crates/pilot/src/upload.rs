@@ -6,11 +6,12 @@
 //! bytes straight to S3, so a plan or a log chunk never passes through Lambda.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use sortie_core::protocol::logs::is_followed;
 use sortie_core::protocol::pilot::UploadKind;
 
 use crate::api::ApiClient;
@@ -26,15 +27,39 @@ pub trait Uploader: Send + Sync {
         name: Option<&str>,
         body: Vec<u8>,
     ) -> Result<(), String>;
+
+    /// Writes log chunks `(start offset, bytes)`. On an error some may have been written;
+    /// the caller ships them all again (each chunk's key is its offset, so a rewrite
+    /// replaces it). The default uploads them one by one.
+    async fn upload_log(&self, chunks: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
+        for (offset, bytes) in chunks {
+            let name = format!("{offset:012}");
+            self.upload(UploadKind::Log, Some(&name), bytes).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether someone follows the log now; `None` when it cannot be told.
+    async fn followed(&self) -> Option<bool> {
+        None
+    }
 }
+
+/// How long a follow URL is used before a fresh one is asked for (they work 10 minutes).
+const FOLLOW_URL_REUSE: Duration = Duration::from_secs(8 * 60);
 
 /// How many times an upload is tried (each with a fresh URL) before it is given up.
 const ATTEMPTS: u32 = 3;
 
-/// Uploads through presigned URLs from the API.
+/// Uploads through presigned URLs from the API: log chunks several to a call
+/// (`POST /v1/jobs/{id}/log-uploads`), other objects one by one.
 pub struct ApiUploader {
     api: Arc<ApiClient>,
     first_delay: Duration,
+    /// The follow marker's URL and when it was issued.
+    follow: Mutex<Option<(String, Instant)>>,
+    /// False once the API said it has no `log-uploads` route.
+    batches: AtomicBool,
 }
 
 impl ApiUploader {
@@ -43,7 +68,48 @@ impl ApiUploader {
         Self {
             api,
             first_delay: Duration::from_millis(300),
+            follow: Mutex::new(None),
+            batches: AtomicBool::new(true),
         }
+    }
+
+    fn remember_follow_url(&self, url: String) {
+        *self.follow.lock().unwrap_or_else(|p| p.into_inner()) = Some((url, Instant::now()));
+    }
+
+    fn follow_url(&self) -> Option<String> {
+        self.follow
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < FOLLOW_URL_REUSE)
+            .map(|(url, _)| url.clone())
+    }
+
+    /// One try of a batch: grants for every chunk, then each PUT. `Ok(false)` when the
+    /// API has no batch route.
+    async fn try_batch(&self, chunks: &[(u64, Vec<u8>)]) -> Result<bool, String> {
+        let offsets: Vec<u64> = chunks.iter().map(|(o, _)| *o).collect();
+        let Some(answer) = self
+            .api
+            .log_upload_grants(&offsets)
+            .await
+            .map_err(|e| e.reason())?
+        else {
+            return Ok(false);
+        };
+        self.remember_follow_url(answer.follow_url);
+        if answer.grants.len() != chunks.len() {
+            return Err(format!(
+                "the API answered {} log grants for {} chunks",
+                answer.grants.len(),
+                chunks.len()
+            ));
+        }
+        for (grant, (_, bytes)) in answer.grants.iter().zip(chunks) {
+            self.api.send_upload(grant, bytes.clone()).await?;
+        }
+        Ok(true)
     }
 }
 
@@ -82,19 +148,108 @@ impl Uploader for ApiUploader {
             "could not upload the {what} (after {ATTEMPTS} attempts): {last}"
         ))
     }
+
+    async fn upload_log(&self, chunks: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let mut delay = self.first_delay;
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            if !self.batches.load(Ordering::Relaxed) {
+                break;
+            }
+            match self.try_batch(&chunks).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
+                    tracing::info!("the API presigns log chunks one by one");
+                    self.batches.store(false, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "log upload failed");
+                    last = e;
+                    if attempt < ATTEMPTS {
+                        tokio::time::sleep(delay).await;
+                        delay = delay.saturating_mul(2);
+                    }
+                }
+            }
+        }
+        if self.batches.load(Ordering::Relaxed) {
+            let first = chunks.first().map_or(0, |(o, _)| *o);
+            return Err(format!(
+                "could not upload the log from byte {first} (after {ATTEMPTS} attempts): {last}"
+            ));
+        }
+        for (offset, bytes) in chunks {
+            let name = format!("{offset:012}");
+            self.upload(UploadKind::Log, Some(&name), bytes).await?;
+        }
+        Ok(())
+    }
+
+    async fn followed(&self) -> Option<bool> {
+        let url = match self.follow_url() {
+            Some(url) => url,
+            None => {
+                let answer = self.api.log_upload_grants(&[]).await.ok()??;
+                self.remember_follow_url(answer.follow_url.clone());
+                answer.follow_url
+            }
+        };
+        match self.api.peek_presigned(&url).await {
+            Ok(None) => Some(false),
+            Ok(Some(body)) => {
+                let marked: u64 = std::str::from_utf8(&body).ok()?.trim().parse().ok()?;
+                Some(is_followed(marked, unix_millis()))
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "could not read the follow marker");
+                None
+            }
+        }
+    }
 }
 
-/// In-memory uploads for tests; can be told to fail the next ones.
+/// The time now in Unix milliseconds.
+pub fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// In-memory uploads for tests; can be told to fail the next ones, or that someone
+/// follows the log. Counts the requests a real upload would make.
 #[derive(Default)]
 pub struct MemoryUploads {
     objects: Mutex<BTreeMap<(UploadKind, String), Vec<u8>>>,
     failing: AtomicU32,
+    followed: AtomicBool,
+    /// Successful uploads (one S3 PUT each).
+    pub puts: AtomicUsize,
+    /// Calls of [`Uploader::upload_log`] (one API call each with batches).
+    pub log_batches: AtomicUsize,
+    /// Calls of [`Uploader::followed`] (one S3 GET each).
+    pub follow_checks: AtomicUsize,
 }
 
 impl MemoryUploads {
     /// Nothing uploaded yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// From now on [`Uploader::followed`] answers `followed`.
+    pub fn set_followed(&self, followed: bool) {
+        self.followed.store(followed, Ordering::SeqCst);
+    }
+
+    /// The whole log: every chunk, in offset order, concatenated.
+    pub fn log(&self) -> Vec<u8> {
+        self.of(UploadKind::Log)
+            .into_iter()
+            .flat_map(|(_, v)| v)
+            .collect()
     }
 
     /// The next `n` uploads fail.
@@ -136,6 +291,21 @@ impl Uploader for MemoryUploads {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert((kind, name.unwrap_or_default().to_string()), body);
+        self.puts.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    async fn upload_log(&self, chunks: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
+        self.log_batches.fetch_add(1, Ordering::SeqCst);
+        for (offset, bytes) in chunks {
+            let name = format!("{offset:012}");
+            self.upload(UploadKind::Log, Some(&name), bytes).await?;
+        }
+        Ok(())
+    }
+
+    async fn followed(&self) -> Option<bool> {
+        self.follow_checks.fetch_add(1, Ordering::SeqCst);
+        Some(self.followed.load(Ordering::SeqCst))
     }
 }

@@ -223,6 +223,16 @@ pub struct EnvironmentCreate {
     /// An exact tool version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
+    /// Upstream environment paths (same organisation): an apply of one whose outputs
+    /// changed submits a job here. A cycle is refused, named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggers: Option<Vec<String>>,
+    /// What a trigger submits: `plan` (default) or `apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_operation: Option<sortie_core::triggers::TriggerOperation>,
+    /// Upstream output names given to triggered jobs as `TF_VAR_<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_inputs: Option<Vec<String>>,
 }
 
 /// The body of `PATCH /v1/environments/{environment}`: any subset of the fields.
@@ -261,6 +271,16 @@ pub struct EnvironmentPatch {
     /// An exact tool version (`1.0.3`) or a constraint (`~> 1.0`); wins over the runner's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
+    /// Upstream environment paths (same organisation): an apply of one whose outputs
+    /// changed submits a job here. A cycle is refused, named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggers: Option<Vec<String>>,
+    /// What a trigger submits: `plan` (default) or `apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_operation: Option<sortie_core::triggers::TriggerOperation>,
+    /// Upstream output names given to triggered jobs as `TF_VAR_<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_inputs: Option<Vec<String>>,
 }
 
 /// The answer of `runner check`: every check, in order. Nothing was launched or written.

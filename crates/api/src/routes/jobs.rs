@@ -175,7 +175,7 @@ pub(crate) async fn submit_job(
 }
 
 /// The answer to a refused submit: a deleted runner is 409, Secrets Manager's failure 502.
-fn submit_error(e: SubmitError) -> ApiError {
+pub(crate) fn submit_error(e: SubmitError) -> ApiError {
     match e {
         SubmitError::RunnerMissing { .. } => {
             ApiError::new(StatusCode::CONFLICT, "runner_missing", e.to_string())

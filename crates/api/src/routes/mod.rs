@@ -13,11 +13,14 @@ mod log_uploads;
 mod logs;
 mod memberships;
 mod meta;
+mod plans;
 mod reply;
 mod router;
 mod rules;
 mod runner_callbacks;
 mod runners;
+mod state_versions;
+mod triggers;
 pub mod separator;
 #[macro_use]
 mod table;
@@ -32,11 +35,14 @@ pub(crate) use log_uploads::*;
 pub(crate) use logs::*;
 pub(crate) use memberships::*;
 pub(crate) use meta::*;
+pub(crate) use plans::*;
 pub(crate) use reply::{manage_action, Reply};
 pub(crate) use router::build;
 pub(crate) use rules::*;
 pub(crate) use runner_callbacks::*;
 pub(crate) use runners::*;
+pub(crate) use state_versions::*;
+pub(crate) use triggers::*;
 pub(crate) use table::documented;
 pub use table::Auth;
 pub(crate) use whoami::*;
@@ -81,6 +87,7 @@ route_table! {
     ApproveJob => approve_job,
     DiscardJob => discard_job,
     GetJobOutputs => get_job_outputs,
+    GetJobPlan => get_job_plan,
     GetEnvironmentOutputs => get_environment_outputs,
     CreateAgentPool => create_agent_pool,
     ListAgentPools => list_agent_pools,
@@ -91,4 +98,8 @@ route_table! {
     ClaimJob => claim_job,
     AgentHeartbeat => agent_heartbeat,
     AgentExit => agent_exit,
+    ListStateVersions => list_state_versions,
+    GetStateVersion => get_state_version,
+    RestoreStateVersion => restore_state_version,
+    GetEnvironmentTriggers => get_environment_triggers,
 }

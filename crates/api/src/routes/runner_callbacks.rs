@@ -139,6 +139,10 @@ pub(crate) async fn get_job_spec(
     } else {
         (None, 0)
     };
+    let restore_state_url = match &job.restore {
+        Some(restore) => Some(restore_url(&state, job, &restore.version_id).await?),
+        None => None,
+    };
     Ok(Reply::ok(JobSpec {
         job_id: job.id.clone(),
         environment: job.environment.clone(),
@@ -153,11 +157,48 @@ pub(crate) async fn get_job_spec(
         report_exit,
         phase,
         saved_plan_url,
+        restore_state_url,
         detailed_exitcode: job.drift_check,
         tool: job.tool,
         version: job.tool_version.clone(),
         log_offset,
     }))
+}
+
+/// How long a restore's state version URL works: the pilot downloads it right after `init`.
+const RESTORE_URL_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// A restore job's presigned GET of its state version, signed in the runner's account.
+async fn restore_url(
+    state: &AppState,
+    job: &sortie_core::Job,
+    version: &str,
+) -> Result<String, ApiError> {
+    let refused = |e: String| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "no_state_version",
+            format!(
+                "state version `{version}` of environment `{}` cannot be read: {e}",
+                job.environment
+            ),
+        )
+    };
+    let runner = job
+        .runner_spec
+        .as_ref()
+        .ok_or_else(|| refused("the job has no runner".into()))?;
+    let runner_id = job.runner_id.to_string();
+    let at = sortie_launch::state_history::StateAt {
+        environment: &job.environment,
+        runner_id: &runner_id,
+        runner,
+    };
+    state
+        .state_history
+        .presign_get(at, version, RESTORE_URL_TTL)
+        .await
+        .map_err(|e| refused(e.to_string()))
 }
 
 /// The values of the job's sensitive variables, read from their secrets: answered only to

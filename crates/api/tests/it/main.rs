@@ -4,6 +4,7 @@ mod api;
 mod blank_text;
 mod common;
 mod encoded_paths;
+mod env_life;
 mod explain;
 mod hostile_input;
 mod http_conventions;

@@ -121,6 +121,11 @@ pub enum JobCommand {
         /// The job id.
         id: String,
     },
+    /// The job's plan, shown like `terraform show` (sensitive values redacted).
+    Plan {
+        /// The job id.
+        id: String,
+    },
     /// Print a job's log; `-f` follows it until the job ends.
     Logs {
         /// The job id.

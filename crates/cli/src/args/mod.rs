@@ -13,7 +13,9 @@ pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, ListResource, MembersCommand,
     RunnerCommand, UpdateResource,
 };
-pub use settings::{ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg};
+pub use settings::{
+    ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg, TriggerOperationArg,
+};
 
 use std::path::PathBuf;
 

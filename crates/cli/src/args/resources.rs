@@ -161,6 +161,29 @@ pub enum EnvCommand {
         /// The environment's path.
         path: String,
     },
+    /// The versions of the environment's state (`s3` state storage), newest first, with
+    /// the job that wrote each.
+    StateVersions {
+        /// The environment's path.
+        path: String,
+        /// How many versions, 1 to 50.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        /// The `next` cursor of an earlier page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Restore the environment's state to a version: a job writes it back as the current
+    /// state, then plans (its plan shows what the restore changed). Needs `manage`.
+    Restore {
+        /// The environment's path.
+        path: String,
+        /// The state version id (from `env state-versions`).
+        version: String,
+        /// Why (recorded on the job).
+        #[arg(long)]
+        reason: String,
+    },
     /// Resolve the environment's runner again; print the chosen runner, the winning rule
     /// and the explanation table.
     RefreshRunner {

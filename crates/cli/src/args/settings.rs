@@ -38,6 +38,36 @@ pub struct EnvSettingArgs {
     /// `--version` is an alias.
     #[arg(long = "tool-version", visible_alias = "version", value_name = "VERSION", value_parser = parse_text)]
     pub tool_version: Option<Clearable<String>>,
+    /// Upstream environments, comma-separated paths (`acme/net/vpc,acme/db/main`): an
+    /// apply of one whose outputs changed submits a job here. With `update env`, `''`
+    /// removes them all.
+    #[arg(long, value_name = "PATHS", value_parser = parse_list)]
+    pub triggers: Option<Vec<String>>,
+    /// What a trigger submits: `plan` (the default) or `apply`.
+    #[arg(long, value_enum, value_name = "plan|apply")]
+    pub trigger_operation: Option<TriggerOperationArg>,
+    /// Upstream output names given to triggered jobs as `TF_VAR_<name>`, comma-separated.
+    /// With `update env`, `''` removes them all.
+    #[arg(long, value_name = "NAMES", value_parser = parse_list)]
+    pub trigger_inputs: Option<Vec<String>>,
+}
+
+/// `--trigger-operation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TriggerOperationArg {
+    /// A plan.
+    Plan,
+    /// An apply (subject to the approval setting).
+    Apply,
+}
+
+/// A comma-separated list; `''` is the empty list.
+fn parse_list(s: &str) -> Result<Vec<String>, String> {
+    Ok(s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(String::from)
+        .collect())
 }
 
 impl EnvSettingArgs {
@@ -50,6 +80,9 @@ impl EnvSettingArgs {
             && self.drift_remediation.is_none()
             && self.tool.is_none()
             && self.tool_version.is_none()
+            && self.triggers.is_none()
+            && self.trigger_operation.is_none()
+            && self.trigger_inputs.is_none()
     }
 }
 

@@ -147,6 +147,7 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
                 .await?;
             crate::resources::show_outputs(&answer.body, out, false)
         }
+        JobCommand::Plan { id } => crate::plan::show(api, &id, out).await,
         JobCommand::Logs { id, follow: false } => {
             let mut offset = 0;
             let mut data = String::new();

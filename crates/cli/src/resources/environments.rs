@@ -49,6 +49,9 @@ pub(super) async fn create(
         drift_remediation: settings.drift_remediation.map(remediation),
         tool: to_set("--tool", settings.tool)?.map(tool),
         tool_version: to_set("--tool-version", settings.tool_version)?,
+        triggers: settings.triggers,
+        trigger_operation: settings.trigger_operation.map(trigger_operation),
+        trigger_inputs: settings.trigger_inputs,
     };
     let body = serde_json::to_value(&body)
         .map_err(|e| CliError::Other(format!("could not encode the environment: {e}")))?;
@@ -76,6 +79,13 @@ pub(super) async fn create(
     })
 }
 
+fn trigger_operation(arg: crate::args::TriggerOperationArg) -> sortie_core::triggers::TriggerOperation {
+    match arg {
+        crate::args::TriggerOperationArg::Plan => sortie_core::triggers::TriggerOperation::Plan,
+        crate::args::TriggerOperationArg::Apply => sortie_core::triggers::TriggerOperation::Apply,
+    }
+}
+
 /// `sortie get env GROUP/NAME`.
 pub(super) async fn get(api: &Api, path: String, out: Output) -> Result<(), CliError> {
     let (group, _) = split_env(&path)?;
@@ -84,7 +94,8 @@ pub(super) async fn get(api: &Api, path: String, out: Output) -> Result<(), CliE
         .await
         .map_err(|e| env_hint(e, group))?;
     let env: EnvironmentView = decode(answer.body.clone())?;
-    emit(&answer.body, out, || env_text(&env))
+    let triggers = super::env_history::triggers_text(api, &path).await;
+    emit(&answer.body, out, || env_text(&env) + &triggers)
 }
 
 /// `sortie list envs --group GROUP [--recursive]`.
@@ -166,6 +177,9 @@ pub(super) async fn update(
         drift_remediation: settings.drift_remediation.map(remediation),
         tool,
         tool_version,
+        triggers: settings.triggers,
+        trigger_operation: settings.trigger_operation.map(trigger_operation),
+        trigger_inputs: settings.trigger_inputs,
     };
     let mut body = serde_json::to_value(&patch)
         .map_err(|e| CliError::Other(format!("could not encode the change: {e}")))?;
@@ -221,6 +235,16 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
                 .await?;
             return show_outputs(&answer.body, out, true);
         }
+        EnvCommand::StateVersions {
+            path,
+            limit,
+            cursor,
+        } => return super::env_history::state_versions(api, &path, limit, cursor, out).await,
+        EnvCommand::Restore {
+            path,
+            version,
+            reason,
+        } => return super::env_history::restore(api, &path, &version, &reason, out).await,
     };
     let (group, _) = split_env(&path)?;
     let base = format!("{}/-/refresh-runner?explain=full", env_url(&path));

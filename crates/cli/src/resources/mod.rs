@@ -8,6 +8,7 @@
 //! the API's JSON as it was received.
 
 mod env_text;
+mod env_history;
 mod environments;
 mod members;
 mod rules;

@@ -3,11 +3,13 @@
 mod cli;
 mod common;
 mod data_dir;
+mod env_life;
 mod dev;
 mod first_hour;
 mod follow;
 mod grammar;
 mod implicit_source;
 mod interrupt;
+mod plan;
 mod sensitive;
 mod waiting;

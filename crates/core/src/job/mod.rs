@@ -76,6 +76,13 @@ pub struct Job {
     /// The tool version asked for at submit (the environment's, else the runner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
+    /// For a job a trigger submitted (by `sortie:trigger`): the upstream environment and
+    /// the apply whose changed outputs started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<crate::triggers::TriggerContext>,
+    /// For a restore: the state version written back as the current state before the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<crate::state_version::StateRestore>,
 }
 
 impl Job {
@@ -108,6 +115,8 @@ impl Job {
             drift_check: false,
             tool: None,
             tool_version: None,
+            trigger: None,
+            restore: None,
         }
     }
 

@@ -57,17 +57,19 @@ pub fn is_followed(marked_at_ms: u64, now_ms: u64) -> bool {
     now_ms.saturating_sub(marked_at_ms) < FOLLOW_WINDOW.as_millis() as u64
 }
 
+/// The flush interval for a log that is (or is not) followed.
+pub fn flush_interval(followed: bool) -> Duration {
+    if followed {
+        FOLLOWED_FLUSH
+    } else {
+        IDLE_FLUSH
+    }
+}
+
 /// When the pilot ships its pending bytes: at once when a full chunk is pending, else
-/// when the flush interval for the follow state has passed since the last shipment.
-pub fn flush_due(since_last_flush: Duration, pending: usize, followed: bool) -> bool {
-    if pending == 0 {
-        return false;
-    }
-    if pending >= MAX_CHUNK_BYTES {
-        return true;
-    }
-    let interval = if followed { FOLLOWED_FLUSH } else { IDLE_FLUSH };
-    since_last_flush >= interval
+/// when `interval` ([`flush_interval`]) has passed since the last shipment.
+pub fn flush_due(since_last_flush: Duration, pending: usize, interval: Duration) -> bool {
+    pending > 0 && (pending >= MAX_CHUNK_BYTES || since_last_flush >= interval)
 }
 
 /// Splits `len` pending bytes starting at `offset` into chunks of at most
@@ -203,15 +205,16 @@ mod tests {
     #[test]
     fn a_full_chunk_ships_at_once_and_otherwise_the_follow_state_sets_the_pace() {
         let s = Duration::from_secs;
+        let (followed, idle) = (flush_interval(true), flush_interval(false));
         assert!(
-            !flush_due(s(100), 0, true),
+            !flush_due(s(100), 0, followed),
             "nothing pending: nothing shipped"
         );
-        assert!(flush_due(s(0), MAX_CHUNK_BYTES, false));
-        assert!(flush_due(s(1), 10, true));
-        assert!(!flush_due(s(1), 10, false));
-        assert!(!flush_due(s(29), 10, false));
-        assert!(flush_due(s(30), 10, false));
+        assert!(flush_due(s(0), MAX_CHUNK_BYTES, idle));
+        assert!(flush_due(s(1), 10, followed));
+        assert!(!flush_due(s(1), 10, idle));
+        assert!(!flush_due(s(29), 10, idle));
+        assert!(flush_due(s(30), 10, idle));
     }
 
     #[test]

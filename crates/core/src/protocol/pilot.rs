@@ -63,6 +63,11 @@ pub struct JobSpec {
     /// saved, which this task applies (`terraform apply plan.tfplan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_plan_url: Option<String>,
+    /// For a restore (the job's `restore`): a presigned GET URL of the state version the
+    /// pilot writes back as the current state (`terraform state push -force`) after `init`
+    /// and before it plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_state_url: Option<String>,
     /// A drift check: the plan runs with `-detailed-exitcode`, exit code 2 (changes) is a
     /// success, and the summary's `has_changes` says which it was.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -5,3 +5,4 @@ mod eks;
 mod eks_job;
 mod job_secrets;
 mod local;
+mod state_history;

@@ -340,6 +340,10 @@ impl Engine {
                 "the environment became busy; this check is skipped, not queued".to_string()
             }
             Err(crate::SubmitError::Store(e)) => return Err(e.into()),
+            // Locked (or frozen above): the skip says who locked it, when and why.
+            Err(e @ crate::SubmitError::Locked { .. }) => {
+                format!("{e}; this check is skipped until it is unlocked")
+            }
             // Its runner was deleted: recorded as a skip, never retried every pass.
             Err(e) => e.to_string(),
         };

@@ -18,7 +18,7 @@ use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
 use crate::env::PilotEnv;
 use crate::error::PilotError;
 use crate::guard;
-use crate::log::{LogShipper, LogSink, FLUSH_INTERVAL};
+use crate::log::{LogShipper, LogSink, Pace};
 use crate::objects::ObjectStore;
 use crate::source;
 use crate::terraform::{self, Step, ToolEnv, ToolRequest, PLAN_FILE};
@@ -81,7 +81,7 @@ async fn run_job(
     // A second phase continues the job's log where the first phase's ended.
     let sink = LogSink::starting_at(true, spec.log_offset);
     let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(api.clone()));
-    let shipper = LogShipper::spawn(sink.clone(), uploader.clone(), FLUSH_INTERVAL);
+    let shipper = LogShipper::spawn(sink.clone(), uploader.clone(), Pace::default());
     let mut problems = Vec::new();
     let result = execute(
         env,
@@ -327,6 +327,9 @@ async fn execute(
     if let Some(url) = saved_plan_url {
         download_saved_plan(api, sink, url, &dir.join(PLAN_FILE)).await?;
     }
+    if let Some(url) = spec.restore_state_url.as_deref() {
+        restore_state(api, sink, &tool, url, &dir).await?;
+    }
     let mut summary = ChangeSummary::default();
     for step in &steps {
         let finished = tool
@@ -434,6 +437,45 @@ async fn report_tool(api: &ApiClient, sink: &LogSink, version: &ToolVersion) {
 }
 
 /// Downloads the saved plan of an apply phase to `dest`.
+/// The file a restore's state version is written to before `terraform state push`.
+const RESTORE_FILE: &str = "restore.tfstate";
+
+/// A restore: downloads the state version and writes it back as the current state
+/// (`terraform state push -force`: the version's serial and lineage may be older than the
+/// current state's, which is the point), then the steps plan against it.
+async fn restore_state(
+    api: &ApiClient,
+    sink: &LogSink,
+    tool: &Tool,
+    url: &str,
+    dir: &Path,
+) -> Result<(), PilotError> {
+    sink.line(&format!(
+        "{PREFIX} downloading the state version to restore {}",
+        without_query(url)
+    ));
+    let bytes = api.download_presigned(url).await.map_err(|e| {
+        PilotError::SavedPlan(format!("could not download the state version to restore: {e}"))
+    })?;
+    if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+        return Err(PilotError::SavedPlan(
+            "the state version to restore is not a JSON state file".into(),
+        ));
+    }
+    std::fs::write(dir.join(RESTORE_FILE), &bytes).map_err(|e| {
+        PilotError::Workspace(format!("could not write {RESTORE_FILE}: {e}"))
+    })?;
+    let args = ["state", "push", "-force", RESTORE_FILE].map(String::from).to_vec();
+    tool.run(sink, args, &[]).await?;
+    let _ = std::fs::remove_file(dir.join(RESTORE_FILE));
+    sink.line(&format!(
+        "{PREFIX} state restored: {} bytes, sha256 {}",
+        bytes.len(),
+        source::sha256_hex(&bytes)
+    ));
+    Ok(())
+}
+
 async fn download_saved_plan(
     api: &ApiClient,
     sink: &LogSink,

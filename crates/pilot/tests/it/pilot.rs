@@ -372,6 +372,7 @@ impl World {
             report_exit: false,
             phase: None,
             saved_plan_url: None,
+            restore_state_url: None,
             detailed_exitcode: false,
             tool: None,
             version: None,
@@ -2177,4 +2178,254 @@ async fn no_job_empties_a_state_by_accident_but_an_explicit_one_may() {
     let log = world.log(&explicit).await;
     assert!(log.contains("0 added, 0 changed, 1 destroyed"), "{log}");
     assert!(resources_in(&state_of(&world, &explicit).await).is_empty());
+}
+
+// ---- The plan as data (issue 28): `plan.json`, redacted, for every plan. ----
+
+/// A configuration with a sensitive variable, a resource that takes it, a resource with a
+/// replacement trigger (`rev`) and a sensitive output: for Terraform 1.4+ (`terraform_data`,
+/// built in, no provider download).
+fn terraform_data_files() -> BTreeMap<String, String> {
+    let main = r#"
+variable "token" {
+  type      = string
+  sensitive = true
+}
+variable "rev" {
+  type    = string
+  default = "1"
+}
+resource "terraform_data" "secret" {
+  input = { password = var.token, user = "deploy-bot" }
+}
+resource "terraform_data" "plain" {
+  input            = "visible-value-${var.rev}"
+  triggers_replace = [var.rev]
+}
+output "token" {
+  value     = var.token
+  sensitive = true
+}
+output "greeting" {
+  value = "hello-${var.rev}"
+}
+"#;
+    BTreeMap::from([("main.tf".to_string(), main.to_string())])
+}
+
+/// The same without resources, for Terraform 1.0.3 (no `terraform_data` there).
+fn sensitive_output_files() -> BTreeMap<String, String> {
+    let main = r#"
+variable "token" {
+  type      = string
+  sensitive = true
+}
+output "token" {
+  value     = var.token
+  sensitive = true
+}
+output "greeting" {
+  value = "hello"
+}
+"#;
+    BTreeMap::from([("main.tf".to_string(), main.to_string())])
+}
+
+/// A job whose `token` variable is `secret` (declared sensitive by the configuration) and
+/// whose `rev` is `rev`.
+fn secret_spec(
+    world: &World,
+    operation: Operation,
+    files: BTreeMap<String, String>,
+    secret: &str,
+    rev: Option<&str>,
+) -> JobSpec {
+    let mut spec = world.spec(operation, Source::inline(), files);
+    spec.variables.insert("token".into(), Value::from(secret));
+    if let Some(rev) = rev {
+        spec.variables.insert("rev".into(), Value::from(rev));
+    }
+    spec
+}
+
+/// The job's `plan.json`, read as the control plane reads it.
+async fn plan_data(world: &World, spec: &JobSpec) -> (Vec<u8>, sortie_core::plan::PlanData) {
+    let bytes = artifact(world, spec, "plan.json")
+        .await
+        .unwrap_or_else(|| panic!("job {} uploaded no plan.json", spec.job_id));
+    let data = sortie_core::plan::PlanData::from_artifact(Some(&bytes));
+    (bytes, data)
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+async fn run_with(world: &World, spec: &JobSpec, terraform: PathBuf) -> Output {
+    world
+        .run_configured(&spec.job_id, spec, TOKEN, |command| {
+            command.env("SORTIE_TERRAFORM", terraform);
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_11_plan_json_is_redacted_and_shows_real_creates_and_replacements() {
+    sortie_testkit::require_aws!();
+    use sortie_core::plan::{ChangeAction, PlanView, MARKER};
+    let tf = sortie_testkit::terraform111_bin();
+    let world = World::new().await;
+    let secret = unique("s3cr3t-token");
+
+    // A plan job: two creates, the secret only as the marker.
+    let plan = secret_spec(
+        &world,
+        Operation::Plan,
+        terraform_data_files(),
+        &secret,
+        None,
+    );
+    let output = run_with(&world, &plan, tf.clone()).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let (bytes, data) = plan_data(&world, &plan).await;
+    assert!(!contains(&bytes, &secret), "the secret is in plan.json");
+    let log = world.log(&plan).await;
+    assert!(!log.contains(&secret), "the secret is in the log: {log}");
+    assert!(log.contains("uploaded plan.json"), "{log}");
+    let doc = data.document().expect("plan data is available");
+    let view = PlanView::from_document(doc);
+    assert_eq!(view.counts.create, 2, "{view:?}");
+    let secret_change = view
+        .resource_changes
+        .iter()
+        .find(|r| r.address == "terraform_data.secret")
+        .unwrap();
+    let input = |r: &sortie_core::plan::ResourceChange, path: &str| {
+        r.changes
+            .iter()
+            .find(|c| c.path == path)
+            .unwrap_or_else(|| panic!("no change of {path} in {r:?}"))
+            .clone()
+    };
+    // Terraform marks the object attribute holding the sensitive value.
+    let shown = serde_json::to_string(&secret_change.changes).unwrap();
+    assert!(shown.contains(MARKER), "{shown}");
+    let token = view
+        .output_changes
+        .iter()
+        .find(|o| o.name == "token")
+        .unwrap();
+    assert_eq!(token.after, Value::from(MARKER));
+    let greeting = view
+        .output_changes
+        .iter()
+        .find(|o| o.name == "greeting")
+        .unwrap();
+    assert_eq!(greeting.after, Value::from("hello-1"));
+
+    // An apply, then a plan with a new `rev`: a real replacement forced by the trigger.
+    let apply = secret_spec(
+        &world,
+        Operation::Apply,
+        terraform_data_files(),
+        &secret,
+        None,
+    );
+    let output = run_with(&world, &apply, tf.clone()).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let (bytes, data) = plan_data(&world, &apply).await;
+    assert!(
+        !contains(&bytes, &secret),
+        "the secret is in the apply's plan.json"
+    );
+    assert!(
+        data.document().is_some(),
+        "an auto apply's plan step uploads plan.json"
+    );
+    let replan = secret_spec(
+        &world,
+        Operation::Plan,
+        terraform_data_files(),
+        &secret,
+        Some("2"),
+    );
+    let output = run_with(&world, &replan, tf).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let (bytes, data) = plan_data(&world, &replan).await;
+    assert!(
+        !contains(&bytes, &secret),
+        "the secret is in the second plan.json"
+    );
+    let view = PlanView::from_document(data.document().unwrap());
+    let plain = view
+        .resource_changes
+        .iter()
+        .find(|r| r.address == "terraform_data.plain")
+        .unwrap();
+    assert_eq!(plain.action, ChangeAction::Replace, "{plain:?}");
+    assert_eq!(plain.replace_paths, ["triggers_replace"]);
+    let changed = input(plain, "input");
+    assert_eq!(
+        (changed.before, changed.after),
+        (
+            Value::from("visible-value-1"),
+            Value::from("visible-value-2")
+        )
+    );
+    assert!(input(plain, "triggers_replace.0").forces_replacement);
+    let unchanged = view
+        .resource_changes
+        .iter()
+        .find(|r| r.address == "terraform_data.secret")
+        .unwrap();
+    assert_eq!(unchanged.action, ChangeAction::NoOp);
+    assert_eq!((view.counts.replace, view.counts.no_op), (1, 1));
+    assert!(!world.log(&replan).await.contains(&secret));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_0_3_plan_json_redacts_sensitive_variables_and_outputs() {
+    sortie_testkit::require_aws!();
+    let world = World::new().await;
+    let secret = unique("s3cr3t-token");
+    let mut spec = secret_spec(
+        &world,
+        Operation::Apply,
+        sensitive_output_files(),
+        &secret,
+        None,
+    );
+    // The plan phase of a reviewed apply uploads plan.json too.
+    spec.phase = Some(JobPhase::Plan);
+    let output = world.run_tf1(&spec).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let (bytes, data) = plan_data(&world, &spec).await;
+    assert!(!contains(&bytes, &secret), "the secret is in plan.json");
+    assert!(!world.log(&spec).await.contains(&secret));
+    let doc = data.document().expect("plan data is available on 1.0.3");
+    assert_eq!(
+        doc["variables"]["token"]["value"],
+        sortie_core::plan::MARKER
+    );
+    assert_eq!(
+        doc["output_changes"]["token"]["after"],
+        sortie_core::plan::MARKER
+    );
+    assert_eq!(doc["output_changes"]["greeting"]["after"], "hello");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_0_11_plan_json_says_plan_data_is_unavailable() {
+    sortie_testkit::require_aws!();
+    let world = World::new().await;
+    let spec = greeting_spec(&world, Operation::Plan, "old");
+    let output = world.run(&spec, TOKEN).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let (_, data) = plan_data(&world, &spec).await;
+    assert_eq!(
+        data.unavailable(),
+        Some("plan data unavailable for Terraform 0.11")
+    );
 }

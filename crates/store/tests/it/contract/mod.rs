@@ -61,6 +61,8 @@ macro_rules! contract_suite {
             a_pools_last_claim_only_moves_forward_and_keeps_the_version,
             environments_under_a_group_are_its_own_and_its_descendants_by_path,
             many_refused_launches_fold_into_a_bounded_history,
+            an_environment_is_locked_once_and_unlocked_without_a_version_bump,
+            a_group_freeze_is_held_once_and_read_from_every_group_below,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -73,6 +75,9 @@ macro_rules! contract_suite {
     };
 }
 pub(crate) use contract_suite;
+
+mod locks;
+pub use locks::*;
 
 const ENV: &str = "acme/payments/prod";
 

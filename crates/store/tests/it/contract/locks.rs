@@ -1,0 +1,119 @@
+//! Contract cases for environment locks, group freezes and group expiry limits.
+
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use sortie_core::expiry::ExpiryLimits;
+use sortie_core::lock::EnvLock;
+use sortie_core::{EnvPath, GroupPath};
+use sortie_store::{LockOutcome, Store, StoreError};
+
+use super::setup_env;
+
+fn lock(by: &str, reason: &str) -> EnvLock {
+    EnvLock::new(
+        by,
+        Utc.with_ymd_and_hms(2026, 11, 26, 10, 0, 0).unwrap(),
+        reason,
+    )
+    .unwrap()
+}
+
+/// A lock is taken once, answered back to a second locker, read on the environment,
+/// kept across an update, never bumps the version, and an unlock answers what it removed.
+pub async fn an_environment_is_locked_once_and_unlocked_without_a_version_bump<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    let path = EnvPath::parse("acme/locks/prod").unwrap();
+    setup_env(&*s, "acme/locks/prod").await;
+    let before = s.get_environment(&path).await.unwrap();
+    let alice = lock("alice", "incident 42");
+    assert_eq!(
+        s.lock_environment(&path, &alice).await.unwrap(),
+        LockOutcome::Taken
+    );
+    assert_eq!(
+        s.lock_environment(&path, &lock("bob", "release"))
+            .await
+            .unwrap(),
+        LockOutcome::AlreadyHeld(alice.clone()),
+        "the second locker is told who holds it"
+    );
+    let read = s.get_environment(&path).await.unwrap();
+    assert_eq!(read.item.lock.as_ref(), Some(&alice));
+    assert_eq!(read.version, before.version, "a lock is not an edit");
+    // An update of the settings keeps the lock.
+    let updated = s
+        .update_environment(&read.item.environment, Some(read.version))
+        .await
+        .unwrap();
+    assert_eq!(updated.item.lock.as_ref(), Some(&alice));
+    assert_eq!(
+        s.get_environment(&path).await.unwrap().item.lock,
+        Some(alice.clone())
+    );
+    assert_eq!(s.unlock_environment(&path).await.unwrap(), Some(alice));
+    assert_eq!(s.unlock_environment(&path).await.unwrap(), None);
+    assert_eq!(s.get_environment(&path).await.unwrap().item.lock, None);
+    let missing = EnvPath::parse("acme/locks/missing").unwrap();
+    assert!(matches!(
+        s.lock_environment(&missing, &lock("a", "b")).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.unlock_environment(&missing).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+/// A freeze is held once per group, read back for the group and every group below it
+/// (deepest first), never for a sibling, and the root group cannot be frozen.
+pub async fn a_group_freeze_is_held_once_and_read_from_every_group_below<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    let org = GroupPath::parse("acme").unwrap();
+    let team = GroupPath::parse("acme/pay").unwrap();
+    let deep = GroupPath::parse("acme/pay/eu").unwrap();
+    let sibling = GroupPath::parse("acme/payments").unwrap();
+    assert!(s.group_settings_over(&deep).await.unwrap().is_empty());
+    let freeze = lock("carol", "release freeze");
+    assert_eq!(s.freeze_group(&team, &freeze).await.unwrap(), LockOutcome::Taken);
+    assert_eq!(
+        s.freeze_group(&team, &lock("dave", "x")).await.unwrap(),
+        LockOutcome::AlreadyHeld(freeze.clone())
+    );
+    let limits = ExpiryLimits {
+        default_ttl_seconds: Some(7200),
+        max_ttl_seconds: Some(86_400),
+    };
+    s.set_group_expiry(&org, &limits).await.unwrap();
+    let over = s.group_settings_over(&deep).await.unwrap();
+    let groups: Vec<&str> = over.iter().map(|(g, _)| g.as_str()).collect();
+    assert_eq!(groups, ["acme/pay", "acme"], "deepest first, only those set");
+    assert_eq!(over[0].1.freeze.as_ref(), Some(&freeze));
+    assert_eq!(over[1].1.freeze, None);
+    assert_eq!(over[1].1.expiry, limits);
+    let beside = s.group_settings_over(&sibling).await.unwrap();
+    assert!(
+        beside.iter().all(|(_, g)| g.freeze.is_none()),
+        "a sibling whose name starts alike is not frozen: {beside:?}"
+    );
+    assert!(matches!(
+        s.freeze_group(&GroupPath::root(), &freeze).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    // The freeze and the limits live on one item: each write keeps the other.
+    s.set_group_expiry(&team, &limits).await.unwrap();
+    assert_eq!(
+        s.group_settings_over(&team).await.unwrap()[0].1.freeze.as_ref(),
+        Some(&freeze)
+    );
+    assert_eq!(s.unfreeze_group(&team).await.unwrap(), Some(freeze));
+    assert_eq!(s.unfreeze_group(&team).await.unwrap(), None);
+    assert_eq!(s.unfreeze_group(&deep).await.unwrap(), None);
+    let after = s.group_settings_over(&team).await.unwrap();
+    assert_eq!(after[0].1.freeze, None);
+    assert_eq!(after[0].1.expiry, limits);
+}
