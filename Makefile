@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client
+.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client provider
 
 ## test: install tools, check formatting, lint, then run every test against a local moto
 # (explicit steps rather than prerequisites, so the order holds even under -j)
@@ -97,3 +97,7 @@ generated-client:
 SCHEMATHESIS_MAX_EXAMPLES ?= 100
 schemathesis:
 	scripts/with-moto.sh scripts/schemathesis.sh $(SCHEMATHESIS_MAX_EXAMPLES)
+
+## provider: build terraform-provider-sortie, write a filesystem mirror and a CLI config under .tools/ (docs/provider/index.md)
+provider:
+	scripts/provider.sh

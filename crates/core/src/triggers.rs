@@ -120,13 +120,18 @@ pub fn find_cycle(
     env: &EnvPath,
     upstreams: &[EnvPath],
 ) -> Option<Vec<EnvPath>> {
-    let up = |e: &EnvPath| -> &[EnvPath] {
+    fn edges<'a>(
+        graph: &'a BTreeMap<EnvPath, Vec<EnvPath>>,
+        env: &EnvPath,
+        upstreams: &'a [EnvPath],
+        e: &EnvPath,
+    ) -> &'a [EnvPath] {
         if e == env {
             upstreams
         } else {
             graph.get(e).map(Vec::as_slice).unwrap_or(&[])
         }
-    };
+    }
     let mut nodes: BTreeSet<&EnvPath> = graph.keys().collect();
     nodes.insert(env);
     // Colours: absent white, false grey (on the stack), true black (done).
@@ -141,14 +146,14 @@ pub fn find_cycle(
         let mut stack: Vec<(&EnvPath, usize)> = vec![(start, 0)];
         colour.insert(start, false);
         while let Some((node, next)) = stack.last().cloned() {
-            let edges = up(node);
-            if next >= edges.len() {
+            let ups = edges(graph, env, upstreams, node);
+            if next >= ups.len() {
                 colour.insert(node, true);
                 stack.pop();
                 continue;
             }
             stack.last_mut().expect("non-empty").1 += 1;
-            let target = &edges[next];
+            let target = &ups[next];
             match colour.get(target) {
                 None => {
                     colour.insert(target, false);

@@ -297,16 +297,16 @@ impl JobService {
             .hold_for_approval(record, from, result, None, false)
             .await?;
         let comment = Some("the plan passed the policy gate".to_string());
-        match self
-            .review(
+        // Boxed: a review may end a job, and the end is what called the gate.
+        let approval: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+            Box::pin(self.review(
                 &awaiting,
                 POLICY_PRINCIPAL,
                 ReviewVerdict::Approved,
                 comment,
                 Utc::now(),
-            )
-            .await?
-        {
+            ));
+        match approval.await? {
             Ok(approved) => Ok(approved),
             Err(refusal) => {
                 warn!(

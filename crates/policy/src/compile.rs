@@ -49,11 +49,18 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
     engine.set_strict_builtin_errors(false);
     let mut packages = BTreeSet::new();
     for module in &set.modules {
+        check_nesting(&module.rego).map_err(|(line, column)| CompileError {
+            module: module.name.clone(),
+            line,
+            column,
+            message: format!("brackets nest deeper than {MAX_NESTING} levels"),
+        })?;
         let package = engine
             .add_policy(module.name.clone(), module.rego.clone())
             .map_err(|e| located(&e.to_string(), &module.name))?;
         packages.insert(package);
     }
+    crate::recursion::refuse_recursive_functions(&mut engine)?;
     // Analysis (undefined functions, rule conflicts, recursion) happens when the engine
     // is first prepared: a query that touches nothing of the input prepares it.
     engine
@@ -66,6 +73,53 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
         engine,
         packages: packages.into_iter().collect(),
     })
+}
+
+/// The deepest nesting of `(`, `[` and `{` a module may have. The parser recurses on
+/// each level; a bound keeps a hostile module from overflowing its stack.
+pub const MAX_NESTING: usize = 32;
+
+/// `Err((line, column))` of the first bracket past [`MAX_NESTING`] levels. Strings
+/// (`"…"` with escapes, `` `…` ``) and `#` comments are skipped.
+fn check_nesting(rego: &str) -> Result<(), (u32, u32)> {
+    let (mut depth, mut line, mut column) = (0usize, 1u32, 0u32);
+    let mut chars = rego.chars();
+    let mut in_string: Option<char> = None;
+    let mut in_comment = false;
+    while let Some(c) = chars.next() {
+        column = column.saturating_add(1);
+        if c == '\n' {
+            line = line.saturating_add(1);
+            column = 0;
+            in_comment = false;
+            continue;
+        }
+        if in_comment {
+            continue;
+        }
+        if let Some(q) = in_string {
+            if c == '\\' && q == '"' {
+                let _ = chars.next();
+                column = column.saturating_add(1);
+            } else if c == q {
+                in_string = None;
+            }
+            continue;
+        }
+        match c {
+            '#' => in_comment = true,
+            '"' | '`' => in_string = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err((line, column));
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Reads `--> file:line:col` and the last `error: message` line out of a regorus error.

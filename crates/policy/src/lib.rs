@@ -15,8 +15,9 @@ mod cache;
 mod compile;
 mod evaluate;
 mod input;
+mod recursion;
 
 pub use cache::SetCache;
-pub use compile::{compile, CompileError, CompiledSet};
+pub use compile::{compile, CompileError, CompiledSet, MAX_NESTING};
 pub use evaluate::{evaluate, evaluate_one, Limits, MAX_MESSAGES, MAX_MESSAGE_BYTES};
 pub use input::{build_input, check_plan_size, JobInput, MAX_PLAN_BYTES};

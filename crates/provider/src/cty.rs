@@ -81,9 +81,11 @@ impl Val {
             Value::Number(n) => Val::Number(n.clone()),
             Value::String(s) => Val::String(s.clone()),
             Value::Array(items) => Val::List(items.iter().map(Val::from_json).collect()),
-            Value::Object(m) => {
-                Val::Map(m.iter().map(|(k, v)| (k.clone(), Val::from_json(v))).collect())
-            }
+            Value::Object(m) => Val::Map(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), Val::from_json(v)))
+                    .collect(),
+            ),
         }
     }
 }
@@ -112,13 +114,18 @@ fn bad(what: impl std::fmt::Display) -> Error {
 fn take<'a>(cur: &mut Cursor<&'a [u8]>, n: usize) -> Result<&'a [u8], Error> {
     let pos = cur.position() as usize;
     let buf: &'a [u8] = cur.get_ref();
-    let end = pos.checked_add(n).filter(|e| *e <= buf.len()).ok_or_else(|| bad("truncated"))?;
+    let end = pos
+        .checked_add(n)
+        .filter(|e| *e <= buf.len())
+        .ok_or_else(|| bad("truncated"))?;
     cur.set_position(end as u64);
     Ok(&buf[pos..end])
 }
 
 fn be(cur: &mut Cursor<&[u8]>, n: usize) -> Result<u64, Error> {
-    Ok(take(cur, n)?.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+    Ok(take(cur, n)?
+        .iter()
+        .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
 }
 
 fn string(cur: &mut Cursor<&[u8]>, len: usize) -> Result<Val, Error> {
@@ -328,7 +335,10 @@ mod tests {
     #[test]
     fn cty_unknown_with_refinements_is_unknown() {
         // ext8, length 3, type 0, a refinements payload we skip.
-        assert_eq!(decode(&[0xc7, 3, 0, 0x81, 0x01, 0xc3]).unwrap(), Val::Unknown);
+        assert_eq!(
+            decode(&[0xc7, 3, 0, 0x81, 0x01, 0xc3]).unwrap(),
+            Val::Unknown
+        );
         assert_eq!(decode(&[0xd4, 0, 0]).unwrap(), Val::Unknown);
         assert_eq!(decode(&[]).unwrap(), Val::Null);
     }

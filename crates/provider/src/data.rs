@@ -19,7 +19,11 @@ pub enum DataKind {
 
 impl DataKind {
     /// Every data source type.
-    pub const ALL: [DataKind; 3] = [DataKind::Environment, DataKind::EnvironmentOutputs, DataKind::Runner];
+    pub const ALL: [DataKind; 3] = [
+        DataKind::Environment,
+        DataKind::EnvironmentOutputs,
+        DataKind::Runner,
+    ];
 
     /// Its Terraform type name.
     pub fn name(self) -> &'static str {
@@ -79,13 +83,30 @@ impl DataKind {
 
     /// Reads it.
     pub async fn read(self, api: &Api, config: &Value) -> Result<Value, Error> {
-        let text = |n: &str| config.get(n).and_then(Value::as_str).unwrap_or_default().to_string();
+        let text = |n: &str| {
+            config
+                .get(n)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         match self {
             DataKind::Environment => {
                 let path = text("path");
-                let v = api.get(&format!("/v1/environments/{}", segment(&path))).await?.body;
+                let v = api
+                    .get(&format!("/v1/environments/{}", segment(&path)))
+                    .await?
+                    .body;
                 let why = api
-                    .send(http::Method::POST, &format!("/v1/environments/{}/-/refresh-runner?dry_run=true", segment(&path)), None, None)
+                    .send(
+                        http::Method::POST,
+                        &format!(
+                            "/v1/environments/{}/-/refresh-runner?dry_run=true",
+                            segment(&path)
+                        ),
+                        None,
+                        None,
+                    )
                     .await
                     .map(|a| a.body["resolution"]["why"].clone())
                     .unwrap_or(Value::Null);
@@ -101,7 +122,10 @@ impl DataKind {
             }
             DataKind::EnvironmentOutputs => {
                 let path = text("path");
-                let v = api.get(&format!("/v1/environments/{}/-/outputs", segment(&path))).await?.body;
+                let v = api
+                    .get(&format!("/v1/environments/{}/-/outputs", segment(&path)))
+                    .await?
+                    .body;
                 let (values, sensitive) = split_outputs(&v["outputs"]);
                 Ok(json!({
                     "path": path,
@@ -114,7 +138,11 @@ impl DataKind {
                 let id = text("id");
                 let (group, name) = id.rsplit_once('/').unwrap_or(("", &id));
                 let v = api
-                    .get(&format!("/v1/groups/{}/-/runners/{}", crate::api::group_param(group), segment(name)))
+                    .get(&format!(
+                        "/v1/groups/{}/-/runners/{}",
+                        crate::api::group_param(group),
+                        segment(name)
+                    ))
                     .await?
                     .body;
                 Ok(json!({

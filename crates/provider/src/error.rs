@@ -54,7 +54,10 @@ impl Error {
 
     /// The error as diagnostics: one per field problem of a 400 (naming the attribute,
     /// mapped by `attribute_of`), else one.
-    pub fn diagnostics(&self, attribute_of: &dyn Fn(&str) -> Option<String>) -> Vec<pb::Diagnostic> {
+    pub fn diagnostics(
+        &self,
+        attribute_of: &dyn Fn(&str) -> Option<String>,
+    ) -> Vec<pb::Diagnostic> {
         match self {
             Error::Api { status: 412, message, .. } => vec![error(
                 "The object was changed outside Terraform since it was read",

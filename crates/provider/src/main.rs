@@ -44,13 +44,21 @@ impl Connected for Conn {
 }
 
 impl AsyncRead for Conn {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for Conn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.0).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -97,13 +105,17 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .unwrap_or_else(|e| fail(&format!("could not listen on 127.0.0.1: {e}")));
-    let addr = listener.local_addr().unwrap_or_else(|e| fail(&e.to_string()));
+    let addr = listener
+        .local_addr()
+        .unwrap_or_else(|e| fail(&e.to_string()));
     let cert = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&tls.cert_der);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config);
     let (conns, incoming) = mpsc::channel::<std::io::Result<Conn>>(PENDING);
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let acceptor = acceptor.clone();
             let conns = conns.clone();
             tokio::spawn(async move {
@@ -122,9 +134,12 @@ async fn main() {
     let served = tonic::transport::Server::builder()
         .add_service(ProviderServer::new(service::SortieProvider::default()))
         .add_service(GrpcControllerServer::new(Controller(stop)))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::ReceiverStream::new(incoming), async move {
-            stopped.recv().await;
-        })
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::ReceiverStream::new(incoming),
+            async move {
+                stopped.recv().await;
+            },
+        )
         .await;
     if let Err(e) = served {
         fail(&format!("the gRPC server stopped: {e}"));

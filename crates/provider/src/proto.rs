@@ -1,6 +1,6 @@
 //! The protocol's generated code (regenerate with `scripts/provider-proto.sh`).
 
-#![allow(missing_docs, clippy::all, clippy::pedantic)]
+#![allow(missing_docs, dead_code, clippy::all, clippy::pedantic)]
 
 /// `tfplugin6`: the Terraform plugin protocol 6.6.
 pub mod tfplugin6 {

@@ -343,7 +343,12 @@ mod tests {
     }
 
     fn obj(pairs: &[(&str, Val)]) -> Val {
-        Val::Map(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Val::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
     }
 
     fn s(v: &str) -> Val {
@@ -394,6 +399,9 @@ mod tests {
         let settled = b.settle(&api, &b.conform(&obj(&[("name", s("a"))])));
         assert_eq!(settled.get("labels"), &Val::Null);
         let with = obj(&[("labels", Val::Map(BTreeMap::new()))]);
-        assert_eq!(b.settle(&api, &with).get("labels"), &Val::Map(BTreeMap::new()));
+        assert_eq!(
+            b.settle(&api, &with).get("labels"),
+            &Val::Map(BTreeMap::new())
+        );
     }
 }

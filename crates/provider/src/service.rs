@@ -26,9 +26,25 @@ pub struct SortieProvider {
 pub fn provider_block() -> Block {
     Block {
         attrs: vec![
-            attr("api_url", Ty::String, Mode::Optional, "The Sortie API's base URL; SORTIE_API_URL when unset."),
-            attr("token", Ty::String, Mode::Optional, "The bearer token; SORTIE_TOKEN when unset.").sensitive(),
-            attr("token_command", Ty::String, Mode::Optional, "A command (run with `sh -c`) that prints the token, as the CLI's contexts allow."),
+            attr(
+                "api_url",
+                Ty::String,
+                Mode::Optional,
+                "The Sortie API's base URL; SORTIE_API_URL when unset.",
+            ),
+            attr(
+                "token",
+                Ty::String,
+                Mode::Optional,
+                "The bearer token; SORTIE_TOKEN when unset.",
+            )
+            .sensitive(),
+            attr(
+                "token_command",
+                Ty::String,
+                Mode::Optional,
+                "A command (run with `sh -c`) that prints the token, as the CLI's contexts allow.",
+            ),
         ],
         blocks: vec![],
         description: "Sortie: runners, rules, environments and agent pools as code.",
@@ -71,7 +87,12 @@ fn token_of_command(command: &str) -> Result<String, Error> {
             sortie_http::one_line(&String::from_utf8_lossy(&out.stderr))
         )));
     }
-    let token = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_string();
+    let token = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     if token.is_empty() {
         return Err(Error::Config("token_command printed no token".into()));
     }
@@ -85,9 +106,13 @@ pub fn configure(config: &Val) -> Result<Api, Error> {
         _ => None,
     };
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let url = text("api_url").or_else(|| env("SORTIE_API_URL")).ok_or_else(|| {
-        Error::Config("no Sortie API URL: set `api_url` in the provider block or SORTIE_API_URL".into())
-    })?;
+    let url = text("api_url")
+        .or_else(|| env("SORTIE_API_URL"))
+        .ok_or_else(|| {
+            Error::Config(
+                "no Sortie API URL: set `api_url` in the provider block or SORTIE_API_URL".into(),
+            )
+        })?;
     let token = match (text("token"), text("token_command")) {
         (Some(t), _) => Some(t),
         (None, Some(command)) => Some(token_of_command(&command)?),
@@ -104,10 +129,14 @@ impl SortieProvider {
     }
 
     fn kind(name: &str) -> Result<Kind, Status> {
-        Kind::of(name).ok_or_else(|| Status::invalid_argument(format!("unknown resource type {name}")))
+        Kind::of(name)
+            .ok_or_else(|| Status::invalid_argument(format!("unknown resource type {name}")))
     }
 
-    async fn plan(&self, r: pb::plan_resource_change::Request) -> Result<pb::plan_resource_change::Response, Error> {
+    async fn plan(
+        &self,
+        r: pb::plan_resource_change::Request,
+    ) -> Result<pb::plan_resource_change::Response, Error> {
         let kind = Self::kind(&r.type_name).map_err(|s| Error::Value(s.message().to_string()))?;
         let block = kind.block();
         let prior = decoded(&r.prior_state, &block)?;
@@ -124,7 +153,11 @@ impl SortieProvider {
         }
         let planned = block.plan(&config, &prior);
         let replace = block.requires_replace(&prior, &planned);
-        let planned = if replace.is_empty() { planned } else { block.plan(&config, &Val::Null) };
+        let planned = if replace.is_empty() {
+            planned
+        } else {
+            block.plan(&config, &Val::Null)
+        };
         Ok(pb::plan_resource_change::Response {
             planned_state: dv(&planned),
             requires_replace: replace.into_iter().map(path).collect(),
@@ -145,7 +178,8 @@ impl SortieProvider {
         let answer = if prior.is_null() {
             kind.create(api, &planned.to_json()).await?
         } else {
-            kind.update(api, &prior.to_json(), &planned.to_json()).await?
+            kind.update(api, &prior.to_json(), &planned.to_json())
+                .await?
         };
         Ok(block.settle(&block.conform(&Val::from_json(&answer)), &planned))
     }
@@ -170,8 +204,14 @@ impl Provider for SortieProvider {
     ) -> Result<Response<pb::get_provider_schema::Response>, Status> {
         Ok(Response::new(pb::get_provider_schema::Response {
             provider: Some(provider_block().schema()),
-            resource_schemas: Kind::ALL.iter().map(|k| (k.name().to_string(), k.block().schema())).collect(),
-            data_source_schemas: DataKind::ALL.iter().map(|k| (k.name().to_string(), k.block().schema())).collect(),
+            resource_schemas: Kind::ALL
+                .iter()
+                .map(|k| (k.name().to_string(), k.block().schema()))
+                .collect(),
+            data_source_schemas: DataKind::ALL
+                .iter()
+                .map(|k| (k.name().to_string(), k.block().schema()))
+                .collect(),
             server_capabilities: Some(pb::ServerCapabilities {
                 plan_destroy: true,
                 ..Default::default()
@@ -188,7 +228,9 @@ impl Provider for SortieProvider {
             Ok(_) => Vec::new(),
             Err(e) => one(e),
         };
-        Ok(Response::new(pb::validate_provider_config::Response { diagnostics }))
+        Ok(Response::new(pb::validate_provider_config::Response {
+            diagnostics,
+        }))
     }
 
     async fn validate_resource_config(
@@ -198,11 +240,17 @@ impl Provider for SortieProvider {
         let r = r.into_inner();
         let kind = Self::kind(&r.type_name)?;
         let diagnostics = match decoded(&r.config, &kind.block()) {
-            Ok(c) if !c.has_unknown() => kind.validate(&c.to_json()).err().map(|e| diag_of(Some(kind), &e)).unwrap_or_default(),
+            Ok(c) if !c.has_unknown() => kind
+                .validate(&c.to_json())
+                .err()
+                .map(|e| diag_of(Some(kind), &e))
+                .unwrap_or_default(),
             Ok(_) => Vec::new(),
             Err(e) => one(e),
         };
-        Ok(Response::new(pb::validate_resource_config::Response { diagnostics }))
+        Ok(Response::new(pb::validate_resource_config::Response {
+            diagnostics,
+        }))
     }
 
     async fn validate_data_resource_config(
@@ -238,14 +286,17 @@ impl Provider for SortieProvider {
         &self,
         r: Request<pb::configure_provider::Request>,
     ) -> Result<Response<pb::configure_provider::Response>, Status> {
-        let diagnostics = match decoded(&r.get_ref().config, &provider_block()).and_then(|c| configure(&c)) {
-            Ok(api) => {
-                let _ = self.api.set(api);
-                Vec::new()
-            }
-            Err(e) => vec![error("Sortie provider configuration", &e.to_string(), None)],
-        };
-        Ok(Response::new(pb::configure_provider::Response { diagnostics }))
+        let diagnostics =
+            match decoded(&r.get_ref().config, &provider_block()).and_then(|c| configure(&c)) {
+                Ok(api) => {
+                    let _ = self.api.set(api);
+                    Vec::new()
+                }
+                Err(e) => vec![error("Sortie provider configuration", &e.to_string(), None)],
+            };
+        Ok(Response::new(pb::configure_provider::Response {
+            diagnostics,
+        }))
     }
 
     async fn read_resource(
@@ -323,12 +374,15 @@ impl Provider for SortieProvider {
         let block = kind.block();
         let import = async {
             let start = kind.import_state(&r.id)?;
-            let found = kind.read(self.api()?, &start).await?.ok_or_else(|| Error::Api {
-                status: 404,
-                code: "not_found".into(),
-                message: format!("{} `{}` was not found", kind.name(), r.id),
-                fields: Vec::new(),
-            })?;
+            let found = kind
+                .read(self.api()?, &start)
+                .await?
+                .ok_or_else(|| Error::Api {
+                    status: 404,
+                    code: "not_found".into(),
+                    message: format!("{} `{}` was not found", kind.name(), r.id),
+                    fields: Vec::new(),
+                })?;
             Ok::<_, Error>(block.conform(&Val::from_json(&found)))
         };
         Ok(Response::new(match import.await {
@@ -352,8 +406,9 @@ impl Provider for SortieProvider {
         r: Request<pb::read_data_source::Request>,
     ) -> Result<Response<pb::read_data_source::Response>, Status> {
         let r = r.into_inner();
-        let kind = DataKind::of(&r.type_name)
-            .ok_or_else(|| Status::invalid_argument(format!("unknown data source {}", r.type_name)))?;
+        let kind = DataKind::of(&r.type_name).ok_or_else(|| {
+            Status::invalid_argument(format!("unknown data source {}", r.type_name))
+        })?;
         let block = kind.block();
         let read = async {
             let config = decoded(&r.config, &block)?;
@@ -376,6 +431,8 @@ impl Provider for SortieProvider {
         &self,
         _: Request<pb::stop_provider::Request>,
     ) -> Result<Response<pb::stop_provider::Response>, Status> {
-        Ok(Response::new(pb::stop_provider::Response { error: String::new() }))
+        Ok(Response::new(pb::stop_provider::Response {
+            error: String::new(),
+        }))
     }
 }

@@ -22,12 +22,19 @@ pub struct Tls {
 
 /// A certificate like go-plugin's own: `localhost`, a CA for itself, client and server auth.
 fn server_cert() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>), Error> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
     let fail = |e: rcgen::Error| Error::Config(format!("could not make the TLS certificate: {e}"));
     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(fail)?;
     let mut params = CertificateParams::new(vec!["localhost".to_string()]).map_err(fail)?;
-    params.distinguished_name.push(DnType::CommonName, "localhost");
-    params.distinguished_name.push(DnType::OrganizationName, "HashiCorp");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "HashiCorp");
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -35,7 +42,10 @@ fn server_cert() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>), Er
         KeyUsagePurpose::KeyAgreement,
         KeyUsagePurpose::KeyCertSign,
     ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth, ExtendedKeyUsagePurpose::ServerAuth];
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ClientAuth,
+        ExtendedKeyUsagePurpose::ServerAuth,
+    ];
     let cert = params.self_signed(&key).map_err(fail)?;
     Ok((
         cert.der().clone(),
@@ -81,7 +91,9 @@ impl ClientCertVerifier for Pinned {
         if end_entity.as_ref() == self.cert.as_slice() {
             Ok(ClientCertVerified::assertion())
         } else {
-            Err(rustls::Error::General("not Terraform's client certificate".into()))
+            Err(rustls::Error::General(
+                "not Terraform's client certificate".into(),
+            ))
         }
     }
 
@@ -91,7 +103,12 @@ impl ClientCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -100,11 +117,18 @@ impl ClientCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

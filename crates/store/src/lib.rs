@@ -27,6 +27,7 @@ mod sortkeys;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
+use sortie_core::policy::PolicySet;
 use sortie_core::{
     EnvPath, Environment, GroupPath, Job, JobId, JobState, Membership, Runner, RunnerId,
     RunnerLink, RunnerRule,
@@ -94,6 +95,58 @@ pub trait RuleStore: Send + Sync {
     /// one of the org's scopes, or a root (shared) rule. `None` is the root alone. For caching
     /// compiled rule sets; it never goes down.
     async fn rules_version(&self, org: Option<&str>) -> Result<u64, StoreError>;
+}
+
+/// Policy sets: one item per set under its group, each with its own version.
+#[async_trait]
+pub trait PolicySetStore: Send + Sync {
+    /// Creates a set in `group`; `AlreadyExists` if its name is taken there.
+    async fn create_policy_set(
+        &self,
+        group: &GroupPath,
+        set: &PolicySet,
+    ) -> Result<Versioned<PolicySet>, StoreError>;
+    /// Reads one set.
+    async fn get_policy_set(
+        &self,
+        group: &GroupPath,
+        name: &str,
+    ) -> Result<Versioned<PolicySet>, StoreError>;
+    /// The sets of exactly this group, by name.
+    async fn list_policy_sets(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<Versioned<PolicySet>>, StoreError>;
+    /// Replaces the set of the same name, checking its version when given.
+    async fn update_policy_set(
+        &self,
+        group: &GroupPath,
+        set: &PolicySet,
+        expected: Option<u64>,
+    ) -> Result<Versioned<PolicySet>, StoreError>;
+    /// Deletes a set, checking its version when given.
+    async fn delete_policy_set(
+        &self,
+        group: &GroupPath,
+        name: &str,
+        expected: Option<u64>,
+    ) -> Result<(), StoreError>;
+    /// Every set of `group` and of each of its ancestors (the root first), with the group
+    /// that holds it: one listing per level, at most the depth of a group plus one.
+    async fn policy_sets_for(
+        &self,
+        group: &GroupPath,
+    ) -> Result<Vec<(GroupPath, Versioned<PolicySet>)>, StoreError> {
+        let mut levels = group.self_and_ancestors();
+        levels.reverse();
+        let mut out = Vec::new();
+        for g in levels {
+            for set in self.list_policy_sets(&g).await? {
+                out.push((g.clone(), set));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The environments under a group, by path, as far as one bounded listing reads them.
@@ -400,6 +453,7 @@ pub trait Store:
     + MembershipStore
     + AgentPoolStore
     + LockStore
+    + PolicySetStore
 {
 }
 
@@ -411,6 +465,7 @@ impl<T> Store for T where
         + MembershipStore
         + AgentPoolStore
         + LockStore
+        + PolicySetStore
         + ?Sized
 {
 }

@@ -188,6 +188,10 @@ pub(crate) fn submit_error(e: SubmitError) -> ApiError {
         SubmitError::Busy(_) => {
             ApiError::new(StatusCode::CONFLICT, "state_conflict", e.to_string())
         }
+        SubmitError::Locked {
+            ref environment,
+            ref held,
+        } => super::locks::locked(environment, held),
         SubmitError::Store(e) => e.into(),
     }
 }

@@ -9,6 +9,7 @@ mod agent_pools;
 mod environments;
 mod job_views;
 mod jobs;
+mod locks;
 mod log_uploads;
 mod logs;
 mod memberships;
@@ -31,6 +32,7 @@ mod whoami;
 pub(crate) use agent_pools::*;
 pub(crate) use environments::*;
 pub(crate) use jobs::*;
+pub(crate) use locks::*;
 pub(crate) use log_uploads::*;
 pub(crate) use logs::*;
 pub(crate) use memberships::*;
@@ -71,6 +73,10 @@ route_table! {
     UpdateEnvironment => update_environment,
     DeleteEnvironment => delete_environment,
     RefreshRunner => refresh_runner,
+    LockEnvironment => lock_environment,
+    UnlockEnvironment => unlock_environment,
+    FreezeGroup => freeze_group,
+    UnfreezeGroup => unfreeze_group,
     ListJobs => list_jobs,
     SubmitJob => submit_job,
     GetJob => get_job,

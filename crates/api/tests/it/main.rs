@@ -8,6 +8,7 @@ mod env_life;
 mod explain;
 mod hostile_input;
 mod http_conventions;
+mod logs;
 mod oidc;
 mod openapi_doc;
 mod openapi_links;

@@ -24,6 +24,8 @@ pub mod gate;
 pub const MAX_MODULES: usize = 20;
 /// The most bytes of Rego (all modules together) one set holds: 256 KiB.
 pub const MAX_SET_BYTES: usize = 256 * 1024;
+/// The most policy sets one group holds.
+pub const MAX_SETS_PER_GROUP: usize = 50;
 /// The longest description, in bytes.
 pub const MAX_DESCRIPTION_BYTES: usize = 1024;
 /// The most entries in each of a set's criteria (env types, labels).

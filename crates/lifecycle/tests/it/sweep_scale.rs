@@ -331,3 +331,56 @@ async fn three_hundred_active_jobs_on_dynamodb_are_all_described() {
         Err(StoreError::NotFound { kind: "cursor", .. })
     ));
 }
+
+/// The sweeper bench (issue 27, `make bench`): one pass over 10,000 active jobs on the
+/// in-memory store, each silent for longer than the silence (so each is one DescribeTasks
+/// and one write recording that it was heard from). No AWS latency: what is timed is
+/// Sortie's own work per pass. The goal is one pass within one sweep period (the
+/// sweeper's schedule is `rate(1 minute)`, infra/template.yaml), with nothing left for
+/// the next pass. Prints its figures (`-- --nocapture`):
+/// `cargo test -p sortie-lifecycle --test it -- sweep_scale::sweeper_bench --nocapture`.
+#[tokio::test]
+async fn sweeper_bench_one_pass_over_10000_active_jobs_fits_one_sweep_period() {
+    const JOBS: usize = 10_000;
+    let period = StdDuration::from_secs(60);
+    let store = Arc::new(MemoryStore::new());
+    let at = Utc::now();
+    let ids = running_jobs(store.as_ref(), JOBS, at).await;
+    let launcher = Arc::new(RecordingLauncher::default());
+    let engine = engine(store.clone(), launcher.clone(), SweepSettings::default());
+
+    let started = std::time::Instant::now();
+    let report = engine.sweep(silent_after(at)).await.unwrap();
+    let took = started.elapsed();
+
+    let described = launcher.described();
+    let mut written = 0;
+    for id in &ids {
+        if store.get_job(&id.as_str().into()).await.unwrap().updated_at > at {
+            written += 1;
+        }
+    }
+    eprintln!(
+        "sweeper bench: one pass over {JOBS} active jobs (in-memory store, {} build): {:.0} ms, \
+         {:.1} µs per job; {} DescribeTasks, {written} job writes, {} left for the next pass; \
+         goal: within one sweep period ({} s)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        took.as_secs_f64() * 1000.0,
+        took.as_secs_f64() * 1e6 / JOBS as f64,
+        described.len(),
+        report.active_left,
+        period.as_secs()
+    );
+    assert_eq!(described.len(), JOBS, "each active job described once");
+    assert_eq!(written, JOBS, "each was recorded as heard from");
+    assert_eq!(report.active_left, 0, "nothing left: {report:?}");
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert!(
+        took < period,
+        "one pass took {took:?}, over the period {period:?}"
+    );
+}

@@ -42,19 +42,28 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     if !planned["description"].is_null() {
         b["description"] = planned["description"].clone();
     }
-    let a = api.send(Method::POST, "/v1/agent-pools", Some(&b), None).await?;
+    let a = api
+        .send(Method::POST, "/v1/agent-pools", Some(&b), None)
+        .await?;
     Ok(state_of(&a.body, &a.body["token"], &a.body["token_id"]))
 }
 
 /// Reads it; the token is the state's own (the API never shows it again).
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let a = api.get(&format!("/v1/agent-pools/{}", segment(text(state, "id")))).await?;
+    let a = api
+        .get(&format!("/v1/agent-pools/{}", segment(text(state, "id"))))
+        .await?;
     Ok(state_of(&a.body, &state["token"], &state["token_id"]))
 }
 
 /// Deletes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &format!("/v1/agent-pools/{}", segment(text(state, "id"))), None, None)
-        .await?;
+    api.send(
+        Method::DELETE,
+        &format!("/v1/agent-pools/{}", segment(text(state, "id"))),
+        None,
+        None,
+    )
+    .await?;
     Ok(())
 }

@@ -14,20 +14,81 @@ pub fn block() -> Block {
     use Mode::*;
     Block {
         attrs: vec![
-            attr("id", Ty::String, Computed, "The environment's path, `<group>/<name>`."),
-            attr("group", Ty::String, Required, "The group the environment belongs to.").force_new(),
-            attr("name", Ty::String, Required, "The environment's name within its group.").force_new(),
-            attr("env_type", Ty::String, Required, "The environment's type (rules may match on it)."),
-            attr("labels", string_map(), Optional, "Labels, key to value (rules may match on them)."),
-            attr("tags", string_set(), Optional, "Tags (rules may match on them)."),
-            attr("tool", Ty::String, Optional, "`terraform` or `opentofu`; the runner's when unset."),
-            attr("tool_version", Ty::String, Optional, "The tool version, exact or a constraint."),
-            attr("runner_id", Ty::String, Computed, "The runner the rules linked it to.").volatile(),
-            attr("rule_id", Ty::String, Computed, "The rule that picked the runner.").volatile(),
-            attr("version", Ty::Number, Computed, "The version (the API's ETag).").volatile(),
+            attr(
+                "id",
+                Ty::String,
+                Computed,
+                "The environment's path, `<group>/<name>`.",
+            ),
+            attr(
+                "group",
+                Ty::String,
+                Required,
+                "The group the environment belongs to.",
+            )
+            .force_new(),
+            attr(
+                "name",
+                Ty::String,
+                Required,
+                "The environment's name within its group.",
+            )
+            .force_new(),
+            attr(
+                "env_type",
+                Ty::String,
+                Required,
+                "The environment's type (rules may match on it).",
+            ),
+            attr(
+                "labels",
+                string_map(),
+                Optional,
+                "Labels, key to value (rules may match on them).",
+            ),
+            attr(
+                "tags",
+                string_set(),
+                Optional,
+                "Tags (rules may match on them).",
+            ),
+            attr(
+                "tool",
+                Ty::String,
+                Optional,
+                "`terraform` or `opentofu`; the runner's when unset.",
+            ),
+            attr(
+                "tool_version",
+                Ty::String,
+                Optional,
+                "The tool version, exact or a constraint.",
+            ),
+            attr(
+                "runner_id",
+                Ty::String,
+                Computed,
+                "The runner the rules linked it to.",
+            )
+            .volatile(),
+            attr(
+                "rule_id",
+                Ty::String,
+                Computed,
+                "The rule that picked the runner.",
+            )
+            .volatile(),
+            attr(
+                "version",
+                Ty::Number,
+                Computed,
+                "The version (the API's ETag).",
+            )
+            .volatile(),
         ],
         blocks: vec![],
-        description: "A Sortie environment. Created, it is linked to the runner Sortie's rules pick.",
+        description:
+            "A Sortie environment. Created, it is linked to the runner Sortie's rules pick.",
     }
 }
 
@@ -54,8 +115,22 @@ pub fn state_of(view: &Value) -> Value {
 
 fn body(planned: &Value) -> serde_json::Map<String, Value> {
     let mut b = pick(planned, &["env_type", "tool", "tool_version"]);
-    b.insert("labels".into(), planned.get("labels").filter(|v| !v.is_null()).cloned().unwrap_or(json!({})));
-    b.insert("tags".into(), planned.get("tags").filter(|v| !v.is_null()).cloned().unwrap_or(json!([])));
+    b.insert(
+        "labels".into(),
+        planned
+            .get("labels")
+            .filter(|v| !v.is_null())
+            .cloned()
+            .unwrap_or(json!({})),
+    );
+    b.insert(
+        "tags".into(),
+        planned
+            .get("tags")
+            .filter(|v| !v.is_null())
+            .cloned()
+            .unwrap_or(json!([])),
+    );
     b
 }
 
@@ -65,7 +140,12 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     b.insert("name".into(), planned["name"].clone());
     let group = crate::api::group_param(text(planned, "group"));
     let answer = api
-        .send(Method::POST, &format!("/v1/groups/{group}/-/environments"), Some(&Value::Object(b)), None)
+        .send(
+            Method::POST,
+            &format!("/v1/groups/{group}/-/environments"),
+            Some(&Value::Object(b)),
+            None,
+        )
         .await?;
     Ok(state_of(&answer.body))
 }
@@ -82,7 +162,12 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
         b.entry(clearable).or_insert(Value::Null);
     }
     let answer = api
-        .send(Method::PATCH, &path(prior), Some(&Value::Object(b)), Some(version(prior)))
+        .send(
+            Method::PATCH,
+            &path(prior),
+            Some(&Value::Object(b)),
+            Some(version(prior)),
+        )
         .await?;
     Ok(state_of(&answer.body))
 }

@@ -94,7 +94,9 @@ impl Kind {
             Kind::Runner => runner::update(api, prior, planned).await,
             Kind::Rule => rule::update(api, prior, planned).await,
             // Every attribute of a pool is force-new: no update reaches here.
-            Kind::AgentPool => Err(Error::Config("an agent pool cannot be updated in place".into())),
+            Kind::AgentPool => Err(Error::Config(
+                "an agent pool cannot be updated in place".into(),
+            )),
         }
     }
 

@@ -14,15 +14,58 @@ pub fn block() -> Block {
     Block {
         attrs: vec![
             attr("id", Ty::String, Computed, "`<scope>/<rule_id>`."),
-            attr("scope", Ty::String, Required, "The group the rule applies in (and below).").force_new(),
-            attr("rule_id", Ty::String, Required, "The rule's id, unique within its scope.").force_new(),
+            attr(
+                "scope",
+                Ty::String,
+                Required,
+                "The group the rule applies in (and below).",
+            )
+            .force_new(),
+            attr(
+                "rule_id",
+                Ty::String,
+                Required,
+                "The rule's id, unique within its scope.",
+            )
+            .force_new(),
             attr("runner_id", Ty::String, Required, "The runner it picks."),
-            attr("priority", Ty::Number, OptionalComputed, "Breaks ties; higher wins (0 when unset)."),
-            attr("env_type", Ty::String, Optional, "Criterion: the environment's type equals this."),
-            attr("env_path", Ty::String, Optional, "Criterion: a glob over the environment's path."),
-            attr("labels", string_map(), Optional, "Criterion: every label here is on the environment."),
-            attr("tags", string_set(), Optional, "Criterion: every tag here is among the environment's."),
-            attr("version", Ty::Number, Computed, "The version (the API's ETag).").volatile(),
+            attr(
+                "priority",
+                Ty::Number,
+                OptionalComputed,
+                "Breaks ties; higher wins (0 when unset).",
+            ),
+            attr(
+                "env_type",
+                Ty::String,
+                Optional,
+                "Criterion: the environment's type equals this.",
+            ),
+            attr(
+                "env_path",
+                Ty::String,
+                Optional,
+                "Criterion: a glob over the environment's path.",
+            ),
+            attr(
+                "labels",
+                string_map(),
+                Optional,
+                "Criterion: every label here is on the environment.",
+            ),
+            attr(
+                "tags",
+                string_set(),
+                Optional,
+                "Criterion: every tag here is among the environment's.",
+            ),
+            attr(
+                "version",
+                Ty::Number,
+                Computed,
+                "The version (the API's ETag).",
+            )
+            .volatile(),
         ],
         blocks: vec![],
         description: "A Sortie runner rule.",
@@ -64,13 +107,19 @@ fn state_of(view: &Value, version: Option<&str>) -> Value {
 }
 
 fn path(state: &Value) -> String {
-    format!("/v1/groups/{}/-/rules/{}", group_param(text(state, "scope")), segment(text(state, "rule_id")))
+    format!(
+        "/v1/groups/{}/-/rules/{}",
+        group_param(text(state, "scope")),
+        segment(text(state, "rule_id"))
+    )
 }
 
 /// Creates it.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     let p = format!("/v1/groups/{}/-/rules", group_param(text(planned, "scope")));
-    let a = api.send(Method::POST, &p, Some(&body(planned)), None).await?;
+    let a = api
+        .send(Method::POST, &p, Some(&body(planned)), None)
+        .await?;
     Ok(state_of(&a.body, a.etag.as_deref()))
 }
 
@@ -82,7 +131,14 @@ pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
 
 /// Replaces it in place (`PUT` with `If-Match`).
 pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
-    let a = api.send(Method::PUT, &path(prior), Some(&body(planned)), Some(version(prior))).await?;
+    let a = api
+        .send(
+            Method::PUT,
+            &path(prior),
+            Some(&body(planned)),
+            Some(version(prior)),
+        )
+        .await?;
     Ok(state_of(&a.body, a.etag.as_deref()))
 }
 
@@ -95,7 +151,9 @@ pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
 /// An import id `<scope>/<rule_id>`.
 pub fn import_state(id: &str) -> Result<Value, Error> {
     match id.rsplit_once('/') {
-        Some((scope, rule)) if !rule.is_empty() => Ok(json!({ "id": id, "scope": scope, "rule_id": rule })),
+        Some((scope, rule)) if !rule.is_empty() => {
+            Ok(json!({ "id": id, "scope": scope, "rule_id": rule }))
+        }
         _ => Err(Error::Invalid {
             attribute: "id".into(),
             problem: format!("`{id}` is not `<scope>/<rule_id>`"),

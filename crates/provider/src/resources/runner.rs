@@ -21,15 +21,36 @@ const RUNNER_TYPES: [(&str, &str); 3] = [
 const STATE_TYPES: [(&str, &str); 2] = [("state_local", "local"), ("state_s3", "s3")];
 
 fn timeout() -> crate::schema::Attr {
-    attr("timeout_seconds", Ty::Number, Mode::OptionalComputed, "Job timeout in seconds (600 when unset).")
+    attr(
+        "timeout_seconds",
+        Ty::Number,
+        Mode::OptionalComputed,
+        "Job timeout in seconds (600 when unset).",
+    )
 }
 
 fn env() -> crate::schema::Attr {
-    attr("env", string_map(), Mode::Optional, "Plain environment variables for the runner.")
+    attr(
+        "env",
+        string_map(),
+        Mode::Optional,
+        "Plain environment variables for the runner.",
+    )
 }
 
-fn nested(name: &'static str, description: &'static str, attrs: Vec<crate::schema::Attr>) -> Nested {
-    Nested { name, block: Block { attrs, blocks: vec![], description } }
+fn nested(
+    name: &'static str,
+    description: &'static str,
+    attrs: Vec<crate::schema::Attr>,
+) -> Nested {
+    Nested {
+        name,
+        block: Block {
+            attrs,
+            blocks: vec![],
+            description,
+        },
+    }
 }
 
 /// Its schema.
@@ -38,62 +59,200 @@ pub fn block() -> Block {
     let s = Ty::String;
     Block {
         attrs: vec![
-            attr("id", s.clone(), Computed, "The runner's id, `<group>/<name>`."),
+            attr(
+                "id",
+                s.clone(),
+                Computed,
+                "The runner's id, `<group>/<name>`.",
+            ),
             attr("group", s.clone(), Required, "The owner group.").force_new(),
-            attr("name", s.clone(), Required, "The runner's name within its group.").force_new(),
-            attr("description", s.clone(), Optional, "Free text shown to users."),
+            attr(
+                "name",
+                s.clone(),
+                Required,
+                "The runner's name within its group.",
+            )
+            .force_new(),
+            attr(
+                "description",
+                s.clone(),
+                Optional,
+                "Free text shown to users.",
+            ),
             attr("tool", s.clone(), Optional, "`terraform` or `opentofu`."),
-            attr("tool_version", s.clone(), Optional, "The tool version, exact or a constraint."),
-            attr("version", Ty::Number, Computed, "The version (the API's ETag).").volatile(),
+            attr(
+                "tool_version",
+                s.clone(),
+                Optional,
+                "The tool version, exact or a constraint.",
+            ),
+            attr(
+                "version",
+                Ty::Number,
+                Computed,
+                "The version (the API's ETag).",
+            )
+            .volatile(),
         ],
         blocks: vec![
-            nested("local", "A child process on the host (development, the demo, tests).", vec![
-                attr("runner_binary", s.clone(), Optional, "Path of `sortie-pilot`."),
-                env(),
-                timeout(),
-            ]),
-            nested("agent", "Jobs pulled by the agents of a pool.", vec![
-                attr("pool", s.clone(), Required, "The agent pool's id (`apool-…`)."),
-                attr("max_concurrent_jobs", Ty::Number, OptionalComputed, "Jobs one agent runs at once (1 when unset)."),
-                env(),
-                timeout(),
-            ]),
-            nested("ecs_fargate", "One Fargate task per job in the runner's account.", vec![
-                attr("role_arn", s.clone(), Required, "The launcher role Sortie assumes."),
-                attr("external_id", s.clone(), Required, "The ExternalId the role's trust policy requires."),
-                attr("region", s.clone(), Required, "The AWS region."),
-                attr("cluster", s.clone(), Required, "ECS cluster name or ARN."),
-                attr("task_definition", s.clone(), Required, "Task definition family, `family:revision` or ARN."),
-                attr("container_name", s.clone(), Required, "The runner container's name."),
-                attr("subnets", string_list(), Required, "Subnet ids."),
-                attr("security_groups", string_list(), Required, "Security group ids."),
-                attr("assign_public_ip", Ty::Bool, Optional, "Whether the task gets a public IP."),
-                attr("capacity_provider", s.clone(), OptionalComputed, "`FARGATE` or `FARGATE_SPOT`."),
-                attr("cpu", Ty::Number, Optional, "Task CPU override in CPU units."),
-                attr("memory", Ty::Number, Optional, "Task memory override in MiB."),
-                attr("task_role_arn", s.clone(), Optional, "A task role per job."),
-                env(),
-                attr("secrets", string_map(), Optional, "Secret references (ARNs) by variable name."),
-                timeout(),
-            ]),
-            nested("state_local", "State in a directory on the host (`local` runners).", vec![
-                attr("directory", s.clone(), Required, "The directory holding one state file per environment."),
-            ]),
-            nested("state_s3", "State in an S3 bucket.", vec![
-                attr("bucket", s.clone(), Required, "Bucket name."),
-                attr("region", s.clone(), Required, "Bucket region."),
-                attr("key_prefix", s.clone(), Optional, "Prefix of every state key."),
-                attr("kms_key_id", s.clone(), Optional, "KMS key for server-side encryption."),
-                attr("use_lockfile", Ty::Bool, Optional, "Lock with an S3 lock file."),
-                attr("dynamodb_table", s.clone(), Optional, "Lock with a DynamoDB table."),
-                attr("endpoint", s, Optional, "An S3 endpoint override."),
-            ]),
+            nested(
+                "local",
+                "A child process on the host (development, the demo, tests).",
+                vec![
+                    attr(
+                        "runner_binary",
+                        s.clone(),
+                        Optional,
+                        "Path of `sortie-pilot`.",
+                    ),
+                    env(),
+                    timeout(),
+                ],
+            ),
+            nested(
+                "agent",
+                "Jobs pulled by the agents of a pool.",
+                vec![
+                    attr(
+                        "pool",
+                        s.clone(),
+                        Required,
+                        "The agent pool's id (`apool-…`).",
+                    ),
+                    attr(
+                        "max_concurrent_jobs",
+                        Ty::Number,
+                        OptionalComputed,
+                        "Jobs one agent runs at once (1 when unset).",
+                    ),
+                    env(),
+                    timeout(),
+                ],
+            ),
+            nested(
+                "ecs_fargate",
+                "One Fargate task per job in the runner's account.",
+                vec![
+                    attr(
+                        "role_arn",
+                        s.clone(),
+                        Required,
+                        "The launcher role Sortie assumes.",
+                    ),
+                    attr(
+                        "external_id",
+                        s.clone(),
+                        Required,
+                        "The ExternalId the role's trust policy requires.",
+                    ),
+                    attr("region", s.clone(), Required, "The AWS region."),
+                    attr("cluster", s.clone(), Required, "ECS cluster name or ARN."),
+                    attr(
+                        "task_definition",
+                        s.clone(),
+                        Required,
+                        "Task definition family, `family:revision` or ARN.",
+                    ),
+                    attr(
+                        "container_name",
+                        s.clone(),
+                        Required,
+                        "The runner container's name.",
+                    ),
+                    attr("subnets", string_list(), Required, "Subnet ids."),
+                    attr(
+                        "security_groups",
+                        string_list(),
+                        Required,
+                        "Security group ids.",
+                    ),
+                    attr(
+                        "assign_public_ip",
+                        Ty::Bool,
+                        Optional,
+                        "Whether the task gets a public IP.",
+                    ),
+                    attr(
+                        "capacity_provider",
+                        s.clone(),
+                        OptionalComputed,
+                        "`FARGATE` or `FARGATE_SPOT`.",
+                    ),
+                    attr(
+                        "cpu",
+                        Ty::Number,
+                        Optional,
+                        "Task CPU override in CPU units.",
+                    ),
+                    attr(
+                        "memory",
+                        Ty::Number,
+                        Optional,
+                        "Task memory override in MiB.",
+                    ),
+                    attr("task_role_arn", s.clone(), Optional, "A task role per job."),
+                    env(),
+                    attr(
+                        "secrets",
+                        string_map(),
+                        Optional,
+                        "Secret references (ARNs) by variable name.",
+                    ),
+                    timeout(),
+                ],
+            ),
+            nested(
+                "state_local",
+                "State in a directory on the host (`local` runners).",
+                vec![attr(
+                    "directory",
+                    s.clone(),
+                    Required,
+                    "The directory holding one state file per environment.",
+                )],
+            ),
+            nested(
+                "state_s3",
+                "State in an S3 bucket.",
+                vec![
+                    attr("bucket", s.clone(), Required, "Bucket name."),
+                    attr("region", s.clone(), Required, "Bucket region."),
+                    attr(
+                        "key_prefix",
+                        s.clone(),
+                        Optional,
+                        "Prefix of every state key.",
+                    ),
+                    attr(
+                        "kms_key_id",
+                        s.clone(),
+                        Optional,
+                        "KMS key for server-side encryption.",
+                    ),
+                    attr(
+                        "use_lockfile",
+                        Ty::Bool,
+                        Optional,
+                        "Lock with an S3 lock file.",
+                    ),
+                    attr(
+                        "dynamodb_table",
+                        s.clone(),
+                        Optional,
+                        "Lock with a DynamoDB table.",
+                    ),
+                    attr("endpoint", s, Optional, "An S3 endpoint override."),
+                ],
+            ),
         ],
         description: "A Sortie runner: where and how jobs run, and where their state lives.",
     }
 }
 
-fn present<'a>(config: &'a Value, names: &[(&'static str, &str)]) -> Vec<(&'static str, &'a Value)> {
+fn present<'a>(
+    config: &'a Value,
+    names: &[(&'static str, &str)],
+) -> Vec<(&'static str, &'a Value)> {
     names
         .iter()
         .filter_map(|(n, _)| config.get(*n).filter(|v| !v.is_null()).map(|v| (*n, v)))
@@ -103,14 +262,25 @@ fn present<'a>(config: &'a Value, names: &[(&'static str, &str)]) -> Vec<(&'stat
 /// Exactly one runner block and one state block.
 pub fn validate(config: &Value) -> Result<(), Error> {
     for (kinds, what, first) in [
-        (&RUNNER_TYPES[..], "runner type block (local, agent or ecs_fargate)", "local"),
-        (&STATE_TYPES[..], "state storage block (state_local or state_s3)", "state_local"),
+        (
+            &RUNNER_TYPES[..],
+            "runner type block (local, agent or ecs_fargate)",
+            "local",
+        ),
+        (
+            &STATE_TYPES[..],
+            "state storage block (state_local or state_s3)",
+            "state_local",
+        ),
     ] {
         let found = present(config, kinds);
         if found.len() != 1 {
             return Err(Error::Invalid {
                 attribute: found.get(1).map_or(first, |f| f.0).to_string(),
-                problem: format!("a runner needs exactly one {what}; this one has {}", found.len()),
+                problem: format!(
+                    "a runner needs exactly one {what}; this one has {}",
+                    found.len()
+                ),
             });
         }
     }
@@ -120,7 +290,12 @@ pub fn validate(config: &Value) -> Result<(), Error> {
 fn configuration(block: &Value, api_type: &str) -> Value {
     let mut m: Map<String, Value> = block
         .as_object()
-        .map(|o| o.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+        .map(|o| {
+            o.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
         .unwrap_or_default();
     m.insert("type".into(), json!(api_type));
     Value::Object(m)
@@ -128,11 +303,23 @@ fn configuration(block: &Value, api_type: &str) -> Value {
 
 fn spec(planned: &Value) -> Result<Value, Error> {
     validate(planned)?;
-    let (runner, api_runner) = RUNNER_TYPES.iter().find(|(n, _)| !planned[*n].is_null()).expect("validated");
-    let (state, api_state) = STATE_TYPES.iter().find(|(n, _)| !planned[*n].is_null()).expect("validated");
+    let (runner, api_runner) = RUNNER_TYPES
+        .iter()
+        .find(|(n, _)| !planned[*n].is_null())
+        .expect("validated");
+    let (state, api_state) = STATE_TYPES
+        .iter()
+        .find(|(n, _)| !planned[*n].is_null())
+        .expect("validated");
     let mut b = pick(planned, &["description", "tool", "tool_version"]);
-    b.insert("runner_configuration".into(), configuration(&planned[*runner], api_runner));
-    b.insert("state_storage_configuration".into(), configuration(&planned[*state], api_state));
+    b.insert(
+        "runner_configuration".into(),
+        configuration(&planned[*runner], api_runner),
+    );
+    b.insert(
+        "state_storage_configuration".into(),
+        configuration(&planned[*state], api_state),
+    );
     Ok(Value::Object(b))
 }
 
@@ -147,17 +334,28 @@ pub fn state_of(view: &Value) -> Value {
         "tool_version": view["tool_version"],
         "version": view["version"],
     });
-    for (kinds, field) in [(&RUNNER_TYPES[..], "runner_configuration"), (&STATE_TYPES[..], "state_storage_configuration")] {
+    for (kinds, field) in [
+        (&RUNNER_TYPES[..], "runner_configuration"),
+        (&STATE_TYPES[..], "state_storage_configuration"),
+    ] {
         let c = &view[field];
         for (name, api_type) in kinds {
-            s[*name] = if c["type"] == json!(api_type) { c.clone() } else { Value::Null };
+            s[*name] = if c["type"] == json!(api_type) {
+                c.clone()
+            } else {
+                Value::Null
+            };
         }
     }
     s
 }
 
 fn path(group: &str, name: &str) -> String {
-    format!("/v1/groups/{}/-/runners/{}", group_param(group), segment(name))
+    format!(
+        "/v1/groups/{}/-/runners/{}",
+        group_param(group),
+        segment(name)
+    )
 }
 
 fn path_of(state: &Value) -> String {
@@ -169,7 +367,9 @@ fn path_of(state: &Value) -> String {
 /// Creates it.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     let p = path(text(planned, "group"), text(planned, "name"));
-    let answer = api.send(Method::POST, &p, Some(&spec(planned)?), None).await?;
+    let answer = api
+        .send(Method::POST, &p, Some(&spec(planned)?), None)
+        .await?;
     Ok(state_of(&answer.body))
 }
 
@@ -181,14 +381,20 @@ pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
 /// Replaces its specification in place (`PUT` with `If-Match`).
 pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
     let answer = api
-        .send(Method::PUT, &path_of(prior), Some(&spec(planned)?), Some(version(prior)))
+        .send(
+            Method::PUT,
+            &path_of(prior),
+            Some(&spec(planned)?),
+            Some(version(prior)),
+        )
         .await?;
     Ok(state_of(&answer.body))
 }
 
 /// Deletes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path_of(state), None, None).await?;
+    api.send(Method::DELETE, &path_of(state), None, None)
+        .await?;
     Ok(())
 }
 
@@ -197,9 +403,11 @@ pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
 pub fn attribute_of(api_path: &str) -> Option<String> {
     let (head, rest) = api_path.split_once('.').unwrap_or((api_path, ""));
     match head {
-        "runner_configuration" | "state_storage_configuration" => {
-            Some(if rest.is_empty() { head.to_string() } else { rest.split('.').next().unwrap_or(rest).to_string() })
-        }
+        "runner_configuration" | "state_storage_configuration" => Some(if rest.is_empty() {
+            head.to_string()
+        } else {
+            rest.split('.').next().unwrap_or(rest).to_string()
+        }),
         "description" | "tool" | "tool_version" | "name" | "group" => Some(head.to_string()),
         _ => None,
     }

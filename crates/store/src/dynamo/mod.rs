@@ -21,6 +21,7 @@ mod jobs;
 mod keys;
 mod locks;
 mod memberships;
+mod policy_sets;
 mod pools;
 mod rules;
 mod runners;

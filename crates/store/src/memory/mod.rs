@@ -33,6 +33,7 @@ mod jobs;
 mod locks;
 mod memberships;
 mod pools;
+mod policy_sets;
 mod rules;
 mod runners;
 
@@ -103,6 +104,8 @@ struct State {
     pools: BTreeMap<String, (crate::AgentPoolRecord, u64)>,
     /// By group path: its settings (freeze, expiry limits), as the `SETTINGS` items.
     group_settings: BTreeMap<String, crate::GroupSettings>,
+    /// By (group, name): the policy set and its version.
+    policy_sets: BTreeMap<(String, String), (sortie_core::policy::PolicySet, u64)>,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {

@@ -63,6 +63,8 @@ macro_rules! contract_suite {
             many_refused_launches_fold_into_a_bounded_history,
             an_environment_is_locked_once_and_unlocked_without_a_version_bump,
             a_group_freeze_is_held_once_and_read_from_every_group_below,
+            policy_sets_are_created_read_listed_updated_and_deleted_with_versions,
+            policy_sets_for_a_group_are_its_own_and_its_ancestors,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -78,6 +80,8 @@ pub(crate) use contract_suite;
 
 mod locks;
 pub use locks::*;
+mod policy_sets;
+pub use policy_sets::*;
 
 const ENV: &str = "acme/payments/prod";
 

@@ -1,0 +1,227 @@
+//! The log pipeline end to end on moto: the pilot's own sink, pump and uploader
+//! (`sortie_pilot::log`, `sortie_pilot::upload::ApiUploader`) against this API served on
+//! loopback, chunks in moto's S3 through presigned URLs, and the log read back through
+//! `GET /v1/jobs/{id}/logs` page by page. Prints the figures BENCHMARKS.md quotes.
+//!
+//! Run with `scripts/with-moto.sh cargo test -p sortie-api --test it -- logs::`; set
+//! `SORTIE_LOG_BENCH_MB` to write more than the default 50 MB.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sortie_core::protocol::logs::PAGE_TIME_BUDGET;
+use sortie_pilot::api::ApiClient;
+use sortie_pilot::log::{LogShipper, LogSink, Pace, Pump};
+use sortie_pilot::upload::{ApiUploader, Uploader};
+
+use crate::common::{seed_org, Api};
+
+/// A job launched with token `token`, and a pilot API client for it over loopback.
+async fn launched_job(api: &Api, token: &str) -> (String, Arc<ApiClient>) {
+    seed_org(api, "acme").await;
+    api.create_env("acme", "prod", "production").await;
+    let id = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/prod/-/jobs",
+            Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
+        )
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.launch(&id, token).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = api.app.clone();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let env = sortie_pilot::PilotEnv::from_lookup(|name| match name {
+        "SORTIE_API_URL" => Some(base.clone()),
+        "SORTIE_JOB_ID" => Some(id.clone()),
+        "SORTIE_JOB_TOKEN" => Some(token.to_string()),
+        _ => None,
+    })
+    .unwrap();
+    (id.clone(), Arc::new(ApiClient::new(&env).unwrap()))
+}
+
+/// `n` bytes of log for second `t`: lines of varied text, some with multi-byte characters.
+fn output(t: u64, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 100);
+    let mut i = 0u64;
+    while out.len() < n {
+        out.extend_from_slice(
+            format!(
+                "[{t:04}s] aws_instance.web[{i}]: Still creating… ({} elapsed) \"ok\"\t→ done\n",
+                t * 7 + i
+            )
+            .as_bytes(),
+        );
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+#[tokio::test]
+async fn a_sixty_minute_fifty_megabyte_log_reads_back_byte_identical_page_by_page() {
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
+    let (id, client) = launched_job(&api, "log-token").await;
+    let uploader = ApiUploader::new(client);
+    let megabytes: usize = std::env::var("SORTIE_LOG_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let total = megabytes * 1_000_000;
+    let seconds = 3600u64;
+    let per_second = total / seconds as usize;
+
+    // Sixty minutes on a fake clock: each second's output, then one step of the pump.
+    let sink = LogSink::new(false);
+    let mut pump = Pump::new(Pace::default());
+    let mut written = Vec::with_capacity(total + 1024);
+    let started = Instant::now();
+    let mut flushes = 0;
+    for t in 0..seconds {
+        let bytes = output(t, per_second);
+        // Split a write in two (mid-character at times): the log is bytes, not lines.
+        let (a, b) = bytes.split_at(bytes.len() / 3);
+        sink.write(a);
+        sink.write(b);
+        written.extend_from_slice(&bytes);
+        if pump.step(Duration::from_secs(t), &sink, &uploader).await {
+            flushes += 1;
+        }
+    }
+    sink.flush_all(&uploader).await.unwrap();
+    let wrote_in = started.elapsed();
+    assert_eq!(sink.shipped_up_to(), written.len() as u64);
+
+    api.store
+        .transition_job(
+            &sortie_core::JobId::from(id.as_str()),
+            sortie_core::JobState::Running,
+            sortie_core::JobState::Succeeded,
+            chrono::Utc::now(),
+            "exit 0",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+
+    // Read it back from offset 0 through the API, page by page.
+    let started = Instant::now();
+    let (mut read, mut offset, mut pages, mut max_page, mut slowest) = (
+        Vec::<u8>::with_capacity(written.len()),
+        0u64,
+        0,
+        0usize,
+        Duration::ZERO,
+    );
+    loop {
+        let call = Instant::now();
+        let r = api
+            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .await;
+        slowest = slowest.max(call.elapsed());
+        assert_eq!(r.status, 200, "{}", r.body);
+        max_page = max_page.max(serde_json::to_string(&r.body).unwrap().len());
+        read.extend_from_slice(r.body["data"].as_str().unwrap().as_bytes());
+        offset = r.body["next_offset"].as_u64().unwrap();
+        pages += 1;
+        assert!(pages <= 1000, "bounded");
+        if !r.body["more"].as_bool().unwrap() {
+            break;
+        }
+    }
+    let read_in = started.elapsed();
+    println!(
+        "log round trip: {:.1} MB over a 60-minute job in {flushes} flushes ({:.1} s to write on moto); \
+         read back from offset 0 in {pages} pages in {:.2} s; largest answer {:.2} MB; slowest call {:.2} s",
+        written.len() as f64 / 1e6,
+        wrote_in.as_secs_f64(),
+        read_in.as_secs_f64(),
+        max_page as f64 / 1e6,
+        slowest.as_secs_f64()
+    );
+    assert!(read == written, "the log reads back byte-identical");
+    assert!(max_page < 5_000_000, "no answer over 5 MB: {max_page}");
+    assert!(
+        slowest < PAGE_TIME_BUDGET + Duration::from_secs(2),
+        "{slowest:?}"
+    );
+    assert!(
+        flushes <= 130,
+        "an unfollowed log ships every 30 s: {flushes}"
+    );
+}
+
+#[tokio::test]
+async fn a_followed_log_reaches_its_follower_within_two_seconds_p99() {
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
+    let (id, client) = launched_job(&api, "follow-token").await;
+    // The follower starts first (as `sortie job submit -f` does): its read marks the log.
+    let r = api
+        .as_admin("GET", &format!("/v1/jobs/{id}/logs"), None)
+        .await;
+    assert_eq!(r.status, 200);
+    let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(client));
+    assert_eq!(
+        uploader.followed().await,
+        Some(true),
+        "the marker says followed"
+    );
+
+    let sink = LogSink::new(false);
+    let shipper = LogShipper::spawn(sink.clone(), uploader, Pace::default());
+    let origin = Instant::now();
+    let lines = 120usize;
+    let writer = {
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            for i in 0..lines {
+                sink.line(&format!("line {i} at {}", origin.elapsed().as_millis()));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    // Poll as the CLI's `logs -f` does, noting when each line arrives.
+    let mut seen = Vec::new();
+    let (mut offset, mut text) = (0u64, String::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < lines && Instant::now() < deadline {
+        let r = api
+            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .await;
+        offset = r.body["next_offset"].as_u64().unwrap();
+        text.push_str(r.body["data"].as_str().unwrap());
+        let now = origin.elapsed().as_millis() as u64;
+        while let Some(end) = text.find('\n') {
+            let line: String = text.drain(..=end).collect();
+            let written: u64 = line.trim_end().rsplit(' ').next().unwrap().parse().unwrap();
+            seen.push(now - written);
+        }
+        tokio::time::sleep(sortie_cli_poll()).await;
+    }
+    writer.await.unwrap();
+    assert_eq!(shipper.finish().await, None);
+    assert_eq!(seen.len(), lines, "every line arrived");
+    seen.sort_unstable();
+    let p = |q: f64| seen[((seen.len() as f64 * q).ceil() as usize).min(seen.len()) - 1];
+    println!(
+        "follow latency (line written → seen by a follower polling every {} ms): p50 {} ms, p99 {} ms, max {} ms",
+        sortie_cli_poll().as_millis(),
+        p(0.5),
+        p(0.99),
+        seen[seen.len() - 1]
+    );
+    assert!(p(0.99) <= 2000, "p99 {} ms", p(0.99));
+}
+
+/// How often the CLI's `logs -f` polls (`crates/cli/src/follow/watch.rs`).
+fn sortie_cli_poll() -> Duration {
+    Duration::from_millis(500)
+}

@@ -1,0 +1,6 @@
+//! terraform-provider-sortie's one integration-test binary: real Terraform (1.0.3 and
+//! 1.11.4) driving the built provider against `sortie dev` on moto.
+
+mod common;
+mod lifecycle;
+mod protocol;
