@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client provider
+.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client soak provider
 
 ## test: install tools, check formatting, lint, then run every test against a local moto
 # (explicit steps rather than prerequisites, so the order holds even under -j)
@@ -23,6 +23,8 @@ test:
 	SCHEMATHESIS_PHASES=fuzzing,stateful scripts/with-moto.sh scripts/schemathesis.sh 10
 	@# A Python client generated from the served document runs a short scenario (issue 32).
 	scripts/with-moto.sh scripts/generated-client.sh
+	@# The 100-job soak (issue 27): chaos, a SIGKILL of `sortie dev`, nothing lost (about 3 minutes).
+	scripts/with-moto.sh .tools/venv/bin/python scripts/soak.py --jobs 100 --envs 20 --max-runner-s 4
 
 ## check: the quick gate before a push, under 3 minutes warm: formatting, clippy, the docs
 ## with warnings denied, cargo-deny, vendored licences, and the fast tier (`cargo test`
@@ -78,6 +80,15 @@ demo:
 bench:
 	scripts/tools.sh
 	scripts/with-moto.sh .tools/venv/bin/python scripts/bench.py $(BENCH_ARGS)
+
+## soak: 1,000 jobs over 100 environments and 3 tenants through `sortie dev` under chaos
+## (every message delivered twice, 30% of launches throttled, one SIGKILL, one tenant's
+## burst of 700): 0 lost, 0 launched twice, 0 stuck, FIFO per environment; one table.
+## Under 30 minutes on 2 cores. See scripts/soak.py and BENCHMARKS.md.
+soak:
+	scripts/tools.sh
+	cargo build --quiet -p sortie-cli --bins
+	scripts/with-moto.sh .tools/venv/bin/python scripts/soak.py $(SOAK_ARGS)
 
 ## infra: lint the SAM and target-account templates, the k8s manifests and the pilot Dockerfile
 infra:

@@ -144,6 +144,7 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
         Command::Update(u) => resources::update(&api, u.resource, out).await,
         Command::Delete(d) => resources::delete(&api, d.resource, out).await,
         Command::Env(e) => resources::env(&api, e, out).await,
+        Command::Group(g) => resources::group(&api, g, out).await,
         Command::Members(m) => resources::members(&api, m, out).await,
         Command::Runner(r) => resources::runner(&api, r, out).await,
         Command::Run(r) => follow::run(&api, r, out).await,

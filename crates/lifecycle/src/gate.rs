@@ -25,7 +25,7 @@ use sortie_core::job::JobPhase;
 use sortie_core::plan::PlanData;
 use sortie_core::policy::gate::{self, GateVerdict, POLICY_PRINCIPAL};
 use sortie_core::policy::{PolicyResult, PolicySet, SetResult};
-use sortie_core::{Environment, JobState, Operation, Outcome, ReviewVerdict};
+use sortie_core::{Decision, Environment, JobState, Operation, Outcome, ReviewVerdict};
 use sortie_policy::{Limits, SetCache};
 use sortie_store::{Artifacts, JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn};
@@ -296,26 +296,44 @@ impl JobService {
         let awaiting = self
             .hold_for_approval(record, from, result, None, false)
             .await?;
-        let comment = Some("the plan passed the policy gate".to_string());
-        // Boxed: a review may end a job, and the end is what called the gate.
-        let approval: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
-            Box::pin(self.review(
-                &awaiting,
-                POLICY_PRINCIPAL,
-                ReviewVerdict::Approved,
-                comment,
-                Utc::now(),
-            ));
-        match approval.await? {
-            Ok(approved) => Ok(approved),
-            Err(refusal) => {
-                warn!(
-                    ?refusal,
-                    "the policy gate could not approve; the job awaits a person"
-                );
-                Ok(awaiting)
-            }
-        }
+        let job = &awaiting.job;
+        let Some(mut review) = job.review.clone() else {
+            return Ok(awaiting);
+        };
+        let now = Utc::now();
+        review.phase = JobPhase::Apply;
+        review.decision = Some(Decision {
+            verdict: ReviewVerdict::Approved,
+            by: POLICY_PRINCIPAL.to_string(),
+            at: now,
+            comment: Some("the plan passed the policy gate".into()),
+            overrode_policy: false,
+        });
+        // As an approval ([`JobService::review`]) writes it; not through it, since a review
+        // may end a job and the end is what runs the gate.
+        let update = JobUpdate {
+            review: Some(review),
+            clear_task: true,
+            clear_summary: true,
+            ..Default::default()
+        };
+        let reason = format!(
+            "approved by {POLICY_PRINCIPAL}: the plan passed the policy gate; the saved plan is applied by a second task"
+        );
+        let approved = self
+            .store
+            .transition_job(
+                &job.id,
+                JobState::AwaitingApproval,
+                JobState::Queued,
+                now,
+                &reason,
+                update,
+            )
+            .await?;
+        info!(job_id = %job.id, "the plan passed the policy gate; the apply phase is sent");
+        self.send_or_leave_pending(&job.id).await;
+        Ok(approved)
     }
 }
 

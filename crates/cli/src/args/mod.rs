@@ -10,8 +10,8 @@ mod settings;
 
 pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
 pub use resources::{
-    CreateResource, DeleteResource, EnvCommand, GetResource, ListResource, MembersCommand,
-    RunnerCommand, UpdateResource,
+    CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,
+    MembersCommand, RunnerCommand, UpdateResource,
 };
 pub use settings::{
     ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg, TriggerOperationArg,
@@ -140,9 +140,13 @@ pub enum Command {
     Update(Update),
     /// Delete a resource.
     Delete(Delete),
-    /// Environment actions: `env refresh-runner PATH [--dry-run]`, `env outputs PATH`.
+    /// Environment actions: `env refresh-runner PATH [--dry-run]`, `env outputs PATH`,
+    /// `env lock PATH --reason TEXT`, `env unlock PATH`.
     #[command(subcommand)]
     Env(EnvCommand),
+    /// Group actions: `group lock GROUP --reason TEXT` (a freeze), `group unlock GROUP`.
+    #[command(subcommand)]
+    Group(GroupCommand),
     /// Submit a plan, apply or destroy to an environment.
     Run(Run),
     /// List an environment's jobs (`jobs list ENV`; the same as `list jobs ENV`).

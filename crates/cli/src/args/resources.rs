@@ -184,6 +184,20 @@ pub enum EnvCommand {
         #[arg(long)]
         reason: String,
     },
+    /// Lock the environment: it refuses new jobs until unlocked (a running job finishes).
+    /// Needs `deploy`.
+    Lock {
+        /// The environment's path.
+        path: String,
+        /// Why (shown to everyone whose job is refused).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Unlock the environment. Needs `deploy`.
+    Unlock {
+        /// The environment's path.
+        path: String,
+    },
     /// Resolve the environment's runner again; print the chosen runner, the winning rule
     /// and the explanation table.
     RefreshRunner {
@@ -192,6 +206,25 @@ pub enum EnvCommand {
         /// Show what would change, change nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+/// `group ...`.
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// Freeze the group: every environment below it refuses new jobs until unlocked.
+    /// Needs `manage`.
+    Lock {
+        /// The group, such as `acme/payments`.
+        group: String,
+        /// Why (shown to everyone whose job is refused).
+        #[arg(long)]
+        reason: String,
+    },
+    /// End the group's freeze. Needs `manage`.
+    Unlock {
+        /// The group.
+        group: String,
     },
 }
 

@@ -245,6 +245,14 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
             version,
             reason,
         } => return super::env_history::restore(api, &path, &version, &reason, out).await,
+        EnvCommand::Lock { path, reason } => {
+            split_env(&path)?;
+            return super::locks::lock(api, &format!("{}/-", env_url(&path)), Some(&reason), out).await;
+        }
+        EnvCommand::Unlock { path } => {
+            split_env(&path)?;
+            return super::locks::lock(api, &format!("{}/-", env_url(&path)), None, out).await;
+        }
     };
     let (group, _) = split_env(&path)?;
     let base = format!("{}/-/refresh-runner?explain=full", env_url(&path));

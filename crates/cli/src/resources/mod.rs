@@ -10,12 +10,14 @@
 mod env_text;
 mod env_history;
 mod environments;
+mod locks;
 mod members;
 mod rules;
 mod runners;
 mod shared;
 
 pub use environments::{env, show_outputs};
+pub use locks::group;
 pub use members::members;
 pub use runners::runner;
 pub(crate) use shared::env_url;

@@ -9,7 +9,7 @@
 mod redact;
 mod view;
 
-pub use redact::{redact, MARKER};
+pub use redact::{redact, scrub, MARKER, SCRUB_MIN_CHARS};
 pub use view::{
     AttributeChange, ChangeAction, OutputChange, PlanCounts, PlanPage, PlanView, ResourceChange,
     PAGE_MAX,
