@@ -92,6 +92,11 @@ impl AppState {
         sortie_lifecycle::Rules::new(self.store.clone())
     }
 
+    /// The policy set service over this state's store.
+    pub fn policy_sets(&self) -> sortie_lifecycle::PolicySets {
+        sortie_lifecycle::PolicySets::new(self.store.clone())
+    }
+
     /// The environment service over this state's store and rule cache.
     pub fn environments(&self) -> sortie_lifecycle::Environments {
         sortie_lifecycle::Environments::new(self.store.clone(), self.rule_indexes.clone())

@@ -9,6 +9,7 @@
 //! | 4 | conflict (409, 412: a busy environment, a stale ETag, a name taken) |
 //! | 5 | the server failed (5xx), could not be reached, or is not a Sortie API |
 //! | 6 | the job ended failed, canceled, timed out or discarded (`run --wait`, `job logs -f`) |
+//! | 7 | `policy test`: a mandatory or review policy set denied the plan |
 //! | 130 | interrupted (Ctrl-C) while following a job, which goes on running |
 
 /// A failure of a command, with the exit code of its kind.
@@ -37,6 +38,9 @@ pub enum CliError {
         /// Why, as the job records it.
         reason: String,
     },
+    /// `policy test`: a mandatory or review set denied (the results were already printed).
+    #[error("{0}")]
+    PolicyDenied(String),
     /// Ctrl-C while following a job: what happened and what to do was already printed.
     #[error("interrupted")]
     Interrupted,
@@ -55,6 +59,7 @@ impl CliError {
             Self::Conflict(_) => 4,
             Self::Server(_) => 5,
             Self::JobFailed { .. } => 6,
+            Self::PolicyDenied(_) => 7,
             Self::Interrupted => 130,
         }
     }

@@ -11,13 +11,16 @@ mod follow;
 mod interrupt;
 mod output;
 mod plan;
+mod policy_test;
 mod resources;
 mod source;
 mod whoami;
 
 use std::process::ExitCode;
 
-use args::{Cli, Command, GetAny, Global, JobCommand, JobsGet, JobsListed, ListAny};
+use args::{
+    Cli, Command, GetAny, Global, JobCommand, JobsGet, JobsListed, ListAny, PolicyCommand,
+};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use exit::CliError;
 
@@ -113,6 +116,15 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
     if let Command::Context(c) = command {
         return config::context_command(global, c);
     }
+    if let Command::Policy(PolicyCommand::Test {
+        file,
+        plan,
+        env: None,
+        operation,
+    }) = &command
+    {
+        return policy_test::run(None, file, plan, None, operation, global.output).await;
+    }
     let resolved = config::resolve(global)?;
     if global.verbose {
         eprintln!(
@@ -147,6 +159,12 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
         Command::Group(g) => resources::group(&api, g, out).await,
         Command::Members(m) => resources::members(&api, m, out).await,
         Command::Runner(r) => resources::runner(&api, r, out).await,
+        Command::Policy(PolicyCommand::Test {
+            file,
+            plan,
+            env,
+            operation,
+        }) => policy_test::run(Some(&api), &file, &plan, env.as_deref(), &operation, out).await,
         Command::Run(r) => follow::run(&api, r, out).await,
         Command::Jobs(j) => follow::jobs_list(&api, &j.env, out).await,
         Command::Job(j) => follow::job(&api, j, out).await,

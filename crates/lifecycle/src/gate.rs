@@ -76,9 +76,17 @@ impl JobService {
         &self,
         env: &Environment,
     ) -> Result<Vec<SetInForce>, StoreError> {
-        // Until the policy set store lands (slice P2): no set is in force.
-        let _ = env;
-        Ok(Vec::new())
+        let applied = crate::PolicySets::new(self.store.clone())
+            .applicable(env)
+            .await?;
+        Ok(applied
+            .into_iter()
+            .map(|a| SetInForce {
+                group: a.group.to_string(),
+                version: a.version.to_string(),
+                set: a.set,
+            })
+            .collect())
     }
 
     /// At submit: an apply or destroy to an environment under at least one policy set runs
@@ -348,3 +356,7 @@ fn errored(s: &SetInForce, message: String) -> SetResult {
         error: Some(message),
     }
 }
+
+#[cfg(test)]
+#[path = "gate_tests.rs"]
+mod tests;

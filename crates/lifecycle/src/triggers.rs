@@ -213,7 +213,8 @@ impl JobService {
         let key_by = match &queued {
             Some(q) => {
                 let by = format!("{TRIGGER_PRINCIPAL} (superseded by the trigger of job {})", ended.job.id);
-                self.cancel(q, &by).await?;
+                // Boxed: a cancel ends the job, and an end may fire triggers.
+                Box::pin(self.cancel(q, &by)).await?;
                 q.job.id.to_string()
             }
             None => record

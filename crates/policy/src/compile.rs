@@ -32,6 +32,8 @@ pub struct CompiledSet {
     pub on_unavailable: OnUnavailable,
     pub(crate) engine: Engine,
     pub(crate) packages: Vec<String>,
+    /// The `deny` and `warn` rules that exist, `data.<package>.<rule>`.
+    pub(crate) rules: Vec<String>,
 }
 
 impl CompiledSet {
@@ -66,18 +68,46 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
     engine
         .eval_query("true".to_string(), false)
         .map_err(|e| located(&e.to_string(), ""))?;
+    let rules = message_rules(&mut engine)?;
     Ok(CompiledSet {
         name: set.name.clone(),
         enforcement: set.enforcement,
         on_unavailable: set.on_unavailable,
         engine,
         packages: packages.into_iter().collect(),
+        rules,
     })
+}
+
+/// Every `deny` and `warn` rule the modules define, as `data.<package>.<rule>`.
+fn message_rules(engine: &mut Engine) -> Result<Vec<String>, CompileError> {
+    use regorus::unstable::{Rule, RuleHead};
+    let mut out = BTreeSet::new();
+    for module in engine.get_modules().iter() {
+        let package = regorus::utils::get_path_string(&module.package.refr, Some("data"))
+            .map_err(|e| located(&e.to_string(), ""))?;
+        for rule in &module.policy {
+            let refr = match rule.as_ref() {
+                Rule::Spec { head, .. } => match head {
+                    RuleHead::Compr { refr, .. }
+                    | RuleHead::Set { refr, .. }
+                    | RuleHead::Func { refr, .. } => refr,
+                },
+                Rule::Default { refr, .. } => refr,
+            };
+            let path = regorus::utils::get_path_string(refr, Some(&package))
+                .map_err(|e| located(&e.to_string(), ""))?;
+            if path == format!("{package}.deny") || path == format!("{package}.warn") {
+                out.insert(path);
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
 }
 
 /// The deepest nesting of `(`, `[` and `{` a module may have. The parser recurses on
 /// each level; a bound keeps a hostile module from overflowing its stack.
-pub const MAX_NESTING: usize = 32;
+pub const MAX_NESTING: usize = 16;
 
 /// `Err((line, column))` of the first bracket past [`MAX_NESTING`] levels. Strings
 /// (`"…"` with escapes, `` `…` ``) and `#` comments are skipped.

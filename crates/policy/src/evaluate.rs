@@ -88,24 +88,25 @@ fn run(
     });
     engine.set_input(input.clone());
     let started = std::time::Instant::now();
-    for package in &set.packages {
-        for (rule, into) in [("deny", &mut *deny), ("warn", &mut *warn)] {
-            // The timer covers each call; the budget is also checked between calls.
-            if started.elapsed() > limits.time_per_set {
-                return Err(timeout(limits));
-            }
-            let value = engine
-                .eval_rule(format!("{package}.{rule}"))
-                .map_err(|e| {
-                    let text = e.to_string();
-                    if is_time_limit(&text) {
-                        timeout(limits)
-                    } else {
-                        format!("{package}.{rule}: {}", cut(text.trim()))
-                    }
-                })?;
-            messages(&value, into).map_err(|e| format!("{package}.{rule}: {e}"))?;
+    for path in &set.rules {
+        // The timer covers each call; the budget is also checked between calls.
+        if started.elapsed() > limits.time_per_set {
+            return Err(timeout(limits));
         }
+        let into = if path.ends_with(".deny") {
+            &mut *deny
+        } else {
+            &mut *warn
+        };
+        let value = engine.eval_rule(path.clone()).map_err(|e| {
+            let text = e.to_string();
+            if is_time_limit(&text) {
+                timeout(limits)
+            } else {
+                format!("{path}: {}", cut(text.trim()))
+            }
+        })?;
+        messages(&value, into).map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(())
 }

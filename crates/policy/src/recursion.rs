@@ -57,6 +57,7 @@ pub(crate) fn refuse_recursive_functions(engine: &mut Engine) -> Result<(), Comp
             }
         }
     }
+    refuse_unknown_calls(engine, &by_name)?;
     if let Some(on_cycle) = find_cycle(&calls) {
         let (module, line, column) = spans.get(on_cycle).cloned().unwrap_or_default();
         return Err(CompileError {
@@ -72,19 +73,71 @@ pub(crate) fn refuse_recursive_functions(engine: &mut Engine) -> Result<(), Comp
     Ok(())
 }
 
+/// Words that may stand before a `(` without being a call.
+const NOT_CALLS: &[&str] = &[
+    "not", "if", "else", "in", "contains", "some", "every", "with", "as", "default", "print",
+];
+
+/// Refuses a call to a name that is neither a builtin nor a function of the set (regorus
+/// would only fail when the call runs).
+fn refuse_unknown_calls(
+    engine: &mut Engine,
+    functions: &BTreeMap<&str, Vec<&str>>,
+) -> Result<(), CompileError> {
+    for module in engine.get_modules().iter() {
+        let source = &module.package.span.source;
+        let text = source.contents();
+        for (name, offset) in calls(text) {
+            if NOT_CALLS.contains(&name)
+                || regorus::unstable::BUILTINS.contains_key(name)
+                || functions.contains_key(last(name))
+            {
+                continue;
+            }
+            let before = &text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = offset - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            return Err(CompileError {
+                module: source.file().to_string(),
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(column).unwrap_or(u32::MAX),
+                message: format!("unknown function `{name}`"),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn last(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
 }
 
-/// Every `name` followed by `(` (after spaces), `name` the last segment of a dotted identifier.
-fn called_names(text: &str) -> Vec<&str> {
+/// Every call in `text`: the dotted name right before a `(` (spaces allowed), outside
+/// string literals, with its byte offset.
+fn calls(text: &str) -> Vec<(&str, usize)> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i].is_ascii_alphabetic() || bytes[i] == b'_' {
+        let b = bytes[i];
+        if b == b'"' || b == b'`' {
+            i += 1;
+            while i < bytes.len() && bytes[i] != b {
+                if b == b'"' && bytes[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else if b == b'#' {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+        } else if b.is_ascii_alphabetic() || b == b'_' {
             let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
+            {
                 i += 1;
             }
             let mut j = i;
@@ -92,13 +145,18 @@ fn called_names(text: &str) -> Vec<&str> {
                 j += 1;
             }
             if j < bytes.len() && bytes[j] == b'(' {
-                out.push(&text[start..i]);
+                out.push((text[start..i].trim_end_matches('.'), start));
             }
         } else {
             i += 1;
         }
     }
     out
+}
+
+/// The last segments of the names [`calls`] finds.
+fn called_names(text: &str) -> Vec<&str> {
+    calls(text).into_iter().map(|(name, _)| last(name)).collect()
 }
 
 /// A node on a cycle of `graph`, if any (iterative depth-first search, bounded by its size).
@@ -148,7 +206,7 @@ mod tests {
     #[test]
     fn names_before_a_parenthesis() {
         assert_eq!(
-            called_names("y := data.a.f(x); count (z) + g(1)"),
+            called_names("y := data.a.f(x); count (z) + g(1) # h(2)\n\"k(3)\""),
             vec!["f", "count", "g"]
         );
     }

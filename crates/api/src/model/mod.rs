@@ -612,3 +612,20 @@ pub struct OutputsView {
     /// Each output by name.
     pub outputs: BTreeMap<String, OutputValue>,
 }
+
+/// The policy sets of one group.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicySetList {
+    /// The sets, by name, each with its version.
+    pub policy_sets: Vec<PolicySetEntry>,
+}
+
+/// One listed set and its version (its ETag).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicySetEntry {
+    /// The set's version, as its ETag carries it.
+    pub version: u64,
+    /// The set.
+    #[serde(flatten)]
+    pub set: sortie_core::policy::PolicySet,
+}

@@ -147,18 +147,18 @@ async fn read_page(
         listed = list_chunks(artifacts, prefix, offset, None).await?;
     }
     let reads = plan_page(&listed.chunks, offset, PAGE_READ_BYTES as u64);
-    let fetches = reads.iter().map(|r| {
+    let mut fetches = Vec::with_capacity(reads.len());
+    for r in reads.iter().copied() {
         let key = listed.keys[r.chunk].clone();
-        let r = *r;
-        async move {
+        fetches.push(async move {
             let bytes = if r.whole {
                 artifacts.get(&key).await
             } else {
                 artifacts.get_range(&key, r.from, r.len).await
             };
             (r, bytes)
-        }
-    });
+        });
+    }
     let mut stream = futures_util::stream::iter(fetches).buffered(PAGE_READ_CONCURRENCY);
     let mut data: Vec<u8> = Vec::new();
     let mut short = false;

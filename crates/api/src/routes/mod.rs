@@ -15,6 +15,7 @@ mod logs;
 mod memberships;
 mod meta;
 mod plans;
+mod policy_sets;
 mod reply;
 mod router;
 mod rules;
@@ -38,6 +39,7 @@ pub(crate) use logs::*;
 pub(crate) use memberships::*;
 pub(crate) use meta::*;
 pub(crate) use plans::*;
+pub(crate) use policy_sets::*;
 pub(crate) use reply::{manage_action, Reply};
 pub(crate) use router::build;
 pub(crate) use rules::*;
@@ -64,6 +66,11 @@ route_table! {
     GetRule => get_rule,
     UpdateRule => update_rule,
     DeleteRule => delete_rule,
+    ListPolicySets => list_policy_sets,
+    CreatePolicySet => create_policy_set,
+    GetPolicySet => get_policy_set,
+    UpdatePolicySet => update_policy_set,
+    DeletePolicySet => delete_policy_set,
     ListEnvironments => list_environments,
     CreateEnvironment => create_environment,
     ListMemberships => list_memberships,

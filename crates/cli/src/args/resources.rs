@@ -10,6 +10,15 @@ use super::settings::EnvSettingArgs;
 /// What `create` makes.
 #[derive(Debug, Subcommand)]
 pub enum CreateResource {
+    /// A policy set of a group, `GROUP/NAME`, from a YAML or JSON file (Rego modules,
+    /// enforcement, criteria, on_unavailable).
+    PolicySet {
+        /// `GROUP/NAME`.
+        id: String,
+        /// The policy set file; `-` reads standard input.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
     /// A runner, `GROUP/NAME` (or `NAME` for a shared runner), from a runner file.
     Runner {
         /// `GROUP/NAME`, or `NAME` for a shared runner.
@@ -51,6 +60,11 @@ pub enum CreateResource {
 /// What `get` shows.
 #[derive(Debug, Subcommand)]
 pub enum GetResource {
+    /// A policy set, `GROUP/NAME`.
+    PolicySet {
+        /// `GROUP/NAME`.
+        id: String,
+    },
     /// A runner, `GROUP/NAME`.
     Runner {
         /// `GROUP/NAME`, or `NAME` for a shared runner.
@@ -78,6 +92,13 @@ pub enum ListResource {
         #[arg(long, default_value = "")]
         group: String,
     },
+    /// The policy sets of a group (its own, not its ancestors').
+    #[command(alias = "policy-set")]
+    PolicySets {
+        /// The group.
+        #[arg(long)]
+        group: String,
+    },
     /// The runner rules of a scope.
     #[command(alias = "runner-rule")]
     RunnerRules {
@@ -100,6 +121,15 @@ pub enum ListResource {
 /// What `update` changes.
 #[derive(Debug, Subcommand)]
 pub enum UpdateResource {
+    /// A policy set of a group, `GROUP/NAME`, replaced from its file (with its ETag, so a
+    /// concurrent change is a conflict).
+    PolicySet {
+        /// `GROUP/NAME`.
+        id: String,
+        /// The policy set file; `-` reads standard input.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
     /// Replace a runner's file (with its ETag, so a concurrent change is a conflict).
     Runner {
         /// `GROUP/NAME`.
@@ -136,6 +166,11 @@ pub enum UpdateResource {
 /// What `delete` removes.
 #[derive(Debug, Subcommand)]
 pub enum DeleteResource {
+    /// A policy set, `GROUP/NAME`.
+    PolicySet {
+        /// `GROUP/NAME`.
+        id: String,
+    },
     /// A runner.
     Runner {
         /// `GROUP/NAME`.

@@ -12,6 +12,7 @@ mod env_history;
 mod environments;
 mod locks;
 mod members;
+mod policy_sets;
 mod rules;
 mod runners;
 mod shared;
@@ -34,6 +35,7 @@ pub async fn create(api: &Api, resource: CreateResource, out: Output) -> Result<
     match resource {
         CreateResource::Runner { id, file } => runners::create(api, id, file, out).await,
         CreateResource::RunnerRule { set, file } => rules::create(api, set, file, out).await,
+        CreateResource::PolicySet { id, file } => policy_sets::create(api, id, file, out).await,
         CreateResource::Env {
             path,
             env_type,
@@ -49,6 +51,7 @@ pub async fn get(api: &Api, resource: GetResource, out: Output) -> Result<(), Cl
     match resource {
         GetResource::Runner { id } => runners::get(api, id, out).await,
         GetResource::RunnerRule { id } => rules::get(api, id, out).await,
+        GetResource::PolicySet { id } => policy_sets::get(api, id, out).await,
         GetResource::Env { path } => environments::get(api, path, out).await,
     }
 }
@@ -58,6 +61,7 @@ pub async fn list(api: &Api, resource: ListResource, out: Output) -> Result<(), 
     match resource {
         ListResource::Runners { group } => runners::list(api, group, out).await,
         ListResource::RunnerRules { scope } => rules::list(api, scope, out).await,
+        ListResource::PolicySets { group } => policy_sets::list(api, group, out).await,
         ListResource::Envs { group, recursive } => {
             environments::list(api, group, recursive, out).await
         }
@@ -69,6 +73,7 @@ pub async fn list(api: &Api, resource: ListResource, out: Output) -> Result<(), 
 pub async fn update(api: &Api, resource: UpdateResource, out: Output) -> Result<(), CliError> {
     match resource {
         UpdateResource::Runner { id, file } => runners::update(api, id, file, out).await,
+        UpdateResource::PolicySet { id, file } => policy_sets::update(api, id, file, out).await,
         UpdateResource::Env {
             path,
             env_type,
@@ -84,6 +89,7 @@ pub async fn delete(api: &Api, resource: DeleteResource, out: Output) -> Result<
     let what = match resource {
         DeleteResource::Runner { id } => runners::delete(api, id).await?,
         DeleteResource::RunnerRule { id } => rules::delete(api, id).await?,
+        DeleteResource::PolicySet { id } => policy_sets::delete(api, id).await?,
         DeleteResource::Env { path } => environments::delete(api, path).await?,
     };
     // The API answers 204 with no body: JSON and YAML print nothing, scripts read the code.

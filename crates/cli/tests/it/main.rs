@@ -10,6 +10,8 @@ mod follow;
 mod grammar;
 mod implicit_source;
 mod interrupt;
+mod locks;
 mod plan;
+mod policy_test;
 mod sensitive;
 mod waiting;

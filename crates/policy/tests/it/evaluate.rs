@@ -272,7 +272,7 @@ fn deeply_nested_source_is_refused_not_a_stack_overflow() {
     let e = compile(&set("deep", Enforcement::Mandatory, &[("deep.rego", &rego)])).unwrap_err();
     assert_eq!((e.module.as_str(), e.line), ("deep.rego", 4), "{e:?}");
     // The bound itself compiles and runs.
-    let n = sortie_policy::MAX_NESTING - 1;
+    let n = sortie_policy::MAX_NESTING - 1; // one level is the rule body
     let ok = format!(
         "package ok\n\ndeny contains \"m\" if {{\n  x := {}1{}\n  x != 2\n}}\n",
         "[".repeat(n),

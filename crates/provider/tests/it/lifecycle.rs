@@ -136,6 +136,7 @@ fn every_resource_lives_and_dies_with_each_terraform() {
         assert_eq!(tf.plan().code, 0);
 
         // An out-of-band change shows in the next plan and apply puts it back.
+        let (_, env) = dev.api("GET", &format!("/v1/environments/{group}/dev"), None, None);
         let (status, _) = dev.api(
             "PATCH",
             &format!("/v1/environments/{group}/dev"),

@@ -1,0 +1,9 @@
+terraform {
+  required_providers {
+    sortie = { source = "sortie/sortie" }
+  }
+}
+
+provider "sortie" {}
+
+
