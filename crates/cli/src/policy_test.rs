@@ -48,9 +48,8 @@ pub async fn run(
     check_plan_size(usize::try_from(plan_len).unwrap_or(usize::MAX)).map_err(CliError::Usage)?;
     let plan_text = std::fs::read_to_string(plan)
         .map_err(|e| CliError::Usage(format!("could not read {}: {e}", plan.display())))?;
-    let plan_doc: Value = serde_json::from_str(&plan_text).map_err(|e| {
-        CliError::Usage(format!("{} is not a JSON plan: {e}", plan.display()))
-    })?;
+    let plan_doc: Value = serde_json::from_str(&plan_text)
+        .map_err(|e| CliError::Usage(format!("{} is not a JSON plan: {e}", plan.display())))?;
     let (job, runner, applies) = match (env, api) {
         (Some(path), Some(api)) => {
             let answer = api
@@ -80,9 +79,13 @@ pub async fn run(
     };
     let report = if applies {
         let input = build_input(&plan_doc, &job, &runner);
-        let result = evaluate(&[("local".to_string(), &compiled)], &input, Limits::default())
-            .pop()
-            .ok_or_else(|| CliError::Other("no result".into()))?;
+        let result = evaluate(
+            &[("local".to_string(), &compiled)],
+            &input,
+            Limits::default(),
+        )
+        .pop()
+        .ok_or_else(|| CliError::Other("no result".into()))?;
         let status = match overall_status(std::slice::from_ref(&result)) {
             PolicyStatus::Passed => "passed",
             PolicyStatus::Warned => "warned",

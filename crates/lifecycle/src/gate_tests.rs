@@ -76,7 +76,7 @@ async fn set(g: &Gated, name: &str, enforcement: &str, on_unavailable: &str) {
             &GroupPath::parse("acme").unwrap(),
             Some(name),
             json!({"enforcement": enforcement, "on_unavailable": on_unavailable,
-                   "modules": [{"name": "tf.rego", "rego": rego}]}),
+                   "modules": [{"name": "tf", "rego": rego}]}),
         )
         .await
         .unwrap();

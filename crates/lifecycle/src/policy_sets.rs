@@ -190,11 +190,16 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match sets
-            .update(&acme, "other", {
-                let mut d = doc("review", json!(null));
-                d["name"] = json!("tags");
-                d
-            }, None)
+            .update(
+                &acme,
+                "other",
+                {
+                    let mut d = doc("review", json!(null));
+                    d["name"] = json!("tags");
+                    d
+                },
+                None,
+            )
             .await
         {
             Err(PolicySetRefusal::Field { field, .. }) => assert_eq!(field, "name"),
@@ -216,15 +221,27 @@ mod tests {
         let env = w.environment("acme/payments/prod").await;
         let group = env.path.group().clone();
         let org = GroupPath::parse(env.path.org()).unwrap();
-        sets.create(&GroupPath::root(), Some("shared"), doc("mandatory", json!(null)))
-            .await
-            .unwrap();
-        sets.create(&org, Some("other-type"), doc("review", json!({"env_types": ["no-such-type"]})))
-            .await
-            .unwrap();
-        sets.create(&group, Some("own"), doc("advisory", json!({"env_types": [env.env_type]})))
-            .await
-            .unwrap();
+        sets.create(
+            &GroupPath::root(),
+            Some("shared"),
+            doc("mandatory", json!(null)),
+        )
+        .await
+        .unwrap();
+        sets.create(
+            &org,
+            Some("other-type"),
+            doc("review", json!({"env_types": ["no-such-type"]})),
+        )
+        .await
+        .unwrap();
+        sets.create(
+            &group,
+            Some("own"),
+            doc("advisory", json!({"env_types": [env.env_type]})),
+        )
+        .await
+        .unwrap();
         let sibling = GroupPath::parse(&format!("{}-sibling", group.as_str())).unwrap();
         sets.create(&sibling, Some("sibling"), doc("mandatory", json!(null)))
             .await

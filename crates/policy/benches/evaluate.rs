@@ -14,7 +14,12 @@ use sortie_policy::{build_input, evaluate, JobInput, Limits, SetCache};
 
 /// A plan of `n` resource changes of a few types, every tenth a delete.
 fn plan(n: usize) -> Value {
-    let types = ["aws_s3_bucket", "aws_instance", "aws_iam_role", "terraform_data"];
+    let types = [
+        "aws_s3_bucket",
+        "aws_instance",
+        "aws_iam_role",
+        "terraform_data",
+    ];
     let changes: Vec<Value> = (0..n)
         .map(|i| {
             let action = if i % 10 == 0 { "delete" } else { "update" };
@@ -76,10 +81,17 @@ fn setup() -> (SetCache, Vec<PolicySet>, Value) {
 fn check(cache: &SetCache, sets: &[PolicySet], input: &Value) -> usize {
     let compiled: Vec<_> = sets
         .iter()
-        .map(|s| ("acme".to_string(), cache.get_or_compile("acme", s, "1").unwrap()))
+        .map(|s| {
+            (
+                "acme".to_string(),
+                cache.get_or_compile("acme", s, "1").unwrap(),
+            )
+        })
         .collect();
-    let refs: Vec<(String, &sortie_policy::CompiledSet)> =
-        compiled.iter().map(|(g, c)| (g.clone(), c.as_ref())).collect();
+    let refs: Vec<(String, &sortie_policy::CompiledSet)> = compiled
+        .iter()
+        .map(|(g, c)| (g.clone(), c.as_ref()))
+        .collect();
     let results = evaluate(&refs, input, Limits::default());
     results.iter().map(|r| r.deny.len() + r.warn.len()).sum()
 }

@@ -53,7 +53,12 @@ fn to_rego(input: &serde_json::Value) -> RegoValue {
 }
 
 /// Evaluates one set against an input already converted with [`regorus::Value`].
-pub fn evaluate_one(group: &str, set: &CompiledSet, input: &RegoValue, limits: Limits) -> SetResult {
+pub fn evaluate_one(
+    group: &str,
+    set: &CompiledSet,
+    input: &RegoValue,
+    limits: Limits,
+) -> SetResult {
     let mut result = SetResult {
         set: set.name.clone(),
         group: group.to_string(),

@@ -32,9 +32,9 @@ pub(crate) fn refuse_recursive_functions(engine: &mut Engine) -> Result<(), Comp
             let Rule::Spec { head, bodies, span } = rule.as_ref() else {
                 continue;
             };
-            spans.entry(path.as_str()).or_insert_with(|| {
-                (span.source.file().to_string(), span.line, span.col)
-            });
+            spans
+                .entry(path.as_str())
+                .or_insert_with(|| (span.source.file().to_string(), span.line, span.col));
             let mut texts: Vec<&str> = Vec::new();
             if let RuleHead::Func {
                 assign: Some(a), ..
@@ -156,7 +156,10 @@ fn calls(text: &str) -> Vec<(&str, usize)> {
 
 /// The last segments of the names [`calls`] finds.
 fn called_names(text: &str) -> Vec<&str> {
-    calls(text).into_iter().map(|(name, _)| last(name)).collect()
+    calls(text)
+        .into_iter()
+        .map(|(name, _)| last(name))
+        .collect()
 }
 
 /// A node on a cycle of `graph`, if any (iterative depth-first search, bounded by its size).
@@ -172,8 +175,7 @@ fn find_cycle<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Option<&'a st
         if mark[root] != Mark::New {
             continue;
         }
-        let mut stack: Vec<(&str, Vec<&str>)> =
-            vec![(root, graph[root].iter().copied().collect())];
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(root, graph[root].iter().copied().collect())];
         mark.insert(root, Mark::Open);
         while let Some((node, pending)) = stack.last_mut() {
             match pending.pop() {

@@ -49,13 +49,14 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
     FunctionEnv {
         name: "task-events",
         logical_id: "TaskEventsFunction",
-        required: &[TABLE, JOBS_QUEUE_URL, BUS_NAME],
+        // The bucket: the policy gate reads a plan's `plan.json` when a plan ends here.
+        required: &[TABLE, JOBS_QUEUE_URL, BUS_NAME, BUCKET],
         optional: &[],
     },
     FunctionEnv {
         name: "sweeper",
         logical_id: "SweeperFunction",
-        required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME],
+        required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME, BUCKET],
         optional: &[],
     },
 ];

@@ -46,6 +46,7 @@ async fn may(
     caller
         .authorize(state, action, group, &format!("group `{}`", group.as_str()))
         .await
+        .map(|_| ())
 }
 
 /// The policy sets of exactly this group (not its ancestors').

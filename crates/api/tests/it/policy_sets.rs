@@ -26,17 +26,24 @@ const GOOD: &str = "package deletes\n\ndeny contains msg if {\n  some rc in inpu
 #[tokio::test]
 async fn policy_sets_are_created_read_listed_updated_and_deleted() {
     let api = Api::new().await;
-    let created = api.as_admin("POST", PATH, Some(&set("mandatory", GOOD))).await;
+    let created = api
+        .as_admin("POST", PATH, Some(&set("mandatory", GOOD)))
+        .await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.etag.as_deref(), Some("\"1\""));
     assert_eq!(created.body["name"], "no-deletes");
     assert_eq!(created.body["on_unavailable"], "fail");
 
-    let again = api.as_admin("POST", PATH, Some(&set("mandatory", GOOD))).await;
+    let again = api
+        .as_admin("POST", PATH, Some(&set("mandatory", GOOD)))
+        .await;
     assert_eq!(again.status, 409, "{}", again.body);
 
     let got = api.as_admin("GET", PATH, None).await;
-    assert_eq!((got.status.as_u16(), got.etag.as_deref()), (200, Some("\"1\"")));
+    assert_eq!(
+        (got.status.as_u16(), got.etag.as_deref()),
+        (200, Some("\"1\""))
+    );
     assert_eq!(got.body["modules"][1]["rego"], GOOD);
 
     let list = api
@@ -47,20 +54,43 @@ async fn policy_sets_are_created_read_listed_updated_and_deleted() {
     assert_eq!(list.body["policy_sets"][0]["version"], 1);
 
     let stale = api
-        .call(Some("admin"), "PUT", PATH, Some(&set("review", GOOD)), &[("if-match", "\"7\"")])
+        .call(
+            Some("admin"),
+            "PUT",
+            PATH,
+            Some(&set("review", GOOD)),
+            &[("if-match", "\"7\"")],
+        )
         .await;
     assert_eq!(
         (stale.status.as_u16(), stale.body["error"]["code"].as_str()),
         (412, Some("version_mismatch"))
     );
     let put = api
-        .call(Some("admin"), "PUT", PATH, Some(&set("review", GOOD)), &[("if-match", "\"1\"")])
+        .call(
+            Some("admin"),
+            "PUT",
+            PATH,
+            Some(&set("review", GOOD)),
+            &[("if-match", "\"1\"")],
+        )
         .await;
-    assert_eq!((put.status.as_u16(), put.etag.as_deref()), (200, Some("\"2\"")), "{}", put.body);
+    assert_eq!(
+        (put.status.as_u16(), put.etag.as_deref()),
+        (200, Some("\"2\"")),
+        "{}",
+        put.body
+    );
     assert_eq!(put.body["enforcement"], "review");
 
     let deleted = api
-        .call(Some("admin"), "DELETE", PATH, None, &[("if-match", "\"2\"")])
+        .call(
+            Some("admin"),
+            "DELETE",
+            PATH,
+            None,
+            &[("if-match", "\"2\"")],
+        )
         .await;
     assert_eq!(deleted.status, 204, "{}", deleted.body);
     let gone = api.as_admin("GET", PATH, None).await;
@@ -73,7 +103,9 @@ async fn policy_sets_are_created_read_listed_updated_and_deleted() {
 async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
     let api = Api::new().await;
     let broken = "package deletes\n\ndeny contains msg if {\n  msg := ]\n}\n";
-    let r = api.as_admin("POST", PATH, Some(&set("mandatory", broken))).await;
+    let r = api
+        .as_admin("POST", PATH, Some(&set("mandatory", broken)))
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let field = &r.body["error"]["fields"][0];
     assert_eq!(field["path"], "modules[1].rego", "{}", r.body);
@@ -82,7 +114,9 @@ async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
     assert!(problem.contains("line 4 column"), "{problem}");
 
     let unknown = "package deletes\n\ndeny contains msg if {\n  msg := nope(1)\n}\n";
-    let r = api.as_admin("POST", PATH, Some(&set("mandatory", unknown))).await;
+    let r = api
+        .as_admin("POST", PATH, Some(&set("mandatory", unknown)))
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body["error"]["fields"][0]["problem"]
         .as_str()
@@ -94,13 +128,19 @@ async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
         .map(|i| json!({"name": format!("m{i}.rego"), "rego": "package m\n"}))
         .collect();
     let r = api
-        .as_admin("POST", PATH, Some(&json!({"enforcement": "mandatory", "modules": many}).to_string()))
+        .as_admin(
+            "POST",
+            PATH,
+            Some(&json!({"enforcement": "mandatory", "modules": many}).to_string()),
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
-    assert_eq!(r.body["error"]["fields"][0]["path"], "modules", "{}", r.body);
-    let r = api
-        .as_admin("POST", PATH, Some(&set("hard", GOOD)))
-        .await;
+    assert_eq!(
+        r.body["error"]["fields"][0]["path"], "modules",
+        "{}",
+        r.body
+    );
+    let r = api.as_admin("POST", PATH, Some(&set("hard", GOOD))).await;
     assert_eq!(r.status, 400, "{}", r.body);
     let mut doc: serde_json::Value = serde_json::from_str(&set("mandatory", GOOD)).unwrap();
     doc["name"] = json!("other");
@@ -122,7 +162,13 @@ async fn only_a_maintainer_writes_and_a_viewer_reads() {
         assert_eq!(r.status, 403, "{who}: {}", r.body);
     }
     let r = api
-        .call(Some("mia"), "POST", PATH, Some(&set("mandatory", GOOD)), &[])
+        .call(
+            Some("mia"),
+            "POST",
+            PATH,
+            Some(&set("mandatory", GOOD)),
+            &[],
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let r = api.call(Some("vera"), "GET", PATH, None, &[]).await;
@@ -131,11 +177,21 @@ async fn only_a_maintainer_writes_and_a_viewer_reads() {
     assert_eq!(r.status, 403, "{}", r.body);
     // The root's sets are the administrators'.
     let r = api
-        .call(Some("mia"), "POST", "/v1/groups/-/policy-sets/shared", Some(&set("advisory", GOOD)), &[])
+        .call(
+            Some("mia"),
+            "POST",
+            "/v1/groups/-/policy-sets/shared",
+            Some(&set("advisory", GOOD)),
+            &[],
+        )
         .await;
     assert_eq!(r.status, 403, "{}", r.body);
     let r = api
-        .as_admin("POST", "/v1/groups/-/policy-sets/shared", Some(&set("advisory", GOOD)))
+        .as_admin(
+            "POST",
+            "/v1/groups/-/policy-sets/shared",
+            Some(&set("advisory", GOOD)),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let r = api.call(None, "GET", PATH, None, &[]).await;

@@ -53,7 +53,11 @@ pub(super) async fn create(
             &[],
         )
         .await?;
-    show(&answer.body, vec![(version_of(&answer), decode(answer.body.clone())?)], out)
+    show(
+        &answer.body,
+        vec![(version_of(&answer), decode(answer.body.clone())?)],
+        out,
+    )
 }
 
 /// `sortie get policy-set GROUP/NAME`.
@@ -63,7 +67,11 @@ pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliErr
         .send(Method::GET, &set_url(group, name), None, &[])
         .await
         .map_err(|e| hint(e, group))?;
-    show(&answer.body, vec![(version_of(&answer), decode(answer.body.clone())?)], out)
+    show(
+        &answer.body,
+        vec![(version_of(&answer), decode(answer.body.clone())?)],
+        out,
+    )
 }
 
 /// `sortie list policy-sets --group GROUP`.
@@ -116,7 +124,11 @@ pub(super) async fn update(
                 &format!("sortie get policy-set {id}"),
             )
         })?;
-    show(&answer.body, vec![(version_of(&answer), decode(answer.body.clone())?)], out)
+    show(
+        &answer.body,
+        vec![(version_of(&answer), decode(answer.body.clone())?)],
+        out,
+    )
 }
 
 /// `sortie delete policy-set GROUP/NAME`: what was deleted, in words.
@@ -144,7 +156,14 @@ fn show(raw: &Value, sets: Vec<(Option<u64>, PolicySet)>, out: Output) -> Result
             })
             .collect();
         table(
-            &["NAME", "ENFORCEMENT", "MODULES", "CRITERIA", "VERSION", "DESCRIPTION"],
+            &[
+                "NAME",
+                "ENFORCEMENT",
+                "MODULES",
+                "CRITERIA",
+                "VERSION",
+                "DESCRIPTION",
+            ],
             rows,
         )
     })

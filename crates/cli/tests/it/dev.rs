@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sortie_testkit::http::call;
 
-struct Dev {
+pub(crate) struct Dev {
     child: Child,
-    url: String,
-    token: String,
+    pub(crate) url: String,
+    pub(crate) token: String,
     /// The named users' tokens (`--user NAME`), by name.
     users: std::collections::BTreeMap<String, String>,
     dir: PathBuf,
@@ -34,7 +34,7 @@ impl Drop for Dev {
 
 /// The names one `sortie dev` uses: a restart with the same names finds its own state.
 #[derive(Clone)]
-struct Names {
+pub(crate) struct Names {
     table: String,
     queue: String,
     bucket: String,
@@ -43,7 +43,7 @@ struct Names {
 }
 
 impl Names {
-    fn fresh() -> Self {
+    pub(crate) fn fresh() -> Self {
         Self {
             table: sortie_testkit::unique("sortie-dev"),
             queue: sortie_testkit::unique("jobs"),
@@ -55,12 +55,12 @@ impl Names {
 }
 
 impl Dev {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::launch(&Names::fresh(), &[])
     }
 
     /// Starts `sortie dev` with these names and extra arguments.
-    fn launch(names: &Names, extra: &[&str]) -> Self {
+    pub(crate) fn launch(names: &Names, extra: &[&str]) -> Self {
         let dir = names.dir.clone();
         let ready = dir.join("ready.json");
         let _ = std::fs::remove_file(&ready);
@@ -127,12 +127,18 @@ impl Dev {
         }
     }
 
-    fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         self.api_with(&self.token, method, path, body)
     }
 
     /// A call as the named user `user` (`sortie dev --user <user>`).
-    fn api_as(&self, user: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn api_as(
+        &self,
+        user: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let token = self
             .users
             .get(user)
@@ -159,7 +165,7 @@ impl Dev {
         )
     }
 
-    fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+    pub(crate) fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let (status, v) = self.api(method, path, body);
         assert!(
             (200..300).contains(&status),
@@ -169,7 +175,7 @@ impl Dev {
     }
 
     /// A runner, a rule and an environment; state in the moto bucket `bucket`.
-    fn setup(&self, bucket: &str, runner_extra: &str) {
+    pub(crate) fn setup(&self, bucket: &str, runner_extra: &str) {
         let s3 = format!(
             "runner_configuration:\n  type: local\n{runner_extra}state_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
             sortie_testkit::endpoint()
@@ -191,7 +197,7 @@ impl Dev {
         );
     }
 
-    fn submit(&self, operation: &str, files: Value) -> String {
+    pub(crate) fn submit(&self, operation: &str, files: Value) -> String {
         self.submit_to("acme/demo/hello", operation, files)
     }
 
@@ -200,7 +206,7 @@ impl Dev {
         v["id"].as_str().unwrap().to_string()
     }
 
-    fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
+    pub(crate) fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
         let deadline = Instant::now() + limit;
         loop {
             let job = self.ok("GET", &format!("/v1/jobs/{id}"), None);
@@ -215,7 +221,7 @@ impl Dev {
     }
 
     /// Waits until `check` holds for the job, and returns it.
-    fn wait_job(
+    pub(crate) fn wait_job(
         &self,
         id: &str,
         limit: Duration,
@@ -233,7 +239,7 @@ impl Dev {
         }
     }
 
-    fn log(&self, id: &str) -> String {
+    pub(crate) fn log(&self, id: &str) -> String {
         let mut offset = 0;
         let mut text = String::new();
         loop {
@@ -247,7 +253,7 @@ impl Dev {
     }
 }
 
-fn hello_files() -> Value {
+pub(crate) fn hello_files() -> Value {
     let dir = sortie_testkit::example_dir("hello");
     let mut files = serde_json::Map::new();
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -273,7 +279,7 @@ fn at(job: &Value, state: &str) -> String {
         .unwrap_or_default()
 }
 
-fn state_bucket() -> String {
+pub(crate) fn state_bucket() -> String {
     let bucket = sortie_testkit::unique("state");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -809,7 +815,7 @@ fn hello_with_secret_output() -> Value {
 
 /// A runner on Terraform 1.0.3 (by the runner's own `version`), a rule, and environment
 /// `acme/demo/<name>` with `settings`.
-fn setup_tf1(dev: &Dev, bucket: &str, name: &str, settings: Value) {
+pub(crate) fn setup_tf1(dev: &Dev, bucket: &str, name: &str, settings: Value) {
     let runner = format!(
         "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
         sortie_testkit::endpoint()
@@ -834,7 +840,7 @@ fn setup_tf1(dev: &Dev, bucket: &str, name: &str, settings: Value) {
     dev.ok("POST", "/v1/groups/acme/demo/-/environments", Some(body));
 }
 
-fn grant(dev: &Dev, user: &str, role: &str) {
+pub(crate) fn grant(dev: &Dev, user: &str, role: &str) {
     dev.ok(
         "POST",
         "/v1/groups/acme/-/memberships",
@@ -1047,7 +1053,7 @@ fn a_discarded_plan_applies_nothing_and_releases_the_environment() {
     assert_eq!(status, 404);
 }
 
-fn try_read_state(bucket: &str, key: &str) -> Option<Value> {
+pub(crate) fn try_read_state(bucket: &str, key: &str) -> Option<Value> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);

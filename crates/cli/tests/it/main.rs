@@ -10,6 +10,7 @@ mod follow;
 mod grammar;
 mod implicit_source;
 mod interrupt;
+mod policy_gate;
 mod locks;
 mod plan;
 mod policy_test;

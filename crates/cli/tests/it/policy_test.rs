@@ -74,28 +74,62 @@ warn contains msg if {
 fn a_mandatory_deny_exits_7_with_its_messages() {
     let d = dir("deny");
     let (s, p) = (set(&d, "mandatory", NO_ROLE_DELETES), plan(&d));
-    let out = sortie(&["policy", "test", "-f", s.to_str().unwrap(), "--plan", p.to_str().unwrap()]);
+    let out = sortie(&[
+        "policy",
+        "test",
+        "-f",
+        s.to_str().unwrap(),
+        "--plan",
+        p.to_str().unwrap(),
+    ]);
     assert_eq!(out.code, 7, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("denied"), "{}", out.stdout);
-    assert!(out.stdout.contains("aws_iam_role.ci would be deleted by apply"), "{}", out.stdout);
-    assert!(out.stdout.contains("aws_s3_bucket.logs is new"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("aws_iam_role.ci would be deleted by apply"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("aws_s3_bucket.logs is new"),
+        "{}",
+        out.stdout
+    );
 
     // The operation goes into the input; JSON output carries the result.
     let out = sortie(&[
-        "policy", "test", "-f", s.to_str().unwrap(), "--plan", p.to_str().unwrap(),
-        "--operation", "destroy", "-o", "json",
+        "policy",
+        "test",
+        "-f",
+        s.to_str().unwrap(),
+        "--plan",
+        p.to_str().unwrap(),
+        "--operation",
+        "destroy",
+        "-o",
+        "json",
     ]);
     assert_eq!(out.code, 7, "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["status"], "denied");
-    assert_eq!(v["result"]["deny"][0], "aws_iam_role.ci would be deleted by destroy");
+    assert_eq!(
+        v["result"]["deny"][0],
+        "aws_iam_role.ci would be deleted by destroy"
+    );
 }
 
 #[test]
 fn an_advisory_deny_or_a_warning_passes_with_a_warning() {
     let d = dir("advisory");
     let (s, p) = (set(&d, "advisory", NO_ROLE_DELETES), plan(&d));
-    let out = sortie(&["policy", "test", "-f", s.to_str().unwrap(), "--plan", p.to_str().unwrap()]);
+    let out = sortie(&[
+        "policy",
+        "test",
+        "-f",
+        s.to_str().unwrap(),
+        "--plan",
+        p.to_str().unwrap(),
+    ]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("warned"), "{}", out.stdout);
 }
@@ -103,9 +137,20 @@ fn an_advisory_deny_or_a_warning_passes_with_a_warning() {
 #[test]
 fn a_set_that_does_not_compile_names_module_line_and_column() {
     let d = dir("broken");
-    let s = set(&d, "review", "package roles\n\ndeny contains msg if {\n  msg := ]\n}\n");
+    let s = set(
+        &d,
+        "review",
+        "package roles\n\ndeny contains msg if {\n  msg := ]\n}\n",
+    );
     let p = plan(&d);
-    let out = sortie(&["policy", "test", "-f", s.to_str().unwrap(), "--plan", p.to_str().unwrap()]);
+    let out = sortie(&[
+        "policy",
+        "test",
+        "-f",
+        s.to_str().unwrap(),
+        "--plan",
+        p.to_str().unwrap(),
+    ]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("`roles.rego`"), "{}", out.stderr);
     assert!(out.stderr.contains("line 4 column"), "{}", out.stderr);

@@ -12,11 +12,13 @@
 //! declared default and every constant a module call passes to a sensitive variable are
 //! replaced.
 //!
-//! A last pass replaces every other occurrence, anywhere in the document, of a string
-//! that was masked (at least [`SCRUB_MIN_CHARS`] characters long), so a sensitive value that
-//! Terraform copied somewhere unmarked does not leak either.
+//! A last pass replaces every other string value, anywhere in the document, equal to a
+//! string that was masked (at least [`SCRUB_MIN_CHARS`] characters long), so a sensitive
+//! value that Terraform copied somewhere unmarked does not leak either. [`scrub`] goes
+//! further for the few values the runner knows are secret (the job's sensitive variables,
+//! its platform secrets): it replaces them inside any string.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -77,7 +79,25 @@ pub fn redact(doc: &mut Value, sensitive_variables: &[String]) {
     {
         redact_config_module(module, &sensitive_vars, &mut masked, 0);
     }
-    scrub(doc, masked.strings.iter().map(String::as_str));
+    replace_copies(doc, &masked.strings);
+}
+
+/// Replaces every string value equal to one of `masked` (at least [`SCRUB_MIN_CHARS`]
+/// characters), outside the structural fields: linear in the document, however many
+/// values were masked.
+fn replace_copies(doc: &mut Value, masked: &BTreeSet<String>) {
+    let masked: HashSet<&str> = masked
+        .iter()
+        .map(String::as_str)
+        .filter(|s| s.chars().count() >= SCRUB_MIN_CHARS)
+        .collect();
+    if !masked.is_empty() {
+        walk_strings(doc, false, 0, &mut |s: &mut String| {
+            if masked.contains(s.as_str()) {
+                *s = MARKER.into();
+            }
+        });
+    }
 }
 
 /// Replaces every occurrence of each of `secrets` (of at least [`SCRUB_MIN_CHARS`]
@@ -96,7 +116,9 @@ pub fn scrub<'a>(value: &mut Value, secrets: impl IntoIterator<Item = &'a str>) 
     // Longest first, so a secret containing another is replaced whole.
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.dedup();
-    scrub_value(value, &secrets, false, 0);
+    walk_strings(value, false, 0, &mut |s: &mut String| {
+        scrub_string(s, &secrets)
+    });
 }
 
 /// Fields of a plan document that name things rather than hold values.
@@ -127,12 +149,14 @@ const VALUES: &[&str] = &[
     "values",
 ];
 
-fn scrub_value(value: &mut Value, secrets: &[&str], in_values: bool, depth: usize) {
+/// Calls `f` on every string value of `value`, skipping the structural fields outside
+/// any value; anything deeper than [`MAX_DEPTH`] is replaced whole.
+fn walk_strings(value: &mut Value, in_values: bool, depth: usize, f: &mut dyn FnMut(&mut String)) {
     match value {
-        Value::String(s) => scrub_string(s, secrets),
+        Value::String(s) => f(s),
         Value::Array(items) if depth < MAX_DEPTH => {
             for item in items {
-                scrub_value(item, secrets, in_values, depth + 1);
+                walk_strings(item, in_values, depth + 1, f);
             }
         }
         Value::Object(fields) if depth < MAX_DEPTH => {
@@ -140,7 +164,7 @@ fn scrub_value(value: &mut Value, secrets: &[&str], in_values: bool, depth: usiz
                 let key = key.as_str();
                 if in_values || !STRUCTURAL.contains(&key) {
                     let below = in_values || VALUES.contains(&key);
-                    scrub_value(v, secrets, below, depth + 1);
+                    walk_strings(v, below, depth + 1, f);
                 }
             }
         }

@@ -84,7 +84,9 @@ fn a_masked_string_copied_elsewhere_unmarked_is_scrubbed_but_structure_is_kept()
             {"address": "a.b", "type": "a", "name": "b", "change": {"actions": ["create"], "before": null,
              "after": {"v": "create"}, "after_sensitive": {"v": true}}},
             {"address": "a.c", "type": "a", "name": "c", "change": {"actions": ["create"], "before": null,
-             "after": {"copy": "prefix-s3cr3t-value", "v": "s3cr3t-value"}, "after_sensitive": {"v": true}}}
+             "after": {"copy": "s3cr3t-value", "v": "s3cr3t-value"}, "after_sensitive": {"v": true}}},
+            {"address": "a.d", "type": "a", "name": "d", "change": {"actions": ["create"], "before": null,
+             "after": {"url": "https://u:job-password@host"}}}
         ]
     });
     redact(&mut doc, &[]);
@@ -92,7 +94,13 @@ fn a_masked_string_copied_elsewhere_unmarked_is_scrubbed_but_structure_is_kept()
     assert!(!text.contains("s3cr3t-value"), "{text}");
     assert_eq!(
         doc["resource_changes"][1]["change"]["after"]["copy"],
-        format!("prefix-{MARKER}")
+        MARKER
+    );
+    // A value the runner knows is secret is scrubbed inside any string.
+    scrub(&mut doc, ["job-password"]);
+    assert_eq!(
+        doc["resource_changes"][2]["change"]["after"]["url"],
+        format!("https://u:{MARKER}@host")
     );
     // A secret equal to a structural word does not erase the structure.
     assert_eq!(

@@ -59,7 +59,7 @@ pub struct PolicySet {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub struct PolicyModule {
-    /// The module's name (one path segment, such as `tags.rego`), used in compile errors.
+    /// The module's name (such as `tags.rego`: letters, digits, `.`, `_`, `-`), used in compile errors.
     pub name: String,
     /// The Rego source.
     pub rego: String,
@@ -244,8 +244,14 @@ impl PolicySet {
         let mut seen = std::collections::BTreeSet::new();
         for (i, m) in self.modules.iter().enumerate() {
             let path = format!("modules[{i}].name");
-            if let Err(e) = check_segment(&m.name) {
-                p.push(path.clone(), format!("module name {e}"));
+            if !module_name_ok(&m.name) {
+                p.push(
+                    path.clone(),
+                    format!(
+                        "module name `{}` must be 1 to {MAX_MODULE_NAME} letters, digits, `.`, `_` or `-`, not starting with `.`",
+                        m.name
+                    ),
+                );
             }
             if !seen.insert(m.name.as_str()) {
                 p.push(path, format!("module `{}` is given twice", m.name));
@@ -256,7 +262,10 @@ impl PolicySet {
         }
         if let Some(c) = &self.criteria {
             if c.env_types.len() > MAX_CRITERIA {
-                p.push("criteria.env_types", format!("at most {MAX_CRITERIA} types"));
+                p.push(
+                    "criteria.env_types",
+                    format!("at most {MAX_CRITERIA} types"),
+                );
             }
             if c.labels.len() > MAX_CRITERIA {
                 p.push("criteria.labels", format!("at most {MAX_CRITERIA} labels"));
@@ -274,6 +283,20 @@ impl PolicySet {
             Err(p.0)
         }
     }
+}
+
+/// The longest module name.
+pub const MAX_MODULE_NAME: usize = 128;
+
+/// A module name such as `tags.rego`: 1 to [`MAX_MODULE_NAME`] ASCII letters, digits,
+/// `.`, `_` or `-`, not starting with `.`.
+fn module_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_MODULE_NAME
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// The overall status of a check from its set results: `denied` when a mandatory or

@@ -71,12 +71,20 @@ fn validation_names_each_problem() {
     assert!(paths.contains(&"name"), "{problems:?}");
     assert!(paths.contains(&"modules"), "{problems:?}");
 
-    let s = set(vec![module("a", "package a"), module("a", " ")]);
+    let s = set(vec![
+        module("a.rego", "package a"),
+        module("a.rego", " "),
+        module(".x", "package x"),
+        module("a/b", "package x"),
+    ]);
     let problems = s.validate().unwrap_err();
     assert!(problems
         .iter()
         .any(|p| p.path == "modules[1].name" && p.problem.contains("twice")));
     assert!(problems.iter().any(|p| p.path == "modules[1].rego"));
+    assert!(problems.iter().any(|p| p.path == "modules[2].name"));
+    assert!(problems.iter().any(|p| p.path == "modules[3].name"));
+    assert!(!problems.iter().any(|p| p.path == "modules[0].name"));
 }
 
 #[test]

@@ -81,13 +81,21 @@ warn contains msg if {
 
 #[test]
 fn deny_and_warn_give_messages_from_the_input() {
-    let compiled = compile(&set("deletes", Enforcement::Mandatory, &[("d.rego", NO_DELETES)])).unwrap();
+    let compiled = compile(&set(
+        "deletes",
+        Enforcement::Mandatory,
+        &[("d.rego", NO_DELETES)],
+    ))
+    .unwrap();
     assert_eq!(compiled.packages(), ["data.sortie.deletes".to_string()]);
     let r = one(&compiled, &input(4), Limits::default());
     assert_eq!(r.error, None);
     assert_eq!(
         r.deny,
-        vec!["terraform_data.r0 would be deleted", "terraform_data.r3 would be deleted"]
+        vec![
+            "terraform_data.r0 would be deleted",
+            "terraform_data.r3 would be deleted"
+        ]
     );
     assert_eq!(r.warn, vec!["apply to acme/payments/prod by alice"]);
     assert_eq!((r.set.as_str(), r.group.as_str()), ("deletes", "acme"));
@@ -98,7 +106,10 @@ fn deny_and_warn_give_messages_from_the_input() {
     j.env_type = "development".into();
     let quiet = build_input(&json!({"resource_changes": []}), &j, &json!({}));
     let r = one(&compiled, &quiet, Limits::default());
-    assert!(r.deny.is_empty() && r.warn.is_empty() && r.error.is_none(), "{r:?}");
+    assert!(
+        r.deny.is_empty() && r.warn.is_empty() && r.error.is_none(),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -107,9 +118,18 @@ fn every_package_of_a_set_is_read_and_modules_may_share_one() {
         "two",
         Enforcement::Review,
         &[
-            ("a.rego", "package a\ndeny contains \"from a\" if { true }\n"),
-            ("b.rego", "package b\nwarn contains \"from b\" if { true }\n"),
-            ("c.rego", "package a\ndeny contains \"also a\" if { input.job.operation == \"apply\" }\n"),
+            (
+                "a.rego",
+                "package a\ndeny contains \"from a\" if { true }\n",
+            ),
+            (
+                "b.rego",
+                "package b\nwarn contains \"from b\" if { true }\n",
+            ),
+            (
+                "c.rego",
+                "package a\ndeny contains \"also a\" if { input.job.operation == \"apply\" }\n",
+            ),
         ],
     ))
     .unwrap();
@@ -127,7 +147,10 @@ fn a_syntax_error_names_module_line_and_column() {
         Enforcement::Mandatory,
         &[
             ("ok.rego", "package ok\ndeny contains \"x\" if { true }\n"),
-            ("broken.rego", "package broken\n\ndeny contains msg if {\n    msg := ]\n}\n"),
+            (
+                "broken.rego",
+                "package broken\n\ndeny contains msg if {\n    msg := ]\n}\n",
+            ),
         ],
     ))
     .unwrap_err();
@@ -142,7 +165,10 @@ fn an_undefined_function_is_refused_at_compile_time() {
     let e = compile(&set(
         "bad",
         Enforcement::Mandatory,
-        &[("f.rego", "package f\n\ndeny contains msg if {\n  msg := no_such_function(1)\n}\n")],
+        &[(
+            "f.rego",
+            "package f\n\ndeny contains msg if {\n  msg := no_such_function(1)\n}\n",
+        )],
     ))
     .unwrap_err();
     assert_eq!(e.module, "f.rego", "{e:?}");
@@ -185,7 +211,10 @@ fn messages_are_bounded() {
     let r = one(&compiled, &input(1), Limits::default());
     assert_eq!(r.error, None);
     assert_eq!(r.deny.len(), MAX_MESSAGES);
-    assert!(r.deny.iter().all(|m| m.len() <= sortie_policy::MAX_MESSAGE_BYTES + 3));
+    assert!(r
+        .deny
+        .iter()
+        .all(|m| m.len() <= sortie_policy::MAX_MESSAGE_BYTES + 3));
 }
 
 #[test]
@@ -204,7 +233,12 @@ deny contains msg if {
     msg := sprintf("%d", [n])
 }
 "#;
-    let compiled = compile(&set("hostile", Enforcement::Mandatory, &[("h.rego", hostile)])).unwrap();
+    let compiled = compile(&set(
+        "hostile",
+        Enforcement::Mandatory,
+        &[("h.rego", hostile)],
+    ))
+    .unwrap();
     let limits = Limits {
         time_per_set: Duration::from_millis(200),
     };
@@ -223,7 +257,10 @@ fn recursive_functions_are_refused_at_compile_time() {
     let e = compile(&set(
         "rec",
         Enforcement::Mandatory,
-        &[("r.rego", "package r\n\nf(x) := y if {\n  y := f(x)\n}\n\ndeny contains m if {\n  m := f(1)\n}\n")],
+        &[(
+            "r.rego",
+            "package r\n\nf(x) := y if {\n  y := f(x)\n}\n\ndeny contains m if {\n  m := f(1)\n}\n",
+        )],
     ))
     .unwrap_err();
     assert_eq!((e.module.as_str(), e.line), ("r.rego", 3), "{e:?}");
@@ -252,7 +289,10 @@ fn a_recursive_rule_ends_in_an_error_not_a_crash() {
     let compiled = compile(&set(
         "rule",
         Enforcement::Mandatory,
-        &[("r.rego", "package rr\n\nx := y if { y := z }\nz := x\n\ndeny contains \"m\" if { x }\n")],
+        &[(
+            "r.rego",
+            "package rr\n\nx := y if { y := z }\nz := x\n\ndeny contains \"m\" if { x }\n",
+        )],
     ));
     if let Ok(compiled) = compiled {
         let r = one(&compiled, &input(1), Limits::default());
@@ -269,7 +309,12 @@ fn deeply_nested_source_is_refused_not_a_stack_overflow() {
         "]".repeat(depth)
     );
     // Kept within the set bound (256 KiB) but far deeper than any parser stack.
-    let e = compile(&set("deep", Enforcement::Mandatory, &[("deep.rego", &rego)])).unwrap_err();
+    let e = compile(&set(
+        "deep",
+        Enforcement::Mandatory,
+        &[("deep.rego", &rego)],
+    ))
+    .unwrap_err();
     assert_eq!((e.module.as_str(), e.line), ("deep.rego", 4), "{e:?}");
     // The bound itself compiles and runs.
     let n = sortie_policy::MAX_NESTING - 1; // one level is the rule body
@@ -311,7 +356,11 @@ fn the_cache_keeps_a_version_and_drops_older_ones() {
     assert_eq!(cache.len(), 1);
     cache.get_or_compile("acme/payments", &s, "v1").unwrap();
     assert_eq!(cache.len(), 2);
-    let bad = set("bad", Enforcement::Mandatory, &[("b.rego", "package b\ndeny contains if")]);
+    let bad = set(
+        "bad",
+        Enforcement::Mandatory,
+        &[("b.rego", "package b\ndeny contains if")],
+    );
     assert!(cache.get_or_compile("acme", &bad, "v1").is_err());
     assert_eq!(cache.len(), 2);
 }

@@ -93,7 +93,10 @@ impl Drop for Dev {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if std::thread::panicking() {
+        if !std::thread::panicking() {
+            // Passed: nothing to inspect.
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
             eprintln!("--- sortie dev log (tail) ---");
             let log = std::fs::read_to_string(self.dir.join("dev.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(40).collect();

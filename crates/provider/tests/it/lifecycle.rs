@@ -141,7 +141,7 @@ fn every_resource_lives_and_dies_with_each_terraform() {
             "PATCH",
             &format!("/v1/environments/{group}/dev"),
             Some(&json!({"labels": {"team": "rogue"}})),
-            Some(env["version"].as_u64().unwrap() + 1),
+            Some(env["version"].as_u64().unwrap()),
         );
         assert_eq!(status, 200, "Terraform {version}: the out-of-band change");
         let plan = tf.plan();

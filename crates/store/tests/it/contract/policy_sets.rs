@@ -41,7 +41,8 @@ pub async fn policy_sets_are_created_read_listed_updated_and_deleted_with_versio
         .unwrap();
     assert_eq!(created.version, 1);
     assert!(matches!(
-        s.create_policy_set(&acme, &policy("tags", Enforcement::Review)).await,
+        s.create_policy_set(&acme, &policy("tags", Enforcement::Review))
+            .await,
         Err(StoreError::AlreadyExists { .. })
     ));
     // The same name in another group is another set.
@@ -74,10 +75,15 @@ pub async fn policy_sets_are_created_read_listed_updated_and_deleted_with_versio
     assert_eq!(s.get_policy_set(&acme, "tags").await.unwrap().item, changed);
     assert!(matches!(
         s.update_policy_set(&acme, &changed, Some(1)).await,
-        Err(StoreError::VersionMismatch { expected: 1, actual: 2, .. })
+        Err(StoreError::VersionMismatch {
+            expected: 1,
+            actual: 2,
+            ..
+        })
     ));
     assert!(matches!(
-        s.update_policy_set(&acme, &policy("nope", Enforcement::Review), None).await,
+        s.update_policy_set(&acme, &policy("nope", Enforcement::Review), None)
+            .await,
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
@@ -95,16 +101,17 @@ pub async fn policy_sets_are_created_read_listed_updated_and_deleted_with_versio
     ));
     // The other group's set of the same name is untouched.
     assert_eq!(
-        s.get_policy_set(&g("acme/payments"), "tags").await.unwrap().version,
+        s.get_policy_set(&g("acme/payments"), "tags")
+            .await
+            .unwrap()
+            .version,
         1
     );
 }
 
 /// A group's sets and its ancestors', the root first, each with its holder; siblings and
 /// descendants are not included.
-pub async fn policy_sets_for_a_group_are_its_own_and_its_ancestors<S: Store + 'static>(
-    s: Arc<S>,
-) {
+pub async fn policy_sets_for_a_group_are_its_own_and_its_ancestors<S: Store + 'static>(s: Arc<S>) {
     for (group, name) in [
         ("", "shared"),
         ("acme", "org"),

@@ -1,9 +1,0 @@
-terraform {
-  required_providers {
-    sortie = { source = "sortie/sortie" }
-  }
-}
-
-provider "sortie" {}
-
-

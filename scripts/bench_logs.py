@@ -1,0 +1,134 @@
+"""The log pipeline's figures (issue 27): requests per ten-minute job and their cost,
+a 60-minute 50 MB log read back through the API, and follow latency.
+
+    scripts/with-moto.sh .tools/venv/bin/python scripts/bench_logs.py [--non-log-usd X]
+
+1. Requests per ten-minute job nobody follows, counted by the pilot's own pump on a fake
+   clock (`cargo test -p sortie-pilot --lib a_ten_minute_job`), priced at us-east-1 list
+   prices, before (a chunk and a presigning call every second) and after.
+2. The round trip and the follow latency on moto
+   (`cargo test -p sortie-api --test it -- logs::`), whose lines are printed as they are.
+
+The total adds the rest of a job's control-plane cost: `--non-log-usd` (USD per 1,000
+jobs, the soak's figure from scripts/soak.py when it has run), else the estimate below.
+Prints a Markdown table; `--json FILE` also writes the figures.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# us-east-1 list prices, USD (2026-11), the same as scripts/soak.py's.
+API_GATEWAY = 1.00 / 1e6
+LAMBDA_REQUEST = 0.20 / 1e6
+LAMBDA_GB_S = 0.0000133334
+LAMBDA_MEMORY_GB = 128 / 1024
+LAMBDA_CALL_S = 0.030  # one presigning call: two presigns and one GetItem
+DYNAMODB_READ = 0.125 / 1e6
+DYNAMODB_WRITE = 0.625 / 1e6
+SQS = 0.40 / 1e6
+EVENTBRIDGE = 1.00 / 1e6
+S3_PUT = 0.005 / 1000
+S3_GET = 0.0004 / 1000
+
+# One API call through API Gateway to the api Lambda, reading the job once.
+API_CALL = API_GATEWAY + LAMBDA_REQUEST + LAMBDA_GB_S * LAMBDA_MEMORY_GB * LAMBDA_CALL_S + DYNAMODB_READ
+
+# The rest of a job when the soak has not priced it: an estimate from its steps (submit,
+# dispatch, launch record, spec, tool, summary, three artifact uploads, end, release).
+NON_LOG_ESTIMATE = {
+    "API calls (submit, spec, tool, summary, 3 artifact grants)": (7, API_CALL),
+    "Lambda invocations off the API (dispatch, 2 task events, release)": (4, LAMBDA_REQUEST + LAMBDA_GB_S * LAMBDA_MEMORY_GB * 0.05),
+    "DynamoDB write units (submit transaction, claim, record, end, release; 2 KB items)": (16, DYNAMODB_WRITE),
+    "DynamoDB read units": (6, DYNAMODB_READ),
+    "SQS requests (send, receive, delete)": (3, SQS),
+    "EventBridge events (completion)": (1, EVENTBRIDGE),
+    "S3 PUTs of artifacts (plan, summary, outputs)": (3, S3_PUT),
+}
+
+
+def run(command):
+    print("+ " + " ".join(command), file=sys.stderr, flush=True)
+    done = subprocess.run(command, cwd=ROOT, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sys.stderr.write(done.stdout)
+    if done.returncode != 0:
+        sys.exit(f"bench_logs: `{' '.join(command)}` failed with {done.returncode}")
+    return done.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--non-log-usd", type=float, help="the rest of a job's cost, USD per 1,000 jobs")
+    ap.add_argument("--skip-moto", action="store_true", help="only the cost (no moto needed)")
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args()
+    rows = []
+
+    out = run(["cargo", "test", "-p", "sortie-pilot", "--lib", "a_ten_minute_job", "--", "--nocapture"])
+    m = re.search(r"(\d+) S3 PUTs, (\d+) presigning calls, (\d+) follow-marker GETs", out)
+    if not m:
+        sys.exit("bench_logs: the pilot's test printed no request counts")
+    puts, calls, gets = map(int, m.groups())
+    before = 600 * (API_CALL + S3_PUT) * 1000
+    after = (calls * API_CALL + puts * S3_PUT + gets * S3_GET) * 1000
+    print("\nCost of the log per 1,000 ten-minute jobs (us-east-1 list prices):")
+    print(f"  one API call = ${API_GATEWAY * 1e6:.2f} + ${LAMBDA_REQUEST * 1e6:.2f} + "
+          f"${LAMBDA_GB_S * LAMBDA_MEMORY_GB * LAMBDA_CALL_S * 1e6:.3f} (Lambda GB-s) + "
+          f"${DYNAMODB_READ * 1e6:.3f} (GetItem) = ${API_CALL * 1e6:.3f} per million")
+    print(f"  before: 600 × (${API_CALL * 1e6:.3f} + ${S3_PUT * 1e6:.2f}) per million × 1,000 = ${before:.2f}")
+    print(f"  after:  {calls} × ${API_CALL * 1e6:.3f} + {puts} × ${S3_PUT * 1e6:.2f} + {gets} × "
+          f"${S3_GET * 1e6:.2f}, per million × 1,000 = ${after:.3f}")
+    if args.non_log_usd is not None:
+        non_log, source = args.non_log_usd, "given (--non-log-usd)"
+    else:
+        non_log = sum(n * p for n, p in NON_LOG_ESTIMATE.values()) * 1000
+        source = "estimated"
+        for what, (n, p) in NON_LOG_ESTIMATE.items():
+            print(f"  rest of a job: {what}: {n} × ${p * 1e6:.3f} per million")
+    total = after + non_log
+    print(f"  rest of a job ({source}): ${non_log:.3f}; total ${total:.3f} per 1,000 jobs (goal ≤ $0.40)")
+    rows += [
+        ("log requests per 10-minute job (nobody follows)", f"{puts} PUT, {calls} API calls, {gets} GET", "", None),
+        ("log cost per 1,000 ten-minute jobs, before", f"${before:.2f}", "", None),
+        ("log cost per 1,000 ten-minute jobs, after", f"${after:.3f}", "", None),
+        (f"control plane per 1,000 ten-minute jobs ({source} rest)", f"${total:.3f}", "≤ $0.40", total <= 0.40),
+    ]
+    figures = {"puts": puts, "calls": calls, "gets": gets, "before_usd": before,
+               "after_usd": after, "non_log_usd": non_log, "total_usd": total}
+
+    if not args.skip_moto:
+        if not os.environ.get("AWS_ENDPOINT_URL"):
+            sys.exit("bench_logs: run it under scripts/with-moto.sh (or pass --skip-moto)")
+        out = run(["cargo", "test", "-p", "sortie-api", "--test", "it", "--", "logs::",
+                   "--nocapture", "--test-threads=1"])
+        trip = re.search(r"read back from offset 0 in (\d+) pages in ([\d.]+) s; largest answer ([\d.]+) MB; "
+                         r"slowest call ([\d.]+) s", out)
+        follow = re.search(r"p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms", out)
+        if trip:
+            pages, secs, largest, slowest = trip.groups()
+            rows.append(("60-minute 50 MB log read from offset 0", f"{secs} s in {pages} pages", "< 10 s",
+                         float(secs) < 10))
+            rows.append(("largest log answer / slowest call", f"{largest} MB / {slowest} s", "≤ 5 MB / < 10 s",
+                         float(largest) <= 5 and float(slowest) < 10))
+            figures.update(read_s=float(secs), pages=int(pages), largest_mb=float(largest))
+        if follow:
+            p50, p99, worst = map(int, follow.groups())
+            rows.append(("follow latency, followed log", f"p50 {p50} ms, p99 {p99} ms", "p99 ≤ 2 s", p99 <= 2000))
+            figures.update(follow_p50_ms=p50, follow_p99_ms=p99)
+
+    print("\n| measure | figure | goal | met |\n|---|---|---|---|")
+    for what, figure, goal, met in rows:
+        print(f"| {what} | {figure} | {goal} | {'' if met is None else ('yes' if met else 'NO')} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
