@@ -18,6 +18,8 @@ goes to stderr as it runs):
 5. End to end: `--jobs` jobs over `--envs` environments through `sortie dev` on moto,
    with runners that exit at once (scripts/bench-e2e.py), against moto's own per-call
    floor measured in the same run.
+6. The log pipeline: scripts/bench_logs.py (follow latency, a 60-minute 50 MB log read
+   back through the API, the log's cost per 1,000 ten-minute jobs).
 
 The defaults for 4 and 5 are 100 jobs, and 200 jobs over 20 environments: what moto
 carries. moto deep-copies the whole table for every TransactWriteItems (each submit is
@@ -139,6 +141,20 @@ def main():
                      f"({l['p99_ms'] / floor:.0f}× moto's floor)",
                      "p99 ≤ moto's floor + 100 ms" if goal else "",
                      (beyond <= 100) if goal else None))
+
+    # 6. The log pipeline (issue 27): follow latency, a 50 MB log read back, its cost.
+    logs_json = os.path.join(work, "logs.json")
+    run([PY, "scripts/bench_logs.py", "--json", logs_json])
+    with open(logs_json) as f:
+        logs = json.load(f)
+    rows.append(("logs: follow latency", f"p50 {logs['follow_p50_ms']} ms, p99 {logs['follow_p99_ms']} ms",
+                 "p99 ≤ 2 s", logs["follow_p99_ms"] <= 2000))
+    rows.append(("logs: 60-minute 50 MB log read from offset 0",
+                 f"{logs['read_s']:.2f} s in {logs['pages']} pages, largest {logs['largest_mb']:.2f} MB",
+                 "< 10 s, ≤ 5 MB", logs["read_s"] < 10 and logs["largest_mb"] <= 5))
+    rows.append(("logs: cost per 1,000 ten-minute jobs", f"before ${logs['before_usd']:.2f}, "
+                 f"after ${logs['after_usd']:.3f}; with the rest of a job ${logs['total_usd']:.3f}",
+                 "≤ $0.40 in all", logs["total_usd"] <= 0.40))
 
     print()
     print(f"| measure | figure | goal | met |")

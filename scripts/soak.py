@@ -28,8 +28,11 @@ Phase 2: t0's burst and the rest of t1's and t2's jobs. Then it checks, and fail
 - 0 stuck: every job is terminal before the deadline;
 - FIFO per environment: an environment's jobs were claimed in the order they were
   submitted, and each started only after the one before it ended;
-- t1's and t2's submit -> launch p99 in phase 2 is within 2x of phase 1's (floored at
-  moto's floor: a p99 under 1 s is compared with 1 s).
+- t1's and t2's submit -> launch p99 in phase 2 is within 2x of phase 1's (t1's and t2's
+  baselines pooled: they are treated alike, and a few jobs each make one tenant's p99
+  chance; a p99 under
+  1 s is compared with 1 s), leaving out jobs that waited across the SIGKILL's restart
+  (their wait is the kill's, not the burst's).
 
 It prints one table: jobs/s, submit -> launch and submit -> terminal p50/p99 per tenant
 and phase, runner exit -> terminal p50/p99, AWS calls per job by operation (counted by
@@ -100,6 +103,7 @@ class Soak:
         self.submitted = []  # (tenant, phase, env, id)
         self.lock = threading.Lock()
         self.restarts = 0
+        self.down = None  # (killed at, ready again at): the restart's window
         self.polls = 0  # the soak's own GET /v1/jobs/{id}: one GetItem each, not the product's
 
     def start(self):
@@ -146,10 +150,12 @@ class Soak:
 
     def kill_and_restart(self):
         with self.gate:
+            killed = time.time()
             self.dev.send_signal(signal.SIGKILL)
             self.dev.wait()
             print("soak: sortie dev killed with SIGKILL; starting it again", file=sys.stderr)
             self.dev, self.api = self.start()
+            self.down = (killed, time.time())
             self.restarts += 1
 
     def wait_terminal(self, ids, deadline, kill_at=None):
@@ -326,7 +332,13 @@ def main():
                           for j in mine if at(j, "running")]
                 term = [(at(j, j["state"]) - parse_time(j["transitions"][0]["at"])) * 1000
                         for j in mine]
-                latency[(tenant, phase)] = pct(launch, 99)
+                # The fairness check leaves out jobs waiting across the restart: their
+                # wait is the SIGKILL's, not the burst's.
+                fair = [(at(j, "running") - parse_time(j["transitions"][0]["at"])) * 1000
+                        for j in mine if at(j, "running") and not (
+                            soak.down and parse_time(j["transitions"][0]["at"]) < soak.down[1]
+                            and at(j, "running") > soak.down[0])]
+                latency[(tenant, phase)] = fair
                 label = f"{tenant}, {'baseline' if phase == 1 else 'with the burst' if tenant != 't0' else 'the burst'}"
                 rows.append((f"{label} ({len(mine)} jobs): submit -> launch",
                              f"p50 {pct(launch, 50):.0f} ms, p99 {pct(launch, 99):.0f} ms"))
@@ -337,9 +349,12 @@ def main():
             f = os.path.join(soak.work, "jobs", f"{i}.{j.get('attempt', 1)}.exit")
             if os.path.exists(f):
                 exit_to_terminal.append((at(j, j["state"]) - os.path.getmtime(f)) * 1000)
+        # t1 and t2 are treated alike, so their baselines are pooled: a few jobs each, 30% of
+        # launches throttled, and one tenant's p99 (its slowest job) would be chance.
+        base = pct(latency.get(("t1", 1), []) + latency.get(("t2", 1), []), 99)
         for tenant in ("t1", "t2"):
-            base, burst_p99 = latency.get((tenant, 1)), latency.get((tenant, 2))
-            if base is not None and burst_p99 is not None and burst_p99 > 2 * max(base, 1000):
+            burst_p99 = pct(latency.get((tenant, 2), []), 99)
+            if burst_p99 == burst_p99 and base == base and burst_p99 > 2 * max(base, 1000):
                 failures.append(f"{tenant}'s submit -> launch p99 {burst_p99:.0f} ms with the "
                                 f"burst is over 2x its {base:.0f} ms without")
         n = len(all_ids)

@@ -216,8 +216,12 @@ fn resource(text: &mut String, r: &ResourceChange, p: Palette) {
 }
 
 /// An attribute's own symbol inside an update or replacement: `+` when it is new, `-`
-/// when it goes, `~` when it changes; the resource's symbol otherwise.
+/// when it goes, `~` when it changes; `+` inside a read (what is read); the resource's
+/// symbol otherwise.
 fn attribute_symbol(action: ChangeAction, c: &AttributeChange) -> Option<&'static str> {
+    if action == ChangeAction::Read {
+        return Some("+");
+    }
     if !matches!(action, ChangeAction::Update | ChangeAction::Replace) {
         return None;
     }

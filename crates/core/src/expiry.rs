@@ -43,16 +43,17 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "`{}` is not a duration: write a whole number and a unit (s, m, h or d), such as `72h`",
-                t.escape_debug()
-            ))
-        }
+        _ => return Err(format!(
+            "`{}` is not a duration: write a whole number and a unit (s, m, h or d), such as `72h`",
+            t.escape_debug()
+        )),
     };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{}` is not a duration: write a whole number and a unit (s, m, h or d), such as `72h`", t.escape_debug()))?;
+    let n: u64 = number.parse().map_err(|_| {
+        format!(
+            "`{}` is not a duration: write a whole number and a unit (s, m, h or d), such as `72h`",
+            t.escape_debug()
+        )
+    })?;
     n.checked_mul(per)
         .filter(|s| *s <= TTL_MAX_SECONDS)
         .ok_or_else(|| format!("`{}` is longer than 5 years", t.escape_debug()))
@@ -61,7 +62,7 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 /// Writes seconds as the largest whole unit: `259200` is `3d`, `5400` is `90m`.
 pub fn format_duration(seconds: u64) -> String {
     for (per, unit) in [(86_400, "d"), (3600, "h"), (60, "m")] {
-        if seconds >= per && seconds % per == 0 {
+        if seconds >= per && seconds.is_multiple_of(per) {
             return format!("{}{unit}", seconds / per);
         }
     }
@@ -297,7 +298,9 @@ mod tests {
 
     #[test]
     fn ttl_limits_name_the_limit() {
-        assert!(ttl_problem(60, TTL_MIN_SECONDS, None).unwrap().contains("1h"));
+        assert!(ttl_problem(60, TTL_MIN_SECONDS, None)
+            .unwrap()
+            .contains("1h"));
         assert!(ttl_problem(7200, 60, Some(3600)).unwrap().contains("1h"));
         assert_eq!(ttl_problem(3600, 60, Some(3600)), None);
     }

@@ -35,12 +35,12 @@ impl EnvLock {
     ) -> Result<Self, ValidationError> {
         let mut p = Problems::default();
         if is_blank(reason) {
-            p.push("reason", "must say why (a lock without a reason helps nobody)");
-        } else if reason.len() > LOCK_REASON_MAX {
             p.push(
                 "reason",
-                format!("must be at most {LOCK_REASON_MAX} bytes"),
+                "must say why (a lock without a reason helps nobody)",
             );
+        } else if reason.len() > LOCK_REASON_MAX {
+            p.push("reason", format!("must be at most {LOCK_REASON_MAX} bytes"));
         } else {
             refuse_control(&mut p, "reason", reason);
         }
@@ -150,10 +150,7 @@ mod tests {
         }
         let long = "x".repeat(LOCK_REASON_MAX + 1);
         assert!(EnvLock::new("alice", at(), &long).is_err());
-        assert_eq!(
-            EnvLock::new("alice", at(), " why ").unwrap().reason,
-            "why"
-        );
+        assert_eq!(EnvLock::new("alice", at(), " why ").unwrap().reason, "why");
     }
 
     #[test]

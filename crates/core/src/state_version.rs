@@ -322,9 +322,21 @@ mod tests {
     fn the_writer_is_the_job_whose_window_holds_the_write() {
         let t = |s: i64| DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap();
         let jobs = vec![
-            JobWindow { id: "j1".into(), from: t(0), until: Some(t(60)) },
-            JobWindow { id: "j2".into(), from: t(600), until: Some(t(660)) },
-            JobWindow { id: "j3".into(), from: t(1200), until: None },
+            JobWindow {
+                id: "j1".into(),
+                from: t(0),
+                until: Some(t(60)),
+            },
+            JobWindow {
+                id: "j2".into(),
+                from: t(600),
+                until: Some(t(660)),
+            },
+            JobWindow {
+                id: "j3".into(),
+                from: t(1200),
+                until: None,
+            },
         ];
         assert_eq!(writer(t(30), &jobs), Some("j1".into()));
         assert_eq!(writer(t(700), &jobs), Some("j2".into()), "within the slack");

@@ -66,7 +66,10 @@ pub fn check_triggers(env: &EnvPath, triggers: &[EnvPath], field: &str, p: &mut 
     if triggers.len() > TRIGGERS_MAX {
         p.push(
             field,
-            format!("names {} environments; at most {TRIGGERS_MAX}", triggers.len()),
+            format!(
+                "names {} environments; at most {TRIGGERS_MAX}",
+                triggers.len()
+            ),
         );
         return;
     }
@@ -74,7 +77,10 @@ pub fn check_triggers(env: &EnvPath, triggers: &[EnvPath], field: &str, p: &mut 
     for (i, t) in triggers.iter().enumerate() {
         let at = index(field, i);
         if t == env {
-            p.push(at, format!("`{t}` is this environment: an environment cannot trigger itself"));
+            p.push(
+                at,
+                format!("`{t}` is this environment: an environment cannot trigger itself"),
+            );
         } else if t.org() != env.org() {
             p.push(
                 at,
@@ -95,7 +101,10 @@ pub fn check_inputs(inputs: &[String], field: &str, p: &mut Problems) {
     if inputs.len() > TRIGGER_INPUTS_MAX {
         p.push(
             field,
-            format!("names {} outputs; at most {TRIGGER_INPUTS_MAX}", inputs.len()),
+            format!(
+                "names {} outputs; at most {TRIGGER_INPUTS_MAX}",
+                inputs.len()
+            ),
         );
         return;
     }
@@ -197,7 +206,10 @@ pub fn downstream_of(graph: &BTreeMap<EnvPath, Vec<EnvPath>>, upstream: &EnvPath
 /// True when an apply's outputs (`terraform output -json`: name → `{value, type,
 /// sensitive}`) differ from the previous apply's: a name added or removed, or a value or
 /// its sensitivity changed. No previous outputs counts as empty.
-pub fn outputs_changed(previous: Option<&Map<String, Value>>, current: &Map<String, Value>) -> bool {
+pub fn outputs_changed(
+    previous: Option<&Map<String, Value>>,
+    current: &Map<String, Value>,
+) -> bool {
     let empty = Map::new();
     let previous = previous.unwrap_or(&empty);
     let key = |o: &Value| (o.get("value").cloned(), is_sensitive(o));
@@ -318,7 +330,10 @@ mod tests {
         let ups = vec![(p("acme/x/a"), outs.as_object().unwrap().clone())];
         let names: Vec<String> = ["ip", "password", "ports", "nope"].map(String::from).into();
         let got = trigger_inputs(&names, &ups);
-        assert_eq!(got.plain, BTreeMap::from([("ip".into(), json!("10.0.0.1"))]));
+        assert_eq!(
+            got.plain,
+            BTreeMap::from([("ip".into(), json!("10.0.0.1"))])
+        );
         assert_eq!(got.sensitive["password"], "hunter2");
         assert_eq!(got.sensitive["ports"], "[80,443]", "unmarked is sensitive");
         assert_eq!(got.missing, ["nope"]);

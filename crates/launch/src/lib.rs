@@ -11,8 +11,8 @@ pub mod eks;
 pub mod job_secrets;
 mod local;
 pub mod secrets;
-pub mod state_history;
 pub mod session;
+pub mod state_history;
 
 use async_trait::async_trait;
 use sortie_core::{Job, TaskRef, TaskStop};

@@ -479,3 +479,31 @@ fn last_pilot_line(log: &std::path::Path) -> Option<String> {
         .find_map(|l| l.strip_prefix("sortie-pilot: "))
         .map(|l| l.chars().take(1000).collect())
 }
+
+#[cfg(test)]
+mod throttle_tests {
+    use super::*;
+
+    fn launcher(percent: u8) -> LocalLauncher {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        LocalLauncher::new("/bin/true".into(), std::env::temp_dir(), tx)
+            .with_throttle_percent(percent)
+    }
+
+    #[test]
+    fn the_chaos_throttle_refuses_its_share_of_every_hundred_launches_spread_out() {
+        for percent in [0u8, 1, 30, 99, 100] {
+            let l = launcher(percent);
+            let refused: Vec<bool> = (0..1000).map(|_| l.throttled()).collect();
+            for hundred in refused.chunks(100) {
+                let n = hundred.iter().filter(|r| **r).count();
+                assert_eq!(n, usize::from(percent), "{percent}% of each hundred");
+            }
+            if percent == 30 {
+                let longest = refused.split(|r| !*r).map(<[bool]>::len).max().unwrap_or(0);
+                assert!(longest <= 2, "refusals are spread, not in a run: {longest}");
+            }
+        }
+        assert!(!launcher(0).throttled(), "off by default");
+    }
+}

@@ -101,10 +101,14 @@ fn not_s3(at: &StateAt<'_>) -> LaunchError {
     ))
 }
 
+/// A cached client's key: the launcher role, its ExternalId, the session's scope (none
+/// for a runner without a launcher role) and the storage's endpoint.
+type ClientKey = (String, String, Option<SessionScope>, Option<String>);
+
 /// The state bucket in S3, read in the runner's account.
 pub struct S3StateHistory {
     base: SdkConfig,
-    clients: Mutex<HashMap<(String, String, Option<SessionScope>, Option<String>), aws_sdk_s3::Client>>,
+    clients: Mutex<HashMap<ClientKey, aws_sdk_s3::Client>>,
 }
 
 impl S3StateHistory {
@@ -221,8 +225,8 @@ impl StateHistory for S3StateHistory {
                     is_latest: v.is_latest().unwrap_or(false),
                 });
             }
-            let more = out.is_truncated().unwrap_or(false)
-                && out.next_key_marker() == Some(key.as_str());
+            let more =
+                out.is_truncated().unwrap_or(false) && out.next_key_marker() == Some(key.as_str());
             match out.next_version_id_marker() {
                 Some(next) if more => marker = Some(next.to_string()),
                 _ => return Ok(page),
@@ -284,10 +288,13 @@ impl StateHistory for S3StateHistory {
     }
 }
 
+/// One version kept in memory, with its bytes.
+type Stored = (StateObjectVersion, Vec<u8>);
+
 /// State history in memory, for tests: versions per environment, oldest first.
 #[derive(Default)]
 pub struct MemoryStateHistory {
-    versions: Mutex<BTreeMap<EnvPath, Vec<(StateObjectVersion, Vec<u8>)>>>,
+    versions: Mutex<BTreeMap<EnvPath, Vec<Stored>>>,
 }
 
 impl MemoryStateHistory {

@@ -101,7 +101,14 @@ impl Setup {
     /// An apply of A that succeeds with output `ip` = `ip` (and a sensitive `pw`).
     async fn apply_a(&self, ip: &str) -> JobRecord {
         let order = JobOrder::submit(request("apply"), SensitiveValues::default(), "bob", None);
-        let env = self.w.store.get_environment(&self.a).await.unwrap().item.environment;
+        let env = self
+            .w
+            .store
+            .get_environment(&self.a)
+            .await
+            .unwrap()
+            .item
+            .environment;
         let job = self.w.jobs.submit_for(&env, order).await.unwrap().job;
         let key = sortie_core::protocol::pilot::upload_key(
             &job.id,
@@ -125,7 +132,12 @@ impl Setup {
     }
 
     async fn triggered(&self) -> Vec<JobRecord> {
-        let page = self.w.store.list_jobs(&self.b.path, 100, None).await.unwrap();
+        let page = self
+            .w
+            .store
+            .list_jobs(&self.b.path, 100, None)
+            .await
+            .unwrap();
         page.jobs
             .into_iter()
             .filter(|j| j.job.requested_by == TRIGGER_PRINCIPAL)
@@ -150,10 +162,21 @@ async fn five_quick_upstream_applies_leave_one_queued_trigger_with_the_newest_ou
     assert_eq!(queued.len(), 1, "{triggered:#?}");
     let q = &queued[0].job;
     assert_eq!(q.request.operation, Operation::Plan);
-    assert_eq!(q.request.variables["ip"], json!("10.0.0.5"), "the newest outputs");
-    assert_eq!(q.request.variables["region"], json!("eu"), "B's own configuration");
+    assert_eq!(
+        q.request.variables["ip"],
+        json!("10.0.0.5"),
+        "the newest outputs"
+    );
+    assert_eq!(
+        q.request.variables["region"],
+        json!("eu"),
+        "B's own configuration"
+    );
     let context = q.trigger.as_ref().unwrap();
-    assert_eq!((&context.upstream, &context.upstream_job_id), (&s.a, &last.job.id));
+    assert_eq!(
+        (&context.upstream, &context.upstream_job_id),
+        (&s.a, &last.job.id)
+    );
     // The sensitive output went to a secret: the record holds an ARN, never the value.
     let arn = &q.request.sensitive_variables["pw"];
     assert_ne!(arn, "hunter2");
@@ -170,9 +193,17 @@ async fn five_quick_upstream_applies_leave_one_queued_trigger_with_the_newest_ou
 async fn unchanged_outputs_trigger_nothing() {
     let s = setup().await;
     s.apply_a("10.0.0.1").await;
-    assert_eq!(s.triggered().await.len(), 1, "the first outputs are a change");
+    assert_eq!(
+        s.triggered().await.len(),
+        1,
+        "the first outputs are a change"
+    );
     s.apply_a("10.0.0.1").await;
-    assert_eq!(s.triggered().await.len(), 1, "the same outputs again: no trigger");
+    assert_eq!(
+        s.triggered().await.len(),
+        1,
+        "the same outputs again: no trigger"
+    );
     s.apply_a("10.0.0.2").await;
     assert_eq!(s.triggered().await.len(), 2);
 }
@@ -186,12 +217,17 @@ async fn a_cycle_or_an_unknown_upstream_is_refused_naming_it() {
     match e {
         StoreError::Invalid { path, problem } => {
             assert_eq!(path, "triggers");
-            assert_eq!(problem, "would make a cycle: acme/net/a → acme/app/b → acme/net/a");
+            assert_eq!(
+                problem,
+                "would make a cycle: acme/net/a → acme/app/b → acme/net/a"
+            );
         }
         other => panic!("{other:?}"),
     }
     let gone = EnvPath::parse("acme/net/gone").unwrap();
-    let e = crate::triggers::check(s.w.store.as_ref(), &s.a, &[gone]).await.unwrap_err();
+    let e = crate::triggers::check(s.w.store.as_ref(), &s.a, &[gone])
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, StoreError::Invalid { path, problem } if path == "triggers[0]" && problem.contains("does not exist")),
         "{e:?}"
@@ -215,25 +251,64 @@ fn state(serial: u64, secret: &str) -> Vec<u8> {
 async fn state_versions_name_their_writer_and_a_version_is_redacted() {
     let s = setup().await;
     let history = MemoryStateHistory::default();
-    let own = s.w.store.get_environment(&s.b.path).await.unwrap().item.last_apply.unwrap();
+    let own =
+        s.w.store
+            .get_environment(&s.b.path)
+            .await
+            .unwrap()
+            .item
+            .last_apply
+            .unwrap();
     let v1 = history.put(&s.b.path, Utc::now(), state(1, "s3cret-one"));
-    let v2 = history.put(&s.b.path, Utc::now() + chrono::Duration::hours(2), state(2, "s3cret-two"));
+    let v2 = history.put(
+        &s.b.path,
+        Utc::now() + chrono::Duration::hours(2),
+        state(2, "s3cret-two"),
+    );
 
-    let list = s.w.jobs.state_versions(&history, &s.b.path, None, 10).await.unwrap();
-    let ids: Vec<_> = list.versions.iter().map(|v| v.object.version_id.clone()).collect();
+    let list =
+        s.w.jobs
+            .state_versions(&history, &s.b.path, None, 10)
+            .await
+            .unwrap();
+    let ids: Vec<_> = list
+        .versions
+        .iter()
+        .map(|v| v.object.version_id.clone())
+        .collect();
     assert_eq!(ids, [v2.clone(), v1.clone()], "newest first");
     assert_eq!(list.versions[1].facts.serial, Some(1));
     assert_eq!(list.versions[1].facts.lineage.as_deref(), Some("lin-1"));
-    assert_eq!(list.versions[1].job_id.as_ref(), Some(&own.job_id), "written while B's apply ran");
-    assert_eq!(list.versions[0].job_id.as_ref(), Some(&own.job_id), "B's apply has not ended");
+    assert_eq!(
+        list.versions[1].job_id.as_ref(),
+        Some(&own.job_id),
+        "written while B's apply ran"
+    );
+    assert_eq!(
+        list.versions[0].job_id.as_ref(),
+        Some(&own.job_id),
+        "B's apply has not ended"
+    );
 
-    let page = s.w.jobs.state_versions(&history, &s.b.path, None, 1).await.unwrap();
+    let page =
+        s.w.jobs
+            .state_versions(&history, &s.b.path, None, 1)
+            .await
+            .unwrap();
     assert_eq!(page.next.as_deref(), Some(v2.as_str()));
-    let page = s.w.jobs.state_versions(&history, &s.b.path, Some(&v2), 1).await.unwrap();
+    let page =
+        s.w.jobs
+            .state_versions(&history, &s.b.path, Some(&v2), 1)
+            .await
+            .unwrap();
     assert_eq!(page.versions[0].object.version_id, v1);
     assert_eq!(page.next, None);
 
-    let one = s.w.jobs.state_version(&history, &s.b.path, &v1).await.unwrap();
+    let one =
+        s.w.jobs
+            .state_version(&history, &s.b.path, &v1)
+            .await
+            .unwrap();
     assert!(!one.to_string().contains("s3cret"), "{one}");
     assert!(one.to_string().contains("id-1"));
     assert!(matches!(
@@ -247,29 +322,41 @@ async fn a_restore_queues_a_plan_that_writes_the_version_back() {
     let s = setup().await;
     let history = MemoryStateHistory::default();
     let v1 = history.put(&s.b.path, Utc::now(), state(1, "x"));
-    let e = s
-        .w
-        .jobs
-        .restore_state(&history, &s.b.path, &v1, " ", "carol")
-        .await
-        .unwrap_err();
-    assert!(matches!(e, HistoryRefusal::Invalid { field: "reason", .. }), "{e:?}");
-    let submitted = s
-        .w
-        .jobs
-        .restore_state(&history, &s.b.path, &v1, "bad apply", "carol")
-        .await
-        .unwrap();
+    let e =
+        s.w.jobs
+            .restore_state(&history, &s.b.path, &v1, " ", "carol")
+            .await
+            .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HistoryRefusal::Invalid {
+                field: "reason",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let submitted =
+        s.w.jobs
+            .restore_state(&history, &s.b.path, &v1, "bad apply", "carol")
+            .await
+            .unwrap();
     let job = submitted.job;
     assert_eq!(job.request.operation, Operation::Plan);
     assert_eq!(job.requested_by, "carol");
     let restore = job.restore.unwrap();
-    assert_eq!((restore.version_id.as_str(), restore.reason.as_str()), (v1.as_str(), "bad apply"));
+    assert_eq!(
+        (restore.version_id.as_str(), restore.reason.as_str()),
+        (v1.as_str(), "bad apply")
+    );
     // Behind B's lock like any job.
     assert!(!submitted.took_lock);
     // A version that is not there is refused.
     assert!(matches!(
-        s.w.jobs.restore_state(&history, &s.b.path, "v0404", "why", "carol").await,
+        s.w.jobs
+            .restore_state(&history, &s.b.path, "v0404", "why", "carol")
+            .await,
         Err(HistoryRefusal::NoSuchVersion { .. })
     ));
 }

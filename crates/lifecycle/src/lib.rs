@@ -47,8 +47,8 @@ pub use locks::LockRefusal;
 pub use policy_sets::{AppliedSet, PolicySetRefusal, PolicySets};
 pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
-pub use submit::{JobOrder, SubmitError, WriteMode};
 pub use state_history::{HistoryRefusal, StateVersionInfo, StateVersionList};
+pub use submit::{JobOrder, SubmitError, WriteMode};
 
 /// The lifecycle's one error type.
 #[derive(Debug, thiserror::Error)]

@@ -119,7 +119,12 @@ mod tests {
             "source": {"type": "inline", "files": {"main.tf": ""}},
         }))
         .unwrap();
-        JobOrder::submit(request, SensitiveValues::new(BTreeMap::new()), "alice", None)
+        JobOrder::submit(
+            request,
+            SensitiveValues::new(BTreeMap::new()),
+            "alice",
+            None,
+        )
     }
 
     #[tokio::test]
@@ -141,23 +146,38 @@ mod tests {
         };
         assert_eq!(held.scope, LockScope::Environment);
         let text = refused.to_string();
-        assert!(text.contains("bob") && text.contains("incident 42"), "{text}");
-        assert!(text.contains(&at.format("%Y-%m-%dT%H:%M:%S").to_string()), "{text}");
+        assert!(
+            text.contains("bob") && text.contains("incident 42"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&at.format("%Y-%m-%dT%H:%M:%S").to_string()),
+            "{text}"
+        );
         // The job that held the environment before the lock is untouched.
         let job = w.store.get_job(&running.job.id).await.unwrap().job;
         assert_eq!(job.state, JobState::Queued);
         assert_eq!(
-            w.store.get_environment(&env.path).await.unwrap().item.active_job,
+            w.store
+                .get_environment(&env.path)
+                .await
+                .unwrap()
+                .item
+                .active_job,
             Some(running.job.id)
         );
         // A blank reason is refused, naming the field.
-        let Err(LockRefusal::Invalid(e)) =
-            w.jobs.lock_environment(&env.path, "bob", " ", at).await
+        let Err(LockRefusal::Invalid(e)) = w.jobs.lock_environment(&env.path, "bob", " ", at).await
         else {
             panic!("a blank reason is refused");
         };
         assert_eq!(e.problems[0].path, "reason");
-        assert!(w.jobs.unlock_environment(&env.path, "bob").await.unwrap().is_some());
+        assert!(w
+            .jobs
+            .unlock_environment(&env.path, "bob")
+            .await
+            .unwrap()
+            .is_some());
         w.jobs.submit_for(&env, order("plan")).await.unwrap();
     }
 
@@ -174,12 +194,20 @@ mod tests {
         match w.jobs.submit_for(&below, order("apply")).await {
             Err(e @ SubmitError::Locked { .. }) => {
                 let text = e.to_string();
-                assert!(text.contains("group `acme/payments`") && text.contains("release freeze"), "{text}");
+                assert!(
+                    text.contains("group `acme/payments`") && text.contains("release freeze"),
+                    "{text}"
+                );
             }
             other => panic!("{other:?}"),
         }
         w.jobs.submit_for(&beside, order("apply")).await.unwrap();
-        assert!(w.jobs.unfreeze_group(&group, "dave").await.unwrap().is_some());
+        assert!(w
+            .jobs
+            .unfreeze_group(&group, "dave")
+            .await
+            .unwrap()
+            .is_some());
         w.jobs.submit_for(&below, order("apply")).await.unwrap();
     }
 }

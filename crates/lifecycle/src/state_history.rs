@@ -168,13 +168,14 @@ impl JobService {
             runner_id: &runner_id,
             runner: &runner.spec,
         };
-        let bytes = history
-            .get(at, version)
-            .await?
-            .ok_or_else(|| HistoryRefusal::NoSuchVersion {
-                environment: path.clone(),
-                version: version.to_string(),
-            })?;
+        let bytes =
+            history
+                .get(at, version)
+                .await?
+                .ok_or_else(|| HistoryRefusal::NoSuchVersion {
+                    environment: path.clone(),
+                    version: version.to_string(),
+                })?;
         if bytes.len() > state_version::STATE_VERSION_MAX_BYTES {
             return Err(HistoryRefusal::TooLarge(version.to_string()));
         }
@@ -247,11 +248,18 @@ impl JobService {
         };
         let mut cursor: Option<String> = None;
         for _ in 0..JOB_PAGES {
-            let page = self.store.list_jobs(env, JOBS_PAGE, cursor.as_deref()).await?;
+            let page = self
+                .store
+                .list_jobs(env, JOBS_PAGE, cursor.as_deref())
+                .await?;
             let mut older = false;
             for r in &page.jobs {
                 let job = &r.job;
-                let created = job.transitions.first().map(|t| t.at).unwrap_or(r.updated_at);
+                let created = job
+                    .transitions
+                    .first()
+                    .map(|t| t.at)
+                    .unwrap_or(r.updated_at);
                 older |= created < oldest;
                 let writes = job.restore.is_some()
                     || (!job.drift_check

@@ -88,10 +88,7 @@ pub async fn check(
     if let Some(cycle) = triggers::find_cycle(&graph, env, upstreams) {
         return Err(StoreError::Invalid {
             path: "triggers".into(),
-            problem: format!(
-                "would make a cycle: {}",
-                triggers::describe_cycle(&cycle)
-            ),
+            problem: format!("would make a cycle: {}", triggers::describe_cycle(&cycle)),
         });
     }
     Ok(())
@@ -204,7 +201,10 @@ impl JobService {
             upstream_job_id: ended.job.id.clone(),
         });
         // One queued trigger: a queued one is superseded by this one.
-        let page = self.store.list_jobs(downstream, QUEUED_SEARCH, None).await?;
+        let page = self
+            .store
+            .list_jobs(downstream, QUEUED_SEARCH, None)
+            .await?;
         let queued = page.jobs.into_iter().find(|j| {
             j.job.state == JobState::Queued
                 && j.job.requested_by == TRIGGER_PRINCIPAL
@@ -212,7 +212,10 @@ impl JobService {
         });
         let key_by = match &queued {
             Some(q) => {
-                let by = format!("{TRIGGER_PRINCIPAL} (superseded by the trigger of job {})", ended.job.id);
+                let by = format!(
+                    "{TRIGGER_PRINCIPAL} (superseded by the trigger of job {})",
+                    ended.job.id
+                );
                 // Boxed: a cancel ends the job, and an end may fire triggers.
                 Box::pin(self.cancel(q, &by)).await?;
                 q.job.id.to_string()

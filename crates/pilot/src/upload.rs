@@ -191,8 +191,13 @@ impl Uploader for ApiUploader {
     async fn followed(&self) -> Option<bool> {
         let url = match self.follow_url() {
             Some(url) => url,
+            None if !self.batches.load(Ordering::Relaxed) => return None,
             None => {
-                let answer = self.api.log_upload_grants(&[]).await.ok()??;
+                let Some(answer) = self.api.log_upload_grants(&[]).await.ok()? else {
+                    // An older API: no follow marker, no batches.
+                    self.batches.store(false, Ordering::Relaxed);
+                    return None;
+                };
                 self.remember_follow_url(answer.follow_url.clone());
                 answer.follow_url
             }

@@ -322,9 +322,9 @@ impl Composition {
             .clamp(1, sortie_core::protocol::agent::HEARTBEAT_SECONDS),
             // Without an AWS configuration (fast test worlds), an empty history in memory.
             state_history: match &self.config {
-                Some(config) => Arc::new(
-                    sortie_launch::state_history::S3StateHistory::new(config.clone()),
-                ) as _,
+                Some(config) => Arc::new(sortie_launch::state_history::S3StateHistory::new(
+                    config.clone(),
+                )) as _,
                 None => Arc::new(sortie_launch::state_history::MemoryStateHistory::default()) as _,
             },
         })

@@ -626,6 +626,5 @@ pub struct PolicySetEntry {
     /// The set's version, as its ETag carries it.
     pub version: u64,
     /// The set.
-    #[serde(flatten)]
     pub set: sortie_core::policy::PolicySet,
 }

@@ -97,7 +97,12 @@ fn refused(e: LockRefusal) -> ApiError {
     }
 }
 
-fn answer(target: String, outcome: LockOutcome, lock: EnvLock, what: &str) -> Result<Reply<LockView>, ApiError> {
+fn answer(
+    target: String,
+    outcome: LockOutcome,
+    lock: EnvLock,
+    what: &str,
+) -> Result<Reply<LockView>, ApiError> {
     match outcome {
         LockOutcome::Taken => Ok(Reply::ok(LockView {
             target,
@@ -149,7 +154,12 @@ pub(crate) async fn unlock_environment(
     caller: Caller,
 ) -> Result<Reply<LockView>, ApiError> {
     let principal = caller
-        .authorize(&state, Action::Deploy, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            &state,
+            Action::Deploy,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await?;
     let removed = state
         .jobs

@@ -21,9 +21,9 @@ mod router;
 mod rules;
 mod runner_callbacks;
 mod runners;
+pub mod separator;
 mod state_versions;
 mod triggers;
-pub mod separator;
 #[macro_use]
 mod table;
 #[cfg(test)]
@@ -46,9 +46,9 @@ pub(crate) use rules::*;
 pub(crate) use runner_callbacks::*;
 pub(crate) use runners::*;
 pub(crate) use state_versions::*;
-pub(crate) use triggers::*;
 pub(crate) use table::documented;
 pub use table::Auth;
+pub(crate) use triggers::*;
 pub(crate) use whoami::*;
 
 route_table! {

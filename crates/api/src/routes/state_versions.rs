@@ -132,7 +132,12 @@ async fn allowed(
     path: &EnvPath,
 ) -> Result<sortie_core::Principal, ApiError> {
     caller
-        .authorize(state, action, path.group(), &format!("environment `{path}`"))
+        .authorize(
+            state,
+            action,
+            path.group(),
+            &format!("environment `{path}`"),
+        )
         .await
 }
 
@@ -233,13 +238,21 @@ pub(crate) async fn restore_state_version(
     let reason = match value.get("reason") {
         Some(serde_json::Value::String(r)) => r.clone(),
         Some(_) => return Err(ApiError::field("reason", "must be a string")),
-        None => return Err(ApiError::field("reason", "is required: say why the state is restored")),
+        None => {
+            return Err(ApiError::field(
+                "reason",
+                "is required: say why the state is restored",
+            ))
+        }
     };
     if let Some(other) = value
         .as_object()
         .and_then(|o| o.keys().find(|k| k.as_str() != "reason"))
     {
-        return Err(ApiError::field(other.clone(), "is not a field of a restore"));
+        return Err(ApiError::field(
+            other.clone(),
+            "is not a field of a restore",
+        ));
     }
     let by = principal.subject;
     let submitted = state

@@ -75,17 +75,30 @@ pub(crate) async fn get_environment_triggers(
     let graph = sortie_lifecycle::triggers::graph(state.store.as_ref(), path.org()).await?;
     let all = sortie_core::triggers::downstream_of(&graph, &path);
     let from = match &query.cursor {
-        Some(c) => all.iter().position(|e| e.to_string().as_str() > c.as_str()).unwrap_or(all.len()),
+        Some(c) => all
+            .iter()
+            .position(|e| e.to_string().as_str() > c.as_str())
+            .unwrap_or(all.len()),
         None => 0,
     };
     let limit = query.limit.unwrap_or(50) as usize;
-    let page: Vec<String> = all.iter().skip(from).take(limit).map(ToString::to_string).collect();
+    let page: Vec<String> = all
+        .iter()
+        .skip(from)
+        .take(limit)
+        .map(ToString::to_string)
+        .collect();
     let next = (from + page.len() < all.len())
         .then(|| page.last().cloned())
         .flatten();
     Ok(Reply::ok(TriggersView {
         environment: path.to_string(),
-        upstream: env.settings.triggers.iter().map(ToString::to_string).collect(),
+        upstream: env
+            .settings
+            .triggers
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         trigger_operation: env.settings.trigger_operation,
         trigger_inputs: env.settings.trigger_inputs.clone(),
         downstream: page,

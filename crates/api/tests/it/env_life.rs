@@ -33,10 +33,14 @@ async fn api_with(history: Arc<MemoryStateHistory>) -> Api {
     api.grant("", Role::Owner, "admin").await;
     common::seed_org(&api, "acme").await;
     let s3 = "runner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n";
-    let r = api.as_admin("POST", "/v1/groups/acme/-/runners/s3", Some(s3)).await;
+    let r = api
+        .as_admin("POST", "/v1/groups/acme/-/runners/s3", Some(s3))
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let rule = json!({"id": "s3", "runner_id": "acme/s3"}).to_string();
-    let r = api.as_admin("POST", "/v1/groups/acme/app/-/rules", Some(&rule)).await;
+    let r = api
+        .as_admin("POST", "/v1/groups/acme/app/-/rules", Some(&rule))
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     api
 }
@@ -68,14 +72,21 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
 
     let r = api.call(Some("viewer"), "GET", base, None, &[]).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let ids: Vec<&str> = r.body["versions"].as_array().unwrap().iter().map(|v| v["version_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = r.body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, [v2.as_str(), v1.as_str()]);
     assert_eq!(r.body["versions"][1]["serial"], 1);
     assert_eq!(r.body["versions"][1]["lineage"], "lin");
 
     let r = api.as_admin("GET", &format!("{base}?limit=1"), None).await;
     assert_eq!(r.body["next"], json!(v2));
-    let r = api.as_admin("GET", &format!("{base}?limit=1&cursor={v2}"), None).await;
+    let r = api
+        .as_admin("GET", &format!("{base}?limit=1&cursor={v2}"), None)
+        .await;
     assert_eq!(r.body["versions"][0]["version_id"], json!(v1));
     let r = api.as_admin("GET", &format!("{base}?limit=0"), None).await;
     assert_eq!(r.status, 400, "{}", r.body);
@@ -87,29 +98,50 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
     let r = api.call(Some("deployer"), "GET", &one, None, &[]).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(!r.body.to_string().contains("s3cret"), "{}", r.body);
-    assert_eq!(r.body["state"]["resources"][0]["instances"][0]["attributes"]["id"], "id-1");
+    assert_eq!(
+        r.body["state"]["resources"][0]["instances"][0]["attributes"]["id"],
+        "id-1"
+    );
     let r = api.as_admin("GET", &format!("{base}/nope"), None).await;
     assert_eq!(r.status, 404, "{}", r.body);
 
     // A restore needs manage, a reason, and a configuration to plan with.
     let restore = format!("{one}/restore");
     let why = json!({"reason": "roll back"}).to_string();
-    let r = api.call(Some("deployer"), "POST", &restore, Some(&why), &[("content-type", "application/json")]).await;
+    let r = api
+        .call(
+            Some("deployer"),
+            "POST",
+            &restore,
+            Some(&why),
+            &[("content-type", "application/json")],
+        )
+        .await;
     assert_eq!(r.status, 403, "{}", r.body);
     let r = api.as_admin("POST", &restore, Some("{}")).await;
     assert_eq!(r.status, 400, "{}", r.body);
-    assert_eq!(r.body["fields"][0]["path"], "reason");
+    assert_eq!(r.body["error"]["fields"][0]["path"], "reason");
     let r = api.as_admin("POST", &restore, Some(&why)).await;
     assert_eq!(r.status, 409, "{}", r.body);
-    assert_eq!(r.body["code"], "no_configuration");
+    assert_eq!(r.body["error"]["code"], "no_configuration");
     // An apply recorded: the restore's plan takes its configuration.
     let job = api
-        .as_admin("POST", "/v1/environments/acme/app/b/-/jobs", Some(r#"{"operation":"apply","files":{"main.tf":""}}"#))
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/app/b/-/jobs",
+            Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
+        )
         .await;
     assert_eq!(job.status, 201, "{}", job.body);
     let applied = sortie_core::JobId::from(job.body["id"].as_str().unwrap());
     api.store
-        .record_last_apply(&env, &LastApply { job_id: applied, at: Utc::now() })
+        .record_last_apply(
+            &env,
+            &LastApply {
+                job_id: applied,
+                at: Utc::now(),
+            },
+        )
         .await
         .unwrap();
     let r = api.as_admin("POST", &restore, Some(&why)).await;
@@ -117,7 +149,10 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
     let id = r.body["job_id"].as_str().unwrap();
     let got = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
     assert_eq!(got.body["operation"], "plan");
-    assert_eq!(got.body["restore"], json!({"version_id": v1, "reason": "roll back"}));
+    assert_eq!(
+        got.body["restore"],
+        json!({"version_id": v1, "reason": "roll back"})
+    );
     assert_eq!(got.body["requested_by"], "admin");
 }
 
@@ -125,10 +160,19 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
 async fn a_storage_without_versions_says_so() {
     let api = api_with(Arc::new(MemoryStateHistory::default())).await;
     api.create_env("acme", "dev", "development").await;
-    let r = api.as_admin("GET", "/v1/environments/acme/dev/-/state-versions", None).await;
+    let r = api
+        .as_admin("GET", "/v1/environments/acme/dev/-/state-versions", None)
+        .await;
     assert_eq!(r.status, 409, "{}", r.body);
-    assert_eq!(r.body["code"], "no_state_history");
-    assert!(r.body["message"].as_str().unwrap().contains("`local` state storage, which has no history"), "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "no_state_history");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`local` state storage, which has no history"),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]
@@ -136,23 +180,52 @@ async fn triggers_refuse_a_cycle_and_show_both_directions() {
     let api = api_with(Arc::new(MemoryStateHistory::default())).await;
     api.create_env("acme", "a", "development").await;
     let b = json!({"name": "b", "env_type": "development", "triggers": ["acme/a"], "trigger_inputs": ["ip"]}).to_string();
-    let r = api.as_admin("POST", "/v1/groups/acme/-/environments", Some(&b)).await;
+    let r = api
+        .as_admin("POST", "/v1/groups/acme/-/environments", Some(&b))
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    assert_eq!(r.body["environment"]["triggers"], json!(["acme/a"]));
+    assert_eq!(r.body["triggers"], json!(["acme/a"]));
 
     let cycle = json!({"triggers": ["acme/b"]}).to_string();
-    let r = api.as_admin("PATCH", "/v1/environments/acme/a", Some(&cycle)).await;
+    let r = api
+        .as_admin("PATCH", "/v1/environments/acme/a", Some(&cycle))
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
-    assert_eq!(r.body["fields"][0]["path"], "triggers");
-    assert_eq!(r.body["fields"][0]["problem"], "would make a cycle: acme/a → acme/b → acme/a");
-    let r = api.as_admin("PATCH", "/v1/environments/acme/a", Some(r#"{"triggers": ["acme/a"]}"#)).await;
+    assert_eq!(r.body["error"]["fields"][0]["path"], "triggers");
+    assert_eq!(
+        r.body["error"]["fields"][0]["problem"],
+        "would make a cycle: acme/a → acme/b → acme/a"
+    );
+    let r = api
+        .as_admin(
+            "PATCH",
+            "/v1/environments/acme/a",
+            Some(r#"{"triggers": ["acme/a"]}"#),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
-    let r = api.as_admin("PATCH", "/v1/environments/acme/a", Some(r#"{"triggers": ["not a path"]}"#)).await;
+    let r = api
+        .as_admin(
+            "PATCH",
+            "/v1/environments/acme/a",
+            Some(r#"{"triggers": ["not a path"]}"#),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
 
-    let r = api.as_admin("GET", "/v1/environments/acme/a/-/triggers", None).await;
+    let r = api
+        .as_admin("GET", "/v1/environments/acme/a/-/triggers", None)
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!((&r.body["upstream"], &r.body["downstream"]), (&json!([]), &json!(["acme/b"])));
-    let r = api.as_admin("GET", "/v1/environments/acme/b/-/triggers", None).await;
-    assert_eq!((&r.body["upstream"], &r.body["trigger_inputs"]), (&json!(["acme/a"]), &json!(["ip"])));
+    assert_eq!(
+        (&r.body["upstream"], &r.body["downstream"]),
+        (&json!([]), &json!(["acme/b"]))
+    );
+    let r = api
+        .as_admin("GET", "/v1/environments/acme/b/-/triggers", None)
+        .await;
+    assert_eq!(
+        (&r.body["upstream"], &r.body["trigger_inputs"]),
+        (&json!(["acme/a"]), &json!(["ip"]))
+    );
 }

@@ -23,7 +23,8 @@ async fn submit(api: &Api, who: &str, env: &str) -> Reply {
 
 async fn post(api: &Api, who: &str, path: &str, body: Option<serde_json::Value>) -> Reply {
     let body = body.map(|b| b.to_string());
-    api.call(Some(who), "POST", path, body.as_deref(), &[]).await
+    api.call(Some(who), "POST", path, body.as_deref(), &[])
+        .await
 }
 
 fn field<'a>(r: &'a Reply, path: &str) -> &'a str {
@@ -60,10 +61,15 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
     // A second lock is refused, naming the first.
     let again = post(&api, "admin", lock, Some(json!({"reason": "release"}))).await;
     assert_eq!(again.status, 409, "{}", again.body);
-    assert!(again.body["error"]["message"].as_str().unwrap().contains("incident 42"));
+    assert!(again.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("incident 42"));
 
     // The environment shows its lock.
-    let env = api.as_admin("GET", "/v1/environments/acme/pay/prod", None).await;
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/pay/prod", None)
+        .await;
     assert_eq!(env.body["lock"]["reason"], "incident 42", "{}", env.body);
 
     let refused = submit(&api, "alice", "acme/pay/prod").await;
@@ -86,7 +92,10 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
     assert_eq!(post(&api, "vera", unlock, None).await.status, 403);
     let r = post(&api, "alice", unlock, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!((r.body["locked"].as_bool(), r.body["lock"]["by"].as_str()), (Some(false), Some("alice")));
+    assert_eq!(
+        (r.body["locked"].as_bool(), r.body["lock"]["by"].as_str()),
+        (Some(false), Some("alice"))
+    );
     let r = post(&api, "alice", unlock, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.get("lock").is_none(), "{}", r.body);
@@ -106,7 +115,13 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
     let unlock = "/v1/groups/acme/pay/-/unlock";
 
     // A deployer may not freeze a group; a maintainer (manage) may.
-    let r = post(&api, "alice", lock, Some(json!({"reason": "release freeze"}))).await;
+    let r = post(
+        &api,
+        "alice",
+        lock,
+        Some(json!({"reason": "release freeze"})),
+    )
+    .await;
     assert_eq!(r.status, 403, "{}", r.body);
     let r = post(&api, "mia", lock, Some(json!({"reason": "release freeze"}))).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -122,7 +137,10 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
             .contains("release freeze"));
     }
     // A sibling whose name starts alike is not below it.
-    assert_eq!(submit(&api, "alice", "acme/payments/prod").await.status, 201);
+    assert_eq!(
+        submit(&api, "alice", "acme/payments/prod").await.status,
+        201
+    );
 
     // Unfreezing takes manage.
     assert_eq!(post(&api, "alice", unlock, None).await.status, 403);
@@ -132,6 +150,12 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
     assert_eq!(submit(&api, "alice", "acme/pay/eu/stage").await.status, 201);
 
     // The root group cannot be frozen.
-    let r = post(&api, "admin", "/v1/groups/-/-/lock", Some(json!({"reason": "x"}))).await;
+    let r = post(
+        &api,
+        "admin",
+        "/v1/groups/-/-/lock",
+        Some(json!({"reason": "x"})),
+    )
+    .await;
     assert_eq!(r.status, 400, "{}", r.body);
 }

@@ -60,7 +60,13 @@ fn output(t: u64, n: usize) -> Vec<u8> {
         );
         i += 1;
     }
-    out.truncate(n);
+    // Exactly `n` bytes of valid UTF-8: cut on a character boundary, then padded.
+    let mut cut = n;
+    while std::str::from_utf8(&out[..cut]).is_err() {
+        cut -= 1;
+    }
+    out.truncate(cut);
+    out.resize(n, b'.');
     out
 }
 
@@ -146,7 +152,13 @@ async fn a_sixty_minute_fifty_megabyte_log_reads_back_byte_identical_page_by_pag
         max_page as f64 / 1e6,
         slowest.as_secs_f64()
     );
-    assert!(read == written, "the log reads back byte-identical");
+    let first_difference = read.iter().zip(&written).position(|(a, b)| a != b);
+    assert!(
+        read == written,
+        "the log reads back byte-identical: {} of {} bytes, first difference at {first_difference:?}",
+        read.len(),
+        written.len()
+    );
     assert!(max_page < 5_000_000, "no answer over 5 MB: {max_page}");
     assert!(
         slowest < PAGE_TIME_BUDGET + Duration::from_secs(2),

@@ -107,7 +107,13 @@ pub(super) async fn triggers_text(api: &Api, path: &str) -> String {
     if up.is_empty() && down.is_empty() {
         return String::new();
     }
-    let shown = |v: &[String]| if v.is_empty() { "-".to_string() } else { v.join(", ") };
+    let shown = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
     let mut t = format!("upstream:     {}\n", shown(&up));
     if !up.is_empty() {
         t.push_str(&format!(

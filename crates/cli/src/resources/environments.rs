@@ -79,7 +79,9 @@ pub(super) async fn create(
     })
 }
 
-fn trigger_operation(arg: crate::args::TriggerOperationArg) -> sortie_core::triggers::TriggerOperation {
+fn trigger_operation(
+    arg: crate::args::TriggerOperationArg,
+) -> sortie_core::triggers::TriggerOperation {
     match arg {
         crate::args::TriggerOperationArg::Plan => sortie_core::triggers::TriggerOperation::Plan,
         crate::args::TriggerOperationArg::Apply => sortie_core::triggers::TriggerOperation::Apply,
@@ -247,11 +249,13 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
         } => return super::env_history::restore(api, &path, &version, &reason, out).await,
         EnvCommand::Lock { path, reason } => {
             split_env(&path)?;
-            return super::locks::lock(api, &format!("{}/-", env_url(&path)), Some(&reason), out).await;
+            let base = format!("{}/-", env_url(&path));
+            return super::locks::lock(api, &base, Some(&reason), out).await;
         }
         EnvCommand::Unlock { path } => {
             split_env(&path)?;
-            return super::locks::lock(api, &format!("{}/-", env_url(&path)), None, out).await;
+            let base = format!("{}/-", env_url(&path));
+            return super::locks::lock(api, &base, None, out).await;
         }
     };
     let (group, _) = split_env(&path)?;

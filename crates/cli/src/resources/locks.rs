@@ -75,7 +75,9 @@ mod tests {
         let locked = json!({"target": "acme/pay/prod", "locked": true,
             "lock": {"by": "alice", "at": "2026-11-26T10:00:00Z", "reason": "incident 42"}});
         let text = lock_text(&locked);
-        assert!(text.contains("alice") && text.contains("incident 42") && text.contains("2026-11-26"));
+        assert!(
+            text.contains("alice") && text.contains("incident 42") && text.contains("2026-11-26")
+        );
         let removed = json!({"target": "acme", "locked": false,
             "lock": {"by": "bob", "at": "2026-11-26T10:00:00Z", "reason": "freeze"}});
         assert!(lock_text(&removed).starts_with("unlocked acme"));

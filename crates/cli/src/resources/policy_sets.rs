@@ -151,7 +151,7 @@ fn show(raw: &Value, sets: Vec<(Option<u64>, PolicySet)>, out: Output) -> Result
                     s.modules.len().to_string(),
                     criteria(s),
                     version.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
-                    or_dash(s.description.clone()),
+                    or_dash(s.description.clone().unwrap_or_default()),
                 ]
             })
             .collect();

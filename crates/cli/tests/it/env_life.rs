@@ -39,7 +39,11 @@ fn dev(prefix: &str) -> Dev {
         versioned_state_bucket(),
         sortie_testkit::endpoint()
     );
-    dev.api("POST", "/v1/groups/acme/-/runners/tf111", Some(Value::String(runner)));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/tf111",
+        Some(Value::String(runner)),
+    );
     dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
@@ -91,11 +95,17 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
 
     let list = dev.api("GET", "/v1/environments/acme/app/-/state-versions", None);
     let versions = list["versions"].as_array().unwrap();
-    let by = |job: &str| -> Vec<&Value> {
-        versions.iter().filter(|v| v["job_id"] == job).collect()
-    };
-    assert!(!by(&first).is_empty() && !by(&second).is_empty(), "{list:#}");
-    assert_eq!(versions[0]["job_id"], json!(second), "the newest is the second apply's: {list:#}");
+    let by =
+        |job: &str| -> Vec<&Value> { versions.iter().filter(|v| v["job_id"] == job).collect() };
+    assert!(
+        !by(&first).is_empty() && !by(&second).is_empty(),
+        "{list:#}"
+    );
+    assert_eq!(
+        versions[0]["job_id"],
+        json!(second),
+        "the newest is the second apply's: {list:#}"
+    );
     assert_eq!(versions[0]["is_latest"], true);
     let first_version = by(&first)[0];
     assert!(first_version["serial"].as_u64().unwrap() < versions[0]["serial"].as_u64().unwrap());
@@ -103,17 +113,33 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
     let version = first_version["version_id"].as_str().unwrap().to_string();
 
     // One version: nothing sensitive in it, the rest as written.
-    let one = dev.api("GET", &format!("/v1/environments/acme/app/-/state-versions/{version}"), None);
+    let one = dev.api(
+        "GET",
+        &format!("/v1/environments/acme/app/-/state-versions/{version}"),
+        None,
+    );
     assert!(!one.to_string().contains("SECRET"), "{one:#}");
     assert!(one.to_string().contains("small"), "{one:#}");
     let table: common::Out = common::sortie(&dev, &["env", "state-versions", "acme/app"]).into();
     assert_eq!(table.code, 0, "{table:?}");
-    assert!(table.stdout.contains(&version) && table.stdout.contains(&second), "{table:?}");
+    assert!(
+        table.stdout.contains(&version) && table.stdout.contains(&second),
+        "{table:?}"
+    );
 
     // The restore of the first: a job that writes it back, then plans the difference.
     let out: common::Out = common::sortie(
         &dev,
-        &["-o", "json", "env", "restore", "acme/app", &version, "--reason", "size went wrong"],
+        &[
+            "-o",
+            "json",
+            "env",
+            "restore",
+            "acme/app",
+            &version,
+            "--reason",
+            "size went wrong",
+        ],
     )
     .into();
     assert_eq!(out.code, 0, "{out:?}");
@@ -122,22 +148,36 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
     let job = succeeded(&dev, &id);
     let log = dev.log(&id);
     assert_eq!(job["restore"]["reason"], "size went wrong", "{job}");
-    assert!(log.contains("state push -force") || log.contains("state restored"), "{log}");
+    assert!(
+        log.contains("state push -force") || log.contains("state restored"),
+        "{log}"
+    );
     let changes: u64 = ["add", "change", "destroy"]
         .iter()
         .map(|k| job["summary"][k].as_u64().unwrap_or(0))
         .sum();
-    assert!(changes > 0, "the plan shows the restored size: {job}\n{log}");
+    assert!(
+        changes > 0,
+        "the plan shows the restored size: {job}\n{log}"
+    );
     let after = dev.api("GET", "/v1/environments/acme/app/-/state-versions", None);
     let newest = &after["versions"][0];
-    assert_eq!(newest["job_id"], json!(id), "the restore wrote the newest: {after:#}");
+    assert_eq!(
+        newest["job_id"],
+        json!(id),
+        "the restore wrote the newest: {after:#}"
+    );
 }
 
 const UPSTREAM_TF: &str = "variable \"ip\" {\n  type = string\n}\n\nresource \"terraform_data\" \"net\" {\n  input = var.ip\n}\n\noutput \"ip\" {\n  value = var.ip\n}\n";
 const DOWNSTREAM_TF: &str = "variable \"ip\" {\n  type    = string\n  default = \"none\"\n}\n\nresource \"terraform_data\" \"app\" {\n  input = \"app at ${var.ip}\"\n}\n";
 
 fn trigger_jobs(dev: &Dev, env: &str) -> Vec<Value> {
-    let jobs = dev.api("GET", &format!("/v1/environments/{env}/-/jobs?limit=100"), None);
+    let jobs = dev.api(
+        "GET",
+        &format!("/v1/environments/{env}/-/jobs?limit=100"),
+        None,
+    );
     jobs["jobs"]
         .as_array()
         .unwrap()
@@ -151,7 +191,11 @@ fn trigger_jobs(dev: &Dev, env: &str) -> Vec<Value> {
 fn an_upstream_apply_with_new_outputs_makes_its_downstream_plan_with_them() {
     sortie_testkit::require_aws!();
     let dev = dev("triggers");
-    dev.api("POST", "/v1/groups/acme/-/environments", Some(json!({"name": "a", "env_type": "development"})));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(json!({"name": "a", "env_type": "development"})),
+    );
     let up = write_config(&dev.dir.join("a"), UPSTREAM_TF);
     let down = write_config(&dev.dir.join("b"), DOWNSTREAM_TF);
     succeeded(&dev, &run(&dev, "apply", "acme/a", &up, &["ip=10.0.0.1"]));
@@ -164,9 +208,17 @@ fn an_upstream_apply_with_new_outputs_makes_its_downstream_plan_with_them() {
     succeeded(&dev, &run(&dev, "apply", "acme/b", &down, &[]));
 
     // A cycle is refused, named.
-    let (status, body) = dev.api_with(&dev.token, "PATCH", "/v1/environments/acme/a", Some(json!({"triggers": ["acme/b"]})));
+    let (status, body) = dev.api_with(
+        &dev.token,
+        "PATCH",
+        "/v1/environments/acme/a",
+        Some(json!({"triggers": ["acme/b"]})),
+    );
     assert_eq!(status, 400, "{body}");
-    assert!(body.to_string().contains("acme/a → acme/b → acme/a"), "{body}");
+    assert!(
+        body.to_string().contains("acme/a → acme/b → acme/a"),
+        "{body}"
+    );
 
     // `get env` shows both directions.
     let shown: common::Out = common::sortie(&dev, &["get", "env", "acme/a"]).into();
@@ -180,7 +232,11 @@ fn an_upstream_apply_with_new_outputs_makes_its_downstream_plan_with_them() {
     let id = triggered[0]["id"].as_str().unwrap().to_string();
     let job = succeeded(&dev, &id);
     assert_eq!(job["operation"], "plan");
-    assert_eq!(job["trigger"], json!({"upstream": "acme/a", "upstream_job_id": apply}), "{job}");
+    assert_eq!(
+        job["trigger"],
+        json!({"upstream": "acme/a", "upstream_job_id": apply}),
+        "{job}"
+    );
     assert!(dev.log(&id).contains("app at 10.0.0.2"), "{}", dev.log(&id));
 
     // The same outputs again: nothing.
@@ -189,12 +245,24 @@ fn an_upstream_apply_with_new_outputs_makes_its_downstream_plan_with_them() {
 
     // B busy (a reviewed apply holds its lock, awaiting approval): five quick applies of
     // A leave B one queued run, with the last outputs.
-    dev.api("PATCH", "/v1/environments/acme/b", Some(json!({"approval": "required"})));
+    dev.api(
+        "PATCH",
+        "/v1/environments/acme/b",
+        Some(json!({"approval": "required"})),
+    );
     let held = run(&dev, "apply", "acme/b", &down, &[]);
-    dev.wait_job(&held, "awaiting approval", |j| j["state"] == "awaiting_approval");
+    dev.wait_job(&held, "awaiting approval", |j| {
+        j["state"] == "awaiting_approval"
+    });
     let mut applies = vec![];
     for i in 3..=7 {
-        applies.push(run(&dev, "apply", "acme/a", &up, &[&format!("ip=10.0.0.{i}")]));
+        applies.push(run(
+            &dev,
+            "apply",
+            "acme/a",
+            &up,
+            &[&format!("ip=10.0.0.{i}")],
+        ));
     }
     for id in &applies {
         succeeded(&dev, id);
@@ -207,5 +275,9 @@ fn an_upstream_apply_with_new_outputs_makes_its_downstream_plan_with_them() {
     let last = queued[0]["id"].as_str().unwrap().to_string();
     dev.api("POST", &format!("/v1/jobs/{held}/discard"), Some(json!({})));
     succeeded(&dev, &last);
-    assert!(dev.log(&last).contains("app at 10.0.0.7"), "{}", dev.log(&last));
+    assert!(
+        dev.log(&last).contains("app at 10.0.0.7"),
+        "{}",
+        dev.log(&last)
+    );
 }

@@ -20,7 +20,11 @@ fn dev() -> Dev {
         common::state_bucket(),
         sortie_testkit::endpoint()
     );
-    dev.api("POST", "/v1/groups/acme/-/runners/tf111", Some(Value::String(runner)));
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/tf111",
+        Some(Value::String(runner)),
+    );
     dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
@@ -55,13 +59,22 @@ fn a_locked_environment_and_a_frozen_group_refuse_jobs_naming_the_reason() {
     sortie_testkit::require_aws!();
     let dev = dev();
 
-    let out = sortie(&dev, &["env", "lock", "acme/app/web", "--reason", "incident 42"]);
+    let out = sortie(
+        &dev,
+        &["env", "lock", "acme/app/web", "--reason", "incident 42"],
+    );
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("locked acme/app/web"), "{out:?}");
     let (status, body) = submit(&dev, "acme/app/web");
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "locked");
-    assert!(body["error"]["message"].as_str().unwrap().contains("incident 42"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("incident 42"),
+        "{body}"
+    );
     // The CLI's run says so too, and exits non-zero.
     let dir = sortie_testkit::scratch_dir("locks-src").unwrap();
     std::fs::write(dir.join("main.tf"), TF).unwrap();
@@ -77,7 +90,10 @@ fn a_locked_environment_and_a_frozen_group_refuse_jobs_naming_the_reason() {
     let job = dev.wait_terminal(body["id"].as_str().unwrap());
     assert_eq!(job["state"], "succeeded", "{job}");
 
-    let out = sortie(&dev, &["group", "lock", "acme/app", "--reason", "release freeze"]);
+    let out = sortie(
+        &dev,
+        &["group", "lock", "acme/app", "--reason", "release freeze"],
+    );
     assert_eq!(out.code, 0, "{out:?}");
     for env in ["acme/app/web", "acme/app/eu/api"] {
         let (status, body) = submit(&dev, env);

@@ -82,7 +82,11 @@ async fn lists_pages_and_reads(runner: &str) {
     assert_eq!(first.versions.len(), 2);
     let next = first.next.clone().expect("a third version");
     let second = history.list(at, Some(&next), 2).await.unwrap();
-    let ids: Vec<_> = second.versions.iter().map(|v| v.version_id.clone()).collect();
+    let ids: Vec<_> = second
+        .versions
+        .iter()
+        .map(|v| v.version_id.clone())
+        .collect();
     assert_eq!(ids, [newest_first[2].clone()]);
     assert_eq!(second.next, None);
 

@@ -5,6 +5,7 @@ mod common;
 mod eks;
 mod lifecycle;
 mod list_tasks;
+mod locks;
 mod lost_answer;
 mod poison;
 mod relaunch;

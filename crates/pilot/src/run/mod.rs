@@ -455,17 +455,20 @@ async fn restore_state(
         without_query(url)
     ));
     let bytes = api.download_presigned(url).await.map_err(|e| {
-        PilotError::SavedPlan(format!("could not download the state version to restore: {e}"))
+        PilotError::SavedPlan(format!(
+            "could not download the state version to restore: {e}"
+        ))
     })?;
     if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
         return Err(PilotError::SavedPlan(
             "the state version to restore is not a JSON state file".into(),
         ));
     }
-    std::fs::write(dir.join(RESTORE_FILE), &bytes).map_err(|e| {
-        PilotError::Workspace(format!("could not write {RESTORE_FILE}: {e}"))
-    })?;
-    let args = ["state", "push", "-force", RESTORE_FILE].map(String::from).to_vec();
+    std::fs::write(dir.join(RESTORE_FILE), &bytes)
+        .map_err(|e| PilotError::Workspace(format!("could not write {RESTORE_FILE}: {e}")))?;
+    let args = ["state", "push", "-force", RESTORE_FILE]
+        .map(String::from)
+        .to_vec();
     tool.run(sink, args, &[]).await?;
     let _ = std::fs::remove_file(dir.join(RESTORE_FILE));
     sink.line(&format!(

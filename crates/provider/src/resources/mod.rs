@@ -4,6 +4,7 @@
 
 mod agent_pool;
 mod environment;
+mod membership;
 mod rule;
 mod runner;
 
@@ -24,11 +25,19 @@ pub enum Kind {
     Rule,
     /// `sortie_agent_pool`.
     AgentPool,
+    /// `sortie_membership`.
+    Membership,
 }
 
 impl Kind {
     /// Every resource type.
-    pub const ALL: [Kind; 4] = [Kind::Environment, Kind::Runner, Kind::Rule, Kind::AgentPool];
+    pub const ALL: [Kind; 5] = [
+        Kind::Environment,
+        Kind::Runner,
+        Kind::Rule,
+        Kind::AgentPool,
+        Kind::Membership,
+    ];
 
     /// Its Terraform type name.
     pub fn name(self) -> &'static str {
@@ -37,6 +46,7 @@ impl Kind {
             Kind::Runner => "sortie_runner",
             Kind::Rule => "sortie_runner_rule",
             Kind::AgentPool => "sortie_agent_pool",
+            Kind::Membership => "sortie_membership",
         }
     }
 
@@ -52,6 +62,7 @@ impl Kind {
             Kind::Runner => runner::block(),
             Kind::Rule => rule::block(),
             Kind::AgentPool => agent_pool::block(),
+            Kind::Membership => membership::block(),
         }
     }
 
@@ -59,6 +70,7 @@ impl Kind {
     pub fn validate(self, config: &Value) -> Result<(), Error> {
         match self {
             Kind::Runner => runner::validate(config),
+            Kind::Membership => membership::validate(config),
             _ => Ok(()),
         }
     }
@@ -70,6 +82,7 @@ impl Kind {
             Kind::Runner => runner::create(api, planned).await,
             Kind::Rule => rule::create(api, planned).await,
             Kind::AgentPool => agent_pool::create(api, planned).await,
+            Kind::Membership => membership::create(api, planned).await,
         }
     }
 
@@ -80,6 +93,7 @@ impl Kind {
             Kind::Runner => runner::read(api, state).await,
             Kind::Rule => rule::read(api, state).await,
             Kind::AgentPool => agent_pool::read(api, state).await,
+            Kind::Membership => membership::read(api, state).await,
         };
         match read {
             Err(e) if e.is_not_found() => Ok(None),
@@ -93,10 +107,11 @@ impl Kind {
             Kind::Environment => environment::update(api, prior, planned).await,
             Kind::Runner => runner::update(api, prior, planned).await,
             Kind::Rule => rule::update(api, prior, planned).await,
-            // Every attribute of a pool is force-new: no update reaches here.
-            Kind::AgentPool => Err(Error::Config(
-                "an agent pool cannot be updated in place".into(),
-            )),
+            // Every attribute of a pool or a membership is force-new: no update reaches here.
+            Kind::AgentPool | Kind::Membership => Err(Error::Config(format!(
+                "a {} cannot be updated in place",
+                self.name()
+            ))),
         }
     }
 
@@ -107,6 +122,7 @@ impl Kind {
             Kind::Runner => runner::delete(api, state).await,
             Kind::Rule => rule::delete(api, state).await,
             Kind::AgentPool => agent_pool::delete(api, state).await,
+            Kind::Membership => membership::delete(api, state).await,
         };
         match deleted {
             Err(e) if e.is_not_found() => Ok(()),
@@ -118,6 +134,7 @@ impl Kind {
     pub fn import_state(self, id: &str) -> Result<Value, Error> {
         match self {
             Kind::Rule => rule::import_state(id),
+            Kind::Membership => membership::import_state(id),
             _ => Ok(serde_json::json!({ "id": id })),
         }
     }
@@ -127,6 +144,7 @@ impl Kind {
         match self {
             Kind::Runner => runner::attribute_of(api_path),
             Kind::Rule => rule::attribute_of(api_path),
+            Kind::Membership => membership::attribute_of(api_path),
             _ => {
                 let first = api_path.split('.').next()?;
                 let block = self.block();

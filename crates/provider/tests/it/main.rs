@@ -3,4 +3,5 @@
 
 mod common;
 mod lifecycle;
+mod membership;
 mod protocol;

@@ -79,7 +79,10 @@ pub async fn a_group_freeze_is_held_once_and_read_from_every_group_below<S: Stor
     let sibling = GroupPath::parse("acme/payments").unwrap();
     assert!(s.group_settings_over(&deep).await.unwrap().is_empty());
     let freeze = lock("carol", "release freeze");
-    assert_eq!(s.freeze_group(&team, &freeze).await.unwrap(), LockOutcome::Taken);
+    assert_eq!(
+        s.freeze_group(&team, &freeze).await.unwrap(),
+        LockOutcome::Taken
+    );
     assert_eq!(
         s.freeze_group(&team, &lock("dave", "x")).await.unwrap(),
         LockOutcome::AlreadyHeld(freeze.clone())
@@ -91,7 +94,11 @@ pub async fn a_group_freeze_is_held_once_and_read_from_every_group_below<S: Stor
     s.set_group_expiry(&org, &limits).await.unwrap();
     let over = s.group_settings_over(&deep).await.unwrap();
     let groups: Vec<&str> = over.iter().map(|(g, _)| g.as_str()).collect();
-    assert_eq!(groups, ["acme/pay", "acme"], "deepest first, only those set");
+    assert_eq!(
+        groups,
+        ["acme/pay", "acme"],
+        "deepest first, only those set"
+    );
     assert_eq!(over[0].1.freeze.as_ref(), Some(&freeze));
     assert_eq!(over[1].1.freeze, None);
     assert_eq!(over[1].1.expiry, limits);
@@ -107,7 +114,10 @@ pub async fn a_group_freeze_is_held_once_and_read_from_every_group_below<S: Stor
     // The freeze and the limits live on one item: each write keeps the other.
     s.set_group_expiry(&team, &limits).await.unwrap();
     assert_eq!(
-        s.group_settings_over(&team).await.unwrap()[0].1.freeze.as_ref(),
+        s.group_settings_over(&team).await.unwrap()[0]
+            .1
+            .freeze
+            .as_ref(),
         Some(&freeze)
     );
     assert_eq!(s.unfreeze_group(&team).await.unwrap(), Some(freeze));
