@@ -134,7 +134,14 @@ def main():
                  f"states {e2e['states']}", "", None))
     rows.append(("e2e: moto's per-call floor (GetItem, median)",
                  f"{floor:.1f} ms; moto at {e2e['moto_cpu'] * 100:.0f}% of a core", "", None))
+    if "moto_peak_rss_mib" in e2e:
+        rows.append(("e2e: moto's peak memory", f"{e2e['moto_peak_rss_mib']:.0f} MiB", "", None))
     for name, l in e2e["latencies"].items():
+        if name.endswith("Sortie's part"):
+            # moto's own time subtracted (scripts/moto_server.py patch 5): issue 27's goal.
+            rows.append((f"e2e: {name}", f"p50 {l['p50_ms']:.0f} ms, p99 {l['p99_ms']:.0f} ms",
+                         "p99 ≤ 100 ms", l["p99_ms"] <= 100))
+            continue
         goal = name in ("runner exit -> terminal", "release -> next claim")
         beyond = l["p99_ms"] - floor
         rows.append((f"e2e: {name}", f"p50 {l['p50_ms']:.0f} ms, p99 {l['p99_ms']:.0f} ms "

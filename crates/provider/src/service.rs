@@ -383,7 +383,9 @@ impl Provider for SortieProvider {
                     message: format!("{} `{}` was not found", kind.name(), r.id),
                     fields: Vec::new(),
                 })?;
-            Ok::<_, Error>(block.conform(&Val::from_json(&found)))
+            // Settled against nothing: an optional attribute the API answers empty is
+            // null, as a configuration that leaves it out plans it.
+            Ok::<_, Error>(block.settle(&block.conform(&Val::from_json(&found)), &Val::Null))
         };
         Ok(Response::new(match import.await {
             Ok(state) => pb::import_resource_state::Response {

@@ -253,7 +253,7 @@ fn encode_cursor(index: usize) -> String {
 }
 
 fn decode_cursor(cursor: &str) -> Option<usize> {
-    if cursor.len() % 2 != 0 || cursor.len() > 64 {
+    if !cursor.len().is_multiple_of(2) || cursor.len() > 64 {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..cursor.len())

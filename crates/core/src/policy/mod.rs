@@ -178,7 +178,7 @@ impl SetResult {
 impl PolicyCriteria {
     /// True when every criterion holds for `env` (an empty criterion holds for all).
     pub fn matches(&self, env: &Environment) -> bool {
-        (self.env_types.is_empty() || self.env_types.iter().any(|t| *t == env.env_type))
+        (self.env_types.is_empty() || self.env_types.contains(&env.env_type))
             && self
                 .labels
                 .iter()

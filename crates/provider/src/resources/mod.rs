@@ -5,6 +5,7 @@
 mod agent_pool;
 mod environment;
 mod membership;
+mod policy_set;
 mod rule;
 mod runner;
 
@@ -27,16 +28,19 @@ pub enum Kind {
     AgentPool,
     /// `sortie_membership`.
     Membership,
+    /// `sortie_policy_set`.
+    PolicySet,
 }
 
 impl Kind {
     /// Every resource type.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Environment,
         Kind::Runner,
         Kind::Rule,
         Kind::AgentPool,
         Kind::Membership,
+        Kind::PolicySet,
     ];
 
     /// Its Terraform type name.
@@ -47,6 +51,7 @@ impl Kind {
             Kind::Rule => "sortie_runner_rule",
             Kind::AgentPool => "sortie_agent_pool",
             Kind::Membership => "sortie_membership",
+            Kind::PolicySet => "sortie_policy_set",
         }
     }
 
@@ -63,6 +68,7 @@ impl Kind {
             Kind::Rule => rule::block(),
             Kind::AgentPool => agent_pool::block(),
             Kind::Membership => membership::block(),
+            Kind::PolicySet => policy_set::block(),
         }
     }
 
@@ -83,6 +89,7 @@ impl Kind {
             Kind::Rule => rule::create(api, planned).await,
             Kind::AgentPool => agent_pool::create(api, planned).await,
             Kind::Membership => membership::create(api, planned).await,
+            Kind::PolicySet => policy_set::create(api, planned).await,
         }
     }
 
@@ -94,6 +101,7 @@ impl Kind {
             Kind::Rule => rule::read(api, state).await,
             Kind::AgentPool => agent_pool::read(api, state).await,
             Kind::Membership => membership::read(api, state).await,
+            Kind::PolicySet => policy_set::read(api, state).await,
         };
         match read {
             Err(e) if e.is_not_found() => Ok(None),
@@ -107,6 +115,7 @@ impl Kind {
             Kind::Environment => environment::update(api, prior, planned).await,
             Kind::Runner => runner::update(api, prior, planned).await,
             Kind::Rule => rule::update(api, prior, planned).await,
+            Kind::PolicySet => policy_set::update(api, prior, planned).await,
             // Every attribute of a pool or a membership is force-new: no update reaches here.
             Kind::AgentPool | Kind::Membership => Err(Error::Config(format!(
                 "a {} cannot be updated in place",
@@ -123,6 +132,7 @@ impl Kind {
             Kind::Rule => rule::delete(api, state).await,
             Kind::AgentPool => agent_pool::delete(api, state).await,
             Kind::Membership => membership::delete(api, state).await,
+            Kind::PolicySet => policy_set::delete(api, state).await,
         };
         match deleted {
             Err(e) if e.is_not_found() => Ok(()),
@@ -135,6 +145,7 @@ impl Kind {
         match self {
             Kind::Rule => rule::import_state(id),
             Kind::Membership => membership::import_state(id),
+            Kind::PolicySet => policy_set::import_state(id),
             _ => Ok(serde_json::json!({ "id": id })),
         }
     }
@@ -145,6 +156,7 @@ impl Kind {
             Kind::Runner => runner::attribute_of(api_path),
             Kind::Rule => rule::attribute_of(api_path),
             Kind::Membership => membership::attribute_of(api_path),
+            Kind::PolicySet => policy_set::attribute_of(api_path),
             _ => {
                 let first = api_path.split('.').next()?;
                 let block = self.block();

@@ -110,6 +110,11 @@ impl Drop for Dev {
 impl Dev {
     /// Starts one on fresh names and waits for its ready file.
     pub fn start(prefix: &str) -> Dev {
+        Dev::start_with(prefix, &[])
+    }
+
+    /// Starts one with extra arguments (`--runner PILOT`, say).
+    pub fn start_with(prefix: &str, extra: &[&std::ffi::OsStr]) -> Dev {
         let dir = scratch(prefix);
         let ready = dir.join("ready.json");
         let log = std::fs::File::create(dir.join("dev.log")).unwrap();
@@ -123,6 +128,7 @@ impl Dev {
             .arg(&dir)
             .arg("--ready-file")
             .arg(&ready)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -239,6 +245,13 @@ impl Tf {
     /// A working directory whose CLI configuration overrides `sortie/sortie` with the
     /// provider under test.
     pub fn new(bin: &Path, dev: &Dev, prefix: &str) -> Tf {
+        let mut tf = Tf::new_at(bin, prefix);
+        tf.url = dev.url.clone();
+        tf.token = dev.token.clone();
+        tf
+    }
+
+    fn new_at(bin: &Path, prefix: &str) -> Tf {
         let dir = scratch(prefix);
         let provider_dir = PathBuf::from(env!("CARGO_BIN_EXE_terraform-provider-sortie"));
         let cli_config = dir.join("terraformrc");
@@ -254,9 +267,16 @@ impl Tf {
             bin: bin.to_path_buf(),
             dir,
             cli_config,
-            url: dev.url.clone(),
-            token: dev.token.clone(),
+            url: String::new(),
+            token: String::new(),
         }
+    }
+
+    /// A working directory for commands that need no API (`validate`).
+    pub fn offline(bin: &Path, prefix: &str) -> Tf {
+        let mut tf = Tf::new_at(bin, prefix);
+        tf.url = "http://127.0.0.1:9".into();
+        tf
     }
 
     /// Writes `main.tf`: the provider block (from the environment) and `body`.

@@ -2,6 +2,10 @@
 //! 1.11.4) driving the built provider against `sortie dev` on moto.
 
 mod common;
+mod docs_examples;
 mod lifecycle;
 mod membership;
+mod policy_set;
 mod protocol;
+mod speed;
+mod two_environments;

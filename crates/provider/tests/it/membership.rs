@@ -233,7 +233,8 @@ fn a_pool_token_stays_out_of_plans_and_is_null_after_import() {
         );
         let plan = tf.plan();
         assert_eq!(
-            plan.code, 0,
+            plan.code,
+            0,
             "Terraform {version}: changes after import:\n{}\n{}",
             plan.out,
             tf.ok(&["show", "-json"]).out
