@@ -81,11 +81,19 @@ fn the_policy_gate_fails_holds_or_lets_an_apply_go_on_by_enforcement() {
         try_read_state(&bucket, "sortie/acme/demo/strict/terraform.tfstate").is_none(),
         "a denied apply wrote state"
     );
-    let env = dev.ok("GET", "/v1/environments/acme/demo/strict", None);
-    assert!(
-        env.get("active_job").is_none(),
-        "the lock is released: {env}"
-    );
+    // The release follows the job's end (its record is written first).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let env = dev.ok("GET", "/v1/environments/acme/demo/strict", None);
+        if env.get("active_job").is_none() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock is never released: {env}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // Review: an auto apply is held; a deployer may not approve it, a maintainer may.
     let id = apply_as(&dev, "dave", "held");
