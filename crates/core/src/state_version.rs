@@ -74,19 +74,36 @@ pub fn facts(state: &Value) -> Option<StateFacts> {
     })
 }
 
-/// A state with every sensitive value replaced by [`REDACTED`]:
+/// A redacted secret this long or longer is also found inside other strings (a string
+/// holding it is redacted whole); a shorter one only where a whole string equals it, so a
+/// secret such as `"1"` or `"on"` does not wipe every string that happens to contain it.
+pub const SECRET_INSIDE_MIN: usize = 4;
+
+/// A state with every sensitive value replaced by [`REDACTED`], in two passes.
 ///
-/// - outputs marked `sensitive` (or not plainly marked `sensitive: false`): their value;
+/// By place:
+/// - outputs marked `"sensitive": true` (state format 4 omits the flag on plain outputs,
+///   which stay): their value;
 /// - in each resource instance (state format 4), every attribute path listed in
 ///   `sensitive_attributes`, and the provider's opaque `private` data;
 /// - `attributes_flat` (older providers, no sensitivity known): every value;
 /// - an older state format (3 and below, Terraform 0.11), which records no sensitivity:
 ///   every resource attribute and every output value.
 ///
+/// By value: every string redacted by place because it is known sensitive (under a
+/// sensitive path, or a sensitive output's value) is a secret, and any other string
+/// anywhere in the state (any depth, outputs included) that equals a secret, or contains
+/// one of at least [`SECRET_INSIDE_MIN`] bytes, is redacted too. Providers copy sensitive
+/// inputs into computed attributes they do not mark (Terraform 1.11's `terraform_data`
+/// lists `input.token` but not the `output` that mirrors it). Object keys, numbers and
+/// booleans are not searched; values redacted wholesale because their sensitivity is
+/// unknown (`attributes_flat`, format 3 attributes) are not secrets, so ids stay.
+///
 /// Everything else (addresses, types, serial, lineage) is kept, so two versions can be told
 /// apart.
 pub fn redact(state: &Value) -> Value {
     let mut out = state.clone();
+    let mut secrets = Secrets::new();
     let version = state.get("version").and_then(Value::as_u64).unwrap_or(0);
     let Some(o) = out.as_object_mut() else {
         return Value::String(REDACTED.into());
@@ -94,10 +111,10 @@ pub fn redact(state: &Value) -> Value {
     if version >= 4 {
         if let Some(outputs) = o.get_mut("outputs").and_then(Value::as_object_mut) {
             for output in outputs.values_mut() {
-                let sensitive = output.get("sensitive").and_then(Value::as_bool) != Some(false);
+                let sensitive = output.get("sensitive").and_then(Value::as_bool) == Some(true);
                 if sensitive {
                     if let Some(v) = output.get_mut("value") {
-                        *v = Value::String(REDACTED.into());
+                        take(v, &mut secrets);
                     }
                 }
             }
@@ -114,7 +131,7 @@ pub fn redact(state: &Value) -> Value {
                 .into_iter()
                 .flatten()
             {
-                redact_instance(instance);
+                redact_instance(instance, &mut secrets);
             }
         }
     } else {
@@ -127,8 +144,13 @@ pub fn redact(state: &Value) -> Value {
         {
             if let Some(outputs) = module.get_mut("outputs").and_then(Value::as_object_mut) {
                 for output in outputs.values_mut() {
+                    let sensitive = output.get("sensitive").and_then(Value::as_bool) == Some(true);
                     if let Some(v) = output.get_mut("value") {
-                        *v = Value::String(REDACTED.into());
+                        if sensitive {
+                            take(v, &mut secrets);
+                        } else {
+                            *v = Value::String(REDACTED.into());
+                        }
                     }
                 }
             }
@@ -148,10 +170,57 @@ pub fn redact(state: &Value) -> Value {
             }
         }
     }
+    scrub(&mut out, &secrets);
     out
 }
 
-fn redact_instance(instance: &mut Value) {
+/// The strings known sensitive (non-empty, not the marker itself).
+type Secrets = std::collections::BTreeSet<String>;
+
+/// Records every string below `v` as a secret, then replaces `v` with the marker.
+fn take(v: &mut Value, secrets: &mut Secrets) {
+    collect(v, secrets);
+    *v = Value::String(REDACTED.into());
+}
+
+fn collect(v: &Value, secrets: &mut Secrets) {
+    match v {
+        Value::String(s) if !s.is_empty() && s != REDACTED => {
+            secrets.insert(s.clone());
+        }
+        Value::Array(a) => a.iter().for_each(|v| collect(v, secrets)),
+        Value::Object(o) => o.values().for_each(|v| collect(v, secrets)),
+        _ => {}
+    }
+}
+
+/// Redacts every string in `v` that equals a secret or contains a long enough one: one
+/// pass over the state, each string searched once for all secrets (Aho-Corasick).
+fn scrub(v: &mut Value, secrets: &Secrets) {
+    if secrets.is_empty() {
+        return;
+    }
+    let inside =
+        aho_corasick::AhoCorasick::new(secrets.iter().filter(|s| s.len() >= SECRET_INSIDE_MIN))
+            .ok();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => {
+                let found = secrets.contains(s.as_str())
+                    || inside.as_ref().is_some_and(|ac| ac.is_match(s.as_str()));
+                if found {
+                    *s = REDACTED.into();
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter_mut()),
+            Value::Object(o) => stack.extend(o.values_mut()),
+            _ => {}
+        }
+    }
+}
+
+fn redact_instance(instance: &mut Value, secrets: &mut Secrets) {
     let Some(i) = instance.as_object_mut() else {
         return;
     };
@@ -172,9 +241,9 @@ fn redact_instance(instance: &mut Value) {
     for path in paths {
         let steps = steps_of(&path);
         match steps {
-            Some(steps) => redact_path(attrs, &steps),
+            Some(steps) => redact_path(attrs, &steps, secrets),
             // A path in a shape not understood: redact every attribute rather than guess.
-            None => redact_all(attrs),
+            None => redact_all(attrs, secrets),
         }
     }
 }
@@ -206,9 +275,9 @@ fn steps_of(path: &Value) -> Option<Vec<Step>> {
         .collect()
 }
 
-fn redact_path(v: &mut Value, steps: &[Step]) {
+fn redact_path(v: &mut Value, steps: &[Step], secrets: &mut Secrets) {
     let Some((first, rest)) = steps.split_first() else {
-        *v = Value::String(REDACTED.into());
+        take(v, secrets);
         return;
     };
     let next = match (first, v) {
@@ -219,22 +288,23 @@ fn redact_path(v: &mut Value, steps: &[Step]) {
         }
         // A set or a shape not matching the path: everything below is redacted.
         (_, other) => {
-            redact_all(other);
+            redact_all(other, secrets);
             return;
         }
     };
     if let Some(next) = next {
-        redact_path(next, rest);
+        redact_path(next, rest, secrets);
     }
 }
 
-/// Replaces every leaf below `v` (keeping object keys and list lengths).
-fn redact_all(v: &mut Value) {
+/// Replaces every leaf below `v` (keeping object keys and list lengths), recording its
+/// strings as secrets.
+fn redact_all(v: &mut Value, secrets: &mut Secrets) {
     match v {
-        Value::Object(o) => o.values_mut().for_each(redact_all),
-        Value::Array(a) => a.iter_mut().for_each(redact_all),
+        Value::Object(o) => o.values_mut().for_each(|v| redact_all(v, secrets)),
+        Value::Array(a) => a.iter_mut().for_each(|v| redact_all(v, secrets)),
         Value::Null => {}
-        leaf => *leaf = Value::String(REDACTED.into()),
+        leaf => take(leaf, secrets),
     }
 }
 
@@ -293,9 +363,13 @@ mod tests {
             }]
         });
         let r = redact(&state);
-        for secret in ["hunter2", "s3cret", "tok", "c2VjcmV0", "10.0.0.1"] {
+        for secret in ["hunter2", "s3cret", "tok", "c2VjcmV0"] {
             assert!(!contains_text(&r, secret), "{secret} in {r}");
         }
+        assert_eq!(
+            r["outputs"]["ip"]["value"], "10.0.0.1",
+            "an output with no `sensitive` flag is plain (state v4 omits it): {r}"
+        );
         assert!(contains_text(&r, "shown") && contains_text(&r, "bob") && contains_text(&r, "i-1"));
         assert_eq!(
             facts(&r).unwrap(),
@@ -305,6 +379,59 @@ mod tests {
                 terraform_version: Some("1.11.4".into())
             }
         );
+    }
+
+    /// Terraform 1.11's `terraform_data` lists only `input.token` as sensitive; its computed
+    /// `output` mirrors the input unmarked, and a plain output or attribute may embed it.
+    #[test]
+    fn a_secret_copied_into_an_unmarked_place_is_redacted_there_too() {
+        let state = json!({
+            "version": 4, "serial": 2, "lineage": "l", "terraform_version": "1.11.4",
+            "outputs": {
+                "size": {"value": "small", "type": "string"},
+                "url": {"value": "https://u:tok-SECRET-1@host", "type": "string"},
+                "token": {"value": "out-SECRET-2", "type": "string", "sensitive": true},
+            },
+            "resources": [{
+                "mode": "managed", "type": "terraform_data", "name": "app",
+                "instances": [{
+                    "attributes": {
+                        "id": "b1c2",
+                        "input": {"value": {"size": "small", "token": "tok-SECRET-1"}, "type": ["object", {}]},
+                        "output": {"value": {"size": "small", "token": "tok-SECRET-1"}, "type": ["object", {}]},
+                        "triggers_replace": ["out-SECRET-2", "on", "o"],
+                    },
+                    "sensitive_attributes": [[
+                        {"type": "get_attr", "value": "input"},
+                        {"type": "get_attr", "value": "value"},
+                        {"type": "get_attr", "value": "token"}
+                    ], [{"type": "get_attr", "value": "short"}]],
+                }]
+            }, {
+                "mode": "managed", "type": "terraform_data", "name": "other",
+                "instances": [{"attributes": {"id": "x", "input": "on", "note": "one"}, "sensitive_attributes": [
+                    [{"type": "get_attr", "value": "input"}]
+                ]}]
+            }]
+        });
+        let r = redact(&state);
+        assert!(!contains_text(&r, "SECRET"), "{r:#}");
+        let app = &r["resources"][0]["instances"][0]["attributes"];
+        assert_eq!(app["output"]["value"]["token"], REDACTED);
+        assert_eq!(app["output"]["value"]["size"], "small");
+        assert_eq!(
+            r["outputs"]["url"]["value"], REDACTED,
+            "holds a secret inside"
+        );
+        assert_eq!(r["outputs"]["size"]["value"], "small");
+        assert_eq!(app["triggers_replace"], json!([REDACTED, REDACTED, "o"]));
+        // A short secret ("on") is redacted where a whole string equals it, not inside others.
+        assert_eq!(
+            r["resources"][1]["instances"][0]["attributes"]["note"],
+            "one"
+        );
+        assert_eq!(app["id"], "b1c2");
+        assert_eq!(facts(&r), facts(&state));
     }
 
     #[test]
@@ -343,6 +470,16 @@ mod tests {
         assert_eq!(writer(t(900), &jobs), None, "nobody wrote then");
         assert_eq!(writer(t(5000), &jobs), Some("j3".into()), "still running");
         assert_eq!(writer(t(-5), &jobs), None);
+    }
+
+    /// Every string leaf of `v`, in order.
+    fn strings_of(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|v| strings_of(v, out)),
+            Value::Object(o) => o.values().for_each(|v| strings_of(v, out)),
+            _ => {}
+        }
     }
 
     /// Any JSON leaf, with strings from a small alphabet so secrets can be searched for.
@@ -387,6 +524,56 @@ mod tests {
             prop_assert!(!contains_text(&r, "SECRETVALUE"));
             prop_assert!(!contains_text(&r, "SECRETOUT"));
             prop_assert_eq!(facts(&r), facts(&state));
+        }
+
+        /// Any string that was under a sensitive path appears nowhere in the redacted state:
+        /// not where a whole string equals it, and (from [`SECRET_INSIDE_MIN`] bytes) not
+        /// inside another, wherever the provider copied it (an unmarked attribute, a plain
+        /// output, deep in a list). Strings holding no secret are kept.
+        #[test]
+        fn no_sensitive_value_appears_anywhere(
+            secret in arb_value(),
+            attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 0..5),
+            prefix in "[a-z]{0,3}",
+        ) {
+            let mut strings = vec![];
+            strings_of(&secret, &mut strings);
+            let embedded: Vec<Value> = strings.iter().map(|s| Value::from(format!("{prefix}:{s}"))).collect();
+            let mut all: serde_json::Map<String, Value> = attrs.clone().into_iter().collect();
+            all.insert("SECRETPATH".into(), secret.clone());
+            all.insert("COPY".into(), json!({"deep": [secret.clone()], "embedded": embedded}));
+            let state = json!({
+                "version": 4, "serial": 1, "lineage": "l",
+                "outputs": {"plain": {"value": [secret.clone(), embedded]}},
+                "resources": [{"instances": [{
+                    "attributes": all,
+                    "sensitive_attributes": [[{"type": "get_attr", "value": "SECRETPATH"}]]
+                }]}]
+            });
+            let r = redact(&state);
+            let mut left = vec![];
+            strings_of(&r, &mut left);
+            for s in strings.iter().filter(|s| !s.is_empty()) {
+                prop_assert!(!left.contains(s), "{s} survived: {r}");
+                if s.len() >= SECRET_INSIDE_MIN {
+                    prop_assert!(!left.iter().any(|l| l.contains(s.as_str())), "{s} inside: {r}");
+                }
+            }
+            // An attribute string that neither equals nor holds a secret is kept.
+            let holds = |l: &str| strings.iter().any(|s| {
+                !s.is_empty() && (l == s || (s.len() >= SECRET_INSIDE_MIN && l.contains(s.as_str())))
+            });
+            for (k, v) in &attrs {
+                let mut before = vec![];
+                strings_of(v, &mut before);
+                let mut after = vec![];
+                strings_of(&r["resources"][0]["instances"][0]["attributes"][k], &mut after);
+                for (b, a) in before.iter().zip(&after) {
+                    if !holds(b) {
+                        prop_assert_eq!(a, b);
+                    }
+                }
+            }
         }
 
         /// A state with nothing sensitive comes back unchanged.
