@@ -63,12 +63,26 @@ def moto_floor(endpoint, table):
     return statistics.median(samples)
 
 
+def timeline(job, job_id, events, exited, after=0.5):
+    """One job's transitions and moto's requests naming it, from 1 s before its runner's
+    exit to `after` seconds past its terminal state, as offsets from the exit."""
+    rows = [(parse_time(t["at"]), f"-> {t['to']}") for t in job["transitions"]]
+    rows += [(start, f"moto {op} ({took * 1000:.1f} ms)")
+             for start, took, op, named in events if job_id in named]
+    last = max(t for t, _ in rows[: len(job["transitions"])])
+    rows = [(t, what) for t, what in rows if exited - 1 <= t <= last + after]
+    return "\n".join(f"  {(t - exited) * 1000:+8.1f}  {what}" for t, what in sorted(rows))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--envs", type=int, default=20)
     ap.add_argument("--sortie", default=os.path.join(ROOT, "target/debug/sortie"))
     ap.add_argument("--json", help="also write the figures to this file (scripts/bench.py)")
+    ap.add_argument("--explain", type=int, default=0, metavar="N",
+                    help="print the timelines of the N slowest runner exit -> terminal windows "
+                         "(Sortie's part): the job's transitions and moto's requests naming it")
     args = ap.parse_args()
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if not endpoint:
@@ -120,7 +134,8 @@ def main():
         finished = time.time()
         moto.stop_sampling()
         moto_busy = (moto.cpu_seconds() - moto_before) / (finished - started)
-        spans = intervals_by_job(moto_events(endpoint, started - 1), ids)
+        events = moto_events(endpoint, started - 1)
+        spans = intervals_by_job(events, ids)
 
         def at(job, state):
             times = [parse_time(t["at"]) for t in job["transitions"] if t["to"] == state]
@@ -129,6 +144,7 @@ def main():
         to_running, to_terminal = [], []
         split = {"runner exit -> terminal": ([], [], []), "release -> next claim": ([], [], [])}
         by_env = {}
+        slowest = []
         for i in ids:
             job = jobs[i]
             submitted = parse_time(job["transitions"][0]["at"])
@@ -145,6 +161,7 @@ def main():
                 total.append((end - exited) * 1000)
                 theirs.append(moto_s * 1000)
                 mine.append((end - exited - moto_s) * 1000)
+                slowest.append(((end - exited - moto_s) * 1000, i, exited))
             by_env.setdefault(job["environment"], []).append((at(job, "dispatching"), end, submitted, i))
         for runs in by_env.values():
             runs.sort()
@@ -176,6 +193,9 @@ def main():
         for name, values in rows:
             print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {len(values)} |")
             latencies[name] = {"p50_ms": pct(values, 50), "p99_ms": pct(values, 99), "n": len(values)}
+        for mine_ms, i, exited in sorted(slowest, reverse=True)[: args.explain]:
+            print(f"\n{i}: Sortie's part {mine_ms:.0f} ms; offsets from the runner's exit (ms)")
+            print(timeline(jobs[i], i, events, exited))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"jobs": args.jobs, "envs": args.envs, "states": states,

@@ -96,7 +96,8 @@ pub const SECRET_INSIDE_MIN: usize = 4;
 /// one of at least [`SECRET_INSIDE_MIN`] bytes, is redacted too. Providers copy sensitive
 /// inputs into computed attributes they do not mark (Terraform 1.11's `terraform_data`
 /// lists `input.token` but not the `output` that mirrors it). Object keys, numbers and
-/// booleans are not searched; values redacted wholesale because their sensitivity is
+/// booleans are not searched, nor the state's own facts (serial, lineage, Terraform
+/// version: the list answer shows them); values redacted wholesale because their sensitivity is
 /// unknown (`attributes_flat`, format 3 attributes) are not secrets, so ids stay.
 ///
 /// Everything else (addresses, types, serial, lineage) is kept, so two versions can be told
@@ -174,6 +175,9 @@ pub fn redact(state: &Value) -> Value {
     out
 }
 
+/// The top-level keys of a state that [`facts`] reads, never searched for secrets.
+const FACT_KEYS: [&str; 4] = ["version", "serial", "lineage", "terraform_version"];
+
 /// The strings known sensitive (non-empty, not the marker itself).
 type Secrets = std::collections::BTreeSet<String>;
 
@@ -203,7 +207,16 @@ fn scrub(v: &mut Value, secrets: &Secrets) {
     let inside =
         aho_corasick::AhoCorasick::new(secrets.iter().filter(|s| s.len() >= SECRET_INSIDE_MIN))
             .ok();
-    let mut stack = vec![v];
+    // The state's own facts are not searched: the list answer shows them anyway, and a
+    // secret that happens to equal a lineage must not hide which version this is.
+    let mut stack: Vec<&mut Value> = match v {
+        Value::Object(o) => o
+            .iter_mut()
+            .filter(|(k, _)| !FACT_KEYS.contains(&k.as_str()))
+            .map(|(_, v)| v)
+            .collect(),
+        other => vec![other],
+    };
     while let Some(v) = stack.pop() {
         match v {
             Value::String(s) => {

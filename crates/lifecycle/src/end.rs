@@ -286,15 +286,24 @@ impl JobService {
 
     /// The consequences of a job's reaching a terminal state: its secrets deleted, its
     /// environment released (and the next job sent), `sortie.job.completed` published, and
-    /// what the end means for its environment recorded.
+    /// what the end means for its environment recorded. Independent calls run at once: the
+    /// secrets' deletion with the release (the next job waits for the release alone), then
+    /// the event with the environment's record (which writes the environment's item, so
+    /// only after the release).
     pub(crate) async fn ended(&self, record: &JobRecord) -> Result<(), StoreError> {
-        self.forget_sensitive_variables(&record.job).await;
-        self.release_and_next(record).await?;
-        if let Err(e) = self.bus.job_completed(record).await {
+        let ((), released) = tokio::join!(
+            self.forget_sensitive_variables(&record.job),
+            self.release_and_next(record),
+        );
+        released?;
+        info!(state = %record.job.state, reason = record.job.reason(), "job ended");
+        let (published, ()) = tokio::join!(
+            self.bus.job_completed(record),
+            self.record_for_environment(record),
+        );
+        if let Err(e) = published {
             warn!(error = %e, "publishing sortie.job.completed failed");
         }
-        info!(state = %record.job.state, reason = record.job.reason(), "job ended");
-        self.record_for_environment(record).await;
         Ok(())
     }
 

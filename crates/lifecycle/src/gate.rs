@@ -124,13 +124,21 @@ impl JobService {
         &self,
         record: &JobRecord,
     ) -> Result<Option<PolicyResult>, StoreError> {
-        let env = self
-            .store
-            .get_environment(&record.job.environment)
-            .await?
-            .item
-            .environment;
-        let sets = self.sets_in_force(&env).await?;
+        // Both reads at once: a plan's end waits for them (one round trip, not two).
+        let (env, listed) = tokio::join!(
+            self.store.get_environment(&record.job.environment),
+            self.store.policy_sets_for(record.job.environment.group()),
+        );
+        let env = env?.item.environment;
+        let sets: Vec<SetInForce> = listed?
+            .into_iter()
+            .filter(|(_, v)| v.item.applies_to(&env))
+            .map(|(group, v)| SetInForce {
+                group: group.to_string(),
+                version: v.version.to_string(),
+                set: v.item,
+            })
+            .collect();
         if sets.is_empty() {
             return Ok(None);
         }

@@ -137,7 +137,39 @@ mod group {
 use group::benches;
 
 fn main() {
+    phases();
     p99();
     benches();
     Criterion::default().configure_from_args().final_summary();
+}
+
+/// Temporary: phase split.
+fn phases() {
+    let (cache, sets, input) = setup();
+    check(&cache, &sets, &input);
+    let compiled: Vec<_> = sets.iter().map(|s| cache.get_or_compile("acme", s, "1").unwrap()).collect();
+    let n = 50;
+    let t = Instant::now();
+    for _ in 0..n { black_box(serde_json::to_string(&input).unwrap()); }
+    println!("to_string {:?}", t.elapsed() / n);
+    let text = serde_json::to_string(&input).unwrap();
+    let t = Instant::now();
+    for _ in 0..n { black_box(regorus::Value::from_json_str(&text).unwrap()); }
+    println!("from_json_str {:?}", t.elapsed() / n);
+    let rv = regorus::Value::from_json_str(&text).unwrap();
+    let t = Instant::now();
+    for _ in 0..n { black_box(<regorus::Value as serde::Deserialize>::deserialize(&input).unwrap()); }
+    println!("deserialize direct {:?}", t.elapsed() / n);
+    let rv2 = <regorus::Value as serde::Deserialize>::deserialize(&input).unwrap();
+    let t = Instant::now();
+    for _ in 0..n { for c in &compiled { black_box(sortie_policy::evaluate_one("acme", c, &rv2, Limits::default())); } }
+    println!("evaluate 20 (direct input) {:?}", t.elapsed() / n);
+    let t = Instant::now();
+    for _ in 0..n { for c in &compiled { black_box(sortie_policy::evaluate_one("acme", c, &rv, Limits::default())); } }
+    println!("evaluate 20 {:?}", t.elapsed() / n);
+    for c in compiled.iter().take(4) {
+        let t = Instant::now();
+        for _ in 0..n { black_box(sortie_policy::evaluate_one("acme", c, &rv, Limits::default())); }
+        println!("  {} {:?}", c.name, t.elapsed() / n);
+    }
 }

@@ -2,7 +2,7 @@
 //! and JSON (`RawState.json`), decoded into [`Val`] and encoded back.
 //!
 //! Objects and maps are msgpack maps, lists and sets arrays, null is nil, and an unknown
-//! value is msgpack extension type 0 (its payload, cty's refinements, is skipped).
+//! value is msgpack extension type 0 or 12 (its payload, cty's refinements, is skipped).
 //! Encoding needs no type: the schema gives Terraform the type, and [`crate::schema`]
 //! conforms every value to it first (missing attributes null, extra ones dropped), which
 //! keeps a `map(string)` a map whatever it holds.
@@ -241,7 +241,9 @@ fn map(cur: &mut Cursor<&[u8]>, n: usize, depth: usize) -> Result<Val, Error> {
 fn ext(cur: &mut Cursor<&[u8]>, len: usize) -> Result<Val, Error> {
     let kind = be(cur, 1)? as u8 as i8;
     take(cur, len)?;
-    if kind == 0 {
+    // cty's msgpack: 0 is an unknown value, 12 an unknown with refinements (Terraform
+    // 1.6+, such as a string's known prefix); both are unknown here.
+    if kind == 0 || kind == 12 {
         Ok(Val::Unknown)
     } else {
         Err(bad(format!("unexpected extension type {kind}")))
@@ -340,6 +342,11 @@ mod tests {
             Val::Unknown
         );
         assert_eq!(decode(&[0xd4, 0, 0]).unwrap(), Val::Unknown);
+        // ext8, type 12 (Terraform 1.11's refined unknown, as `"env-${count.index}"` sends).
+        assert_eq!(
+            decode(&[0xc7, 3, 12, 0x81, 0x01, 0xc3]).unwrap(),
+            Val::Unknown
+        );
         assert_eq!(decode(&[]).unwrap(), Val::Null);
     }
 }

@@ -132,20 +132,22 @@ pub trait PolicySetStore: Send + Sync {
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
     /// Every set of `group` and of each of its ancestors (the root first), with the group
-    /// that holds it: one listing per level, at most the depth of a group plus one.
+    /// that holds it: one listing per level, at most the depth of a group plus one, all
+    /// at once (a plan's end waits for them: one round trip, not one per level).
     async fn policy_sets_for(
         &self,
         group: &GroupPath,
     ) -> Result<Vec<(GroupPath, Versioned<PolicySet>)>, StoreError> {
         let mut levels = group.self_and_ancestors();
         levels.reverse();
-        let mut out = Vec::new();
-        for g in levels {
-            for set in self.list_policy_sets(&g).await? {
-                out.push((g.clone(), set));
-            }
-        }
-        Ok(out)
+        let listed =
+            futures_util::future::try_join_all(levels.iter().map(|g| self.list_policy_sets(g)))
+                .await?;
+        Ok(levels
+            .into_iter()
+            .zip(listed)
+            .flat_map(|(g, sets)| sets.into_iter().map(move |set| (g.clone(), set)))
+            .collect())
     }
 }
 
