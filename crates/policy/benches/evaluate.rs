@@ -147,29 +147,17 @@ fn main() {
 fn phases() {
     let (cache, sets, input) = setup();
     check(&cache, &sets, &input);
-    let compiled: Vec<_> = sets.iter().map(|s| cache.get_or_compile("acme", s, "1").unwrap()).collect();
+    let compiled: Vec<_> = sets.iter().map(|s| ("acme".to_string(), cache.get_or_compile("acme", s, "1").unwrap())).collect();
+    let refs: Vec<(String, &sortie_policy::CompiledSet)> = compiled.iter().map(|(g, c)| (g.clone(), c.as_ref())).collect();
     let n = 50;
     let t = Instant::now();
-    for _ in 0..n { black_box(serde_json::to_string(&input).unwrap()); }
-    println!("to_string {:?}", t.elapsed() / n);
-    let text = serde_json::to_string(&input).unwrap();
+    for _ in 0..n { black_box(sortie_policy::PreparedInput::new(&input)); }
+    println!("prepare input {:?}", t.elapsed() / n);
+    let rv = sortie_policy::PreparedInput::new(&input);
     let t = Instant::now();
-    for _ in 0..n { black_box(regorus::Value::from_json_str(&text).unwrap()); }
-    println!("from_json_str {:?}", t.elapsed() / n);
-    let rv = regorus::Value::from_json_str(&text).unwrap();
+    for _ in 0..n { for (_, c) in &compiled { black_box(sortie_policy::evaluate_one("acme", c, &rv, Limits::default())); } }
+    println!("evaluate 20 sequential {:?}", t.elapsed() / n);
     let t = Instant::now();
-    for _ in 0..n { black_box(<regorus::Value as serde::Deserialize>::deserialize(&input).unwrap()); }
-    println!("deserialize direct {:?}", t.elapsed() / n);
-    let rv2 = <regorus::Value as serde::Deserialize>::deserialize(&input).unwrap();
-    let t = Instant::now();
-    for _ in 0..n { for c in &compiled { black_box(sortie_policy::evaluate_one("acme", c, &rv2, Limits::default())); } }
-    println!("evaluate 20 (direct input) {:?}", t.elapsed() / n);
-    let t = Instant::now();
-    for _ in 0..n { for c in &compiled { black_box(sortie_policy::evaluate_one("acme", c, &rv, Limits::default())); } }
-    println!("evaluate 20 {:?}", t.elapsed() / n);
-    for c in compiled.iter().take(4) {
-        let t = Instant::now();
-        for _ in 0..n { black_box(sortie_policy::evaluate_one("acme", c, &rv, Limits::default())); }
-        println!("  {} {:?}", c.name, t.elapsed() / n);
-    }
+    for _ in 0..n { black_box(sortie_policy::evaluate_prepared(&refs, &rv, Limits::default())); }
+    println!("evaluate 20 parallel {:?}", t.elapsed() / n);
 }

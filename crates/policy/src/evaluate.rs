@@ -30,7 +30,29 @@ impl Default for Limits {
     }
 }
 
-/// Evaluates every `(group, set)` against `input`, in order, one [`SetResult`] each.
+/// The most threads one check evaluates its sets on.
+pub const MAX_THREADS: usize = 4;
+
+/// A check's input converted once to the evaluator's form (shared, read-only), for every
+/// set of the check: converting a 1,000-resource plan costs as much as evaluating a few
+/// sets, so it is never done per set.
+#[derive(Debug, Clone)]
+pub struct PreparedInput(RegoValue);
+
+impl PreparedInput {
+    /// Converts `input` (`Undefined`, and so an error on every set, when it cannot be).
+    pub fn new(input: &serde_json::Value) -> Self {
+        // Through JSON text: the parser interns object keys and keeps compact storage,
+        // which the evaluator reads faster than a value deserialized from a tree.
+        let value = serde_json::to_string(input)
+            .ok()
+            .and_then(|text| RegoValue::from_json_str(&text).ok())
+            .unwrap_or(RegoValue::Undefined);
+        Self(value)
+    }
+}
+
+/// Evaluates every `(group, set)` against `input`, one [`SetResult`] each, in order.
 /// A set that fails (its time limit, a runtime error, a message that is not a string)
 /// gives a result with `error` set; nothing here panics or runs unbounded.
 pub fn evaluate(
@@ -38,35 +60,82 @@ pub fn evaluate(
     input: &serde_json::Value,
     limits: Limits,
 ) -> Vec<SetResult> {
-    let input = to_rego(input);
-    sets.iter()
-        .map(|(group, set)| evaluate_one(group, set, &input, limits))
+    evaluate_prepared(sets, &PreparedInput::new(input), limits)
+}
+
+/// [`evaluate`] with the input already converted. The sets are shared out over up to
+/// [`MAX_THREADS`] threads (no more than the machine's cores); each keeps its own timer.
+pub fn evaluate_prepared(
+    sets: &[(String, &CompiledSet)],
+    input: &PreparedInput,
+    limits: Limits,
+) -> Vec<SetResult> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+        .min(sets.len());
+    if threads <= 1 {
+        return sets
+            .iter()
+            .map(|(group, set)| evaluate_one(group, set, input, limits))
+            .collect();
+    }
+    let mut slots: Vec<Option<SetResult>> = vec![None; sets.len()];
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    // Strided, so slow and fast sets spread over the threads.
+                    (t..sets.len())
+                        .step_by(threads)
+                        .map(|i| (i, evaluate_one(&sets[i].0, sets[i].1, input, limits)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A worker cannot panic short of a bug in the evaluator; its sets then stay
+            // unset and are reported as errors below.
+            if let Ok(done) = worker.join() {
+                for (i, result) in done {
+                    slots[i] = Some(result);
+                }
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .zip(sets)
+        .map(|(slot, (group, set))| {
+            slot.unwrap_or_else(|| {
+                let mut failed = blank(group, set);
+                failed.error = Some("the policy evaluation failed".into());
+                failed
+            })
+        })
         .collect()
 }
 
-/// Converts a JSON input once, for many sets (`Undefined` when it cannot be converted).
-fn to_rego(input: &serde_json::Value) -> RegoValue {
-    serde_json::to_string(input)
-        .ok()
-        .and_then(|text| RegoValue::from_json_str(&text).ok())
-        .unwrap_or(RegoValue::Undefined)
-}
-
-/// Evaluates one set against an input already converted with [`regorus::Value`].
-pub fn evaluate_one(
-    group: &str,
-    set: &CompiledSet,
-    input: &RegoValue,
-    limits: Limits,
-) -> SetResult {
-    let mut result = SetResult {
+fn blank(group: &str, set: &CompiledSet) -> SetResult {
+    SetResult {
         set: set.name.clone(),
         group: group.to_string(),
         enforcement: set.enforcement,
         deny: Vec::new(),
         warn: Vec::new(),
         error: None,
-    };
+    }
+}
+
+/// Evaluates one set against an input already converted.
+pub fn evaluate_one(
+    group: &str,
+    set: &CompiledSet,
+    input: &PreparedInput,
+    limits: Limits,
+) -> SetResult {
+    let mut result = blank(group, set);
+    let input = &input.0;
     if *input == RegoValue::Undefined {
         result.error = Some("the policy input could not be built".into());
         return result;

@@ -210,6 +210,7 @@ pub enum EnvCommand {
     },
     /// Restore the environment's state to a version: a job writes it back as the current
     /// state, then plans (its plan shows what the restore changed). Needs `manage`.
+    #[command(disable_version_flag = true)]
     Restore {
         /// The environment's path.
         path: String,
