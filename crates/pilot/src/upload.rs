@@ -39,7 +39,9 @@ pub trait Uploader: Send + Sync {
         Ok(())
     }
 
-    /// Whether someone follows the log now; `None` when it cannot be told.
+    /// Whether someone follows the log now; `None` when it cannot be told this time (the
+    /// last answer stands). An API without a follow marker counts as followed: the log
+    /// ships at the followed pace, as it did before the marker existed.
     async fn followed(&self) -> Option<bool> {
         None
     }
@@ -191,12 +193,14 @@ impl Uploader for ApiUploader {
     async fn followed(&self) -> Option<bool> {
         let url = match self.follow_url() {
             Some(url) => url,
-            None if !self.batches.load(Ordering::Relaxed) => return None,
+            // An older API has no follow marker: ship at the followed pace, as it
+            // always did, so its followers see lines within the pace they knew.
+            None if !self.batches.load(Ordering::Relaxed) => return Some(true),
             None => {
                 let Some(answer) = self.api.log_upload_grants(&[]).await.ok()? else {
                     // An older API: no follow marker, no batches.
                     self.batches.store(false, Ordering::Relaxed);
-                    return None;
+                    return Some(true);
                 };
                 self.remember_follow_url(answer.follow_url.clone());
                 answer.follow_url
