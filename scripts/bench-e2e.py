@@ -6,7 +6,7 @@
 Starts `sortie dev` against the moto of scripts/with-moto.sh with a runner that
 exits 0 at once (so every figure is the control plane's and moto's), creates one
 runner, one rule and `--envs` environments, submits `--jobs` plans round robin,
-(from 8 clients at once), waits until every job is terminal, then prints, from the jobs' own transitions
+(one client per environment, at most 32, each submitting back to back), waits until every job is terminal, then prints, from the jobs' own transitions
 and the runners' exit files (`<job>.<attempt>.exit`, written by the local
 launcher's supervisor the moment the runner ends):
 
@@ -23,7 +23,12 @@ launcher's supervisor the moment the runner ends):
   time and Sortie's: moto's is the part of the window in which moto was serving a
   request naming the job (the ended one or the claimed one; a DynamoDB request's
   wait for moto's lock counts as moto's), from the timing wrapper of
-  scripts/moto_server.py (patch 5); Sortie's is the rest of the window;
+  scripts/moto_server.py (patch 5); Sortie's is the rest of the window. That rest
+  still holds moto's time for requests that name no job (an environment's read, a
+  policy set listing) and the wait in moto's queue; "Sortie's part, moto idle" is
+  the window less every moto request, whoever it was for: a lower bound of Sortie's;
+- `--explain N`: the N slowest windows' timelines (the job's transitions and moto's
+  requests naming it) and moto's other requests in each window;
 - moto's peak resident memory while the jobs ran.
 """
 
@@ -71,7 +76,17 @@ def timeline(job, job_id, events, exited, after=0.5):
              for start, took, op, named in events if job_id in named]
     last = max(t for t, _ in rows[: len(job["transitions"])])
     rows = [(t, what) for t, what in rows if exited - 1 <= t <= last + after]
-    return "\n".join(f"  {(t - exited) * 1000:+8.1f}  {what}" for t, what in sorted(rows))
+    lines = [f"  {(t - exited) * 1000:+8.1f}  {what}" for t, what in sorted(rows)]
+    ended = parse_time(job["transitions"][-1]["at"])
+    others = {}
+    for start, took, op, named in events:
+        if exited <= start <= ended and job_id not in named:
+            n, ms = others.get((op, bool(named)), (0, 0.0))
+            others[(op, bool(named))] = (n + 1, ms + took * 1000)
+    lines.append("  moto's other requests from the exit to the terminal state: " + ", ".join(
+        f"{op}{'' if named else ' (no job)'} x{n} {ms:.0f} ms"
+        for (op, named), (n, ms) in sorted(others.items(), key=lambda kv: -kv[1][1])))
+    return "\n".join(lines)
 
 
 def main():
@@ -112,12 +127,17 @@ def main():
         started = time.time()
         moto_before = moto.cpu_seconds()
         moto.start_sampling()
-        # Submitted by 8 clients at once, so environments build queues of waiting jobs.
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            ids = list(pool.map(
-                lambda i: api.call("POST", f"/v1/environments/{envs[i % len(envs)]}/-/jobs",
-                                   {"operation": "plan", "files": {"main.tf": ""}})["id"],
-                range(args.jobs)))
+        # One client per environment (at most 32), each submitting its environment's jobs
+        # back to back, so every environment builds a queue of waiting jobs however slow
+        # a submit is (round robin from a few clients left none once a submit took longer
+        # than a job's life, and "release -> next claim" had nothing to measure).
+        def submit_all(env):
+            return [api.call("POST", f"/v1/environments/{env}/-/jobs",
+                             {"operation": "plan", "files": {"main.tf": ""}})["id"]
+                    for _ in range(sum(1 for i in range(args.jobs) if envs[i % len(envs)] == env))]
+
+        with concurrent.futures.ThreadPoolExecutor(min(32, len(envs))) as pool:
+            ids = [i for batch in pool.map(submit_all, envs) for i in batch]
         jobs = {}
         deadline = time.time() + 30 + args.jobs * 2
         pending = list(ids)
@@ -136,13 +156,19 @@ def main():
         moto_busy = (moto.cpu_seconds() - moto_before) / (finished - started)
         events = moto_events(endpoint, started - 1)
         spans = intervals_by_job(events, ids)
+        # Every moto request, whoever it was for: the window's part in which moto was
+        # serving anything bounds Sortie's own part from below.
+        busy = sorted((start, start + took) for start, took, _op, _named in events)
+        with open(os.path.join(work, "jobs.json"), "w") as f:
+            json.dump(jobs, f)
 
         def at(job, state):
             times = [parse_time(t["at"]) for t in job["transitions"] if t["to"] == state]
             return times[-1] if times else None
 
         to_running, to_terminal = [], []
-        split = {"runner exit -> terminal": ([], [], []), "release -> next claim": ([], [], [])}
+        split = {"runner exit -> terminal": ([], [], [], []),
+                 "release -> next claim": ([], [], [], [])}
         by_env = {}
         slowest = []
         for i in ids:
@@ -157,10 +183,11 @@ def main():
             if os.path.exists(exit_file):
                 exited = os.path.getmtime(exit_file)
                 moto_s = moto_share(spans.get(i, []), exited, end)
-                total, mine, theirs = split["runner exit -> terminal"]
+                total, mine, theirs, idle = split["runner exit -> terminal"]
                 total.append((end - exited) * 1000)
                 theirs.append(moto_s * 1000)
                 mine.append((end - exited - moto_s) * 1000)
+                idle.append((end - exited - moto_share(busy, exited, end)) * 1000)
                 slowest.append(((end - exited - moto_s) * 1000, i, exited))
             by_env.setdefault(job["environment"], []).append((at(job, "dispatching"), end, submitted, i))
         for runs in by_env.values():
@@ -170,10 +197,11 @@ def main():
                 if claimed and queued < end <= claimed:
                     both = sorted(spans.get(before, []) + spans.get(after, []))
                     moto_s = moto_share(both, end, claimed)
-                    total, mine, theirs = split["release -> next claim"]
+                    total, mine, theirs, idle = split["release -> next claim"]
                     total.append((claimed - end) * 1000)
                     theirs.append(moto_s * 1000)
                     mine.append((claimed - end - moto_s) * 1000)
+                    idle.append((claimed - end - moto_share(busy, end, claimed)) * 1000)
         states = {}
         for job in jobs.values():
             states[job["state"]] = states.get(job["state"], 0) + 1
@@ -188,8 +216,9 @@ def main():
         print("|---|---:|---:|---:|")
         latencies = {}
         rows = [("submit -> running", to_running), ("submit -> terminal", to_terminal)]
-        for name, (total, mine, theirs) in split.items():
-            rows += [(name, total), (f"{name}: moto's part", theirs), (f"{name}: Sortie's part", mine)]
+        for name, (total, mine, theirs, idle) in split.items():
+            rows += [(name, total), (f"{name}: moto's part", theirs), (f"{name}: Sortie's part", mine),
+                     (f"{name}: Sortie's part, moto idle", idle)]
         for name, values in rows:
             print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {len(values)} |")
             latencies[name] = {"p50_ms": pct(values, 50), "p99_ms": pct(values, 99), "n": len(values)}

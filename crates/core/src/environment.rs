@@ -144,6 +144,30 @@ pub struct EnvSettings {
     /// Upstream output names given to a triggered job as `TF_VAR_<name>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trigger_inputs: Vec<String>,
+    /// A fixed end: the environment is destroyed by `sortie:expiry` then ([`crate::expiry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A lifetime such as `72h`, counted from `ttl_from` (ignored while `expires_at` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// Where `ttl` counts from: `created` (default) or `last_apply`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub ttl_from: crate::expiry::TtlFrom,
+}
+
+impl EnvSettings {
+    /// Its expiry setting, for [`crate::expiry::expires_at`] (a stored `ttl` that no longer
+    /// parses counts as none).
+    pub fn expiry(&self) -> crate::expiry::ExpirySetting {
+        crate::expiry::ExpirySetting {
+            expires_at: self.expires_at,
+            ttl_seconds: self
+                .ttl
+                .as_deref()
+                .and_then(|t| crate::expiry::parse_duration(t).ok()),
+            ttl_from: self.ttl_from,
+        }
+    }
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -229,6 +253,12 @@ pub struct EnvironmentInput {
     pub trigger_operation: Option<crate::triggers::TriggerOperation>,
     /// `trigger_inputs`, when given.
     pub trigger_inputs: Option<Vec<String>>,
+    /// `expires_at`, when given (`null` clears it).
+    pub expires_at: Option<Option<chrono::DateTime<chrono::Utc>>>,
+    /// `ttl`, when given, in the canonical form (`null` clears it).
+    pub ttl: Option<Option<String>>,
+    /// `ttl_from`, when given.
+    pub ttl_from: Option<crate::expiry::TtlFrom>,
 }
 
 impl EnvironmentInput {
@@ -263,6 +293,15 @@ impl EnvironmentInput {
         }
         if let Some(v) = &self.trigger_inputs {
             settings.trigger_inputs = v.clone();
+        }
+        if let Some(v) = self.expires_at {
+            settings.expires_at = v;
+        }
+        if let Some(v) = &self.ttl {
+            settings.ttl = v.clone();
+        }
+        if let Some(v) = self.ttl_from {
+            settings.ttl_from = v;
         }
     }
 }
@@ -364,6 +403,19 @@ impl EnvironmentInput {
         if let Some(inputs) = &trigger_inputs {
             crate::triggers::check_inputs(inputs, "trigger_inputs", &mut p);
         }
+        let expires_at: Option<Option<chrono::DateTime<chrono::Utc>>> =
+            nullable(&mut f, "expires_at", &mut p);
+        let ttl: Option<Option<String>> = nullable(&mut f, "ttl", &mut p);
+        let ttl = ttl.map(|t| {
+            t.and_then(|text| match crate::expiry::parse_duration(&text) {
+                Ok(seconds) => Some(crate::expiry::format_duration(seconds)),
+                Err(problem) => {
+                    p.push("ttl", problem);
+                    None
+                }
+            })
+        });
+        let ttl_from: Option<crate::expiry::TtlFrom> = f.optional("ttl_from", &mut p);
         f.finish(&mut p);
         p.finish(Self {
             name,
@@ -380,6 +432,9 @@ impl EnvironmentInput {
             triggers,
             trigger_operation,
             trigger_inputs,
+            expires_at,
+            ttl,
+            ttl_from,
         })
     }
 }

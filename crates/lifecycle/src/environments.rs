@@ -137,6 +137,7 @@ impl Environments {
             },
         };
         crate::triggers::check(self.store.as_ref(), &env.path, &env.settings.triggers).await?;
+        self.check_expiry(&env.path, &env.settings).await?;
         let resolved = self.resolve(&env).await?;
         env.runner.runner_id = resolved.rule.runner_id.clone();
         env.runner.rule_id = resolved.rule.id.clone();
@@ -167,7 +168,11 @@ impl Environments {
         if let Some(upstreams) = &fields.triggers {
             crate::triggers::check(self.store.as_ref(), path, upstreams).await?;
         }
+        let before = (env.settings.expires_at, env.settings.ttl.clone());
         fields.apply_settings(&mut env.settings);
+        if before != (env.settings.expires_at, env.settings.ttl.clone()) {
+            self.check_expiry(path, &env.settings).await?;
+        }
         if let Some(t) = fields.env_type {
             env.env_type = t;
         }

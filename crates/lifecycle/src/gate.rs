@@ -164,12 +164,14 @@ impl JobService {
             &runner,
         );
         drop(doc);
+        // Converted once for every set (the conversion costs as much as a few sets).
+        let input = sortie_policy::PreparedInput::new(&input);
         let mut results = Vec::with_capacity(sets.len());
         for s in &sets {
             let result = match self.gate.cache.get_or_compile(&s.group, &s.set, &s.version) {
                 Ok(compiled) => {
                     let one = [(s.group.clone(), compiled.as_ref())];
-                    sortie_policy::evaluate(&one, &input, self.gate.limits)
+                    sortie_policy::evaluate_prepared(&one, &input, self.gate.limits)
                         .pop()
                         .unwrap_or_else(|| errored(s, "the evaluation gave no result".into()))
                 }

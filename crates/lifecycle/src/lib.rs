@@ -15,6 +15,7 @@ mod engine;
 #[cfg(test)]
 mod env_life_tests;
 mod environments;
+pub mod expiry;
 mod gate;
 mod jobs;
 mod locks;

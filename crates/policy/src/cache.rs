@@ -13,7 +13,7 @@ const MAX_SETS: usize = 2_000;
 type Key = (String, String, String);
 
 /// Compiled sets keyed by group, name and version (the set's ETag): a new version
-/// compiles afresh, and at most [`MAX_SETS`] are kept. Cheap to clone (shared).
+/// compiles afresh, and at most `MAX_SETS` (2,000) are kept. Cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
 pub struct SetCache {
     entries: Arc<Mutex<HashMap<Key, Arc<CompiledSet>>>>,

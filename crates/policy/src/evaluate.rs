@@ -30,9 +30,6 @@ impl Default for Limits {
     }
 }
 
-/// The most threads one check evaluates its sets on.
-pub const MAX_THREADS: usize = 4;
-
 /// A check's input converted once to the evaluator's form (shared, read-only), for every
 /// set of the check: converting a 1,000-resource plan costs as much as evaluating a few
 /// sets, so it is never done per set.
@@ -63,56 +60,15 @@ pub fn evaluate(
     evaluate_prepared(sets, &PreparedInput::new(input), limits)
 }
 
-/// [`evaluate`] with the input already converted. The sets are shared out over up to
-/// [`MAX_THREADS`] threads (no more than the machine's cores); each keeps its own timer.
+/// [`evaluate`] with the input already converted, the sets one after another (on threads
+/// they were slower: they contend on the shared input's reference counts).
 pub fn evaluate_prepared(
     sets: &[(String, &CompiledSet)],
     input: &PreparedInput,
     limits: Limits,
 ) -> Vec<SetResult> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_THREADS)
-        .min(sets.len());
-    if threads <= 1 {
-        return sets
-            .iter()
-            .map(|(group, set)| evaluate_one(group, set, input, limits))
-            .collect();
-    }
-    let mut slots: Vec<Option<SetResult>> = vec![None; sets.len()];
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    // Strided, so slow and fast sets spread over the threads.
-                    (t..sets.len())
-                        .step_by(threads)
-                        .map(|i| (i, evaluate_one(&sets[i].0, sets[i].1, input, limits)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for worker in workers {
-            // A worker cannot panic short of a bug in the evaluator; its sets then stay
-            // unset and are reported as errors below.
-            if let Ok(done) = worker.join() {
-                for (i, result) in done {
-                    slots[i] = Some(result);
-                }
-            }
-        }
-    });
-    slots
-        .into_iter()
-        .zip(sets)
-        .map(|(slot, (group, set))| {
-            slot.unwrap_or_else(|| {
-                let mut failed = blank(group, set);
-                failed.error = Some("the policy evaluation failed".into());
-                failed
-            })
-        })
+    sets.iter()
+        .map(|(group, set)| evaluate_one(group, set, input, limits))
         .collect()
 }
 

@@ -233,6 +233,17 @@ pub struct EnvironmentCreate {
     /// Upstream output names given to triggered jobs as `TF_VAR_<name>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_inputs: Option<Vec<String>>,
+    /// A fixed end (RFC 3339): then `sortie:expiry` destroys it. Within the maximum TTL
+    /// set on its groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A lifetime such as `72h` (`s`, `m`, `h`, `d`), at least 1 hour and at most the
+    /// maximum TTL set on its groups; ignored while `expires_at` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// Where `ttl` counts from: `created` (default) or `last_apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_from: Option<sortie_core::expiry::TtlFrom>,
 }
 
 /// The body of `PATCH /v1/environments/{environment}`: any subset of the fields.
@@ -281,6 +292,17 @@ pub struct EnvironmentPatch {
     /// Upstream output names given to triggered jobs as `TF_VAR_<name>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_inputs: Option<Vec<String>>,
+    /// A fixed end (RFC 3339): then `sortie:expiry` destroys it. Within the maximum TTL
+    /// set on its groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A lifetime such as `72h` (`s`, `m`, `h`, `d`), at least 1 hour and at most the
+    /// maximum TTL set on its groups; ignored while `expires_at` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// Where `ttl` counts from: `created` (default) or `last_apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_from: Option<sortie_core::expiry::TtlFrom>,
 }
 
 /// The answer of `runner check`: every check, in order. Nothing was launched or written.

@@ -7,6 +7,7 @@
 
 mod agent_pools;
 mod environments;
+mod expiry;
 mod job_views;
 mod jobs;
 mod locks;
@@ -32,6 +33,7 @@ mod whoami;
 
 pub(crate) use agent_pools::*;
 pub(crate) use environments::*;
+pub(crate) use expiry::*;
 pub(crate) use jobs::*;
 pub(crate) use locks::*;
 pub(crate) use log_uploads::*;
@@ -82,6 +84,7 @@ route_table! {
     RefreshRunner => refresh_runner,
     LockEnvironment => lock_environment,
     UnlockEnvironment => unlock_environment,
+    ExtendEnvironment => extend_environment,
     FreezeGroup => freeze_group,
     UnfreezeGroup => unfreeze_group,
     ListJobs => list_jobs,

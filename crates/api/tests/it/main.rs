@@ -6,6 +6,7 @@ mod common;
 mod encoded_paths;
 mod env_life;
 mod explain;
+mod expiry;
 mod hostile_input;
 mod http_conventions;
 mod locks;

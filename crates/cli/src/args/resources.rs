@@ -234,6 +234,15 @@ pub enum EnvCommand {
         /// The environment's path.
         path: String,
     },
+    /// Extend an expiring environment's life (from the later of its current end and now),
+    /// up to the maximum TTL set on its groups. Needs `deploy`.
+    Extend {
+        /// The environment's path.
+        path: String,
+        /// How much longer, such as `24h` (`s`, `m`, `h`, `d`).
+        #[arg(long)]
+        by: String,
+    },
     /// Resolve the environment's runner again; print the chosen runner, the winning rule
     /// and the explanation table.
     RefreshRunner {

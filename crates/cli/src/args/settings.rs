@@ -50,6 +50,10 @@ pub struct EnvSettingArgs {
     /// With `update env`, `''` removes them all.
     #[arg(long, value_name = "NAMES", value_parser = parse_list)]
     pub trigger_inputs: Option<Vec<String>>,
+    /// A lifetime such as `72h` (`s`, `m`, `h`, `d`) from creation: then `sortie:expiry`
+    /// destroys the environment. At most the maximum TTL set on its groups.
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
 }
 
 /// `--trigger-operation`.
@@ -83,6 +87,7 @@ impl EnvSettingArgs {
             && self.triggers.is_none()
             && self.trigger_operation.is_none()
             && self.trigger_inputs.is_none()
+            && self.ttl.is_none()
     }
 }
 

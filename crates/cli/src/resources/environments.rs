@@ -52,6 +52,9 @@ pub(super) async fn create(
         triggers: settings.triggers,
         trigger_operation: settings.trigger_operation.map(trigger_operation),
         trigger_inputs: settings.trigger_inputs,
+        expires_at: None,
+        ttl: settings.ttl,
+        ttl_from: None,
     };
     let body = serde_json::to_value(&body)
         .map_err(|e| CliError::Other(format!("could not encode the environment: {e}")))?;
@@ -182,6 +185,9 @@ pub(super) async fn update(
         triggers: settings.triggers,
         trigger_operation: settings.trigger_operation.map(trigger_operation),
         trigger_inputs: settings.trigger_inputs,
+        expires_at: None,
+        ttl: settings.ttl,
+        ttl_from: None,
     };
     let mut body = serde_json::to_value(&patch)
         .map_err(|e| CliError::Other(format!("could not encode the change: {e}")))?;
@@ -256,6 +262,11 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
             split_env(&path)?;
             let base = format!("{}/-", env_url(&path));
             return super::locks::lock(api, &base, None, out).await;
+        }
+        EnvCommand::Extend { path, by } => {
+            split_env(&path)?;
+            let base = format!("{}/-", env_url(&path));
+            return super::locks::extend(api, &base, &by, out).await;
         }
     };
     let (group, _) = split_env(&path)?;

@@ -1,4 +1,5 @@
-//! `sortie env lock|unlock PATH` and `sortie group lock|unlock GROUP` (a freeze).
+//! `sortie env lock|unlock PATH` and `sortie group lock|unlock GROUP` (a freeze), and
+//! `sortie env extend PATH --by 24h` (an expiring environment's new end).
 
 use http::Method;
 use serde_json::{json, Value};
@@ -45,6 +46,23 @@ pub(super) async fn lock(
     };
     let body = answer.body;
     emit(&body, out, || lock_text(&body))
+}
+
+/// Extends the environment whose URL, up to its `/-`, is `base` by `by`, and prints its
+/// new end.
+pub(super) async fn extend(api: &Api, base: &str, by: &str, out: Output) -> Result<(), CliError> {
+    let body = json!({ "by": by });
+    let answer = api
+        .send(Method::POST, &format!("{base}/extend"), Some(&body), &[])
+        .await?;
+    let body = answer.body;
+    emit(&body, out, || {
+        format!(
+            "{} now expires at {}\n",
+            body["environment"].as_str().unwrap_or_default(),
+            body["expires_at"].as_str().unwrap_or("?")
+        )
+    })
 }
 
 /// `locked acme/pay/prod: alice at 2026-…: "incident 42"`, or what an unlock removed.

@@ -27,7 +27,7 @@ use crate::{
 /// The attributes an environment update rewrites: its type, labels and tags, and its
 /// settings. Each is set to the checked item's value, or removed when the item has none
 /// (never written as NULL).
-const UPDATED: [&str; 15] = [
+const UPDATED: [&str; 18] = [
     // The organisation index (gsi4): written by every update, so an item written before
     // gsi4 existed gets it on its next update.
     "gsi4pk",
@@ -45,6 +45,9 @@ const UPDATED: [&str; 15] = [
     "triggers",
     "trigger_operation",
     "trigger_inputs",
+    "expires_at",
+    "ttl",
+    "ttl_from",
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
@@ -517,6 +520,9 @@ mod tests {
             triggers: vec![sortie_core::EnvPath::parse("acme/payments/db").unwrap()],
             trigger_operation: sortie_core::triggers::TriggerOperation::Apply,
             trigger_inputs: vec!["db_host".into()],
+            expires_at: Some(chrono::Utc::now()),
+            ttl: Some("72h".into()),
+            ttl_from: sortie_core::expiry::TtlFrom::LastApply,
         };
         let item: Item = serde_dynamo::to_item(&settings).unwrap();
         let mut names: Vec<&str> = item.keys().map(String::as_str).collect();

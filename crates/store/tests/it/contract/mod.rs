@@ -1385,6 +1385,9 @@ fn full_settings(schedule: &str) -> EnvSettings {
         triggers: vec![sortie_core::EnvPath::parse("acme/payments/db").unwrap()],
         trigger_operation: sortie_core::triggers::TriggerOperation::Apply,
         trigger_inputs: vec!["db_host".into()],
+        expires_at: Some(Utc.timestamp_opt(1_900_000_000, 0).unwrap()),
+        ttl: Some("72h".into()),
+        ttl_from: sortie_core::expiry::TtlFrom::LastApply,
     }
 }
 

@@ -1,0 +1,168 @@
+//! Expiry through the HTTP API (fast tier): `ttl` and `expires_at` checked on create and
+//! update against the shortest TTL and the maximum inherited from the groups (400 naming
+//! the field and the limit), and `POST …/-/extend` (needs `deploy`) up to the maximum
+//! (409 naming it). Every answer is checked against the OpenAPI document.
+
+use crate::common;
+
+use chrono::{DateTime, Duration, Utc};
+use common::{seed_org, Api, Reply};
+use serde_json::json;
+use sortie_core::expiry::ExpiryLimits;
+use sortie_core::{GroupPath, Role};
+
+async fn post(api: &Api, who: &str, path: &str, body: serde_json::Value) -> Reply {
+    let body = body.to_string();
+    api.call(Some(who), "POST", path, Some(&body), &[]).await
+}
+
+async fn with_max(max_days: u64) -> Api {
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    api.store
+        .set_group_expiry(
+            &GroupPath::parse("acme").unwrap(),
+            &ExpiryLimits {
+                default_ttl_seconds: None,
+                max_ttl_seconds: Some(max_days * 86_400),
+            },
+        )
+        .await
+        .unwrap();
+    api
+}
+
+fn time(r: &Reply, field: &str) -> DateTime<Utc> {
+    r.body[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field}: {}", r.body))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn ttl_and_expires_at_are_checked_against_the_inherited_maximum() {
+    let api = with_max(7).await;
+    let create = "/v1/groups/acme/pay/-/environments";
+    let over = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "a", "env_type": "dev", "ttl": "8d"}),
+    )
+    .await;
+    assert_eq!(over.status, 400, "{}", over.body);
+    assert_eq!(over.body["error"]["fields"][0]["path"], "ttl");
+    let problem = over.body["error"]["fields"][0]["problem"].as_str().unwrap();
+    assert!(problem.contains("7d"), "{problem}");
+
+    let short = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "a", "env_type": "dev", "ttl": "5m"}),
+    )
+    .await;
+    assert_eq!(short.status, 400, "{}", short.body);
+    assert!(short.body["error"]["fields"][0]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("1h"));
+
+    let bad = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "a", "env_type": "dev", "ttl": "3 weeks"}),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(bad.body["error"]["fields"][0]["path"], "ttl");
+
+    let far = (Utc::now() + Duration::days(30)).to_rfc3339();
+    let r = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "a", "env_type": "dev", "expires_at": far}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "expires_at");
+
+    let ok = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "a", "env_type": "dev", "ttl": "72h"}),
+    )
+    .await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .await;
+    assert_eq!(env.body["ttl"], "3d", "{}", env.body);
+
+    let patch = json!({"ttl": "30d"}).to_string();
+    let r = api
+        .as_admin("PATCH", "/v1/environments/acme/pay/a", Some(&patch))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "ttl");
+}
+
+#[tokio::test]
+async fn extend_moves_the_end_up_to_the_maximum_and_needs_deploy() {
+    let api = with_max(7).await;
+    api.grant("acme", Role::Deployer, "alice").await;
+    api.grant("acme", Role::Viewer, "vera").await;
+    let at = Utc::now() + Duration::days(2);
+    let r = post(
+        &api,
+        "admin",
+        "/v1/groups/acme/pay/-/environments",
+        json!({"name": "a", "env_type": "dev", "expires_at": at.to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let extend = "/v1/environments/acme/pay/a/-/extend";
+
+    let r = post(&api, "vera", extend, json!({"by": "24h"})).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = post(&api, "alice", extend, json!({"by": "soon"})).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "by");
+
+    let r = post(&api, "alice", extend, json!({"by": "24h"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let end = time(&r, "expires_at");
+    assert!(
+        (end - (at + Duration::days(1))).num_seconds().abs() <= 1,
+        "{end} vs {at}"
+    );
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .await;
+    assert_eq!(time(&env, "expires_at"), end, "{}", env.body);
+
+    // 3 days + 5 days is past now + 7 days: refused, naming the maximum.
+    let r = post(&api, "alice", extend, json!({"by": "5d"})).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "over_maximum");
+    assert!(
+        r.body["error"]["message"].as_str().unwrap().contains("7d"),
+        "{}",
+        r.body
+    );
+
+    // An environment that does not expire has nothing to extend.
+    api.create_env("acme/pay", "forever", "dev").await;
+    let r = post(
+        &api,
+        "alice",
+        "/v1/environments/acme/pay/forever/-/extend",
+        json!({"by": "1d"}),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+}
