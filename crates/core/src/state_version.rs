@@ -336,10 +336,16 @@ pub struct JobWindow {
 /// that write state: applies, destroys, restores), the latest to start at or before `at`
 /// whose end (plus [`WRITER_SLACK_SECONDS`]) is not before `at`. Jobs on one environment
 /// write one at a time under its lock, so at most one window holds a write.
+///
+/// S3 stamps a version to the whole second (truncated), so a job counts as started by `at`
+/// when it started within `at`'s second: a job that starts and writes within one second
+/// is its write's writer. A write by the job before it in that same second is then
+/// attributed to the later job too (the stamp cannot tell them apart).
 pub fn writer(at: DateTime<Utc>, jobs: &[JobWindow]) -> Option<JobId> {
     let slack = Duration::seconds(WRITER_SLACK_SECONDS);
+    let second_end = at + Duration::seconds(1);
     jobs.iter()
-        .filter(|j| j.from <= at && j.until.is_none_or(|u| at <= u + slack))
+        .filter(|j| j.from < second_end && j.until.is_none_or(|u| at <= u + slack))
         .max_by_key(|j| j.from)
         .map(|j| j.id.clone())
 }
@@ -483,6 +489,24 @@ mod tests {
         assert_eq!(writer(t(900), &jobs), None, "nobody wrote then");
         assert_eq!(writer(t(5000), &jobs), Some("j3".into()), "still running");
         assert_eq!(writer(t(-5), &jobs), None);
+        // A stamp is truncated to its second: a job started within it may have written it.
+        let ms = |s: i64, m: i64| t(s) + Duration::milliseconds(m);
+        let quick = vec![
+            JobWindow {
+                id: "apply".into(),
+                from: ms(10, 100),
+                until: Some(ms(12, 200)),
+            },
+            JobWindow {
+                id: "restore".into(),
+                from: ms(12, 600),
+                until: Some(ms(14, 0)),
+            },
+        ];
+        assert_eq!(writer(t(11), &quick), Some("apply".into()));
+        assert_eq!(writer(t(12), &quick), Some("restore".into()), "{quick:?}");
+        assert_eq!(writer(t(13), &quick), Some("restore".into()));
+        assert_eq!(writer(t(9), &quick), None, "before either started");
     }
 
     /// Every string leaf of `v`, in order.

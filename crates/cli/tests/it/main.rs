@@ -4,6 +4,7 @@ mod cli;
 mod common;
 mod data_dir;
 mod env_life;
+mod expiry;
 mod dev;
 mod first_hour;
 mod follow;

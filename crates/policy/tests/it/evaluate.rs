@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sortie_core::policy::{Enforcement, OnUnavailable, PolicyModule, PolicySet};
 use sortie_policy::{
-    build_input, check_plan_size, compile, evaluate, CompiledSet, JobInput, Limits, SetCache,
-    MAX_MESSAGES, MAX_PLAN_BYTES,
+    build_input, check_plan_size, compile, evaluate, evaluate_one, evaluate_prepared, CompiledSet,
+    JobInput, Limits, PreparedInput, SetCache, MAX_MESSAGES, MAX_PLAN_BYTES,
 };
 
 fn set(name: &str, enforcement: Enforcement, modules: &[(&str, &str)]) -> PolicySet {
@@ -208,7 +208,12 @@ fn messages_are_bounded() {
         &[("m.rego", "package m\ndeny contains sprintf(\"%d %s\", [i, concat(\"\", [\"x\" | some _ in numbers.range(1, 3000)])]) if { some i in numbers.range(1, 500) }\n")],
     ))
     .unwrap();
-    let r = one(&compiled, &input(1), Limits::default());
+    // 1.5 M string pieces: near the default 1 s in an unoptimised build on a loaded
+    // machine; this test is about the message bounds, not the timer.
+    let limits = Limits {
+        time_per_set: Duration::from_secs(30),
+    };
+    let r = one(&compiled, &input(1), limits);
     assert_eq!(r.error, None);
     assert_eq!(r.deny.len(), MAX_MESSAGES);
     assert!(r
@@ -370,4 +375,39 @@ fn compiled_sets_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<CompiledSet>();
     assert_send_sync::<SetCache>();
+}
+
+#[test]
+fn one_prepared_input_gives_each_set_what_evaluate_gives_it() {
+    let sets = [
+        compile(&set(
+            "deletes",
+            Enforcement::Mandatory,
+            &[("d.rego", NO_DELETES)],
+        ))
+        .unwrap(),
+        compile(&set(
+            "count",
+            Enforcement::Advisory,
+            &[(
+                "c.rego",
+                "package c\nwarn contains sprintf(\"%d changes\", [count(input.plan.resource_changes)]) if { input.job.env_type == \"production\" }\n",
+            )],
+        ))
+        .unwrap(),
+    ];
+    let refs: Vec<(String, &CompiledSet)> = sets.iter().map(|s| ("acme".into(), s)).collect();
+    let input = input(30);
+    let whole = evaluate(&refs, &input, Limits::default());
+    let prepared = PreparedInput::new(&input);
+    let shared = evaluate_prepared(&refs, &prepared, Limits::default());
+    let one_by_one: Vec<_> = refs
+        .iter()
+        .map(|(g, s)| evaluate_one(g, s, &prepared, Limits::default()))
+        .collect();
+    assert_eq!(whole, shared);
+    assert_eq!(whole, one_by_one);
+    assert_eq!(whole[0].deny.len(), 10, "{whole:?}");
+    assert_eq!(whole[1].warn, vec!["30 changes".to_string()]);
+    assert!(whole.iter().all(|r| r.error.is_none()));
 }
