@@ -37,16 +37,6 @@ pub enum TriggerOperation {
     Apply,
 }
 
-impl TriggerOperation {
-    /// The operation a trigger's job runs.
-    pub fn operation(self) -> crate::Operation {
-        match self {
-            Self::Plan => crate::Operation::Plan,
-            Self::Apply => crate::Operation::Apply,
-        }
-    }
-}
-
 /// What started a job submitted by a trigger: the upstream environment and its apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

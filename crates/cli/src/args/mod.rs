@@ -41,7 +41,7 @@ pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
         &["get", "list", "create", "update", "delete"],
     ),
     ("Jobs", &["run", "job"]),
-    ("Environments", &["env"]),
+    ("Environments", &["env", "group"]),
     ("Runners", &["runner"]),
     ("Access", &["whoami", "members", "context"]),
     ("Local mode and shell", &["dev", "completion", "help"]),

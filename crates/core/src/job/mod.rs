@@ -192,3 +192,14 @@ impl Job {
             .unwrap_or_default()
     }
 }
+
+impl crate::triggers::TriggerOperation {
+    /// The operation a trigger's job runs (here, beside [`Operation`], so that `triggers`
+    /// needs nothing of `job`).
+    pub fn operation(self) -> Operation {
+        match self {
+            Self::Plan => Operation::Plan,
+            Self::Apply => Operation::Apply,
+        }
+    }
+}
