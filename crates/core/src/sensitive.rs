@@ -31,8 +31,7 @@ pub const MAX_COUNT: usize = 20;
 /// should stay far below that).
 pub const VALUE_MAX: usize = 16 * 1024;
 
-/// The longest name, in bytes (the secret name is at most 512 characters).
-pub const NAME_MAX: usize = 128;
+pub use crate::names::{variable_name_problem as name_problem, VARIABLE_NAME_MAX as NAME_MAX};
 
 /// What every job secret's name begins with; the control plane may touch only these.
 pub const SECRET_PREFIX: &str = "sortie/jobs/";
@@ -87,25 +86,6 @@ pub fn secret_name(job_id: &JobId, name: &str) -> String {
 /// The environment variable terraform reads the variable `name` from: `TF_VAR_<name>`.
 pub fn env_name(name: &str) -> String {
     format!("TF_VAR_{name}")
-}
-
-/// Why `name` is not a sensitive variable name, or `None`: a Terraform identifier (a
-/// letter or `_`, then letters, digits, `_` or `-`), at most [`NAME_MAX`] bytes.
-pub fn name_problem(name: &str) -> Option<String> {
-    let mut chars = name.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Some(
-            "is not a Terraform variable name: a letter or `_`, then letters, digits, `_` or `-`"
-                .into(),
-        );
-    }
-    if name.len() > NAME_MAX {
-        return Some(format!("must be at most {NAME_MAX} bytes"));
-    }
-    None
 }
 
 /// Decodes a submit request: the job request, and apart from it the values of its

@@ -101,7 +101,7 @@ pub fn check_inputs(inputs: &[String], field: &str, p: &mut Problems) {
     let mut seen = BTreeSet::new();
     for (i, name) in inputs.iter().enumerate() {
         let at = index(field, i);
-        if let Some(problem) = crate::sensitive::name_problem(name) {
+        if let Some(problem) = crate::names::variable_name_problem(name) {
             p.push(at, problem);
         } else if !seen.insert(name) {
             p.push(at, format!("`{name}` is named twice"));

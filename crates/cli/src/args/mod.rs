@@ -43,6 +43,7 @@ pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
     ("Jobs", &["run", "job"]),
     ("Environments", &["env", "group"]),
     ("Runners", &["runner"]),
+    ("Policy", &["policy"]),
     ("Access", &["whoami", "members", "context"]),
     ("Local mode and shell", &["dev", "completion", "help"]),
 ];

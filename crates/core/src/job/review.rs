@@ -44,7 +44,8 @@ pub struct Review {
     pub awaiting_since: Option<DateTime<Utc>>,
     /// The decision, once made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,    /// True when the job is reviewed only because policy sets apply to its environment
+    pub decision: Option<Decision>,
+    /// True when the job is reviewed only because policy sets apply to its environment
     /// (its approval is `auto`): a plan that passes the policy gate is approved at once by
     /// [`crate::policy::gate::POLICY_PRINCIPAL`]; one the gate holds awaits a person.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -74,7 +75,8 @@ pub struct Decision {
     pub at: DateTime<Utc>,
     /// The decider's comment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comment: Option<String>,    /// True when the approval overrode a review-level policy deny (which needs the
+    pub comment: Option<String>,
+    /// True when the approval overrode a review-level policy deny (which needs the
     /// `manage` role).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overrode_policy: bool,
