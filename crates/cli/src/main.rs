@@ -18,9 +18,7 @@ mod whoami;
 
 use std::process::ExitCode;
 
-use args::{
-    Cli, Command, GetAny, Global, JobCommand, JobsGet, JobsListed, ListAny, PolicyCommand,
-};
+use args::{Cli, Command, GetAny, Global, JobCommand, JobsGet, JobsListed, ListAny, PolicyCommand};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use exit::CliError;
 

@@ -283,7 +283,10 @@ mod tests {
         assert!(plain.ends_with("Plan: 1 to add, 0 to change, 1 to destroy.\n"));
         let coloured = render(&page(), Palette::ANSI);
         assert!(coloured.contains("\x1b[33m-/+\x1b[0m"), "{coloured:?}");
-        assert!(coloured.contains("\x1b[31m# forces replacement"), "{coloured:?}");
+        assert!(
+            coloured.contains("\x1b[31m# forces replacement"),
+            "{coloured:?}"
+        );
     }
 
     #[test]

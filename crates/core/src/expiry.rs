@@ -43,10 +43,12 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "`{}` is not a duration: write a whole number and a unit (s, m, h or d), such as `72h`",
             t.escape_debug()
-        )),
+        ))
+        }
     };
     let n: u64 = number.parse().map_err(|_| {
         format!(

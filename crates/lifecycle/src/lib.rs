@@ -41,8 +41,8 @@ pub use engine::{
     redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
     SweepSettings,
 };
-pub use gate::PolicyGate;
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
+pub use gate::PolicyGate;
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
 pub use policy_sets::{AppliedSet, PolicySetRefusal, PolicySets};

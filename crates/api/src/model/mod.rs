@@ -5,6 +5,9 @@
 //! carry their own schemas (their `openapi` feature, which this crate turns on).
 
 pub mod agents;
+mod uploads;
+
+pub use uploads::{LogUploadGrants, LogUploadRequest, UploadGrant, UploadProblems, UploadRequest};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +15,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sortie_core::agent_pool::AgentHold;
-use sortie_core::protocol::pilot::UploadKind;
 use sortie_core::waiting::Waiting;
 use sortie_core::{
     Approval, ChangeSummary, Considered, Criteria, DriftRemediation, Grantee, GroupPath, Job, Role,
@@ -539,66 +541,6 @@ pub struct OpenApiDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub components: Option<Value>,
-}
-
-/// The body of `POST /v1/jobs/{id}/uploads`: which of the job's objects to write.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadRequest {
-    /// `log` (a log chunk), `plan`, `summary` or `outputs`.
-    #[schema(example = "log")]
-    pub kind: UploadKind,
-    /// For `log`: the chunk's start offset, exactly 12 digits. For the others: absent or
-    /// their file name (`plan.tfplan`, `summary.json`, `outputs.json`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-/// A presigned request that writes one object of the job's (S3, signed with the API's
-/// credentials): the runner sends the bytes straight to S3, never through the API.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct UploadGrant {
-    /// The URL, signature included.
-    pub url: String,
-    /// The method to use, `PUT`.
-    pub method: String,
-    /// Headers the signature covers: send them unchanged.
-    pub headers: BTreeMap<String, String>,
-    /// When the URL stops working.
-    pub expires_at: DateTime<Utc>,
-    /// The object's key (under `logs/<job id>/` or `artifacts/<job id>/`).
-    pub key: String,
-}
-
-/// The body of `POST /v1/jobs/{id}/log-uploads`: the start offsets of the log chunks to
-/// write (at most 16, increasing; none to renew only the follow URL).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LogUploadRequest {
-    /// Each chunk's start offset in the job's log (below 10^12).
-    pub offsets: Vec<u64>,
-}
-
-/// The answer of `POST /v1/jobs/{id}/log-uploads`: one presigned PUT per chunk, in the
-/// order asked, and a presigned GET of the job's follow marker.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct LogUploadGrants {
-    /// One grant per offset asked, in that order.
-    pub grants: Vec<UploadGrant>,
-    /// Reads `logs/<job id>/following` (Unix milliseconds of the last read of the log by
-    /// a person; missing when none): the pilot ships every second while it is recent.
-    pub follow_url: String,
-    /// When every URL of this answer stops working.
-    pub expires_at: DateTime<Utc>,
-}
-
-/// The body of `PUT /v1/jobs/{id}/upload-problems`: what the runner could not upload.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadProblems {
-    /// One line per object or log range that did not arrive (at most 32, each at most
-    /// 1000 characters); an empty list clears an earlier report.
-    pub problems: Vec<String>,
 }
 
 /// The body of `POST /v1/jobs/{id}/approve` and `/discard` (optional).

@@ -7,8 +7,8 @@
 //! Tables are built from the API's own types (`sortie_api::model`); `-o json|yaml` prints
 //! the API's JSON as it was received.
 
-mod env_text;
 mod env_history;
+mod env_text;
 mod environments;
 mod locks;
 mod members;

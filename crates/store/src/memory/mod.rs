@@ -32,8 +32,8 @@ mod environments;
 mod jobs;
 mod locks;
 mod memberships;
-mod pools;
 mod policy_sets;
+mod pools;
 mod rules;
 mod runners;
 
