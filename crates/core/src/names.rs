@@ -333,6 +333,30 @@ impl From<RunnerId> for String {
     }
 }
 
+/// The longest Terraform variable name Sortie takes, in bytes (a secret's name, which
+/// holds it, is at most 512 characters).
+pub const VARIABLE_NAME_MAX: usize = 128;
+
+/// Why `name` is not a Terraform variable name (a sensitive variable's, a trigger
+/// input's), or `None`: a Terraform identifier (a letter or `_`, then letters, digits,
+/// `_` or `-`), at most [`VARIABLE_NAME_MAX`] bytes.
+pub fn variable_name_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Some(
+            "is not a Terraform variable name: a letter or `_`, then letters, digits, `_` or `-`"
+                .into(),
+        );
+    }
+    if name.len() > VARIABLE_NAME_MAX {
+        return Some(format!("must be at most {VARIABLE_NAME_MAX} bytes"));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,28 +419,4 @@ mod tests {
         let back: RunnerId = serde_json::from_str(&json).unwrap();
         assert_eq!(back, r);
     }
-}
-
-/// The longest Terraform variable name Sortie takes, in bytes (a secret's name, which
-/// holds it, is at most 512 characters).
-pub const VARIABLE_NAME_MAX: usize = 128;
-
-/// Why `name` is not a Terraform variable name (a sensitive variable's, a trigger
-/// input's), or `None`: a Terraform identifier (a letter or `_`, then letters, digits,
-/// `_` or `-`), at most [`VARIABLE_NAME_MAX`] bytes.
-pub fn variable_name_problem(name: &str) -> Option<String> {
-    let mut chars = name.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Some(
-            "is not a Terraform variable name: a letter or `_`, then letters, digits, `_` or `-`"
-                .into(),
-        );
-    }
-    if name.len() > VARIABLE_NAME_MAX {
-        return Some(format!("must be at most {VARIABLE_NAME_MAX} bytes"));
-    }
-    None
 }
