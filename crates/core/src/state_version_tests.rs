@@ -1,0 +1,268 @@
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
+
+fn contains_text(v: &Value, needle: &str) -> bool {
+    v.to_string().contains(needle)
+}
+
+#[test]
+fn a_v4_state_loses_its_sensitive_values_and_keeps_the_rest() {
+    let state = json!({
+        "version": 4, "serial": 7, "lineage": "abc", "terraform_version": "1.11.4",
+        "outputs": {
+            "ip": {"value": "10.0.0.1", "type": "string"},
+            "plain": {"value": "shown", "type": "string", "sensitive": false},
+            "password": {"value": "hunter2", "type": "string", "sensitive": true},
+        },
+        "resources": [{
+            "mode": "managed", "type": "terraform_data", "name": "x",
+            "instances": [{
+                "attributes": {"id": "i-1", "input": {"user": "bob", "pw": "s3cret"}, "list": ["a", "tok"]},
+                "sensitive_attributes": [
+                    [{"type": "get_attr", "value": "input"}, {"type": "get_attr", "value": "pw"}],
+                    [{"type": "get_attr", "value": "list"}, {"type": "index", "value": {"value": 1, "type": "number"}}]
+                ],
+                "private": "c2VjcmV0"
+            }]
+        }]
+    });
+    let r = redact(&state);
+    for secret in ["hunter2", "s3cret", "tok", "c2VjcmV0"] {
+        assert!(!contains_text(&r, secret), "{secret} in {r}");
+    }
+    assert_eq!(
+        r["outputs"]["ip"]["value"], "10.0.0.1",
+        "an output with no `sensitive` flag is plain (state v4 omits it): {r}"
+    );
+    assert!(contains_text(&r, "shown") && contains_text(&r, "bob") && contains_text(&r, "i-1"));
+    assert_eq!(
+        facts(&r).unwrap(),
+        StateFacts {
+            serial: Some(7),
+            lineage: Some("abc".into()),
+            terraform_version: Some("1.11.4".into())
+        }
+    );
+}
+
+/// Terraform 1.11's `terraform_data` lists only `input.token` as sensitive; its computed
+/// `output` mirrors the input unmarked, and a plain output or attribute may embed it.
+#[test]
+fn a_secret_copied_into_an_unmarked_place_is_redacted_there_too() {
+    let state = json!({
+        "version": 4, "serial": 2, "lineage": "l", "terraform_version": "1.11.4",
+        "outputs": {
+            "size": {"value": "small", "type": "string"},
+            "url": {"value": "https://u:tok-SECRET-1@host", "type": "string"},
+            "token": {"value": "out-SECRET-2", "type": "string", "sensitive": true},
+        },
+        "resources": [{
+            "mode": "managed", "type": "terraform_data", "name": "app",
+            "instances": [{
+                "attributes": {
+                    "id": "b1c2",
+                    "input": {"value": {"size": "small", "token": "tok-SECRET-1"}, "type": ["object", {}]},
+                    "output": {"value": {"size": "small", "token": "tok-SECRET-1"}, "type": ["object", {}]},
+                    "triggers_replace": ["out-SECRET-2", "on", "o"],
+                },
+                "sensitive_attributes": [[
+                    {"type": "get_attr", "value": "input"},
+                    {"type": "get_attr", "value": "value"},
+                    {"type": "get_attr", "value": "token"}
+                ], [{"type": "get_attr", "value": "short"}]],
+            }]
+        }, {
+            "mode": "managed", "type": "terraform_data", "name": "other",
+            "instances": [{"attributes": {"id": "x", "input": "on", "note": "one"}, "sensitive_attributes": [
+                [{"type": "get_attr", "value": "input"}]
+            ]}]
+        }]
+    });
+    let r = redact(&state);
+    assert!(!contains_text(&r, "SECRET"), "{r:#}");
+    let app = &r["resources"][0]["instances"][0]["attributes"];
+    assert_eq!(app["output"]["value"]["token"], REDACTED);
+    assert_eq!(app["output"]["value"]["size"], "small");
+    assert_eq!(
+        r["outputs"]["url"]["value"], REDACTED,
+        "holds a secret inside"
+    );
+    assert_eq!(r["outputs"]["size"]["value"], "small");
+    assert_eq!(app["triggers_replace"], json!([REDACTED, REDACTED, "o"]));
+    // A short secret ("on") is redacted where a whole string equals it, not inside others.
+    assert_eq!(
+        r["resources"][1]["instances"][0]["attributes"]["note"],
+        "one"
+    );
+    assert_eq!(app["id"], "b1c2");
+    assert_eq!(facts(&r), facts(&state));
+}
+
+#[test]
+fn an_old_state_keeps_only_its_shape() {
+    let state = json!({"version": 3, "serial": 2, "modules": [{
+        "outputs": {"o": {"value": "v1", "sensitive": false}},
+        "resources": {"null_resource.x": {"primary": {"id": "x", "attributes": {"secret": "abc"}}}}
+    }]});
+    let r = redact(&state);
+    assert!(!contains_text(&r, "abc") && !contains_text(&r, "v1"));
+    assert!(contains_text(&r, "null_resource.x"));
+}
+
+#[test]
+fn the_writer_is_the_job_whose_window_holds_the_write() {
+    let t = |s: i64| DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap();
+    let jobs = vec![
+        JobWindow {
+            id: "j1".into(),
+            from: t(0),
+            until: Some(t(60)),
+        },
+        JobWindow {
+            id: "j2".into(),
+            from: t(600),
+            until: Some(t(660)),
+        },
+        JobWindow {
+            id: "j3".into(),
+            from: t(1200),
+            until: None,
+        },
+    ];
+    assert_eq!(writer(t(30), &jobs), Some("j1".into()));
+    assert_eq!(writer(t(700), &jobs), Some("j2".into()), "within the slack");
+    assert_eq!(writer(t(900), &jobs), None, "nobody wrote then");
+    assert_eq!(writer(t(5000), &jobs), Some("j3".into()), "still running");
+    assert_eq!(writer(t(-5), &jobs), None);
+    // A stamp is truncated to its second: a job started within it may have written it.
+    let ms = |s: i64, m: i64| t(s) + Duration::milliseconds(m);
+    let quick = vec![
+        JobWindow {
+            id: "apply".into(),
+            from: ms(10, 100),
+            until: Some(ms(12, 200)),
+        },
+        JobWindow {
+            id: "restore".into(),
+            from: ms(12, 600),
+            until: Some(ms(14, 0)),
+        },
+    ];
+    assert_eq!(writer(t(11), &quick), Some("apply".into()));
+    assert_eq!(writer(t(12), &quick), Some("restore".into()), "{quick:?}");
+    assert_eq!(writer(t(13), &quick), Some("restore".into()));
+    assert_eq!(writer(t(9), &quick), None, "before either started");
+}
+
+/// Every string leaf of `v`, in order.
+fn strings_of(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|v| strings_of(v, out)),
+        Value::Object(o) => o.values().for_each(|v| strings_of(v, out)),
+        _ => {}
+    }
+}
+
+/// Any JSON leaf, with strings from a small alphabet so secrets can be searched for.
+fn arb_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        any::<bool>().prop_map(Value::from),
+        any::<i32>().prop_map(Value::from),
+        "[a-z]{1,8}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// Whatever an attribute holds, a value under a sensitive path and every sensitive
+    /// output's value never survive redaction (marked with a secret no generated string
+    /// can contain: upper case).
+    #[test]
+    fn nothing_under_a_sensitive_path_survives(
+        attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 1..5),
+        pick in any::<prop::sample::Index>(),
+        secret_out in arb_value(),
+    ) {
+        let names: Vec<String> = attrs.keys().cloned().collect();
+        let name = pick.get(&names).clone();
+        let mut attrs: serde_json::Map<String, Value> = attrs.into_iter().collect();
+        attrs.insert(name.clone(), json!({"deep": ["SECRETVALUE", {"k": "SECRETVALUE"}]}));
+        let state = json!({
+            "version": 4, "serial": 1, "lineage": "LINEAGE",
+            "outputs": {"o": {"value": {"x": "SECRETOUT", "y": secret_out}, "sensitive": true}},
+            "resources": [{"instances": [{
+                "attributes": attrs,
+                "sensitive_attributes": [[{"type": "get_attr", "value": name}]]
+            }]}]
+        });
+        let r = redact(&state);
+        prop_assert!(!contains_text(&r, "SECRETVALUE"));
+        prop_assert!(!contains_text(&r, "SECRETOUT"));
+        prop_assert_eq!(facts(&r), facts(&state));
+    }
+
+    /// Any string that was under a sensitive path appears nowhere in the redacted state:
+    /// not where a whole string equals it, and (from [`SECRET_INSIDE_MIN`] bytes) not
+    /// inside another, wherever the provider copied it (an unmarked attribute, a plain
+    /// output, deep in a list). Strings holding no secret are kept.
+    #[test]
+    fn no_sensitive_value_appears_anywhere(
+        secret in arb_value(),
+        attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 0..5),
+        prefix in "[a-z]{0,3}",
+    ) {
+        let mut strings = vec![];
+        strings_of(&secret, &mut strings);
+        let embedded: Vec<Value> = strings.iter().map(|s| Value::from(format!("{prefix}:{s}"))).collect();
+        let mut all: serde_json::Map<String, Value> = attrs.clone().into_iter().collect();
+        all.insert("SECRETPATH".into(), secret.clone());
+        all.insert("COPY".into(), json!({"deep": [secret.clone()], "embedded": embedded}));
+        let state = json!({
+            "version": 4, "serial": 1, "lineage": "LINEAGE",
+            "outputs": {"plain": {"value": [secret.clone(), embedded]}},
+            "resources": [{"instances": [{
+                "attributes": all,
+                "sensitive_attributes": [[{"type": "get_attr", "value": "SECRETPATH"}]]
+            }]}]
+        });
+        let r = redact(&state);
+        let mut left = vec![];
+        strings_of(&r, &mut left);
+        for s in strings.iter().filter(|s| !s.is_empty()) {
+            prop_assert!(!left.contains(s), "{s} survived: {r}");
+            if s.len() >= SECRET_INSIDE_MIN {
+                prop_assert!(!left.iter().any(|l| l.contains(s.as_str())), "{s} inside: {r}");
+            }
+        }
+        // An attribute string that neither equals nor holds a secret is kept.
+        let holds = |l: &str| strings.iter().any(|s| {
+            !s.is_empty() && (l == s || (s.len() >= SECRET_INSIDE_MIN && l.contains(s.as_str())))
+        });
+        for (k, v) in &attrs {
+            let mut before = vec![];
+            strings_of(v, &mut before);
+            let mut after = vec![];
+            strings_of(&r["resources"][0]["instances"][0]["attributes"][k], &mut after);
+            for (b, a) in before.iter().zip(&after) {
+                if !holds(b) {
+                    prop_assert_eq!(a, b);
+                }
+            }
+        }
+    }
+
+    /// A state with nothing sensitive comes back unchanged.
+    #[test]
+    fn nothing_sensitive_is_unchanged(attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 0..5)) {
+        let state = json!({"version": 4, "serial": 3, "outputs": {}, "resources": [{"instances": [{"attributes": attrs, "sensitive_attributes": []}]}]});
+        prop_assert_eq!(redact(&state), state);
+    }
+}
