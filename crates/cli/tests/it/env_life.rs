@@ -90,6 +90,9 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
     let source = write_config(&dev.dir.join("app"), STATE_TF);
     let first = run(&dev, "apply", "acme/app", &source, &["size=small"]);
     succeeded(&dev, &first);
+    // S3 gives a version's time to the second: the next job starts in a later second, so
+    // each version is credited to the job that wrote it (the documented limit).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let second = run(&dev, "apply", "acme/app", &source, &["size=large"]);
     succeeded(&dev, &second);
 
@@ -127,7 +130,9 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
         "{table:?}"
     );
 
-    // The restore of the first: a job that writes it back, then plans the difference.
+    // The restore of the first: a job that writes it back, then plans the difference
+    // (started in a later second than the second apply's write, as above).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let out: common::Out = common::sortie(
         &dev,
         &[
