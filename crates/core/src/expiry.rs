@@ -36,7 +36,9 @@ pub enum TtlFrom {
 /// into seconds. The error is the problem, for the field that held it.
 pub fn parse_duration(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let unit_at = t.len().saturating_sub(1);
+    // The unit is the last character (any character: a multi-byte one is refused below,
+    // never split).
+    let unit_at = t.char_indices().last().map_or(0, |(i, _)| i);
     let (number, unit) = t.split_at(unit_at);
     let per = match unit {
         "s" => 1,
@@ -278,6 +280,14 @@ pub fn is_expired(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_ending_in_a_multi_byte_character_is_refused_not_split() {
+        for text in ["\u{ce}", "1\u{ce}", "\u{ce}h", "72\u{1f600}", ""] {
+            assert!(parse_duration(text).is_err(), "{text:?}");
+        }
+        assert_eq!(parse_duration("72h"), Ok(72 * 3600));
+    }
     use chrono::TimeZone;
     use proptest::prelude::*;
 
