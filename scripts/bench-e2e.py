@@ -47,6 +47,7 @@ import boto3
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import (  # noqa: E402
     ROOT,
+    aws_waits_by_job,
     TERMINAL,
     MotoProcess,
     intervals_by_job,
@@ -68,10 +69,18 @@ def moto_floor(endpoint, table):
     return statistics.median(samples)
 
 
-def timeline(job, job_id, events, exited, after=0.5):
-    """One job's transitions and moto's requests naming it, from 1 s before its runner's
-    exit to `after` seconds past its terminal state, as offsets from the exit."""
+def merge(spans):
+    """Sorted intervals (moto_share takes them sorted; overlaps are fine)."""
+    return sorted(spans)
+
+
+def timeline(job, job_id, events, exited, calls=(), after=0.5):
+    """One job's transitions, moto's requests naming it and sortie dev's AWS calls for it
+    (`calls`: as sortie dev saw them), from 1 s before its runner's exit to `after` seconds
+    past its terminal state, as offsets from the exit."""
     rows = [(parse_time(t["at"]), f"-> {t['to']}") for t in job["transitions"]]
+    rows += [(start, f"sortie {op} ({(end - start) * 1000:.1f} ms round trip)")
+             for start, end, op in calls]
     rows += [(start, f"moto {op} ({took * 1000:.1f} ms)")
              for start, took, op, named in events if job_id in named]
     last = max(t for t, _ in rows[: len(job["transitions"])])
@@ -98,6 +107,9 @@ def main():
     ap.add_argument("--explain", type=int, default=0, metavar="N",
                     help="print the timelines of the N slowest runner exit -> terminal windows "
                          "(Sortie's part): the job's transitions and moto's requests naming it")
+    ap.add_argument("--snapshots", action="store_true",
+                    help="keep sortie dev's snapshots of the data dir every 2 s (off: a "
+                         "whole-table Scan that is sortie dev's own, not the control plane's)")
     args = ap.parse_args()
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if not endpoint:
@@ -110,7 +122,13 @@ def main():
     os.chmod(runner, 0o755)
     stamp = str(int(time.time() * 1000))
     table = f"bench-{stamp}"
-    dev, api = start_dev(args.sortie, work, stamp, runner)
+    # No periodic snapshots of the data dir: a snapshot is a Scan of the whole table that
+    # holds moto's DynamoDB lock for a second or more at this size, a cost of `sortie dev`
+    # alone (nothing on AWS takes it). `--snapshots` keeps them, to measure that cost.
+    # Each AWS call sortie dev makes for a job, timed as it sees it (its debug lines).
+    dev, api = start_dev(args.sortie, work, stamp, runner,
+                         env={"RUST_LOG": "info,sortie_wiring::job_header=debug"},
+                         extra=() if args.snapshots else ("--snapshot-every", "0"))
     log_name = os.path.join(work, "dev.log")
     moto = MotoProcess(endpoint)
     try:
@@ -137,25 +155,36 @@ def main():
                     for _ in range(sum(1 for i in range(args.jobs) if envs[i % len(envs)] == env))]
 
         with concurrent.futures.ThreadPoolExecutor(min(32, len(envs))) as pool:
-            ids = [i for batch in pool.map(submit_all, envs) for i in batch]
+            batches = list(pool.map(submit_all, envs))
+        ids = [i for batch in batches for i in batch]
         jobs = {}
         deadline = time.time() + 30 + args.jobs * 2
-        pending = list(ids)
+        # An environment's jobs run one at a time, in order: while waiting, only each
+        # environment's last job is polled (the harness's own reads load moto too: one
+        # GET of every unfinished job every 0.5 s was ten times as many), then every job
+        # is read once.
+        pending = [batch[-1] for batch in batches if batch]
         while pending:
             if time.time() > deadline:
-                sys.exit(f"{len(pending)} jobs did not finish; see {log_name}")
-            still = []
-            for i in pending:
-                job = api.call("GET", f"/v1/jobs/{i}")
-                (jobs.__setitem__(i, job) if job["state"] in TERMINAL else still.append(i))
-            pending = still
+                sys.exit(f"{len(pending)} environments did not finish; see {log_name}")
+            pending = [i for i in pending
+                       if api.call("GET", f"/v1/jobs/{i}")["state"] not in TERMINAL]
             if pending:
                 time.sleep(0.5)
         finished = time.time()
+        for i in ids:
+            jobs[i] = api.call("GET", f"/v1/jobs/{i}")
+            if jobs[i]["state"] not in TERMINAL:
+                sys.exit(f"{i} is {jobs[i]['state']} after its environment's last job ended")
         moto.stop_sampling()
         moto_busy = (moto.cpu_seconds() - moto_before) / (finished - started)
         events = moto_events(endpoint, started - 1)
         spans = intervals_by_job(events, ids)
+        # Waiting on AWS for the job: its calls as sortie dev saw them (round trip, moto's
+        # queue and the loopback included) and moto's requests naming it (a receive).
+        calls = aws_waits_by_job(log_name, ids)
+        waits = {i: sorted([(a, b) for a, b, _ in calls.get(i, [])] + spans.get(i, []))
+                 for i in ids}
         # Every moto request, whoever it was for: the window's part in which moto was
         # serving anything bounds Sortie's own part from below.
         busy = sorted((start, start + took) for start, took, _op, _named in events)
@@ -167,8 +196,8 @@ def main():
             return times[-1] if times else None
 
         to_running, to_terminal = [], []
-        split = {"runner exit -> terminal": ([], [], [], []),
-                 "release -> next claim": ([], [], [], [])}
+        split = {"runner exit -> terminal": ([], [], [], [], []),
+                 "release -> next claim": ([], [], [], [], [])}
         by_env = {}
         slowest = []
         for i in ids:
@@ -183,7 +212,8 @@ def main():
             if os.path.exists(exit_file):
                 exited = os.path.getmtime(exit_file)
                 moto_s = moto_share(spans.get(i, []), exited, end)
-                total, mine, theirs, idle = split["runner exit -> terminal"]
+                total, mine, theirs, idle, own = split["runner exit -> terminal"]
+                own.append((end - exited - moto_share(waits[i], exited, end)) * 1000)
                 total.append((end - exited) * 1000)
                 theirs.append(moto_s * 1000)
                 mine.append((end - exited - moto_s) * 1000)
@@ -197,7 +227,9 @@ def main():
                 if claimed and queued < end <= claimed:
                     both = sorted(spans.get(before, []) + spans.get(after, []))
                     moto_s = moto_share(both, end, claimed)
-                    total, mine, theirs, idle = split["release -> next claim"]
+                    total, mine, theirs, idle, own = split["release -> next claim"]
+                    waited = merge(waits[before] + waits[after])
+                    own.append((claimed - end - moto_share(waited, end, claimed)) * 1000)
                     total.append((claimed - end) * 1000)
                     theirs.append(moto_s * 1000)
                     mine.append((claimed - end - moto_s) * 1000)
@@ -216,15 +248,16 @@ def main():
         print("|---|---:|---:|---:|")
         latencies = {}
         rows = [("submit -> running", to_running), ("submit -> terminal", to_terminal)]
-        for name, (total, mine, theirs, idle) in split.items():
+        for name, (total, mine, theirs, idle, own) in split.items():
             rows += [(name, total), (f"{name}: moto's part", theirs), (f"{name}: Sortie's part", mine),
-                     (f"{name}: Sortie's part, moto idle", idle)]
+                     (f"{name}: Sortie's part, moto idle", idle),
+                     (f"{name}: Sortie's own, not waiting on AWS for the job", own)]
         for name, values in rows:
             print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {len(values)} |")
             latencies[name] = {"p50_ms": pct(values, 50), "p99_ms": pct(values, 99), "n": len(values)}
         for mine_ms, i, exited in sorted(slowest, reverse=True)[: args.explain]:
             print(f"\n{i}: Sortie's part {mine_ms:.0f} ms; offsets from the runner's exit (ms)")
-            print(timeline(jobs[i], i, events, exited))
+            print(timeline(jobs[i], i, events, exited, calls.get(i, [])))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"jobs": args.jobs, "envs": args.envs, "states": states,

@@ -4,6 +4,7 @@ scripts/bench-e2e.py (end-to-end figures) and scripts/soak.py (1,000 jobs under 
 - `Api`: the HTTP API with the development token;
 - `start_dev`: starts `sortie dev` on fresh resources and waits for its ready file;
 - moto's process: CPU seconds and resident memory (`MotoProcess`);
+- the AWS calls `sortie dev` made for each job, as it saw them (`aws_waits_by_job`);
 - moto's own handling time per request (`moto_events`, `moto_ops`), from the timing
   wrapper of scripts/moto_server.py (patch 5), and `moto_share`: how much of a time
   window moto spent serving requests that name a job (the rest is Sortie's).
@@ -64,9 +65,10 @@ class Api:
                 time.sleep(0.5)
 
 
-def start_dev(sortie, work, stamp, runner, log_name="dev.log", env=None, timeout=60):
+def start_dev(sortie, work, stamp, runner, log_name="dev.log", env=None, timeout=60, extra=()):
     """Starts `sortie dev` on the table/queue/bucket/bus named by `stamp`, with `runner`
-    as the runner binary; returns (process, Api) once its ready file is written."""
+    as the runner binary (and `extra` arguments); returns (process, Api) once its ready
+    file is written."""
     ready = os.path.join(work, "ready.json")
     if os.path.exists(ready):
         os.remove(ready)
@@ -74,7 +76,7 @@ def start_dev(sortie, work, stamp, runner, log_name="dev.log", env=None, timeout
     dev = subprocess.Popen(
         [sortie, "dev", "--table", f"bench-{stamp}", "--queue", f"bench-jobs-{stamp}",
          "--bucket", f"bench-artifacts-{stamp}", "--bus", f"bench-{stamp}",
-         "--work-dir", work, "--runner", runner, "--ready-file", ready],
+         "--work-dir", work, "--runner", runner, "--ready-file", ready, *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         env=dict(os.environ, **(env or {})))
     deadline = time.time() + timeout
@@ -173,6 +175,33 @@ def intervals_by_job(events, ids):
         for job in named:
             if job in wanted:
                 by_job.setdefault(job, []).append((start, start + took))
+    for spans in by_job.values():
+        spans.sort()
+    return by_job
+
+
+def aws_waits_by_job(log_path, ids):
+    """Each job's AWS calls as `sortie dev` saw them, [(start, end, op)] sorted: the `aws call`
+    lines its interceptor logs at debug (RUST_LOG=info,sortie_wiring::job_header=debug),
+    from before a request is built to its answer, for the job the work was for."""
+    wanted = set(ids)
+    by_job = {}
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                if '"aws call"' not in line:
+                    continue
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                job = e.get("job_id")
+                if job in wanted:
+                    began = float(e["began"])
+                    by_job.setdefault(job, []).append(
+                        (began, began + float(e["took_ms"]) / 1000, e.get("op", "?")))
+    except OSError:
+        return {}
     for spans in by_job.values():
         spans.sort()
     return by_job

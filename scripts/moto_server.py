@@ -350,6 +350,10 @@ def _operation(environ):
             action = (form.get("Action") or [""])[0]
         action = action or environ.get("REQUEST_METHOD", "?")
     ids = sorted({m.decode() for m in _JOB_ID.findall(body)})[:8] if body else []
+    # `sortie dev` says which job a request is for (x-sortie-job), named in it or not.
+    for_job = environ.get("HTTP_X_SORTIE_JOB", "")
+    if _JOB_ID.fullmatch(for_job.encode()) and for_job not in ids:
+        ids.append(for_job)
     return f"{service}.{action}", ids
 
 
@@ -397,7 +401,7 @@ def _timed(call):
                 body = b"".join(answer)
                 if hasattr(answer, "close"):
                     answer.close()
-                ids = sorted({m.decode() for m in _JOB_ID.findall(body)})[:16]
+                ids = sorted({m.decode() for m in _JOB_ID.findall(body)} | set(ids))[:16]
                 answer = [body]
             return answer
         finally:

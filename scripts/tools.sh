@@ -218,6 +218,45 @@ install_main() {
     log "installed in $((SECONDS - start))s: moto $("$venv/bin/python" -c 'import moto; print(moto.__version__)'), cfn-lint $("$venv/bin/cfn-lint" --version 2>&1 | awk '{print $NF}'), $("$venv/bin/cargo-lambda" lambda --version 2>&1 | awk '{print $1, $2}'), $want_tf"
 }
 
+# Headless Chromium and its chromedriver from Debian for scripts/console_test.py, at the one
+# version scripts/requirements-browser.txt pins (`chromium=<version>`, used for both packages:
+# the driver must match the browser). Skipped when both are installed at that version.
+browser_req="$root/scripts/requirements-browser.txt"
+install_browser() {
+    local want have_c have_d sudo=""
+    want="$(sed -n 's/^chromium=//p' "$browser_req" | head -n1)"
+    [[ -n "$want" ]] || { log "no chromium=<version> line in $browser_req"; return 1; }
+    have_c="$(dpkg-query -W -f='${Version}' chromium 2>/dev/null)" || true
+    have_d="$(dpkg-query -W -f='${Version}' chromium-driver 2>/dev/null)" || true
+    if [[ "$have_c" == "$want" && "$have_d" == "$want" && -x /usr/bin/chromedriver ]]; then
+        log "up to date (chromium + chromium-driver $want)"
+        return 0
+    fi
+    command -v apt-get >/dev/null || { log "apt-get not found: install chromium and chromium-driver $want by hand"; return 1; }
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    local pkgs=("chromium=$want" "chromium-driver=$want") start=$SECONDS
+    log "apt-get install chromium + chromium-driver $want (have '${have_c:-none}' / '${have_d:-none}')"
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${pkgs[@]}" </dev/null >&2; then
+        log "version $want not available yet: apt-get update, then retrying once"
+        $sudo apt-get update -q </dev/null >&2 || true
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${pkgs[@]}" </dev/null >&2 || {
+            log "cannot install chromium $want: the archive no longer offers it (apt-cache policy chromium);"
+            log "pin an available version in scripts/requirements-browser.txt"
+            return 1
+        }
+    fi
+    have_c="$(dpkg-query -W -f='${Version}' chromium 2>/dev/null)" || true
+    [[ "$have_c" == "$want" && -x /usr/bin/chromedriver ]] || { log "chromium is '$have_c' after install, want $want"; return 1; }
+    log "installed $(/usr/bin/chromium --version 2>/dev/null) and chromedriver in $((SECONDS - start))s"
+}
+
+# One tools.sh at a time (helpers and `make` may start several): the venv reinstall below
+# deletes and recreates .tools/venv, and apt holds its own lock.
+mkdir -p "$tools"
+exec 9>"$tools/.tools.lock"
+flock -w 900 9 || { log "another scripts/tools.sh held .tools/.tools.lock for 15 minutes"; exit 1; }
+
 # .tools/venv first: its reinstall clears .tools/bin, where terraform-1.0.3 is linked.
 install_main
 install_tf1
+install_browser

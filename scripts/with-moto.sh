@@ -20,7 +20,7 @@
 #                                                 tests that need it fail saying so)
 #   PATH                                          .tools/bin and .tools/venv/bin first
 # moto is stopped when the script exits, whatever happens; the script exits
-# with the command's status. moto's log goes to .tools/moto.log.
+# with the command's status. moto's log goes to .tools/moto-logs/moto.<pid>.log.
 set -euo pipefail
 
 if [[ $# -eq 0 ]]; then
@@ -31,7 +31,10 @@ fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools"
 venv="$tools/venv"
-log_file="$tools/moto.log"
+# One log per run (several runs can share a machine); logs older than two hours are pruned.
+mkdir -p "$tools/moto-logs"
+find "$tools/moto-logs" -name 'moto.*.log' -mmin +120 -delete 2>/dev/null || true
+log_file="$tools/moto-logs/moto.$$.log"
 
 "$root/scripts/tools.sh" </dev/null
 
@@ -98,7 +101,7 @@ if [[ -z "$moto_pid" ]]; then
     tail -n 20 "$log_file" >&2 || true
     exit 1
 fi
-log "moto_server ready on http://127.0.0.1:$port (pid $moto_pid, log .tools/moto.log)"
+log "moto_server ready on http://127.0.0.1:$port (pid $moto_pid, log ${log_file#"$root/"})"
 
 export SORTIE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 export AWS_ENDPOINT_URL="$SORTIE_TEST_AWS_ENDPOINT"

@@ -189,6 +189,7 @@ impl From<StoreError> for ApiError {
             StoreError::StateConflict { .. } => {
                 Self::new(StatusCode::CONFLICT, "state_conflict", message)
             }
+            StoreError::Locked { .. } => Self::new(StatusCode::CONFLICT, "locked", message),
             StoreError::IdempotencyMismatch { .. } => Self {
                 status: StatusCode::CONFLICT,
                 code: "idempotency_key_reused",

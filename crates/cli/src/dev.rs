@@ -31,7 +31,10 @@ use sortie_wiring::{compose, Resources};
 use tokio::sync::mpsc;
 
 use self::agent::{agent_exited_message, start_agent};
-use self::events::{local_task_event, poll_once, resend_queued, Chaos, EVENTS_IN_FLIGHT, POLLERS};
+use self::events::{
+    handle_batch, local_task_event, receive, resend_queued, Chaos, BATCHES_IN_FLIGHT,
+    EVENTS_IN_FLIGHT, POLLERS,
+};
 use self::gate::dev_token_gate;
 use self::status::status;
 
@@ -302,29 +305,47 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     });
 
     // dispatch: SQS long-pollers feeding real SqsEvent batches, several at once as
-    // Lambda's event source mapping polls with several (each batch is one invocation).
+    // Lambda's event source mapping polls with several (each batch is one invocation). A
+    // poller hands a batch on and receives again at once: a batch's launches never hold
+    // up the next message (at most BATCHES_IN_FLIGHT batches at a time).
+    let batches = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
     for _ in 0..POLLERS {
         let (sqs, queue_url) = (sqs.clone(), queue_url.clone());
         let (poll_engine, poll_queue) = (engine.clone(), queue.clone());
-        let dirty = dirty.clone();
+        let (dirty, batches) = (dirty.clone(), batches.clone());
         tokio::spawn(async move {
             loop {
-                match poll_once(
-                    &sqs,
-                    &queue_url,
-                    &poll_engine,
-                    &poll_queue,
-                    chaos.deliver_twice,
-                )
-                .await
-                {
-                    Ok(true) => dirty.store(true, Ordering::SeqCst),
-                    Ok(false) => {}
+                let Ok(slot) = batches.clone().acquire_owned().await else {
+                    return;
+                };
+                let messages = match receive(&sqs, &queue_url).await {
+                    Ok(m) if m.is_empty() => continue,
+                    Ok(m) => m,
                     Err(e) => {
                         tracing::warn!(error = %e, "polling the jobs queue failed");
                         tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
                     }
-                }
+                };
+                let (sqs, queue_url) = (sqs.clone(), queue_url.clone());
+                let (engine, queue, dirty) =
+                    (poll_engine.clone(), poll_queue.clone(), dirty.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let handled = handle_batch(
+                        &sqs,
+                        &queue_url,
+                        &engine,
+                        &queue,
+                        messages,
+                        chaos.deliver_twice,
+                    )
+                    .await;
+                    if let Err(e) = handled {
+                        tracing::warn!(error = %e, "deleting handled jobs-queue messages failed; they are delivered again");
+                    }
+                    dirty.store(true, Ordering::SeqCst);
+                });
             }
         });
     }

@@ -277,6 +277,77 @@ pub fn is_expired(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
     now >= expires_at
 }
 
+/// The mark of an environment whose expiry destroy succeeded: its history and state
+/// versions stay readable; it refuses new jobs until a person extends it (or changes its
+/// expiry settings), which clears the mark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Destroyed {
+    /// When the destroy succeeded.
+    pub at: DateTime<Utc>,
+    /// The `sortie:expiry` destroy job (absent when nothing had been applied, so there was
+    /// nothing to destroy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// The end that was reached.
+    pub expired_at: DateTime<Utc>,
+}
+
+impl Destroyed {
+    /// The refusal of a new job on environment `env` while it is marked destroyed.
+    pub fn refusal(&self, env: &impl std::fmt::Display) -> String {
+        format!(
+            "environment `{env}` expired at {} and was destroyed at {}{}; extend it (`sortie env extend {env} --by 24h`) or change its expiry settings to use it again",
+            self.expired_at.to_rfc3339(),
+            self.at.to_rfc3339(),
+            self.job_id
+                .as_deref()
+                .map(|j| format!(" by job {j}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+/// Checks a group's new expiry limits against the shortest TTL: each problem with its
+/// field (`default_ttl`, `max_ttl`). A default above the maximum is refused (the rules
+/// would cut it; a person setting both means something else).
+pub fn limits_problems(limits: &ExpiryLimits, min_seconds: u64) -> Vec<(&'static str, String)> {
+    let mut out = vec![];
+    for (field, value) in [
+        ("default_ttl", limits.default_ttl_seconds),
+        ("max_ttl", limits.max_ttl_seconds),
+    ] {
+        if let Some(problem) = value.and_then(|v| ttl_problem(v, min_seconds, None)) {
+            out.push((field, problem));
+        }
+    }
+    if let (Some(d), Some(m)) = (limits.default_ttl_seconds, limits.max_ttl_seconds) {
+        if d > m {
+            out.push((
+                "default_ttl",
+                format!(
+                    "{} is longer than the group's own maximum, {}",
+                    format_duration(d),
+                    format_duration(m)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// How long the sweep waits before trying again an expiry whose destroy failed for the
+/// `failures`-th time in a row: the launch backoff of [`crate::retry`] (2 s doubling up to
+/// 5 minutes, with jitter seeded by the environment and the count). Never given up: an
+/// expiry is retried until it succeeds or the environment is extended.
+pub fn retry_after(environment: &str, failures: u32) -> Duration {
+    let seed = crate::retry::jitter_seed(environment, failures);
+    Duration::seconds(i64::from(crate::retry::launch_retry_delay_seconds(
+        failures.max(1),
+        seed,
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +398,35 @@ mod tests {
         assert!(reminders_due(end, t0() + Duration::minutes(1), &sent).is_empty());
         assert_eq!(next_due(end, &sent), end);
         assert!(is_expired(end, end));
+    }
+
+    #[test]
+    fn group_limits_are_checked_against_the_minimum_and_each_other() {
+        let l = |d: Option<u64>, m: Option<u64>| ExpiryLimits {
+            default_ttl_seconds: d,
+            max_ttl_seconds: m,
+        };
+        assert!(limits_problems(&l(Some(3 * 86_400), Some(14 * 86_400)), 3600).is_empty());
+        assert!(limits_problems(&l(None, None), 3600).is_empty());
+        let p = limits_problems(&l(Some(60), None), 3600);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].0, "default_ttl");
+        let p = limits_problems(&l(Some(7200), Some(3600)), 60);
+        assert_eq!(p[0].0, "default_ttl");
+        assert!(p[0].1.contains("1h"), "{p:?}");
+        let p = limits_problems(&l(None, Some(10)), 60);
+        assert_eq!(p[0].0, "max_ttl");
+    }
+
+    proptest! {
+        #[test]
+        fn an_expiry_retry_backs_off_within_the_launch_bounds(failures in 0u32..100) {
+            let d = retry_after("acme/app/dev", failures).num_seconds();
+            prop_assert!((2..=300).contains(&d), "{d}");
+            // The ceiling never shrinks as failures grow.
+            let later = retry_after("acme/app/dev", failures.saturating_add(8)).num_seconds();
+            prop_assert!(later * 2 >= d.min(300));
+        }
     }
 
     #[test]

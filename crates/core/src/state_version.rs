@@ -321,6 +321,44 @@ fn redact_all(v: &mut Value, secrets: &mut Secrets) {
     }
 }
 
+/// The state a job ended with, as its pilot read it after writing (`terraform state
+/// pull` after an apply, a destroy or a restore's push): what matches a state version to
+/// the job that wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StateStamp {
+    /// The state's serial.
+    pub serial: u64,
+    /// The state's lineage.
+    pub lineage: String,
+}
+
+/// The longest lineage accepted in a [`StateStamp`] (Terraform's are 36-character UUIDs).
+pub const LINEAGE_MAX: usize = 128;
+
+impl StateStamp {
+    /// The stamp of a state's facts, when they hold both a serial and a lineage.
+    pub fn of(facts: &StateFacts) -> Option<Self> {
+        Some(Self {
+            serial: facts.serial?,
+            lineage: facts.lineage.clone()?,
+        })
+    }
+
+    /// What is wrong with a reported stamp: the lineage must be 1 to [`LINEAGE_MAX`]
+    /// letters, digits and `-`.
+    pub fn problem(&self) -> Option<String> {
+        let ok = !self.lineage.is_empty()
+            && self.lineage.len() <= LINEAGE_MAX
+            && self
+                .lineage
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        (!ok).then(|| format!("lineage must be 1 to {LINEAGE_MAX} letters, digits and `-`"))
+    }
+}
+
 /// A job as the writer match sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobWindow {
@@ -330,17 +368,83 @@ pub struct JobWindow {
     pub from: DateTime<Utc>,
     /// When it ended (`None`: still running).
     pub until: Option<DateTime<Utc>>,
+    /// The state it ended with, when its pilot reported it (jobs from before the report
+    /// existed, and pilots that could not read the state, have none).
+    pub wrote: Option<StateStamp>,
 }
 
-/// The job that wrote a state version stamped `at`: among `jobs` (those of the environment
-/// that write state: applies, destroys, restores), the latest to start at or before `at`
-/// whose end (plus [`WRITER_SLACK_SECONDS`]) is not before `at`. Jobs on one environment
-/// write one at a time under its lock, so at most one window holds a write.
+/// How a state version's writer was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MatchedBy {
+    /// The job recorded ending with this version's serial and lineage.
+    Serial,
+    /// By time alone: the version is not the end state of any job that recorded one (a
+    /// long apply's earlier writes, or a job from before serials were recorded).
+    Time,
+    /// No job of the environment's wrote it (written outside Sortie, or by a job older
+    /// than those read).
+    None,
+}
+
+/// The job that wrote a state version with `facts`, stamped `at`, and how it was found.
+///
+/// 1. **By serial.** The job that recorded ending with the version's serial and lineage.
+///    Two can (a restore writes an older serial back): then the one [`writer`] picks by
+///    time among them, else the latest of them to start by `at`'s second.
+/// 2. **By time**, for a version that is no job's recorded end: [`writer`], among the jobs
+///    whose recorded end does not rule them out (a job that ended with another lineage, or
+///    with a lower serial, did not write it; a job with no record is not ruled out).
+/// 3. Else none.
+pub fn match_writer(
+    facts: &StateFacts,
+    at: DateTime<Utc>,
+    jobs: &[JobWindow],
+) -> (Option<JobId>, MatchedBy) {
+    let stamp = StateStamp::of(facts);
+    if let Some(stamp) = &stamp {
+        let same: Vec<JobWindow> = jobs
+            .iter()
+            .filter(|j| j.wrote.as_ref() == Some(stamp))
+            .cloned()
+            .collect();
+        let second_end = at + Duration::seconds(1);
+        let chosen = writer(at, &same).or_else(|| {
+            same.iter()
+                .filter(|j| j.from < second_end)
+                .max_by_key(|j| j.from)
+                .or_else(|| same.iter().max_by_key(|j| j.from))
+                .map(|j| j.id.clone())
+        });
+        if let Some(id) = chosen {
+            return (Some(id), MatchedBy::Serial);
+        }
+    }
+    let possible: Vec<JobWindow> = jobs
+        .iter()
+        .filter(|j| match (&stamp, &j.wrote) {
+            (Some(v), Some(w)) => w.lineage == v.lineage && w.serial >= v.serial,
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    match writer(at, &possible) {
+        Some(id) => (Some(id), MatchedBy::Time),
+        None => (None, MatchedBy::None),
+    }
+}
+
+/// The job that wrote a state version stamped `at`, by time alone: among `jobs` (those of
+/// the environment that write state: applies, destroys, restores), the latest to start at
+/// or before `at` whose end (plus [`WRITER_SLACK_SECONDS`]) is not before `at`. Jobs on one
+/// environment write one at a time under its lock, so at most one window holds a write.
 ///
 /// S3 stamps a version to the whole second (truncated), so a job counts as started by `at`
 /// when it started within `at`'s second: a job that starts and writes within one second
 /// is its write's writer. A write by the job before it in that same second is then
-/// attributed to the later job too (the stamp cannot tell them apart).
+/// attributed to the later job too (the stamp cannot tell them apart; [`match_writer`]
+/// tells them apart by serial).
 pub fn writer(at: DateTime<Utc>, jobs: &[JobWindow]) -> Option<JobId> {
     let slack = Duration::seconds(WRITER_SLACK_SECONDS);
     let second_end = at + Duration::seconds(1);

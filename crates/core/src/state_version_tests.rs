@@ -118,16 +118,19 @@ fn the_writer_is_the_job_whose_window_holds_the_write() {
             id: "j1".into(),
             from: t(0),
             until: Some(t(60)),
+            wrote: None,
         },
         JobWindow {
             id: "j2".into(),
             from: t(600),
             until: Some(t(660)),
+            wrote: None,
         },
         JobWindow {
             id: "j3".into(),
             from: t(1200),
             until: None,
+            wrote: None,
         },
     ];
     assert_eq!(writer(t(30), &jobs), Some("j1".into()));
@@ -142,11 +145,13 @@ fn the_writer_is_the_job_whose_window_holds_the_write() {
             id: "apply".into(),
             from: ms(10, 100),
             until: Some(ms(12, 200)),
+            wrote: None,
         },
         JobWindow {
             id: "restore".into(),
             from: ms(12, 600),
             until: Some(ms(14, 0)),
+            wrote: None,
         },
     ];
     assert_eq!(writer(t(11), &quick), Some("apply".into()));
@@ -264,5 +269,154 @@ proptest! {
     fn nothing_sensitive_is_unchanged(attrs in proptest::collection::btree_map("[a-z]{1,4}", arb_value(), 0..5)) {
         let state = json!({"version": 4, "serial": 3, "outputs": {}, "resources": [{"instances": [{"attributes": attrs, "sensitive_attributes": []}]}]});
         prop_assert_eq!(redact(&state), state);
+    }
+}
+
+fn stamp(serial: u64, lineage: &str) -> StateStamp {
+    StateStamp {
+        serial,
+        lineage: lineage.into(),
+    }
+}
+
+fn facts_of(serial: u64, lineage: &str) -> StateFacts {
+    StateFacts {
+        serial: Some(serial),
+        lineage: Some(lineage.into()),
+        terraform_version: None,
+    }
+}
+
+#[test]
+fn two_writes_in_one_second_are_told_apart_by_serial() {
+    let t = |ms: i64| {
+        DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap() + Duration::milliseconds(ms)
+    };
+    let jobs = vec![
+        JobWindow {
+            id: "first".into(),
+            from: t(100),
+            until: Some(t(400)),
+            wrote: Some(stamp(1, "l")),
+        },
+        JobWindow {
+            id: "second".into(),
+            from: t(500),
+            until: Some(t(900)),
+            wrote: Some(stamp(2, "l")),
+        },
+    ];
+    let second = t(0);
+    assert_eq!(
+        match_writer(&facts_of(1, "l"), second, &jobs),
+        (Some("first".into()), MatchedBy::Serial)
+    );
+    assert_eq!(
+        match_writer(&facts_of(2, "l"), second, &jobs),
+        (Some("second".into()), MatchedBy::Serial)
+    );
+    // Time alone credits both to the later job.
+    assert_eq!(writer(second, &jobs), Some("second".into()));
+    // A version no job ended with: by time, among jobs not ruled out by their serial.
+    assert_eq!(
+        match_writer(&facts_of(2, "other"), second, &jobs),
+        (None, MatchedBy::None),
+        "another lineage rules both out"
+    );
+    let mut legacy = jobs.clone();
+    legacy[1].wrote = None;
+    assert_eq!(
+        match_writer(&facts_of(7, "l"), second, &legacy),
+        (Some("second".into()), MatchedBy::Time),
+        "a job with no recorded end is matched by time"
+    );
+    assert_eq!(
+        match_writer(&StateFacts::default(), second + Duration::hours(1), &legacy),
+        (None, MatchedBy::None)
+    );
+}
+
+#[test]
+fn a_restored_serial_goes_to_the_job_whose_window_holds_it() {
+    let t = |s: i64| DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap();
+    let jobs = vec![
+        JobWindow {
+            id: "apply".into(),
+            from: t(0),
+            until: Some(t(10)),
+            wrote: Some(stamp(3, "l")),
+        },
+        JobWindow {
+            id: "restore".into(),
+            from: t(1000),
+            until: Some(t(1010)),
+            wrote: Some(stamp(3, "l")),
+        },
+    ];
+    assert_eq!(
+        match_writer(&facts_of(3, "l"), t(5), &jobs).0,
+        Some("apply".into())
+    );
+    assert_eq!(
+        match_writer(&facts_of(3, "l"), t(1005), &jobs).0,
+        Some("restore".into())
+    );
+}
+
+#[test]
+fn a_stamp_with_a_strange_lineage_is_refused() {
+    assert_eq!(
+        stamp(1, "8d6c3a7e-1b2c-4d5e-9f00-0123456789ab").problem(),
+        None
+    );
+    assert!(stamp(1, "").problem().is_some());
+    assert!(stamp(1, "a b").problem().is_some());
+    assert!(stamp(1, &"a".repeat(LINEAGE_MAX + 1)).problem().is_some());
+}
+
+/// Jobs on one environment, one after another (each starts after the previous ends), each
+/// writing one version at its end, with gaps of 0 to 1500 ms: many in one second.
+fn arb_runs() -> impl Strategy<Value = Vec<(i64, i64, bool)>> {
+    proptest::collection::vec((0i64..1500, 1i64..1500, proptest::bool::ANY), 1..12)
+}
+
+proptest! {
+    /// Whatever the timing, a version that is a job's recorded end is credited to that job
+    /// by serial; a version of a job with no record is credited by time to a job that
+    /// could have written it (its window holds the stamp).
+    #[test]
+    fn every_recorded_end_is_credited_to_its_job(runs in arb_runs(), lineage in "[a-f0-9]{8}") {
+        let base = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let mut now = base;
+        let mut jobs = vec![];
+        let mut versions = vec![];
+        for (i, (gap, length, recorded)) in runs.iter().enumerate() {
+            let from = now + Duration::milliseconds(*gap);
+            let until = from + Duration::milliseconds(*length);
+            let serial = i as u64 + 1;
+            // S3's stamp: the write's time truncated to its second.
+            let written = until - Duration::milliseconds(1);
+            let stamped = DateTime::<Utc>::from_timestamp(written.timestamp(), 0).unwrap();
+            jobs.push(JobWindow {
+                id: format!("j{i}").into(),
+                from,
+                until: Some(until),
+                wrote: recorded.then(|| stamp(serial, &lineage)),
+            });
+            versions.push((serial, stamped, *recorded));
+            now = until;
+        }
+        for (i, (serial, stamped, recorded)) in versions.iter().enumerate() {
+            let (who, how) = match_writer(&facts_of(*serial, &lineage), *stamped, &jobs);
+            if *recorded {
+                prop_assert_eq!(who, Some(jobs[i].id.clone()));
+                prop_assert_eq!(how, MatchedBy::Serial);
+            } else {
+                prop_assert_eq!(how, MatchedBy::Time);
+                let w = jobs.iter().find(|j| Some(&j.id) == who.as_ref()).unwrap();
+                prop_assert!(w.from < *stamped + Duration::seconds(1));
+                prop_assert!(w.wrote.as_ref().is_none_or(|s| s.serial >= *serial));
+            }
+        }
     }
 }

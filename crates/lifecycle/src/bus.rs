@@ -17,6 +17,14 @@ pub const JOB_AWAITING_APPROVAL: &str = "sortie.job.awaiting_approval";
 pub const JOB_POLICY_CHECKED: &str = "sortie.job.policy_checked";
 /// The `detail-type` of a drift check that found changes.
 pub const ENVIRONMENT_DRIFTED: &str = "sortie.environment.drifted";
+/// The `detail-type` of a reminder that an environment expires soon (2 days, 2 hours and
+/// 30 minutes before; each once).
+pub const ENVIRONMENT_EXPIRING: &str = "sortie.environment.expiring";
+/// The `detail-type` of an expired environment whose destroy waits: it is busy or locked.
+pub const ENVIRONMENT_EXPIRY_WAITING: &str = "sortie.environment.expiry_waiting";
+/// The `detail-type` of an expiry whose destroy could not be submitted or failed: it is
+/// retried with backoff.
+pub const ENVIRONMENT_EXPIRY_FAILED: &str = "sortie.environment.expiry_failed";
 
 /// Publishes lifecycle events.
 #[async_trait]

@@ -354,10 +354,15 @@ impl JobService {
         let succeeded = job.state == JobState::Succeeded;
         if succeeded && job.request.operation == Operation::Apply && !job.drift_check {
             // The apply before this one, whose outputs a trigger compares with.
-            let previous = match self.store.get_environment(&job.environment).await {
-                Ok(e) => e.item.last_apply.map(|l| l.job_id),
-                Err(_) => None,
-            };
+            let (previous, counts_from_apply) =
+                match self.store.get_environment(&job.environment).await {
+                    Ok(e) => (
+                        e.item.last_apply.map(|l| l.job_id),
+                        e.item.environment.settings.ttl_from
+                            == sortie_core::expiry::TtlFrom::LastApply,
+                    ),
+                    Err(_) => (None, false),
+                };
             let last = LastApply {
                 job_id: job.id.clone(),
                 at: Utc::now(),
@@ -366,6 +371,10 @@ impl JobService {
                 warn!(error = %e, "could not record the environment's latest apply");
             }
             self.fire_triggers(record, previous.as_ref()).await;
+            if counts_from_apply {
+                // A TTL counted from the last apply ends later now.
+                crate::expiry::refresh_due_logged(self.store.as_ref(), &job.environment).await;
+            }
         }
         if succeeded && job.request.operation == Operation::Destroy {
             // Destroyed: no outputs, and nothing to check for drift until the next apply.
@@ -375,6 +384,9 @@ impl JobService {
                 .await;
             if let Err(e) = forgot {
                 warn!(error = %e, "could not forget the environment's latest apply");
+            }
+            if job.requested_by == sortie_core::expiry::EXPIRY_PRINCIPAL {
+                self.expiry_destroy_succeeded(record).await;
             }
         }
         if job.drift_check {

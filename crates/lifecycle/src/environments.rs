@@ -152,6 +152,8 @@ impl Environments {
                 },
                 other => other.into(),
             })?;
+        crate::expiry::refresh_due_logged(self.store.as_ref(), &created.item.environment.path)
+            .await;
         Ok((created, resolved))
     }
 
@@ -169,10 +171,13 @@ impl Environments {
             crate::triggers::check(self.store.as_ref(), path, upstreams).await?;
         }
         let before = (env.settings.expires_at, env.settings.ttl.clone());
+        let before_from = env.settings.expiry().ttl_from;
         fields.apply_settings(&mut env.settings);
-        if before != (env.settings.expires_at, env.settings.ttl.clone()) {
+        let expiry_changed = before != (env.settings.expires_at, env.settings.ttl.clone());
+        if expiry_changed {
             self.check_expiry(path, &env.settings).await?;
         }
+        let expiry_changed = expiry_changed || before_from != env.settings.expiry().ttl_from;
         if let Some(t) = fields.env_type {
             env.env_type = t;
         }
@@ -182,14 +187,29 @@ impl Environments {
         if let Some(t) = fields.tags {
             env.tags = t;
         }
-        self.store
+        let written = self
+            .store
             .update_environment(&env, Some(expected.unwrap_or(current.version)))
-            .await
+            .await?;
+        if expiry_changed {
+            // New expiry settings bring a destroyed environment back.
+            if written.item.destroyed.is_some() {
+                self.store.mark_destroyed(path, None).await?;
+            }
+            crate::expiry::refresh_due_logged(self.store.as_ref(), path).await;
+        }
+        Ok(written)
     }
 
-    /// Deletes idle environment `path`, at version `expected` when given.
+    /// Deletes idle environment `path`, at version `expected` when given, and takes it off
+    /// the expiry due list.
     pub async fn delete(&self, path: &EnvPath, expected: Option<u64>) -> Result<(), StoreError> {
-        self.store.delete_environment(path, expected).await
+        self.store.delete_environment(path, expected).await?;
+        if let Err(e) = self.store.remove_expiry(path).await {
+            // The sweep drops an entry whose environment is gone.
+            tracing::warn!(environment = %path, error = %e, "the deleted environment's expiry entry is left to the sweep");
+        }
+        Ok(())
     }
 
     /// Resolves environment `path`'s runner again and, unless `dry_run`, relinks it for `by`

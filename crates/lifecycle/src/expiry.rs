@@ -4,8 +4,8 @@
 //! settings they need and writes the result.
 
 use chrono::{DateTime, Utc};
-use sortie_core::expiry::{self, ExpiryLimits, ExtendRefusal};
-use sortie_core::EnvPath;
+use sortie_core::expiry::{self, Destroyed, ExpiryLimits, ExtendRefusal};
+use sortie_core::{EnvPath, GroupPath};
 use sortie_store::{EnvironmentRecord, Store, StoreError, Versioned};
 
 use crate::Environments;
@@ -84,15 +84,111 @@ pub enum ExtendError {
 }
 
 /// When `record`'s environment expires under `limits` (`None`: never). Its creation is
-/// counted from its runner link's time, the first write of the environment.
+/// its stored `created_at` (a record from before that was stored: its runner link's time).
 pub fn end_of(record: &EnvironmentRecord, limits: &ExpiryLimits) -> Option<DateTime<Utc>> {
     let env = &record.environment;
     expiry::expires_at(
         &env.settings.expiry(),
         limits,
-        env.runner.linked_at,
+        record.created(),
         record.last_apply.as_ref().map(|a| a.at),
     )
+}
+
+/// The most environments below a group whose due-list entries a change of the group's
+/// expiry limits writes again (the rest are corrected by the sweep when they come due).
+pub const MAX_REFRESHED_UNDER_GROUP: usize = 1000;
+
+/// Puts environment `path` on the expiry due list at its end as its settings and groups
+/// give it now, or takes it off when it does not expire (or is gone, or destroyed).
+/// Answers the end.
+pub async fn refresh_due(
+    store: &dyn Store,
+    path: &EnvPath,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let record = match store.get_environment(path).await {
+        Ok(r) => r.item,
+        Err(StoreError::NotFound { .. }) => {
+            store.remove_expiry(path).await?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let end = if record.destroyed.is_some() {
+        None
+    } else {
+        end_of(&record, &limits_for(store, path).await?)
+    };
+    match end {
+        Some(end) => store.set_expiry(path, end).await?,
+        None => store.remove_expiry(path).await?,
+    }
+    Ok(end)
+}
+
+/// [`refresh_due`], a failure logged: the write that changed the end is already done, and
+/// the environment's end shows on it; the warning names the environment.
+pub(crate) async fn refresh_due_logged(store: &dyn Store, path: &EnvPath) {
+    if let Err(e) = refresh_due(store, path).await {
+        tracing::warn!(environment = %path, error = %e, "the expiry due list could not be updated; the environment's end is not acted on until its settings are written again");
+    }
+}
+
+/// Writes again the due-list entries of the environments below `group` (at most
+/// [`MAX_REFRESHED_UNDER_GROUP`]) after its expiry limits changed: a new default or maximum
+/// moves their ends. Answers how many were written.
+pub async fn refresh_under(store: &dyn Store, group: &GroupPath) -> Result<usize, StoreError> {
+    let under = store
+        .list_environments_under(group, MAX_REFRESHED_UNDER_GROUP)
+        .await?;
+    if under.truncated {
+        tracing::warn!(%group, "more environments below the group than one refresh writes; the rest keep their ends until their settings are written");
+    }
+    let mut n = 0;
+    for env in &under.environments {
+        refresh_due_logged(store, &env.item.environment.path).await;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// After the `sortie:expiry` destroy `job_id` of `path` succeeded: the environment is marked
+/// destroyed (its history and state versions stay readable) and taken off the due list.
+pub(crate) async fn mark_expired(
+    store: &dyn Store,
+    path: &EnvPath,
+    job_id: Option<String>,
+    expired_at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let mark = Destroyed {
+        at: Utc::now(),
+        job_id,
+        expired_at,
+    };
+    store.mark_destroyed(path, Some(&mark)).await?;
+    store.remove_expiry(path).await?;
+    tracing::info!(environment = %path, "expired environment destroyed and marked so");
+    Ok(())
+}
+
+impl crate::JobService {
+    /// The end of a successful `sortie:expiry` destroy: the environment is marked destroyed
+    /// and taken off the due list (best effort: the sweep does it when this fails).
+    pub(crate) async fn expiry_destroy_succeeded(&self, record: &sortie_store::JobRecord) {
+        let path = &record.job.environment;
+        let expired_at = match self.store.get_expiry(path).await {
+            Ok(Some(e)) => e.item.expires_at,
+            Ok(None) => Utc::now(),
+            Err(e) => {
+                tracing::warn!(error = %e, "the expiry entry could not be read; the sweep marks the environment destroyed");
+                return;
+            }
+        };
+        let job = Some(record.job.id.to_string());
+        if let Err(e) = mark_expired(self.store.as_ref(), path, job, expired_at).await {
+            tracing::warn!(error = %e, "the expired environment could not be marked destroyed; the sweep does it");
+        }
+    }
 }
 
 impl Environments {
@@ -107,6 +203,40 @@ impl Environments {
         }
         let limits = limits_for(self.store.as_ref(), path).await?;
         check_setting(settings, &limits, min_ttl_seconds(), Utc::now())
+    }
+
+    /// Sets group `group`'s expiry limits (checked against the shortest TTL and each other:
+    /// an input error names the field), then writes again the due-list entries of the
+    /// environments below it, whose ends may move. Answers how many were written.
+    pub async fn set_group_expiry(
+        &self,
+        group: &GroupPath,
+        limits: &ExpiryLimits,
+    ) -> Result<usize, StoreError> {
+        if let Some((field, problem)) = expiry::limits_problems(limits, min_ttl_seconds())
+            .into_iter()
+            .next()
+        {
+            return Err(invalid(field, problem));
+        }
+        self.store.set_group_expiry(group, limits).await?;
+        refresh_under(self.store.as_ref(), group).await
+    }
+
+    /// Group `group`'s own expiry limits, and those in force below it (its own and its
+    /// ancestors', [`expiry::inherited`]).
+    pub async fn group_expiry(
+        &self,
+        group: &GroupPath,
+    ) -> Result<(ExpiryLimits, ExpiryLimits), StoreError> {
+        let settings = self.store.group_settings_over(group).await?;
+        let own = settings
+            .iter()
+            .find(|(g, _)| g == group)
+            .map(|(_, s)| s.expiry)
+            .unwrap_or_default();
+        let all: Vec<_> = settings.into_iter().map(|(g, s)| (g, s.expiry)).collect();
+        Ok((own, expiry::inherited(&all)))
     }
 
     /// Extends environment `path`'s life by `by_seconds` (from the later of its current end
@@ -132,6 +262,11 @@ impl Environments {
             .store
             .update_environment(&env, Some(current.version))
             .await?;
+        // An extension brings a destroyed environment back (it accepts jobs again).
+        if current.item.destroyed.is_some() {
+            self.store.mark_destroyed(path, None).await?;
+        }
+        refresh_due_logged(self.store.as_ref(), path).await;
         Ok((written, end))
     }
 }

@@ -252,11 +252,14 @@ impl JobService {
             _ => "recorded",
         };
         info!(status = ?result.status, verdict = word, "plan checked against policy");
-        self.publish_policy_checked(record, &result, word).await;
+        // The runner's exit report and the task's stopped event may both reach this point
+        // with the same `running` record (each evaluates). Only the path whose conditional
+        // move (from `from`) wins publishes `policy_checked` and ends the job: the loser's
+        // move fails with a state conflict before either, so the check is published once.
         match verdict {
             GateVerdict::Fail { reason } if !job.drift_check => {
                 let update = JobUpdate {
-                    policy: Some(result),
+                    policy: Some(result.clone()),
                     ..Default::default()
                 };
                 let failed = self
@@ -264,13 +267,14 @@ impl JobService {
                     .transition_job(&job.id, from, JobState::Failed, Utc::now(), &reason, update)
                     .await?;
                 info!(job_id = %job.id, %reason, "policy denied the plan; nothing applied");
+                self.publish_policy_checked(record, &result, word).await;
                 self.ended(&failed).await?;
                 Ok(Some(failed))
             }
             _ if reviewed_plan.is_none() => {
                 // A plan job or a drift check: the result is recorded, the end is the plan's.
                 let update = JobUpdate {
-                    policy: Some(result),
+                    policy: Some(result.clone()),
                     ..Default::default()
                 };
                 let ended = self
@@ -284,21 +288,31 @@ impl JobService {
                         update,
                     )
                     .await?;
+                self.publish_policy_checked(record, &result, word).await;
                 self.ended(&ended).await?;
                 Ok(Some(ended))
             }
-            GateVerdict::Review(messages) => self
-                .hold_for_approval(record, from, Some(result), Some(&messages), true)
-                .await
-                .map(Some),
-            _ if policy_only => self
-                .approve_by_policy(record, from, Some(result))
-                .await
-                .map(Some),
-            _ => self
-                .hold_for_approval(record, from, Some(result), None, true)
-                .await
-                .map(Some),
+            GateVerdict::Review(messages) => {
+                let held = self
+                    .hold_for_approval(record, from, Some(result.clone()), Some(&messages), true)
+                    .await?;
+                self.publish_policy_checked(record, &result, word).await;
+                Ok(Some(held))
+            }
+            _ if policy_only => {
+                let approved = self
+                    .approve_by_policy(record, from, Some(result.clone()))
+                    .await?;
+                self.publish_policy_checked(record, &result, word).await;
+                Ok(Some(approved))
+            }
+            _ => {
+                let held = self
+                    .hold_for_approval(record, from, Some(result.clone()), None, true)
+                    .await?;
+                self.publish_policy_checked(record, &result, word).await;
+                Ok(Some(held))
+            }
         }
     }
 

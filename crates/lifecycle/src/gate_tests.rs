@@ -95,6 +95,24 @@ fn plan_json(actions: &[&str]) -> Vec<u8> {
 
 /// Submits `operation` and runs its (plan) phase to a successful end, `plan` uploaded.
 async fn planned(g: &Gated, operation: &str, plan: Option<Vec<u8>>) -> JobRecord {
+    let running = running(g, operation, plan).await;
+    g.w.jobs.end(&running, succeeded()).await.unwrap();
+    g.w.store.get_job(&running.job.id).await.unwrap()
+}
+
+/// The end a task's stopped event decides for a plan that exited 0.
+fn succeeded() -> How {
+    How::Decided {
+        from: JobState::Running,
+        outcome: Outcome {
+            state: JobState::Succeeded,
+            reason: "the runner exited with code 0".into(),
+        },
+    }
+}
+
+/// Submits `operation` and runs its (plan) phase up to `running`, `plan` uploaded.
+async fn running(g: &Gated, operation: &str, plan: Option<Vec<u8>>) -> JobRecord {
     let request: JobRequest = serde_json::from_value(json!({
         "operation": operation,
         "source": {"type": "inline", "files": {"main.tf": ""}},
@@ -116,16 +134,6 @@ async fn planned(g: &Gated, operation: &str, plan: Option<Vec<u8>>) -> JobRecord
     if let Some(bytes) = plan {
         g.artifacts.put(&format!("artifacts/{id}/plan.json"), bytes);
     }
-    let running = store.get_job(&id).await.unwrap();
-    let outcome = Outcome {
-        state: JobState::Succeeded,
-        reason: "the runner exited with code 0".into(),
-    };
-    let how = How::Decided {
-        from: JobState::Running,
-        outcome,
-    };
-    g.w.jobs.end(&running, how).await.unwrap();
     store.get_job(&id).await.unwrap()
 }
 
@@ -338,4 +346,85 @@ async fn without_sets_nothing_changes() {
     assert_eq!(job.job.state, JobState::Succeeded);
     assert!(job.policy.is_none());
     assert!(g.bus.checked().is_empty());
+}
+
+/// The runner's exit report and the task's stopped event race for one plan's end: both
+/// read the job `running`, both reach the gate. Whatever the verdict, the plan is checked
+/// into one move, one `policy_checked` event and one end; the loser changes nothing.
+#[tokio::test]
+async fn a_racing_exit_report_and_task_event_run_the_gate_once() {
+    use crate::EndReport;
+    use sortie_core::protocol::pilot::PilotExit;
+    let exit = PilotExit {
+        exit_code: 0,
+        reason: None,
+    };
+    // (operation, enforcement, the plan's actions, the state the winner leaves)
+    let cases = [
+        ("apply", "mandatory", "create", JobState::Failed),
+        ("apply", "review", "create", JobState::AwaitingApproval),
+        ("apply", "advisory", "create", JobState::Queued),
+        ("plan", "mandatory", "create", JobState::Failed),
+        ("plan", "review", "create", JobState::Succeeded),
+    ];
+    for (i, (operation, enforcement, action, state)) in cases.into_iter().enumerate() {
+        for exit_first in [true, false] {
+            let g = gated().await;
+            set(&g, "s", enforcement, "fail").await;
+            let stale = running(&g, operation, Some(plan_json(&[action]))).await;
+            let id = stale.job.id.clone();
+            // One path after the other, the second with the record read before the first
+            // moved the job (what a real race gives it); then both at once.
+            let by_exit = || g.w.jobs.runner_exited(&stale, &exit);
+            let by_event = || g.w.jobs.end(&stale, succeeded());
+            let (first, second) = if exit_first {
+                let a = by_exit().await.unwrap();
+                (a, by_event().await.unwrap())
+            } else {
+                let a = by_event().await.unwrap();
+                (a, by_exit().await.unwrap())
+            };
+            let case = format!("case {i} ({operation} {enforcement}), exit first: {exit_first}");
+            assert!(first.ended().is_some(), "{case}: {first:?}");
+            assert!(
+                matches!(
+                    second,
+                    EndReport::AlreadyEnded(_) | EndReport::NotRunning(_)
+                ),
+                "{case}: the loser changed nothing: {second:?}"
+            );
+            let job = g.w.store.get_job(&id).await.unwrap();
+            assert_eq!(job.job.state, state, "{case}: {:?}", job.job.transitions);
+            assert_eq!(g.bus.checked().len(), 1, "{case}: one policy_checked");
+            let policy_moves = job
+                .job
+                .transitions
+                .iter()
+                .filter(|t| t.from == Some(JobState::Running))
+                .count();
+            assert_eq!(policy_moves, 1, "{case}: one move out of running");
+            // An apply that passed is sent once for its plan and once for its apply.
+            let sends = g.w.sent().iter().filter(|s| **s == id).count();
+            let expected = if state == JobState::Queued { 2 } else { 1 };
+            assert_eq!(sends, expected, "{case}: sent {sends} times");
+        }
+        // Both at once, on one thread: each await point may interleave them.
+        let g = gated().await;
+        set(&g, "s", enforcement, "fail").await;
+        let stale = running(&g, operation, Some(plan_json(&[action]))).await;
+        let (a, b) = tokio::join!(
+            g.w.jobs.runner_exited(&stale, &exit),
+            g.w.jobs.end(&stale, succeeded())
+        );
+        let ended = [a.unwrap(), b.unwrap()]
+            .iter()
+            .filter(|r| r.ended().is_some())
+            .count();
+        assert_eq!(ended, 1, "case {i} at once: one winner");
+        assert_eq!(
+            g.bus.checked().len(),
+            1,
+            "case {i} at once: one policy_checked"
+        );
+    }
 }

@@ -32,7 +32,8 @@ pub mod triggers;
 pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
-    completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, JOB_AWAITING_APPROVAL,
+    completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, ENVIRONMENT_EXPIRING,
+    ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_AWAITING_APPROVAL,
     JOB_COMPLETED, JOB_POLICY_CHECKED, SOURCE,
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};

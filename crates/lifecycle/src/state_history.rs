@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sortie_core::state_version::{self, JobWindow, StateRestore, RESTORE_REASON_MAX};
+use sortie_core::state_version::{self, JobWindow, MatchedBy, StateRestore, RESTORE_REASON_MAX};
 use sortie_core::{EnvPath, Environment, JobId, Operation, Runner};
 use sortie_launch::state_history::{StateAt, StateHistory, StateObjectVersion};
 use sortie_launch::LaunchError;
@@ -29,9 +29,12 @@ pub struct StateVersionInfo {
     pub object: StateObjectVersion,
     /// The state's serial, lineage and Terraform version (empty when unreadable).
     pub facts: state_version::StateFacts,
-    /// The job that wrote it, matched by time (`None`: written outside Sortie, or by a
-    /// job older than the jobs read).
+    /// The job that wrote it (`None`: written outside Sortie, or by a job older than the
+    /// jobs read).
     pub job_id: Option<JobId>,
+    /// How the job was found: by the serial and lineage it recorded ending with, or by
+    /// time alone.
+    pub matched_by: MatchedBy,
 }
 
 /// One page of state versions, newest first.
@@ -135,11 +138,13 @@ impl JobService {
                 }
                 _ => Default::default(),
             };
-            let job_id = state_version::writer(object.last_modified, &windows);
+            let (job_id, matched_by) =
+                state_version::match_writer(&facts, object.last_modified, &windows);
             versions.push(StateVersionInfo {
                 object,
                 facts,
                 job_id,
+                matched_by,
             });
         }
         Ok(StateVersionList {
@@ -273,6 +278,7 @@ impl JobService {
                             .is_terminal()
                             .then(|| job.transitions.last().map(|t| t.at))
                             .flatten(),
+                        wrote: r.state_written.clone(),
                     });
                 }
             }

@@ -182,8 +182,25 @@ impl JobService {
             Ok(None) => Err(SubmitError::Busy(env.path.clone())),
             Err(e) => {
                 self.forget_sensitive_variables(&job).await;
-                Err(e.into())
+                Err(self.refusal_of(&env.path, e).await)
             }
+        }
+    }
+
+    /// The refusal of a submit whose write failed: a lock or freeze taken after the read
+    /// above fails the write's condition (`StoreError::Locked`), and is named like one
+    /// found by the read (who, when, why), read again now.
+    async fn refusal_of(&self, path: &EnvPath, e: StoreError) -> SubmitError {
+        if !matches!(e, StoreError::Locked { .. }) {
+            return e.into();
+        }
+        match self.lock_holding(path).await {
+            Ok(Some(held)) => SubmitError::Locked {
+                environment: path.clone(),
+                held,
+            },
+            // Unlocked again since: the write still failed on the lock it saw.
+            Ok(None) | Err(_) => e.into(),
         }
     }
 
@@ -273,5 +290,96 @@ mod tests {
         assert!(matches!(e, SubmitError::RunnerMissing { .. }), "{e:?}");
         assert_eq!(e.to_string(), "environment `acme/payments/prod` is linked to runner `acme/gone`, which no longer exists; refresh its runner");
         assert!(w.sent().is_empty());
+    }
+
+    /// Secrets that, on the submit's first secret (after the submit read the lock, before
+    /// it writes the job), lock the environment (or freeze its group): the race of a lock
+    /// taken between the read and the write.
+    struct LockMidSubmit {
+        store: std::sync::Arc<sortie_store::MemoryStore>,
+        freeze: bool,
+        inner: sortie_launch::MemoryJobSecrets,
+    }
+
+    #[async_trait::async_trait]
+    impl sortie_launch::JobSecrets for LockMidSubmit {
+        async fn create(
+            &self,
+            name: &str,
+            value: &str,
+            tags: &[(&str, &str)],
+        ) -> Result<String, String> {
+            use sortie_store::LockStore;
+            let env = tags.iter().find(|(k, _)| *k == "sortie:env").unwrap().1;
+            let path = EnvPath::parse(env).unwrap();
+            let lock = sortie_core::lock::EnvLock::new("carol", Utc::now(), "incident 7").unwrap();
+            if self.freeze {
+                self.store.freeze_group(&path.group(), &lock).await.unwrap();
+            } else {
+                self.store.lock_environment(&path, &lock).await.unwrap();
+            }
+            self.inner.create(name, value, tags).await
+        }
+        async fn value(&self, arn: &str) -> Result<String, String> {
+            self.inner.value(arn).await
+        }
+        async fn delete(&self, arn: &str) -> Result<(), String> {
+            self.inner.delete(arn).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lock_taken_between_the_read_and_the_write_lets_no_job_in() {
+        for (freeze, busy) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mut w = World::new().await;
+            let env = w.environment("acme/payments/prod").await;
+            if busy {
+                // The lock's condition holds on the queue's write too.
+                let order =
+                    JobOrder::submit(request("plan"), SensitiveValues::default(), "bob", None);
+                w.jobs.submit_for(&env, order).await.unwrap();
+            }
+            let secrets = std::sync::Arc::new(LockMidSubmit {
+                store: w.store.clone(),
+                freeze,
+                inner: Default::default(),
+            });
+            w.jobs.secrets = secrets.clone();
+            let sensitive =
+                SensitiveValues::new(BTreeMap::from([("token".into(), "s3cret".into())]));
+            let order = JobOrder::submit(request("apply"), sensitive, "alice", None);
+            let before = w
+                .store
+                .list_jobs(&env.path, 50, None)
+                .await
+                .unwrap()
+                .jobs
+                .len();
+            let e = w.jobs.submit_for(&env, order).await.unwrap_err();
+            match &e {
+                SubmitError::Locked { held, .. } => {
+                    assert_eq!(held.lock.reason, "incident 7", "{e}");
+                    assert_eq!(held.lock.by, "carol");
+                }
+                other => panic!("freeze={freeze} busy={busy}: {other:?}"),
+            }
+            let after = w
+                .store
+                .list_jobs(&env.path, 50, None)
+                .await
+                .unwrap()
+                .jobs
+                .len();
+            assert_eq!(
+                after, before,
+                "no job written (freeze={freeze}, busy={busy})"
+            );
+            assert_eq!(w.sent().len(), usize::from(busy), "nothing more sent");
+            assert_eq!(
+                secrets.inner.deleted.lock().unwrap().len(),
+                1,
+                "the refused job's secret is deleted"
+            );
+        }
     }
 }

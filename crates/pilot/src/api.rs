@@ -153,6 +153,18 @@ impl ApiClient {
         self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
     }
 
+    /// `PUT /v1/jobs/{id}/state`: the serial and lineage of the state the job ended with
+    /// (after an apply, a destroy or a restore's push).
+    pub async fn report_state(
+        &self,
+        stamp: &sortie_core::state_version::StateStamp,
+    ) -> Result<(), PilotError> {
+        let path = self.path("state");
+        let body = serde_json::to_vec(stamp)
+            .map_err(|e| PilotError::Api(format!("could not encode the state report: {e}")))?;
+        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+    }
+
     /// `PUT /v1/jobs/{id}/tool`: the tool and exact version this pilot runs the job with.
     pub async fn report_tool(&self, used: &ToolUsed) -> Result<(), PilotError> {
         let path = self.path("tool");

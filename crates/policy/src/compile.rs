@@ -2,6 +2,7 @@
 //! then once per version in the cache.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use regorus::Engine;
 use sortie_core::policy::{Enforcement, OnUnavailable, PolicySet};
@@ -34,12 +35,22 @@ pub struct CompiledSet {
     pub(crate) packages: Vec<String>,
     /// The `deny` and `warn` rules that exist, `data.<package>.<rule>`.
     pub(crate) rules: Vec<String>,
+    /// The rules compiled for regorus's VM, when safe ([`crate::vm`]); else the
+    /// interpreter runs `engine`.
+    pub(crate) program: Option<Arc<regorus::rvm::Program>>,
 }
 
 impl CompiledSet {
     /// The packages (`data.<package>`) whose `deny` and `warn` rules are read.
     pub fn packages(&self) -> &[String] {
         &self.packages
+    }
+
+    /// True when the set runs on regorus's VM (compiled bytecode, with an instruction
+    /// budget), false when on its interpreter (a set whose rules may refer to each other
+    /// in a cycle, or that the VM's compiler does not take).
+    pub fn on_vm(&self) -> bool {
+        self.program.is_some()
     }
 }
 
@@ -69,6 +80,7 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
         .eval_query("true".to_string(), false)
         .map_err(|e| located(&e.to_string(), ""))?;
     let rules = message_rules(&mut engine)?;
+    let program = crate::vm::program(&engine, &rules);
     Ok(CompiledSet {
         name: set.name.clone(),
         enforcement: set.enforcement,
@@ -76,6 +88,7 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
         engine,
         packages: packages.into_iter().collect(),
         rules,
+        program,
     })
 }
 

@@ -16,6 +16,7 @@ mod compile;
 mod evaluate;
 mod input;
 mod recursion;
+mod vm;
 
 pub use cache::SetCache;
 pub use compile::{compile, CompileError, CompiledSet, MAX_NESTING};
@@ -24,3 +25,4 @@ pub use evaluate::{
     MAX_MESSAGE_BYTES,
 };
 pub use input::{build_input, check_plan_size, JobInput, MAX_PLAN_BYTES};
+pub use vm::MAX_CHAIN;

@@ -53,6 +53,13 @@ pub enum StoreError {
         /// The state found.
         actual: JobState,
     },
+    /// A submit's write found the environment locked, or a group above it frozen (taken
+    /// after the submit read it): nothing was written.
+    #[error("environment `{environment}` is locked, or a group above it is frozen")]
+    Locked {
+        /// The environment.
+        environment: String,
+    },
     /// The same idempotency key was used with a different request.
     #[error("idempotency key `{key}` was already used for a different request (job {job_id})")]
     IdempotencyMismatch {

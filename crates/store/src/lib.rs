@@ -17,8 +17,10 @@ mod artifacts;
 mod cursor;
 mod dynamo;
 mod error;
+mod expiry;
 mod locks;
 mod memory;
+pub mod on_behalf;
 mod plan_data;
 mod queue;
 mod records;
@@ -36,6 +38,7 @@ use sortie_core::{
 pub use artifacts::{Artifacts, ObjectInfo, PresignedPut, S3Artifacts, MAX_LIST_PAGE};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
+pub use expiry::{ExpiryEntry, ExpiryPage, ExpiryStore, MAX_EXPIRY_PAGE};
 pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
 pub use plan_data::read_plan_data;
@@ -456,6 +459,7 @@ pub trait Store:
     + AgentPoolStore
     + LockStore
     + PolicySetStore
+    + ExpiryStore
 {
 }
 
@@ -468,6 +472,7 @@ impl<T> Store for T where
         + AgentPoolStore
         + LockStore
         + PolicySetStore
+        + ExpiryStore
         + ?Sized
 {
 }

@@ -69,6 +69,23 @@ pub struct EnvironmentRecord {
     /// (written only by `lock_environment` / `unlock_environment`; never bumps the version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<sortie_core::lock::EnvLock>,
+    /// Set when its expiry's destroy succeeded: it refuses new jobs until extended
+    /// (written only by `mark_destroyed`; never bumps the version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destroyed: Option<sortie_core::expiry::Destroyed>,
+    /// When the environment was created (set once by `create_environment`; never by an
+    /// update or a relink). Absent on records written before it existed: their creation is
+    /// their runner link's time ([`EnvironmentRecord::created`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+impl EnvironmentRecord {
+    /// When the environment was created: `created_at`, else (a record from before it was
+    /// stored) its runner link's time.
+    pub fn created(&self) -> DateTime<Utc> {
+        self.created_at.unwrap_or(self.environment.runner.linked_at)
+    }
 }
 
 /// An environment's latest successful apply.
@@ -180,6 +197,8 @@ pub struct JobUpdate {
     pub plan_phase: Option<PhaseRecord>,
     /// The tool and version the runner reported.
     pub tool_used: Option<ToolUsed>,
+    /// The state (serial and lineage) the runner reported the job ended with.
+    pub state_written: Option<sortie_core::state_version::StateStamp>,
     /// For a move to `awaiting_approval`: when the approval times out (the sweeper's
     /// `approvals_due` list is ordered by it).
     pub approval_deadline: Option<DateTime<Utc>>,
@@ -250,6 +269,10 @@ pub struct JobRecord {
     /// The tool and exact version the runner reported it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_used: Option<ToolUsed>,
+    /// The state (serial and lineage) the runner reported the job ended with, after an
+    /// apply, a destroy or a restore: what matches a state version to its writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_written: Option<sortie_core::state_version::StateStamp>,
     /// A reviewed job's apply phase: the byte offset in the job's one log where its lines
     /// start (the plan phase's lines are before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -286,6 +309,7 @@ impl JobRecord {
             upload_problems: Vec::new(),
             plan_phase: None,
             tool_used: None,
+            state_written: None,
             apply_log_offset: None,
             offered_to: None,
             agent: None,

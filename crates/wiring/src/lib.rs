@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 mod function_config;
+pub mod job_header;
 pub use function_config::{
     function_sdk_config, trusted_roots_pem, DEBIAN_CA_BUNDLE, LAMBDA_CA_BUNDLE,
 };
@@ -176,12 +177,19 @@ pub fn aws_parts(
     resources: &Resources,
     local: Option<LocalLauncher>,
 ) -> AwsParts {
+    // Against a local AWS, each request says which job it is for (moto's timing).
+    let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(config);
+    let mut sqs = aws_sdk_sqs::config::Builder::from(config);
+    if job_header::local_aws() {
+        dynamodb = dynamodb.interceptor(job_header::JobHeader);
+        sqs = sqs.interceptor(job_header::JobHeader);
+    }
     let store = Arc::new(DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(config),
+        aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
         &resources.table,
     ));
     let queue = Arc::new(SqsJobQueue::new(
-        aws_sdk_sqs::Client::new(config),
+        aws_sdk_sqs::Client::from_conf(sqs.build()),
         &resources.jobs_queue_url,
     ));
     let launcher = ByRunnerType {

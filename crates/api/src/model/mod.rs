@@ -381,6 +381,9 @@ pub struct JobView {
     /// The tool and exact version the runner reported it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_used: Option<ToolUsed>,
+    /// The state (serial and lineage) the job ended with, as its runner reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_written: Option<sortie_core::state_version::StateStamp>,
     /// A reviewed job's apply phase: where its lines start in the job's one log
     /// (`GET /v1/jobs/{id}/logs?offset=<this>`); the plan phase's lines are before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -427,6 +430,7 @@ impl From<JobRecord> for JobView {
             spot_requeues: r.spot_requeues,
             plan_phase: r.plan_phase,
             tool_used: r.tool_used,
+            state_written: r.state_written,
             apply_log_offset: r.apply_log_offset,
             agent: r.agent,
             policy: r.policy,

@@ -1,6 +1,8 @@
 //! Expiry: `POST /v1/environments/{environment}/-/extend {by}` (needs `deploy`) moves an
 //! expiring environment's end later, up to the maximum TTL set on its groups (409 naming
-//! the limit when past it).
+//! the limit when past it); `PUT`/`GET /v1/groups/{group}/-/expiry` set (needs `manage`)
+//! and read (needs `read`) a group's default and maximum TTL; a job on an environment
+//! marked destroyed by its expiry is refused with 409 `destroyed`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -14,7 +16,7 @@ use utoipa::ToSchema;
 
 use super::Reply;
 use crate::error::ApiError;
-use crate::extract::{Caller, Document, EnvParam};
+use crate::extract::{Caller, Document, EnvParam, GroupParam};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -118,4 +120,134 @@ pub(crate) async fn extend_environment(
         environment: path.to_string(),
         expires_at: end,
     }))
+}
+
+/// The 409 of a job on an environment its expiry destroyed.
+pub(crate) fn destroyed(env: &sortie_core::EnvPath, d: &expiry::Destroyed) -> ApiError {
+    let mut e = ApiError::new(StatusCode::CONFLICT, "destroyed", d.refusal(env));
+    e.fields = vec![Problem {
+        path: "destroyed.at".into(),
+        problem: d.at.to_rfc3339(),
+    }];
+    e
+}
+
+/// The body of a group's expiry limits: each a duration such as `3d`; absent (or `null`)
+/// sets none.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct GroupExpiryBody {
+    /// The TTL of an environment below the group that sets neither `ttl` nor `expires_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ttl: Option<String>,
+    /// The longest an environment below the group may live from now on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ttl: Option<String>,
+}
+
+/// A group's expiry limits: its own, and those in force below it (with its ancestors').
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GroupExpiryView {
+    /// The group's path.
+    pub group: String,
+    /// Its own default TTL (`3d`), if it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ttl: Option<String>,
+    /// Its own maximum TTL, if it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ttl: Option<String>,
+    /// The limits in force below it: the deepest default, the smallest maximum.
+    pub inherited: GroupExpiryBody,
+    /// Environments whose ends were written again by this change (absent on a read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refreshed: Option<usize>,
+}
+
+fn body_of(limits: &expiry::ExpiryLimits) -> GroupExpiryBody {
+    GroupExpiryBody {
+        default_ttl: limits.default_ttl_seconds.map(expiry::format_duration),
+        max_ttl: limits.max_ttl_seconds.map(expiry::format_duration),
+    }
+}
+
+/// The limits of a group expiry body: every other field refused, each duration checked.
+fn limits_of(body: &Document) -> Result<expiry::ExpiryLimits, ApiError> {
+    let value = body.value()?;
+    let mut p = Problems::default();
+    let mut limits = expiry::ExpiryLimits::default();
+    if let Some(mut f) = Fields::new(&value, "", &mut p) {
+        for field in ["default_ttl", "max_ttl"] {
+            let text: Option<String> = f.optional(field, &mut p);
+            let seconds = text.and_then(|t| match expiry::parse_duration(&t) {
+                Ok(s) => Some(s),
+                Err(problem) => {
+                    p.push(field, problem);
+                    None
+                }
+            });
+            match field {
+                "default_ttl" => limits.default_ttl_seconds = seconds,
+                _ => limits.max_ttl_seconds = seconds,
+            }
+        }
+        f.finish(&mut p);
+    }
+    Ok(p.finish(limits)?)
+}
+
+async fn group_view(
+    state: &AppState,
+    group: &sortie_core::GroupPath,
+    refreshed: Option<usize>,
+) -> Result<GroupExpiryView, ApiError> {
+    let (own, inherited) = state.environments().group_expiry(group).await?;
+    let own = body_of(&own);
+    Ok(GroupExpiryView {
+        group: group.to_string(),
+        default_ttl: own.default_ttl,
+        max_ttl: own.max_ttl,
+        inherited: body_of(&inherited),
+        refreshed,
+    })
+}
+
+/// Sets a group's expiry limits (replacing both): the default TTL of the environments below
+/// it that set none, and the longest any of them may live from now on.
+#[utoipa::path(put, path = "/v1/groups/{group}/-/expiry", tag = "environments",
+    params(("group" = String, Path, description = "Group path")),
+    request_body(description = "The limits; an absent one is unset", content((GroupExpiryBody = "application/json"), (GroupExpiryBody = "application/yaml"))),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "Set", body = GroupExpiryView),
+        BadRequest, Unauthorized, Forbidden, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn set_group_expiry(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    caller: Caller,
+    body: Document,
+) -> Result<Reply<GroupExpiryView>, ApiError> {
+    caller
+        .authorize(&state, Action::Manage, &group, &format!("group `{group}`"))
+        .await?;
+    let limits = limits_of(&body)?;
+    let refreshed = state
+        .environments()
+        .set_group_expiry(&group, &limits)
+        .await?;
+    Ok(Reply::ok(group_view(&state, &group, Some(refreshed)).await?))
+}
+
+/// Reads a group's expiry limits, and those in force below it.
+#[utoipa::path(get, path = "/v1/groups/{group}/-/expiry", tag = "environments",
+    params(("group" = String, Path, description = "Group path")),
+    security(("bearerAuth" = [])),
+    responses((status = 200, description = "The limits", body = GroupExpiryView),
+        BadRequest, Unauthorized, Forbidden, BadGateway, Unavailable))]
+pub(crate) async fn get_group_expiry(
+    State(state): State<AppState>,
+    GroupParam(group): GroupParam,
+    caller: Caller,
+) -> Result<Reply<GroupExpiryView>, ApiError> {
+    caller
+        .authorize(&state, Action::Read, &group, &format!("group `{group}`"))
+        .await?;
+    Ok(Reply::ok(group_view(&state, &group, None).await?))
 }

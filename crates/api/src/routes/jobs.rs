@@ -152,6 +152,9 @@ pub(crate) async fn submit_job(
     drop(submitted);
     let env = state.store.get_environment(&path).await;
     let env = super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
+    if let Some(d) = &env.item.destroyed {
+        return Err(super::expiry::destroyed(&path, d));
+    }
     let order = JobOrder::submit(request, sensitive, principal.subject.clone(), idempotency);
     let submitted = state
         .jobs

@@ -271,6 +271,38 @@ pub(crate) async fn put_job_tool(
     .await
 }
 
+/// Records the state (serial and lineage) the job ended with: what matches a state
+/// version to the job that wrote it.
+#[utoipa::path(put, path = "/v1/jobs/{id}/state", tag = "runner",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(description = "The serial and lineage of the state after the job wrote it", content((sortie_core::state_version::StateStamp = "application/json"))),
+    security(("jobToken" = [])),
+    responses((status = 200, description = "Recorded on the job", body = JobView),
+        BadRequest, InvalidToken, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+pub(crate) async fn put_job_state(
+    State(state): State<AppState>,
+    JobIdParam(id): JobIdParam,
+    headers: HeaderMap,
+    body: Document,
+) -> Result<Reply<JobView>, ApiError> {
+    record_by_token(
+        &state,
+        &headers,
+        &id,
+        body,
+        |stamp: sortie_core::state_version::StateStamp| {
+            if let Some(problem) = stamp.problem() {
+                return Err(ApiError::field("lineage", problem));
+            }
+            Ok(sortie_store::JobUpdate {
+                state_written: Some(stamp),
+                ..Default::default()
+            })
+        },
+    )
+    .await
+}
+
 /// A runner's report recorded on its job: the job token checked, the body decoded as `T`
 /// (400 naming `body` otherwise), and the update `to_update` makes of it written.
 async fn record_by_token<T: serde::de::DeserializeOwned>(

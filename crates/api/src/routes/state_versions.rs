@@ -55,9 +55,13 @@ pub struct StateVersionView {
     /// The Terraform version that wrote it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terraform_version: Option<String>,
-    /// The job that wrote it, matched by time; absent when no job of the environment's did.
+    /// The job that wrote it; absent when no job of the environment's did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// How `job_id` was found: `serial` (the job recorded ending with this serial and
+    /// lineage), `time` (by time alone: a long apply's earlier writes, or a job from before
+    /// serials were recorded) or `none`.
+    pub matched_by: sortie_core::state_version::MatchedBy,
 }
 
 /// One page of state versions, newest first.
@@ -185,6 +189,7 @@ pub(crate) async fn list_state_versions(
                 lineage: v.facts.lineage,
                 terraform_version: v.facts.terraform_version,
                 job_id: v.job_id.map(|j| j.to_string()),
+                matched_by: v.matched_by,
             })
             .collect(),
         next: list.next,

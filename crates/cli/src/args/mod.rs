@@ -145,7 +145,8 @@ pub enum Command {
     /// `env lock PATH --reason TEXT`, `env unlock PATH`.
     #[command(subcommand)]
     Env(EnvCommand),
-    /// Group actions: `group lock GROUP --reason TEXT` (a freeze), `group unlock GROUP`.
+    /// Group actions: `group lock GROUP --reason TEXT` (a freeze), `group unlock GROUP`,
+    /// `group expiry GROUP [--default-ttl 3d] [--max-ttl 14d]`.
     #[command(subcommand)]
     Group(GroupCommand),
     /// Submit a plan, apply or destroy to an environment.

@@ -271,6 +271,19 @@ pub enum GroupCommand {
         /// The group.
         group: String,
     },
+    /// Show the group's expiry limits, or set them with `--default-ttl` / `--max-ttl`
+    /// (setting needs `manage`; `none` unsets one; the other is kept).
+    Expiry {
+        /// The group, such as `acme`.
+        group: String,
+        /// The TTL of the environments below it that set none, such as `3d` (`none`: unset).
+        #[arg(long)]
+        default_ttl: Option<String>,
+        /// The longest an environment below it may live from now on, such as `14d`
+        /// (`none`: unset).
+        #[arg(long)]
+        max_ttl: Option<String>,
+    },
 }
 
 /// `members ...`.

@@ -13,6 +13,13 @@ use sortie_store::SqsJobQueue;
 /// Jobs-queue pollers running at once (Lambda's SQS event source mapping starts with 5).
 pub(super) const POLLERS: usize = 4;
 
+/// Received batches handled at once, across the pollers: a poller hands each batch on and
+/// polls again at once, as Lambda's event source mapping invokes the function for each
+/// batch while its pollers keep receiving (it scales invocations with the queue's depth).
+/// A poller waits for a free slot before it receives, so at most this many batches are
+/// received and not yet handled.
+pub(super) const BATCHES_IN_FLIGHT: usize = 16;
+
 /// Local task events handled at once.
 pub(super) const EVENTS_IN_FLIGHT: usize = 32;
 
@@ -109,15 +116,11 @@ impl Chaos {
     }
 }
 
-/// One long poll of the jobs queue, handed to dispatch (twice over under
-/// [`Chaos::deliver_twice`]); whether it had messages.
-pub(super) async fn poll_once(
+/// One long poll of the jobs queue: up to 10 messages (none when it timed out).
+pub(super) async fn receive(
     sqs: &aws_sdk_sqs::Client,
     url: &str,
-    engine: &Engine,
-    queue: &SqsJobQueue,
-    deliver_twice: bool,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Vec<aws_sdk_sqs::types::Message>> {
     let got = sqs
         .receive_message()
         .queue_url(url)
@@ -128,27 +131,21 @@ pub(super) async fn poll_once(
         )
         .send()
         .await?;
-    let messages = got.messages.unwrap_or_default();
-    if messages.is_empty() {
-        return Ok(false);
-    }
-    let records: Vec<SqsMessage> = messages
-        .iter()
-        .map(|m| {
-            let mut r = SqsMessage::default();
-            r.message_id = m.message_id.clone();
-            r.receipt_handle = m.receipt_handle.clone();
-            r.body = m.body.clone();
-            r.event_source = Some("aws:sqs".into());
-            r.aws_region = Some("local".into());
-            for (k, v) in m.attributes().into_iter().flatten() {
-                r.attributes.insert(k.as_str().to_string(), v.clone());
-            }
-            r
-        })
-        .collect();
-    let mut event = SqsEvent::default();
-    event.records = records;
+    Ok(got.messages.unwrap_or_default())
+}
+
+/// Hands one received batch to dispatch (twice over under [`Chaos::deliver_twice`]), as
+/// one Lambda invocation, then deletes the messages it did not report as failed with one
+/// `DeleteMessageBatch` (a failed one comes back after its visibility timeout).
+pub(super) async fn handle_batch(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    engine: &Engine,
+    queue: &SqsJobQueue,
+    messages: Vec<aws_sdk_sqs::types::Message>,
+    deliver_twice: bool,
+) -> anyhow::Result<()> {
+    let event = sqs_event(&messages);
     let mut failed: Vec<String> = Vec::new();
     let responses = if deliver_twice {
         let (a, b) = tokio::join!(
@@ -167,14 +164,88 @@ pub(super) async fn poll_once(
                 .map(|f| f.item_identifier.clone()),
         );
     }
-    for m in messages {
-        if !failed.contains(&m.message_id.clone().unwrap_or_default()) {
-            sqs.delete_message()
-                .queue_url(url)
-                .receipt_handle(m.receipt_handle.unwrap_or_default())
-                .send()
-                .await?;
-        }
+    let done = done_entries(&messages, &failed);
+    if done.is_empty() {
+        return Ok(());
     }
-    Ok(true)
+    let answer = sqs
+        .delete_message_batch()
+        .queue_url(url)
+        .set_entries(Some(done))
+        .send()
+        .await?;
+    for f in answer.failed() {
+        tracing::warn!(id = %f.id(), code = %f.code(), "a handled message was not deleted; it is delivered again (dispatch is idempotent)");
+    }
+    Ok(())
+}
+
+/// The received messages as the `SqsEvent` Lambda's event source mapping would send.
+fn sqs_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+    let records: Vec<SqsMessage> = messages
+        .iter()
+        .map(|m| {
+            let mut r = SqsMessage::default();
+            r.message_id = m.message_id.clone();
+            r.receipt_handle = m.receipt_handle.clone();
+            r.body = m.body.clone();
+            r.event_source = Some("aws:sqs".into());
+            r.aws_region = Some("local".into());
+            for (k, v) in m.attributes().into_iter().flatten() {
+                r.attributes.insert(k.as_str().to_string(), v.clone());
+            }
+            r
+        })
+        .collect();
+    let mut event = SqsEvent::default();
+    event.records = records;
+    event
+}
+
+/// The delete entries of the messages dispatch did not report as failed (at most 10: one
+/// receive's worth, `DeleteMessageBatch`'s limit), each named by its place in the batch.
+fn done_entries(
+    messages: &[aws_sdk_sqs::types::Message],
+    failed: &[String],
+) -> Vec<aws_sdk_sqs::types::DeleteMessageBatchRequestEntry> {
+    messages
+        .iter()
+        .take(10)
+        .enumerate()
+        .filter(|(_, m)| !failed.contains(&m.message_id.clone().unwrap_or_default()))
+        .filter_map(|(i, m)| {
+            aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+                .build()
+                .ok()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str) -> aws_sdk_sqs::types::Message {
+        aws_sdk_sqs::types::Message::builder()
+            .message_id(id)
+            .receipt_handle(format!("rh-{id}"))
+            .body("{}")
+            .build()
+    }
+
+    #[test]
+    fn a_batch_deletes_every_message_but_the_failed_ones_in_one_call() {
+        let batch: Vec<_> = ["a", "b", "c"].into_iter().map(message).collect();
+        let done = done_entries(&batch, &["b".to_string()]);
+        let handles: Vec<_> = done.iter().map(|e| e.receipt_handle()).collect();
+        assert_eq!(handles, ["rh-a", "rh-c"]);
+        let ids: Vec<_> = done.iter().map(|e| e.id()).collect();
+        assert_eq!(ids, ["0", "2"], "ids are unique within the call");
+        assert!(done_entries(&batch, &["a".into(), "b".into(), "c".into()]).is_empty());
+        let event = sqs_event(&batch);
+        assert_eq!(event.records.len(), 3);
+        assert_eq!(event.records[1].receipt_handle.as_deref(), Some("rh-b"));
+    }
 }

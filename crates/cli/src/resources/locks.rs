@@ -1,5 +1,6 @@
 //! `sortie env lock|unlock PATH` and `sortie group lock|unlock GROUP` (a freeze), and
-//! `sortie env extend PATH --by 24h` (an expiring environment's new end).
+//! `sortie env extend PATH --by 24h` (an expiring environment's new end), and
+//! `sortie group expiry GROUP [--default-ttl 3d] [--max-ttl 14d]`.
 
 use http::Method;
 use serde_json::{json, Value};
@@ -15,6 +16,11 @@ pub async fn group(api: &Api, command: GroupCommand, out: Output) -> Result<(), 
     let (group, reason) = match command {
         GroupCommand::Lock { group, reason } => (group, Some(reason)),
         GroupCommand::Unlock { group } => (group, None),
+        GroupCommand::Expiry {
+            group,
+            default_ttl,
+            max_ttl,
+        } => return group_expiry(api, &group, default_ttl, max_ttl, out).await,
     };
     let group = group.trim_matches('/');
     if group.is_empty() {
@@ -23,6 +29,47 @@ pub async fn group(api: &Api, command: GroupCommand, out: Output) -> Result<(), 
         ));
     }
     lock(api, &group_url(group), reason.as_deref(), out).await
+}
+
+/// `sortie group expiry GROUP [--default-ttl D] [--max-ttl D]`: reads the limits, and
+/// with an option sets them (the one not named is kept; `none` unsets).
+async fn group_expiry(
+    api: &Api,
+    group: &str,
+    default_ttl: Option<String>,
+    max_ttl: Option<String>,
+    out: Output,
+) -> Result<(), CliError> {
+    let url = format!("{}/expiry", group_url(group.trim_matches('/')));
+    let current = api.send(Method::GET, &url, None, &[]).await?.body;
+    let body = if default_ttl.is_none() && max_ttl.is_none() {
+        current
+    } else {
+        let pick = |given: Option<String>, field: &str| match given.as_deref() {
+            Some("none") => Value::Null,
+            Some(d) => Value::String(d.to_string()),
+            None => current[field].clone(),
+        };
+        let body = json!({
+            "default_ttl": pick(default_ttl, "default_ttl"),
+            "max_ttl": pick(max_ttl, "max_ttl"),
+        });
+        api.send(Method::PUT, &url, Some(&body), &[]).await?.body
+    };
+    emit(&body, out, || expiry_text(&body))
+}
+
+/// `acme: default TTL 3d, maximum 14d (in force below it: default 3d, maximum 14d)`.
+fn expiry_text(body: &Value) -> String {
+    let show = |v: &Value| v.as_str().unwrap_or("none").to_string();
+    format!(
+        "{}: default TTL {}, maximum {} (in force below it: default {}, maximum {})\n",
+        body["group"].as_str().unwrap_or_default(),
+        show(&body["default_ttl"]),
+        show(&body["max_ttl"]),
+        show(&body["inherited"]["default_ttl"]),
+        show(&body["inherited"]["max_ttl"]),
+    )
 }
 
 /// Locks (with a reason) or unlocks the environment or group whose URL, up to its `/-`,
@@ -102,6 +149,16 @@ mod tests {
         assert_eq!(
             lock_text(&json!({"target": "acme", "locked": false})),
             "acme was not locked\n"
+        );
+    }
+
+    #[test]
+    fn the_expiry_text_shows_own_and_inherited_limits() {
+        let body = json!({"group": "acme/team", "max_ttl": "7d",
+            "inherited": {"default_ttl": "3d", "max_ttl": "7d"}});
+        assert_eq!(
+            expiry_text(&body),
+            "acme/team: default TTL none, maximum 7d (in force below it: default 3d, maximum 7d)\n"
         );
     }
 }

@@ -22,14 +22,15 @@ impl Engine {
             Err(e) => return MessageDisposition::Poison(format!("unparsable message: {e}")),
         };
         let span = tracing::info_span!("job", job_id = %message.job_id);
-        async {
+        let work = async {
             match &message.cancel_by {
                 Some(by) => self.cancel_launched(&message.job_id, by).await,
                 None => self.launch(&message.job_id, receive_count, now).await,
             }
         }
-        .instrument(span)
-        .await
+        .instrument(span);
+        // Every request below is the job's (moto's timing in `sortie dev`).
+        sortie_store::on_behalf::for_job(message.job_id.as_str(), work).await
     }
 
     async fn launch(

@@ -37,7 +37,8 @@ impl Engine {
         let id = &id;
         let task = TaskRef::new(change.task_arn.clone());
         let span = tracing::info_span!("job", job_id = %id);
-        async {
+        // Every request below is the job's (moto's timing in `sortie dev`).
+        let work = async {
             let record = match self.jobs.store.get_job(id).await {
                 Ok(r) => r,
                 Err(StoreError::NotFound { .. }) => {
@@ -96,8 +97,8 @@ impl Engine {
                 _ => Ok(EventEffect::Ignored("intermediate status")),
             }
         }
-        .instrument(span)
-        .await
+        .instrument(span);
+        sortie_store::on_behalf::for_job(id.as_str(), work).await
     }
 
     /// Decides what a stopped task (seen by its event) means for its job, and carries it

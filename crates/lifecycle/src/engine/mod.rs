@@ -24,6 +24,7 @@ use crate::{EcsTaskStateChange, How, JobService, LifecycleError};
 
 mod dispatch;
 mod events;
+mod expiry_sweep;
 mod retry;
 mod steps;
 mod sweep;

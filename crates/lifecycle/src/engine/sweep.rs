@@ -78,6 +78,7 @@ impl Engine {
         self.sweep_active(now, resume, &mut report).await;
         self.sweep_approvals(now, &mut report).await;
         self.sweep_drift(now, &mut report).await;
+        self.sweep_expiry(now, &mut report).await;
         Ok(report)
     }
 

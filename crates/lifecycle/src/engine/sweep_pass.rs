@@ -76,6 +76,14 @@ pub struct SweepReport {
     /// Active jobs the pass did not look at because its time budget
     /// ([`SweepSettings::active_budget`]) was spent; the next pass starts with them.
     pub active_left: usize,
+    /// `sortie.environment.expiring` reminders sent.
+    pub expiry_reminders: usize,
+    /// `sortie:expiry` destroys submitted.
+    pub expiry_destroys: usize,
+    /// Expired environments whose destroy waits (busy or locked).
+    pub expiry_waiting: usize,
+    /// Expiry destroys that could not be submitted or failed (retried with backoff).
+    pub expiry_failures: usize,
 }
 
 /// Where a sweep pass that spent its budget stopped in the active jobs: the next pass given

@@ -35,7 +35,8 @@ pub use exit::{
     FAILURE_EXIT_CODE, PREFIX,
 };
 use tool::{
-    outputs, state_resources, summarize_plan, summarize_text, upload_artifact, Redaction, Tool,
+    outputs, state_resources, state_stamp, summarize_plan, summarize_text, upload_artifact,
+    Redaction, Tool,
 };
 use workspace::{absolute_storage, fetch_source, secret_names};
 
@@ -329,12 +330,20 @@ async fn execute(
     }
     if let Some(url) = spec.restore_state_url.as_deref() {
         restore_state(api, sink, &tool, url, &dir).await?;
+        report_state(api, sink, &tool).await;
     }
     let mut summary = ChangeSummary::default();
     for step in &steps {
-        let finished = tool
-            .run(sink, step.args(), step.also_succeeds_with())
-            .await?;
+        let finished = match tool.run(sink, step.args(), step.also_succeeds_with()).await {
+            Ok(finished) => finished,
+            Err(e) => {
+                // A failed apply may still have written some of its state.
+                if *step == Step::ApplyPlan {
+                    report_state(api, sink, &tool).await;
+                }
+                return Err(e);
+            }
+        };
         summary = match step {
             Step::Plan {
                 detailed_exitcode, ..
@@ -377,6 +386,9 @@ async fn execute(
         };
     }
     let applied = steps.contains(&Step::ApplyPlan);
+    if applied {
+        report_state(api, sink, &tool).await;
+    }
 
     // The artifacts. Uploads are best effort: a failure is written to the log and
     // reported to the API, and never turns a successful run into a failure.
@@ -436,7 +448,25 @@ async fn report_tool(api: &ApiClient, sink: &LogSink, version: &ToolVersion) {
     }
 }
 
-/// Downloads the saved plan of an apply phase to `dest`.
+/// Reports the serial and lineage of the state the job wrote (what matches a state version
+/// to its writer). Best effort, like the tool report: a failure is a warning.
+async fn report_state(api: &ApiClient, sink: &LogSink, tool: &Tool) {
+    let Some(stamp) = state_stamp(tool).await else {
+        tracing::warn!("could not read the state's serial and lineage");
+        return;
+    };
+    match api.report_state(&stamp).await {
+        Ok(()) => tracing::info!(serial = stamp.serial, lineage = %stamp.lineage, "state reported"),
+        Err(e) => {
+            tracing::warn!(error = %e.reason(), "could not report the state's serial");
+            sink.line(&format!(
+                "{PREFIX} warning: could not report the state's serial to the API: {}",
+                e.reason()
+            ));
+        }
+    }
+}
+
 /// The file a restore's state version is written to before `terraform state push`.
 const RESTORE_FILE: &str = "restore.tfstate";
 
@@ -479,6 +509,7 @@ async fn restore_state(
     Ok(())
 }
 
+/// Downloads the saved plan of an apply phase to `dest`.
 async fn download_saved_plan(
     api: &ApiClient,
     sink: &LogSink,

@@ -101,6 +101,20 @@ pub(super) async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
     }
 }
 
+/// The serial and lineage of the state as it is now (`state pull`); `None` when it could
+/// not tell (no state yet, or the tool failed).
+pub(super) async fn state_stamp(tool: &Tool) -> Option<sortie_core::state_version::StateStamp> {
+    let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
+    let args: Vec<String> = ["state", "pull"].map(String::from).to_vec();
+    match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
+        Ok((true, state)) => serde_json::from_str::<Value>(&state)
+            .ok()
+            .and_then(|v| sortie_core::state_version::facts(&v))
+            .and_then(|f| sortie_core::state_version::StateStamp::of(&f)),
+        _ => None,
+    }
+}
+
 /// How many managed resources the state holds (`state list`); `None` when it could not
 /// tell.
 pub(super) async fn state_resources(tool: &Tool) -> Option<usize> {

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use sortie_core::protocol::pilot::{artifact_prefix, log_chunk_offset, log_prefix, upload_key};
 use sortie_core::protocol::pilot::{JobSpec, PilotExit, UploadKind};
 use sortie_core::runner::{KubernetesStorage, LocalStorage, S3Storage};
+use sortie_core::state_version::StateStamp;
 use sortie_core::tool::ToolName;
 use sortie_core::{
     ChangeSummary, EnvPath, JobPhase, Operation, Source, StateStorageConfiguration, ToolUsed,
@@ -54,6 +55,8 @@ struct ApiState {
     tools: Arc<Mutex<HashMap<String, Vec<ToolUsed>>>>,
     /// What to answer a tool report with (204 unless set).
     tool_status: Arc<Mutex<Option<StatusCode>>>,
+    /// State reports (`PUT /v1/jobs/{id}/state`), by job, in arrival order.
+    states: Arc<Mutex<HashMap<String, Vec<StateStamp>>>>,
 }
 
 /// One exit report and what the fake API knew when it arrived.
@@ -241,6 +244,32 @@ async fn put_tool(
         .unwrap_or(StatusCode::NO_CONTENT)
 }
 
+async fn put_state(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> StatusCode {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    // Decoded and checked as the API does: unknown fields refused, a plain lineage.
+    let Ok(stamp) = serde_json::from_str::<StateStamp>(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    if stamp.problem().is_some() {
+        return StatusCode::BAD_REQUEST;
+    }
+    state
+        .states
+        .lock()
+        .unwrap()
+        .entry(id)
+        .or_default()
+        .push(stamp);
+    StatusCode::NO_CONTENT
+}
+
 struct FakeApi {
     url: String,
     state: ApiState,
@@ -259,6 +288,7 @@ impl FakeApi {
             .route("/v1/jobs/{id}/upload-problems", put(put_problems))
             .route("/v1/jobs/{id}/events", post(post_event))
             .route("/v1/jobs/{id}/tool", put(put_tool))
+            .route("/v1/jobs/{id}/state", put(put_state))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -282,6 +312,16 @@ impl FakeApi {
 
     fn problems(&self, job_id: &str) -> Option<Vec<String>> {
         self.state.problems.lock().unwrap().get(job_id).cloned()
+    }
+
+    fn states(&self, job_id: &str) -> Vec<StateStamp> {
+        self.state
+            .states
+            .lock()
+            .unwrap()
+            .get(job_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn tools(&self, job_id: &str) -> Vec<ToolUsed> {
@@ -1276,6 +1316,15 @@ async fn terraform_1_0_3_auto_apply_plans_to_a_file_and_applies_exactly_that_fil
     let state = state_of(&world, &spec).await;
     assert_eq!(state["terraform_version"], "1.0.3", "{state:#}");
     assert_eq!(v4_message(&state), "hello from 1.0.3!", "{state:#}");
+    // The pilot reported the serial and lineage of the state it wrote.
+    assert_eq!(
+        world.api.states(&spec.job_id),
+        [StateStamp {
+            serial: state["serial"].as_u64().unwrap(),
+            lineage: state["lineage"].as_str().unwrap().into(),
+        }],
+        "{state:#}"
+    );
     let outputs: Value =
         serde_json::from_slice(&artifact(&world, &spec, "outputs.json").await.unwrap()).unwrap();
     assert_eq!(

@@ -212,6 +212,7 @@ fn messages_are_bounded() {
     // machine; this test is about the message bounds, not the timer.
     let limits = Limits {
         time_per_set: Duration::from_secs(30),
+        ..Limits::default()
     };
     let r = one(&compiled, &input(1), limits);
     assert_eq!(r.error, None);
@@ -246,6 +247,7 @@ deny contains msg if {
     .unwrap();
     let limits = Limits {
         time_per_set: Duration::from_millis(200),
+        ..Limits::default()
     };
     let started = Instant::now();
     let r = one(&compiled, &input(1_000), limits);

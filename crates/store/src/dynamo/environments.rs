@@ -119,6 +119,8 @@ impl EnvironmentStore for DynamoStore {
             last_apply: None,
             next_drift_at: next_drift(&env.settings, Utc::now()),
             lock: None,
+            destroyed: None,
+            created_at: Some(Utc::now()),
         };
         let item = env_to_item(&record, 1)?;
         let items = vec![

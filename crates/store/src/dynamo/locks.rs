@@ -17,7 +17,7 @@ use crate::locks::{root_freeze_refused, settings_groups};
 use crate::{GroupSettings, LockOutcome, LockStore, StoreError};
 
 /// The sort key of a group's settings item, in the group's partition beside its runners.
-const SETTINGS_SK: &str = "SETTINGS";
+pub(super) const SETTINGS_SK: &str = "SETTINGS";
 
 fn settings_key(group: &GroupPath) -> Item {
     key(group_pk(group), SETTINGS_SK)

@@ -16,6 +16,7 @@ use crate::error::aws;
 use crate::{EnvironmentRecord, StoreError, Versioned};
 
 mod environments;
+mod expiry;
 mod items;
 mod jobs;
 mod keys;

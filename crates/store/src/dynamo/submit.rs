@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, Job, JobId};
 
-use super::keys::{env_key, key, queue_key};
+use super::keys::{env_key, group_pk, key, queue_key};
+use super::locks::SETTINGS_SK;
 use super::{n, s, DynamoStore, Item, TxOutcome, RETRIES};
 use crate::error::aws;
 use crate::{IdempotencyKey, JobStore, StoreError, Submitted};
@@ -171,21 +172,91 @@ pub(super) fn refused(codes: &[Option<String>], job: &Job) -> Result<(), StoreEr
     Ok(())
 }
 
+/// At most this many groups' freezes are checked in a submit's transaction (DynamoDB takes
+/// 100 items; a path is far shallower).
+const MAX_FREEZE_CHECKS: usize = 90;
+
+/// A submit's condition on the environment item beyond its own: not locked by a person
+/// (`lock`, a reserved word, hence `#lock`).
+const NOT_LOCKED: &str = "attribute_not_exists(#lock)";
+
+fn lock_name() -> HashMap<String, String> {
+    HashMap::from([("#lock".to_string(), "lock".to_string())])
+}
+
+/// The index of the first freeze check in a submit transaction: after the job and the
+/// environment's update (and, when joining the queue, the queue entry).
+fn freeze_checks_from(items: &[TransactWriteItem], groups: usize) -> usize {
+    items.len() - groups
+}
+
 impl DynamoStore {
+    /// A condition check per group above the job's environment (not the root): its
+    /// settings item holds no `freeze`. A missing settings item passes (nothing frozen).
+    /// With the environment's own `attribute_not_exists(#lock)`, a lock or freeze taken
+    /// after the submit's read but before its write makes the write fail, never let a job
+    /// in ([`StoreError::Locked`]).
+    fn freeze_checks(&self, env: &EnvPath) -> Vec<TransactWriteItem> {
+        crate::locks::settings_groups(env.group())
+            .iter()
+            .take(MAX_FREEZE_CHECKS)
+            .map(|g| {
+                let check = ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(group_pk(g), SETTINGS_SK)))
+                    .condition_expression("attribute_not_exists(#freeze)")
+                    .expression_attribute_names("#freeze", "freeze")
+                    .build()
+                    .expect("table, key and condition are set");
+                TransactWriteItem::builder().condition_check(check).build()
+            })
+            .collect()
+    }
+
+    /// After a cancelled submit transaction: `Locked` when the environment's lock or a
+    /// freeze check failed it (the codes of the freeze checks start at `freezes_from`).
+    async fn locked_refusal(
+        &self,
+        env: &EnvPath,
+        codes: &[Option<String>],
+        freezes_from: usize,
+    ) -> Result<(), StoreError> {
+        let frozen = codes
+            .iter()
+            .skip(freezes_from)
+            .take(MAX_FREEZE_CHECKS)
+            .any(|c| c.as_deref() == Some("ConditionalCheckFailed"));
+        let locked = frozen
+            || self
+                .read_env(env)
+                .await?
+                .is_some_and(|e| e.record.lock.is_some());
+        if locked {
+            return Err(StoreError::Locked {
+                environment: env.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// The transaction that takes an idle environment's lock for a new job: the job (holding
     /// the lock, in gsi3 `PENDING`) and the environment's `active_job`, on condition that the
-    /// job id is new and the environment idle.
+    /// job id is new, the environment idle and not locked, and no group above it frozen.
     fn lock_items(&self, job: &Job, holding: &Item) -> Vec<TransactWriteItem> {
-        vec![
+        let mut items = vec![
             self.put(holding.clone(), "attribute_not_exists(pk)"),
             self.update(
                 env_key(&job.environment),
                 "SET active_job = :id",
-                "attribute_exists(pk) AND attribute_not_exists(active_job)",
+                &format!(
+                    "attribute_exists(pk) AND attribute_not_exists(active_job) AND {NOT_LOCKED}"
+                ),
                 HashMap::from([(":id".to_string(), s(&job.id))]),
-                HashMap::new(),
+                lock_name(),
             ),
-        ]
+        ];
+        items.extend(self.freeze_checks(&job.environment));
+        items
     }
 
     /// `submit_if_idle`'s one transaction: the lock, or nothing (`None`) when the environment
@@ -195,7 +266,9 @@ impl DynamoStore {
         job: &Job,
         holding: &Item,
     ) -> Result<Option<Submitted>, StoreError> {
-        match self.transact(self.lock_items(job, holding)).await? {
+        let items = self.lock_items(job, holding);
+        let freezes_from = freeze_checks_from(&items, self.freeze_checks(&job.environment).len());
+        match self.transact(items).await? {
             TxOutcome::Done => Ok(Some(Submitted {
                 job: job.clone(),
                 took_lock: true,
@@ -203,6 +276,8 @@ impl DynamoStore {
             })),
             TxOutcome::Cancelled(codes) => {
                 refused(&codes, job)?;
+                self.locked_refusal(&job.environment, &codes, freezes_from)
+                    .await?;
                 // The environment's condition: missing, or busy.
                 match self.read_env(&job.environment).await? {
                     None => Err(StoreError::NotFound {
@@ -225,9 +300,11 @@ impl DynamoStore {
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError> {
         let env = &job.environment;
+        let groups = self.freeze_checks(env).len();
         for _ in 0..RETRIES {
             // First try: take the lock, if the environment is idle.
             let items = self.lock_items(job, holding);
+            let freezes_from = freeze_checks_from(&items, groups);
             let codes = match self
                 .try_submit(items, job, idem_item, idempotency, true)
                 .await?
@@ -236,6 +313,7 @@ impl DynamoStore {
                 Err(codes) => codes,
             };
             refused(&codes, job)?;
+            self.locked_refusal(env, &codes, freezes_from).await?;
             // The environment is busy (or missing): join its FIFO queue, while it stays busy.
             // The queue position is the environment's next sequence number, taken in the
             // same transaction, so FIFO follows the order the submits committed in.
@@ -258,27 +336,32 @@ impl DynamoStore {
             waiting.remove("gsi3sk");
             waiting.insert("queue_sk".into(), s(&position));
             super::items::check_item("job", &waiting)?;
-            let items = vec![
+            let mut items = vec![
                 self.put(waiting, "attribute_not_exists(pk)"),
                 self.update(
                     env_key(env),
                     "SET queued_count = queued_count + :one, queue_seq = :next",
-                    "attribute_exists(active_job) AND queue_seq = :seq",
+                    &format!("attribute_exists(active_job) AND queue_seq = :seq AND {NOT_LOCKED}"),
                     HashMap::from([
                         (":one".to_string(), n(1)),
                         (":next".to_string(), n(seq + 1)),
                         (":seq".to_string(), n(seq)),
                     ]),
-                    HashMap::new(),
+                    lock_name(),
                 ),
                 self.put(queue_item, "attribute_not_exists(pk)"),
             ];
+            items.extend(self.freeze_checks(env));
+            let freezes_from = freeze_checks_from(&items, groups);
             match self
                 .try_submit(items, job, idem_item, idempotency, false)
                 .await?
             {
                 Ok(submitted) => return Ok(submitted),
-                Err(codes) => refused(&codes, job)?,
+                Err(codes) => {
+                    refused(&codes, job)?;
+                    self.locked_refusal(env, &codes, freezes_from).await?;
+                }
             }
             if self.read_env(env).await?.is_none() {
                 return Err(StoreError::NotFound {

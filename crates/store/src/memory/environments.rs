@@ -51,6 +51,8 @@ impl EnvironmentStore for MemoryStore {
             last_apply: None,
             next_drift_at: next_drift(&env.settings, Utc::now()),
             lock: None,
+            destroyed: None,
+            created_at: Some(Utc::now()),
         };
         st.envs.insert(
             path,

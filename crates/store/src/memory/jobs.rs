@@ -492,10 +492,21 @@ fn submit_locked(
             id: job.id.to_string(),
         });
     }
+    // The lock and the freezes are conditions of the write, as in the table's transaction.
+    let frozen = crate::locks::settings_groups(job.environment.group())
+        .iter()
+        .any(|g| {
+            st.group_settings
+                .get(g.as_str())
+                .is_some_and(|s| s.freeze.is_some())
+        });
     let entry = st.envs.get_mut(&env).ok_or_else(|| StoreError::NotFound {
         kind: "environment",
         id: env.clone(),
     })?;
+    if frozen || entry.record.lock.is_some() {
+        return Err(StoreError::Locked { environment: env });
+    }
     let took_lock = entry.record.active_job.is_none();
     let (gsi3, queue_pos) = if took_lock {
         entry.record.active_job = Some(job.id.clone());

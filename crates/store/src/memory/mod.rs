@@ -29,6 +29,7 @@ use sortie_core::{EnvPath, Job, JobId, Runner, RunnerId, RunnerRule};
 use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreError};
 
 mod environments;
+mod expiry;
 mod jobs;
 mod locks;
 mod memberships;
@@ -106,6 +107,8 @@ struct State {
     group_settings: BTreeMap<String, crate::GroupSettings>,
     /// By (group, name): the policy set and its version.
     policy_sets: BTreeMap<(String, String), (sortie_core::policy::PolicySet, u64)>,
+    /// By environment path: its expiry due-list entry and the entry's version.
+    expiries: BTreeMap<String, (crate::ExpiryEntry, u64)>,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {
@@ -187,6 +190,9 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     }
     if let Some(v) = update.tool_used {
         record.tool_used = Some(v);
+    }
+    if let Some(v) = update.state_written {
+        record.state_written = Some(v);
     }
     if let Some(v) = update.apply_log_offset {
         record.apply_log_offset = Some(v);

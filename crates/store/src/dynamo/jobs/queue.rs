@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use sortie_core::{EnvPath, JobId, JobState};
 
+use crate::dynamo::items::JobItem;
 use crate::dynamo::keys::{env_key, job_key, pending_sk, queue_key, PENDING};
 use crate::dynamo::{condition_failed, n, s, DynamoStore, TxOutcome, RETRIES};
 use crate::error::aws;
@@ -94,6 +95,42 @@ impl DynamoStore {
         }
     }
 
+    /// The first job waiting in `env`'s queue: its queue position, its id and the read of
+    /// its item (kept as read: a missing or unreadable item is the caller's to skip).
+    #[allow(clippy::type_complexity)]
+    async fn first_waiting(
+        &self,
+        env: &EnvPath,
+    ) -> Result<Option<(String, String, Result<Option<JobItem>, StoreError>)>, StoreError> {
+        let first = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(format!("QUEUE#{env}")))
+            .consistent_read(true)
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .next()
+            .and_then(|i| {
+                let sk = i.get("sk").and_then(|v| v.as_s().ok()).cloned()?;
+                let job_id = i.get("job_id").and_then(|v| v.as_s().ok()).cloned()?;
+                Some((sk, job_id))
+            });
+        Ok(match first {
+            Some((position, id)) => {
+                let read = self.read_job(&id).await;
+                Some((position, id, read))
+            }
+            None => None,
+        })
+    }
+
     /// [`crate::JobStore::release_environment`]: the lock `job_id` holds on `env` removed
     /// when nothing waits, else handed to the first job in the queue.
     pub(super) async fn release_lock(
@@ -102,32 +139,17 @@ impl DynamoStore {
         job_id: &JobId,
     ) -> Result<Released, StoreError> {
         for _ in 0..RETRIES {
-            let Some(current) = self.read_env(env).await? else {
+            // The environment, and the first waiting job with its item, read at once: the
+            // next job's launch waits for one read's round trip less. What is decided
+            // from them is unchanged, and the transaction below checks both again.
+            let (current, next) = tokio::join!(self.read_env(env), self.first_waiting(env));
+            let Some(current) = current? else {
                 return Ok(Released::NotHeld);
             };
             if current.record.active_job.as_deref() != Some(job_id) {
                 return Ok(Released::NotHeld);
             }
-            let next = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(format!("QUEUE#{env}")))
-                .consistent_read(true)
-                .limit(1)
-                .send()
-                .await
-                .map_err(|e| aws("dynamodb", e))?
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .next()
-                .and_then(|i| {
-                    let sk = i.get("sk").and_then(|v| v.as_s().ok()).cloned()?;
-                    let job_id = i.get("job_id").and_then(|v| v.as_s().ok()).cloned()?;
-                    Some((sk, job_id))
-                });
+            let next = next?;
             let held = HashMap::from([(":held".to_string(), s(job_id))]);
             match next {
                 None => {
@@ -150,8 +172,8 @@ impl DynamoStore {
                         Err(e) => return Err(aws("dynamodb", e)),
                     }
                 }
-                Some((position, next_id)) => {
-                    let next_job = match self.read_job(&next_id).await {
+                Some((position, next_id, read)) => {
+                    let next_job = match read {
                         Ok(Some(j)) => j,
                         // The next job's item is missing or unreadable: it can never run.
                         // Take it out of the queue (keeping the lock) and go on to the next.

@@ -184,6 +184,13 @@ fn add_update(
     if let Some(v) = &update.tool_used {
         set_named("#tool_used = :tool_used", "tool_used", attribute(v));
     }
+    if let Some(v) = &update.state_written {
+        set_named(
+            "#state_written = :state_written",
+            "state_written",
+            attribute(v),
+        );
+    }
     if let Some(v) = &update.agent {
         set_named("#agent = :agent", "agent", attribute(v));
     }

@@ -127,3 +127,79 @@ pub async fn a_group_freeze_is_held_once_and_read_from_every_group_below<S: Stor
     assert_eq!(after[0].1.freeze, None);
     assert_eq!(after[0].1.expiry, limits);
 }
+
+/// The lock and the freezes are conditions of the submit's write itself (not only of a
+/// read before it): a submit to a locked environment, or below a frozen group, writes
+/// nothing and answers `Locked`, whether it would take the idle lock, join the queue, or
+/// only run when idle.
+pub async fn a_submit_to_a_locked_or_frozen_environment_writes_nothing<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    let path = EnvPath::parse("acme/locks/race").unwrap();
+    setup_env(&*s, "acme/locks/race").await;
+    let count = |s: Arc<S>| {
+        let path = path.clone();
+        async move { s.list_jobs(&path, 50, None).await.unwrap().jobs.len() }
+    };
+    let locked = |r: Result<_, StoreError>| matches!(r, Err(StoreError::Locked { ref environment }) if environment == "acme/locks/race");
+    s.lock_environment(&path, &lock("alice", "incident 42"))
+        .await
+        .unwrap();
+    assert!(locked(
+        s.submit_job(&super::job("acme/locks/race"), None).await
+    ));
+    assert!(locked(
+        s.submit_if_idle(&super::job("acme/locks/race"))
+            .await
+            .map(|_| ())
+    ));
+    assert_eq!(
+        count(s.clone()).await,
+        0,
+        "an idle locked environment took no job"
+    );
+    s.unlock_environment(&path).await.unwrap();
+    let first = s
+        .submit_job(&super::job("acme/locks/race"), None)
+        .await
+        .unwrap();
+    assert!(first.took_lock);
+    // Busy: the queue's write is conditional too.
+    s.lock_environment(&path, &lock("alice", "incident 43"))
+        .await
+        .unwrap();
+    assert!(locked(
+        s.submit_job(&super::job("acme/locks/race"), None).await
+    ));
+    s.unlock_environment(&path).await.unwrap();
+    // A freeze of any group above (its settings item; groups without one pass).
+    let group = GroupPath::parse("acme/locks").unwrap();
+    s.freeze_group(&group, &lock("bob", "release freeze"))
+        .await
+        .unwrap();
+    assert!(locked(
+        s.submit_job(&super::job("acme/locks/race"), None).await
+    ));
+    assert!(locked(
+        s.submit_if_idle(&super::job("acme/locks/race"))
+            .await
+            .map(|_| ())
+    ));
+    assert_eq!(
+        count(s.clone()).await,
+        1,
+        "only the job from before the locks"
+    );
+    assert_eq!(
+        s.get_environment(&path).await.unwrap().item.queued_count,
+        0,
+        "nothing joined the queue"
+    );
+    s.unfreeze_group(&group).await.unwrap();
+    let queued = s
+        .submit_job(&super::job("acme/locks/race"), None)
+        .await
+        .unwrap();
+    assert!(!queued.took_lock, "queued behind the first once unfrozen");
+    assert_eq!(count(s.clone()).await, 2);
+}

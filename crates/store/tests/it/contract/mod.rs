@@ -63,8 +63,12 @@ macro_rules! contract_suite {
             many_refused_launches_fold_into_a_bounded_history,
             an_environment_is_locked_once_and_unlocked_without_a_version_bump,
             a_group_freeze_is_held_once_and_read_from_every_group_below,
+            a_submit_to_a_locked_or_frozen_environment_writes_nothing,
             policy_sets_are_created_read_listed_updated_and_deleted_with_versions,
             policy_sets_for_a_group_are_its_own_and_its_ancestors,
+            an_expiry_entry_is_set_kept_for_the_same_end_and_listed_when_due,
+            due_expiries_page_to_the_end_in_due_order,
+            an_environment_is_marked_destroyed_and_cleared_without_a_version_bump,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -78,6 +82,8 @@ macro_rules! contract_suite {
 }
 pub(crate) use contract_suite;
 
+mod expiry;
+pub use expiry::*;
 mod locks;
 pub use locks::*;
 mod policy_sets;
@@ -571,11 +577,22 @@ pub async fn environments_crud_relink_and_conflicts<S: Store + 'static>(s: Arc<S
             .await,
         Err(StoreError::NotFound { kind: "runner", .. })
     ));
+    let before = Utc::now();
     let created = s
         .create_environment(&environment("acme/payments/prod", "acme/local"))
         .await
         .unwrap();
     assert_eq!(created.version, 1);
+    // The creation time is set once, by the create, and kept by every later write.
+    let born = created
+        .item
+        .created_at
+        .expect("a created environment has created_at");
+    assert!(born >= before && born <= Utc::now(), "{born}");
+    assert_eq!(
+        s.get_environment(&path).await.unwrap().item.created_at,
+        Some(born)
+    );
     assert!(matches!(
         s.create_environment(&environment("acme/payments/prod", "acme/local"))
             .await,
@@ -596,6 +613,11 @@ pub async fn environments_crud_relink_and_conflicts<S: Store + 'static>(s: Arc<S
     assert_eq!(updated.version, 2);
     assert_eq!(updated.item.environment.env_type, "production");
     assert_eq!(
+        updated.item.created_at,
+        Some(born),
+        "an update keeps created_at"
+    );
+    assert_eq!(
         updated.item.environment.runner.runner_id.to_string(),
         "acme/local",
         "an update never relinks"
@@ -613,6 +635,13 @@ pub async fn environments_crud_relink_and_conflicts<S: Store + 'static>(s: Arc<S
     };
     let relinked = s.relink_environment(&path, &link, Some(2)).await.unwrap();
     assert_eq!(relinked.version, 3);
+    let stored = s.get_environment(&path).await.unwrap().item;
+    assert_eq!(stored.created_at, Some(born), "a relink keeps created_at");
+    assert_eq!(
+        stored.created(),
+        born,
+        "and creation is not the new link's time"
+    );
     assert_eq!(
         s.get_environment(&path)
             .await
@@ -1859,12 +1888,21 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
                 summary: Some(plan_summary),
                 tool_used: Some(tool.clone()),
                 apply_log_offset: Some(4096),
+                state_written: Some(sortie_core::state_version::StateStamp {
+                    serial: 7,
+                    lineage: "8d6c3a7e-1b2c".into(),
+                }),
                 ..Default::default()
             },
         )
         .await
         .unwrap();
     assert_eq!(marked.tool_used.as_ref(), Some(&tool));
+    let stamp = s.get_job(&j.id).await.unwrap().state_written;
+    assert_eq!(
+        stamp.map(|w| (w.serial, w.lineage)),
+        Some((7, "8d6c3a7e-1b2c".into()))
+    );
     assert_eq!(marked.apply_log_offset, Some(4096));
     assert_eq!(s.get_job(&j.id).await.unwrap().apply_log_offset, Some(4096));
     assert_eq!(marked.summary.as_ref(), Some(&plan_summary));

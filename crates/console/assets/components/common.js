@@ -1,0 +1,37 @@
+// Small pieces the job page's components share; the console-wide ones come from ../ui.js
+// (the shell's), so errors, links and times look the same on every page.
+import { ErrorBanner, envHref, fmtTime, groupHref } from "../ui.js";
+
+export { envHref, groupHref };
+
+/** The error box: the API's message and the fields it names, as text (`[data-test=error]`). */
+export const ErrorBox = ErrorBanner;
+
+/** A time as `YYYY-MM-DD HH:MM:SS UTC`. */
+export const when = fmtTime;
+
+/** The most characters of one value shown; longer ones are cut, marked with `…`. */
+export const VALUE_MAX = 4000;
+
+/** A JSON value as compact text: a string as itself, anything else as compact JSON. */
+export function valueText(v) {
+  let s;
+  if (typeof v === "string") s = v;
+  else if (v === undefined) s = "";
+  else {
+    try {
+      s = JSON.stringify(v);
+    } catch {
+      s = String(v);
+    }
+  }
+  return s.length > VALUE_MAX ? `${s.slice(0, VALUE_MAX)}…` : s;
+}
+
+/** The API path of a job's route: `/v1/jobs/<id><rest>`. */
+export function jobApi(id, rest = "") {
+  return `/v1/jobs/${encodeURIComponent(id)}${rest}`;
+}
+
+/** States after which nothing follows. */
+export const TERMINAL = new Set(["succeeded", "failed", "canceled", "timed_out", "discarded"]);

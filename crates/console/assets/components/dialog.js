@@ -1,0 +1,96 @@
+// The approve / discard dialog: a native <dialog> opened with showModal, focus on the
+// comment, Tab and Shift+Tab kept inside, Escape closes, Enter on confirm submits. The
+// API's refusal shows in the dialog, as text.
+import { html, useEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
+import { api } from "../api.js";
+import { ErrorBox, jobApi } from "./common.js";
+
+/** The longest comment the API takes, in bytes (crates/core DECISION_COMMENT_MAX). */
+export const COMMENT_MAX = 1024;
+
+const FOCUSABLE = "button:not([disabled]), textarea:not([disabled]), input:not([disabled]), [href], [tabindex]:not([tabindex='-1'])";
+
+/** Tab / Shift+Tab wrap around inside `root`. */
+function trapTab(e, root) {
+  if (e.key !== "Tab" || !root) return;
+  const items = [...root.querySelectorAll(FOCUSABLE)];
+  if (items.length === 0) return;
+  const first = items[0];
+  const last = items[items.length - 1];
+  const active = document.activeElement;
+  if (e.shiftKey && (active === first || !root.contains(active))) {
+    e.preventDefault();
+    last.focus();
+  } else if (!e.shiftKey && (active === last || !root.contains(active))) {
+    e.preventDefault();
+    first.focus();
+  }
+}
+
+/**
+ * `<dialog data-test=decide-dialog>` for `verdict` (`approve` | `discard`) on job `id`.
+ * `onDone(jobView)` after the API accepted; `onClose()` when closed without a decision.
+ */
+export function DecideDialog({ id, verdict, onDone, onClose }) {
+  const dialog = useRef(null);
+  const comment = useRef(null);
+  const [text, setText] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+
+  useEffect(() => {
+    // Focus goes back to what opened the dialog (the Approve or Discard button) when it closes.
+    const opener = document.activeElement;
+    const d = dialog.current;
+    if (d && !d.open && typeof d.showModal === "function") d.showModal();
+    if (comment.current) comment.current.focus();
+    const closed = () => onClose();
+    d?.addEventListener("close", closed);
+    return () => {
+      d?.removeEventListener("close", closed);
+      if (d?.open) d.close();
+      if (opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
+    };
+  }, []);
+
+  const bytes = new TextEncoder().encode(text).length;
+  const submit = async (e) => {
+    e.preventDefault();
+    if (busy) return;
+    setBusy(true);
+    setError(null);
+    try {
+      // The API refuses control characters in a comment: line breaks become spaces.
+      const comment = text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ").trim();
+      const body = comment === "" ? {} : { comment };
+      const view = await api("POST", jobApi(id, `/${verdict}`), body);
+      onDone(view);
+    } catch (err) {
+      setError(err);
+      setBusy(false);
+    }
+  };
+  const title = verdict === "approve" ? "Approve this plan" : "Discard this plan";
+  const explain =
+    verdict === "approve"
+      ? "A second task applies exactly the saved plan."
+      : "The saved plan is thrown away and nothing is applied.";
+  return html`<dialog class="decide-dialog" data-test="decide-dialog" data-verdict=${verdict} ref=${dialog}
+      aria-labelledby="decide-title" onKeyDown=${(e) => trapTab(e, dialog.current)}>
+    <form class="decide-form" onSubmit=${submit}>
+      <h2 id="decide-title">${title}</h2>
+      <p>${explain}</p>
+      <label for="decide-comment">Comment (optional)</label>
+      <textarea id="decide-comment" data-test="decide-comment" ref=${comment} rows="4" maxlength=${COMMENT_MAX}
+        value=${text} onInput=${(e) => setText(e.currentTarget.value)}></textarea>
+      <p class=${bytes > COMMENT_MAX ? "decide-count over" : "decide-count muted"}>${bytes} / ${COMMENT_MAX} bytes</p>
+      <${ErrorBox} error=${error} />
+      <div class="decide-buttons">
+        <button type="button" data-test="decide-cancel" onClick=${() => dialog.current?.close()}>Cancel</button>
+        <button type="submit" class=${verdict === "approve" ? "button-primary" : "button-danger"} data-test="decide-confirm" disabled=${busy}>
+          ${verdict === "approve" ? "Approve" : "Discard"}
+        </button>
+      </div>
+    </form>
+  </dialog>`;
+}

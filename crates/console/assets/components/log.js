@@ -1,0 +1,143 @@
+// The live log (`GET /v1/jobs/{id}/logs?offset=N`), followed as `sortie job logs -f` does
+// (crates/cli/src/follow/watch.rs): from `next_offset`, every 500 ms while `more`, at once
+// after a big page, stopping when `more` is false (the job ended). Each read of a running
+// job marks it followed, so its pilot ships every second. Errors back off; the loop ends
+// when the page is left.
+import { html, Component, useEffect, useLayoutEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
+import { api } from "../api.js";
+import { ErrorBox, jobApi } from "./common.js";
+import { LogBuffer, MAX_LINES } from "./logbuffer.js";
+
+/** The pause between reads while following. */
+export const POLL_MS = 500;
+/** The pause while a job awaits approval and its log is complete. */
+export const PAUSED_MS = 3000;
+/** A page at least this big is followed by the next at once. */
+const BIG_PAGE = 1024 * 1024;
+/** Failed reads in a row before following gives up. */
+export const MAX_FAILURES = 8;
+/** The longest pause after failures. */
+const MAX_BACKOFF_MS = 30000;
+
+function Line({ spans }) {
+  return html`<div class="log-line" data-test="log-line">${spans.map((s) =>
+    s.classes ? html`<span class=${s.classes}>${s.text}</span>` : s.text,
+  )}</div>`;
+}
+
+/** A block of lines: renders again only when its lines grew. */
+class Block extends Component {
+  shouldComponentUpdate(next) {
+    return next.lines !== this.props.lines || next.n !== this.props.n;
+  }
+  render({ lines }) {
+    return html`<div class="log-block">${lines.map((spans) => html`<${Line} spans=${spans} />`)}</div>`;
+  }
+}
+
+/** `[data-test=log]` for job `id`; `state` is the job's state as the page last read it. */
+export function Log({ id, state }) {
+  const buf = useRef(null);
+  if (buf.current === null) buf.current = new LogBuffer(MAX_LINES);
+  const box = useRef(null);
+  const atBottom = useRef(true);
+  const stateRef = useRef(state);
+  const wake = useRef(null);
+  const [version, setVersion] = useState(0);
+  const [following, setFollowing] = useState(false);
+  const [error, setError] = useState(null);
+
+  useEffect(() => {
+    stateRef.current = state;
+    if (wake.current) wake.current();
+  }, [state]);
+
+  useEffect(() => {
+    const b = new LogBuffer(MAX_LINES);
+    buf.current = b;
+    let stopped = false;
+    let timer = null;
+    let offset = 0;
+    let failures = 0;
+    const schedule = (ms) => {
+      if (!stopped) timer = setTimeout(tick, ms);
+    };
+    async function tick() {
+      timer = null;
+      try {
+        const page = await api("GET", jobApi(id, `/logs?offset=${offset}`));
+        if (stopped) return;
+        failures = 0;
+        setError(null);
+        const data = typeof page.data === "string" ? page.data : "";
+        if (data) b.push(data);
+        if (Number.isFinite(page.next_offset) && page.next_offset >= offset) offset = page.next_offset;
+        if (!page.more) {
+          b.end();
+          setVersion((v) => v + 1);
+          setFollowing(false);
+          return;
+        }
+        if (data) setVersion((v) => v + 1);
+        const paused = !data && stateRef.current === "awaiting_approval";
+        setFollowing(!paused);
+        schedule(data.length >= BIG_PAGE ? 0 : paused ? PAUSED_MS : POLL_MS);
+      } catch (e) {
+        if (stopped) return;
+        failures += 1;
+        setError(e);
+        const lasting = e && e.status >= 400 && e.status < 500 && e.status !== 429;
+        if (lasting || failures >= MAX_FAILURES) {
+          setFollowing(false);
+          return;
+        }
+        schedule(Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** failures));
+      }
+    }
+    wake.current = () => {
+      if (timer !== null) {
+        clearTimeout(timer);
+        schedule(0);
+      }
+    };
+    schedule(0);
+    return () => {
+      stopped = true;
+      wake.current = null;
+      if (timer !== null) clearTimeout(timer);
+    };
+  }, [id]);
+
+  useLayoutEffect(() => {
+    const el = box.current;
+    if (el && atBottom.current) el.scrollTop = el.scrollHeight;
+  }, [version]);
+
+  const onScroll = () => {
+    const el = box.current;
+    if (el) atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8;
+  };
+  const jumpEnd = () => {
+    const el = box.current;
+    atBottom.current = true;
+    if (el) el.scrollTop = el.scrollHeight;
+  };
+
+  const b = buf.current;
+  return html`<section class="card job-section log-section" data-test="log-section">
+    <div class="log-toolbar">
+      <h2>Log</h2>
+      ${following ? html`<span class="log-following" data-test="log-following">following</span>` : null}
+      <button type="button" class="log-jump" data-test="log-jump-end" onClick=${jumpEnd}>Jump to end</button>
+    </div>
+    <${ErrorBox} error=${error} />
+    ${b.dropped > 0
+      ? html`<p class="muted" data-test="log-truncated">The first ${b.dropped} lines are not shown: only the last ${MAX_LINES} are kept here.</p>`
+      : null}
+    <div class="log" data-test="log" ref=${box} onScroll=${onScroll} tabindex="0" role="log" aria-label="Job log">
+      ${b.blocks.map((bl) => html`<${Block} key=${bl.id} lines=${bl.lines} n=${bl.lines.length} />`)}
+      ${b.pendingSpans ? html`<${Line} spans=${b.pendingSpans} />` : null}
+      ${b.count === 0 && !b.pendingSpans ? html`<div class="log-empty muted">No log lines yet.</div>` : null}
+    </div>
+  </section>`;
+}

@@ -1,0 +1,161 @@
+// The plan diff (`GET /v1/jobs/{id}/plan`, crates/core/src/plan/view.rs): resources grouped
+// by action, each a <details> with its changed attributes before -> after; replacements
+// marked with the attributes that force them; no-op resources collapsed.
+import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
+import { api } from "../api.js";
+import { ErrorBox, jobApi, valueText } from "./common.js";
+
+/** The order of the groups and how each is titled. */
+export const ACTIONS = [
+  ["create", "Create", "+"],
+  ["update", "Update in place", "~"],
+  ["replace", "Replace", "-/+"],
+  ["delete", "Destroy", "-"],
+  ["read", "Read", "<="],
+  ["no-op", "No change", " "],
+];
+
+/** What the API puts in place of a sensitive value (crates/core/src/plan/redact.rs). */
+export const SENSITIVE_MARKER = "(sensitive value)";
+
+/** The most plan pages read (1,000 resources each). */
+export const MAX_PAGES = 10;
+
+/** Terraform's summary: creates and replaces add, replaces and deletes destroy. */
+export function summaryLine(counts) {
+  const c = counts ?? {};
+  const add = (c.create ?? 0) + (c.replace ?? 0);
+  const change = c.update ?? 0;
+  const destroy = (c.delete ?? 0) + (c.replace ?? 0);
+  return `${add} to add, ${change} to change, ${destroy} to destroy`;
+}
+
+/** Resource changes by action, in [`ACTIONS`] order, only the actions present. */
+export function groupByAction(changes) {
+  const by = new Map(ACTIONS.map(([a]) => [a, []]));
+  for (const r of changes ?? []) (by.get(r.action) ?? by.get("no-op")).push(r);
+  return ACTIONS.filter(([a]) => by.get(a).length > 0).map(([a, title, sym]) => ({ action: a, title, sym, resources: by.get(a) }));
+}
+
+function Value({ value, unknown }) {
+  if (unknown) return html`<span class="plan-unknown">(known after apply)</span>`;
+  if (value === SENSITIVE_MARKER) return html`<span class="sensitive">(sensitive)</span>`;
+  if (value === null || value === undefined) return html`<span class="plan-null">null</span>`;
+  return html`<code class="plan-value">${valueText(value)}</code>`;
+}
+
+function Attr({ change, action }) {
+  const path = String(change.path ?? "");
+  const showBefore = action !== "create";
+  const showAfter = action !== "delete";
+  return html`<li class=${`plan-attr${change.forces_replacement ? " plan-attr-forces" : ""}`} data-test="plan-attr" data-name=${path}>
+    <span class="plan-attr-name">${path}</span>:
+    ${showBefore ? html`<span class="plan-before"><${Value} value=${change.before} /></span>` : null}
+    ${showBefore && showAfter ? html`<span class="plan-arrow"> → </span>` : null}
+    ${showAfter ? html`<span class="plan-after"><${Value} value=${change.after} unknown=${change.after_unknown} /></span>` : null}
+    ${change.forces_replacement ? html` <span class="plan-forces">forces replacement</span>` : null}
+  </li>`;
+}
+
+function Resource({ r }) {
+  const changes = Array.isArray(r.changes) ? r.changes : [];
+  const replacePaths = Array.isArray(r.replace_paths) ? r.replace_paths : [];
+  return html`<details class=${`plan-resource plan-${r.action}`} data-test="plan-resource" data-address=${String(r.address ?? "")}>
+    <summary>
+      <span class="plan-address">${String(r.address ?? "")}</span>
+      ${r.action === "replace"
+        ? html` <span class="plan-replace" data-test="plan-replace">must be replaced${replacePaths.length > 0 ? ` (forced by ${replacePaths.join(", ")})` : ""}</span>`
+        : null}
+    </summary>
+    ${changes.length === 0
+      ? html`<p class="muted">No attribute changes listed.</p>`
+      : html`<ul class="plan-attrs">${changes.map((c) => html`<${Attr} change=${c} action=${r.action} />`)}</ul>`}
+  </details>`;
+}
+
+function Group({ g }) {
+  const body = g.resources.map((r) => html`<${Resource} r=${r} key=${r.address} />`);
+  return html`<section class=${`plan-group plan-${g.action}`} data-test="plan-group" data-action=${g.action}>
+    <h3><span class="plan-sym">${g.sym}</span> ${g.title} (${g.resources.length})</h3>
+    ${g.action === "no-op"
+      ? html`<details class="plan-noop"><summary>Show ${g.resources.length} unchanged</summary>${body}</details>`
+      : body}
+  </section>`;
+}
+
+function OutputChanges({ changes }) {
+  const shown = (changes ?? []).filter((o) => o.action !== "no-op");
+  if (shown.length === 0) return null;
+  return html`<section class="plan-outputs" data-test="plan-outputs">
+    <h3>Output changes</h3>
+    <ul class="plan-attrs">
+      ${shown.map((o) => html`<${Attr} change=${{ ...o, path: o.name }} action=${o.action} />`)}
+    </ul>
+  </section>`;
+}
+
+/** Reads every page of the plan (at most [`MAX_PAGES`]). Null when the job has none (404). */
+async function readPlan(id) {
+  let page;
+  try {
+    page = await api("GET", jobApi(id, "/plan"));
+  } catch (e) {
+    if (e && e.status === 404) return null;
+    throw e;
+  }
+  const plan = { ...page, resource_changes: [...(page.resource_changes ?? [])], truncated: false };
+  let cursor = page.next_cursor;
+  for (let n = 1; cursor && n < MAX_PAGES; n++) {
+    const next = await api("GET", jobApi(id, `/plan?cursor=${encodeURIComponent(cursor)}`));
+    plan.resource_changes.push(...(next.resource_changes ?? []));
+    cursor = next.next_cursor;
+  }
+  plan.truncated = !!cursor;
+  return plan;
+}
+
+/**
+ * Whether job `job` (a JobView) has plan data to read: a reviewed job once its plan phase
+ * ended, or a plan that reported its change summary (the pilot uploads the plan before
+ * it reports the summary). An apply without review keeps no plan.
+ */
+export function hasPlan(job) {
+  return job.state === "awaiting_approval" || !!job.plan_phase || (job.operation === "plan" && !!job.summary);
+}
+
+/** `[data-test=plan]` of `job`: read again whenever its state changes. */
+export function Plan({ job }) {
+  const id = job.id;
+  const wanted = hasPlan(job);
+  const version = wanted ? job.state : "none";
+  const [plan, setPlan] = useState(wanted ? undefined : null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    if (!wanted) {
+      setPlan(null);
+      return undefined;
+    }
+    let live = true;
+    readPlan(id).then(
+      (p) => live && (setPlan(p), setError(null)),
+      (e) => live && setError(e),
+    );
+    return () => {
+      live = false;
+    };
+  }, [id, version]);
+  const absent = plan === null || (plan && plan.available === false);
+  return html`<section class="card job-section" data-test="plan">
+    <h2>Plan</h2>
+    <${ErrorBox} error=${error} />
+    ${plan === undefined && !error ? html`<p class="muted">Loading the plan…</p>` : null}
+    ${absent
+      ? html`<p class="muted" data-test="plan-absent">${plan?.reason ? `No plan data: ${plan.reason}` : "This job has no plan (yet)."}</p>`
+      : null}
+    ${plan && plan.available !== false &&
+    html`<p class="plan-summary" data-test="plan-summary">${summaryLine(plan.counts)}</p>
+      ${groupByAction(plan.resource_changes).map((g) => html`<${Group} g=${g} key=${g.action} />`)}
+      ${plan.truncated ? html`<p class="muted">Only the first ${plan.resource_changes.length} of ${plan.total_resources} resources are shown.</p>` : null}
+      <${OutputChanges} changes=${plan.output_changes} />`}
+  </section>`;
+}

@@ -1,0 +1,263 @@
+// One environment: settings, the runner and why the rules pick it (`?explain=full` on
+// request), outputs (sensitive ones by name only), drift, lock, jobs newest first (paged),
+// and "run plan" for viewers with `deploy`.
+import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
+import { api, ApiError, envSegment, query } from '../api.js';
+import { whoami } from '../auth.js';
+import {
+  t, ErrorBanner, StateWord, Time, groupHref, jobHref, roleOn, atLeast, orgOf, valueText, useLoad,
+} from '../ui.js';
+
+/** Jobs per page of the job list. */
+const JOBS_PAGE = 20;
+/** Pages of jobs the "more" button loads in all. */
+const JOBS_PAGES_MAX = 50;
+/** Pages of a full explanation read at most. */
+const EXPLAIN_PAGES_MAX = 10;
+
+function Row({ name, children }) {
+  return html`<div class="kv"><dt>${name}</dt><dd>${children}</dd></div>`;
+}
+
+function Settings({ env }) {
+  const s = env;
+  const labels = Object.entries(s.labels || {});
+  return html`<section class="card" data-test="env-settings" aria-labelledby="settings-h">
+    <h2 id="settings-h">Settings</h2>
+    <dl class="kvs">
+      <${Row} name="Type">${t(s.env_type ?? '')}<//>
+      <${Row} name="Labels">${labels.length ? labels.map(([k, v]) => html`<span class="tag">${t(k)}=${valueText(v)}</span> `) : html`<span class="muted">none</span>`}<//>
+      <${Row} name="Tags">${(s.tags || []).length ? s.tags.map((tag) => html`<span class="tag">${t(tag)}</span> `) : html`<span class="muted">none</span>`}<//>
+      <${Row} name="Approval">${t(s.approval || 'auto')}${s.four_eyes ? ', four eyes' : ''}${s.approval_timeout_seconds ? `, times out after ${s.approval_timeout_seconds} s` : ''}<//>
+      <${Row} name="Tool">${t(s.tool || 'the runner\'s')} ${t(s.tool_version)}<//>
+      ${(s.triggers || []).length > 0 && html`<${Row} name="Triggered by">${s.triggers.map((tr) => html`<code>${t(tr)}</code> `)} (${t(s.trigger_operation || 'plan')}${(s.trigger_inputs || []).length ? `; inputs ${t(s.trigger_inputs.join(', '))}` : ''})<//>`}
+      ${(s.expires_at || s.ttl) && html`<${Row} name="Expiry">${s.expires_at ? html`<${Time} value=${s.expires_at} />` : `${t(s.ttl)} from ${t(s.ttl_from || 'created')}`}<//>`}
+      <${Row} name="Queued jobs">${t(s.queued_count ?? 0)}<//>
+      <${Row} name="Version">${t(s.version ?? '')}<//>
+    </dl>
+  </section>`;
+}
+
+function Considered({ item }) {
+  // Each rule's fate: shown field by field, as text.
+  return html`<li class="considered">${Object.entries(item || {}).map(([k, v]) => html`<span class="kv-inline"><span class="label">${t(k)}</span> <code>${valueText(v)}</code></span> `)}</li>`;
+}
+
+function Why({ env }) {
+  const [full, setFull] = useState(false);
+  const [answer, setAnswer] = useState(null);
+  const [extra, setExtra] = useState([]);
+  const [next, setNext] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const ask = async (explainFull, offset) => {
+    setBusy(true);
+    try {
+      const params = { dry_run: 'true', explain: explainFull ? 'full' : undefined, explain_offset: offset || undefined };
+      const a = await api('POST', `/v1/environments/${envSegment(env.path)}/-/refresh-runner${query(params)}`);
+      setError(null);
+      if (offset) {
+        setExtra((x) => [...x, ...(a.resolution.explanation || [])]);
+      } else {
+        setAnswer(a);
+        setExtra(a.resolution.explanation || []);
+      }
+      setNext(a.resolution.explanation_next ?? null);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  useEffect(() => {
+    ask(false, 0);
+  }, [env.path]);
+  const link = env.runner || {};
+  const r = answer && answer.resolution;
+  return html`<section class="card" data-test="env-why" aria-labelledby="why-h">
+    <h2 id="why-h">Runner</h2>
+    <p><strong class="runner-id">${t(link.runner_id ?? '')}</strong>, linked by rule <code>${t(link.rule_id ?? '')}</code>
+      ${' '}by ${t(link.linked_by ?? '')} at <${Time} value=${link.linked_at} />.</p>
+    <${ErrorBanner} error=${error} />
+    ${r && html`<div class="why">
+      ${answer.changed && html`<p class="banner banner-info">The rules now pick <strong>${t(answer.runner_id)}</strong>; a maintainer may relink it with <code>sortie env refresh-runner</code>.</p>`}
+      <p>Rule <code>${t(r.rule && r.rule.id)}</code> (scope <code>${t((r.rule && r.rule.scope) || '(root)')}</code>) wins: ${t(r.why ?? '')}</p>
+      <p class="muted">Other rules: ${Object.entries(r.counts || {}).map(([k, v]) => `${k} ${valueText(v)}`).join(', ') || 'none'}</p>
+      ${full && html`<ol class="explanation" data-test="explanation">${extra.map((c) => html`<${Considered} item=${c} />`)}</ol>`}
+      ${full && next !== null && extra.length < 1000 * EXPLAIN_PAGES_MAX && html`<button type="button" disabled=${busy} onClick=${() => ask(true, next)}>More rules</button>`}
+    </div>`}
+    ${!full && html`<button type="button" data-test="explain-full" disabled=${busy} onClick=${() => { setFull(true); ask(true, 0); }}>Explain every rule</button>`}
+  </section>`;
+}
+
+function Outputs({ env }) {
+  const { data, error, loading } = useLoad(async () => {
+    // No successful apply, no outputs: not asked (the API would answer 404).
+    if (!env.last_apply) return { none: true };
+    try {
+      return await api('GET', `/v1/environments/${envSegment(env.path)}/-/outputs`);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return { none: e.message };
+      throw e;
+    }
+  }, [env.path, env.last_apply && env.last_apply.job_id]);
+  const entries = data && data.outputs ? Object.entries(data.outputs) : [];
+  return html`<section class="card" data-test="env-outputs" aria-labelledby="outputs-h">
+    <h2 id="outputs-h">Outputs</h2>
+    <${ErrorBanner} error=${error} />
+    ${loading && html`<p class="muted">Loading…</p>`}
+    ${data && data.none && html`<p class="muted">No outputs: no apply has succeeded yet.</p>`}
+    ${data && data.job_id && html`<p class="muted">From apply <a href=${jobHref(data.job_id)}>${t(data.job_id)}</a>.</p>`}
+    ${entries.length > 0 && html`<table class="outputs">
+      <thead><tr><th scope="col">Name</th><th scope="col">Value</th></tr></thead>
+      <tbody>${entries.map(([name, o]) => html`<tr data-test="output" data-name=${name}>
+        <th scope="row"><code>${t(name)}</code></th>
+        <td>${o && o.sensitive
+          ? html`<span class="badge badge-sensitive" data-test="output-sensitive">sensitive</span>`
+          : html`<code class="value">${valueText(o && o.value)}</code>`}</td>
+      </tr>`)}</tbody>
+    </table>`}
+  </section>`;
+}
+
+function Drift({ env }) {
+  const d = env.drift;
+  return html`<section class="card" data-test="env-drift" aria-labelledby="drift-h">
+    <h2 id="drift-h">Drift</h2>
+    <dl class="kvs">
+      <${Row} name="Schedule">${env.drift_schedule ? html`<code>${t(env.drift_schedule)}</code> (UTC), remediation ${t(env.drift_remediation || 'off')}` : html`<span class="muted">none</span>`}<//>
+      ${env.next_drift_at && html`<${Row} name="Next check"><${Time} value=${env.next_drift_at} /><//>`}
+      <${Row} name="Last verdict">${d
+        ? html`<span class=${`drift drift-${t(d.status).replace(/[^a-z_]/g, '')}`} data-test="drift-verdict">${t(d.status)}</span>
+          ${' '}at <${Time} value=${d.checked_at} /> by <a href=${jobHref(d.job_id)}>${t(d.job_id)}</a>
+          ${d.reason && html`: ${t(d.reason)}`}
+          ${d.remediation_job_id && html`; remediation <a href=${jobHref(d.remediation_job_id)}>${t(d.remediation_job_id)}</a>`}`
+        : html`<span class="muted" data-test="drift-verdict">not checked yet</span>`}<//>
+      ${env.drift_skipped && html`<${Row} name="Last skipped"><${Time} value=${env.drift_skipped.at} />: ${valueText(env.drift_skipped.reason ?? env.drift_skipped)}<//>`}
+    </dl>
+  </section>`;
+}
+
+function Lock({ lock }) {
+  return html`<section class="card card-warn wide" data-test="env-lock" aria-labelledby="lock-h">
+    <h2 id="lock-h">Locked</h2>
+    <p>Locked by <strong>${t(lock.by)}</strong> at <${Time} value=${lock.at} />: ${t(lock.reason)}</p>
+    <p class="muted">New jobs are refused until it is unlocked (<code>sortie env unlock</code>).</p>
+  </section>`;
+}
+
+function JobRow({ job }) {
+  const created = job.transitions && job.transitions[0] ? job.transitions[0].at : null;
+  return html`<tr data-test="job-row" data-job=${job.id}>
+    <td><a data-test="job-link" href=${jobHref(job.id)}><code>${t(job.id)}</code></a></td>
+    <td>${t(job.operation ?? '')}${job.drift_check ? ' (drift check)' : ''}</td>
+    <td><${StateWord} state=${job.state} /></td>
+    <td>${t(job.requested_by ?? '')}</td>
+    <td><${Time} value=${created || job.updated_at} /></td>
+  </tr>`;
+}
+
+function Jobs({ env }) {
+  const [jobs, setJobs] = useState([]);
+  const [next, setNext] = useState(null);
+  const [pages, setPages] = useState(0);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(true);
+  const load = async (cursor) => {
+    setBusy(true);
+    try {
+      const page = await api('GET', `/v1/environments/${envSegment(env.path)}/-/jobs${query({ limit: JOBS_PAGE, cursor })}`);
+      setJobs((j) => (cursor ? [...j, ...(page.jobs || [])] : page.jobs || []));
+      setNext(page.next || null);
+      setPages((p) => (cursor ? p + 1 : 1));
+      setError(null);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  useEffect(() => {
+    load(null);
+  }, [env.path]);
+  return html`<section class="card wide" data-test="env-jobs" aria-labelledby="jobs-h">
+    <h2 id="jobs-h">Jobs</h2>
+    <${ErrorBanner} error=${error} />
+    ${jobs.length === 0 && !busy && !error && html`<p class="muted">No jobs yet.</p>`}
+    ${jobs.length > 0 && html`<div class="table-scroll"><table class="jobs">
+      <thead><tr><th scope="col">Job</th><th scope="col">Operation</th><th scope="col">State</th><th scope="col">Requested by</th><th scope="col">Submitted</th></tr></thead>
+      <tbody>${jobs.map((j) => html`<${JobRow} key=${j.id} job=${j} />`)}</tbody>
+    </table></div>`}
+    ${next && pages < JOBS_PAGES_MAX && html`<button type="button" data-test="jobs-more" disabled=${busy} onClick=${() => load(next)}>More jobs</button>`}
+    ${next && pages >= JOBS_PAGES_MAX && html`<p class="muted">Older jobs: <code>sortie list jobs ENV</code>.</p>`}
+  </section>`;
+}
+
+/** The request of the job a new plan repeats: the latest successful apply's, else the newest job's. */
+async function planRequest(env) {
+  let id = env.last_apply && env.last_apply.job_id;
+  if (!id) {
+    const page = await api('GET', `/v1/environments/${envSegment(env.path)}/-/jobs${query({ limit: 1 })}`);
+    id = page.jobs && page.jobs[0] && page.jobs[0].id;
+  }
+  if (!id) return null;
+  const job = await api('GET', `/v1/jobs/${encodeURIComponent(id)}`);
+  return { from: id, job };
+}
+
+function RunPlan({ env }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const run = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      const base = await planRequest(env);
+      if (!base) throw new ApiError(0, 'no_source', 'This environment has no earlier job to take the configuration from: submit the first one with `sortie run plan ENV`.', []);
+      const j = base.job;
+      const body = { operation: 'plan', source: j.source, variables: j.variables || {}, secret_refs: j.secret_refs || {} };
+      if (j.files && Object.keys(j.files).length) body.files = j.files;
+      const made = await api('POST', `/v1/environments/${envSegment(env.path)}/-/jobs`, body);
+      location.hash = jobHref(made.id);
+    } catch (e) {
+      setError(e);
+      setBusy(false);
+    }
+  };
+  return html`<div class="run-plan">
+    <button type="button" class="button-primary" data-test="run-plan" disabled=${busy} onClick=${run}>Run plan</button>
+    <span class="muted">plans the configuration and variables of the latest apply (sensitive variables are not repeated)</span>
+    <${ErrorBanner} error=${error} />
+  </div>`;
+}
+
+/** `#/env/<path>`. */
+export function EnvPage({ path }) {
+  const { data, error, loading } = useLoad(async () => {
+    const [env, me] = await Promise.all([
+      api('GET', `/v1/environments/${envSegment(path)}`),
+      whoami(orgOf(path)).catch(() => null),
+    ]);
+    return { env, me };
+  }, [path]);
+  const env = data && data.env;
+  const mayDeploy = data && data.me && atLeast(roleOn(data.me.memberships, env.group), 'deployer');
+  return html`<main class="page env-page" data-test="env-page" data-path=${path} data-loaded=${loading ? undefined : 'true'}>
+    <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Environments</a> / ${env ? html`<a href=${groupHref(env.group)}>${t(env.group)}</a>` : ''} / </nav>
+    <div class="page-head">
+      <h1>${t(path)}</h1>
+      ${env && mayDeploy && !env.lock && html`<${RunPlan} env=${env} />`}
+    </div>
+    <${ErrorBanner} error=${error} />
+    ${loading && html`<p class="muted">Loading…</p>`}
+    ${env && html`<div class="grid">
+      ${env.lock && html`<${Lock} lock=${env.lock} />`}
+      ${env.active_job && html`<p class="banner banner-info wide">Job <a href=${jobHref(env.active_job)}>${t(env.active_job)}</a> holds the environment now.</p>`}
+      <${Settings} env=${env} />
+      <${Why} env=${env} />
+      <${Outputs} env=${env} />
+      <${Drift} env=${env} />
+      <${Jobs} env=${env} />
+    </div>`}
+  </main>`;
+}

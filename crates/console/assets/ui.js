@@ -1,0 +1,131 @@
+// Small shared pieces of the console's pages: links, times, values and the error banner.
+// Everything here renders API data as text children or attributes, never as HTML.
+import { html, useEffect, useState, useRef } from './vendor/preact-htm-standalone.js';
+
+/** `#/env/<path>`: each segment of the environment path encoded, slashes kept. */
+export function envHref(path) {
+  return `#/env/${String(path).split('/').map(encodeURIComponent).join('/')}`;
+}
+
+/** `#/groups/<path>`: each segment encoded, slashes kept; the root group is `-`. */
+export function groupHref(path) {
+  return path ? `#/groups/${String(path).split('/').map(encodeURIComponent).join('/')}` : '#/groups/-';
+}
+
+/** `#/jobs/<id>`. */
+export function jobHref(id) {
+  return `#/jobs/${encodeURIComponent(String(id))}`;
+}
+
+/** A class-safe token from an API word (`awaiting_approval` -> `awaiting_approval`). */
+export function cls(word) {
+  return String(word ?? '').toLowerCase().replace(/[^a-z0-9_-]/g, '');
+}
+
+/** An RFC 3339 time as `YYYY-MM-DD HH:MM:SS UTC` (the raw text when it does not parse). */
+export function fmtTime(text) {
+  if (!text) return '';
+  const d = new Date(text);
+  if (Number.isNaN(d.getTime())) return String(text);
+  return `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** How long ago, in words (`5 min ago`). */
+export function ago(text) {
+  const d = new Date(text);
+  if (!text || Number.isNaN(d.getTime())) return '';
+  const s = Math.round((Date.now() - d.getTime()) / 1000);
+  if (s < 60) return `${Math.max(s, 0)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+
+/** A time element: readable text, the exact value as its datetime. */
+export function Time({ value }) {
+  if (!value) return html`<span class="muted">never</span>`;
+  return html`<time datetime=${String(value)} title=${ago(value)}>${fmtTime(value)}</time>`;
+}
+
+/**
+ * An API string as display text: C0 control characters (ESC of an ANSI sequence, NUL, ...)
+ * and DEL become their visible Control Pictures (ESC -> U+241B), so no escape reaches the
+ * page raw; tab and newline stay.
+ */
+export function t(v) {
+  if (v === null || v === undefined) return '';
+  return String(v).replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, (c) => (c === '\u007f' ? '\u2421' : String.fromCharCode(0x2400 + c.charCodeAt(0))));
+}
+
+/** Any JSON value as text: strings as they are, the rest as compact JSON. */
+export function valueText(v) {
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'string') return t(v);
+  try {
+    return t(JSON.stringify(v));
+  } catch (_) {
+    return t(v);
+  }
+}
+
+/** A job state word, exact, with a class for its colour. */
+export function StateWord({ state, test }) {
+  return html`<span class=${`state state-${cls(state)}`} data-test=${test}>${t(state)}</span>`;
+}
+
+/** The error banner: the API's message and the fields at fault, as text. */
+export function ErrorBanner({ error, onDismiss }) {
+  if (!error) return null;
+  const fields = Array.isArray(error.fields) ? error.fields : [];
+  return html`<div class="banner banner-error" data-test="error" role="alert">
+    <p class="banner-message">${t(error.message ?? error)}</p>
+    ${fields.length > 0 && html`<ul class="banner-fields">
+      ${fields.map((f) => html`<li><code class="field-name">${t(f.field)}</code>${' '}<span>${t(f.problem)}</span></li>`)}
+    </ul>`}
+    ${onDismiss && html`<button type="button" class="link-button" onClick=${onDismiss}>Dismiss</button>`}
+  </div>`;
+}
+
+/**
+ * Loads `load()` once per change of `deps`: answers {data, error, loading, reload}.
+ * A reply to an old request never overwrites a newer one.
+ */
+export function useLoad(load, deps) {
+  const [state, setState] = useState({ data: null, error: null, loading: true });
+  const seq = useRef(0);
+  const run = () => {
+    const mine = ++seq.current;
+    setState((s) => ({ ...s, loading: true }));
+    Promise.resolve()
+      .then(load)
+      .then(
+        (data) => mine === seq.current && setState({ data, error: null, loading: false }),
+        (error) => mine === seq.current && setState({ data: null, error, loading: false }),
+      );
+  };
+  useEffect(run, deps);
+  return { ...state, reload: run };
+}
+
+/** The highest role among `memberships` that hold on `group` (granted on it or above). */
+export function roleOn(memberships, group) {
+  const order = ['viewer', 'deployer', 'maintainer', 'owner'];
+  let best = -1;
+  for (const m of memberships || []) {
+    const g = String(m.group ?? '');
+    const holds = g === '' || group === g || String(group).startsWith(`${g}/`);
+    if (holds) best = Math.max(best, order.indexOf(m.role));
+  }
+  return best < 0 ? null : order[best];
+}
+
+/** True when `role` is at least `least` (viewer < deployer < maintainer < owner). */
+export function atLeast(role, least) {
+  const order = ['viewer', 'deployer', 'maintainer', 'owner'];
+  return role !== null && order.indexOf(role) >= order.indexOf(least);
+}
+
+/** The organisation of a group or environment path: its first segment. */
+export function orgOf(path) {
+  return String(path || '').split('/')[0] || '';
+}

@@ -1,0 +1,155 @@
+// Tests of the job page's pure functions (C3, issue 29): `node --test crates/console/js-tests/`.
+// The page itself (DOM, polling, the dialog) is tested in Chromium by scripts/console_test.py.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parseAnsi, from256 } from "../assets/components/ansi.js";
+import { LogBuffer } from "../assets/components/logbuffer.js";
+import { jobRights, roleOn, groupContains, envGroup } from "../assets/components/rights.js";
+import { groupByAction, summaryLine, hasPlan } from "../assets/components/plan.js";
+import { setOutcome } from "../assets/components/policy.js";
+
+const E = "\x1b";
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/;
+
+test("SGR colours and attributes become classes, reset clears them", () => {
+  assert.deepEqual(parseAnsi("plain"), [{ text: "plain", classes: "" }]);
+  assert.deepEqual(parseAnsi(`${E}[31mred${E}[0m ok`), [
+    { text: "red", classes: "ansi-fg-1" },
+    { text: " ok", classes: "" },
+  ]);
+  assert.deepEqual(parseAnsi(`${E}[1;92mB${E}[22mx`), [
+    { text: "B", classes: "ansi-fg-10 ansi-bold" },
+    { text: "x", classes: "ansi-fg-10" },
+  ]);
+  assert.deepEqual(parseAnsi(`${E}[2;3;4;41mX${E}[mY`), [
+    { text: "X", classes: "ansi-bg-1 ansi-dim ansi-italic ansi-underline" },
+    { text: "Y", classes: "" },
+  ]);
+});
+
+test("256-colour and truecolour map to the nearest of the 16", () => {
+  assert.deepEqual(parseAnsi(`${E}[38;5;196mX`), [{ text: "X", classes: "ansi-fg-9" }]);
+  assert.deepEqual(parseAnsi(`${E}[38;2;0;0;0;44mX`), [{ text: "X", classes: "ansi-fg-0 ansi-bg-4" }]);
+  assert.deepEqual(parseAnsi(`${E}[38:2::255:0:0mX`), [{ text: "X", classes: "ansi-fg-9" }]);
+  assert.equal(from256(15), 15);
+  assert.equal(from256(16), 0);
+  assert.equal(from256(231), 15);
+  assert.equal(from256(300), -1);
+});
+
+test("every other escape is dropped, never shown and never a link", () => {
+  assert.deepEqual(parseAnsi(`a${E}[2Kb${E}[10;5Hc${E}[?25ld`), [{ text: "abcd", classes: "" }]);
+  assert.deepEqual(parseAnsi(`${E}]8;;javascript:alert(1)${E}\\click${E}]8;;${E}\\ me`), [{ text: "click me", classes: "" }]);
+  assert.deepEqual(parseAnsi(`${E}]0;title\x07x`), [{ text: "x", classes: "" }]);
+  assert.deepEqual(parseAnsi(`x${E}`), [{ text: "x", classes: "" }]);
+  assert.deepEqual(parseAnsi(`x${E}(By`), [{ text: "xy", classes: "" }]);
+  assert.deepEqual(parseAnsi(`x${E}]8;;http://e unterminated`), [{ text: "x", classes: "" }]);
+  assert.deepEqual(parseAnsi(`x\u009b31my`), [{ text: "x", classes: "" }, { text: "y", classes: "ansi-fg-1" }]);
+  // Markup stays text: rendering it is Preact's text nodes' job.
+  assert.deepEqual(parseAnsi(`<img src=x onerror=alert(1)>\tz\x07`), [{ text: "<img src=x onerror=alert(1)>\tz", classes: "" }]);
+});
+
+test("random escape soup never leaves a control character or a stray class", () => {
+  const alphabet = [0x1b, 0x5b, 0x5d, 0x6d, 0x3b, 0x31, 0x07, 0x5c, 0x9b, 0x41, 0x3a, 0x38, 0x35, 0x32];
+  let seed = 29;
+  const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+  for (let k = 0; k < 20000; k++) {
+    let s = "";
+    for (let j = rand(40); j > 0; j--) s += String.fromCharCode(alphabet[rand(alphabet.length)]);
+    for (const span of parseAnsi(s)) {
+      assert.ok(!CONTROL.test(span.text), JSON.stringify(s));
+      assert.match(span.classes, /^(ansi-(fg|bg)-(1[0-5]|[0-9])|ansi-(bold|dim|italic|underline)| )*$/);
+    }
+  }
+});
+
+test("the log buffer joins split lines, carries colour across lines and stays bounded", () => {
+  const b = new LogBuffer(1000);
+  b.push(`a${E}[31mre`);
+  b.push(`d\nstill red${E}[0m\npart`);
+  const lines = b.blocks.flatMap((x) => x.lines);
+  assert.deepEqual(lines[0], [{ text: "a", classes: "" }, { text: "red", classes: "ansi-fg-1" }]);
+  assert.deepEqual(lines[1], [{ text: "still red", classes: "ansi-fg-1" }]);
+  assert.deepEqual(b.pendingSpans, [{ text: "part", classes: "" }]);
+  b.push("ial\r\nprogress 10%\rprogress 100%\n");
+  const more = b.blocks.flatMap((x) => x.lines);
+  assert.equal(more[2][0].text, "partial");
+  assert.equal(more[3][0].text, "progress 100%");
+  for (let i = 0; i < 5000; i++) b.push(`line ${i}\n`);
+  assert.ok(b.count <= 1000 && b.count > 800, String(b.count));
+  assert.equal(b.count + b.dropped, 5004);
+  const all = b.blocks.flatMap((x) => x.lines);
+  assert.equal(all[all.length - 1][0].text, "line 4999");
+  b.push("tail");
+  b.end();
+  assert.equal(b.pendingSpans, null);
+  assert.equal(b.blocks.at(-1).lines.at(-1)[0].text, "tail");
+});
+
+const who = (subject, memberships) => ({ subject, memberships });
+const awaiting = { environment: "acme/web/prod", state: "awaiting_approval", requested_by: "alice", review: { four_eyes: true } };
+
+test("roles hold on the group and below", () => {
+  assert.ok(groupContains("", "acme/x"));
+  assert.ok(groupContains("acme", "acme/x"));
+  assert.ok(!groupContains("ac", "acme"));
+  assert.equal(envGroup("acme/web/prod"), "acme/web");
+  const w = who("a", [{ group: "acme", role: "deployer" }, { group: "acme/web", role: "viewer" }]);
+  assert.equal(roleOn(w, "acme/web"), "deployer");
+  assert.equal(roleOn(w, "other"), null);
+});
+
+test("four eyes: the requester may discard but not approve; another deployer may approve", () => {
+  let r = jobRights(awaiting, null, who("alice", [{ group: "acme", role: "deployer" }]));
+  assert.deepEqual([r.approve, r.discard, r.cancel], [false, true, true]);
+  assert.match(r.why[0], /four eyes/);
+  r = jobRights(awaiting, null, who("bob", [{ group: "acme", role: "deployer" }]));
+  assert.deepEqual([r.approve, r.why.length], [true, 0]);
+  r = jobRights({ ...awaiting, review: { four_eyes: false } }, null, who("alice", [{ group: "", role: "owner" }]));
+  assert.equal(r.approve, true);
+  // A job recorded without its review reads four eyes from the environment.
+  r = jobRights({ ...awaiting, review: undefined }, { approval: "required", four_eyes: true }, who("alice", [{ group: "acme", role: "owner" }]));
+  assert.equal(r.approve, false);
+});
+
+test("a viewer may not decide or cancel; a review-level deny needs manage to approve", () => {
+  let r = jobRights(awaiting, null, who("bob", [{ group: "acme", role: "viewer" }]));
+  assert.deepEqual([r.approve, r.discard, r.cancel], [false, false, false]);
+  assert.match(r.why[0], /deployer role/);
+  const policy = { sets: [{ set: "s", enforcement: "review", deny: ["no"], warn: [] }] };
+  r = jobRights({ ...awaiting, policy }, null, who("bob", [{ group: "acme", role: "deployer" }]));
+  assert.equal(r.approve, false);
+  assert.match(r.why[0], /maintainer/);
+  r = jobRights({ ...awaiting, policy }, null, who("bob", [{ group: "acme", role: "maintainer" }]));
+  assert.equal(r.approve, true);
+  r = jobRights({ ...awaiting, state: "succeeded" }, null, who("bob", [{ group: "acme", role: "owner" }]));
+  assert.deepEqual([r.approve, r.discard, r.cancel], [false, false, false]);
+});
+
+test("the plan groups by action in order and sums as Terraform does", () => {
+  const rc = (address, action) => ({ address, action, changes: [], replace_paths: [] });
+  const groups = groupByAction([rc("a", "delete"), rc("b", "create"), rc("c", "no-op"), rc("d", "replace"), rc("e", "create")]);
+  assert.deepEqual(groups.map((g) => [g.action, g.resources.map((r) => r.address)]), [
+    ["create", ["b", "e"]],
+    ["replace", ["d"]],
+    ["delete", ["a"]],
+    ["no-op", ["c"]],
+  ]);
+  assert.equal(summaryLine({ create: 2, update: 1, delete: 1, replace: 1, read: 0, no_op: 1 }), "3 to add, 1 to change, 2 to destroy");
+  assert.equal(summaryLine(undefined), "0 to add, 0 to change, 0 to destroy");
+});
+
+test("a plan is read only when the job has one", () => {
+  assert.equal(hasPlan({ state: "running", operation: "apply" }), false);
+  assert.equal(hasPlan({ state: "awaiting_approval", operation: "apply" }), true);
+  assert.equal(hasPlan({ state: "succeeded", operation: "apply", plan_phase: {} }), true);
+  assert.equal(hasPlan({ state: "succeeded", operation: "plan", summary: { add: 1 } }), true);
+  assert.equal(hasPlan({ state: "failed", operation: "plan" }), false);
+});
+
+test("a policy set's outcome", () => {
+  assert.equal(setOutcome({ deny: [], warn: [] }), "passed");
+  assert.equal(setOutcome({ deny: [], warn: ["w"] }), "warned");
+  assert.equal(setOutcome({ deny: ["d"], warn: ["w"] }), "denied");
+  assert.equal(setOutcome({ deny: [], warn: [], error: "timeout" }), "denied");
+});

@@ -1,0 +1,315 @@
+//! The console's serving: placeholders, escaping, headers, the asset table, and the
+//! assets' budget and safety rules.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use std::io::Write as _;
+use tower::ServiceExt;
+
+use super::*;
+
+async fn send(
+    config: ConsoleConfig,
+    method: &str,
+    path: &str,
+) -> (StatusCode, http::HeaderMap, String) {
+    let response = router(config)
+        .oneshot(
+            Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> &'a str {
+    headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} header"))
+        .to_str()
+        .unwrap()
+}
+
+/// Any asset other than index.html, to fetch.
+fn some_asset() -> &'static Asset {
+    ASSETS
+        .iter()
+        .find(|a| a.path != INDEX)
+        .expect("the build embeds at least one asset besides index.html")
+}
+
+fn assert_security_headers(headers: &http::HeaderMap) {
+    let csp = header(headers, "content-security-policy");
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{directive} missing from {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(header(headers, "x-content-type-options"), "nosniff");
+    assert_eq!(header(headers, "referrer-policy"), "no-referrer");
+    assert_eq!(header(headers, "x-frame-options"), "DENY");
+}
+
+#[tokio::test]
+async fn index_has_its_placeholders_replaced_and_is_revalidated() {
+    let (status, headers, body) = send(ConsoleConfig::local(), "GET", "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header(&headers, "content-type"), "text/html; charset=utf-8");
+    assert_eq!(header(&headers, "cache-control"), "no-cache");
+    assert!(
+        !body.contains("{{ASSETS}}") && !body.contains("{{CONFIG}}"),
+        "{body}"
+    );
+    assert!(body.contains(&format!("/assets/{ASSET_HASH}/")), "{body}");
+    assert!(
+        body.contains("content=\"{&quot;mode&quot;:&quot;local&quot;}\""),
+        "{body}"
+    );
+    assert_security_headers(&headers);
+}
+
+#[tokio::test]
+async fn a_hostile_configuration_value_is_escaped() {
+    let hostile = "\"><script>alert(1)</script>'&";
+    let mut config = ConsoleConfig::oidc("https://issuer.example", hostile, "aud");
+    let (_, _, body) = send(config.clone(), "GET", "/").await;
+    assert!(!body.contains("<script>alert(1)"), "{body}");
+    assert!(!body.contains("\"><"), "{body}");
+    assert!(
+        body.contains("&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#39;&amp;"),
+        "{body}"
+    );
+    // Nor does a hostile issuer reach the policy header.
+    if let ConsoleMode::Oidc(oidc) = &mut config.mode {
+        oidc.issuer = "https://a.example; script-src *".into();
+        oidc.token_endpoint = Some("javascript:alert(1)".into());
+    }
+    let csp = content_security_policy(&config);
+    assert!(csp.contains("connect-src 'self'; "), "{csp}");
+    assert!(!csp.contains("script-src *"), "{csp}");
+}
+
+#[tokio::test]
+async fn connect_src_allows_the_issuer_and_the_token_endpoint_origins() {
+    let mut config = ConsoleConfig::oidc(
+        "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_abc",
+        "client",
+        "aud",
+    );
+    if let ConsoleMode::Oidc(oidc) = &mut config.mode {
+        oidc.token_endpoint =
+            Some("https://sortie.auth.eu-west-1.amazoncognito.com/oauth2/token".into());
+    }
+    let (_, headers, _) = send(config, "GET", "/").await;
+    assert!(header(&headers, "content-security-policy").contains(
+        "connect-src 'self' https://cognito-idp.eu-west-1.amazonaws.com \
+         https://sortie.auth.eu-west-1.amazoncognito.com;"
+    ));
+    let (_, headers, _) = send(ConsoleConfig::local(), "GET", "/").await;
+    assert!(header(&headers, "content-security-policy").contains("connect-src 'self';"));
+}
+
+#[tokio::test]
+async fn an_asset_is_served_immutable_with_its_type_and_the_security_headers() {
+    let a = some_asset();
+    let (status, headers, body) = send(
+        ConsoleConfig::local(),
+        "GET",
+        &format!("/assets/{ASSET_HASH}/{}", a.path),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header(&headers, "cache-control"), IMMUTABLE);
+    assert_eq!(header(&headers, "content-type"), a.content_type);
+    assert_eq!(body.as_bytes(), a.bytes);
+    assert_security_headers(&headers);
+}
+
+#[test]
+fn scripts_styles_and_texts_have_their_content_types() {
+    for a in ASSETS {
+        let want = match a.path.rsplit_once('.').map(|(_, e)| e) {
+            Some("js") => "text/javascript; charset=utf-8",
+            Some("css") => "text/css; charset=utf-8",
+            Some("svg") => "image/svg+xml",
+            Some("txt") => "text/plain; charset=utf-8",
+            Some("html") => "text/html; charset=utf-8",
+            _ => continue,
+        };
+        assert_eq!(a.content_type, want, "{}", a.path);
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_hash_or_path_is_a_json_404_and_nothing_outside_the_table_is_read() {
+    let a = some_asset();
+    for path in [
+        format!("/assets/0000000000000000/{}", a.path),
+        format!("/assets/{ASSET_HASH}/no-such-file.js"),
+        format!("/assets/{ASSET_HASH}/../Cargo.toml"),
+        format!("/assets/{ASSET_HASH}/%2e%2e/%2e%2e/Cargo.toml"),
+        format!("/assets/{ASSET_HASH}/..%2fsrc%2flib.rs"),
+        format!("/assets/{ASSET_HASH}/{INDEX}"),
+    ] {
+        let (status, headers, body) = send(ConsoleConfig::local(), "GET", &path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(header(&headers, "content-type"), "application/json");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(json["error"]["code"], "not_found", "{body}");
+        assert!(json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("was not found"));
+        assert!(json["error"]["fields"].as_array().unwrap().is_empty());
+        assert_security_headers(&headers);
+    }
+}
+
+#[tokio::test]
+async fn head_answers_the_headers_without_a_body() {
+    let (status, headers, body) = send(ConsoleConfig::local(), "HEAD", "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header(&headers, "content-type"), "text/html; charset=utf-8");
+    assert!(body.is_empty());
+    assert_security_headers(&headers);
+    let a = some_asset();
+    let (status, headers, body) = send(
+        ConsoleConfig::local(),
+        "HEAD",
+        &format!("/assets/{ASSET_HASH}/{}", a.path),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header(&headers, "cache-control"), IMMUTABLE);
+    assert!(body.is_empty());
+}
+
+#[tokio::test]
+async fn another_method_is_a_json_405_naming_get_and_head() {
+    let (status, headers, body) = send(ConsoleConfig::local(), "POST", "/").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(header(&headers, "allow"), "GET, HEAD");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["error"]["code"], "method_not_allowed");
+    assert_security_headers(&headers);
+}
+
+#[test]
+fn the_configuration_json_is_the_contracts() {
+    assert_eq!(ConsoleConfig::local().to_json(), r#"{"mode":"local"}"#);
+    let json: serde_json::Value =
+        serde_json::from_str(&ConsoleConfig::oidc("https://i.example", "", "aud").to_json())
+            .unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"mode": "oidc", "issuer": "https://i.example", "client_id": "",
+            "scopes": DEFAULT_SCOPES, "audience": "aud"})
+    );
+}
+
+#[test]
+fn the_hash_is_sixteen_hex_digits_and_the_table_is_sorted() {
+    assert_eq!(ASSET_HASH.len(), 16);
+    assert!(ASSET_HASH.chars().all(|c| c.is_ascii_hexdigit()));
+    assert!(ASSETS.windows(2).all(|w| w[0].path < w[1].path));
+    assert!(asset(INDEX).is_some(), "index.html is embedded");
+}
+
+/// The issue's budget: the console's own assets are at most 150 KB gzipped in all.
+#[test]
+fn the_assets_are_at_most_150_kb_gzipped() {
+    let mut total = 0usize;
+    for a in ASSETS {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(a.bytes).unwrap();
+        let size = gz.finish().unwrap().len();
+        println!("{:>8} {:>8} {}", a.bytes.len(), size, a.path);
+        total += size;
+    }
+    let raw: usize = ASSETS.iter().map(|a| a.bytes.len()).sum();
+    println!(
+        "console assets: {} files, {raw} bytes, {total} bytes gzipped",
+        ASSETS.len()
+    );
+    assert!(
+        total <= 150 * 1024,
+        "the assets are {total} bytes gzipped, over 150 KB"
+    );
+}
+
+/// Whether `needle` occurs in `text` not as the tail of a longer identifier
+/// (`retrieval(` is not `eval(`).
+fn occurs(text: &str, needle: &str) -> bool {
+    text.match_indices(needle).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    })
+}
+
+#[test]
+fn no_asset_builds_html_from_strings_or_evaluates_code() {
+    let forbidden = [
+        "innerHTML",
+        "outerHTML",
+        "dangerouslySetInnerHTML",
+        "insertAdjacentHTML",
+        "eval(",
+        "new Function",
+        "document.write",
+    ];
+    let mut found = vec![];
+    for a in ASSETS.iter().filter(|a| !a.path.starts_with("vendor/")) {
+        let text = String::from_utf8_lossy(a.bytes);
+        for f in forbidden {
+            if occurs(&text, f) {
+                found.push(format!("{}: {f}", a.path));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "forbidden in the console's own code: {found:?}"
+    );
+}
+
+#[test]
+fn index_html_has_no_inline_script_style_or_handler() {
+    let page = std::str::from_utf8(asset(INDEX).unwrap().bytes)
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(!page.contains("<style"), "an inline <style>");
+    assert!(!page.contains(" style="), "a style= attribute");
+    assert!(!page.contains("javascript:"), "a javascript: URL");
+    for (i, _) in page.match_indices("<script") {
+        let tag = &page[i..i + page[i..].find('>').expect("a closed tag")];
+        assert!(tag.contains(" src="), "an inline script: {tag}");
+        let after = &page[i + tag.len() + 1..];
+        assert!(
+            after.trim_start().starts_with("</script>"),
+            "a script with content"
+        );
+    }
+    for attr in page.split_whitespace() {
+        let is_handler = attr.starts_with("on")
+            && attr
+                .split_once('=')
+                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_alphabetic()));
+        assert!(!is_handler, "an inline event handler: {attr}");
+    }
+}
