@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client soak provider
+.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client soak provider console
 
 ## test: install tools, check formatting, lint, then run every test against a local moto
 # (explicit steps rather than prerequisites, so the order holds even under -j)
@@ -23,6 +23,9 @@ test:
 	SCHEMATHESIS_PHASES=fuzzing,stateful scripts/with-moto.sh scripts/schemathesis.sh 10
 	@# A Python client generated from the served document runs a short scenario (issue 32).
 	scripts/with-moto.sh scripts/generated-client.sh
+	@# The console in headless Chromium (issue 29): two users, four eyes, a followed log, a
+	@# plan review, hostile data, no console errors; real Terraform 1.11 (about 1 minute).
+	scripts/with-moto.sh .tools/venv/bin/python scripts/console_test.py
 	@# The 100-job soak (issue 27): chaos, a SIGKILL of `sortie dev`, nothing lost (about 3 minutes).
 	scripts/with-moto.sh .tools/venv/bin/python scripts/soak.py --jobs 100 --envs 20 --max-runner-s 4
 
@@ -99,6 +102,12 @@ infra:
 FUZZ_SECONDS ?= 60
 fuzz:
 	scripts/fuzz.sh all $(FUZZ_SECONDS)
+
+## console: the browser test of the console (scripts/console_test.py) against `sortie dev` on
+## moto, writing its screenshots into docs/console/ (the README shows them). Needs the
+## debug binaries (`cargo build -p sortie-cli -p sortie-pilot --bins`).
+console:
+	scripts/with-moto.sh .tools/venv/bin/python scripts/console_test.py --screenshots docs/console
 
 ## generated-client: generate a Python client from the served OpenAPI document and run a scenario through it
 generated-client:

@@ -4,9 +4,11 @@
         [--jobs 200] [--envs 20] [--sortie target/debug/sortie]
 
 Starts `sortie dev` against the moto of scripts/with-moto.sh with a runner that
-exits 0 at once (so every figure is the control plane's and moto's), creates one
-runner, one rule and `--envs` environments, submits `--jobs` plans round robin,
-(one client per environment, at most 32, each submitting back to back), waits until every job is terminal, then prints, from the jobs' own transitions
+exits 0 at once (so every figure is the control plane's and moto's; each environment's
+first runner holds until every job is submitted, so the later ones wait in its queue),
+creates one runner, one rule and `--envs` environments, submits `--jobs` plans (one
+client per environment, at most 32, each submitting back to back), waits until every job
+is terminal, then prints, from the jobs' own transitions
 and the runners' exit files (`<job>.<attempt>.exit`, written by the local
 launcher's supervisor the moment the runner ends):
 
@@ -27,8 +29,14 @@ launcher's supervisor the moment the runner ends):
   still holds moto's time for requests that name no job (an environment's read, a
   policy set listing) and the wait in moto's queue; "Sortie's part, moto idle" is
   the window less every moto request, whoever it was for: a lower bound of Sortie's;
-- `--explain N`: the N slowest windows' timelines (the job's transitions and moto's
-  requests naming it) and moto's other requests in each window;
+- "Sortie's own": the window less the time the job (or, for a release, either job)
+  waited on an AWS call, as `sortie dev` timed each call it made for the job (its
+  `aws call` debug lines, `sortie_wiring::job_header`: round trip, moto's queue and the
+  loopback included), and moto's requests naming it (a receive): what is left is Sortie's
+  code, its own queues and waits (pollers, semaphores, sleeps) and the CPU it waited for;
+- `--explain N`: the N slowest windows' timelines (the job's transitions, moto's
+  requests naming it or made for it, sortie dev's calls for it) and moto's other
+  requests in each window; the same for the N slowest "release -> next claim" windows;
 - moto's peak resident memory while the jobs ran.
 """
 
@@ -117,8 +125,14 @@ def main():
 
     work = tempfile.mkdtemp(prefix="sortie-bench-e2e-")
     runner = os.path.join(work, "runner.sh")
+    go = os.path.join(work, "go")
     with open(runner, "w") as f:
-        f.write("#!/bin/sh\nexit 0\n")
+        # Each environment's first runner holds until every job is submitted (the bench
+        # creates `go`), so every later job is waiting when the one before it ends (a
+        # submit is slower than a job's life here: without the hold no queue forms, and a
+        # "release -> next claim" would time a submit racing the release); then every
+        # runner exits 0 at once.
+        f.write(f'#!/bin/sh\nwhile [ ! -e "{go}" ]; do sleep 0.02; done\nexit 0\n')
     os.chmod(runner, 0o755)
     stamp = str(int(time.time() * 1000))
     table = f"bench-{stamp}"
@@ -149,13 +163,20 @@ def main():
         # back to back, so every environment builds a queue of waiting jobs however slow
         # a submit is (round robin from a few clients left none once a submit took longer
         # than a job's life, and "release -> next claim" had nothing to measure).
+        # When each submit was acknowledged: a job counts as waiting from then on.
+        acknowledged = {}
+
         def submit_all(env):
-            return [api.call("POST", f"/v1/environments/{env}/-/jobs",
-                             {"operation": "plan", "files": {"main.tf": ""}})["id"]
-                    for _ in range(sum(1 for i in range(args.jobs) if envs[i % len(envs)] == env))]
+            out = []
+            for _ in range(sum(1 for i in range(args.jobs) if envs[i % len(envs)] == env)):
+                out.append(api.call("POST", f"/v1/environments/{env}/-/jobs",
+                                    {"operation": "plan", "files": {"main.tf": ""}})["id"])
+                acknowledged[out[-1]] = time.time()
+            return out
 
         with concurrent.futures.ThreadPoolExecutor(min(32, len(envs))) as pool:
             batches = list(pool.map(submit_all, envs))
+        open(go, "w").close()
         ids = [i for batch in batches for i in batch]
         jobs = {}
         deadline = time.time() + 30 + args.jobs * 2
@@ -199,7 +220,7 @@ def main():
         split = {"runner exit -> terminal": ([], [], [], [], []),
                  "release -> next claim": ([], [], [], [], [])}
         by_env = {}
-        slowest = []
+        slowest, slowest_release = [], []
         for i in ids:
             job = jobs[i]
             submitted = parse_time(job["transitions"][0]["at"])
@@ -222,14 +243,17 @@ def main():
             by_env.setdefault(job["environment"], []).append((at(job, "dispatching"), end, submitted, i))
         for runs in by_env.values():
             runs.sort()
-            # Only a job that was already waiting when the one before it ended.
+            # Only a job that was already waiting when the one before it ended: its submit
+            # was acknowledged by then (a submit still in flight, racing the release, takes
+            # the free lock itself, and its window would time the submit).
             for (_, end, _, before), (claimed, _, queued, after) in zip(runs, runs[1:]):
-                if claimed and queued < end <= claimed:
+                if claimed and queued < end <= claimed and acknowledged[after] < end:
                     both = sorted(spans.get(before, []) + spans.get(after, []))
                     moto_s = moto_share(both, end, claimed)
                     total, mine, theirs, idle, own = split["release -> next claim"]
                     waited = merge(waits[before] + waits[after])
                     own.append((claimed - end - moto_share(waited, end, claimed)) * 1000)
+                    slowest_release.append((own[-1], before, after, end, claimed))
                     total.append((claimed - end) * 1000)
                     theirs.append(moto_s * 1000)
                     mine.append((claimed - end - moto_s) * 1000)
@@ -258,6 +282,17 @@ def main():
         for mine_ms, i, exited in sorted(slowest, reverse=True)[: args.explain]:
             print(f"\n{i}: Sortie's part {mine_ms:.0f} ms; offsets from the runner's exit (ms)")
             print(timeline(jobs[i], i, events, exited, calls.get(i, [])))
+        for own_ms, before, after, end, claimed in sorted(slowest_release, reverse=True)[: args.explain]:
+            print(f"\nrelease {before} -> claim {after}: Sortie's own {own_ms:.0f} ms; "
+                  "offsets from the release (ms)")
+            rows = [(start, f"{who} sortie {op} ({(stop - start) * 1000:.1f} ms round trip)")
+                    for who, job in (("ended", before), ("next", after))
+                    for start, stop, op in calls.get(job, [])]
+            rows += [(start, f"{'ended' if before in named else 'next'} moto {op} ({took * 1000:.1f} ms)")
+                     for start, took, op, named in events if before in named or after in named]
+            rows.append((claimed, "-> dispatching (next)"))
+            for t, what in sorted(r for r in rows if end - 0.2 <= r[0] <= claimed + 0.1):
+                print(f"  {(t - end) * 1000:+8.1f}  {what}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"jobs": args.jobs, "envs": args.envs, "states": states,

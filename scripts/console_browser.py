@@ -10,7 +10,6 @@ never used: the driver's path is given, so nothing is downloaded.
 
 import os
 import re
-import shutil
 import time
 
 from selenium import webdriver
@@ -79,12 +78,6 @@ class Browser:
             self.driver.get("about:blank")
         self.driver.get(self.base + "#" + route)
 
-    def go(self, route):
-        """Changes the hash only (the single-page router, no reload)."""
-        self.collect_log()
-        self.page = route
-        self.driver.execute_script("location.hash = arguments[0]", route)
-
     def until(self, what, fn, timeout=None):
         """Waits (polling) until `fn(driver)` is truthy; fails naming `what`."""
         try:
@@ -116,10 +109,22 @@ class Browser:
     def text(self, selector):
         return self.find(selector).text
 
-    def screenshot(self, directory, name):
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-            self.driver.save_screenshot(os.path.join(directory, name + ".png"))
+    def screenshot(self, directory, name, whole=True):
+        """`<directory>/<name>.png`: the whole page from its top (at most 2400 pixels high),
+        or with `whole=False` the window as it is (a modal dialog)."""
+        if not directory:
+            return
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name + ".png")
+        if not whole:
+            self.driver.save_screenshot(path)
+            return
+        height = self.js("window.scrollTo(0, 0); return document.documentElement.scrollHeight")
+        self.driver.set_window_size(1280, max(900, min(int(height) + 140, 2400)))
+        try:
+            self.driver.save_screenshot(path)
+        finally:
+            self.driver.set_window_size(1280, 900)
 
     # --- safety probes --------------------------------------------------------------------
 
@@ -185,7 +190,3 @@ def wait_poll(fn, timeout, step=0.2, what="a condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(step)
-
-
-def have_browser():
-    return shutil.which(CHROMEDRIVER) is not None

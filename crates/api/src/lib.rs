@@ -34,6 +34,8 @@ pub use error::{
 pub use memberships_cache::{MembershipCache, MEMBERSHIP_TTL};
 pub use openapi::openapi;
 pub use routes::{Auth, Route};
+/// The console served next to the API (`/`, `/assets/…`), outside [`Route::ALL`].
+pub use sortie_console::{self as console, ConsoleConfig};
 pub use sortie_lifecycle::RuleIndexCache;
 
 /// Largest request body accepted: 256 KiB.
@@ -79,6 +81,9 @@ pub struct AppState {
     /// Where environments' state versions are read (`s3` state storage, in the runner's
     /// account through its launcher role).
     pub state_history: Arc<dyn sortie_launch::state_history::StateHistory>,
+    /// How the console served under `/` signs in: local tokens in `sortie dev`, OIDC against
+    /// the authorizer's issuer in AWS.
+    pub console: ConsoleConfig,
 }
 
 impl AppState {
@@ -112,8 +117,9 @@ pub struct BucketConfig {
     pub region: String,
 }
 
-/// The API router: every v1 route of [`Route::ALL`], answering JSON errors for
-/// anything else (404 for an unknown path, 405 with `Allow` for a wrong method).
+/// The API router: every v1 route of [`Route::ALL`] and the console (`/`, `/assets/…`;
+/// [`console::router`]), answering JSON errors for anything else (404 for an unknown
+/// path, 405 with `Allow` for a wrong method).
 pub fn router(state: AppState) -> axum::Router {
     routes::build(state)
 }

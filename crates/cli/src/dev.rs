@@ -32,8 +32,8 @@ use tokio::sync::mpsc;
 
 use self::agent::{agent_exited_message, start_agent};
 use self::events::{
-    handle_batch, local_task_event, receive, resend_queued, Chaos, BATCHES_IN_FLIGHT,
-    EVENTS_IN_FLIGHT, POLLERS,
+    handle_batch, local_task_event, receive, resend_queued, superseded_by, Chaos, PendingEvent,
+    BATCHES_IN_FLIGHT, EVENTS_IN_FLIGHT, POLLERS,
 };
 use self::gate::dev_token_gate;
 use self::status::status;
@@ -206,6 +206,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             agent_stop_grace: chrono::Duration::seconds(args.agent_silence.clamp(1, 60)),
             ..Default::default()
         },
+        // The console at `<url>/` signs in with the tokens printed below.
+        console: sortie_api::ConsoleConfig::local(),
     };
     let parts = compose(&config, resources, Some(local.clone()));
     // A fresh local AWS (moto restarted) and a snapshot: the world comes back from it.
@@ -352,32 +354,57 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 
     // task-events: local runners' exits as ECS-shaped events. EventBridge invokes
     // task-events for each event at once, so they are handled concurrently (at most
-    // EVENTS_IN_FLIGHT), but one task's events in the order they happened.
+    // EVENTS_IN_FLIGHT), one task's events in the order they happened, except a STOPPED:
+    // an earlier event not handled yet is skipped ([`superseded_by`]).
     let (event_engine, event_local, event_dirty) = (engine.clone(), local.clone(), dirty.clone());
     tokio::spawn(async move {
         let in_flight = Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT));
-        let mut last: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+        let mut last: HashMap<String, PendingEvent> = HashMap::new();
         while let Some(detail) = events_rx.recv().await {
-            last.retain(|_, handle| !handle.is_finished());
+            last.retain(|_, pending| !pending.handle.is_finished());
             let arn = detail["taskArn"].as_str().unwrap_or_default().to_string();
-            let before = last.remove(&arn);
-            let (engine, local, in_flight, dirty) = (
+            let status = detail["lastStatus"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            // A STOPPED does not wait for its task's earlier events (EventBridge keeps no
+            // order either): one not started yet is skipped, one under way runs beside it.
+            let before = last.remove(&arn).and_then(|before| {
+                if superseded_by(&before.status, &status) {
+                    before.skip.store(true, Ordering::SeqCst);
+                    return None;
+                }
+                Some(before)
+            });
+            let skip = Arc::new(AtomicBool::new(false));
+            let (engine, local, in_flight, dirty, skipped) = (
                 event_engine.clone(),
                 event_local.clone(),
                 in_flight.clone(),
                 event_dirty.clone(),
+                skip.clone(),
             );
             let handle = tokio::spawn(async move {
                 if let Some(before) = before {
-                    let _ = before.await;
+                    let _ = before.handle.await;
                 }
                 let Ok(_permit) = in_flight.acquire_owned().await else {
                     return;
                 };
+                if skipped.load(Ordering::SeqCst) {
+                    return;
+                }
                 local_task_event(&engine, &local, detail).await;
                 dirty.store(true, Ordering::SeqCst);
             });
-            last.insert(arn, handle);
+            last.insert(
+                arn,
+                PendingEvent {
+                    handle,
+                    status,
+                    skip,
+                },
+            );
         }
     });
 
@@ -459,6 +486,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     );
     data_dir::write_private(&dir.join("env"), env.as_bytes())?;
     println!("sortie dev: API {url}");
+    println!("sortie dev: console {url}/");
     println!("sortie dev: token {token}");
     println!("sortie dev: {}", data_dir::export_line(&url, &token));
     for (name, user_token) in &user_tokens {
@@ -471,7 +499,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.ready_file {
         std::fs::write(
             path,
-            json!({"url": url, "token": token, "users": user_tokens, "agent_pool": agent.as_ref().map(|a| &a.0)}).to_string(),
+            json!({"url": url, "console": format!("{url}/"), "token": token, "users": user_tokens, "agent_pool": agent.as_ref().map(|a| &a.0)}).to_string(),
         )
         .context("writing the ready file")?;
     }

@@ -4,44 +4,13 @@
 import { html, render, useEffect, useState } from './vendor/preact-htm-standalone.js';
 import { ApiError } from './api.js';
 import { config, token, signOut, whoami, signInWithToken, signInOidc, completeOidcRedirect, takeNotice } from './auth.js';
-import { ErrorBanner, t } from './ui.js';
+import { ErrorBanner, t, parseRoute } from './ui.js';
 import { TreePage } from './pages/tree.js';
 import { EnvPage } from './pages/env.js';
 import { GroupPage } from './pages/group.js';
 import { JobPage } from './pages/job.js';
 
 const BACK_KEY = 'sortie.back';
-
-function decodeSegments(rest) {
-  return rest
-    .split('/')
-    .filter((s) => s !== '')
-    .map((s) => {
-      try {
-        return decodeURIComponent(s);
-      } catch (_) {
-        return s;
-      }
-    })
-    .join('/');
-}
-
-/** The route of a location hash: {name, ...params}. */
-export function parseRoute(hash) {
-  const raw = String(hash || '').replace(/^#/, '') || '/';
-  const q = raw.indexOf('?');
-  const path = q < 0 ? raw : raw.slice(0, q);
-  const params = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
-  if (path === '/' || path === '') return { name: 'tree', params };
-  if (path === '/signin') return { name: 'signin', params };
-  if (path.startsWith('/env/')) return { name: 'env', path: decodeSegments(path.slice(5)), params };
-  if (path.startsWith('/jobs/')) return { name: 'job', id: decodeSegments(path.slice(6)), params };
-  if (path === '/groups' || path.startsWith('/groups/')) {
-    const g = decodeSegments(path.slice(8));
-    return { name: 'group', path: g === '-' ? '' : g, params };
-  }
-  return { name: 'missing', params };
-}
 
 function useHash() {
   const [hash, setHash] = useState(location.hash);

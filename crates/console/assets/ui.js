@@ -129,3 +129,42 @@ export function atLeast(role, least) {
 export function orgOf(path) {
   return String(path || '').split('/')[0] || '';
 }
+
+function decodeSegments(rest) {
+  return rest
+    .split('/')
+    .filter((s) => s !== '')
+    .map((s) => {
+      try {
+        return decodeURIComponent(s);
+      } catch (_) {
+        return s;
+      }
+    })
+    .join('/');
+}
+
+/** The route of a location hash: {name, ...params}. */
+export function parseRoute(hash) {
+  const raw = String(hash || '').replace(/^#/, '') || '/';
+  const q = raw.indexOf('?');
+  const path = q < 0 ? raw : raw.slice(0, q);
+  const params = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
+  if (path === '/' || path === '') return { name: 'tree', params };
+  if (path === '/signin') return { name: 'signin', params };
+  if (path.startsWith('/env/')) return { name: 'env', path: decodeSegments(path.slice(5)), params };
+  if (path.startsWith('/jobs/')) return { name: 'job', id: decodeSegments(path.slice(6)), params };
+  if (path === '/groups' || path.startsWith('/groups/')) {
+    const g = decodeSegments(path.slice(8));
+    return { name: 'group', path: g === '-' ? '' : g, params };
+  }
+  return { name: 'missing', params };
+}
+
+/** True when the viewer may decide `job`: it awaits approval, the viewer deploys there, and four eyes do not forbid it. */
+export function mayDecide(job, me, group) {
+  if (!job || job.state !== 'awaiting_approval' || !me) return false;
+  if (!atLeast(roleOn(me.memberships, group), 'deployer')) return false;
+  return !(job.review && job.review.four_eyes && job.requested_by === me.subject);
+}
+

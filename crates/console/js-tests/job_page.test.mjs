@@ -3,10 +3,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseAnsi, from256 } from "../assets/components/ansi.js";
-import { LogBuffer } from "../assets/components/logbuffer.js";
+import { LogBuffer, utf8Length } from "../assets/components/logbuffer.js";
 import { jobRights, roleOn, groupContains, envGroup } from "../assets/components/rights.js";
 import { groupByAction, summaryLine, hasPlan } from "../assets/components/plan.js";
 import { setOutcome } from "../assets/components/policy.js";
+import { valueText } from "../assets/components/common.js";
 
 const E = "\x1b";
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/;
@@ -65,25 +66,40 @@ test("random escape soup never leaves a control character or a stray class", () 
 
 test("the log buffer joins split lines, carries colour across lines and stays bounded", () => {
   const b = new LogBuffer(1000);
+  const spans = () => b.blocks.flatMap((x) => x.lines).map((l) => l.spans);
   b.push(`a${E}[31mre`);
   b.push(`d\nstill red${E}[0m\npart`);
-  const lines = b.blocks.flatMap((x) => x.lines);
-  assert.deepEqual(lines[0], [{ text: "a", classes: "" }, { text: "red", classes: "ansi-fg-1" }]);
-  assert.deepEqual(lines[1], [{ text: "still red", classes: "ansi-fg-1" }]);
+  assert.deepEqual(spans()[0], [{ text: "a", classes: "" }, { text: "red", classes: "ansi-fg-1" }]);
+  assert.deepEqual(spans()[1], [{ text: "still red", classes: "ansi-fg-1" }]);
   assert.deepEqual(b.pendingSpans, [{ text: "part", classes: "" }]);
   b.push("ial\r\nprogress 10%\rprogress 100%\n");
-  const more = b.blocks.flatMap((x) => x.lines);
-  assert.equal(more[2][0].text, "partial");
-  assert.equal(more[3][0].text, "progress 100%");
+  assert.equal(spans()[2][0].text, "partial");
+  assert.equal(spans()[3][0].text, "progress 100%");
   for (let i = 0; i < 5000; i++) b.push(`line ${i}\n`);
   assert.ok(b.count <= 1000 && b.count > 800, String(b.count));
   assert.equal(b.count + b.dropped, 5004);
-  const all = b.blocks.flatMap((x) => x.lines);
-  assert.equal(all[all.length - 1][0].text, "line 4999");
+  assert.equal(spans().at(-1)[0].text, "line 4999");
   b.push("tail");
   b.end();
   assert.equal(b.pendingSpans, null);
-  assert.equal(b.blocks.at(-1).lines.at(-1)[0].text, "tail");
+  assert.equal(spans().at(-1)[0].text, "tail");
+});
+
+test("each line knows the byte offset it starts at (UTF-8), across blocks", () => {
+  assert.equal(utf8Length("aé€😀"), 1 + 2 + 3 + 4);
+  const b = new LogBuffer(100000);
+  const text = "plan é\n€ done\n" + "x\n".repeat(300) + "apply 😀\n";
+  // Any split of the text gives the same offsets.
+  for (let i = 0; i < text.length; i += 7) b.push(text.slice(i, i + 7));
+  const lines = b.blocks.flatMap((x) => x.lines);
+  const bytes = new TextEncoder().encode(text);
+  for (const l of lines) {
+    const rest = new TextDecoder().decode(bytes.slice(l.at));
+    assert.ok(rest.startsWith(l.spans.map((s) => s.text).join("")), `line at ${l.at}`);
+  }
+  assert.equal(lines.at(-1).at, bytes.length - utf8Length("apply 😀\n"));
+  assert.equal(b.blocks[1].prevAt, b.blocks[0].lines.at(-1).at);
+  assert.equal(b.blocks[0].prevAt, -1);
 });
 
 const who = (subject, memberships) => ({ subject, memberships });
@@ -100,29 +116,29 @@ test("roles hold on the group and below", () => {
 });
 
 test("four eyes: the requester may discard but not approve; another deployer may approve", () => {
-  let r = jobRights(awaiting, null, who("alice", [{ group: "acme", role: "deployer" }]));
+  let r = jobRights(awaiting, who("alice", [{ group: "acme", role: "deployer" }]));
   assert.deepEqual([r.approve, r.discard, r.cancel], [false, true, true]);
   assert.match(r.why[0], /four eyes/);
-  r = jobRights(awaiting, null, who("bob", [{ group: "acme", role: "deployer" }]));
+  r = jobRights(awaiting, who("bob", [{ group: "acme", role: "deployer" }]));
   assert.deepEqual([r.approve, r.why.length], [true, 0]);
-  r = jobRights({ ...awaiting, review: { four_eyes: false } }, null, who("alice", [{ group: "", role: "owner" }]));
+  r = jobRights({ ...awaiting, review: { four_eyes: false } }, who("alice", [{ group: "", role: "owner" }]));
   assert.equal(r.approve, true);
-  // A job recorded without its review reads four eyes from the environment.
-  r = jobRights({ ...awaiting, review: undefined }, { approval: "required", four_eyes: true }, who("alice", [{ group: "acme", role: "owner" }]));
-  assert.equal(r.approve, false);
+  // Four eyes is the job's, taken at submit: a job without it may be approved by its requester.
+  r = jobRights({ ...awaiting, review: undefined }, who("alice", [{ group: "acme", role: "owner" }]));
+  assert.equal(r.approve, true);
 });
 
 test("a viewer may not decide or cancel; a review-level deny needs manage to approve", () => {
-  let r = jobRights(awaiting, null, who("bob", [{ group: "acme", role: "viewer" }]));
+  let r = jobRights(awaiting, who("bob", [{ group: "acme", role: "viewer" }]));
   assert.deepEqual([r.approve, r.discard, r.cancel], [false, false, false]);
   assert.match(r.why[0], /deployer role/);
   const policy = { sets: [{ set: "s", enforcement: "review", deny: ["no"], warn: [] }] };
-  r = jobRights({ ...awaiting, policy }, null, who("bob", [{ group: "acme", role: "deployer" }]));
+  r = jobRights({ ...awaiting, policy }, who("bob", [{ group: "acme", role: "deployer" }]));
   assert.equal(r.approve, false);
   assert.match(r.why[0], /maintainer/);
-  r = jobRights({ ...awaiting, policy }, null, who("bob", [{ group: "acme", role: "maintainer" }]));
+  r = jobRights({ ...awaiting, policy }, who("bob", [{ group: "acme", role: "maintainer" }]));
   assert.equal(r.approve, true);
-  r = jobRights({ ...awaiting, state: "succeeded" }, null, who("bob", [{ group: "acme", role: "owner" }]));
+  r = jobRights({ ...awaiting, state: "succeeded" }, who("bob", [{ group: "acme", role: "owner" }]));
   assert.deepEqual([r.approve, r.discard, r.cancel], [false, false, false]);
 });
 
@@ -152,4 +168,13 @@ test("a policy set's outcome", () => {
   assert.equal(setOutcome({ deny: [], warn: ["w"] }), "warned");
   assert.equal(setOutcome({ deny: ["d"], warn: ["w"] }), "denied");
   assert.equal(setOutcome({ deny: [], warn: [], error: "timeout" }), "denied");
+});
+
+test("a value shows control characters as visible pictures and anything but a string as compact JSON", () => {
+  assert.equal(valueText("\x1b[31mred\x07"), "\u241b[31mred\u2407");
+  assert.equal(valueText("a\tb\nc"), "a\tb\nc");
+  assert.equal(valueText("c1\u009bx"), "c1\ufffdx");
+  assert.equal(valueText({ a: [1, "<i>"] }), '{"a":[1,"<i>"]}');
+  assert.equal(valueText(null), "null");
+  assert.equal(valueText("x".repeat(5000)).length, 4001);
 });

@@ -90,11 +90,23 @@ async fn a_hostile_configuration_value_is_escaped() {
     let mut config = ConsoleConfig::oidc("https://issuer.example", hostile, "aud");
     let (_, _, body) = send(config.clone(), "GET", "/").await;
     assert!(!body.contains("<script>alert(1)"), "{body}");
-    assert!(!body.contains("\"><"), "{body}");
     assert!(
-        body.contains("&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#39;&amp;"),
+        body.contains("\\&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#39;&amp;"),
         "{body}"
     );
+    // The attribute holds exactly the configuration: unescaped, it is the JSON back.
+    let start = body
+        .find("name=\"sortie-console\" content=\"")
+        .expect("the meta tag")
+        + "name=\"sortie-console\" content=\"".len();
+    let attr = &body[start..start + body[start..].find('"').unwrap()];
+    let unescaped = attr
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    assert_eq!(unescaped, config.to_json());
     // Nor does a hostile issuer reach the policy header.
     if let ConsoleMode::Oidc(oidc) = &mut config.mode {
         oidc.issuer = "https://a.example; script-src *".into();

@@ -289,6 +289,12 @@ async fn state_versions_name_their_writer_and_a_version_is_redacted() {
         Some(&own.job_id),
         "B's apply has not ended"
     );
+    assert!(
+        list.versions
+            .iter()
+            .all(|v| v.matched_by == sortie_core::state_version::MatchedBy::Time),
+        "B's apply recorded no state: matched by time"
+    );
 
     let page =
         s.w.jobs

@@ -321,4 +321,35 @@ mod tests {
         }
         assert!(check_setting(&at(Duration::minutes(-5)), &limits, 3600, now).is_err());
     }
+
+    #[tokio::test]
+    async fn a_created_ttl_counts_from_the_creation_not_a_relink() {
+        use sortie_store::EnvironmentStore;
+        let w = crate::testing::World::new().await;
+        let mut env = w.environment("acme/payments/review").await;
+        env.settings.ttl = Some("2d".into());
+        let created = w.store.update_environment(&env, None).await.unwrap();
+        let born = created.item.created_at.expect("set by the create");
+        // A relink (`refresh-runner`) a day later keeps the creation, and so the end.
+        let mut link = env.runner.clone();
+        link.linked_at = born + Duration::days(1);
+        let relinked = w
+            .store
+            .relink_environment(&env.path, &link, None)
+            .await
+            .unwrap()
+            .item;
+        let limits = ExpiryLimits::default();
+        assert_eq!(relinked.created(), born);
+        assert_eq!(end_of(&relinked, &limits), Some(born + Duration::days(2)));
+        // A record from before `created_at`: its runner link's time, as before.
+        let old = EnvironmentRecord {
+            created_at: None,
+            ..relinked
+        };
+        assert_eq!(
+            end_of(&old, &limits),
+            Some(link.linked_at + Duration::days(2))
+        );
+    }
 }

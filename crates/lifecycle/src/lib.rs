@@ -16,6 +16,8 @@ mod engine;
 mod env_life_tests;
 mod environments;
 pub mod expiry;
+#[cfg(test)]
+mod expiry_tests;
 mod gate;
 mod jobs;
 mod locks;

@@ -2,7 +2,8 @@
 //! `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads` (a presigned URL, then
 //! the bytes go straight to S3: [`ApiClient::send_upload`]) and
 //! `PUT /v1/jobs/{id}/upload-problems`, `PUT /v1/jobs/{id}/tool` (the tool and version
-//! it runs, [`ApiClient::report_tool`]) and, last, when the spec asks for it,
+//! it runs, [`ApiClient::report_tool`]), `PUT /v1/jobs/{id}/state` (the state it wrote,
+//! [`ApiClient::report_state`]) and, last, when the spec asks for it,
 //! `POST /v1/jobs/{id}/events` ([`ApiClient::report_exit`]). The second phase of a
 //! reviewed job also downloads its saved plan from a presigned URL
 //! ([`ApiClient::download_presigned`]), without the job token.

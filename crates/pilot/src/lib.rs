@@ -32,7 +32,10 @@
 //!    refused before anything is applied ([`guard::apply_refusal`]);
 //! 6. uploads the plan (when nothing was applied), a change summary ([`summary`]; with
 //!    `has_changes` for a drift check) and, after an apply, the outputs (sensitive values
-//!    redacted), and reports the summary to the API;
+//!    redacted), and reports the summary to the API; after an apply or a destroy (also a
+//!    failed one) and after a restore's push, it reports the state's serial and lineage
+//!    (`PUT /v1/jobs/{id}/state`, from `terraform state pull`): what matches a state version
+//!    to the job that wrote it;
 //!    every upload goes through a URL the API presigns for this job ([`upload`]):
 //!    the pilot holds no credentials for the control plane's bucket, and a failed
 //!    upload is reported to the API (`upload_problems`), never a failed job;

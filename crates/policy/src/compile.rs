@@ -52,6 +52,12 @@ impl CompiledSet {
     pub fn on_vm(&self) -> bool {
         self.program.is_some()
     }
+
+    /// The same set, run on the interpreter (to compare the two engines' results).
+    pub fn on_interpreter(mut self) -> Self {
+        self.program = None;
+        self
+    }
 }
 
 /// Parses and analyses every module of `set` (Rego v1). The first error names its

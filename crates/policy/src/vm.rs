@@ -25,11 +25,11 @@ pub const MAX_CHAIN: usize = 32;
 /// the set must run on the interpreter.
 pub(crate) fn program(engine: &Engine, rules: &[String]) -> Option<Arc<Program>> {
     let first = rules.first()?;
-    if !acyclic_and_shallow(engine) {
-        return None;
-    }
     // On a copy: compiling for an entry point changes the engine's settings.
     let mut engine = engine.clone();
+    if !acyclic_and_shallow(&mut engine) {
+        return None;
+    }
     let entry: Rc<str> = first.as_str().into();
     let compiled = engine.compile_with_entrypoint(&entry).ok()?;
     let entries: Vec<&str> = rules.iter().map(String::as_str).collect();
@@ -38,7 +38,7 @@ pub(crate) fn program(engine: &Engine, rules: &[String]) -> Option<Arc<Program>>
 
 /// True when no rule (or function) can reach itself through the names its text mentions,
 /// and no chain of such references is longer than [`MAX_CHAIN`].
-fn acyclic_and_shallow(engine: &Engine) -> bool {
+fn acyclic_and_shallow(engine: &mut Engine) -> bool {
     // Every rule and function by the last segment of its path, with its text.
     let mut texts: Vec<(String, String)> = Vec::new();
     for module in engine.get_modules().iter() {

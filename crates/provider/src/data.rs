@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::{segment, Api};
 use crate::error::Error;
-use crate::schema::{attr, string_map, string_set, Block, Mode, Ty};
+use crate::schema::{attr, string_list, string_map, string_set, Block, Mode, Ty};
 
 /// A data source type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +52,14 @@ impl DataKind {
                     attr("tags", string_set(), Computed, "Its tags."),
                     attr("runner_id", s.clone(), Computed, "The runner it is linked to."),
                     attr("rule_id", s.clone(), Computed, "The rule that picked the runner."),
-                    attr("why", s, Computed, "Why that rule won, in Sortie's words."),
+                    attr("why", s.clone(), Computed, "Why that rule won, in Sortie's words."),
+                    attr("expires_at", s.clone(), Computed, "When it expires, if it was given an end (`expires_at`, or an extension)."),
+                    attr("ttl", s, Computed, "Its time to live, if it has one."),
+                    attr("upstream", string_list(), Computed, "The environments whose applies trigger runs here (its `triggers`)."),
+                    attr("downstream", string_list(), Computed, "The environments an apply here triggers (their `triggers` name it), sorted by path: the first 100."),
                 ],
                 blocks: vec![],
-                description: "An environment, its runner and why.",
+                description: "An environment, its runner and why, and the environments its runs follow and lead.",
             },
             DataKind::EnvironmentOutputs => Block {
                 attrs: vec![
@@ -110,6 +114,13 @@ impl DataKind {
                     .await
                     .map(|a| a.body["resolution"]["why"].clone())
                     .unwrap_or(Value::Null);
+                let triggers = api
+                    .get(&format!(
+                        "/v1/environments/{}/-/triggers?limit=100",
+                        segment(&path)
+                    ))
+                    .await?
+                    .body;
                 Ok(json!({
                     "path": path,
                     "env_type": v["env_type"],
@@ -118,6 +129,10 @@ impl DataKind {
                     "runner_id": v["runner"]["runner_id"],
                     "rule_id": v["runner"]["rule_id"],
                     "why": why,
+                    "expires_at": v["expires_at"],
+                    "ttl": v["ttl"],
+                    "upstream": triggers["upstream"],
+                    "downstream": triggers["downstream"],
                 }))
             }
             DataKind::EnvironmentOutputs => {

@@ -17,6 +17,17 @@ pub const API_URL: &str = "SORTIE_API_URL";
 pub const DEV_IDENTITY: &str = "SORTIE_DEV_IDENTITY";
 /// Comma-separated JWT subjects that are system administrators (optional; read by `api`).
 pub const ADMIN_SUBJECTS: &str = "SORTIE_ADMIN_SUBJECTS";
+/// The console's OAuth client id (optional; read by `api`): empty, the console says sign-in
+/// is not configured.
+pub const CONSOLE_CLIENT_ID: &str = "SORTIE_CONSOLE_CLIENT_ID";
+/// The console's token endpoint, when its origin is not the issuer's (optional; read by `api`).
+pub const CONSOLE_TOKEN_ENDPOINT: &str = "SORTIE_CONSOLE_TOKEN_ENDPOINT";
+/// The issuer API Gateway's JWT authorizer trusts, which the console signs in against
+/// (optional; read by `api`).
+pub const JWT_ISSUER: &str = "SORTIE_JWT_ISSUER";
+/// The audiences that authorizer accepts, comma separated; the console asks for the first
+/// (optional; read by `api`).
+pub const JWT_AUDIENCE: &str = "SORTIE_JWT_AUDIENCE";
 
 /// One function and the variables it reads.
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +48,13 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
         name: "api",
         logical_id: "ApiFunction",
         required: &[TABLE, JOBS_QUEUE_URL, BUCKET],
-        optional: &[ADMIN_SUBJECTS],
+        optional: &[
+            ADMIN_SUBJECTS,
+            CONSOLE_CLIENT_ID,
+            CONSOLE_TOKEN_ENDPOINT,
+            JWT_ISSUER,
+            JWT_AUDIENCE,
+        ],
     },
     FunctionEnv {
         name: "dispatch",

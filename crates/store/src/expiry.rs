@@ -71,8 +71,10 @@ pub trait ExpiryStore: Send + Sync {
     async fn set_expiry(&self, path: &EnvPath, expires_at: DateTime<Utc>)
         -> Result<(), StoreError>;
     /// The entry of `path`, if it is on the due list.
-    async fn get_expiry(&self, path: &EnvPath)
-        -> Result<Option<Versioned<ExpiryEntry>>, StoreError>;
+    async fn get_expiry(
+        &self,
+        path: &EnvPath,
+    ) -> Result<Option<Versioned<ExpiryEntry>>, StoreError>;
     /// Takes `path` off the due list (nothing when it is not on it).
     async fn remove_expiry(&self, path: &EnvPath) -> Result<(), StoreError>;
     /// The entries due at or before `now`, earliest first, at most `limit` (at most
@@ -86,8 +88,7 @@ pub trait ExpiryStore: Send + Sync {
     ) -> Result<ExpiryPage, StoreError>;
     /// Replaces an entry on condition that its version is still `expected`: `false` (and
     /// nothing written) when another writer changed or removed it first.
-    async fn update_expiry(&self, entry: &ExpiryEntry, expected: u64)
-        -> Result<bool, StoreError>;
+    async fn update_expiry(&self, entry: &ExpiryEntry, expected: u64) -> Result<bool, StoreError>;
     /// Sets (or, with `None`, clears) an environment's `destroyed` mark without bumping its
     /// version; `NotFound` when it is missing.
     async fn mark_destroyed(

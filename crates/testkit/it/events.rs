@@ -58,6 +58,7 @@ fn every_sample_is_json_and_is_checked_here() {
     known.insert("sqs-batch.json");
     known.insert("schedule-tick.json");
     known.insert(ARRAY_CLAIM);
+    known.insert(CONSOLE_INDEX);
     let mut found = BTreeSet::new();
     for entry in std::fs::read_dir(events_dir()).expect("events/ exists") {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
@@ -356,4 +357,19 @@ fn the_array_claim_sample_is_an_http_api_request_with_a_bracketed_claim() {
         .find(|v| v.starts_with('[') && v.ends_with(']'))
         .unwrap_or_else(|| panic!("an array claim in its bracketed form: {claims:?}"));
     assert!(bracketed.contains(' '), "{bracketed}");
+}
+
+/// A browser opening the console: `GET /` on its own route, without the JWT authorizer.
+const CONSOLE_INDEX: &str = "apigw-console-index.json";
+
+#[test]
+fn the_console_sample_is_an_anonymous_get_of_the_console_route() {
+    let req = apigw(CONSOLE_INDEX);
+    assert_eq!(req.version.as_deref(), Some("2.0"));
+    assert_eq!(req.route_key.as_deref(), Some("GET /"));
+    assert_eq!(req.raw_path.as_deref(), Some("/"));
+    assert_eq!(req.request_context.http.method.as_str(), "GET");
+    assert!(sortie_api::console::GATEWAY_ROUTES.contains(&("GET", "/")));
+    assert!(req.request_context.authorizer.is_none());
+    assert!(!req.headers.contains_key("authorization"));
 }

@@ -354,6 +354,19 @@ fn the_variables_point_at_the_resources_they_name() {
                         f.logical_id
                     );
                 }
+                v if v == sortie_settings::JWT_ISSUER => {
+                    assert_eq!(ref_target(value), Some("JwtIssuer"), "{var}")
+                }
+                v if v == sortie_settings::JWT_AUDIENCE => assert!(
+                    format!("{value:?}").contains("JwtAudience"),
+                    "{var} must be the JwtAudience parameter"
+                ),
+                v if v == sortie_settings::CONSOLE_CLIENT_ID => {
+                    assert_eq!(ref_target(value), Some("ConsoleClientId"), "{var}")
+                }
+                v if v == sortie_settings::CONSOLE_TOKEN_ENDPOINT => {
+                    assert_eq!(ref_target(value), Some("ConsoleTokenEndpoint"), "{var}")
+                }
                 v if v == API_URL => {
                     let text = format!("{value:?}");
                     assert!(
@@ -728,6 +741,13 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
         .filter(|r| r.auth() != sortie_api::Auth::User)
         .map(|r| (r.method_and_path().0.to_string(), template_path(*r)))
         .collect();
+    // The console's page and hashed assets: public GET routes outside the route table.
+    let console: Vec<(String, String)> = sortie_api::console::GATEWAY_ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert!(console.iter().all(|(m, _)| m == "GET"), "{console:?}");
+    let unguarded: Vec<(String, String)> = unguarded.into_iter().chain(console.clone()).collect();
     let mut missing = unguarded.clone();
     for (name, event) in events(&t, "ApiFunction") {
         assert_eq!(string(at(event, &["Type"]), name), "HttpApi");
@@ -757,6 +777,10 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
     assert!(
         missing.is_empty(),
         "routes without a user's JWT that the authorizer would block: {missing:?}"
+    );
+    assert!(
+        console.iter().all(|r| !missing.contains(r)),
+        "the console's routes must be GET routes without the JWT authorizer: {missing:?}"
     );
 }
 

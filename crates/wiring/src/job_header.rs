@@ -70,13 +70,7 @@ impl Intercept for JobHeader {
                 .load::<Metadata>()
                 .map(|m| format!("{}.{}", m.service(), m.name()))
                 .unwrap_or_default();
-            let at = began
-                .at
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or_default();
-            let took_ms = began.clock.elapsed().as_secs_f64() * 1000.0;
-            tracing::debug!(job_id = %began.job, %op, began = at, took_ms, "aws call");
+            log_call(&began.job, &op, began.at, began.clock.elapsed());
         }
         Ok(())
     }
@@ -94,7 +88,86 @@ impl Intercept for JobHeader {
     }
 }
 
+/// Logs one AWS call made for `job` (the `aws call` debug line): by the interceptor, and by
+/// `sortie dev`'s queue poller for the jobs a receive handed out.
+pub fn log_call(job: &str, op: &str, began: std::time::SystemTime, took: std::time::Duration) {
+    let at = began
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let took_ms = took.as_secs_f64() * 1000.0;
+    tracing::debug!(job_id = %job, %op, began = at, took_ms, "aws call");
+}
+
 /// Whether requests go to a local AWS (`AWS_ENDPOINT_URL` set): only then is the header added.
 pub fn local_aws() -> bool {
     std::env::var_os("AWS_ENDPOINT_URL").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use sortie_store::on_behalf::for_job;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The head of the one request a GetItem sends (inside `for_job` when `job` is given)
+    /// to a listener on loopback, which answers 400.
+    async fn head_of_a_get_item(job: Option<&str>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                let n = sock.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let _ = sock
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            String::from_utf8_lossy(&head).to_lowercase()
+        });
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .endpoint_url(url)
+            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+            .interceptor(JobHeader)
+            .build();
+        let client = aws_sdk_dynamodb::Client::from_conf(config);
+        let call = client
+            .get_item()
+            .table_name("t")
+            .key("pk", AttributeValue::S("ENV#acme/e1".into()))
+            .send();
+        let answer = match job {
+            Some(job) => for_job(job, call).await,
+            None => call.await,
+        };
+        assert!(answer.is_err(), "the listener answers 400");
+        server.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_made_for_a_job_names_it_in_a_header_and_no_other_does() {
+        let id = "01jabcdefghjkmnpqrstvwxyz0";
+        let head = head_of_a_get_item(Some(id)).await;
+        assert!(
+            head.contains(&format!("\r\n{JOB_HEADER}: {id}\r\n")),
+            "the job's header is sent: {head}"
+        );
+        assert!(head.contains("x-amz-target: dynamodb_20120810.getitem"));
+        let head = head_of_a_get_item(None).await;
+        assert!(!head.contains(JOB_HEADER), "no job, no header: {head}");
+    }
 }

@@ -48,6 +48,8 @@ pub struct Resources {
     pub admin_subjects: Vec<String>,
     /// The sweep's timing (the defaults in the functions; `sortie dev` may shorten them).
     pub sweep: SweepSettings,
+    /// How the console signs in: OIDC in the `api` function, local tokens in `sortie dev`.
+    pub console: sortie_api::ConsoleConfig,
 }
 
 impl Resources {
@@ -75,8 +77,37 @@ impl Resources {
                 .filter(|s| !s.is_empty())
                 .collect(),
             sweep: SweepSettings::default(),
+            console: console_config(function),
         })
     }
+}
+
+/// The console's OIDC sign-in from the function's variables (the authorizer's issuer and
+/// first audience, the client id and token endpoint): the local sign-in when the function
+/// does not read them.
+fn console_config(function: &FunctionEnv) -> sortie_api::ConsoleConfig {
+    if !function
+        .optional
+        .contains(&sortie_settings::CONSOLE_CLIENT_ID)
+    {
+        return sortie_api::ConsoleConfig::local();
+    }
+    let read = |variable: &'static str| read_if_listed(function, variable).unwrap_or_default();
+    let audience = read(sortie_settings::JWT_AUDIENCE);
+    let audience = audience
+        .split(',')
+        .map(str::trim)
+        .next()
+        .unwrap_or_default();
+    let mut config = sortie_api::ConsoleConfig::oidc(
+        read(sortie_settings::JWT_ISSUER),
+        read(sortie_settings::CONSOLE_CLIENT_ID).trim(),
+        audience,
+    );
+    if let sortie_api::console::ConsoleMode::Oidc(oidc) = &mut config.mode {
+        oidc.token_endpoint = read_if_listed(function, sortie_settings::CONSOLE_TOKEN_ENDPOINT);
+    }
+    config
 }
 
 /// A variable's value, only if the function lists it (so a function never depends on a
@@ -334,6 +365,12 @@ impl Composition {
                     config.clone(),
                 )) as _,
                 None => Arc::new(sortie_launch::state_history::MemoryStateHistory::default()) as _,
+            },
+            // `sortie dev` signs in with the tokens it prints, whatever the resources say.
+            console: if dev_identity {
+                sortie_api::ConsoleConfig::local()
+            } else {
+                self.resources.console.clone()
             },
         })
     }

@@ -232,7 +232,9 @@ pub(crate) async fn set_group_expiry(
         .environments()
         .set_group_expiry(&group, &limits)
         .await?;
-    Ok(Reply::ok(group_view(&state, &group, Some(refreshed)).await?))
+    Ok(Reply::ok(
+        group_view(&state, &group, Some(refreshed)).await?,
+    ))
 }
 
 /// Reads a group's expiry limits, and those in force below it.

@@ -19,6 +19,14 @@ pub(crate) async fn health() -> Json<Health> {
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
     responses((status = 200, description = "The OpenAPI document", body = OpenApiDocument),
         (status = "default", description = "Any error, in the error envelope: the API answers 200 whenever it runs, so an error comes from in front of it (a throttle, a failed function)", body = ErrorBody)))]
-pub(crate) async fn openapi_json() -> Json<serde_json::Value> {
-    Json(crate::openapi())
+pub(crate) async fn openapi_json() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    // Built and serialised once per process: the document is a constant of the build.
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text: &'static str = DOCUMENT.get_or_init(|| crate::openapi().to_string());
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response()
 }

@@ -14,8 +14,8 @@ use super::Route;
 use crate::error::ApiError;
 use crate::AppState;
 
-/// The router of [`Route::ALL`], behind the `/-/` rewrite. Every answer of a route
-/// carries that [`Route`] in its extensions.
+/// The router of [`Route::ALL`], behind the `/-/` rewrite, plus the console's routes.
+/// Every answer of a route carries that [`Route`] in its extensions.
 pub(crate) fn build(state: AppState) -> axum::Router {
     let mut templates: BTreeMap<&'static str, (MethodRouter<AppState>, Vec<String>)> =
         BTreeMap::new();
@@ -47,9 +47,14 @@ pub(crate) fn build(state: AppState) -> axum::Router {
         );
         inner = inner.route(template, methods);
     }
+    let console = sortie_console::router(state.console.clone());
     let inner = inner.fallback(not_found).with_state(state);
     let rewritten = tower::util::MapRequestLayer::new(separator::rewrite).layer(inner);
-    axum::Router::new().fallback_service(rewritten)
+    // The console's `/` and `/assets/{hash}/{*path}` first (outside the route table and the
+    // OpenAPI document); every other path goes through the rewrite to the v1 routes.
+    axum::Router::new()
+        .merge(console)
+        .fallback_service(rewritten)
 }
 
 async fn not_found(Extension(OriginalPath(path)): Extension<OriginalPath>) -> ApiError {

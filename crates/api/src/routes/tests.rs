@@ -97,6 +97,7 @@ async fn app() -> axum::Router {
         public_url: None,
         agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
         state_history: Arc::new(sortie_launch::state_history::MemoryStateHistory::default()),
+        console: Default::default(),
     })
 }
 

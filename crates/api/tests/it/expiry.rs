@@ -166,3 +166,153 @@ async fn extend_moves_the_end_up_to_the_maximum_and_needs_deploy() {
     .await;
     assert_eq!(r.status, 409, "{}", r.body);
 }
+
+#[tokio::test]
+async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
+    let api = with_max(14).await;
+    api.grant("acme", Role::Deployer, "alice").await;
+    let put = |who: &'static str, path: &'static str, body: serde_json::Value| {
+        let api = &api;
+        async move {
+            let body = body.to_string();
+            api.call(Some(who), "PUT", path, Some(&body), &[]).await
+        }
+    };
+    // A deployer may not set them.
+    let r = put(
+        "alice",
+        "/v1/groups/acme/team/-/expiry",
+        json!({"max_ttl": "7d"}),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    // Field problems are 400s naming the field.
+    let r = put(
+        "admin",
+        "/v1/groups/acme/team/-/expiry",
+        json!({"max_ttl": "soon"}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "max_ttl");
+    let r = put(
+        "admin",
+        "/v1/groups/acme/team/-/expiry",
+        json!({"default_ttl": "10d", "max_ttl": "7d"}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["error"]["fields"][0]["path"], "default_ttl");
+    let r = put(
+        "admin",
+        "/v1/groups/acme/team/-/expiry",
+        json!({"ttl": "1d"}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // An environment below with no TTL of its own gets the new default.
+    let r = post(
+        &api,
+        "admin",
+        "/v1/groups/acme/team/-/environments",
+        json!({"name": "web", "env_type": "dev"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = put(
+        "admin",
+        "/v1/groups/acme/team/-/expiry",
+        json!({"default_ttl": "3d", "max_ttl": "30d"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["default_ttl"], "3d");
+    assert_eq!(r.body["max_ttl"], "30d");
+    // The organisation's 14 days hold below it: the smallest maximum wins.
+    assert_eq!(r.body["inherited"]["max_ttl"], "14d");
+    assert_eq!(r.body["inherited"]["default_ttl"], "3d");
+    assert_eq!(r.body["refreshed"], 1);
+    let path = sortie_core::EnvPath::parse("acme/team/web").unwrap();
+    let entry = sortie_store::ExpiryStore::get_expiry(api.store.as_ref(), &path)
+        .await
+        .unwrap()
+        .expect("on the due list");
+    let left = entry.item.expires_at - Utc::now();
+    assert!(left <= Duration::days(3) && left > Duration::days(3) - Duration::minutes(1));
+
+    // Anyone who can read the group reads them.
+    let r = api
+        .call(
+            Some("alice"),
+            "GET",
+            "/v1/groups/acme/team/-/expiry",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["default_ttl"], "3d");
+    assert!(r.body.get("refreshed").is_none());
+    let r = api
+        .call(Some("alice"), "GET", "/v1/groups/acme/-/expiry", None, &[])
+        .await;
+    assert_eq!(r.body["max_ttl"], "14d", "{}", r.body);
+}
+
+#[tokio::test]
+async fn an_environment_marked_destroyed_refuses_jobs_until_extended() {
+    let api = with_max(7).await;
+    let at = Utc::now() + Duration::days(2);
+    let r = post(
+        &api,
+        "admin",
+        "/v1/groups/acme/pay/-/environments",
+        json!({"name": "a", "env_type": "dev", "expires_at": at.to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let path = sortie_core::EnvPath::parse("acme/pay/a").unwrap();
+    let mark = sortie_core::expiry::Destroyed {
+        at: Utc::now(),
+        job_id: Some("01destroy".into()),
+        expired_at: at,
+    };
+    sortie_store::ExpiryStore::mark_destroyed(api.store.as_ref(), &path, Some(&mark))
+        .await
+        .unwrap();
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .await;
+    assert_eq!(env.body["destroyed"]["job_id"], "01destroy", "{}", env.body);
+    let job = json!({"operation": "plan", "source": {"type": "inline", "files": {"main.tf": ""}}});
+    let r = post(
+        &api,
+        "admin",
+        "/v1/environments/acme/pay/a/-/jobs",
+        job.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "destroyed");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("extend"),
+        "{}",
+        r.body
+    );
+    let r = post(
+        &api,
+        "admin",
+        "/v1/environments/acme/pay/a/-/extend",
+        json!({"by": "1d"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let env = api
+        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .await;
+    assert!(env.body.get("destroyed").is_none(), "{}", env.body);
+}

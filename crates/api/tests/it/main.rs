@@ -3,6 +3,7 @@
 mod api;
 mod blank_text;
 mod common;
+mod console;
 mod encoded_paths;
 mod env_life;
 mod expiry;

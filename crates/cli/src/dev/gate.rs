@@ -9,7 +9,8 @@ use serde_json::json;
 /// The issuer of `sortie dev`'s named users.
 pub const DEV_USER_ISSUER: &str = "sortie:local-dev-user";
 
-/// Lets through health, the OpenAPI document and the runner routes (which carry job tokens);
+/// Lets through the console (`GET`/`HEAD` of `/` and `/assets/…`), health, the OpenAPI
+/// document and the runner routes (which carry job tokens);
 /// everything else needs the development token (`expected` is `Bearer <token>`), the
 /// scheme matched in any case. A refusal is 401 with `WWW-Authenticate: Bearer`, plus
 /// `error="invalid_token"` when a bearer token was sent but is not the development one.
@@ -23,8 +24,15 @@ pub(super) async fn dev_token_gate(
     next: Next,
 ) -> Response {
     let path = req.uri().path();
+    // The console's page and assets are public (GET and HEAD only): it signs in itself,
+    // and its API calls carry the token.
+    let console = matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    ) && (path == "/" || path.starts_with("/assets/"));
     // The runner routes, from the route table: `/v1/jobs/{id}/<tail>`.
-    let open = path == "/v1/health"
+    let open = console
+        || path == "/v1/health"
         || path == "/v1/openapi.json"
         || (path.starts_with("/v1/jobs/")
             && sortie_api::Route::ALL

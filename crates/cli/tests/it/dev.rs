@@ -43,6 +43,11 @@ pub(crate) struct Names {
 }
 
 impl Names {
+    /// The EventBridge bus's name.
+    pub(crate) fn bus(&self) -> &str {
+        &self.bus
+    }
+
     pub(crate) fn fresh() -> Self {
         Self {
             table: sortie_testkit::unique("sortie-dev"),
@@ -1064,7 +1069,7 @@ pub(crate) fn try_read_state(bucket: &str, key: &str) -> Option<Value> {
 
 /// Makes the environment's next drift check due now, as if its time had come: the
 /// sweeper (every second under test) fires it on its next pass.
-fn make_drift_due(dev: &Dev, path: &str) {
+pub(crate) fn make_drift_due(dev: &Dev, path: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let ddb = sortie_testkit::dynamodb_client(&sortie_testkit::sdk_config().await);
@@ -1148,7 +1153,7 @@ fn wait_last_apply(dev: &Dev, path: &str, job: &str) -> Value {
     }
 }
 
-fn wait_drift(dev: &Dev, path: &str, not_job: Option<&str>) -> Value {
+pub(crate) fn wait_drift(dev: &Dev, path: &str, not_job: Option<&str>) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let env = dev.ok("GET", &format!("/v1/environments/{path}"), None);

@@ -89,12 +89,12 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
     );
     let source = write_config(&dev.dir.join("app"), STATE_TF);
     let first = run(&dev, "apply", "acme/app", &source, &["size=small"]);
-    succeeded(&dev, &first);
-    // S3 gives a version's time to the second: the next job starts in a later second, so
-    // each version is credited to the job that wrote it (the documented limit).
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let first_job = succeeded(&dev, &first);
+    // No pause: the second apply may start within the second of the first's last write (S3
+    // stamps a version to the second). Each version is credited by the serial and lineage
+    // its job recorded, not by time.
     let second = run(&dev, "apply", "acme/app", &source, &["size=large"]);
-    succeeded(&dev, &second);
+    let second_job = succeeded(&dev, &second);
 
     let list = dev.api("GET", "/v1/environments/acme/app/-/state-versions", None);
     let versions = list["versions"].as_array().unwrap();
@@ -113,6 +113,15 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
     let first_version = by(&first)[0];
     assert!(first_version["serial"].as_u64().unwrap() < versions[0]["serial"].as_u64().unwrap());
     assert_eq!(first_version["lineage"], versions[0]["lineage"]);
+    // Each job recorded the state it ended with, and its version is matched by it.
+    for (job, version) in [(&first_job, first_version), (&second_job, &versions[0])] {
+        assert_eq!(
+            job["state_written"]["serial"], version["serial"],
+            "{job}\n{list:#}"
+        );
+        assert_eq!(job["state_written"]["lineage"], version["lineage"], "{job}");
+        assert_eq!(version["matched_by"], "serial", "{list:#}");
+    }
     let version = first_version["version_id"].as_str().unwrap().to_string();
 
     // One version: nothing sensitive in it, the rest as written.
@@ -130,9 +139,8 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
         "{table:?}"
     );
 
-    // The restore of the first: a job that writes it back, then plans the difference
-    // (started in a later second than the second apply's write, as above).
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // The restore of the first: a job that writes it back, then plans the difference (no
+    // pause here either: it may start within the second of the second apply's write).
     let out: common::Out = common::sortie(
         &dev,
         &[
@@ -171,6 +179,22 @@ fn two_applies_make_two_versions_and_a_restore_plans_the_difference() {
         newest["job_id"],
         json!(id),
         "the restore wrote the newest: {after:#}"
+    );
+    assert_eq!(newest["matched_by"], "serial", "{after:#}");
+    // The versions before it keep their writers.
+    let writer_of = |v: &str| {
+        after["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["version_id"] == v)
+            .map(|x| x["job_id"].clone())
+    };
+    assert_eq!(writer_of(&version), Some(json!(first)), "{after:#}");
+    assert_eq!(
+        writer_of(versions[0]["version_id"].as_str().unwrap()),
+        Some(json!(second)),
+        "{after:#}"
     );
 }
 

@@ -2,10 +2,12 @@
 
 mod cli;
 mod common;
+mod console;
 mod data_dir;
 mod dev;
 mod env_life;
 mod expiry;
+mod expiry_e2e;
 mod first_hour;
 mod follow;
 mod grammar;
@@ -13,6 +15,7 @@ mod implicit_source;
 mod interrupt;
 mod locks;
 mod plan;
+mod policy_e2e;
 mod policy_gate;
 mod policy_test;
 mod sensitive;

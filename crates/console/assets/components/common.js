@@ -1,6 +1,6 @@
 // Small pieces the job page's components share; the console-wide ones come from ../ui.js
 // (the shell's), so errors, links and times look the same on every page.
-import { ErrorBanner, envHref, fmtTime, groupHref } from "../ui.js";
+import { ErrorBanner, envHref, fmtTime, groupHref, t } from "../ui.js";
 
 export { envHref, groupHref };
 
@@ -13,10 +13,19 @@ export const when = fmtTime;
 /** The most characters of one value shown; longer ones are cut, marked with `…`. */
 export const VALUE_MAX = 4000;
 
-/** A JSON value as compact text: a string as itself, anything else as compact JSON. */
+/**
+ * An API string as display text: control characters (an ESC from a log pasted into a name)
+ * as their visible Control Pictures, as everywhere in the console (`ui.js` `t`).
+ */
+export const text = (v) => t(v).replace(/[\u0080-\u009f]/g, "\ufffd");
+
+/**
+ * A JSON value as compact text: a string as itself (control characters made visible),
+ * anything else as compact JSON.
+ */
 export function valueText(v) {
   let s;
-  if (typeof v === "string") s = v;
+  if (typeof v === "string") s = text(v);
   else if (v === undefined) s = "";
   else {
     try {

@@ -1,8 +1,9 @@
 // The live log (`GET /v1/jobs/{id}/logs?offset=N`), followed as `sortie job logs -f` does
 // (crates/cli/src/follow/watch.rs): from `next_offset`, every 500 ms while `more`, at once
 // after a big page, stopping when `more` is false (the job ended). Each read of a running
-// job marks it followed, so its pilot ships every second. Errors back off; the loop ends
-// when the page is left.
+// job marks it followed, so its pilot ships every second; a hidden page reads every 30 s,
+// past the follow window, so a forgotten tab lets the pilot slow down. Errors back off;
+// the loop ends when the page is left.
 import { html, Component, useEffect, useLayoutEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
 import { ErrorBox, jobApi } from "./common.js";
@@ -14,6 +15,8 @@ export const POLL_MS = 500;
 export const PAUSED_MS = 3000;
 /** A page at least this big is followed by the next at once. */
 const BIG_PAGE = 1024 * 1024;
+/** The pause while the page is hidden: past the follow window (20 s, `protocol::logs`). */
+export const HIDDEN_MS = 30000;
 /** Failed reads in a row before following gives up. */
 export const MAX_FAILURES = 8;
 /** The longest pause after failures. */
@@ -25,18 +28,31 @@ function Line({ spans }) {
   )}</div>`;
 }
 
-/** A block of lines: renders again only when its lines grew. */
+const phase = () => html`<div class="log-phase" data-test="log-phase" role="separator">apply phase (the approved plan)</div>`;
+
+/**
+ * A block of lines: renders again only when its lines grew or the apply phase's offset
+ * (`phaseAt`, -1 when none) became known; the separator goes before the phase's first line.
+ */
 class Block extends Component {
   shouldComponentUpdate(next) {
-    return next.lines !== this.props.lines || next.n !== this.props.n;
+    const p = this.props;
+    return next.lines !== p.lines || next.n !== p.n || next.phaseAt !== p.phaseAt;
   }
-  render({ lines }) {
-    return html`<div class="log-block">${lines.map((spans) => html`<${Line} spans=${spans} />`)}</div>`;
+  render({ lines, prevAt, phaseAt }) {
+    return html`<div class="log-block">${lines.map((line, i) => {
+      const before = i > 0 ? lines[i - 1].at : prevAt;
+      const starts = phaseAt >= 0 && line.at >= phaseAt && before < phaseAt;
+      return starts ? [phase(), html`<${Line} spans=${line.spans} />`] : html`<${Line} spans=${line.spans} />`;
+    })}</div>`;
   }
 }
 
-/** `[data-test=log]` for job `id`; `state` is the job's state as the page last read it. */
-export function Log({ id, state }) {
+/**
+ * `[data-test=log]` for job `id`; `state` is the job's state as the page last read it,
+ * `applyAt` a reviewed job's `apply_log_offset` (where its apply phase's lines start).
+ */
+export function Log({ id, state, applyAt }) {
   const buf = useRef(null);
   if (buf.current === null) buf.current = new LogBuffer(MAX_LINES);
   const box = useRef(null);
@@ -60,7 +76,7 @@ export function Log({ id, state }) {
     let offset = 0;
     let failures = 0;
     const schedule = (ms) => {
-      if (!stopped) timer = setTimeout(tick, ms);
+      if (!stopped) timer = setTimeout(tick, document.hidden ? Math.max(ms, HIDDEN_MS) : ms);
     };
     async function tick() {
       timer = null;
@@ -100,10 +116,13 @@ export function Log({ id, state }) {
         schedule(0);
       }
     };
+    const onVisible = () => !document.hidden && wake.current && wake.current();
+    document.addEventListener("visibilitychange", onVisible);
     schedule(0);
     return () => {
       stopped = true;
       wake.current = null;
+      document.removeEventListener("visibilitychange", onVisible);
       if (timer !== null) clearTimeout(timer);
     };
   }, [id]);
@@ -135,7 +154,10 @@ export function Log({ id, state }) {
       ? html`<p class="muted" data-test="log-truncated">The first ${b.dropped} lines are not shown: only the last ${MAX_LINES} are kept here.</p>`
       : null}
     <div class="log" data-test="log" ref=${box} onScroll=${onScroll} tabindex="0" role="log" aria-label="Job log">
-      ${b.blocks.map((bl) => html`<${Block} key=${bl.id} lines=${bl.lines} n=${bl.lines.length} />`)}
+      ${b.blocks.map(
+        (bl) => html`<${Block} key=${bl.id} lines=${bl.lines} n=${bl.lines.length} prevAt=${bl.prevAt}
+          phaseAt=${Number.isFinite(applyAt) ? applyAt : -1} />`,
+      )}
       ${b.pendingSpans ? html`<${Line} spans=${b.pendingSpans} />` : null}
       ${b.count === 0 && !b.pendingSpans ? html`<div class="log-empty muted">No log lines yet.</div>` : null}
     </div>

@@ -1,6 +1,6 @@
 // A succeeded apply's outputs (`GET /v1/jobs/{id}/outputs`): sensitive ones never show a value.
 import { html } from "../vendor/preact-htm-standalone.js";
-import { ErrorBox, valueText } from "./common.js";
+import { ErrorBox, text, valueText } from "./common.js";
 
 /** `[data-test=job-outputs]` from an OutputsView (`{outputs: {name: {sensitive, value}}}`). */
 export function Outputs({ view, error, note }) {
@@ -15,7 +15,7 @@ export function Outputs({ view, error, note }) {
       <tbody>
         ${entries.map(
           ([name, o]) => html`<tr data-test="output" data-name=${name}>
-            <th scope="row">${name}</th>
+            <th scope="row">${text(name)}</th>
             <td>
               ${o?.sensitive
                 ? html`<span class="sensitive" data-test="output-sensitive">(sensitive)</span>`

@@ -3,7 +3,7 @@
 // marked with the attributes that force them; no-op resources collapsed.
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
-import { ErrorBox, jobApi, valueText } from "./common.js";
+import { ErrorBox, jobApi, text, valueText } from "./common.js";
 
 /** The order of the groups and how each is titled. */
 export const ACTIONS = [
@@ -49,7 +49,7 @@ function Attr({ change, action }) {
   const showBefore = action !== "create";
   const showAfter = action !== "delete";
   return html`<li class=${`plan-attr${change.forces_replacement ? " plan-attr-forces" : ""}`} data-test="plan-attr" data-name=${path}>
-    <span class="plan-attr-name">${path}</span>:
+    <span class="plan-attr-name">${text(path)}</span>${": "}
     ${showBefore ? html`<span class="plan-before"><${Value} value=${change.before} /></span>` : null}
     ${showBefore && showAfter ? html`<span class="plan-arrow"> → </span>` : null}
     ${showAfter ? html`<span class="plan-after"><${Value} value=${change.after} unknown=${change.after_unknown} /></span>` : null}
@@ -62,7 +62,7 @@ function Resource({ r }) {
   const replacePaths = Array.isArray(r.replace_paths) ? r.replace_paths : [];
   return html`<details class=${`plan-resource plan-${r.action}`} data-test="plan-resource" data-address=${String(r.address ?? "")}>
     <summary>
-      <span class="plan-address">${String(r.address ?? "")}</span>
+      <span class="plan-address">${text(r.address)}</span>
       ${r.action === "replace"
         ? html` <span class="plan-replace" data-test="plan-replace">must be replaced${replacePaths.length > 0 ? ` (forced by ${replacePaths.join(", ")})` : ""}</span>`
         : null}
@@ -123,11 +123,10 @@ export function hasPlan(job) {
   return job.state === "awaiting_approval" || !!job.plan_phase || (job.operation === "plan" && !!job.summary);
 }
 
-/** `[data-test=plan]` of `job`: read again whenever its state changes. */
+/** `[data-test=plan]` of `job`: read once the job has a plan (a job's plan never changes). */
 export function Plan({ job }) {
   const id = job.id;
   const wanted = hasPlan(job);
-  const version = wanted ? job.state : "none";
   const [plan, setPlan] = useState(wanted ? undefined : null);
   const [error, setError] = useState(null);
   useEffect(() => {
@@ -143,7 +142,7 @@ export function Plan({ job }) {
     return () => {
       live = false;
     };
-  }, [id, version]);
+  }, [id, wanted]);
   const absent = plan === null || (plan && plan.available === false);
   return html`<section class="card job-section" data-test="plan">
     <h2>Plan</h2>

@@ -1,7 +1,7 @@
 // The policy gate's result on the job record: the overall status and each set's
 // enforcement level, outcome and messages.
 import { html } from "../vendor/preact-htm-standalone.js";
-import { when } from "./common.js";
+import { text, when } from "./common.js";
 
 /** One set's outcome word: `denied` (a deny or an evaluation error), `warned` or `passed`. */
 export function setOutcome(s) {
@@ -13,7 +13,7 @@ export function setOutcome(s) {
 const list = (kind, messages) =>
   messages.length > 0 &&
   html`<ul class=${`policy-messages policy-${kind}`}>
-    ${messages.map((m) => html`<li data-test="policy-message" data-kind=${kind}><span class="policy-kind">${kind}</span> ${String(m)}</li>`)}
+    ${messages.map((m) => html`<li data-test="policy-message" data-kind=${kind}><span class="policy-kind">${kind}</span> ${text(m)}</li>`)}
   </ul>`;
 
 /** `[data-test=policy]`: the result, or a note that no policy check ran. */
@@ -27,14 +27,14 @@ export function Policy({ policy }) {
     <p>
       <span class=${`policy-status policy-${String(policy.status ?? "")}`} data-test="policy-status">${String(policy.status ?? "")}</span>
       ${" "}checked ${when(policy.checked_at)}
-      ${policy.reason ? html`: <span class="policy-reason">${String(policy.reason)}</span>` : null}
+      ${policy.reason ? html`: <span class="policy-reason">${text(policy.reason)}</span>` : null}
     </p>
     ${sets.length === 0 ? html`<p class="muted">No policy set applies.</p>` : null}
     <ul class="policy-sets">
       ${sets.map((s) => {
         const outcome = setOutcome(s);
         return html`<li class=${`policy-result policy-${outcome}`} data-test="policy-result" data-set=${String(s.set ?? "")} data-outcome=${outcome}>
-          <span class="policy-set">${s.group ? `${s.group}/${s.set}` : String(s.set ?? "")}</span>
+          <span class="policy-set">${text(s.group ? `${s.group}/${s.set}` : s.set)}</span>
           ${" "}<span class="policy-enforcement" data-test="policy-enforcement">${String(s.enforcement ?? "")}</span>
           ${" "}<span class="policy-outcome">${outcome}</span>
           ${s.error ? list("error", [s.error]) : null}

@@ -38,17 +38,18 @@ export function overridesPolicy(policy) {
 
 /**
  * What the viewer may do with `job` (a JobView): `{approve, discard, cancel, why}` where
- * `why` lists, as sentences, why approving is refused. `env` (the environment, may be
- * null) fills in four eyes for a job recorded without its review.
+ * `why` lists, as sentences, why approving is refused. Four eyes is the job's own
+ * `review.four_eyes`, the environment's setting taken at submit, which is what the API
+ * enforces (a later change of the environment does not apply to the job).
  */
-export function jobRights(job, env, whoami) {
+export function jobRights(job, whoami) {
   const group = envGroup(job.environment);
   const role = whoami ? roleOn(whoami, group) : null;
   const deploy = atLeast(role, "deployer");
   const manage = atLeast(role, "maintainer");
   const terminal = ["succeeded", "failed", "canceled", "timed_out", "discarded"].includes(job.state);
   const awaiting = job.state === "awaiting_approval";
-  const fourEyes = job.review ? !!job.review.four_eyes : !!(env && env.approval === "required" && env.four_eyes);
+  const fourEyes = !!job.review?.four_eyes;
   const own = !!whoami && job.requested_by === whoami.subject;
   const why = [];
   if (awaiting) {

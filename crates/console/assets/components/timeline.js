@@ -1,6 +1,6 @@
 // The job's transitions as a timeline, and who requested and who decided.
 import { html } from "../vendor/preact-htm-standalone.js";
-import { when } from "./common.js";
+import { text, when } from "./common.js";
 
 /** The transitions, oldest first: from -> to, when, why (folded repeats counted). */
 export function Timeline({ job }) {
@@ -15,7 +15,7 @@ export function Timeline({ job }) {
           </span>
           <time class="transition-at">${when(t.at)}</time>
           ${t.count > 1 ? html`<span class="transition-count">×${t.count} (last ${when(t.last_at)})</span>` : null}
-          <span class="transition-reason">${String(t.reason ?? "")}</span>
+          <span class="transition-reason">${text(t.reason)}</span>
         </li>
         ${i === 0 && dropped > 0
           ? html`<li class="transition-dropped">${dropped} earlier transitions not kept</li>`
@@ -29,15 +29,15 @@ export function People({ job }) {
   const d = job.review?.decision;
   return html`<dl class="job-people">
     <dt>Requested by</dt>
-    <dd data-test="requested-by">${String(job.requested_by ?? "")}</dd>
+    <dd data-test="requested-by">${text(job.requested_by)}</dd>
     ${d &&
     html`<dt>Decided by</dt>
       <dd data-test="decided-by" data-verdict=${String(d.verdict ?? "")}>
-        <span class="decision-by">${String(d.by ?? "")}</span>
+        <span class="decision-by">${text(d.by)}</span>
         ${" "}<span class="decision-verdict">${String(d.verdict ?? "")}</span>
         ${" "}<time>${when(d.at)}</time>
         ${d.overrode_policy ? html` <span class="decision-override">(overrode policy)</span>` : null}
-        ${d.comment ? html`<blockquote class="decision-comment">${String(d.comment)}</blockquote>` : null}
+        ${d.comment ? html`<blockquote class="decision-comment">${text(d.comment)}</blockquote>` : null}
       </dd>`}
   </dl>`;
 }

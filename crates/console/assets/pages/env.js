@@ -38,6 +38,18 @@ function Settings({ env }) {
   </section>`;
 }
 
+/** The resolution's tally in words: `won 1, outranked 2 (deeper_scope 2), not_matched 0`. */
+export function countsText(counts) {
+  const total = (v) => (typeof v === 'number' ? v : Object.values(v || {}).reduce((n, x) => n + total(x), 0));
+  const parts = Object.entries(counts || {}).map(([k, v]) => {
+    if (typeof v === 'number') return `${k} ${v}`;
+    if (!v || typeof v !== 'object') return `${k} ${valueText(v)}`;
+    const nonzero = Object.entries(v).filter(([, x]) => total(x) > 0).map(([sk, x]) => `${sk} ${total(x)}`);
+    return nonzero.length ? `${k} ${total(v)} (${nonzero.join(', ')})` : `${k} ${total(v)}`;
+  });
+  return parts.join(', ') || 'none';
+}
+
 function Considered({ item }) {
   // Each rule's fate: shown field by field, as text.
   return html`<li class="considered">${Object.entries(item || {}).map(([k, v]) => html`<span class="kv-inline"><span class="label">${t(k)}</span> <code>${valueText(v)}</code></span> `)}</li>`;
@@ -82,7 +94,7 @@ function Why({ env }) {
     ${r && html`<div class="why">
       ${answer.changed && html`<p class="banner banner-info">The rules now pick <strong>${t(answer.runner_id)}</strong>; a maintainer may relink it with <code>sortie env refresh-runner</code>.</p>`}
       <p>Rule <code>${t(r.rule && r.rule.id)}</code> (scope <code>${t((r.rule && r.rule.scope) || '(root)')}</code>) wins: ${t(r.why ?? '')}</p>
-      <p class="muted">Other rules: ${Object.entries(r.counts || {}).map(([k, v]) => `${k} ${valueText(v)}`).join(', ') || 'none'}</p>
+      <p class="muted">Other rules: ${t(countsText(r.counts))}</p>
       ${full && html`<ol class="explanation" data-test="explanation">${extra.map((c) => html`<${Considered} item=${c} />`)}</ol>`}
       ${full && next !== null && extra.length < 1000 * EXPLAIN_PAGES_MAX && html`<button type="button" disabled=${busy} onClick=${() => ask(true, next)}>More rules</button>`}
     </div>`}

@@ -3,7 +3,7 @@
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
 import { whoami } from "../auth.js";
-import { ErrorBox, envHref, groupHref, jobApi, TERMINAL } from "../components/common.js";
+import { ErrorBox, envHref, groupHref, jobApi, TERMINAL, text, valueText } from "../components/common.js";
 import { DecideDialog } from "../components/dialog.js";
 import { Log } from "../components/log.js";
 import { Outputs } from "../components/outputs.js";
@@ -63,19 +63,14 @@ function useJob(id) {
   return { job, error, loaded, refresh };
 }
 
-/** Something read once per job and environment: its environment and the viewer's roles. */
+/** The viewer, with its memberships in the job's organisation (read once per environment). */
 function useViewer(job) {
-  const [env, setEnv] = useState(null);
   const [who, setWho] = useState(null);
   const path = job?.environment;
   useEffect(() => {
     if (!path) return undefined;
     let live = true;
     const org = String(path).split("/")[0];
-    api("GET", `/v1/environments/${encodeURIComponent(path)}`).then(
-      (e) => live && setEnv(e),
-      () => {}, // the job's own review settings still decide four eyes
-    );
     whoami(org).then(
       (w) => live && setWho(w),
       () => live && setWho({ subject: null, memberships: [] }),
@@ -84,26 +79,44 @@ function useViewer(job) {
       live = false;
     };
   }, [path]);
-  return { env, who };
+  return who;
+}
+
+/** A job's source in words: `inline`, or a git URL (as text, never a link), path and ref. */
+function sourceText(src) {
+  if (!src || typeof src !== "object") return "";
+  if (src.type !== "git") return `${String(src.type ?? "")}${src.implicit ? " (the current folder)" : ""}`;
+  const path = src.path ? ` //${String(src.path)}` : "";
+  const ref = src.ref ? ` @ ${String(src.ref)}` : "";
+  return `git ${String(src.url ?? "")}${path}${ref}`;
 }
 
 function Summary({ job }) {
   const runner = String(job.runner_id ?? "");
+  const variables = Object.entries(job.variables && typeof job.variables === "object" ? job.variables : {});
   return html`<dl class="job-summary">
     <dt>State</dt>
     <dd><span class=${`state state-${String(job.state)}`} data-test="job-state">${String(job.state)}</span>
-      ${job.waiting?.text ? html` <span class="muted" data-test="job-waiting">${String(job.waiting.text)}</span>` : null}</dd>
+      ${job.waiting?.text ? html` <span class="muted" data-test="job-waiting">${text(job.waiting.text)}</span>` : null}</dd>
     <dt>Operation</dt>
     <dd data-test="job-operation">${String(job.operation ?? "")}${job.drift_check ? " (drift check)" : ""}${job.restore ? " (restore)" : ""}
       ${job.review ? html` <span class="muted">reviewed: ${job.review.phase} phase</span>` : null}</dd>
     <dt>Environment</dt>
-    <dd><a data-test="job-env" href=${envHref(job.environment)}>${String(job.environment)}</a></dd>
+    <dd><a data-test="job-env" href=${envHref(job.environment)}>${text(job.environment)}</a></dd>
     <dt>Runner</dt>
-    <dd data-test="job-runner">${runner.includes("/") ? html`<a href=${groupHref(envGroup(runner))}>${runner}</a>` : runner}</dd>
+    <dd data-test="job-runner">${runner.includes("/") ? html`<a href=${groupHref(envGroup(runner))}>${text(runner)}</a>` : text(runner)}</dd>
+    <dt>Source</dt>
+    <dd data-test="job-source">${text(sourceText(job.source))}</dd>
+    ${variables.length > 0
+      ? html`<dt>Variables</dt>
+          <dd><ul class="job-variables" data-test="job-variables">
+            ${variables.map(([k, v]) => html`<li data-test="job-variable" data-name=${k}><code>${text(k)}</code> = <code>${valueText(v)}</code></li>`)}
+          </ul></dd>`
+      : null}
     ${job.tool_used ? html`<dt>Tool</dt><dd>${String(job.tool_used.tool)} ${String(job.tool_used.version)}</dd>` : null}
-    ${job.cancel_requested_by ? html`<dt>Cancel</dt><dd>asked by ${String(job.cancel_requested_by)}</dd>` : null}
+    ${job.cancel_requested_by ? html`<dt>Cancel</dt><dd>asked by ${text(job.cancel_requested_by)}</dd>` : null}
     ${(job.upload_problems ?? []).length > 0
-      ? html`<dt>Upload problems</dt><dd>${job.upload_problems.map((p) => html`<div>${String(p)}</div>`)}</dd>`
+      ? html`<dt>Upload problems</dt><dd>${job.upload_problems.map((p) => html`<div>${text(p)}</div>`)}</dd>`
       : null}
   </dl>`;
 }
@@ -127,7 +140,7 @@ function Actions({ job, rights, onDecide, onCancel, cancelError, canceling }) {
 /** `#/jobs/<id>`. */
 export function JobPage({ id }) {
   const { job, error, loaded, refresh } = useJob(id);
-  const { env, who } = useViewer(job);
+  const who = useViewer(job);
   const [decide, setDecide] = useState(null);
   const [cancelError, setCancelError] = useState(null);
   const [canceling, setCanceling] = useState(false);
@@ -143,7 +156,7 @@ export function JobPage({ id }) {
     setCanceling(false);
   };
 
-  const rights = job && who ? jobRights(job, env, who) : null;
+  const rights = job && who ? jobRights(job, who) : null;
   const outputsReady = job && job.operation === "apply" && job.state === "succeeded";
   return html`<section class="page job-page" data-test="job-page" data-job=${id} data-loaded=${loaded ? "true" : undefined}>
     <h1>Job <code>${id}</code></h1>
@@ -165,7 +178,7 @@ export function JobPage({ id }) {
       </section>
       <${Plan} job=${job} />
       <${Policy} policy=${job.policy} />
-      <${Log} id=${id} state=${job.state} />
+      <${Log} id=${id} state=${job.state} applyAt=${job.apply_log_offset} />
       ${outputsReady
         ? html`<${JobOutputs} id=${id} />`
         : html`<${Outputs} note="Only a succeeded apply has outputs." />`}`}

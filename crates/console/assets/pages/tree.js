@@ -5,7 +5,7 @@ import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment, envSegment, query, pool } from '../api.js';
 import { whoami } from '../auth.js';
 import {
-  t, ErrorBanner, StateWord, Time, envHref, groupHref, jobHref, roleOn, atLeast, orgOf, valueText,
+  t, ErrorBanner, StateWord, envHref, groupHref, jobHref, orgOf, valueText, mayDecide,
 } from '../ui.js';
 
 const ORGS_KEY = 'sortie.orgs';
@@ -20,7 +20,7 @@ const FRESH_MS = 2000;
 
 const cache = new Map();
 // Another viewer may sign in next: nothing read for this one is reused.
-window.addEventListener('sortie:auth', () => cache.clear());
+if (typeof window !== 'undefined') window.addEventListener('sortie:auth', () => cache.clear());
 
 function rememberedOrgs() {
   try {
@@ -60,13 +60,6 @@ async function loadOrg(org) {
   cache.set(org, { at: Date.now(), promise });
   promise.catch(() => cache.delete(org));
   return promise;
-}
-
-/** True when the viewer may decide `job`: it awaits approval, the viewer deploys there, and four eyes do not forbid it. */
-export function mayDecide(job, me, group) {
-  if (!job || job.state !== 'awaiting_approval' || !me) return false;
-  if (!atLeast(roleOn(me.memberships, group), 'deployer')) return false;
-  return !(job.review && job.review.four_eyes && job.requested_by === me.subject);
 }
 
 function matches(row, needle) {

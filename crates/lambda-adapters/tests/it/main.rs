@@ -2,4 +2,5 @@
 
 mod batch;
 mod concurrency;
+mod console;
 mod jwt_claims;

@@ -240,7 +240,9 @@ impl Engine {
                 Ok(())
             }
             Err(crate::SubmitError::Busy(_)) => {
-                let reason = "the environment became busy; its expiry destroy waits for the next sweep".to_string();
+                let reason =
+                    "the environment became busy; its expiry destroy waits for the next sweep"
+                        .to_string();
                 self.expiry_waits(entry, version, reason, end, report).await
             }
             Err(e @ crate::SubmitError::Locked { .. }) => {

@@ -1,3 +1,4 @@
 //! sortie-policy's integration tests: compile, evaluate and the bounds through the public API.
 
 mod evaluate;
+mod vm;

@@ -3,6 +3,7 @@
 
 mod common;
 mod docs_examples;
+mod env_life;
 mod lifecycle;
 mod membership;
 mod policy_set;

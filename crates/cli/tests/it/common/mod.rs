@@ -23,6 +23,8 @@ pub struct Dev {
     pub token: String,
     pub users: serde_json::Map<String, Value>,
     pub dir: PathBuf,
+    /// Its EventBridge bus (empty when `extra_args` named it).
+    pub bus: String,
 }
 
 impl Drop for Dev {
@@ -54,6 +56,8 @@ pub struct DevOptions<'a> {
     pub data_dir: Option<&'a Path>,
     /// `AWS_ENDPOINT_URL`, when not the shared moto's.
     pub endpoint: Option<&'a str>,
+    /// Environment variables of its process, such as `SORTIE_MIN_TTL_SECONDS`.
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl Default for DevOptions<'_> {
@@ -66,6 +70,7 @@ impl Default for DevOptions<'_> {
             extra_args: &[],
             data_dir: None,
             endpoint: None,
+            env: &[],
         }
     }
 }
@@ -94,6 +99,10 @@ pub fn start_dev(options: DevOptions) -> Dev {
         .append(true)
         .open(dir.join("dev.log"))
         .unwrap();
+    let bus = match options.data_dir {
+        Some(_) => String::new(),
+        None => sortie_testkit::unique("bus"),
+    };
     let mut command = Command::new(env!("CARGO_BIN_EXE_sortie"));
     command.args(["dev", "--sweep-every", &options.sweep_every.to_string()]);
     match options.data_dir {
@@ -108,7 +117,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
                 ])
                 .args(["--queue", &sortie_testkit::unique("jobs")])
                 .args(["--bucket", &sortie_testkit::unique("artifacts")])
-                .args(["--bus", &sortie_testkit::unique("bus")])
+                .args(["--bus", bus.as_str()])
                 .arg("--work-dir")
                 .arg(&dir);
         }
@@ -127,6 +136,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
         .endpoint
         .map(str::to_string)
         .unwrap_or_else(sortie_testkit::endpoint);
+    command.envs(options.env.iter().copied());
     let child = command
         .env("AWS_ENDPOINT_URL", endpoint)
         .stdin(Stdio::null())
@@ -140,6 +150,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
         token: String::new(),
         users: Default::default(),
         dir,
+        bus,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(&ready)

@@ -30,7 +30,10 @@ pub async fn an_expiry_entry_is_set_kept_for_the_same_end_and_listed_when_due<
     );
     assert!(held.item.sent.is_empty());
     // Nothing is due before the earliest due time; then the earliest comes first.
-    let none = s.due_expiries(t0, 10, None).await.unwrap();
+    let none = s
+        .due_expiries(t0 - Duration::days(3), 10, None)
+        .await
+        .unwrap();
     assert!(none.entries.is_empty() && none.next.is_none());
     let due = s
         .due_expiries(t0 + Duration::days(2), 10, None)

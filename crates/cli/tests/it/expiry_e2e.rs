@@ -1,0 +1,263 @@
+//! Issue 31 end to end (moto, `sortie dev`, the real pilot and the machine's Terraform 1.11
+//! with `terraform_data`): an environment created with a 3-minute TTL gets its three
+//! `sortie.environment.expiring` events (read from an SQS queue the dev's EventBridge bus
+//! delivers to) and is destroyed on time by a `sortie:expiry` destroy: its state ends
+//! with no resources, the environment is marked destroyed and refuses a new job (409).
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::common::{self, Dev, DevOptions};
+
+const TTL_SECONDS: i64 = 180;
+
+const MAIN_TF: &str = "resource \"terraform_data\" \"app\" {\n  input = \"short-lived\"\n}\n\noutput \"id\" {\n  value = terraform_data.app.id\n}\n";
+
+/// An SQS queue that receives every event of `bus` whose source is `sortie`; its URL.
+async fn capture(bus: &str) -> (aws_sdk_sqs::Client, String) {
+    let config = sortie_testkit::sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let eb = aws_sdk_eventbridge::Client::new(&config);
+    let name = sortie_testkit::unique("events");
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    eb.put_rule()
+        .name("all-sortie")
+        .event_bus_name(bus)
+        .event_pattern(json!({"source": ["sortie"]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    eb.put_targets()
+        .rule("all-sortie")
+        .event_bus_name(bus)
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("queue")
+                .arn(arn)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    (sqs, url)
+}
+
+/// Every event the queue holds now (bounded: at most 20 receives).
+async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
+    let mut events = vec![];
+    for _ in 0..20 {
+        let got = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap();
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            break;
+        }
+        for m in messages {
+            events.push(serde_json::from_str(m.body().unwrap_or("{}")).unwrap());
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    events
+}
+
+/// `sortie dev` (sweeping every second, the shortest TTL lowered to a minute) with org
+/// `acme` on a local runner whose state is in a fresh bucket; the dev and the bucket.
+fn dev() -> (Dev, String) {
+    // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
+    let _ = sortie_testkit::terraform111_bin();
+    let runner_bin = common::runner_binary();
+    let dev = common::start_dev(DevOptions {
+        prefix: "expiry-e2e",
+        sweep_every: 1,
+        runner: Some(runner_bin),
+        env: &[("SORTIE_MIN_TTL_SECONDS", "60")],
+        ..Default::default()
+    });
+    let bucket = common::state_bucket();
+    let runner = format!(
+        "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
+        sortie_testkit::endpoint()
+    );
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/runners/tf111",
+        Some(Value::String(runner)),
+    );
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/rules",
+        Some(json!({"id": "default", "runner_id": "acme/tf111"})),
+    );
+    (dev, bucket)
+}
+
+/// The resources of every state file in `bucket`.
+async fn state_resources(bucket: &str) -> Vec<Value> {
+    let s3 = sortie_testkit::s3_client(&sortie_testkit::sdk_config().await);
+    let listed = s3.list_objects_v2().bucket(bucket).send().await.unwrap();
+    let mut resources = vec![];
+    let mut states = 0;
+    for object in listed.contents() {
+        let key = object.key().unwrap_or_default();
+        if !key.ends_with(".tfstate") {
+            continue;
+        }
+        states += 1;
+        let body = s3
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        let bytes = body.body.collect().await.unwrap().into_bytes();
+        let state: Value = serde_json::from_slice(&bytes).unwrap();
+        resources.extend(state["resources"].as_array().cloned().unwrap_or_default());
+    }
+    assert!(states > 0, "no state file in {bucket}: {listed:?}");
+    resources
+}
+
+#[test]
+fn an_environment_with_a_three_minute_ttl_is_reminded_and_destroyed_on_time() {
+    sortie_testkit::require_aws!();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (dev, bucket) = dev();
+    let (sqs, queue) = rt.block_on(capture(&dev.bus));
+    let (status, created) = dev.api_with(
+        &dev.token,
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(json!({"name": "short", "env_type": "development", "ttl": "3m"})),
+    );
+    assert_eq!(status, 201, "{created}");
+    let (_, env) = dev.api_with(&dev.token, "GET", "/v1/environments/acme/short", None);
+    // `ttl_from: created`: the end is the creation (its runner link) plus the TTL.
+    let created_at: DateTime<Utc> = env["runner"]["linked_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no runner.linked_at: {env}"))
+        .parse()
+        .unwrap();
+    let end = created_at + chrono::Duration::seconds(TTL_SECONDS);
+    let left = (end - Utc::now()).num_seconds();
+    assert!(
+        (TTL_SECONDS - 30..=TTL_SECONDS).contains(&left),
+        "ends in {left} s"
+    );
+
+    // A real resource to destroy.
+    let dir = dev.dir.join("short");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("main.tf"), MAIN_TF).unwrap();
+    let source = dir.display().to_string();
+    let out: common::Out = common::sortie(
+        &dev,
+        &[
+            "-o",
+            "json",
+            "run",
+            "apply",
+            "acme/short",
+            "--source",
+            &source,
+        ],
+    )
+    .into();
+    let submitted: Value =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"));
+    let apply = submitted["id"].as_str().unwrap().to_string();
+    let job = dev.wait_terminal(&apply);
+    assert_eq!(job["state"], "succeeded", "{job}\n{}", dev.log(&apply));
+    assert_eq!(rt.block_on(state_resources(&bucket)).len(), 1);
+
+    // Wait for the end, the destroy and the mark (bounded: the end plus two minutes).
+    let deadline = Instant::now()
+        + Duration::from_secs(u64::try_from((end - Utc::now()).num_seconds().max(0)).unwrap())
+        + Duration::from_secs(120);
+    let destroyed = loop {
+        let (_, env) = dev.api_with(&dev.token, "GET", "/v1/environments/acme/short", None);
+        if env["destroyed"].is_object() {
+            break env["destroyed"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not destroyed by {end} + 2 min: {env}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let destroy = destroyed["job_id"]
+        .as_str()
+        .expect("a destroy job")
+        .to_string();
+    let job = dev.job(&destroy);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["operation"], "destroy", "{job}");
+    assert_eq!(job["requested_by"], "sortie:expiry", "{job}");
+    let at: DateTime<Utc> = destroyed["at"].as_str().unwrap().parse().unwrap();
+    assert!(at >= end, "destroyed at {at}, before its end {end}");
+    assert!(
+        at - end <= chrono::Duration::seconds(90),
+        "destroyed at {at}, late for its end {end}"
+    );
+    assert_eq!(rt.block_on(state_resources(&bucket)), Vec::<Value>::new());
+
+    // Its three reminders, each once, all before the end.
+    std::thread::sleep(Duration::from_secs(2));
+    let events = rt.block_on(drain(&sqs, &queue));
+    let expiring: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["detail-type"] == "sortie.environment.expiring")
+        .collect();
+    let mut leads: Vec<&str> = expiring
+        .iter()
+        .map(|e| e["detail"]["lead"].as_str().unwrap())
+        .collect();
+    leads.sort_unstable();
+    assert_eq!(leads, vec!["2d", "2h", "30m"], "{events:#?}");
+    for e in &expiring {
+        assert_eq!(e["detail"]["environment"], "acme/short");
+        let sent: DateTime<Utc> = e["time"].as_str().unwrap().parse().unwrap();
+        assert!(sent < end, "{e}");
+    }
+
+    // Destroyed: a new job is refused, naming why.
+    let (status, refused) = dev.api_with(
+        &dev.token,
+        "POST",
+        "/v1/environments/acme/short/-/jobs",
+        Some(json!({"operation": "plan", "source": {"type": "inline", "files": {"main.tf": ""}}})),
+    );
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused.to_string().contains("destroyed"), "{refused}");
+}

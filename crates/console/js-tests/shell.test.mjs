@@ -1,0 +1,88 @@
+// Tests of the console shell's pure functions (C2, issue 29): `node --test crates/console/js-tests/`.
+// The pages themselves are tested in Chromium by scripts/console_test.py.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parseRoute, mayDecide, roleOn, atLeast, envHref, groupHref, jobHref, t, valueText, cls } from "../assets/ui.js";
+import { query, groupSegment, envSegment, pool } from "../assets/api.js";
+
+test("routes: tree, env, job, group (root as -), sign-in, unknown", () => {
+  assert.equal(parseRoute("").name, "tree");
+  assert.equal(parseRoute("#/?q=pay&awaiting=1").params.get("awaiting"), "1");
+  assert.deepEqual({ ...parseRoute("#/env/acme/pay%2Fments/prod") }.path, "acme/pay/ments/prod");
+  assert.equal(parseRoute("#/jobs/01J%3Cx").id, "01J<x");
+  assert.equal(parseRoute("#/groups/acme/payments").path, "acme/payments");
+  assert.equal(parseRoute("#/groups/-").path, "");
+  assert.equal(parseRoute("#/signin").name, "signin");
+  assert.equal(parseRoute("#/nope").name, "missing");
+  // A malformed escape does not throw: the segment stays as it is.
+  assert.equal(parseRoute("#/env/acme/%E0%A4%A").path, "acme/%E0%A4%A");
+});
+
+test("links are internal routes with every segment encoded, and parse back", () => {
+  const hostile = ['acme/"><img src=x onerror=alert(1)>', "javascript:alert(1)", "a b/c?d#e"];
+  for (const p of hostile) {
+    for (const href of [envHref(p), groupHref(p), jobHref(p)]) {
+      assert.ok(href.startsWith("#/"), href);
+      assert.ok(!/[<>"' ?#]/.test(href.slice(2)), href);
+    }
+    assert.equal(parseRoute(envHref(p)).path, p.split("/").filter(Boolean).join("/"));
+    assert.equal(parseRoute(jobHref(p)).id, p.split("/").filter(Boolean).join("/"));
+  }
+  assert.equal(groupHref(""), "#/groups/-");
+});
+
+test("API path segments: root group is -, paths are one encoded segment; query skips empties", () => {
+  assert.equal(groupSegment(""), "-");
+  assert.equal(groupSegment("acme/payments"), "acme%2Fpayments");
+  assert.equal(envSegment("acme/p/prod"), "acme%2Fp%2Fprod");
+  assert.equal(query({ a: "x y", b: "", c: null, d: undefined, e: 0 }), "?a=x%20y&e=0");
+  assert.equal(query({}), "");
+});
+
+test("roles hold on the group granted and below, root on everything", () => {
+  const ms = [{ group: "acme/payments", role: "deployer" }, { group: "acme", role: "viewer" }];
+  assert.equal(roleOn(ms, "acme/payments/eu"), "deployer");
+  assert.equal(roleOn(ms, "acme/paymentsx"), "viewer");
+  assert.equal(roleOn(ms, "other"), null);
+  assert.equal(roleOn([{ group: "", role: "owner" }], "any/thing"), "owner");
+  assert.ok(atLeast("maintainer", "deployer"));
+  assert.ok(!atLeast("viewer", "deployer"));
+  assert.ok(!atLeast(null, "viewer"));
+});
+
+test("awaiting my approval: awaiting, deployer or more, and not my own request under four eyes", () => {
+  const me = { subject: "alice", memberships: [{ group: "acme", role: "deployer" }] };
+  const job = (over) => ({ state: "awaiting_approval", requested_by: "bob", review: { four_eyes: true }, ...over });
+  assert.ok(mayDecide(job({}), me, "acme/web"));
+  assert.ok(!mayDecide(job({ requested_by: "alice" }), me, "acme/web"));
+  assert.ok(mayDecide(job({ requested_by: "alice", review: { four_eyes: false } }), me, "acme/web"));
+  assert.ok(!mayDecide(job({ state: "running" }), me, "acme/web"));
+  assert.ok(!mayDecide(job({}), { subject: "carol", memberships: [{ group: "acme", role: "viewer" }] }, "acme/web"));
+  assert.ok(!mayDecide(job({}), me, "other/web"));
+  assert.ok(!mayDecide(null, me, "acme"));
+});
+
+test("display text: control characters become visible pictures, never raw", () => {
+  assert.equal(t("\x1b[31mred\x1b[0m"), "\u241b[31mred\u241b[0m");
+  assert.equal(t("a\tb\nc"), "a\tb\nc");
+  assert.equal(t("nul\x00del\x7f"), "nul\u2400del\u2421");
+  assert.equal(t(null), "");
+  assert.ok(!/[\x00-\x08\x0b-\x1f\x7f]/.test(valueText({ k: "\x1b]8;;http://x\x07" })));
+  assert.equal(valueText("<b>"), "<b>");
+  assert.equal(cls('awaiting_approval" onclick="x'), "awaiting_approvalonclickx");
+});
+
+test("pool runs every item with bounded concurrency and keeps order and failures", async () => {
+  let inFlight = 0;
+  let most = 0;
+  const out = await pool([1, 2, 3, 4, 5, 6, 7], 3, async (n) => {
+    inFlight++;
+    most = Math.max(most, inFlight);
+    await new Promise((r) => setTimeout(r, 5));
+    inFlight--;
+    if (n === 4) throw new Error("four");
+    return n * 2;
+  });
+  assert.ok(most <= 3);
+  assert.deepEqual(out.map((r) => (r.ok ? r.value : r.error.message)), [2, 4, 6, "four", 10, 12, 14]);
+});
