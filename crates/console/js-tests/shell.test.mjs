@@ -86,3 +86,13 @@ test("pool runs every item with bounded concurrency and keeps order and failures
   assert.ok(most <= 3);
   assert.deepEqual(out.map((r) => (r.ok ? r.value : r.error.message)), [2, 4, 6, "four", 10, 12, 14]);
 });
+
+test("the resolution's tally reads as words, nested counts summed and named when not zero", async () => {
+  const { countsText } = await import("../assets/pages/env.js");
+  assert.equal(countsText({ won: 1, not_matched: 2 }), "won 1, not_matched 2");
+  assert.equal(
+    countsText({ won: 1, outranked: { deeper_scope: 2, more_criteria: 0 }, not_matched: { env_type: 0 } }),
+    "won 1, outranked 2 (deeper_scope 2), not_matched 0",
+  );
+  assert.equal(countsText({}), "none");
+});

@@ -285,7 +285,7 @@ async fn an_environment_marked_destroyed_refuses_jobs_until_extended() {
         .as_admin("GET", "/v1/environments/acme/pay/a", None)
         .await;
     assert_eq!(env.body["destroyed"]["job_id"], "01destroy", "{}", env.body);
-    let job = json!({"operation": "plan", "source": {"type": "inline", "files": {"main.tf": ""}}});
+    let job = json!({"operation": "plan", "files": {"main.tf": ""}});
     let r = post(
         &api,
         "admin",

@@ -256,7 +256,7 @@ fn an_environment_with_a_three_minute_ttl_is_reminded_and_destroyed_on_time() {
         &dev.token,
         "POST",
         "/v1/environments/acme/short/-/jobs",
-        Some(json!({"operation": "plan", "source": {"type": "inline", "files": {"main.tf": ""}}})),
+        Some(json!({"operation": "plan", "files": {"main.tf": ""}})),
     );
     assert_eq!(status, 409, "{refused}");
     assert!(refused.to_string().contains("destroyed"), "{refused}");

@@ -184,6 +184,27 @@ fn lock_name() -> HashMap<String, String> {
     HashMap::from([("#lock".to_string(), "lock".to_string())])
 }
 
+/// After a cancelled submit transaction: `Locked` when a freeze check failed it (their
+/// codes start at `freezes_from`) or the environment, read after it, is locked (`locked`).
+fn locked_refusal(
+    env: &EnvPath,
+    codes: &[Option<String>],
+    freezes_from: usize,
+    locked: bool,
+) -> Result<(), StoreError> {
+    let frozen = codes
+        .iter()
+        .skip(freezes_from)
+        .take(MAX_FREEZE_CHECKS)
+        .any(|c| c.as_deref() == Some("ConditionalCheckFailed"));
+    if frozen || locked {
+        return Err(StoreError::Locked {
+            environment: env.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// The index of the first freeze check in a submit transaction: after the job and the
 /// environment's update (and, when joining the queue, the queue entry).
 fn freeze_checks_from(items: &[TransactWriteItem], groups: usize) -> usize {
@@ -211,32 +232,6 @@ impl DynamoStore {
                 TransactWriteItem::builder().condition_check(check).build()
             })
             .collect()
-    }
-
-    /// After a cancelled submit transaction: `Locked` when the environment's lock or a
-    /// freeze check failed it (the codes of the freeze checks start at `freezes_from`).
-    async fn locked_refusal(
-        &self,
-        env: &EnvPath,
-        codes: &[Option<String>],
-        freezes_from: usize,
-    ) -> Result<(), StoreError> {
-        let frozen = codes
-            .iter()
-            .skip(freezes_from)
-            .take(MAX_FREEZE_CHECKS)
-            .any(|c| c.as_deref() == Some("ConditionalCheckFailed"));
-        let locked = frozen
-            || self
-                .read_env(env)
-                .await?
-                .is_some_and(|e| e.record.lock.is_some());
-        if locked {
-            return Err(StoreError::Locked {
-                environment: env.to_string(),
-            });
-        }
-        Ok(())
     }
 
     /// The transaction that takes an idle environment's lock for a new job: the job (holding
@@ -276,10 +271,11 @@ impl DynamoStore {
             })),
             TxOutcome::Cancelled(codes) => {
                 refused(&codes, job)?;
-                self.locked_refusal(&job.environment, &codes, freezes_from)
-                    .await?;
-                // The environment's condition: missing, or busy.
-                match self.read_env(&job.environment).await? {
+                // The environment's condition: locked, frozen above, missing, or busy.
+                let current = self.read_env(&job.environment).await?;
+                let locked = current.as_ref().is_some_and(|e| e.record.lock.is_some());
+                locked_refusal(&job.environment, &codes, freezes_from, locked)?;
+                match current {
                     None => Err(StoreError::NotFound {
                         kind: "environment",
                         id: job.environment.to_string(),
@@ -313,11 +309,13 @@ impl DynamoStore {
                 Err(codes) => codes,
             };
             refused(&codes, job)?;
-            self.locked_refusal(env, &codes, freezes_from).await?;
-            // The environment is busy (or missing): join its FIFO queue, while it stays busy.
-            // The queue position is the environment's next sequence number, taken in the
-            // same transaction, so FIFO follows the order the submits committed in.
-            let Some(current) = self.read_env(env).await? else {
+            // The environment is busy (or missing, or locked): join its FIFO queue, while it
+            // stays busy. The queue position is the environment's next sequence number, taken
+            // in the same transaction, so FIFO follows the order the submits committed in.
+            let current = self.read_env(env).await?;
+            let locked = current.as_ref().is_some_and(|e| e.record.lock.is_some());
+            locked_refusal(env, &codes, freezes_from, locked)?;
+            let Some(current) = current else {
                 return Err(StoreError::NotFound {
                     kind: "environment",
                     id: env.to_string(),
@@ -353,17 +351,18 @@ impl DynamoStore {
             ];
             items.extend(self.freeze_checks(env));
             let freezes_from = freeze_checks_from(&items, groups);
-            match self
+            let codes = match self
                 .try_submit(items, job, idem_item, idempotency, false)
                 .await?
             {
                 Ok(submitted) => return Ok(submitted),
-                Err(codes) => {
-                    refused(&codes, job)?;
-                    self.locked_refusal(env, &codes, freezes_from).await?;
-                }
-            }
-            if self.read_env(env).await?.is_none() {
+                Err(codes) => codes,
+            };
+            refused(&codes, job)?;
+            let current = self.read_env(env).await?;
+            let locked = current.as_ref().is_some_and(|e| e.record.lock.is_some());
+            locked_refusal(env, &codes, freezes_from, locked)?;
+            if current.is_none() {
                 return Err(StoreError::NotFound {
                     kind: "environment",
                     id: env.to_string(),
