@@ -155,6 +155,17 @@ fn an_environment_with_a_three_minute_ttl_is_reminded_and_destroyed_on_time() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (dev, bucket) = dev();
     let (sqs, queue) = rt.block_on(capture(&dev.bus));
+    // The organisation's limits, through the CLI: the one not named is kept.
+    let out: common::Out =
+        common::sortie(&dev, &["group", "expiry", "acme", "--default-ttl", "3d"]).into();
+    assert_eq!(out.code, 0, "{out:?}");
+    let out: common::Out =
+        common::sortie(&dev, &["group", "expiry", "acme", "--max-ttl", "14d"]).into();
+    assert_eq!(
+        out.stdout,
+        "acme: default TTL 3d, maximum 14d (in force below it: default 3d, maximum 14d)\n",
+        "{out:?}"
+    );
     let (status, created) = dev.api_with(
         &dev.token,
         "POST",
