@@ -16,6 +16,8 @@ test:
 	scripts/check-licences.sh
 	scripts/check-infra.sh
 	scripts/check-docs.sh
+	@# The console's JavaScript unit tests, on a pinned Node.js (issue 29).
+	scripts/console-js-tests.sh
 	scripts/with-moto.sh cargo test --workspace
 	@# Bounded API fuzzing: schemathesis's fuzzing and stateful phases (the stateful one
 	@# follows the document's links), 10 examples per operation (about 500 requests, well

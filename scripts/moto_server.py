@@ -70,7 +70,9 @@ doubles, and what they stand in for") says why it exists.
    time, from the moment moto's WSGI application is called to the moment it
    returns the response (so a DynamoDB request's wait for patch 1's lock counts
    as moto's), per operation, and per request with the job ids (26-character
-   ids) its body names (for SQS ReceiveMessage, its answer's body). Read it from the server itself:
+   ids) its body names (for SQS ReceiveMessage, its answer's body), and the job
+   an `x-sortie-job` header says the request is for (`sortie dev` sends it: an
+   environment's read made for a job names none). Read it from the server itself:
        GET  /_sortie/moto-timing              per-operation counts and totals
        GET  /_sortie/moto-timing/events?since=EPOCH   per-request records
        POST /_sortie/moto-timing/reset        forget everything recorded
@@ -331,7 +333,7 @@ _BODY_SCAN_LIMIT = 64 * 1024
 
 def _operation(environ):
     """The request's operation ("dynamodb.UpdateItem", "sqs.SendMessage", "s3.PUT") and
-    the job ids its body names; puts back the body it read."""
+    the job ids its body names or its x-sortie-job header gives; puts back the body it read."""
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     service = _SERVICE.search(environ.get("HTTP_AUTHORIZATION", ""))
     service = service.group(1) if service else "unsigned"

