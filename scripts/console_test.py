@@ -153,11 +153,12 @@ def literal(b, c, selector, where, texts=HOSTILE_TEXTS):
 def tree_and_env(b, c, shots):
     b.open("/")
     b.loaded("tree")
-    if not b.has(css("tree-group", path=GROUP)):
-        # The API lists environments by organisation, and a viewer with roles only inside
-        # one is not told its name by whoami: the tree asks for it.
-        b.find(css("org-input")).send_keys(GROUP)
-        b.find(css("org-open")).click()
+    # alice is granted a role on `acme` by subject, so whoami's `organisations` is ["acme"]
+    # and the tree opens it at once: no organisation form to fill, no list of links.
+    c.check(b.has(css("tree-group", path=GROUP)),
+            "tree: alice's one organisation (whoami `organisations`) opened without asking")
+    c.check(not b.has(css("org-list")) and not b.has(css("org-none")),
+            "tree: one organisation shows neither the list of organisations nor the 'none' notice")
     group = b.find(css("tree-group", path=GROUP))
     c.check(group is not None, "tree: group acme listed")
     row = b.find(css("tree-env", path=ENV))

@@ -130,6 +130,29 @@ export function orgOf(path) {
   return String(path || '').split('/')[0] || '';
 }
 
+/** `#/?org=<org>`: the tree of one organisation. */
+export function orgHref(org) {
+  return `#/?org=${encodeURIComponent(String(org))}`;
+}
+
+/**
+ * Which organisations the tree opens, and which it lists as links, when the viewer signs in.
+ * `pinned` is `?org=`; `listed` is whoami's `organisations` (granted to the viewer by
+ * subject); `fromRoles` the organisations of whoami's non-root memberships; `remembered`
+ * those opened before in this tab. A pinned org is opened alone; one listed org is opened;
+ * several are links (with the remembered ones opened); none falls back to the roles and the
+ * remembered, and `ask` says the viewer must name one. At most `max` are opened.
+ */
+export function orgChoice({ pinned = '', listed = [], fromRoles = [], remembered = [], max = 10 }) {
+  const clean = (list) => [...new Set((Array.isArray(list) ? list : []).filter((o) => typeof o === 'string' && o))];
+  if (pinned) return { open: [pinned], links: [], ask: false };
+  const names = clean(listed);
+  if (names.length === 1) return { open: names, links: [], ask: false };
+  if (names.length > 1) return { open: clean(remembered).slice(0, max), links: names, ask: false };
+  const open = clean([...fromRoles, ...remembered]).slice(0, max);
+  return { open, links: [], ask: open.length === 0 };
+}
+
 function decodeSegments(rest) {
   return rest
     .split('/')

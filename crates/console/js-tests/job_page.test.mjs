@@ -8,6 +8,7 @@ import { jobRights, roleOn, groupContains, envGroup } from "../assets/components
 import { groupByAction, summaryLine, hasPlan } from "../assets/components/plan.js";
 import { setOutcome } from "../assets/components/policy.js";
 import { valueText } from "../assets/components/common.js";
+import { isFollowing, nextRead, POLL_MS, WAITING_MS, HIDDEN_MS, BIG_PAGE } from "../assets/components/follow.js";
 
 const E = "\x1b";
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/;
@@ -177,4 +178,30 @@ test("a value shows control characters as visible pictures and anything but a st
   assert.equal(valueText({ a: [1, "<i>"] }), '{"a":[1,"<i>"]}');
   assert.equal(valueText(null), "null");
   assert.equal(valueText("x".repeat(5000)).length, 4001);
+});
+
+test("following shows only while a runner runs a phase and the log is read live", () => {
+  assert.equal(isFollowing("running", true), true);
+  for (const state of ["queued", "dispatching", "awaiting_approval", "succeeded", "failed", "canceled", "timed_out", "discarded"]) {
+    assert.equal(isFollowing(state, true), false, state);
+  }
+  assert.equal(isFollowing("running", false), false);
+});
+
+test("the log is read often while running, slower while waiting, not at all while awaiting approval", () => {
+  const at = (state, bytes, more = true, hidden = false) => nextRead({ state, more, bytes, hidden });
+  assert.equal(at("running", 0), POLL_MS);
+  assert.equal(at("running", 10), POLL_MS);
+  assert.equal(at("running", BIG_PAGE), 0);
+  assert.equal(at("queued", 0), WAITING_MS);
+  assert.equal(at("dispatching", 0), WAITING_MS);
+  assert.ok(WAITING_MS > POLL_MS);
+  // Awaiting approval: the rest of the plan's log is read, then nothing until the state changes.
+  assert.equal(at("awaiting_approval", 100), POLL_MS);
+  assert.equal(at("awaiting_approval", 0), null);
+  // A complete log is never read again, whatever the state.
+  for (const state of ["running", "succeeded", "awaiting_approval"]) assert.equal(at(state, 5, false), null);
+  // A hidden page reads at most every HIDDEN_MS.
+  assert.equal(at("running", 0, true, true), HIDDEN_MS);
+  assert.equal(at("running", BIG_PAGE, true, true), HIDDEN_MS);
 });

@@ -87,12 +87,36 @@ test("pool runs every item with bounded concurrency and keeps order and failures
   assert.deepEqual(out.map((r) => (r.ok ? r.value : r.error.message)), [2, 4, 6, "four", 10, 12, 14]);
 });
 
-test("the resolution's tally reads as words, nested counts summed and named when not zero", async () => {
-  const { countsText } = await import("../assets/pages/env.js");
-  assert.equal(countsText({ won: 1, not_matched: 2 }), "won 1, not_matched 2");
-  assert.equal(
-    countsText({ won: 1, outranked: { deeper_scope: 2, more_criteria: 0 }, not_matched: { env_type: 0 } }),
-    "won 1, outranked 2 (deeper_scope 2), not_matched 0",
+test("the resolution's tally reads as words: other rules by fate, nested counts named when not zero", async () => {
+  const { countsText, otherRules, verdictText } = await import("../assets/pages/env.js");
+  // The winner is not an "other rule"; fates with no rule are left out.
+  assert.deepEqual(otherRules({ won: 1, outranked: { deeper_scope: 0 }, not_matched: { env_type: 0 }, out_of_scope: 0 }), []);
+  assert.equal(countsText({ won: 1, runner_not_visible: 0 }), "none");
+  assert.deepEqual(
+    otherRules({ won: 1, outranked: { deeper_scope: 2, more_criteria: 0, rule_id: 1 }, not_matched: { env_type: 0, labels: 3 }, out_of_scope: 4 }),
+    ["3 outranked by the winner (2 deeper scope, 1 rule id sorts first)", "3 did not match (3 labels)", "4 out of scope (not this group or above)"],
   );
+  // A key the console does not know yet is still shown, in words.
+  assert.deepEqual(otherRules({ new_fate: 2 }), ["2 new fate"]);
   assert.equal(countsText({}), "none");
+  // Never raw JSON: no braces or quotes whatever the nesting.
+  for (const line of otherRules({ outranked: { a: { b: 1 } }, x: 1 })) assert.doesNotMatch(line, /[{}"]/);
+  assert.equal(verdictText({ outcome: "lost", to: "default", because: "deeper_scope" }), "lost to default: deeper_scope");
+  assert.equal(verdictText({ outcome: "not_matched", reason: "env_type" }), "did not match: env_type");
+  assert.equal(verdictText({ outcome: "out_of_scope" }), "out of scope");
+});
+
+test("organisations after sign-in: pinned alone, one opened, several linked, none asks", async () => {
+  const { orgChoice, orgHref } = await import("../assets/ui.js");
+  assert.deepEqual(orgChoice({ pinned: "acme", listed: ["globex", "initech"] }), { open: ["acme"], links: [], ask: false });
+  assert.deepEqual(orgChoice({ listed: ["acme"], remembered: ["globex"] }), { open: ["acme"], links: [], ask: false });
+  assert.deepEqual(
+    orgChoice({ listed: ["acme", "globex", "acme"], remembered: ["globex"] }),
+    { open: ["globex"], links: ["acme", "globex"], ask: false },
+  );
+  assert.deepEqual(orgChoice({ listed: [], fromRoles: ["acme"], remembered: ["acme", "x"] }), { open: ["acme", "x"], links: [], ask: false });
+  assert.deepEqual(orgChoice({ listed: undefined }), { open: [], links: [], ask: true });
+  assert.deepEqual(orgChoice({ listed: [null, 3, ""] }).ask, true);
+  assert.equal(orgChoice({ remembered: Array.from({ length: 30 }, (_, i) => `o${i}`), max: 10 }).open.length, 10);
+  assert.equal(orgHref('a"><b?c#d'), "#/?org=a%22%3E%3Cb%3Fc%23d");
 });

@@ -314,7 +314,7 @@ mod tests {
             let path = EnvPath::parse(env).unwrap();
             let lock = sortie_core::lock::EnvLock::new("carol", Utc::now(), "incident 7").unwrap();
             if self.freeze {
-                self.store.freeze_group(&path.group(), &lock).await.unwrap();
+                self.store.freeze_group(path.group(), &lock).await.unwrap();
             } else {
                 self.store.lock_environment(&path, &lock).await.unwrap();
             }

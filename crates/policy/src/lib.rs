@@ -6,6 +6,9 @@
 //!   bounded by [`Limits`]: a policy that runs too long gives a
 //!   [`SetResult`](sortie_core::policy::SetResult) with an `error`, never a hang or a panic.
 //! - [`SetCache`] keeps compiled sets by (group, name, version), bounded.
+//! - A set runs on regorus's VM (bytecode, with an instruction budget) when its rules
+//!   cannot refer to each other in a cycle, else on the interpreter
+//!   ([`CompiledSet::on_vm`]).
 //!
 //! The convention: every module declares a package; for each distinct package `p` of
 //! a set, the rules `data.p.deny` and `data.p.warn` (sets or arrays of messages) give

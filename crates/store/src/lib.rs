@@ -414,7 +414,20 @@ pub trait MembershipStore: Send + Sync {
     ) -> Result<Vec<MembershipRecord>, StoreError>;
     /// Every membership that could apply inside `org`: the org's and the root's.
     async fn memberships_for(&self, org: Option<&str>) -> Result<Vec<Membership>, StoreError>;
+    /// The organisations in which `subject` holds a membership granted to it by subject
+    /// (`Grantee::Subject`, for any issuer or for `issuer`), distinct and sorted, at most
+    /// [`ORGANISATIONS_MAX`]. Read from the membership index written with each grant;
+    /// root-group grants and claim-pattern grants are not listed (the latter cannot be: a
+    /// pattern names no subject).
+    async fn organisations_of(
+        &self,
+        subject: &str,
+        issuer: Option<&str>,
+    ) -> Result<Vec<String>, StoreError>;
 }
+
+/// The most organisations [`MembershipStore::organisations_of`] returns.
+pub const ORGANISATIONS_MAX: usize = 1_000;
 
 /// Agent pools: a group's agents, their token hashes and their OIDC trust.
 #[async_trait]

@@ -12,9 +12,10 @@ tokio::task_local! {
 }
 
 /// Runs `work` on behalf of `job` (the task-local is seen by `work` and everything it
-/// awaits in the same task, not by tasks it spawns).
-pub async fn for_job<F: Future>(job: &str, work: F) -> F::Output {
-    JOB.scope(job.to_string(), work).await
+/// awaits in the same task, not by tasks it spawns). The future holds `work` once (no
+/// extra copy of a large future).
+pub fn for_job<F: Future>(job: &str, work: F) -> impl Future<Output = F::Output> {
+    JOB.scope(job.to_string(), work)
 }
 
 /// The job the current work is for, inside [`for_job`].

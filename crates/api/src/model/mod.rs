@@ -519,6 +519,14 @@ pub struct Whoami {
     pub org: Option<String>,
     /// The memberships that apply to the caller, on the root group and in `org`.
     pub memberships: Vec<CallerMembership>,
+    /// The organisations in which the caller's subject is granted a role (for any issuer or
+    /// for this one), sorted, at most 1,000: what to open after sign-in. Roles that come
+    /// through a claim pattern (`grantee.claim`, such as a group claim) are not listed, since
+    /// a pattern names no subject to look up; nor are root-group roles (see `memberships`),
+    /// with which a system administrator may open any organisation. Grants made before this
+    /// field existed are listed once re-granted.
+    #[serde(default)]
+    pub organisations: Vec<String>,
 }
 
 /// One role the caller holds, as `GET /v1/whoami` lists it.

@@ -22,12 +22,13 @@ pub(crate) struct WhoamiQuery {
     org: Option<String>,
 }
 
-/// Who the caller is, and its memberships on the root group and in `org`. Any
+/// Who the caller is, its memberships on the root group and in `org`, and the
+/// organisations it is granted a role in (by subject; see `organisations`). Any
 /// authenticated caller may ask; it needs no role.
 #[utoipa::path(get, path = "/v1/whoami", tag = "meta",
     params(WhoamiQuery),
     security(("bearerAuth" = [])),
-    responses((status = 200, description = "The caller's subject, issuer and memberships", body = Whoami),
+    responses((status = 200, description = "The caller's subject, issuer, memberships and organisations", body = Whoami),
         BadRequest, Unauthorized, BadGateway, Unavailable))]
 pub(crate) async fn whoami(
     State(state): State<AppState>,
@@ -58,10 +59,15 @@ pub(crate) async fn whoami(
             role: m.role,
         })
         .collect();
+    let organisations = state
+        .store
+        .organisations_of(&principal.subject, Some(&principal.issuer))
+        .await?;
     Ok(Reply::ok(Whoami {
         subject: principal.subject,
         issuer: principal.issuer,
         org,
         memberships,
+        organisations,
     }))
 }

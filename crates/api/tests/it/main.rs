@@ -20,3 +20,4 @@ mod policy_sets;
 mod reviews;
 mod sensitive;
 mod waiting;
+mod whoami;

@@ -1,22 +1,17 @@
 // The live log (`GET /v1/jobs/{id}/logs?offset=N`), followed as `sortie job logs -f` does
-// (crates/cli/src/follow/watch.rs): from `next_offset`, every 500 ms while `more`, at once
-// after a big page, stopping when `more` is false (the job ended). Each read of a running
-// job marks it followed, so its pilot ships every second; a hidden page reads every 30 s,
-// past the follow window, so a forgotten tab lets the pilot slow down. Errors back off;
-// the loop ends when the page is left.
+// (crates/cli/src/follow/watch.rs): from `next_offset`, every 500 ms while a runner runs a
+// phase, at once after a big page, stopping when `more` is false (the job ended). While the
+// job awaits approval and its log is complete nothing is read until its state changes; while
+// it waits for a runner the reads slow down (`follow.js`). Each read of a running job marks
+// it followed, so its pilot ships every second; a hidden page reads every 30 s, past the
+// follow window, so a forgotten tab lets the pilot slow down. Errors back off; the loop ends
+// when the page is left.
 import { html, Component, useEffect, useLayoutEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
 import { ErrorBox, jobApi } from "./common.js";
+import { POLL_MS, isFollowing, nextRead } from "./follow.js";
 import { LogBuffer, MAX_LINES } from "./logbuffer.js";
 
-/** The pause between reads while following. */
-export const POLL_MS = 500;
-/** The pause while a job awaits approval and its log is complete. */
-export const PAUSED_MS = 3000;
-/** A page at least this big is followed by the next at once. */
-const BIG_PAGE = 1024 * 1024;
-/** The pause while the page is hidden: past the follow window (20 s, `protocol::logs`). */
-export const HIDDEN_MS = 30000;
 /** Failed reads in a row before following gives up. */
 export const MAX_FAILURES = 8;
 /** The longest pause after failures. */
@@ -60,7 +55,8 @@ export function Log({ id, state, applyAt }) {
   const stateRef = useRef(state);
   const wake = useRef(null);
   const [version, setVersion] = useState(0);
-  const [following, setFollowing] = useState(false);
+  // `live`: the reader still reads (the log is not complete, reading has not failed for good).
+  const [live, setLive] = useState(true);
   const [error, setError] = useState(null);
 
   useEffect(() => {
@@ -73,13 +69,17 @@ export function Log({ id, state, applyAt }) {
     buf.current = b;
     let stopped = false;
     let timer = null;
+    let reading = false;
+    let done = false;
     let offset = 0;
     let failures = 0;
+    setLive(true);
     const schedule = (ms) => {
-      if (!stopped) timer = setTimeout(tick, document.hidden ? Math.max(ms, HIDDEN_MS) : ms);
+      if (!stopped) timer = setTimeout(tick, ms);
     };
     async function tick() {
       timer = null;
+      reading = true;
       try {
         const page = await api("GET", jobApi(id, `/logs?offset=${offset}`));
         if (stopped) return;
@@ -90,31 +90,36 @@ export function Log({ id, state, applyAt }) {
         if (Number.isFinite(page.next_offset) && page.next_offset >= offset) offset = page.next_offset;
         if (!page.more) {
           b.end();
+          done = true;
           setVersion((v) => v + 1);
-          setFollowing(false);
+          setLive(false);
           return;
         }
         if (data) setVersion((v) => v + 1);
-        const paused = !data && stateRef.current === "awaiting_approval";
-        setFollowing(!paused);
-        schedule(data.length >= BIG_PAGE ? 0 : paused ? PAUSED_MS : POLL_MS);
+        // `null`: awaiting approval with the log complete; the state's change wakes it.
+        const ms = nextRead({ state: stateRef.current, more: true, bytes: data.length, hidden: document.hidden });
+        if (ms !== null) schedule(ms);
       } catch (e) {
         if (stopped) return;
         failures += 1;
         setError(e);
         const lasting = e && e.status >= 400 && e.status < 500 && e.status !== 429;
         if (lasting || failures >= MAX_FAILURES) {
-          setFollowing(false);
+          done = true;
+          setLive(false);
           return;
         }
         schedule(Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** failures));
+      } finally {
+        reading = false;
       }
     }
+    // Read now: the state changed or the page came back into view. A read in flight
+    // schedules its successor from the new state itself.
     wake.current = () => {
-      if (timer !== null) {
-        clearTimeout(timer);
-        schedule(0);
-      }
+      if (stopped || done || reading) return;
+      if (timer !== null) clearTimeout(timer);
+      schedule(0);
     };
     const onVisible = () => !document.hidden && wake.current && wake.current();
     document.addEventListener("visibilitychange", onVisible);
@@ -126,6 +131,8 @@ export function Log({ id, state, applyAt }) {
       if (timer !== null) clearTimeout(timer);
     };
   }, [id]);
+
+  const following = isFollowing(state, live);
 
   useLayoutEffect(() => {
     const el = box.current;

@@ -38,21 +38,64 @@ function Settings({ env }) {
   </section>`;
 }
 
-/** The resolution's tally in words: `won 1, outranked 2 (deeper_scope 2), not_matched 0`. */
+/** Words for the tally's keys (crates/core/src/rule_index/answer.rs `Tally`). */
+const TALLY_WORDS = {
+  outranked: 'outranked by the winner',
+  not_matched: 'did not match',
+  runner_not_visible: 'runner not visible at their scope',
+  out_of_scope: 'out of scope (not this group or above)',
+  deeper_scope: 'deeper scope',
+  more_criteria: 'more criteria',
+  higher_priority: 'higher priority',
+  rule_id: 'rule id sorts first',
+  env_type: 'environment type',
+  env_path: 'path',
+  labels: 'labels',
+  tags: 'tags',
+};
+const word = (k) => TALLY_WORDS[k] || String(k).replace(/_/g, ' ');
+const total = (v) => (typeof v === 'number' ? v : v && typeof v === 'object' ? Object.values(v).reduce((n, x) => n + total(x), 0) : 0);
+
+/**
+ * The rules that did not win, one line per fate with a count, nested counts named when not
+ * zero: `["2 outranked by the winner (2 deeper scope)", "1 did not match (1 labels)"]`.
+ * `won` and fates with no rule are left out; none at all is `[]`.
+ */
+export function otherRules(counts) {
+  return Object.entries(counts || {})
+    .filter(([k, v]) => k !== 'won' && total(v) > 0)
+    .map(([k, v]) => {
+      if (typeof v !== 'object') return `${total(v)} ${word(k)}`;
+      const parts = Object.entries(v).filter(([, x]) => total(x) > 0).map(([sk, x]) => `${total(x)} ${word(sk)}`);
+      return `${total(v)} ${word(k)}${parts.length ? ` (${parts.join(', ')})` : ''}`;
+    });
+}
+
+/** The tally as one line of words (`otherRules` joined), `none` when no other rule. */
 export function countsText(counts) {
-  const total = (v) => (typeof v === 'number' ? v : Object.values(v || {}).reduce((n, x) => n + total(x), 0));
-  const parts = Object.entries(counts || {}).map(([k, v]) => {
-    if (typeof v === 'number') return `${k} ${v}`;
-    if (!v || typeof v !== 'object') return `${k} ${valueText(v)}`;
-    const nonzero = Object.entries(v).filter(([, x]) => total(x) > 0).map(([sk, x]) => `${sk} ${total(x)}`);
-    return nonzero.length ? `${k} ${total(v)} (${nonzero.join(', ')})` : `${k} ${total(v)}`;
-  });
-  return parts.join(', ') || 'none';
+  return otherRules(counts).join('; ') || 'none';
+}
+
+/** One considered rule's fate in words (crates/core/src/rule.rs `Verdict`). */
+export function verdictText(item) {
+  const c = item || {};
+  switch (c.outcome) {
+    case 'won': return 'won';
+    case 'lost': return `lost to ${t(c.to ?? '')}: ${t(c.because ?? '')}`;
+    case 'out_of_scope': return 'out of scope';
+    case 'runner_not_visible': return 'runner not visible at its scope';
+    case 'not_matched': return `did not match: ${t(c.reason ?? '')}`;
+    default: return t(c.outcome ?? '');
+  }
 }
 
 function Considered({ item }) {
-  // Each rule's fate: shown field by field, as text.
-  return html`<li class="considered">${Object.entries(item || {}).map(([k, v]) => html`<span class="kv-inline"><span class="label">${t(k)}</span> <code>${valueText(v)}</code></span> `)}</li>`;
+  const c = item || {};
+  return html`<li class="considered" data-outcome=${t(c.outcome ?? '')}>
+    rule <code>${t(c.rule_id ?? '')}</code> at <code>${t(c.scope || '(root)')}</code> → <strong>${t(c.runner_id ?? '')}</strong>
+    <span class="muted"> (${t(c.criteria_count ?? 0)} criteria, priority ${t(c.priority ?? 0)})</span>:
+    ${' '}<span class=${c.outcome === 'won' ? 'verdict verdict-won' : 'verdict'}>${verdictText(c)}</span>
+  </li>`;
 }
 
 function Why({ env }) {
@@ -94,7 +137,13 @@ function Why({ env }) {
     ${r && html`<div class="why">
       ${answer.changed && html`<p class="banner banner-info">The rules now pick <strong>${t(answer.runner_id)}</strong>; a maintainer may relink it with <code>sortie env refresh-runner</code>.</p>`}
       <p>Rule <code>${t(r.rule && r.rule.id)}</code> (scope <code>${t((r.rule && r.rule.scope) || '(root)')}</code>) wins: ${t(r.why ?? '')}</p>
-      <p class="muted">Other rules: ${t(countsText(r.counts))}</p>
+      ${(() => {
+        const others = otherRules(r.counts);
+        return others.length
+          ? html`<div class="other-rules" data-test="other-rules"><span class="muted">Other rules:</span>
+              <ul class="tally">${others.map((line) => html`<li>${t(line)}</li>`)}</ul></div>`
+          : html`<p class="muted" data-test="other-rules">No other rule applies.</p>`;
+      })()}
       ${full && html`<ol class="explanation" data-test="explanation">${extra.map((c) => html`<${Considered} item=${c} />`)}</ol>`}
       ${full && next !== null && extra.length < 1000 * EXPLAIN_PAGES_MAX && html`<button type="button" disabled=${busy} onClick=${() => ask(true, next)}>More rules</button>`}
     </div>`}
@@ -121,9 +170,9 @@ function Outputs({ env }) {
     ${data && data.none && html`<p class="muted">No outputs: no apply has succeeded yet.</p>`}
     ${data && data.job_id && html`<p class="muted">From apply <a href=${jobHref(data.job_id)}>${t(data.job_id)}</a>.</p>`}
     ${entries.length > 0 && html`<table class="outputs">
-      <thead><tr><th scope="col">Name</th><th scope="col">Value</th></tr></thead>
+      <thead><tr><th scope="col" class="output-name">Name</th><th scope="col">Value</th></tr></thead>
       <tbody>${entries.map(([name, o]) => html`<tr data-test="output" data-name=${name}>
-        <th scope="row"><code>${t(name)}</code></th>
+        <th scope="row" class="output-name"><code title=${t(name)}>${t(name)}</code></th>
         <td>${o && o.sensitive
           ? html`<span class="badge badge-sensitive" data-test="output-sensitive">sensitive</span>`
           : html`<code class="value">${valueText(o && o.value)}</code>`}</td>
@@ -195,7 +244,7 @@ function Jobs({ env }) {
   return html`<section class="card wide" data-test="env-jobs" aria-labelledby="jobs-h">
     <h2 id="jobs-h">Jobs</h2>
     <${ErrorBanner} error=${error} />
-    ${jobs.length === 0 && !busy && !error && html`<p class="muted">No jobs yet.</p>`}
+    ${jobs.length === 0 && !busy && !error && html`<p class="muted">No jobs yet: submit one with <code>sortie run plan ${t(env.path)}</code>.</p>`}
     ${jobs.length > 0 && html`<div class="table-scroll"><table class="jobs">
       <thead><tr><th scope="col">Job</th><th scope="col">Operation</th><th scope="col">State</th><th scope="col">Requested by</th><th scope="col">Submitted</th></tr></thead>
       <tbody>${jobs.map((j) => html`<${JobRow} key=${j.id} job=${j} />`)}</tbody>

@@ -39,7 +39,7 @@ function Runners({ state }) {
     <h2 id="runners-h">Runners</h2>
     <${ErrorBanner} error=${error} />
     ${loading && html`<p class="muted">Loading…</p>`}
-    ${!loading && !error && runners.length === 0 && html`<p class="muted">No runners visible here.</p>`}
+    ${!loading && !error && runners.length === 0 && html`<p class="muted">No runners visible here yet: create one with <code>sortie create runner NAME -f FILE</code>.</p>`}
     <ul class="rows">${runners.map((r) => html`<li class="row" data-test="runner" data-name=${r.name} data-group=${r.group}>
       <div class="row-head">
         <strong>${t(r.id ?? r.name)}</strong>
@@ -67,7 +67,7 @@ function Rules({ group }) {
     <h2 id="rules-h">Rules</h2>
     <${ErrorBanner} error=${error} />
     ${loading && html`<p class="muted">Loading…</p>`}
-    ${!loading && !error && rules.length === 0 && html`<p class="muted">No rules at this group.</p>`}
+    ${!loading && !error && rules.length === 0 && html`<p class="muted">No rules at this group: environments here take a rule of a group above, if any. Add one with <code>sortie create runner-rule --set scope=GROUP …</code>.</p>`}
     <ul class="rows">${rules.map((r) => html`<li class="row" data-test="rule" data-id=${r.id}>
       <div class="row-head"><code>${t(r.id)}</code> → <strong>${t(r.runner_id ?? '')}</strong> <span class="muted">priority ${t(r.priority ?? 0)}</span></div>
       <div><${Criteria} criteria=${r.criteria} /></div>

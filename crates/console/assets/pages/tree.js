@@ -5,7 +5,7 @@ import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment, envSegment, query, pool } from '../api.js';
 import { whoami } from '../auth.js';
 import {
-  t, ErrorBanner, StateWord, envHref, groupHref, jobHref, orgOf, valueText, mayDecide,
+  t, ErrorBanner, StateWord, envHref, groupHref, jobHref, orgOf, orgHref, orgChoice, valueText, mayDecide,
 } from '../ui.js';
 
 const ORGS_KEY = 'sortie.orgs';
@@ -156,11 +156,17 @@ function setQuery(org, q, awaiting) {
   history.replaceState(null, '', `${location.pathname}${location.search}#/${s}`);
 }
 
-/** `#/`: the tree, `?org=` (else the remembered and the viewer's organisations), `?q=`, `?awaiting=1`. */
+/**
+ * `#/`: the tree, `?org=` (else the viewer's organisations from whoami's `organisations`:
+ * one is opened, several are links; with none, those of its roles and those remembered, or
+ * the form), `?q=`, `?awaiting=1`.
+ */
 export function TreePage({ params }) {
   const [needle, setNeedle] = useState(params.get('q') || '');
   const [awaitingOnly, setAwaitingOnly] = useState(params.get('awaiting') === '1');
   const [orgs, setOrgs] = useState(null);
+  const [links, setLinks] = useState([]);
+  const [ask, setAsk] = useState(false);
   const [orgInput, setOrgInput] = useState('');
   const [loaded, setLoaded] = useState([]);
   const [error, setError] = useState(null);
@@ -173,8 +179,15 @@ export function TreePage({ params }) {
       try {
         const me = await whoami();
         const fromRoles = (me.memberships || []).map((m) => orgOf(m.group)).filter(Boolean);
-        const list = [...new Set(pinned ? [pinned] : [...fromRoles, ...rememberedOrgs()])].slice(0, ORGS_MAX);
-        if (live) setOrgs(list);
+        const choice = orgChoice({
+          pinned, listed: me.organisations, fromRoles, remembered: rememberedOrgs(), max: ORGS_MAX,
+        });
+        const list = choice.open;
+        if (live) {
+          setOrgs(list);
+          setLinks(choice.links);
+          setAsk(choice.ask);
+        }
         const results = await pool(list, 3, loadOrg);
         if (!live) return;
         const ok = results.filter((r) => r.ok).map((r) => r.value);
@@ -229,8 +242,13 @@ export function TreePage({ params }) {
       ${pinned && html`<a href="#/" class="muted">all remembered organisations</a>`}
     </form>
     ${!done && html`<p class="muted" aria-live="polite">Loading…</p>`}
-    ${done && orgs && orgs.length === 0 && html`<p class="banner banner-info">
-      Name an organisation above to see its groups and environments (the API lists environments by organisation; the console remembers those you open in this tab).</p>`}
+    ${links.length > 0 && html`<nav class="org-list card" aria-label="your organisations" data-test="org-list">
+      <h2>Your organisations</h2>
+      <ul>${links.map((o) => html`<li key=${o}><a data-test="org-link" data-org=${o} href=${orgHref(o)}>${t(o)}</a></li>`)}</ul>
+    </nav>`}
+    ${done && ask && html`<p class="banner banner-info" data-test="org-none">
+      No organisation grants you a role by name, so there is none to open for you: name one above to see its groups and environments.
+      Roles that come to you through a claim (a group claim, say) cannot be listed, since they name no one; the console remembers the organisations you open in this tab.</p>`}
     ${loaded.map((data) => html`<${OrgTree} key=${data.org} data=${data} needle=${lowered} awaitingOnly=${awaitingOnly} />`)}
   </main>`;
 }

@@ -30,7 +30,7 @@ impl Engine {
         }
         .instrument(span);
         // Every request below is the job's (moto's timing in `sortie dev`).
-        sortie_store::on_behalf::for_job(message.job_id.as_str(), work).await
+        sortie_store::on_behalf::for_job(message.job_id.as_str(), Box::pin(work)).await
     }
 
     async fn launch(

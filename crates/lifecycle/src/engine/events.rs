@@ -98,7 +98,7 @@ impl Engine {
             }
         }
         .instrument(span);
-        sortie_store::on_behalf::for_job(id.as_str(), work).await
+        sortie_store::on_behalf::for_job(id.as_str(), Box::pin(work)).await
     }
 
     /// Decides what a stopped task (seen by its event) means for its job, and carries it

@@ -109,8 +109,21 @@ fn expiry_and_triggers_are_set_kept_and_cleared_with_each_terraform() {
             "Terraform {version}: an extension shows as a change:\n{}",
             plan.all()
         );
+        // A refresh records it in the state (a plan does not write the state).
+        tf.ok(&[
+            "apply",
+            "-refresh-only",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+        ]);
         let state = tf.ok(&["state", "show", "-no-color", "sortie_environment.down"]);
         assert!(state.out.contains("expires_at"), "{}", state.out);
+        assert_eq!(
+            tf.plan().code,
+            0,
+            "Terraform {version}: the extended end is kept"
+        );
 
         // Cleared: no ttl, no triggers; the trigger settings go with them.
         tf.write(&config(group, ""));

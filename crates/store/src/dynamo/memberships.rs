@@ -1,23 +1,125 @@
-//! Memberships: one item per grant, partitioned by organisation (the root has its own).
+//! Memberships: one item per grant, partitioned by organisation (the root has its own),
+//! and, for a grant to a subject inside an organisation, one index item under the subject
+//! (`MEMBER#<issuer>#<subject>` / `ORG#<org>#M#<group>#<id>`) written and deleted in the
+//! same transaction as the grant: how `organisations_of` finds a caller's organisations.
+
+use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use sortie_core::{GroupPath, Membership};
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
+use serde::{Deserialize, Serialize};
+use sortie_core::{Grantee, GroupPath, Membership};
 
 use super::items::{from_item, to_item, MemberItem};
 use super::keys::{key, members_pk};
-use super::{condition_failed, DynamoStore};
+use super::{condition_failed, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
-use crate::{MembershipRecord, MembershipStore, StoreError};
+use crate::{MembershipRecord, MembershipStore, StoreError, ORGANISATIONS_MAX};
+
+/// `%` and `#` escaped, so that `<issuer>#<subject>` names one pair only.
+fn escape(text: &str) -> String {
+    text.replace('%', "%25").replace('#', "%23")
+}
+
+/// The index partition of a subject's grants: for one issuer, or (`None`) for any issuer.
+fn member_pk(issuer: Option<&str>, subject: &str) -> String {
+    format!(
+        "MEMBER#{}#{}",
+        escape(issuer.unwrap_or_default()),
+        escape(subject)
+    )
+}
+
+/// The index item of a grant to a subject inside an organisation; `None` for a root-group
+/// grant or a claim-pattern grant.
+fn index_item(record: &MembershipRecord) -> Option<MemberIndexItem> {
+    let org = record.membership.group.org()?;
+    let Grantee::Subject { subject, issuer } = &record.membership.grantee else {
+        return None;
+    };
+    Some(MemberIndexItem {
+        pk: member_pk(issuer.as_deref(), subject),
+        sk: format!(
+            "ORG#{org}#M#{}#{}",
+            record.membership.group.as_str(),
+            record.id
+        ),
+        kind: "member-index".into(),
+        org: org.to_string(),
+    })
+}
+
+/// A subject's index entry for one grant: which organisation it is in.
+#[derive(Serialize, Deserialize)]
+struct MemberIndexItem {
+    pk: String,
+    sk: String,
+    kind: String,
+    org: String,
+}
+
+fn membership_sk(group: &GroupPath, id: &str) -> String {
+    format!("M#{}#{id}", group.as_str())
+}
+
+impl DynamoStore {
+    /// The distinct organisations in one index partition, added to `out` until it holds
+    /// [`ORGANISATIONS_MAX`]; reads only the `org` attribute, paged to the end.
+    async fn index_orgs(&self, pk: &str, out: &mut BTreeSet<String>) -> Result<(), StoreError> {
+        let mut start: Option<Item> = None;
+        while out.len() < ORGANISATIONS_MAX {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s("ORG#"))
+                .projection_expression("org")
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+            for item in page.items.unwrap_or_default() {
+                if let Some(org) = item.get("org").and_then(|v| v.as_s().ok()) {
+                    if out.len() < ORGANISATIONS_MAX || out.contains(org) {
+                        out.insert(org.clone());
+                    }
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl MembershipStore for DynamoStore {
     async fn put_membership(&self, record: &MembershipRecord) -> Result<(), StoreError> {
         let item = MemberItem {
             pk: members_pk(record.membership.group.org()),
-            sk: format!("M#{}#{}", record.membership.group.as_str(), record.id),
+            sk: membership_sk(&record.membership.group, &record.id),
             kind: "membership".into(),
             record: record.clone(),
         };
+        let exists = || StoreError::AlreadyExists {
+            kind: "membership",
+            id: record.id.clone(),
+        };
+        if let Some(index) = index_item(record) {
+            // The grant and its index entry together, or neither.
+            let items = vec![
+                self.put(to_item(&item), "attribute_not_exists(pk)"),
+                self.put(to_item(&index), "attribute_not_exists(pk)"),
+            ];
+            return match self.transact(items).await? {
+                TxOutcome::Done => Ok(()),
+                TxOutcome::Cancelled(_) => Err(exists()),
+            };
+        }
         let res = self
             .client
             .put_item()
@@ -28,32 +130,52 @@ impl MembershipStore for DynamoStore {
             .await;
         match res {
             Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(StoreError::AlreadyExists {
-                kind: "membership",
-                id: record.id.clone(),
-            }),
+            Err(e) if condition_failed(&e) => Err(exists()),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
 
     async fn delete_membership(&self, group: &GroupPath, id: &str) -> Result<(), StoreError> {
+        let not_found = || StoreError::NotFound {
+            kind: "membership",
+            id: id.to_string(),
+        };
+        let membership_key = key(members_pk(group.org()), &membership_sk(group, id));
+        // A grant is never changed, so the index entry read here is the one to delete.
+        let index = match self.get_item(membership_key.clone()).await? {
+            None => return Err(not_found()),
+            Some(item) => index_item(&from_item::<MemberItem>(item)?.record),
+        };
+        if let Some(index) = index {
+            let items = vec![
+                self.delete(membership_key, "attribute_exists(pk)", Item::new()),
+                // Unconditional: an index entry already gone never blocks a revoke.
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(key(index.pk, &index.sk)))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            ];
+            return match self.transact(items).await? {
+                TxOutcome::Done => Ok(()),
+                TxOutcome::Cancelled(_) => Err(not_found()),
+            };
+        }
         let res = self
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                members_pk(group.org()),
-                &format!("M#{}#{id}", group.as_str()),
-            )))
+            .set_key(Some(membership_key))
             .condition_expression("attribute_exists(pk)")
             .send()
             .await;
         match res {
             Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(StoreError::NotFound {
-                kind: "membership",
-                id: id.to_string(),
-            }),
+            Err(e) if condition_failed(&e) => Err(not_found()),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
@@ -88,5 +210,20 @@ impl MembershipStore for DynamoStore {
             }
         }
         Ok(out)
+    }
+
+    async fn organisations_of(
+        &self,
+        subject: &str,
+        issuer: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut orgs = BTreeSet::new();
+        self.index_orgs(&member_pk(None, subject), &mut orgs)
+            .await?;
+        if let Some(issuer) = issuer.filter(|i| !i.is_empty()) {
+            self.index_orgs(&member_pk(Some(issuer), subject), &mut orgs)
+                .await?;
+        }
+        Ok(orgs.into_iter().collect())
     }
 }

@@ -1,10 +1,12 @@
 //! Memberships, keyed as the table's membership items.
 
 use async_trait::async_trait;
-use sortie_core::{GroupPath, Membership};
+use std::collections::BTreeSet;
+
+use sortie_core::{Grantee, GroupPath, Membership};
 
 use super::{members_pk, MemoryStore};
-use crate::{MembershipRecord, MembershipStore, StoreError};
+use crate::{MembershipRecord, MembershipStore, StoreError, ORGANISATIONS_MAX};
 
 #[async_trait]
 impl MembershipStore for MemoryStore {
@@ -69,5 +71,26 @@ impl MembershipStore for MemoryStore {
                     .map(|(_, m)| m.membership.clone())
             })
             .collect())
+    }
+
+    async fn organisations_of(
+        &self,
+        subject: &str,
+        issuer: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
+        let st = self.lock();
+        let orgs: BTreeSet<String> = st
+            .memberships
+            .values()
+            .filter(|m| match &m.membership.grantee {
+                Grantee::Subject {
+                    subject: s,
+                    issuer: i,
+                } => s == subject && (i.is_none() || i.as_deref() == issuer),
+                Grantee::ClaimPattern { .. } => false,
+            })
+            .filter_map(|m| m.membership.group.org().map(str::to_string))
+            .collect();
+        Ok(orgs.into_iter().take(ORGANISATIONS_MAX).collect())
     }
 }
