@@ -207,6 +207,17 @@ def alice_reviews(b, c, alice, shots):
             lines_while_running = max(lines_while_running, len(b.all(css("log-line"))))
         time.sleep(0.1)
     c.check(b.text(css("job-state")) == "awaiting_approval", f"job page: reached awaiting_approval (is {state})")
+    # Nothing runs while the job awaits a person: no "following", and once the plan's log
+    # is complete it is not read again until the state changes (components/follow.js).
+    b.until("following to stop while awaiting approval", lambda d: not b.has(css("log-following")), 5)
+    c.check(not b.has(css("log-following")), "job page: no [data-test=log-following] while awaiting approval")
+    time.sleep(1.0)  # the last page of the plan's log
+    b.js("performance.clearResourceTimings()")
+    time.sleep(6.0)
+    log_reads = b.js("return performance.getEntriesByType('resource')"
+                     ".filter(e => e.name.includes('/logs?')).length")
+    c.check(log_reads <= 1, f"job page: the log is not read while awaiting approval ({log_reads} reads in 6 s)")
+    step(f"awaiting approval: {log_reads} log reads in 6 s, no following marker")
     # The plan phase takes about a second: whether the page caught it running is luck, so
     # this is only told; bob's apply (slow `tick` lines) asserts the following.
     if seen_running:
@@ -451,7 +462,7 @@ def run(args, c):
         sign_in(b, users["alice"], "alice", c)
         step("alice signed in; tree and environment")
         tree_and_env(b, c, shots)
-        b.screenshot(shots, "env")
+        b.screenshot(shots, "env-explain")
         jid = alice_reviews(b, c, alice, shots)
         step(f"alice reviewed {jid} and was refused her own approval; bob approves")
         sign_out(b)

@@ -29,7 +29,7 @@ function Settings({ env }) {
       <${Row} name="Labels">${labels.length ? labels.map(([k, v]) => html`<span class="tag">${t(k)}=${valueText(v)}</span> `) : html`<span class="muted">none</span>`}<//>
       <${Row} name="Tags">${(s.tags || []).length ? s.tags.map((tag) => html`<span class="tag">${t(tag)}</span> `) : html`<span class="muted">none</span>`}<//>
       <${Row} name="Approval">${t(s.approval || 'auto')}${s.four_eyes ? ', four eyes' : ''}${s.approval_timeout_seconds ? `, times out after ${s.approval_timeout_seconds} s` : ''}<//>
-      <${Row} name="Tool">${t(s.tool || 'the runner\'s')} ${t(s.tool_version)}<//>
+      <${Row} name="Tool">${s.tool ? `${t(s.tool)} ${t(s.tool_version ?? '')}` : s.tool_version ? `the runner's tool, version ${t(s.tool_version)}` : html`<span class="muted">the runner's default</span>`}<//>
       ${(s.triggers || []).length > 0 && html`<${Row} name="Triggered by">${s.triggers.map((tr) => html`<code>${t(tr)}</code> `)} (${t(s.trigger_operation || 'plan')}${(s.trigger_inputs || []).length ? `; inputs ${t(s.trigger_inputs.join(', '))}` : ''})<//>`}
       ${(s.expires_at || s.ttl) && html`<${Row} name="Expiry">${s.expires_at ? html`<${Time} value=${s.expires_at} />` : `${t(s.ttl)} from ${t(s.ttl_from || 'created')}`}<//>`}
       <${Row} name="Queued jobs">${t(s.queued_count ?? 0)}<//>

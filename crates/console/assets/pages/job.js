@@ -91,6 +91,13 @@ function sourceText(src) {
   return `git ${String(src.url ?? "")}${path}${ref}`;
 }
 
+/** A reviewed job's phase in words (`crates/core/src/job/review.rs` `JobPhase`). */
+function reviewText(phase) {
+  if (phase === "plan") return "(reviewed: plan phase; applied only if a person approves the plan)";
+  if (phase === "apply") return "(reviewed: approved; apply phase, the saved plan)";
+  return `(reviewed: ${String(phase ?? "")} phase)`;
+}
+
 function Summary({ job }) {
   const runner = String(job.runner_id ?? "");
   const variables = Object.entries(job.variables && typeof job.variables === "object" ? job.variables : {});
@@ -100,7 +107,7 @@ function Summary({ job }) {
       ${job.waiting?.text ? html` <span class="muted" data-test="job-waiting">${text(job.waiting.text)}</span>` : null}</dd>
     <dt>Operation</dt>
     <dd data-test="job-operation">${String(job.operation ?? "")}${job.drift_check ? " (drift check)" : ""}${job.restore ? " (restore)" : ""}
-      ${job.review ? html` <span class="muted">reviewed: ${job.review.phase} phase</span>` : null}</dd>
+      ${job.review ? html` <span class="muted">${reviewText(job.review.phase)}</span>` : null}</dd>
     <dt>Environment</dt>
     <dd><a data-test="job-env" href=${envHref(job.environment)}>${text(job.environment)}</a></dd>
     <dt>Runner</dt>

@@ -12,7 +12,7 @@ fn grant(group: &str, grantee: Grantee) -> MembershipRecord {
         id: sortie_core::tokens::new_id(),
         membership: Membership {
             group: GroupPath::parse(group).unwrap(),
-            role: Role::Reader,
+            role: Role::Viewer,
             grantee,
         },
         granted_by: "root".into(),
