@@ -120,3 +120,14 @@ test("organisations after sign-in: pinned alone, one opened, several linked, non
   assert.equal(orgChoice({ remembered: Array.from({ length: 30 }, (_, i) => `o${i}`), max: 10 }).open.length, 10);
   assert.equal(orgHref('a"><b?c#d'), "#/?org=a%22%3E%3Cb%3Fc%23d");
 });
+
+test("backticked names in the API's sentences are split out as code, the rest stays text", async () => {
+  const { tickSplit } = await import("../assets/pages/env.js");
+  assert.deepEqual(tickSplit("rule `default` in `acme` wins"), [
+    { text: "rule ", code: false }, { text: "default", code: true }, { text: " in ", code: false },
+    { text: "acme", code: true }, { text: " wins", code: false },
+  ]);
+  assert.deepEqual(tickSplit("one ` stray"), [{ text: "one ` stray", code: false }]);
+  assert.deepEqual(tickSplit(undefined), []);
+  assert.deepEqual(tickSplit("`<b>`"), [{ text: "<b>", code: true }]);
+});

@@ -247,11 +247,12 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
             CreateLogUploads,
             PutUploadProblems,
             ReportJobExit,
-            PutJobTool
+            PutJobTool,
+            PutJobState
         ]
     );
     assert_eq!(of(Auth::Agent), [ClaimJob, AgentHeartbeat, AgentExit]);
-    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 13);
+    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 14);
     assert!(Route::ALL
         .iter()
         .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));

@@ -89,6 +89,18 @@ export function verdictText(item) {
   }
 }
 
+/**
+ * A sentence of the API with `backticked` names split out: `[{text, code}]`, `code` true for
+ * the names (shown as `<code>`, as text); an unpaired backtick stays text.
+ */
+export function tickSplit(sentence) {
+  const parts = String(sentence ?? '').split('`');
+  if (parts.length % 2 === 0) return [{ text: String(sentence ?? ''), code: false }];
+  return parts.map((text, i) => ({ text, code: i % 2 === 1 })).filter((p) => p.text !== '');
+}
+
+const Ticked = ({ text }) => tickSplit(text).map((p) => (p.code ? html`<code>${t(p.text)}</code>` : t(p.text)));
+
 function Considered({ item }) {
   const c = item || {};
   return html`<li class="considered" data-outcome=${t(c.outcome ?? '')}>
@@ -136,7 +148,7 @@ function Why({ env }) {
     <${ErrorBanner} error=${error} />
     ${r && html`<div class="why">
       ${answer.changed && html`<p class="banner banner-info">The rules now pick <strong>${t(answer.runner_id)}</strong>; a maintainer may relink it with <code>sortie env refresh-runner</code>.</p>`}
-      <p>Rule <code>${t(r.rule && r.rule.id)}</code> (scope <code>${t((r.rule && r.rule.scope) || '(root)')}</code>) wins: ${t(r.why ?? '')}</p>
+      <p>Rule <code>${t(r.rule && r.rule.id)}</code> (scope <code>${t((r.rule && r.rule.scope) || '(root)')}</code>) wins: <${Ticked} text=${r.why} /></p>
       ${(() => {
         const others = otherRules(r.counts);
         return others.length
