@@ -217,7 +217,7 @@ async fn group_view(
     request_body(description = "The limits; an absent one is unset", content((GroupExpiryBody = "application/json"), (GroupExpiryBody = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Set", body = GroupExpiryView),
-        BadRequest, Unauthorized, Forbidden, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn set_group_expiry(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
@@ -242,7 +242,7 @@ pub(crate) async fn set_group_expiry(
     params(("group" = String, Path, description = "Group path")),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "The limits", body = GroupExpiryView),
-        BadRequest, Unauthorized, Forbidden, BadGateway, Unavailable))]
+        BadRequest, Unauthorized, Forbidden, NotFound, BadGateway, Unavailable))]
 pub(crate) async fn get_group_expiry(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,

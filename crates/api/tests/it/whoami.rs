@@ -38,8 +38,16 @@ async fn organisations_follow_grants_and_revokes(api: Api) {
         json!({"kind": "claim_pattern", "claim": "sub", "pattern": "ali*"}),
     )
     .await;
-    grant(&api, "umbrella", json!({"kind": "subject", "subject": "bob"})).await;
-    assert_eq!(organisations(&api, "alice").await, json!(["acme", "globex"]));
+    grant(
+        &api,
+        "umbrella",
+        json!({"kind": "subject", "subject": "bob"}),
+    )
+    .await;
+    assert_eq!(
+        organisations(&api, "alice").await,
+        json!(["acme", "globex"])
+    );
     assert_eq!(organisations(&api, "carol").await, json!([]));
 
     let r = api

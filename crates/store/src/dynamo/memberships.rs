@@ -58,6 +58,24 @@ struct MemberIndexItem {
     org: String,
 }
 
+/// `None` when the transaction failed on a condition (the caller says which); otherwise the
+/// reason, as a retryable error: never reported as a conflict.
+fn cancelled(codes: &[Option<String>]) -> Option<StoreError> {
+    if codes
+        .iter()
+        .flatten()
+        .any(|c| c == "ConditionalCheckFailed")
+    {
+        return None;
+    }
+    let reasons: Vec<&str> = codes.iter().flatten().map(String::as_str).collect();
+    Some(StoreError::Aws {
+        service: "dynamodb",
+        message: format!("membership transaction cancelled: {}", reasons.join(", ")),
+        retryable: true,
+    })
+}
+
 fn membership_sk(group: &GroupPath, id: &str) -> String {
     format!("M#{}#{id}", group.as_str())
 }
@@ -117,7 +135,7 @@ impl MembershipStore for DynamoStore {
             ];
             return match self.transact(items).await? {
                 TxOutcome::Done => Ok(()),
-                TxOutcome::Cancelled(_) => Err(exists()),
+                TxOutcome::Cancelled(codes) => Err(cancelled(&codes).unwrap_or_else(exists)),
             };
         }
         let res = self
@@ -162,7 +180,7 @@ impl MembershipStore for DynamoStore {
             ];
             return match self.transact(items).await? {
                 TxOutcome::Done => Ok(()),
-                TxOutcome::Cancelled(_) => Err(not_found()),
+                TxOutcome::Cancelled(codes) => Err(cancelled(&codes).unwrap_or_else(not_found)),
             };
         }
         let res = self
