@@ -191,3 +191,15 @@ export function mayDecide(job, me, group) {
   return !(job.review && job.review.four_eyes && job.requested_by === me.subject);
 }
 
+/**
+ * A sentence of the API with `backticked` names split out: `[{text, code}]`, `code` true for
+ * the names (shown as `<code>`, as text); an unpaired backtick stays text.
+ */
+export function tickSplit(sentence) {
+  const parts = String(sentence ?? '').split('`');
+  if (parts.length % 2 === 0) return [{ text: String(sentence ?? ''), code: false }];
+  return parts.map((text, i) => ({ text, code: i % 2 === 1 })).filter((p) => p.text !== '');
+}
+
+/** `text` with its `backticked` names as `<code>` (all as text, never markup). */
+export const Ticked = ({ text }) => tickSplit(text).map((p) => (p.code ? html`<code>${t(p.text)}</code>` : t(p.text)));

@@ -122,7 +122,7 @@ test("organisations after sign-in: pinned alone, one opened, several linked, non
 });
 
 test("backticked names in the API's sentences are split out as code, the rest stays text", async () => {
-  const { tickSplit } = await import("../assets/pages/env.js");
+  const { tickSplit } = await import("../assets/ui.js");
   assert.deepEqual(tickSplit("rule `default` in `acme` wins"), [
     { text: "rule ", code: false }, { text: "default", code: true }, { text: " in ", code: false },
     { text: "acme", code: true }, { text: " wins", code: false },

@@ -15,52 +15,6 @@ const TTL_SECONDS: i64 = 180;
 
 const MAIN_TF: &str = "resource \"terraform_data\" \"app\" {\n  input = \"short-lived\"\n}\n\noutput \"id\" {\n  value = terraform_data.app.id\n}\n";
 
-/// An SQS queue that receives every event of `bus` whose source is `sortie`; its URL.
-async fn capture(bus: &str) -> (aws_sdk_sqs::Client, String) {
-    let config = sortie_testkit::sdk_config().await;
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let eb = aws_sdk_eventbridge::Client::new(&config);
-    let name = sortie_testkit::unique("events");
-    let url = sqs
-        .create_queue()
-        .queue_name(&name)
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
-    eb.put_rule()
-        .name("all-sortie")
-        .event_bus_name(bus)
-        .event_pattern(json!({"source": ["sortie"]}).to_string())
-        .send()
-        .await
-        .unwrap();
-    eb.put_targets()
-        .rule("all-sortie")
-        .event_bus_name(bus)
-        .targets(
-            aws_sdk_eventbridge::types::Target::builder()
-                .id("queue")
-                .arn(arn)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
-    (sqs, url)
-}
 
 /// Every event the queue holds now (bounded: at most 20 receives).
 async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
@@ -154,7 +108,7 @@ fn an_environment_with_a_three_minute_ttl_is_reminded_and_destroyed_on_time() {
     sortie_testkit::require_aws!();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (dev, bucket) = dev();
-    let (sqs, queue) = rt.block_on(capture(&dev.bus));
+    let (sqs, queue) = rt.block_on(common::capture_events(&dev.bus, "all-sortie"));
     // The organisation's limits, through the CLI: the one not named is kept.
     let out: common::Out =
         common::sortie(&dev, &["group", "expiry", "acme", "--default-ttl", "3d"]).into();

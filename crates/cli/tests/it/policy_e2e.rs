@@ -72,51 +72,6 @@ fn tamper(bucket: &str, env: &str, mut state: Value) {
     });
 }
 
-/// An SQS queue receiving every event of `bus` whose source is `sortie`.
-async fn capture(bus: &str) -> (aws_sdk_sqs::Client, String) {
-    let config = sortie_testkit::sdk_config().await;
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let eb = aws_sdk_eventbridge::Client::new(&config);
-    let url = sqs
-        .create_queue()
-        .queue_name(sortie_testkit::unique("policy-events"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
-    eb.put_rule()
-        .name("policy-events")
-        .event_bus_name(bus)
-        .event_pattern(json!({"source": ["sortie"]}).to_string())
-        .send()
-        .await
-        .unwrap();
-    eb.put_targets()
-        .rule("policy-events")
-        .event_bus_name(bus)
-        .targets(
-            aws_sdk_eventbridge::types::Target::builder()
-                .id("queue")
-                .arn(arn)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
-    (sqs, url)
-}
 
 /// Receives events until one of `kind` about job `job` arrives (60 s at most); it and
 /// every event received.
@@ -162,7 +117,7 @@ fn a_mandatory_deny_keeps_a_replacement_unapplied_and_a_drift_violation_is_publi
     let names = Names::fresh();
     let dev = Dev::launch(&names, &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (sqs, queue) = rt.block_on(capture(names.bus()));
+    let (sqs, queue) = rt.block_on(crate::common::capture_events(names.bus(), "policy-events"));
     let bucket = state_bucket();
     let runner = format!(
         "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",

@@ -5,7 +5,7 @@ import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
 import { api, ApiError, envSegment, query } from '../api.js';
 import { whoami } from '../auth.js';
 import {
-  t, ErrorBanner, StateWord, Time, groupHref, jobHref, roleOn, atLeast, orgOf, valueText, useLoad,
+  t, ErrorBanner, StateWord, Ticked, Time, groupHref, jobHref, roleOn, atLeast, orgOf, valueText, useLoad,
 } from '../ui.js';
 
 /** Jobs per page of the job list. */
@@ -88,18 +88,6 @@ export function verdictText(item) {
     default: return t(c.outcome ?? '');
   }
 }
-
-/**
- * A sentence of the API with `backticked` names split out: `[{text, code}]`, `code` true for
- * the names (shown as `<code>`, as text); an unpaired backtick stays text.
- */
-export function tickSplit(sentence) {
-  const parts = String(sentence ?? '').split('`');
-  if (parts.length % 2 === 0) return [{ text: String(sentence ?? ''), code: false }];
-  return parts.map((text, i) => ({ text, code: i % 2 === 1 })).filter((p) => p.text !== '');
-}
-
-const Ticked = ({ text }) => tickSplit(text).map((p) => (p.code ? html`<code>${t(p.text)}</code>` : t(p.text)));
 
 function Considered({ item }) {
   const c = item || {};

@@ -2,7 +2,7 @@
 // read-only.
 import { html, useState } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment } from '../api.js';
-import { t, ErrorBanner, Time, groupHref, valueText, useLoad, cls } from '../ui.js';
+import { t, ErrorBanner, Ticked, Time, groupHref, valueText, useLoad, cls } from '../ui.js';
 
 function RunnerCheck({ runner }) {
   const [result, setResult] = useState(null);
@@ -26,7 +26,7 @@ function RunnerCheck({ runner }) {
     ${result && html`<div class="check-result" data-test="runner-check-result" data-passed=${result.passed ? 'true' : 'false'}>
       <p><strong>${result.passed ? 'All checks passed' : 'Some checks did not pass'}</strong> for organisation <code>${t(result.org ?? '')}</code>.</p>
       <ul class="checks">${(result.checks || []).map((c) => html`<li class=${`check check-${cls(c.status)}`}>
-        <span class="check-status">${t(c.status ?? '')}</span>${' '}<code>${t(c.name ?? '')}</code>${' '}<span>${t(c.detail ?? '')}</span>
+        <span class="check-status">${t(c.status ?? '')}</span>${' '}<code>${t(c.name ?? '')}</code>${' '}<span><${Ticked} text=${c.detail} /></span>
       </li>`)}</ul>
     </div>`}
   </div>`;

@@ -412,3 +412,51 @@ impl Drop for Terminal {
         let _ = self.child.kill();
     }
 }
+
+/// An SQS queue (named from `name`) that receives, through the rule `name`, every event of
+/// `bus` whose source is `sortie`; the client and the queue's URL.
+pub async fn capture_events(bus: &str, name: &str) -> (aws_sdk_sqs::Client, String) {
+    let config = sortie_testkit::sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let eb = aws_sdk_eventbridge::Client::new(&config);
+    let queue = sortie_testkit::unique(name);
+    let url = sqs
+        .create_queue()
+        .queue_name(&queue)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    eb.put_rule()
+        .name(name)
+        .event_bus_name(bus)
+        .event_pattern(serde_json::json!({"source": ["sortie"]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    eb.put_targets()
+        .rule(name)
+        .event_bus_name(bus)
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("queue")
+                .arn(arn)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    (sqs, url)
+}
