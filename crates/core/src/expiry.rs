@@ -337,12 +337,12 @@ pub fn limits_problems(limits: &ExpiryLimits, min_seconds: u64) -> Vec<(&'static
 }
 
 /// How long the sweep waits before trying again an expiry whose destroy failed for the
-/// `failures`-th time in a row: the launch backoff of [`crate::retry`] (2 s doubling up to
+/// `failures`-th time in a row: the launch backoff of [`crate::backoff`] (2 s doubling up to
 /// 5 minutes, with jitter seeded by the environment and the count). Never given up: an
 /// expiry is retried until it succeeds or the environment is extended.
 pub fn retry_after(environment: &str, failures: u32) -> Duration {
-    let seed = crate::retry::jitter_seed(environment, failures);
-    Duration::seconds(i64::from(crate::retry::launch_retry_delay_seconds(
+    let seed = crate::backoff::jitter_seed(environment, failures);
+    Duration::seconds(i64::from(crate::backoff::launch_retry_delay_seconds(
         failures.max(1),
         seed,
     )))

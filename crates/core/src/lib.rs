@@ -8,6 +8,7 @@
 pub mod agent_pool;
 pub mod arn;
 pub mod auth;
+pub mod backoff;
 pub mod changes;
 pub mod check;
 pub mod decision;

@@ -15,7 +15,6 @@ const TTL_SECONDS: i64 = 180;
 
 const MAIN_TF: &str = "resource \"terraform_data\" \"app\" {\n  input = \"short-lived\"\n}\n\noutput \"id\" {\n  value = terraform_data.app.id\n}\n";
 
-
 /// Every event the queue holds now (bounded: at most 20 receives).
 async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
     let mut events = vec![];

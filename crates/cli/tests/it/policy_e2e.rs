@@ -72,7 +72,6 @@ fn tamper(bucket: &str, env: &str, mut state: Value) {
     });
 }
 
-
 /// Receives events until one of `kind` about job `job` arrives (60 s at most); it and
 /// every event received.
 async fn wait_event(

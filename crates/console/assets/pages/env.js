@@ -269,12 +269,19 @@ async function planRequest(env) {
 function RunPlan({ env }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
+  // The job a new plan repeats, looked up once: undefined while looking, null when there is none.
+  const [base, setBase] = useState(undefined);
+  useEffect(() => {
+    let live = true;
+    planRequest(env).then((b) => live && setBase(b), (e) => live && (setBase(null), setError(e)));
+    return () => {
+      live = false;
+    };
+  }, [env.path]);
   const run = async () => {
     setBusy(true);
     setError(null);
     try {
-      const base = await planRequest(env);
-      if (!base) throw new ApiError(0, 'no_source', 'This environment has no earlier job to take the configuration from: submit the first one with `sortie run plan ENV`.', []);
       const j = base.job;
       const body = { operation: 'plan', source: j.source, variables: j.variables || {}, secret_refs: j.secret_refs || {} };
       if (j.files && Object.keys(j.files).length) body.files = j.files;
@@ -285,8 +292,13 @@ function RunPlan({ env }) {
       setBusy(false);
     }
   };
+  if (base === null && !error) {
+    return html`<div class="run-plan" data-test="run-plan-first">
+      <span class="muted">The first plan needs a configuration: submit it with <code>sortie run plan ${t(env.path)}</code> from its directory. After that, this page can plan again.</span>
+    </div>`;
+  }
   return html`<div class="run-plan">
-    <button type="button" class="button-primary" data-test="run-plan" disabled=${busy} onClick=${run}>Run plan</button>
+    <button type="button" class="button-primary" data-test="run-plan" disabled=${busy || !base} onClick=${run}>Run plan</button>
     <span class="muted">plans the configuration and variables of the latest apply (sensitive variables are not repeated)</span>
     <${ErrorBanner} error=${error} />
   </div>`;
