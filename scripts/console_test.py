@@ -174,6 +174,12 @@ def tree_and_env(b, c, shots):
     safety(b, c, "tree")
     b.find(css("tree-env", path=ENV) + " " + css("env-link")).click()
     b.loaded("env", path=ENV)
+    # No job has run here yet: instead of a Run plan button that could only fail, the page
+    # says how the first plan is made.
+    b.until("the run-plan area to settle", lambda d: b.has(css("run-plan-first"))
+            or b.has(css("run-plan") + ":not([disabled])"))
+    c.check(b.has(css("run-plan-first")) and not b.has(css("run-plan")),
+            "env page: with no job yet, no Run plan button but how to submit the first plan")
     settings = b.find(css("env-settings")).get_attribute("textContent")
     c.check("required" in settings.lower(), f"env page: approval `required` shown in settings: {settings[:200]!r}")
     literal(b, c, css("env-page"), "env page labels",
