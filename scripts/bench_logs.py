@@ -5,9 +5,11 @@ a 60-minute 50 MB log read back through the API, and follow latency.
 
 1. Requests per ten-minute job nobody follows, counted by the pilot's own pump on a fake
    clock (`cargo test -p sortie-pilot --lib a_ten_minute_job`), priced at us-east-1 list
-   prices, before (a chunk and a presigning call every second) and after.
-2. The round trip and the follow latency on moto
-   (`cargo test -p sortie-api --test it -- logs::`), whose lines are printed as they are.
+   prices, before (a chunk and a presigning call every second), the first paced design
+   (a chunk every 30 s, the follow marker read every 5 s) and now.
+2. The round trip and the follow latency on moto (a follower from the start, and
+   followers who join mid-run, before and after) (`cargo test -p sortie-api --test it --
+   logs::`), whose lines are printed as they are.
 
 The total adds the rest of a job's control-plane cost: `--non-log-usd` (USD per 1,000
 jobs, the soak's figure from scripts/soak.py when it has run), else the estimate below.
@@ -76,12 +78,16 @@ def main():
         sys.exit("bench_logs: the pilot's test printed no request counts")
     puts, calls, gets = map(int, m.groups())
     before = 600 * (API_CALL + S3_PUT) * 1000
+    # The first paced design (chunks every 30 s, the marker read every 5 s).
+    paced = (20 * API_CALL + 20 * S3_PUT + 120 * S3_GET) * 1000
     after = (calls * API_CALL + puts * S3_PUT + gets * S3_GET) * 1000
     print("\nCost of the log per 1,000 ten-minute jobs (us-east-1 list prices):")
     print(f"  one API call = ${API_GATEWAY * 1e6:.2f} + ${LAMBDA_REQUEST * 1e6:.2f} + "
           f"${LAMBDA_GB_S * LAMBDA_MEMORY_GB * LAMBDA_CALL_S * 1e6:.3f} (Lambda GB-s) + "
           f"${DYNAMODB_READ * 1e6:.3f} (GetItem) = ${API_CALL * 1e6:.3f} per million")
     print(f"  before: 600 × (${API_CALL * 1e6:.3f} + ${S3_PUT * 1e6:.2f}) per million × 1,000 = ${before:.2f}")
+    print(f"  first paced design: 20 × ${API_CALL * 1e6:.3f} + 20 × ${S3_PUT * 1e6:.2f} + 120 × "
+          f"${S3_GET * 1e6:.2f}, per million × 1,000 = ${paced:.3f}")
     print(f"  after:  {calls} × ${API_CALL * 1e6:.3f} + {puts} × ${S3_PUT * 1e6:.2f} + {gets} × "
           f"${S3_GET * 1e6:.2f}, per million × 1,000 = ${after:.3f}")
     if args.non_log_usd is not None:
@@ -96,10 +102,11 @@ def main():
     rows += [
         ("log requests per 10-minute job (nobody follows)", f"{puts} PUT, {calls} API calls, {gets} GET", "", None),
         ("log cost per 1,000 ten-minute jobs, before", f"${before:.2f}", "", None),
+        ("log cost per 1,000 ten-minute jobs, first paced design (marker every 5 s)", f"${paced:.3f}", "", None),
         ("log cost per 1,000 ten-minute jobs, after", f"${after:.3f}", "", None),
         (f"control plane per 1,000 ten-minute jobs ({source} rest)", f"${total:.3f}", "≤ $0.40", total <= 0.40),
     ]
-    figures = {"puts": puts, "calls": calls, "gets": gets, "before_usd": before,
+    figures = {"puts": puts, "calls": calls, "gets": gets, "before_usd": before, "paced_usd": paced,
                "after_usd": after, "non_log_usd": non_log, "total_usd": total}
 
     if not args.skip_moto:
@@ -109,7 +116,9 @@ def main():
                    "--nocapture", "--test-threads=1"])
         trip = re.search(r"read back from offset 0 in (\d+) pages in ([\d.]+) s; largest answer ([\d.]+) MB; "
                          r"slowest call ([\d.]+) s", out)
-        follow = re.search(r"p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms", out)
+        follow = re.search(r"^follow latency .*p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms", out, re.M)
+        joins = {tag: re.search(rf"^mid-run follow latency, {tag} .*?(\d+) lines;.*p50 (\d+) ms, p99 (\d+) ms, "
+                                rf"max (\d+) ms", out, re.M) for tag in ("before", "after")}
         if trip:
             pages, secs, largest, slowest = trip.groups()
             rows.append(("60-minute 50 MB log read from offset 0", f"{secs} s in {pages} pages", "< 10 s",
@@ -121,6 +130,12 @@ def main():
             p50, p99, worst = map(int, follow.groups())
             rows.append(("follow latency, followed log", f"p50 {p50} ms, p99 {p99} ms", "p99 ≤ 2 s", p99 <= 2000))
             figures.update(follow_p50_ms=p50, follow_p99_ms=p99)
+        for tag, m in joins.items():
+            if m:
+                lines, p50, p99, worst = map(int, m.groups())
+                rows.append((f"follow latency, follower joins mid-run, {tag} ({lines} lines)",
+                             f"p50 {p50} ms, p99 {p99} ms, max {worst} ms", "p99 ≤ 2 s", p99 <= 2000))
+                figures.update({f"join_{tag}_p50_ms": p50, f"join_{tag}_p99_ms": p99})
 
     print("\n| measure | figure | goal | met |\n|---|---|---|---|")
     for what, figure, goal, met in rows:

@@ -159,6 +159,9 @@ def tree_and_env(b, c, shots):
             "tree: alice's one organisation (whoami `organisations`) opened without asking")
     c.check(not b.has(css("org-list")) and not b.has(css("org-none")),
             "tree: one organisation shows neither the list of organisations nor the 'none' notice")
+    # Once it is open, the organisation box is gone; with one organisation, no switch link.
+    c.check(not b.has(css("org-input")) and not b.has(css("org-switch")),
+            "tree: an open organisation hides the organisation box (one organisation: no switch link)")
     group = b.find(css("tree-group", path=GROUP))
     c.check(group is not None, "tree: group acme listed")
     row = b.find(css("tree-env", path=ENV))

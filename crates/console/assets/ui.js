@@ -153,6 +153,19 @@ export function orgChoice({ pinned = '', listed = [], fromRoles = [], remembered
   return { open, links: [], ask: open.length === 0 };
 }
 
+/**
+ * What the tree shows of its organisation picker (the Open form and the list of the viewer's
+ * organisations): `picker` only while no organisation is open (or the viewer asked to switch),
+ * `switchLink` (a small "switch organisation" link back to it) when one is open and the viewer
+ * knows of several. `toOpen`: the organisations being opened (null until whoami answered);
+ * `opened`: how many loaded; `known`: how many distinct organisations the viewer knows of.
+ */
+export function orgPicker({ done = false, toOpen = null, opened = 0, known = 0, switching = false }) {
+  const undecided = !done && toOpen === null;
+  const open = done ? opened > 0 : Array.isArray(toOpen) && toOpen.length > 0;
+  return { picker: switching || (!open && !undecided), switchLink: open && !switching && known > 1 };
+}
+
 function decodeSegments(rest) {
   return rest
     .split('/')

@@ -121,6 +121,21 @@ test("organisations after sign-in: pinned alone, one opened, several linked, non
   assert.equal(orgHref('a"><b?c#d'), "#/?org=a%22%3E%3Cb%3Fc%23d");
 });
 
+test("the organisation picker shows only while no organisation is open, with a way back when there are several", async () => {
+  const { orgPicker } = await import("../assets/ui.js");
+  // Before whoami answers: nothing (no flash of the form).
+  assert.deepEqual(orgPicker({}), { picker: false, switchLink: false });
+  // Opening one: the picker is hidden at once; with one known organisation, no switch link.
+  assert.deepEqual(orgPicker({ toOpen: ["acme"], known: 1 }), { picker: false, switchLink: false });
+  assert.deepEqual(orgPicker({ done: true, toOpen: ["acme"], opened: 1, known: 1 }), { picker: false, switchLink: false });
+  // Several known: a switch link, which brings the picker back.
+  assert.deepEqual(orgPicker({ done: true, toOpen: ["acme"], opened: 1, known: 3 }), { picker: false, switchLink: true });
+  assert.deepEqual(orgPicker({ done: true, toOpen: ["acme"], opened: 1, known: 3, switching: true }), { picker: true, switchLink: false });
+  // Nothing to open, or nothing could be loaded: the picker.
+  assert.deepEqual(orgPicker({ toOpen: [], known: 0 }), { picker: true, switchLink: false });
+  assert.deepEqual(orgPicker({ done: true, toOpen: ["gone"], opened: 0, known: 2 }), { picker: true, switchLink: false });
+});
+
 test("backticked names in the API's sentences are split out as code, the rest stays text", async () => {
   const { tickSplit } = await import("../assets/ui.js");
   assert.deepEqual(tickSplit("rule `default` in `acme` wins"), [

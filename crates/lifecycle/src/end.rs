@@ -157,7 +157,7 @@ impl JobService {
                     )
                     .await?;
                 info!(job_id = %id, %reason, "requeued for a new launch attempt");
-                self.send_or_leave_pending(id).await;
+                self.send_or_leave_pending(&requeued.job).await;
                 Ok(requeued)
             }
             other => {
@@ -323,7 +323,7 @@ impl JobService {
     ) -> Result<(), StoreError> {
         if let Released::HandedTo(next) = self.store.release_environment(env, job_id).await? {
             info!(next = %next.id, "environment handed to the next queued job");
-            self.send_or_leave_pending(&next.id).await;
+            self.send_or_leave_pending(&next).await;
         }
         Ok(())
     }

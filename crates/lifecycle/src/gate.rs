@@ -22,11 +22,10 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::json;
 use sortie_core::job::JobPhase;
-use sortie_core::plan::PlanData;
 use sortie_core::policy::gate::{self, GateVerdict, POLICY_PRINCIPAL};
 use sortie_core::policy::{PolicyResult, PolicySet, SetResult};
 use sortie_core::{Decision, Environment, JobState, Operation, Outcome, ReviewVerdict};
-use sortie_policy::{Limits, SetCache};
+use sortie_policy::{Limits, PlanInput, PreparedInput, SetCache};
 use sortie_store::{Artifacts, JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn};
 
@@ -144,28 +143,27 @@ impl JobService {
         }
         let plan = self.read_plan(record).await?;
         let now = Utc::now();
-        let doc = match plan {
-            PlanData::Unavailable(reason) => {
+        let plan = match plan {
+            PlanInput::Unavailable(reason) => {
                 let results = gate::unavailable_sets(
                     sets.iter().map(|s| (s.group.as_str(), &s.set)),
                     &reason,
                 );
                 return Ok(Some(gate::result(results, Some(&reason), now)));
             }
-            PlanData::Available(doc) => doc,
+            PlanInput::Available(plan) => plan,
         };
         let runner = json!({
             "id": record.job.runner_id.to_string(),
             "type": record.job.runner_spec.as_ref().map(|s| s.runner_configuration.type_name()),
         });
-        let input = sortie_policy::build_input(
-            &doc,
+        // The stored bytes were parsed once, straight into the evaluator's value; the plan
+        // is shared by every set, only the job and the runner are converted here.
+        let input = PreparedInput::from_parts(
+            plan,
             &sortie_policy::JobInput::new(&record.job, &env),
             &runner,
         );
-        drop(doc);
-        // Converted once for every set (the conversion costs as much as a few sets).
-        let input = sortie_policy::PreparedInput::new(&input);
         let mut results = Vec::with_capacity(sets.len());
         for s in &sets {
             let result = match self.gate.cache.get_or_compile(&s.group, &s.set, &s.version) {
@@ -185,15 +183,15 @@ impl JobService {
 
     /// The job's stored `plan.json`: absent is unavailable ("no plan data was uploaded"); a
     /// store failure other than absence is returned (the end is retried).
-    async fn read_plan(&self, record: &JobRecord) -> Result<PlanData, StoreError> {
+    async fn read_plan(&self, record: &JobRecord) -> Result<PlanInput, StoreError> {
         let Some(artifacts) = &self.gate.artifacts else {
-            return Ok(PlanData::Unavailable(
+            return Ok(PlanInput::Unavailable(
                 "this control plane has no artifacts bucket to read plan data from".into(),
             ));
         };
         match artifacts.get(&plan_key(record)).await {
-            Ok(bytes) => Ok(PlanData::from_artifact(Some(&bytes))),
-            Err(StoreError::NotFound { .. }) => Ok(PlanData::from_artifact(None)),
+            Ok(bytes) => Ok(PlanInput::from_artifact(Some(&bytes))),
+            Err(StoreError::NotFound { .. }) => Ok(PlanInput::from_artifact(None)),
             Err(e) => Err(e),
         }
     }
@@ -364,7 +362,7 @@ impl JobService {
             )
             .await?;
         info!(job_id = %job.id, "the plan passed the policy gate; the apply phase is sent");
-        self.send_or_leave_pending(&job.id).await;
+        self.send_or_leave_pending(&approved.job).await;
         Ok(approved)
     }
 }

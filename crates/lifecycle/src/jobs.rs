@@ -63,16 +63,16 @@ impl JobService {
     ) -> Result<Submitted, StoreError> {
         let submitted = self.store.submit_job(job, idempotency).await?;
         if submitted.took_lock {
-            self.send_or_leave_pending(&submitted.job.id).await;
+            self.send_or_leave_pending(&submitted.job).await;
         }
         Ok(submitted)
     }
 
     /// Sends a lock-holding job to the queue. If the send fails the job stays a pending
     /// send in the store (it holds the lock and is `queued`), and the sweeper re-sends it.
-    pub async fn send_or_leave_pending(&self, job_id: &JobId) {
-        if let Err(e) = self.queue.send(job_id, 0).await {
-            warn!(%job_id, error = %e, "send to the jobs queue failed; the sweeper will re-send");
+    pub async fn send_or_leave_pending(&self, job: &Job) {
+        if let Err(e) = self.queue.send(job, 0).await {
+            warn!(job_id = %job.id, error = %e, "send to the jobs queue failed; the sweeper will re-send");
         }
     }
 
@@ -85,10 +85,7 @@ impl JobService {
             return Ok(Cancellation::AlreadyEnded(record.clone()));
         }
         if job.state.is_active() {
-            let message = JobMessage {
-                job_id: job.id.clone(),
-                cancel_by: Some(by.to_string()),
-            };
+            let message = JobMessage::cancel(job, by);
             self.queue.send_message(&message, 0).await?;
             return Ok(Cancellation::Stopping(record.clone()));
         }
@@ -194,7 +191,7 @@ impl JobService {
         };
         info!(job_id = %job.id, verdict = ?verdict, by, "job reviewed");
         match verdict {
-            ReviewVerdict::Approved => self.send_or_leave_pending(&job.id).await,
+            ReviewVerdict::Approved => self.send_or_leave_pending(&reviewed.job).await,
             ReviewVerdict::Discarded => {
                 self.end(&reviewed, How::Reached).await?;
             }

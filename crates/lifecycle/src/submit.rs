@@ -125,13 +125,8 @@ impl JobService {
         env: &Environment,
         order: JobOrder,
     ) -> Result<Submitted, SubmitError> {
-        // A lock (or a freeze above) refuses new jobs; read fresh, never from `env`'s copy.
-        if let Some(held) = self.lock_holding(&env.path).await? {
-            return Err(SubmitError::Locked {
-                environment: env.path.clone(),
-                held,
-            });
-        }
+        // A lock (or a freeze above) refuses new jobs: the write's own condition checks it,
+        // and only a refused write reads the lock, to name it (`refusal_of`).
         let runner_id = &env.runner.runner_id;
         let runner = self
             .store
@@ -187,9 +182,9 @@ impl JobService {
         }
     }
 
-    /// The refusal of a submit whose write failed: a lock or freeze taken after the read
-    /// above fails the write's condition (`StoreError::Locked`), and is named like one
-    /// found by the read (who, when, why), read again now.
+    /// The refusal of a submit whose write failed: a lock or freeze fails the write's
+    /// condition (`StoreError::Locked`), and is named (who, when, why) by reading it now,
+    /// only after the refusal, so a submit that is not refused pays no lock read.
     async fn refusal_of(&self, path: &EnvPath, e: StoreError) -> SubmitError {
         if !matches!(e, StoreError::Locked { .. }) {
             return e.into();
@@ -207,7 +202,7 @@ impl JobService {
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {
         let submitted = self.store.submit_if_idle(job).await?;
         if let Some(s) = &submitted {
-            self.send_or_leave_pending(&s.job.id).await;
+            self.send_or_leave_pending(&s.job).await;
         }
         Ok(submitted)
     }
@@ -292,9 +287,9 @@ mod tests {
         assert!(w.sent().is_empty());
     }
 
-    /// Secrets that, on the submit's first secret (after the submit read the lock, before
-    /// it writes the job), lock the environment (or freeze its group): the race of a lock
-    /// taken between the read and the write.
+    /// Secrets that, on the submit's first secret (after the submit started, before it
+    /// writes the job), lock the environment (or freeze its group): a lock taken while a
+    /// submit is under way.
     struct LockMidSubmit {
         store: std::sync::Arc<sortie_store::MemoryStore>,
         freeze: bool,
@@ -329,7 +324,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_lock_taken_between_the_read_and_the_write_lets_no_job_in() {
+    async fn a_locked_or_frozen_environment_is_refused_by_the_write_and_named_after() {
+        use sortie_store::LockStore;
+        for freeze in [false, true] {
+            let w = World::new().await;
+            let env = w.environment("acme/payments/prod").await;
+            let lock = sortie_core::lock::EnvLock::new("dave", Utc::now(), "audit").unwrap();
+            if freeze {
+                w.store.freeze_group(env.path.group(), &lock).await.unwrap();
+            } else {
+                w.store.lock_environment(&env.path, &lock).await.unwrap();
+            }
+            let held = w.jobs.lock_holding(&env.path).await.unwrap().unwrap();
+            let order =
+                JobOrder::submit(request("apply"), SensitiveValues::default(), "alice", None);
+            let e = w.jobs.submit_for(&env, order).await.unwrap_err();
+            assert!(
+                matches!(e, SubmitError::Locked { .. }),
+                "freeze={freeze}: {e:?}"
+            );
+            // The message is the lock's own refusal: who, when and why.
+            assert_eq!(e.to_string(), held.refusal(&env.path), "freeze={freeze}");
+            assert!(
+                e.to_string().contains("dave") && e.to_string().contains("audit"),
+                "{e}"
+            );
+            assert!(w.sent().is_empty(), "nothing sent (freeze={freeze})");
+            let jobs = w.store.list_jobs(&env.path, 50, None).await.unwrap().jobs;
+            assert!(jobs.is_empty(), "no job written (freeze={freeze})");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lock_taken_while_a_submit_is_under_way_lets_no_job_in() {
         for (freeze, busy) in [(false, false), (false, true), (true, false), (true, true)] {
             let mut w = World::new().await;
             let env = w.environment("acme/payments/prod").await;

@@ -2,8 +2,10 @@
 //! each through a URL the API presigns ([`Uploader`]).
 //!
 //! [`LogSink`] collects bytes; [`LogShipper`] ships them on the pace of a [`Pump`]:
-//! every second while someone follows the log, every 30 s otherwise, and at once when a
-//! full chunk (1 MiB) is pending ([`sortie_core::protocol::logs`]). Each chunk is named
+//! every second while someone follows the log, every 60 s otherwise, and at once when a
+//! full chunk (1 MiB) is pending ([`sortie_core::protocol::logs`]). The follow marker is
+//! read every second while no one follows and new bytes arrive, so a follower who joins
+//! mid-run gets the lines written after they joined within about 2 s. Each chunk is named
 //! by its start offset (12 digits; the API stores it at `logs/<job id>/<offset>.log`, see
 //! `sortie_core::protocol::pilot::upload_key`), so chunks never overlap and
 //! concatenating them in key order gives the log. A failed upload keeps its bytes for the
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sortie_core::protocol::logs::{
-    flush_due, split_chunks, FOLLOWED_FLUSH, FOLLOW_CHECK, IDLE_FLUSH, MAX_CHUNKS_PER_GRANT,
+    flush_due, split_chunks, CheckPace, FOLLOWED_FLUSH, IDLE_FLUSH, MAX_CHUNKS_PER_GRANT,
     MAX_CHUNK_BYTES,
 };
 use tokio::sync::oneshot;
@@ -29,16 +31,16 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// The most bytes one flush ships (one presigning call's worth of chunks).
 const MAX_FLUSH_BYTES: usize = MAX_CHUNKS_PER_GRANT * MAX_CHUNK_BYTES;
 
-/// The shipping pace: how often while followed, while not, and how often the follow
-/// marker is read.
+/// The shipping pace: how often while followed, while not, and when the follow marker is
+/// read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pace {
     /// The flush interval while someone follows.
     pub followed: Duration,
     /// The flush interval otherwise.
     pub idle: Duration,
-    /// How often the follow state is read.
-    pub check: Duration,
+    /// When the follow state is read.
+    pub check: CheckPace,
 }
 
 impl Default for Pace {
@@ -46,7 +48,7 @@ impl Default for Pace {
         Self {
             followed: FOLLOWED_FLUSH,
             idle: IDLE_FLUSH,
-            check: FOLLOW_CHECK,
+            check: CheckPace::default(),
         }
     }
 }
@@ -58,6 +60,8 @@ pub struct Pump {
     pace: Pace,
     last_flush: Duration,
     last_check: Option<Duration>,
+    /// The log's end offset at the last read of the follow state.
+    checked_up_to: u64,
     followed: bool,
 }
 
@@ -68,6 +72,7 @@ impl Pump {
             pace,
             last_flush: Duration::ZERO,
             last_check: None,
+            checked_up_to: 0,
             followed: false,
         }
     }
@@ -77,14 +82,23 @@ impl Pump {
         self.followed
     }
 
-    /// One step at `now`: reads the follow state when due, then ships when due. Returns
-    /// whether it shipped; an upload error is logged and the bytes stay pending.
+    /// One step at `now`: reads the follow state when due ([`CheckPace::due`]; always at
+    /// the first step), then ships when due. Returns whether it shipped; an upload error
+    /// is logged and the bytes stay pending.
     pub async fn step(&mut self, now: Duration, sink: &LogSink, uploader: &dyn Uploader) -> bool {
-        if self
-            .last_check
-            .is_none_or(|at| now.saturating_sub(at) >= self.pace.check)
-        {
+        let end = sink.written_up_to();
+        let due = match self.last_check {
+            None => true,
+            Some(at) => self.pace.check.due(
+                now.saturating_sub(at),
+                self.followed,
+                end > self.checked_up_to,
+                sink.pending_len(),
+            ),
+        };
+        if due {
             self.last_check = Some(now);
+            self.checked_up_to = end;
             if let Some(followed) = uploader.followed().await {
                 self.followed = followed;
             }
@@ -200,6 +214,12 @@ impl LogSink {
     /// The offset of the first byte not yet shipped.
     pub fn shipped_up_to(&self) -> u64 {
         self.lock().offset
+    }
+
+    /// The offset just past the last byte written (shipped or not).
+    pub fn written_up_to(&self) -> u64 {
+        let state = self.lock();
+        state.offset + state.pending.len() as u64
     }
 
     /// Puts back bytes taken at `offset` whose upload failed.
@@ -388,7 +408,10 @@ mod tests {
         let pace = Pace {
             followed: Duration::from_millis(20),
             idle: Duration::from_millis(20),
-            check: Duration::from_secs(1),
+            check: CheckPace {
+                fast: Duration::from_secs(1),
+                slow: Duration::from_secs(1),
+            },
         };
         let shipper = LogShipper::spawn(sink.clone(), store.clone(), pace);
         sink.write(b"early\n");
@@ -468,20 +491,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_unfollowed_log_ships_every_30_s_and_a_followed_one_every_second() {
+    async fn an_unfollowed_log_ships_every_60_s_and_a_followed_one_every_second() {
         let store = MemoryUploads::new();
         let shipped = simulate(&store, 120, None).await;
-        assert_eq!(shipped, [30_000, 60_000, 90_000], "idle: every 30 s");
+        assert_eq!(shipped, [60_000], "idle: every 60 s");
         assert_eq!(
             store.follow_checks.load(Ordering::SeqCst),
-            24,
-            "a check every 5 s"
+            120,
+            "a check every second while a line a second is written"
         );
 
         let store = MemoryUploads::new();
         let shipped = simulate(&store, 60, Some(20)).await;
         let followed: Vec<_> = shipped.iter().filter(|t| **t >= 20_000).collect();
-        // The marker is read every 5 s: the pace changes at the first read after 20 s.
+        // The marker is read every second while new lines come: the pace changes at 20 s.
         assert_eq!(followed.first(), Some(&&20_000));
         assert!(
             followed.windows(2).all(|w| w[1] - w[0] == 1000),
@@ -491,14 +514,61 @@ mod tests {
         assert!(store.log().ends_with(b"[59s elapsed]\n"));
     }
 
+    /// A follower joins at `join` (ms, on no tick) a log written a line every 100 ms: the
+    /// first shipment after the join, which carries every line written before it.
+    async fn first_shipment_after_a_join(join: u64) -> u64 {
+        let store = MemoryUploads::new();
+        let sink = LogSink::new(false);
+        let mut pump = Pump::new(Pace::default());
+        for t in 0..(join / 250 + 40) {
+            let now = t * 250;
+            for line in 0..(if t == 0 { 1 } else { 3 }) {
+                sink.line(&format!("line {}", now.saturating_sub(line * 100)));
+            }
+            store.set_followed(now >= join);
+            if pump.step(Duration::from_millis(now), &sink, &store).await && now >= join {
+                return now;
+            }
+        }
+        panic!("nothing shipped within 10 s of a join at {join} ms");
+    }
+
     #[tokio::test]
-    async fn a_ten_minute_job_nobody_follows_costs_twenty_puts() {
+    async fn a_follower_who_joins_mid_run_is_seen_within_a_second() {
+        let fast = CheckPace::default().fast.as_millis() as u64;
+        for join in [1_013, 7_777, 29_999, 61_234, 200_501, 333_333] {
+            let shipped = first_shipment_after_a_join(join).await;
+            assert!(
+                shipped - join <= fast + TICK.as_millis() as u64,
+                "joined at {join} ms, first shipment at {shipped} ms"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quiet_log_reads_the_marker_only_while_bytes_are_pending() {
+        let store = MemoryUploads::new();
+        let sink = LogSink::new(false);
+        let mut pump = Pump::new(Pace::default());
+        // One line at the start, then 10 minutes of silence.
+        sink.line("Still creating...");
+        for t in 0..2400u64 {
+            pump.step(Duration::from_millis(t * 250), &sink, &store)
+                .await;
+        }
+        // Read at the start, then every 5 s until the line ships at 60 s, then never.
+        assert_eq!(store.follow_checks.load(Ordering::SeqCst), 1 + 12);
+        assert_eq!(store.puts.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_ten_minute_job_nobody_follows_costs_ten_puts() {
         let store = MemoryUploads::new();
         simulate(&store, 600, None).await;
         let puts = store.puts.load(Ordering::SeqCst);
         let calls = store.log_batches.load(Ordering::SeqCst);
         let checks = store.follow_checks.load(Ordering::SeqCst);
         println!("log requests of a 10-minute unfollowed job: {puts} S3 PUTs, {calls} presigning calls, {checks} follow-marker GETs");
-        assert_eq!((puts, calls, checks), (20, 20, 120));
+        assert_eq!((puts, calls, checks), (10, 10, 600));
     }
 }

@@ -1,6 +1,7 @@
 //! 20 policy sets (cached, compiled once) evaluated over a 1,000-resource plan: the whole
-//! check of one plan, input conversion included. Prints the p99 of 300 checks first (and
-//! of the two phases apart), then criterion's figures.
+//! check of one plan as the gate does it, from the stored `plan.json` BYTES (parsed once
+//! into regorus's value) to the sets' results. Prints the p50 and p99 of 300 checks first
+//! (the parse, the evaluation and the whole, each wall and on-CPU), then criterion's figures.
 //!
 //! `cargo bench -p sortie-policy --bench evaluate`
 
@@ -10,9 +11,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion};
 use serde_json::{json, Value};
 use sortie_core::policy::{Enforcement, OnUnavailable, PolicyModule, PolicySet};
-use sortie_policy::{
-    build_input, evaluate, evaluate_prepared, JobInput, Limits, PreparedInput, SetCache,
-};
+use sortie_policy::{evaluate_prepared, JobInput, Limits, PlanInput, PreparedInput, SetCache};
 
 /// A plan of `n` resource changes of a few types, every tenth a delete.
 fn plan(n: usize) -> Value {
@@ -63,47 +62,68 @@ fn set(i: usize) -> PolicySet {
     }
 }
 
-fn setup() -> (SetCache, Vec<PolicySet>, Value) {
-    let cache = SetCache::default();
-    let sets: Vec<PolicySet> = (0..20).map(set).collect();
-    let job = JobInput {
-        operation: "apply".into(),
-        requested_by: "alice".into(),
-        environment: "acme/payments/prod".into(),
-        env_type: "production".into(),
-        labels: Default::default(),
-        tags: Default::default(),
-        drift_check: false,
-    };
-    let input = build_input(&plan(1_000), &job, &json!({"id": "acme/r"}));
-    (cache, sets, input)
+/// The 20 sets, the plan's JSON bytes (as stored in `plan.json`), the job and the runner.
+struct Setup {
+    cache: SetCache,
+    sets: Vec<PolicySet>,
+    bytes: Vec<u8>,
+    job: JobInput,
+    runner: Value,
 }
 
-/// One whole check: the 20 sets from the cache, then their evaluation.
-fn check(cache: &SetCache, sets: &[PolicySet], input: &Value) -> usize {
-    let compiled: Vec<_> = sets
+fn setup() -> Setup {
+    Setup {
+        cache: SetCache::default(),
+        sets: (0..20).map(set).collect(),
+        bytes: serde_json::to_vec(&plan(1_000)).unwrap(),
+        job: JobInput {
+            operation: "apply".into(),
+            requested_by: "alice".into(),
+            environment: "acme/payments/prod".into(),
+            env_type: "production".into(),
+            labels: Default::default(),
+            tags: Default::default(),
+            drift_check: false,
+        },
+        runner: json!({"id": "acme/r", "type": "local"}),
+    }
+}
+
+/// The input the gate builds from the stored bytes: parsed once, the job and runner added.
+fn parse(s: &Setup) -> PreparedInput {
+    match PlanInput::from_artifact(Some(&s.bytes)) {
+        PlanInput::Available(plan) => PreparedInput::from_parts(plan, &s.job, &s.runner),
+        PlanInput::Unavailable(reason) => panic!("{reason}"),
+    }
+}
+
+/// The 20 sets from the cache, evaluated against `input`: the number of messages.
+fn evaluation(s: &Setup, input: &PreparedInput) -> usize {
+    let compiled: Vec<_> = s
+        .sets
         .iter()
-        .map(|s| {
-            (
-                "acme".to_string(),
-                cache.get_or_compile("acme", s, "1").unwrap(),
-            )
-        })
+        .map(|set| s.cache.get_or_compile("acme", set, "1").unwrap())
         .collect();
     let refs: Vec<(String, &sortie_policy::CompiledSet)> = compiled
         .iter()
-        .map(|(g, c)| (g.clone(), c.as_ref()))
+        .map(|c| ("acme".to_string(), c.as_ref()))
         .collect();
-    let results = evaluate(&refs, input, Limits::default());
+    let results = evaluate_prepared(&refs, input, Limits::default());
     results.iter().map(|r| r.deny.len() + r.warn.len()).sum()
 }
 
+/// One whole check, from the plan's bytes to the sets' results.
+fn check(s: &Setup) -> usize {
+    evaluation(s, &parse(s))
+}
+
 fn twenty_sets(c: &mut Criterion) {
-    let (cache, sets, input) = setup();
-    check(&cache, &sets, &input);
-    c.bench_function("policy/20 sets x 1000 resources", |b| {
-        b.iter(|| black_box(check(&cache, &sets, black_box(&input))))
-    });
+    let s = setup();
+    check(&s);
+    c.bench_function(
+        "policy/20 sets x 1000 resources, from plan.json bytes",
+        |b| b.iter(|| black_box(check(black_box(&s)))),
+    );
 }
 
 /// Nanoseconds this thread has run on a core (`/proc/thread-self/schedstat`, Linux), so a
@@ -117,41 +137,70 @@ fn on_cpu() -> Option<u64> {
         .ok()
 }
 
-fn p99() {
-    let (cache, sets, input) = setup();
-    let messages = check(&cache, &sets, &input);
-    let vm = sets
-        .iter()
-        .filter(|s| cache.get_or_compile("acme", s, "1").unwrap().on_vm())
-        .count();
-    let mut wall = Vec::with_capacity(300);
-    let mut cpu = Vec::with_capacity(300);
-    for _ in 0..300 {
+/// Wall and on-CPU times of one phase, over every check.
+#[derive(Default)]
+struct Times {
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+}
+
+impl Times {
+    fn time<T>(&mut self, f: impl FnOnce() -> T) -> T {
         let (t, c) = (Instant::now(), on_cpu());
-        black_box(check(&cache, &sets, &input));
-        wall.push(t.elapsed());
+        let out = f();
+        self.wall.push(t.elapsed());
         if let (Some(before), Some(after)) = (c, on_cpu()) {
-            cpu.push(Duration::from_nanos(after.saturating_sub(before)));
+            self.cpu
+                .push(Duration::from_nanos(after.saturating_sub(before)));
         }
+        out
     }
-    let at = |times: &mut Vec<Duration>, q: f64| {
-        times.sort();
-        times[((times.len() as f64 * q) as usize).min(times.len() - 1)]
-    };
-    println!(
-        "policy check, 20 sets ({vm} on the VM) x 1000 resources ({messages} messages): wall p50 {:?} p99 {:?} max {:?}",
-        at(&mut wall, 0.50),
-        at(&mut wall, 0.99),
-        at(&mut wall, 1.0)
-    );
-    if !cpu.is_empty() {
-        println!(
-            "  on-CPU time of the same checks: p50 {:?} p99 {:?} max {:?}",
-            at(&mut cpu, 0.50),
-            at(&mut cpu, 0.99),
-            at(&mut cpu, 1.0)
+
+    fn print(mut self, what: &str) {
+        let at = |times: &mut Vec<Duration>, q: f64| {
+            times.sort();
+            times[((times.len() as f64 * q) as usize).min(times.len() - 1)]
+        };
+        let mut line = format!(
+            "  {what}: wall p50 {:?} p99 {:?}",
+            at(&mut self.wall, 0.50),
+            at(&mut self.wall, 0.99)
         );
+        if !self.cpu.is_empty() {
+            line += &format!(
+                "; on-CPU p50 {:?} p99 {:?}",
+                at(&mut self.cpu, 0.50),
+                at(&mut self.cpu, 0.99)
+            );
+        }
+        println!("{line}");
     }
+}
+
+/// 300 checks from the plan's bytes, each phase timed apart and the whole timed around both.
+fn p99() {
+    let s = setup();
+    let messages = check(&s);
+    let vm = s
+        .sets
+        .iter()
+        .filter(|set| s.cache.get_or_compile("acme", set, "1").unwrap().on_vm())
+        .count();
+    let (mut parsing, mut evaluating, mut whole) =
+        (Times::default(), Times::default(), Times::default());
+    for _ in 0..300 {
+        whole.time(|| {
+            let input = parsing.time(|| parse(&s));
+            black_box(evaluating.time(|| evaluation(&s, &input)));
+        });
+    }
+    println!(
+        "policy check, 20 sets ({vm} on the VM) x 1000 resources ({} KB of plan.json, {messages} messages), 300 checks:",
+        s.bytes.len() / 1024
+    );
+    parsing.print("parse (plan.json bytes -> input)");
+    evaluating.print("20 sets' evaluation");
+    whole.print("whole check");
 }
 
 // `criterion_group!` defines a public function that cannot carry a rustdoc line.
@@ -168,40 +217,6 @@ use group::benches;
 
 fn main() {
     p99();
-    phases();
     benches();
     Criterion::default().configure_from_args().final_summary();
-}
-
-/// The two phases of a check apart: the input's conversion, then the 20 sets.
-fn phases() {
-    let (cache, sets, input) = setup();
-    let compiled: Vec<_> = sets
-        .iter()
-        .map(|s| cache.get_or_compile("acme", s, "1").unwrap())
-        .collect();
-    let refs: Vec<(String, &sortie_policy::CompiledSet)> = compiled
-        .iter()
-        .map(|c| ("acme".to_string(), c.as_ref()))
-        .collect();
-    let (mut convert, mut sets_only) = (Vec::new(), Vec::new());
-    for _ in 0..100 {
-        let t = Instant::now();
-        let prepared = black_box(PreparedInput::new(&input));
-        convert.push(t.elapsed());
-        let t = Instant::now();
-        black_box(evaluate_prepared(&refs, &prepared, Limits::default()));
-        sets_only.push(t.elapsed());
-    }
-    for (what, mut times) in [
-        ("input conversion", convert),
-        ("20 sets' evaluation", sets_only),
-    ] {
-        times.sort();
-        println!(
-            "  {what}: p50 {:?} p99 {:?}",
-            times[times.len() / 2],
-            times[times.len() * 99 / 100]
-        );
-    }
 }

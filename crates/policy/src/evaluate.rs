@@ -8,6 +8,8 @@ use regorus::Value as RegoValue;
 use sortie_core::policy::SetResult;
 
 use crate::compile::CompiledSet;
+use crate::input::JobInput;
+use sortie_core::plan::{NO_ARTIFACT, PLAN_JSON_MAX_BYTES, TOO_LARGE};
 
 /// The most messages kept from one rule (`deny` or `warn`) of one set.
 pub const MAX_MESSAGES: usize = 50;
@@ -42,7 +44,83 @@ impl Default for Limits {
 #[derive(Debug, Clone)]
 pub struct PreparedInput(RegoValue);
 
+/// The plan of a check, read from its stored `plan.json` bytes: parsed once, straight
+/// into the evaluator's value (never through a `serde_json` tree), or the reason there is
+/// no plan data (the same reasons as
+/// [`PlanData::from_artifact`](sortie_core::plan::PlanData::from_artifact)).
+#[derive(Debug, Clone)]
+pub enum PlanInput {
+    /// The redacted plan document, parsed.
+    Available(RegoValue),
+    /// Why there is no plan data (no artifact, too large, unreadable, or the runner's
+    /// `{"unavailable": reason}`).
+    Unavailable(String),
+}
+
+impl PlanInput {
+    /// Reads the artifact's bytes (`None`: there is no artifact), as
+    /// [`PlanData::from_artifact`](sortie_core::plan::PlanData::from_artifact) does: over
+    /// [`PLAN_JSON_MAX_BYTES`](sortie_core::plan::PLAN_JSON_MAX_BYTES), not JSON, or not an
+    /// object is unavailable with a sentence saying so; `{"unavailable": "<reason>"}` is
+    /// that reason.
+    pub fn from_artifact(bytes: Option<&[u8]>) -> Self {
+        let Some(bytes) = bytes else {
+            return Self::Unavailable(NO_ARTIFACT.into());
+        };
+        if bytes.len() > PLAN_JSON_MAX_BYTES {
+            return Self::Unavailable(TOO_LARGE.into());
+        }
+        let unreadable = |e: &dyn std::fmt::Display| {
+            Self::Unavailable(format!("the plan's JSON could not be read: {e}"))
+        };
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => return unreadable(&e),
+        };
+        let value = match RegoValue::from_json_str(text) {
+            Ok(value) => value,
+            Err(e) => return unreadable(&e),
+        };
+        let Ok(fields) = value.as_object() else {
+            return Self::Unavailable(
+                "the plan's JSON could not be read: it is not a JSON object".into(),
+            );
+        };
+        if fields.len() == 1 {
+            if let Some(RegoValue::String(reason)) = fields.get(&RegoValue::from("unavailable")) {
+                return Self::Unavailable(reason.to_string());
+            }
+        }
+        Self::Available(value)
+    }
+}
+
 impl PreparedInput {
+    /// `{"plan": …, "job": …, "runner": …}` from a plan already parsed: the plan is shared,
+    /// not copied; only the small job and runner parts are converted.
+    pub fn from_parts(plan: RegoValue, job: &JobInput, runner: &serde_json::Value) -> Self {
+        let small = |v: serde_json::Result<String>| {
+            v.ok()
+                .and_then(|text| RegoValue::from_json_str(&text).ok())
+                .unwrap_or(RegoValue::Undefined)
+        };
+        let (job, runner) = (
+            small(serde_json::to_string(job)),
+            small(serde_json::to_string(runner)),
+        );
+        if [&plan, &job, &runner].contains(&&RegoValue::Undefined) {
+            return Self(RegoValue::Undefined);
+        }
+        let fields: std::collections::BTreeMap<RegoValue, RegoValue> = [
+            (RegoValue::from("plan"), plan),
+            (RegoValue::from("job"), job),
+            (RegoValue::from("runner"), runner),
+        ]
+        .into_iter()
+        .collect();
+        Self(RegoValue::from(fields))
+    }
+
     /// Converts `input` (`Undefined`, and so an error on every set, when it cannot be).
     pub fn new(input: &serde_json::Value) -> Self {
         // Through JSON text: the parser interns object keys and keeps compact storage,

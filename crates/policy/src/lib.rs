@@ -19,12 +19,13 @@ mod compile;
 mod evaluate;
 mod input;
 mod recursion;
+mod tokens;
 mod vm;
 
 pub use cache::SetCache;
 pub use compile::{compile, CompileError, CompiledSet, MAX_NESTING};
 pub use evaluate::{
-    evaluate, evaluate_one, evaluate_prepared, Limits, PreparedInput, MAX_MESSAGES,
+    evaluate, evaluate_one, evaluate_prepared, Limits, PlanInput, PreparedInput, MAX_MESSAGES,
     MAX_MESSAGE_BYTES,
 };
 pub use input::{build_input, check_plan_size, JobInput, MAX_PLAN_BYTES};

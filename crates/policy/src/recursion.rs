@@ -113,45 +113,13 @@ fn last(path: &str) -> &str {
 }
 
 /// Every call in `text`: the dotted name right before a `(` (spaces allowed), outside
-/// string literals, with its byte offset.
+/// string literals and comments, with its byte offset.
 fn calls(text: &str) -> Vec<(&str, usize)> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'"' || b == b'`' {
-            i += 1;
-            while i < bytes.len() && bytes[i] != b {
-                if b == b'"' && bytes[i] == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-        } else if b == b'#' {
-            while i < bytes.len() && bytes[i] != b'\n' {
-                i += 1;
-            }
-        } else if b.is_ascii_alphabetic() || b == b'_' {
-            let start = i;
-            while i < bytes.len()
-                && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
-            {
-                i += 1;
-            }
-            let mut j = i;
-            while j < bytes.len() && (bytes[j] == b' ' || bytes[j] == b'\t') {
-                j += 1;
-            }
-            if j < bytes.len() && bytes[j] == b'(' {
-                out.push((text[start..i].trim_end_matches('.'), start));
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
+    crate::tokens::names(text)
+        .into_iter()
+        .filter(|n| n.called)
+        .map(|n| (n.text, n.offset))
+        .collect()
 }
 
 /// The last segments of the names [`calls`] finds.

@@ -84,35 +84,10 @@ fn last(path: &str) -> &str {
 
 /// Every identifier (each segment of a dotted name) outside strings and comments.
 fn words(text: &str) -> Vec<&str> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'"' || b == b'`' {
-            i += 1;
-            while i < bytes.len() && bytes[i] != b {
-                if b == b'"' && bytes[i] == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-        } else if b == b'#' {
-            while i < bytes.len() && bytes[i] != b'\n' {
-                i += 1;
-            }
-        } else if b.is_ascii_alphabetic() || b == b'_' {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                i += 1;
-            }
-            out.push(&text[start..i]);
-        } else {
-            i += 1;
-        }
-    }
-    out
+    crate::tokens::names(text)
+        .into_iter()
+        .flat_map(|n| n.segments().collect::<Vec<_>>())
+        .collect()
 }
 
 /// The number of nodes on the longest path of `graph`, or `None` when it has a cycle.

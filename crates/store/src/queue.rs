@@ -1,8 +1,10 @@
-//! The jobs queue (SQS): one message per job that holds its environment's lock.
+//! The jobs queue (SQS): one message per job that holds its environment's lock, sent with
+//! its tenant (the job's organisation) as `MessageGroupId`, so that the standard queue is
+//! an SQS fair queue (docs/decisions/scale-and-soak.md, "Fairness").
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sortie_core::JobId;
+use sortie_core::{Job, JobId};
 
 use crate::StoreError;
 
@@ -15,6 +17,36 @@ pub struct JobMessage {
     /// Set for a cancel: stop the launched job's task on behalf of this principal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_by: Option<String>,
+    /// The job's tenant, its organisation: sent as the message's `MessageGroupId` (an SQS
+    /// fair queue's tenant), not in the body. Empty (a root-group environment, or a message
+    /// read back from a body) sends no group id: SQS then takes the message as its own tenant.
+    #[serde(skip)]
+    pub tenant: String,
+}
+
+impl JobMessage {
+    /// The message that dispatches `job`.
+    pub fn launch(job: &Job) -> Self {
+        Self {
+            job_id: job.id.clone(),
+            cancel_by: None,
+            tenant: tenant_of(job),
+        }
+    }
+
+    /// The message that stops launched `job`'s task on behalf of `by`.
+    pub fn cancel(job: &Job, by: &str) -> Self {
+        Self {
+            cancel_by: Some(by.to_string()),
+            ..Self::launch(job)
+        }
+    }
+}
+
+/// A job's tenant on the jobs queue: its environment's organisation (the root group of its
+/// path), the unit whose burst must not hold back the others.
+pub fn tenant_of(job: &Job) -> String {
+    job.environment.org().to_string()
 }
 
 /// Sends jobs to the dispatcher.
@@ -27,16 +59,10 @@ pub trait JobQueue: Send + Sync {
         delay_seconds: i32,
     ) -> Result<(), StoreError>;
 
-    /// Sends one job to be dispatched.
-    async fn send(&self, job_id: &JobId, delay_seconds: i32) -> Result<(), StoreError> {
-        self.send_message(
-            &JobMessage {
-                job_id: job_id.clone(),
-                cancel_by: None,
-            },
-            delay_seconds,
-        )
-        .await
+    /// Sends one job to be dispatched, in its tenant's message group.
+    async fn send(&self, job: &Job, delay_seconds: i32) -> Result<(), StoreError> {
+        self.send_message(&JobMessage::launch(job), delay_seconds)
+            .await
     }
 }
 
@@ -90,6 +116,8 @@ impl JobQueue for SqsJobQueue {
             .send_message()
             .queue_url(&self.url)
             .message_body(body)
+            // A standard queue with group ids is a fair queue; no deduplication id (FIFO only).
+            .set_message_group_id((!message.tenant.is_empty()).then(|| message.tenant.clone()))
             .delay_seconds(delay_seconds.clamp(0, 900))
             .send()
             .await

@@ -5,7 +5,7 @@
 //! GETs for partial chunks), and stops at the first gap, at [`PAGE_READ_BYTES`], at
 //! [`PAGE_JSON_BYTES`] once JSON-escaped, or when [`PAGE_TIME_BUDGET`] is spent. Each
 //! read of a job that has not ended also marks it followed, so its pilot ships every
-//! second ([`sortie_core::protocol::logs`]).
+//! second ([`sortie_core::protocol::logs`]); a follower's first read marks it at once.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -224,7 +224,10 @@ fn marks() -> &'static Mutex<HashMap<JobId, Instant>> {
 const MAX_MARKS: usize = 10_000;
 
 /// Writes the job's follow marker (at most every [`FOLLOW_MARK_EVERY`] per process), so
-/// its pilot ships its log every second. Best effort: a failure is logged, never answered.
+/// its pilot ships its log every second. A follower's first read writes it at once (the
+/// pilot reads it every second while the job writes, so a follower who joins mid-run is
+/// seen within a second). Best effort: a failure is logged, never answered, and the next
+/// read tries again.
 async fn mark_followed(artifacts: &dyn Artifacts, id: &JobId) {
     let now = Instant::now();
     {
@@ -253,6 +256,10 @@ async fn mark_followed(artifacts: &dyn Artifacts, id: &JobId) {
         .await
     {
         tracing::warn!(job_id = %id, error = %e, "could not mark the log followed");
+        let mut marks = marks().lock().unwrap_or_else(|p| p.into_inner());
+        if marks.get(id) == Some(&now) {
+            marks.remove(id);
+        }
     }
 }
 
@@ -269,6 +276,9 @@ mod tests {
         gets: AtomicUsize,
         lists: AtomicUsize,
         delay: Option<std::time::Duration>,
+        /// Writes tried, and how many of the next ones fail.
+        writes: AtomicUsize,
+        failing_writes: AtomicUsize,
     }
 
     #[async_trait::async_trait]
@@ -297,6 +307,21 @@ mod tests {
                     size: v.len() as u64,
                 })
                 .collect())
+        }
+        async fn write(&self, key: &str, bytes: Vec<u8>, _: &str) -> Result<(), StoreError> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            if self
+                .failing_writes
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(StoreError::NotFound {
+                    kind: "bucket",
+                    id: key.into(),
+                });
+            }
+            self.objects.lock().unwrap().insert(key.into(), bytes);
+            Ok(())
         }
         async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
             self.gets.fetch_add(1, Ordering::SeqCst);
@@ -346,6 +371,25 @@ mod tests {
                 return (out, pages);
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_first_read_marks_the_log_at_once_and_a_failed_mark_is_retried_by_the_next() {
+        let b = Bucket::default();
+        let id = JobId::from("01JMARKTEST");
+        b.failing_writes.store(1, Ordering::SeqCst);
+        mark_followed(&b, &id).await;
+        assert_eq!(b.writes.load(Ordering::SeqCst), 1, "the first read writes");
+        mark_followed(&b, &id).await;
+        assert_eq!(b.writes.load(Ordering::SeqCst), 2, "after a failure: again");
+        let marked: i64 =
+            String::from_utf8(b.objects.lock().unwrap()["logs/01JMARKTEST/following"].clone())
+                .unwrap()
+                .parse()
+                .unwrap();
+        assert!((chrono::Utc::now().timestamp_millis() - marked).abs() < 5_000);
+        mark_followed(&b, &id).await;
+        assert_eq!(b.writes.load(Ordering::SeqCst), 2, "then at most every 5 s");
     }
 
     #[tokio::test]

@@ -255,20 +255,7 @@ pub(crate) async fn put_job_tool(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    record_by_token(
-        &state,
-        &headers,
-        &id,
-        body,
-        |used: sortie_core::ToolUsed| {
-            used.check().map_err(|e| ApiError::field("version", e))?;
-            Ok(sortie_store::JobUpdate {
-                tool_used: Some(used),
-                ..Default::default()
-            })
-        },
-    )
-    .await
+    record_by_token::<sortie_core::ToolUsed>(&state, &headers, &id, body).await
 }
 
 /// Records the state (serial and lineage) the job ended with: what matches a state
@@ -285,39 +272,61 @@ pub(crate) async fn put_job_state(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    record_by_token(
-        &state,
-        &headers,
-        &id,
-        body,
-        |stamp: sortie_core::state_version::StateStamp| {
-            if let Some(problem) = stamp.problem() {
-                return Err(ApiError::field("lineage", problem));
-            }
-            Ok(sortie_store::JobUpdate {
-                state_written: Some(stamp),
-                ..Default::default()
-            })
-        },
-    )
-    .await
+    record_by_token::<sortie_core::state_version::StateStamp>(&state, &headers, &id, body).await
+}
+
+/// A report a runner sends about its own job (`PUT /v1/jobs/{id}/tool`, `/state`,
+/// `/summary`): the body it is decoded from, and the job update it makes.
+trait RunnerReport: serde::de::DeserializeOwned {
+    /// The update this report makes on the job, or a 400 naming the field at fault.
+    fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError>;
+}
+
+impl RunnerReport for sortie_core::ToolUsed {
+    fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError> {
+        self.check().map_err(|e| ApiError::field("version", e))?;
+        Ok(sortie_store::JobUpdate {
+            tool_used: Some(self),
+            ..Default::default()
+        })
+    }
+}
+
+impl RunnerReport for sortie_core::state_version::StateStamp {
+    fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError> {
+        if let Some(problem) = self.problem() {
+            return Err(ApiError::field("lineage", problem));
+        }
+        Ok(sortie_store::JobUpdate {
+            state_written: Some(self),
+            ..Default::default()
+        })
+    }
+}
+
+impl RunnerReport for sortie_core::ChangeSummary {
+    fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError> {
+        Ok(sortie_store::JobUpdate {
+            summary: Some(self),
+            ..Default::default()
+        })
+    }
 }
 
 /// A runner's report recorded on its job: the job token checked, the body decoded as `T`
-/// (400 naming `body` otherwise), and the update `to_update` makes of it written.
-async fn record_by_token<T: serde::de::DeserializeOwned>(
+/// (400 naming `body` otherwise), and the update it makes ([`RunnerReport::into_update`]) written.
+async fn record_by_token<T: RunnerReport>(
     state: &AppState,
     headers: &HeaderMap,
     id: &JobId,
     body: Document,
-    to_update: impl FnOnce(T) -> Result<sortie_store::JobUpdate, ApiError>,
 ) -> Result<Reply<JobView>, ApiError> {
     let record = job_by_token(state, headers, id).await?;
     let report: T = serde_json::from_value(body.value()?)
         .map_err(|e| ApiError::field("body", e.to_string()))?;
     let updated = state
         .store
-        .mark_job(&record.job.id, Utc::now(), to_update(report)?)
+        .mark_job(&record.job.id, Utc::now(), report.into_update()?)
         .await?;
     Ok(Reply::ok(updated.into()))
 }
@@ -335,13 +344,7 @@ pub(crate) async fn put_job_summary(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
-    record_by_token(&state, &headers, &id, body, |summary| {
-        Ok(sortie_store::JobUpdate {
-            summary: Some(summary),
-            ..Default::default()
-        })
-    })
-    .await
+    record_by_token::<sortie_core::ChangeSummary>(&state, &headers, &id, body).await
 }
 
 /// How long a presigned upload URL works: long enough to start one upload, short enough

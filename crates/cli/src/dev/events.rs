@@ -63,7 +63,7 @@ pub(super) async fn resend_queued(
     };
     let mut sent = 0;
     for job in listed.records {
-        match queue.send(&job.id, 0).await {
+        match queue.send(&job, 0).await {
             Ok(()) => sent += 1,
             Err(e) => {
                 tracing::warn!(job_id = %job.id, error = %e, "re-send failed; the sweeper re-sends it")

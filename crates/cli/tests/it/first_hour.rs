@@ -346,6 +346,12 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
     ] {
         assert!(out.stdout.contains(shown), "whoami shows {shown}: {out:?}");
     }
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("organisations:") && l.ends_with(" acme")),
+        "whoami names alice's organisations: {out:?}"
+    );
     let out = dev.sortie_first_hour(
         &["-o", "json", "whoami", "--org", "acme"],
         &[("SORTIE_TOKEN", &alice)],
@@ -363,6 +369,7 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
         json!([{"group": "acme", "role": "deployer"}]),
         "{who}"
     );
+    assert_eq!(who["organisations"], json!(["acme"]), "{who}");
 
     // A job awaiting approval: a viewer is told the role it lacks (exit 1); a user with
     // no membership in the organisation does not see the job (exit 3).

@@ -58,13 +58,19 @@ fn sortie_double() -> String {
             .route(
                 "/v1/whoami",
                 get(|headers: HeaderMap| async move {
-                    if headers.get("authorization").and_then(|v| v.to_str().ok())
-                        == Some("Bearer good")
-                    {
+                    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok());
+                    if bearer == Some("Bearer good") {
                         (
                             StatusCode::OK,
                             Json(json!({"subject": "alice", "issuer": "https://idp",
-                                "memberships": [{"group": "acme", "role": "deployer"}]})),
+                                "memberships": [{"group": "acme", "role": "deployer"}],
+                                "organisations": ["acme", "beta"]})),
+                        )
+                    } else if bearer == Some("Bearer newcomer") {
+                        (
+                            StatusCode::OK,
+                            Json(json!({"subject": "nina", "issuer": "https://idp",
+                                "memberships": [], "organisations": []})),
                         )
                     } else {
                         (
@@ -135,6 +141,38 @@ fn completion_into_a_closed_pipe_exits_0_without_a_panic() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn whoami_names_the_callers_organisations_or_says_how_to_get_a_role_in_one() {
+    let url = sortie_double();
+    // whoami as `token`: its `organisations:` line, and its `-o json` answer.
+    let ask = |token: &str| {
+        let out = sortie(&["whoami", "--api-url", &url, "--token", token], &[]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("organisations:"))
+            .unwrap_or_else(|| panic!("no organisations line: {}", out.stdout))
+            .to_string();
+        let json = ["-o", "json", "whoami", "--api-url", &url, "--token", token];
+        let out = sortie(&json, &[]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let who: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        (line, who)
+    };
+    let (line, who) = ask("good");
+    assert!(line.ends_with(" acme, beta"), "{line}");
+    assert_eq!(who["organisations"], json!(["acme", "beta"]), "{who}");
+    // None: said so, with the command an administrator runs to grant this subject a role.
+    let (line, who) = ask("newcomer");
+    assert!(line.contains("none"), "{line}");
+    assert!(
+        line.contains("sortie members grant --group ORG --role viewer --subject nina"),
+        "{line}"
+    );
+    assert_eq!(who["organisations"], json!([]), "{who}");
 }
 
 #[test]

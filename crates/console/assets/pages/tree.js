@@ -5,7 +5,7 @@ import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment, envSegment, query, pool } from '../api.js';
 import { whoami } from '../auth.js';
 import {
-  t, ErrorBanner, StateWord, envHref, groupHref, jobHref, orgOf, orgHref, orgChoice, valueText, mayDecide,
+  t, ErrorBanner, StateWord, envHref, groupHref, jobHref, orgOf, orgHref, orgChoice, orgPicker, valueText, mayDecide,
 } from '../ui.js';
 
 const ORGS_KEY = 'sortie.orgs';
@@ -167,6 +167,8 @@ export function TreePage({ params }) {
   const [orgs, setOrgs] = useState(null);
   const [links, setLinks] = useState([]);
   const [ask, setAsk] = useState(false);
+  const [known, setKnown] = useState(0);
+  const [switching, setSwitching] = useState(false);
   const [orgInput, setOrgInput] = useState('');
   const [loaded, setLoaded] = useState([]);
   const [error, setError] = useState(null);
@@ -187,6 +189,7 @@ export function TreePage({ params }) {
           setOrgs(list);
           setLinks(choice.links);
           setAsk(choice.ask);
+          setKnown(new Set([pinned, ...(me.organisations || []), ...fromRoles, ...rememberedOrgs()].filter(Boolean)).size);
         }
         const results = await pool(list, 3, loadOrg);
         if (!live) return;
@@ -205,6 +208,7 @@ export function TreePage({ params }) {
       live = false;
     };
   }, [pinned]);
+  useEffect(() => setSwitching(false), [pinned]);
 
   const onSearch = (e) => {
     setNeedle(e.currentTarget.value);
@@ -220,6 +224,7 @@ export function TreePage({ params }) {
     if (o) location.hash = `#/${query({ org: o, q: needle, awaiting: awaitingOnly ? '1' : '' })}`;
   };
   const lowered = needle.trim().toLowerCase();
+  const shown = orgPicker({ done, toOpen: orgs, opened: loaded.length, known, switching });
   return html`<main class="page tree-page" data-test="tree-page" data-loaded=${done ? 'true' : undefined}>
     <div class="page-head">
       <h1>Environments</h1>
@@ -235,18 +240,19 @@ export function TreePage({ params }) {
       </div>
     </div>
     <${ErrorBanner} error=${error} />
-    <form class="org-form" onSubmit=${openOrg}>
+    ${shown.switchLink && html`<p class="org-switch"><a href="#/" data-test="org-switch" class="muted" onClick=${(e) => { e.preventDefault(); setSwitching(true); }}>switch organisation</a></p>`}
+    ${shown.picker && html`<form class="org-form" onSubmit=${openOrg}>
       <label for="org-input">Organisation</label>
       <input id="org-input" data-test="org-input" placeholder=${pinned || 'acme'} value=${orgInput} onInput=${(e) => setOrgInput(e.currentTarget.value)} />
       <button type="submit" data-test="org-open">Open</button>
       ${pinned && html`<a href="#/" class="muted">all remembered organisations</a>`}
-    </form>
+    </form>`}
     ${!done && html`<p class="muted" aria-live="polite">Loading…</p>`}
-    ${links.length > 0 && html`<nav class="org-list card" aria-label="your organisations" data-test="org-list">
+    ${shown.picker && links.length > 0 && html`<nav class="org-list card" aria-label="your organisations" data-test="org-list">
       <h2>Your organisations</h2>
       <ul>${links.map((o) => html`<li key=${o}><a data-test="org-link" data-org=${o} href=${orgHref(o)}>${t(o)}</a></li>`)}</ul>
     </nav>`}
-    ${done && ask && html`<p class="banner banner-info" data-test="org-none">
+    ${shown.picker && done && ask && html`<p class="banner banner-info" data-test="org-none">
       No organisation grants you a role by name, so there is none to open for you: name one above to see its groups and environments.
       Roles that come to you through a claim (a group claim, say) cannot be listed, since they name no one; the console remembers the organisations you open in this tab.</p>`}
     ${loaded.map((data) => html`<${OrgTree} key=${data.org} data=${data} needle=${lowered} awaitingOnly=${awaitingOnly} />`)}

@@ -16,9 +16,16 @@ pub const FOLLOWED_FLUSH: Duration = Duration::from_secs(1);
 
 /// How often pending bytes are shipped while no one follows (a chunk is also shipped as
 /// soon as [`MAX_CHUNK_BYTES`] are pending).
-pub const IDLE_FLUSH: Duration = Duration::from_secs(30);
+pub const IDLE_FLUSH: Duration = Duration::from_secs(60);
 
-/// How often the pilot reads the follow marker ([`follow_marker_key`]).
+/// How often the pilot reads the follow marker ([`follow_marker_key`]) while no one
+/// follows and the job has written since the last read: a follower who joins mid-run is
+/// seen within this, so a line written after they joined reaches them within about this
+/// plus [`FOLLOWED_FLUSH`]'s upload and their own poll.
+pub const FOLLOW_CHECK_FAST: Duration = Duration::from_secs(1);
+
+/// How often the pilot reads the follow marker otherwise, while bytes are pending (while
+/// followed, or while nothing new was written since the last read).
 pub const FOLLOW_CHECK: Duration = Duration::from_secs(5);
 
 /// How long after a reader's last `GET /v1/jobs/{id}/logs` the log counts as followed.
@@ -55,6 +62,51 @@ pub fn follow_marker_key(job_id: &crate::JobId) -> String {
 /// someone follows at `now_ms`. A marker from the future (clock skew) counts as fresh.
 pub fn is_followed(marked_at_ms: u64, now_ms: u64) -> bool {
     now_ms.saturating_sub(marked_at_ms) < FOLLOW_WINDOW.as_millis() as u64
+}
+
+/// How often the pilot reads the follow marker: [`FOLLOW_CHECK_FAST`] and
+/// [`FOLLOW_CHECK`] by default (tests use shorter ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckPace {
+    /// While no one follows and the job has written since the last read.
+    pub fast: Duration,
+    /// Otherwise, while bytes are pending.
+    pub slow: Duration,
+}
+
+impl Default for CheckPace {
+    fn default() -> Self {
+        Self {
+            fast: FOLLOW_CHECK_FAST,
+            slow: FOLLOW_CHECK,
+        }
+    }
+}
+
+impl CheckPace {
+    /// Whether the follow marker is read now, `since_check` after the last read: never
+    /// while nothing is pending (the follow state only decides when pending bytes ship,
+    /// and it is read as soon as there are some); at the fast pace while no one follows
+    /// and new bytes were written since the last read (they are what a follower who just
+    /// joined waits for); at the slow pace otherwise (followed: the log already ships
+    /// every second; old bytes only: they were written before any new follower joined).
+    pub fn due(
+        &self,
+        since_check: Duration,
+        followed: bool,
+        new_output: bool,
+        pending: usize,
+    ) -> bool {
+        if pending == 0 {
+            return false;
+        }
+        let interval = if !followed && new_output {
+            self.fast
+        } else {
+            self.slow
+        };
+        since_check >= interval
+    }
 }
 
 /// The flush interval for a log that is (or is not) followed.
@@ -213,8 +265,21 @@ mod tests {
         assert!(flush_due(s(0), MAX_CHUNK_BYTES, idle));
         assert!(flush_due(s(1), 10, followed));
         assert!(!flush_due(s(1), 10, idle));
-        assert!(!flush_due(s(29), 10, idle));
-        assert!(flush_due(s(30), 10, idle));
+        assert!(!flush_due(s(59), 10, idle));
+        assert!(flush_due(s(60), 10, idle));
+    }
+
+    #[test]
+    fn the_marker_is_read_every_second_while_an_unfollowed_job_writes() {
+        let pace = CheckPace::default();
+        let ms = Duration::from_millis;
+        assert!(!pace.due(ms(999), false, true, 10));
+        assert!(pace.due(ms(1000), false, true, 10));
+        assert!(!pace.due(ms(4999), false, false, 10), "old bytes only");
+        assert!(pace.due(ms(5000), false, false, 10));
+        assert!(!pace.due(ms(4999), true, true, 10), "followed: slow");
+        assert!(pace.due(ms(5000), true, true, 10));
+        assert!(!pace.due(ms(60_000), false, true, 0), "nothing pending");
     }
 
     #[test]
@@ -308,6 +373,28 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever the state, a pending byte waits at most the slow interval for a read,
+        /// and a new one written while no one follows at most the fast one; nothing
+        /// pending is never read for.
+        #[test]
+        fn a_check_is_never_later_than_its_interval_nor_earlier_than_the_fast_one(
+            since_ms in 0u64..20_000,
+            followed in any::<bool>(),
+            new_output in any::<bool>(),
+            pending in 0usize..10,
+        ) {
+            let pace = CheckPace::default();
+            let since = Duration::from_millis(since_ms);
+            let due = pace.due(since, followed, new_output, pending);
+            if pending == 0 || since < FOLLOW_CHECK_FAST {
+                prop_assert!(!due);
+            } else if since >= FOLLOW_CHECK || (!followed && new_output) {
+                prop_assert!(due);
+            } else {
+                prop_assert!(!due);
+            }
+        }
+
         #[test]
         fn chunks_cover_the_bytes_in_order_and_are_capped(offset in 0u64..1 << 40, len in 0usize..5 * MAX_CHUNK_BYTES) {
             let chunks = split_chunks(offset, len);

@@ -68,7 +68,7 @@ impl Engine {
             attempt = claimed.attempt,
             "requeued; launch retried after the backoff"
         );
-        match self.jobs.queue.send(id, delay).await {
+        match self.jobs.queue.send(&claimed.job, delay).await {
             Ok(()) => MessageDisposition::Done,
             // Not sent: the current message carries the next attempt instead, after the same
             // delay (and the sweeper re-sends it should that be lost too).

@@ -96,7 +96,7 @@ impl Engine {
                 }
                 info!(%reason, spot, "requeued for a new launch attempt");
                 // It keeps the environment's lock. A failed send is re-sent by the sweeper.
-                if let Err(e) = self.jobs.queue.send(id, 0).await {
+                if let Err(e) = self.jobs.queue.send(&record.job, 0).await {
                     warn!(error = %e, "requeue send failed; the sweeper will re-send");
                 }
                 Ok(Some(JobState::Queued))

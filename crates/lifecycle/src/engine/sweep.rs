@@ -30,7 +30,7 @@ impl Engine {
                     self.fail_unreadable(u, now, &mut report).await;
                 }
                 for job in listed {
-                    match self.jobs.queue.send(&job.id, 0).await {
+                    match self.jobs.queue.send(&job, 0).await {
                         Ok(()) => {
                             info!(job_id = %job.id, "re-sent a lost send");
                             report.resent += 1;

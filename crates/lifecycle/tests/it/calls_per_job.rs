@@ -105,3 +105,91 @@ async fn aws_calls_per_job_on_the_hot_path_are_at_most_three_amortised() {
         "{amortised:.2} AWS calls per job on the hot path, over the goal of {GOAL}: {by_op:?}"
     );
 }
+
+/// AWS calls per submit (`JobService::submit_for`), counted by the fault proxy: a submit
+/// to an unlocked environment reads no lock nor freeze before its conditional write (the
+/// write refuses a locked or frozen environment itself); a refused one reads them after,
+/// to name who locked it. Measured on 20 environments (BENCHMARKS.md, "Cleanups").
+#[tokio::test]
+async fn a_submit_reads_the_lock_only_after_its_write_is_refused() {
+    sortie_testkit::require_aws!();
+    const SUBMITS: usize = 20;
+    let w = World::new().await;
+    let mut envs = Vec::with_capacity(SUBMITS);
+    for i in 0..SUBMITS {
+        let path = w.environment(&format!("acme/submit/env-{i:02}"), "").await;
+        envs.push(
+            w.store
+                .get_environment(&path)
+                .await
+                .unwrap()
+                .item
+                .environment,
+        );
+    }
+    let order = || {
+        let request =
+            sortie_core::JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#)
+                .unwrap();
+        sortie_lifecycle::JobOrder::submit(request, Default::default(), "alice", None)
+    };
+    let by_op = |requests: &[sortie_testkit::proxy::Recorded]| {
+        let mut by_op: BTreeMap<String, usize> = BTreeMap::new();
+        for r in requests {
+            let op = r.operation.clone().or(r.target.clone()).unwrap_or_default();
+            *by_op.entry(op).or_default() += 1;
+        }
+        by_op
+    };
+
+    w.proxy.clear();
+    for env in &envs {
+        let submitted = w.engine.jobs.submit_for(env, order()).await.unwrap();
+        assert!(submitted.took_lock);
+    }
+    let requests = w.proxy.requests();
+    let per_submit = requests.len() as f64 / SUBMITS as f64;
+    println!(
+        "AWS requests per submit: {per_submit:.2} ({:?})",
+        by_op(&requests)
+    );
+    assert!(
+        !requests.iter().any(|r| r.is("BatchGetItem")),
+        "a submit that is not refused reads no freeze: {:?}",
+        by_op(&requests)
+    );
+
+    // What the pre-read (before this change, every submit did it) costs on its own.
+    w.proxy.clear();
+    assert!(w.engine.jobs.lock_holding(&envs[0].path).await.unwrap().is_none());
+    let pre_read = w.proxy.requests();
+    println!(
+        "a lock and freeze read, saved per submit: {} ({:?})",
+        pre_read.len(),
+        by_op(&pre_read)
+    );
+
+    // A locked environment: refused, and named (who, why) by the reads after the refusal.
+    let other = &envs[1];
+    w.engine
+        .jobs
+        .lock_environment(&other.path, "bob", "incident 42", chrono::Utc::now())
+        .await
+        .unwrap();
+    w.proxy.clear();
+    let e = w.engine.jobs.submit_for(other, order()).await.unwrap_err();
+    let requests = w.proxy.requests();
+    println!(
+        "AWS requests per refused submit: {} ({:?})",
+        requests.len(),
+        by_op(&requests)
+    );
+    assert!(
+        matches!(e, sortie_lifecycle::SubmitError::Locked { .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("bob") && e.to_string().contains("incident 42"),
+        "{e}"
+    );
+}

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use sortie_core::policy::{Enforcement, OnUnavailable, PolicyModule, PolicySet};
 use sortie_policy::{
     build_input, check_plan_size, compile, evaluate, evaluate_one, evaluate_prepared, CompiledSet,
-    JobInput, Limits, PreparedInput, SetCache, MAX_MESSAGES, MAX_PLAN_BYTES,
+    JobInput, Limits, PlanInput, PreparedInput, SetCache, MAX_MESSAGES, MAX_PLAN_BYTES,
 };
 
 fn set(name: &str, enforcement: Enforcement, modules: &[(&str, &str)]) -> PolicySet {
@@ -412,4 +412,67 @@ fn one_prepared_input_gives_each_set_what_evaluate_gives_it() {
     assert_eq!(whole[0].deny.len(), 10, "{whole:?}");
     assert_eq!(whole[1].warn, vec!["30 changes".to_string()]);
     assert!(whole.iter().all(|r| r.error.is_none()));
+}
+
+#[test]
+fn an_input_from_the_stored_bytes_gives_what_the_tree_gives() {
+    let sets = [
+        compile(&set(
+            "deletes",
+            Enforcement::Mandatory,
+            &[("d.rego", NO_DELETES)],
+        ))
+        .unwrap(),
+        compile(&set(
+            "runner",
+            Enforcement::Advisory,
+            &[(
+                "r.rego",
+                "package r\nwarn contains sprintf(\"%s %s %d\", [input.runner.id, input.job.labels.tier, count(input.plan.resource_changes)]) if { \"pci\" in input.job.tags }\n",
+            )],
+        ))
+        .unwrap(),
+    ];
+    let refs: Vec<(String, &CompiledSet)> = sets.iter().map(|s| ("acme".into(), s)).collect();
+    let runner = json!({"id": "acme/r", "type": "local"});
+    for n in [0, 1, 7, 40] {
+        let bytes = serde_json::to_vec(&plan(n)).unwrap();
+        let PlanInput::Available(parsed) = PlanInput::from_artifact(Some(&bytes)) else {
+            panic!("a plan document is available");
+        };
+        let from_bytes = PreparedInput::from_parts(parsed, &job(), &runner);
+        let got = evaluate_prepared(&refs, &from_bytes, Limits::default());
+        let want = evaluate(&refs, &input(n), Limits::default());
+        assert_eq!(got, want, "{n} resources");
+        assert_eq!(got[0].deny.len(), n.div_ceil(3));
+        assert_eq!(got[1].warn, vec![format!("acme/r gold {n}")]);
+    }
+}
+
+#[test]
+fn stored_bytes_without_plan_data_say_why() {
+    let reason = |bytes: Option<&[u8]>| match PlanInput::from_artifact(bytes) {
+        PlanInput::Unavailable(r) => r,
+        PlanInput::Available(v) => panic!("unexpectedly available: {v:?}"),
+    };
+    // Each reason is the one the plan view gives for the same bytes.
+    let same = |bytes: &[u8]| {
+        let core = sortie_core::plan::PlanData::from_artifact(Some(bytes));
+        assert_eq!(Some(reason(Some(bytes)).as_str()), core.unavailable());
+    };
+    assert_eq!(reason(None), sortie_core::plan::NO_ARTIFACT);
+    let t011 = sortie_core::plan::PlanData::unavailable_artifact(sortie_core::plan::TERRAFORM_011);
+    assert_eq!(reason(Some(&t011)), sortie_core::plan::TERRAFORM_011);
+    same(&t011);
+    let big = vec![b' '; MAX_PLAN_BYTES + 1];
+    assert_eq!(reason(Some(&big)), sortie_core::plan::TOO_LARGE);
+    same(&big);
+    same(b"[1, 2]");
+    assert!(reason(Some(b"{not json")).starts_with("the plan's JSON could not be read"));
+    assert!(reason(Some(&[0xff, 0xfe])).starts_with("the plan's JSON could not be read"));
+    // An object with more than the one field is a plan, not a reason.
+    assert!(matches!(
+        PlanInput::from_artifact(Some(br#"{"unavailable": "x", "resource_changes": []}"#)),
+        PlanInput::Available(_)
+    ));
 }
