@@ -18,11 +18,6 @@ impl<'a> Name<'a> {
     pub fn segments(&self) -> impl Iterator<Item = &'a str> {
         self.text.split('.').filter(|s| !s.is_empty())
     }
-
-    /// Its last segment (`f` of `data.p.f`).
-    pub fn last(&self) -> &'a str {
-        self.text.rsplit('.').next().unwrap_or(self.text)
-    }
 }
 
 /// Every name in `text`, in order, outside strings and comments. Numbers (`1`, `2.5e3`)
@@ -107,7 +102,6 @@ mod tests {
             found[1].segments().collect::<Vec<_>>(),
             vec!["data", "a", "f"]
         );
-        assert_eq!(found[1].last(), "f");
     }
 
     proptest! {

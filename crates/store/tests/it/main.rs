@@ -2,5 +2,6 @@
 
 mod contract;
 mod dynamo;
+mod fair_queue;
 mod memory;
 mod wedge;
