@@ -134,6 +134,10 @@ pub trait PolicySetStore: Send + Sync {
         name: &str,
         expected: Option<u64>,
     ) -> Result<(), StoreError>;
+    /// A number that changes whenever a policy set that can apply inside `org` is created,
+    /// updated or deleted: a set of one of the org's groups, or of the root. `None` is the
+    /// root alone. For caching listings; it never goes down.
+    async fn policy_sets_version(&self, org: Option<&str>) -> Result<u64, StoreError>;
     /// Every set of `group` and of each of its ancestors (the root first), with the group
     /// that holds it: one listing per level, at most the depth of a group plus one, all
     /// at once (a plan's end waits for them: one round trip, not one per level).

@@ -2,7 +2,10 @@
 //! `POLICYSET#<name>`), the set kept as JSON text in `body` (up to 256 KiB of Rego fits
 //! DynamoDB's 400 KB item).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::policy::PolicySet;
@@ -10,8 +13,7 @@ use sortie_core::GroupPath;
 
 use super::items::{from_item, to_item};
 use super::keys::{group_pk, key};
-use super::{condition_failed, n, DynamoStore, Item};
-use crate::error::aws;
+use super::{n, DynamoStore, Item, TxOutcome};
 use crate::{PolicySetStore, StoreError, Versioned};
 
 const KIND: &str = "policy set";
@@ -62,7 +64,69 @@ fn decode(i: Item) -> Result<Versioned<PolicySet>, StoreError> {
     })
 }
 
+/// The organisation's policy-set version item (`POLICYVER#` for the root), bumped in the
+/// transaction of every create, update and delete of a set in it.
+fn counter_key(org: Option<&str>) -> Item {
+    key(
+        format!("POLICYVER#{}", org.unwrap_or_default()),
+        "POLICYVER",
+    )
+}
+
+/// True when the transaction's first item (the set's own write) failed its condition.
+fn first_failed(codes: &[Option<String>]) -> bool {
+    codes
+        .first()
+        .is_some_and(|c| c.as_deref() == Some("ConditionalCheckFailed"))
+}
+
+fn retry_later() -> StoreError {
+    StoreError::Aws {
+        service: "dynamodb",
+        message: "the policy-set write was cancelled; try again".into(),
+        retryable: true,
+    }
+}
+
 impl DynamoStore {
+    /// The write of `group`'s organisation's policy-set version, for a transaction.
+    fn bump_policy_sets(&self, group: &GroupPath) -> TransactWriteItem {
+        self.update(
+            counter_key(group.org()),
+            "SET version = if_not_exists(version, :zero) + :one",
+            "attribute_not_exists(pk) OR attribute_exists(pk)",
+            HashMap::from([(":zero".to_string(), n(0)), (":one".to_string(), n(1))]),
+            HashMap::new(),
+        )
+    }
+
+    /// A set's put on condition of its current version, for a transaction.
+    fn put_at_version(&self, item: Item, current: u64) -> TransactWriteItem {
+        TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(item))
+                    .condition_expression("version = :v")
+                    .expression_attribute_values(":v", n(current))
+                    .build()
+                    .expect("table, item and condition are set"),
+            )
+            .build()
+    }
+
+    async fn policy_counter(&self, org: Option<&str>) -> Result<u64, StoreError> {
+        Ok(self
+            .get_item(counter_key(org))
+            .await?
+            .and_then(|i| i.get("version").cloned())
+            .and_then(|v| match v {
+                AttributeValue::N(n) => n.parse().ok(),
+                _ => None,
+            })
+            .unwrap_or(0))
+    }
+
     async fn read_policy_set(
         &self,
         group: &GroupPath,
@@ -90,24 +154,20 @@ impl PolicySetStore for DynamoStore {
         group: &GroupPath,
         set: &PolicySet,
     ) -> Result<Versioned<PolicySet>, StoreError> {
-        let res = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item(group, set, 1)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(Versioned {
+        let items = vec![
+            self.put(item(group, set, 1)?, "attribute_not_exists(pk)"),
+            self.bump_policy_sets(group),
+        ];
+        match self.transact(items).await? {
+            TxOutcome::Done => Ok(Versioned {
                 item: set.clone(),
                 version: 1,
             }),
-            Err(e) if condition_failed(&e) => Err(StoreError::AlreadyExists {
+            TxOutcome::Cancelled(codes) if first_failed(&codes) => Err(StoreError::AlreadyExists {
                 kind: KIND,
                 id: id(group, &set.name),
             }),
-            Err(e) => Err(aws("dynamodb", e)),
+            TxOutcome::Cancelled(_) => Err(retry_later()),
         }
     }
 
@@ -143,27 +203,24 @@ impl PolicySetStore for DynamoStore {
         let current = self.get_policy_set(group, &set.name).await?;
         Self::version_check(KIND, id(group, &set.name), expected, current.version)?;
         let version = current.version + 1;
-        let res = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item(group, set, version)?))
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(current.version))
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(Versioned {
+        let items = vec![
+            self.put_at_version(item(group, set, version)?, current.version),
+            self.bump_policy_sets(group),
+        ];
+        match self.transact(items).await? {
+            TxOutcome::Done => Ok(Versioned {
                 item: set.clone(),
                 version,
             }),
-            Err(e) if condition_failed(&e) => Err(StoreError::VersionMismatch {
-                kind: KIND,
-                id: id(group, &set.name),
-                expected: current.version,
-                actual: self.current_version(group, &set.name).await?,
-            }),
-            Err(e) => Err(aws("dynamodb", e)),
+            TxOutcome::Cancelled(codes) if first_failed(&codes) => {
+                Err(StoreError::VersionMismatch {
+                    kind: KIND,
+                    id: id(group, &set.name),
+                    expected: current.version,
+                    actual: self.current_version(group, &set.name).await?,
+                })
+            }
+            TxOutcome::Cancelled(_) => Err(retry_later()),
         }
     }
 
@@ -175,30 +232,46 @@ impl PolicySetStore for DynamoStore {
     ) -> Result<(), StoreError> {
         let current = self.get_policy_set(group, name).await?;
         Self::version_check(KIND, id(group, name), expected, current.version)?;
-        let res = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(set_key(group, name)))
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(current.version))
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => match self.read_policy_set(group, name).await? {
-                None => Err(StoreError::NotFound {
-                    kind: KIND,
-                    id: id(group, name),
-                }),
-                Some(now) => Err(StoreError::VersionMismatch {
-                    kind: KIND,
-                    id: id(group, name),
-                    expected: current.version,
-                    actual: now.version,
-                }),
-            },
-            Err(e) => Err(aws("dynamodb", e)),
+        let items = vec![
+            self.delete(
+                set_key(group, name),
+                "version = :v",
+                HashMap::from([(":v".to_string(), n(current.version))]),
+            ),
+            self.bump_policy_sets(group),
+        ];
+        match self.transact(items).await? {
+            TxOutcome::Done => Ok(()),
+            TxOutcome::Cancelled(codes) if first_failed(&codes) => {
+                match self.read_policy_set(group, name).await? {
+                    None => Err(StoreError::NotFound {
+                        kind: KIND,
+                        id: id(group, name),
+                    }),
+                    Some(now) => Err(StoreError::VersionMismatch {
+                        kind: KIND,
+                        id: id(group, name),
+                        expected: current.version,
+                        actual: now.version,
+                    }),
+                }
+            }
+            TxOutcome::Cancelled(_) => Err(retry_later()),
         }
+    }
+
+    async fn policy_sets_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
+        // The root's and the org's counters at once: one round trip on every check.
+        Ok(match org {
+            Some(o) => {
+                let (root, own) = futures_util::future::try_join(
+                    self.policy_counter(None),
+                    self.policy_counter(Some(o)),
+                )
+                .await?;
+                root + own
+            }
+            None => self.policy_counter(None).await?,
+        })
     }
 }

@@ -89,6 +89,8 @@ struct State {
     rules: HashMap<String, (u64, Vec<RunnerRule>)>,
     /// By organisation (`""` for the root): bumped by every rule change in it.
     rules_versions: HashMap<String, u64>,
+    /// By organisation (`""` for the root): bumped by every policy-set change in it.
+    policy_sets_versions: HashMap<String, u64>,
     /// By environment path.
     envs: BTreeMap<String, EnvEntry>,
     /// By environment path: the waiting jobs by queue position.

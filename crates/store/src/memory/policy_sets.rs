@@ -17,8 +17,21 @@ fn id(group: &GroupPath, name: &str) -> String {
     format!("{}:{name}", group.as_str())
 }
 
+/// Bumps the policy-set version of `group`'s organisation (the root's for the root).
+fn bump(st: &mut super::State, group: &GroupPath) {
+    *st.policy_sets_versions
+        .entry(group.org().unwrap_or_default().to_string())
+        .or_insert(0) += 1;
+}
+
 #[async_trait]
 impl PolicySetStore for MemoryStore {
+    async fn policy_sets_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
+        let st = self.lock();
+        let of = |o: &str| st.policy_sets_versions.get(o).copied().unwrap_or(0);
+        Ok(of("") + org.map_or(0, of))
+    }
+
     async fn create_policy_set(
         &self,
         group: &GroupPath,
@@ -33,6 +46,7 @@ impl PolicySetStore for MemoryStore {
             });
         }
         st.policy_sets.insert(k, (set.clone(), 1));
+        bump(&mut st, group);
         Ok(Versioned {
             item: set.clone(),
             version: 1,
@@ -90,9 +104,11 @@ impl PolicySetStore for MemoryStore {
         version_check(KIND, id(group, &set.name), expected, slot.1)?;
         slot.0 = set.clone();
         slot.1 += 1;
+        let version = slot.1;
+        bump(&mut st, group);
         Ok(Versioned {
             item: set.clone(),
-            version: slot.1,
+            version,
         })
     }
 
@@ -112,6 +128,7 @@ impl PolicySetStore for MemoryStore {
         };
         version_check(KIND, id(group, name), expected, *version)?;
         st.policy_sets.remove(&k);
+        bump(&mut st, group);
         Ok(())
     }
 }
