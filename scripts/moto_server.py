@@ -81,6 +81,10 @@ doubles, and what they stand in for") says why it exists.
 6. moto's instance tracker holds its model objects weakly, so a replaced item is freed,
    and GET /_sortie/moto-memory says what moto holds (issue 27): scripts/moto_memory.py
    says why and how; SORTIE_MOTO_STRONG_INSTANCE_TRACKING=1 leaves stock moto's tracker.
+7. SQS fair queues (issue 27): a standard queue whose messages carry MessageGroupId is
+   delivered as AWS documents fair queues (quiet tenants' messages first), where stock
+   moto ignores the group id on receive. Its rule is at `_fair_order` below;
+   crates/store/tests/it/fair_queue.rs proves it (it fails on stock moto).
 """
 
 import collections
@@ -612,8 +616,7 @@ def patch():
         lambda: {"timing events (patch 5)": {"records": len(_TIMING_EVENTS)}},
         weak_tracking=not os.environ.get("SORTIE_MOTO_STRONG_INSTANCE_TRACKING"),
     )
-    if not os.environ.get("SORTIE_F_TMP_STOCK_RECEIVE"):
-        _patch_fair_queues()
+    _patch_fair_queues()
 
 
 if __name__ == "__main__":
@@ -623,7 +626,8 @@ if __name__ == "__main__":
         f"moto_server.py: moto {moto.__version__}, DynamoDB requests serialised, "
         "IAM SimulatePrincipalPolicy added, EKS cluster endpoint and CA from test tags, "
         "transactions back up only their items, request timing at /_sortie/moto-timing, "
-        "model objects tracked weakly, memory at /_sortie/moto-memory",
+        "model objects tracked weakly, memory at /_sortie/moto-memory, "
+        "SQS fair queues on standard queues",
         file=sys.stderr,
         flush=True,
     )

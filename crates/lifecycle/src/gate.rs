@@ -39,6 +39,8 @@ pub struct PolicyGate {
     pub artifacts: Option<Arc<dyn Artifacts>>,
     /// Compiled sets by group, name and version.
     pub cache: SetCache,
+    /// The sets of each group and its ancestors, revalidated by version on every check.
+    pub listings: crate::PolicyListingCache,
     /// The bounds of one evaluation.
     pub limits: Limits,
 }
@@ -126,16 +128,18 @@ impl JobService {
         // Both reads at once: a plan's end waits for them (one round trip, not two).
         let (env, listed) = tokio::join!(
             self.store.get_environment(&record.job.environment),
-            self.store.policy_sets_for(record.job.environment.group()),
+            self.gate
+                .listings
+                .sets_for(self.store.as_ref(), record.job.environment.group()),
         );
         let env = env?.item.environment;
         let sets: Vec<SetInForce> = listed?
-            .into_iter()
+            .iter()
             .filter(|(_, v)| v.item.applies_to(&env))
             .map(|(group, v)| SetInForce {
                 group: group.to_string(),
                 version: v.version.to_string(),
-                set: v.item,
+                set: v.item.clone(),
             })
             .collect();
         if sets.is_empty() {

@@ -428,3 +428,70 @@ async fn a_racing_exit_report_and_task_event_run_the_gate_once() {
         );
     }
 }
+
+/// The sets' listing is cached by version: unchanged sets are not listed again, and a
+/// write to a set (through any instance: it moves the store's version) is seen by the
+/// very next check, never a stale verdict.
+#[tokio::test]
+async fn a_write_to_a_set_is_seen_by_the_next_check() {
+    let g = gated().await;
+    set(&g, "created", "mandatory", "fail").await;
+    let record = running(&g, "plan", Some(plan_json(&["create"]))).await;
+    let group = record.job.environment.group().clone();
+    let status = |r: Option<sortie_core::policy::PolicyResult>| r.expect("a set applies").status;
+    let first = g.w.jobs.check_policy(&record).await.unwrap();
+    assert_eq!(status(first), PolicyStatus::Denied);
+    let cached =
+        g.w.jobs
+            .gate
+            .listings
+            .sets_for(g.w.store.as_ref(), &group)
+            .await
+            .unwrap();
+    let again =
+        g.w.jobs
+            .gate
+            .listings
+            .sets_for(g.w.store.as_ref(), &group)
+            .await
+            .unwrap();
+    assert!(
+        Arc::ptr_eq(&cached, &again),
+        "unchanged sets: the same listing"
+    );
+
+    // The set is made advisory: the next check warns no more than it records.
+    let rego = "package tf\n\nwarn contains \"recorded\" if { true }\n";
+    PolicySets::new(g.w.store.clone())
+        .update(
+            &GroupPath::parse("acme").unwrap(),
+            "created",
+            json!({"enforcement": "advisory", "modules": [{"name": "tf", "rego": rego}]}),
+            None,
+        )
+        .await
+        .unwrap();
+    let after =
+        g.w.jobs
+            .check_policy(&record)
+            .await
+            .unwrap()
+            .expect("a set applies");
+    assert_eq!(after.status, PolicyStatus::Warned, "{after:?}");
+    assert_eq!(after.sets[0].warn, vec!["recorded".to_string()]);
+    let fresh =
+        g.w.jobs
+            .gate
+            .listings
+            .sets_for(g.w.store.as_ref(), &group)
+            .await
+            .unwrap();
+    assert!(!Arc::ptr_eq(&cached, &fresh), "a write: listed afresh");
+
+    // Deleted: no set applies at the next check.
+    PolicySets::new(g.w.store.clone())
+        .delete(&GroupPath::parse("acme").unwrap(), "created", None)
+        .await
+        .unwrap();
+    assert!(g.w.jobs.check_policy(&record).await.unwrap().is_none());
+}

@@ -21,6 +21,7 @@ mod expiry_tests;
 mod gate;
 mod jobs;
 mod locks;
+mod policy_listing;
 mod policy_sets;
 mod remediation;
 mod rules;
@@ -46,6 +47,7 @@ pub use engine::{
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use gate::PolicyGate;
+pub use policy_listing::PolicyListingCache;
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
 pub use policy_sets::{AppliedSet, PolicySetRefusal, PolicySets};

@@ -133,3 +133,39 @@ impl JobQueue for SqsJobQueue {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sortie_core::{EnvPath, JobRequest, RunnerId};
+
+    fn job(env: &str) -> Job {
+        let request =
+            JobRequest::from_value(&serde_json::json!({"operation": "plan", "files": {}})).unwrap();
+        Job::new(
+            sortie_core::tokens::new_id(),
+            EnvPath::parse(env).unwrap(),
+            RunnerId::parse("acme/local").unwrap(),
+            request,
+            "alice".into(),
+            chrono::Utc::now(),
+        )
+    }
+
+    #[test]
+    fn a_jobs_tenant_is_its_organisation_and_travels_outside_the_body() {
+        for (env, tenant) in [("acme/app", "acme"), ("beta/team/deep/prod", "beta")] {
+            let job = job(env);
+            let message = JobMessage::launch(&job);
+            assert_eq!(message.tenant, tenant);
+            assert_eq!(JobMessage::cancel(&job, "bob").tenant, tenant);
+            let body = serde_json::to_string(&message).unwrap();
+            assert!(
+                !body.contains("tenant") && !body.contains(&format!("\"{tenant}\"")),
+                "{body}"
+            );
+            let back: JobMessage = serde_json::from_str(&body).unwrap();
+            assert_eq!(back.job_id, job.id);
+        }
+    }
+}

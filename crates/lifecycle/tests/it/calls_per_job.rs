@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use common::World;
 use sortie_core::JobState;
 use sortie_lifecycle::MessageDisposition;
-use sortie_store::JobStore;
+use sortie_store::{EnvironmentStore, JobStore};
 
 const GOAL: f64 = 3.0;
 

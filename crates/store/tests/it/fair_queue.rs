@@ -12,10 +12,9 @@ use sortie_store::{JobMessage, JobQueue, SqsJobQueue};
 
 fn job_of(env: &str) -> Job {
     let env = EnvPath::parse(env).unwrap();
-    let request = JobRequest::from_value(
-        &serde_json::json!({"operation": "plan", "files": {"main.tf": ""}}),
-    )
-    .unwrap();
+    let request =
+        JobRequest::from_value(&serde_json::json!({"operation": "plan", "files": {"main.tf": ""}}))
+            .unwrap();
     Job::new(
         sortie_core::tokens::new_id(),
         env.clone(),
@@ -66,7 +65,10 @@ async fn a_quiet_tenants_jobs_are_delivered_before_a_noisy_tenants_backlog() {
     let queue = SqsJobQueue::new(sqs.clone(), url.clone());
     // Tenant "acme" bursts 200 jobs over its environments.
     for n in 0..200 {
-        queue.send(&job_of(&format!("acme/burst/e{n}")), 0).await.unwrap();
+        queue
+            .send(&job_of(&format!("acme/burst/e{n}")), 0)
+            .await
+            .unwrap();
     }
     // A consumer holds 40 of acme's in flight (>= 30, and all of the in-flight ones).
     let mut held = Vec::new();
@@ -74,7 +76,10 @@ async fn a_quiet_tenants_jobs_are_delivered_before_a_noisy_tenants_backlog() {
         held.extend(receive(&sqs, &url).await);
     }
     assert_eq!(held.len(), 40);
-    assert!(held.iter().all(|(_, g)| g == "acme"), "each send carries its tenant: {held:?}");
+    assert!(
+        held.iter().all(|(_, g)| g == "acme"),
+        "each send carries its tenant: {held:?}"
+    );
     // Tenant "beta" submits 5 jobs behind acme's 160 still waiting.
     let mut beta = HashSet::new();
     for n in 0..5 {
@@ -130,7 +135,9 @@ async fn a_cancel_and_a_send_carry_the_tenant_and_no_deduplication_id() {
     for m in got.messages() {
         let attributes = m.attributes().unwrap();
         assert_eq!(
-            attributes.get(&MessageSystemAttributeName::MessageGroupId).map(String::as_str),
+            attributes
+                .get(&MessageSystemAttributeName::MessageGroupId)
+                .map(String::as_str),
             Some("acme")
         );
         assert!(
@@ -138,6 +145,9 @@ async fn a_cancel_and_a_send_carry_the_tenant_and_no_deduplication_id() {
             "a standard queue takes no deduplication id"
         );
         let body: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
-        assert!(body.get("tenant").is_none(), "the tenant is the group id, not in the body");
+        assert!(
+            body.get("tenant").is_none(),
+            "the tenant is the group id, not in the body"
+        );
     }
 }

@@ -66,6 +66,7 @@ macro_rules! contract_suite {
             a_submit_to_a_locked_or_frozen_environment_writes_nothing,
             policy_sets_are_created_read_listed_updated_and_deleted_with_versions,
             policy_sets_for_a_group_are_its_own_and_its_ancestors,
+            policy_sets_version_moves_on_every_write_in_its_org_and_the_root,
             an_expiry_entry_is_set_kept_for_the_same_end_and_listed_when_due,
             due_expiries_page_to_the_end_in_due_order,
             an_environment_is_marked_destroyed_and_cleared_without_a_version_bump,

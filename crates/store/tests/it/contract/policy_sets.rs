@@ -140,3 +140,72 @@ pub async fn policy_sets_for_a_group_are_its_own_and_its_ancestors<S: Store + 's
         ]
     );
 }
+
+/// The policy-set version of an organisation moves on every create, update and delete of
+/// a set in one of its groups or at the root, never on another organisation's, and never
+/// on a refused write; it never goes down.
+pub async fn policy_sets_version_moves_on_every_write_in_its_org_and_the_root<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    let (org, team, other) = (g("vctr"), g("vctr/payments"), g("vother"));
+    let mut last = s.policy_sets_version(Some("vctr")).await.unwrap();
+    let mut moved = |now: u64, what: &str| {
+        assert!(now > last, "{what}: {now} after {last}");
+        last = now;
+    };
+    s.create_policy_set(&team, &policy("tags", Enforcement::Mandatory))
+        .await
+        .unwrap();
+    moved(s.policy_sets_version(Some("vctr")).await.unwrap(), "create");
+    s.update_policy_set(&team, &policy("tags", Enforcement::Advisory), Some(1))
+        .await
+        .unwrap();
+    moved(s.policy_sets_version(Some("vctr")).await.unwrap(), "update");
+    s.create_policy_set(&org, &policy("cost", Enforcement::Review))
+        .await
+        .unwrap();
+    moved(
+        s.policy_sets_version(Some("vctr")).await.unwrap(),
+        "the org's own group",
+    );
+    let root_before = s.policy_sets_version(None).await.unwrap();
+    s.create_policy_set(
+        &GroupPath::root(),
+        &policy("vctr-shared", Enforcement::Advisory),
+    )
+    .await
+    .unwrap();
+    moved(
+        s.policy_sets_version(Some("vctr")).await.unwrap(),
+        "a root set",
+    );
+    assert!(s.policy_sets_version(None).await.unwrap() > root_before);
+    s.delete_policy_set(&GroupPath::root(), "vctr-shared", None)
+        .await
+        .unwrap();
+    moved(
+        s.policy_sets_version(Some("vctr")).await.unwrap(),
+        "a root delete",
+    );
+
+    let here = s.policy_sets_version(Some("vctr")).await.unwrap();
+    // Another organisation's write, and refused writes, leave it where it is.
+    s.create_policy_set(&other, &policy("tags", Enforcement::Mandatory))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.create_policy_set(&team, &policy("tags", Enforcement::Mandatory))
+            .await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    assert!(matches!(
+        s.update_policy_set(&team, &policy("tags", Enforcement::Mandatory), Some(1))
+            .await,
+        Err(StoreError::VersionMismatch { .. })
+    ));
+    assert_eq!(s.policy_sets_version(Some("vctr")).await.unwrap(), here);
+    s.delete_policy_set(&team, "tags", Some(2)).await.unwrap();
+    moved(s.policy_sets_version(Some("vctr")).await.unwrap(), "delete");
+}
