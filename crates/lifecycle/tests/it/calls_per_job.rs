@@ -109,7 +109,7 @@ async fn aws_calls_per_job_on_the_hot_path_are_at_most_three_amortised() {
 /// AWS calls per submit (`JobService::submit_for`), counted by the fault proxy: a submit
 /// to an unlocked environment reads no lock nor freeze before its conditional write (the
 /// write refuses a locked or frozen environment itself); a refused one reads them after,
-/// to name who locked it. Measured on 20 environments (BENCHMARKS.md, "Cleanups").
+/// to name who locked it. Measured on 20 environments (docs/decisions/environment-life.md).
 #[tokio::test]
 async fn a_submit_reads_the_lock_only_after_its_write_is_refused() {
     sortie_testkit::require_aws!();
