@@ -116,9 +116,9 @@ def main():
                    "--nocapture", "--test-threads=1"])
         trip = re.search(r"read back from offset 0 in (\d+) pages in ([\d.]+) s; largest answer ([\d.]+) MB; "
                          r"slowest call ([\d.]+) s", out)
-        follow = re.search(r"^follow latency .*p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms", out, re.M)
-        joins = {tag: re.search(rf"^mid-run follow latency, {tag} .*?(\d+) lines;.*p50 (\d+) ms, p99 (\d+) ms, "
-                                rf"max (\d+) ms", out, re.M) for tag in ("before", "after")}
+        follow = re.search(r"follow latency \(line written → seen by.*?p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms", out)
+        joins = {tag: re.search(rf"mid-run follow latency, {tag} .*?(\d+) lines;.*?p50 (\d+) ms, p99 (\d+) ms, "
+                                rf"max (\d+) ms", out) for tag in ("before", "after")}
         if trip:
             pages, secs, largest, slowest = trip.groups()
             rows.append(("60-minute 50 MB log read from offset 0", f"{secs} s in {pages} pages", "< 10 s",

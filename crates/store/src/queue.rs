@@ -140,8 +140,10 @@ mod tests {
     use sortie_core::{EnvPath, JobRequest, RunnerId};
 
     fn job(env: &str) -> Job {
-        let request =
-            JobRequest::from_value(&serde_json::json!({"operation": "plan", "files": {}})).unwrap();
+        let request = JobRequest::from_value(
+            &serde_json::json!({"operation": "plan", "files": {"main.tf": ""}}),
+        )
+        .unwrap();
         Job::new(
             sortie_core::tokens::new_id(),
             EnvPath::parse(env).unwrap(),

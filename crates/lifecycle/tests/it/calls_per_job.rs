@@ -161,7 +161,13 @@ async fn a_submit_reads_the_lock_only_after_its_write_is_refused() {
 
     // What the pre-read (before this change, every submit did it) costs on its own.
     w.proxy.clear();
-    assert!(w.engine.jobs.lock_holding(&envs[0].path).await.unwrap().is_none());
+    assert!(w
+        .engine
+        .jobs
+        .lock_holding(&envs[0].path)
+        .await
+        .unwrap()
+        .is_none());
     let pre_read = w.proxy.requests();
     println!(
         "a lock and freeze read, saved per submit: {} ({:?})",
