@@ -47,9 +47,9 @@ pub use engine::{
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use gate::PolicyGate;
-pub use policy_listing::PolicyListingCache;
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
+pub use policy_listing::PolicyListingCache;
 pub use policy_sets::{AppliedSet, PolicySetRefusal, PolicySets};
 pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
