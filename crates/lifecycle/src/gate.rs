@@ -62,6 +62,19 @@ pub(crate) struct SetInForce {
     pub set: PolicySet,
 }
 
+/// The sets of `listed` whose criteria match `env`.
+fn in_force(listed: &crate::policy_listing::Listing, env: &Environment) -> Vec<SetInForce> {
+    listed
+        .iter()
+        .filter(|(_, v)| v.item.applies_to(env))
+        .map(|(group, v)| SetInForce {
+            group: group.to_string(),
+            version: v.version.to_string(),
+            set: v.item.clone(),
+        })
+        .collect()
+}
+
 /// The key of a job's `plan.json` artifact.
 fn plan_key(record: &JobRecord) -> String {
     format!(
@@ -72,22 +85,17 @@ fn plan_key(record: &JobRecord) -> String {
 
 impl JobService {
     /// The sets in force for `env` now: every set of its group and its ancestors whose
-    /// criteria match.
+    /// criteria match, from the listing cached by version ([`crate::PolicyListingCache`]).
     pub(crate) async fn sets_in_force(
         &self,
         env: &Environment,
     ) -> Result<Vec<SetInForce>, StoreError> {
-        let applied = crate::PolicySets::new(self.store.clone())
-            .applicable(env)
+        let listed = self
+            .gate
+            .listings
+            .sets_for(self.store.as_ref(), env.path.group())
             .await?;
-        Ok(applied
-            .into_iter()
-            .map(|a| SetInForce {
-                group: a.group.to_string(),
-                version: a.version.to_string(),
-                set: a.set,
-            })
-            .collect())
+        Ok(in_force(&listed, env))
     }
 
     /// At submit: an apply or destroy to an environment under at least one policy set runs
@@ -133,15 +141,7 @@ impl JobService {
                 .sets_for(self.store.as_ref(), record.job.environment.group()),
         );
         let env = env?.item.environment;
-        let sets: Vec<SetInForce> = listed?
-            .iter()
-            .filter(|(_, v)| v.item.applies_to(&env))
-            .map(|(group, v)| SetInForce {
-                group: group.to_string(),
-                version: v.version.to_string(),
-                set: v.item.clone(),
-            })
-            .collect();
+        let sets = in_force(&*listed?, &env);
         if sets.is_empty() {
             return Ok(None);
         }

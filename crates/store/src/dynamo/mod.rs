@@ -137,6 +137,39 @@ impl DynamoStore {
         Ok(out.item)
     }
 
+    /// The `version` number of the counter item at `key`; 0 while it does not exist.
+    async fn counter(&self, key: Item) -> Result<u64, StoreError> {
+        Ok(self
+            .get_item(key)
+            .await?
+            .and_then(|i| i.get("version").cloned())
+            .and_then(|v| match v {
+                AttributeValue::N(n) => n.parse().ok(),
+                _ => None,
+            })
+            .unwrap_or(0))
+    }
+
+    /// The sum of the root's counter (`key(None)`) and, for an organisation, its own, read
+    /// at once (one round trip): what the rule index and the policy-set listing revalidate by.
+    async fn org_and_root_version(
+        &self,
+        key: fn(Option<&str>) -> Item,
+        org: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        Ok(match org {
+            Some(o) => {
+                let (root, own) = futures_util::future::try_join(
+                    self.counter(key(None)),
+                    self.counter(key(Some(o))),
+                )
+                .await?;
+                root + own
+            }
+            None => self.counter(key(None)).await?,
+        })
+    }
+
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
         let count = items.len();
         match self

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::policy::PolicySet;
@@ -113,18 +113,6 @@ impl DynamoStore {
                     .expect("table, item and condition are set"),
             )
             .build()
-    }
-
-    async fn policy_counter(&self, org: Option<&str>) -> Result<u64, StoreError> {
-        Ok(self
-            .get_item(counter_key(org))
-            .await?
-            .and_then(|i| i.get("version").cloned())
-            .and_then(|v| match v {
-                AttributeValue::N(n) => n.parse().ok(),
-                _ => None,
-            })
-            .unwrap_or(0))
     }
 
     async fn read_policy_set(
@@ -261,17 +249,6 @@ impl PolicySetStore for DynamoStore {
     }
 
     async fn policy_sets_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
-        // The root's and the org's counters at once: one round trip on every check.
-        Ok(match org {
-            Some(o) => {
-                let (root, own) = futures_util::future::try_join(
-                    self.policy_counter(None),
-                    self.policy_counter(Some(o)),
-                )
-                .await?;
-                root + own
-            }
-            None => self.policy_counter(None).await?,
-        })
+        self.org_and_root_version(counter_key, org).await
     }
 }

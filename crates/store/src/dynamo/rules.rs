@@ -10,9 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest,
-};
+use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest};
 use serde::{Deserialize, Serialize};
 use sortie_core::{GroupPath, RunnerRule};
 
@@ -376,18 +374,6 @@ impl DynamoStore {
             retryable: true,
         })
     }
-
-    async fn org_rules_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
-        Ok(self
-            .get_item(org_key(org))
-            .await?
-            .and_then(|i| i.get("version").cloned())
-            .and_then(|v| match v {
-                AttributeValue::N(n) => n.parse().ok(),
-                _ => None,
-            })
-            .unwrap_or(0))
-    }
 }
 
 #[async_trait]
@@ -446,17 +432,6 @@ impl RuleStore for DynamoStore {
     }
 
     async fn rules_version(&self, org: Option<&str>) -> Result<u64, StoreError> {
-        // The two counters are read at once: one round trip on every resolution.
-        Ok(match org {
-            Some(o) => {
-                let (root, own) = futures_util::future::try_join(
-                    self.org_rules_version(None),
-                    self.org_rules_version(Some(o)),
-                )
-                .await?;
-                root + own
-            }
-            None => self.org_rules_version(None).await?,
-        })
+        self.org_and_root_version(org_key, org).await
     }
 }
