@@ -50,9 +50,8 @@ async fn receive(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<(String, String)> 
         .collect()
 }
 
-#[tokio::test]
-async fn a_quiet_tenants_jobs_are_delivered_before_a_noisy_tenants_backlog() {
-    sortie_testkit::require_aws!();
+/// A new standard queue on moto, and the jobs queue over it.
+async fn fresh_queue() -> (aws_sdk_sqs::Client, String, SqsJobQueue) {
     let sqs = aws_sdk_sqs::Client::new(&sortie_testkit::sdk_config().await);
     let url = sqs
         .create_queue()
@@ -63,6 +62,13 @@ async fn a_quiet_tenants_jobs_are_delivered_before_a_noisy_tenants_backlog() {
         .queue_url
         .unwrap();
     let queue = SqsJobQueue::new(sqs.clone(), url.clone());
+    (sqs, url, queue)
+}
+
+#[tokio::test]
+async fn a_quiet_tenants_jobs_are_delivered_before_a_noisy_tenants_backlog() {
+    sortie_testkit::require_aws!();
+    let (sqs, url, queue) = fresh_queue().await;
     // Tenant "acme" bursts 200 jobs over its environments.
     for n in 0..200 {
         queue
@@ -107,16 +113,7 @@ async fn a_quiet_tenants_jobs_are_delivered_before_a_noisy_tenants_backlog() {
 #[tokio::test]
 async fn a_cancel_and_a_send_carry_the_tenant_and_no_deduplication_id() {
     sortie_testkit::require_aws!();
-    let sqs = aws_sdk_sqs::Client::new(&sortie_testkit::sdk_config().await);
-    let url = sqs
-        .create_queue()
-        .queue_name(sortie_testkit::unique("fair"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let queue = SqsJobQueue::new(sqs.clone(), url.clone());
+    let (sqs, url, queue) = fresh_queue().await;
     let job = job_of("acme/team/app");
     queue.send(&job, 0).await.unwrap();
     queue
