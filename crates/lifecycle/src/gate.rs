@@ -85,7 +85,8 @@ fn plan_key(record: &JobRecord) -> String {
 
 impl JobService {
     /// The sets in force for `env` now: every set of its group and its ancestors whose
-    /// criteria match, from the listing cached by version ([`crate::PolicyListingCache`]).
+    /// criteria match, the root's first, from the listing cached by version
+    /// ([`crate::PolicyListingCache`]). A group cannot switch off an inherited set.
     pub(crate) async fn sets_in_force(
         &self,
         env: &Environment,

@@ -50,7 +50,7 @@ pub use gate::PolicyGate;
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
 pub use policy_listing::PolicyListingCache;
-pub use policy_sets::{AppliedSet, PolicySetRefusal, PolicySets};
+pub use policy_sets::{PolicySetRefusal, PolicySets};
 pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
 pub use state_history::{HistoryRefusal, StateVersionInfo, StateVersionList};

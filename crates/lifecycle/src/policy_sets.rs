@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sortie_core::policy::{PolicySet, MAX_SETS_PER_GROUP};
-use sortie_core::{Environment, GroupPath, ValidationError};
+use sortie_core::{GroupPath, ValidationError};
 use sortie_policy::CompileError;
 use sortie_store::{Store, StoreError, Versioned};
 
@@ -14,17 +14,6 @@ use sortie_store::{Store, StoreError, Versioned};
 pub struct PolicySets {
     /// The repository.
     pub store: Arc<dyn Store>,
-}
-
-/// A set in force for an environment: the group that holds it, its version and the set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppliedSet {
-    /// The group that holds the set (the environment's group or an ancestor).
-    pub group: GroupPath,
-    /// The set's version (its ETag).
-    pub version: u64,
-    /// The set.
-    pub set: PolicySet,
 }
 
 /// Why a policy set was not read or written.
@@ -114,21 +103,6 @@ impl PolicySets {
         expected: Option<u64>,
     ) -> Result<(), StoreError> {
         self.store.delete_policy_set(group, name, expected).await
-    }
-
-    /// Every set of `env`'s group and its ancestors whose criteria match `env`, the root's
-    /// first. A group cannot switch off an inherited set: there is no exclusion.
-    pub async fn applicable(&self, env: &Environment) -> Result<Vec<AppliedSet>, StoreError> {
-        let sets = self.store.policy_sets_for(env.path.group()).await?;
-        Ok(sets
-            .into_iter()
-            .filter(|(_, v)| v.item.applies_to(env))
-            .map(|(group, v)| AppliedSet {
-                group,
-                version: v.version,
-                set: v.item,
-            })
-            .collect())
     }
 }
 
@@ -246,18 +220,19 @@ mod tests {
         sets.create(&sibling, Some("sibling"), doc("mandatory", json!(null)))
             .await
             .unwrap();
-        let names: Vec<(String, String)> = sets
-            .applicable(&env)
+        let names: Vec<(String, String)> = w
+            .jobs
+            .sets_in_force(&env)
             .await
             .unwrap()
             .into_iter()
-            .map(|a| (a.group.as_str().to_string(), a.set.name))
+            .map(|a| (a.group, a.set.name))
             .collect();
         assert_eq!(
             names,
             vec![
-                (String::new(), "shared".to_string()),
-                (group.as_str().to_string(), "own".to_string()),
+                (GroupPath::root().to_string(), "shared".to_string()),
+                (group.to_string(), "own".to_string()),
             ]
         );
     }
