@@ -1,7 +1,8 @@
 //! 20 policy sets (cached, compiled once) evaluated over a 1,000-resource plan: the whole
 //! check of one plan as the gate does it, from the stored `plan.json` BYTES (parsed once
 //! into regorus's value) to the sets' results. Prints the p50 and p99 of 300 checks first
-//! (the parse, the evaluation and the whole, each wall and on-CPU), then criterion's figures.
+//! (the parse, the evaluation and the whole, each wall and on-CPU, and the floor: 20 sets
+//! that only scan the resources), then criterion's figures.
 //!
 //! `cargo bench -p sortie-policy --bench evaluate`
 
@@ -51,6 +52,24 @@ fn set(i: usize) -> PolicySet {
         2 => "deny contains msg if {\n  some rc in input.plan.resource_changes\n  rc.change.after.public == true\n  input.job.env_type == \"production\"\n  rc.type == \"aws_instance\"\n  msg := sprintf(\"%s is public\", [rc.address])\n}\n",
         _ => "deletes := count([rc | some rc in input.plan.resource_changes; \"delete\" in rc.change.actions])\n\nwarn contains msg if {\n  deletes > 500\n  msg := sprintf(\"%d deletes\", [deletes])\n}\n",
     };
+    set_of(i, rego)
+}
+
+/// The floor: set `i` is a bare scan of the resources (one field compared, nothing
+/// matches), the least a set that looks at every resource can do.
+fn bare_scan(i: usize) -> PolicySet {
+    PolicySet {
+        // Named apart from the 20 sets above: the cache keys a set by its name.
+        name: format!("scan-{i}"),
+        ..set_of(
+            i,
+            "deny contains msg if {\n  some rc in input.plan.resource_changes\n  rc.type == \"none\"\n  msg := rc.address\n}\n",
+        )
+    }
+}
+
+/// Set `i` of one module holding `rego` under `package set<i>`.
+fn set_of(i: usize, rego: &str) -> PolicySet {
     PolicySet {
         name: format!("set-{i}"),
         description: None,
@@ -101,8 +120,12 @@ fn parse(s: &Setup) -> PreparedInput {
 
 /// The 20 sets from the cache, evaluated against `input`: the number of messages.
 fn evaluation(s: &Setup, input: &PreparedInput) -> usize {
-    let compiled: Vec<_> = s
-        .sets
+    evaluate_sets(s, &s.sets, input)
+}
+
+/// `sets` from the cache, evaluated against `input`: the number of messages.
+fn evaluate_sets(s: &Setup, sets: &[PolicySet], input: &PreparedInput) -> usize {
+    let compiled: Vec<_> = sets
         .iter()
         .map(|set| s.cache.get_or_compile("acme", set, "1").unwrap())
         .collect();
@@ -213,8 +236,11 @@ fn p99() {
         .count();
     let (mut parsing, mut evaluating, mut whole) =
         (Times::default(), Times::default(), Times::default());
-    let mut before = Times::default();
+    let (mut before, mut floor) = (Times::default(), Times::default());
+    let bare: Vec<PolicySet> = (0..20).map(bare_scan).collect();
+    let prepared = parse(&s);
     for _ in 0..300 {
+        floor.time(|| black_box(evaluate_sets(&s, &bare, &prepared)));
         // The gate's path before slice P: bytes -> serde_json tree -> `json!` -> text -> value.
         before.time(|| {
             let doc = sortie_core::plan::PlanData::from_artifact(Some(&s.bytes));
@@ -234,6 +260,7 @@ fn p99() {
     parsing.print("parse (plan.json bytes -> input)");
     evaluating.print("20 sets' evaluation");
     whole.print("whole check");
+    floor.print("floor: 20 bare scans' evaluation (one field compared per resource)");
 }
 
 // `criterion_group!` defines a public function that cannot carry a rustdoc line.
