@@ -1,8 +1,9 @@
 //! 20 policy sets (cached, compiled once) evaluated over a 1,000-resource plan: the whole
 //! check of one plan as the gate does it, from the stored `plan.json` BYTES (parsed once
 //! into regorus's value) to the sets' results. Prints the p50 and p99 of 300 checks first
-//! (the parse, the evaluation and the whole, each wall and on-CPU, and the floor: 20 sets
-//! that only scan the resources), then criterion's figures.
+//! (the parse, the evaluation and the whole, each wall and on-CPU; the evaluation without
+//! the index by type; and the floor: 20 sets that only scan the resources), then
+//! criterion's figures.
 //!
 //! `cargo bench -p sortie-policy --bench evaluate`
 
@@ -56,14 +57,15 @@ fn set(i: usize) -> PolicySet {
 }
 
 /// The floor: set `i` is a bare scan of the resources (one field compared, nothing
-/// matches), the least a set that looks at every resource can do.
+/// matches, not the type, so no index applies), the least a set that looks at every
+/// resource can do.
 fn bare_scan(i: usize) -> PolicySet {
     PolicySet {
         // Named apart from the 20 sets above: the cache keys a set by its name.
         name: format!("scan-{i}"),
         ..set_of(
             i,
-            "deny contains msg if {\n  some rc in input.plan.resource_changes\n  rc.type == \"none\"\n  msg := rc.address\n}\n",
+            "deny contains msg if {\n  some rc in input.plan.resource_changes\n  rc.name == \"none\"\n  msg := rc.address\n}\n",
         )
     }
 }
@@ -145,6 +147,11 @@ fn check(s: &Setup) -> usize {
 fn twenty_sets(c: &mut Criterion) {
     let s = setup();
     check(&s);
+    let input = parse(&s);
+    c.bench_function(
+        "policy/20 sets x 1000 resources, evaluation (input parsed)",
+        |b| b.iter(|| black_box(evaluation(black_box(&s), black_box(&input)))),
+    );
     c.bench_function(
         "policy/20 sets x 1000 resources, from plan.json bytes",
         |b| b.iter(|| black_box(check(black_box(&s)))),
@@ -234,13 +241,34 @@ fn p99() {
         .iter()
         .filter(|set| s.cache.get_or_compile("acme", set, "1").unwrap().on_vm())
         .count();
+    let indexed = s
+        .sets
+        .iter()
+        .filter(|set| {
+            let compiled = s.cache.get_or_compile("acme", set, "1").unwrap();
+            compiled.resource_types().is_some()
+        })
+        .count();
     let (mut parsing, mut evaluating, mut whole) =
         (Times::default(), Times::default(), Times::default());
-    let (mut before, mut floor) = (Times::default(), Times::default());
+    let (mut before, mut floor, mut unindexed) =
+        (Times::default(), Times::default(), Times::default());
     let bare: Vec<PolicySet> = (0..20).map(bare_scan).collect();
     let prepared = parse(&s);
+    // The same 20 sets, each over every resource (no index by type).
+    let whole_plan: Vec<sortie_policy::CompiledSet> = s
+        .sets
+        .iter()
+        .map(|set| {
+            let compiled = s.cache.get_or_compile("acme", set, "1").unwrap();
+            compiled.as_ref().clone().without_index()
+        })
+        .collect();
+    let whole_plan: Vec<(String, &sortie_policy::CompiledSet)> =
+        whole_plan.iter().map(|c| ("acme".to_string(), c)).collect();
     for _ in 0..300 {
         floor.time(|| black_box(evaluate_sets(&s, &bare, &prepared)));
+        unindexed.time(|| black_box(evaluate_prepared(&whole_plan, &prepared, Limits::default())));
         // The gate's path before slice P: bytes -> serde_json tree -> `json!` -> text -> value.
         before.time(|| {
             let doc = sortie_core::plan::PlanData::from_artifact(Some(&s.bytes));
@@ -253,13 +281,14 @@ fn p99() {
         });
     }
     println!(
-        "policy check, 20 sets ({vm} on the VM) x 1000 resources ({} KB of plan.json, {messages} messages), 300 checks:",
+        "policy check, 20 sets ({vm} on the VM, {indexed} indexed by type) x 1000 resources ({} KB of plan.json, {messages} messages), 300 checks:",
         s.bytes.len() / 1024
     );
     before.print("before: bytes -> serde_json tree -> text -> input");
     parsing.print("parse (plan.json bytes -> input)");
     evaluating.print("20 sets' evaluation");
     whole.print("whole check");
+    unindexed.print("20 sets' evaluation without the index (each over every resource)");
     floor.print("floor: 20 bare scans' evaluation (one field compared per resource)");
 }
 

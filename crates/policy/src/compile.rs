@@ -38,6 +38,8 @@ pub struct CompiledSet {
     /// The rules compiled for regorus's VM, when safe ([`crate::vm`]); else the
     /// interpreter runs `engine`.
     pub(crate) program: Option<Arc<regorus::rvm::Program>>,
+    /// The resource types the set can see ([`crate::index`]), or `None`: every resource.
+    pub(crate) resource_types: Option<Arc<BTreeSet<String>>>,
 }
 
 impl CompiledSet {
@@ -56,6 +58,19 @@ impl CompiledSet {
     /// The same set, run on the interpreter (to compare the two engines' results).
     pub fn on_interpreter(mut self) -> Self {
         self.program = None;
+        self
+    }
+
+    /// The resource types the set is evaluated over, when its Rego reads
+    /// `input.plan.resource_changes` only through iterations that require a literal
+    /// `type` (empty: it never reads them); `None` when it sees every resource.
+    pub fn resource_types(&self) -> Option<&BTreeSet<String>> {
+        self.resource_types.as_deref()
+    }
+
+    /// The same set, evaluated over every resource (to compare results with the index).
+    pub fn without_index(mut self) -> Self {
+        self.resource_types = None;
         self
     }
 }
@@ -87,6 +102,7 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
         .map_err(|e| located(&e.to_string(), ""))?;
     let rules = message_rules(&mut engine)?;
     let program = crate::vm::program(&engine, &rules);
+    let resource_types = crate::index::resource_types(&mut engine).map(Arc::new);
     Ok(CompiledSet {
         name: set.name.clone(),
         enforcement: set.enforcement,
@@ -95,6 +111,7 @@ pub fn compile(set: &PolicySet) -> Result<CompiledSet, CompileError> {
         packages: packages.into_iter().collect(),
         rules,
         program,
+        resource_types,
     })
 }
 

@@ -1,6 +1,8 @@
 //! Evaluating compiled sets against one input, each within its time limit.
 
+use std::collections::BTreeSet;
 use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use regorus::utils::limits::ExecutionTimerConfig;
@@ -40,9 +42,25 @@ impl Default for Limits {
 
 /// A check's input converted once to the evaluator's form (shared, read-only), for every
 /// set of the check: converting a 1,000-resource plan costs as much as evaluating a few
-/// sets, so it is never done per set.
-#[derive(Debug, Clone)]
-pub struct PreparedInput(RegoValue);
+/// sets, so it is never done per set. A set indexed by resource type
+/// ([`CompiledSet::resource_types`]) reads a copy whose `plan.resource_changes` keeps
+/// those types only, made once per distinct set of types and shared by the check's sets.
+#[derive(Debug)]
+pub struct PreparedInput {
+    value: RegoValue,
+    /// The input filtered to each set of types asked for so far (at most
+    /// [`MAX_FILTERED`]; beyond, a filtered input is made and not kept).
+    filtered: Mutex<Vec<(Arc<BTreeSet<String>>, RegoValue)>>,
+}
+
+/// The most filtered inputs one [`PreparedInput`] keeps.
+pub const MAX_FILTERED: usize = 32;
+
+impl Clone for PreparedInput {
+    fn clone(&self) -> Self {
+        Self::of(self.value.clone())
+    }
+}
 
 /// The plan of a check, read from its stored `plan.json` bytes: parsed once, straight
 /// into the evaluator's value (never through a `serde_json` tree), or the reason there is
@@ -109,7 +127,7 @@ impl PreparedInput {
             small(serde_json::to_string(runner)),
         );
         if [&plan, &job, &runner].contains(&&RegoValue::Undefined) {
-            return Self(RegoValue::Undefined);
+            return Self::of(RegoValue::Undefined);
         }
         let fields: std::collections::BTreeMap<RegoValue, RegoValue> = [
             (RegoValue::from("plan"), plan),
@@ -118,7 +136,7 @@ impl PreparedInput {
         ]
         .into_iter()
         .collect();
-        Self(RegoValue::from(fields))
+        Self::of(RegoValue::from(fields))
     }
 
     /// Converts `input` (`Undefined`, and so an error on every set, when it cannot be).
@@ -129,8 +147,59 @@ impl PreparedInput {
             .ok()
             .and_then(|text| RegoValue::from_json_str(&text).ok())
             .unwrap_or(RegoValue::Undefined);
-        Self(value)
+        Self::of(value)
     }
+
+    fn of(value: RegoValue) -> Self {
+        Self {
+            value,
+            filtered: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The input a set sees: the whole input, or for an indexed set the input with
+    /// `plan.resource_changes` filtered to its types.
+    fn for_set(&self, set: &CompiledSet) -> RegoValue {
+        let Some(types) = &set.resource_types else {
+            return self.value.clone();
+        };
+        let mut kept = self.filtered.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, value)) = kept.iter().find(|(t, _)| t == types) {
+            return value.clone();
+        }
+        let value = filter_changes(&self.value, types).unwrap_or_else(|| self.value.clone());
+        if kept.len() < MAX_FILTERED {
+            kept.push((types.clone(), value.clone()));
+        }
+        value
+    }
+}
+
+/// `input` with `plan.resource_changes` keeping, in order, the changes whose `type` is one
+/// of `types`; `None` when the input has no such array (the set then sees it whole).
+fn filter_changes(input: &RegoValue, types: &BTreeSet<String>) -> Option<RegoValue> {
+    let (plan_key, changes_key, type_key) = (
+        RegoValue::from("plan"),
+        RegoValue::from("resource_changes"),
+        RegoValue::from("type"),
+    );
+    let plan = input.as_object().ok()?.get(&plan_key)?;
+    let changes = plan.as_object().ok()?.get(&changes_key)?.as_array().ok()?;
+    let kept: Vec<RegoValue> = changes
+        .iter()
+        .filter(|change| {
+            let kind = change.as_object().ok().and_then(|c| c.get(&type_key));
+            matches!(kind, Some(RegoValue::String(t)) if types.contains(t.as_ref()))
+        })
+        .cloned()
+        .collect();
+    let mut plan = plan.clone();
+    plan.as_object_mut()
+        .ok()?
+        .insert(changes_key, RegoValue::from(kept));
+    let mut input = input.clone();
+    input.as_object_mut().ok()?.insert(plan_key, plan);
+    Some(input)
 }
 
 /// Evaluates every `(group, set)` against `input`, one [`SetResult`] each, in order.
@@ -175,12 +244,12 @@ pub fn evaluate_one(
     limits: Limits,
 ) -> SetResult {
     let mut result = blank(group, set);
-    let input = &input.0;
-    if *input == RegoValue::Undefined {
+    if input.value == RegoValue::Undefined {
         result.error = Some("the policy input could not be built".into());
         return result;
     }
-    if let Err(e) = run(set, input, limits, &mut result.deny, &mut result.warn) {
+    let input = input.for_set(set);
+    if let Err(e) = run(set, &input, limits, &mut result.deny, &mut result.warn) {
         result.error = Some(e);
     }
     result

@@ -17,6 +17,7 @@
 mod cache;
 mod compile;
 mod evaluate;
+mod index;
 mod input;
 mod recursion;
 mod tokens;
@@ -25,8 +26,9 @@ mod vm;
 pub use cache::SetCache;
 pub use compile::{compile, CompileError, CompiledSet, MAX_NESTING};
 pub use evaluate::{
-    evaluate, evaluate_one, evaluate_prepared, Limits, PlanInput, PreparedInput, MAX_MESSAGES,
-    MAX_MESSAGE_BYTES,
+    evaluate, evaluate_one, evaluate_prepared, Limits, PlanInput, PreparedInput, MAX_FILTERED,
+    MAX_MESSAGES, MAX_MESSAGE_BYTES,
 };
+pub use index::MAX_DEPTH;
 pub use input::{build_input, check_plan_size, JobInput, MAX_PLAN_BYTES};
 pub use vm::MAX_CHAIN;

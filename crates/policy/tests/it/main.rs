@@ -1,4 +1,5 @@
 //! sortie-policy's integration tests: compile, evaluate and the bounds through the public API.
 
 mod evaluate;
+mod index;
 mod vm;
