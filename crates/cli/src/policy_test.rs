@@ -22,6 +22,10 @@ pub struct TestReport {
     pub status: String,
     /// The set's result.
     pub result: Option<SetResult>,
+    /// The resource types the set is evaluated over when it is indexed by type (its every
+    /// read of `input.plan.resource_changes` filtered by a literal `type`); `None`: every
+    /// resource.
+    pub resource_types: Option<Vec<String>>,
 }
 
 /// Runs `policy test`. `api` is only used with `--env`.
@@ -77,6 +81,9 @@ pub async fn run(
             true,
         ),
     };
+    let resource_types = compiled
+        .resource_types()
+        .map(|t| t.iter().cloned().collect::<Vec<_>>());
     let report = if applies {
         let input = build_input(&plan_doc, &job, &runner);
         let result = evaluate(
@@ -94,11 +101,13 @@ pub async fn run(
         TestReport {
             status: status.into(),
             result: Some(result),
+            resource_types,
         }
     } else {
         TestReport {
             status: "skipped".into(),
             result: None,
+            resource_types,
         }
     };
     let raw = serde_json::to_value(&report).map_err(|e| CliError::Other(e.to_string()))?;
@@ -120,6 +129,16 @@ fn text(set: &PolicySet, report: &TestReport) -> String {
         set.enforcement.as_str(),
         report.status
     );
+    out.push_str(&match &report.resource_types {
+        Some(types) if types.is_empty() => {
+            "evaluated over no resource change (it never reads them)\n".to_string()
+        }
+        Some(types) => format!(
+            "evaluated over resource types {} only (indexed by type)\n",
+            types.join(", ")
+        ),
+        None => "evaluated over every resource change (not indexed by type)\n".to_string(),
+    });
     let Some(r) = &report.result else {
         out.push_str("its criteria leave this environment out\n");
         return out;

@@ -54,6 +54,19 @@ fn sortie(args: &[&str]) -> common::Out {
         .into()
 }
 
+/// `sortie policy test -f SET --plan PLAN` and `extra`.
+fn policy_test(set: &Path, plan: &Path, extra: &[&str]) -> common::Out {
+    let args = [
+        "policy",
+        "test",
+        "-f",
+        set.to_str().unwrap(),
+        "--plan",
+        plan.to_str().unwrap(),
+    ];
+    sortie(&[&args[..], extra].concat())
+}
+
 const NO_ROLE_DELETES: &str = r#"package roles
 
 deny contains msg if {
@@ -74,14 +87,7 @@ warn contains msg if {
 fn a_mandatory_deny_exits_7_with_its_messages() {
     let d = dir("deny");
     let (s, p) = (set(&d, "mandatory", NO_ROLE_DELETES), plan(&d));
-    let out = sortie(&[
-        "policy",
-        "test",
-        "-f",
-        s.to_str().unwrap(),
-        "--plan",
-        p.to_str().unwrap(),
-    ]);
+    let out = policy_test(&s, &p, &[]);
     assert_eq!(out.code, 7, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("denied"), "{}", out.stdout);
     assert!(
@@ -97,18 +103,7 @@ fn a_mandatory_deny_exits_7_with_its_messages() {
     );
 
     // The operation goes into the input; JSON output carries the result.
-    let out = sortie(&[
-        "policy",
-        "test",
-        "-f",
-        s.to_str().unwrap(),
-        "--plan",
-        p.to_str().unwrap(),
-        "--operation",
-        "destroy",
-        "-o",
-        "json",
-    ]);
+    let out = policy_test(&s, &p, &["--operation", "destroy", "-o", "json"]);
     assert_eq!(out.code, 7, "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["status"], "denied");
@@ -119,17 +114,45 @@ fn a_mandatory_deny_exits_7_with_its_messages() {
 }
 
 #[test]
+fn the_report_says_whether_the_set_is_indexed_by_type() {
+    let d = dir("indexed");
+    let p = plan(&d);
+    // The deny rule alone reads only `aws_iam_role` changes; with the warn rule, which
+    // looks at every change, the set sees them all.
+    let only_deny = NO_ROLE_DELETES.split("\nwarn contains").next().unwrap();
+    for (rego, types, line) in [
+        (
+            only_deny,
+            json!(["aws_iam_role"]),
+            "evaluated over resource types aws_iam_role only (indexed by type)",
+        ),
+        (
+            NO_ROLE_DELETES,
+            Value::Null,
+            "evaluated over every resource change (not indexed by type)",
+        ),
+    ] {
+        let s = set(&d, "mandatory", rego);
+        let out = policy_test(&s, &p, &[]);
+        assert_eq!(out.code, 7, "{}\n{}", out.stdout, out.stderr);
+        assert!(out.stdout.contains(line), "{}", out.stdout);
+        assert!(
+            out.stdout
+                .contains("aws_iam_role.ci would be deleted by apply"),
+            "{}",
+            out.stdout
+        );
+        let out = policy_test(&s, &p, &["-o", "json"]);
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(v["resource_types"], types, "{}", out.stdout);
+    }
+}
+
+#[test]
 fn an_advisory_deny_or_a_warning_passes_with_a_warning() {
     let d = dir("advisory");
     let (s, p) = (set(&d, "advisory", NO_ROLE_DELETES), plan(&d));
-    let out = sortie(&[
-        "policy",
-        "test",
-        "-f",
-        s.to_str().unwrap(),
-        "--plan",
-        p.to_str().unwrap(),
-    ]);
+    let out = policy_test(&s, &p, &[]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("warned"), "{}", out.stdout);
 }
@@ -143,14 +166,7 @@ fn a_set_that_does_not_compile_names_module_line_and_column() {
         "package roles\n\ndeny contains msg if {\n  msg := ]\n}\n",
     );
     let p = plan(&d);
-    let out = sortie(&[
-        "policy",
-        "test",
-        "-f",
-        s.to_str().unwrap(),
-        "--plan",
-        p.to_str().unwrap(),
-    ]);
+    let out = policy_test(&s, &p, &[]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("`roles.rego`"), "{}", out.stderr);
     assert!(out.stderr.contains("line 4 column"), "{}", out.stderr);
