@@ -72,14 +72,7 @@ async fn the_api_binary_answers_api_gateway_events() {
         .await
         .expect("seed the administrator");
     let sqs = aws_sdk_sqs::Client::new(&config);
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(unique("sortie-lambda-jobs"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let queue_url = sortie_testkit::standard_queue(&sqs, "sortie-lambda-jobs").await;
 
     // The real binary, as Lambda would run it.
     let binary = function_binary("api");

@@ -217,6 +217,17 @@ pub fn dynamodb_client(config: &SdkConfig) -> aws_sdk_dynamodb::Client {
     aws_sdk_dynamodb::Client::new(config)
 }
 
+/// A new standard queue named [`unique`]`(prefix)` on the local AWS; its URL.
+pub async fn standard_queue(sqs: &aws_sdk_sqs::Client, prefix: &str) -> String {
+    sqs.create_queue()
+        .queue_name(unique(prefix))
+        .send()
+        .await
+        .expect("CreateQueue on the local AWS")
+        .queue_url
+        .expect("a queue URL")
+}
+
 /// A name no other test (in this or another test process) will use:
 /// `<prefix>-<time>-<pid>-<counter>`, lowercase ASCII letters, digits and
 /// hyphens only, so it is valid as an S3 bucket or DynamoDB table name while

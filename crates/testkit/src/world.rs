@@ -161,14 +161,7 @@ impl World {
     pub async fn aws_with(aws: &Aws, edit: impl FnOnce(&mut Setup, &AwsResources)) -> Self {
         let config = aws.sdk_config().await;
         let sqs = aws_sdk_sqs::Client::new(&config);
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(crate::unique("jobs"))
-            .send()
-            .await
-            .expect("create the jobs queue on moto")
-            .queue_url
-            .expect("a queue URL");
+        let queue_url = crate::standard_queue(&sqs, "jobs").await;
         let bucket = crate::unique("artifacts");
         let mut resources = resources(&bucket);
         resources.table = crate::unique("sortie");

@@ -56,14 +56,7 @@ async fn a_poison_message_reaches_the_dead_letter_queue_after_five_receives() {
     sortie_testkit::require_aws!();
     let w = World::new().await;
     let sqs = aws_sdk_sqs::Client::new(&w.direct);
-    let dlq_url = sqs
-        .create_queue()
-        .queue_name(sortie_testkit::unique("dlq"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let dlq_url = sortie_testkit::standard_queue(&sqs, "dlq").await;
     let dlq_arn = sqs
         .get_queue_attributes()
         .queue_url(&dlq_url)

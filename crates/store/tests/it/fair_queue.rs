@@ -53,14 +53,7 @@ async fn receive(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<(String, String)> 
 /// A new standard queue on moto, and the jobs queue over it.
 async fn fresh_queue() -> (aws_sdk_sqs::Client, String, SqsJobQueue) {
     let sqs = aws_sdk_sqs::Client::new(&sortie_testkit::sdk_config().await);
-    let url = sqs
-        .create_queue()
-        .queue_name(sortie_testkit::unique("fair"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = sortie_testkit::standard_queue(&sqs, "fair").await;
     let queue = SqsJobQueue::new(sqs.clone(), url.clone());
     (sqs, url, queue)
 }

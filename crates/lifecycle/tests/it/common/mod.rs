@@ -103,22 +103,8 @@ impl World {
             .unwrap();
         let task_definition = td.task_definition.unwrap().task_definition_arn.unwrap();
         let sqs = aws_sdk_sqs::Client::new(&direct);
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(sortie_testkit::unique("jobs"))
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
-        let events_url = sqs
-            .create_queue()
-            .queue_name(sortie_testkit::unique("completed"))
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
+        let queue_url = sortie_testkit::standard_queue(&sqs, "jobs").await;
+        let events_url = sortie_testkit::standard_queue(&sqs, "completed").await;
         let events_arn = sqs
             .get_queue_attributes()
             .queue_url(&events_url)
