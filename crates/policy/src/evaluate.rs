@@ -11,7 +11,7 @@ use sortie_core::policy::SetResult;
 
 use crate::compile::CompiledSet;
 use crate::input::JobInput;
-use sortie_core::plan::{NO_ARTIFACT, PLAN_JSON_MAX_BYTES, TOO_LARGE};
+use sortie_core::plan::read_artifact;
 
 /// The most messages kept from one rule (`deny` or `warn`) of one set.
 pub const MAX_MESSAGES: usize = 50;
@@ -76,40 +76,30 @@ pub enum PlanInput {
 }
 
 impl PlanInput {
-    /// Reads the artifact's bytes (`None`: there is no artifact), as
-    /// [`PlanData::from_artifact`](sortie_core::plan::PlanData::from_artifact) does: over
-    /// [`PLAN_JSON_MAX_BYTES`](sortie_core::plan::PLAN_JSON_MAX_BYTES), not JSON, or not an
-    /// object is unavailable with a sentence saying so; `{"unavailable": "<reason>"}` is
-    /// that reason.
+    /// Reads the artifact's bytes (`None`: there is no artifact) by the rules of
+    /// [`read_artifact`] that [`PlanData::from_artifact`](sortie_core::plan::PlanData::from_artifact)
+    /// also follows: too large, not JSON, or not an object is unavailable with a sentence
+    /// saying so; `{"unavailable": "<reason>"}` is that reason.
     pub fn from_artifact(bytes: Option<&[u8]>) -> Self {
-        let Some(bytes) = bytes else {
-            return Self::Unavailable(NO_ARTIFACT.into());
-        };
-        if bytes.len() > PLAN_JSON_MAX_BYTES {
-            return Self::Unavailable(TOO_LARGE.into());
+        let read = read_artifact(
+            bytes,
+            |bytes| {
+                let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+                RegoValue::from_json_str(text).map_err(|e| e.to_string())
+            },
+            |doc| {
+                let fields = doc.as_object().ok()?;
+                let reason = match fields.get(&RegoValue::from("unavailable")) {
+                    Some(RegoValue::String(reason)) if fields.len() == 1 => Some(reason.as_ref()),
+                    _ => None,
+                };
+                Some(reason)
+            },
+        );
+        match read {
+            Ok(plan) => Self::Available(plan),
+            Err(reason) => Self::Unavailable(reason),
         }
-        let unreadable = |e: &dyn std::fmt::Display| {
-            Self::Unavailable(format!("the plan's JSON could not be read: {e}"))
-        };
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(e) => return unreadable(&e),
-        };
-        let value = match RegoValue::from_json_str(text) {
-            Ok(value) => value,
-            Err(e) => return unreadable(&e),
-        };
-        let Ok(fields) = value.as_object() else {
-            return Self::Unavailable(
-                "the plan's JSON could not be read: it is not a JSON object".into(),
-            );
-        };
-        if fields.len() == 1 {
-            if let Some(RegoValue::String(reason)) = fields.get(&RegoValue::from("unavailable")) {
-                return Self::Unavailable(reason.to_string());
-            }
-        }
-        Self::Available(value)
     }
 }
 

@@ -43,21 +43,20 @@ impl PlanData {
     /// `{"unavailable": "<reason>"}` is that reason; bytes over [`PLAN_JSON_MAX_BYTES`] or
     /// that are not a JSON object are unavailable with a sentence saying so.
     pub fn from_artifact(bytes: Option<&[u8]>) -> PlanData {
-        let Some(bytes) = bytes else {
-            return PlanData::Unavailable(NO_ARTIFACT.into());
-        };
-        if bytes.len() > PLAN_JSON_MAX_BYTES {
-            return PlanData::Unavailable(TOO_LARGE.into());
-        }
-        match serde_json::from_slice::<Value>(bytes) {
-            Ok(Value::Object(fields)) => match unavailable_reason(&fields) {
-                Some(reason) => PlanData::Unavailable(reason),
-                None => PlanData::Available(Value::Object(fields)),
+        let read = read_artifact(
+            bytes,
+            |bytes| serde_json::from_slice::<Value>(bytes).map_err(|e| e.to_string()),
+            |doc| match doc {
+                Value::Object(fields) => Some(match (fields.len(), fields.get("unavailable")) {
+                    (1, Some(Value::String(reason))) => Some(reason.as_str()),
+                    _ => None,
+                }),
+                _ => None,
             },
-            Ok(_) => PlanData::Unavailable(
-                "the plan's JSON could not be read: it is not a JSON object".into(),
-            ),
-            Err(e) => PlanData::Unavailable(format!("the plan's JSON could not be read: {e}")),
+        );
+        match read {
+            Ok(doc) => PlanData::Available(doc),
+            Err(reason) => PlanData::Unavailable(reason),
         }
     }
 
@@ -84,11 +83,28 @@ impl PlanData {
     }
 }
 
-/// The reason of an `{"unavailable": "<reason>"}` object (exactly that one field).
-fn unavailable_reason(fields: &serde_json::Map<String, Value>) -> Option<String> {
-    match (fields.len(), fields.get("unavailable")) {
-        (1, Some(Value::String(reason))) => Some(reason.clone()),
-        _ => None,
+/// Reads a `plan.json` artifact's bytes (`None`: there is no artifact) into any JSON value
+/// type, by one set of rules for every reader (the plan view here, the policy gate's input
+/// in `sortie-policy`): over [`PLAN_JSON_MAX_BYTES`], not JSON (`parse` fails), or not an
+/// object is `Err` with a sentence saying so; an object `{"unavailable": "<reason>"}` is
+/// `Err(reason)`. `object` says of a parsed value: `None`, not an object; `Some(None)`, an
+/// object that is a plan; `Some(Some(reason))`, the runner's "unavailable" object.
+pub fn read_artifact<T>(
+    bytes: Option<&[u8]>,
+    parse: impl FnOnce(&[u8]) -> Result<T, String>,
+    object: impl FnOnce(&T) -> Option<Option<&str>>,
+) -> Result<T, String> {
+    let Some(bytes) = bytes else {
+        return Err(NO_ARTIFACT.into());
+    };
+    if bytes.len() > PLAN_JSON_MAX_BYTES {
+        return Err(TOO_LARGE.into());
+    }
+    let doc = parse(bytes).map_err(|e| format!("the plan's JSON could not be read: {e}"))?;
+    match object(&doc) {
+        Some(None) => Ok(doc),
+        Some(Some(reason)) => Err(reason.to_string()),
+        None => Err("the plan's JSON could not be read: it is not a JSON object".into()),
     }
 }
 
