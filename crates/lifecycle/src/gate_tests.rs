@@ -439,22 +439,11 @@ async fn a_write_to_a_set_is_seen_by_the_next_check() {
     let record = running(&g, "plan", Some(plan_json(&["create"]))).await;
     let group = record.job.environment.group().clone();
     let status = |r: Option<sortie_core::policy::PolicyResult>| r.expect("a set applies").status;
+    let listing = || g.w.jobs.gate.listings.sets_for(g.w.store.as_ref(), &group);
     let first = g.w.jobs.check_policy(&record).await.unwrap();
     assert_eq!(status(first), PolicyStatus::Denied);
-    let cached =
-        g.w.jobs
-            .gate
-            .listings
-            .sets_for(g.w.store.as_ref(), &group)
-            .await
-            .unwrap();
-    let again =
-        g.w.jobs
-            .gate
-            .listings
-            .sets_for(g.w.store.as_ref(), &group)
-            .await
-            .unwrap();
+    let cached = listing().await.unwrap();
+    let again = listing().await.unwrap();
     assert!(
         Arc::ptr_eq(&cached, &again),
         "unchanged sets: the same listing"
@@ -479,13 +468,7 @@ async fn a_write_to_a_set_is_seen_by_the_next_check() {
             .expect("a set applies");
     assert_eq!(after.status, PolicyStatus::Warned, "{after:?}");
     assert_eq!(after.sets[0].warn, vec!["recorded".to_string()]);
-    let fresh =
-        g.w.jobs
-            .gate
-            .listings
-            .sets_for(g.w.store.as_ref(), &group)
-            .await
-            .unwrap();
+    let fresh = listing().await.unwrap();
     assert!(!Arc::ptr_eq(&cached, &fresh), "a write: listed afresh");
 
     // Deleted: no set applies at the next check.

@@ -23,8 +23,11 @@
 //! longer meets that element.
 
 use std::collections::BTreeSet;
+use std::iter::once;
 
-use regorus::unstable::{AssignOp, BoolOp, Expr, Literal, Module, Query, Rule, RuleHead};
+use regorus::unstable::{
+    AssignOp, BoolOp, Expr, ExprRef, Literal, Module, Query, Rule, RuleBody, RuleHead,
+};
 use regorus::{Engine, Value};
 
 /// The deepest expression nesting the analysis follows; deeper, the set sees every
@@ -67,49 +70,35 @@ impl Walk {
             }
         }
         for rule in &module.policy {
-            match rule.as_ref() {
+            // Every expression of the rule's head (and a default's value), then its bodies.
+            let (exprs, bodies): (Vec<&ExprRef>, &[RuleBody]) = match rule.as_ref() {
                 Rule::Spec { head, bodies, .. } => {
-                    match head {
+                    let exprs = match head {
                         RuleHead::Compr { refr, assign, .. } => {
-                            self.expr(refr, 0)?;
-                            if let Some(a) = assign {
-                                self.expr(&a.value, 0)?;
-                            }
+                            once(refr).chain(assign.iter().map(|a| &a.value)).collect()
                         }
-                        RuleHead::Set { refr, key, .. } => {
-                            self.expr(refr, 0)?;
-                            if let Some(k) = key {
-                                self.expr(k, 0)?;
-                            }
-                        }
+                        RuleHead::Set { refr, key, .. } => once(refr).chain(key).collect(),
                         RuleHead::Func {
                             refr, args, assign, ..
-                        } => {
-                            self.expr(refr, 0)?;
-                            for arg in args {
-                                self.expr(arg, 0)?;
-                            }
-                            if let Some(a) = assign {
-                                self.expr(&a.value, 0)?;
-                            }
-                        }
-                    }
-                    for body in bodies {
-                        if let Some(a) = &body.assign {
-                            self.expr(&a.value, 0)?;
-                        }
-                        self.query(&body.query, 0)?;
-                    }
+                        } => once(refr)
+                            .chain(args)
+                            .chain(assign.iter().map(|a| &a.value))
+                            .collect(),
+                    };
+                    (exprs, bodies)
                 }
                 Rule::Default {
                     refr, args, value, ..
-                } => {
-                    self.expr(refr, 0)?;
-                    for arg in args {
-                        self.expr(arg, 0)?;
-                    }
-                    self.expr(value, 0)?;
+                } => (once(refr).chain(args).chain(once(value)).collect(), &[]),
+            };
+            for expr in exprs {
+                self.expr(expr, 0)?;
+            }
+            for body in bodies {
+                if let Some(a) = &body.assign {
+                    self.expr(&a.value, 0)?;
                 }
+                self.query(&body.query, 0)?;
             }
         }
         Some(())
@@ -190,31 +179,15 @@ impl Walk {
             return None;
         }
         let depth = depth + 1;
-        let (root, steps) = chain(expr);
-        if !steps.is_empty() || matches!(root, Expr::Var { .. }) {
-            if let Expr::Var { value, .. } = root {
-                if is(value, "input") && !outside_resource_changes(&steps) {
-                    return None;
-                }
-            } else {
-                self.expr(root, depth)?;
-            }
-            for step in &steps {
-                if let Step::Index(index) = step {
-                    self.expr(index, depth)?;
-                }
-            }
-            return Some(());
-        }
         match expr {
+            Expr::Var { .. } | Expr::RefDot { .. } | Expr::RefBrack { .. } => {
+                self.reference(expr, depth)
+            }
             Expr::String { .. }
             | Expr::RawString { .. }
             | Expr::Number { .. }
             | Expr::Bool { .. }
-            | Expr::Null { .. }
-            | Expr::Var { .. }
-            | Expr::RefDot { .. }
-            | Expr::RefBrack { .. } => Some(()),
+            | Expr::Null { .. } => Some(()),
             Expr::Array { items, .. } | Expr::Set { items, .. } => {
                 items.iter().try_for_each(|i| self.expr(i, depth))
             }
@@ -258,6 +231,25 @@ impl Walk {
                 self.expr(collection, depth)
             }
         }
+    }
+
+    /// A variable or a reference chain: below `input` it must stay out of
+    /// `input.plan.resource_changes`; its root (when not a variable) and its dynamic
+    /// indexes are walked.
+    fn reference(&mut self, expr: &Expr, depth: usize) -> Option<()> {
+        let (root, steps) = chain(expr);
+        match root {
+            Expr::Var { value, .. } => {
+                if is(value, "input") && !outside_resource_changes(&steps) {
+                    return None;
+                }
+            }
+            other => self.expr(other, depth)?,
+        }
+        steps.iter().try_for_each(|step| match step {
+            Step::Index(index) => self.expr(index, depth),
+            Step::Field(_) | Step::Unknown => Some(()),
+        })
     }
 }
 

@@ -4,40 +4,13 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sortie_core::policy::{Enforcement, OnUnavailable, PolicyModule, PolicySet};
+use sortie_core::policy::Enforcement;
+
+use crate::common::{job, set};
 use sortie_policy::{
     build_input, check_plan_size, compile, evaluate, evaluate_one, evaluate_prepared, CompiledSet,
-    JobInput, Limits, PlanInput, PreparedInput, SetCache, MAX_MESSAGES, MAX_PLAN_BYTES,
+    Limits, PlanInput, PreparedInput, SetCache, MAX_MESSAGES, MAX_PLAN_BYTES,
 };
-
-fn set(name: &str, enforcement: Enforcement, modules: &[(&str, &str)]) -> PolicySet {
-    PolicySet {
-        name: name.into(),
-        description: None,
-        modules: modules
-            .iter()
-            .map(|(n, r)| PolicyModule {
-                name: n.to_string(),
-                rego: r.to_string(),
-            })
-            .collect(),
-        enforcement,
-        criteria: None,
-        on_unavailable: OnUnavailable::Fail,
-    }
-}
-
-fn job() -> JobInput {
-    JobInput {
-        operation: "apply".into(),
-        requested_by: "alice".into(),
-        environment: "acme/payments/prod".into(),
-        env_type: "production".into(),
-        labels: [("tier".to_string(), "gold".to_string())].into(),
-        tags: ["pci".to_string()].into(),
-        drift_check: false,
-    }
-}
 
 /// A plan of `n` resource changes: every third a delete, the rest creates.
 fn plan(n: usize) -> Value {
@@ -79,14 +52,14 @@ warn contains msg if {
 }
 "#;
 
+/// The mandatory set `deletes` of [`NO_DELETES`].
+fn deletes() -> sortie_core::policy::PolicySet {
+    set("deletes", Enforcement::Mandatory, &[("d.rego", NO_DELETES)])
+}
+
 #[test]
 fn deny_and_warn_give_messages_from_the_input() {
-    let compiled = compile(&set(
-        "deletes",
-        Enforcement::Mandatory,
-        &[("d.rego", NO_DELETES)],
-    ))
-    .unwrap();
+    let compiled = compile(&deletes()).unwrap();
     assert_eq!(compiled.packages(), ["data.sortie.deletes".to_string()]);
     let r = one(&compiled, &input(4), Limits::default());
     assert_eq!(r.error, None);
@@ -354,7 +327,7 @@ fn the_input_carries_plan_job_and_runner() {
 #[test]
 fn the_cache_keeps_a_version_and_drops_older_ones() {
     let cache = SetCache::default();
-    let s = set("deletes", Enforcement::Mandatory, &[("d.rego", NO_DELETES)]);
+    let s = deletes();
     let a = cache.get_or_compile("acme", &s, "v1").unwrap();
     let b = cache.get_or_compile("acme", &s, "v1").unwrap();
     assert!(std::sync::Arc::ptr_eq(&a, &b));
@@ -382,12 +355,7 @@ fn compiled_sets_can_be_shared_across_threads() {
 #[test]
 fn one_prepared_input_gives_each_set_what_evaluate_gives_it() {
     let sets = [
-        compile(&set(
-            "deletes",
-            Enforcement::Mandatory,
-            &[("d.rego", NO_DELETES)],
-        ))
-        .unwrap(),
+        compile(&deletes()).unwrap(),
         compile(&set(
             "count",
             Enforcement::Advisory,
@@ -417,12 +385,7 @@ fn one_prepared_input_gives_each_set_what_evaluate_gives_it() {
 #[test]
 fn an_input_from_the_stored_bytes_gives_what_the_tree_gives() {
     let sets = [
-        compile(&set(
-            "deletes",
-            Enforcement::Mandatory,
-            &[("d.rego", NO_DELETES)],
-        ))
-        .unwrap(),
+        compile(&deletes()).unwrap(),
         compile(&set(
             "runner",
             Enforcement::Advisory,

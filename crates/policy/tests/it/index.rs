@@ -6,33 +6,14 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use sortie_core::policy::{Enforcement, OnUnavailable, PolicyModule, PolicySet};
-use sortie_policy::{
-    build_input, compile, evaluate_one, CompiledSet, JobInput, Limits, PreparedInput,
-};
+use sortie_policy::{build_input, compile, evaluate_one, CompiledSet, Limits, PreparedInput};
 
-fn set(modules: &[&str]) -> PolicySet {
-    PolicySet {
-        name: "s".into(),
-        description: None,
-        modules: modules
-            .iter()
-            .enumerate()
-            .map(|(i, rego)| PolicyModule {
-                name: format!("m{i}.rego"),
-                rego: rego.to_string(),
-            })
-            .collect(),
-        enforcement: Enforcement::Mandatory,
-        criteria: None,
-        on_unavailable: OnUnavailable::Fail,
-    }
-}
+use crate::common::{job, modules};
 
 /// The types a one-module set (`package p`, then `body`) is indexed by.
 fn types_of(body: &str) -> Option<Vec<String>> {
-    let compiled =
-        compile(&set(&[&format!("package p\n\n{body}")])).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let compiled = compile(&modules(&[&format!("package p\n\n{body}")]))
+        .unwrap_or_else(|e| panic!("{e}\n{body}"));
     compiled
         .resource_types()
         .map(|t| t.iter().cloned().collect())
@@ -129,7 +110,7 @@ fn any_other_read_of_the_changes_sees_every_resource() {
         None
     );
     // One module of two reads the list whole: the set sees every resource.
-    let compiled = compile(&set(&[
+    let compiled = compile(&modules(&[
         &format!(
             "package p\n\n{}",
             deny("  some rc in input.plan.resource_changes\n  rc.type == \"a\"")
@@ -145,7 +126,7 @@ fn a_condition_before_the_iteration_does_not_filter_it() {
     // `rc` before `some rc in …` is the rule `rc`, not the iteration's element.
     let body = "rc := {\"type\": \"a\", \"address\": \"rule\"}\n\ndeny contains msg if {\n  rc.type == \"a\"\n  some rc in input.plan.resource_changes\n  msg := rc.address\n}\n";
     // regorus 0.14.1 refuses it at write time; were it accepted, it must not be indexed.
-    match compile(&set(&[&format!("package p\n\n{body}")])) {
+    match compile(&modules(&[&format!("package p\n\n{body}")])) {
         Ok(compiled) => assert_eq!(compiled.resource_types(), None),
         Err(e) => assert!(e.message.contains("used before definition"), "{e}"),
     }
@@ -165,18 +146,6 @@ fn a_set_nested_past_the_depth_bound_sees_every_resource() {
         "  some rc in input.plan.resource_changes\n  rc.type == \"a\"\n  x := {shallow}\n  x > 0"
     ));
     assert_eq!(types_of(&shallow), Some(vec!["a".into()]));
-}
-
-fn job() -> JobInput {
-    JobInput {
-        operation: "apply".into(),
-        requested_by: "alice".into(),
-        environment: "acme/payments/prod".into(),
-        env_type: "production".into(),
-        labels: Default::default(),
-        tags: Default::default(),
-        drift_check: false,
-    }
 }
 
 const TYPES: [&str; 4] = ["a", "b", "aws_s3_bucket", "c"];
@@ -269,7 +238,7 @@ proptest! {
         });
         let input = PreparedInput::new(&build_input(&plan, &job(), &json!({"id": "acme/r", "type": "local"})));
         let body: String = rules.iter().map(|(it, c, e, h)| rule(*it, *c, e, *h)).collect();
-        let compiled = compile(&set(&[&format!("package p\n\n{body}")])).unwrap_or_else(|e| panic!("{e}\n{body}"));
+        let compiled = compile(&modules(&[&format!("package p\n\n{body}")])).unwrap_or_else(|e| panic!("{e}\n{body}"));
         if let Some(types) = compiled.resource_types() {
             let known: BTreeSet<String> = TYPES.iter().map(|t| t.to_string()).collect();
             prop_assert!(types.is_subset(&known), "{types:?}");
@@ -287,14 +256,22 @@ proptest! {
 #[test]
 fn the_generator_yields_indexed_and_unindexed_sets() {
     // The property above is only worth something if some generated sets are indexed.
-    let indexed = compile(&set(&[&format!("package p\n\n{}", rule(0, 0, &[0], 0))])).unwrap();
+    let indexed = compile(&modules(&[&format!(
+        "package p\n\n{}",
+        rule(0, 0, &[0], 0)
+    )]))
+    .unwrap();
     assert_eq!(
         indexed.resource_types().map(|t| t.len()),
         Some(1),
         "{}",
         rule(0, 0, &[0], 0)
     );
-    let whole = compile(&set(&[&format!("package p\n\n{}", rule(0, 0, &[2], 0))])).unwrap();
+    let whole = compile(&modules(&[&format!(
+        "package p\n\n{}",
+        rule(0, 0, &[2], 0)
+    )]))
+    .unwrap();
     assert_eq!(whole.resource_types(), None);
 }
 
@@ -312,7 +289,7 @@ fn an_indexed_set_reads_only_its_types() {
         &json!({"id": "acme/r", "type": "local"}),
     ));
     let body = "package p\n\ndeny contains msg if {\n  some rc in input.plan.resource_changes\n  rc.type == \"a\"\n  msg := rc.address\n}\n";
-    let compiled = compile(&set(&[body])).unwrap();
+    let compiled = compile(&modules(&[body])).unwrap();
     assert_eq!(compiled.resource_types().map(|t| t.len()), Some(1));
     assert_eq!(
         results(&compiled, &input),

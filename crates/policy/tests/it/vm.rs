@@ -4,26 +4,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sortie_core::policy::{Enforcement, OnUnavailable, PolicyModule, PolicySet};
-use sortie_policy::{build_input, compile, evaluate, JobInput, Limits};
+use sortie_policy::{build_input, compile, evaluate, Limits};
 
-fn set(modules: &[&str]) -> PolicySet {
-    PolicySet {
-        name: "s".into(),
-        description: None,
-        modules: modules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| PolicyModule {
-                name: format!("m{i}.rego"),
-                rego: r.to_string(),
-            })
-            .collect(),
-        enforcement: Enforcement::Mandatory,
-        criteria: None,
-        on_unavailable: OnUnavailable::Fail,
-    }
-}
+use crate::common::{job, modules};
 
 /// `n` resource changes of three types, deletes, replacements, tags and a public flag.
 fn input(n: usize) -> Value {
@@ -48,18 +31,9 @@ fn input(n: usize) -> Value {
             })
         })
         .collect();
-    let job = JobInput {
-        operation: "apply".into(),
-        requested_by: "alice".into(),
-        environment: "acme/payments/prod".into(),
-        env_type: "production".into(),
-        labels: [("tier".to_string(), "gold".to_string())].into(),
-        tags: ["pci".to_string()].into(),
-        drift_check: false,
-    };
     build_input(
         &json!({"format_version": "1.2", "resource_changes": changes, "output_changes": {"url": {"actions": ["create"]}}}),
-        &job,
+        &job(),
         &json!({"id": "acme/r", "type": "local"}),
     )
 }
@@ -80,8 +54,8 @@ const POLICIES: &[&[&str]] = &[
 
 #[test]
 fn the_vm_gives_what_the_interpreter_gives() {
-    for (i, modules) in POLICIES.iter().enumerate() {
-        let compiled = compile(&set(modules)).unwrap();
+    for (i, regos) in POLICIES.iter().enumerate() {
+        let compiled = compile(&modules(regos)).unwrap();
         assert!(compiled.on_vm(), "policy {i} runs on the VM");
         let interpreted = compiled.clone().on_interpreter();
         for n in [0, 1, 7, 60] {
@@ -93,7 +67,7 @@ fn the_vm_gives_what_the_interpreter_gives() {
         }
     }
     // And the results are not empty: the comparison compares something.
-    let compiled = compile(&set(POLICIES[0])).unwrap();
+    let compiled = compile(&modules(POLICIES[0])).unwrap();
     let r = evaluate(&[("acme".into(), &compiled)], &input(7), Limits::default());
     assert_eq!(r[0].deny.len(), expected_roles_deleted(7), "{r:?}");
 }
@@ -102,7 +76,7 @@ fn the_vm_gives_what_the_interpreter_gives() {
 fn rules_that_may_refer_to_each_other_in_a_cycle_stay_on_the_interpreter() {
     // On regorus 0.14.1's VM this overflows the stack (the process aborts); the
     // interpreter reports the recursion.
-    let cyclic = compile(&set(&[
+    let cyclic = compile(&modules(&[
         "package rr\n\nx := y if { y := z }\nz := x\n\ndeny contains \"m\" if { x }\n",
     ]));
     if let Ok(cyclic) = cyclic {
@@ -120,13 +94,13 @@ fn rules_that_may_refer_to_each_other_in_a_cycle_stay_on_the_interpreter() {
         "deny contains sprintf(\"%d\", [r{}]) if {{ true }}\n",
         chain_len - 1
     ));
-    let long = compile(&set(&[&rego])).unwrap();
+    let long = compile(&modules(&[&rego])).unwrap();
     assert!(!long.on_vm());
     let r = evaluate(&[("acme".into(), &long)], &input(1), Limits::default());
     assert_eq!(r[0].deny, vec![chain_len.to_string()]);
     // A name that is only a variable does not make an edge... but a spurious one only
     // costs speed: the set still gives its messages.
-    let shadow = compile(&set(&[
+    let shadow = compile(&modules(&[
         "package sh\n\nmsg := \"rule\"\n\ndeny contains msg if { msg := \"local\" }\n",
     ]));
     if let Ok(shadow) = shadow {
@@ -138,7 +112,7 @@ fn rules_that_may_refer_to_each_other_in_a_cycle_stay_on_the_interpreter() {
 #[test]
 fn a_hostile_set_on_the_vm_is_stopped_by_its_instruction_budget() {
     let hostile = "package hostile\n\ndeny contains msg if {\n  n := count([1 |\n    some a in input.plan.resource_changes\n    some b in input.plan.resource_changes\n    some c in input.plan.resource_changes\n    a.address != b.address\n    b.address != c.address\n  ])\n  msg := sprintf(\"%d\", [n])\n}\n";
-    let compiled = compile(&set(&[hostile])).unwrap();
+    let compiled = compile(&modules(&[hostile])).unwrap();
     assert!(compiled.on_vm());
     // A generous clock: the budget, not the timer, stops it.
     let limits = Limits {
@@ -155,7 +129,7 @@ fn a_hostile_set_on_the_vm_is_stopped_by_its_instruction_budget() {
     );
     assert!(r[0].denied());
     // The default budget runs an ordinary set over a large plan.
-    let ordinary = compile(&set(POLICIES[0])).unwrap();
+    let ordinary = compile(&modules(POLICIES[0])).unwrap();
     let r = evaluate(
         &[("acme".into(), &ordinary)],
         &input(5_000),
