@@ -19,6 +19,7 @@ pub mod expiry;
 #[cfg(test)]
 mod expiry_tests;
 mod gate;
+mod group_cache;
 mod jobs;
 mod locks;
 mod policy_listing;

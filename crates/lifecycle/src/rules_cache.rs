@@ -8,21 +8,17 @@
 //! consistent); when it moved, the index is read and compiled afresh. So a rule change,
 //! through any instance, is seen by the next resolution.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sortie_core::{GroupPath, RuleIndex};
 use sortie_store::{RuleStore, StoreError};
 
-/// The most groups one instance keeps; past it the whole cache starts afresh.
-const MAX_GROUPS: usize = 256;
-
-type Entries = HashMap<GroupPath, (u64, Arc<RuleIndex>)>;
+use crate::group_cache::GroupCache;
 
 /// Compiled rule indexes per group, each with the rule-set version it was compiled at.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, Debug)]
 pub struct RuleIndexCache {
-    entries: Arc<Mutex<Entries>>,
+    indexes: GroupCache<RuleIndex>,
 }
 
 impl RuleIndexCache {
@@ -32,26 +28,12 @@ impl RuleIndexCache {
         store: &dyn RuleStore,
         group: &GroupPath,
     ) -> Result<Arc<RuleIndex>, StoreError> {
-        // The version is read before the rules: a change in between leaves an index newer
-        // than its recorded version, which the next call compiles again, never older.
         let version = store.rules_version(group.org()).await?;
-        if let Some((at, index)) = self.lock().get(group) {
-            if *at == version {
-                return Ok(index.clone());
-            }
-        }
-        let index = Arc::new(RuleIndex::compile(store.rules_for(group).await?));
-        let mut entries = self.lock();
-        if entries.len() >= MAX_GROUPS && !entries.contains_key(group) {
-            entries.clear();
-        }
-        entries.insert(group.clone(), (version, index.clone()));
-        Ok(index)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        // A panic while holding the lock cannot leave an entry half written.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        self.indexes
+            .get_or_load(group, version, || async {
+                Ok(RuleIndex::compile(store.rules_for(group).await?))
+            })
+            .await
     }
 }
 
