@@ -56,9 +56,12 @@ pub enum PilotError {
 }
 
 impl PilotError {
-    /// The reason on a single line, with every run of whitespace collapsed to one space.
+    /// The reason on a single line, with every run of whitespace collapsed to one space,
+    /// scrubbed first of the process's secrets ([`crate::scrub::Secrets::process`]: a
+    /// reason may quote Terraform's first error, which may quote a value, and collapsing
+    /// first would hide a multi-line value from the scrubber).
     pub fn reason(&self) -> String {
-        one_line(&self.to_string())
+        one_line(&crate::scrub::Secrets::process().scrub_str(&self.to_string()))
     }
 }
 

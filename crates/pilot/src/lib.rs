@@ -48,12 +48,14 @@
 
 pub mod api;
 pub mod backend;
+pub mod declarations;
 pub mod env;
 pub mod error;
 pub mod guard;
 pub mod log;
 pub mod objects;
 pub mod run;
+pub mod scrub;
 pub mod source;
 pub mod summary;
 pub mod terraform;

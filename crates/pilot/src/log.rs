@@ -11,6 +11,13 @@
 //! concatenating them in key order gives the log. A failed upload keeps its bytes for the
 //! next one, which then starts at the same offset (overwriting any partial success under
 //! the same key).
+//!
+//! Nothing leaves unscrubbed: every byte written passes through a [`StreamScrubber`] with
+//! the process's [`Secrets`] before it is echoed to stdout or queued for S3, so a secret
+//! cut across two writes (two reads of Terraform's pipe) is still caught; the scrubber
+//! holds back at most (longest secret − 1) bytes until the next write or the end
+//! ([`LogSink::end`], called by [`LogShipper::finish`]). [`ScrubbedStderr`] does the same
+//! for the pilot's own diagnostics, one whole line at a time.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +30,7 @@ use sortie_core::protocol::logs::{
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::scrub::{Secrets, StreamScrubber};
 use crate::upload::Uploader;
 
 /// How often the shipper looks at its [`Pump`].
@@ -128,6 +136,8 @@ struct State {
     offset: u64,
     /// Whether the last byte written ended a line (true before any byte).
     at_line_start: bool,
+    /// The tail of what was written that may still become a secret.
+    scrubber: StreamScrubber,
 }
 
 /// The job log's writer, shared by every thread that produces output.
@@ -135,18 +145,26 @@ struct State {
 pub struct LogSink {
     state: Arc<Mutex<State>>,
     echo: bool,
+    secrets: Secrets,
 }
 
 impl LogSink {
-    /// A new, empty log; `echo` copies every byte to stdout as well.
+    /// A new, empty log scrubbed of the process's [`Secrets`]; `echo` copies every byte
+    /// to stdout as well.
     pub fn new(echo: bool) -> Self {
         Self::starting_at(echo, 0)
     }
 
     /// A log whose first byte is the job log's byte `offset`: the second phase of a
     /// reviewed job continues the first phase's log, so its chunks are named from there
-    /// and never replace the first phase's.
+    /// and never replace the first phase's. Scrubbed of the process's [`Secrets`].
     pub fn starting_at(echo: bool, offset: u64) -> Self {
+        Self::scrubbed(echo, offset, Secrets::process())
+    }
+
+    /// A log starting at `offset`, scrubbed of `secrets` (a set that may grow while the
+    /// log is written).
+    pub fn scrubbed(echo: bool, offset: u64, secrets: Secrets) -> Self {
         Self {
             state: Arc::new(Mutex::new(State {
                 at_line_start: true,
@@ -154,7 +172,13 @@ impl LogSink {
                 ..State::default()
             })),
             echo,
+            secrets,
         }
+    }
+
+    /// The secrets this log is scrubbed of.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -163,19 +187,36 @@ impl LogSink {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Appends raw bytes (a tool's output).
+    /// Appends raw bytes (a tool's output): scrubbed, then echoed and queued; a tail that
+    /// may still become a secret waits for the next write or [`LogSink::end`].
     pub fn write(&self, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
         let mut state = self.lock();
-        // Echo under the lock, so stdout and the shipped log have the same order.
-        if self.echo {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(bytes).and_then(|()| out.flush());
-        }
-        state.pending.extend_from_slice(bytes);
+        let out = state.scrubber.push(&self.secrets.read(), bytes);
+        self.emit(&mut state, &out);
         state.at_line_start = bytes.ends_with(b"\n");
+    }
+
+    /// The end of the log: lets out the tail the scrubber held back (scrubbed).
+    pub fn end(&self) {
+        let mut state = self.lock();
+        let out = state.scrubber.finish(&self.secrets.read());
+        self.emit(&mut state, &out);
+    }
+
+    /// Echoes and queues scrubbed bytes, under the lock, so stdout and the shipped log have
+    /// the same order.
+    fn emit(&self, state: &mut State, out: &[u8]) {
+        if out.is_empty() {
+            return;
+        }
+        if self.echo {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(out).and_then(|()| stdout.flush());
+        }
+        state.pending.extend_from_slice(out);
     }
 
     /// Appends `text` as a line of its own (starting a new line first if needed).
@@ -267,6 +308,25 @@ impl LogSink {
     }
 }
 
+/// The pilot's stderr (its own diagnostics, JSON lines that go to CloudWatch), scrubbed of
+/// the process's [`Secrets`]. The tracing subscriber writes each event whole in one
+/// `write_all`, so each write is scrubbed whole (nothing is held back, and a JSON-escaped
+/// value is one of the forms looked for).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScrubbedStderr;
+
+impl Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let out = Secrets::process().scrub(buf);
+        std::io::stderr().lock().write_all(&out)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 /// The background task that ships a [`LogSink`] to S3.
 pub struct LogShipper {
     stop: Option<oneshot::Sender<()>>,
@@ -290,7 +350,9 @@ impl LogShipper {
                     _ = &mut stopped => break,
                 }
             }
-            // The final flush: a few tries, since these are the log's last lines.
+            // What the scrubber held back, then the final flush: a few tries, since these
+            // are the log's last lines.
+            sink.end();
             let mut last = String::new();
             for attempt in 1..=4u32 {
                 match sink.flush_all(uploader.as_ref()).await {

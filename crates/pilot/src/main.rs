@@ -33,7 +33,8 @@ fn main() -> ExitCode {
             }
         };
     }
-    sortie_telemetry::init_with_writer(std::io::stderr);
+    // Diagnostics go to stderr scrubbed of every secret the run learns.
+    sortie_telemetry::init_with_writer(|| sortie_pilot::log::ScrubbedStderr);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -4,6 +4,8 @@
 use serde_json::Value;
 use sortie_core::{ChangeSummary, Operation};
 
+use crate::scrub::Patterns;
+
 /// Counts the resource changes of a `show -json` plan: `create` adds, `update`
 /// changes, `delete` destroys, and a replacement (`delete` + `create`) counts
 /// as one add and one destroy, as Terraform's own `Plan:` line does.
@@ -90,19 +92,50 @@ fn counts(text: &str) -> ChangeSummary {
 }
 
 /// `output -json`'s document with the value of every output not plainly marked
-/// `sensitive: false` removed (it is stored as `{"sensitive": true, "type": …}`), as JSON
-/// bytes; `None` when it is not such a document.
-pub fn redact_outputs(json: &str) -> Option<Vec<u8>> {
+/// `sensitive: false` removed (it is stored as `{"sensitive": true, "type": …}`), and every
+/// secret of `secrets` replaced inside the values kept ([`scrub_value`]: a non-sensitive
+/// output built from a secret, `"pg://app:${var.db_password}@db"`), as JSON bytes; `None`
+/// when it is not such a document (nothing is uploaded then: fail closed).
+pub fn redact_outputs(json: &str, secrets: &Patterns) -> Option<Vec<u8>> {
     let mut outputs: serde_json::Map<String, Value> = serde_json::from_str(json).ok()?;
     for output in outputs.values_mut() {
-        if output.get("sensitive").and_then(Value::as_bool) != Some(false) {
-            if let Some(obj) = output.as_object_mut() {
-                obj.remove("value");
-                obj.insert("sensitive".into(), Value::Bool(true));
-            }
+        let obj = output.as_object_mut()?;
+        if obj.get("sensitive").and_then(Value::as_bool) != Some(false) {
+            obj.remove("value");
+            obj.insert("sensitive".into(), Value::Bool(true));
+        } else if let Some(value) = obj.get_mut("value") {
+            scrub_value(value, secrets);
         }
     }
     serde_json::to_vec_pretty(&outputs).ok()
+}
+
+/// Replaces every secret of `secrets` inside `value`, at any depth: in strings, in object
+/// keys, and in numbers and booleans whose text holds one (they become the scrubbed
+/// text, a string).
+pub fn scrub_value(value: &mut Value, secrets: &Patterns) {
+    if secrets.is_empty() {
+        return;
+    }
+    match value {
+        Value::String(s) => *s = secrets.scrub_str(s),
+        Value::Number(_) | Value::Bool(_) => {
+            let text = value.to_string();
+            let scrubbed = secrets.scrub_str(&text);
+            if scrubbed != text {
+                *value = Value::String(scrubbed);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, secrets)),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (key, mut v) in entries {
+                scrub_value(&mut v, secrets);
+                map.insert(secrets.scrub_str(&key), v);
+            }
+        }
+        Value::Null => {}
+    }
 }
 
 /// The summary as a short phrase for the log's last line.
@@ -126,7 +159,7 @@ mod tests {
     #[test]
     fn a_sensitive_output_is_kept_without_its_value() {
         let json = r#"{"a":{"sensitive":false,"type":"string","value":"x"},"b":{"sensitive":true,"type":"string","value":"hunter2"},"c":{"type":"string","value":"unflagged"}}"#;
-        let out: Value = serde_json::from_slice(&redact_outputs(json).unwrap()).unwrap();
+        let out: Value = serde_json::from_slice(&redact_outputs(json, &Patterns::default()).unwrap()).unwrap();
         assert_eq!(out["a"]["value"], "x");
         assert_eq!(
             out["b"],
@@ -137,7 +170,51 @@ mod tests {
             serde_json::json!({"sensitive": true, "type": "string"})
         );
         assert!(!out.to_string().contains("hunter2"));
-        assert!(redact_outputs("not json").is_none());
+        assert!(redact_outputs("not json", &Patterns::default()).is_none());
+    }
+
+    #[test]
+    fn a_secret_inside_a_plain_output_is_replaced_at_any_depth() {
+        use crate::scrub::MARKER;
+        let secrets = Patterns::new(["S3cret-value", "12345", "q\"x"]);
+        let json = r#"{
+          "dsn": {"sensitive": false, "type": "string", "value": "pg://app:S3cret-value@db"},
+          "nested": {"sensitive": false, "type": ["object", {}], "value": {
+            "list": ["a", "S3cret-valueS3cret-value", {"deep": ["x S3cret-value y"]}],
+            "S3cret-value-key": true, "port": 12345, "big": 9912345, "other": 7,
+            "quoted": "say q\"x"}},
+          "plain": {"sensitive": false, "type": "string", "value": "nothing secret"},
+          "marked": {"sensitive": true, "type": "string", "value": "S3cret-value"}
+        }"#;
+        let bytes = redact_outputs(json, &secrets).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(!text.contains("S3cret-value"), "{text}");
+        assert!(!text.contains("12345"), "{text}");
+        assert!(!text.contains("q\\\"x"), "{text}");
+        let out: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(out["dsn"]["value"], format!("pg://app:{MARKER}@db"));
+        let nested = &out["nested"]["value"];
+        assert_eq!(nested["list"][1], format!("{MARKER}{MARKER}"));
+        assert_eq!(nested["list"][2]["deep"][0], format!("x {MARKER} y"));
+        assert_eq!(nested[format!("{MARKER}-key")], true);
+        assert_eq!(nested["port"], MARKER);
+        assert_eq!(nested["big"], format!("99{MARKER}"));
+        assert_eq!(nested["other"], 7);
+        assert_eq!(nested["quoted"], format!("say {MARKER}"));
+        assert_eq!(out["plain"]["value"], "nothing secret");
+        assert_eq!(out["marked"], serde_json::json!({"sensitive": true, "type": "string"}));
+        // Nothing to scrub: the values are kept as they are.
+        let kept: Value =
+            serde_json::from_slice(&redact_outputs(json, &Patterns::default()).unwrap()).unwrap();
+        assert_eq!(kept["dsn"]["value"], "pg://app:S3cret-value@db");
+    }
+
+    #[test]
+    fn an_output_document_that_is_not_one_uploads_nothing() {
+        let secrets = Patterns::new(["S3cret-value"]);
+        for bad in ["[]", "\"S3cret-value\"", r#"{"dsn": "S3cret-value"}"#, "{"] {
+            assert_eq!(redact_outputs(bad, &secrets), None, "{bad}");
+        }
     }
 
     fn s(add: u32, change: u32, destroy: u32) -> ChangeSummary {
@@ -205,11 +282,11 @@ mod tests {
         let json = r#"{"a": {"sensitive": false, "type": "string", "value": "public"},
                       "b": {"sensitive": true, "type": "string", "value": "hunter2"},
                       "c": {"type": "string", "value": "unknown sensitivity"}}"#;
-        let text = String::from_utf8(redact_outputs(json).unwrap()).unwrap();
+        let text = String::from_utf8(redact_outputs(json, &Patterns::default()).unwrap()).unwrap();
         assert!(text.contains("public"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
         assert!(!text.contains("unknown sensitivity"), "{text}");
-        assert_eq!(redact_outputs("not json"), None);
+        assert_eq!(redact_outputs("not json", &Patterns::default()), None);
     }
 
     #[test]

@@ -15,35 +15,6 @@ const TTL_SECONDS: i64 = 180;
 
 const MAIN_TF: &str = "resource \"terraform_data\" \"app\" {\n  input = \"short-lived\"\n}\n\noutput \"id\" {\n  value = terraform_data.app.id\n}\n";
 
-/// Every event the queue holds now (bounded: at most 20 receives).
-async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
-    let mut events = vec![];
-    for _ in 0..20 {
-        let got = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(0)
-            .send()
-            .await
-            .unwrap();
-        let messages = got.messages.unwrap_or_default();
-        if messages.is_empty() {
-            break;
-        }
-        for m in messages {
-            events.push(serde_json::from_str(m.body().unwrap_or("{}")).unwrap());
-            sqs.delete_message()
-                .queue_url(url)
-                .receipt_handle(m.receipt_handle().unwrap())
-                .send()
-                .await
-                .unwrap();
-        }
-    }
-    events
-}
-
 /// `sortie dev` (sweeping every second, the shortest TTL lowered to a minute) with org
 /// `acme` on a local runner whose state is in a fresh bucket; the dev and the bucket.
 fn dev() -> (Dev, String) {
@@ -198,7 +169,7 @@ fn an_environment_with_a_three_minute_ttl_is_reminded_and_destroyed_on_time() {
 
     // Its three reminders, each once, all before the end.
     std::thread::sleep(Duration::from_secs(2));
-    let events = rt.block_on(drain(&sqs, &queue));
+    let events = rt.block_on(common::drain_events(&sqs, &queue));
     let expiring: Vec<&Value> = events
         .iter()
         .filter(|e| e["detail-type"] == "sortie.environment.expiring")

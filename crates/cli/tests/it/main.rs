@@ -18,5 +18,6 @@ mod plan;
 mod policy_e2e;
 mod policy_gate;
 mod policy_test;
+mod secret_scan;
 mod sensitive;
 mod waiting;

@@ -24,7 +24,9 @@ pub fn exit_code<T>(result: &Result<T, PilotError>) -> u8 {
 }
 
 /// The final callback's body for `result`: the exit code the process is about to
-/// return and, on failure, the reason on one line (no control characters), cut to
+/// return and, on failure, the reason on one line (no control characters; scrubbed of
+/// the process's secrets by [`PilotError::reason`]: it quotes Terraform's first error, which
+/// may quote a value, and the API stores it on the job and in its events), cut to
 /// [`PILOT_EXIT_REASON_MAX`] bytes, ending with `…` when cut.
 pub fn pilot_exit<T>(result: &Result<T, PilotError>) -> PilotExit {
     PilotExit {
@@ -61,7 +63,9 @@ pub fn failure_line(error: &PilotError) -> String {
 /// the spec refused) as the last line of stdout.
 pub fn report_early_failure(error: &PilotError) {
     tracing::error!(reason = %error.reason(), "job failed before it started");
-    LogSink::new(true).line(&failure_line(error));
+    let sink = LogSink::new(true);
+    sink.line(&failure_line(error));
+    sink.end();
 }
 
 /// The final callback, when `spec` asks for it. Its failure is logged (the platform's

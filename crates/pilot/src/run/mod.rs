@@ -15,11 +15,13 @@ use tracing::Instrument;
 
 use crate::api::{without_query, ApiClient};
 use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
+use crate::declarations;
 use crate::env::PilotEnv;
 use crate::error::PilotError;
 use crate::guard;
 use crate::log::{LogShipper, LogSink, Pace};
 use crate::objects::ObjectStore;
+use crate::scrub::{Secrets, MARKER, SHORT_VALUE_CHARS};
 use crate::source;
 use crate::terraform::{self, Step, ToolEnv, ToolRequest, PLAN_FILE};
 use crate::upload::{ApiUploader, Uploader};
@@ -51,6 +53,14 @@ pub async fn run(
     env: &PilotEnv,
     objects: Arc<dyn ObjectStore>,
 ) -> Result<ChangeSummary, PilotError> {
+    // The secrets known from the start, before anything could print them: the job token
+    // and the git credential (whole, and its token after `user:`).
+    let secrets = Secrets::process();
+    secrets.add([env.token.expose()]);
+    if let Some(credentials) = &env.git_credentials {
+        let value = credentials.expose();
+        secrets.add([value, value.split_once(':').map_or(value, |(_, token)| token)]);
+    }
     let span = tracing::info_span!("job", job_id = %env.job_id);
     run_job(env, objects).instrument(span).await
 }
@@ -114,6 +124,10 @@ async fn run_job(
     }
     // What did not arrive is recorded on the job; it never changes the job's outcome.
     if !problems.is_empty() {
+        let problems: Vec<String> = problems
+            .iter()
+            .map(|p| sink.secrets().scrub_str(p))
+            .collect();
         if let Err(e) = api.report_upload_problems(&problems).await {
             tracing::error!(error = %e.reason(), ?problems, "could not report the upload problems");
         }
@@ -263,6 +277,8 @@ async fn execute(
             .filter_map(|name| std::env::var(name).ok())
             .collect(),
     };
+    sink.secrets().add(redaction.values.iter().map(String::as_str));
+    warn_short(sink, &present, |name| std::env::var(name).ok());
     if !present.is_empty() {
         sink.line(&format!(
             "{PREFIX} secrets in terraform's environment: {} (values injected by the platform, never printed)",
@@ -281,6 +297,7 @@ async fn execute(
     let mut tf_env = tf_env;
     if !spec.sensitive_variables.is_empty() {
         let values = api.sensitive_variables().await?;
+        sink.secrets().add(values.iter().map(|(_, value)| value));
         for (name, value) in values.iter() {
             tf_env
                 .set
@@ -291,6 +308,23 @@ async fn execute(
             "{PREFIX} sensitive variables in terraform's environment: {} (values never printed)",
             values.names().join(", ")
         ));
+        let names: Vec<String> = values.names().into_iter().map(String::from).collect();
+        warn_short(sink, &names, |name| {
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        });
+    }
+    // Variables given a secret value, by name, that the configuration does not declare
+    // `sensitive`: Terraform then prints their values in plans, outputs and errors.
+    for warning in declarations::undeclared_sensitive_warnings(
+        own_config
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str())),
+        &secret_variables(spec, &present),
+    ) {
+        sink.line(&format!("{PREFIX} warning: {warning}"));
     }
 
     // The backend.
@@ -401,7 +435,7 @@ async fn execute(
         .map_err(|e| format!("could not encode the summary: {e}"));
     upload_artifact(uploader, sink, problems, UploadKind::Summary, summary_json).await;
     if applied && spec.operation == Operation::Apply {
-        if let Some(outputs) = outputs(&tool).await {
+        if let Some(outputs) = outputs(&tool, sink.secrets()).await {
             upload_artifact(uploader, sink, problems, UploadKind::Outputs, Ok(outputs)).await;
         }
     }
@@ -414,6 +448,40 @@ async fn execute(
     }
     drop(work);
     Ok(summary)
+}
+
+/// Warns, by name, of each secret whose value (`value_of`) is shorter than
+/// [`SHORT_VALUE_CHARS`]: it is scrubbed everywhere it appears, which may erase ordinary
+/// text from the log.
+fn warn_short(sink: &LogSink, names: &[String], value_of: impl Fn(&str) -> Option<String>) {
+    let short: Vec<&str> = names
+        .iter()
+        .filter(|name| {
+            value_of(name).is_some_and(|v| !v.is_empty() && v.chars().count() < SHORT_VALUE_CHARS)
+        })
+        .map(String::as_str)
+        .collect();
+    if !short.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} warning: the value of {} is shorter than {SHORT_VALUE_CHARS} characters; it is still replaced by {MARKER} wherever it appears, which may hide ordinary text in this log",
+            short.join(", ")
+        ));
+    }
+}
+
+/// The Terraform variables given a secret value: the job's sensitive variables, and each
+/// platform secret named `TF_VAR_<name>` that the environment holds.
+fn secret_variables(spec: &JobSpec, present: &[String]) -> Vec<String> {
+    let mut names = spec.sensitive_variables.clone();
+    names.extend(
+        present
+            .iter()
+            .filter_map(|env| env.strip_prefix("TF_VAR_"))
+            .map(String::from),
+    );
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The saved plan's URL for an apply phase (required there), `None` otherwise.

@@ -12,6 +12,7 @@ use super::{blocking, PREFIX};
 use crate::error::PilotError;
 use crate::guard;
 use crate::log::LogSink;
+use crate::scrub::{Patterns, Secrets};
 use crate::summary;
 use crate::terraform::{self, Finished, ToolEnv, PLAN_FILE};
 use crate::upload::Uploader;
@@ -90,13 +91,14 @@ pub(super) async fn upload_artifact(
     }
 }
 
-/// `output -json` after an apply, with every sensitive value redacted; `None` when the
-/// tool prints none (no outputs, or a version that cannot).
-pub(super) async fn outputs(tool: &Tool) -> Option<Vec<u8>> {
+/// `output -json` after an apply, with every sensitive value redacted and every secret
+/// replaced inside the others ([`summary::redact_outputs`]); `None` when the tool prints
+/// none (no outputs, or a version that cannot), or not a document of outputs.
+pub(super) async fn outputs(tool: &Tool, secrets: &Secrets) -> Option<Vec<u8>> {
     let (bin, dir, env) = (tool.bin.clone(), tool.dir.clone(), tool.env.clone());
     let args: Vec<String> = ["output", "-no-color", "-json"].map(String::from).to_vec();
     match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
-        Ok((true, json)) => summary::redact_outputs(&json),
+        Ok((true, json)) => summary::redact_outputs(&json, &secrets.read()),
         _ => None,
     }
 }
@@ -172,7 +174,7 @@ pub(super) async fn summarize_plan(
         .to_vec();
     let reason = match blocking(move || terraform::run_captured(&bin, &args, &dir, &env)).await {
         Ok((true, json)) => {
-            let body = plan_json_body(&json, redaction);
+            let body = plan_json_body(&json, redaction, &sink.secrets().read());
             if let Some(summary) = summary::from_plan_json(&json) {
                 return (summary, body);
             }
@@ -195,7 +197,12 @@ pub(super) async fn summarize_plan(
 /// The `plan.json` body of `show -json`'s output: the document redacted
 /// ([`sortie_core::plan::redact`]) and scrubbed of every secret value, or an unavailable
 /// body when it is not a JSON object or is over [`plan::PLAN_JSON_MAX_BYTES`].
-pub(super) fn plan_json_body(json: &str, redaction: &Redaction) -> Vec<u8> {
+///
+/// Then, fail closed, the encoded body is scanned for every form of every secret of
+/// `secrets` ([`Patterns`]: also those `plan::scrub` leaves, such as a value shorter than
+/// its minimum, or one in a structural field): any left is replaced in the bytes, and a
+/// body that is no longer JSON after that is an unavailable body.
+pub(super) fn plan_json_body(json: &str, redaction: &Redaction, secrets: &Patterns) -> Vec<u8> {
     let mut doc: Value = match serde_json::from_str(json) {
         Ok(doc @ Value::Object(_)) => doc,
         Ok(_) => return PlanData::unavailable_artifact("`show -json` printed no JSON object"),
@@ -205,11 +212,27 @@ pub(super) fn plan_json_body(json: &str, redaction: &Redaction) -> Vec<u8> {
     };
     plan::redact(&mut doc, &redaction.names);
     plan::scrub(&mut doc, redaction.values.iter().map(String::as_str));
-    match serde_json::to_vec(&doc) {
-        Ok(body) if body.len() <= plan::PLAN_JSON_MAX_BYTES => body,
+    match serde_json::to_vec(&doc).map(|body| scrub_encoded(body, secrets)) {
+        Ok(None) => PlanData::unavailable_artifact(SECRET_LEFT),
+        Ok(Some(body)) if body.len() <= plan::PLAN_JSON_MAX_BYTES => body,
         Ok(_) => PlanData::unavailable_artifact(plan::TOO_LARGE),
         Err(e) => PlanData::unavailable_artifact(&format!("could not encode the plan: {e}")),
     }
+}
+
+/// Why a plan has no data when a secret could not be taken out of its JSON.
+const SECRET_LEFT: &str =
+    "a secret value was left in `show -json`'s document where it could not be replaced";
+
+/// `body` (a JSON document) with every secret replaced in its bytes; `None` when that
+/// made it something other than JSON.
+fn scrub_encoded(body: Vec<u8>, secrets: &Patterns) -> Option<Vec<u8>> {
+    let scrubbed = secrets.scrub(&body);
+    if scrubbed == body {
+        return Some(body);
+    }
+    serde_json::from_slice::<Value>(&scrubbed).ok()?;
+    Some(scrubbed)
 }
 
 /// The counts from `operation`'s text output; zeros, with a note, when it has none.

@@ -460,3 +460,33 @@ pub async fn capture_events(bus: &str, name: &str) -> (aws_sdk_sqs::Client, Stri
         .unwrap();
     (sqs, url)
 }
+
+/// Every message in the queue `url` (events [`capture_events`] routed there), as JSON,
+/// deleted as it is received, until the queue answers empty (at most 100 receives).
+pub async fn drain_events(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
+    let mut events = vec![];
+    for _ in 0..100 {
+        let got = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap();
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            break;
+        }
+        for m in messages {
+            events.push(serde_json::from_str(m.body().unwrap_or("{}")).unwrap());
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    events
+}
