@@ -44,8 +44,14 @@ mod generated {
 pub use generated::{ASSETS, ASSET_HASH};
 
 /// The routes API Gateway sends to the `api` function without its JWT authorizer, as the
-/// SAM template writes them (method, path).
-pub const GATEWAY_ROUTES: &[(&str, &str)] = &[("GET", "/"), ("GET", "/assets/{proxy+}")];
+/// SAM template writes them (method, path): GET and HEAD of each (the router answers
+/// both), since a method without its route falls to `$default` and its authorizer.
+pub const GATEWAY_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("HEAD", "/"),
+    ("GET", "/assets/{proxy+}"),
+    ("HEAD", "/assets/{proxy+}"),
+];
 
 /// The page every console URL starts from; the only HTML.
 pub const INDEX: &str = "index.html";

@@ -121,7 +121,78 @@ impl Grantee {
         if let Some(issuer) = issuer {
             refuse_blank_or_control(p, join(path, "issuer"), issuer);
         }
+        let mut too_long = |field: &str, text: &str, max: usize| {
+            if text.len() > max {
+                p.push(
+                    join(path, field),
+                    format!("is {} bytes long; at most {max} are allowed", text.len()),
+                );
+                true
+            } else {
+                false
+            }
+        };
+        let long = match self {
+            Grantee::Subject { subject, .. } => too_long("subject", subject, GRANTEE_TEXT_MAX),
+            Grantee::ClaimPattern { claim, pattern, .. } => {
+                too_long("claim", claim, GRANTEE_CLAIM_MAX)
+                    | too_long("pattern", pattern, GRANTEE_TEXT_MAX)
+            }
+        };
+        let long_issuer = issuer
+            .as_deref()
+            .is_some_and(|i| too_long("issuer", i, GRANTEE_ISSUER_MAX));
+        // The subject's index key (`MEMBER#<issuer>#<subject>`, escaped) is a partition key.
+        if let (Grantee::Subject { subject, issuer }, false, false) = (self, long, long_issuer) {
+            let key = member_index_key(issuer.as_deref(), subject);
+            if key.len() > crate::limits::DYNAMODB_PARTITION_KEY_MAX {
+                let field = if escape_key_part(subject).len()
+                    >= escape_key_part(issuer.as_deref().unwrap_or_default()).len()
+                {
+                    "subject"
+                } else {
+                    "issuer"
+                };
+                p.push(
+                    join(path, field),
+                    format!(
+                        "makes the subject's index key {} bytes long (`#` and `%` count three \
+                         bytes each); at most {} are allowed",
+                        key.len(),
+                        crate::limits::DYNAMODB_PARTITION_KEY_MAX
+                    ),
+                );
+            }
+        }
     }
+}
+
+/// Longest grantee `subject` or claim `pattern`, in bytes: a membership item holds it (and
+/// a subject's index key, [`member_index_key`], is checked against DynamoDB's partition key
+/// limit besides).
+pub const GRANTEE_TEXT_MAX: usize = 1024;
+
+/// Longest grantee `claim` name, in bytes.
+pub const GRANTEE_CLAIM_MAX: usize = 256;
+
+/// Longest grantee `issuer`, in bytes (as an OIDC issuer URL, `urls::issuer_problem`).
+pub const GRANTEE_ISSUER_MAX: usize = 512;
+
+/// `%` and `#` escaped, so that `<issuer>#<subject>` names one pair only.
+fn escape_key_part(text: &str) -> String {
+    text.replace('%', "%25").replace('#', "%23")
+}
+
+/// The partition key of a subject's membership index (`MEMBER#<issuer>#<subject>`, each
+/// part with `%` and `#` escaped): for one issuer, or (`None`) for any issuer. The store
+/// writes and reads it; [`Grantee::check`] refuses a grantee whose key would pass
+/// [`crate::limits::DYNAMODB_PARTITION_KEY_MAX`].
+pub fn member_index_key(issuer: Option<&str>, subject: &str) -> String {
+    format!(
+        "MEMBER#{}#{}",
+        escape_key_part(issuer.unwrap_or_default()),
+        escape_key_part(subject)
+    )
 }
 
 impl Membership {
@@ -303,7 +374,50 @@ pub fn can(principal: &Principal, action: Action, group: &GroupPath) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    fn problems(grantee: &Grantee) -> Vec<(String, String)> {
+        let mut p = crate::Problems::default();
+        grantee.check("grantee", &mut p);
+        p.iter()
+            .map(|x| (x.path.clone(), x.problem.clone()))
+            .collect()
+    }
+
+    proptest! {
+        /// Any subject and issuer: accepted exactly when the subject's index key fits a
+        /// DynamoDB partition key (and each is within its own bound); refused naming a
+        /// field otherwise. `#` and `%` escape to three bytes, so the key is measured, not
+        /// the text.
+        #[test]
+        fn a_grant_is_accepted_only_when_its_index_key_fits(
+            subject in "[a-z#%é]{1,1100}",
+            issuer in prop::option::of("[a-z#%:/.]{1,600}"),
+        ) {
+            let grantee = Grantee::Subject { subject: subject.clone(), issuer: issuer.clone() };
+            let found = problems(&grantee);
+            let key = member_index_key(issuer.as_deref(), &subject);
+            let fits = key.len() <= crate::limits::DYNAMODB_PARTITION_KEY_MAX
+                && subject.len() <= GRANTEE_TEXT_MAX
+                && issuer.as_ref().is_none_or(|i| i.len() <= GRANTEE_ISSUER_MAX);
+            prop_assert_eq!(found.is_empty(), fits, "{:?} for a key of {} bytes", found, key.len());
+            for (path, _) in &found {
+                prop_assert!(path == "grantee.subject" || path == "grantee.issuer", "{}", path);
+            }
+        }
+    }
+
+    #[test]
+    fn long_claims_and_patterns_are_refused_by_name() {
+        let found = problems(&Grantee::ClaimPattern {
+            claim: "c".repeat(GRANTEE_CLAIM_MAX + 1),
+            pattern: "p".repeat(GRANTEE_TEXT_MAX + 1),
+            issuer: None,
+        });
+        let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["grantee.claim", "grantee.pattern"]);
+    }
 
     #[test]
     fn a_bracketed_string_and_a_json_array_are_the_same_list() {

@@ -66,8 +66,10 @@ pub fn issuer_problem(value: &str) -> Option<String> {
 }
 
 /// What is wrong with a git source URL, if anything: `https://` or `ssh://` with a real
-/// host, `file://`, or the scp-like `git@host:path`. Never a password in the URL (a
-/// credentials secret carries it), never spaces or control characters.
+/// host, `file://`, or the scp-like `git@host:path`. Never credentials in the URL (a
+/// credentials secret carries them): no user name or password on `https://` or
+/// `file://` (`https://ghp_…@github.com/…` is a token), no password on `ssh://` (whose
+/// user name, `ssh://git@host/…`, is the account); never spaces or control characters.
 pub fn git_url_problem(value: &str) -> Option<String> {
     if crate::limits::has_space_or_control(value) {
         return Some("must not contain spaces or control characters".into());
@@ -90,9 +92,14 @@ pub fn git_url_problem(value: &str) -> Option<String> {
         Ok(url) => url,
         Err(e) => return Some(format!("is not a URL: {e}")),
     };
-    if url.password().is_some() {
+    // A user name before `@` is a credential on https:// (`https://<token>@host`, which git
+    // sends as the user name) and means nothing on file://; on ssh:// it is the account
+    // (`ssh://git@host/…`), as in the scp-like form above. A password never.
+    if url.password().is_some() || (!url.username().is_empty() && url.scheme() != "ssh") {
         return Some(
-            "must not carry a password: put the credentials in `credentials_secret`".into(),
+            "must not carry credentials (`user@` or `user:password@`): put them in \
+             `credentials_secret`"
+                .into(),
         );
     }
     match url.scheme() {
@@ -147,6 +154,7 @@ mod tests {
         for ok in [
             "https://github.com/acme/infra.git",
             "ssh://git@github.com/acme/infra.git",
+            "ssh://github.com/acme/infra.git",
             "git@github.com:acme/infra.git",
             "file:///srv/git/infra",
         ] {
@@ -154,6 +162,11 @@ mod tests {
         }
         for bad in [
             "https://u:p@github.com/o/r.git",
+            "https://ghp_0123456789abcdef@github.com/o/r.git",
+            "https://x-access-token@github.com/o/r.git",
+            "https://:p@github.com/o/r.git",
+            "ssh://git:p@github.com/o/r.git",
+            "file://u@localhost/srv/git/infra",
             "http://github.com/o/r.git",
             "git@:o/r.git",
             "git@-oProxyCommand=x:o/r",

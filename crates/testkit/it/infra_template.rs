@@ -741,12 +741,30 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
         .filter(|r| r.auth() != sortie_api::Auth::User)
         .map(|r| (r.method_and_path().0.to_string(), template_path(*r)))
         .collect();
-    // The console's page and hashed assets: public GET routes outside the route table.
+    // The console's page and hashed assets: public GET routes outside the route table,
+    // each with its HEAD (the console's router answers HEAD wherever it answers GET; a
+    // HEAD without its route would fall to $default and its authorizer: a 401).
     let console: Vec<(String, String)> = sortie_api::console::GATEWAY_ROUTES
         .iter()
         .map(|(m, p)| (m.to_string(), p.to_string()))
         .collect();
-    assert!(console.iter().all(|(m, _)| m == "GET"), "{console:?}");
+    assert!(
+        console.iter().all(|(m, _)| m == "GET" || m == "HEAD"),
+        "{console:?}"
+    );
+    let console_gets: Vec<&String> = console
+        .iter()
+        .filter(|(m, _)| m == "GET")
+        .map(|(_, p)| p)
+        .collect();
+    assert!(!console_gets.is_empty(), "{console:?}");
+    for path in &console_gets {
+        let head = ("HEAD".to_string(), path.to_string());
+        assert!(
+            console.contains(&head),
+            "HEAD {path} is not declared: it falls to $default and answers 401"
+        );
+    }
     let unguarded: Vec<(String, String)> = unguarded.into_iter().chain(console.clone()).collect();
     let mut missing = unguarded.clone();
     for (name, event) in events(&t, "ApiFunction") {
@@ -780,7 +798,7 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
     );
     assert!(
         console.iter().all(|r| !missing.contains(r)),
-        "the console's routes must be GET routes without the JWT authorizer: {missing:?}"
+        "the console's routes must be GET and HEAD routes without the JWT authorizer: {missing:?}"
     );
 }
 

@@ -1,10 +1,12 @@
 //! The axum router of [`Route::ALL`], behind the `/-/` rewrite, with JSON answers for
-//! an unknown path (404) and a wrong method (405 naming the allowed ones).
+//! an unknown path (404) and a wrong method (405 naming the allowed ones). Every answer
+//! outside the console's own routes, errors included, carries [`API_HEADERS`].
 
 use std::collections::BTreeMap;
 
 use axum::extract::Extension;
-use axum::http::{Method, StatusCode};
+use axum::http::header::{CACHE_CONTROL, X_CONTENT_TYPE_OPTIONS};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::MethodRouter;
 use tower::Layer;
@@ -50,11 +52,29 @@ pub(crate) fn build(state: AppState) -> axum::Router {
     let console = sortie_console::router(state.console.clone());
     let inner = inner.fallback(not_found).with_state(state);
     let rewritten = tower::util::MapRequestLayer::new(separator::rewrite).layer(inner);
+    let rewritten = tower::util::MapResponseLayer::new(with_api_headers).layer(rewritten);
     // The console's `/` and `/assets/{hash}/{*path}` first (outside the route table and the
     // OpenAPI document); every other path goes through the rewrite to the v1 routes.
     axum::Router::new()
         .merge(console)
         .fallback_service(rewritten)
+}
+
+/// The headers of every answer of the API (not the console's pages, which set their
+/// own): the body is JSON and is never sniffed as anything else (a message that quotes
+/// user input cannot become HTML), and it is never stored by a browser or a proxy (it
+/// may hold a job's outputs, plan or log).
+pub(crate) const API_HEADERS: [(HeaderName, &str); 2] = [
+    (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (CACHE_CONTROL, "no-store"),
+];
+
+fn with_api_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in API_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
 }
 
 async fn not_found(Extension(OriginalPath(path)): Extension<OriginalPath>) -> ApiError {

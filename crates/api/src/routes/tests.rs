@@ -261,3 +261,67 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
         ("get_job_spec", (Method::GET, "/v1/jobs/{id}/spec"))
     );
 }
+
+/// Every answer under `/v1/` (each route of the OpenAPI document's table, whatever its
+/// status, and the 404, 405 and 400 answers of the router) says `nosniff` and `no-store`;
+/// the console's page keeps its own `Cache-Control`.
+#[tokio::test]
+async fn every_api_answer_is_nosniff_and_no_store() {
+    let app = app().await;
+    let headers = |method: Method, path: String| {
+        let app = app.clone();
+        async move {
+            let req = axum::http::Request::builder()
+                .method(method)
+                .uri(&path)
+                .body(Body::empty())
+                .unwrap();
+            let resp = app.oneshot(req).await.unwrap();
+            let get = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_string())
+            };
+            (
+                path.clone(),
+                resp.status().as_u16(),
+                get("x-content-type-options"),
+                get("cache-control"),
+            )
+        }
+    };
+    let mut answers = Vec::new();
+    for route in Route::ALL {
+        let (method, template) = route.method_and_path();
+        let path = template
+            .replace("{group}", "acme/payments")
+            .replace("{environment}", "acme/payments/prod")
+            .replace("{name}", "r1")
+            .replace("{id}", "x1");
+        answers.push(headers(method, path).await);
+    }
+    answers.push(headers(Method::GET, "/v1/no/such/route".into()).await);
+    answers.push(headers(Method::DELETE, "/v1/groups/acme/-/runners".into()).await);
+    answers.push(headers(Method::GET, "/v1/groups/ACME/-/runners".into()).await);
+    answers.push(headers(Method::GET, "/v2/health".into()).await);
+    let statuses: std::collections::BTreeSet<u16> = answers.iter().map(|a| a.1).collect();
+    assert!(
+        [200, 400, 401, 404, 405]
+            .iter()
+            .all(|s| statuses.contains(s)),
+        "the answers cover successes and errors: {statuses:?}"
+    );
+    for (path, status, nosniff, cache) in &answers {
+        assert_eq!(
+            (nosniff.as_deref(), cache.as_deref()),
+            (Some("nosniff"), Some("no-store")),
+            "{path} ({status})"
+        );
+    }
+    let (_, status, _, cache) = headers(Method::GET, "/".into()).await;
+    assert_eq!(
+        (status, cache.as_deref()),
+        (404, None),
+        "the console (not configured here) answers itself"
+    );
+}

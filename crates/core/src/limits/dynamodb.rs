@@ -28,6 +28,18 @@ pub const DYNAMODB_NESTING_MAX: usize = 32;
 /// ("Attribute names must be at least one character long and less than 64 KB").
 pub const DYNAMODB_NAME_MAX: usize = 65535;
 
+/// Longest partition key value: 2,048 bytes (a string key's UTF-8 bytes).
+///
+/// Source: <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html#limits-partition-sort-keys>
+/// ("The minimum length of a partition key value is 1 byte. The maximum length is 2048
+/// bytes."). A longer key is a `ValidationException`: a 5xx unless the input that builds
+/// it is refused first, which every key-building field does (see `docs/decisions/limits.md`).
+pub const DYNAMODB_PARTITION_KEY_MAX: usize = 2048;
+
+/// Longest sort key value: 1,024 bytes (source as [`DYNAMODB_PARTITION_KEY_MAX`]: "The
+/// maximum length is 1024 bytes").
+pub const DYNAMODB_SORT_KEY_MAX: usize = 1024;
+
 /// Largest magnitude of a DynamoDB number: below 10^126.
 ///
 /// Source: <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html#HowItWorks.DataTypes.Number>

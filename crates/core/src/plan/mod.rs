@@ -7,9 +7,12 @@
 //! `{"unavailable": "<reason>"}` instead, so the job records why there is no plan data.
 
 mod redact;
+mod sections;
 mod view;
 
-pub use redact::{redact, scrub, MARKER, SCRUB_MIN_CHARS};
+pub use redact::{
+    redact, scrub, MARKER, SCHEMA_MASKS_SINCE, SCRUB_MIN_CHARS, STATE_SCHEMA_MASKS_SINCE,
+};
 pub use view::{
     AttributeChange, ChangeAction, OutputChange, PlanCounts, PlanPage, PlanView, ResourceChange,
     PAGE_MAX,

@@ -1,26 +1,39 @@
 //! Redaction of a `terraform show -json` plan document: every value Terraform marks
-//! sensitive, and every sensitive variable, is replaced by [`MARKER`] before the document
-//! leaves the runner.
+//! sensitive, every value it gives no mask for, and every sensitive variable, is replaced
+//! by [`MARKER`] before the document leaves the runner. It fails closed:
 //!
-//! Terraform marks sensitivity beside the values, with masks that mirror their shape: `true`
-//! (the whole value), an object of masks by key, or an array of masks by index
-//! (`before_sensitive`/`after_sensitive` in `resource_changes`, `resource_drift` and
-//! `output_changes`; `sensitive_values` beside a resource's `values` in `planned_values`
-//! and `prior_state`; `sensitive: true` on an output). Variables have no mask: a variable is
-//! sensitive when the job says so or its declaration does
-//! (`configuration.root_module.variables.<name>.sensitive`), and then its value, its
-//! declared default and every constant a module call passes to a sensitive variable are
-//! replaced.
+//! - **An allowlist first** ([`super::sections`]): only the sections and fields Sortie
+//!   understands are kept; anything else (`deferred_changes`, `action_invocations`, a
+//!   section a newer Terraform adds) is dropped until it is handled here.
+//! - Terraform marks sensitivity beside the values, with masks that mirror their shape:
+//!   `true` (the whole value), an object of masks by key, or an array of masks by index
+//!   (`before_sensitive`/`after_sensitive` in `resource_changes`, `resource_drift` and
+//!   `output_changes`; `sensitive_values` beside a resource's `values` in `planned_values`
+//!   and `prior_state`; `sensitive: true` on an output). **A missing mask replaces the
+//!   whole value**: Terraform before 0.15 writes none.
+//! - **Masks that leave out the provider schema's sensitivity replace the whole value**:
+//!   resource masks before Terraform 0.15.2 ([`SCHEMA_MASKS_SINCE`]) and the prior state's
+//!   before 1.4.6 ([`STATE_SCHEMA_MASKS_SINCE`]), read from `terraform_version` (a missing
+//!   or unreadable version counts as old).
+//! - Variables have no mask: a variable is sensitive when the job says so or its
+//!   declaration does (`configuration.root_module.variables.<name>.sensitive`), and then
+//!   its value, its declared default and every constant a module call passes to a
+//!   sensitive variable are replaced. **Every constant of a provider configuration**
+//!   (`configuration.provider_config.*.expressions`) is replaced: a hard-coded provider
+//!   token has no mask anywhere.
 //!
 //! A last pass replaces every other string value, anywhere in the document, equal to a
 //! string that was masked (at least [`SCRUB_MIN_CHARS`] characters long), so a sensitive
 //! value that Terraform copied somewhere unmarked does not leak either. [`scrub`] goes
 //! further for the few values the runner knows are secret (the job's sensitive variables,
-//! its platform secrets): it replaces them inside any string.
+//! its platform secrets): it replaces them inside any string, and inside object keys,
+//! instance keys (`index`) and the instance keys of addresses (`aws_x.y["<key>"]`).
 
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::{Map, Value};
+
+use super::sections::{keep_known, PLAN};
 
 /// What replaces a sensitive value.
 pub const MARKER: &str = "(sensitive value)";
@@ -29,16 +42,38 @@ pub const MARKER: &str = "(sensitive value)";
 /// strings, like `"a"` or `"on"`, would erase unrelated text).
 pub const SCRUB_MIN_CHARS: usize = 4;
 
+/// The first Terraform whose resource masks (`before_sensitive`, `after_sensitive`,
+/// `planned_values`' `sensitive_values`) include the provider schema's sensitivity
+/// (hashicorp/terraform#28523, backported to 0.15.2); before it, resource values are
+/// replaced whole.
+pub const SCHEMA_MASKS_SINCE: (u64, u64, u64) = (0, 15, 2);
+
+/// The first Terraform whose state masks (`prior_state`'s `sensitive_values`) include the
+/// provider schema's sensitivity (hashicorp/terraform#33059, 1.4.6); before it, prior
+/// state values are replaced whole.
+pub const STATE_SCHEMA_MASKS_SINCE: (u64, u64, u64) = (1, 4, 6);
+
 /// Most nesting levels walked; deeper values are replaced whole (Terraform's documents are
 /// far shallower; this bounds the recursion).
 const MAX_DEPTH: usize = 128;
 
 /// Redacts `doc`, a `terraform show -json` plan, in place. `sensitive_variables` names the
-/// job's sensitive variables (whatever their declarations say).
+/// job's sensitive variables (whatever their declarations say). Anything but a JSON
+/// object becomes an empty object.
 pub fn redact(doc: &mut Value, sensitive_variables: &[String]) {
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    keep_known(doc, &PLAN, 0);
     let mut masked = Masked::default();
     let Some(root) = doc.as_object_mut() else {
         return;
+    };
+    let masks = Trust {
+        schema: version_at_least(root, SCHEMA_MASKS_SINCE),
+    };
+    let state_masks = Trust {
+        schema: version_at_least(root, STATE_SCHEMA_MASKS_SINCE),
     };
     let sensitive_vars = sensitive_variable_names(root, sensitive_variables);
     if let Some(Value::Object(vars)) = root.get_mut("variables") {
@@ -54,32 +89,66 @@ pub fn redact(doc: &mut Value, sensitive_variables: &[String]) {
         if let Some(Value::Array(changes)) = root.get_mut(key) {
             for change in changes.iter_mut() {
                 if let Some(change) = change.get_mut("change") {
-                    redact_change(change, &mut masked);
+                    redact_change(change, masks, &mut masked);
                 }
             }
         }
     }
     if let Some(Value::Object(outputs)) = root.get_mut("output_changes") {
         for change in outputs.values_mut() {
-            redact_change(change, &mut masked);
+            // An output's masks are its declaration's `sensitive`: no schema involved.
+            redact_change(change, Trust { schema: true }, &mut masked);
         }
     }
     if let Some(values) = root.get_mut("planned_values") {
-        redact_values(values, &mut masked);
+        redact_values(values, masks, &mut masked);
     }
     if let Some(values) = root
         .get_mut("prior_state")
         .and_then(|s| s.get_mut("values"))
     {
-        redact_values(values, &mut masked);
+        redact_values(values, state_masks, &mut masked);
     }
-    if let Some(module) = root
-        .get_mut("configuration")
-        .and_then(|c| c.get_mut("root_module"))
-    {
-        redact_config_module(module, &sensitive_vars, &mut masked, 0);
+    if let Some(configuration) = root.get_mut("configuration") {
+        if let Some(Value::Object(providers)) = configuration.get_mut("provider_config") {
+            for provider in providers.values_mut() {
+                if let Some(expressions) = provider.get_mut("expressions") {
+                    redact_constants(expressions, &mut masked, 0);
+                }
+            }
+        }
+        if let Some(module) = configuration.get_mut("root_module") {
+            redact_config_module(module, &sensitive_vars, &mut masked, 0);
+        }
     }
     replace_copies(doc, &masked.strings);
+}
+
+/// Whether a document's masks can be trusted: `schema` when they include the provider
+/// schema's sensitivity (by the Terraform version that wrote them).
+#[derive(Clone, Copy)]
+struct Trust {
+    schema: bool,
+}
+
+/// True when the document's `terraform_version` is `since` or later. A pre-release
+/// (`1.4.6-rc1`) is before its release; a missing or unreadable version is before every
+/// release (fail closed).
+fn version_at_least(root: &Map<String, Value>, since: (u64, u64, u64)) -> bool {
+    let Some(text) = root.get("terraform_version").and_then(Value::as_str) else {
+        return false;
+    };
+    let text = text.split_once('+').map_or(text, |(v, _)| v);
+    let (release, pre_release) = match text.split_once('-') {
+        Some((release, _)) => (release, true),
+        None => (text, false),
+    };
+    let parts: Vec<Option<u64>> = release.split('.').map(|p| p.parse().ok()).collect();
+    let version = match parts.as_slice() {
+        [Some(major), Some(minor), Some(patch)] => (*major, *minor, *patch),
+        _ => return false,
+    };
+    version > since || (version == since && !pre_release)
 }
 
 /// Replaces every string value equal to one of `masked` (at least [`SCRUB_MIN_CHARS`]
@@ -92,7 +161,7 @@ fn replace_copies(doc: &mut Value, masked: &BTreeSet<String>) {
         .filter(|s| s.chars().count() >= SCRUB_MIN_CHARS)
         .collect();
     if !masked.is_empty() {
-        walk_strings(doc, false, 0, &mut |s: &mut String| {
+        walk_strings(doc, false, false, 0, &mut |s: &mut String| {
             if masked.contains(s.as_str()) {
                 *s = MARKER.into();
             }
@@ -101,22 +170,39 @@ fn replace_copies(doc: &mut Value, masked: &BTreeSet<String>) {
 }
 
 /// Replaces every occurrence of each of `secrets` (of at least [`SCRUB_MIN_CHARS`]
-/// characters) in every string value of `value` by [`MARKER`], except in Terraform's
-/// structural fields outside any value (actions, addresses, types, names, versions), which
-/// a secret such as `"create"` must not erase. The pilot also passes the values of
-/// the job's sensitive variables here.
-pub fn scrub<'a>(value: &mut Value, secrets: impl IntoIterator<Item = &'a str>) {
-    let mut secrets: Vec<&str> = secrets
-        .into_iter()
-        .filter(|s| s.chars().count() >= SCRUB_MIN_CHARS && *s != MARKER)
-        .collect();
+/// characters) by [`MARKER`] in every string value of `value`, in every object key below a
+/// value or a mask (a map key), in every instance key (`index`, `instance_key`) and in the
+/// instance keys of every address (`module.m["<key>"].aws_x.y["<key>"]`, where a
+/// `for_each` key shows; matched as written and as Terraform quotes it there). Terraform's
+/// other structural fields outside any value (actions, types, names, modes, versions) are
+/// left alone, so that a secret such as `"create"` cannot erase the plan's shape. The
+/// pilot also passes the values of the job's sensitive variables here.
+pub fn scrub<'a>(value: &mut Value, values: impl IntoIterator<Item = &'a str>) {
+    let mut secrets: Vec<String> = Vec::new();
+    for secret in values {
+        if secret.chars().count() < SCRUB_MIN_CHARS || secret == MARKER {
+            continue;
+        }
+        secrets.push(secret.to_string());
+        // As quoted in an address: JSON's escapes, and HCL's for template sequences.
+        let json = serde_json::to_string(secret).unwrap_or_default();
+        let quoted = json
+            .get(1..json.len().saturating_sub(1))
+            .unwrap_or_default();
+        let hcl = quoted.replace("${", "$${").replace("%{", "%%{");
+        for variant in [quoted.to_string(), hcl] {
+            if variant != secret && variant.chars().count() >= SCRUB_MIN_CHARS {
+                secrets.push(variant);
+            }
+        }
+    }
     if secrets.is_empty() {
         return;
     }
     // Longest first, so a secret containing another is replaced whole.
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.dedup();
-    walk_strings(value, false, 0, &mut |s: &mut String| {
+    walk_strings(value, false, true, 0, &mut |s: &mut String| {
         scrub_string(s, &secrets)
     });
 }
@@ -125,46 +211,84 @@ pub fn scrub<'a>(value: &mut Value, secrets: impl IntoIterator<Item = &'a str>) 
 const STRUCTURAL: &[&str] = &[
     "actions",
     "action_reason",
-    "address",
     "deposed",
     "format_version",
-    "index",
     "mode",
-    "module_address",
     "name",
-    "previous_address",
     "provider_name",
-    "replace_paths",
     "terraform_version",
     "type",
 ];
 
-/// Fields that hold values: below them every field is scrubbed, structural names or not.
+/// Fields that hold an address: structural, but a `for_each` key shows in their instance
+/// keys (`["<key>"]`), which [`scrub`] reaches.
+const ADDRESSES: &[&str] = &[
+    "address",
+    "calling_resource_address",
+    "module",
+    "module_address",
+    "previous_address",
+    "to_display",
+    "triggering_resource_address",
+];
+
+/// Fields that hold an instance key (a `count` index or a `for_each` key), which [`scrub`]
+/// reaches.
+const INDEXES: &[&str] = &["index", "instance_key"];
+
+/// Fields that hold values, or masks and paths that mirror a value's keys: below them
+/// every string is scrubbed, structural names or not, and [`scrub`] reaches the keys.
 const VALUES: &[&str] = &[
     "after",
+    "after_sensitive",
+    "after_unknown",
     "before",
+    "before_sensitive",
     "constant_value",
     "default",
+    "replace_paths",
+    "sensitive_values",
     "value",
     "values",
 ];
 
 /// Calls `f` on every string value of `value`, skipping the structural fields outside
-/// any value; anything deeper than [`MAX_DEPTH`] is replaced whole.
-fn walk_strings(value: &mut Value, in_values: bool, depth: usize, f: &mut dyn FnMut(&mut String)) {
+/// any value; with `names`, also on the object keys below a value, on instance keys and
+/// on the instance keys of addresses. Anything deeper than [`MAX_DEPTH`] is replaced whole.
+fn walk_strings(
+    value: &mut Value,
+    in_values: bool,
+    names: bool,
+    depth: usize,
+    f: &mut dyn FnMut(&mut String),
+) {
     match value {
         Value::String(s) => f(s),
         Value::Array(items) if depth < MAX_DEPTH => {
             for item in items {
-                walk_strings(item, in_values, depth + 1, f);
+                walk_strings(item, in_values, names, depth + 1, f);
             }
         }
         Value::Object(fields) if depth < MAX_DEPTH => {
+            if in_values && names {
+                rename_keys(fields, f);
+            }
             for (key, v) in fields.iter_mut() {
                 let key = key.as_str();
-                if in_values || !STRUCTURAL.contains(&key) {
-                    let below = in_values || VALUES.contains(&key);
-                    walk_strings(v, below, depth + 1, f);
+                if in_values || VALUES.contains(&key) {
+                    walk_strings(v, true, names, depth + 1, f);
+                } else if ADDRESSES.contains(&key) {
+                    match v {
+                        Value::String(address) if names => address_keys(address, f),
+                        Value::String(_) => {}
+                        _ => walk_strings(v, false, names, depth + 1, f),
+                    }
+                } else if INDEXES.contains(&key) {
+                    if names {
+                        walk_strings(v, true, names, depth + 1, f);
+                    }
+                } else if !STRUCTURAL.contains(&key) {
+                    walk_strings(v, false, names, depth + 1, f);
                 }
             }
         }
@@ -173,10 +297,63 @@ fn walk_strings(value: &mut Value, in_values: bool, depth: usize, f: &mut dyn Fn
     }
 }
 
-fn scrub_string(s: &mut String, secrets: &[&str]) {
+/// Calls `f` on every key of `fields`, renaming the keys it changes (a renamed key that
+/// meets another gets a ` (2)`, ` (3)`… suffix, so no entry is lost).
+fn rename_keys(fields: &mut Map<String, Value>, f: &mut dyn FnMut(&mut String)) {
+    let renames: Vec<(String, String)> = fields
+        .keys()
+        .filter_map(|key| {
+            let mut renamed = key.clone();
+            f(&mut renamed);
+            (renamed != *key).then(|| (key.clone(), renamed))
+        })
+        .collect();
+    for (old, new) in renames {
+        if let Some(v) = fields.remove(&old) {
+            let mut unique = new.clone();
+            let mut n = 1;
+            while fields.contains_key(&unique) {
+                n += 1;
+                unique = format!("{new} ({n})");
+            }
+            fields.insert(unique, v);
+        }
+    }
+}
+
+/// Calls `f` on the text of every string instance key of `address` (between `["` and the
+/// next unescaped `"`), as written there.
+fn address_keys(address: &mut String, f: &mut dyn FnMut(&mut String)) {
+    if !address.contains("[\"") {
+        return;
+    }
+    let mut out = String::with_capacity(address.len());
+    let mut rest = address.as_str();
+    while let Some(start) = rest.find("[\"") {
+        out.push_str(&rest[..start + 2]);
+        let after = &rest[start + 2..];
+        let mut escaped = false;
+        let end = after
+            .char_indices()
+            .find(|&(_, c)| {
+                let closes = c == '"' && !escaped;
+                escaped = c == '\\' && !escaped;
+                closes
+            })
+            .map_or(after.len(), |(i, _)| i);
+        let mut key = after[..end].to_string();
+        f(&mut key);
+        out.push_str(&key);
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    *address = out;
+}
+
+fn scrub_string(s: &mut String, secrets: &[String]) {
     for secret in secrets {
-        if s.contains(secret) {
-            *s = s.replace(secret, MARKER);
+        if s.contains(secret.as_str()) {
+            *s = s.replace(secret.as_str(), MARKER);
         }
     }
 }
@@ -273,54 +450,69 @@ fn marks_anything(mask: &Value, depth: usize) -> bool {
 }
 
 /// A change representation: `before` by `before_sensitive`, `after` by `after_sensitive`.
-fn redact_change(change: &mut Value, masked: &mut Masked) {
+/// A value without its mask, or whose masks `trust` does not cover, is replaced whole.
+fn redact_change(change: &mut Value, trust: Trust, masked: &mut Masked) {
     let Some(change) = change.as_object_mut() else {
         return;
     };
     for (value_key, mask_key) in [("before", "before_sensitive"), ("after", "after_sensitive")] {
-        let Some(mask) = change.get(mask_key).cloned() else {
-            continue;
-        };
+        let mask = change.get(mask_key).cloned();
         if let Some(value) = change.get_mut(value_key) {
-            apply_mask(value, &mask, masked, 0);
+            apply_mask_or_replace(value, mask.as_ref(), trust, masked);
         }
+    }
+}
+
+/// Applies `mask` to `value` when there is one and `trust` covers it; otherwise replaces
+/// the value whole. A null value has nothing to hide and stays null.
+fn apply_mask_or_replace(
+    value: &mut Value,
+    mask: Option<&Value>,
+    trust: Trust,
+    masked: &mut Masked,
+) {
+    match mask {
+        _ if value.is_null() => {}
+        Some(mask) if trust.schema => apply_mask(value, mask, masked, 0),
+        _ => masked.replace(value),
     }
 }
 
 /// A values representation (`planned_values`, `prior_state.values`): outputs by their
-/// `sensitive` flag, resources by their `sensitive_values`, modules recursively.
-fn redact_values(values: &mut Value, masked: &mut Masked) {
+/// `sensitive` flag (absent: replaced), resources by their `sensitive_values`, modules
+/// recursively.
+fn redact_values(values: &mut Value, trust: Trust, masked: &mut Masked) {
     if let Some(Value::Object(outputs)) = values.get_mut("outputs") {
         for output in outputs.values_mut() {
-            let sensitive = output.get("sensitive").and_then(Value::as_bool) == Some(true);
-            if let (true, Some(value)) = (sensitive, output.get_mut("value")) {
-                masked.replace(value);
+            let open = output.get("sensitive").and_then(Value::as_bool) == Some(false);
+            if let (false, Some(value)) = (open, output.get_mut("value")) {
+                if !value.is_null() {
+                    masked.replace(value);
+                }
             }
         }
     }
     if let Some(module) = values.get_mut("root_module") {
-        redact_module_values(module, masked, 0);
+        redact_module_values(module, trust, masked, 0);
     }
 }
 
-fn redact_module_values(module: &mut Value, masked: &mut Masked, depth: usize) {
+fn redact_module_values(module: &mut Value, trust: Trust, masked: &mut Masked, depth: usize) {
     if let Some(Value::Array(resources)) = module.get_mut("resources") {
         for resource in resources.iter_mut() {
             let Some(resource) = resource.as_object_mut() else {
                 continue;
             };
-            let Some(mask) = resource.get("sensitive_values").cloned() else {
-                continue;
-            };
+            let mask = resource.get("sensitive_values").cloned();
             if let Some(v) = resource.get_mut("values") {
-                apply_mask(v, &mask, masked, 0);
+                apply_mask_or_replace(v, mask.as_ref(), trust, masked);
             }
         }
     }
     if let Some(Value::Array(children)) = module.get_mut("child_modules") {
         for child in children.iter_mut() {
             if depth < MAX_DEPTH {
-                redact_module_values(child, masked, depth + 1);
+                redact_module_values(child, trust, masked, depth + 1);
             } else {
                 masked.replace(child);
             }

@@ -16,18 +16,9 @@ use super::{condition_failed, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
 use crate::{MembershipRecord, MembershipStore, StoreError, ORGANISATIONS_MAX};
 
-/// `%` and `#` escaped, so that `<issuer>#<subject>` names one pair only.
-fn escape(text: &str) -> String {
-    text.replace('%', "%25").replace('#', "%23")
-}
-
 /// The index partition of a subject's grants: for one issuer, or (`None`) for any issuer.
 fn member_pk(issuer: Option<&str>, subject: &str) -> String {
-    format!(
-        "MEMBER#{}#{}",
-        escape(issuer.unwrap_or_default()),
-        escape(subject)
-    )
+    sortie_core::auth::member_index_key(issuer, subject)
 }
 
 /// The index item of a grant to a subject inside an organisation; `None` for a root-group
@@ -236,11 +227,17 @@ impl MembershipStore for DynamoStore {
         issuer: Option<&str>,
     ) -> Result<Vec<String>, StoreError> {
         let mut orgs = BTreeSet::new();
-        self.index_orgs(&member_pk(None, subject), &mut orgs)
-            .await?;
+        let mut pks = vec![member_pk(None, subject)];
         if let Some(issuer) = issuer.filter(|i| !i.is_empty()) {
-            self.index_orgs(&member_pk(Some(issuer), subject), &mut orgs)
-                .await?;
+            pks.push(member_pk(Some(issuer), subject));
+        }
+        // A key over DynamoDB's limit has no grant (none is accepted), and querying it is
+        // a ValidationException: a token's long `sub` must not make every call a 5xx.
+        for pk in pks
+            .iter()
+            .filter(|pk| pk.len() <= sortie_core::limits::DYNAMODB_PARTITION_KEY_MAX)
+        {
+            self.index_orgs(pk, &mut orgs).await?;
         }
         Ok(orgs.into_iter().collect())
     }
