@@ -85,6 +85,12 @@ doubles, and what they stand in for") says why it exists.
    delivered as AWS documents fair queues (quiet tenants' messages first), where stock
    moto ignores the group id on receive. Its rule is `_fair_order` in scripts/moto_fair_queue.py;
    crates/store/tests/it/fair_queue.rs proves it (it fails on stock moto).
+8. S3 (issue 41 item 4): GetObject and HeadObject of a missing key answer 403 AccessDenied,
+   and listings are refused, to a caller without s3:ListBucket (an access key id starting
+   with NOLISTBUCKET), as AWS answers; every other caller gets stock moto's 404.
+9. S3 (issue 41 item 7): ListObjectsV2 pages on a bucket tagged `sortie-test/list-page-cap`
+   hold at most that many keys, with IsTruncated=true while more follow, as AWS may answer.
+   Both are in scripts/moto_s3_strict.py; crates/store/tests/it/artifacts.rs proves them.
 """
 
 import collections
@@ -107,6 +113,7 @@ from moto.server import main
 
 import moto_fair_queue  # patch 7: SQS fair queues (scripts/, beside this file)
 import moto_memory  # patch 6 and /_sortie/moto-memory (scripts/, beside this file)
+import moto_s3_strict  # patches 8 and 9: S3's 403 without ListBucket, short list pages
 
 _DYNAMODB_LOCK = threading.RLock()
 
@@ -484,6 +491,7 @@ def patch():
         weak_tracking=not os.environ.get("SORTIE_MOTO_STRONG_INSTANCE_TRACKING"),
     )
     moto_fair_queue.install()
+    moto_s3_strict.install()
 
 
 if __name__ == "__main__":
@@ -494,7 +502,8 @@ if __name__ == "__main__":
         "IAM SimulatePrincipalPolicy added, EKS cluster endpoint and CA from test tags, "
         "transactions back up only their items, request timing at /_sortie/moto-timing, "
         "model objects tracked weakly, memory at /_sortie/moto-memory, "
-        "SQS fair queues on standard queues",
+        "SQS fair queues on standard queues, S3 403 for a missing key without ListBucket, "
+        "short S3 list pages on tagged buckets",
         file=sys.stderr,
         flush=True,
     )

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_s3::error::ProvideErrorMetadata;
 use chrono::{DateTime, Utc};
 
 use crate::StoreError;
@@ -16,6 +17,38 @@ pub struct ObjectInfo {
     pub key: String,
     /// Its size in bytes.
     pub size: u64,
+}
+
+/// Where a page of a listing starts ([`Artifacts::list_page`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageFrom<'a> {
+    /// At the first key under the prefix.
+    Start,
+    /// At the first key that sorts after this one.
+    After(&'a str),
+    /// Where the previous page ended: its [`ObjectPage::next`].
+    Next(&'a str),
+}
+
+impl PageFrom<'_> {
+    /// The key the page starts after, for a store whose continuation is the last key read
+    /// (the default [`Artifacts::list_page`]).
+    fn after(&self) -> Option<&str> {
+        match self {
+            Self::Start => None,
+            Self::After(key) | Self::Next(key) => Some(key),
+        }
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectPage {
+    /// The objects, in key order.
+    pub objects: Vec<ObjectInfo>,
+    /// Where the next page starts ([`PageFrom::Next`]), or `None` when this page ends the
+    /// listing (S3's `IsTruncated` is false). A short page with a `next` is not the end.
+    pub next: Option<String>,
 }
 
 /// A presigned request that writes one object: send `method` to `url` with `headers`
@@ -56,19 +89,29 @@ pub trait Artifacts: Send + Sync {
             id: key.to_string(),
         })
     }
-    /// One page of the objects under `prefix` whose keys sort after `start_after` (all
-    /// when `None`), in key order, at most `max_keys`: a reader that knows where it is
-    /// does not list what it has read. The default filters [`Artifacts::list`].
+    /// One page of the objects under `prefix`, in key order, at most `max_keys` (fewer is
+    /// not the end: S3 may answer a short page while more keys follow), starting where
+    /// `from` says: a reader that knows where it is does not list what it has read. The
+    /// page's [`ObjectPage::next`] says whether the listing goes on and where. The default
+    /// filters [`Artifacts::list`].
     async fn list_page(
         &self,
         prefix: &str,
-        start_after: Option<&str>,
+        from: PageFrom<'_>,
         max_keys: usize,
-    ) -> Result<Vec<ObjectInfo>, StoreError> {
+    ) -> Result<ObjectPage, StoreError> {
         let mut all = self.list(prefix).await?;
-        all.retain(|o| start_after.is_none_or(|after| o.key.as_str() > after));
+        if let Some(after) = from.after() {
+            all.retain(|o| o.key.as_str() > after);
+        }
+        let more = all.len() > max_keys;
         all.truncate(max_keys);
-        Ok(all)
+        let next = if more {
+            all.last().map(|o| o.key.clone())
+        } else {
+            None
+        };
+        Ok(ObjectPage { objects: all, next })
     }
     /// `len` bytes of `key` from byte `from` (fewer at the object's end). The default
     /// reads the whole object.
@@ -139,14 +182,86 @@ impl S3Artifacts {
     }
 }
 
-fn s3_error<E: std::error::Error + Send + Sync + 'static>(
-    e: &aws_sdk_s3::error::SdkError<E>,
-) -> StoreError {
+type SdkError<E> = aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>;
+
+/// Builds [`StoreError::Aws`] from an S3 error: retryable for throttling (`SlowDown`), a
+/// 5xx, a timeout or a transport failure, and for the few 4xx that a retry can cure (an
+/// expired token, a request timeout); not for any other answer (a 403 stays a 403).
+fn s3_error<E>(e: &SdkError<E>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let retryable = match e {
+        aws_sdk_s3::error::SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            let code = se.err().code().unwrap_or_default();
+            status >= 500
+                || status == 429
+                || status == 408
+                || matches!(
+                    code,
+                    "SlowDown" | "RequestTimeout" | "ExpiredToken" | "TokenRefreshRequired"
+                )
+                || code.contains("Throttl")
+        }
+        _ => true,
+    };
     StoreError::Aws {
         service: "s3",
         message: aws_sdk_s3::error::DisplayErrorContext(e).to_string(),
-        retryable: true,
+        retryable,
     }
+}
+
+/// What a failed read of `key` says. A 404 (`NoSuchKey`) is [`StoreError::NotFound`]. A
+/// 403 is not retryable and says the object is missing or unreadable: S3 answers 403 for a
+/// missing key to a caller without `s3:ListBucket` on the bucket, so that caller cannot
+/// tell a missing object from one it may not read
+/// (<https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html>, "Permissions").
+/// `NoSuchBucket` (also a 404) is a missing bucket, not a missing object.
+fn read_error<E>(key: &str, e: &SdkError<E>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    if let aws_sdk_s3::error::SdkError::ServiceError(se) = e {
+        let status = se.raw().status().as_u16();
+        let code = se.err().code().unwrap_or_default();
+        if code != "NoSuchBucket" && (status == 404 || code == "NoSuchKey") {
+            return StoreError::NotFound {
+                kind: "object",
+                id: key.to_string(),
+            };
+        }
+        if status == 403 {
+            return StoreError::Aws {
+                service: "s3",
+                message: format!(
+                    "object `{key}` is missing or unreadable: S3 answered 403 {} (without \
+                     s3:ListBucket on the bucket S3 answers 403 for a missing key too, so \
+                     the two cannot be told apart)",
+                    if code.is_empty() {
+                        "AccessDenied"
+                    } else {
+                        code
+                    }
+                ),
+                retryable: false,
+            };
+        }
+    }
+    s3_error(e)
+}
+
+/// A GetObject answer's body.
+async fn body_bytes(
+    out: aws_sdk_s3::operation::get_object::GetObjectOutput,
+) -> Result<Vec<u8>, StoreError> {
+    let bytes = out.body.collect().await.map_err(|e| StoreError::Aws {
+        service: "s3",
+        message: e.to_string(),
+        retryable: true,
+    })?;
+    Ok(bytes.into_bytes().to_vec())
 }
 
 #[async_trait]
@@ -236,20 +351,22 @@ impl Artifacts for S3Artifacts {
     async fn list_page(
         &self,
         prefix: &str,
-        start_after: Option<&str>,
+        from: PageFrom<'_>,
         max_keys: usize,
-    ) -> Result<Vec<ObjectInfo>, StoreError> {
-        let page = self
+    ) -> Result<ObjectPage, StoreError> {
+        let request = self
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
             .prefix(prefix)
-            .set_start_after(start_after.map(str::to_string))
-            .max_keys(max_keys.clamp(1, MAX_LIST_PAGE) as i32)
-            .send()
-            .await
-            .map_err(|e| s3_error(&e))?;
-        let mut out: Vec<ObjectInfo> = page
+            .max_keys(max_keys.clamp(1, MAX_LIST_PAGE) as i32);
+        let request = match from {
+            PageFrom::Start => request,
+            PageFrom::After(key) => request.start_after(key),
+            PageFrom::Next(token) => request.continuation_token(token),
+        };
+        let page = request.send().await.map_err(|e| s3_error(&e))?;
+        let mut objects: Vec<ObjectInfo> = page
             .contents()
             .iter()
             .map(|o| ObjectInfo {
@@ -257,29 +374,54 @@ impl Artifacts for S3Artifacts {
                 size: o.size().unwrap_or_default().max(0) as u64,
             })
             .collect();
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
+        objects.sort_by(|a, b| a.key.cmp(&b.key));
+        // The listing goes on exactly when S3 says so (`IsTruncated`), however short the page.
+        let next = match (
+            page.is_truncated == Some(true),
+            page.next_continuation_token,
+        ) {
+            (false, _) => None,
+            (true, Some(token)) if !token.is_empty() => Some(token),
+            (true, _) => {
+                return Err(StoreError::Aws {
+                    service: "s3",
+                    message: format!(
+                        "ListObjectsV2 under `{prefix}` said more keys follow but gave no \
+                         continuation token"
+                    ),
+                    retryable: true,
+                })
+            }
+        };
+        Ok(ObjectPage { objects, next })
     }
 
     async fn get_range(&self, key: &str, from: u64, len: u64) -> Result<Vec<u8>, StoreError> {
         if len == 0 {
             return Ok(vec![]);
         }
-        let out = self
+        let last = from.saturating_add(len - 1);
+        let out = match self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
-            .range(format!("bytes={from}-{}", from + len - 1))
+            .range(format!("bytes={from}-{last}"))
             .send()
             .await
-            .map_err(|e| s3_error(&e))?;
-        let bytes = out.body.collect().await.map_err(|e| StoreError::Aws {
-            service: "s3",
-            message: e.to_string(),
-            retryable: true,
-        })?;
-        Ok(bytes.into_bytes().to_vec())
+        {
+            Ok(out) => out,
+            // A range that starts at or past the object's end (416 InvalidRange): no bytes.
+            Err(aws_sdk_s3::error::SdkError::ServiceError(se))
+                if se.raw().status().as_u16() == 416 =>
+            {
+                return Ok(vec![]);
+            }
+            Err(e) => return Err(read_error(key, &e)),
+        };
+        let mut bytes = body_bytes(out).await?;
+        bytes.truncate(len as usize);
+        Ok(bytes)
     }
 
     async fn write(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), StoreError> {
@@ -303,12 +445,7 @@ impl Artifacts for S3Artifacts {
             .key(key)
             .send()
             .await
-            .map_err(|e| s3_error(&e))?;
-        let bytes = out.body.collect().await.map_err(|e| StoreError::Aws {
-            service: "s3",
-            message: e.to_string(),
-            retryable: true,
-        })?;
-        Ok(bytes.into_bytes().to_vec())
+            .map_err(|e| read_error(key, &e))?;
+        body_bytes(out).await
     }
 }

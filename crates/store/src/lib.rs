@@ -35,7 +35,9 @@ use sortie_core::{
     RunnerLink, RunnerRule,
 };
 
-pub use artifacts::{Artifacts, ObjectInfo, PresignedPut, S3Artifacts, MAX_LIST_PAGE};
+pub use artifacts::{
+    Artifacts, ObjectInfo, ObjectPage, PageFrom, PresignedPut, S3Artifacts, MAX_LIST_PAGE,
+};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
 pub use expiry::{ExpiryEntry, ExpiryPage, ExpiryStore, MAX_EXPIRY_PAGE};

@@ -1143,6 +1143,60 @@ fn each_function_has_its_own_role_with_only_what_it_needs() {
     assert!(pattern.contains(":role/sortie-launcher-"), "{pattern}");
 }
 
+/// Issue 41 item 4: every role that reads the artifacts bucket (s3:GetObject on a key in
+/// it) may list the bucket, unconditionally, so S3 answers 404 for a missing key rather than
+/// 403, which cannot be told from a forbidden object
+/// (<https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html>, "Permissions").
+/// A GetObject has no `s3:prefix` in its request context, so a prefix-conditioned grant
+/// would not count. The roles that read: the API (logs, plans, outputs), task-events and
+/// the sweeper (the policy gate's plan.json, which it also lists for its size).
+#[test]
+fn every_role_that_reads_the_bucket_may_list_it_so_a_missing_key_is_a_404() {
+    let t = control_plane();
+    let in_bucket = |r: &Value| {
+        r.get("Fn::Sub")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.starts_with("${Bucket.Arn}/"))
+    };
+    let mut readers = BTreeSet::new();
+    for (role, _) in resources_of_type(&t, "AWS::IAM::Role") {
+        if opt(resource(&t, role), &["Properties", "Policies"]).is_none() {
+            continue;
+        }
+        let statements = role_statements(&t, role);
+        let allows = |s: &&Value| s.get("Effect").and_then(Value::as_str) == Some("Allow");
+        let reads = statements.values().filter(allows).any(|s| {
+            statement_actions(s, role)
+                .iter()
+                .any(|a| a == "s3:GetObject")
+                && match s.get("Resource") {
+                    Some(Value::Sequence(seq)) => seq.iter().any(in_bucket),
+                    Some(r) => in_bucket(r),
+                    None => false,
+                }
+        });
+        if !reads {
+            continue;
+        }
+        readers.insert(role);
+        let lists = statements.values().filter(allows).any(|s| {
+            statement_actions(s, role) == ["s3:ListBucket"]
+                && s.get("Resource").and_then(getatt_target) == Some(("Bucket", "Arn"))
+                && s.get("Condition").is_none()
+        });
+        assert!(
+            lists,
+            "{role} reads the artifacts bucket: it needs s3:ListBucket on it, with no \
+             condition, or a missing key answers 403"
+        );
+    }
+    assert_eq!(
+        readers,
+        BTreeSet::from(["ApiRole", "SweeperRole", "TaskEventsRole"]),
+        "the roles that read artifacts"
+    );
+}
+
 // ------------------------------------------------------------------ outputs
 
 #[test]

@@ -18,9 +18,9 @@ use sortie_core::protocol::logs::{
     follow_marker_key, list_start_after, page_cut, plan_page, FOLLOW_MARK_EVERY, PAGE_JSON_BYTES,
     PAGE_READ_BYTES, PAGE_READ_CONCURRENCY, PAGE_TIME_BUDGET,
 };
-use sortie_core::protocol::pilot::{log_chunk_offset, log_prefix};
+use sortie_core::protocol::pilot::{log_chunk_key, log_chunk_offset, log_prefix};
 use sortie_core::{Action, JobId};
-use sortie_store::{Artifacts, ObjectInfo, StoreError, MAX_LIST_PAGE};
+use sortie_store::{Artifacts, ObjectInfo, PageFrom, StoreError, MAX_LIST_PAGE};
 use utoipa::IntoParams;
 
 use super::jobs::read_job_for;
@@ -31,7 +31,8 @@ use crate::model::LogsPage;
 use crate::openapi::errors::*;
 use crate::AppState;
 
-/// The most listing pages one answer reads (each up to 1,000 chunks).
+/// The most listing pages one answer reads once it has found where to start (each up to
+/// 1,000 chunks, fewer when S3 answers a short page).
 const MAX_LIST_PAGES: usize = 8;
 
 /// The query of the log.
@@ -89,7 +90,117 @@ struct Listed {
     exhausted: bool,
 }
 
-/// Lists the chunks from the one holding `offset`, enough for one page.
+impl Listed {
+    /// Adds a page's chunks (other keys, such as the follow marker, are not chunks).
+    fn add(&mut self, prefix: &str, page: Vec<ObjectInfo>) {
+        for o in page {
+            if let Some(start) = log_chunk_offset(prefix, &o.key) {
+                self.chunks.push((start, o.size));
+                self.keys.push(o.key);
+            }
+        }
+    }
+
+    /// Bytes listed from `offset` on.
+    fn ahead(&self, offset: u64) -> u64 {
+        self.chunks
+            .iter()
+            .map(|&(s, n)| (s + n).saturating_sub(offset.max(s)))
+            .sum()
+    }
+}
+
+/// The listing position from which the first key listed is the chunk starting at byte
+/// `start` or a later one: after the key of the byte before it.
+fn from_byte(prefix: &str, start: u64) -> Option<String> {
+    start
+        .checked_sub(1)
+        .map(|before| log_chunk_key(prefix, before))
+}
+
+/// Where a listing starts, from [`from_byte`].
+fn page_from(after: Option<&String>) -> PageFrom<'_> {
+    after.map_or(PageFrom::Start, |key| PageFrom::After(key))
+}
+
+/// The most empty pages a probe follows (S3 may answer an empty page that is not the end).
+const MAX_PROBE_PAGES: usize = 4;
+
+/// The first chunk (start, size) that starts at or after byte `at`, if any: one key a page.
+async fn first_chunk_from(
+    artifacts: &dyn Artifacts,
+    prefix: &str,
+    at: u64,
+) -> Result<Option<(u64, u64)>, StoreError> {
+    let after = from_byte(prefix, at);
+    let mut page = artifacts
+        .list_page(prefix, page_from(after.as_ref()), 1)
+        .await?;
+    for _ in 1..MAX_PROBE_PAGES {
+        match (page.objects.first(), page.next.take()) {
+            (None, Some(token)) => {
+                page = artifacts
+                    .list_page(prefix, PageFrom::Next(&token), 1)
+                    .await?
+            }
+            _ => break,
+        }
+    }
+    Ok(page
+        .objects
+        .first()
+        .and_then(|o| log_chunk_offset(prefix, &o.key).map(|s| (s, o.size))))
+}
+
+/// The start of the chunk that holds byte `offset` (or ends at it), given `known`, the start
+/// of a chunk before `offset`: the last chunk start in `[known, offset)`. Found with one-key
+/// listings (steps back that widen sixteenfold, then a binary search: at most about 26
+/// for a chunk's length of 1 MiB) however many small chunks lie in between, where listing
+/// them all could take thousands of pages.
+async fn holder_start(
+    artifacts: &dyn Artifacts,
+    prefix: &str,
+    offset: u64,
+    known: u64,
+) -> Result<u64, StoreError> {
+    // The last start is in [lo, hi]; `best` is the greatest start seen.
+    let (mut lo, mut hi, mut best) = (known + 1, offset.saturating_sub(1), known);
+    let mut back = 1u64;
+    while lo <= hi {
+        // Steps back first (the holder of a page's end is usually near it), then halves.
+        let at = if back > 0 {
+            offset.saturating_sub(back).max(lo)
+        } else {
+            lo + (hi - lo).div_ceil(2)
+        };
+        match first_chunk_from(artifacts, prefix, at).await? {
+            Some((s, n)) if s <= hi => {
+                if s + n >= offset {
+                    return Ok(s);
+                }
+                best = s;
+                lo = s + 1;
+                back = 0;
+            }
+            // No chunk starts in [at, hi].
+            _ => {
+                hi = at.saturating_sub(1);
+                if at == lo {
+                    break;
+                }
+                back = back.saturating_mul(16);
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// Lists the chunks for one page from `offset`, from the chunk holding it (chunks are at
+/// most [`sortie_core::protocol::logs::MAX_CHUNK_BYTES`], so from that far back), page by page while S3 says more follow
+/// (`IsTruncated`, however short a page), until the page's read budget is listed or
+/// [`MAX_LIST_PAGES`] pages are read. When more keys lie between that point and `offset`
+/// than one listing page holds (thousands of small chunks), the chunk holding `offset` is
+/// found by [`holder_start`] and listed from instead, so an answer always reaches `offset`.
 async fn list_chunks(
     artifacts: &dyn Artifacts,
     prefix: &str,
@@ -101,30 +212,36 @@ async fn list_chunks(
         keys: vec![],
         exhausted: false,
     };
-    let mut after = start_after;
-    let mut ahead = 0u64;
-    for _ in 0..MAX_LIST_PAGES {
-        let page: Vec<ObjectInfo> = artifacts
-            .list_page(prefix, after.as_deref(), MAX_LIST_PAGE)
-            .await?;
-        let full = page.len() >= MAX_LIST_PAGE;
-        after = page.last().map(|o| o.key.clone());
-        for o in page {
-            if let Some(start) = log_chunk_offset(prefix, &o.key) {
-                if start + o.size > offset {
-                    ahead += (start + o.size - offset.max(start)).min(o.size);
-                }
-                listed.chunks.push((start, o.size));
-                listed.keys.push(o.key);
-            }
+    let mut page = artifacts
+        .list_page(prefix, page_from(start_after.as_ref()), MAX_LIST_PAGE)
+        .await?;
+    let last_chunk = page
+        .objects
+        .iter()
+        .rev()
+        .find_map(|o| log_chunk_offset(prefix, &o.key).map(|s| (s, o.size)));
+    if let (Some(_), Some((last, size))) = (&page.next, last_chunk) {
+        if last + size < offset {
+            let start = holder_start(artifacts, prefix, offset, last).await?;
+            let after = from_byte(prefix, start);
+            page = artifacts
+                .list_page(prefix, page_from(after.as_ref()), MAX_LIST_PAGE)
+                .await?;
         }
-        if !full {
+    }
+    for read in 1.. {
+        let next = page.next.take();
+        listed.add(prefix, std::mem::take(&mut page.objects));
+        let Some(token) = next else {
             listed.exhausted = true;
             break;
-        }
-        if ahead >= PAGE_READ_BYTES as u64 {
+        };
+        if read >= MAX_LIST_PAGES || listed.ahead(offset) >= PAGE_READ_BYTES as u64 {
             break;
         }
+        page = artifacts
+            .list_page(prefix, PageFrom::Next(&token), MAX_LIST_PAGE)
+            .await?;
     }
     Ok(listed)
 }
@@ -279,6 +396,9 @@ mod tests {
         /// Writes tried, and how many of the next ones fail.
         writes: AtomicUsize,
         failing_writes: AtomicUsize,
+        /// Listing pages hold at most this many keys, whatever was asked (S3 may answer
+        /// short pages while more keys follow).
+        short_pages: Option<usize>,
     }
 
     #[async_trait::async_trait]
@@ -307,6 +427,26 @@ mod tests {
                     size: v.len() as u64,
                 })
                 .collect())
+        }
+        async fn list_page(
+            &self,
+            prefix: &str,
+            from: PageFrom<'_>,
+            max_keys: usize,
+        ) -> Result<sortie_store::ObjectPage, StoreError> {
+            let after = match from {
+                PageFrom::Start => None,
+                PageFrom::After(key) | PageFrom::Next(key) => Some(key.to_string()),
+            };
+            let mut all = self.list(prefix).await?;
+            all.retain(|o| after.as_ref().is_none_or(|a| &o.key > a));
+            let keep = max_keys.min(self.short_pages.unwrap_or(usize::MAX));
+            let more = all.len() > keep;
+            all.truncate(keep);
+            Ok(sortie_store::ObjectPage {
+                next: more.then(|| all.last().map(|o| o.key.clone())).flatten(),
+                objects: all,
+            })
         }
         async fn write(&self, key: &str, bytes: Vec<u8>, _: &str) -> Result<(), StoreError> {
             self.writes.fetch_add(1, Ordering::SeqCst);
@@ -421,6 +561,57 @@ mod tests {
         assert_eq!(page.data.as_bytes(), &all[123_456..]);
     }
 
+    /// Issue 41 item 7: ten thousand chunks of 100 B (a job followed for hours, a short
+    /// line a second) read to the end, page by page, each page making progress: with
+    /// full listing pages, and with short ones that S3 says are not the end.
+    #[tokio::test]
+    async fn ten_thousand_small_chunks_read_to_the_end_with_full_or_short_listing_pages() {
+        for short_pages in [None, Some(7)] {
+            let (all, chunks) = log_of(10_000, 100);
+            let mut b = bucket_of(&chunks);
+            b.short_pages = short_pages;
+            let (mut read, mut offset, mut pages) = (Vec::new(), 0u64, 0);
+            loop {
+                let deadline = Instant::now() + PAGE_TIME_BUDGET;
+                let page = read_page(&b, "logs/j/", offset, true, deadline)
+                    .await
+                    .unwrap();
+                assert!(
+                    page.next_offset > offset || !page.more,
+                    "{short_pages:?}: the page at {offset} is empty and says more follows"
+                );
+                read.extend_from_slice(page.data.as_bytes());
+                offset = page.next_offset;
+                pages += 1;
+                assert!(pages <= 2_000, "{short_pages:?}: bounded");
+                if !page.more {
+                    break;
+                }
+            }
+            assert_eq!(
+                read.len(),
+                all.len(),
+                "{short_pages:?}: the whole log, not an end reported early"
+            );
+            assert!(read == all, "{short_pages:?}: byte-identical");
+            // From inside a chunk far from the start, the page starts at that byte.
+            let page = read_page(
+                &b,
+                "logs/j/",
+                987_654,
+                true,
+                Instant::now() + PAGE_TIME_BUDGET,
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                page.data.as_bytes(),
+                &all[987_654..987_654 + page.data.len()]
+            );
+            assert!(!page.data.is_empty(), "{short_pages:?}");
+        }
+    }
+
     #[tokio::test]
     async fn an_escaped_page_is_cut_to_fit_and_the_rest_follows() {
         // Control bytes escape to six bytes each: one page cannot hold 4 MiB of them.
@@ -435,6 +626,105 @@ mod tests {
         assert!(page.more, "the rest is on the next page");
         let (read, _) = read_all(&b, true).await;
         assert_eq!(read.len(), 4 * 1024 * 1024);
+    }
+
+    /// The bytes Lambda returns for `page` behind API Gateway (payload v2): the route's
+    /// answer (status, headers, JSON body) in the real `ApiGatewayV2httpResponse`,
+    /// serialised with serde_json as `lambda_http` does, so the body is escaped twice.
+    async fn lambda_payload_len(page: LogsPage) -> usize {
+        use axum::response::IntoResponse;
+        let (parts, body) = Reply::ok(page).into_response().into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let mut envelope = aws_lambda_events::apigw::ApiGatewayV2httpResponse::default();
+        envelope.status_code = i64::from(parts.status.as_u16());
+        envelope.headers = parts.headers;
+        envelope.body = Some(aws_lambda_events::encodings::Body::Text(
+            String::from_utf8(body.to_vec()).unwrap(),
+        ));
+        envelope.is_base64_encoded = false;
+        serde_json::to_vec(&envelope).unwrap().len()
+    }
+
+    /// Lambda's largest synchronous response payload, 6 MB
+    /// (<https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html>).
+    const LAMBDA_RESPONSE_BYTES: usize = 6_291_456;
+
+    /// A log of `len` bytes drawn from `weights` over: `"`, `\`, a newline, another
+    /// control byte, a byte that is not UTF-8, a multi-byte character, a plain letter.
+    fn hostile_log(weights: &[u32; 7], len: usize, mut seed: u64) -> Vec<u8> {
+        let total: u32 = weights.iter().sum::<u32>().max(1);
+        let mut out = Vec::with_capacity(len + 4);
+        while out.len() < len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut pick = (seed % u64::from(total)) as u32;
+            let class = weights
+                .iter()
+                .position(|&w| {
+                    let hit = pick < w;
+                    pick = pick.saturating_sub(w);
+                    hit
+                })
+                .unwrap_or(6);
+            match class {
+                0 => out.push(b'"'),
+                1 => out.push(b'\\'),
+                2 => out.push(b'\n'),
+                3 => out.push(1 + (seed >> 32) as u8 % 8),
+                4 => out.push(0xff),
+                5 => out.extend_from_slice("→".as_bytes()),
+                _ => out.push(b'a' + (seed >> 40) as u8 % 26),
+            }
+        }
+        out.truncate(len);
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Issue 41 item 6: however rich a log is in quotes, backslashes, newlines, control
+        /// bytes and invalid UTF-8, every page of it, as Lambda returns it to API Gateway,
+        /// fits Lambda's 6 MB response limit; and the pages read the log to its end.
+        #[test]
+        fn every_log_page_fits_lambdas_response_limit_once_escaped_twice(
+            weights in proptest::array::uniform7(0u32..10),
+            heavy in 0usize..4,
+            seed in 1u64..u64::MAX,
+            chunk_kib in proptest::sample::select(vec![64usize, 1024]),
+        ) {
+            let mut weights = weights;
+            weights[heavy] += 40;
+            let log = hostile_log(&weights, 5 * 1024 * 1024, seed);
+            let chunks: Vec<(u64, Vec<u8>)> = log
+                .chunks(chunk_kib * 1024)
+                .enumerate()
+                .map(|(i, c)| ((i * chunk_kib * 1024) as u64, c.to_vec()))
+                .collect();
+            let b = bucket_of(&chunks);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let (mut offset, mut pages) = (0u64, 0);
+            loop {
+                let page = runtime
+                    .block_on(read_page(&b, "logs/j/", offset, true, Instant::now() + PAGE_TIME_BUDGET))
+                    .unwrap();
+                let (next, more) = (page.next_offset, page.more);
+                let payload = runtime.block_on(lambda_payload_len(page));
+                proptest::prop_assert!(
+                    payload <= LAMBDA_RESPONSE_BYTES,
+                    "the page at {offset} is {payload} bytes in Lambda's response"
+                );
+                proptest::prop_assert!(next > offset || !more, "a page makes progress");
+                offset = next;
+                pages += 1;
+                proptest::prop_assert!(pages < 100);
+                if !more {
+                    break;
+                }
+            }
+            proptest::prop_assert_eq!(offset, log.len() as u64);
+        }
     }
 
     #[tokio::test]

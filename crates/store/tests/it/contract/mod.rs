@@ -85,6 +85,7 @@ macro_rules! contract_suite {
 }
 pub(crate) use contract_suite;
 
+pub mod artifacts;
 mod expiry;
 pub use expiry::*;
 mod locks;
