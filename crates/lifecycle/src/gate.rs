@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use serde_json::json;
+use sortie_core::end_retry::{cut, QUOTED_ERROR_MAX_BYTES};
 use sortie_core::job::JobPhase;
+use sortie_core::plan::{PLAN_JSON_MAX_BYTES, TOO_LARGE};
 use sortie_core::policy::gate::{self, GateVerdict, POLICY_PRINCIPAL};
 use sortie_core::policy::{PolicyResult, PolicySet, SetResult};
 use sortie_core::{Decision, Environment, JobState, Operation, Outcome, ReviewVerdict};
@@ -73,6 +75,33 @@ fn in_force(listed: &crate::policy_listing::Listing, env: &Environment) -> Vec<S
             set: v.item.clone(),
         })
         .collect()
+}
+
+/// The most bytes of `plan.json` one read asks for: the S3 client holds a range twice while
+/// it hands it over, so a range, not the whole object, is what is held twice.
+pub(crate) const READ_RANGE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Reads `size` bytes of `key` in ranges of [`READ_RANGE_BYTES`] into one buffer allocated
+/// once: never more than `size` bytes, whatever the object has become since its HEAD (a
+/// shorter object ends the read early; its JSON is then found incomplete).
+pub(crate) async fn read_ranges(
+    artifacts: &dyn Artifacts,
+    key: &str,
+    size: u64,
+) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    let mut from = 0u64;
+    while from < size {
+        let len = READ_RANGE_BYTES.min(size - from);
+        let range = artifacts.get_range(key, from, len).await?;
+        let got = (range.len() as u64).min(len);
+        bytes.extend_from_slice(&range[..got as usize]);
+        if got < len {
+            break;
+        }
+        from += got;
+    }
+    Ok(bytes)
 }
 
 /// The key of a job's `plan.json` artifact.
@@ -186,17 +215,36 @@ impl JobService {
         Ok(Some(gate::result(results, None, now)))
     }
 
-    /// The job's stored `plan.json`: absent is unavailable ("no plan data was uploaded"); a
-    /// store failure other than absence is returned (the end is retried).
+    /// The job's stored `plan.json`, within the function's memory: its size is read first
+    /// (HEAD) and a plan over [`PLAN_JSON_MAX_BYTES`] is unavailable without a byte read;
+    /// else it is read in ranges into one buffer of exactly its size, and parsed from it
+    /// straight into the evaluator's value (no copy of the bytes, no `serde_json` tree).
+    /// Absent is unavailable ("no plan data was uploaded"); an error that trying again
+    /// cannot change (S3's 403 for a missing key to a role without `s3:ListBucket`) is
+    /// unavailable with the error quoted; a retryable one is returned (the end is tried
+    /// again, within [`sortie_core::end_retry`]'s bound).
     async fn read_plan(&self, record: &JobRecord) -> Result<PlanInput, StoreError> {
         let Some(artifacts) = &self.gate.artifacts else {
             return Ok(PlanInput::Unavailable(
                 "this control plane has no artifacts bucket to read plan data from".into(),
             ));
         };
-        match artifacts.get(&plan_key(record)).await {
-            Ok(bytes) => Ok(PlanInput::from_artifact(Some(&bytes))),
+        let key = plan_key(record);
+        let read = async {
+            let size = artifacts.head(&key).await?.size;
+            if size > PLAN_JSON_MAX_BYTES as u64 {
+                return Ok(None);
+            }
+            read_ranges(artifacts.as_ref(), &key, size).await.map(Some)
+        };
+        match read.await {
+            Ok(Some(bytes)) => Ok(PlanInput::from_artifact(Some(&bytes))),
+            Ok(None) => Ok(PlanInput::Unavailable(TOO_LARGE.into())),
             Err(StoreError::NotFound { .. }) => Ok(PlanInput::from_artifact(None)),
+            Err(e) if !e.is_retryable() => Ok(PlanInput::Unavailable(format!(
+                "the plan data could not be read: \"{}\"",
+                cut(&e.to_string(), QUOTED_ERROR_MAX_BYTES)
+            ))),
             Err(e) => Err(e),
         }
     }
