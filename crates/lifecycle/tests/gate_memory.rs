@@ -1,15 +1,20 @@
 //! Issue 41 item 5's proof: the policy gate ends a job whose `plan.json` is 30 MiB (20,000
 //! resources) in a process capped at 128 MiB of address space, as a 128 MB Lambda function
-//! would have to, and the peak resident set is reported.
+//! would have to, and evaluates it in a process given the gating functions' memory figure;
+//! the peak resident set of each is reported.
 //!
-//! `cargo test -p sortie-lifecycle --test gate_memory` under `scripts/with-moto.sh`. The
-//! test (this binary's `main`) writes the plan to S3 on moto, then runs this same binary
-//! again as the gate's process, under `prlimit --as=134217728` and `/usr/bin/time`, with
+//! `scripts/with-moto.sh cargo test -p sortie-lifecycle --test gate_memory`. The test (this
+//! binary's `main`) writes the plan to S3 on moto, then runs this same binary again as the
+//! gate's process, under `prlimit --as=<cap>` and `/usr/bin/time`, with
 //! `MALLOC_ARENA_MAX=1` and a current-thread runtime: RLIMIT_AS counts address space, not
-//! memory used, and glibc reserves 64 MiB of it for each thread's malloc arena, and a stack
-//! for each runtime thread. The child reads the plan through the real S3 client (HEAD, then
-//! ranges) and evaluates a mandatory set that denies one public object among the 20,000:
-//! the job must end `failed` by policy, saying so.
+//! memory used, and glibc reserves 64 MiB of it for each thread's malloc arena (the parser
+//! runs on one blocking thread, with a 2 MiB stack). The child reads the plan through the
+//! real S3 client (HEAD, then ranges streamed into the parser) and a mandatory set denies
+//! the one public object among the 20,000 (`on_unavailable: fail`).
+//!
+//! regorus's value of a plan is about five times its JSON (157 MiB for this one), so a
+//! 128 MB function cannot hold it: there the gate reads the size alone and the job ends
+//! failed by `on_unavailable`, saying why, in bounded memory; at 512 MB it is evaluated.
 
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
@@ -60,7 +65,7 @@ fn resource(i: usize) -> (Value, Value) {
         "storage_class": "STANDARD",
         "server_side_encryption": "aws:kms",
         "tags": {"team": "payments", "cost_center": format!("cc-{}", i % 13), "index": i.to_string()},
-        "metadata": {"owner": "platform", "purpose": "x".repeat(180 + i % 40)},
+        "metadata": {"owner": "platform", "purpose": format!("{i:05}-{}", "x".repeat(194 + i % 40))},
     });
     let address = format!("aws_s3_object.data[{i}]");
     let change = json!({
@@ -128,9 +133,50 @@ fn parent() -> ExitCode {
             .await
             .expect("upload the plan");
     });
+    // As a 128 MB function: the plan's value would not fit (about five bytes a byte), so the
+    // gate reads its size, never its bytes, and the set's `on_unavailable: fail` ends the job.
+    let small = run_child(&endpoint, &bucket, key, CAP_BYTES, 128);
+    assert!(
+        small.ended.starts_with("failed policy_denied: ")
+            && small
+                .ended
+                .contains("this function can check within its 128 MiB of memory"),
+        "the job ends, failed by policy, saying why: {}",
+        small.ended
+    );
+    // As a function given the gating memory figure (infra/template.yaml): the plan is read,
+    // streamed into the evaluator, and the set denies the one public object.
+    let gating = run_child(
+        &endpoint,
+        &bucket,
+        key,
+        GATE_MEMORY_MB << 20,
+        GATE_MEMORY_MB,
+    );
+    assert!(
+        gating
+            .ended
+            .starts_with("failed policy_denied: acme/public: aws_s3_object.data[12345] is public"),
+        "the job ends, failed by the deny: {}",
+        gating.ended
+    );
+    ExitCode::SUCCESS
+}
+
+/// The memory figure of the functions that run the gate (infra/template.yaml).
+const GATE_MEMORY_MB: u64 = 512;
+
+/// What the gate's process reported.
+struct Run {
+    ended: String,
+}
+
+/// Runs the gate's process under `cap` bytes of address space, as a function of
+/// `memory_mb`; reports its end and its peak resident set.
+fn run_child(endpoint: &str, bucket: &str, key: &str, cap: u64, memory_mb: u64) -> Run {
     let exe = std::env::current_exe().expect("this binary");
     let out = Command::new("prlimit")
-        .arg(format!("--as={CAP_BYTES}"))
+        .arg(format!("--as={cap}"))
         .arg("--")
         .arg("/usr/bin/time")
         .arg("-f")
@@ -138,6 +184,7 @@ fn parent() -> ExitCode {
         .arg(exe)
         .env(CHILD, format!("{endpoint} {bucket} {key}"))
         .env("MALLOC_ARENA_MAX", "1")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory_mb.to_string())
         .output()
         .expect("run the gate's process");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -146,28 +193,24 @@ fn parent() -> ExitCode {
     eprintln!("{stderr}");
     assert!(
         out.status.success(),
-        "the gate's process failed under the {CAP_BYTES}-byte cap: {stderr}"
+        "the gate's process failed under the {cap}-byte cap: {stderr}"
     );
     let ended = stdout
         .lines()
         .find_map(|l| l.strip_prefix("ended: "))
-        .expect("the child reports the job's end");
-    assert!(
-        ended.starts_with("failed policy_denied: acme/public: aws_s3_object.data[12345] is public"),
-        "the job ends, failed by policy: {ended}"
-    );
+        .expect("the child reports the job's end")
+        .to_string();
     let peak_kb: u64 = stderr
         .lines()
         .find_map(|l| l.trim().strip_prefix("peak_rss_kb="))
         .and_then(|v| v.parse().ok())
         .expect("/usr/bin/time reports the peak");
     println!(
-        "gate_memory: plan {size} bytes ({RESOURCES} resources), cap {CAP_BYTES} bytes of address space, peak RSS {} KiB ({:.1} MiB)",
-        peak_kb,
+        "gate_memory: as a {memory_mb} MB function, cap {cap} bytes of address space: peak RSS {peak_kb} KiB ({:.1} MiB); ended: {ended}",
         peak_kb as f64 / 1024.0
     );
-    assert!(peak_kb * 1024 < CAP_BYTES);
-    ExitCode::SUCCESS
+    assert!(peak_kb * 1024 < cap);
+    Run { ended }
 }
 
 /// The gate's process: a job whose plan phase ends, its `plan.json` the 30 MiB fixture.
@@ -182,8 +225,10 @@ fn child(spec: &str) -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
+    println!("at start: {}", vm_status());
     match rt.block_on(gate(endpoint, bucket, key)) {
         Ok(line) => {
+            println!("at end: {}", vm_status());
             println!("ended: {line}");
             ExitCode::SUCCESS
         }
@@ -192,6 +237,21 @@ fn child(spec: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The process's address space and resident set, now and at their peaks (kB).
+fn vm_status() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| {
+            ["VmPeak", "VmSize", "VmHWM", "VmRSS"]
+                .iter()
+                .any(|k| l.starts_with(k))
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 async fn gate(endpoint: &str, bucket: &str, key: &str) -> Result<String, String> {
@@ -207,6 +267,7 @@ async fn gate(endpoint: &str, bucket: &str, key: &str) -> Result<String, String>
         secrets: Arc::new(sortie_launch::MemoryJobSecrets::default()),
         gate: Default::default(),
     };
+    jobs.gate.memory_bytes = sortie_lifecycle::PolicyGate::lambda_memory_bytes();
     jobs.gate.artifacts = Some(Arc::new(sortie_store::S3Artifacts::new(
         s3.clone(),
         bucket.to_string(),
