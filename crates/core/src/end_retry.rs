@@ -103,7 +103,8 @@ mod tests {
             let reason = give_up_reason(&t, at(3));
             prop_assert!(reason.len() <= 200 + QUOTED_ERROR_MAX_BYTES + 3);
             let quoted = cut(&error, QUOTED_ERROR_MAX_BYTES);
-            prop_assert!(reason.contains(&format!("\"{quoted}\"")));
+            let quoted = format!("\"{}\"", quoted);
+            prop_assert!(reason.contains(&quoted));
         }
     }
 
