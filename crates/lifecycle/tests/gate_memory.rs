@@ -180,7 +180,7 @@ fn run_child(endpoint: &str, bucket: &str, key: &str, cap: u64, memory_mb: u64) 
         .arg("--")
         .arg("/usr/bin/time")
         .arg("-f")
-        .arg("peak_rss_kb=%M")
+        .arg("peak_rss_kb=%M elapsed_s=%e user_s=%U")
         .arg(exe)
         .env(CHILD, format!("{endpoint} {bucket} {key}"))
         .env("MALLOC_ARENA_MAX", "1")
@@ -200,13 +200,14 @@ fn run_child(endpoint: &str, bucket: &str, key: &str, cap: u64, memory_mb: u64) 
         .find_map(|l| l.strip_prefix("ended: "))
         .expect("the child reports the job's end")
         .to_string();
-    let peak_kb: u64 = stderr
+    let times = stderr
         .lines()
         .find_map(|l| l.trim().strip_prefix("peak_rss_kb="))
-        .and_then(|v| v.parse().ok())
         .expect("/usr/bin/time reports the peak");
+    let (peak, times) = times.split_once(' ').unwrap_or((times, ""));
+    let peak_kb: u64 = peak.parse().expect("a number of KiB");
     println!(
-        "gate_memory: as a {memory_mb} MB function, cap {cap} bytes of address space: peak RSS {peak_kb} KiB ({:.1} MiB); ended: {ended}",
+        "gate_memory: as a {memory_mb} MB function, cap {cap} bytes of address space: peak RSS {peak_kb} KiB ({:.1} MiB), {times}; ended: {ended}",
         peak_kb as f64 / 1024.0
     );
     assert!(peak_kb * 1024 < cap);
