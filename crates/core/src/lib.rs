@@ -14,6 +14,7 @@ pub mod check;
 pub mod decision;
 pub mod document;
 pub mod drift;
+pub mod end_retry;
 pub mod environment;
 pub mod expiry;
 pub mod ids;

@@ -14,6 +14,7 @@ use chrono::Utc;
 use serde_json::json;
 use sortie_core::decision::{decide, Seen, Step, Timing};
 use sortie_core::drift::{self, DriftStatus, DriftVerdict};
+use sortie_core::end_retry::{cut, give_up_reason, EndTries, INTERRUPTED, QUOTED_ERROR_MAX_BYTES};
 use sortie_core::job::JobPhase;
 use sortie_core::protocol::pilot::PilotExit;
 use sortie_core::{EnvPath, JobId, JobState, Operation, Outcome, TaskStop};
@@ -74,7 +75,123 @@ impl JobService {
     /// records what the end means for its environment. A job that moved on meanwhile is
     /// left alone ([`EndReport::AlreadyEnded`], [`EndReport::NotRunning`]). Answering a
     /// drift check's drift is the caller's next step ([`JobService::remediate_drift`]).
+    ///
+    /// Every try is bounded ([`sortie_core::end_retry`]): a try that fails (other than by a
+    /// move meanwhile) is counted on the job with its error, and once the tries or their age
+    /// pass the bound, the job fails with a reason quoting the last error, which releases
+    /// its environment and sends the next queued job.
     pub async fn end(&self, record: &JobRecord, how: How) -> Result<EndReport, StoreError> {
+        self.end_counted(record, how, false).await
+    }
+
+    /// [`JobService::end`] for the sweeper: the try is counted on the job before it starts
+    /// (with [`INTERRUPTED`] as its error), so that a try that kills the function (out of
+    /// memory or time) still counts, and the job is given up after the bound instead of
+    /// killing every pass. The count also moves the job's last-heard time, so the sweeper
+    /// tries it again only after its silence (a backoff).
+    pub async fn end_counted_first(
+        &self,
+        record: &JobRecord,
+        how: How,
+    ) -> Result<EndReport, StoreError> {
+        self.end_counted(record, how, true).await
+    }
+
+    async fn end_counted(
+        &self,
+        record: &JobRecord,
+        how: How,
+        first: bool,
+    ) -> Result<EndReport, StoreError> {
+        let from = match &how {
+            How::Reached => None,
+            How::Decided { from, .. } => Some(*from),
+            How::Exited(_) => Some(JobState::Running),
+        };
+        // Only a launched job's end is tried again (and counted on it).
+        let Some(from) = from.filter(|_| record.job.state.is_active()) else {
+            return self.end_once(record, how).await;
+        };
+        let entered = crate::engine::when_entered(record, record.job.state);
+        let now = Utc::now();
+        let tries = record.end_tries().current(entered);
+        if tries.exhausted(now) {
+            return self.give_up_end(record, from, &tries, now).await;
+        }
+        let mut record = std::borrow::Cow::Borrowed(record);
+        if first {
+            let update = JobUpdate {
+                end_try: true,
+                end_error: Some(INTERRUPTED.into()),
+                ..Default::default()
+            };
+            match self.store.mark_job(&record.job.id, now, update).await {
+                Ok(marked) => record = std::borrow::Cow::Owned(marked),
+                Err(StoreError::StateConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let error = match self.end_once(&record, how).await {
+            Err(e) if !matches!(e, StoreError::StateConflict { .. }) => e,
+            other => return other,
+        };
+        let update = JobUpdate {
+            end_try: !first,
+            end_error: Some(cut(&error.to_string(), QUOTED_ERROR_MAX_BYTES)),
+            ..Default::default()
+        };
+        warn!(job_id = %record.job.id, %error, "the job's end failed; it is tried again, within a bound");
+        let marked = match self.store.mark_job(&record.job.id, now, update).await {
+            Ok(marked) => marked,
+            Err(e) => {
+                warn!(error = %e, "the failed end could not be counted on the job");
+                return Err(error);
+            }
+        };
+        let tries = marked.end_tries().current(entered);
+        if tries.exhausted(now) {
+            return self.give_up_end(&marked, from, &tries, now).await;
+        }
+        Err(error)
+    }
+
+    /// Fails a job whose end was tried past the bound, quoting the last error; nothing of the
+    /// end that failed (the policy gate) is run again. The environment is released.
+    async fn give_up_end(
+        &self,
+        record: &JobRecord,
+        from: JobState,
+        tries: &EndTries,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<EndReport, StoreError> {
+        let reason = give_up_reason(tries, now);
+        warn!(job_id = %record.job.id, %reason, "giving up the job's end: it fails");
+        let failed = self
+            .store
+            .transition_job(
+                &record.job.id,
+                from,
+                JobState::Failed,
+                now,
+                &reason,
+                JobUpdate::default(),
+            )
+            .await;
+        match failed {
+            Ok(failed) => {
+                self.ended(&failed).await?;
+                Ok(EndReport::Ended(failed))
+            }
+            Err(StoreError::StateConflict { actual, .. }) if actual.is_terminal() => Ok(
+                EndReport::AlreadyEnded(self.store.get_job(&record.job.id).await?),
+            ),
+            Err(StoreError::StateConflict { actual, .. }) => Ok(EndReport::NotRunning(actual)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One try of [`JobService::end`].
+    async fn end_once(&self, record: &JobRecord, how: How) -> Result<EndReport, StoreError> {
         let moved = match how {
             How::Reached => {
                 self.ended(record).await?;

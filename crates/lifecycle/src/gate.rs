@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use serde_json::json;
+use sortie_core::end_retry::{cut, QUOTED_ERROR_MAX_BYTES};
 use sortie_core::job::JobPhase;
+use sortie_core::plan::{PLAN_JSON_MAX_BYTES, TOO_LARGE};
 use sortie_core::policy::gate::{self, GateVerdict, POLICY_PRINCIPAL};
 use sortie_core::policy::{PolicyResult, PolicySet, SetResult};
 use sortie_core::{Decision, Environment, JobState, Operation, Outcome, ReviewVerdict};
@@ -43,6 +45,21 @@ pub struct PolicyGate {
     pub listings: crate::PolicyListingCache,
     /// The bounds of one evaluation.
     pub limits: Limits,
+    /// The memory of the process the gate runs in, in bytes (`None`: unbounded): a plan
+    /// whose value would not fit ([`sortie_policy::max_plan_bytes_within`]) is unavailable,
+    /// saying so, and each set's `on_unavailable` decides; the function is never killed.
+    pub memory_bytes: Option<u64>,
+}
+
+impl PolicyGate {
+    /// The memory Lambda gives this function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, in MB),
+    /// in bytes; `None` outside Lambda.
+    pub fn lambda_memory_bytes() -> Option<u64> {
+        std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+            .ok()
+            .and_then(|mb| mb.trim().parse::<u64>().ok())
+            .map(|mb| mb * 1024 * 1024)
+    }
 }
 
 impl std::fmt::Debug for PolicyGate {
@@ -73,6 +90,88 @@ fn in_force(listed: &crate::policy_listing::Listing, env: &Environment) -> Vec<S
             set: v.item.clone(),
         })
         .collect()
+}
+
+/// The most bytes of `plan.json` one read asks for: the S3 client holds a range two or three
+/// times while it hands it over, so a range, not the object, is what is held several times.
+pub(crate) const READ_RANGE_BYTES: u64 = 2 * 1024 * 1024;
+
+/// Streams `size` bytes of `key`, in ranges of [`READ_RANGE_BYTES`], into the parser
+/// ([`PlanInput::from_reader`], on a blocking thread): at most two ranges are held at once
+/// besides the parsed value, and never more than `size` bytes are read, whatever the object
+/// has become since its HEAD (a shorter one ends the stream; its JSON is then incomplete).
+/// A read that fails is returned as the error, whatever the parser made of the cut stream.
+pub(crate) async fn stream_plan(
+    artifacts: &dyn Artifacts,
+    key: &str,
+    size: u64,
+) -> Result<PlanInput, StoreError> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let parser = tokio::task::spawn_blocking(move || PlanInput::from_reader(Ranges::new(rx)));
+    let mut from = 0u64;
+    let mut failed = None;
+    while from < size {
+        let len = READ_RANGE_BYTES.min(size - from);
+        let mut range = match artifacts.get_range(key, from, len).await {
+            Ok(range) => range,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        let got = (range.len() as u64).min(len);
+        range.truncate(got as usize);
+        // A parser that stopped (the JSON is bad) needs no more.
+        if got == 0 || tx.send(range).await.is_err() {
+            break;
+        }
+        from += got;
+    }
+    drop(tx);
+    let plan = parser.await.map_err(|e| StoreError::Aws {
+        service: "s3",
+        message: format!("the plan's parser stopped: {e}"),
+        retryable: true,
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(plan),
+    }
+}
+
+/// The ranges of a plan as one [`std::io::Read`], for the parser's thread.
+struct Ranges {
+    rx: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    range: Vec<u8>,
+    at: usize,
+}
+
+impl Ranges {
+    fn new(rx: tokio::sync::mpsc::Receiver<Vec<u8>>) -> Self {
+        Self {
+            rx,
+            range: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl std::io::Read for Ranges {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.range.len() {
+            match self.rx.blocking_recv() {
+                Some(next) => {
+                    self.range = next;
+                    self.at = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.range.len() - self.at);
+        buf[..n].copy_from_slice(&self.range[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// The key of a job's `plan.json` artifact.
@@ -186,17 +285,42 @@ impl JobService {
         Ok(Some(gate::result(results, None, now)))
     }
 
-    /// The job's stored `plan.json`: absent is unavailable ("no plan data was uploaded"); a
-    /// store failure other than absence is returned (the end is retried).
+    /// The job's stored `plan.json`, within the function's memory: its size is read first
+    /// (HEAD) and a plan over [`PLAN_JSON_MAX_BYTES`] is unavailable without a byte read;
+    /// else it is streamed in ranges into the parser, straight into the evaluator's value
+    /// ([`stream_plan`]: the bytes are never held whole, and no `serde_json` tree is made).
+    /// Absent is unavailable ("no plan data was uploaded"); an error that trying again
+    /// cannot change (S3's 403 for a missing key to a role without `s3:ListBucket`) is
+    /// unavailable with the error quoted; a retryable one is returned (the end is tried
+    /// again, within [`sortie_core::end_retry`]'s bound).
     async fn read_plan(&self, record: &JobRecord) -> Result<PlanInput, StoreError> {
         let Some(artifacts) = &self.gate.artifacts else {
             return Ok(PlanInput::Unavailable(
                 "this control plane has no artifacts bucket to read plan data from".into(),
             ));
         };
-        match artifacts.get(&plan_key(record)).await {
-            Ok(bytes) => Ok(PlanInput::from_artifact(Some(&bytes))),
+        let key = plan_key(record);
+        let read = async {
+            let size = artifacts.head(&key).await?.size;
+            if size > PLAN_JSON_MAX_BYTES as u64 {
+                return Ok(PlanInput::Unavailable(TOO_LARGE.into()));
+            }
+            let fits = sortie_policy::max_plan_bytes_within(self.gate.memory_bytes);
+            if size > fits as u64 {
+                return Ok(PlanInput::Unavailable(format!(
+                    "the plan's JSON is {size} bytes, over the {fits} bytes this function can check within its {} MiB of memory",
+                    self.gate.memory_bytes.unwrap_or_default() / (1024 * 1024)
+                )));
+            }
+            stream_plan(artifacts.as_ref(), &key, size).await
+        };
+        match read.await {
+            Ok(plan) => Ok(plan),
             Err(StoreError::NotFound { .. }) => Ok(PlanInput::from_artifact(None)),
+            Err(e) if !e.is_retryable() => Ok(PlanInput::Unavailable(format!(
+                "the plan data could not be read: \"{}\"",
+                cut(&e.to_string(), QUOTED_ERROR_MAX_BYTES)
+            ))),
             Err(e) => Err(e),
         }
     }

@@ -11,6 +11,8 @@ mod agents;
 mod bus;
 mod ecs_event;
 mod end;
+#[cfg(test)]
+mod end_bound_tests;
 mod engine;
 #[cfg(test)]
 mod env_life_tests;
@@ -29,6 +31,8 @@ mod rules;
 mod rules_cache;
 mod state_history;
 mod submit;
+#[cfg(test)]
+mod sweep_crash_tests;
 #[cfg(test)]
 mod testing;
 pub mod triggers;

@@ -81,21 +81,32 @@ impl PlanInput {
     /// also follows: too large, not JSON, or not an object is unavailable with a sentence
     /// saying so; `{"unavailable": "<reason>"}` is that reason.
     pub fn from_artifact(bytes: Option<&[u8]>) -> Self {
-        let read = read_artifact(
-            bytes,
-            |bytes| {
-                let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-                RegoValue::from_json_str(text).map_err(|e| e.to_string())
-            },
-            |doc| {
-                let fields = doc.as_object().ok()?;
-                let reason = match fields.get(&RegoValue::from("unavailable")) {
-                    Some(RegoValue::String(reason)) if fields.len() == 1 => Some(reason.as_ref()),
-                    _ => None,
-                };
-                Some(reason)
-            },
-        );
+        Self::read(bytes, |bytes| {
+            let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+            RegoValue::from_json_str(text).map_err(|e| e.to_string())
+        })
+    }
+
+    /// Reads a `plan.json` from `reader` as it arrives, straight into the evaluator's value:
+    /// the bytes are never held whole, only the value (about five times the JSON).
+    /// The rules are [`PlanInput::from_artifact`]'s, but for the size, which the caller
+    /// checks before it reads (the object's size, from a HEAD).
+    pub fn from_reader(reader: impl std::io::Read) -> Self {
+        // Object keys are interned as `RegoValue::from_json_str` does it (its `Deserialize`).
+        let parsed = serde_json::from_reader::<_, RegoValue>(reader).map_err(|e| e.to_string());
+        // Nothing is held to measure: the parse has run, its result is judged by the rules.
+        Self::read(Some(&[]), move |_| parsed)
+    }
+
+    fn read(bytes: Option<&[u8]>, parse: impl FnOnce(&[u8]) -> Result<RegoValue, String>) -> Self {
+        let read = read_artifact(bytes, parse, |doc| {
+            let fields = doc.as_object().ok()?;
+            let reason = match fields.get(&RegoValue::from("unavailable")) {
+                Some(RegoValue::String(reason)) if fields.len() == 1 => Some(reason.as_ref()),
+                _ => None,
+            };
+            Some(reason)
+        });
         match read {
             Ok(plan) => Self::Available(plan),
             Err(reason) => Self::Unavailable(reason),

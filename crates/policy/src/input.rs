@@ -61,6 +61,29 @@ pub fn build_input(plan: &Value, job: &JobInput, runner: &Value) -> Value {
     })
 }
 
+/// Bytes of the evaluator's value per byte of a plan's JSON, with a margin: regorus keeps
+/// every value as a 24-byte enum, every string and object as its own allocation; a 30 MiB
+/// `show -json` of 20,000 resources parses into 157 MiB (BENCHMARKS.md), 5 bytes a byte.
+pub const VALUE_BYTES_PER_JSON_BYTE: u64 = 6;
+
+/// The share of a process's memory the plan's value may take (the rest: the runtime, the
+/// evaluation, the S3 client's buffers).
+pub const PLAN_MEMORY_SHARE_PERCENT: u64 = 60;
+
+/// The largest plan's JSON, in bytes, that can be checked in a process of `memory` bytes
+/// (`None`: unbounded, only [`MAX_PLAN_BYTES`]): [`PLAN_MEMORY_SHARE_PERCENT`] of the memory
+/// over [`VALUE_BYTES_PER_JSON_BYTE`]. 128 MiB checks about 12.8 MiB of JSON; 512 MiB, the
+/// whole [`MAX_PLAN_BYTES`].
+pub fn max_plan_bytes_within(memory: Option<u64>) -> usize {
+    let Some(memory) = memory else {
+        return MAX_PLAN_BYTES;
+    };
+    let fits = memory / 100 * PLAN_MEMORY_SHARE_PERCENT / VALUE_BYTES_PER_JSON_BYTE;
+    usize::try_from(fits)
+        .unwrap_or(usize::MAX)
+        .min(MAX_PLAN_BYTES)
+}
+
 /// `Err` with a reason when the plan's JSON text is over [`MAX_PLAN_BYTES`].
 pub fn check_plan_size(bytes: usize) -> Result<(), String> {
     if bytes > MAX_PLAN_BYTES {

@@ -30,5 +30,8 @@ pub use evaluate::{
     MAX_MESSAGES, MAX_MESSAGE_BYTES,
 };
 pub use index::MAX_DEPTH;
-pub use input::{build_input, check_plan_size, JobInput, MAX_PLAN_BYTES};
+pub use input::{
+    build_input, check_plan_size, max_plan_bytes_within, JobInput, MAX_PLAN_BYTES,
+    PLAN_MEMORY_SHARE_PERCENT, VALUE_BYTES_PER_JSON_BYTE,
+};
 pub use vm::MAX_CHAIN;

@@ -80,6 +80,19 @@ pub trait Artifacts: Send + Sync {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError>;
     /// One object's bytes.
     async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError>;
+    /// One object's size, without reading it (S3's HeadObject); `NotFound` when there is no
+    /// such object. A reader with a memory bound checks the size before it reads. The
+    /// default looks for the key in a one-key listing.
+    async fn head(&self, key: &str) -> Result<ObjectInfo, StoreError> {
+        self.list_page(key, None, 1)
+            .await?
+            .into_iter()
+            .find(|o| o.key == key)
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "object",
+                id: key.to_string(),
+            })
+    }
     /// A URL that reads `key` for `expires_in`, signed with this process's credentials
     /// (the second phase of a reviewed job downloads its saved plan with it).
     async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StoreError> {
@@ -435,6 +448,46 @@ impl Artifacts for S3Artifacts {
             .await
             .map_err(|e| s3_error(&e))?;
         Ok(())
+    }
+
+    /// HeadObject. A 404 is `NotFound`; a 403 is not retryable (S3 answers it for a missing
+    /// key to a caller without `s3:ListBucket`, and for a key it may not read): either way
+    /// the object cannot be read, and trying again changes nothing.
+    async fn head(&self, key: &str) -> Result<ObjectInfo, StoreError> {
+        let res = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        let e = match res {
+            Ok(out) => {
+                return Ok(ObjectInfo {
+                    key: key.to_string(),
+                    size: out.content_length().unwrap_or_default().max(0) as u64,
+                })
+            }
+            Err(e) => e,
+        };
+        let status = e.raw_response().map(|r| r.status().as_u16());
+        if status == Some(404) || e.as_service_error().is_some_and(|s| s.is_not_found()) {
+            return Err(StoreError::NotFound {
+                kind: "object",
+                id: key.to_string(),
+            });
+        }
+        match status {
+            Some(code @ 400..=499) if code != 429 => Err(StoreError::Aws {
+                service: "s3",
+                message: format!(
+                    "HeadObject of `{key}` answered {code}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(&e)
+                ),
+                retryable: false,
+            }),
+            _ => Err(s3_error(&e)),
+        }
     }
 
     async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {

@@ -47,8 +47,8 @@ pub use plan_data::read_plan_data;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
-    Listed, ListedPage, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, Unreadable,
-    Versioned,
+    Listed, ListedPage, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, SweepCursor,
+    Unreadable, Versioned,
 };
 
 /// Runners: the compute and state storage a job runs with, owned by a group.
@@ -373,6 +373,18 @@ pub trait JobStore: Send + Sync {
     ) -> Result<Listed<JobRecord>, StoreError>;
     /// Takes an ended job off the `ended_jobs` list (its environment is not held by it).
     async fn settle_ended_job(&self, id: &JobId) -> Result<(), StoreError>;
+    /// Where the sweep of the active jobs resumes ([`SweepCursor`]): kept in the table, so
+    /// that a pass that dies (out of memory or time) is resumed where it was, not from the
+    /// oldest job again.
+    async fn sweep_cursor(&self) -> Result<SweepCursor, StoreError>;
+    /// Records `cursor` as where the next pass resumes, on condition that the stored cursor
+    /// is still at `expected` version (`VersionMismatch` if another pass moved it); returns
+    /// the new version.
+    async fn save_sweep_cursor(
+        &self,
+        cursor: Option<&str>,
+        expected: u64,
+    ) -> Result<u64, StoreError>;
     /// Jobs that hold their environment's lock but are still `queued`, created before `before`:
     /// their send may have been lost. Items that cannot be decoded are returned apart.
     async fn pending_sends(

@@ -223,6 +223,11 @@ pub struct JobUpdate {
     pub retry_at: Option<DateTime<Utc>>,
     /// The result of checking the job's plan against its policy sets (the policy gate).
     pub policy: Option<sortie_core::policy::PolicyResult>,
+    /// Counts one more try to end the job ([`JobRecord::end_tries`]; its first sets when
+    /// they started being counted).
+    pub end_try: bool,
+    /// The last error of a try to end the job, as it will be quoted.
+    pub end_error: Option<String>,
 }
 
 /// A job as stored, with the attributes that are not part of the domain job.
@@ -286,6 +291,16 @@ pub struct JobRecord {
     /// The result of checking the job's plan against its policy sets, once checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<sortie_core::policy::PolicyResult>,
+    /// Tries to end the job that failed or never reported back
+    /// ([`sortie_core::end_retry`]): bounded, then the job fails.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub end_tries: u32,
+    /// When the first counted try to end the job was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_tries_since: Option<DateTime<Utc>>,
+    /// The last error of a try to end the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_error: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -314,6 +329,18 @@ impl JobRecord {
             offered_to: None,
             agent: None,
             policy: None,
+            end_tries: 0,
+            end_tries_since: None,
+            end_error: None,
+        }
+    }
+
+    /// The tries to end this job recorded on it ([`sortie_core::end_retry`]).
+    pub fn end_tries(&self) -> sortie_core::end_retry::EndTries {
+        sortie_core::end_retry::EndTries {
+            tries: self.end_tries,
+            since: self.end_tries_since,
+            error: self.end_error.clone(),
         }
     }
 
@@ -411,6 +438,16 @@ pub struct Listed<T> {
     pub records: Vec<T>,
     /// The items that did not.
     pub unreadable: Vec<Unreadable>,
+}
+
+/// Where the sweep of the active jobs resumes, as stored: its cursor (`None`: from the
+/// oldest) and the version its conditional write expects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepCursor {
+    /// The cursor of the page the next pass starts with.
+    pub cursor: Option<String>,
+    /// Bumped by every write; 0 when never written.
+    pub version: u64,
 }
 
 /// One page of a sweeper list: the records and unreadable items of the page, and an opaque

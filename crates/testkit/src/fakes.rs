@@ -149,6 +149,19 @@ impl Artifacts for MemoryArtifacts {
             })
     }
 
+    async fn head(&self, key: &str) -> Result<ObjectInfo, StoreError> {
+        lock(&self.objects)
+            .get(key)
+            .map(|bytes| ObjectInfo {
+                key: key.to_string(),
+                size: bytes.len() as u64,
+            })
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "object",
+                id: key.to_string(),
+            })
+    }
+
     /// As S3's presigning, it does not look for the object: reading the URL would.
     async fn presign_get(&self, key: &str, _expires_in: Duration) -> Result<String, StoreError> {
         Ok(format!("memory://artifacts/{key}"))

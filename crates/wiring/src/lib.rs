@@ -275,6 +275,7 @@ pub fn assemble(
         secrets: parts.secrets,
         gate: sortie_lifecycle::PolicyGate {
             artifacts: parts.artifacts.clone(),
+            memory_bytes: sortie_lifecycle::PolicyGate::lambda_memory_bytes(),
             ..Default::default()
         },
     };

@@ -76,7 +76,8 @@ pub(crate) fn new_token() -> String {
     sortie_core::tokens::random_hex(32)
 }
 
-fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {
+/// When `record`'s job last entered `state` (its last change when no transition says).
+pub(crate) fn when_entered(record: &JobRecord, state: JobState) -> DateTime<Utc> {
     record
         .job
         .transitions

@@ -20,6 +20,19 @@ impl Engine {
         step: Step,
         task: Option<&TaskRef>,
     ) -> Result<Option<JobState>, LifecycleError> {
+        self.carry_out_as(record, step, task, false).await
+    }
+
+    /// [`Engine::carry_out`]; `swept`: by the sweeper, whose try to end a job is counted on
+    /// the job before it starts ([`JobService::end_counted_first`]), so a try that kills
+    /// the pass still counts towards the bound.
+    pub(super) async fn carry_out_as(
+        &self,
+        record: &JobRecord,
+        step: Step,
+        task: Option<&TaskRef>,
+        swept: bool,
+    ) -> Result<Option<JobState>, LifecycleError> {
         let id = &record.job.id;
         let mut from = record.job.state;
         match step {
@@ -73,7 +86,7 @@ impl Engine {
                             Utc::now(),
                             self.timing(),
                         );
-                        Box::pin(self.carry_out(record, step, None)).await
+                        Box::pin(self.carry_out_as(record, step, None, swept)).await
                     }
                     Err(e) => Err(e.into()),
                 }
@@ -123,7 +136,12 @@ impl Engine {
                 // then the step after it: a drift check's drift is answered.
                 let reason = outcome.reason.clone();
                 let how = How::Decided { from, outcome };
-                let Some(ended) = self.jobs.end(record, how).await?.ended().cloned() else {
+                let report = if swept {
+                    self.jobs.end_counted_first(record, how).await?
+                } else {
+                    self.jobs.end(record, how).await?
+                };
+                let Some(ended) = report.ended().cloned() else {
                     return Ok(None);
                 };
                 info!(state = %ended.job.state, %reason, "job ended");

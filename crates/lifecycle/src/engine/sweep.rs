@@ -95,7 +95,18 @@ impl Engine {
     ) {
         let started = std::time::Instant::now();
         let budget = self.settings.active_budget.to_std().unwrap_or_default();
-        let mut cursor = resume.take();
+        // Where to start: this process's own resume point, else the one kept in the table
+        // (a pass that died left it where it was), else the oldest job.
+        let mut saved = match self.jobs.store.sweep_cursor().await {
+            Ok(stored) => Some(stored),
+            Err(e) => {
+                warn!(error = %e, "the sweep's cursor could not be read; this pass does not keep it");
+                None
+            }
+        };
+        let mut cursor = resume
+            .take()
+            .or_else(|| saved.as_ref().and_then(|s| s.cursor.clone()));
         let resumed = cursor.is_some();
         let (mut looked_at, mut pages) = (0usize, 0usize);
         // The cursor of the page the budget ran out in: the next pass reads it again.
@@ -128,6 +139,9 @@ impl Engine {
                 }
             };
             pages += 1;
+            // Kept before the page's jobs are looked at: a pass that dies among them is
+            // resumed at this page, not at the oldest job.
+            self.save_cursor(&mut saved, cursor.as_deref()).await;
             let spent = |stopped_at: &mut Option<Option<String>>| {
                 let spent = started.elapsed() >= budget;
                 if spent {
@@ -159,6 +173,8 @@ impl Engine {
                 None => break,
             }
         }
+        let next = stopped_at.clone().flatten();
+        self.save_cursor(&mut saved, next.as_deref()).await;
         if let Some(at) = stopped_at {
             resume.set(at);
             warn!(
@@ -170,6 +186,29 @@ impl Engine {
             );
         } else {
             info!(looked_at, pages, resumed, "active jobs swept");
+        }
+    }
+
+    /// Keeps `to` in the table as where the next pass resumes, if it changed. `saved` is the
+    /// cursor as this pass last read or wrote it; when another pass moved it meanwhile (the
+    /// conditional write fails), this pass stops keeping it.
+    async fn save_cursor(&self, saved: &mut Option<sortie_store::SweepCursor>, to: Option<&str>) {
+        let Some(stored) = saved.as_mut() else {
+            return;
+        };
+        if stored.cursor.as_deref() == to {
+            return;
+        }
+        match self.jobs.store.save_sweep_cursor(to, stored.version).await {
+            Ok(version) => {
+                stored.cursor = to.map(str::to_string);
+                stored.version = version;
+            }
+            Err(StoreError::VersionMismatch { .. }) => {
+                warn!("another sweep pass moved the sweep's cursor; this one stops keeping it");
+                *saved = None;
+            }
+            Err(e) => warn!(error = %e, "the sweep's cursor could not be kept"),
         }
     }
 
@@ -471,7 +510,9 @@ impl Engine {
                         Seen::Stopped(_) => record.task.clone(),
                         _ => None,
                     };
-                    let moved = self.carry_out(&record, step, task.as_ref()).await?;
+                    let moved = self
+                        .carry_out_as(&record, step, task.as_ref(), true)
+                        .await?;
                     if let Some(n) = counted {
                         if moved.is_some() || is_stop {
                             *n += 1;

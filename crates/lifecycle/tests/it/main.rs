@@ -3,6 +3,7 @@
 mod calls_per_job;
 mod common;
 mod eks;
+mod end_bound;
 mod lifecycle;
 mod list_tasks;
 mod locks;

@@ -3,4 +3,5 @@
 mod common;
 mod evaluate;
 mod index;
+mod stream;
 mod vm;

@@ -316,6 +316,65 @@ impl JobStore for DynamoStore {
         }
     }
 
+    async fn sweep_cursor(&self) -> Result<crate::SweepCursor, StoreError> {
+        let Some(item) = self.get_item(sweep_cursor_key()).await? else {
+            return Ok(crate::SweepCursor::default());
+        };
+        let version = item
+            .get("version")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let cursor = item.get("cursor").and_then(|v| v.as_s().ok()).cloned();
+        Ok(crate::SweepCursor { cursor, version })
+    }
+
+    async fn save_sweep_cursor(
+        &self,
+        cursor: Option<&str>,
+        expected: u64,
+    ) -> Result<u64, StoreError> {
+        // Names for every attribute: `CURSOR` is one of DynamoDB's reserved words.
+        let mut update = "SET #v = :next, #k = :kind".to_string();
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(sweep_cursor_key()))
+            .expression_attribute_values(":next", n(expected + 1))
+            .expression_attribute_values(":kind", s("sweep_cursor"))
+            .expression_attribute_names("#v", "version")
+            .expression_attribute_names("#k", "kind");
+        match cursor {
+            Some(c) => {
+                update.push_str(", #c = :c");
+                req = req
+                    .expression_attribute_values(":c", s(c))
+                    .expression_attribute_names("#c", "cursor");
+            }
+            None => {
+                update.push_str(" REMOVE #c");
+                req = req.expression_attribute_names("#c", "cursor");
+            }
+        }
+        req = if expected == 0 {
+            req.condition_expression("attribute_not_exists(#v)")
+        } else {
+            req.condition_expression("#v = :v")
+                .expression_attribute_values(":v", n(expected))
+        };
+        match req.update_expression(update).send().await {
+            Ok(_) => Ok(expected + 1),
+            Err(e) if condition_failed(&e) => Err(StoreError::VersionMismatch {
+                kind: "sweep cursor",
+                id: "SWEEP".into(),
+                expected,
+                actual: self.sweep_cursor().await?.version,
+            }),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
     async fn fail_unreadable_job(
         &self,
         job: &Unreadable,
@@ -324,4 +383,9 @@ impl JobStore for DynamoStore {
     ) -> Result<Option<JobRecord>, StoreError> {
         self.fail_unreadable(job, at, reason).await
     }
+}
+
+/// The key of the item holding the sweep's cursor.
+fn sweep_cursor_key() -> crate::dynamo::Item {
+    crate::dynamo::keys::key("SWEEP".into(), "CURSOR")
 }

@@ -436,6 +436,30 @@ impl JobStore for MemoryStore {
         Ok(())
     }
 
+    async fn sweep_cursor(&self) -> Result<crate::SweepCursor, StoreError> {
+        Ok(self.lock().sweep_cursor.clone())
+    }
+
+    async fn save_sweep_cursor(
+        &self,
+        cursor: Option<&str>,
+        expected: u64,
+    ) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let stored = &mut st.sweep_cursor;
+        if stored.version != expected {
+            return Err(StoreError::VersionMismatch {
+                kind: "sweep cursor",
+                id: "SWEEP".into(),
+                expected,
+                actual: stored.version,
+            });
+        }
+        stored.cursor = cursor.map(str::to_string);
+        stored.version += 1;
+        Ok(stored.version)
+    }
+
     /// Every item in memory is readable; this fails the job as the table's twin does (state
     /// `failed` with `reason`, out of the sweeper's lists and out of its queue).
     async fn fail_unreadable_job(

@@ -111,6 +111,8 @@ struct State {
     policy_sets: BTreeMap<(String, String), (sortie_core::policy::PolicySet, u64)>,
     /// By environment path: its expiry due-list entry and the entry's version.
     expiries: BTreeMap<String, (crate::ExpiryEntry, u64)>,
+    /// Where the sweep of the active jobs resumes, as the `SWEEP` item.
+    sweep_cursor: crate::SweepCursor,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {
@@ -166,6 +168,13 @@ fn apply_update(record: &mut JobRecord, update: JobUpdate) {
     }
     if update.spot_requeue {
         record.spot_requeues += 1;
+    }
+    if update.end_try {
+        record.end_tries += 1;
+        record.end_tries_since.get_or_insert(record.updated_at);
+    }
+    if let Some(v) = update.end_error {
+        record.end_error = Some(v);
     }
     if update.clear_task {
         record.task = None;

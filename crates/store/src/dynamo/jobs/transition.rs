@@ -161,6 +161,16 @@ fn add_update(
     if update.spot_requeue {
         set.push("spot_requeues = if_not_exists(spot_requeues, :zero) + :one");
     }
+    if update.end_try {
+        values.insert(":zero".into(), n(0));
+        values.insert(":one".into(), n(1));
+        set.push("end_tries = if_not_exists(end_tries, :zero) + :one");
+        set.push("end_tries_since = if_not_exists(end_tries_since, :now)");
+    }
+    if let Some(v) = &update.end_error {
+        set.push("end_error = :ee");
+        values.insert(":ee".into(), s(v));
+    }
     if update.clear_task {
         remove.push("task_arn, started_at, timeout_requested_at");
     }
