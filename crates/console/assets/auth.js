@@ -91,6 +91,10 @@ function randomString(n = 32) {
   return base64url(crypto.getRandomValues(new Uint8Array(n)));
 }
 
+/**
+ * The issuer's discovery document. Its `issuer` must be identical to the configured one
+ * (OpenID Connect Discovery 1.0, section 4.3), or nothing of it is used.
+ */
 async function discovery(issuer) {
   const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
   let res;
@@ -100,7 +104,13 @@ async function discovery(issuer) {
     throw new ApiError(0, 'oidc', `The identity provider could not be reached (${url})`, []);
   }
   if (!res.ok) throw new ApiError(res.status, 'oidc', `The identity provider's discovery answered ${res.status} (${url})`, []);
-  const doc = await res.json();
+  const doc = await res.json().catch(() => null);
+  if (!doc || typeof doc !== 'object') {
+    throw new ApiError(0, 'oidc', `The identity provider's discovery answered no JSON document (${url})`, []);
+  }
+  if (doc.issuer !== issuer) {
+    throw new ApiError(0, 'oidc', `The identity provider's discovery names another issuer than the configured ${issuer}: sign-in refused`, []);
+  }
   if (!doc.authorization_endpoint || !doc.token_endpoint) {
     throw new ApiError(0, 'oidc', 'The identity provider\'s discovery names no authorization or token endpoint', []);
   }
@@ -118,16 +128,19 @@ export async function signInOidc() {
   const doc = await discovery(cfg.issuer);
   const verifier = randomString(48);
   const state = randomString(24);
+  // The ID token may stand in for the access token: its `nonce` ties it to this sign-in.
+  const nonce = randomString(24);
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier));
   const challenge = base64url(new Uint8Array(digest));
   const back = location.hash && location.hash !== '#/signin' ? location.hash : '#/';
-  sessionStorage.setItem(OIDC_KEY, JSON.stringify({ state, verifier, back }));
+  sessionStorage.setItem(OIDC_KEY, JSON.stringify({ state, verifier, nonce, back }));
   const params = {
     response_type: 'code',
     client_id: cfg.client_id,
     redirect_uri: redirectUri(),
     scope: cfg.scopes || 'openid',
     state,
+    nonce,
     code_challenge: challenge,
     code_challenge_method: 'S256',
     audience: cfg.audience,
@@ -136,23 +149,50 @@ export async function signInOidc() {
   location.assign(doc.authorization_endpoint + sep + query(params).slice(1));
 }
 
+/** The claims of a JWT (its payload, not verified: the API verifies the token), or null. */
+export function jwtClaims(jwt) {
+  const parts = String(jwt || '').split('.');
+  if (parts.length !== 3) return null;
+  try {
+    const b64 = parts[1].replace(/-/g, '+').replace(/_/g, '/');
+    const bytes = Uint8Array.from(atob(b64 + '='.repeat((4 - (b64.length % 4)) % 4)), (c) => c.charCodeAt(0));
+    const claims = JSON.parse(new TextDecoder().decode(bytes));
+    return claims && typeof claims === 'object' && !Array.isArray(claims) ? claims : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+/** The most of an identity provider's error text shown. */
+const MAX_ERROR_TEXT = 300;
+
 /**
  * Finishes an OIDC sign-in when the page was loaded with `?code=&state=` (or `?error=`):
  * exchanges the code for a token, then removes the query from the address bar.
  * Answers true when it handled a redirect. Throws ApiError when the sign-in failed.
+ *
+ * `state` is checked first: an answer (or an `?error=`) that does not belong to the
+ * sign-in this tab started shows none of its own text, so a crafted link cannot put
+ * its words on this origin.
  */
 export async function completeOidcRedirect() {
   const params = new URLSearchParams(location.search);
   if (!params.has('code') && !params.has('error')) return false;
-  const saved = JSON.parse(sessionStorage.getItem(OIDC_KEY) || 'null');
+  let saved = null;
+  try {
+    saved = JSON.parse(sessionStorage.getItem(OIDC_KEY) || 'null');
+  } catch (_) {
+    saved = null;
+  }
   sessionStorage.removeItem(OIDC_KEY);
   const back = (saved && saved.back) || '#/';
   history.replaceState(null, '', location.pathname + back);
-  if (params.has('error')) {
-    throw new ApiError(401, 'oidc', `Sign-in was refused: ${params.get('error')} ${params.get('error_description') || ''}`.trim(), []);
-  }
-  if (!saved || saved.state !== params.get('state')) {
+  if (!saved || typeof saved.state !== 'string' || !saved.state || saved.state !== params.get('state')) {
     throw new ApiError(401, 'oidc', 'Sign-in failed: the answer does not match the sign-in this page started (state). Try again.', []);
+  }
+  if (params.has('error')) {
+    const text = `${params.get('error')} ${params.get('error_description') || ''}`.trim().slice(0, MAX_ERROR_TEXT);
+    throw new ApiError(401, 'oidc', `Sign-in was refused: ${text}`, []);
   }
   const cfg = config();
   const doc = await discovery(cfg.issuer);
@@ -179,6 +219,13 @@ export async function completeOidcRedirect() {
   }
   const t = answer.access_token || answer.id_token;
   if (!t) throw new ApiError(0, 'oidc', 'The identity provider answered no token', []);
+  if (!answer.access_token) {
+    // The ID token stands in: it must carry this sign-in's nonce.
+    const claims = jwtClaims(answer.id_token);
+    if (!claims || typeof saved.nonce !== 'string' || !saved.nonce || claims.nonce !== saved.nonce) {
+      throw new ApiError(401, 'oidc', 'Sign-in failed: the ID token does not carry the nonce this sign-in sent. Try again.', []);
+    }
+  }
   setToken(t);
   return true;
 }

@@ -36,7 +36,8 @@ pub struct Answer {
 }
 
 impl Api {
-    /// A client of the API at `base` (http:// or https://).
+    /// A client of the API at `base`: https://, or http:// to a loopback host only
+    /// ([`cleartext_problem`]).
     pub fn new(base: &str, token: Option<String>) -> Result<Self, Error> {
         let base = base.trim_end_matches('/').to_string();
         let https = match base.split_once("://") {
@@ -48,6 +49,12 @@ impl Api {
                 )))
             }
         };
+        if let Some(problem) = cleartext_problem(&base) {
+            return Err(Error::Invalid {
+                attribute: "api_url".into(),
+                problem,
+            });
+        }
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         let connector = sortie_http::connector(https, http).map_err(Error::Config)?;
@@ -156,6 +163,35 @@ pub fn api_error(status: u16, body: &Value) -> Error {
     }
 }
 
+/// Why the token may not be sent to `url`: plain `http://` carries it in clear, so it is
+/// allowed only to a loopback host (`localhost`, 127.0.0.0/8, `::1`), as `sortie dev`
+/// serves. `None` for `https://` and for `http://` to loopback; other schemes are
+/// refused by [`Api::new`].
+pub fn cleartext_problem(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("http") {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+        || host
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!loopback).then(|| {
+        format!(
+            "`{url}` is plain http:// to `{host}`, which is not this machine: the token would travel in clear. Use https:// (plain http:// is allowed only to localhost, 127.0.0.0/8 or ::1)"
+        )
+    })
+}
+
 /// A path segment with `/` kept (environment paths, runner ids) and other reserved
 /// characters escaped.
 pub fn segment(s: &str) -> String {
@@ -176,5 +212,71 @@ pub fn group_param(group: &str) -> String {
         "-".to_string()
     } else {
         segment(group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Plain http:// is refused to any host that is not loopback, whatever the port,
+        /// user info or path; https:// to it is fine.
+        #[test]
+        fn plain_http_is_refused_to_a_host_that_is_not_loopback(
+            a in 0u8..=255, b: u8, c: u8, d: u8,
+            port in proptest::option::of(1u16..=65535),
+            path in "(/[a-z]{0,5}){0,2}",
+            user in proptest::option::of("[a-z]{1,5}(:[a-z]{1,5})?"),
+        ) {
+            let ip = std::net::Ipv4Addr::new(a, b, c, d);
+            let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+            let user = user.map(|u| format!("{u}@")).unwrap_or_default();
+            let url = format!("http://{user}{ip}{port}{path}");
+            prop_assert_eq!(cleartext_problem(&url).is_none(), a == 127, "{}", url);
+            let https = format!("https://{user}{ip}{port}{path}");
+            prop_assert!(cleartext_problem(&https).is_none(), "{}", https);
+            let named = format!("http://{user}api{a}.example.com{port}{path}");
+            prop_assert!(cleartext_problem(&named).is_some(), "{}", named);
+        }
+    }
+
+    #[test]
+    fn plain_http_to_loopback_names_is_allowed_and_look_alikes_are_not() {
+        for ok in [
+            "http://localhost:8080",
+            "http://LOCALHOST/v1",
+            "http://127.0.0.1:4242",
+            "http://127.1.2.3",
+            "http://[::1]:4242/",
+            "https://api.example.com",
+        ] {
+            assert_eq!(cleartext_problem(ok), None, "{ok}");
+        }
+        for refused in [
+            "http://api.example.com",
+            "http://127.0.0.1.example.com",
+            "http://localhost.example.com:80",
+            "http://127.0.0.1@evil.example.com",
+            "http://[::2]:80",
+            "http://[::ffff:10.0.0.1]",
+            "http://10.0.0.1:8080",
+            "HTTP://api.example.com",
+        ] {
+            let problem = cleartext_problem(refused).unwrap_or_else(|| panic!("{refused} allowed"));
+            assert!(problem.contains("in clear"), "{problem}");
+        }
+    }
+
+    #[test]
+    fn a_client_of_plain_http_to_another_host_is_refused_naming_api_url() {
+        let Err(Error::Invalid { attribute, problem }) = Api::new("http://api.example.com", None)
+        else {
+            panic!("plain http to another host is accepted");
+        };
+        assert_eq!(attribute, "api_url");
+        assert!(problem.contains("https://"), "{problem}");
+        assert!(Api::new("http://127.0.0.1:9", None).is_ok());
     }
 }

@@ -5,6 +5,7 @@
 //! with AutoMTLS, and prints the handshake line
 //! `1|6|tcp|127.0.0.1:PORT|grpc|<server certificate, base64 DER, no padding>`.
 
+mod accept;
 mod api;
 mod cty;
 mod data;
@@ -108,26 +109,23 @@ async fn main() {
     let addr = listener
         .local_addr()
         .unwrap_or_else(|e| fail(&e.to_string()));
+    let listener = std::sync::Arc::new(listener);
     let cert = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&tls.cert_der);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config);
     let (conns, incoming) = mpsc::channel::<std::io::Result<Conn>>(PENDING);
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            let conns = conns.clone();
-            tokio::spawn(async move {
-                match acceptor.accept(tcp).await {
-                    Ok(stream) => {
-                        let _ = conns.send(Ok(Conn(stream))).await;
-                    }
-                    Err(e) => eprintln!("terraform-provider-sortie: a TLS handshake failed: {e}"),
-                }
-            });
-        }
-    });
+    // Each connection's TLS handshake: bounded in number and time (accept::LIMITS).
+    tokio::spawn(accept::serve(
+        move || {
+            let listener = listener.clone();
+            async move { listener.accept().await.map(|(tcp, _)| tcp) }
+        },
+        move |tcp: TcpStream| {
+            let handshake = acceptor.accept(tcp);
+            async move { handshake.await.map(Conn) }
+        },
+        conns,
+        accept::LIMITS,
+    ));
     let (stop, mut stopped) = mpsc::channel(1);
     println!("1|6|tcp|{addr}|grpc|{cert}");
     let _ = std::io::stdout().flush();

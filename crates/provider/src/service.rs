@@ -81,10 +81,11 @@ fn token_of_command(command: &str) -> Result<String, Error> {
         .output()
         .map_err(|e| Error::Config(format!("token_command could not run: {e}")))?;
     if !out.status.success() {
+        // Its stderr may print the token or another secret: only its length is told.
         return Err(Error::Config(format!(
-            "token_command failed ({}): {}",
+            "token_command failed ({}); its stderr ({} bytes) is withheld, as it may hold a secret: run the command yourself to see it",
             out.status,
-            sortie_http::one_line(&String::from_utf8_lossy(&out.stderr))
+            out.stderr.len()
         )));
     }
     let token = String::from_utf8_lossy(&out.stdout)
@@ -113,6 +114,17 @@ pub fn configure(config: &Val) -> Result<Api, Error> {
                 "no Sortie API URL: set `api_url` in the provider block or SORTIE_API_URL".into(),
             )
         })?;
+    // The URL is checked before any token is read: plain http:// to another host would
+    // carry it in clear.
+    if let Some(problem) = crate::api::cleartext_problem(&url) {
+        return Err(match text("api_url") {
+            Some(_) => Error::Invalid {
+                attribute: "api_url".into(),
+                problem,
+            },
+            None => Error::Config(format!("SORTIE_API_URL (api_url is unset): {problem}")),
+        });
+    }
     let token = match (text("token"), text("token_command")) {
         (Some(t), _) => Some(t),
         (None, Some(command)) => Some(token_of_command(&command)?),
@@ -182,6 +194,23 @@ impl SortieProvider {
                 .await?
         };
         Ok(block.settle(&block.conform(&Val::from_json(&answer)), &planned))
+    }
+}
+
+/// A configuration error as Terraform shows it: on the attribute at fault when there is
+/// one (`api_url`), else on the provider block.
+fn configuration_diagnostics(e: &Error) -> Vec<pb::Diagnostic> {
+    match e {
+        Error::Invalid { attribute, problem } => vec![error(
+            &format!("Sortie provider configuration: invalid `{attribute}`"),
+            problem,
+            Some(attribute),
+        )],
+        other => vec![error(
+            "Sortie provider configuration",
+            &other.to_string(),
+            None,
+        )],
     }
 }
 
@@ -292,7 +321,7 @@ impl Provider for SortieProvider {
                     let _ = self.api.set(api);
                     Vec::new()
                 }
-                Err(e) => vec![error("Sortie provider configuration", &e.to_string(), None)],
+                Err(e) => configuration_diagnostics(&e),
             };
         Ok(Response::new(pb::configure_provider::Response {
             diagnostics,
@@ -436,5 +465,75 @@ impl Provider for SortieProvider {
         Ok(Response::new(pb::stop_provider::Response {
             error: String::new(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(v: serde_json::Value) -> Val {
+        Val::from_json(&v)
+    }
+
+    /// Every text of these diagnostics, joined.
+    fn shown(diagnostics: &[pb::Diagnostic]) -> String {
+        diagnostics
+            .iter()
+            .map(|d| format!("{} {}", d.summary, d.detail))
+            .collect()
+    }
+
+    #[test]
+    fn a_failing_token_commands_stderr_is_withheld_from_the_diagnostics() {
+        let secret = "S3cret-token-value";
+        let Err(e) = configure(&config(serde_json::json!({
+            "api_url": "https://api.example.com",
+            "token_command": format!("echo 'oops {secret}' >&2; echo {secret}; exit 3"),
+        }))) else {
+            panic!("a failing token_command configures the provider");
+        };
+        let text = shown(&configuration_diagnostics(&e));
+        assert!(!text.contains(secret), "{text}");
+        assert!(text.contains("token_command failed"), "{text}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        assert!(text.contains("withheld"), "{text}");
+        assert!(
+            text.contains(&format!("{} bytes", format!("oops {secret}\n").len())),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn plain_http_to_another_host_is_refused_on_api_url_before_the_token_command_runs() {
+        let marker = std::env::temp_dir().join(format!("sortie-tfp-ran-{}", std::process::id()));
+        let Err(e) = configure(&config(serde_json::json!({
+            "api_url": "http://api.example.com:8080",
+            "token_command": format!("touch {}; echo t", marker.display()),
+        }))) else {
+            panic!("plain http to another host configures the provider");
+        };
+        assert!(!marker.exists(), "the token command ran");
+        let diagnostics = configuration_diagnostics(&e);
+        assert_eq!(diagnostics.len(), 1);
+        assert_eq!(
+            diagnostics[0].attribute,
+            Some(crate::schema::path("api_url"))
+        );
+        assert!(
+            diagnostics[0].summary.contains("`api_url`"),
+            "{:?}",
+            diagnostics[0]
+        );
+        assert!(
+            diagnostics[0].detail.contains("in clear"),
+            "{:?}",
+            diagnostics[0]
+        );
+        assert!(configure(&config(serde_json::json!({
+            "api_url": "http://127.0.0.1:9",
+            "token": "t",
+        })))
+        .is_ok());
     }
 }
