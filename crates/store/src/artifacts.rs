@@ -84,8 +84,9 @@ pub trait Artifacts: Send + Sync {
     /// such object. A reader with a memory bound checks the size before it reads. The
     /// default looks for the key in a one-key listing.
     async fn head(&self, key: &str) -> Result<ObjectInfo, StoreError> {
-        self.list_page(key, None, 1)
+        self.list_page(key, PageFrom::Start, 1)
             .await?
+            .objects
             .into_iter()
             .find(|o| o.key == key)
             .ok_or_else(|| StoreError::NotFound {
@@ -461,32 +462,12 @@ impl Artifacts for S3Artifacts {
             .key(key)
             .send()
             .await;
-        let e = match res {
-            Ok(out) => {
-                return Ok(ObjectInfo {
-                    key: key.to_string(),
-                    size: out.content_length().unwrap_or_default().max(0) as u64,
-                })
-            }
-            Err(e) => e,
-        };
-        let status = e.raw_response().map(|r| r.status().as_u16());
-        if status == Some(404) || e.as_service_error().is_some_and(|s| s.is_not_found()) {
-            return Err(StoreError::NotFound {
-                kind: "object",
-                id: key.to_string(),
-            });
-        }
-        match status {
-            Some(code @ 400..=499) if code != 429 => Err(StoreError::Aws {
-                service: "s3",
-                message: format!(
-                    "HeadObject of `{key}` answered {code}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(&e)
-                ),
-                retryable: false,
+        match res {
+            Ok(out) => Ok(ObjectInfo {
+                key: key.to_string(),
+                size: out.content_length().unwrap_or_default().max(0) as u64,
             }),
-            _ => Err(s3_error(&e)),
+            Err(e) => Err(read_error(key, &e)),
         }
     }
 
