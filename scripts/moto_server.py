@@ -85,6 +85,11 @@ doubles, and what they stand in for") says why it exists.
    delivered as AWS documents fair queues (quiet tenants' messages first), where stock
    moto ignores the group id on receive. Its rule is `_fair_order` in scripts/moto_fair_queue.py;
    crates/store/tests/it/fair_queue.rs proves it (it fails on stock moto).
+8. Secrets Manager's request quotas (issue 41): past 50 control-plane calls (CreateSecret,
+   DeleteSecret, ListSecrets, ...) per second per account and Region, a call is answered
+   `ThrottlingException` "Rate exceeded", as AWS does; stock moto answers every call. Its
+   rule and its counts (GET /_sortie/secrets-throttle) are in scripts/moto_secrets_throttle.py;
+   crates/api/tests/it/secrets_quota.rs proves it.
 """
 
 import collections
@@ -107,6 +112,7 @@ from moto.server import main
 
 import moto_fair_queue  # patch 7: SQS fair queues (scripts/, beside this file)
 import moto_memory  # patch 6 and /_sortie/moto-memory (scripts/, beside this file)
+import moto_secrets_throttle  # patch 8: Secrets Manager's quotas (scripts/, beside this file)
 
 _DYNAMODB_LOCK = threading.RLock()
 
@@ -484,6 +490,7 @@ def patch():
         weak_tracking=not os.environ.get("SORTIE_MOTO_STRONG_INSTANCE_TRACKING"),
     )
     moto_fair_queue.install()
+    moto_secrets_throttle.install()
 
 
 if __name__ == "__main__":
@@ -494,7 +501,7 @@ if __name__ == "__main__":
         "IAM SimulatePrincipalPolicy added, EKS cluster endpoint and CA from test tags, "
         "transactions back up only their items, request timing at /_sortie/moto-timing, "
         "model objects tracked weakly, memory at /_sortie/moto-memory, "
-        "SQS fair queues on standard queues",
+        "SQS fair queues on standard queues, Secrets Manager's request quotas",
         file=sys.stderr,
         flush=True,
     )
