@@ -96,6 +96,9 @@ pub const MAX_LIST_PAGE: usize = 1000;
 pub struct S3Artifacts {
     client: aws_sdk_s3::Client,
     bucket: String,
+    /// The credentials presigned URLs are signed with, when known (their expiry bounds a
+    /// URL's life); the client's own otherwise.
+    signing: Option<aws_sdk_s3::config::SharedCredentialsProvider>,
 }
 
 impl S3Artifacts {
@@ -104,7 +107,18 @@ impl S3Artifacts {
         Self {
             client,
             bucket: bucket.into(),
+            signing: None,
         }
+    }
+
+    /// Presigned URLs signed with `credentials` (the client's, from its `SdkConfig`), and
+    /// living no longer than they do.
+    pub fn with_signing_credentials(
+        mut self,
+        credentials: Option<aws_sdk_s3::config::SharedCredentialsProvider>,
+    ) -> Self {
+        self.signing = credentials;
+        self
     }
 
     /// The S3 client.
@@ -179,7 +193,7 @@ impl S3Artifacts {
         requested: Duration,
     ) -> Result<(Option<aws_sdk_s3::config::Credentials>, Duration), StoreError> {
         use aws_sdk_s3::config::ProvideCredentials;
-        let Some(provider) = self.client.config().credentials_provider() else {
+        let Some(provider) = &self.signing else {
             return Ok((None, requested));
         };
         let credentials = provider

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 
 use super::{Artifacts, S3Artifacts};
 
@@ -11,11 +11,12 @@ fn artifacts(credentials: Credentials) -> S3Artifacts {
     let config = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .credentials_provider(credentials)
+        .credentials_provider(credentials.clone())
         .endpoint_url("http://127.0.0.1:9")
         .force_path_style(true)
         .build();
     S3Artifacts::new(aws_sdk_s3::Client::from_conf(config), "artifacts")
+        .with_signing_credentials(Some(SharedCredentialsProvider::new(credentials)))
 }
 
 fn expires_param(url: &str) -> u64 {
