@@ -115,11 +115,11 @@ async fn two_hundred_jobs_ending_at_once_leave_no_secret_behind() {
     // All 200 end at once: a cancel ends a job that has not started, through the one end
     // of a job (its secret's deletion with it).
     let (_, throttled_before) = throttle_counts("DeleteSecret");
-    let cancels = join_all(
-        ids.iter()
-            .map(|id| api.as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)),
-    )
-    .await;
+    let paths: Vec<String> = ids
+        .iter()
+        .map(|id| format!("/v1/jobs/{id}/cancel"))
+        .collect();
+    let cancels = join_all(paths.iter().map(|p| api.as_admin("POST", p, None))).await;
     for (id, r) in ids.iter().zip(&cancels) {
         assert_eq!(r.status, 200, "{id}: {}", r.body);
         assert_eq!(r.body["state"], "canceled", "{id}: {}", r.body);
@@ -170,7 +170,7 @@ async fn the_sweep_deletes_every_ended_job_s_secret_found_by_its_tag_on_moto() {
             .create(
                 &name,
                 "{\"v0\":\"x\"}",
-                &[(sortie_core::sensitive::JOB_TAG, &ended)],
+                &[(sortie_core::sensitive::JOB_TAG, ended.as_str())],
             )
             .await
             .unwrap();
