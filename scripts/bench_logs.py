@@ -37,6 +37,12 @@ SQS = 0.40 / 1e6
 EVENTBRIDGE = 1.00 / 1e6
 S3_PUT = 0.005 / 1000
 S3_GET = 0.0004 / 1000
+# Secrets Manager (issue 41): $0.40 per secret-month, prorated by the hour a secret is kept
+# (a month taken as 730 hours; a secret of a ten-minute job is billed one hour), and $0.05
+# per 10,000 API calls.
+SECRET_MONTH = 0.40
+HOURS_PER_MONTH = 730
+SECRETS_API_CALL = 0.05 / 10_000
 
 # One API call through API Gateway to the api Lambda, reading the job once.
 API_CALL = API_GATEWAY + LAMBDA_REQUEST + LAMBDA_GB_S * LAMBDA_MEMORY_GB * LAMBDA_CALL_S + DYNAMODB_READ
@@ -52,6 +58,32 @@ NON_LOG_ESTIMATE = {
     "EventBridge events (completion)": (1, EVENTBRIDGE),
     "S3 PUTs of artifacts (plan, summary, outputs)": (3, S3_PUT),
 }
+
+
+def secrets_usd(secrets, calls, hours=1):
+    """Secrets Manager's cost per 1,000 jobs that keep `secrets` secrets each for `hours`
+    (started hours) and make `calls` API calls each."""
+    return (secrets * hours * SECRET_MONTH / HOURS_PER_MONTH + calls * SECRETS_API_CALL) * 1000
+
+
+# A job with five sensitive variables: before issue 41 a secret each (5 CreateSecret, 5
+# GetSecretValue, 5 DeleteSecret); now one secret (1 + 1 + 1 calls). A job without
+# sensitive variables makes no secret and costs nothing here.
+SECRETS_BEFORE = (5, 15)
+SECRETS_AFTER = (1, 3)
+
+
+def secrets_rows(total):
+    """The cost model's Secrets Manager rows, for jobs with sensitive variables."""
+    before, after = secrets_usd(*SECRETS_BEFORE), secrets_usd(*SECRETS_AFTER)
+    print(f"  Secrets Manager, a job with 5 sensitive variables: before {SECRETS_BEFORE[0]} secrets × "
+          f"1 h × ${SECRET_MONTH}/{HOURS_PER_MONTH} h + {SECRETS_BEFORE[1]} calls × $0.05/10,000, × 1,000 "
+          f"= ${before:.3f}; after {SECRETS_AFTER[0]} secret, {SECRETS_AFTER[1]} calls = ${after:.3f}")
+    return [
+        ("Secrets Manager per 1,000 jobs with 5 sensitive variables, before (a secret each)", f"${before:.3f}", "", None),
+        ("Secrets Manager per 1,000 jobs with sensitive variables, after (one secret per job)", f"${after:.3f}", "", None),
+        ("control plane per 1,000 ten-minute jobs with sensitive variables", f"${total + after:.3f}", "", None),
+    ]
 
 
 def run(command):
@@ -106,6 +138,7 @@ def main():
         ("log cost per 1,000 ten-minute jobs, after", f"${after:.3f}", "", None),
         (f"control plane per 1,000 ten-minute jobs ({source} rest)", f"${total:.3f}", "≤ $0.40", total <= 0.40),
     ]
+    rows += secrets_rows(total)
     figures = {"puts": puts, "calls": calls, "gets": gets, "before_usd": before, "paced_usd": paced,
                "after_usd": after, "non_log_usd": non_log, "total_usd": total}
 

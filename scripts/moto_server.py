@@ -91,6 +91,11 @@ doubles, and what they stand in for") says why it exists.
 9. S3 (issue 41 item 7): ListObjectsV2 pages on a bucket tagged `sortie-test/list-page-cap`
    hold at most that many keys, with IsTruncated=true while more follow, as AWS may answer.
    Both are in scripts/moto_s3_strict.py; crates/store/tests/it/artifacts.rs proves them.
+10. Secrets Manager's request quotas (issue 41): past 50 control-plane calls (CreateSecret,
+   DeleteSecret, ListSecrets, ...) per second per account and Region, a call is answered
+   `ThrottlingException` "Rate exceeded", as AWS does; stock moto answers every call. Its
+   rule and its counts (GET /_sortie/secrets-throttle) are in scripts/moto_secrets_throttle.py;
+   crates/api/tests/it/secrets_quota.rs proves it.
 """
 
 import collections
@@ -114,6 +119,7 @@ from moto.server import main
 import moto_fair_queue  # patch 7: SQS fair queues (scripts/, beside this file)
 import moto_memory  # patch 6 and /_sortie/moto-memory (scripts/, beside this file)
 import moto_s3_strict  # patches 8 and 9: S3's 403 without ListBucket, short list pages
+import moto_secrets_throttle  # patch 10: Secrets Manager's quotas (scripts/, beside this file)
 
 _DYNAMODB_LOCK = threading.RLock()
 
@@ -492,6 +498,7 @@ def patch():
     )
     moto_fair_queue.install()
     moto_s3_strict.install()
+    moto_secrets_throttle.install()
 
 
 if __name__ == "__main__":
@@ -503,7 +510,8 @@ if __name__ == "__main__":
         "transactions back up only their items, request timing at /_sortie/moto-timing, "
         "model objects tracked weakly, memory at /_sortie/moto-memory, "
         "SQS fair queues on standard queues, S3 403 for a missing key without ListBucket, "
-        "short S3 list pages on tagged buckets",
+        "short S3 list pages on tagged buckets, "
+        "Secrets Manager's request quotas",
         file=sys.stderr,
         flush=True,
     )

@@ -41,3 +41,41 @@ pub(crate) fn mix(seed: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+/// "Full jitter" backoff (<https://aws.amazon.com/builders-library/timeouts-retries-and-backoff-with-jitter/>):
+/// before retry `attempt` (0 for the first retry), a delay drawn from `seed` uniformly
+/// between 0 and `min(cap_ms, base_ms × 2^attempt)` milliseconds. Callers that share a
+/// throttled quota spread their retries over the whole window instead of retrying together.
+pub fn full_jitter_millis(attempt: u32, base_ms: u64, cap_ms: u64, seed: u64) -> u64 {
+    let ceiling = base_ms
+        .checked_shl(attempt.min(32))
+        .unwrap_or(u64::MAX)
+        .min(cap_ms);
+    mix(seed) % (ceiling.saturating_add(1))
+}
+
+#[cfg(test)]
+mod full_jitter_tests {
+    use super::full_jitter_millis;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_delay_never_passes_the_attempt_s_ceiling_nor_the_cap(
+            attempt in 0u32..80, base in 1u64..1_000, cap in 1u64..100_000, seed in any::<u64>()
+        ) {
+            let d = full_jitter_millis(attempt, base, cap, seed);
+            let ceiling = if attempt >= 32 { cap } else { (base << attempt).min(cap) };
+            prop_assert!(d <= ceiling, "{d} > {ceiling}");
+        }
+    }
+
+    #[test]
+    fn the_delays_spread_over_the_whole_window() {
+        let delays: Vec<u64> = (0..1_000)
+            .map(|s| full_jitter_millis(4, 100, 5_000, s))
+            .collect();
+        let (lo, hi) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+        assert!(*lo < 160 && *hi > 1_440, "0..=1600 ms, got {lo}..={hi}");
+    }
+}

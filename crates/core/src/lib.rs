@@ -26,6 +26,7 @@ pub mod names;
 pub mod outcome;
 pub mod plan;
 pub mod policy;
+pub mod presign;
 pub mod problems;
 pub mod protocol;
 pub mod retry;

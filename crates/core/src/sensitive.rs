@@ -1,12 +1,18 @@
 //! Sensitive variables: Terraform variables whose values never enter a job record.
 //!
 //! A client sends `sensitive_variables` (name → value) once, in the submit request. The
-//! API keeps each value in a Secrets Manager secret named for the job
-//! ([`secret_name`]) and the job records only `{name: secret ARN}`
-//! ([`crate::JobRequest::sensitive_variables`]). The runner fetches the values with its job
-//! token and gives them to terraform as `TF_VAR_<name>` in its environment
-//! ([`env_name`]); the secrets are deleted when the job ends. Everyone else sees each
-//! name with [`SHOWN`].
+//! API keeps every value in ONE Secrets Manager secret named for the job
+//! ([`job_secret_name`], its value [`encode`]d as a JSON object name → value), and the job
+//! records the names and that secret's ARN ([`record`]:
+//! [`crate::JobRequest::sensitive_variables`] and [`crate::JobRequest::sensitive_secret`]).
+//! One secret per job, not per variable: Secrets Manager's CreateSecret and DeleteSecret
+//! are limited to 50 per second per account and Region (not adjustable), and a secret costs
+//! by the month whatever it holds (docs/decisions/secrets-and-tokens.md). A job submitted
+//! before that holds `{name: ARN}` of one secret per variable ([`secret_name`]) and is still
+//! read and deleted ([`secret_arns`]). The runner fetches the values with its job token and
+//! gives them to terraform as `TF_VAR_<name>` in its environment ([`env_name`]); the secret
+//! is deleted when the job ends, and the sweep deletes any whose job has ended (found by
+//! [`JOB_TAG`]). Everyone else sees each name with [`SHOWN`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,15 +83,126 @@ impl fmt::Debug for SensitiveValues {
     }
 }
 
-/// The Secrets Manager name of job `job_id`'s sensitive variable `name`:
-/// `sortie/jobs/<job id>/<name>`.
+/// The Secrets Manager name of job `job_id`'s sensitive variable `name` in a job submitted
+/// before one secret per job: `sortie/jobs/<job id>/<name>` (read and deleted, never made).
 pub fn secret_name(job_id: &JobId, name: &str) -> String {
     format!("{SECRET_PREFIX}{job_id}/{name}")
+}
+
+/// The Secrets Manager name of job `job_id`'s one secret, holding every sensitive value:
+/// `sortie/jobs/<job id>`.
+pub fn job_secret_name(job_id: &JobId) -> String {
+    format!("{SECRET_PREFIX}{job_id}")
+}
+
+/// The tag naming the job a secret belongs to (its value is the job id); the sweep lists
+/// the secrets by it to delete those whose job has ended.
+pub const JOB_TAG: &str = "sortie:job";
+/// The tag naming the job's environment.
+pub const ENV_TAG: &str = "sortie:env";
+/// The tag naming the job's organisation.
+pub const ORG_TAG: &str = "sortie:org";
+
+/// The value of a job's secret: every value by name, a JSON object.
+pub fn encode(values: &SensitiveValues) -> String {
+    Value::Object(
+        values
+            .0
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+    .to_string()
+}
+
+/// The values of `names` read from a job secret's value (see [`encode`]). An error names
+/// the variable or the shape, never a value.
+pub fn decode<'a>(
+    text: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<SensitiveValues, String> {
+    let Ok(Value::Object(mut all)) = serde_json::from_str::<Value>(text) else {
+        return Err("the job's secret does not hold a JSON object of values".into());
+    };
+    let mut values = BTreeMap::new();
+    for name in names {
+        match all.remove(name) {
+            Some(Value::String(v)) => {
+                values.insert(name.to_string(), v);
+            }
+            _ => return Err(format!("the job's secret holds no value for `{name}`")),
+        }
+    }
+    Ok(SensitiveValues(values))
+}
+
+/// Records in `request` where its sensitive values are kept: the names, each with an empty
+/// reference (its value is in the job's one secret), and `arn`, that secret (`None` when
+/// there is no value).
+pub fn record(request: &mut JobRequest, arn: Option<String>, values: &SensitiveValues) {
+    request.sensitive_variables = values
+        .0
+        .keys()
+        .map(|k| (k.clone(), String::new()))
+        .collect();
+    request.sensitive_secret = arn;
+}
+
+/// Every secret holding one of `request`'s sensitive values, each once: its job secret, and
+/// for a job submitted before one secret per job, each variable's own ARN.
+pub fn secret_arns(request: &JobRequest) -> Vec<&str> {
+    let mut arns: Vec<&str> = request.sensitive_secret.as_deref().into_iter().collect();
+    for arn in request.sensitive_variables.values() {
+        if !arn.is_empty() && !arns.contains(&arn.as_str()) {
+            arns.push(arn);
+        }
+    }
+    arns
 }
 
 /// The environment variable terraform reads the variable `name` from: `TF_VAR_<name>`.
 pub fn env_name(name: &str) -> String {
     format!("TF_VAR_{name}")
+}
+
+/// How long a job secret whose job cannot be found is kept by the sweep: a submit makes
+/// the secret before it writes the job, so a young secret may belong to a job being written.
+pub const ORPHAN_GRACE_MINUTES: i64 = 15;
+
+/// What the sweep knows of the job a secret belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretOwner {
+    /// The job is queued, running or awaiting review: its values are still needed.
+    Live,
+    /// The job has ended: its values are needed no more.
+    Ended,
+    /// No such job (its submit failed before writing it, or the tag names nothing).
+    Missing,
+}
+
+/// True when the sweep deletes a job secret made at `created` (unknown: old) whose job is
+/// `owner`, at `now`: an ended job's at once, a missing job's after
+/// [`ORPHAN_GRACE_MINUTES`], a live job's never.
+pub fn sweep_deletes(
+    owner: SecretOwner,
+    created: Option<chrono::DateTime<chrono::Utc>>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    match owner {
+        SecretOwner::Live => false,
+        SecretOwner::Ended => true,
+        SecretOwner::Missing => {
+            created.is_none_or(|c| now - c >= chrono::Duration::minutes(ORPHAN_GRACE_MINUTES))
+        }
+    }
+}
+
+/// The job a job secret belongs to, from its name: `sortie/jobs/<job id>` (or, before one
+/// secret per job, `sortie/jobs/<job id>/<name>`); `None` for any other name.
+pub fn job_of_secret(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(SECRET_PREFIX)?;
+    let id = rest.split('/').next()?;
+    (!id.is_empty()).then_some(id)
 }
 
 /// Decodes a submit request: the job request, and apart from it the values of its
@@ -254,9 +371,70 @@ mod tests {
     }
 
     #[test]
+    fn one_secret_holds_every_value_and_gives_back_exactly_the_names_asked() {
+        let values = SensitiveValues::new(BTreeMap::from([
+            ("db".to_string(), "hunter2 \"quoted\"\n".to_string()),
+            ("key".to_string(), "{\"json\": 1}".to_string()),
+        ]));
+        let text = encode(&values);
+        assert_eq!(decode(&text, ["db", "key"]).unwrap(), values);
+        assert_eq!(decode(&text, ["key"]).unwrap().names(), vec!["key"]);
+        let e = decode(&text, ["other"]).unwrap_err();
+        assert!(e.contains("`other`") && !e.contains("hunter2"), "{e}");
+        let e = decode("hunter2", ["db"]).unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = decode(r#"{"db": 3}"#, ["db"]).unwrap_err();
+        assert!(e.contains("`db`"), "{e}");
+    }
+
+    #[test]
+    fn a_record_keeps_one_reference_and_an_older_record_each_of_its_own() {
+        let (mut request, values) =
+            parse_submitted(&body(json!({"db": "hunter2", "key": "k"}))).unwrap();
+        record(&mut request, Some("arn:one".into()), &values);
+        assert_eq!(secret_arns(&request), vec!["arn:one"]);
+        assert!(request.sensitive_variables.values().all(String::is_empty));
+        assert_eq!(shown(&request.sensitive_variables).len(), 2);
+        let stored = serde_json::to_string(&request).unwrap();
+        assert!(!stored.contains("hunter2"), "{stored}");
+        // A job submitted before one secret per job: each name with its own ARN.
+        let mut older = request.clone();
+        older.sensitive_secret = None;
+        older.sensitive_variables = BTreeMap::from([
+            ("db".into(), "arn:a".into()),
+            ("key".into(), "arn:b".into()),
+        ]);
+        assert_eq!(secret_arns(&older), vec!["arn:a", "arn:b"]);
+        let read: JobRequest =
+            serde_json::from_value(serde_json::to_value(&older).unwrap()).unwrap();
+        assert_eq!(read, older, "the older shape still reads");
+        record(&mut request, None, &SensitiveValues::default());
+        assert!(secret_arns(&request).is_empty());
+    }
+
+    #[test]
+    fn the_sweep_deletes_an_ended_job_s_secret_and_a_missing_one_s_after_the_grace() {
+        let now = chrono::Utc::now();
+        let young = Some(now - chrono::Duration::minutes(ORPHAN_GRACE_MINUTES - 1));
+        let old = Some(now - chrono::Duration::minutes(ORPHAN_GRACE_MINUTES));
+        for created in [young, old, None] {
+            assert!(!sweep_deletes(SecretOwner::Live, created, now));
+            assert!(sweep_deletes(SecretOwner::Ended, created, now));
+        }
+        assert!(!sweep_deletes(SecretOwner::Missing, young, now));
+        assert!(sweep_deletes(SecretOwner::Missing, old, now));
+        assert!(sweep_deletes(SecretOwner::Missing, None, now));
+        assert_eq!(job_of_secret("sortie/jobs/01abc"), Some("01abc"));
+        assert_eq!(job_of_secret("sortie/jobs/01abc/db"), Some("01abc"));
+        assert_eq!(job_of_secret("sortie/jobs/"), None);
+        assert_eq!(job_of_secret("other/01abc"), None);
+    }
+
+    #[test]
     fn names_secrets_and_views() {
         let id = JobId::from("01jobid".to_string());
         assert_eq!(secret_name(&id, "db"), "sortie/jobs/01jobid/db");
+        assert_eq!(job_secret_name(&id), "sortie/jobs/01jobid");
         assert_eq!(env_name("db"), "TF_VAR_db");
         let refs = BTreeMap::from([(
             "db".to_string(),

@@ -20,7 +20,9 @@ use sortie_core::{Job, TaskRef, TaskStop};
 pub use check::{AwsRunnerChecker, RunnerChecker, StaticRunnerChecker};
 pub use ecs::{classify, client_token, EcsCustomizer, EcsLauncher};
 pub use eks::EksLauncher;
-pub use job_secrets::{AwsJobSecrets, JobSecrets, MemoryJobSecrets};
+pub use job_secrets::{
+    AwsJobSecrets, JobSecrets, ListedSecret, MemoryJobSecrets, SecretPage, ThrottleRetry,
+};
 pub use local::{LocalLauncher, LOCAL_CONTAINER};
 pub use secrets::{AwsSecretValues, SecretValues, StaticSecretValues};
 

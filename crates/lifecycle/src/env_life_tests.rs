@@ -177,10 +177,12 @@ async fn five_quick_upstream_applies_leave_one_queued_trigger_with_the_newest_ou
         (&context.upstream, &context.upstream_job_id),
         (&s.a, &last.job.id)
     );
-    // The sensitive output went to a secret: the record holds an ARN, never the value.
-    let arn = &q.request.sensitive_variables["pw"];
-    assert_ne!(arn, "hunter2");
-    assert_eq!(s.w.jobs.secrets.value(arn).await.unwrap(), "hunter2");
+    // The sensitive output went to the job's secret: the record holds its ARN, never the
+    // value.
+    let arn = q.request.sensitive_secret.as_ref().unwrap();
+    assert!(q.request.sensitive_variables.contains_key("pw"));
+    let kept = s.w.jobs.secrets.value(arn).await.unwrap();
+    assert_eq!(kept, serde_json::json!({"pw": "hunter2"}).to_string());
     assert!(!serde_json::to_string(q).unwrap().contains("hunter2"));
     // The others were superseded, not left queued.
     assert!(triggered

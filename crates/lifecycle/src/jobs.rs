@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sortie_core::job::JobPhase;
+use sortie_core::sensitive;
 use sortie_core::{
     review_refusal, Decision, EnvPath, Job, JobId, JobState, ReviewRefusal, ReviewVerdict,
 };
@@ -21,8 +22,10 @@ use tracing::{info, warn};
 use crate::end::How;
 use crate::Bus;
 
-/// How long one secret's deletion may take when a job ends.
-pub const SECRET_DELETE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long one secret's deletion may take when a job ends: past the bound of its retries
+/// under throttling ([`sortie_launch::ThrottleRetry::default`]), within the 29 s and 30 s
+/// of the functions that end jobs.
+pub const SECRET_DELETE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Who discards a reviewed job whose approval timed out.
 pub const APPROVAL_TIMEOUT_PRINCIPAL: &str = "sortie:approval-timeout";
@@ -199,45 +202,51 @@ impl JobService {
         Ok(Ok(reviewed))
     }
 
-    /// Keeps the values of job `job_id`'s sensitive variables in one secret each
-    /// ([`sortie_core::sensitive::secret_name`]), tagged with the job, its environment and
-    /// its organisation; returns `{name: ARN}` for the job record. On a failure the
-    /// secrets already made are deleted and the error (which names no value) returned.
+    /// Keeps the values of job `job_id`'s sensitive variables in ONE secret
+    /// ([`sortie_core::sensitive::job_secret_name`], a JSON object name → value), tagged
+    /// with the job, its environment and its organisation, and records its ARN and the
+    /// names in `request` ([`sortie_core::sensitive::record`]). No value, no secret. The
+    /// create is retried under Secrets Manager's throttling; its error names no value.
     pub async fn keep_sensitive_variables(
         &self,
         job_id: &JobId,
         env: &EnvPath,
-        values: &sortie_core::sensitive::SensitiveValues,
-    ) -> Result<std::collections::BTreeMap<String, String>, String> {
-        let mut refs = std::collections::BTreeMap::new();
+        values: &sensitive::SensitiveValues,
+        request: &mut sortie_core::JobRequest,
+    ) -> Result<(), String> {
+        if values.is_empty() {
+            sensitive::record(request, None, values);
+            return Ok(());
+        }
         let (job, env_text) = (job_id.to_string(), env.to_string());
         let tags = [
-            ("sortie:job", job.as_str()),
-            ("sortie:env", env_text.as_str()),
-            ("sortie:org", env.org()),
+            (sensitive::JOB_TAG, job.as_str()),
+            (sensitive::ENV_TAG, env_text.as_str()),
+            (sensitive::ORG_TAG, env.org()),
         ];
-        for (name, value) in values.iter() {
-            let secret = sortie_core::sensitive::secret_name(job_id, name);
-            match self.secrets.create(&secret, value, &tags).await {
-                Ok(arn) => {
-                    refs.insert(name.to_string(), arn);
-                }
-                Err(e) => {
-                    self.delete_secrets(job_id, refs.values()).await;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(refs)
+        let name = sensitive::job_secret_name(job_id);
+        let arn = self
+            .secrets
+            .create(&name, &sensitive::encode(values), &tags)
+            .await?;
+        sensitive::record(request, Some(arn), values);
+        Ok(())
     }
 
-    /// The values of `job`'s sensitive variables, read from their secrets, by name.
-    pub async fn sensitive_values(
-        &self,
-        job: &Job,
-    ) -> Result<sortie_core::sensitive::SensitiveValues, String> {
+    /// The values of `job`'s sensitive variables, by name: read from its one secret, and
+    /// for a job submitted before one secret per job, from each variable's own.
+    pub async fn sensitive_values(&self, job: &Job) -> Result<sensitive::SensitiveValues, String> {
+        let refs = &job.request.sensitive_variables;
         let mut values = std::collections::BTreeMap::new();
-        for (name, arn) in &job.request.sensitive_variables {
+        if let Some(arn) = &job.request.sensitive_secret {
+            let text = self.secrets.value(arn).await?;
+            let names = refs
+                .iter()
+                .filter(|(_, r)| r.is_empty())
+                .map(|(n, _)| n.as_str());
+            values = sensitive::decode(&text, names)?.into_inner();
+        }
+        for (name, arn) in refs.iter().filter(|(_, r)| !r.is_empty()) {
             let value = self
                 .secrets
                 .value(arn)
@@ -245,25 +254,34 @@ impl JobService {
                 .map_err(|e| format!("sensitive variable `{name}`: {e}"))?;
             values.insert(name.clone(), value);
         }
-        Ok(sortie_core::sensitive::SensitiveValues::new(values))
+        Ok(sensitive::SensitiveValues::new(values))
     }
 
     /// Deletes the secrets of `job`'s sensitive variables (once it ended, or when its
-    /// submit made no job), each bounded in time; a failure is logged, never fatal (the
-    /// job's outcome is already durable).
+    /// submit made no job), each retried under throttling and bounded in time
+    /// ([`SECRET_DELETE_TIMEOUT`]); a failure is logged, never fatal (the job's outcome is
+    /// already durable), and the sweep deletes what is left (`engine/secret_sweep.rs`).
     pub async fn forget_sensitive_variables(&self, job: &Job) {
-        self.delete_secrets(&job.id, job.request.sensitive_variables.values())
-            .await;
+        for arn in sensitive::secret_arns(&job.request) {
+            self.delete_secret(&job.id, arn).await;
+        }
     }
 
-    async fn delete_secrets(&self, job_id: &JobId, arns: impl Iterator<Item = &String>) {
-        for arn in arns {
-            match tokio::time::timeout(SECRET_DELETE_TIMEOUT, self.secrets.delete(arn)).await {
-                Ok(Ok(())) => info!(%job_id, %arn, "sensitive variable's secret deleted"),
-                Ok(Err(e)) => {
-                    warn!(%job_id, error = %e, "could not delete a sensitive variable's secret")
-                }
-                Err(_) => warn!(%job_id, %arn, "deleting a sensitive variable's secret timed out"),
+    /// Deletes the secret `arn` of job `job_id`, bounded by [`SECRET_DELETE_TIMEOUT`]; true
+    /// when it is gone.
+    pub(crate) async fn delete_secret(&self, job_id: &JobId, arn: &str) -> bool {
+        match tokio::time::timeout(SECRET_DELETE_TIMEOUT, self.secrets.delete(arn)).await {
+            Ok(Ok(())) => {
+                info!(%job_id, %arn, "sensitive variables' secret deleted");
+                true
+            }
+            Ok(Err(e)) => {
+                warn!(%job_id, error = %e, "could not delete a sensitive variables' secret; the sweep will");
+                false
+            }
+            Err(_) => {
+                warn!(%job_id, %arn, "deleting a sensitive variables' secret timed out; the sweep will");
+                false
             }
         }
     }

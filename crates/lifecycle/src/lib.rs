@@ -29,6 +29,8 @@ mod policy_sets;
 mod remediation;
 mod rules;
 mod rules_cache;
+#[cfg(test)]
+mod secret_sweep_tests;
 mod state_history;
 mod submit;
 #[cfg(test)]

@@ -71,6 +71,7 @@ impl JobOrder {
         let mut request = earlier.clone();
         request.operation = operation;
         request.sensitive_variables.clear();
+        request.sensitive_secret = None;
         Self {
             request,
             sensitive: SensitiveValues::default(),
@@ -141,9 +142,8 @@ impl JobService {
             })?;
         let id = JobId::from(sortie_core::tokens::new_id());
         let mut request = order.request;
-        // Values go to Secrets Manager; the job records only each secret's ARN.
-        request.sensitive_variables = self
-            .keep_sensitive_variables(&id, &env.path, &order.sensitive)
+        // Values go to Secrets Manager, one secret per job; the job records its ARN.
+        self.keep_sensitive_variables(&id, &env.path, &order.sensitive, &mut request)
             .await
             .map_err(SubmitError::SecretsUnavailable)?;
         drop(order.sensitive);
@@ -246,8 +246,16 @@ mod tests {
             job.runner_spec.is_some(),
             "the runner's spec is taken at submit"
         );
-        let arn = &job.request.sensitive_variables["db_password"];
-        assert_eq!(w.jobs.secrets.value(arn).await.unwrap(), "hunter2");
+        let arn = job.request.sensitive_secret.as_ref().unwrap();
+        assert_eq!(
+            w.jobs.secrets.value(arn).await.unwrap(),
+            r#"{"db_password":"hunter2"}"#
+        );
+        let values = w.jobs.sensitive_values(&job).await.unwrap();
+        assert_eq!(
+            values.iter().collect::<Vec<_>>(),
+            vec![("db_password", "hunter2")]
+        );
         assert_eq!(w.sent(), vec![job.id]);
     }
 

@@ -153,6 +153,9 @@ pub const MAX_LIST_PAGE: usize = 1000;
 pub struct S3Artifacts {
     client: aws_sdk_s3::Client,
     bucket: String,
+    /// The credentials presigned URLs are signed with, when known (their expiry bounds a
+    /// URL's life); the client's own otherwise.
+    signing: Option<aws_sdk_s3::config::SharedCredentialsProvider>,
 }
 
 impl S3Artifacts {
@@ -161,7 +164,18 @@ impl S3Artifacts {
         Self {
             client,
             bucket: bucket.into(),
+            signing: None,
         }
+    }
+
+    /// Presigned URLs signed with `credentials` (the client's, from its `SdkConfig`), and
+    /// living no longer than they do.
+    pub fn with_signing_credentials(
+        mut self,
+        credentials: Option<aws_sdk_s3::config::SharedCredentialsProvider>,
+    ) -> Self {
+        self.signing = credentials;
+        self
     }
 
     /// The S3 client.
@@ -278,6 +292,61 @@ async fn body_bytes(
     Ok(bytes.into_bytes().to_vec())
 }
 
+/// The presigning configuration for a URL that lives `lifetime`.
+fn presigning(lifetime: Duration) -> Result<aws_sdk_s3::presigning::PresigningConfig, StoreError> {
+    aws_sdk_s3::presigning::PresigningConfig::expires_in(lifetime).map_err(|e| StoreError::Aws {
+        service: "s3",
+        message: e.to_string(),
+        retryable: false,
+    })
+}
+
+/// A configuration override that signs with exactly `credentials` (those whose expiry
+/// bounded the URL's life), or changes nothing.
+fn signed_with(
+    credentials: Option<aws_sdk_s3::config::Credentials>,
+) -> aws_sdk_s3::config::Builder {
+    let builder = aws_sdk_s3::config::Builder::default();
+    match credentials {
+        Some(c) => builder.credentials_provider(c),
+        None => builder,
+    }
+}
+
+impl S3Artifacts {
+    /// The credentials a presigned URL is signed with, and its life: `requested`, but no
+    /// longer than those credentials have left ([`sortie_core::presign::lifetime`]; a role
+    /// session's URL dies with the session).
+    async fn signing(
+        &self,
+        requested: Duration,
+    ) -> Result<(Option<aws_sdk_s3::config::Credentials>, Duration), StoreError> {
+        use aws_sdk_s3::config::ProvideCredentials;
+        let Some(provider) = &self.signing else {
+            return Ok((None, requested));
+        };
+        let credentials = provider
+            .provide_credentials()
+            .await
+            .map_err(|e| StoreError::Aws {
+                service: "s3",
+                message: format!("no credentials to sign a URL with: {e}"),
+                retryable: true,
+            })?;
+        let lifetime = sortie_core::presign::lifetime(
+            requested,
+            std::time::SystemTime::now(),
+            credentials.expiry(),
+        )
+        .map_err(|message| StoreError::Aws {
+            service: "s3",
+            message,
+            retryable: true,
+        })?;
+        Ok((Some(credentials), lifetime))
+    }
+}
+
 #[async_trait]
 impl Artifacts for S3Artifacts {
     async fn presign_put(
@@ -286,20 +355,16 @@ impl Artifacts for S3Artifacts {
         content_type: &str,
         expires_in: Duration,
     ) -> Result<PresignedPut, StoreError> {
-        let invalid = |message: String| StoreError::Aws {
-            service: "s3",
-            message,
-            retryable: false,
-        };
-        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
-            .map_err(|e| invalid(e.to_string()))?;
+        let (credentials, lifetime) = self.signing(expires_in).await?;
         let request = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type(content_type)
-            .presigned(config)
+            .customize()
+            .config_override(signed_with(credentials))
+            .presigned(presigning(lifetime)?)
             .await
             .map_err(|e| s3_error(&e))?;
         Ok(PresignedPut {
@@ -310,25 +375,20 @@ impl Artifacts for S3Artifacts {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             expires_at: Utc::now()
-                + chrono::Duration::from_std(expires_in).unwrap_or(chrono::Duration::zero()),
+                + chrono::Duration::from_std(lifetime).unwrap_or(chrono::Duration::zero()),
         })
     }
 
     async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StoreError> {
-        let config =
-            aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in).map_err(|e| {
-                StoreError::Aws {
-                    service: "s3",
-                    message: e.to_string(),
-                    retryable: false,
-                }
-            })?;
+        let (credentials, lifetime) = self.signing(expires_in).await?;
         let request = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
-            .presigned(config)
+            .customize()
+            .config_override(signed_with(credentials))
+            .presigned(presigning(lifetime)?)
             .await
             .map_err(|e| s3_error(&e))?;
         Ok(request.uri().to_string())
@@ -483,3 +543,7 @@ impl Artifacts for S3Artifacts {
         body_bytes(out).await
     }
 }
+
+#[cfg(test)]
+#[path = "artifacts_presign_tests.rs"]
+mod presign_tests;

@@ -935,6 +935,7 @@ fn no_allow_statement_grants_a_wildcard_action_or_an_unscoped_resource() {
         "ecs:ListTasks",
         "ecs:DescribeTaskDefinition",
         "ecs:RegisterTaskDefinition",
+        "secretsmanager:ListSecrets",
     ];
     for (file, t) in [
         ("template.yaml", control_plane()),
@@ -1906,9 +1907,11 @@ fn template_path(route: sortie_api::Route) -> String {
 
 // ------------------------------------------------------------------ job secrets
 
-/// Sensitive variables: the api creates, tags, reads and deletes the secrets of jobs, and
-/// every function that may end a job deletes them; each only under `sortie/jobs/`, and no
-/// other role touches Secrets Manager.
+/// Sensitive variables: the api creates, tags, describes, reads and deletes the secrets of
+/// jobs, and every function that may end a job deletes them; each only under
+/// `sortie/jobs/`, and no other role touches Secrets Manager. The sweeper alone lists
+/// secrets (to delete ended jobs' by their tag): ListSecrets takes only `"*"` and returns
+/// no value, so that one statement is its only action.
 #[test]
 fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
     let t = control_plane();
@@ -1919,13 +1922,17 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
             &[
                 "secretsmanager:CreateSecret",
                 "secretsmanager:DeleteSecret",
+                "secretsmanager:DescribeSecret",
                 "secretsmanager:GetSecretValue",
                 "secretsmanager:TagResource",
             ],
         ),
         ("DispatchRole", &["secretsmanager:DeleteSecret"]),
         ("TaskEventsRole", &["secretsmanager:DeleteSecret"]),
-        ("SweeperRole", &["secretsmanager:DeleteSecret"]),
+        (
+            "SweeperRole",
+            &["secretsmanager:DeleteSecret", "secretsmanager:ListSecrets"],
+        ),
     ];
     for (role, actions) in expected {
         let mut seen = BTreeSet::new();
@@ -1935,6 +1942,10 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
                 continue;
             }
             let resource = at(&st, &["Resource"]);
+            if acts == ["secretsmanager:ListSecrets"] && resource == &Value::from("*") {
+                seen.extend(acts);
+                continue;
+            }
             let sub = resource
                 .get("Fn::Sub")
                 .and_then(Value::as_str)

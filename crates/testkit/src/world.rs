@@ -173,7 +173,10 @@ impl World {
             .ensure_table()
             .await
             .expect("create the table on moto");
-        let artifacts = Arc::new(S3Artifacts::new(crate::s3_client(&config), bucket.clone()));
+        let artifacts = Arc::new(
+            S3Artifacts::new(crate::s3_client(&config), bucket.clone())
+                .with_signing_credentials(config.credentials_provider()),
+        );
         artifacts
             .ensure_bucket()
             .await

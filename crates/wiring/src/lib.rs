@@ -235,7 +235,11 @@ pub fn aws_parts(
                 .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
                 .build(),
         );
-        Arc::new(S3Artifacts::new(s3, bucket.clone()))
+        // Presigned URLs live no longer than these credentials (a role session's die with it).
+        Arc::new(
+            S3Artifacts::new(s3, bucket.clone())
+                .with_signing_credentials(config.credentials_provider()),
+        )
     });
     let parts = Parts {
         store: store.clone(),

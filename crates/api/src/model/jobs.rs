@@ -81,6 +81,7 @@ impl From<JobRecord> for JobView {
         // A sensitive variable is shown by name alone, never by its secret's ARN.
         job.request.sensitive_variables =
             sortie_core::sensitive::shown(&job.request.sensitive_variables);
+        job.request.sensitive_secret = None;
         Self {
             job,
             task_arn: r.task,

@@ -18,6 +18,7 @@ mod openapi_links;
 mod plans;
 mod policy_sets;
 mod reviews;
+mod secrets_quota;
 mod sensitive;
 mod waiting;
 mod whoami;

@@ -36,19 +36,21 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     assert_eq!(r.body["sensitive_variables"], json!({"db": "(sensitive)"}));
     let id = r.body["id"].as_str().unwrap().to_string();
 
-    // The record holds the secret's ARN, named for the job; the secret holds the value.
+    // The record holds the names and the job's one secret's ARN, named for the job; the
+    // secret holds every value.
     let record = {
         api.store
             .get_job(&sortie_core::JobId::from(id.as_str()))
             .await
             .unwrap()
     };
-    let arn = record.job.request.sensitive_variables["db"].clone();
-    assert!(
-        arn.contains(&format!(":secret:sortie/jobs/{id}/db")),
-        "{arn}"
+    let arn = record.job.request.sensitive_secret.clone().unwrap();
+    assert!(arn.contains(&format!(":secret:sortie/jobs/{id}")), "{arn}");
+    assert!(record.job.request.sensitive_variables.contains_key("db"));
+    assert_eq!(
+        api.secrets.value(&arn).await.unwrap(),
+        json!({ "db": value }).to_string()
     );
-    assert_eq!(api.secrets.value(&arn).await.unwrap(), value);
     let stored = serde_json::to_string(&record.job).unwrap();
     assert!(!stored.contains(&value), "the value is in the record");
 
@@ -154,10 +156,11 @@ async fn a_canceled_job_s_secrets_are_deleted() {
             .unwrap()
             .job
             .request
-            .sensitive_variables["a"]
+            .sensitive_secret
             .clone()
+            .unwrap()
     };
-    assert_eq!(api.secrets.value(&arn).await.unwrap(), "x");
+    assert_eq!(api.secrets.value(&arn).await.unwrap(), r#"{"a":"x"}"#);
     let c = api
         .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
         .await;

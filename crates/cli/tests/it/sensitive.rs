@@ -105,7 +105,18 @@ fn table_items() -> String {
 fn secrets_named(prefix: &str) -> Vec<String> {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let sm = aws_sdk_secretsmanager::Client::new(&sortie_testkit::sdk_config().await);
-        let listed = sm.list_secrets().send().await.unwrap();
+        // Filtered by name: an unfiltered first page may not reach this job's secret.
+        let name = aws_sdk_secretsmanager::types::Filter::builder()
+            .key(aws_sdk_secretsmanager::types::FilterNameStringType::Name)
+            .values(prefix)
+            .build();
+        let listed = sm
+            .list_secrets()
+            .filters(name)
+            .max_results(100)
+            .send()
+            .await
+            .unwrap();
         listed
             .secret_list()
             .iter()
@@ -215,8 +226,8 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
     );
     let items = table_items();
     assert!(
-        items.contains(&format!("sortie/jobs/{id}/db_password")),
-        "the job item holds the secret's ARN: {items}"
+        items.contains(&format!(":secret:sortie/jobs/{id}")),
+        "the job item holds its one secret's ARN: {items}"
     );
     assert!(!items.contains(&value), "the value is in the table");
     let leaked = files_containing(&dev.dir, &value);
@@ -224,7 +235,7 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
 
     // (c) the job ended: its secret is gone.
     let deadline = Instant::now() + Duration::from_secs(20);
-    let prefix = format!("sortie/jobs/{id}/");
+    let prefix = format!("sortie/jobs/{id}");
     while !secrets_named(&prefix).is_empty() {
         assert!(
             Instant::now() < deadline,
@@ -260,7 +271,7 @@ fn a_sensitive_variable_reaches_terraform_and_nothing_else_then_its_secret_is_de
             .contains("The db_password is not the one the test sent."),
         "{job}"
     );
-    assert!(secrets_named(&format!("sortie/jobs/{id}/")).is_empty());
+    assert!(secrets_named(&format!("sortie/jobs/{id}")).is_empty());
 
     // `-o json jobs list` names each job's files and never serves their contents.
     let list = sortie(&dev, &["-o", "json", "jobs", "list", ENV], &[]);

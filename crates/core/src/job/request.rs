@@ -125,11 +125,17 @@ pub struct JobRequest {
     /// Sensitive Terraform variables. A client submits each value by name; the API keeps it
     /// in Secrets Manager for the job's life, the pilot gives it to terraform as
     /// `TF_VAR_<name>`, and it is never stored in the job, logged or returned. The stored
-    /// job holds each name with its secret's ARN ([`crate::sensitive`]); the API shows each
-    /// name with `(sensitive)`.
+    /// job holds each name with an empty reference, its values being in the job's one
+    /// secret ([`JobRequest::sensitive_secret`]), or, submitted before that, with its own
+    /// secret's ARN ([`crate::sensitive`]); the API shows each name with `(sensitive)`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, String>, format = Password, write_only))]
     pub sensitive_variables: BTreeMap<String, String>,
+    /// The ARN of the job's one secret holding every sensitive value (the API's, never a
+    /// client's; never shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub sensitive_secret: Option<String>,
 }
 
 /// Largest total size of a job's inline files, in bytes.
@@ -217,6 +223,7 @@ impl JobRequest {
                     files,
                     secret_refs,
                     sensitive_variables: BTreeMap::new(),
+                    sensitive_secret: None,
                 };
                 let size = request.item_size();
                 if size > limits::JOB_REQUEST_ITEM_MAX {

@@ -26,6 +26,7 @@ mod dispatch;
 mod events;
 mod expiry_sweep;
 mod retry;
+pub(crate) mod secret_sweep;
 mod steps;
 mod sweep;
 mod sweep_pass;

@@ -78,6 +78,8 @@ pub struct SweepReport {
     pub active_left: usize,
     /// `sortie.environment.expiring` reminders sent.
     pub expiry_reminders: usize,
+    /// Job secrets deleted because their job had ended (`secret_sweep.rs`).
+    pub secrets_deleted: usize,
     /// `sortie:expiry` destroys submitted.
     pub expiry_destroys: usize,
     /// Expired environments whose destroy waits (busy or locked).

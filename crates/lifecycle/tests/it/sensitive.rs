@@ -34,12 +34,13 @@ async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
     w.store.update_environment(&current, None).await.unwrap();
 
     let job = submit_with_secret(&w, &env).await;
-    let arn = job.request.sensitive_variables["db"].clone();
+    let arn = job.request.sensitive_secret.clone().unwrap();
     {
         let secrets = w.secrets.secrets.lock().unwrap();
         let kept = &secrets[&arn];
-        assert_eq!(kept.name, format!("sortie/jobs/{}/db", job.id));
-        assert_eq!(kept.value, "hunter2");
+        assert_eq!(kept.name, format!("sortie/jobs/{}", job.id));
+        assert_eq!(kept.value, r#"{"db":"hunter2"}"#);
+        assert_eq!(kept.tags["sortie:job"], job.id.to_string());
         assert_eq!(kept.tags["sortie:org"], "acme");
         assert_eq!(kept.tags["sortie:env"], "acme/payments/secret");
     }
@@ -86,11 +87,11 @@ async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
 }
 
 #[tokio::test]
-async fn a_failed_create_leaves_no_secret_behind() {
+async fn a_failed_create_leaves_no_secret_behind_and_no_reference() {
     sortie_testkit::require_aws!();
     let mut w = World::new().await;
     let failing = sortie_launch::MemoryJobSecrets {
-        fail_create_after: Some(1),
+        fail_create_after: Some(0),
         ..Default::default()
     };
     let failing = std::sync::Arc::new(failing);
@@ -103,18 +104,17 @@ async fn a_failed_create_leaves_no_secret_behind() {
         ("b".to_string(), "2".to_string()),
     ]));
     let env = EnvPath::parse("acme/payments/x").unwrap();
+    let mut request = JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap();
     let e = w
         .engine
         .jobs
-        .keep_sensitive_variables(&JobId::from("01job"), &env, &values)
+        .keep_sensitive_variables(&JobId::from("01job"), &env, &values, &mut request)
         .await
         .unwrap_err();
-    assert!(e.contains("CreateSecret sortie/jobs/01job/b"), "{e}");
-    assert!(
-        failing.secrets.lock().unwrap().is_empty(),
-        "the first was deleted"
-    );
-    assert_eq!(failing.deleted.lock().unwrap().len(), 1);
+    // One secret for both values: one create, which failed, and nothing to delete.
+    assert!(e.contains("CreateSecret sortie/jobs/01job failed"), "{e}");
+    assert!(failing.secrets.lock().unwrap().is_empty());
+    assert!(request.sensitive_secret.is_none() && request.sensitive_variables.is_empty());
 }
 
 /// Submits an apply with the sensitive variable `db` as the API does.
@@ -128,10 +128,9 @@ async fn submit_with_secret(w: &World, env: &EnvPath) -> Job {
     let mut request = JobRequest::parse(r#"{"operation":"apply","files":{"main.tf":""}}"#).unwrap();
     let id = JobId::from(sortie_core::tokens::new_id());
     let values = SensitiveValues::new(BTreeMap::from([("db".to_string(), "hunter2".to_string())]));
-    request.sensitive_variables = w
-        .engine
+    w.engine
         .jobs
-        .keep_sensitive_variables(&id, env, &values)
+        .keep_sensitive_variables(&id, env, &values, &mut request)
         .await
         .unwrap();
     let job = Job::for_environment(

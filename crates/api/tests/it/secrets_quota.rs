@@ -1,0 +1,202 @@
+//! Secrets Manager's request quota, through the HTTP API on moto (issue 41, item 9):
+//! CreateSecret, DeleteSecret and the other control-plane calls are limited to 50 per
+//! second per account and Region, not adjustable
+//! (https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_limits.html);
+//! scripts/moto_secrets_throttle.py makes moto answer `ThrottlingException` past it, as AWS
+//! does. A CI burst of submits must all pass, and a burst of job ends must leave no secret
+//! holding a value: one secret per job, and every call retried with backoff.
+
+use std::io::{Read, Write};
+
+use crate::common;
+
+use common::{seed_org, Api};
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+use sortie_core::JobId;
+use sortie_launch::JobSecrets;
+
+/// The calls moto's quota double answered and throttled for `operation` so far.
+fn throttle_counts(operation: &str) -> (u64, u64) {
+    let endpoint = sortie_testkit::endpoint();
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = std::net::TcpStream::connect(host).expect("moto answers");
+    write!(
+        conn,
+        "GET /_sortie/secrets-throttle HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let body = answer.split_once("\r\n\r\n").expect("an HTTP answer").1;
+    let counts: Value = serde_json::from_str(body).expect("the double's counts (patch 8)");
+    let n = |how: &str| counts[operation][how].as_u64().unwrap_or(0);
+    (n("answered"), n("throttled"))
+}
+
+/// A job with `count` sensitive variables, unique to this test run.
+fn job(count: usize, tag: &str) -> Value {
+    let sensitive: serde_json::Map<String, Value> = (0..count)
+        .map(|i| (format!("v{i}"), json!(format!("s3cret-{tag}-{i}"))))
+        .collect();
+    json!({"operation": "plan", "files": {"main.tf": ""}, "sensitive_variables": sensitive})
+}
+
+async fn submit(api: &Api, env: &str, body: &Value) -> common::Reply {
+    let path = format!("/v1/environments/acme/{env}/-/jobs");
+    api.as_admin("POST", &path, Some(&body.to_string())).await
+}
+
+#[tokio::test]
+async fn a_burst_of_submits_with_five_sensitive_variables_each_all_pass_the_50_per_second_quota() {
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
+    seed_org(&api, "acme").await;
+    api.create_env("acme", "burst", "development").await;
+    let tag = sortie_testkit::unique("b");
+    let body = job(5, &tag);
+    let (_, throttled_before) = throttle_counts("CreateSecret");
+    let answers = join_all((0..150).map(|_| submit(&api, "burst", &body))).await;
+    let failed: Vec<String> = answers
+        .iter()
+        .filter(|r| r.status != 201)
+        .map(|r| format!("{} {}", r.status, r.body))
+        .collect();
+    let (_, throttled_after) = throttle_counts("CreateSecret");
+    assert!(
+        failed.is_empty(),
+        "{} of 150 submits failed, e.g. {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        throttled_after > throttled_before,
+        "the burst met the quota (else this test proves nothing)"
+    );
+    // Every job's values are kept, in one secret each, and read back whole.
+    let ids: Vec<&str> = answers
+        .iter()
+        .map(|r| r.body["id"].as_str().unwrap())
+        .collect();
+    for id in ids.iter().take(5) {
+        let record = api.store.get_job(&JobId::from(*id)).await.unwrap();
+        let arn = record.job.request.sensitive_secret.clone().unwrap();
+        let kept: Value = serde_json::from_str(&api.secrets.value(&arn).await.unwrap()).unwrap();
+        assert_eq!(kept.as_object().unwrap().len(), 5, "{id}");
+        assert_eq!(kept["v4"], format!("s3cret-{tag}-4"));
+    }
+}
+
+#[tokio::test]
+async fn two_hundred_jobs_ending_at_once_leave_no_secret_behind() {
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
+    seed_org(&api, "acme").await;
+    let envs: Vec<String> = (0..20).map(|i| format!("end{i}")).collect();
+    for env in &envs {
+        api.create_env("acme", env, "development").await;
+    }
+    let tag = sortie_testkit::unique("e");
+    let body = job(1, &tag);
+    // 200 jobs, submitted a few at a time (this test is about their end).
+    let mut ids = vec![];
+    for wave in 0..10 {
+        let answers = join_all(envs.iter().map(|env| submit(&api, env, &body))).await;
+        for r in answers {
+            assert_eq!(r.status, 201, "wave {wave}: {}", r.body);
+            ids.push(r.body["id"].as_str().unwrap().to_string());
+        }
+    }
+    let mut arns = vec![];
+    for id in &ids {
+        let record = api.store.get_job(&JobId::from(id.as_str())).await.unwrap();
+        arns.push(record.job.request.sensitive_secret.clone().unwrap());
+    }
+    // All 200 end at once: a cancel ends a job that has not started, through the one end
+    // of a job (its secret's deletion with it).
+    let (_, throttled_before) = throttle_counts("DeleteSecret");
+    let paths: Vec<String> = ids
+        .iter()
+        .map(|id| format!("/v1/jobs/{id}/cancel"))
+        .collect();
+    let cancels = join_all(paths.iter().map(|p| api.as_admin("POST", p, None))).await;
+    for (id, r) in ids.iter().zip(&cancels) {
+        assert_eq!(r.status, 200, "{id}: {}", r.body);
+        assert_eq!(r.body["state"], "canceled", "{id}: {}", r.body);
+    }
+    let (_, throttled_after) = throttle_counts("DeleteSecret");
+    assert!(
+        throttled_after > throttled_before,
+        "the ends met the quota (else this test proves nothing)"
+    );
+    let mut left = vec![];
+    for arn in &arns {
+        match api.secrets.value(arn).await {
+            Ok(_) => left.push(arn.clone()),
+            Err(e) => assert!(e.contains("ResourceNotFoundException"), "{e}"),
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "{} of 200 secrets outlived their job, holding its value: {:?}",
+        left.len(),
+        left.first()
+    );
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_every_ended_job_s_secret_found_by_its_tag_on_moto() {
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
+    seed_org(&api, "acme").await;
+    api.create_env("acme", "swept", "development").await;
+    let tag = sortie_testkit::unique("s");
+    let r = submit(&api, "swept", &job(1, &tag)).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let live = r.body["id"].as_str().unwrap().to_string();
+    let r = submit(&api, "swept", &job(1, &tag)).await;
+    let ended = r.body["id"].as_str().unwrap().to_string();
+    let c = api
+        .as_admin("POST", &format!("/v1/jobs/{ended}/cancel"), None)
+        .await;
+    assert_eq!(c.status, 200, "{}", c.body);
+    // Secrets its end did not delete (a crash between the end and the delete, say): more
+    // than one ListSecrets page of them, tagged with the ended job.
+    let mut orphans = vec![];
+    for i in 0..120 {
+        let name = format!("sortie/jobs/{ended}-left-{i:03}");
+        let arn = api
+            .secrets
+            .create(
+                &name,
+                "{\"v0\":\"x\"}",
+                &[(sortie_core::sensitive::JOB_TAG, ended.as_str())],
+            )
+            .await
+            .unwrap();
+        orphans.push(arn);
+    }
+    let report = api
+        .world
+        .plane
+        .engine
+        .sweep(chrono::Utc::now())
+        .await
+        .unwrap();
+    assert!(report.secrets_deleted >= 120, "{report:?}");
+    for arn in &orphans {
+        let e = api.secrets.value(arn).await.unwrap_err();
+        assert!(e.contains("ResourceNotFoundException"), "{e}");
+    }
+    // The live job's secret stays.
+    let record = api
+        .store
+        .get_job(&JobId::from(live.as_str()))
+        .await
+        .unwrap();
+    let arn = record.job.request.sensitive_secret.clone().unwrap();
+    assert!(
+        api.secrets.value(&arn).await.is_ok(),
+        "a live job's secret was deleted"
+    );
+}
