@@ -3,7 +3,7 @@
 //! One answer lists only from the chunk that holds `offset` (`start-after`, never the
 //! whole log), reads its chunks in parallel ([`PAGE_READ_CONCURRENCY`] at once, ranged
 //! GETs for partial chunks), and stops at the first gap, at [`PAGE_READ_BYTES`], at
-//! [`PAGE_JSON_BYTES`] once JSON-escaped, or when [`PAGE_TIME_BUDGET`] is spent. Each
+//! [`PAGE_JSON_BYTES`] once JSON-escaped twice (as Lambda returns it), or when [`PAGE_TIME_BUDGET`] is spent. Each
 //! read of a job that has not ended also marks it followed, so its pilot ships every
 //! second ([`sortie_core::protocol::logs`]); a follower's first read marks it at once.
 
@@ -614,7 +614,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_escaped_page_is_cut_to_fit_and_the_rest_follows() {
-        // Control bytes escape to six bytes each: one page cannot hold 4 MiB of them.
+        // Control bytes escape to 7 bytes each in the answer: a page holds fewer than 4 MiB.
         let chunks: Vec<(u64, Vec<u8>)> = (0..4)
             .map(|i| ((i * 1024 * 1024) as u64, vec![1u8; 1024 * 1024]))
             .collect();
@@ -622,7 +622,8 @@ mod tests {
         let page = read_page(&b, "logs/j/", 0, true, Instant::now() + PAGE_TIME_BUDGET)
             .await
             .unwrap();
-        assert_eq!(page.next_offset, (PAGE_JSON_BYTES / 6) as u64);
+        // Escaped twice (the body, then the body in Lambda's response): 7 bytes each.
+        assert_eq!(page.next_offset, (PAGE_JSON_BYTES / 7) as u64);
         assert!(page.more, "the rest is on the next page");
         let (read, _) = read_all(&b, true).await;
         assert_eq!(read.len(), 4 * 1024 * 1024);

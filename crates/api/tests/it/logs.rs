@@ -384,3 +384,106 @@ async fn a_follower_who_joins_mid_run_sees_new_lines_within_two_seconds_p99() {
         }
     }
 }
+
+/// Issue 41 item 7, on moto: a finished job's log of 10,000 chunks of 100 B (a job followed
+/// for hours, a short line a second), in a bucket whose listing pages S3 answers short
+/// (at most 300 keys, `IsTruncated` while more follow: the double's
+/// `sortie-test/list-page-cap`), read through `GET /v1/jobs/{id}/logs` from offset 0 to
+/// its end: byte-identical, every page making progress, none reporting the end early.
+#[tokio::test]
+async fn ten_thousand_small_chunks_read_to_the_end_through_short_s3_listing_pages() {
+    use futures_util::StreamExt;
+    use sortie_core::protocol::pilot::{log_chunk_key, log_prefix};
+
+    let aws = sortie_testkit::require_aws!();
+    let api = Api::aws(&aws).await;
+    let (id, _client) = launched_job(&api, "chunks-token").await;
+    let s3 = sortie_testkit::s3_client(&aws.sdk_config().await);
+    s3.put_bucket_tagging()
+        .bucket(&api.bucket)
+        .tagging(
+            aws_sdk_s3::types::Tagging::builder()
+                .tag_set(
+                    aws_sdk_s3::types::Tag::builder()
+                        .key("sortie-test/list-page-cap")
+                        .value("300")
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    const CHUNKS: usize = 10_000;
+    const SIZE: usize = 100;
+    let written: Vec<u8> = (0..CHUNKS * SIZE)
+        .map(|i| {
+            if i % SIZE == SIZE - 1 {
+                b'\n'
+            } else {
+                b'a' + (i / SIZE % 26) as u8
+            }
+        })
+        .collect();
+    let prefix = log_prefix(&sortie_core::JobId::from(id.as_str()));
+    let started = Instant::now();
+    futures_util::stream::iter(written.chunks(SIZE).enumerate())
+        .map(|(i, chunk)| {
+            let (artifacts, key) = (
+                api.artifacts.clone(),
+                log_chunk_key(&prefix, (i * SIZE) as u64),
+            );
+            async move { artifacts.write(&key, chunk.to_vec(), "text/plain").await }
+        })
+        .buffer_unordered(32)
+        .for_each(|r| async move { r.unwrap() })
+        .await;
+    let wrote_in = started.elapsed();
+    api.store
+        .transition_job(
+            &sortie_core::JobId::from(id.as_str()),
+            sortie_core::JobState::Running,
+            sortie_core::JobState::Succeeded,
+            chrono::Utc::now(),
+            "exit 0",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+
+    let started = Instant::now();
+    let (mut read, mut offset, mut pages) = (Vec::<u8>::new(), 0u64, 0);
+    loop {
+        let r = api
+            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let next = r.body["next_offset"].as_u64().unwrap();
+        let more = r.body["more"].as_bool().unwrap();
+        assert!(
+            next > offset || !more,
+            "the page at {offset} is empty and says more follows"
+        );
+        read.extend_from_slice(r.body["data"].as_str().unwrap().as_bytes());
+        offset = next;
+        pages += 1;
+        assert!(pages <= 200, "bounded: {pages} pages, at {offset}");
+        if !more {
+            break;
+        }
+    }
+    println!(
+        "10,000 chunks of 100 B on short S3 listing pages (300 keys): written in {:.1} s, \
+         read back in {pages} pages in {:.1} s",
+        wrote_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        read.len(),
+        written.len(),
+        "the whole log, not an end reported early"
+    );
+    assert!(read == written, "byte-identical");
+}

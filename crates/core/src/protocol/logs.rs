@@ -40,8 +40,12 @@ pub const MAX_CHUNKS_PER_GRANT: usize = 16;
 /// The most bytes of log data one `GET /v1/jobs/{id}/logs` reads from S3.
 pub const PAGE_READ_BYTES: usize = 4 * 1024 * 1024;
 
-/// The most bytes the `data` of one answer may take once JSON-escaped: with the rest of
-/// the answer it stays under 5 MB (API Gateway and Lambda allow 6 MB).
+/// The most bytes the `data` of one answer may take in Lambda's response: JSON-escaped
+/// twice, once in the answer's body and once more when `lambda_http` carries that body as
+/// a string in API Gateway's payload-v2 response (a `"` takes 4 bytes, a control byte 7).
+/// With the rest of the answer and its headers it stays under 5 MB; Lambda's response
+/// limit is 6 MB, 6,291,456 bytes
+/// (<https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html>).
 pub const PAGE_JSON_BYTES: usize = 4_800_000;
 
 /// How long one `GET /v1/jobs/{id}/logs` may spend reading S3 before it answers what it
@@ -192,7 +196,8 @@ pub fn plan_page(chunks: &[(u64, u64)], offset: u64, budget: u64) -> Vec<ChunkRe
 }
 
 /// How many bytes of `data` a page answers: as many as fit in `json_budget` bytes once
-/// JSON-escaped (invalid UTF-8 counted as its replacement character), ending on a
+/// JSON-escaped twice ([`PAGE_JSON_BYTES`]; invalid UTF-8 counted as its replacement
+/// character), ending on a
 /// character boundary. When `complete` is false (more may come), an incomplete UTF-8
 /// sequence at the very end is held back for the next page, so a character split across
 /// two chunks is never replaced.
@@ -240,11 +245,14 @@ fn utf8_width(rest: &[u8]) -> Utf8 {
     }
 }
 
-/// The JSON-escaped length of one character's bytes (serde_json's escaping).
+/// The length of one character's bytes JSON-escaped twice (serde_json's escaping, applied
+/// to its own output): `"` is `\"` then `\\\"`, a newline `\n` then `\\n`, another
+/// control byte `\u0001` then `\\u0001`; anything else is not escaped.
 fn escaped_len(ch: &[u8]) -> usize {
     match ch {
-        [b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c] => 2,
-        [c] if *c < 0x20 => 6,
+        [b'"' | b'\\'] => 4,
+        [b'\n' | b'\r' | b'\t' | 0x08 | 0x0c] => 3,
+        [c] if *c < 0x20 => 7,
         other => other.len(),
     }
 }
@@ -360,11 +368,12 @@ mod tests {
             "a complete log ends as it is"
         );
         assert_eq!(
-            page_cut(b"\x01\x01", 6, true),
+            page_cut(b"\x01\x01", 7, true),
             1,
-            "a control byte escapes to 6"
+            "a control byte escapes to 6, then 7"
         );
-        assert_eq!(page_cut(b"\"\"\"", 4, true), 2);
+        assert_eq!(page_cut(b"\"\"\"", 8, true), 2, "a quote to 2, then 4");
+        assert_eq!(page_cut(b"\n\n", 5, true), 1, "a newline to 2, then 3");
         assert_eq!(
             page_cut(b"ab\xffcd", 100, false),
             5,
@@ -415,12 +424,20 @@ mod tests {
         ) {
             let cut = page_cut(&data, budget, complete);
             prop_assert!(cut <= data.len());
-            let text = String::from_utf8_lossy(&data[..cut]);
-            let json = serde_json::to_string(&text).unwrap();
-            prop_assert!(json.len() - 2 <= budget, "{} > {}", json.len() - 2, budget);
-            if std::str::from_utf8(&data).is_ok() {
-                // Valid text: the cut is on a character boundary, nothing replaced.
+            // As Lambda returns it: escaped in the body, then the body escaped again.
+            let twice = |bytes: &[u8]| {
+                let once = serde_json::to_string(&String::from_utf8_lossy(bytes)).unwrap();
+                serde_json::to_string(&once[1..once.len() - 1]).unwrap().len() - 2
+            };
+            prop_assert!(twice(&data[..cut]) <= budget, "{} > {}", twice(&data[..cut]), budget);
+            if let Ok(text) = std::str::from_utf8(&data) {
+                // Valid text: the cut is on a character boundary, nothing replaced, and
+                // the next character would not have fitted (the count is exact).
                 prop_assert!(std::str::from_utf8(&data[..cut]).is_ok());
+                if let Some(next) = text[cut..].chars().next() {
+                    let more = twice(&data[..cut + next.len_utf8()]);
+                    prop_assert!(more > budget, "{more} <= {budget}");
+                }
             }
         }
 
