@@ -85,15 +85,30 @@ fn cleartext_api_url_is_refused_and_a_failing_token_commands_stderr_is_withheld(
             (r.code, all)
         };
         let (code, all) = main("  api_url = \"http://192.0.2.10:8080\"\n  token   = \"t\"");
-        assert_ne!(code, 0, "Terraform {version}: plain http to another host configures");
-        assert!(all.contains("`api_url`") && all.contains("in clear"), "Terraform {version}:\n{all}");
+        assert_ne!(
+            code, 0,
+            "Terraform {version}: plain http to another host configures"
+        );
+        assert!(
+            all.contains("`api_url`") && all.contains("in clear"),
+            "Terraform {version}:\n{all}"
+        );
         // The secret is made by the command, so only its stderr could show it whole.
         let (code, all) = main(
             "  api_url       = \"http://127.0.0.1:9\"\n  token_command = \"printf 'S3cret-%s-value\\\\n' tok >&2; exit 4\"",
         );
-        assert_ne!(code, 0, "Terraform {version}: a failing token_command configures");
-        assert!(!all.contains("S3cret-tok-value"), "Terraform {version}: stderr shown:\n{all}");
-        assert!(all.contains("exit status: 4") && all.contains("withheld"), "Terraform {version}:\n{all}");
+        assert_ne!(
+            code, 0,
+            "Terraform {version}: a failing token_command configures"
+        );
+        assert!(
+            !all.contains("S3cret-tok-value"),
+            "Terraform {version}: stderr shown:\n{all}"
+        );
+        assert!(
+            all.contains("exit status: 4") && all.contains("withheld"),
+            "Terraform {version}:\n{all}"
+        );
         let _ = std::fs::remove_dir_all(&tf.dir);
     }
 }
