@@ -497,9 +497,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         dir.display()
     );
     if let Some(path) = &args.ready_file {
-        std::fs::write(
+        // Every token is in it: created 0600 (never readable by others, even briefly).
+        data_dir::write_private(
             path,
-            json!({"url": url, "console": format!("{url}/"), "token": token, "users": user_tokens, "agent_pool": agent.as_ref().map(|a| &a.0)}).to_string(),
+            json!({"url": url, "console": format!("{url}/"), "token": token, "users": user_tokens, "agent_pool": agent.as_ref().map(|a| &a.0)}).to_string().as_bytes(),
         )
         .context("writing the ready file")?;
     }

@@ -69,12 +69,20 @@ pub fn save(dir: &Path, saved: &Saved) -> anyhow::Result<()> {
     write_private(&dir.join("dev.json"), &serde_json::to_vec_pretty(saved)?)
 }
 
-/// Writes `path` atomically (temp + rename), mode 0600 on Unix.
+/// Writes `path` atomically (temp + rename), mode 0600 on Unix: the temporary file is
+/// created new with that mode (a stale one left by a crash is removed first, since an
+/// existing file keeps its own mode), never widened and narrowed after.
 pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("removing {}", tmp.display()))
+        }
+        _ => {}
+    }
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -151,6 +159,17 @@ pub fn is_sortie_health(response: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A new empty directory of this test's own.
+    fn scratch(what: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "sortie-{what}-{}-{}",
+            std::process::id(),
+            sortie_core::tokens::random_hex(4)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn a_restart_keeps_every_token_and_mints_only_for_new_users() {
         let mut n = 0;
@@ -174,12 +193,7 @@ mod tests {
 
     #[test]
     fn saved_state_round_trips_privately_and_a_missing_file_is_nothing_saved() {
-        let dir = std::env::temp_dir().join(format!(
-            "sortie-devjson-{}-{}",
-            std::process::id(),
-            sortie_core::tokens::random_hex(4)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("devjson");
         assert_eq!(load(&dir).unwrap(), Saved::default());
         let saved = Saved {
             port: Some(4242),
@@ -202,6 +216,27 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o077, 0, "tokens are private: {mode:o}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A private file is 0600 even where a file of the same name, or a stale temporary
+    /// one from a crash, was world-readable.
+    #[cfg(unix)]
+    #[test]
+    fn a_private_file_is_0600_over_a_readable_one_and_a_stale_temporary() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("private");
+        let path = dir.join("ready.json");
+        let stale = path.with_extension(format!("tmp-{}", std::process::id()));
+        for p in [&path, &stale] {
+            std::fs::write(p, "old").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        write_private(&path, b"{\"token\":\"t\"}").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"token\":\"t\"}");
+        assert!(!stale.exists(), "the temporary file is renamed into place");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

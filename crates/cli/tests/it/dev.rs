@@ -498,6 +498,31 @@ fn requests_without_the_dev_token_are_refused() {
         (401, Some("unauthenticated"))
     );
     assert_eq!(call(&dev.url, "GET", "/v1/health", &[], None).0, 200);
+    // Routes are matched as the router matches them, (method, template): a user route
+    // that ends like an agent's route, and a runner route's path with another method,
+    // need the token.
+    for (method, path) in [
+        ("DELETE", "/v1/agent-pools/apool-1/tokens/exit"),
+        ("DELETE", "/v1/jobs/j1/spec"),
+        ("GET", "/v1/jobs/spec"),
+    ] {
+        let (status, body) = call(&dev.url, method, path, &[], None);
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (401, Some("unauthenticated")),
+            "{method} {path}: {body}"
+        );
+    }
+    // The ready file holds every token: only its owner may read it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dev.dir.join("ready.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "ready.json is {mode:o}");
+    }
     // The scheme in any case; a wrong token is `invalid_token`, and each 401 challenges.
     let lower = format!("bearer {}", dev.token);
     let (status, _) = call(
