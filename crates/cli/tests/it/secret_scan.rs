@@ -119,8 +119,7 @@ impl Scan {
             if let Some(at) = text.find(needle.as_str()) {
                 let from = text.floor_char_boundary(at.saturating_sub(120));
                 let to = text.ceil_char_boundary((at + needle.len() + 60).min(text.len()));
-                self.found
-                    .push(format!("{what}: …{}…", &text[from..to]));
+                self.found.push(format!("{what}: …{}…", &text[from..to]));
             }
         }
     }
@@ -469,14 +468,19 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
         vec!["job", "get", plan.as_str()],
     ] {
         let out: common::Out = common::sortie(&dev, &args).into();
-        scan.check(&format!("`sortie {}`", args.join(" ")), &format!("{}\n{}", out.stdout, out.stderr));
+        scan.check(
+            &format!("`sortie {}`", args.join(" ")),
+            &format!("{}\n{}", out.stdout, out.stderr),
+        );
     }
 
     // The console's pages as served.
     let mut pages = vec!["/".to_string()];
-    pages.extend(sortie_api::console::ASSETS.iter().map(|a| {
-        format!("/assets/{}/{}", sortie_api::console::ASSET_HASH, a.path)
-    }));
+    pages.extend(
+        sortie_api::console::ASSETS
+            .iter()
+            .map(|a| format!("/assets/{}/{}", sortie_api::console::ASSET_HASH, a.path)),
+    );
     for page in &pages {
         let (status, body) = sortie_testkit::http::call(&dev.url, "GET", page, &[], None);
         assert_eq!(status, 200, "{page}: {body}");
@@ -503,7 +507,12 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
     // The table, the buckets and the files.
     let items = rt.block_on(scan_tables(&mut scan));
     assert!(items > 0, "no table scanned");
-    let objects = rt.block_on(scan_buckets(&[&apply, &plan], &state_bucket, &password, &mut scan));
+    let objects = rt.block_on(scan_buckets(
+        &[&apply, &plan],
+        &state_bucket,
+        &password,
+        &mut scan,
+    ));
     assert!(objects > 0, "no object scanned");
     let files = scan_files(&dev.dir, &password, &mut scan);
     assert!(files > 0, "no file scanned");
@@ -519,4 +528,3 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
         scan.found.join("\n")
     );
 }
-
