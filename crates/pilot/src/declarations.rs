@@ -71,8 +71,7 @@ pub fn undeclared_sensitive_warnings<'a>(
 
 /// `(name, sensitive)` of each variable of a `.tf.json` file; none when it is not JSON.
 fn json_variables(text: &str) -> Vec<(String, bool)> {
-    let Ok(serde_json::Value::Object(doc)) = serde_json::from_str::<serde_json::Value>(text)
-    else {
+    let Ok(serde_json::Value::Object(doc)) = serde_json::from_str::<serde_json::Value>(text) else {
         return Vec::new();
     };
     let blocks = match doc.get("variable") {
@@ -384,12 +383,18 @@ resource "x" "y" {
     #[test]
     fn json_files_and_override_files_count() {
         let files = [
-            ("main.tf", "variable \"a\" {}\nvariable \"b\" {}\nvariable \"c\" {}\n"),
+            (
+                "main.tf",
+                "variable \"a\" {}\nvariable \"b\" {}\nvariable \"c\" {}\n",
+            ),
             (
                 "vars.tf.json",
                 r#"{"variable": {"d": {"sensitive": true}, "e": {"type": "string"}}}"#,
             ),
-            ("main_override.tf", "variable \"b\" {\n  sensitive = true\n}\n"),
+            (
+                "main_override.tf",
+                "variable \"b\" {\n  sensitive = true\n}\n",
+            ),
         ];
         let names: Vec<String> = ["a", "b", "d", "e", "undeclared"]
             .map(String::from)
@@ -398,7 +403,11 @@ resource "x" "y" {
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(warnings[0].starts_with("variable `a` holds a secret value but is not declared `sensitive = true` (variable \"a\" in main.tf;"), "{}", warnings[0]);
         assert!(warnings[0].contains("minimal scan"), "{}", warnings[0]);
-        assert!(warnings[1].contains("(variable \"e\" in vars.tf.json;"), "{}", warnings[1]);
+        assert!(
+            warnings[1].contains("(variable \"e\" in vars.tf.json;"),
+            "{}",
+            warnings[1]
+        );
     }
 
     #[test]

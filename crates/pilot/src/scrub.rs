@@ -300,7 +300,9 @@ impl Secrets {
 
     /// The patterns, read-locked.
     pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Patterns> {
-        self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `text` scrubbed of every secret known now.

@@ -159,7 +159,8 @@ mod tests {
     #[test]
     fn a_sensitive_output_is_kept_without_its_value() {
         let json = r#"{"a":{"sensitive":false,"type":"string","value":"x"},"b":{"sensitive":true,"type":"string","value":"hunter2"},"c":{"type":"string","value":"unflagged"}}"#;
-        let out: Value = serde_json::from_slice(&redact_outputs(json, &Patterns::default()).unwrap()).unwrap();
+        let out: Value =
+            serde_json::from_slice(&redact_outputs(json, &Patterns::default()).unwrap()).unwrap();
         assert_eq!(out["a"]["value"], "x");
         assert_eq!(
             out["b"],
@@ -202,7 +203,10 @@ mod tests {
         assert_eq!(nested["other"], 7);
         assert_eq!(nested["quoted"], format!("say {MARKER}"));
         assert_eq!(out["plain"]["value"], "nothing secret");
-        assert_eq!(out["marked"], serde_json::json!({"sensitive": true, "type": "string"}));
+        assert_eq!(
+            out["marked"],
+            serde_json::json!({"sensitive": true, "type": "string"})
+        );
         // Nothing to scrub: the values are kept as they are.
         let kept: Value =
             serde_json::from_slice(&redact_outputs(json, &Patterns::default()).unwrap()).unwrap();

@@ -14,10 +14,12 @@
 //! list), what the CLI printed, the console's pages as served, every EventBridge event
 //! `sortie dev` published, every item of its DynamoDB table, every object of the
 //! buckets that belongs to these jobs, and every file under `sortie dev`'s work
-//! directory. Only Terraform's own at-rest copies are skipped: the state (`*.tfstate`:
-//! the state must hold the values it applied) and the saved plan the pilot applied
-//! (`*.tfplan`: Terraform keeps every input value of a plan in it to apply it); the test
-//! checks that they hold the value, so the skip hides nothing else.
+//! directory. Only Terraform's state is skipped (`*.tfstate` in the state bucket, and its
+//! copy in `sortie dev`'s snapshot: the state must hold the values it applied, and the
+//! test checks that it does, so the skip hides nothing else). The failing job runs in an
+//! environment of its own: a job not given a secret cannot scrub it, and a plan against a
+//! state that holds an undeclared-sensitive value from an earlier job shows it (the
+//! warning tells the user to declare the variable `sensitive`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -28,6 +30,9 @@ use serde_json::{json, Value};
 use crate::common::{self, Dev};
 
 const ENV: &str = "acme/demo/scan";
+
+/// The failing job's environment (no state of the apply's).
+const FAIL_ENV: &str = "acme/demo/scan-fail";
 
 /// The configuration applied: no variable is declared `sensitive`.
 const MAIN_TF: &str = r#"variable "db_password" {
@@ -119,8 +124,7 @@ impl Scan {
             if let Some(at) = text.find(needle.as_str()) {
                 let from = text.floor_char_boundary(at.saturating_sub(120));
                 let to = text.ceil_char_boundary((at + needle.len() + 60).min(text.len()));
-                self.found
-                    .push(format!("{what}: …{}…", &text[from..to]));
+                self.found.push(format!("{what}: …{}…", &text[from..to]));
             }
         }
     }
@@ -153,9 +157,16 @@ fn scan_log(dev: &Dev, id: &str, scan: &mut Scan) -> String {
 
 /// Submits `operation` from `source` with the sensitive variables `vars` (`NAME=VALUE`);
 /// the job's id, after scanning what the CLI printed.
-fn submit(dev: &Dev, operation: &str, source: &Path, vars: &[String], scan: &mut Scan) -> String {
+fn submit(
+    dev: &Dev,
+    operation: &str,
+    env: &str,
+    source: &Path,
+    vars: &[String],
+    scan: &mut Scan,
+) -> String {
     let source = source.display().to_string();
-    let mut args = vec!["-o", "json", "run", operation, ENV, "--source", &source];
+    let mut args = vec!["-o", "json", "run", operation, env, "--source", &source];
     for v in vars {
         args.extend(["--sensitive-var", v.as_str()]);
     }
@@ -293,11 +304,29 @@ async fn scan_buckets(jobs: &[&str], state_bucket: &str, value: &str, scan: &mut
     count
 }
 
-/// Scans every file under `dir` but Terraform's state and saved plan files (which must
-/// hold the value: checked, for the saved plan); how many files.
+/// The bodies `sortie dev`'s snapshot keeps of Terraform state files (`world.json` names
+/// each object's key and the SHA-256 its body is stored under).
+fn snapshot_states(dir: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("snapshot/world.json")) else {
+        return Vec::new();
+    };
+    let world: Value = serde_json::from_str(&text).unwrap();
+    world["buckets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|b| b["objects"].as_array().into_iter().flatten())
+        .filter(|o| o["key"].as_str().is_some_and(|k| k.ends_with(".tfstate")))
+        .filter_map(|o| o["sha256"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Scans every file under `dir` (the runner's work directory is a temporary one, removed
+/// at its end) but the snapshot's copies of Terraform state, which must hold the value
+/// (checked); how many files.
 fn scan_files(dir: &Path, value: &str, scan: &mut Scan) -> usize {
+    let states = snapshot_states(dir);
     let mut count = 0;
-    let mut plans = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -308,36 +337,20 @@ fn scan_files(dir: &Path, value: &str, scan: &mut Scan) -> usize {
             let name = entry.file_name().to_string_lossy().into_owned();
             if path.is_dir() {
                 stack.push(path);
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(&path) else {
-                continue;
-            };
-            if name.ends_with(".tfstate") || name.ends_with(".tfstate.backup") {
-                continue;
-            }
-            if name.ends_with(".tfplan") {
-                // A zip: its entries are stored deflated, so look inside with `unzip -p`.
-                let shown = std::process::Command::new("unzip")
-                    .arg("-p")
-                    .arg(&path)
-                    .output()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                    .unwrap_or_default();
-                if shown.contains(value) {
-                    plans += 1;
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                if states.contains(&name) {
+                    assert!(
+                        String::from_utf8_lossy(&bytes).contains(value),
+                        "the state copy {} does not hold the value",
+                        path.display()
+                    );
+                    continue;
                 }
-                continue;
+                count += 1;
+                scan.bytes(&path.display().to_string(), &bytes);
             }
-            count += 1;
-            scan.bytes(&path.display().to_string(), &bytes);
         }
     }
-    assert!(
-        plans > 0,
-        "no saved plan under {} holds the value: the skip would hide nothing",
-        dir.display()
-    );
     count
 }
 
@@ -372,6 +385,11 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
         "/v1/groups/acme/demo/-/environments",
         Some(json!({"name": "scan", "env_type": "development"})),
     );
+    dev.api(
+        "POST",
+        "/v1/groups/acme/demo/-/environments",
+        Some(json!({"name": "scan-fail", "env_type": "development"})),
+    );
     let password = format!("S3cret-value-{}", sortie_testkit::unique("pw"));
     let api_key = format!("k&y<\"q>-{}", sortie_testkit::unique("key"));
     let mut scan = Scan::new(&[&password, &api_key]);
@@ -382,6 +400,7 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
     let apply = submit(
         &dev,
         "apply",
+        ENV,
         &source,
         &[
             format!("db_password={password}"),
@@ -418,6 +437,7 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
     let plan = submit(
         &dev,
         "plan",
+        FAIL_ENV,
         &failing,
         &[format!("db_password={password}")],
         &mut scan,
@@ -469,14 +489,20 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
         vec!["job", "get", plan.as_str()],
     ] {
         let out: common::Out = common::sortie(&dev, &args).into();
-        scan.check(&format!("`sortie {}`", args.join(" ")), &format!("{}\n{}", out.stdout, out.stderr));
+        scan.check(
+            &format!("`sortie {}`", args.join(" ")),
+            &format!("{}\n{}", out.stdout, out.stderr),
+        );
     }
 
     // The console's pages as served.
     let mut pages = vec!["/".to_string()];
-    pages.extend(sortie_api::console::ASSETS.iter().map(|a| {
-        format!("/assets/{}/{}", sortie_api::console::ASSET_HASH, a.path)
-    }));
+    pages.extend(
+        sortie_api::console::ASSETS
+            .iter()
+            .filter(|a| a.path != sortie_api::console::INDEX)
+            .map(|a| format!("/assets/{}/{}", sortie_api::console::ASSET_HASH, a.path)),
+    );
     for page in &pages {
         let (status, body) = sortie_testkit::http::call(&dev.url, "GET", page, &[], None);
         assert_eq!(status, 200, "{page}: {body}");
@@ -503,7 +529,12 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
     // The table, the buckets and the files.
     let items = rt.block_on(scan_tables(&mut scan));
     assert!(items > 0, "no table scanned");
-    let objects = rt.block_on(scan_buckets(&[&apply, &plan], &state_bucket, &password, &mut scan));
+    let objects = rt.block_on(scan_buckets(
+        &[&apply, &plan],
+        &state_bucket,
+        &password,
+        &mut scan,
+    ));
     assert!(objects > 0, "no object scanned");
     let files = scan_files(&dev.dir, &password, &mut scan);
     assert!(files > 0, "no file scanned");
@@ -519,4 +550,3 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
         scan.found.join("\n")
     );
 }
-

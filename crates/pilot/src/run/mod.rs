@@ -59,7 +59,10 @@ pub async fn run(
     secrets.add([env.token.expose()]);
     if let Some(credentials) = &env.git_credentials {
         let value = credentials.expose();
-        secrets.add([value, value.split_once(':').map_or(value, |(_, token)| token)]);
+        secrets.add([
+            value,
+            value.split_once(':').map_or(value, |(_, token)| token),
+        ]);
     }
     let span = tracing::info_span!("job", job_id = %env.job_id);
     run_job(env, objects).instrument(span).await
@@ -277,7 +280,8 @@ async fn execute(
             .filter_map(|name| std::env::var(name).ok())
             .collect(),
     };
-    sink.secrets().add(redaction.values.iter().map(String::as_str));
+    sink.secrets()
+        .add(redaction.values.iter().map(String::as_str));
     warn_short(sink, &present, |name| std::env::var(name).ok());
     if !present.is_empty() {
         sink.line(&format!(
