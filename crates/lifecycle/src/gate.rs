@@ -182,7 +182,37 @@ fn plan_key(record: &JobRecord) -> String {
     )
 }
 
+/// Where a job's whole policy result is kept when its summary left messages out.
+fn policy_key(record: &JobRecord) -> String {
+    format!(
+        "{}policy.json",
+        sortie_core::protocol::pilot::artifact_prefix(&record.job.id)
+    )
+}
+
 impl JobService {
+    /// `full` as kept on the job and in the event ([`gate::summary`] within
+    /// [`gate::SUMMARY_MAX_BYTES`]); when messages were left out the whole result is
+    /// written to the artifacts bucket first and its key named in the summary.
+    async fn summarised(
+        &self,
+        record: &JobRecord,
+        full: PolicyResult,
+    ) -> Result<PolicyResult, StoreError> {
+        let key = self.gate.artifacts.as_ref().map(|_| policy_key(record));
+        let summary = gate::summary(&full, gate::SUMMARY_MAX_BYTES, key.as_deref());
+        if let (Some(artifacts), Some(key), Some(_)) =
+            (&self.gate.artifacts, &key, &summary.truncated)
+        {
+            let bytes = serde_json::to_vec(&full).map_err(|e| StoreError::Invalid {
+                path: "policy".into(),
+                problem: e.to_string(),
+            })?;
+            artifacts.write(key, bytes, "application/json").await?;
+        }
+        Ok(summary)
+    }
+
     /// The sets in force for `env` now: every set of its group and its ancestors whose
     /// criteria match, the root's first, from the listing cached by version
     /// ([`crate::PolicyListingCache`]). A group cannot switch off an inherited set.
@@ -253,7 +283,8 @@ impl JobService {
                     sets.iter().map(|s| (s.group.as_str(), &s.set)),
                     &reason,
                 );
-                return Ok(Some(gate::result(results, Some(&reason), now)));
+                let full = gate::result(results, Some(&reason), now);
+                return self.summarised(record, full).await.map(Some);
             }
             PlanInput::Available(plan) => plan,
         };
@@ -282,7 +313,8 @@ impl JobService {
             };
             results.push(result);
         }
-        Ok(Some(gate::result(results, None, now)))
+        let full = gate::result(results, None, now);
+        self.summarised(record, full).await.map(Some)
     }
 
     /// The job's stored `plan.json`, within the function's memory: its size is read first

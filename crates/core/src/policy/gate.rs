@@ -11,7 +11,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{overall_status, Enforcement, OnUnavailable, PolicyResult, PolicySet, PolicyStatus};
+use super::{
+    overall_status, Enforcement, OnUnavailable, PolicyResult, PolicySet, PolicyStatus, Truncated,
+};
 use super::{SetResult, MAX_MODULES};
 
 /// The principal that approves an `auto` job's apply phase when its plan passed the gate.
@@ -160,6 +162,7 @@ pub fn result(sets: Vec<SetResult>, unavailable: Option<&str>, at: DateTime<Utc>
         checked_at: at,
         sets,
         reason,
+        truncated: None,
     })
 }
 
@@ -183,6 +186,99 @@ pub fn bounded(mut result: PolicyResult) -> PolicyResult {
         cut(r);
     }
     result
+}
+
+/// The bytes of a policy result kept on the job item and in `sortie.job.policy_checked`.
+/// DynamoDB items are limited to 400 KB and EventBridge entries to 256 KB; the result
+/// gets 96 KiB of either, leaving the rest for the job's other attributes and the event's
+/// other fields (docs/decisions/limits.md).
+pub const SUMMARY_MAX_BYTES: usize = 96 * 1024;
+
+/// `result` as kept on the job item and in the event: unchanged when its JSON fits in
+/// `budget` bytes; else every set keeps its name, group, enforcement and verdict (the
+/// first message of each non-empty list and its error, cut shorter until all sets fit),
+/// then further messages in order while they fit, and [`Truncated`] says how many were
+/// left out, each set's counts, and `full_key` (where the caller keeps the whole result).
+pub fn summary(result: &PolicyResult, budget: usize, full_key: Option<&str>) -> PolicyResult {
+    if json_len(result) <= budget {
+        return result.clone();
+    }
+    let total: usize = result
+        .sets
+        .iter()
+        .map(|s| s.deny.len() + s.warn.len())
+        .sum();
+    let counts = result
+        .sets
+        .iter()
+        .map(|s| [s.deny.len() as u32, s.warn.len() as u32])
+        .collect();
+    let mut out = result.clone();
+    // The largest `omitted` is counted while fitting, so the real one never adds bytes.
+    out.truncated = Some(Truncated {
+        omitted_messages: total as u32,
+        counts,
+        full_result_key: full_key.map(str::to_string),
+    });
+    for first in [256, 64, 16, 0] {
+        for (s, full) in out.sets.iter_mut().zip(&result.sets) {
+            for (list, all) in [(&mut s.deny, &full.deny), (&mut s.warn, &full.warn)] {
+                list.clear();
+                list.extend(all.first().map(|m| cut_json(m, first)));
+            }
+            s.error = full.error.as_deref().map(|e| cut_json(e, first));
+        }
+        if let Some(r) = &result.reason {
+            out.reason = Some(cut_json(r, first));
+        }
+        if json_len(&out) <= budget {
+            break;
+        }
+    }
+    let mut size = json_len(&out);
+    let mut kept = out.sets.iter().filter(|s| !s.deny.is_empty()).count()
+        + out.sets.iter().filter(|s| !s.warn.is_empty()).count();
+    for (s, full) in out.sets.iter_mut().zip(&result.sets) {
+        for (list, all) in [(&mut s.deny, &full.deny), (&mut s.warn, &full.warn)] {
+            for m in all.iter().skip(1) {
+                let cost = json_len(m) + 1;
+                if size + cost > budget {
+                    continue;
+                }
+                size += cost;
+                kept += 1;
+                list.push(m.clone());
+            }
+        }
+    }
+    if let Some(t) = &mut out.truncated {
+        t.omitted_messages = (total - kept) as u32;
+    }
+    out
+}
+
+fn json_len<T: serde::Serialize + ?Sized>(v: &T) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
+}
+
+/// `m`'s longest prefix whose JSON string is at most `max` bytes, marked `…` when cut.
+fn cut_json(m: &str, max: usize) -> String {
+    if json_len(m) <= max {
+        return m.to_string();
+    }
+    let mut out = String::new();
+    let mut size = 2 + '…'.len_utf8();
+    for c in m.chars() {
+        let mut buf = [0; 4];
+        let n = json_len(c.encode_utf8(&mut buf) as &str) - 2;
+        if size + n > max {
+            break;
+        }
+        size += n;
+        out.push(c);
+    }
+    out.push('…');
+    out
 }
 
 fn cut(m: &mut String) {
@@ -409,6 +505,98 @@ mod tests {
             let r = checked(sets.clone());
             prop_assert_eq!(r.status, overall_status(&sets));
             prop_assert!(r.sets.iter().all(|s| s.deny.iter().chain(&s.warn).all(|m| m.len() <= MAX_MESSAGE_BYTES)));
+        }
+    }
+
+    /// DynamoDB's item size of `v` stored as a map under `name`: attribute names and
+    /// UTF-8 values, 3 bytes per list or map plus 1 per element, numbers at their digits
+    /// plus 1 (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html).
+    fn dynamodb_size(name: &str, v: &serde_json::Value) -> usize {
+        use serde_json::Value;
+        let value = match v {
+            Value::Null | Value::Bool(_) => 1,
+            Value::Number(n) => n.to_string().len() + 1,
+            Value::String(s) => s.len(),
+            Value::Array(a) => 3 + a.iter().map(|e| 1 + dynamodb_size("", e)).sum::<usize>(),
+            Value::Object(o) => {
+                3 + o
+                    .iter()
+                    .map(|(k, e)| 1 + dynamodb_size(k, e))
+                    .sum::<usize>()
+            }
+        };
+        name.len() + value
+    }
+
+    /// The largest result `bounded` lets through: [`MAX_SETS`] sets, [`MAX_MESSAGES`]
+    /// messages per list, every message and error at [`MAX_MESSAGE_BYTES`] of `text`.
+    fn worst(text: &str) -> PolicyResult {
+        let message: String = text.chars().cycle().take(MAX_MESSAGE_BYTES).collect();
+        let messages: Vec<&str> = vec![message.as_str(); MAX_MESSAGES + 5];
+        let mut sets: Vec<SetResult> = (0..MAX_SETS + 5)
+            .map(|_| set(Enforcement::Advisory, &messages, &messages))
+            .collect();
+        sets[0].enforcement = Enforcement::Mandatory;
+        sets[1].error = Some(message.clone());
+        result(sets, None, Utc::now())
+    }
+
+    const DYNAMODB_ITEM_BYTES: usize = 400 * 1024;
+    const EVENTBRIDGE_ENTRY_BYTES: usize = 256 * 1024;
+
+    #[test]
+    fn the_bounded_worst_case_fits_neither_an_item_nor_an_event_but_its_summary_does() {
+        let full = worst("\"\\é");
+        let json = serde_json::to_vec(&full).unwrap();
+        assert!(json.len() > EVENTBRIDGE_ENTRY_BYTES, "{} bytes", json.len());
+        let item = dynamodb_size("policy", &serde_json::to_value(&full).unwrap());
+        assert!(item > DYNAMODB_ITEM_BYTES, "{item} bytes");
+        let s = summary(&full, SUMMARY_MAX_BYTES, Some("jobs/j/policy.json"));
+        assert!(serde_json::to_vec(&s).unwrap().len() <= SUMMARY_MAX_BYTES);
+        let t = s.truncated.as_ref().expect("truncated");
+        assert_eq!(t.full_result_key.as_deref(), Some("jobs/j/policy.json"));
+        let kept: usize = s.sets.iter().map(|s| s.deny.len() + s.warn.len()).sum();
+        assert_eq!(
+            kept + t.omitted_messages as usize,
+            2 * MAX_SETS * MAX_MESSAGES
+        );
+        assert!(
+            kept > 2 * MAX_SETS,
+            "more than the first messages fit: {kept}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// Whatever the text (quotes, backslashes, multi-byte), the worst case's summary
+        /// is within budget as the event's JSON and as DynamoDB counts it, and keeps every
+        /// set's name, enforcement, verdict and counts.
+        #[test]
+        fn the_worst_case_summary_fits_the_item_and_the_event(
+            text in "[\"\\\\é€😀a\n]{1,16}",
+            name in "[\"\\\\é€😀a]{1,32}",
+        ) {
+            let mut full = worst(&text);
+            for s in &mut full.sets {
+                s.set = name.clone();
+            }
+            let s = summary(&full, SUMMARY_MAX_BYTES, Some("jobs/j/policy.json"));
+            let json = serde_json::to_vec(&s).unwrap();
+            prop_assert!(json.len() <= SUMMARY_MAX_BYTES, "{} bytes", json.len());
+            let item = dynamodb_size("policy", &serde_json::to_value(&s).unwrap());
+            prop_assert!(item <= SUMMARY_MAX_BYTES, "{} item bytes", item);
+            prop_assert_eq!(s.status, full.status);
+            prop_assert_eq!(s.sets.len(), full.sets.len());
+            let t = s.truncated.as_ref().unwrap();
+            for ((a, b), c) in s.sets.iter().zip(&full.sets).zip(&t.counts) {
+                prop_assert_eq!(&a.set, &b.set);
+                prop_assert_eq!(a.enforcement, b.enforcement);
+                prop_assert_eq!(a.denied(), b.denied());
+                prop_assert_eq!(a.warn.is_empty(), b.warn.is_empty());
+                prop_assert_eq!(*c, [b.deny.len() as u32, b.warn.len() as u32]);
+            }
+            prop_assert_eq!(std::mem::discriminant(&verdict(&s)), std::mem::discriminant(&verdict(&full)));
         }
     }
 }

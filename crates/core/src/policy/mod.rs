@@ -129,6 +129,24 @@ pub struct PolicyResult {
     /// Why, when the status needs one (such as "plan data unavailable for Terraform 0.11").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Set when messages were left out to fit the job item and the event
+    /// ([`gate::summary`]): how many, each set's full counts, and where the whole result is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Truncated>,
+}
+
+/// What a summarised [`PolicyResult`] left out ([`gate::summary`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub struct Truncated {
+    /// How many messages (deny, warn) were left out in all.
+    pub omitted_messages: u32,
+    /// Each set's full message counts, `[deny, warn]`, in the order of `sets`.
+    pub counts: Vec<[u32; 2]>,
+    /// The artifacts key of the whole result (`jobs/<id>/policy.json`), when stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_result_key: Option<String>,
 }
 
 /// The overall verdict of a policy check.
