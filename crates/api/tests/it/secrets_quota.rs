@@ -14,7 +14,6 @@ use common::{seed_org, Api};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use sortie_core::JobId;
-use sortie_launch::JobSecrets;
 
 /// The calls moto's quota double answered and throttled for `operation` so far.
 fn throttle_counts(operation: &str) -> (u64, u64) {
