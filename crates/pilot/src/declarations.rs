@@ -171,16 +171,18 @@ fn block_sensitive(tokens: &[Token], start: usize) -> (bool, usize) {
                     return (sensitive, i + 1);
                 }
             }
-            Token::Ident(word) if depth == 1 && at_line_start && word == "sensitive" => {
-                if tokens.get(i + 1) == Some(&Token::Equals)
+            Token::Ident(word)
+                if depth == 1
+                    && at_line_start
+                    && word == "sensitive"
+                    && tokens.get(i + 1) == Some(&Token::Equals)
                     && tokens.get(i + 2) == Some(&Token::Ident("true".into()))
                     && matches!(
                         tokens.get(i + 3),
                         None | Some(Token::Newline) | Some(Token::Close)
-                    )
-                {
-                    sensitive = true;
-                }
+                    ) =>
+            {
+                sensitive = true;
             }
             _ => {}
         }

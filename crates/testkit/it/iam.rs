@@ -277,8 +277,28 @@ fn trust<'a>(w: &'a Value, action: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("the launcher trust allows {action}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
+/// The whole lifecycle (submit, dispatch, every end step and the sweep) nests deep futures,
+/// and a debug build's frames are several times a release build's: the test runs on
+/// threads with 16 MiB stacks instead of libtest's 2 MiB.
+#[test]
+fn a_job_lifecycle_runs_with_exactly_the_deployed_roles() {
+    const STACK: usize = 16 << 20;
+    std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .thread_stack_size(STACK)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(a_job_lifecycle_with_the_deployed_roles())
+        })
+        .expect("a test thread")
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+}
+
+async fn a_job_lifecycle_with_the_deployed_roles() {
     sortie_testkit::require_aws!();
     let started = Instant::now();
     let moto = MotoIam::start();
