@@ -259,7 +259,7 @@ impl JobService {
 
     /// Deletes the secrets of `job`'s sensitive variables (once it ended, or when its
     /// submit made no job), each retried under throttling and bounded in time
-    /// ([`SECRET_DELETE_TIMEOUT`]); a failure is logged, never fatal (the job's outcome is
+    /// (`SECRET_DELETE_TIMEOUT`, 20 s); a failure is logged, never fatal (the job's outcome is
     /// already durable), and the sweep deletes what is left (`engine/secret_sweep.rs`).
     pub async fn forget_sensitive_variables(&self, job: &Job) {
         for arn in sensitive::secret_arns(&job.request) {
