@@ -34,21 +34,7 @@ fn dev(prefix: &str) -> Dev {
     // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
     let _ = sortie_testkit::terraform111_bin();
     let dev = common::launch(prefix, 1, Some(&common::runner_binary()));
-    let runner = format!(
-        "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        versioned_state_bucket(),
-        sortie_testkit::endpoint()
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/runners/tf111",
-        Some(Value::String(runner)),
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/rules",
-        Some(json!({"id": "default", "runner_id": "acme/tf111"})),
-    );
+    common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &versioned_state_bucket());
     dev
 }
 

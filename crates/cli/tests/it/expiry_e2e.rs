@@ -29,20 +29,7 @@ fn dev() -> (Dev, String) {
         ..Default::default()
     });
     let bucket = common::state_bucket();
-    let runner = format!(
-        "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_testkit::endpoint()
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/runners/tf111",
-        Some(Value::String(runner)),
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/rules",
-        Some(json!({"id": "default", "runner_id": "acme/tf111"})),
-    );
+    common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &bucket);
     (dev, bucket)
 }
 

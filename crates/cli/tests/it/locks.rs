@@ -15,21 +15,7 @@ fn dev() -> Dev {
     // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
     let _ = sortie_testkit::terraform111_bin();
     let dev = common::launch("locks", 1, Some(&common::runner_binary()));
-    let runner = format!(
-        "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        common::state_bucket(),
-        sortie_testkit::endpoint()
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/runners/tf111",
-        Some(Value::String(runner)),
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/rules",
-        Some(json!({"id": "default", "runner_id": "acme/tf111"})),
-    );
+    common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &common::state_bucket());
     for (group, name) in [("acme/app", "web"), ("acme/app/eu", "api")] {
         dev.api(
             "POST",

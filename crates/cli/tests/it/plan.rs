@@ -189,20 +189,7 @@ fn a_sensitive_value_never_leaves_the_runner_through_the_plan() {
     let _ = sortie_testkit::terraform111_bin();
     let dev = common::launch("plans", 1, Some(&common::runner_binary()));
     let bucket = common::state_bucket();
-    let runner = format!(
-        "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_testkit::endpoint()
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/runners/tf111",
-        Some(Value::String(runner)),
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/rules",
-        Some(json!({"id": "default", "runner_id": "acme/tf111"})),
-    );
+    common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &bucket);
     dev.api(
         "POST",
         "/v1/groups/acme/demo/-/environments",

@@ -366,20 +366,7 @@ fn an_undeclared_sensitive_variable_is_found_nowhere_a_viewer_can_look() {
         &sortie_testkit::unique("scan-events"),
     ));
     let state_bucket = common::state_bucket();
-    let runner = format!(
-        "tool_version: \">= 1.5\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {state_bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_testkit::endpoint()
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/runners/tf111",
-        Some(Value::String(runner)),
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/rules",
-        Some(json!({"id": "default", "runner_id": "acme/tf111"})),
-    );
+    common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &state_bucket);
     dev.api(
         "POST",
         "/v1/groups/acme/demo/-/environments",

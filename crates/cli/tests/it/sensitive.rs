@@ -25,20 +25,7 @@ const ENV: &str = "acme/demo/hello";
 fn start() -> Dev {
     let dev = common::launch("sensitive", 1, Some(&common::runner_binary()));
     let bucket = common::state_bucket();
-    let runner = format!(
-        "tool_version: \"1.0.3\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
-        sortie_testkit::endpoint()
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/runners/tf1",
-        Some(Value::String(runner)),
-    );
-    dev.api(
-        "POST",
-        "/v1/groups/acme/-/rules",
-        Some(json!({"id": "default", "runner_id": "acme/tf1"})),
-    );
+    common::local_runner_on_s3(&dev, "tf1", "1.0.3", &bucket);
     dev.api(
         "POST",
         "/v1/groups/acme/demo/-/environments",

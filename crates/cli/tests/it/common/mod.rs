@@ -320,6 +320,25 @@ pub fn state_bucket() -> String {
     bucket
 }
 
+/// Registers a local runner `acme/<name>` running Terraform `tool_version`, with its state
+/// in `bucket` on the shared moto, and the organisation's default rule naming it.
+pub fn local_runner_on_s3(dev: &Dev, name: &str, tool_version: &str, bucket: &str) {
+    let runner = format!(
+        "tool_version: \"{tool_version}\"\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: {bucket}\n  key_prefix: sortie/\n  region: us-east-1\n  endpoint: {}\n",
+        sortie_testkit::endpoint()
+    );
+    dev.api(
+        "POST",
+        &format!("/v1/groups/acme/-/runners/{name}"),
+        Some(Value::String(runner)),
+    );
+    dev.api(
+        "POST",
+        "/v1/groups/acme/-/rules",
+        Some(serde_json::json!({"id": "default", "runner_id": format!("acme/{name}")})),
+    );
+}
+
 /// A `sortie` command in a real pseudo-terminal, with what it printed so far; killed on
 /// drop.
 pub struct Terminal {
