@@ -9,6 +9,7 @@ use sortie_core::runner::{CapacityProvider, EcsFargateRunner};
 use sortie_core::RunnerCheck;
 
 use super::aws_words;
+use super::ec2::Ec2Query;
 
 /// The cluster is ACTIVE; the capacity providers the runner's jobs use are associated.
 pub(super) async fn cluster_checks(
@@ -233,40 +234,27 @@ fn size_problems(c: &EcsFargateRunner, td: &aws_sdk_ecs::types::TaskDefinition) 
 }
 
 /// The subnets and security groups exist and are in one VPC.
-pub(super) async fn network_check(ec2: &aws_sdk_ec2::Client, c: &EcsFargateRunner) -> RunnerCheck {
-    let subnets = match ec2
-        .describe_subnets()
-        .set_subnet_ids(Some(c.subnets.clone()))
-        .send()
-        .await
-    {
-        Ok(out) => out,
-        Err(e) => return RunnerCheck::failed(CHECK_NETWORK, aws_words("DescribeSubnets", e)),
+pub(super) async fn network_check(
+    ec2: &Result<Ec2Query, String>,
+    c: &EcsFargateRunner,
+) -> RunnerCheck {
+    let ec2 = match ec2 {
+        Ok(ec2) => ec2,
+        Err(e) => return RunnerCheck::failed(CHECK_NETWORK, e.clone()),
     };
-    let groups = match ec2
-        .describe_security_groups()
-        .set_group_ids(Some(c.security_groups.clone()))
-        .send()
-        .await
-    {
-        Ok(out) => out,
-        Err(e) => {
-            return RunnerCheck::failed(CHECK_NETWORK, aws_words("DescribeSecurityGroups", e))
-        }
+    let subnets = match ec2.describe_subnets(&c.subnets).await {
+        Ok(found) => found,
+        Err(e) => return RunnerCheck::failed(CHECK_NETWORK, e),
     };
-    let mut found: Vec<(String, String)> = vec![];
-    for s in subnets.subnets() {
-        found.push((
-            s.subnet_id().unwrap_or_default().to_string(),
-            s.vpc_id().unwrap_or_default().to_string(),
-        ));
-    }
-    for g in groups.security_groups() {
-        found.push((
-            g.group_id().unwrap_or_default().to_string(),
-            g.vpc_id().unwrap_or_default().to_string(),
-        ));
-    }
+    let groups = match ec2.describe_security_groups(&c.security_groups).await {
+        Ok(found) => found,
+        Err(e) => return RunnerCheck::failed(CHECK_NETWORK, e),
+    };
+    let found: Vec<(String, String)> = subnets
+        .into_iter()
+        .chain(groups)
+        .map(|l| (l.id, l.vpc))
+        .collect();
     let missing: Vec<&String> = c
         .subnets
         .iter()

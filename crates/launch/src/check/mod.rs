@@ -23,6 +23,7 @@ use crate::session::{SessionScope, TAG_ENV};
 use ecs::{cluster_checks, network_check, pass_role_check, task_definition_check};
 use eks::{eks_access_check, eks_template_check};
 
+mod ec2;
 mod ecs;
 mod eks;
 
@@ -112,12 +113,7 @@ impl AwsRunnerChecker {
                 .credentials_provider(credentials.clone())
                 .build(),
         );
-        let ec2 = aws_sdk_ec2::Client::from_conf(
-            aws_sdk_ec2::config::Builder::from(&self.base)
-                .region(region.clone())
-                .credentials_provider(credentials.clone())
-                .build(),
-        );
+        let ec2 = ec2::Ec2Query::new(&self.base, &c.access.region, credentials.clone());
         let iam = aws_sdk_iam::Client::from_conf(
             aws_sdk_iam::config::Builder::from(&self.base)
                 .region(region)

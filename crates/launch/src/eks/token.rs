@@ -34,12 +34,17 @@ pub fn sts_url(region: &str) -> String {
 
 /// The STS host of `region` (AWS STS Regions and endpoints, IAM User Guide).
 pub fn sts_host(region: &str) -> String {
-    let suffix = if region.starts_with("cn-") {
+    format!("sts.{region}.{}", dns_suffix(region))
+}
+
+/// The DNS suffix of `region`'s partition: `amazonaws.com.cn` in China (`aws-cn`),
+/// `amazonaws.com` in the commercial (`aws`) and GovCloud (`aws-us-gov`) partitions.
+pub fn dns_suffix(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
         "amazonaws.com.cn"
     } else {
         "amazonaws.com"
-    };
-    format!("sts.{region}.{suffix}")
+    }
 }
 
 /// A bearer token for `cluster`, signed with `credentials` in `region` at `now`.
