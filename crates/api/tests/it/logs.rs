@@ -385,13 +385,16 @@ async fn a_follower_who_joins_mid_run_sees_new_lines_within_two_seconds_p99() {
     }
 }
 
-/// Issue 41 item 7, on moto: a finished job's log of 10,000 chunks of 100 B (a job followed
-/// for hours, a short line a second), in a bucket whose listing pages S3 answers short
-/// (at most 300 keys, `IsTruncated` while more follow: the double's
+/// Issue 41 item 7, on moto: a finished job's log of 3,000 chunks of 100 B (a job followed
+/// for an hour, a short line a second), in a bucket whose listing pages S3 answers short
+/// (at most 60 keys, `IsTruncated` while more follow: the double's
 /// `sortie-test/list-page-cap`), read through `GET /v1/jobs/{id}/logs` from offset 0 to
 /// its end: byte-identical, every page making progress, none reporting the end early.
+/// The listing crosses as many S3 pages (50) as 10,000 chunks would on 300-key pages; the
+/// in-memory test of the same route reads 10,000 (10,000 writes to moto took 100 to 280 s
+/// of a 2-core CI run).
 #[tokio::test]
-async fn ten_thousand_small_chunks_read_to_the_end_through_short_s3_listing_pages() {
+async fn thousands_of_small_chunks_read_to_the_end_through_short_s3_listing_pages() {
     use futures_util::StreamExt;
     use sortie_core::protocol::pilot::{log_chunk_key, log_prefix};
 
@@ -406,7 +409,7 @@ async fn ten_thousand_small_chunks_read_to_the_end_through_short_s3_listing_page
                 .tag_set(
                     aws_sdk_s3::types::Tag::builder()
                         .key("sortie-test/list-page-cap")
-                        .value("300")
+                        .value("60")
                         .build()
                         .unwrap(),
                 )
@@ -416,7 +419,7 @@ async fn ten_thousand_small_chunks_read_to_the_end_through_short_s3_listing_page
         .send()
         .await
         .unwrap();
-    const CHUNKS: usize = 10_000;
+    const CHUNKS: usize = 3_000;
     const SIZE: usize = 100;
     let written: Vec<u8> = (0..CHUNKS * SIZE)
         .map(|i| {
@@ -475,7 +478,7 @@ async fn ten_thousand_small_chunks_read_to_the_end_through_short_s3_listing_page
         }
     }
     println!(
-        "10,000 chunks of 100 B on short S3 listing pages (300 keys): written in {:.1} s, \
+        "3,000 chunks of 100 B on short S3 listing pages (60 keys): written in {:.1} s, \
          read back in {pages} pages in {:.1} s",
         wrote_in.as_secs_f64(),
         started.elapsed().as_secs_f64()
