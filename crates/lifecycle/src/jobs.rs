@@ -22,6 +22,9 @@ use tracing::{info, warn};
 use crate::end::How;
 use crate::Bus;
 
+/// How many times a cancel is tried when the job moved between its read and its write
+/// (a queued job that took its environment's lock meanwhile).
+pub const CANCEL_TRIES: u32 = 5;
 /// How long one secret's deletion may take when a job ends: past the bound of its retries
 /// under throttling ([`sortie_launch::ThrottleRetry::default`]), within the 29 s and 30 s
 /// of the functions that end jobs.
@@ -82,7 +85,28 @@ impl JobService {
     /// Cancels a job for `by`. A job not yet launched ends at once (releasing its lock, or
     /// leaving its environment's queue); a launched job's task is stopped by `dispatch`
     /// (the API holds no ECS permission), and task-events ends it when the task stops.
+    ///
+    /// A queued job may take its environment's lock between the read of the environment
+    /// and the write (the holder ended, and the queue moved on): the write then finds it
+    /// no longer waiting, and the cancel is tried again from a fresh read, at most
+    /// [`CANCEL_TRIES`] times, so two cancels in one environment never answer a conflict.
     pub async fn cancel(&self, record: &JobRecord, by: &str) -> Result<Cancellation, StoreError> {
+        let mut record = record.clone();
+        let mut tries = 1;
+        loop {
+            match self.cancel_once(&record, by).await {
+                Err(StoreError::StateConflict { actual, .. })
+                    if tries < CANCEL_TRIES && !actual.is_terminal() && !actual.is_active() =>
+                {
+                    tries += 1;
+                    record = self.store.get_job(&record.job.id).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn cancel_once(&self, record: &JobRecord, by: &str) -> Result<Cancellation, StoreError> {
         let job = &record.job;
         if job.state.is_terminal() {
             return Ok(Cancellation::AlreadyEnded(record.clone()));

@@ -33,6 +33,58 @@ fn throttle_counts(operation: &str) -> (u64, u64) {
     (n("answered"), n("throttled"))
 }
 
+/// A neighbour in the same account and Region: threads that send ListSecrets (a
+/// control-plane call, in the same 50-per-second budget) until dropped, so the calls under
+/// test meet the quota however fast or slow this machine is.
+struct Neighbour {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Neighbour {
+    fn start(threads: usize) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let endpoint = sortie_testkit::endpoint();
+        let host = endpoint
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let threads = (0..threads)
+            .map(|_| {
+                let (stop, host) = (stop.clone(), host.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let Ok(mut conn) = std::net::TcpStream::connect(&host) else {
+                            continue;
+                        };
+                        let body = "{}";
+                        let _ = write!(
+                            conn,
+                            "POST / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
+                             X-Amz-Target: secretsmanager.ListSecrets\r\n\
+                             Content-Type: application/x-amz-json-1.1\r\n\
+                             Authorization: AWS4-HMAC-SHA256 Credential=testing/20261128/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=0\r\n\
+                             Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = conn.read_to_end(&mut Vec::new());
+                    }
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A job with `count` sensitive variables, unique to this test run.
 fn job(count: usize, tag: &str) -> Value {
     let sensitive: serde_json::Map<String, Value> = (0..count)
@@ -123,12 +175,16 @@ async fn two_hundred_jobs_ending_at_once_leave_no_secret_behind() {
     }
     // All 200 end at once: a cancel ends a job that has not started, through the one end
     // of a job (its secret's deletion with it).
+    // A neighbour spends the account's budget meanwhile, as another deployment's calls
+    // would.
     let (_, throttled_before) = throttle_counts("DeleteSecret");
     let paths: Vec<String> = ids
         .iter()
         .map(|id| format!("/v1/jobs/{id}/cancel"))
         .collect();
+    let neighbour = Neighbour::start(4);
     let cancels = join_all(paths.iter().map(|p| api.as_admin("POST", p, None))).await;
+    drop(neighbour);
     for (id, r) in ids.iter().zip(&cancels) {
         assert_eq!(r.status, 200, "{id}: {}", r.body);
         assert_eq!(r.body["state"], "canceled", "{id}: {}", r.body);

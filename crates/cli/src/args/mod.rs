@@ -282,7 +282,7 @@ pub enum ContextCommand {
 
 #[cfg(test)]
 mod tests {
-    use super::settings::parse_duration;
+    use super::settings::{parse_duration, CommaList};
     use super::*;
     use clap::CommandFactory;
 
@@ -460,6 +460,213 @@ mod tests {
             "{help}"
         );
         assert_eq!(help.matches("--api-url").count(), 1, "{help}");
+    }
+
+    /// Values tried for a flag or positional whose value is free text, in order: the first
+    /// that the flag's own parser accepts is used.
+    const SAMPLES: &[&str] = &[
+        "acme/demo/hello",
+        "acme/demo/hello,acme/net/vpc",
+        "3d",
+        "1",
+        "true",
+        "0 */6 * * *",
+        "a=b",
+        "acme",
+        "01m8h1gamjemvvhevamz61rdtf",
+        "http://127.0.0.1:1",
+        "",
+    ];
+
+    type Parse<'a> = &'a dyn Fn(&[String]) -> Result<(), clap::Error>;
+
+    /// The values to try for `arg`: its possible values, else [`SAMPLES`].
+    fn candidates(arg: &clap::Arg) -> Vec<String> {
+        let possible: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        if possible.is_empty() {
+            SAMPLES.iter().map(|s| s.to_string()).collect()
+        } else {
+            possible
+        }
+    }
+
+    /// The words of `arg` with its `n`th candidate value.
+    fn words(arg: &clap::Arg, n: usize) -> Vec<String> {
+        let value = || candidates(arg)[n].clone();
+        match arg.get_long() {
+            None => vec![value()],
+            Some(long) if !arg.get_action().takes_values() => vec![format!("--{long}")],
+            Some(long) => vec![format!("--{long}={}", value())],
+        }
+    }
+
+    /// The arg of `cmd` that clap names in an error (`--runner <RUNNER>`, `<OPERATION>`).
+    fn named<'c>(cmd: &'c clap::Command, text: &str) -> Option<&'c clap::Arg> {
+        cmd.get_arguments().find(|a| {
+            text.eq_ignore_ascii_case(&format!("<{}>", a.get_id()))
+                || a.get_long().is_some_and(|l| {
+                    text == format!("--{l}") || text.starts_with(&format!("--{l} "))
+                })
+                || a.get_value_names()
+                    .is_some_and(|n| n.iter().any(|n| text == format!("<{n}>")))
+        })
+    }
+
+    /// A command line reaching `cmd` (`path`) with `given` (an arg id and its candidate
+    /// index), plus what clap says is missing, with values advanced until clap accepts
+    /// them: the argv, or clap's last objection.
+    fn solve(
+        parse: Parse,
+        cmd: &clap::Command,
+        path: &[String],
+        mut given: Vec<(String, usize)>,
+    ) -> Result<Vec<String>, clap::error::ErrorKind> {
+        use clap::error::{ContextKind, ContextValue, ErrorKind};
+        for a in cmd.get_arguments().filter(|a| a.is_required_set()) {
+            if !given.iter().any(|(id, _)| id == a.get_id().as_str()) {
+                given.push((a.get_id().to_string(), 0));
+            }
+        }
+        let arg = |id: &str| cmd.get_arguments().find(|a| a.get_id() == id);
+        let mut last = ErrorKind::DisplayHelp;
+        for _ in 0..64 {
+            let mut argv = path.to_vec();
+            // Options first, then positionals in their order.
+            for (id, n) in &given {
+                let a = arg(id).expect("an arg of the command");
+                if a.get_long().is_some() {
+                    argv.extend(words(a, *n));
+                }
+            }
+            let mut positional: Vec<&(String, usize)> = given
+                .iter()
+                .filter(|(id, _)| arg(id).is_some_and(|a| a.get_long().is_none()))
+                .collect();
+            positional.sort_by_key(|(id, _)| cmd.get_positionals().position(|a| a.get_id() == id));
+            for (id, n) in positional {
+                argv.extend(words(arg(id).expect("an arg"), *n));
+            }
+            let e = match parse(&argv) {
+                Ok(()) => return Ok(argv),
+                Err(e) => e,
+            };
+            last = e.kind();
+            let texts: Vec<String> = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::String(s)) => vec![s.clone()],
+                Some(ContextValue::Strings(v)) => v.clone(),
+                _ => vec![],
+            };
+            let mut moved = false;
+            for text in texts {
+                let Some(a) = named(cmd, &text) else { continue };
+                let id = a.get_id().to_string();
+                match (e.kind(), given.iter_mut().find(|(g, _)| *g == id)) {
+                    (ErrorKind::MissingRequiredArgument, None) => {
+                        given.push((id, 0));
+                        moved = true;
+                    }
+                    (ErrorKind::InvalidValue | ErrorKind::ValueValidation, Some(g))
+                        if g.1 + 1 < candidates(a).len() =>
+                    {
+                        g.1 += 1;
+                        moved = true;
+                    }
+                    _ => {}
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        Err(last)
+    }
+
+    /// Each flag of `cmd` and its subcommands, on a command line that parses: clap's derive
+    /// then reads every field, so a field whose type is not what its parser makes panics
+    /// here ("Mismatch between definition and access"). Counts the flags read, and lists
+    /// those no sample satisfied, with clap's reason.
+    fn every_flag(
+        parse: Parse,
+        cmd: &clap::Command,
+        path: Vec<String>,
+        checked: &mut usize,
+        unsatisfied: &mut Vec<String>,
+    ) {
+        if cmd.has_subcommands() {
+            for sub in cmd.get_subcommands() {
+                let mut next = path.clone();
+                next.push(sub.get_name().to_string());
+                every_flag(parse, sub, next, checked, unsatisfied);
+            }
+            return;
+        }
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if ["help", "version"].contains(&id) || arg.is_global_set() {
+                continue;
+            }
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                solve(parse, cmd, &path, vec![(id.to_string(), 0)])
+            }));
+            match outcome {
+                Err(_) => panic!("`{} {id}` panics when read", path.join(" ")),
+                Ok(Ok(_)) => *checked += 1,
+                Ok(Err(kind)) => unsatisfied.push(format!("{} {id}: {kind:?}", path.join(" "))),
+            }
+        }
+    }
+
+    /// Issue 47 item 1: `update env --triggers` crashed the CLI. The class, not the flag:
+    /// every flag of every command is parsed and read, and none panics.
+    #[test]
+    fn every_flag_of_every_command_parses_and_reads_as_its_type() {
+        let (mut checked, mut unsatisfied) = (0, vec![]);
+        let parse = |argv: &[String]| {
+            let mut all = vec!["sortie".to_string()];
+            all.extend_from_slice(argv);
+            Cli::try_parse_from(all).map(|_| ())
+        };
+        every_flag(
+            &parse,
+            &Cli::command(),
+            vec![],
+            &mut checked,
+            &mut unsatisfied,
+        );
+        let parse_dev = |argv: &[String]| {
+            let mut all = vec!["sortie".to_string()];
+            all.extend_from_slice(argv);
+            DevCli::try_parse_from(all).map(|_| ())
+        };
+        let mut dev = DevCli::command();
+        dev.build();
+        every_flag(&parse_dev, &dev, vec![], &mut checked, &mut unsatisfied);
+        assert!(checked >= 117, "only {checked} flags were reached");
+        // Every flag and positional of every command was reached (with what clap says it
+        // needs): one that no sample satisfies is listed, so SAMPLES grows with the CLI.
+        assert!(unsatisfied.is_empty(), "{unsatisfied:#?}");
+    }
+
+    #[test]
+    fn triggers_and_trigger_inputs_are_lists() {
+        let s = env_settings(&[
+            "--triggers",
+            "acme/net/vpc, acme/db/main",
+            "--trigger-inputs",
+            "",
+        ]);
+        assert_eq!(
+            s.triggers,
+            Some(CommaList(vec![
+                "acme/net/vpc".into(),
+                "acme/db/main".into()
+            ]))
+        );
+        assert_eq!(s.trigger_inputs, Some(CommaList(vec![])));
     }
 }
 

@@ -42,14 +42,14 @@ pub struct EnvSettingArgs {
     /// apply of one whose outputs changed submits a job here. With `update env`, `''`
     /// removes them all.
     #[arg(long, value_name = "PATHS", value_parser = parse_list)]
-    pub triggers: Option<Vec<String>>,
+    pub triggers: Option<CommaList>,
     /// What a trigger submits: `plan` (the default) or `apply`.
     #[arg(long, value_enum, value_name = "plan|apply")]
     pub trigger_operation: Option<TriggerOperationArg>,
     /// Upstream output names given to triggered jobs as `TF_VAR_<name>`, comma-separated.
     /// With `update env`, `''` removes them all.
     #[arg(long, value_name = "NAMES", value_parser = parse_list)]
-    pub trigger_inputs: Option<Vec<String>>,
+    pub trigger_inputs: Option<CommaList>,
     /// A lifetime such as `72h` (`s`, `m`, `h`, `d`) from creation: then `sortie:expiry`
     /// destroys the environment. At most the maximum TTL set on its groups.
     #[arg(long, value_name = "DURATION")]
@@ -65,13 +65,21 @@ pub enum TriggerOperationArg {
     Apply,
 }
 
+/// The value of one comma-separated flag (`--triggers a,b`), as one value. A newtype, not
+/// `Vec<String>`: clap's derive reads an `Option<Vec<T>>` field as many values of `T`, and
+/// would ask the parser's one `Vec` for a `String` (a panic when the flag is given).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommaList(pub Vec<String>);
+
 /// A comma-separated list; `''` is the empty list.
-fn parse_list(s: &str) -> Result<Vec<String>, String> {
-    Ok(s.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(String::from)
-        .collect())
+fn parse_list(s: &str) -> Result<CommaList, String> {
+    Ok(CommaList(
+        s.split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect(),
+    ))
 }
 
 impl EnvSettingArgs {
