@@ -5,31 +5,10 @@ SHELL := /bin/bash
 
 .PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client soak provider console
 
-## test: install tools, check formatting, lint, then run every test against a local moto
-# (explicit steps rather than prerequisites, so the order holds even under -j)
+## test: install tools, check formatting, lint, then run every test against a local moto.
+## The steps are in scripts/test.sh, which times each and prints a table at the end.
 test:
-	scripts/tools.sh
-	cargo fmt --all --check
-	cargo clippy --workspace --all-targets -- -D warnings
-	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-	scripts/check-deny.sh
-	scripts/check-licences.sh
-	scripts/check-infra.sh
-	scripts/check-docs.sh
-	@# The console's JavaScript unit tests, on a pinned Node.js (issue 29).
-	scripts/console-js-tests.sh
-	scripts/with-moto.sh cargo test --workspace
-	@# Bounded API fuzzing: schemathesis's fuzzing and stateful phases (the stateful one
-	@# follows the document's links), 10 examples per operation (about 500 requests, well
-	@# under 2 minutes) against `sortie dev` on moto.
-	SCHEMATHESIS_PHASES=fuzzing,stateful scripts/with-moto.sh scripts/schemathesis.sh 10
-	@# A Python client generated from the served document runs a short scenario (issue 32).
-	scripts/with-moto.sh scripts/generated-client.sh
-	@# The console in headless Chromium (issue 29): two users, four eyes, a followed log, a
-	@# plan review, hostile data, no console errors; real Terraform 1.11 (about 1 minute).
-	scripts/with-moto.sh .tools/venv/bin/python scripts/console_test.py
-	@# The 100-job soak (issue 27): chaos, a SIGKILL of `sortie dev`, nothing lost (about 3 minutes).
-	scripts/with-moto.sh .tools/venv/bin/python scripts/soak.py --jobs 100 --envs 20 --max-runner-s 4
+	scripts/test.sh
 
 ## check: the quick gate before a push, under 3 minutes warm: formatting, clippy, the docs
 ## with warnings denied, cargo-deny, vendored licences, and the fast tier (`cargo test`
