@@ -408,6 +408,7 @@ impl World {
             files,
             secret_refs: BTreeMap::new(),
             sensitive_variables: Vec::new(),
+            runner_secret_env: Vec::new(),
             state_storage: StateStorageConfiguration::S3(storage),
             report_exit: false,
             phase: None,
