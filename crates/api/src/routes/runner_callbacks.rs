@@ -152,6 +152,8 @@ pub(crate) async fn get_job_spec(
         files: job.request.files.clone(),
         secret_refs: job.request.secret_refs.clone(),
         sensitive_variables: job.request.sensitive_variables.keys().cloned().collect(),
+        // Names only, from the runner's snapshot: the pilot scrubs their values.
+        runner_secret_env: runner.runner_configuration.secret_env_names(),
         state_storage,
         state_key,
         report_exit,

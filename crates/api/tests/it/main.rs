@@ -19,6 +19,7 @@ mod openapi_links;
 mod plans;
 mod policy_sets;
 mod reviews;
+mod runner_secrets;
 mod secrets_quota;
 mod sensitive;
 mod waiting;

@@ -44,6 +44,14 @@ pub struct JobSpec {
     /// as `TF_VAR_<name>`, in its environment only ([`crate::sensitive`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitive_variables: Vec<String>,
+    /// The names of the environment variables the job's runner injects into the pilot's
+    /// container as secrets ([`crate::runner::RunnerConfiguration::secret_env_names`]: an
+    /// `ecs-fargate` runner's `secrets`, an `eks` runner's `job.secrets` and the
+    /// `secretKeyRef` variables its `pod_template` gives the runner container). The pilot
+    /// reads their values from its own environment and scrubs them from everything it
+    /// writes. Names only: never a value, nor the reference it comes from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runner_secret_env: Vec<String>,
     /// The runner's state storage.
     pub state_storage: StateStorageConfiguration,
     /// For `s3` storage: the state object's key, `<key_prefix><environment path>/terraform.tfstate`.

@@ -217,6 +217,61 @@ pub struct EksJob {
     pub secrets: BTreeMap<String, String>,
 }
 
+/// The name of the container that runs the pilot in an `eks` runner's pod (and an agent's
+/// Kubernetes Job): a `pod_template` changes it by naming this container.
+pub const EKS_RUNNER_CONTAINER: &str = "sortie-runner";
+
+impl RunnerConfiguration {
+    /// The names of the environment variables this runner injects into the pilot's
+    /// container as secrets, sorted and distinct: an `ecs-fargate` runner's `secrets`;
+    /// an `eks` runner's (or an agent runner's `kubernetes` block's) `secrets` and every
+    /// variable of its `pod_template`'s [`EKS_RUNNER_CONTAINER`] whose value comes from a
+    /// `secretKeyRef`. Names only: the values never pass through Sortie.
+    ///
+    /// Not here, because the runner configuration does not hold them: the `secrets` of the
+    /// ECS task definition's own container (registered outside Sortie), and the keys of a
+    /// whole Secret a `pod_template` imports with `envFrom`.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = match self {
+            Self::EcsFargate(c) => c.secrets.keys().cloned().collect(),
+            Self::Eks(c) => c.job.secret_env_names(),
+            Self::Agent(c) => c
+                .kubernetes
+                .as_ref()
+                .map(EksJob::secret_env_names)
+                .unwrap_or_default(),
+            Self::Local(_) => Vec::new(),
+        };
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+impl EksJob {
+    /// The runner container's variables that come from Kubernetes Secrets: `secrets`, and
+    /// the `pod_template`'s `valueFrom.secretKeyRef` variables of [`EKS_RUNNER_CONTAINER`].
+    fn secret_env_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.secrets.keys().cloned().collect();
+        let containers = self
+            .pod_template
+            .as_ref()
+            .and_then(|t| t.pointer("/spec/containers"))
+            .and_then(Value::as_array);
+        for container in containers.into_iter().flatten() {
+            if container.get("name").and_then(Value::as_str) != Some(EKS_RUNNER_CONTAINER) {
+                continue;
+            }
+            let env = container.get("env").and_then(Value::as_array);
+            names.extend(env.into_iter().flatten().filter_map(|var| {
+                var.pointer("/valueFrom/secretKeyRef")?;
+                var.get("name").and_then(Value::as_str).map(String::from)
+            }));
+        }
+        names
+    }
+}
+
 /// The runner image of an `eks` runner that names none.
 pub const DEFAULT_EKS_IMAGE: &str = "ghcr.io/sortie-dev/sortie-runner:0.1.0";
 

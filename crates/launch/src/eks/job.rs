@@ -55,7 +55,7 @@ use crate::{LaunchError, LaunchSpec};
 
 /// The runner container's name in every generated pod; an overlay container of this name
 /// changes it.
-pub const RUNNER_CONTAINER: &str = "sortie-runner";
+pub const RUNNER_CONTAINER: &str = sortie_core::runner::EKS_RUNNER_CONTAINER;
 /// The label holding the Sortie job id, on the Job and its pod: how a Job is found again.
 pub const JOB_ID_LABEL: &str = "sortie.dev/job-id";
 /// The label holding the launch attempt.

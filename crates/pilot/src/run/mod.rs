@@ -40,7 +40,7 @@ use tool::{
     outputs, state_resources, state_stamp, summarize_plan, summarize_text, upload_artifact,
     Redaction, Tool,
 };
-use workspace::{absolute_storage, fetch_source, secret_names};
+use workspace::{absolute_storage, add_runner_secrets, fetch_source, secret_names, RunnerSecrets};
 
 /// Runs the job described by `env`: fetch the spec, lay out the source, run
 /// terraform, ship the log, upload and report the summary.
@@ -91,6 +91,11 @@ async fn run_job(
         return result;
     }
     tracing::info!(operation = spec.operation.as_str(), environment = %spec.environment, "job spec fetched");
+    // The runner's own secrets (an ECS container's `secrets`, an eks runner's secret
+    // variables): their values are in this process's environment under the names the spec
+    // gives; into the secret set before anything could print them.
+    let runner_secrets =
+        add_runner_secrets(&spec, |name| std::env::var(name).ok(), &Secrets::process());
 
     // A second phase continues the job's log where the first phase's ended.
     let sink = LogSink::starting_at(true, spec.log_offset);
@@ -100,6 +105,7 @@ async fn run_job(
     let result = execute(
         env,
         &spec,
+        &runner_secrets,
         &sink,
         objects.as_ref(),
         &api,
@@ -193,9 +199,11 @@ impl Drop for WorkDir {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     env: &PilotEnv,
     spec: &JobSpec,
+    runner_secrets: &RunnerSecrets,
     sink: &LogSink,
     objects: &dyn ObjectStore,
     api: &ApiClient,
@@ -272,11 +280,13 @@ async fn execute(
     // Only the names are ever printed.
     let (present, missing) = secret_names(spec, |name| std::env::var_os(name).is_some())?;
     // What the plan's JSON is redacted of: the sensitive variables (by name, and their
-    // values) and the platform's secret values, wherever terraform copied them.
+    // values) and the platform's secret values (the job's and the runner's), wherever
+    // terraform copied them.
     let mut redaction = Redaction {
         names: spec.sensitive_variables.clone(),
         values: present
             .iter()
+            .chain(&runner_secrets.present)
             .filter_map(|name| std::env::var(name).ok())
             .collect(),
     };
@@ -295,6 +305,7 @@ async fn execute(
             missing.join(", ")
         ));
     }
+    note_runner_secrets(sink, runner_secrets);
 
     // Sensitive variables: fetched with the job token, given to terraform as
     // `TF_VAR_<name>` in its environment only (never a file, an argument or a log line).
@@ -326,7 +337,10 @@ async fn execute(
         own_config
             .iter()
             .map(|(name, text)| (name.as_str(), text.as_str())),
-        &secret_variables(spec, &present),
+        &secret_variables(
+            spec,
+            &[present.as_slice(), &runner_secrets.present].concat(),
+        ),
     ) {
         sink.line(&format!("{PREFIX} warning: {warning}"));
     }
@@ -469,6 +483,24 @@ fn warn_short(sink: &LogSink, names: &[String], value_of: impl Fn(&str) -> Optio
         sink.line(&format!(
             "{PREFIX} warning: the value of {} is shorter than {SHORT_VALUE_CHARS} characters; it is still replaced by {MARKER} wherever it appears, which may hide ordinary text in this log",
             short.join(", ")
+        ));
+    }
+}
+
+/// Says, by name, which of the runner's own secrets this process holds (their values are
+/// in the secret set since the spec arrived), which it does not, and which are short.
+fn note_runner_secrets(sink: &LogSink, runner: &RunnerSecrets) {
+    warn_short(sink, &runner.present, |name| std::env::var(name).ok());
+    if !runner.present.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} the runner's own secrets in this environment: {} (scrubbed from this log and every artifact, never printed)",
+            runner.present.join(", ")
+        ));
+    }
+    if !runner.missing.is_empty() {
+        sink.line(&format!(
+            "{PREFIX} note: the runner names secrets this environment does not hold: {}",
+            runner.missing.join(", ")
         ));
     }
 }

@@ -12,6 +12,7 @@ use crate::env::{check_env_name, PilotEnv, PRIVATE_VARS};
 use crate::error::PilotError;
 use crate::log::LogSink;
 use crate::objects::{ObjectRef, ObjectStore};
+use crate::scrub::Secrets;
 use crate::source;
 use crate::terraform::{self, ToolEnv};
 
@@ -32,6 +33,38 @@ pub(super) fn secret_names(
         }
     }
     Ok((present, missing))
+}
+
+/// The secrets the job's runner injected into this process's environment
+/// ([`JobSpec::runner_secret_env`]), by name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct RunnerSecrets {
+    /// Named by the spec and set in the environment: their values are in the secret set.
+    pub present: Vec<String>,
+    /// Named by the spec but not set here (or not a variable name): noted by name only.
+    pub missing: Vec<String>,
+}
+
+/// Reads the value (`value_of`) of every variable the spec says the runner injects as a
+/// secret and adds it to `secrets`, the one set every exit scrubs, before anything could
+/// print it. Fail closed: a name the environment does not hold is noted, never an error.
+pub(crate) fn add_runner_secrets(
+    spec: &JobSpec,
+    value_of: impl Fn(&str) -> Option<String>,
+    secrets: &Secrets,
+) -> RunnerSecrets {
+    let mut found = RunnerSecrets::default();
+    for name in &spec.runner_secret_env {
+        let value = check_env_name(name).ok().and_then(|()| value_of(name));
+        match value {
+            Some(value) => {
+                secrets.add([value.as_str()]);
+                found.present.push(name.clone());
+            }
+            None => found.missing.push(name.clone()),
+        }
+    }
+    found
 }
 
 /// The storage with a relative `local` directory made absolute (terraform runs
@@ -171,3 +204,7 @@ fn write_askpass(path: &Path) -> Result<(), PilotError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "workspace_tests.rs"]
+mod tests;

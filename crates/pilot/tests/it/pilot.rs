@@ -408,6 +408,7 @@ impl World {
             files,
             secret_refs: BTreeMap::new(),
             sensitive_variables: Vec::new(),
+            runner_secret_env: Vec::new(),
             state_storage: StateStorageConfiguration::S3(storage),
             report_exit: false,
             phase: None,
@@ -2477,4 +2478,86 @@ async fn terraform_0_11_plan_json_says_plan_data_is_unavailable() {
         data.unavailable(),
         Some("plan data unavailable for Terraform 0.11")
     );
+}
+
+// ---- A runner's own secrets (issue 41, gap 1): injected by the platform, named by the spec. ----
+
+/// `spec` with `runner_secret_env` set to `names`, through its JSON: the names of the
+/// variables the job's runner injects as secrets (an ECS container's `secrets`, an eks
+/// runner's `secretKeyRef` variables), which the platform puts in the pilot's environment.
+fn with_runner_secret_env(spec: &JobSpec, names: &[&str]) -> JobSpec {
+    let mut doc = serde_json::to_value(spec).unwrap();
+    doc["runner_secret_env"] = json!(names);
+    serde_json::from_value(doc).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_injected_secret_never_reaches_the_log_outputs_or_failure_reason() {
+    sortie_testkit::require_aws!();
+    let world = World::new().await;
+    // The runner's task definition injects `TF_VAR_greeting` (terraform reads it as
+    // `var.greeting`, and hello echoes it in an output) and `RUNNER_API_KEY`, and names
+    // `RUNNER_ABSENT`, which this container did not get.
+    let secret = unique("runner-s3cret");
+    let names = ["TF_VAR_greeting", "RUNNER_API_KEY", "RUNNER_ABSENT"];
+    let apply = with_runner_secret_env(
+        &world.spec(Operation::Apply, Source::inline(), hello_files()),
+        &names,
+    );
+    let output = world
+        .run_configured(&apply.job_id, &apply, TOKEN, |command| {
+            command
+                .env("TF_VAR_greeting", &secret)
+                .env("RUNNER_API_KEY", "k9")
+                .env_remove("RUNNER_ABSENT");
+        })
+        .await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = world.log(&apply).await;
+    assert!(!log.contains(&secret), "the secret is in the log: {log}");
+    assert!(!text(&output.stdout).contains(&secret), "in stdout");
+    assert!(!text(&output.stderr).contains(&secret), "in stderr");
+    let outputs = artifact(&world, &apply, "outputs.json")
+        .await
+        .expect("outputs.json uploaded");
+    assert!(
+        !contains(&outputs, &secret),
+        "the secret is in outputs.json: {}",
+        text(&outputs)
+    );
+    // The names, never the values; the absent one noted, not an error.
+    assert!(
+        log.contains("RUNNER_ABSENT") && log.contains("RUNNER_API_KEY"),
+        "{log}"
+    );
+    assert!(
+        log.contains("warning: the value of RUNNER_API_KEY is shorter than"),
+        "a short value is scrubbed, with a warning by name: {log}"
+    );
+
+    // A failure whose reason quotes the value: the reason is scrubbed too.
+    let files = BTreeMap::from([(
+        "main.tf".to_string(),
+        "variable \"greeting\" {}\noutput \"x\" {\n  value = \"${file(var.greeting)}\"\n}\n"
+            .to_string(),
+    )]);
+    let mut failing = world.spec(Operation::Plan, Source::inline(), files);
+    failing.report_exit = true;
+    let failing = with_runner_secret_env(&failing, &names);
+    let output = world
+        .run_configured(&failing.job_id, &failing, TOKEN, |command| {
+            command.env("TF_VAR_greeting", &secret);
+        })
+        .await;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let seen = only_exit(&world, &failing.job_id);
+    let reason = seen.exit.reason.clone().unwrap_or_default();
+    assert!(!reason.is_empty(), "{seen:?}");
+    assert!(
+        !reason.contains(&secret),
+        "the secret is in the reason: {reason}"
+    );
+    let log = world.log(&failing).await;
+    assert!(!log.contains(&secret), "the secret is in the log: {log}");
+    assert!(!text(&output.stderr).contains(&secret), "in stderr");
 }

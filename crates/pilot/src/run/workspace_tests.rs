@@ -1,0 +1,152 @@
+//! Unit tests of the runner's own secrets (issue 41, gap 1): a value the runner injected
+//! into the pilot's environment, named by the spec, never reaches the log, `outputs.json`
+//! or a failure reason.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use sortie_core::protocol::pilot::{JobSpec, UploadKind};
+
+use super::*;
+use crate::upload::MemoryUploads;
+
+/// A plan spec whose runner injects `names` as secrets.
+fn spec(names: &[&str]) -> JobSpec {
+    let mut doc: serde_json::Value = serde_json::json!({
+        "job_id": "01jnx6v4k2m8q9r3s5t7w0y1za",
+        "environment": "acme/web/prod",
+        "operation": "plan",
+        "source": {"type": "inline"},
+        "state_storage": {"type": "local", "directory": "/tmp/state"},
+    });
+    doc["runner_secret_env"] = serde_json::json!(names);
+    serde_json::from_value(doc).unwrap()
+}
+
+/// An environment holding `vars`.
+fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let vars: BTreeMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name| vars.get(name).cloned()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// The log as shipped: `text` written in pieces cut at `cuts`, then ended and flushed.
+fn shipped(sink: &LogSink, text: &str, cuts: &[usize]) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    cuts.sort();
+    for cut in cuts {
+        sink.write(&bytes[at..cut]);
+        at = cut;
+    }
+    sink.write(&bytes[at..]);
+    sink.end();
+    let store = MemoryUploads::new();
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(sink.flush_to(&store))
+        .unwrap();
+    store
+        .of(UploadKind::Log)
+        .into_iter()
+        .flat_map(|(_, chunk)| chunk)
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn a_runner_injected_value_never_reaches_the_log_sink_or_outputs_json(
+        value in "[A-Z0-9][A-Za-z0-9 !#%&*+/<>=@^_~.\"\\\\-]{7,39}",
+        cuts in proptest::collection::vec(0usize..4096, 0..6),
+    ) {
+        let secrets = Secrets::new();
+        let found = add_runner_secrets(
+            &spec(&["TF_VAR_db_password", "RUNNER_ABSENT"]),
+            env_of(&[("TF_VAR_db_password", &value), ("UNNAMED", "not a secret")]),
+            &secrets,
+        );
+        prop_assert_eq!(&found.present, &["TF_VAR_db_password".to_string()]);
+        prop_assert_eq!(&found.missing, &["RUNNER_ABSENT".to_string()]);
+
+        // Terraform's output, as an `external` data source or an output echoing the
+        // variable prints it: raw, JSON-escaped, Go-quoted.
+        let json = serde_json::to_string(&value).unwrap();
+        let text = format!(
+            "data.external.env: Refreshing state...\nurl = pg://app:{value}@db\n{{\"@message\":\"Outputs: dsn={}\"}}\nplan: \"{}\"\n",
+            &json[1..json.len() - 1],
+            value.replace('\\', "\\\\").replace('"', "\\\""),
+        );
+        let log = shipped(&LogSink::scrubbed(false, 0, secrets.clone()), &text, &cuts);
+        prop_assert!(!contains(&log, &value), "{}", String::from_utf8_lossy(&log));
+        prop_assert!(!contains(&log, &json[1..json.len() - 1]));
+
+        // `outputs.json`: a non-sensitive output built from the value.
+        let outputs = serde_json::json!({
+            "dsn": {"sensitive": false, "type": "string", "value": format!("pg://app:{value}@db")},
+            "raw": {"sensitive": false, "type": "string", "value": value},
+        })
+        .to_string();
+        let uploaded = crate::summary::redact_outputs(&outputs, &secrets.read()).unwrap();
+        prop_assert!(!contains(&uploaded, &value));
+        let decoded: serde_json::Value = serde_json::from_slice(&uploaded).unwrap();
+        prop_assert!(!decoded.to_string().contains(&value));
+        prop_assert!(!decoded["dsn"]["value"].as_str().unwrap().contains(&value));
+    }
+}
+
+#[test]
+fn a_runner_injected_value_never_reaches_the_failure_reason() {
+    // The process's set, which `PilotError::reason` scrubs with.
+    let value = format!("Rs3cret-{}", std::process::id());
+    let found = add_runner_secrets(
+        &spec(&["VAULT_TOKEN"]),
+        env_of(&[("VAULT_TOKEN", &value)]),
+        &Secrets::process(),
+    );
+    assert_eq!(found.present, ["VAULT_TOKEN"]);
+    let e = PilotError::Terraform {
+        tool: "terraform".into(),
+        command: "plan".into(),
+        code: "1".into(),
+        first_error: Some(format!(
+            "Error: Invalid function argument\n\n  no file exists at {value}\n"
+        )),
+    };
+    let reason = e.reason();
+    assert!(!reason.contains(&value), "{reason}");
+    assert!(reason.contains(crate::scrub::MARKER), "{reason}");
+}
+
+#[test]
+fn absent_or_malformed_names_are_noted_never_read_and_never_an_error() {
+    let secrets = Secrets::new();
+    let found = add_runner_secrets(
+        &spec(&["PRESENT", "ABSENT", "BAD=NAME", "SHORT"]),
+        env_of(&[
+            ("PRESENT", "long-enough-value"),
+            ("BAD=NAME", "x"),
+            ("SHORT", "k9"),
+        ]),
+        &secrets,
+    );
+    assert_eq!(found.present, ["PRESENT", "SHORT"]);
+    assert_eq!(found.missing, ["ABSENT", "BAD=NAME"]);
+    // A short value is scrubbed too (the run warns by name).
+    assert_eq!(
+        secrets.scrub_str("a=long-enough-value b=k9"),
+        format!("a={m} b={m}", m = crate::scrub::MARKER)
+    );
+    // No name, nothing read.
+    let none = add_runner_secrets(&spec(&[]), |_| panic!("nothing to read"), &secrets);
+    assert_eq!(none, RunnerSecrets::default());
+}
