@@ -3,7 +3,8 @@
 //! expire, whatever its `X-Amz-Expires` says
 //! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html>, "Who
 //! can create a presigned URL"). So a URL is given for no longer than the signing
-//! credentials' remaining life, and says so in its expiry.
+//! credentials' remaining life, and says so in its expiry; and never for longer than S3
+//! accepts ([`LONGEST`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -11,15 +12,19 @@ use std::time::{Duration, SystemTime};
 /// refused (the caller asks again once the SDK has refreshed them).
 pub const SHORTEST: Duration = Duration::from_secs(1);
 
+/// The longest life S3 accepts for a SigV4 presigned URL: 7 days (604,800 s).
+pub const LONGEST: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 /// The life of a URL asked for `requested`, signed at `now` with credentials that expire at
-/// `expiry` (`None`: long-term credentials, which do not): the shorter of the two, in whole
-/// seconds (`X-Amz-Expires` counts seconds). An error when the credentials have less than
-/// [`SHORTEST`] left.
+/// `expiry` (`None`: long-term credentials, which do not): the shortest of the two and
+/// [`LONGEST`], in whole seconds (`X-Amz-Expires` counts seconds). An error when the
+/// credentials have less than [`SHORTEST`] left.
 pub fn lifetime(
     requested: Duration,
     now: SystemTime,
     expiry: Option<SystemTime>,
 ) -> Result<Duration, String> {
+    let requested = requested.min(LONGEST);
     let Some(expiry) = expiry else {
         return Ok(requested);
     };
@@ -41,20 +46,22 @@ mod tests {
 
     proptest! {
         #[test]
-        fn a_url_never_outlives_its_credentials_nor_the_time_asked(
-            requested in 1u64..100_000, left_ms in 0u64..200_000_000
+        fn a_url_never_outlives_its_credentials_nor_the_time_asked_nor_7_days(
+            requested in 1u64..1_000_000, left_ms in 0u64..2_000_000_000
         ) {
             let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
             let expiry = now + Duration::from_millis(left_ms);
-            match lifetime(Duration::from_secs(requested), now, Some(expiry)) {
+            let asked = Duration::from_secs(requested);
+            match lifetime(asked, now, Some(expiry)) {
                 Ok(d) => {
                     prop_assert!(now + d <= expiry, "{d:?} outlives the credentials");
-                    prop_assert!(d <= Duration::from_secs(requested));
+                    prop_assert!(d <= asked && d <= LONGEST);
                     prop_assert!(d >= SHORTEST);
-                    prop_assert!(d == Duration::from_secs(requested) || d.as_secs() == left_ms / 1000);
+                    prop_assert!(d == asked.min(LONGEST) || d.as_secs() == left_ms / 1000);
                 }
                 Err(e) => prop_assert!(left_ms < 1000, "{e}"),
             }
+            prop_assert_eq!(lifetime(asked, now, None), Ok(asked.min(LONGEST)));
         }
     }
 

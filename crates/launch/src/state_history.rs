@@ -9,13 +9,22 @@
 //! on the state bucket. A `local` or `agent` runner has no launcher role: its bucket is read
 //! with the control plane's own credentials (local mode against a local S3, through the
 //! storage's `endpoint`). docs/decisions/environment-life.md, "State history".
+//!
+//! A restore's presigned URL of a version ([`StateHistory::presign_get`]) is signed with
+//! fresh credentials of the same identity (a new launcher session), and lives no longer
+//! than they do: a URL signed with a session dies with it, whatever its `X-Amz-Expires`
+//! says ([`sortie_core::presign::lifetime`]). When even fresh credentials cannot make it
+//! work as long as the restore needs ([`UrlLife::needed`]), no URL is given.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_config::identity::IdentityCache;
 use aws_config::{Region, SdkConfig};
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
 use chrono::{DateTime, Utc};
 use sortie_core::runner::S3Storage;
 use sortie_core::{EnvPath, RunnerSpec, StateStorageConfiguration};
@@ -46,6 +55,17 @@ pub struct StateVersionPage {
     pub versions: Vec<StateObjectVersion>,
     /// The cursor of the next page: the last version id of this one.
     pub next: Option<String>,
+}
+
+/// How long a presigned URL of a state version should work, and the least it must.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrlLife {
+    /// The life asked for: shortened to what the signing credentials have left, and to
+    /// S3's longest ([`sortie_core::presign::LONGEST`]).
+    pub wanted: Duration,
+    /// The least the URL must work: when it could not, [`StateHistory::presign_get`] gives
+    /// no URL but an error that says so.
+    pub needed: Duration,
 }
 
 /// Where an environment's state history is read: its runner and its state key.
@@ -82,13 +102,15 @@ pub trait StateHistory: Send + Sync {
     ) -> Result<StateVersionPage, LaunchError>;
     /// One version's bytes; `None` when the state key has no such version.
     async fn get(&self, at: StateAt<'_>, version_id: &str) -> Result<Option<Vec<u8>>, LaunchError>;
-    /// A URL that reads one version for `expires_in` (a restore's pilot downloads it),
-    /// signed with the same credentials as [`StateHistory::get`].
+    /// A URL that reads one version (a restore's pilot downloads it), signed with fresh
+    /// credentials of the same identity as [`StateHistory::get`]: it works for
+    /// `life.wanted`, but no longer than those credentials last; an error when that is
+    /// less than `life.needed`.
     async fn presign_get(
         &self,
         at: StateAt<'_>,
         version_id: &str,
-        expires_in: std::time::Duration,
+        life: UrlLife,
     ) -> Result<String, LaunchError>;
 }
 
@@ -105,10 +127,14 @@ fn not_s3(at: &StateAt<'_>) -> LaunchError {
 /// for a runner without a launcher role) and the storage's endpoint.
 type ClientKey = (String, String, Option<SessionScope>, Option<String>);
 
+/// A cached client, and where the credentials it signs with come from (a launcher
+/// session's provider, or the control plane's own), for fresh ones.
+type CachedClient = (aws_sdk_s3::Client, Option<SharedCredentialsProvider>);
+
 /// The state bucket in S3, read in the runner's account.
 pub struct S3StateHistory {
     base: SdkConfig,
-    clients: Mutex<HashMap<ClientKey, aws_sdk_s3::Client>>,
+    clients: Mutex<HashMap<ClientKey, CachedClient>>,
 }
 
 impl S3StateHistory {
@@ -121,7 +147,7 @@ impl S3StateHistory {
         }
     }
 
-    async fn client(&self, at: &StateAt<'_>, s3: &S3Storage) -> aws_sdk_s3::Client {
+    async fn client(&self, at: &StateAt<'_>, s3: &S3Storage) -> CachedClient {
         let access = at.runner.runner_configuration.aws_access();
         let scope = access.map(|_| SessionScope {
             org: at.environment.org().to_string(),
@@ -138,14 +164,18 @@ impl S3StateHistory {
         }
         let mut conf =
             aws_sdk_s3::config::Builder::from(&self.base).region(Region::new(s3.region.clone()));
+        let mut signer = self.base.credentials_provider();
         if let (Some(access), Some(scope)) = (access, &scope) {
-            let provider = crate::ecs::launcher_session(
-                &self.base,
-                access,
-                scope.session_name(),
-                scope.tags(),
-            )
-            .await;
+            let provider = SharedCredentialsProvider::new(
+                crate::ecs::launcher_session(
+                    &self.base,
+                    access,
+                    scope.session_name(),
+                    scope.tags(),
+                )
+                .await,
+            );
+            signer = Some(provider.clone());
             conf = conf.credentials_provider(provider).identity_cache(
                 IdentityCache::lazy()
                     .buffer_time(std::time::Duration::from_secs(300))
@@ -160,8 +190,52 @@ impl S3StateHistory {
             .lock()
             .expect("client cache lock")
             .entry(key)
-            .or_insert(client)
+            .or_insert((client, signer))
             .clone()
+    }
+}
+
+/// Fresh credentials from `signer` (an assumed role's provider assumes the role again, so
+/// a session cached near its end is never used) and the life of a URL they sign:
+/// `life.wanted`, no longer than they last ([`sortie_core::presign::lifetime`]). An error
+/// when that is less than `life.needed`.
+async fn signing(
+    signer: Option<&SharedCredentialsProvider>,
+    life: UrlLife,
+) -> Result<(Option<Credentials>, Duration), LaunchError> {
+    let credentials = match signer {
+        Some(signer) => Some(signer.provide_credentials().await.map_err(|e| {
+            LaunchError::Retryable(format!(
+                "no credentials to sign the state version's URL with: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            ))
+        })?),
+        None => None,
+    };
+    // Read after the credentials arrive: the URL is signed now, not before the call.
+    let expiry = credentials.as_ref().and_then(Credentials::expiry);
+    let lifetime = sortie_core::presign::lifetime(life.wanted, SystemTime::now(), expiry)
+        .map_err(LaunchError::Retryable)?;
+    if lifetime < life.needed {
+        return Err(LaunchError::Fatal(format!(
+            "a URL of the state version would work for only {} s, as long as the credentials \
+             that sign it (fresh ones) last, and the restore needs it for {} s",
+            lifetime.as_secs(),
+            life.needed.as_secs()
+        )));
+    }
+    Ok((credentials, lifetime))
+}
+
+/// A configuration override that signs with exactly `credentials` (those whose expiry
+/// bounded the URL's life, cached nowhere), or changes nothing.
+fn signed_with(credentials: Option<Credentials>) -> aws_sdk_s3::config::Builder {
+    let builder = aws_sdk_s3::config::Builder::default();
+    match credentials {
+        Some(c) => builder
+            .credentials_provider(c)
+            .identity_cache(IdentityCache::no_cache()),
+        None => builder,
     }
 }
 
@@ -190,7 +264,7 @@ impl StateHistory for S3StateHistory {
         let s3 = at.s3().ok_or_else(|| not_s3(&at))?;
         let key = s3.state_key(at.environment);
         let limit = limit.clamp(1, STATE_VERSIONS_PAGE_MAX);
-        let client = self.client(&at, s3).await;
+        let (client, _) = self.client(&at, s3).await;
         let mut page = StateVersionPage::default();
         let mut marker = after.map(String::from);
         // Delete markers are skipped, so a page may take a few calls: bounded.
@@ -238,7 +312,7 @@ impl StateHistory for S3StateHistory {
 
     async fn get(&self, at: StateAt<'_>, version_id: &str) -> Result<Option<Vec<u8>>, LaunchError> {
         let s3 = at.s3().ok_or_else(|| not_s3(&at))?;
-        let client = self.client(&at, s3).await;
+        let (client, _) = self.client(&at, s3).await;
         let out = client
             .get_object()
             .bucket(&s3.bucket)
@@ -270,17 +344,20 @@ impl StateHistory for S3StateHistory {
         &self,
         at: StateAt<'_>,
         version_id: &str,
-        expires_in: std::time::Duration,
+        life: UrlLife,
     ) -> Result<String, LaunchError> {
         let s3 = at.s3().ok_or_else(|| not_s3(&at))?;
-        let client = self.client(&at, s3).await;
-        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
+        let (client, signer) = self.client(&at, s3).await;
+        let (credentials, lifetime) = signing(signer.as_ref(), life).await?;
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(lifetime)
             .map_err(|e| LaunchError::Fatal(e.to_string()))?;
         let request = client
             .get_object()
             .bucket(&s3.bucket)
             .key(s3.state_key(at.environment))
             .version_id(version_id)
+            .customize()
+            .config_override(signed_with(credentials))
             .presigned(config)
             .await
             .map_err(|e| s3_error(&e))?;
@@ -370,9 +447,13 @@ impl StateHistory for MemoryStateHistory {
         &self,
         at: StateAt<'_>,
         version_id: &str,
-        _expires_in: std::time::Duration,
+        _life: UrlLife,
     ) -> Result<String, LaunchError> {
         at.s3().ok_or_else(|| not_s3(&at))?;
         Ok(format!("memory://{}/{version_id}", at.environment))
     }
 }
+
+#[cfg(test)]
+#[path = "state_history_presign_tests.rs"]
+mod presign_tests;

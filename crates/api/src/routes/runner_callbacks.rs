@@ -167,8 +167,18 @@ pub(crate) async fn get_job_spec(
     }))
 }
 
-/// How long a restore's state version URL works: the pilot downloads it right after `init`.
-const RESTORE_URL_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// How long a restore's state version URL works. It is signed when the task fetches its
+/// spec, so the job's wait in the queue and its launch are behind it; the pilot downloads it
+/// right after `init` (its tool, its source and `init` first), so it asks for 15 minutes and
+/// needs 10. It is signed with fresh credentials and lives no longer than they do (a
+/// launcher session lasts 15 minutes); a URL that could not live 10 minutes is not given,
+/// and the spec fetch answers 409 `no_state_version` saying why: the pilot fails the job
+/// before it starts, with that reason.
+const RESTORE_URL_LIFE: sortie_launch::state_history::UrlLife =
+    sortie_launch::state_history::UrlLife {
+        wanted: std::time::Duration::from_secs(15 * 60),
+        needed: std::time::Duration::from_secs(10 * 60),
+    };
 
 /// A restore job's presigned GET of its state version, signed in the runner's account.
 async fn restore_url(
@@ -198,7 +208,7 @@ async fn restore_url(
     };
     state
         .state_history
-        .presign_get(at, version, RESTORE_URL_TTL)
+        .presign_get(at, version, RESTORE_URL_LIFE)
         .await
         .map_err(|e| refused(e.to_string()))
 }

@@ -3,14 +3,17 @@
 //! by [`MARKER`] before the document leaves the runner. It fails closed:
 //!
 //! - **An allowlist first** ([`super::sections`]): only the sections and fields Sortie
-//!   understands are kept; anything else (`deferred_changes`, `action_invocations`, a
-//!   section a newer Terraform adds) is dropped until it is handled here.
+//!   understands are kept; anything else (resource identities, a section a newer Terraform
+//!   adds) is dropped until it is handled here.
 //! - Terraform marks sensitivity beside the values, with masks that mirror their shape:
 //!   `true` (the whole value), an object of masks by key, or an array of masks by index
-//!   (`before_sensitive`/`after_sensitive` in `resource_changes`, `resource_drift` and
-//!   `output_changes`; `sensitive_values` beside a resource's `values` in `planned_values`
-//!   and `prior_state`; `sensitive: true` on an output). **A missing mask replaces the
-//!   whole value**: Terraform before 0.15 writes none.
+//!   (`before_sensitive`/`after_sensitive` in `resource_changes`, `resource_drift`,
+//!   `output_changes` and the `resource_change` of each `deferred_changes` entry;
+//!   `config_sensitive` beside an action invocation's `config_values`, in
+//!   `action_invocations` and `deferred_action_invocations`; `sensitive_values` beside a
+//!   resource's `values` in `planned_values` and `prior_state`; `sensitive: true` on an
+//!   output). **A missing mask replaces the whole value**: Terraform before 0.15 writes
+//!   none.
 //! - **Masks that leave out the provider schema's sensitivity replace the whole value**:
 //!   resource masks before Terraform 0.15.2 ([`SCHEMA_MASKS_SINCE`]) and the prior state's
 //!   before 1.4.6 ([`STATE_SCHEMA_MASKS_SINCE`]), read from `terraform_version` (a missing
@@ -85,11 +88,33 @@ pub fn redact(doc: &mut Value, sensitive_variables: &[String]) {
             }
         }
     }
-    for key in ["resource_changes", "resource_drift"] {
+    for key in ["resource_changes", "resource_drift", "deferred_changes"] {
         if let Some(Value::Array(changes)) = root.get_mut(key) {
             for change in changes.iter_mut() {
-                if let Some(change) = change.get_mut("change") {
+                // A deferred change wraps a resource change of the same shape.
+                let change = match key {
+                    "deferred_changes" => change.get_mut("resource_change"),
+                    _ => Some(change),
+                };
+                if let Some(change) = change.and_then(|c| c.get_mut("change")) {
                     redact_change(change, masks, &mut masked);
+                }
+            }
+        }
+    }
+    for key in ["action_invocations", "deferred_action_invocations"] {
+        if let Some(Value::Array(invocations)) = root.get_mut(key) {
+            for invocation in invocations.iter_mut() {
+                let invocation = match key {
+                    "deferred_action_invocations" => invocation.get_mut("action_invocation"),
+                    _ => Some(invocation),
+                };
+                if let Some(invocation) = invocation.and_then(Value::as_object_mut) {
+                    // An action's masks include its schema's sensitivity, like a resource's.
+                    let mask = invocation.get("config_sensitive").cloned();
+                    if let Some(values) = invocation.get_mut("config_values") {
+                        apply_mask_or_replace(values, mask.as_ref(), masks, &mut masked);
+                    }
                 }
             }
         }
@@ -209,13 +234,16 @@ pub fn scrub<'a>(value: &mut Value, values: impl IntoIterator<Item = &'a str>) {
 
 /// Fields of a plan document that name things rather than hold values.
 const STRUCTURAL: &[&str] = &[
+    "action_trigger_event",
     "actions",
     "action_reason",
     "deposed",
     "format_version",
     "mode",
     "name",
+    "on_failure",
     "provider_name",
+    "reason",
     "terraform_version",
     "type",
 ];
@@ -244,6 +272,9 @@ const VALUES: &[&str] = &[
     "after_unknown",
     "before",
     "before_sensitive",
+    "config_sensitive",
+    "config_unknown",
+    "config_values",
     "constant_value",
     "default",
     "replace_paths",

@@ -313,14 +313,23 @@ fn sections_sortie_does_not_understand_are_dropped() {
     redact(&mut doc, &[]);
     let text = strings(&doc);
     assert!(!text.contains("Leak-"), "{text}");
-    for section in [
-        "deferred_changes",
-        "action_invocations",
-        "deferred_action_invocations",
-        "a_future_section",
-    ] {
-        assert!(doc.get(section).is_none(), "{section} kept");
-    }
+    assert!(
+        doc.get("a_future_section").is_none(),
+        "a future section kept"
+    );
+    // Sections that are redacted, not dropped: their values without masks are replaced.
+    assert_eq!(
+        doc["deferred_changes"][0]["resource_change"]["change"]["after"],
+        MARKER
+    );
+    assert_eq!(
+        doc["action_invocations"][0]["config_values"]["token"],
+        MARKER
+    );
+    assert_eq!(
+        doc["deferred_action_invocations"][0]["action_invocation"]["config_values"],
+        MARKER
+    );
     assert_eq!(
         doc["resource_changes"][0]["change"]["after"]["k"],
         "kept-value"
@@ -328,6 +337,100 @@ fn sections_sortie_does_not_understand_are_dropped() {
     assert_eq!(doc["checks"][0]["status"], "pass");
     assert_eq!(doc["applyable"], true);
     assert_eq!(doc["format_version"], "1.2");
+}
+
+/// A Terraform 1.14 plan's deferred changes and action invocations (shapes from Terraform's
+/// `internal/command/jsonplan`): kept for the reviewer, their values redacted by their own
+/// masks, and replaced whole where a mask is missing.
+#[test]
+fn deferred_changes_and_action_invocations_are_redacted_not_dropped() {
+    let mut doc = json!({
+        "format_version": "1.2",
+        "terraform_version": "1.14.0",
+        "deferred_changes": [
+            {"reason": "provider_config_unknown", "resource_change": {
+                "address": "aws_db_instance.d", "mode": "managed", "type": "aws_db_instance",
+                "name": "d", "provider_name": "registry.terraform.io/hashicorp/aws",
+                "future_field": "Leak-Field",
+                "change": {"actions": ["create"], "before": null,
+                    "after": {"password": "Leak-Deferred-Pw", "engine": "postgres"},
+                    "after_unknown": {"id": true},
+                    "after_sensitive": {"password": true},
+                    "after_identity": {"id": "Leak-Identity"}}}},
+            {"reason": "resource_config_unknown", "resource_change": {
+                "address": "aws_x.nomask", "change": {"actions": ["create"],
+                    "after": {"token": "Leak-Unmasked", "n": 1}}}}
+        ],
+        "action_invocations": [
+            {"address": "action.aws_lambda_invoke.notify", "type": "aws_lambda_invoke",
+             "name": "notify", "provider_name": "registry.terraform.io/hashicorp/aws",
+             "config_values": {"function_name": "notifier", "payload": "Leak-Action-Payload"},
+             "config_sensitive": {"payload": true},
+             "config_unknown": {},
+             "lifecycle_action_trigger": {"triggering_resource_address": "aws_db_instance.d",
+                "action_trigger_event": "after_create", "action_trigger_block_index": 0,
+                "actions_list_index": 0, "on_failure": "fail"}},
+            {"address": "action.x.unmasked", "type": "x", "name": "unmasked",
+             "config_values": {"token": "Leak-Action-Unmasked"},
+             "invoke_action_trigger": {"calling_resource_address": "aws_db_instance.d"}}
+        ],
+        "deferred_action_invocations": [{"reason": "deferred_prereq", "action_invocation": {
+            "address": "action.x.later", "type": "x", "name": "later",
+            "config_values": {"token": "Leak-Deferred-Action", "region": "eu-west-1"},
+            "config_sensitive": {"token": true}}}]
+    });
+    redact(&mut doc, &[]);
+    let text = strings(&doc);
+    assert!(!text.contains("Leak-"), "{text}");
+
+    let deferred = &doc["deferred_changes"][0];
+    assert_eq!(deferred["reason"], "provider_config_unknown");
+    assert_eq!(deferred["resource_change"]["address"], "aws_db_instance.d");
+    assert_eq!(deferred["resource_change"]["type"], "aws_db_instance");
+    let change = &deferred["resource_change"]["change"];
+    assert_eq!(change["actions"], json!(["create"]));
+    assert_eq!(change["after"]["password"], MARKER);
+    assert_eq!(change["after"]["engine"], "postgres");
+    assert_eq!(change["after_unknown"], json!({"id": true}));
+    // No mask: the whole value is replaced, the change's shape stays.
+    let unmasked = &doc["deferred_changes"][1]["resource_change"];
+    assert_eq!(unmasked["address"], "aws_x.nomask");
+    assert_eq!(unmasked["change"]["after"], MARKER);
+
+    let action = &doc["action_invocations"][0];
+    assert_eq!(
+        (&action["address"], &action["type"], &action["name"]),
+        (
+            &json!("action.aws_lambda_invoke.notify"),
+            &json!("aws_lambda_invoke"),
+            &json!("notify")
+        )
+    );
+    assert_eq!(action["config_values"]["payload"], MARKER);
+    assert_eq!(action["config_values"]["function_name"], "notifier");
+    assert_eq!(
+        action["lifecycle_action_trigger"]["triggering_resource_address"],
+        "aws_db_instance.d"
+    );
+    assert_eq!(
+        action["lifecycle_action_trigger"]["action_trigger_event"],
+        "after_create"
+    );
+    // No `config_sensitive`: the values are replaced whole; address and trigger stay.
+    let unmasked = &doc["action_invocations"][1];
+    assert_eq!(unmasked["config_values"], MARKER);
+    assert_eq!(unmasked["address"], "action.x.unmasked");
+    assert_eq!(
+        unmasked["invoke_action_trigger"]["calling_resource_address"],
+        "aws_db_instance.d"
+    );
+    let later = &doc["deferred_action_invocations"][0];
+    assert_eq!(later["reason"], "deferred_prereq");
+    assert_eq!(later["action_invocation"]["config_values"]["token"], MARKER);
+    assert_eq!(
+        later["action_invocation"]["config_values"]["region"],
+        "eu-west-1"
+    );
 }
 
 #[test]
@@ -588,13 +691,15 @@ proptest! {
 proptest! {
     /// Masks dropped at random, a Terraform version at random, and the same leaves again in
     /// sections Sortie does not understand: a leaf stays only when every place it appears
-    /// has a mask Sortie trusts and that mask leaves it open.
+    /// has a mask Sortie trusts and that mask leaves it open (resource changes, drift,
+    /// planned values, deferred changes, action invocations).
     #[test]
     fn a_leaf_without_a_trusted_mask_never_leaks(
         before in tree(),
         after in tree(),
         extra in tree(),
-        dropped in prop::array::uniform4(any::<bool>()),
+        action in tree(),
+        dropped in prop::array::uniform6(any::<bool>()),
         version in prop::sample::select(vec!["1.11.4", "0.15.2", "0.15.1", "0.14.11", "0.12.31", ""]),
     ) {
         let mut n = 0;
@@ -604,6 +709,8 @@ proptest! {
         let (a, am) = build(&after, &mut n, false, &mut leaves);
         let after_leaves = leaves.len();
         let (x, xm) = build(&extra, &mut n, false, &mut leaves);
+        let extra_leaves = leaves.len();
+        let (c, cm) = build(&action, &mut n, false, &mut leaves);
         let mask = |m: &Value, drop: bool| if drop { None } else { Some(m.clone()) };
         let change = |value: &Value, key: &str, m: Option<Value>| {
             let mut c = json!({"actions": ["update"]});
@@ -627,9 +734,13 @@ proptest! {
             "resource_changes": [{"address": "x.y", "change": rc}],
             "resource_drift": [{"change": change(&b, "before", mask(&bm, dropped[3]))}],
             "planned_values": {"root_module": {"resources": [planned]}},
-            "deferred_changes": [{"resource_change": {"change": {"after": x, "after_sensitive": xm}}}],
-            "some_future_section": x,
+            "deferred_changes": [{"resource_change": {"change": change(&x, "after", mask(&xm, dropped[4]))}}],
+            "action_invocations": [{"address": "action.a.b", "config_values": c}],
+            "some_future_section": [x, c],
         });
+        if let Some(m) = mask(&cm, dropped[5]) {
+            doc["action_invocations"][0]["config_sensitive"] = m;
+        }
         if !version.is_empty() {
             doc["terraform_version"] = json!(version);
         }
@@ -641,8 +752,10 @@ proptest! {
                 *masked || !trusted || dropped[0] || dropped[3]
             } else if i < after_leaves {
                 *masked || !trusted || dropped[1] || dropped[2]
+            } else if i < extra_leaves {
+                *masked || !trusted || dropped[4]
             } else {
-                true
+                *masked || !trusted || dropped[5]
             };
             prop_assert_eq!(!text.contains(leaf.as_str()), hidden, "leaf {} masked={}", leaf, masked);
         }
@@ -682,6 +795,70 @@ proptest! {
             (&rc["type"], &rc["name"], &rc["change"]["actions"]),
             (&json!("aws_x"), &json!("y"), &json!(["update"]))
         );
+    }
+}
+
+proptest! {
+    /// A deferred change (Terraform 1.8+) and an action invocation (1.14), in both of their
+    /// sections: each shows exactly the leaves its own mask leaves open, and its address,
+    /// reason and trigger stay.
+    #[test]
+    fn deferred_changes_and_action_invocations_show_exactly_their_open_leaves(
+        before in tree(),
+        after in tree(),
+        config in tree(),
+    ) {
+        let mut n = 0;
+        let mut leaves = Vec::new();
+        let (b, bm) = build(&before, &mut n, false, &mut leaves);
+        let (a, am) = build(&after, &mut n, false, &mut leaves);
+        let change_leaves = leaves.len();
+        let (c, cm) = build(&config, &mut n, false, &mut leaves);
+        let invocation = json!({
+            "address": "action.aws_lambda_invoke.n", "type": "aws_lambda_invoke", "name": "n",
+            "config_values": c, "config_sensitive": cm, "config_unknown": {},
+            "lifecycle_action_trigger": {"triggering_resource_address": "aws_x.y",
+                "action_trigger_event": "after_update", "action_trigger_block_index": 0,
+                "actions_list_index": 0, "on_failure": "fail"}
+        });
+        let mut doc = json!({
+            "terraform_version": "1.14.0",
+            "deferred_changes": [{"reason": "provider_config_unknown", "resource_change": {
+                "address": "aws_x.y", "type": "aws_x", "name": "y", "change": {
+                    "actions": ["update"], "before": b, "after": a,
+                    "before_sensitive": bm, "after_sensitive": am}}}],
+            "action_invocations": [invocation],
+            "deferred_action_invocations": [{"reason": "deferred_prereq",
+                "action_invocation": invocation}],
+        });
+        redact(&mut doc, &[]);
+        let deferred = doc["deferred_changes"].to_string();
+        let actions = doc["action_invocations"].to_string();
+        let deferred_actions = doc["deferred_action_invocations"].to_string();
+        for (i, (leaf, masked)) in leaves.iter().enumerate() {
+            let shown = if i < change_leaves {
+                vec![deferred.contains(leaf.as_str())]
+            } else {
+                vec![actions.contains(leaf.as_str()), deferred_actions.contains(leaf.as_str())]
+            };
+            for shown in shown {
+                prop_assert_eq!(shown, !*masked, "leaf {} masked={}", leaf, masked);
+            }
+        }
+        let rc = &doc["deferred_changes"][0];
+        prop_assert_eq!(&rc["reason"], &json!("provider_config_unknown"));
+        prop_assert_eq!(&rc["resource_change"]["address"], &json!("aws_x.y"));
+        prop_assert_eq!(&rc["resource_change"]["change"]["actions"], &json!(["update"]));
+        for invocation in [
+            &doc["action_invocations"][0],
+            &doc["deferred_action_invocations"][0]["action_invocation"],
+        ] {
+            prop_assert_eq!(&invocation["address"], &json!("action.aws_lambda_invoke.n"));
+            prop_assert_eq!(
+                &invocation["lifecycle_action_trigger"]["triggering_resource_address"],
+                &json!("aws_x.y")
+            );
+        }
     }
 }
 

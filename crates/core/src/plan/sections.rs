@@ -1,8 +1,8 @@
 //! The sections of a `terraform show -json` plan that Sortie understands, as an allowlist:
 //! [`keep_known`] drops every field that is not in it, at every level, before the
-//! redaction, so a section a newer Terraform adds (as `deferred_changes`,
-//! `action_invocations` and `deferred_action_invocations` were added) never reaches the
-//! artifact unredacted: it is dropped until the redaction handles it.
+//! redaction, so a section a newer Terraform adds never reaches the artifact unredacted: it
+//! is dropped until the redaction handles it (as `deferred_changes`, `action_invocations`
+//! and `deferred_action_invocations` were, until their masks were read).
 //!
 //! The shapes follow Terraform's JSON output format
 //! (<https://developer.hashicorp.com/terraform/internals/json-format>): the plan, the
@@ -36,8 +36,7 @@ use Shape::{List, Map, Object, Scalar, Value as Any};
 const MAX_DEPTH: usize = 128;
 
 /// The plan representation: every top-level section Sortie reads or passes to policies.
-/// Left out (dropped): `deferred_changes`, `action_invocations`,
-/// `deferred_action_invocations` and anything newer.
+/// Left out (dropped): anything newer.
 pub(super) static PLAN: Shape = Object(&[
     ("format_version", &Scalar),
     ("terraform_version", &Scalar),
@@ -45,7 +44,16 @@ pub(super) static PLAN: Shape = Object(&[
     ("planned_values", &VALUES),
     ("resource_drift", &List(&RESOURCE_CHANGE)),
     ("resource_changes", &List(&RESOURCE_CHANGE)),
+    ("deferred_changes", &List(&DEFERRED_CHANGE)),
     ("output_changes", &Map(&CHANGE)),
+    ("action_invocations", &List(&ACTION_INVOCATION)),
+    (
+        "deferred_action_invocations",
+        &List(&Object(&[
+            ("reason", &Scalar),
+            ("action_invocation", &ACTION_INVOCATION),
+        ])),
+    ),
     ("prior_state", &PRIOR_STATE),
     ("configuration", &CONFIGURATION),
     (
@@ -73,6 +81,38 @@ static RESOURCE_CHANGE: Shape = Object(&[
     ("deposed", &Scalar),
     ("action_reason", &Scalar),
     ("change", &CHANGE),
+]);
+
+/// One entry of `deferred_changes` (Terraform 1.8+ deferred actions): a resource change
+/// Terraform could not plan yet, and why.
+static DEFERRED_CHANGE: Shape =
+    Object(&[("reason", &Scalar), ("resource_change", &RESOURCE_CHANGE)]);
+
+/// One entry of `action_invocations` (Terraform 1.14 actions), also the
+/// `action_invocation` of a `deferred_action_invocations` entry: the action's address, the
+/// values of its `config` block with their masks, and what triggers it.
+static ACTION_INVOCATION: Shape = Object(&[
+    ("address", &Scalar),
+    ("type", &Scalar),
+    ("name", &Scalar),
+    ("provider_name", &Scalar),
+    ("config_values", &Any),
+    ("config_sensitive", &Any),
+    ("config_unknown", &Any),
+    (
+        "lifecycle_action_trigger",
+        &Object(&[
+            ("triggering_resource_address", &Scalar),
+            ("action_trigger_event", &Scalar),
+            ("action_trigger_block_index", &Scalar),
+            ("actions_list_index", &Scalar),
+            ("on_failure", &Scalar),
+        ]),
+    ),
+    (
+        "invoke_action_trigger",
+        &Object(&[("calling_resource_address", &Scalar)]),
+    ),
 ]);
 
 /// The change representation (a resource's or an output's). Left out: the resource

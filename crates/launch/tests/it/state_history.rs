@@ -4,7 +4,7 @@
 //! runner) and through the launcher role's session (an `ecs-fargate` runner).
 
 use sortie_core::{EnvPath, RunnerSpec};
-use sortie_launch::state_history::{S3StateHistory, StateAt, StateHistory};
+use sortie_launch::state_history::{S3StateHistory, StateAt, StateHistory, UrlLife};
 
 async fn versioned_bucket(s3: &aws_sdk_s3::Client) -> String {
     let bucket = sortie_testkit::unique("state");
@@ -55,7 +55,9 @@ async fn three_versions(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec
     ids
 }
 
-async fn lists_pages_and_reads(runner: &str) {
+/// Lists, pages and reads `runner`'s state versions; a presigned URL asked for an hour
+/// lives at most `longest_url` seconds.
+async fn lists_pages_and_reads(runner: &str, longest_url: u64) {
     let aws = sortie_testkit::require_aws!();
     let config = aws.sdk_config().await;
     let s3 = sortie_testkit::s3_client(&config);
@@ -94,22 +96,35 @@ async fn lists_pages_and_reads(runner: &str) {
     assert!(String::from_utf8(oldest).unwrap().contains(r#""serial":1"#));
     assert_eq!(history.get(at, "no-such-version").await.unwrap(), None);
 
+    let life = UrlLife {
+        wanted: std::time::Duration::from_secs(3600),
+        needed: std::time::Duration::from_secs(60),
+    };
     let url = history
-        .presign_get(at, &newest_first[2], std::time::Duration::from_secs(60))
+        .presign_get(at, &newest_first[2], life)
         .await
         .unwrap();
     assert!(url.contains("versionId="), "{url}");
+    let (_, rest) = url.split_once("X-Amz-Expires=").expect("a presigned URL");
+    let expires: u64 = rest.split('&').next().unwrap().parse().unwrap();
+    assert!(
+        expires <= longest_url && expires + 5 >= longest_url,
+        "X-Amz-Expires={expires}"
+    );
 }
 
 #[tokio::test]
 async fn a_local_runner_s_state_versions_are_listed_paged_and_read() {
-    lists_pages_and_reads("  type: local\n").await;
+    // The control plane's own credentials here do not expire: the hour asked.
+    lists_pages_and_reads("  type: local\n", 3600).await;
 }
 
 #[tokio::test]
 async fn a_fargate_runner_s_state_is_read_through_its_launcher_session() {
     lists_pages_and_reads(
         "  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/sortie-launcher\n  external_id: sortie-ext-7f3a\n  region: us-east-1\n  cluster: runners\n  task_definition: arn:aws:ecs:us-east-1:123456789012:task-definition/sortie-runner:1\n  container_name: runner\n  subnets: [subnet-0123456789abcdef0]\n  security_groups: [sg-0123456789abcdef0]\n",
+        // A launcher session lasts 15 minutes: so does the URL it signs.
+        900,
     )
     .await;
 }
