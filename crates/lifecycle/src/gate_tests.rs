@@ -478,3 +478,85 @@ async fn a_write_to_a_set_is_seen_by_the_next_check() {
         .unwrap();
     assert!(g.w.jobs.check_policy(&record).await.unwrap().is_none());
 }
+
+/// Issue 41 item 8, through the gate: twelve sets that each deny every resource with a long
+/// message (the result keeps 20 per list, each cut at 512 bytes: about 125 KB in all) end
+/// with a summary on the job within `SUMMARY_MAX_BYTES` (so the job's item stays under
+/// DynamoDB's 400 KB) and the whole result, every kept message, in the artifacts bucket at
+/// the key the summary names.
+#[tokio::test]
+async fn a_result_too_large_for_the_job_is_summarised_and_kept_whole_in_the_bucket() {
+    use sortie_core::policy::gate::SUMMARY_MAX_BYTES;
+    use sortie_core::policy::PolicyResult;
+    use sortie_store::Artifacts;
+
+    let g = gated().await;
+    let pad = "x".repeat(950);
+    let rego = format!(
+        "package tf\n\ndeny contains msg if {{\n  some rc in input.plan.resource_changes\n  msg := concat(\" \", [rc.address, \"may not be created: {pad}\"])\n}}\n"
+    );
+    let names: Vec<String> = (0..12).map(|i| format!("set{i:02}")).collect();
+    for name in &names {
+        PolicySets::new(g.w.store.clone())
+            .create(
+                &GroupPath::parse("acme").unwrap(),
+                Some(name.as_str()),
+                json!({"enforcement": "advisory", "on_unavailable": "fail",
+                       "modules": [{"name": "tf", "rego": rego}]}),
+            )
+            .await
+            .unwrap();
+    }
+    let changes: Vec<Value> = (0..100)
+        .map(|i| {
+            json!({"address": format!("terraform_data.d{i:03}"), "type": "terraform_data",
+                   "name": format!("d{i:03}"),
+                   "change": {"actions": ["create"], "before": null, "after": {"input": "x"}}})
+        })
+        .collect();
+    let plan =
+        serde_json::to_vec(&json!({"format_version": "1.0", "resource_changes": changes})).unwrap();
+    let job = planned(&g, "plan", Some(plan)).await;
+    let policy = job.policy.as_ref().expect("the result is recorded");
+    let shown = serde_json::to_string(policy).unwrap();
+    let truncated = policy.truncated.as_ref().unwrap_or_else(|| {
+        panic!(
+            "a summary, not the whole result ({} bytes): {}",
+            shown.len(),
+            &shown[..shown.len().min(300)]
+        )
+    });
+    let key = truncated
+        .full_result_key
+        .clone()
+        .expect("the summary names where the whole result is");
+    assert_eq!(key, format!("artifacts/{}/policy.json", job.job.id));
+    assert!(
+        shown.len() <= SUMMARY_MAX_BYTES,
+        "the job keeps {} bytes of policy result",
+        shown.len()
+    );
+    let whole: PolicyResult =
+        serde_json::from_slice(&g.artifacts.get(&key).await.expect("the whole result")).unwrap();
+    assert!(serde_json::to_vec(&whole).unwrap().len() > SUMMARY_MAX_BYTES);
+    assert_eq!(whole.sets.len(), 12);
+    let kept = sortie_core::policy::gate::MAX_MESSAGES;
+    for s in &whole.sets {
+        assert_eq!(
+            s.deny.len(),
+            kept,
+            "every kept message is in the bucket: {}",
+            s.set
+        );
+        assert!(
+            s.deny.iter().all(|m| m.len() > 400),
+            "as the result keeps them"
+        );
+    }
+    assert!(whole.truncated.is_none());
+    assert_eq!(
+        truncated.counts,
+        vec![[kept as u32, 0]; 12],
+        "the summary counts every message"
+    );
+}

@@ -89,7 +89,7 @@ impl JobService {
     /// A queued job may take its environment's lock between the read of the environment
     /// and the write (the holder ended, and the queue moved on): the write then finds it
     /// no longer waiting, and the cancel is tried again from a fresh read, at most
-    /// [`CANCEL_TRIES`] times, so two cancels in one environment never answer a conflict.
+    /// `CANCEL_TRIES` (5) times, so two cancels in one environment never answer a conflict.
     pub async fn cancel(&self, record: &JobRecord, by: &str) -> Result<Cancellation, StoreError> {
         let mut record = record.clone();
         let mut tries = 1;
