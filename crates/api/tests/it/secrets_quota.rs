@@ -33,30 +33,31 @@ fn throttle_counts(operation: &str) -> (u64, u64) {
     (n("answered"), n("throttled"))
 }
 
-/// A neighbour in the same account and Region: threads that send ListSecrets (a
-/// control-plane call, in the same 50-per-second budget) until dropped, so the calls under
-/// test meet the quota however fast or slow this machine is.
+/// A neighbour in the same account and Region: a thread that sends ListSecrets (a
+/// control-plane call, in the same 50-per-second budget) at a steady `per_second` until
+/// dropped, so the calls under test meet the quota however fast or slow this machine is,
+/// while the rest of the budget stays theirs.
 struct Neighbour {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Neighbour {
-    fn start(threads: usize) -> Self {
+    fn start(per_second: u32) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let endpoint = sortie_testkit::endpoint();
         let host = endpoint
             .trim_start_matches("http://")
             .trim_end_matches('/')
             .to_string();
-        let threads = (0..threads)
-            .map(|_| {
-                let (stop, host) = (stop.clone(), host.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let Ok(mut conn) = std::net::TcpStream::connect(&host) else {
-                            continue;
-                        };
+        let every = std::time::Duration::from_secs(1) / per_second;
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut next = std::time::Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    next += every;
+                    if let Ok(mut conn) = std::net::TcpStream::connect(&host) {
                         let body = "{}";
                         let _ = write!(
                             conn,
@@ -69,10 +70,14 @@ impl Neighbour {
                         );
                         let _ = conn.read_to_end(&mut Vec::new());
                     }
-                })
+                    std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+                }
             })
-            .collect();
-        Self { stop, threads }
+        };
+        Self {
+            stop,
+            threads: vec![thread],
+        }
     }
 }
 
@@ -175,14 +180,15 @@ async fn two_hundred_jobs_ending_at_once_leave_no_secret_behind() {
     }
     // All 200 end at once: a cancel ends a job that has not started, through the one end
     // of a job (its secret's deletion with it).
-    // A neighbour spends the account's budget meanwhile, as another deployment's calls
-    // would.
+    // A neighbour spends 30 of the account's 50 calls a second meanwhile, as another
+    // deployment's calls would: 200 ends at once meet the quota on any machine, and still
+    // fit in their retries (20 a second left: 10 s of a 20 s budget).
     let (_, throttled_before) = throttle_counts("DeleteSecret");
     let paths: Vec<String> = ids
         .iter()
         .map(|id| format!("/v1/jobs/{id}/cancel"))
         .collect();
-    let neighbour = Neighbour::start(4);
+    let neighbour = Neighbour::start(30);
     let cancels = join_all(paths.iter().map(|p| api.as_admin("POST", p, None))).await;
     drop(neighbour);
     for (id, r) in ids.iter().zip(&cancels) {
