@@ -27,6 +27,8 @@ pub struct JobOrder {
     pub trigger: Option<sortie_core::triggers::TriggerContext>,
     /// For a restore: the state version it writes back.
     pub restore: Option<sortie_core::state_version::StateRestore>,
+    /// For a pull request's job: the pull request it reports to.
+    pub pull_request: Option<sortie_core::job::PullRequestRef>,
 }
 
 /// How a submitted job is written.
@@ -37,6 +39,10 @@ pub enum WriteMode {
     Queue(Option<IdempotencyKey>),
     /// Only when the environment is idle (a drift check is skipped, never queued).
     IfIdle,
+    /// A speculative plan (a pull request's): written without the environment's lock or
+    /// queue, so it never waits behind an apply nor blocks one; a retry with the same key
+    /// answers the first submit's job. Only a plan may be written so.
+    Speculative(Option<IdempotencyKey>),
 }
 
 impl JobOrder {
@@ -56,6 +62,7 @@ impl JobOrder {
             at: Utc::now(),
             trigger: None,
             restore: None,
+            pull_request: None,
         }
     }
 
@@ -81,6 +88,7 @@ impl JobOrder {
             at,
             trigger: None,
             restore: None,
+            pull_request: None,
         }
     }
 }
@@ -111,6 +119,9 @@ pub enum SubmitError {
         /// The lock that holds it.
         held: sortie_core::lock::Held,
     },
+    /// Only a plan may be speculative: an apply or destroy writes state, and needs the lock.
+    #[error("a speculative job must be a plan, not {} {}", sortie_core::job::a_or_an(.0.as_str()), .0.as_str())]
+    NotSpeculative(Operation),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -158,6 +169,14 @@ impl JobService {
         job.drift_check = order.drift_check;
         job.trigger = order.trigger;
         job.restore = order.restore;
+        job.pull_request = order.pull_request;
+        if matches!(order.write, WriteMode::Speculative(_)) {
+            if job.request.operation != Operation::Plan {
+                self.forget_sensitive_variables(&job).await;
+                return Err(SubmitError::NotSpeculative(job.request.operation));
+            }
+            job.speculative = true;
+        }
         // Policy sets apply: an apply or destroy runs in two phases, its plan gated.
         if let Err(e) = self.gate_at_submit(env, &mut job).await {
             self.forget_sensitive_variables(&job).await;
@@ -166,6 +185,7 @@ impl JobService {
         let written = match &order.write {
             WriteMode::Queue(key) => self.submit(&job, key.as_ref()).await.map(Some),
             WriteMode::IfIdle => self.submit_if_idle(&job).await,
+            WriteMode::Speculative(key) => self.submit_speculative(&job, key.as_ref()).await.map(Some),
         };
         match written {
             Ok(Some(s)) if !s.replayed => Ok(s),
@@ -197,6 +217,18 @@ impl JobService {
             // Unlocked again since: the write still failed on the lock it saw.
             Ok(None) | Err(_) => e.into(),
         }
+    }
+
+    async fn submit_speculative(
+        &self,
+        job: &Job,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let submitted = self.store.submit_speculative(job, key).await?;
+        if !submitted.replayed {
+            self.send_or_leave_pending(&submitted.job).await;
+        }
+        Ok(submitted)
     }
 
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {

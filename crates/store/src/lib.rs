@@ -299,6 +299,16 @@ pub trait JobStore: Send + Sync {
     /// checks, which are skipped rather than queued. No idempotency key; `AlreadyExists` when
     /// the job id is taken, `NotFound` when the environment is missing.
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError>;
+    /// Writes a new `queued` speculative job (a pull request's plan) without touching the
+    /// environment's lock or queue: it is a pending send at once, like a job that took the
+    /// lock, and `took_lock` is false. The environment must exist (`NotFound`); a person's
+    /// lock or a freeze does not stop it, as it writes no state. A key seen before answers
+    /// the first submit's job (`replayed`), as for [`JobStore::submit_job`].
+    async fn submit_speculative(
+        &self,
+        job: &Job,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError>;
     /// Reads a job.
     async fn get_job(&self, id: &JobId) -> Result<JobRecord, StoreError>;
     /// Lists an environment's jobs, newest first.

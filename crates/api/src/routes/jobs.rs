@@ -195,6 +195,7 @@ pub(crate) fn submit_error(e: SubmitError) -> ApiError {
             ref environment,
             ref held,
         } => super::locks::locked(environment, held),
+        SubmitError::NotSpeculative(_) => ApiError::field("operation", e.to_string()),
         SubmitError::Store(e) => e.into(),
     }
 }

@@ -12,11 +12,13 @@
 //! [`Job`] record itself is here.
 
 pub mod history;
+mod origin;
 mod request;
 mod review;
 mod state;
 
 pub use crate::changes::ChangeSummary;
+pub use origin::PullRequestRef;
 pub use request::{
     a_or_an, file_path_problem, is_relative_safe_path, JobRequest, Operation, Source,
     MAX_FILES_BYTES,
@@ -83,6 +85,14 @@ pub struct Job {
     /// For a restore: the state version written back as the current state before the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<crate::state_version::StateRestore>,
+    /// The pull request that asked for the job, where its check run and comment go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequestRef>,
+    /// A speculative plan (a pull request's): it takes no environment lock and joins no
+    /// queue, runs terraform with `-lock=false`, and can never be applied. The one
+    /// exception to one active job per environment, safe because it writes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub speculative: bool,
 }
 
 impl Job {
@@ -117,6 +127,8 @@ impl Job {
             tool_version: None,
             trigger: None,
             restore: None,
+            pull_request: None,
+            speculative: false,
         }
     }
 

@@ -24,6 +24,45 @@ use crate::{
     StoreError, Submitted, Unreadable,
 };
 
+/// A submit's idempotency item: the key binds the job for 24 hours.
+fn idempotency_item(job: &Job, k: &IdempotencyKey) -> super::Item {
+    let mut item = key(format!("IDEM#{}#{}", job.environment, k.key), "IDEM");
+    item.insert("kind".into(), s("idempotency"));
+    item.insert("job_id".into(), s(&job.id));
+    item.insert("request_hash".into(), s(&k.request_hash));
+    item.insert(
+        "expires_at".into(),
+        n(Utc::now().timestamp() + crate::records::IDEMPOTENCY_KEY_SECONDS),
+    );
+    item
+}
+
+impl DynamoStore {
+    /// A submit's answer, read again when it was lost on the way back (a timeout, a 5xx
+    /// after the commit): the job id is new, so the job item tells whether the transaction
+    /// committed. Never report "not applied" for a submit that was.
+    async fn committed_despite(
+        &self,
+        job: &Job,
+        written: Result<Submitted, StoreError>,
+    ) -> Result<Submitted, StoreError> {
+        match written {
+            Err(e) if e.is_retryable() => match self.read_job(&job.id).await {
+                Ok(Some(found)) if found.record.job == *job => {
+                    let env = self.read_env(&job.environment).await?;
+                    Ok(Submitted {
+                        job: job.clone(),
+                        took_lock: env.and_then(|e| e.record.active_job).as_ref() == Some(&job.id),
+                        replayed: false,
+                    })
+                }
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+}
+
 /// The gsi2 partition of the jobs offered to an agent pool.
 fn pool_partition(pool: &str) -> String {
     format!("POOL#{pool}")
@@ -36,44 +75,33 @@ impl JobStore for DynamoStore {
         job: &Job,
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError> {
-        let env = &job.environment;
-        let idem_item = idempotency.map(|k| {
-            let mut item = key(format!("IDEM#{env}#{}", k.key), "IDEM");
-            item.insert("kind".into(), s("idempotency"));
-            item.insert("job_id".into(), s(&job.id));
-            item.insert("request_hash".into(), s(&k.request_hash));
-            item.insert(
-                "expires_at".into(),
-                n(Utc::now().timestamp() + crate::records::IDEMPOTENCY_KEY_SECONDS),
-            );
-            item
-        });
+        let idem_item = idempotency.map(|k| idempotency_item(job, k));
         // Every check before any write: DynamoDB's limits, and that each item we may write
         // reads back. A refused input leaves nothing behind.
         let holding = checked_item("job", &job_item(job, true))?;
         if let Some(i) = &idem_item {
             super::items::check_item("idempotency key", i)?;
         }
-        match self
+        let written = self
             .submit_attempts(job, &holding, idem_item.as_ref(), idempotency)
-            .await
-        {
-            // An answer lost on the way back (a timeout, a 5xx after the commit): the job id is
-            // new, so the job item tells whether the transaction committed. Never report
-            // "not applied" for a submit that was.
-            Err(e) if e.is_retryable() => match self.read_job(&job.id).await {
-                Ok(Some(found)) if found.record.job == *job => {
-                    let env = self.read_env(env).await?;
-                    Ok(Submitted {
-                        job: job.clone(),
-                        took_lock: env.and_then(|e| e.record.active_job).as_ref() == Some(&job.id),
-                        replayed: false,
-                    })
-                }
-                _ => Err(e),
-            },
-            other => other,
+            .await;
+        self.committed_despite(job, written).await
+    }
+
+    async fn submit_speculative(
+        &self,
+        job: &Job,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let idem_item = idempotency.map(|k| idempotency_item(job, k));
+        let holding = checked_item("job", &job_item(job, true))?;
+        if let Some(i) = &idem_item {
+            super::items::check_item("idempotency key", i)?;
         }
+        let written = self
+            .submit_lockless(job, &holding, idem_item.as_ref(), idempotency)
+            .await;
+        self.committed_despite(job, written).await
     }
 
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {

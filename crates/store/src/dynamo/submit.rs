@@ -286,6 +286,41 @@ impl DynamoStore {
         }
     }
 
+    /// A speculative job's one transaction: the job (a pending send) on condition that its
+    /// id is new, and a check that the environment exists; the lock, the queue and any
+    /// freeze are not read, as the job writes no state.
+    pub(super) async fn submit_lockless(
+        &self,
+        job: &Job,
+        holding: &Item,
+        idem_item: Option<&Item>,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        let exists = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(env_key(&job.environment)))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .expect("table, key and condition are set");
+        let items = vec![
+            self.put(holding.clone(), "attribute_not_exists(pk)"),
+            TransactWriteItem::builder().condition_check(exists).build(),
+        ];
+        match self
+            .try_submit(items, job, idem_item, idempotency, false)
+            .await?
+        {
+            Ok(submitted) => Ok(submitted),
+            Err(codes) => {
+                refused(&codes, job)?;
+                Err(StoreError::NotFound {
+                    kind: "environment",
+                    id: job.environment.to_string(),
+                })
+            }
+        }
+    }
+
     /// The submit's transactions: take the idle lock, else join the queue, until one commits.
     /// Each attempt is one transaction; nothing is written outside them.
     pub(super) async fn submit_attempts(

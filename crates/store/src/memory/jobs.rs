@@ -19,46 +19,17 @@ impl JobStore for MemoryStore {
         job: &Job,
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError> {
-        let env = job.environment.to_string();
-        let mut guard = self.lock();
-        let st = &mut *guard;
-        let now = Utc::now();
-        if let Some(k) = idempotency {
-            // An expired key binds no more: treated as absent, and overwritten below.
-            let held = st
-                .idempotency
-                .get(&(env.clone(), k.key.clone()))
-                .filter(|(_, _, expires_at)| *expires_at > now);
-            if let Some((job_id, hash, _)) = held {
-                if *hash != k.request_hash {
-                    return Err(StoreError::IdempotencyMismatch {
-                        key: k.key.clone(),
-                        job_id: job_id.to_string(),
-                    });
-                }
-                let earlier = st.jobs.get(job_id).ok_or_else(|| StoreError::NotFound {
-                    kind: "job",
-                    id: job_id.to_string(),
-                })?;
-                return Ok(Submitted {
-                    job: earlier.record.job.clone(),
-                    took_lock: false,
-                    replayed: true,
-                });
-            }
-        }
-        let submitted = submit_locked(st, job, true)?.expect("a queueing submit always writes");
-        if let Some(k) = idempotency {
-            st.idempotency.insert(
-                (env, k.key.clone()),
-                (
-                    job.id.clone(),
-                    k.request_hash.clone(),
-                    now + chrono::Duration::seconds(crate::records::IDEMPOTENCY_KEY_SECONDS),
-                ),
-            );
-        }
-        Ok(submitted)
+        self.submit_keyed(job, idempotency, |st| {
+            Ok(submit_locked(st, job, true)?.expect("a queueing submit always writes"))
+        })
+    }
+
+    async fn submit_speculative(
+        &self,
+        job: &Job,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<Submitted, StoreError> {
+        self.submit_keyed(job, idempotency, |st| submit_lockless(st, job))
     }
 
     async fn submit_if_idle(&self, job: &Job) -> Result<Option<Submitted>, StoreError> {
@@ -501,6 +472,92 @@ impl JobStore for MemoryStore {
         Ok(st.jobs.get(&job.job_id).map(|e| e.record.clone()))
     }
 }
+
+impl MemoryStore {
+    /// A submit under an idempotency key: a key seen before (and not expired) answers the
+    /// first job, else `write` writes the job and the key is kept for 24 hours.
+    fn submit_keyed(
+        &self,
+        job: &Job,
+        idempotency: Option<&IdempotencyKey>,
+        write: impl FnOnce(&mut State) -> Result<Submitted, StoreError>,
+    ) -> Result<Submitted, StoreError> {
+        let env = job.environment.to_string();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let now = Utc::now();
+        if let Some(k) = idempotency {
+            // An expired key binds no more: treated as absent, and overwritten below.
+            let held = st
+                .idempotency
+                .get(&(env.clone(), k.key.clone()))
+                .filter(|(_, _, expires_at)| *expires_at > now);
+            if let Some((job_id, hash, _)) = held {
+                if *hash != k.request_hash {
+                    return Err(StoreError::IdempotencyMismatch {
+                        key: k.key.clone(),
+                        job_id: job_id.to_string(),
+                    });
+                }
+                let earlier = st.jobs.get(job_id).ok_or_else(|| StoreError::NotFound {
+                    kind: "job",
+                    id: job_id.to_string(),
+                })?;
+                return Ok(Submitted {
+                    job: earlier.record.job.clone(),
+                    took_lock: false,
+                    replayed: true,
+                });
+            }
+        }
+        let submitted = write(st)?;
+        if let Some(k) = idempotency {
+            st.idempotency.insert(
+                (env, k.key.clone()),
+                (
+                    job.id.clone(),
+                    k.request_hash.clone(),
+                    now + chrono::Duration::seconds(crate::records::IDEMPOTENCY_KEY_SECONDS),
+                ),
+            );
+        }
+        Ok(submitted)
+    }
+}
+
+/// A speculative job's write: the job, a pending send, on condition that the id is new and
+/// the environment exists; the lock and the queue are not touched.
+fn submit_lockless(st: &mut State, job: &Job) -> Result<Submitted, StoreError> {
+    let env = job.environment.to_string();
+    if st.jobs.contains_key(&job.id) {
+        return Err(StoreError::AlreadyExists {
+            kind: "job",
+            id: job.id.to_string(),
+        });
+    }
+    if !st.envs.contains_key(&env) {
+        return Err(StoreError::NotFound {
+            kind: "environment",
+            id: env,
+        });
+    }
+    st.jobs.insert(
+        job.id.clone(),
+        JobEntry {
+            record: JobRecord::new(job),
+            gsi3: Some((Gsi3::Pending, pending_sk(job))),
+            queue_pos: None,
+            offer_sk: None,
+        },
+    );
+    st.env_jobs.entry(env).or_default().insert(job.id.clone());
+    Ok(Submitted {
+        job: job.clone(),
+        took_lock: false,
+        replayed: false,
+    })
+}
+
 
 /// Writes `job` under the state's lock: it takes its environment's lock when free, else
 /// joins the environment's FIFO queue when `queue_if_busy`, else writes nothing (`None`).

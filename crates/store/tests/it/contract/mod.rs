@@ -55,6 +55,7 @@ macro_rules! contract_suite {
             a_job_awaiting_approval_is_due_after_its_deadline_and_leaves_the_list_when_decided,
             plan_phase_review_tool_used_and_clear_summary_round_trip,
             submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy,
+            a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_send,
             memberships_are_granted_listed_scoped_to_org_and_revoked,
             an_offered_job_is_claimed_once_by_one_agent_and_heartbeats_only_for_that_claim,
             agent_pools_are_created_listed_updated_with_versions_and_deleted,
@@ -2702,4 +2703,63 @@ pub async fn many_refused_launches_fold_into_a_bounded_history<S: Store + 'stati
     assert!(got.job.transitions_dropped > 0);
     let bytes = serde_json::to_vec(&got).unwrap().len();
     assert!(bytes < 16 * 1024, "the item stays bounded: {bytes} bytes");
+}
+
+pub async fn a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_send<
+    S: Store + 'static,
+>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let env = env();
+    let holder = job(ENV);
+    assert!(s.submit_job(&holder, None).await.unwrap().took_lock);
+    // A person's lock does not stop a plan that writes nothing.
+    let lock = sortie_core::lock::EnvLock::new("dave", Utc::now(), "audit").unwrap();
+    s.lock_environment(&env, &lock).await.unwrap();
+    let key = IdempotencyKey {
+        key: "pr:acme/infra#7@1a2b".into(),
+        request_hash: "h1".into(),
+    };
+    let plan = job(ENV);
+    let submitted = s.submit_speculative(&plan, Some(&key)).await.unwrap();
+    assert!(!submitted.took_lock && !submitted.replayed);
+    let rec = s.get_environment(&env).await.unwrap().item;
+    assert_eq!(
+        (rec.active_job.as_ref(), rec.queued_count),
+        (Some(&holder.id), 0),
+        "neither the lock nor the queue moved"
+    );
+    let pending = pending_ids(&*s, Utc::now() + Duration::seconds(1)).await;
+    assert!(pending.contains(&plan.id.to_string()), "a pending send at once");
+    // The same key answers the first job; another body under it is refused.
+    let again = s.submit_speculative(&job(ENV), Some(&key)).await.unwrap();
+    assert!(again.replayed && again.job.id == plan.id);
+    let changed = IdempotencyKey {
+        request_hash: "h2".into(),
+        ..key.clone()
+    };
+    assert!(matches!(
+        s.submit_speculative(&job(ENV), Some(&changed)).await,
+        Err(StoreError::IdempotencyMismatch { .. })
+    ));
+    assert!(matches!(
+        s.submit_speculative(&plan, None).await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    assert!(matches!(
+        s.submit_speculative(&job("acme/payments/gone"), None).await,
+        Err(StoreError::NotFound { kind: "environment", .. })
+    ));
+    // The holder's release hands nothing to the plan: it was never queued.
+    s.unlock_environment(&env).await.unwrap();
+    assert_eq!(
+        s.release_environment(&env, &holder.id).await.unwrap(),
+        Released::Idle
+    );
+    assert_eq!(
+        s.release_environment(&env, &plan.id).await.unwrap(),
+        Released::NotHeld,
+        "a speculative plan holds nothing to release"
+    );
 }
