@@ -212,7 +212,7 @@ pub fn waiting(facts: &WaitFacts<'_>, now: DateTime<Utc>) -> Option<Waiting> {
                 since,
             )),
         },
-        _ if !facts.holds_lock => {
+        _ if !facts.holds_lock && !job.speculative => {
             let queued_at = job.transitions.last().map_or(since, |t| t.latest_at());
             let Some(holder) = facts.holder else {
                 return Some(blank(

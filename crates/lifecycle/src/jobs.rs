@@ -119,8 +119,9 @@ impl JobService {
         let reason = format!("sortie: canceled by {by}");
         let env = self.store.get_environment(&job.environment).await?;
         let holds_lock = env.item.active_job.as_deref() == Some(job.id.as_str());
-        let canceled = if holds_lock {
-            // `queued` with the lock, or `awaiting_approval` (which keeps it).
+        let canceled = if holds_lock || job.speculative {
+            // `queued` with the lock, or `awaiting_approval` (which keeps it), or a
+            // speculative plan (which never holds it nor waits in the queue).
             self.store
                 .transition_job(
                     &job.id,

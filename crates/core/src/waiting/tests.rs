@@ -74,6 +74,25 @@ fn a_job_queued_behind_a_reviewed_job_names_it_and_since_when_it_awaits() {
 }
 
 #[test]
+fn a_speculative_plan_never_waits_behind_the_lock_holder() {
+    let mut holder = job("01aaaaaaaaaa");
+    holder
+        .transition(JobState::Dispatching, t(9, 0, 0), "claimed")
+        .unwrap();
+    let holder = LockHolder::of(&holder);
+    let mut plan = job("01b");
+    plan.speculative = true;
+    let f = WaitFacts {
+        holds_lock: false,
+        holder: Some(&holder),
+        ..facts(&plan)
+    };
+    let w = waiting(&f, t(9, 5, 0)).unwrap();
+    assert_ne!(w.kind, WaitingKind::QueuedBehind, "{}", w.text);
+    assert_eq!(w.behind, None);
+}
+
+#[test]
 fn a_running_holder_reads_running_since_its_launch_and_another_day_carries_the_date() {
     let mut holder = job("01aaaaaaaaaa");
     holder
