@@ -209,7 +209,11 @@ def metadata(manifest=None):
     command = ['cargo', 'metadata', '--no-deps', '--format-version', '1', '--offline']
     if manifest:
         command += ['--manifest-path', str(manifest)]
-    result = subprocess.run(command, capture_output=True, text=True)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except FileNotFoundError:
+        problems.append('cargo is not on PATH: the crate map cannot be checked')
+        return None
     if result.returncode != 0:
         problems.append(f'`{" ".join(command)}` failed: {result.stderr.strip()[:500]}')
         return None
