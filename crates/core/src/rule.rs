@@ -1,4 +1,4 @@
-//! Runner rules and rule resolution: the one precedence of DESIGN.md.
+//! Runner rules and rule resolution: the one precedence of the design (`docs/design.md`).
 //!
 //! For an environment E in group G, every rule whose scope is G or an ancestor
 //! and whose criteria all hold is a candidate. Candidates are ordered by the

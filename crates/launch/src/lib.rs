@@ -27,7 +27,8 @@ pub use local::{LocalLauncher, LOCAL_CONTAINER};
 pub use secrets::{AwsSecretValues, SecretValues, StaticSecretValues};
 
 /// What every `startedBy` Sortie sets begins with. ECS allows only letters, digits, `-`,
-/// `/` and `_` in `startedBy` (at most 36), so the separator is `/`, not DESIGN's `:`.
+/// `/` and `_` in `startedBy` (at most 36), so the separator is `/`, not the `:` of the
+/// design's first draft (`docs/design.md`, "Departures from the first draft").
 pub const STARTED_BY_PREFIX: &str = "sortie/";
 
 /// The `startedBy` of a job's task: `sortie/<job id>` (33 characters for a ULID).
