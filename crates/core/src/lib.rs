@@ -39,6 +39,7 @@ pub mod tokens;
 pub mod tool;
 pub mod triggers;
 pub mod urls;
+pub mod vcs;
 pub mod waiting;
 
 pub use auth::{can, Action, Grantee, Membership, Principal, Role};
