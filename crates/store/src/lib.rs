@@ -25,6 +25,7 @@ mod plan_data;
 mod queue;
 mod records;
 mod sortkeys;
+mod vcs;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -45,6 +46,7 @@ pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
 pub use plan_data::read_plan_data;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
+pub use vcs::{VcsStore, DELIVERY_ID_MAX, MAX_BOUND_ENVIRONMENTS};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
     Listed, ListedPage, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, SweepCursor,
@@ -489,7 +491,7 @@ pub trait AgentPoolStore: Send + Sync {
 
 /// The whole repository: runners, rules, environments, jobs, memberships and agent pools.
 ///
-/// Implemented for every type that implements the six aggregate traits, so
+/// Implemented for every type that implements the ten aggregate traits, so
 /// `Arc<dyn Store>` reaches every operation.
 pub trait Store:
     RunnerStore
@@ -501,6 +503,7 @@ pub trait Store:
     + LockStore
     + PolicySetStore
     + ExpiryStore
+    + VcsStore
 {
 }
 
@@ -514,6 +517,7 @@ impl<T> Store for T where
         + LockStore
         + PolicySetStore
         + ExpiryStore
+        + VcsStore
         + ?Sized
 {
 }

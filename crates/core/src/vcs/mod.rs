@@ -6,6 +6,9 @@
 //! - [`binding`]: an environment's binding to a repository directory ([`VcsBinding`]): the
 //!   repository, directory, base branch, the globs that decide which pull requests touch
 //!   it, the apply mode and the apply requirements; its validation and glob matching.
+//! - [`connection`]: an organisation's connection ([`connection::VcsConnection`]): a GitHub
+//!   App's id and API URL, its key and webhook secret by ARN only.
+//! - [`pull`]: what Sortie keeps of a pull request ([`pull::PullRequestRecord`]).
 //! - [`webhook`]: the delivery headers, the payload cap, and the `X-Hub-Signature-256`
 //!   HMAC-SHA256 signature ([`webhook::sign`], [`webhook::verify_signature`]).
 //! - [`command`]: the `/sortie` commands in a pull request comment
@@ -18,6 +21,8 @@
 //!   hostile text a plan carries.
 
 pub mod binding;
+pub mod connection;
+pub mod pull;
 pub mod webhook;
 
 pub use binding::{repository_problem, ApplyMode, Requirements, VcsBinding, VcsProvider};

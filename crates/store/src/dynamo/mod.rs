@@ -29,6 +29,7 @@ mod runners;
 mod schema;
 mod submit;
 mod unreadable;
+mod vcs;
 
 use items::{from_item, EnvItem, JobItem, RunnerItem};
 use keys::{env_key, job_key, runner_key};

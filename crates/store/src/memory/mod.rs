@@ -37,6 +37,7 @@ mod policy_sets;
 mod pools;
 mod rules;
 mod runners;
+mod vcs;
 
 /// The in-memory store. Cheap to create; every instance is an empty table.
 #[derive(Debug, Default)]
@@ -83,6 +84,8 @@ struct JobEntry {
 
 #[derive(Debug, Default)]
 struct State {
+    /// Connections, bindings, deliveries and pull requests.
+    vcs: vcs::VcsState,
     /// By (owner group, name): listing a group's runners is a range, in name order.
     runners: BTreeMap<(String, String), RunnerEntry>,
     /// By scope: the scope's rule set and its version.

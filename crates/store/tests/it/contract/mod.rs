@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::{DateTime, Duration, TimeZone, Timelike, Utc};
 use sortie_core::drift::{DriftSkipped, DriftStatus, DriftVerdict};
 use sortie_core::{
     Approval, ChangeSummary, Decision, DriftRemediation, EnvPath, EnvSettings, Environment,
@@ -56,6 +56,7 @@ macro_rules! contract_suite {
             plan_phase_review_tool_used_and_clear_summary_round_trip,
             submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy,
             a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_send,
+            connections_deliveries_bindings_and_pull_requests_round_trip,
             memberships_are_granted_listed_scoped_to_org_and_revoked,
             an_offered_job_is_claimed_once_by_one_agent_and_heartbeats_only_for_that_claim,
             agent_pools_are_created_listed_updated_with_versions_and_deleted,
@@ -2762,4 +2763,106 @@ pub async fn a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_se
         Released::NotHeld,
         "a speculative plan holds nothing to release"
     );
+}
+
+pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    use sortie_core::vcs::connection::VcsConnection;
+    use sortie_core::vcs::pull::{PullEnvironment, PullRequestRecord};
+    use sortie_core::vcs::VcsProvider::Github;
+    use sortie_store::VcsStore;
+
+    // A connection: absent, written, replaced, deleted.
+    assert!(matches!(
+        s.get_connection("acme", Github).await,
+        Err(StoreError::NotFound { kind: "connection", .. })
+    ));
+    let mut c = VcsConnection {
+        org: "acme".into(),
+        provider: Github,
+        app_id: 7,
+        api_url: "https://api.github.com".into(),
+        private_key_secret: "arn:aws:secretsmanager:us-east-1:1:secret:k".into(),
+        webhook_secret: "arn:aws:secretsmanager:us-east-1:1:secret:w".into(),
+        created_by: "alice".into(),
+        created_at: Utc::now().with_nanosecond(0).unwrap(),
+    };
+    s.put_connection(&c).await.unwrap();
+    c.app_id = 8;
+    s.put_connection(&c).await.unwrap();
+    assert_eq!(s.get_connection("acme", Github).await.unwrap(), c);
+    assert!(s.get_connection("other", Github).await.is_err());
+    s.delete_connection("acme", Github).await.unwrap();
+    assert!(matches!(
+        s.delete_connection("acme", Github).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    // A delivery is new once, until it expires.
+    let later = Utc::now() + Duration::hours(1);
+    assert!(s.claim_delivery(Github, "d-1", later).await.unwrap());
+    assert!(!s.claim_delivery(Github, "d-1", later).await.unwrap());
+    assert!(s.claim_delivery(Github, "d-2", Utc::now() - Duration::seconds(1)).await.unwrap());
+    assert!(
+        s.claim_delivery(Github, "d-2", later).await.unwrap(),
+        "an expired delivery counts as absent"
+    );
+
+    // The bindings index: repository names compare without case; idempotent; paged.
+    let envs: Vec<EnvPath> = (0..30)
+        .map(|i| EnvPath::parse(&format!("acme/web/e{i:02}")).unwrap())
+        .collect();
+    for e in &envs {
+        s.index_binding(Github, "Acme/Infra", e).await.unwrap();
+    }
+    s.index_binding(Github, "acme/infra", &envs[0]).await.unwrap();
+    s.index_binding(Github, "acme/other", &envs[1]).await.unwrap();
+    let mut bound = s.bound_environments(Github, "ACME/infra").await.unwrap();
+    bound.sort();
+    assert_eq!(bound, envs);
+    s.unindex_binding(Github, "acme/infra", &envs[3]).await.unwrap();
+    s.unindex_binding(Github, "acme/infra", &envs[3]).await.unwrap();
+    assert_eq!(s.bound_environments(Github, "acme/infra").await.unwrap().len(), 29);
+    assert!(s.bound_environments(Github, "acme/none").await.unwrap().is_empty());
+
+    // A pull request's record, written on condition of its version.
+    assert!(s.get_pull_request(Github, "acme/infra", 7).await.unwrap().is_none());
+    let mut pr = PullRequestRecord {
+        provider: Github,
+        org: "acme".into(),
+        repository: "acme/Infra".into(),
+        number: 7,
+        head_sha: "a".repeat(40),
+        base: "main".into(),
+        author: "octocat".into(),
+        fork: false,
+        open: true,
+        plans_allowed_by: None,
+        comment_id: None,
+        environments: Default::default(),
+        over_limit: 0,
+        updated_at: Utc::now().with_nanosecond(0).unwrap(),
+    };
+    assert_eq!(s.put_pull_request(&pr, None).await.unwrap(), 1);
+    assert!(matches!(
+        s.put_pull_request(&pr, None).await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    pr.comment_id = Some(99);
+    pr.environments.insert(
+        "acme/web/e01".into(),
+        PullEnvironment {
+            sha: "a".repeat(40),
+            plan_job: Some("01job".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.put_pull_request(&pr, Some(1)).await.unwrap(), 2);
+    assert!(matches!(
+        s.put_pull_request(&pr, Some(1)).await,
+        Err(StoreError::VersionMismatch { expected: 1, actual: 2, .. })
+    ));
+    let read = s.get_pull_request(Github, "ACME/infra", 7).await.unwrap().unwrap();
+    assert_eq!((read.item, read.version), (pr, 2));
 }

@@ -1,0 +1,311 @@
+//! Pull requests in the table:
+//! - a connection, `VCS#<org>` / `CONN#<provider>`;
+//! - the bindings index, `REPO#<provider>#<owner/name, lower case>` / `ENV#<path>`, one item
+//!   per bound environment, read with one paged query;
+//! - a delivery seen, `DELIVERY#<provider>#<id>` / `DELIVERY`, with `expires_at` (the
+//!   table's TTL attribute) so the table forgets it;
+//! - a pull request, `PULL#<provider>#<owner/name, lower case>#<number>` / `PULL`, written
+//!   on condition of its `version`.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::pull::PullRequestRecord;
+use sortie_core::vcs::VcsProvider;
+use sortie_core::EnvPath;
+
+use super::items::{checked_item, from_item};
+use super::keys::key;
+use super::{condition_failed, n, s, DynamoStore, Item};
+use crate::error::aws;
+use crate::vcs::{pull_id, repository_key, MAX_BOUND_ENVIRONMENTS};
+use crate::{StoreError, VcsStore, Versioned};
+
+fn connection_key(org: &str, provider: VcsProvider) -> Item {
+    key(format!("VCS#{org}"), &format!("CONN#{}", provider.as_str()))
+}
+
+fn repo_pk(provider: VcsProvider, repository: &str) -> String {
+    format!(
+        "REPO#{}#{}",
+        provider.as_str(),
+        repository_key(repository)
+    )
+}
+
+fn pull_key(provider: VcsProvider, repository: &str, number: u64) -> Item {
+    key(
+        format!(
+            "PULL#{}#{}#{number}",
+            provider.as_str(),
+            repository_key(repository)
+        ),
+        "PULL",
+    )
+}
+
+#[derive(Serialize, Deserialize)]
+struct ConnectionItem {
+    pk: String,
+    sk: String,
+    kind: String,
+    connection: VcsConnection,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PullItem {
+    pk: String,
+    sk: String,
+    kind: String,
+    version: u64,
+    pull: PullRequestRecord,
+}
+
+fn key_parts(k: &Item) -> (String, String) {
+    let part = |name: &str| {
+        k.get(name)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    (part("pk"), part("sk"))
+}
+
+#[async_trait]
+impl VcsStore for DynamoStore {
+    async fn put_connection(&self, connection: &VcsConnection) -> Result<(), StoreError> {
+        let (pk, sk) = key_parts(&connection_key(&connection.org, connection.provider));
+        let item = checked_item(
+            "connection",
+            &ConnectionItem {
+                pk,
+                sk,
+                kind: "vcs-connection".into(),
+                connection: connection.clone(),
+            },
+        )?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(())
+    }
+
+    async fn get_connection(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<VcsConnection, StoreError> {
+        match self.get_item(connection_key(org, provider)).await? {
+            Some(item) => Ok(from_item::<ConnectionItem>(item)?.connection),
+            None => Err(not_found(org, provider)),
+        }
+    }
+
+    async fn delete_connection(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<(), StoreError> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(connection_key(org, provider)))
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(()),
+            Err(e) if condition_failed(&e) => Err(not_found(org, provider)),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    async fn claim_delivery(
+        &self,
+        provider: VcsProvider,
+        delivery: &str,
+        expires_at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut item = key(
+            format!("DELIVERY#{}#{delivery}", provider.as_str()),
+            "DELIVERY",
+        );
+        item.insert("kind".into(), s("vcs-delivery"));
+        item.insert("expires_at".into(), n(expires_at.timestamp()));
+        // DynamoDB's TTL deletes an expired item within days, not at once: an expired one
+        // still present counts as absent, and is overwritten.
+        let out = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk) OR expires_at <= :now")
+            .expression_attribute_values(":now", n(Utc::now().timestamp()))
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
+    async fn index_binding(
+        &self,
+        provider: VcsProvider,
+        repository: &str,
+        env: &EnvPath,
+    ) -> Result<(), StoreError> {
+        let mut item = key(repo_pk(provider, repository), &format!("ENV#{env}"));
+        item.insert("kind".into(), s("vcs-binding"));
+        item.insert("environment".into(), s(env.to_string()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(())
+    }
+
+    async fn unindex_binding(
+        &self,
+        provider: VcsProvider,
+        repository: &str,
+        env: &EnvPath,
+    ) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(repo_pk(provider, repository), &format!("ENV#{env}"))))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(())
+    }
+
+    async fn bound_environments(
+        &self,
+        provider: VcsProvider,
+        repository: &str,
+    ) -> Result<Vec<EnvPath>, StoreError> {
+        let pk = repo_pk(provider, repository);
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :env)")
+                .expression_attribute_values(":pk", s(&pk))
+                .expression_attribute_values(":env", s("ENV#"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+            for item in page.items.unwrap_or_default() {
+                let path = item.get("environment").and_then(|v| v.as_s().ok());
+                if let Some(path) = path.and_then(|p| EnvPath::parse(p).ok()) {
+                    out.push(path);
+                }
+            }
+            if out.len() >= MAX_BOUND_ENVIRONMENTS {
+                out.truncate(MAX_BOUND_ENVIRONMENTS);
+                return Ok(out);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn get_pull_request(
+        &self,
+        provider: VcsProvider,
+        repository: &str,
+        number: u64,
+    ) -> Result<Option<Versioned<PullRequestRecord>>, StoreError> {
+        let Some(item) = self.get_item(pull_key(provider, repository, number)).await? else {
+            return Ok(None);
+        };
+        let item: PullItem = from_item(item)?;
+        Ok(Some(Versioned {
+            item: item.pull,
+            version: item.version,
+        }))
+    }
+
+    async fn put_pull_request(
+        &self,
+        record: &PullRequestRecord,
+        expected: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let version = expected.unwrap_or(0) + 1;
+        let (pk, sk) = key_parts(&pull_key(
+            record.provider,
+            &record.repository,
+            record.number,
+        ));
+        let item = checked_item(
+            "pull request",
+            &PullItem {
+                pk,
+                sk,
+                kind: "vcs-pull".into(),
+                version,
+                pull: record.clone(),
+            },
+        )?;
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item));
+        put = match expected {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(v) => put
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(v)),
+        };
+        match put.send().await {
+            Ok(_) => Ok(version),
+            Err(e) if condition_failed(&e) => {
+                let id = pull_id(&record.repository, record.number);
+                let actual = self
+                    .get_pull_request(record.provider, &record.repository, record.number)
+                    .await?
+                    .map(|v| v.version);
+                Err(match (expected, actual) {
+                    (None, _) => StoreError::AlreadyExists {
+                        kind: "pull request",
+                        id,
+                    },
+                    (Some(e), a) => StoreError::VersionMismatch {
+                        kind: "pull request",
+                        id,
+                        expected: e,
+                        actual: a.unwrap_or(0),
+                    },
+                })
+            }
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+}
+
+fn not_found(org: &str, provider: VcsProvider) -> StoreError {
+    StoreError::NotFound {
+        kind: "connection",
+        id: format!("{org}/{}", provider.as_str()),
+    }
+}
