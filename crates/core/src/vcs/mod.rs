@@ -18,6 +18,11 @@
 //!   hostile text a plan carries.
 
 pub mod binding;
+pub mod command;
+pub mod report;
+pub mod requirements;
 pub mod webhook;
 
 pub use binding::{repository_problem, ApplyMode, Requirements, VcsBinding, VcsProvider};
+pub use command::{parse_commands, Command};
+pub use requirements::{evaluate, PullFacts, Unmet};
