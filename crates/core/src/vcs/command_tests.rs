@@ -48,16 +48,16 @@ fn only_the_exact_first_word_makes_a_command() {
 
 #[test]
 fn repeated_environments_count_once_in_order() {
-    assert_eq!(
-        parse_commands("/sortie plan b a b a"),
-        [plan(&["b", "a"])]
-    );
+    assert_eq!(parse_commands("/sortie plan b a b a"), [plan(&["b", "a"])]);
 }
 
 #[test]
 fn unknown_subcommands_and_options_say_what_was_wrong() {
     let got = parse_commands("/sortie destroy prod\n/sortie plan -p prod");
-    assert!(unknown_says(&got[0], "“destroy” is not a Sortie command"), "{got:?}");
+    assert!(
+        unknown_says(&got[0], "“destroy” is not a Sortie command"),
+        "{got:?}"
+    );
     assert!(unknown_says(&got[1], "not options such as “-p”"), "{got:?}");
 }
 
@@ -147,7 +147,13 @@ fn windows_and_old_mac_line_ends_separate_lines() {
 #[test]
 fn help_names_every_command_and_the_bounds() {
     let help = help_text();
-    for words in ["/sortie plan", "/sortie apply", "/sortie help", "at most 5", "at most 20"] {
+    for words in [
+        "/sortie plan",
+        "/sortie apply",
+        "/sortie help",
+        "at most 5",
+        "at most 20",
+    ] {
         assert!(help.contains(words), "{words}");
     }
 }
@@ -160,7 +166,11 @@ fn other_line() -> impl Strategy<Value = String> {
 }
 
 fn command_line() -> impl Strategy<Value = String> {
-    ("[ ]{0,3}", prop::sample::select(vec!["plan", "apply", "help", ""]), "[ a-z]{0,20}")
+    (
+        "[ ]{0,3}",
+        prop::sample::select(vec!["plan", "apply", "help", ""]),
+        "[ a-z]{0,20}",
+    )
         .prop_map(|(indent, verb, rest)| format!("{indent}/sortie {verb} {rest}"))
 }
 

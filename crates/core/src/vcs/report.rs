@@ -401,9 +401,9 @@ pub fn render_check(env: &EnvReport) -> CheckOutput {
         EnvStatus::Planned | EnvStatus::NoChanges | EnvStatus::Applied => {
             (CheckStatus::Completed, Some(Conclusion::Success))
         }
-        EnvStatus::PlanFailed { .. }
-        | EnvStatus::PolicyDenied
-        | EnvStatus::ApplyFailed { .. } => (CheckStatus::Completed, Some(Conclusion::Failure)),
+        EnvStatus::PlanFailed { .. } | EnvStatus::PolicyDenied | EnvStatus::ApplyFailed { .. } => {
+            (CheckStatus::Completed, Some(Conclusion::Failure))
+        }
         EnvStatus::Cancelled => (CheckStatus::Completed, Some(Conclusion::Cancelled)),
         EnvStatus::AwaitingApproval => (CheckStatus::Completed, Some(Conclusion::ActionRequired)),
         EnvStatus::NotPlanned { .. } => (CheckStatus::Completed, Some(Conclusion::Neutral)),

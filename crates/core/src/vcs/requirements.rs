@@ -179,7 +179,8 @@ fn short(sha: &str) -> String {
 }
 
 /// Why GitHub cannot merge the pull request while `mergeable` is still being computed.
-pub const STILL_COMPUTING: &str = "GitHub is still working out whether it can be merged: try again in a moment";
+pub const STILL_COMPUTING: &str =
+    "GitHub is still working out whether it can be merged: try again in a moment";
 /// Why GitHub cannot merge the pull request when `mergeable` is false.
 pub const CONFLICTS: &str = "it has conflicts with its base branch";
 

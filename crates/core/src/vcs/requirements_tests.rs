@@ -119,7 +119,10 @@ fn required_checks_must_be_green_once_each() {
         ]
     );
     assert_eq!(unmet[0].to_string(), "the required check “test” failed");
-    assert_eq!(unmet[1].to_string(), "the required check “build” has not finished");
+    assert_eq!(
+        unmet[1].to_string(),
+        "the required check “build” has not finished"
+    );
     assert_eq!(
         unmet[2].to_string(),
         "the required check “docs” has not reported on the head commit"
@@ -154,7 +157,8 @@ fn approvals_count_on_the_head_commit_by_others() {
         Unmet::Approvals { have: 0, need: 1 }.to_string(),
         "0 of 1 approval on the head commit"
     );
-    f.reviews.push(review("bob", ReviewState::Approved, HEAD, 4));
+    f.reviews
+        .push(review("bob", ReviewState::Approved, HEAD, 4));
     assert_eq!(evaluate(&need(2), &f), []);
 }
 
@@ -204,7 +208,10 @@ fn mergeable_means_githubs_yes_and_not_a_draft() {
     f.draft = false;
     f.mergeable = None;
     let unmet = evaluate(&req, &f);
-    assert!(unmet[0].to_string().contains("still working out"), "{unmet:?}");
+    assert!(
+        unmet[0].to_string().contains("still working out"),
+        "{unmet:?}"
+    );
     f.mergeable = Some(false);
     let unmet = evaluate(&req, &f);
     assert_eq!(
@@ -267,7 +274,11 @@ fn any_state() -> impl Strategy<Value = ReviewState> {
 fn any_reviews(commits: Vec<&'static str>) -> impl Strategy<Value = Vec<Review>> {
     let users = vec!["alice", "bob", "carol", "author", "Author"];
     prop::collection::vec(
-        (prop::sample::select(users), any_state(), prop::sample::select(commits)),
+        (
+            prop::sample::select(users),
+            any_state(),
+            prop::sample::select(commits),
+        ),
         0..12,
     )
     .prop_map(|v| {
@@ -280,10 +291,7 @@ fn any_reviews(commits: Vec<&'static str>) -> impl Strategy<Value = Vec<Review>>
 }
 
 fn facts_with(reviews: Vec<Review>) -> PullFacts {
-    PullFacts {
-        reviews,
-        ..facts()
-    }
+    PullFacts { reviews, ..facts() }
 }
 
 proptest! {

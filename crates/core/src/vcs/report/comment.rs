@@ -129,8 +129,8 @@ pub fn render_comment(input: &CommentInput) -> String {
     } else {
         head.push_str("| environment | status | changes | policy |\n| --- | --- | --- | --- |\n");
     }
-    let mut tail =
-        "\nComment `/sortie plan` to plan again, or `/sortie help` for every command.\n".to_string();
+    let mut tail = "\nComment `/sortie plan` to plan again, or `/sortie help` for every command.\n"
+        .to_string();
     for note in input.notes.iter().take(NOTES_MAX) {
         tail.push_str(&format!("\n> {}\n", escape_within(note, NOTE_MAX)));
     }

@@ -1,6 +1,4 @@
-use super::tests::{
-    any_env, bare_ats, env, hostile_text, planned, without_code_spans, HOSTILE,
-};
+use super::tests::{any_env, bare_ats, env, hostile_text, planned, without_code_spans, HOSTILE};
 use super::*;
 use proptest::prelude::*;
 
@@ -85,7 +83,10 @@ fn big_plans_are_shortened_fairly_and_every_environment_stays() {
         planned("c", &big),
     ]));
     assert!(comment.len() <= COMMENT_MAX_CHARS);
-    assert!(comment.contains("```\n+ small\n```\n"), "the small plan is whole");
+    assert!(
+        comment.contains("```\n+ small\n```\n"),
+        "the small plan is whole"
+    );
     let shown = |name: &str| {
         let start = comment.find(&format!("<summary>{name}:")).unwrap_or(0);
         let end = comment[start..].find("</details>").unwrap_or(0);
@@ -99,14 +100,19 @@ fn big_plans_are_shortened_fairly_and_every_environment_stays() {
 
 #[test]
 fn past_the_limit_the_last_environments_are_cut_with_a_count() {
-    let envs: Vec<EnvReport> = (0..3_000).map(|i| planned(&format!("env-{i}"), "x")).collect();
+    let envs: Vec<EnvReport> = (0..3_000)
+        .map(|i| planned(&format!("env-{i}"), "x"))
+        .collect();
     let comment = render_comment(&input(envs));
     assert!(comment.len() <= COMMENT_MAX_CHARS);
     assert!(comment.contains("| env\\-0 |"));
     let shown = comment.matches("<details>").count();
     assert!(shown > 50, "{shown}");
     assert!(
-        comment.contains(&format!("\nand {} more environments: see their check runs.\n", 3_000 - shown)),
+        comment.contains(&format!(
+            "\nand {} more environments: see their check runs.\n",
+            3_000 - shown
+        )),
         "{}",
         &comment[..2000]
     );
@@ -114,7 +120,10 @@ fn past_the_limit_the_last_environments_are_cut_with_a_count() {
 
 #[test]
 fn hostile_text_never_breaks_out_of_the_comment() {
-    let mut e = planned(HOSTILE, &format!("{HOSTILE}\n````````\n</details>\n@octocat"));
+    let mut e = planned(
+        HOSTILE,
+        &format!("{HOSTILE}\n````````\n</details>\n@octocat"),
+    );
     e.status = EnvStatus::PlanFailed {
         reason: format!("{HOSTILE}\n# heading\n</details>"),
     };
@@ -125,11 +134,16 @@ fn hostile_text_never_breaks_out_of_the_comment() {
     i.notes = vec![HOSTILE.into()];
     let comment = render_comment(&i);
     // The plan is in a fence longer than its longest backtick run (8).
-    assert!(comment.contains(&format!("`````````\n{HOSTILE}\n````````\n</details>\n@octocat\n`````````\n")));
+    assert!(comment.contains(&format!(
+        "`````````\n{HOSTILE}\n````````\n</details>\n@octocat\n`````````\n"
+    )));
     // Code spans (the apply command names the environment) show their text as is.
     let markdown = without_code_spans(&outside_code(&comment));
     // Outside code, the only HTML is Sortie's own, and nobody is mentioned.
-    assert!(markdown.contains("<summary>x&#60;/details&#62;"), "{markdown}");
+    assert!(
+        markdown.contains("<summary>x&#60;/details&#62;"),
+        "{markdown}"
+    );
     let ours = markdown
         .replace(COMMENT_MARKER, "")
         .replace("<details><summary>", "")
@@ -141,7 +155,10 @@ fn hostile_text_never_breaks_out_of_the_comment() {
     assert!(!markdown.contains("\n# heading"));
     assert!(!markdown.contains("](https://evil"));
     // Every table row has its five cell borders: an escaped `|` is not one.
-    for row in markdown.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| ---")) {
+    for row in markdown
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
+    {
         let borders = row
             .match_indices('|')
             .filter(|(i, _)| *i == 0 || &row[i - 1..*i] != "\\")

@@ -50,7 +50,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// [`escape`]d text of at most `max` bytes: when the whole does not fit, as many whole
-/// escaped characters as fit with [`ELLIPSIS`] after them. Never splits a character or an
+/// escaped characters as fit with `…` after them. Never splits a character or an
 /// escape.
 pub fn escape_within(text: &str, max: usize) -> String {
     let whole = escape(text);
@@ -183,7 +183,10 @@ pub fn link(label: &str, url: Option<&str>) -> String {
 
 /// `url` percent-encoded for a link destination, when it is an `http(s)` URL short enough.
 fn safe_url(url: &str) -> Option<String> {
-    let lower = url.get(..8).map(str::to_ascii_lowercase).unwrap_or_default();
+    let lower = url
+        .get(..8)
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
     if !(lower.starts_with("https://") || lower.starts_with("http://")) {
         return None;
     }

@@ -107,12 +107,24 @@ fn status_and_conclusion_follow_the_environment() {
         (EnvStatus::Planned, Completed, Some(Success)),
         (EnvStatus::NoChanges, Completed, Some(Success)),
         (EnvStatus::Applied, Completed, Some(Success)),
-        (EnvStatus::PlanFailed { reason: reason() }, Completed, Some(Failure)),
+        (
+            EnvStatus::PlanFailed { reason: reason() },
+            Completed,
+            Some(Failure),
+        ),
         (EnvStatus::PolicyDenied, Completed, Some(Failure)),
-        (EnvStatus::ApplyFailed { reason: reason() }, Completed, Some(Failure)),
+        (
+            EnvStatus::ApplyFailed { reason: reason() },
+            Completed,
+            Some(Failure),
+        ),
         (EnvStatus::Cancelled, Completed, Some(Cancelled)),
         (EnvStatus::AwaitingApproval, Completed, Some(ActionRequired)),
-        (EnvStatus::NotPlanned { why: reason() }, Completed, Some(Neutral)),
+        (
+            EnvStatus::NotPlanned { why: reason() },
+            Completed,
+            Some(Neutral),
+        ),
     ] {
         let out = render_check(&env("prod", status.clone()));
         assert_eq!(out.status, want_status, "{status:?}");
@@ -149,7 +161,11 @@ fn the_summary_holds_counts_changes_policy_and_the_wait() {
         "bucket has no owner tag",
         "[job 01J0B](https://sortie.example/jobs/01J0B)",
     ] {
-        assert!(out.summary.contains(words), "{words} not in {}", out.summary);
+        assert!(
+            out.summary.contains(words),
+            "{words} not in {}",
+            out.summary
+        );
     }
     assert_eq!(out.text.as_deref(), Some("```\n+ resource\n```\n"));
 }
@@ -182,17 +198,26 @@ fn a_huge_plan_is_cut_to_the_check_text_limit_with_a_link() {
 #[test]
 fn one_enormous_line_is_cut_inside_its_fence() {
     let diff = "é".repeat(100_000);
-    let text = render_check(&planned("prod", &diff)).text.unwrap_or_default();
+    let text = render_check(&planned("prod", &diff))
+        .text
+        .unwrap_or_default();
     assert!(text.len() <= CHECK_TEXT_MAX_CHARS);
     assert!(text.starts_with("```\néé"));
-    assert!(text.contains("\n```\n… 1 more line: "), "{}", &text[text.len() - 200..]);
+    assert!(
+        text.contains("\n```\n… 1 more line: "),
+        "{}",
+        &text[text.len() - 200..]
+    );
 }
 
 #[test]
 fn hostile_text_never_breaks_out_of_the_summary() {
-    let mut e = env(HOSTILE, EnvStatus::PlanFailed {
-        reason: format!("{HOSTILE}\n# heading\n```"),
-    });
+    let mut e = env(
+        HOSTILE,
+        EnvStatus::PlanFailed {
+            reason: format!("{HOSTILE}\n# heading\n```"),
+        },
+    );
     e.changed = vec![ChangedResource {
         address: HOSTILE.into(),
         action: HOSTILE.into(),
@@ -216,7 +241,9 @@ fn hostile_text_never_breaks_out_of_the_summary() {
 #[test]
 fn a_diff_fence_is_longer_than_any_backtick_run_inside() {
     let diff = "a\n```\n````````\n~~~\n</details>\nb";
-    let text = render_check(&planned("prod", diff)).text.unwrap_or_default();
+    let text = render_check(&planned("prod", diff))
+        .text
+        .unwrap_or_default();
     assert_eq!(text, format!("`````````\n{diff}\n`````````\n"));
 }
 
@@ -275,8 +302,32 @@ pub(super) fn hostile_text(max: usize) -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop_oneof![
             prop::sample::select(vec![
-                "<", ">", "&", "@", "`", "```", "|", "\n", "\r", "[", "]", "(", ")", "*", "_",
-                "\\", "#", "é", "😀", "&#8203;", "</details>", "\u{202E}", "\0", " ", "a", "~~~",
+                "<",
+                ">",
+                "&",
+                "@",
+                "`",
+                "```",
+                "|",
+                "\n",
+                "\r",
+                "[",
+                "]",
+                "(",
+                ")",
+                "*",
+                "_",
+                "\\",
+                "#",
+                "é",
+                "😀",
+                "&#8203;",
+                "</details>",
+                "\u{202E}",
+                "\0",
+                " ",
+                "a",
+                "~~~",
             ])
             .prop_map(String::from),
             "[a-z0-9 .-]{0,40}",
@@ -306,10 +357,18 @@ pub(super) fn any_status() -> impl Strategy<Value = EnvStatus> {
 /// A report with hostile text everywhere, and sometimes a big plan.
 pub(super) fn any_env() -> impl Strategy<Value = EnvReport> {
     (
-        (hostile_text(6), any_status(), prop::option::of(any::<(u32, u32, u32)>())),
+        (
+            hostile_text(6),
+            any_status(),
+            prop::option::of(any::<(u32, u32, u32)>()),
+        ),
         prop::collection::vec((hostile_text(6), hostile_text(2)), 0..80),
         prop::collection::vec(
-            (hostile_text(4), hostile_text(2), prop::collection::vec(hostile_text(10), 0..14)),
+            (
+                hostile_text(4),
+                hostile_text(2),
+                prop::collection::vec(hostile_text(10), 0..14),
+            ),
             0..6,
         ),
         prop::option::of((hostile_text(30), 0usize..40_000)),
@@ -319,33 +378,46 @@ pub(super) fn any_env() -> impl Strategy<Value = EnvReport> {
             prop::option::of(hostile_text(4)),
         ),
     )
-        .prop_map(|((name, status, counts), changed, policy, diff, (id, url, apply))| EnvReport {
-            environment: name,
-            status,
-            counts: counts.map(|(add, change, destroy)| Counts { add, change, destroy }),
-            changed: changed
-                .into_iter()
-                .map(|(address, action)| ChangedResource { address, action })
-                .collect(),
-            policy: policy
-                .into_iter()
-                .map(|(set, outcome, messages)| PolicyLine { set, outcome, messages })
-                .collect(),
-            diff: diff.map(|(text, repeat)| format!("{text}\n{}", "+ x\n".repeat(repeat))),
-            job_id: id,
-            job_url: url,
-            apply_command: apply,
-        })
+        .prop_map(
+            |((name, status, counts), changed, policy, diff, (id, url, apply))| EnvReport {
+                environment: name,
+                status,
+                counts: counts.map(|(add, change, destroy)| Counts {
+                    add,
+                    change,
+                    destroy,
+                }),
+                changed: changed
+                    .into_iter()
+                    .map(|(address, action)| ChangedResource { address, action })
+                    .collect(),
+                policy: policy
+                    .into_iter()
+                    .map(|(set, outcome, messages)| PolicyLine {
+                        set,
+                        outcome,
+                        messages,
+                    })
+                    .collect(),
+                diff: diff.map(|(text, repeat)| format!("{text}\n{}", "+ x\n".repeat(repeat))),
+                job_id: id,
+                job_url: url,
+                apply_command: apply,
+            },
+        )
 }
 
 /// The first line that closes the fence `lines[0]` opens, after it.
 pub(super) fn closing_line(lines: &[&str]) -> Option<usize> {
     let fence = lines.first()?;
-    lines.iter().skip(1).position(|l| {
-        let l = l.trim_end();
-        !l.is_empty() && l.chars().all(|c| c == '`') && l.len() >= fence.len()
-    })
-    .map(|i| i + 1)
+    lines
+        .iter()
+        .skip(1)
+        .position(|l| {
+            let l = l.trim_end();
+            !l.is_empty() && l.chars().all(|c| c == '`') && l.len() >= fence.len()
+        })
+        .map(|i| i + 1)
 }
 
 proptest! {
