@@ -112,10 +112,7 @@ pub struct VcsBinding {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub directory: String,
     /// The base branch whose pull requests are planned (default `main`).
-    #[serde(
-        default = "default_branch",
-        skip_serializing_if = "is_default_branch"
-    )]
+    #[serde(default = "default_branch", skip_serializing_if = "is_default_branch")]
     pub branch: String,
     /// Globs relative to the repository root: a pull request touches the environment when a
     /// changed path matches one. Empty means `<directory>/**` (see [`VcsBinding::globs`]).
@@ -257,9 +254,7 @@ impl VcsBinding {
 
     /// The repository's name (after the `/`); empty if it has no `/`.
     pub fn name(&self) -> &str {
-        self.repository
-            .split_once('/')
-            .map_or("", |(_, name)| name)
+        self.repository.split_once('/').map_or("", |(_, name)| name)
     }
 }
 

@@ -224,7 +224,9 @@ fn directories_are_relative_and_plain() {
 
 #[test]
 fn globs_are_bounded_relative_and_valid() {
-    let many: Vec<String> = (0..=WHEN_MODIFIED_MAX).map(|i| format!("d{i}/**")).collect();
+    let many: Vec<String> = (0..=WHEN_MODIFIED_MAX)
+        .map(|i| format!("d{i}/**"))
+        .collect();
     let problems = decode(json!({"repository": "a/b", "when_modified": many})).expect_err("21");
     assert_eq!(paths(&problems), ["vcs.when_modified"]);
     let long = format!("{}/**", "g".repeat(GLOB_MAX_BYTES));

@@ -21,8 +21,14 @@
 //!   hostile text a plan carries.
 
 pub mod binding;
+pub mod command;
 pub mod connection;
 pub mod pull;
+pub mod report;
+pub mod requirements;
+pub mod work;
 pub mod webhook;
 
 pub use binding::{repository_problem, ApplyMode, Requirements, VcsBinding, VcsProvider};
+pub use command::{parse_commands, Command};
+pub use requirements::{evaluate, PullFacts, Unmet};
