@@ -7,7 +7,7 @@ import { LogBuffer, utf8Length } from "../assets/components/logbuffer.js";
 import { jobRights, roleOn, groupContains, envGroup } from "../assets/components/rights.js";
 import { groupByAction, summaryLine, hasPlan } from "../assets/components/plan.js";
 import { setOutcome } from "../assets/components/policy.js";
-import { valueText } from "../assets/components/common.js";
+import { sourceText, valueText } from "../assets/components/common.js";
 import { isFollowing, nextRead, POLL_MS, WAITING_MS, HIDDEN_MS, BIG_PAGE } from "../assets/components/follow.js";
 
 const E = "\x1b";
@@ -204,4 +204,13 @@ test("the log is read often while running, slower while waiting, not at all whil
   // A hidden page reads at most every HIDDEN_MS.
   assert.equal(at("running", 0, true, true), HIDDEN_MS);
   assert.equal(at("running", BIG_PAGE, true, true), HIDDEN_MS);
+});
+
+test("a source in words: a GitHub commit by its short sha and path, git and inline as before", () => {
+  const sha = "0123456789abcdef0123456789abcdef01234567";
+  assert.equal(sourceText({ type: "github", repository: "acme/infra", commit: sha }), "github:acme/infra@0123456");
+  assert.equal(sourceText({ type: "github", repository: "acme/infra", commit: sha, path: "stacks/app" }), "github:acme/infra@0123456/stacks/app");
+  assert.equal(sourceText({ type: "git", url: "https://h/r.git", path: "a", ref: "main" }), "git https://h/r.git //a @ main");
+  assert.equal(sourceText({ type: "inline", implicit: true }), "inline (the current folder)");
+  assert.equal(sourceText(null), "");
 });

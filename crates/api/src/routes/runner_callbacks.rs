@@ -148,6 +148,9 @@ pub(crate) async fn get_job_spec(
         environment: job.environment.clone(),
         operation: job.request.operation,
         source: job.request.source.clone(),
+        // issue 42: filled by the pull-request service
+        source_access: None,
+        speculative: false,
         variables: job.request.variables.clone(),
         files: job.request.files.clone(),
         secret_refs: job.request.secret_refs.clone(),

@@ -44,3 +44,20 @@ export function jobApi(id, rest = "") {
 
 /** States after which nothing follows. */
 export const TERMINAL = new Set(["succeeded", "failed", "canceled", "timed_out", "discarded"]);
+
+/**
+ * A job's source in words: `inline`, a git URL (as text, never a link) with its path and
+ * ref, or a GitHub commit as `github:owner/name@<short sha>/path` (the Rust `Source::label`).
+ */
+export function sourceText(src) {
+  if (!src || typeof src !== "object") return "";
+  if (src.type === "github") {
+    const path = String(src.path ?? "").replace(/^\/+|\/+$/g, "");
+    const sha = String(src.commit ?? "").slice(0, 7);
+    return `github:${String(src.repository ?? "")}@${sha}${path ? `/${path}` : ""}`;
+  }
+  if (src.type !== "git") return `${String(src.type ?? "")}${src.implicit ? " (the current folder)" : ""}`;
+  const path = src.path ? ` //${String(src.path)}` : "";
+  const ref = src.ref ? ` @ ${String(src.ref)}` : "";
+  return `git ${String(src.url ?? "")}${path}${ref}`;
+}

@@ -3,7 +3,7 @@
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
 import { whoami } from "../auth.js";
-import { ErrorBox, envHref, groupHref, jobApi, TERMINAL, text, valueText } from "../components/common.js";
+import { ErrorBox, envHref, groupHref, jobApi, sourceText, TERMINAL, text, valueText } from "../components/common.js";
 import { DecideDialog } from "../components/dialog.js";
 import { Log } from "../components/log.js";
 import { Outputs } from "../components/outputs.js";
@@ -80,15 +80,6 @@ function useViewer(job) {
     };
   }, [path]);
   return who;
-}
-
-/** A job's source in words: `inline`, or a git URL (as text, never a link), path and ref. */
-function sourceText(src) {
-  if (!src || typeof src !== "object") return "";
-  if (src.type !== "git") return `${String(src.type ?? "")}${src.implicit ? " (the current folder)" : ""}`;
-  const path = src.path ? ` //${String(src.path)}` : "";
-  const ref = src.ref ? ` @ ${String(src.ref)}` : "";
-  return `git ${String(src.url ?? "")}${path}${ref}`;
 }
 
 /** A reviewed job's phase in words (`crates/core/src/job/review.rs` `JobPhase`). */

@@ -21,7 +21,7 @@ pub use crate::changes::ChangeSummary;
 pub use origin::PullRequestRef;
 pub use request::{
     a_or_an, file_path_problem, is_relative_safe_path, JobRequest, Operation, Source,
-    MAX_FILES_BYTES,
+    MAX_FILES_BYTES, SHORT_SHA_LEN,
 };
 pub use review::{
     review_refusal, Decision, JobPhase, Review, ReviewRefusal, ReviewVerdict, DECISION_COMMENT_MAX,

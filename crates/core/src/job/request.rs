@@ -90,6 +90,18 @@ pub enum Source {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         implicit: bool,
     },
+    /// One commit of a GitHub repository (a pull request's head): the pilot downloads
+    /// GitHub's tarball of that commit with the short-lived, read-only token the API gives
+    /// it in the job spec (`source_access`).
+    Github {
+        /// The repository, `owner/name`.
+        repository: String,
+        /// The commit: a full SHA, 40 lowercase hexadecimal characters.
+        commit: String,
+        /// Directory inside the repository holding the configuration.
+        #[serde(default)]
+        path: String,
+    },
 }
 
 impl Source {
@@ -102,6 +114,92 @@ impl Source {
     pub fn is_implicit(&self) -> bool {
         matches!(self, Self::Inline { implicit: true })
     }
+
+    /// The source in one short word or phrase, for tables and log lines: `inline`, `git
+    /// <url>[//path][@ref]`, `s3://bucket/key[//path]`, or
+    /// `github:owner/name@<short sha>[/path]` (the first [`SHORT_SHA_LEN`] characters of
+    /// the commit).
+    pub fn label(&self) -> String {
+        let sub = |path: &str| {
+            if path.is_empty() {
+                String::new()
+            } else {
+                format!("//{path}")
+            }
+        };
+        match self {
+            Self::Inline { .. } => "inline".into(),
+            Self::Git {
+                url, git_ref, path, ..
+            } => {
+                let at = git_ref.as_deref().map(|r| format!("@{r}")).unwrap_or_default();
+                format!("git {url}{}{at}", sub(path))
+            }
+            Self::S3 {
+                bucket, key, path, ..
+            } => format!("s3://{bucket}/{key}{}", sub(path)),
+            Self::Github {
+                repository,
+                commit,
+                path,
+            } => {
+                let short: String = commit.chars().take(SHORT_SHA_LEN).collect();
+                match path.trim_matches('/') {
+                    "" => format!("github:{repository}@{short}"),
+                    path => format!("github:{repository}@{short}/{path}"),
+                }
+            }
+        }
+    }
+}
+
+/// How many characters of a commit SHA a label shows (GitHub's own abbreviation).
+pub const SHORT_SHA_LEN: usize = 7;
+
+/// The longest GitHub user or organisation name.
+const GITHUB_OWNER_MAX: usize = 39;
+
+/// The longest GitHub repository name.
+const GITHUB_REPOSITORY_NAME_MAX: usize = 100;
+
+/// Why `repository` is not a GitHub `owner/name`, or `None`. The owner (a user or an
+/// organisation) is 1 to 39 ASCII letters, digits or single hyphens, neither first nor
+/// last; the name is 1 to 100 of `A-Z a-z 0-9 . _ -`, and neither `.` nor `..`.
+// Kept private: the `vcs` module has the same rule, and the two become one at integration.
+fn repository_problem(repository: &str) -> Option<String> {
+    let Some((owner, name)) = repository.split_once('/') else {
+        return Some("must be `owner/name`".into());
+    };
+    if name.contains('/') {
+        return Some("must be `owner/name`, with exactly one `/`".into());
+    }
+    let owner_ok = (1..=GITHUB_OWNER_MAX).contains(&owner.len())
+        && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !owner.starts_with('-')
+        && !owner.ends_with('-')
+        && !owner.contains("--");
+    if !owner_ok {
+        return Some(format!(
+            "has owner `{owner}`: a GitHub owner is 1 to {GITHUB_OWNER_MAX} letters, digits or single hyphens, not starting or ending with a hyphen"
+        ));
+    }
+    let name_ok = (1..=GITHUB_REPOSITORY_NAME_MAX).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && name != "."
+        && name != "..";
+    if !name_ok {
+        return Some(format!(
+            "has name `{name}`: a GitHub repository name is 1 to {GITHUB_REPOSITORY_NAME_MAX} letters, digits, `.`, `_` or `-`, and not `.` or `..`"
+        ));
+    }
+    None
+}
+
+/// True for a full commit SHA as GitHub writes it: 40 lowercase hexadecimal characters.
+fn is_full_commit_sha(commit: &str) -> bool {
+    commit.len() == 40 && commit.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What a client submits: the job's specification.
@@ -385,6 +483,28 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
                 _ => None,
             }
         }
+        "github" => {
+            let repository = f.required_str("repository", p);
+            if let Some(problem) = repository.as_deref().and_then(repository_problem) {
+                p.push("source.repository", problem);
+            }
+            let commit = f.required_str("commit", p);
+            if commit.as_deref().is_some_and(|c| !is_full_commit_sha(c)) {
+                p.push(
+                    "source.commit",
+                    "must be a full commit SHA: 40 lowercase hexadecimal characters",
+                );
+            }
+            let path = decode_source_path(&mut f, p);
+            match (repository, commit) {
+                (Some(repository), Some(commit)) => Some(Source::Github {
+                    repository,
+                    commit,
+                    path,
+                }),
+                _ => None,
+            }
+        }
         "inline" => {
             let implicit: Option<bool> = f.optional("implicit", p);
             Some(Source::Inline {
@@ -394,7 +514,7 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
         other => {
             p.push(
                 "source.type",
-                format!("`{other}` is not a known source type; known types: git, s3, inline"),
+                format!("`{other}` is not a known source type; known types: git, s3, github, inline"),
             );
             return None;
         }
@@ -456,5 +576,174 @@ mod implicit_source_tests {
         )
         .unwrap_err();
         assert_eq!(e.problems[0].path, "source.implicit", "{e}");
+    }
+}
+
+#[cfg(test)]
+mod github_source_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn parse(source: serde_json::Value) -> Result<JobRequest, ValidationError> {
+        JobRequest::from_value(&serde_json::json!({"operation": "plan", "source": source}))
+    }
+
+    fn problem_paths(e: &ValidationError) -> Vec<&str> {
+        e.problems.iter().map(|p| p.path.as_str()).collect()
+    }
+
+    #[test]
+    fn a_github_source_travels_with_its_tag_and_a_default_path() {
+        let request = parse(serde_json::json!(
+            {"type": "github", "repository": "acme-corp/infra.live", "commit": SHA, "path": "stacks/app"}
+        ))
+        .unwrap();
+        assert_eq!(
+            request.source,
+            Source::Github {
+                repository: "acme-corp/infra.live".into(),
+                commit: SHA.into(),
+                path: "stacks/app".into(),
+            }
+        );
+        let json = serde_json::to_value(&request.source).unwrap();
+        assert_eq!(json["type"], "github");
+        let back: Source = serde_json::from_value(
+            serde_json::json!({"type": "github", "repository": "o/r", "commit": SHA}),
+        )
+        .unwrap();
+        assert!(matches!(back, Source::Github { ref path, .. } if path.is_empty()));
+    }
+
+    #[test]
+    fn a_github_source_is_labelled_with_its_short_sha_and_path() {
+        let source = |path: &str| Source::Github {
+            repository: "acme/infra".into(),
+            commit: SHA.into(),
+            path: path.into(),
+        };
+        assert_eq!(source("").label(), "github:acme/infra@0123456");
+        assert_eq!(
+            source("stacks/app").label(),
+            "github:acme/infra@0123456/stacks/app"
+        );
+        assert_eq!(Source::inline().label(), "inline");
+    }
+
+    #[test]
+    fn each_bad_field_of_a_github_source_is_named() {
+        let cases = [
+            (
+                serde_json::json!({"type": "github", "repository": "acme", "commit": SHA}),
+                "source.repository",
+            ),
+            (
+                serde_json::json!({"type": "github", "repository": "acme/infra", "commit": SHA.to_uppercase()}),
+                "source.commit",
+            ),
+            (
+                serde_json::json!({"type": "github", "repository": "acme/infra", "commit": "0123456"}),
+                "source.commit",
+            ),
+            (
+                serde_json::json!({"type": "github", "repository": "acme/infra", "commit": SHA, "path": "../x"}),
+                "source.path",
+            ),
+            (
+                serde_json::json!({"type": "github", "repository": "acme/infra", "commit": SHA, "path": "/etc"}),
+                "source.path",
+            ),
+            (
+                serde_json::json!({"type": "github", "commit": SHA}),
+                "source.repository",
+            ),
+            (
+                serde_json::json!({"type": "github", "repository": "acme/infra"}),
+                "source.commit",
+            ),
+            (
+                serde_json::json!({"type": "github", "repository": "acme/infra", "commit": SHA, "ref": "main"}),
+                "source.ref",
+            ),
+        ];
+        for (source, path) in cases {
+            let e = parse(source.clone()).unwrap_err();
+            assert_eq!(problem_paths(&e), [path], "{source}: {e}");
+        }
+    }
+
+    #[test]
+    fn repository_names_follow_githubs_rules() {
+        for good in [
+            "a/b",
+            "acme/infra",
+            "a-b-c/x.y_z-1",
+            "Acme1/.github",
+            "o/..x",
+            &format!("{}/{}", "a".repeat(39), "b".repeat(100)),
+        ] {
+            assert_eq!(repository_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "acme",
+            "/infra",
+            "acme/",
+            "a/b/c",
+            "-acme/infra",
+            "acme-/infra",
+            "ac--me/infra",
+            "ac_me/infra",
+            "ac.me/infra",
+            "acme/.",
+            "acme/..",
+            "acme/in fra",
+            "acme/in+fra",
+            &format!("{}/b", "a".repeat(40)),
+            &format!("a/{}", "b".repeat(101)),
+        ] {
+            assert!(repository_problem(bad).is_some(), "{bad:?} was accepted");
+        }
+    }
+
+    proptest! {
+        /// Any owner of 1-39 alphanumerics with single inner hyphens and any name of 1-100
+        /// allowed characters (other than `.` and `..`) is accepted.
+        #[test]
+        fn every_well_formed_repository_is_accepted(
+            parts in proptest::collection::vec("[A-Za-z0-9]{1,6}", 1..6),
+            name in "[A-Za-z0-9._-]{1,100}",
+        ) {
+            let owner: String = parts.join("-").chars().take(39).collect();
+            let owner = owner.trim_end_matches('-').to_string();
+            prop_assume!(name != "." && name != "..");
+            prop_assert_eq!(repository_problem(&format!("{owner}/{name}")), None);
+        }
+
+        /// A character outside GitHub's alphabets anywhere makes the repository refused.
+        #[test]
+        fn a_stray_character_is_refused(
+            owner in "[a-z0-9]{1,10}",
+            name in "[a-z0-9]{1,10}",
+            bad in "[^A-Za-z0-9._/-]",
+            at_owner in any::<bool>(),
+        ) {
+            let repository = if at_owner {
+                format!("{owner}{bad}/{name}")
+            } else {
+                format!("{owner}/{name}{bad}")
+            };
+            prop_assert!(repository_problem(&repository).is_some(), "{}", repository);
+        }
+
+        /// Only 40 lowercase hex characters are a commit.
+        #[test]
+        fn only_full_lowercase_shas_are_commits(commit in "[0-9a-fA-Fg]{0,45}") {
+            let expected = commit.len() == 40
+                && commit.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            prop_assert_eq!(is_full_commit_sha(&commit), expected);
+        }
     }
 }

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,6 +31,15 @@ pub struct JobSpec {
     pub operation: Operation,
     /// Where the configuration comes from.
     pub source: Source,
+    /// For a `github` source: where and with what the pilot downloads the commit's
+    /// tarball. Absent for every other source; a `github` source without it fails the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_access: Option<SourceAccess>,
+    /// A pull request's plan: it holds no environment lock, so terraform runs with
+    /// `-lock=false`; it can never apply (the pilot refuses a speculative spec whose
+    /// operation is not `plan` before it runs anything).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub speculative: bool,
     /// Terraform variables, for `terraform.tfvars.json`.
     #[serde(default)]
     pub variables: BTreeMap<String, Value>,
@@ -90,6 +100,32 @@ pub struct JobSpec {
     /// log where the first phase's ended, so the job has one log.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub log_offset: u64,
+}
+
+/// How the pilot downloads a `github` source: GitHub's tarball of the commit
+/// (`GET /repos/{owner}/{repo}/tarball/{sha}`) with an installation token that can only
+/// read that one repository. Its `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SourceAccess {
+    /// The tarball URL, `https://api.github.com/repos/{owner}/{repo}/tarball/{sha}`.
+    pub url: String,
+    /// A GitHub App installation token that can only read the source's repository. Never
+    /// logged, stored or written to a file.
+    #[cfg_attr(feature = "openapi", schema(format = Password, write_only))]
+    pub token: String,
+    /// When the token stops working; the pilot refuses one already expired.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for SourceAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceAccess")
+            .field("url", &self.url)
+            .field("token", &"(not shown)")
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -224,6 +260,58 @@ pub fn log_chunk_offset(prefix: &str, key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn source_access_debug_never_shows_the_token() {
+        let access = SourceAccess {
+            url: "https://api.github.com/repos/o/r/tarball/abc".into(),
+            token: "ghs_secret_installation_token".into(),
+            expires_at: DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        };
+        let shown = format!("{access:?}");
+        assert!(!shown.contains("ghs_secret_installation_token"), "{shown}");
+        assert!(shown.contains("(not shown)") && shown.contains("tarball/abc"), "{shown}");
+    }
+
+    #[test]
+    fn a_spec_without_the_new_fields_reads_as_before_and_writes_none_of_them() {
+        let doc = serde_json::json!({
+            "job_id": "01jnx6v4k2m8q9r3s5t7w0y1za",
+            "environment": "acme/web/prod",
+            "operation": "plan",
+            "source": {"type": "inline"},
+            "state_storage": {"type": "local", "directory": "/tmp/state"},
+        });
+        let spec: JobSpec = serde_json::from_value(doc).unwrap();
+        assert!(!spec.speculative);
+        assert_eq!(spec.source_access, None);
+        let back = serde_json::to_value(&spec).unwrap();
+        assert!(back.get("speculative").is_none(), "{back}");
+        assert!(back.get("source_access").is_none(), "{back}");
+
+        let mut spec = spec;
+        spec.speculative = true;
+        spec.source = Source::Github {
+            repository: "acme/infra".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            path: "stacks/app".into(),
+        };
+        spec.source_access = Some(SourceAccess {
+            url: "https://api.github.com/repos/acme/infra/tarball/0123456789abcdef0123456789abcdef01234567".into(),
+            token: "ghs_t".into(),
+            expires_at: DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        });
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["speculative"], true);
+        assert_eq!(json["source"]["type"], "github");
+        assert_eq!(json["source_access"]["expires_at"], "2030-01-01T00:00:00Z");
+        let again: JobSpec = serde_json::from_value(json).unwrap();
+        assert_eq!(again, spec);
+    }
 
     #[test]
     fn chunk_keys_sort_by_offset_and_round_trip() {
