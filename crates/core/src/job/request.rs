@@ -10,6 +10,7 @@ use crate::document::parse_any;
 use crate::limits;
 use crate::problems::{key_path, Fields, Problems};
 use crate::runner::check_secret_refs;
+use crate::vcs::repository_problem;
 use crate::ValidationError;
 
 /// What a job does to its environment.
@@ -155,47 +156,6 @@ impl Source {
 
 /// How many characters of a commit SHA a label shows (GitHub's own abbreviation).
 pub const SHORT_SHA_LEN: usize = 7;
-
-/// The longest GitHub user or organisation name.
-const GITHUB_OWNER_MAX: usize = 39;
-
-/// The longest GitHub repository name.
-const GITHUB_REPOSITORY_NAME_MAX: usize = 100;
-
-/// Why `repository` is not a GitHub `owner/name`, or `None`. The owner (a user or an
-/// organisation) is 1 to 39 ASCII letters, digits or single hyphens, neither first nor
-/// last; the name is 1 to 100 of `A-Z a-z 0-9 . _ -`, and neither `.` nor `..`.
-// Kept private: the `vcs` module has the same rule, and the two become one at integration.
-fn repository_problem(repository: &str) -> Option<String> {
-    let Some((owner, name)) = repository.split_once('/') else {
-        return Some("must be `owner/name`".into());
-    };
-    if name.contains('/') {
-        return Some("must be `owner/name`, with exactly one `/`".into());
-    }
-    let owner_ok = (1..=GITHUB_OWNER_MAX).contains(&owner.len())
-        && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && !owner.starts_with('-')
-        && !owner.ends_with('-')
-        && !owner.contains("--");
-    if !owner_ok {
-        return Some(format!(
-            "has owner `{owner}`: a GitHub owner is 1 to {GITHUB_OWNER_MAX} letters, digits or single hyphens, not starting or ending with a hyphen"
-        ));
-    }
-    let name_ok = (1..=GITHUB_REPOSITORY_NAME_MAX).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && name != "."
-        && name != "..";
-    if !name_ok {
-        return Some(format!(
-            "has name `{name}`: a GitHub repository name is 1 to {GITHUB_REPOSITORY_NAME_MAX} letters, digits, `.`, `_` or `-`, and not `.` or `..`"
-        ));
-    }
-    None
-}
 
 /// True for a full commit SHA as GitHub writes it: 40 lowercase hexadecimal characters.
 fn is_full_commit_sha(commit: &str) -> bool {
