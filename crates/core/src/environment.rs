@@ -153,6 +153,10 @@ pub struct EnvSettings {
     /// Where `ttl` counts from: `created` (default) or `last_apply`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub ttl_from: crate::expiry::TtlFrom,
+    /// Its binding to a repository directory: pull requests that touch it are planned
+    /// there ([`crate::vcs::VcsBinding`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcs: Option<crate::vcs::VcsBinding>,
 }
 
 impl EnvSettings {
@@ -259,6 +263,8 @@ pub struct EnvironmentInput {
     pub ttl: Option<Option<String>>,
     /// `ttl_from`, when given.
     pub ttl_from: Option<crate::expiry::TtlFrom>,
+    /// `vcs`, when given (`null` removes the binding).
+    pub vcs: Option<Option<crate::vcs::VcsBinding>>,
 }
 
 impl EnvironmentInput {
@@ -302,6 +308,9 @@ impl EnvironmentInput {
         }
         if let Some(v) = self.ttl_from {
             settings.ttl_from = v;
+        }
+        if let Some(v) = &self.vcs {
+            settings.vcs = v.clone();
         }
     }
 }
@@ -416,6 +425,12 @@ impl EnvironmentInput {
             })
         });
         let ttl_from: Option<crate::expiry::TtlFrom> = f.optional("ttl_from", &mut p);
+        let vcs = if f.is_null("vcs") {
+            Some(None)
+        } else {
+            f.raw("vcs")
+                .map(|v| crate::vcs::VcsBinding::from_value(v, "vcs", &mut p))
+        };
         f.finish(&mut p);
         p.finish(Self {
             name,
@@ -435,6 +450,7 @@ impl EnvironmentInput {
             expires_at,
             ttl,
             ttl_from,
+            vcs,
         })
     }
 }

@@ -141,6 +141,14 @@ impl Environments {
         let resolved = self.resolve(&env).await?;
         env.runner.runner_id = resolved.rule.runner_id.clone();
         env.runner.rule_id = resolved.rule.id.clone();
+        // The index first: a bound environment is always found (a stale entry is skipped).
+        crate::pull_requests::index_binding(
+            self.store.as_ref(),
+            &env.path,
+            None,
+            env.settings.vcs.as_ref(),
+        )
+        .await?;
         let created = self
             .store
             .create_environment(&env)
@@ -172,7 +180,15 @@ impl Environments {
         }
         let before = (env.settings.expires_at, env.settings.ttl.clone());
         let before_from = env.settings.expiry().ttl_from;
+        let binding_before = env.settings.vcs.clone();
         fields.apply_settings(&mut env.settings);
+        crate::pull_requests::index_binding(
+            self.store.as_ref(),
+            path,
+            binding_before.as_ref(),
+            env.settings.vcs.as_ref(),
+        )
+        .await?;
         let expiry_changed = before != (env.settings.expires_at, env.settings.ttl.clone());
         if expiry_changed {
             self.check_expiry(path, &env.settings).await?;
@@ -191,6 +207,13 @@ impl Environments {
             .store
             .update_environment(&env, Some(expected.unwrap_or(current.version)))
             .await?;
+        crate::pull_requests::unindex_moved_binding(
+            self.store.as_ref(),
+            path,
+            binding_before.as_ref(),
+            written.item.environment.settings.vcs.as_ref(),
+        )
+        .await;
         if expiry_changed {
             // New expiry settings bring a destroyed environment back.
             if written.item.destroyed.is_some() {
@@ -204,7 +227,20 @@ impl Environments {
     /// Deletes idle environment `path`, at version `expected` when given, and takes it off
     /// the expiry due list.
     pub async fn delete(&self, path: &EnvPath, expected: Option<u64>) -> Result<(), StoreError> {
+        let binding = self
+            .store
+            .get_environment(path)
+            .await
+            .ok()
+            .and_then(|e| e.item.environment.settings.vcs);
         self.store.delete_environment(path, expected).await?;
+        crate::pull_requests::unindex_moved_binding(
+            self.store.as_ref(),
+            path,
+            binding.as_ref(),
+            None,
+        )
+        .await;
         if let Err(e) = self.store.remove_expiry(path).await {
             // The sweep drops an entry whose environment is gone.
             tracing::warn!(environment = %path, error = %e, "the deleted environment's expiry entry is left to the sweep");

@@ -26,6 +26,7 @@ mod jobs;
 mod locks;
 mod policy_listing;
 mod policy_sets;
+pub mod pull_requests;
 mod remediation;
 mod rules;
 mod rules_cache;

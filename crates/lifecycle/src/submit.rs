@@ -185,7 +185,9 @@ impl JobService {
         let written = match &order.write {
             WriteMode::Queue(key) => self.submit(&job, key.as_ref()).await.map(Some),
             WriteMode::IfIdle => self.submit_if_idle(&job).await,
-            WriteMode::Speculative(key) => self.submit_speculative(&job, key.as_ref()).await.map(Some),
+            WriteMode::Speculative(key) => {
+                self.submit_speculative(&job, key.as_ref()).await.map(Some)
+            }
         };
         match written {
             Ok(Some(s)) if !s.replayed => Ok(s),

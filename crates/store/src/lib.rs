@@ -46,12 +46,12 @@ pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
 pub use plan_data::read_plan_data;
 pub use queue::{JobMessage, JobQueue, SqsJobQueue};
-pub use vcs::{VcsStore, DELIVERY_ID_MAX, MAX_BOUND_ENVIRONMENTS};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
     Listed, ListedPage, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, SweepCursor,
     Unreadable, Versioned,
 };
+pub use vcs::{VcsStore, DELIVERY_ID_MAX, MAX_BOUND_ENVIRONMENTS};
 
 /// Runners: the compute and state storage a job runs with, owned by a group.
 #[async_trait]

@@ -29,8 +29,7 @@ pub trait VcsStore: Send + Sync {
         provider: VcsProvider,
     ) -> Result<VcsConnection, StoreError>;
     /// Deletes an organisation's connection; `NotFound` when it has none.
-    async fn delete_connection(&self, org: &str, provider: VcsProvider)
-        -> Result<(), StoreError>;
+    async fn delete_connection(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError>;
     /// Records a webhook delivery until `expires_at`: true when it is new, false when it was
     /// seen before (and has not expired), so a redelivery is handled once.
     async fn claim_delivery(

@@ -133,7 +133,10 @@ impl Source {
             Self::Git {
                 url, git_ref, path, ..
             } => {
-                let at = git_ref.as_deref().map(|r| format!("@{r}")).unwrap_or_default();
+                let at = git_ref
+                    .as_deref()
+                    .map(|r| format!("@{r}"))
+                    .unwrap_or_default();
                 format!("git {url}{}{at}", sub(path))
             }
             Self::S3 {
@@ -159,7 +162,10 @@ pub const SHORT_SHA_LEN: usize = 7;
 
 /// True for a full commit SHA as GitHub writes it: 40 lowercase hexadecimal characters.
 fn is_full_commit_sha(commit: &str) -> bool {
-    commit.len() == 40 && commit.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    commit.len() == 40
+        && commit
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What a client submits: the job's specification.
@@ -474,7 +480,9 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
         other => {
             p.push(
                 "source.type",
-                format!("`{other}` is not a known source type; known types: git, s3, github, inline"),
+                format!(
+                    "`{other}` is not a known source type; known types: git, s3, github, inline"
+                ),
             );
             return None;
         }

@@ -128,7 +128,10 @@ mod tests {
         assert!(e.to_string().contains("app_id"), "{e}");
         let e = ConnectionInput::from_value(&serde_json::json!({"app_id": 1, "private_key": "x"}))
             .unwrap_err();
-        assert!(e.to_string().contains("private_key"), "an unknown field is named: {e}");
+        assert!(
+            e.to_string().contains("private_key"),
+            "an unknown field is named: {e}"
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub mod connection;
 pub mod pull;
 pub mod report;
 pub mod requirements;
-pub mod work;
 pub mod webhook;
+pub mod work;
 
 pub use binding::{repository_problem, ApplyMode, Requirements, VcsBinding, VcsProvider};
 pub use command::{parse_commands, Command};

@@ -27,11 +27,7 @@ fn connection_key(org: &str, provider: VcsProvider) -> Item {
 }
 
 fn repo_pk(provider: VcsProvider, repository: &str) -> String {
-    format!(
-        "REPO#{}#{}",
-        provider.as_str(),
-        repository_key(repository)
-    )
+    format!("REPO#{}#{}", provider.as_str(), repository_key(repository))
 }
 
 fn pull_key(provider: VcsProvider, repository: &str, number: u64) -> Item {
@@ -106,11 +102,7 @@ impl VcsStore for DynamoStore {
         }
     }
 
-    async fn delete_connection(
-        &self,
-        org: &str,
-        provider: VcsProvider,
-    ) -> Result<(), StoreError> {
+    async fn delete_connection(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError> {
         let out = self
             .client
             .delete_item()
@@ -184,7 +176,10 @@ impl VcsStore for DynamoStore {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(repo_pk(provider, repository), &format!("ENV#{env}"))))
+            .set_key(Some(key(
+                repo_pk(provider, repository),
+                &format!("ENV#{env}"),
+            )))
             .send()
             .await
             .map_err(|e| aws("dynamodb", e))?;
@@ -235,7 +230,10 @@ impl VcsStore for DynamoStore {
         repository: &str,
         number: u64,
     ) -> Result<Option<Versioned<PullRequestRecord>>, StoreError> {
-        let Some(item) = self.get_item(pull_key(provider, repository, number)).await? else {
+        let Some(item) = self
+            .get_item(pull_key(provider, repository, number))
+            .await?
+        else {
             return Ok(None);
         };
         let item: PullItem = from_item(item)?;

@@ -558,7 +558,6 @@ fn submit_lockless(st: &mut State, job: &Job) -> Result<Submitted, StoreError> {
     })
 }
 
-
 /// Writes `job` under the state's lock: it takes its environment's lock when free, else
 /// joins the environment's FIFO queue when `queue_if_busy`, else writes nothing (`None`).
 fn submit_locked(

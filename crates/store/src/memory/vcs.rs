@@ -45,11 +45,7 @@ impl VcsStore for MemoryStore {
             .ok_or_else(|| not_found(org, provider))
     }
 
-    async fn delete_connection(
-        &self,
-        org: &str,
-        provider: VcsProvider,
-    ) -> Result<(), StoreError> {
+    async fn delete_connection(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError> {
         self.lock()
             .vcs
             .connections
@@ -66,7 +62,12 @@ impl VcsStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let mut st = self.lock();
         let key = (provider.as_str(), delivery.to_string());
-        if st.vcs.deliveries.get(&key).is_some_and(|at| *at > Utc::now()) {
+        if st
+            .vcs
+            .deliveries
+            .get(&key)
+            .is_some_and(|at| *at > Utc::now())
+        {
             return Ok(false);
         }
         st.vcs.deliveries.insert(key, expires_at);
@@ -111,7 +112,11 @@ impl VcsStore for MemoryStore {
         repository: &str,
     ) -> Result<Vec<EnvPath>, StoreError> {
         let st = self.lock();
-        let Some(envs) = st.vcs.bindings.get(&(provider.as_str(), repository_key(repository))) else {
+        let Some(envs) = st
+            .vcs
+            .bindings
+            .get(&(provider.as_str(), repository_key(repository)))
+        else {
             return Ok(vec![]);
         };
         Ok(envs

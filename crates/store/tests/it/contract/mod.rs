@@ -2732,7 +2732,10 @@ pub async fn a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_se
         "neither the lock nor the queue moved"
     );
     let pending = pending_ids(&*s, Utc::now() + Duration::seconds(1)).await;
-    assert!(pending.contains(&plan.id.to_string()), "a pending send at once");
+    assert!(
+        pending.contains(&plan.id.to_string()),
+        "a pending send at once"
+    );
     // The same key answers the first job; another body under it is refused.
     let again = s.submit_speculative(&job(ENV), Some(&key)).await.unwrap();
     assert!(again.replayed && again.job.id == plan.id);
@@ -2750,7 +2753,10 @@ pub async fn a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_se
     ));
     assert!(matches!(
         s.submit_speculative(&job("acme/payments/gone"), None).await,
-        Err(StoreError::NotFound { kind: "environment", .. })
+        Err(StoreError::NotFound {
+            kind: "environment",
+            ..
+        })
     ));
     // The holder's release hands nothing to the plan: it was never queued.
     s.unlock_environment(&env).await.unwrap();
@@ -2776,7 +2782,10 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
     // A connection: absent, written, replaced, deleted.
     assert!(matches!(
         s.get_connection("acme", Github).await,
-        Err(StoreError::NotFound { kind: "connection", .. })
+        Err(StoreError::NotFound {
+            kind: "connection",
+            ..
+        })
     ));
     let mut c = VcsConnection {
         org: "acme".into(),
@@ -2803,7 +2812,10 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
     let later = Utc::now() + Duration::hours(1);
     assert!(s.claim_delivery(Github, "d-1", later).await.unwrap());
     assert!(!s.claim_delivery(Github, "d-1", later).await.unwrap());
-    assert!(s.claim_delivery(Github, "d-2", Utc::now() - Duration::seconds(1)).await.unwrap());
+    assert!(s
+        .claim_delivery(Github, "d-2", Utc::now() - Duration::seconds(1))
+        .await
+        .unwrap());
     assert!(
         s.claim_delivery(Github, "d-2", later).await.unwrap(),
         "an expired delivery counts as absent"
@@ -2816,18 +2828,40 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
     for e in &envs {
         s.index_binding(Github, "Acme/Infra", e).await.unwrap();
     }
-    s.index_binding(Github, "acme/infra", &envs[0]).await.unwrap();
-    s.index_binding(Github, "acme/other", &envs[1]).await.unwrap();
+    s.index_binding(Github, "acme/infra", &envs[0])
+        .await
+        .unwrap();
+    s.index_binding(Github, "acme/other", &envs[1])
+        .await
+        .unwrap();
     let mut bound = s.bound_environments(Github, "ACME/infra").await.unwrap();
     bound.sort();
     assert_eq!(bound, envs);
-    s.unindex_binding(Github, "acme/infra", &envs[3]).await.unwrap();
-    s.unindex_binding(Github, "acme/infra", &envs[3]).await.unwrap();
-    assert_eq!(s.bound_environments(Github, "acme/infra").await.unwrap().len(), 29);
-    assert!(s.bound_environments(Github, "acme/none").await.unwrap().is_empty());
+    s.unindex_binding(Github, "acme/infra", &envs[3])
+        .await
+        .unwrap();
+    s.unindex_binding(Github, "acme/infra", &envs[3])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.bound_environments(Github, "acme/infra")
+            .await
+            .unwrap()
+            .len(),
+        29
+    );
+    assert!(s
+        .bound_environments(Github, "acme/none")
+        .await
+        .unwrap()
+        .is_empty());
 
     // A pull request's record, written on condition of its version.
-    assert!(s.get_pull_request(Github, "acme/infra", 7).await.unwrap().is_none());
+    assert!(s
+        .get_pull_request(Github, "acme/infra", 7)
+        .await
+        .unwrap()
+        .is_none());
     let mut pr = PullRequestRecord {
         provider: Github,
         org: "acme".into(),
@@ -2861,8 +2895,16 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
     assert_eq!(s.put_pull_request(&pr, Some(1)).await.unwrap(), 2);
     assert!(matches!(
         s.put_pull_request(&pr, Some(1)).await,
-        Err(StoreError::VersionMismatch { expected: 1, actual: 2, .. })
+        Err(StoreError::VersionMismatch {
+            expected: 1,
+            actual: 2,
+            ..
+        })
     ));
-    let read = s.get_pull_request(Github, "ACME/infra", 7).await.unwrap().unwrap();
+    let read = s
+        .get_pull_request(Github, "ACME/infra", 7)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((read.item, read.version), (pr, 2));
 }

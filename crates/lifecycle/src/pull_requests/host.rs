@@ -1,0 +1,93 @@
+//! The host of a pull request (GitHub today, GitLab next), as the service needs it: one
+//! small trait of the seams every host has. Its GitHub implementation is
+//! [`crate::pull_requests::GithubHost`]; tests use the GitHub double behind it, or a fake.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sortie_core::protocol::pilot::SourceAccess;
+use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::report::CheckOutput;
+
+/// A pull request as its host reports it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullInfo {
+    /// Its head commit.
+    pub head_sha: String,
+    /// Its base branch.
+    pub base: String,
+    /// Its author's login.
+    pub author: String,
+    /// True when its head is in another repository.
+    pub fork: bool,
+    /// False once closed or merged.
+    pub open: bool,
+    /// True when merged.
+    pub merged: bool,
+}
+
+/// Why a host call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The host refused the call for good (401, 403, 404, 422): its message, quoted.
+    #[error("{0}")]
+    Refused(String),
+    /// The host is down, slow or limiting us: try the work again later.
+    #[error("{message} (retry in {retry_after_seconds} s)")]
+    Unavailable {
+        /// What happened.
+        message: String,
+        /// When to try again.
+        retry_after_seconds: u64,
+    },
+    /// The connection's secrets could not be read.
+    #[error("the connection's secret could not be read: {0}")]
+    Secret(String),
+}
+
+impl HostError {
+    /// True when the same work may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, Self::Refused(_))
+    }
+}
+
+/// One connection's host: the seams a pull request needs.
+#[async_trait]
+pub trait CodeHost: Send + Sync {
+    /// The pull request now.
+    async fn pull(&self, repository: &str, number: u64) -> Result<PullInfo, HostError>;
+    /// The paths its changes touch (both names of a renamed file), paged to the end.
+    async fn changed_files(&self, repository: &str, number: u64) -> Result<Vec<String>, HostError>;
+    /// Creates (`id: None`) or updates the check run of `check.name` on `sha`, linking to
+    /// `details_url`; returns its id.
+    async fn write_check(
+        &self,
+        repository: &str,
+        sha: &str,
+        id: Option<u64>,
+        check: &CheckOutput,
+        details_url: Option<&str>,
+    ) -> Result<u64, HostError>;
+    /// Writes the pull request's one comment: updates comment `id`, or, without one, the
+    /// comment that carries the marker, or creates it; returns its id.
+    async fn upsert_comment(
+        &self,
+        repository: &str,
+        number: u64,
+        id: Option<u64>,
+        body: &str,
+    ) -> Result<u64, HostError>;
+    /// Answers a command with a new comment (a refusal, the help).
+    async fn reply(&self, repository: &str, number: u64, body: &str) -> Result<(), HostError>;
+    /// What the pilot needs to download `sha`: a URL and a token that can only read this
+    /// one repository, for a short while.
+    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError>;
+}
+
+/// Opens the host of an organisation's connection (reading its secrets).
+#[async_trait]
+pub trait CodeHosts: Send + Sync {
+    /// The host behind `connection`.
+    async fn open(&self, connection: &VcsConnection) -> Result<Arc<dyn CodeHost>, HostError>;
+}

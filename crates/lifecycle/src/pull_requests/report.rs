@@ -1,0 +1,186 @@
+//! A pull request's report, rendered from its jobs' records: one check run per environment
+//! on the head commit, and the one comment. Written after every change of a job, from the
+//! records, so a report lost to a host outage is written whole by the next.
+
+use sortie_core::policy::PolicyStatus;
+use sortie_core::vcs::pull::{PullEnvironment, PullRequestRecord};
+use sortie_core::vcs::report::{
+    render_check, render_comment, ChangedResource, CommentInput, Counts, EnvReport, EnvStatus,
+    PolicyLine,
+};
+use sortie_core::{JobId, JobState};
+use sortie_store::StoreError;
+
+use super::{CodeHost, PullError, PullRequests, RECORD_TRIES};
+
+impl PullRequests {
+    /// Writes every check of the head and the comment, then records any id the host gave
+    /// (a new check run, the comment), on condition of `version`; a record moved since is
+    /// read again and only the ids are merged in.
+    pub(super) async fn write_report(
+        &self,
+        host: &dyn CodeHost,
+        mut record: PullRequestRecord,
+        version: u64,
+    ) -> Result<(), PullError> {
+        let mut reports = Vec::new();
+        let mut new_checks = Vec::new();
+        for (path, entry) in &record.environments {
+            let report = self.env_report(path, entry).await?;
+            if entry.sha == record.head_sha {
+                let check = render_check(&report);
+                let id = host
+                    .write_check(
+                        &record.repository,
+                        &entry.sha,
+                        entry.check_run_id,
+                        &check,
+                        report.job_url.as_deref(),
+                    )
+                    .await?;
+                if entry.check_run_id != Some(id) {
+                    new_checks.push((path.clone(), entry.sha.clone(), id));
+                }
+            }
+            reports.push(report);
+        }
+        let mut notes = Vec::new();
+        if record.over_limit > 0 {
+            notes.push(format!(
+                "{} more environments match this pull request and were not planned: at most {} are.",
+                record.over_limit,
+                sortie_core::vcs::pull::MAX_ENVIRONMENTS
+            ));
+        }
+        if !record.open {
+            notes.push("This pull request is closed.".into());
+        }
+        let body = render_comment(&CommentInput {
+            head_sha: record.head_sha.clone(),
+            environments: reports,
+            notes,
+        });
+        let comment = host
+            .upsert_comment(&record.repository, record.number, record.comment_id, &body)
+            .await?;
+        if new_checks.is_empty() && record.comment_id == Some(comment) {
+            return Ok(());
+        }
+        let mut version = Some(version);
+        for _ in 0..RECORD_TRIES {
+            for (path, sha, id) in &new_checks {
+                if let Some(e) = record.environments.get_mut(path) {
+                    if e.sha == *sha {
+                        e.check_run_id = Some(*id);
+                    }
+                }
+            }
+            record.comment_id = Some(comment);
+            match self.store().put_pull_request(&record, version).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::VersionMismatch { .. }) => {
+                    let Some(found) = self
+                        .store()
+                        .get_pull_request(record.provider, &record.repository, record.number)
+                        .await?
+                    else {
+                        return Ok(());
+                    };
+                    record = found.item;
+                    version = Some(found.version);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// One environment's report, from its latest job.
+    async fn env_report(
+        &self,
+        path: &str,
+        entry: &PullEnvironment,
+    ) -> Result<EnvReport, PullError> {
+        let mut report = EnvReport {
+            environment: path.to_string(),
+            status: EnvStatus::NotPlanned {
+                why: entry
+                    .not_planned
+                    .clone()
+                    .unwrap_or_else(|| "not planned yet".into()),
+            },
+            counts: None,
+            changed: vec![],
+            policy: vec![],
+            diff: None,
+            job_id: None,
+            job_url: None,
+            apply_command: None,
+        };
+        let (job_id, applying) = match (&entry.apply_job, &entry.plan_job) {
+            (Some(id), _) => (id, true),
+            (None, Some(id)) => (id, false),
+            (None, None) => return Ok(report),
+        };
+        let record = match self.store().get_job(&JobId::from(job_id.clone())).await {
+            Ok(r) => r,
+            Err(StoreError::NotFound { .. }) => return Ok(report),
+            Err(e) => return Err(e.into()),
+        };
+        let job = &record.job;
+        let denied = record
+            .policy
+            .as_ref()
+            .is_some_and(|p| p.status == PolicyStatus::Denied);
+        let changes = record
+            .summary
+            .as_ref()
+            .and_then(|s| s.has_changes.or(Some(s.add + s.change + s.destroy > 0)));
+        report.status = match job.state {
+            JobState::Queued if applying => EnvStatus::Queued { behind: None },
+            JobState::Queued => EnvStatus::Queued { behind: None },
+            JobState::Dispatching | JobState::Running if applying => EnvStatus::Applying,
+            JobState::Dispatching | JobState::Running => EnvStatus::Planning,
+            JobState::AwaitingApproval => EnvStatus::AwaitingApproval,
+            JobState::Succeeded if applying => EnvStatus::Applied,
+            JobState::Succeeded if changes == Some(false) => EnvStatus::NoChanges,
+            JobState::Succeeded => EnvStatus::Planned,
+            _ if denied => EnvStatus::PolicyDenied,
+            JobState::Failed | JobState::TimedOut if applying => EnvStatus::ApplyFailed {
+                reason: job.reason().to_string(),
+            },
+            JobState::Failed | JobState::TimedOut => EnvStatus::PlanFailed {
+                reason: job.reason().to_string(),
+            },
+            JobState::Canceled | JobState::Discarded => EnvStatus::Cancelled,
+        };
+        report.counts = record.summary.as_ref().map(|s| Counts {
+            add: s.add,
+            change: s.change,
+            destroy: s.destroy,
+        });
+        report.policy = record
+            .policy
+            .iter()
+            .flat_map(|p| p.sets.iter())
+            .map(|s| PolicyLine {
+                set: s.set.clone(),
+                outcome: if !s.deny.is_empty() || s.error.is_some() {
+                    "deny".into()
+                } else if !s.warn.is_empty() {
+                    "warn".into()
+                } else {
+                    "pass".into()
+                },
+                messages: s.deny.iter().chain(s.warn.iter()).cloned().collect(),
+            })
+            .collect();
+        report.changed = Vec::<ChangedResource>::new();
+        report.job_id = Some(job_id.clone());
+        report.job_url = Some(format!(
+            "{}/#/jobs/{job_id}",
+            self.console_url.trim_end_matches('/')
+        ));
+        Ok(report)
+    }
+}

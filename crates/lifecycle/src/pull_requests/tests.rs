@@ -1,0 +1,582 @@
+//! The pull-request service over the in-memory world and a fake host that records what it
+//! was asked to write.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use sortie_core::auth::{Grantee, Membership, Role};
+use sortie_core::environment::EnvironmentInput;
+use sortie_core::protocol::pilot::SourceAccess;
+use sortie_core::vcs::command::Command;
+use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
+use sortie_core::vcs::work::{PullAction, PullWork};
+use sortie_core::vcs::{VcsBinding, VcsProvider};
+use sortie_core::{GroupPath, JobId, JobState, Source};
+use sortie_store::{
+    EnvironmentStore, JobStore, MembershipRecord, MembershipStore, RunnerStore, VcsStore,
+};
+
+use super::*;
+use crate::testing::World;
+
+const REPO: &str = "acme/infra";
+const HEAD: &str = "1111111111111111111111111111111111111111";
+const NEXT: &str = "2222222222222222222222222222222222222222";
+
+#[derive(Default)]
+struct HostState {
+    pulls: BTreeMap<u64, PullInfo>,
+    files: BTreeMap<u64, Vec<String>>,
+    /// Check runs by id: (sha, every output written, in order).
+    checks: BTreeMap<u64, (String, Vec<CheckOutput>)>,
+    comments: BTreeMap<u64, Vec<String>>,
+    replies: Vec<String>,
+    next_id: u64,
+    down: bool,
+}
+
+#[derive(Default)]
+struct FakeHost(Mutex<HostState>);
+
+impl FakeHost {
+    fn down(&self) -> Result<(), HostError> {
+        if self.0.lock().unwrap().down {
+            return Err(HostError::Unavailable {
+                message: "503".into(),
+                retry_after_seconds: 1,
+            });
+        }
+        Ok(())
+    }
+    fn open_pull(&self, number: u64, author: &str, fork: bool, files: &[&str]) {
+        let mut st = self.0.lock().unwrap();
+        st.pulls.insert(
+            number,
+            PullInfo {
+                head_sha: HEAD.into(),
+                base: "main".into(),
+                author: author.into(),
+                fork,
+                open: true,
+                merged: false,
+            },
+        );
+        st.files
+            .insert(number, files.iter().map(|f| f.to_string()).collect());
+    }
+    fn checks_on(&self, sha: &str) -> BTreeMap<String, CheckOutput> {
+        let st = self.0.lock().unwrap();
+        st.checks
+            .values()
+            .filter(|(s, _)| s == sha)
+            .map(|(_, outs)| {
+                let last = outs.last().unwrap().clone();
+                (last.name.clone(), last)
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl CodeHost for FakeHost {
+    async fn pull(&self, _repository: &str, number: u64) -> Result<PullInfo, HostError> {
+        self.down()?;
+        self.0
+            .lock()
+            .unwrap()
+            .pulls
+            .get(&number)
+            .cloned()
+            .ok_or_else(|| HostError::Refused("Not Found".into()))
+    }
+    async fn changed_files(&self, _r: &str, number: u64) -> Result<Vec<String>, HostError> {
+        self.down()?;
+        Ok(self.0.lock().unwrap().files[&number].clone())
+    }
+    async fn write_check(
+        &self,
+        _r: &str,
+        sha: &str,
+        id: Option<u64>,
+        check: &CheckOutput,
+        _details: Option<&str>,
+    ) -> Result<u64, HostError> {
+        self.down()?;
+        let mut st = self.0.lock().unwrap();
+        let id = match id {
+            Some(id) => id,
+            None => {
+                st.next_id += 1;
+                st.next_id
+            }
+        };
+        st.checks
+            .entry(id)
+            .or_insert_with(|| (sha.to_string(), vec![]))
+            .1
+            .push(check.clone());
+        Ok(id)
+    }
+    async fn upsert_comment(
+        &self,
+        _r: &str,
+        _n: u64,
+        id: Option<u64>,
+        body: &str,
+    ) -> Result<u64, HostError> {
+        self.down()?;
+        let mut st = self.0.lock().unwrap();
+        let id = match id {
+            Some(id) => id,
+            None => {
+                st.next_id += 1;
+                st.next_id
+            }
+        };
+        st.comments.entry(id).or_default().push(body.to_string());
+        Ok(id)
+    }
+    async fn reply(&self, _r: &str, _n: u64, body: &str) -> Result<(), HostError> {
+        self.down()?;
+        self.0.lock().unwrap().replies.push(body.to_string());
+        Ok(())
+    }
+    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {
+        Ok(SourceAccess {
+            url: format!("https://api.github.com/repos/{repository}/tarball/{sha}"),
+            token: "ghs_test".into(),
+            expires_at: Utc::now() + chrono::Duration::hours(1),
+        })
+    }
+}
+
+struct FakeHosts(Arc<FakeHost>);
+
+#[async_trait]
+impl CodeHosts for FakeHosts {
+    async fn open(&self, _c: &VcsConnection) -> Result<Arc<dyn CodeHost>, HostError> {
+        Ok(self.0.clone())
+    }
+}
+
+struct Setup {
+    w: World,
+    host: Arc<FakeHost>,
+    prs: PullRequests,
+    connection: VcsConnection,
+}
+
+async fn setup() -> Setup {
+    let w = World::new().await;
+    let connection = VcsConnection {
+        org: "acme".into(),
+        provider: VcsProvider::Github,
+        app_id: 1,
+        api_url: "https://api.github.com".into(),
+        private_key_secret: "arn:key".into(),
+        webhook_secret: "arn:hook".into(),
+        created_by: "admin".into(),
+        created_at: Utc::now(),
+    };
+    w.store.put_connection(&connection).await.unwrap();
+    for (path, dir) in [
+        ("acme/web/dev", "web/dev"),
+        ("acme/web/prod", "web/prod"),
+        ("acme/api/dev", "api/dev"),
+    ] {
+        bind(&w, path, REPO, dir).await;
+    }
+    let host = Arc::new(FakeHost::default());
+    let prs = PullRequests {
+        jobs: w.jobs.clone(),
+        hosts: Arc::new(FakeHosts(host.clone())),
+        console_url: "https://sortie.example.com".into(),
+    };
+    Setup {
+        w,
+        host,
+        prs,
+        connection,
+    }
+}
+
+/// Creates environment `path` bound to `repo`'s `dir`, through the environments service's
+/// update (which writes the bindings index).
+async fn bind(w: &World, path: &str, repo: &str, dir: &str) {
+    w.environment(path).await;
+    let input = EnvironmentInput::from_value(
+        &serde_json::json!({"vcs": {"repository": repo, "directory": dir}}),
+        false,
+    )
+    .unwrap();
+    environments(w)
+        .update(&sortie_core::EnvPath::parse(path).unwrap(), input, None)
+        .await
+        .unwrap();
+}
+
+fn environments(w: &World) -> crate::Environments {
+    crate::Environments::new(w.store.clone(), Default::default())
+}
+
+async fn grant(w: &World, login: &str, issuer: Option<&str>, group: &str, role: Role) {
+    w.store
+        .put_membership(&MembershipRecord {
+            id: sortie_core::tokens::new_id(),
+            membership: Membership {
+                group: GroupPath::parse(group).unwrap(),
+                role,
+                grantee: Grantee::Subject {
+                    subject: login.into(),
+                    issuer: issuer.map(str::to_string),
+                },
+            },
+            granted_by: "admin".into(),
+            granted_at: Utc::now(),
+        })
+        .await
+        .unwrap();
+}
+
+fn opened(number: u64) -> PullWork {
+    PullWork::PullRequest {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number,
+        action: PullAction::Opened,
+        head_sha: HEAD.into(),
+        merged: false,
+    }
+}
+
+fn comment(number: u64, author: &str, command: Command) -> PullWork {
+    PullWork::Comment {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number,
+        author: author.into(),
+        commands: vec![command],
+    }
+}
+
+async fn record(s: &Setup, number: u64) -> PullRequestRecord {
+    s.w.store
+        .get_pull_request(VcsProvider::Github, REPO, number)
+        .await
+        .unwrap()
+        .unwrap()
+        .item
+}
+
+#[tokio::test]
+async fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_checks_and_one_comment()
+{
+    let s = setup().await;
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "octocat", Some(&issuer), "acme", Role::Deployer).await;
+    s.host.open_pull(
+        7,
+        "OctoCat",
+        false,
+        &["web/dev/main.tf", "web/prod/variables.tf", "README.md"],
+    );
+    s.prs.handle(&opened(7)).await.unwrap();
+
+    let rec = record(&s, 7).await;
+    assert_eq!(
+        rec.environments.keys().collect::<Vec<_>>(),
+        ["acme/web/dev", "acme/web/prod"]
+    );
+    for (path, entry) in &rec.environments {
+        let job =
+            s.w.store
+                .get_job(&JobId::from(entry.plan_job.clone().unwrap()))
+                .await
+                .unwrap()
+                .job;
+        assert_eq!(job.environment.to_string(), *path);
+        assert!(job.speculative, "a pull request's plan is speculative");
+        assert_eq!(job.requested_by, "github:OctoCat");
+        assert_eq!(
+            job.request.source,
+            Source::Github {
+                repository: REPO.into(),
+                commit: HEAD.into(),
+                path: path.trim_start_matches("acme/").into(),
+            }
+        );
+        assert_eq!(job.pull_request.as_ref().unwrap().number, 7);
+        assert!(entry.check_run_id.is_some());
+    }
+    assert_eq!(s.w.sent().len(), 2, "both plans sent at once");
+    let checks = s.host.checks_on(HEAD);
+    assert_eq!(
+        checks.keys().collect::<Vec<_>>(),
+        ["sortie: acme/web/dev", "sortie: acme/web/prod"]
+    );
+    assert!(checks.values().all(|c| c.status == CheckStatus::Queued));
+    let st = s.host.0.lock().unwrap();
+    assert_eq!(st.comments.len(), 1, "one comment");
+    let body = st.comments.values().next().unwrap().last().unwrap();
+    assert!(body.starts_with(COMMENT_MARKER), "{body}");
+    assert!(body.contains("acme/web/dev") && body.contains("acme/web/prod"));
+    assert!(
+        !body.contains("acme/api/dev"),
+        "an untouched environment is not shown"
+    );
+}
+
+#[tokio::test]
+async fn a_redelivered_event_submits_nothing_twice_and_edits_the_same_comment() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    s.prs.handle(&opened(7)).await.unwrap();
+    let jobs =
+        s.w.store
+            .list_jobs(
+                &sortie_core::EnvPath::parse("acme/web/dev").unwrap(),
+                10,
+                None,
+            )
+            .await
+            .unwrap()
+            .jobs;
+    assert_eq!(jobs.len(), 1, "one plan per commit");
+    let st = s.host.0.lock().unwrap();
+    assert_eq!(st.comments.len(), 1);
+    assert_eq!(
+        st.checks.len(),
+        1,
+        "one check run per environment and commit"
+    );
+}
+
+#[tokio::test]
+async fn a_fork_is_not_planned_until_a_deployer_comments_and_a_viewer_is_refused() {
+    let s = setup().await;
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "alice", Some(&issuer), "acme/web", Role::Deployer).await;
+    grant(&s.w, "vic", Some(&issuer), "acme", Role::Viewer).await;
+    s.host.open_pull(9, "stranger", true, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(9)).await.unwrap();
+    let rec = record(&s, 9).await;
+    let entry = &rec.environments["acme/web/dev"];
+    assert!(entry.plan_job.is_none() && entry.not_planned.is_some());
+    assert!(s.w.sent().is_empty(), "nothing runs the fork's code");
+    let check = &s.host.checks_on(HEAD)["sortie: acme/web/dev"];
+    assert_eq!(check.conclusion, Some(Conclusion::Neutral), "{check:?}");
+
+    // A viewer's command is refused, saying which role is missing.
+    s.prs
+        .handle(&comment(
+            9,
+            "vic",
+            Command::Plan {
+                environments: vec![],
+            },
+        ))
+        .await
+        .unwrap();
+    assert!(s.w.sent().is_empty());
+    let reply = s.host.0.lock().unwrap().replies.last().unwrap().clone();
+    assert!(
+        reply.contains("deployer") && reply.contains("acme/web/dev"),
+        "{reply}"
+    );
+
+    // A deployer's command plans it, requested by the deployer.
+    s.prs
+        .handle(&comment(
+            9,
+            "alice",
+            Command::Plan {
+                environments: vec![],
+            },
+        ))
+        .await
+        .unwrap();
+    let rec = record(&s, 9).await;
+    let job =
+        s.w.store
+            .get_job(&JobId::from(
+                rec.environments["acme/web/dev"].plan_job.clone().unwrap(),
+            ))
+            .await
+            .unwrap()
+            .job;
+    assert_eq!(job.requested_by, "github:alice");
+    assert_eq!(rec.plans_allowed_by.as_deref(), Some("alice"));
+}
+
+#[tokio::test]
+async fn a_grant_without_the_connections_issuer_does_not_let_a_login_plan() {
+    let s = setup().await;
+    // An owner grant to subject `alice` from any issuer (meant for a token's `sub`).
+    grant(&s.w, "alice", None, "acme", Role::Owner).await;
+    s.host.open_pull(3, "alice", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(3)).await.unwrap();
+    assert!(
+        s.w.sent().is_empty(),
+        "a GitHub login is not a token's subject"
+    );
+    assert!(record(&s, 3).await.environments["acme/web/dev"]
+        .not_planned
+        .is_some());
+}
+
+#[tokio::test]
+async fn another_organisations_binding_of_the_same_repository_is_never_planned() {
+    let s = setup().await;
+    // Org `beta` binds the same repository; acme's connection must not plan it.
+    s.w.store
+        .create_runner(&sortie_core::Runner {
+            id: sortie_core::RunnerId::parse("beta/fargate").unwrap(),
+            spec: crate::testing::runner_spec(),
+        })
+        .await
+        .unwrap();
+    let mut env = s.w.environment("acme/tmp").await;
+    s.w.store.delete_environment(&env.path, None).await.unwrap();
+    env.path = sortie_core::EnvPath::parse("beta/web/dev").unwrap();
+    env.runner.runner_id = sortie_core::RunnerId::parse("beta/fargate").unwrap();
+    env.settings.vcs = Some(VcsBinding {
+        repository: REPO.into(),
+        directory: "web/dev".into(),
+        ..serde_json::from_value(serde_json::json!({"repository": REPO})).unwrap()
+    });
+    s.w.store.create_environment(&env).await.unwrap();
+    s.w.store
+        .index_binding(VcsProvider::Github, REPO, &env.path)
+        .await
+        .unwrap();
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(4, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(4)).await.unwrap();
+    let rec = record(&s, 4).await;
+    assert_eq!(
+        rec.environments.keys().collect::<Vec<_>>(),
+        ["acme/web/dev"]
+    );
+}
+
+#[tokio::test]
+async fn a_new_head_plans_again_with_new_checks_and_a_job_end_reports_it() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    let first = record(&s, 7).await.environments["acme/web/dev"].clone();
+
+    // The plan ends: the report shows it planned, on the same check and comment.
+    let id = JobId::from(first.plan_job.clone().unwrap());
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatching),
+        (JobState::Dispatching, JobState::Running),
+        (JobState::Running, JobState::Succeeded),
+    ] {
+        s.w.store
+            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
+            .await
+            .unwrap();
+    }
+    let report = PullWork::Report {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number: 7,
+    };
+    s.prs.handle(&report).await.unwrap();
+    let check = &s.host.checks_on(HEAD)["sortie: acme/web/dev"];
+    assert_eq!(check.status, CheckStatus::Completed);
+    assert_eq!(s.host.0.lock().unwrap().comments.len(), 1);
+
+    // A push: a new head, a new plan, a new check run on the new commit.
+    s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().head_sha = NEXT.into();
+    s.prs
+        .handle(&PullWork::PullRequest {
+            org: "acme".into(),
+            repository: REPO.into(),
+            number: 7,
+            action: PullAction::Synchronize,
+            head_sha: NEXT.into(),
+            merged: false,
+        })
+        .await
+        .unwrap();
+    let second = record(&s, 7).await.environments["acme/web/dev"].clone();
+    assert_eq!(second.sha, NEXT);
+    assert_ne!(second.plan_job, first.plan_job);
+    assert_ne!(second.check_run_id, first.check_run_id);
+    assert_eq!(s.host.checks_on(NEXT).len(), 1);
+    assert_eq!(
+        s.host.0.lock().unwrap().comments.len(),
+        1,
+        "still one comment"
+    );
+}
+
+#[tokio::test]
+async fn a_host_outage_fails_the_work_retryably_and_the_next_delivery_writes_it_whole() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.host.0.lock().unwrap().down = true;
+    let e = s.prs.handle(&opened(7)).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    s.host.0.lock().unwrap().down = false;
+    s.prs.handle(&opened(7)).await.unwrap();
+    assert_eq!(s.host.checks_on(HEAD).len(), 1);
+    assert_eq!(s.host.0.lock().unwrap().comments.len(), 1);
+}
+
+#[tokio::test]
+async fn unbinding_takes_an_environment_out_of_the_repository_index() {
+    let s = setup().await;
+    let path = sortie_core::EnvPath::parse("acme/web/dev").unwrap();
+    let before =
+        s.w.store
+            .bound_environments(VcsProvider::Github, REPO)
+            .await
+            .unwrap();
+    assert!(before.contains(&path));
+    let input = EnvironmentInput::from_value(&serde_json::json!({"vcs": null}), false).unwrap();
+    environments(&s.w).update(&path, input, None).await.unwrap();
+    let after =
+        s.w.store
+            .bound_environments(VcsProvider::Github, REPO)
+            .await
+            .unwrap();
+    assert!(!after.contains(&path) && after.len() == before.len() - 1);
+}
