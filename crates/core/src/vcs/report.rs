@@ -394,6 +394,12 @@ fn diff_block(diff: &str, max: usize, job_url: Option<&str>) -> String {
 /// the counts, the changed resources (at most [`CHANGED_LINES_MAX`], then "and N more"),
 /// the policy results and what it waits for, and the plan as its text; always within
 /// GitHub's limits.
+///
+/// Status and conclusion: queued is `queued`; planning and applying are `in_progress`;
+/// planned, no changes and applied are `success`; a failed plan or apply and a policy
+/// denial are `failure`; cancelled is `cancelled`; awaiting approval is `action_required`
+/// (GitHub asks for a `details_url` with it: the client sets the job's page); not planned
+/// is `neutral`.
 pub fn render_check(env: &EnvReport) -> CheckOutput {
     let (status, conclusion) = match &env.status {
         EnvStatus::Queued { .. } => (CheckStatus::Queued, None),
