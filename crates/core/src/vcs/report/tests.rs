@@ -259,7 +259,7 @@ fn escaping_covers_markdown_html_and_mentions() {
 }
 
 #[test]
-fn html_escaping_for_summaries_keeps_markdown_as_is() {
+fn html_escaping_for_summaries_uses_entities() {
     assert_eq!(
         escape_html_within("a_b <i> \"q\" @me [x](y)", 100),
         "a&#95;b &#60;i&#62; &#34;q&#34; @&#8203;me &#91;x&#93;&#40;y&#41;"
