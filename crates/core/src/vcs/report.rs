@@ -250,15 +250,37 @@ fn counts_text(c: &Counts) -> String {
     format!("+{} ~{} -{}", c.add, c.change, c.destroy)
 }
 
+/// An apply command (Sortie's, at most [`APPLY_COMMAND_MAX`] bytes) as a code span.
+fn apply_span(command: &str) -> String {
+    code_span(crate::limits::prefix_within_bytes(
+        command,
+        APPLY_COMMAND_MAX,
+    ))
+}
+
+/// The line linking the environment's job, when it has one, with a blank line before.
+fn job_line(env: &EnvReport) -> Option<String> {
+    let id = env.job_id.as_deref()?;
+    let label = format!("job {}", escape_within(id, ENV_NAME_MAX));
+    Some(format!("\n{}\n", link(&label, env.job_url.as_deref())))
+}
+
+/// A plan's text as it goes in a code block: line ends as `\n`, no trailing line end.
+fn plan_text(diff: &str) -> String {
+    code_text(diff.trim_end_matches(['\n', '\r']))
+}
+
+/// A plan's text (from [`plan_text`]) as one whole fenced block.
+fn whole_block(text: &str) -> String {
+    format!("{0}\n{text}\n{0}\n", fence_for(text))
+}
+
 /// What the environment waits for, or what happened, in Sortie's words (safe Markdown).
 fn status_sentence(env: &EnvReport) -> String {
     let apply = env
         .apply_command
         .as_deref()
-        .map(|c| {
-            let c = crate::limits::prefix_within_bytes(c, APPLY_COMMAND_MAX);
-            format!(" To apply it, comment {}.", code_span(c))
-        })
+        .map(|c| format!(" To apply it, comment {}.", apply_span(c)))
         .unwrap_or_default();
     match &env.status {
         EnvStatus::Queued { behind: Some(job) } => format!(
@@ -348,8 +370,8 @@ fn policy_cell(policy: &[PolicyLine]) -> String {
 /// job", linked; when not even that fits, that note alone. The note is at most
 /// [`MORE_NOTE_MAX`] bytes, so the block is at most `max.max(MORE_NOTE_MAX)` bytes.
 fn diff_block(diff: &str, max: usize, job_url: Option<&str>) -> String {
-    let text = code_text(diff.trim_end_matches(['\n', '\r']));
-    let whole = format!("{0}\n{text}\n{0}\n", fence_for(&text));
+    let text = plan_text(diff);
+    let whole = whole_block(&text);
     if whole.len() <= max {
         return whole;
     }
@@ -394,6 +416,12 @@ fn diff_block(diff: &str, max: usize, job_url: Option<&str>) -> String {
 /// the counts, the changed resources (at most [`CHANGED_LINES_MAX`], then "and N more"),
 /// the policy results and what it waits for, and the plan as its text; always within
 /// GitHub's limits.
+///
+/// Status and conclusion: queued is `queued`; planning and applying are `in_progress`;
+/// planned, no changes and applied are `success`; a failed plan or apply and a policy
+/// denial are `failure`; cancelled is `cancelled`; awaiting approval is `action_required`
+/// (GitHub asks for a `details_url` with it: the client sets the job's page); not planned
+/// is `neutral`.
 pub fn render_check(env: &EnvReport) -> CheckOutput {
     let (status, conclusion) = match &env.status {
         EnvStatus::Queued { .. } => (CheckStatus::Queued, None),
@@ -427,9 +455,8 @@ pub fn render_check(env: &EnvReport) -> CheckOutput {
     }
     summary.push_str(&status_sentence(env));
     summary.push('\n');
-    if let Some(id) = &env.job_id {
-        let label = format!("job {}", escape_within(id, ENV_NAME_MAX));
-        summary.push_str(&format!("\n{}\n", link(&label, env.job_url.as_deref())));
+    if let Some(line) = job_line(env) {
+        summary.push_str(&line);
     }
     if !env.changed.is_empty() {
         summary.push_str("\n### Changes\n\n");

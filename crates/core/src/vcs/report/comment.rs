@@ -1,11 +1,11 @@
 //! The one sticky comment: every environment of the pull request, its status, counts and
 //! policy in a table, how to apply, and each plan collapsed in `<details>`.
 
-use super::markdown::{code_span, code_text, escape_html_within, escape_within, fence_for, link};
+use super::markdown::{code_span, escape_html_within, escape_within};
 use super::{
-    counts_text, diff_block, policy_cell, policy_lines, status_sentence, status_words,
-    CommentInput, EnvReport, APPLY_COMMAND_MAX, COMMENT_MARKER, COMMENT_MAX_CHARS, ENV_NAME_MAX,
-    MORE_NOTE_MAX,
+    apply_span, counts_text, diff_block, job_line, plan_text, policy_cell, policy_lines,
+    status_sentence, status_words, whole_block, CommentInput, EnvReport, COMMENT_MARKER,
+    COMMENT_MAX_CHARS, ENV_NAME_MAX, MORE_NOTE_MAX,
 };
 
 /// The most notes shown.
@@ -45,10 +45,10 @@ impl Unit {
             "| {name} | {icon} {word} | {counts} | {} |\n",
             policy_cell(&env.policy)
         );
-        let apply = env.apply_command.as_deref().map(|c| {
-            let c = crate::limits::prefix_within_bytes(c, APPLY_COMMAND_MAX);
-            format!("- {}: {}\n", name, code_span(c))
-        });
+        let apply = env
+            .apply_command
+            .as_deref()
+            .map(|c| format!("- {name}: {}\n", apply_span(c)));
         let summary_counts = env
             .counts
             .as_ref()
@@ -59,19 +59,18 @@ impl Unit {
             escape_html_within(&env.environment, ENV_NAME_MAX),
             status_sentence(env)
         );
-        if let Some(id) = &env.job_id {
-            let label = format!("job {}", escape_within(id, ENV_NAME_MAX));
-            open.push_str(&format!("\n{}\n", link(&label, env.job_url.as_deref())));
+        if let Some(line) = job_line(env) {
+            open.push_str(&line);
         }
         if !env.policy.is_empty() {
             open.push('\n');
             open.push_str(&policy_lines(&env.policy));
         }
         open.push('\n');
-        let diff_len = env.diff.as_deref().map(|d| {
-            let text = code_text(d.trim_end_matches(['\n', '\r']));
-            text.len() + 2 * (fence_for(&text).len() + 1) + 1
-        });
+        let diff_len = env
+            .diff
+            .as_deref()
+            .map(|d| whole_block(&plan_text(d)).len());
         Self {
             row,
             apply,

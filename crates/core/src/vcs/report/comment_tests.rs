@@ -175,7 +175,7 @@ proptest! {
         envs in prop::collection::vec(any_env(), 0..12),
         notes in prop::collection::vec(hostile_text(20), 0..14),
         sha in hostile_text(3),
-        copies in 1usize..40,
+        copies in 1usize..24,
     ) {
         // Copies make many environments, and many big plans, cheaply.
         let environments: Vec<EnvReport> =

@@ -38,40 +38,66 @@ fn push_inline(c: char, out: &mut String) {
     }
 }
 
+/// Pushes one character of hostile text, escaped for raw HTML, onto `out`: every ASCII
+/// punctuation character that means something to HTML or to Markdown as a numeric entity.
+fn push_html(c: char, out: &mut String) {
+    match c {
+        '@' => out.push_str(AT),
+        '&' | '<' | '>' | '"' | '\'' | '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '('
+        | ')' | '#' | '+' | '!' | '|' | '~' | '$' | '=' | '^' => {
+            out.push_str(&format!("&#{};", u32::from(c)));
+        }
+        c if c.is_control() => out.push(' '),
+        c if is_bidi_control(c) => out.push('\u{FFFD}'),
+        c => out.push(c),
+    }
+}
+
+/// `text` escaped character by character with `push`, at most `max` bytes: when the whole
+/// does not fit, as many whole escaped characters as fit with [`ELLIPSIS`] after them (or
+/// nothing, when not even the ellipsis fits). Never splits a character or an escape.
+fn escape_with(text: &str, max: usize, push: fn(char, &mut String)) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    let mut piece = String::new();
+    for (i, c) in text.char_indices() {
+        piece.clear();
+        push(c, &mut piece);
+        if out.len() + piece.len() > max {
+            // Too long: start again, leaving room for the ellipsis.
+            let room = max.saturating_sub(ELLIPSIS.len());
+            let mut cut = String::with_capacity(max);
+            for c in text[..i].chars() {
+                piece.clear();
+                push(c, &mut piece);
+                if cut.len() + piece.len() > room {
+                    break;
+                }
+                cut.push_str(&piece);
+            }
+            if max >= ELLIPSIS.len() {
+                cut.push_str(ELLIPSIS);
+            }
+            return cut;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
 /// Hostile text as inline Markdown that renders as exactly that text: Markdown's
 /// punctuation backslash-escaped, `&`, `<` and `>` as entities (so no HTML, no `</details>`,
 /// no entity of the author's), `@` followed by a zero-width space (so nobody is mentioned),
 /// and line breaks and other control characters as spaces (so it stays on its line, and in
 /// its table cell).
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 4);
-    text.chars().for_each(|c| push_inline(c, &mut out));
-    out
+    escape_with(text, usize::MAX, push_inline)
 }
 
 /// [`escape`]d text of at most `max` bytes: when the whole does not fit, as many whole
 /// escaped characters as fit with `…` after them. Never splits a character or an
 /// escape.
 pub fn escape_within(text: &str, max: usize) -> String {
-    let whole = escape(text);
-    if whole.len() <= max {
-        return whole;
-    }
-    let Some(room) = max.checked_sub(ELLIPSIS.len()) else {
-        return String::new();
-    };
-    let mut out = String::new();
-    let mut piece = String::new();
-    for c in text.chars() {
-        piece.clear();
-        push_inline(c, &mut piece);
-        if out.len() + piece.len() > room {
-            break;
-        }
-        out.push_str(&piece);
-    }
-    out.push_str(ELLIPSIS);
-    out
+    escape_with(text, max, push_inline)
 }
 
 /// Hostile text for inside raw HTML (such as `<summary>`), where Markdown is not read: `@`
@@ -80,32 +106,7 @@ pub fn escape_within(text: &str, max: usize) -> String {
 /// as the character itself whether or not Markdown looks at it. At most `max` bytes, cut
 /// between whole characters and entities, with [`ELLIPSIS`].
 pub fn escape_html_within(text: &str, max: usize) -> String {
-    let room = max.saturating_sub(ELLIPSIS.len());
-    let mut out = String::new();
-    let mut piece = String::new();
-    let mut cut = false;
-    for c in text.chars() {
-        piece.clear();
-        match c {
-            '@' => piece.push_str(AT),
-            '&' | '<' | '>' | '"' | '\'' | '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '('
-            | ')' | '#' | '+' | '!' | '|' | '~' | '$' | '=' | '^' => {
-                piece.push_str(&format!("&#{};", u32::from(c)));
-            }
-            c if c.is_control() => piece.push(' '),
-            c if is_bidi_control(c) => piece.push('\u{FFFD}'),
-            c => piece.push(c),
-        }
-        if out.len() + piece.len() > room {
-            cut = true;
-            break;
-        }
-        out.push_str(&piece);
-    }
-    if cut && max >= ELLIPSIS.len() {
-        out.push_str(ELLIPSIS);
-    }
-    out
+    escape_with(text, max, push_html)
 }
 
 /// The longest run of backticks in `text`.
