@@ -134,6 +134,71 @@ impl JobQueue for SqsJobQueue {
     }
 }
 
+/// Sends pull-request work ([`sortie_core::vcs::work::PullWork`]) to its handler.
+#[async_trait]
+pub trait PullQueue: Send + Sync {
+    /// Sends one piece of work, in its organisation's message group.
+    async fn send_work(&self, work: &sortie_core::vcs::work::PullWork) -> Result<(), StoreError>;
+}
+
+/// The SQS queue of pull-request work (a fair queue: one message group per organisation).
+#[derive(Debug, Clone)]
+pub struct SqsPullQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl SqsPullQueue {
+    /// A queue at `url`.
+    pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl PullQueue for SqsPullQueue {
+    async fn send_work(&self, work: &sortie_core::vcs::work::PullWork) -> Result<(), StoreError> {
+        let body = serde_json::to_string(work).expect("serialisable");
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .message_group_id(work.org())
+            .send()
+            .await
+            .map_err(|e| StoreError::Aws {
+                service: "sqs",
+                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+                retryable: true,
+            })?;
+        Ok(())
+    }
+}
+
+/// Pull-request work kept in memory, in order: the queue of `sortie dev` and the tests.
+#[derive(Debug, Default)]
+pub struct MemoryPullQueue(
+    std::sync::Mutex<std::collections::VecDeque<sortie_core::vcs::work::PullWork>>,
+);
+
+impl MemoryPullQueue {
+    /// Takes every piece of work sent so far, oldest first.
+    pub fn drain(&self) -> Vec<sortie_core::vcs::work::PullWork> {
+        self.0.lock().expect("not poisoned").drain(..).collect()
+    }
+}
+
+#[async_trait]
+impl PullQueue for MemoryPullQueue {
+    async fn send_work(&self, work: &sortie_core::vcs::work::PullWork) -> Result<(), StoreError> {
+        self.0.lock().expect("not poisoned").push_back(work.clone());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

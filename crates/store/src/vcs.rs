@@ -38,6 +38,13 @@ pub trait VcsStore: Send + Sync {
         delivery: &str,
         expires_at: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+    /// Forgets a claimed delivery (idempotent): its work could not be queued, so GitHub's
+    /// redelivery must be handled.
+    async fn forget_delivery(
+        &self,
+        provider: VcsProvider,
+        delivery: &str,
+    ) -> Result<(), StoreError>;
     /// Indexes `env` as bound to `repository` (idempotent). Written before the binding
     /// itself, so a bound environment is always found; a stale entry is harmless, as every
     /// reader checks the environment's binding.

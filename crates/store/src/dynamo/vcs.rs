@@ -148,6 +148,24 @@ impl VcsStore for DynamoStore {
         }
     }
 
+    async fn forget_delivery(
+        &self,
+        provider: VcsProvider,
+        delivery: &str,
+    ) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                format!("DELIVERY#{}#{delivery}", provider.as_str()),
+                "DELIVERY",
+            )))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(())
+    }
+
     async fn index_binding(
         &self,
         provider: VcsProvider,

@@ -74,6 +74,18 @@ impl VcsStore for MemoryStore {
         Ok(true)
     }
 
+    async fn forget_delivery(
+        &self,
+        provider: VcsProvider,
+        delivery: &str,
+    ) -> Result<(), StoreError> {
+        self.lock()
+            .vcs
+            .deliveries
+            .remove(&(provider.as_str(), delivery.to_string()));
+        Ok(())
+    }
+
     async fn index_binding(
         &self,
         provider: VcsProvider,

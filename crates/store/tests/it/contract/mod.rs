@@ -2820,6 +2820,12 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
         s.claim_delivery(Github, "d-2", later).await.unwrap(),
         "an expired delivery counts as absent"
     );
+    s.forget_delivery(Github, "d-1").await.unwrap();
+    s.forget_delivery(Github, "d-1").await.unwrap();
+    assert!(
+        s.claim_delivery(Github, "d-1", later).await.unwrap(),
+        "a forgotten delivery is new again"
+    );
 
     // The bindings index: repository names compare without case; idempotent; paged.
     let envs: Vec<EnvPath> = (0..30)
