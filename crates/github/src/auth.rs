@@ -207,6 +207,7 @@ impl TokenCache {
     }
 
     /// How many tokens are kept.
+    #[cfg(test)]
     pub(crate) fn token_count(&self) -> usize {
         self.tokens.len()
     }

@@ -387,6 +387,7 @@ impl World {
 
 /// The app's RSA key pair, made once per test process (2048-bit RSA, as GitHub's).
 struct AppKeys {
+    #[cfg_attr(not(test), allow(dead_code))]
     pkcs1_der: Vec<u8>,
     pkcs1_pem: String,
     pkcs8_pem: String,

@@ -181,7 +181,7 @@ impl WebhookPayloads<'_> {
 
     /// A `push` delivery of `git_ref` (`refs/heads/main`) from `before` to `after`.
     pub fn push(&self, repo: &str, git_ref: &str, before: &str, after: &str) -> Value {
-        self.with_repo(repo, |world, r| {
+        self.with_repo(repo, |_, r| {
             let mut value = Self::envelope(r, "octocat");
             value["ref"] = json!(git_ref);
             value["before"] = json!(before);
