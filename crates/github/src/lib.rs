@@ -27,7 +27,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use client::Github;
+pub use client::{Github, MAX_PAGES, MAX_PULL_FILES, PER_PAGE};
 pub use error::GithubError;
 pub use types::{
     ChangedFile, CheckConclusion, CheckOutput, CheckRunBody, CheckStatus, Comparison, Conditional,
