@@ -38,9 +38,10 @@ impl AppKey {
             "RSA PRIVATE KEY" => der,
             "PRIVATE KEY" => pkcs8_rsa_key(&der)?,
             other => {
+                let expected = r#"expected "RSA PRIVATE KEY" or "PRIVATE KEY""#;
                 return Err(GithubError::InvalidKey(format!(
-                    "a PEM block labelled {other:?}; expected \"RSA PRIVATE KEY\" or \"PRIVATE KEY\""
-                )))
+                    "a PEM block labelled {other:?}; {expected}"
+                )));
             }
         };
         let key = Self {
@@ -251,9 +252,13 @@ mod tests {
         let mut cache = TokenCache::default();
         cache.keep_token(&repo, &Permissions::PULLS_READ, token(301, now), now);
         assert!(cache.token(&repo, &Permissions::PULLS_READ, now).is_some());
-        assert!(cache.token(&repo, &Permissions::CHECKS_WRITE, now).is_none());
+        assert!(cache
+            .token(&repo, &Permissions::CHECKS_WRITE, now)
+            .is_none());
         let later = now + ChronoDuration::seconds(2);
-        assert!(cache.token(&repo, &Permissions::PULLS_READ, later).is_none());
+        assert!(cache
+            .token(&repo, &Permissions::PULLS_READ, later)
+            .is_none());
     }
 
     #[test]
@@ -262,7 +267,12 @@ mod tests {
         let mut cache = TokenCache::default();
         for i in 0..MAX_CACHED_TOKENS + 10 {
             let repo = RepoRef::parse(&format!("o/r{i}")).unwrap();
-            cache.keep_token(&repo, &Permissions::PULLS_READ, token(3600 + i as i64, now), now);
+            cache.keep_token(
+                &repo,
+                &Permissions::PULLS_READ,
+                token(3600 + i as i64, now),
+                now,
+            );
         }
         assert_eq!(cache.token_count(), MAX_CACHED_TOKENS);
         let first = RepoRef::parse("o/r0").unwrap();

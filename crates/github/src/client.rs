@@ -248,6 +248,41 @@ impl Github {
         }
     }
 
+    /// Sends `body` as JSON with `call` (a create or an update).
+    async fn send_json<T: serde::Serialize>(
+        &self,
+        repo: &RepoRef,
+        permissions: &Permissions,
+        call: &'static str,
+        path: &str,
+        body: &T,
+    ) -> Result<Answer, GithubError> {
+        let json = to_json(call, body)?;
+        self.send(repo, permissions, call, path, Some(json), None)
+            .await
+    }
+
+    /// A whole list within the default bounds ([`MAX_PAGES`] pages of [`PER_PAGE`]).
+    async fn list<T>(
+        &self,
+        repo: &RepoRef,
+        permissions: &Permissions,
+        call: &'static str,
+        first: String,
+        items: impl Fn(&'static str, &Bytes) -> Result<Vec<T>, GithubError>,
+    ) -> Result<Vec<T>, GithubError> {
+        self.walk_all(
+            repo,
+            permissions,
+            call,
+            first,
+            MAX_PAGES,
+            MAX_PAGES * PER_PAGE,
+            items,
+        )
+        .await
+    }
+
     /// Reads a paged list from `first` on, following `rel="next"` links, at most
     /// `max_pages` pages and `max_items` items (then cut there). The first page is sent
     /// with `If-None-Match` when `etag` is given.
@@ -328,7 +363,16 @@ impl Github {
         items: impl Fn(&'static str, &Bytes) -> Result<Vec<T>, GithubError>,
     ) -> Result<Vec<T>, GithubError> {
         match self
-            .walk(repo, permissions, call, first, None, max_pages, max_items, items)
+            .walk(
+                repo,
+                permissions,
+                call,
+                first,
+                None,
+                max_pages,
+                max_items,
+                items,
+            )
             .await?
         {
             Conditional::Modified { value, .. } => Ok(value),
@@ -413,13 +457,11 @@ impl Github {
             "{}/pulls/{number}/reviews?per_page={PER_PAGE}&page=1",
             repo_path(repo)
         );
-        self.walk_all(
+        self.list(
             repo,
             &Permissions::PULLS_READ,
             LIST_REVIEWS,
             first,
-            MAX_PAGES,
-            MAX_PAGES * PER_PAGE,
             |call, body| {
                 Ok(decode::<Vec<ReviewWire>>(call, body)?
                     .into_iter()
@@ -448,7 +490,14 @@ impl Github {
             segment(head)
         );
         let answer = self
-            .send(repo, &Permissions::CONTENTS_READ, COMPARE, &path, None, None)
+            .send(
+                repo,
+                &Permissions::CONTENTS_READ,
+                COMPARE,
+                &path,
+                None,
+                None,
+            )
             .await?;
         decode(COMPARE, &answer.body)
     }
@@ -520,13 +569,11 @@ impl Github {
             segment(branch)
         );
         let rules = self
-            .walk_all(
+            .list(
                 repo,
                 &Permissions::PROTECTION_READ,
                 GET_BRANCH_RULES,
                 first,
-                MAX_PAGES,
-                MAX_PAGES * PER_PAGE,
                 decode::<Vec<Rule>>,
             )
             .await?;
@@ -584,13 +631,11 @@ impl Github {
             segment(sha)
         );
         let runs = self
-            .walk_all(
+            .list(
                 repo,
                 &Permissions::CHECKS_READ,
                 LIST_CHECK_RUNS,
                 first,
-                MAX_PAGES,
-                MAX_PAGES * PER_PAGE,
                 |call, body| Ok(decode::<Runs>(call, body)?.check_runs),
             )
             .await?;
@@ -612,13 +657,11 @@ impl Github {
             segment(sha)
         );
         let statuses = self
-            .walk_all(
+            .list(
                 repo,
                 &Permissions::CHECKS_READ,
                 GET_COMBINED_STATUS,
                 first,
-                MAX_PAGES,
-                MAX_PAGES * PER_PAGE,
                 |call, body| Ok(decode::<Combined>(call, body)?.statuses),
             )
             .await?;
@@ -642,15 +685,13 @@ impl Github {
     ) -> Result<u64, GithubError> {
         check_argument(CREATE_CHECK_RUN, "head_sha", &body.head_sha)?;
         let path = format!("{}/check-runs", repo_path(repo));
-        let json = to_json(CREATE_CHECK_RUN, body)?;
         let answer = self
-            .send(
+            .send_json(
                 repo,
                 &Permissions::CHECKS_WRITE,
                 CREATE_CHECK_RUN,
                 &path,
-                Some(json),
-                None,
+                body,
             )
             .await?;
         Ok(decode::<Id>(CREATE_CHECK_RUN, &answer.body)?.id)
@@ -673,14 +714,12 @@ impl Github {
         if let Some(object) = value.as_object_mut() {
             object.remove("head_sha");
         }
-        let json = to_json(UPDATE_CHECK_RUN, &value)?;
-        self.send(
+        self.send_json(
             repo,
             &Permissions::CHECKS_WRITE,
             UPDATE_CHECK_RUN,
             &path,
-            Some(json),
-            None,
+            &value,
         )
         .await
         .map(drop)
@@ -720,13 +759,11 @@ impl Github {
             repo_path(repo)
         );
         let comments = self
-            .walk_all(
+            .list(
                 repo,
                 &Permissions::COMMENTS_WRITE,
                 LIST_COMMENTS,
                 first,
-                MAX_PAGES,
-                MAX_PAGES * PER_PAGE,
                 decode::<Vec<Comment>>,
             )
             .await?;
@@ -748,15 +785,13 @@ impl Github {
         body: &str,
     ) -> Result<u64, GithubError> {
         let path = format!("{}/issues/{number}/comments", repo_path(repo));
-        let json = to_json(CREATE_COMMENT, &serde_json::json!({ "body": body }))?;
         let answer = self
-            .send(
+            .send_json(
                 repo,
                 &Permissions::COMMENTS_WRITE,
                 CREATE_COMMENT,
                 &path,
-                Some(json),
-                None,
+                &serde_json::json!({ "body": body }),
             )
             .await?;
         Ok(decode::<Id>(CREATE_COMMENT, &answer.body)?.id)
@@ -771,14 +806,12 @@ impl Github {
         body: &str,
     ) -> Result<(), GithubError> {
         let path = format!("{}/issues/comments/{id}", repo_path(repo));
-        let json = to_json(UPDATE_COMMENT, &serde_json::json!({ "body": body }))?;
-        self.send(
+        self.send_json(
             repo,
             &Permissions::COMMENTS_WRITE,
             UPDATE_COMMENT,
             &path,
-            Some(json),
-            None,
+            &serde_json::json!({ "body": body }),
         )
         .await
         .map(drop)
@@ -857,7 +890,9 @@ mod tests {
     fn bad_arguments_name_the_field() {
         let err = check_argument(COMPARE, "head", "").unwrap_err().to_string();
         assert!(err.contains("head: is empty"), "{err}");
-        let err = check_argument(COMPARE, "base", "a\nb").unwrap_err().to_string();
+        let err = check_argument(COMPARE, "base", "a\nb")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("base: holds a control character"), "{err}");
     }
 

@@ -299,7 +299,10 @@ mod tests {
             private_key_pem: "-----BEGIN RSA PRIVATE KEY-----\nMIIsecret".into(),
         };
         let shown = format!("{creds:?}");
-        assert!(!shown.contains("MIIsecret") && shown.contains("app_id: 7"), "{shown}");
+        assert!(
+            !shown.contains("MIIsecret") && shown.contains("app_id: 7"),
+            "{shown}"
+        );
     }
 
     proptest! {

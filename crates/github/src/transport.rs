@@ -84,12 +84,13 @@ impl Transport {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(REQUEST_TIMEOUT));
-        let connector = sortie_http::connector(base.starts_with("https://"), http).map_err(
-            |reason| GithubError::InvalidApiUrl {
-                url: api_url.to_string(),
-                reason,
-            },
-        )?;
+        let connector =
+            sortie_http::connector(base.starts_with("https://"), http).map_err(|reason| {
+                GithubError::InvalidApiUrl {
+                    url: api_url.to_string(),
+                    reason,
+                }
+            })?;
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
             base,
@@ -178,7 +179,11 @@ impl Transport {
                     chrono::Utc::now().timestamp(),
                 ) {
                     if wait <= MAX_RATE_LIMIT_WAIT && attempt < MAX_ATTEMPTS {
-                        tracing::info!(call, wait_ms = wait.as_millis() as u64, "GitHub rate limit: waiting");
+                        tracing::info!(
+                            call,
+                            wait_ms = wait.as_millis() as u64,
+                            "GitHub rate limit: waiting"
+                        );
                         tokio::time::sleep(wait).await;
                         continue;
                     }
@@ -322,7 +327,9 @@ pub(crate) fn rate_limit_wait(
         let reset: i64 = header_str(headers, "x-ratelimit-reset")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(now_epoch);
-        return Some(cap(u64::try_from(reset.saturating_sub(now_epoch)).unwrap_or(0)));
+        return Some(cap(
+            u64::try_from(reset.saturating_sub(now_epoch)).unwrap_or(0)
+        ));
     }
     let lower = message.to_ascii_lowercase();
     if status == StatusCode::TOO_MANY_REQUESTS || lower.contains("rate limit") {
@@ -370,7 +377,9 @@ fn check_api_url(api_url: &str) -> Result<String, GithubError> {
                 None => false,
             };
             if !loopback {
-                return Err(bad("http:// is allowed only to a loopback address; use https://"));
+                return Err(bad(
+                    "http:// is allowed only to a loopback address; use https://",
+                ));
             }
         }
         _ => return Err(bad("the scheme must be https")),
@@ -441,7 +450,10 @@ mod tests {
         assert_eq!(
             rate_limit_wait(
                 forbidden,
-                &headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1042")]),
+                &headers(&[
+                    ("x-ratelimit-remaining", "0"),
+                    ("x-ratelimit-reset", "1042")
+                ]),
                 "API rate limit exceeded",
                 now
             ),

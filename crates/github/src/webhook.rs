@@ -421,7 +421,10 @@ mod tests {
         };
         assert!(on_pull.is_on_pull_request());
         assert_eq!(on_pull.comment.body, "/sortie apply");
-        body["issue"].as_object_mut().unwrap().remove("pull_request");
+        body["issue"]
+            .as_object_mut()
+            .unwrap()
+            .remove("pull_request");
         let Event::IssueComment(on_issue) =
             parse("issue_comment", body.to_string().as_bytes()).unwrap()
         else {
@@ -436,12 +439,16 @@ mod tests {
         let err = parse("pull_request", body.to_string().as_bytes())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("pull_request") && err.contains("missing field"), "{err}");
+        assert!(
+            err.contains("pull_request") && err.contains("missing field"),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_push_names_its_branch() {
-        let body = json!({"ref": "refs/heads/main", "before": "a", "after": "b", "repository": repo()});
+        let body =
+            json!({"ref": "refs/heads/main", "before": "a", "after": "b", "repository": repo()});
         let Event::Push(push) = parse("push", body.to_string().as_bytes()).unwrap() else {
             panic!("a push")
         };
@@ -451,7 +458,10 @@ mod tests {
     #[test]
     fn an_oversized_payload_is_refused_unread() {
         let body = vec![b' '; MAX_PAYLOAD_BYTES + 1];
-        assert!(parse("push", &body).unwrap_err().to_string().contains("over"));
+        assert!(parse("push", &body)
+            .unwrap_err()
+            .to_string()
+            .contains("over"));
     }
 
     proptest! {

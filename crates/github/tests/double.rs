@@ -57,7 +57,13 @@ async fn raw_get(url: &str, token: &str) -> (u16, Option<String>, Vec<u8>) {
         .get("location")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
     (status, location, body)
 }
 
@@ -73,7 +79,10 @@ async fn one_token_is_minted_for_many_calls() {
     github.pull_files(&repo(REPO), 1).await.unwrap();
     github.reviews(&repo(REPO), 1).await.unwrap();
     assert_eq!(calls_of(&github, MINT), 1, "{:?}", github.calls());
-    assert_eq!(calls_of(&github, "GET /repos/{owner}/{repo}/installation"), 1);
+    assert_eq!(
+        calls_of(&github, "GET /repos/{owner}/{repo}/installation"),
+        1
+    );
     assert_eq!(double.tokens_minted(), 1);
     // Another permission set is another token, scoped to what that call needs.
     github
@@ -98,12 +107,26 @@ async fn a_token_for_one_repository_is_refused_on_another() {
         .repository_token(&repo(REPO), &Permissions::PULLS_READ)
         .await
         .unwrap();
-    let (own, _, _) = raw_get(&format!("{}/repos/{REPO}/pulls/1", double.url()), &token.token).await;
+    let (own, _, _) = raw_get(
+        &format!("{}/repos/{REPO}/pulls/1", double.url()),
+        &token.token,
+    )
+    .await;
     assert_eq!(own, 200);
-    let (other, _, _) = raw_get(&format!("{}/repos/acme/other/pulls/1", double.url()), &token.token).await;
-    assert_eq!(other, 404, "the double hides a repository the token does not cover");
+    let (other, _, _) = raw_get(
+        &format!("{}/repos/acme/other/pulls/1", double.url()),
+        &token.token,
+    )
+    .await;
+    assert_eq!(
+        other, 404,
+        "the double hides a repository the token does not cover"
+    );
     // The client itself mints a separate token for the other repository.
-    assert_eq!(github.pull(&repo("acme/other"), 1).await.unwrap().head_sha, "h2");
+    assert_eq!(
+        github.pull(&repo("acme/other"), 1).await.unwrap().head_sha,
+        "h2"
+    );
     // A repository the app is not installed on: the installation lookup's 404, named.
     let err = github.pull(&repo("acme/stranger"), 1).await.unwrap_err();
     assert!(
@@ -124,7 +147,11 @@ async fn an_installation_without_a_permission_refuses_the_token() {
         .await
         .unwrap_err();
     match err {
-        GithubError::Refused { status: 422, call, message } => {
+        GithubError::Refused {
+            status: 422,
+            call,
+            message,
+        } => {
             assert_eq!(call, MINT);
             assert!(message.contains("not granted"), "{message}");
         }
@@ -192,14 +219,19 @@ async fn an_unchanged_list_is_not_modified_and_free() {
     assert_eq!(value.len(), 1, "only pull requests into main");
     let etag = etag.expect("lists carry an ETag");
     assert_eq!(
-        github.open_pulls(&repo(REPO), "main", Some(&etag)).await.unwrap(),
+        github
+            .open_pulls(&repo(REPO), "main", Some(&etag))
+            .await
+            .unwrap(),
         Conditional::NotModified
     );
     let last = double.requests().pop().unwrap();
     assert!(last.conditional && last.status == 304);
     double.push(REPO, 1, "h3", None);
-    let Conditional::Modified { value, .. } =
-        github.open_pulls(&repo(REPO), "main", Some(&etag)).await.unwrap()
+    let Conditional::Modified { value, .. } = github
+        .open_pulls(&repo(REPO), "main", Some(&etag))
+        .await
+        .unwrap()
     else {
         panic!("a changed list is read again")
     };
@@ -219,11 +251,27 @@ async fn server_errors_are_retried_a_bounded_number_of_times() {
     double.fail_until_cleared(503);
     let err = github.pull(&repo(REPO), 1).await.unwrap_err();
     assert!(
-        matches!(err, GithubError::ServerError { status: 503, attempts: 4, .. }),
+        matches!(
+            err,
+            GithubError::ServerError {
+                status: 503,
+                attempts: 4,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(err.is_transient());
     double.clear_faults();
+    // A refusal is final: one request, GitHub's message quoted.
+    let before = calls_of(&github, GET_PULL);
+    let err = github.pull(&repo(REPO), 99).await.unwrap_err();
+    assert!(
+        matches!(&err, GithubError::Refused { status: 404, message, .. } if message == "Not Found"),
+        "{err}"
+    );
+    assert!(!err.is_transient());
+    assert_eq!(calls_of(&github, GET_PULL), before + 1);
 }
 
 #[tokio::test]
@@ -242,7 +290,10 @@ async fn a_connection_that_never_answers_is_bounded_too() {
     )
     .unwrap();
     let err = github.pull(&repo(REPO), 1).await.unwrap_err();
-    assert!(matches!(err, GithubError::Unreachable { attempts: 4, .. }), "{err}");
+    assert!(
+        matches!(err, GithubError::Unreachable { attempts: 4, .. }),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -294,9 +345,16 @@ async fn a_comment_over_githubs_limit_is_refused_by_the_double() {
         .await
         .unwrap_err();
     match err {
-        GithubError::Refused { status: 422, message, call } => {
+        GithubError::Refused {
+            status: 422,
+            message,
+            call,
+        } => {
             assert!(message.contains("too long"), "{message}");
-            assert_eq!(call, "POST /repos/{owner}/{repo}/issues/{issue_number}/comments");
+            assert_eq!(
+                call,
+                "POST /repos/{owner}/{repo}/issues/{issue_number}/comments"
+            );
         }
         other => panic!("{other}"),
     }
@@ -314,7 +372,10 @@ async fn the_sticky_comment_is_found_and_updated() {
     double.add_pull(REPO, PullSpec::new("alice", "h1"));
     let marker = "<!-- sortie:plan -->";
     let github = client(&double);
-    assert_eq!(github.find_comment(&repo(REPO), 1, marker).await.unwrap(), None);
+    assert_eq!(
+        github.find_comment(&repo(REPO), 1, marker).await.unwrap(),
+        None
+    );
     // A person quoting the marker is not Sortie's comment.
     double.add_user_comment(REPO, 1, "alice", &format!("> {marker} why?"));
     for i in 0..120 {
@@ -324,7 +385,10 @@ async fn the_sticky_comment_is_found_and_updated() {
         .create_comment(&repo(REPO), 1, &format!("{marker}\nplan: 1 to add"))
         .await
         .unwrap();
-    assert_eq!(github.find_comment(&repo(REPO), 1, marker).await.unwrap(), Some(id));
+    assert_eq!(
+        github.find_comment(&repo(REPO), 1, marker).await.unwrap(),
+        Some(id)
+    );
     github
         .update_comment(&repo(REPO), id, &format!("{marker}\nplan: 2 to add"))
         .await
@@ -364,21 +428,33 @@ async fn check_runs_are_created_and_updated_with_their_history() {
         summary: "plan".into(),
         text: None,
     });
-    github.update_check_run(&repo(REPO), id, &body).await.unwrap();
+    github
+        .update_check_run(&repo(REPO), id, &body)
+        .await
+        .unwrap();
     let runs = double.check_runs(REPO);
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].history.len(), 2);
     assert_eq!(runs[0].conclusion.as_deref(), Some("success"));
     assert_eq!(runs[0].external_id.as_deref(), Some("j1"));
-    assert!(runs[0].history[1].get("head_sha").is_none(), "an update sends no head_sha");
+    assert!(
+        runs[0].history[1].get("head_sha").is_none(),
+        "an update sends no head_sha"
+    );
     // The summary limit is GitHub's, enforced by the double.
     body.output = Some(CheckOutput {
         title: "t".into(),
         summary: "s".repeat(65_536),
         text: None,
     });
-    let err = github.update_check_run(&repo(REPO), id, &body).await.unwrap_err();
-    assert!(matches!(err, GithubError::Refused { status: 422, .. }), "{err}");
+    let err = github
+        .update_check_run(&repo(REPO), id, &body)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, GithubError::Refused { status: 422, .. }),
+        "{err}"
+    );
     // A commit the repository does not have.
     body.head_sha = "nope".into();
     body.output = None;
@@ -411,11 +487,18 @@ async fn required_checks_join_protection_and_rulesets() {
         vec!["ci/test", "security", "sortie/plan"]
     );
     assert_eq!(
-        github.required_checks(&repo(REPO), "release/v1").await.unwrap(),
+        github
+            .required_checks(&repo(REPO), "release/v1")
+            .await
+            .unwrap(),
         vec!["release-gate"],
         "an unprotected branch (404) with a ruleset; the slash is encoded"
     );
-    assert!(github.required_checks(&repo(REPO), "dev").await.unwrap().is_empty());
+    assert!(github
+        .required_checks(&repo(REPO), "dev")
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test]
@@ -433,7 +516,14 @@ async fn reviews_compare_and_tarballs() {
     assert_eq!(reviews[0].state, "APPROVED");
     assert_eq!(reviews[0].commit_id.as_deref(), Some("h1"));
     let comparison = github.compare(&repo(REPO), "main", "h1").await.unwrap();
-    assert_eq!((comparison.status.as_str(), comparison.ahead_by, comparison.behind_by), ("ahead", 1, 0));
+    assert_eq!(
+        (
+            comparison.status.as_str(),
+            comparison.ahead_by,
+            comparison.behind_by
+        ),
+        ("ahead", 1, 0)
+    );
     // The tarball URL is the API's; a contents token follows it to the archive.
     let url = github.tarball_url(&repo(REPO), "h1");
     assert_eq!(url, format!("{}/repos/{REPO}/tarball/h1", double.url()));
@@ -486,11 +576,27 @@ async fn the_app_jwt_follows_githubs_rules_and_either_key_form_works() {
         double.url(),
         AppCredentials {
             app_id: 1,
-            private_key_pem: "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----".into(),
+            private_key_pem: "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----"
+                .into(),
         },
     )
     .unwrap_err();
     assert!(matches!(err, GithubError::InvalidKey(_)), "{err}");
+    // Another app's id: the double refuses the JWT (401), once, for good.
+    let impostor = Github::new(
+        double.url(),
+        AppCredentials {
+            app_id: double.app_id() + 1,
+            private_key_pem: double.app_private_key_pem(),
+        },
+    )
+    .unwrap();
+    let err = impostor.pull(&repo(REPO), 1).await.unwrap_err();
+    assert!(
+        matches!(&err, GithubError::Refused { status: 401, message, .. } if message.contains("iss")),
+        "{err}"
+    );
+    assert_eq!(impostor.calls().values().sum::<u64>(), 1);
 }
 
 /// A `tracing` writer into a shared buffer.
@@ -536,7 +642,10 @@ async fn tokens_never_appear_in_errors_logs_or_debug_output() {
     github.pull(&repo(REPO), 1).await.unwrap();
     for err in [
         github.pull(&repo(REPO), 99).await.unwrap_err(),
-        github.create_comment(&repo(REPO), 1, &"x".repeat(70_000)).await.unwrap_err(),
+        github
+            .create_comment(&repo(REPO), 1, &"x".repeat(70_000))
+            .await
+            .unwrap_err(),
     ] {
         texts.push(err.to_string());
         texts.push(format!("{err:?}"));
@@ -545,7 +654,10 @@ async fn tokens_never_appear_in_errors_logs_or_debug_output() {
     github.pull(&repo(REPO), 1).await.unwrap();
     let jwt = github.app_jwt(Utc::now()).unwrap();
     let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    assert!(logged.contains("GitHub answered"), "the calls were logged: {logged}");
+    assert!(
+        logged.contains("GitHub answered"),
+        "the calls were logged: {logged}"
+    );
     texts.push(logged);
     for text in &texts {
         assert!(!text.contains(&token.token), "a token leaked: {text}");
@@ -565,7 +677,8 @@ async fn the_doubles_deliveries_parse_as_the_events_they_are() {
     let parse = |event: &str, value: serde_json::Value| {
         webhook::parse(event, value.to_string().as_bytes()).unwrap()
     };
-    let Event::PullRequest(closed) = parse("pull_request", payloads.pull_request(REPO, 1, "closed"))
+    let Event::PullRequest(closed) =
+        parse("pull_request", payloads.pull_request(REPO, 1, "closed"))
     else {
         panic!("a pull_request")
     };
@@ -588,12 +701,14 @@ async fn the_doubles_deliveries_parse_as_the_events_they_are() {
     };
     assert_eq!(submitted.action, ReviewAction::Submitted);
     assert_eq!(submitted.review.state, "approved");
-    let Event::Push(push) = parse("push", payloads.push(REPO, "refs/heads/main", "a1", "b2")) else {
+    let Event::Push(push) = parse("push", payloads.push(REPO, "refs/heads/main", "a1", "b2"))
+    else {
         panic!("a push")
     };
     assert_eq!((push.branch(), push.after.as_str()), (Some("main"), "b2"));
     assert!(matches!(parse("ping", payloads.ping()), Event::Ping(_)));
-    let Event::Installation(installed) = parse("installation", payloads.installation(REPO, "created"))
+    let Event::Installation(installed) =
+        parse("installation", payloads.installation(REPO, "created"))
     else {
         panic!("an installation")
     };

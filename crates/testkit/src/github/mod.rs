@@ -281,7 +281,10 @@ impl Repo {
     pub(crate) fn has_commit(&self, sha: &str) -> bool {
         self.commits.contains_key(sha)
             || self.branches.values().any(|s| s == sha)
-            || self.pulls.values().any(|p| p.spec.head_sha == sha || p.base_sha == sha)
+            || self
+                .pulls
+                .values()
+                .any(|p| p.spec.head_sha == sha || p.base_sha == sha)
     }
 
     /// A branch's head or a commit, for a ref.
@@ -527,7 +530,11 @@ impl GithubDouble {
     /// (`(name, "read" | "write")`) instead.
     pub fn install_with(&self, repo: &str, permissions: &[(&str, &str)]) -> u64 {
         let mut world = self.world();
-        let owner = repo.split_once('/').map(|(o, _)| o).unwrap_or(repo).to_string();
+        let owner = repo
+            .split_once('/')
+            .map(|(o, _)| o)
+            .unwrap_or(repo)
+            .to_string();
         let existing = world
             .installations
             .iter()

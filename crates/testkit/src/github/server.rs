@@ -13,7 +13,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::rules;
-use super::{CheckRunRecord, CommentRecord, Download, Grant, PullState, Repo, Shared, TokenKind, World};
+use super::{
+    CheckRunRecord, CommentRecord, Download, Grant, PullState, Repo, Shared, TokenKind, World,
+};
 
 pub(crate) fn router(world: Shared) -> Router {
     let _ = jsonwebtoken::crypto::aws_lc::DEFAULT_PROVIDER.install_default();
@@ -93,7 +95,13 @@ struct Caller {
     bucket: String,
 }
 
-fn answer(world: &mut World, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Reply {
+fn answer(
+    world: &mut World,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Reply {
     let path = uri.path().to_string();
     let query = uri.query().map(str::to_string);
     let if_none_match = headers
@@ -104,7 +112,10 @@ fn answer(world: &mut World, method: &Method, uri: &Uri, headers: &HeaderMap, bo
     let (reply, counted) = respond(world, method, &path, query.as_deref(), &caller, body);
     let mut reply = reply;
     let mut refund = false;
-    if reply.status == 200 && *method == Method::GET && reply.content_type.starts_with("application/json") {
+    if reply.status == 200
+        && *method == Method::GET
+        && reply.content_type.starts_with("application/json")
+    {
         let etag = format!("\"{}\"", hex(&sha256(&reply.body)));
         let matched = if_none_match.as_deref().is_some_and(|sent| {
             sent.split(',')
@@ -161,7 +172,11 @@ fn limit_of(caller: &Caller) -> u64 {
 
 fn bucket<'a>(world: &'a mut World, caller: &Caller) -> &'a mut super::Bucket {
     let now = world.now().timestamp();
-    let limit = if world.rate_limit == 0 { 0 } else { limit_of(caller) };
+    let limit = if world.rate_limit == 0 {
+        0
+    } else {
+        limit_of(caller)
+    };
     let exhausted_reset = world.buckets.get("*").map(|b| b.reset);
     let bucket = world
         .buckets
@@ -397,8 +412,14 @@ fn create_token(world: &mut World, caller: &Caller, id: &str, body: &[u8]) -> Re
         .filter(|r| r.installation == Some(id))
         .collect();
     let mut repositories: Vec<String> = Vec::new();
-    let named = request["repositories"].as_array().cloned().unwrap_or_default();
-    let ids = request["repository_ids"].as_array().cloned().unwrap_or_default();
+    let named = request["repositories"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ids = request["repository_ids"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if named.len() + ids.len() > rules::MAX_TOKEN_REPOSITORIES {
         return Reply::error(422, "Too many repositories: at most 500 may be listed.");
     }
@@ -422,7 +443,10 @@ fn create_token(world: &mut World, caller: &Caller, id: &str, body: &[u8]) -> Re
         }
     }
     let selection = if repositories.is_empty() {
-        repositories = covered.iter().map(|r| r.full_name().to_ascii_lowercase()).collect();
+        repositories = covered
+            .iter()
+            .map(|r| r.full_name().to_ascii_lowercase())
+            .collect();
         "all"
     } else {
         "selected"
@@ -436,7 +460,8 @@ fn create_token(world: &mut World, caller: &Caller, id: &str, body: &[u8]) -> Re
                 let wanted = value.as_str().and_then(level);
                 match (granted, wanted) {
                     (Some(g), Some(w)) if w <= g => {
-                        permissions.insert(name.clone(), value.as_str().unwrap_or("read").to_string());
+                        permissions
+                            .insert(name.clone(), value.as_str().unwrap_or("read").to_string());
                     }
                     _ => {
                         return Reply::error(
@@ -447,13 +472,21 @@ fn create_token(world: &mut World, caller: &Caller, id: &str, body: &[u8]) -> Re
                 }
             }
         }
-        Some(_) => return Reply::invalid("Installation", "permissions", "invalid", "permissions is not an object"),
+        Some(_) => {
+            return Reply::invalid(
+                "Installation",
+                "permissions",
+                "invalid",
+                "permissions is not an object",
+            )
+        }
     }
     permissions
         .entry("metadata".to_string())
         .or_insert_with(|| "read".to_string());
     let token = world.new_token("ghs");
-    let expires_at = world.now() + chrono::Duration::seconds(rules::INSTALLATION_TOKEN_LIFETIME_SECS);
+    let expires_at =
+        world.now() + chrono::Duration::seconds(rules::INSTALLATION_TOKEN_LIFETIME_SECS);
     let listed: Vec<Value> = repositories
         .iter()
         .filter_map(|key| world.repos.get(key))
@@ -505,7 +538,10 @@ fn repository_route(
     // Every repository of the double is private: a caller that cannot see it gets 404.
     let grant = match (&caller.kind, &caller.grant) {
         (TokenKind::Installation(id), Some(grant)) => {
-            let covered = world.repos.get(&key).is_some_and(|r| r.installation == Some(*id));
+            let covered = world
+                .repos
+                .get(&key)
+                .is_some_and(|r| r.installation == Some(*id));
             if !covered || !grant.repositories.contains(&key) {
                 return Reply::error(404, "Not Found");
             }
@@ -536,13 +572,17 @@ fn repository_route(
             ("GET", ["pulls", number]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number).and_then(|n| repo.pulls.get(&n)).ok_or_else(not_found)?;
+                let pull = number_of(number)
+                    .and_then(|n| repo.pulls.get(&n))
+                    .ok_or_else(not_found)?;
                 Ok(Reply::json(200, &pull_json(&world.base_url, repo, pull)))
             }
             ("GET", ["pulls", number, "files"]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number).and_then(|n| repo.pulls.get(&n)).ok_or_else(not_found)?;
+                let pull = number_of(number)
+                    .and_then(|n| repo.pulls.get(&n))
+                    .ok_or_else(not_found)?;
                 let files: Vec<Value> = pull
                     .spec
                     .files
@@ -566,7 +606,9 @@ fn repository_route(
             ("GET", ["pulls", number, "reviews"]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number).and_then(|n| repo.pulls.get(&n)).ok_or_else(not_found)?;
+                let pull = number_of(number)
+                    .and_then(|n| repo.pulls.get(&n))
+                    .ok_or_else(not_found)?;
                 let reviews: Vec<Value> = pull
                     .reviews
                     .iter()
@@ -629,8 +671,18 @@ fn repository_route(
                 for run in repo.check_runs.iter().filter(|r| r.head_sha == sha) {
                     latest.insert(run.name.as_str(), run);
                 }
-                let runs: Vec<Value> = latest.values().map(|r| check_run_json(&world.base_url, repo, r)).collect();
-                Ok(paged_object(&world.base_url, path, query, runs, "check_runs", json!({})))
+                let runs: Vec<Value> = latest
+                    .values()
+                    .map(|r| check_run_json(&world.base_url, repo, r))
+                    .collect();
+                Ok(paged_object(
+                    &world.base_url,
+                    path,
+                    query,
+                    runs,
+                    "check_runs",
+                    json!({}),
+                ))
             }
             ("GET", ["commits", reference, "status"]) => {
                 need(&[("statuses", "read")])?;
@@ -648,7 +700,14 @@ fn repository_route(
                     .iter()
                     .map(|(c, s)| json!({"context": c, "state": s, "description": null, "target_url": null}))
                     .collect();
-                Ok(paged_object(&world.base_url, path, query, items, "statuses", json!({"state": state, "sha": sha})))
+                Ok(paged_object(
+                    &world.base_url,
+                    path,
+                    query,
+                    items,
+                    "statuses",
+                    json!({"state": state, "sha": sha}),
+                ))
             }
             ("POST", ["check-runs"]) => {
                 need(&[("checks", "write")])?;
@@ -663,7 +722,9 @@ fn repository_route(
             ("GET", ["issues", number, "comments"]) => {
                 need(&[("issues", "read"), ("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let number = number_of(number).filter(|n| repo.pulls.contains_key(n)).ok_or_else(not_found)?;
+                let number = number_of(number)
+                    .filter(|n| repo.pulls.contains_key(n))
+                    .ok_or_else(not_found)?;
                 let comments: Vec<Value> = repo
                     .comments
                     .iter()
@@ -691,27 +752,47 @@ fn repository_route(
                 let repo = world.repos.get_mut(&key).ok_or_else(not_found)?;
                 repo.comments.push(comment.clone());
                 let repo = &world.repos[&key];
-                Ok(Reply::json(201, &comment_json(&world.base_url, repo, &comment)))
+                Ok(Reply::json(
+                    201,
+                    &comment_json(&world.base_url, repo, &comment),
+                ))
             }
             ("PATCH", ["issues", "comments", id]) => {
                 need(&[("issues", "write"), ("pull_requests", "write")])?;
                 let text = comment_body(body)?;
                 let id = number_of(id).ok_or_else(not_found)?;
                 let repo = world.repos.get_mut(&key).ok_or_else(not_found)?;
-                let comment = repo.comments.iter_mut().find(|c| c.id == id).ok_or_else(not_found)?;
+                let comment = repo
+                    .comments
+                    .iter_mut()
+                    .find(|c| c.id == id)
+                    .ok_or_else(not_found)?;
                 let before = std::mem::replace(&mut comment.body, text);
                 comment.history.push(before);
                 let comment = comment.clone();
                 let repo = &world.repos[&key];
-                Ok(Reply::json(200, &comment_json(&world.base_url, repo, &comment)))
+                Ok(Reply::json(
+                    200,
+                    &comment_json(&world.base_url, repo, &comment),
+                ))
             }
             ("GET", ["tarball", reference @ ..]) if !reference.is_empty() => {
                 need(&[("contents", "read")])?;
                 let reference = reference.join("/");
-                let sha = world.repos[&key].resolve(&reference).ok_or_else(not_found)?;
+                let sha = world.repos[&key]
+                    .resolve(&reference)
+                    .ok_or_else(not_found)?;
                 let token = world.new_token("dl");
-                let expires_at = world.now() + chrono::Duration::seconds(rules::DOWNLOAD_LINK_LIFETIME_SECS);
-                world.downloads.insert(token.clone(), Download { repo: key.clone(), sha: sha.clone(), expires_at });
+                let expires_at =
+                    world.now() + chrono::Duration::seconds(rules::DOWNLOAD_LINK_LIFETIME_SECS);
+                world.downloads.insert(
+                    token.clone(),
+                    Download {
+                        repo: key.clone(),
+                        sha: sha.clone(),
+                        expires_at,
+                    },
+                );
                 let repo = &world.repos[&key];
                 let location = format!(
                     "{}/codeload/{}/{}/legacy.tar.gz/{sha}?token={token}",
@@ -752,10 +833,11 @@ fn author_of(world: &World, caller: &Caller) -> (String, String) {
 }
 
 fn comment_body(body: &[u8]) -> Result<String, Reply> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| Reply::error(400, "Problems parsing JSON"))?;
-    let text = value["body"]
-        .as_str()
-        .ok_or_else(|| Reply::invalid("IssueComment", "body", "missing_field", "body is missing"))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| Reply::error(400, "Problems parsing JSON"))?;
+    let text = value["body"].as_str().ok_or_else(|| {
+        Reply::invalid("IssueComment", "body", "missing_field", "body is missing")
+    })?;
     if text.chars().count() > rules::MAX_COMMENT_CHARS {
         return Err(Reply::invalid(
             "IssueComment",
@@ -767,15 +849,30 @@ fn comment_body(body: &[u8]) -> Result<String, Reply> {
     Ok(text.to_string())
 }
 
-const CHECK_STATUSES: &[&str] = &["queued", "in_progress", "completed", "waiting", "requested", "pending"];
+const CHECK_STATUSES: &[&str] = &[
+    "queued",
+    "in_progress",
+    "completed",
+    "waiting",
+    "requested",
+    "pending",
+];
 const CHECK_CONCLUSIONS: &[&str] = &[
-    "action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out",
+    "action_required",
+    "cancelled",
+    "failure",
+    "neutral",
+    "success",
+    "skipped",
+    "stale",
+    "timed_out",
 ];
 
 /// Validates a check run body as GitHub documents it; `creating` requires `name` and
 /// `head_sha`.
 fn check_run_fields(repo: &Repo, body: &[u8], creating: bool) -> Result<Value, Reply> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| Reply::error(400, "Problems parsing JSON"))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| Reply::error(400, "Problems parsing JSON"))?;
     let Value::Object(fields) = &value else {
         return Err(Reply::error(400, "Problems parsing JSON"));
     };
@@ -783,47 +880,94 @@ fn check_run_fields(repo: &Repo, body: &[u8], creating: bool) -> Result<Value, R
         match fields.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(_) => Err(Reply::invalid("CheckRun", name, "invalid", &format!("{name} is not a string"))),
+            Some(_) => Err(Reply::invalid(
+                "CheckRun",
+                name,
+                "invalid",
+                &format!("{name} is not a string"),
+            )),
         }
     };
     if creating {
         if string("name")?.is_none_or(str::is_empty) {
-            return Err(Reply::invalid("CheckRun", "name", "missing_field", "name is missing"));
+            return Err(Reply::invalid(
+                "CheckRun",
+                "name",
+                "missing_field",
+                "name is missing",
+            ));
         }
-        let sha = string("head_sha")?
-            .ok_or_else(|| Reply::invalid("CheckRun", "head_sha", "missing_field", "head_sha is missing"))?;
+        let sha = string("head_sha")?.ok_or_else(|| {
+            Reply::invalid(
+                "CheckRun",
+                "head_sha",
+                "missing_field",
+                "head_sha is missing",
+            )
+        })?;
         if !repo.has_commit(sha) {
-            return Err(Reply::error(422, &format!("No commit found for SHA: {sha}")));
+            return Err(Reply::error(
+                422,
+                &format!("No commit found for SHA: {sha}"),
+            ));
         }
     }
     let status = string("status")?;
     if let Some(status) = status {
         if !CHECK_STATUSES.contains(&status) {
-            return Err(Reply::invalid("CheckRun", "status", "invalid", "status is not included in the list"));
+            return Err(Reply::invalid(
+                "CheckRun",
+                "status",
+                "invalid",
+                "status is not included in the list",
+            ));
         }
     }
     let conclusion = string("conclusion")?;
     if let Some(conclusion) = conclusion {
         if !CHECK_CONCLUSIONS.contains(&conclusion) {
-            return Err(Reply::invalid("CheckRun", "conclusion", "invalid", "conclusion is not included in the list"));
+            return Err(Reply::invalid(
+                "CheckRun",
+                "conclusion",
+                "invalid",
+                "conclusion is not included in the list",
+            ));
         }
     }
     if status == Some("completed") && conclusion.is_none() {
-        return Err(Reply::invalid("CheckRun", "conclusion", "missing_field", "conclusion is required when status is completed"));
+        return Err(Reply::invalid(
+            "CheckRun",
+            "conclusion",
+            "missing_field",
+            "conclusion is required when status is completed",
+        ));
     }
     string("details_url")?;
     string("external_id")?;
     if let Some(output) = fields.get("output").filter(|o| !o.is_null()) {
         let Value::Object(output) = output else {
-            return Err(Reply::invalid("CheckRun", "output", "invalid", "output is not an object"));
+            return Err(Reply::invalid(
+                "CheckRun",
+                "output",
+                "invalid",
+                "output is not an object",
+            ));
         };
         for required in ["title", "summary"] {
             if !output.get(required).is_some_and(Value::is_string) {
-                return Err(Reply::invalid("CheckRun", &format!("output.{required}"), "missing_field", &format!("output.{required} is missing")));
+                return Err(Reply::invalid(
+                    "CheckRun",
+                    &format!("output.{required}"),
+                    "missing_field",
+                    &format!("output.{required} is missing"),
+                ));
             }
         }
         for field in ["summary", "text"] {
-            let chars = output.get(field).and_then(Value::as_str).map_or(0, |s| s.chars().count());
+            let chars = output
+                .get(field)
+                .and_then(Value::as_str)
+                .map_or(0, |s| s.chars().count());
             if chars > rules::MAX_CHECK_OUTPUT_CHARS {
                 return Err(Reply::error(
                     422,
@@ -887,7 +1031,10 @@ fn create_check_run(world: &mut World, key: &str, body: &[u8]) -> Result<Reply, 
     apply_check_run(&mut run, &fields);
     let repo = world.repos.get_mut(key).ok_or_else(not_found)?;
     repo.check_runs.push(run.clone());
-    Ok(Reply::json(201, &check_run_json(&world.base_url, &world.repos[key], &run)))
+    Ok(Reply::json(
+        201,
+        &check_run_json(&world.base_url, &world.repos[key], &run),
+    ))
 }
 
 fn update_check_run(world: &mut World, key: &str, id: &str, body: &[u8]) -> Result<Reply, Reply> {
@@ -895,11 +1042,18 @@ fn update_check_run(world: &mut World, key: &str, id: &str, body: &[u8]) -> Resu
     let value = check_run_fields(&world.repos[key], body, false)?;
     let fields = value.as_object().cloned().unwrap_or_default();
     let repo = world.repos.get_mut(key).ok_or_else(not_found)?;
-    let run = repo.check_runs.iter_mut().find(|r| r.id == id).ok_or_else(not_found)?;
+    let run = repo
+        .check_runs
+        .iter_mut()
+        .find(|r| r.id == id)
+        .ok_or_else(not_found)?;
     apply_check_run(run, &fields);
     run.history.push(value);
     let run = run.clone();
-    Ok(Reply::json(200, &check_run_json(&world.base_url, &world.repos[key], &run)))
+    Ok(Reply::json(
+        200,
+        &check_run_json(&world.base_url, &world.repos[key], &run),
+    ))
 }
 
 fn compare(repo: &Repo, basehead: &str) -> Result<Reply, Reply> {
@@ -919,7 +1073,10 @@ fn compare(repo: &Repo, basehead: &str) -> Result<Reply, Reply> {
         // Its base moved on since: the head is behind the new base too.
         ("diverged", 1, 1)
     } else {
-        return Err(Reply::error(404, &format!("No common ancestor between {base} and {head}.")));
+        return Err(Reply::error(
+            404,
+            &format!("No common ancestor between {base} and {head}."),
+        ));
     };
     Ok(Reply::json(
         200,
@@ -934,8 +1091,14 @@ fn compare(repo: &Repo, basehead: &str) -> Result<Reply, Reply> {
 fn list_pulls(world: &World, key: &str, path: &str, query: Option<&str>) -> Reply {
     let repo = &world.repos[key];
     let params = query_pairs(query);
-    let state = params.iter().find(|(k, _)| k == "state").map_or("open", |(_, v)| v.as_str());
-    let base = params.iter().find(|(k, _)| k == "base").map(|(_, v)| v.as_str());
+    let state = params
+        .iter()
+        .find(|(k, _)| k == "state")
+        .map_or("open", |(_, v)| v.as_str());
+    let base = params
+        .iter()
+        .find(|(k, _)| k == "base")
+        .map(|(_, v)| v.as_str());
     let pulls: Vec<Value> = repo
         .pulls
         .values()
@@ -961,7 +1124,12 @@ fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 
 /// One page of `items` and its `Link` header: `per_page` clamped to 1..=100 (30 when
 /// absent), `page` from 1.
-fn page_of<T: Clone>(base_url: &str, path: &str, query: Option<&str>, items: &[T]) -> (Vec<T>, Option<String>) {
+fn page_of<T: Clone>(
+    base_url: &str,
+    path: &str,
+    query: Option<&str>,
+    items: &[T],
+) -> (Vec<T>, Option<String>) {
     let raw: Vec<(String, String)> = query
         .unwrap_or("")
         .split('&')
@@ -971,7 +1139,11 @@ fn page_of<T: Clone>(base_url: &str, path: &str, query: Option<&str>, items: &[T
             (k.to_string(), v.to_string())
         })
         .collect();
-    let get = |name: &str| raw.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.parse::<usize>().ok());
+    let get = |name: &str| {
+        raw.iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+    };
     let per_page = match get("per_page") {
         Some(0) | None => rules::DEFAULT_PER_PAGE,
         Some(n) => n.min(rules::MAX_PER_PAGE),
@@ -1005,7 +1177,10 @@ fn page_of<T: Clone>(base_url: &str, path: &str, query: Option<&str>, items: &[T
 
 fn paged(base_url: &str, path: &str, query: Option<&str>, items: Vec<Value>) -> Reply {
     let (page, link) = page_of(base_url, path, query, &items);
-    let reply = Reply::json(200, &Value::Array(page));
+    with_link(Reply::json(200, &Value::Array(page)), link)
+}
+
+fn with_link(reply: Reply, link: Option<String>) -> Reply {
     match link {
         Some(link) => reply.header("link", link),
         None => reply,
@@ -1013,16 +1188,19 @@ fn paged(base_url: &str, path: &str, query: Option<&str>, items: Vec<Value>) -> 
 }
 
 /// A paged list inside an object (`{"total_count": n, <field>: [...], ...extra}`).
-fn paged_object(base_url: &str, path: &str, query: Option<&str>, items: Vec<Value>, field: &str, mut extra: Value) -> Reply {
+fn paged_object(
+    base_url: &str,
+    path: &str,
+    query: Option<&str>,
+    items: Vec<Value>,
+    field: &str,
+    mut extra: Value,
+) -> Reply {
     let total = items.len();
     let (page, link) = page_of(base_url, path, query, &items);
     extra["total_count"] = json!(total);
     extra[field] = Value::Array(page);
-    let reply = Reply::json(200, &extra);
-    match link {
-        Some(link) => reply.header("link", link),
-        None => reply,
-    }
+    with_link(Reply::json(200, &extra), link)
 }
 
 /// The tar.gz a download link serves: one top-level directory
@@ -1033,7 +1211,11 @@ fn codeload(world: &World, rest: &str, query: Option<&str>) -> Reply {
         .find(|(k, _)| k == "token")
         .map(|(_, v)| v)
         .unwrap_or_default();
-    let Some(download) = world.downloads.get(&token).filter(|d| d.expires_at > world.now()) else {
+    let Some(download) = world
+        .downloads
+        .get(&token)
+        .filter(|d| d.expires_at > world.now())
+    else {
         return Reply::error(404, "Not Found");
     };
     let Some(repo) = world.repos.get(&download.repo) else {
@@ -1043,7 +1225,11 @@ fn codeload(world: &World, rest: &str, query: Option<&str>) -> Reply {
         return Reply::error(404, "Not Found");
     }
     let files = repo.commits.get(&download.sha).cloned().unwrap_or_default();
-    let short: String = download.sha.chars().take(rules::ARCHIVE_SHORT_SHA).collect();
+    let short: String = download
+        .sha
+        .chars()
+        .take(rules::ARCHIVE_SHORT_SHA)
+        .collect();
     let top = format!("{}-{}-{short}", repo.owner, repo.name);
     match tarball(&top, &files) {
         Ok(bytes) => Reply {
@@ -1065,7 +1251,14 @@ fn tarball(top: &str, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<Vec<
     let mut dirs: Vec<String> = vec![format!("{top}/")];
     for path in files.keys() {
         let mut parent = String::new();
-        for part in path.split('/').collect::<Vec<_>>().iter().rev().skip(1).rev() {
+        for part in path
+            .split('/')
+            .collect::<Vec<_>>()
+            .iter()
+            .rev()
+            .skip(1)
+            .rev()
+        {
             parent.push_str(part);
             parent.push('/');
             let dir = format!("{top}/{parent}");
@@ -1205,7 +1398,11 @@ fn comment_json(base_url: &str, repo: &Repo, comment: &CommentRecord) -> Value {
 }
 
 fn percent_decode(text: &str) -> String {
-    let hex_value = |b: u8| char::from(b).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let hex_value = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -100,7 +100,8 @@ impl WebhookPayloads<'_> {
             "sender": user_json(sender, "User"),
         });
         if let Some(id) = repo.installation {
-            value["installation"] = json!({"id": id, "node_id": format!("MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u{id}")});
+            value["installation"] =
+                json!({"id": id, "node_id": format!("MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u{id}")});
         }
         value
     }
@@ -126,7 +127,14 @@ impl WebhookPayloads<'_> {
     }
 
     /// An `issue_comment` `created` delivery: `login` wrote `body` on pull request `number`.
-    pub fn issue_comment(&self, repo: &str, number: u64, comment_id: u64, login: &str, body: &str) -> Value {
+    pub fn issue_comment(
+        &self,
+        repo: &str,
+        number: u64,
+        comment_id: u64,
+        login: &str,
+        body: &str,
+    ) -> Value {
         self.with_repo(repo, |world, r| {
             let mut value = Self::envelope(r, login);
             value["action"] = json!("created");
@@ -153,7 +161,13 @@ impl WebhookPayloads<'_> {
 
     /// A `pull_request_review` delivery (`submitted` or `dismissed`) of review `review_id`
     /// of pull request `number`.
-    pub fn pull_request_review(&self, repo: &str, number: u64, review_id: u64, action: &str) -> Value {
+    pub fn pull_request_review(
+        &self,
+        repo: &str,
+        number: u64,
+        review_id: u64,
+        action: &str,
+    ) -> Value {
         self.with_repo(repo, |world, r| {
             let pull = r
                 .pulls
