@@ -487,6 +487,7 @@ mod tests {
     }
 }
 pub mod fakes;
+pub mod github;
 pub mod http;
 pub mod kube;
 pub mod proxy;
