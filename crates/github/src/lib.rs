@@ -44,6 +44,16 @@ pub struct AppCredentials {
     pub private_key_pem: String,
 }
 
+impl AppCredentials {
+    /// Checks that `pem` is an RSA private key an App's JWTs can be signed with (PKCS#1 or
+    /// PKCS#8 PEM); the error never quotes the key.
+    pub fn check_private_key(pem: &str) -> Result<(), String> {
+        auth::AppKey::from_pem(pem)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl fmt::Debug for AppCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AppCredentials")

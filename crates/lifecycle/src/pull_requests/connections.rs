@@ -1,0 +1,165 @@
+//! Connecting an organisation to GitHub: the App's key and webhook secret kept in Secrets
+//! Manager (never in the table, never returned), and what a job's `github` source needs.
+
+use chrono::Utc;
+use sortie_core::protocol::pilot::SourceAccess;
+use sortie_core::vcs::connection::{ConnectionInput, VcsConnection};
+use sortie_core::vcs::VcsProvider;
+use sortie_core::{Job, Source};
+use sortie_store::StoreError;
+use tracing::warn;
+
+use super::{HostError, PullError, PullRequests};
+
+/// The longest webhook secret accepted (GitHub's form takes any text; a key of 4 KiB is
+/// already far past any real one).
+pub const WEBHOOK_SECRET_MAX: usize = 4096;
+/// The shortest: GitHub recommends "a random string with high entropy".
+pub const WEBHOOK_SECRET_MIN: usize = 16;
+/// The longest App private key accepted (an RSA 4096 key in PEM is about 3.3 KiB).
+pub const PRIVATE_KEY_MAX: usize = 16 * 1024;
+
+/// Why a connect was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectRefusal {
+    /// A field is wrong: its path and the problem.
+    #[error("{0}: {1}")]
+    Invalid(&'static str, String),
+    /// Secrets Manager failed.
+    #[error("the connection's secrets could not be stored: {0}")]
+    Secrets(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl PullRequests {
+    /// Connects `org` to GitHub for `by`: checks the key is an RSA private key and the
+    /// secret is long enough, keeps both in Secrets Manager (names under
+    /// `sortie/vcs/<org>/`, never swept as a job's), writes the connection, then deletes
+    /// the secrets of the connection it replaced.
+    pub async fn connect(
+        &self,
+        org: &str,
+        input: ConnectionInput,
+        private_key: &str,
+        webhook_secret: &str,
+        by: &str,
+    ) -> Result<VcsConnection, ConnectRefusal> {
+        if private_key.len() > PRIVATE_KEY_MAX {
+            return Err(ConnectRefusal::Invalid(
+                "private_key",
+                format!("is longer than {PRIVATE_KEY_MAX} bytes"),
+            ));
+        }
+        sortie_github::AppCredentials::check_private_key(private_key)
+            .map_err(|e| ConnectRefusal::Invalid("private_key", e))?;
+        let secret_len = webhook_secret.chars().count();
+        if !(WEBHOOK_SECRET_MIN..=WEBHOOK_SECRET_MAX).contains(&secret_len) {
+            return Err(ConnectRefusal::Invalid(
+                "webhook_secret",
+                format!(
+                    "must be {WEBHOOK_SECRET_MIN} to {WEBHOOK_SECRET_MAX} characters (GitHub recommends a long random string)"
+                ),
+            ));
+        }
+        let earlier = match self.store().get_connection(org, VcsProvider::Github).await {
+            Ok(c) => Some(c),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let id = sortie_core::tokens::new_id();
+        let tags = [("sortie:org", org), ("sortie:vcs", "github")];
+        let secrets = &self.jobs.secrets;
+        let key_arn = secrets
+            .create(&format!("sortie/vcs/{org}/github/key-{id}"), private_key, &tags)
+            .await
+            .map_err(ConnectRefusal::Secrets)?;
+        let hook_arn = match secrets
+            .create(&format!("sortie/vcs/{org}/github/webhook-{id}"), webhook_secret, &tags)
+            .await
+        {
+            Ok(arn) => arn,
+            Err(e) => {
+                self.forget_secret(&key_arn).await;
+                return Err(ConnectRefusal::Secrets(e));
+            }
+        };
+        let connection = VcsConnection {
+            org: org.to_string(),
+            provider: VcsProvider::Github,
+            app_id: input.app_id,
+            api_url: input.api_url,
+            private_key_secret: key_arn.clone(),
+            webhook_secret: hook_arn.clone(),
+            created_by: by.to_string(),
+            created_at: Utc::now(),
+        };
+        if let Err(e) = self.store().put_connection(&connection).await {
+            self.forget_secret(&key_arn).await;
+            self.forget_secret(&hook_arn).await;
+            return Err(e.into());
+        }
+        if let Some(old) = earlier {
+            self.forget_secret(&old.private_key_secret).await;
+            self.forget_secret(&old.webhook_secret).await;
+        }
+        Ok(connection)
+    }
+
+    /// Disconnects `org`: deletes the connection, then its secrets.
+    pub async fn disconnect(&self, org: &str) -> Result<(), StoreError> {
+        let connection = self.store().get_connection(org, VcsProvider::Github).await?;
+        self.store().delete_connection(org, VcsProvider::Github).await?;
+        self.forget_secret(&connection.private_key_secret).await;
+        self.forget_secret(&connection.webhook_secret).await;
+        Ok(())
+    }
+
+    async fn forget_secret(&self, arn: &str) {
+        if let Err(e) = self.jobs.secrets.delete(arn).await {
+            warn!(error = %e, "a connection secret could not be deleted");
+        }
+    }
+
+    /// What the pilot needs to download a job's `github` source: a tarball URL and a token
+    /// that reads only that repository, minted now through the job's organisation's
+    /// connection. `None` for any other source.
+    pub async fn source_access(&self, job: &Job) -> Result<Option<SourceAccess>, PullError> {
+        let Source::Github {
+            repository, commit, ..
+        } = &job.request.source
+        else {
+            return Ok(None);
+        };
+        let org = job.environment.org();
+        let connection = match self.store().get_connection(org, VcsProvider::Github).await {
+            Ok(c) => c,
+            Err(StoreError::NotFound { .. }) => {
+                return Err(HostError::Refused(format!(
+                    "organisation `{org}` has no GitHub connection to read {repository} with"
+                ))
+                .into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let host = self.hosts.open(&connection).await?;
+        Ok(Some(host.source_access(repository, commit).await?))
+    }
+
+    /// The webhook secret of `org`'s connection, for checking a delivery's signature;
+    /// `None` when the organisation has no connection.
+    pub async fn webhook_secret(&self, org: &str) -> Result<Option<String>, PullError> {
+        let connection = match self.store().get_connection(org, VcsProvider::Github).await {
+            Ok(c) => c,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        self.jobs
+            .secrets
+            .value(&connection.webhook_secret)
+            .await
+            .map(Some)
+            .map_err(|e| HostError::Secret(e).into())
+    }
+}

@@ -1,0 +1,295 @@
+//! GitHub behind [`CodeHost`]: each connection's GitHub App client (its installation
+//! tokens cached for as long as the function is warm), and GitHub's webhook events read
+//! into [`PullWork`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use sortie_core::protocol::pilot::SourceAccess;
+use sortie_core::vcs::command::parse_commands;
+use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::report::{
+    CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER,
+};
+use sortie_core::vcs::work::{PullAction, PullWork};
+use sortie_github::webhook::{Event, PullRequestAction};
+use sortie_github::{
+    AppCredentials, CheckConclusion, CheckRunBody, Github, GithubError, Permissions, RepoRef,
+};
+use sortie_launch::JobSecrets;
+
+use super::{CodeHost, CodeHosts, HostError, PullInfo};
+
+/// How long to wait before trying work again that GitHub failed without saying when.
+const RETRY_SECONDS: u64 = 30;
+
+/// At most this many connections' clients are kept warm per instance.
+const CLIENTS_MAX: usize = 256;
+
+fn host_error(e: GithubError) -> HostError {
+    match e {
+        GithubError::RateLimited { retry_after, .. } => HostError::Unavailable {
+            message: e.to_string(),
+            retry_after_seconds: retry_after.as_secs().max(1),
+        },
+        GithubError::ServerError { .. } | GithubError::Unreachable { .. } => {
+            HostError::Unavailable {
+                message: e.to_string(),
+                retry_after_seconds: RETRY_SECONDS,
+            }
+        }
+        other => HostError::Refused(other.to_string()),
+    }
+}
+
+fn repo(repository: &str) -> Result<RepoRef, HostError> {
+    RepoRef::parse(repository).map_err(|e| HostError::Refused(e.to_string()))
+}
+
+/// One connection's GitHub.
+#[derive(Clone)]
+pub struct GithubHost {
+    /// The App's client.
+    pub client: Github,
+}
+
+#[async_trait]
+impl CodeHost for GithubHost {
+    async fn pull(&self, repository: &str, number: u64) -> Result<PullInfo, HostError> {
+        let pull = self
+            .client
+            .pull(&repo(repository)?, number)
+            .await
+            .map_err(host_error)?;
+        Ok(PullInfo {
+            fork: pull.is_from_fork(),
+            head_sha: pull.head_sha,
+            base: pull.base_ref,
+            author: pull.user_login,
+            open: pull.state == "open",
+            merged: pull.merged,
+        })
+    }
+
+    async fn changed_files(
+        &self,
+        repository: &str,
+        number: u64,
+    ) -> Result<Vec<String>, HostError> {
+        let files = self
+            .client
+            .pull_files(&repo(repository)?, number)
+            .await
+            .map_err(host_error)?;
+        Ok(files
+            .into_iter()
+            .flat_map(|f| std::iter::once(f.filename).chain(f.previous_filename))
+            .collect())
+    }
+
+    async fn write_check(
+        &self,
+        repository: &str,
+        sha: &str,
+        id: Option<u64>,
+        check: &CheckOutput,
+        details_url: Option<&str>,
+    ) -> Result<u64, HostError> {
+        let repo = repo(repository)?;
+        let body = CheckRunBody {
+            name: check.name.clone(),
+            head_sha: sha.to_string(),
+            status: match check.status {
+                CheckStatus::Queued => sortie_github::CheckStatus::Queued,
+                CheckStatus::InProgress => sortie_github::CheckStatus::InProgress,
+                CheckStatus::Completed => sortie_github::CheckStatus::Completed,
+            },
+            conclusion: check.conclusion.map(|c| match c {
+                Conclusion::Success => CheckConclusion::Success,
+                Conclusion::Failure => CheckConclusion::Failure,
+                Conclusion::Neutral => CheckConclusion::Neutral,
+                Conclusion::Cancelled => CheckConclusion::Cancelled,
+                Conclusion::ActionRequired => CheckConclusion::ActionRequired,
+                Conclusion::Skipped => CheckConclusion::Skipped,
+            }),
+            details_url: details_url.map(str::to_string),
+            external_id: None,
+            output: Some(sortie_github::CheckOutput {
+                title: check.title.clone(),
+                summary: check.summary.clone(),
+                text: check.text.clone(),
+            }),
+        };
+        match id {
+            Some(id) => {
+                self.client
+                    .update_check_run(&repo, id, &body)
+                    .await
+                    .map_err(host_error)?;
+                Ok(id)
+            }
+            None => self
+                .client
+                .create_check_run(&repo, &body)
+                .await
+                .map_err(host_error),
+        }
+    }
+
+    async fn upsert_comment(
+        &self,
+        repository: &str,
+        number: u64,
+        id: Option<u64>,
+        body: &str,
+    ) -> Result<u64, HostError> {
+        let repo = repo(repository)?;
+        // Without a known id, the comment that carries the marker: a record lost between
+        // the comment's creation and its write never makes a second comment.
+        let id = match id {
+            Some(id) => Some(id),
+            None => self
+                .client
+                .find_comment(&repo, number, COMMENT_MARKER)
+                .await
+                .map_err(host_error)?,
+        };
+        match id {
+            Some(id) => {
+                self.client
+                    .update_comment(&repo, id, body)
+                    .await
+                    .map_err(host_error)?;
+                Ok(id)
+            }
+            None => self
+                .client
+                .create_comment(&repo, number, body)
+                .await
+                .map_err(host_error),
+        }
+    }
+
+    async fn reply(&self, repository: &str, number: u64, body: &str) -> Result<(), HostError> {
+        self.client
+            .create_comment(&repo(repository)?, number, body)
+            .await
+            .map_err(host_error)?;
+        Ok(())
+    }
+
+    async fn source_access(
+        &self,
+        repository: &str,
+        sha: &str,
+    ) -> Result<SourceAccess, HostError> {
+        let repo = repo(repository)?;
+        let token = self
+            .client
+            .repository_token(&repo, &Permissions::CONTENTS_READ)
+            .await
+            .map_err(host_error)?;
+        Ok(SourceAccess {
+            url: self.client.tarball_url(&repo, sha),
+            token: token.token,
+            expires_at: token.expires_at,
+        })
+    }
+}
+
+/// Each connection's GitHub App client, its private key read from Secrets Manager once
+/// per instance and the client kept (with its cached installation tokens) while the
+/// connection is unchanged.
+pub struct GithubHosts {
+    secrets: Arc<dyn JobSecrets>,
+    clients: Mutex<HashMap<(String, u64, String, String), GithubHost>>,
+}
+
+impl GithubHosts {
+    /// Hosts whose App keys are read from `secrets`.
+    pub fn new(secrets: Arc<dyn JobSecrets>) -> Self {
+        Self {
+            secrets,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl CodeHosts for GithubHosts {
+    async fn open(&self, connection: &VcsConnection) -> Result<Arc<dyn CodeHost>, HostError> {
+        let key = (
+            connection.org.clone(),
+            connection.app_id,
+            connection.api_url.clone(),
+            connection.private_key_secret.clone(),
+        );
+        if let Some(host) = self.clients.lock().expect("not poisoned").get(&key) {
+            return Ok(Arc::new(host.clone()));
+        }
+        let pem = self
+            .secrets
+            .value(&connection.private_key_secret)
+            .await
+            .map_err(HostError::Secret)?;
+        let client = Github::new(
+            &connection.api_url,
+            AppCredentials {
+                app_id: connection.app_id,
+                private_key_pem: pem,
+            },
+        )
+        .map_err(|e| HostError::Refused(e.to_string()))?;
+        let host = GithubHost { client };
+        let mut clients = self.clients.lock().expect("not poisoned");
+        if clients.len() >= CLIENTS_MAX {
+            clients.clear();
+        }
+        clients.insert(key, host.clone());
+        Ok(Arc::new(host))
+    }
+}
+
+/// The work a verified GitHub delivery makes for organisation `org`'s connection; `None`
+/// for an event Sortie does not act on (a ping, a comment with no command, an issue).
+pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
+    let org = org.to_string();
+    match event {
+        Event::PullRequest(e) => Some(PullWork::PullRequest {
+            org,
+            repository: e.repository.full_name.clone(),
+            number: e.number,
+            action: match e.action {
+                PullRequestAction::Opened => PullAction::Opened,
+                PullRequestAction::Synchronize => PullAction::Synchronize,
+                PullRequestAction::Reopened => PullAction::Reopened,
+                PullRequestAction::Closed => PullAction::Closed,
+            },
+            head_sha: e.pull_request.head.sha.clone(),
+            merged: e.pull_request.merged.unwrap_or(false),
+        }),
+        Event::IssueComment(e) if e.is_on_pull_request() => {
+            let commands = parse_commands(&e.comment.body);
+            (!commands.is_empty()).then(|| PullWork::Comment {
+                org,
+                repository: e.repository.full_name.clone(),
+                number: e.issue.number,
+                author: e.comment.user.login.clone(),
+                commands,
+            })
+        }
+        Event::PullRequestReview(e) => Some(PullWork::Review {
+            org,
+            repository: e.repository.full_name.clone(),
+            number: e.pull_request.number,
+        }),
+        Event::Push(e) => e.branch().filter(|_| !e.deleted).map(|branch| PullWork::Push {
+            org,
+            repository: e.repository.full_name.clone(),
+            branch: branch.to_string(),
+            after: e.after.clone(),
+        }),
+        _ => None,
+    }
+}
