@@ -63,7 +63,7 @@ pub enum ExitReported {
 
 /// One failed attempt.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// Worth another try.
     Transient(String),
     /// Final.
@@ -359,31 +359,13 @@ impl ApiClient {
         .map_err(PilotError::Api)
     }
 
-    /// Runs `once` until it succeeds, fails for good, or the policy's attempts are spent
-    /// (transient failures wait 0.5, 1, 2, … s between tries); the error is one line.
-    async fn retrying<T, F, Fut>(&self, what: &str, mut once: F) -> Result<T, String>
+    /// [`retrying`] with this client's policy.
+    async fn retrying<T, F, Fut>(&self, what: &str, once: F) -> Result<T, String>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
-        let mut delay = self.retry.first_delay;
-        let attempts = self.retry.attempts.max(1);
-        let mut last = format!("{what} was never attempted");
-        for attempt in 1..=attempts {
-            match once().await {
-                Ok(answer) => return Ok(answer),
-                Err(Failure::Fatal(message)) => return Err(message),
-                Err(Failure::Transient(message)) => {
-                    if attempt < attempts {
-                        tracing::warn!(what, attempt, error = %message, "call failed; retrying");
-                        tokio::time::sleep(delay).await;
-                        delay = delay.saturating_mul(2);
-                    }
-                    last = format!("{message} (gave up after {attempts} attempts)");
-                }
-            }
-        }
-        Err(last)
+        retrying(&self.retry, what, once).await
     }
 
     /// Sends one request and reads its whole answer within the policy's timeout; `what`
@@ -457,6 +439,38 @@ impl ApiClient {
             Err(Failure::Fatal(message))
         }
     }
+}
+
+/// Runs `once` until it succeeds, fails for good, or `policy`'s attempts are spent
+/// (transient failures wait 0.5, 1, 2, … s between tries with the default policy); the
+/// error is one line.
+pub(crate) async fn retrying<T, F, Fut>(
+    policy: &RetryPolicy,
+    what: &str,
+    mut once: F,
+) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    let mut delay = policy.first_delay;
+    let attempts = policy.attempts.max(1);
+    let mut last = format!("{what} was never attempted");
+    for attempt in 1..=attempts {
+        match once().await {
+            Ok(answer) => return Ok(answer),
+            Err(Failure::Fatal(message)) => return Err(message),
+            Err(Failure::Transient(message)) => {
+                if attempt < attempts {
+                    tracing::warn!(what, attempt, error = %message, "call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                }
+                last = format!("{message} (gave up after {attempts} attempts)");
+            }
+        }
+    }
+    Err(last)
 }
 
 /// A presigned request for one object, as the API answers it.

@@ -132,7 +132,10 @@ impl Source {
             Self::Git {
                 url, git_ref, path, ..
             } => {
-                let at = git_ref.as_deref().map(|r| format!("@{r}")).unwrap_or_default();
+                let at = git_ref
+                    .as_deref()
+                    .map(|r| format!("@{r}"))
+                    .unwrap_or_default();
                 format!("git {url}{}{at}", sub(path))
             }
             Self::S3 {
@@ -174,7 +177,9 @@ fn repository_problem(repository: &str) -> Option<String> {
         return Some("must be `owner/name`, with exactly one `/`".into());
     }
     let owner_ok = (1..=GITHUB_OWNER_MAX).contains(&owner.len())
-        && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && owner
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !owner.starts_with('-')
         && !owner.ends_with('-')
         && !owner.contains("--");
@@ -199,7 +204,10 @@ fn repository_problem(repository: &str) -> Option<String> {
 
 /// True for a full commit SHA as GitHub writes it: 40 lowercase hexadecimal characters.
 fn is_full_commit_sha(commit: &str) -> bool {
-    commit.len() == 40 && commit.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    commit.len() == 40
+        && commit
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What a client submits: the job's specification.
@@ -514,7 +522,9 @@ fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
         other => {
             p.push(
                 "source.type",
-                format!("`{other}` is not a known source type; known types: git, s3, github, inline"),
+                format!(
+                    "`{other}` is not a known source type; known types: git, s3, github, inline"
+                ),
             );
             return None;
         }

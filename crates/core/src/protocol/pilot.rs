@@ -272,7 +272,10 @@ mod tests {
         };
         let shown = format!("{access:?}");
         assert!(!shown.contains("ghs_secret_installation_token"), "{shown}");
-        assert!(shown.contains("(not shown)") && shown.contains("tarball/abc"), "{shown}");
+        assert!(
+            shown.contains("(not shown)") && shown.contains("tarball/abc"),
+            "{shown}"
+        );
     }
 
     #[test]
