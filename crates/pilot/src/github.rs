@@ -364,4 +364,4 @@ fn refusal_message(shown: &str, status: StatusCode, body: &[u8]) -> String {
 
 #[cfg(test)]
 #[path = "github_tests.rs"]
-pub(crate) mod tests;
+mod tests;

@@ -55,6 +55,8 @@ pub mod declarations;
 pub mod env;
 pub mod error;
 pub mod github;
+#[cfg(test)]
+mod github_fake;
 pub mod guard;
 pub mod log;
 pub mod objects;

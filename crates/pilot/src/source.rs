@@ -435,7 +435,7 @@ mod tests {
 
     #[test]
     fn a_github_tarball_loses_its_one_top_level_directory_and_its_path_selects_a_folder() {
-        use crate::github::tests::github_tarball;
+        use crate::github_fake::github_tarball;
         let archive = github_tarball(&[
             ("acme-infra-0123456/README.md", "# infra\n"),
             (
@@ -468,7 +468,7 @@ mod tests {
 
     #[test]
     fn a_github_tarball_without_exactly_one_top_level_directory_is_refused() {
-        use crate::github::tests::github_tarball;
+        use crate::github_fake::github_tarball;
         let dir = scratch("github-bad");
         let cases: [(&[(&str, &str)], &str); 3] = [
             (

@@ -157,7 +157,7 @@ mod github_source {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::github::tests::{access, github_tarball, FakeGithub, Reply, SHA};
+    use crate::github_fake::{access, github_tarball, FakeGithub, Reply, SHA};
     use crate::objects::MemoryObjects;
 
     /// A speculative plan of `acme/infra` at [`SHA`], `path` inside it, with `access`.
