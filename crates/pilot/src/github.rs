@@ -21,7 +21,7 @@
 //!   (<https://docs.github.com/en/rest/using-the-rest-api/troubleshooting-the-rest-api#rate-limit-errors>).
 //! - The token never appears in an error: every message is scrubbed of it before it
 //!   leaves this module (an error body could echo it), and the run adds it to the
-//!   process's secrets as soon as the spec arrives ([`crate::run`]).
+//!   process's secrets as soon as the spec arrives ([`crate::run()`]).
 
 use std::time::Duration;
 
