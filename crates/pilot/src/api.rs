@@ -75,8 +75,20 @@ pub struct ApiClient {
     base: String,
     job_id: String,
     token: Secret,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: HttpClient,
     retry: RetryPolicy,
+}
+
+/// The pilot's HTTP(S) client: hyper's legacy client over rustls.
+pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A client for plain HTTP and HTTPS; `https` when HTTPS is needed (then CA certificates
+/// are required: [`sortie_http::connector`]).
+pub(crate) fn http_client(https: bool) -> Result<HttpClient, String> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let connector = sortie_http::connector(https, http)?;
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -96,11 +108,8 @@ impl ApiClient {
 
     /// A client with an explicit retry policy.
     pub fn with_retry(env: &PilotEnv, retry: RetryPolicy) -> Result<Self, PilotError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let connector = sortie_http::connector(env.api_url.starts_with("https://"), http)
-            .map_err(PilotError::Config)?;
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let client =
+            http_client(env.api_url.starts_with("https://")).map_err(PilotError::Config)?;
         Ok(Self {
             base: env.api_url.clone(),
             job_id: env.job_id.clone(),

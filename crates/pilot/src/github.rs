@@ -30,15 +30,11 @@ use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, LOCATION}
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use sortie_core::protocol::pilot::SourceAccess;
 use sortie_http::{error_chain, error_detail};
 use url::Url;
 
-use crate::api::{retrying, without_query, Failure, RetryPolicy};
+use crate::api::{http_client, retrying, without_query, Failure, HttpClient, RetryPolicy};
 use crate::error::PilotError;
 use crate::scrub::Patterns;
 
@@ -97,19 +93,11 @@ pub fn usable_access(
 }
 
 /// Downloads GitHub tarballs: one HTTP(S) client with its limits.
+#[derive(Debug)]
 pub struct TarballClient {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: HttpClient,
     retry: RetryPolicy,
     max_bytes: usize,
-}
-
-impl std::fmt::Debug for TarballClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TarballClient")
-            .field("retry", &self.retry)
-            .field("max_bytes", &self.max_bytes)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Where a download is, and what may be sent there.
@@ -132,12 +120,10 @@ impl TarballClient {
         retry: RetryPolicy,
         max_bytes: usize,
     ) -> Result<Self, PilotError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let connector = sortie_http::connector(url.starts_with("https://"), http)
+        let client = http_client(url.starts_with("https://"))
             .map_err(|e| PilotError::Source(format!("GitHub tarball: {e}")))?;
         Ok(Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client,
             retry,
             max_bytes,
         })

@@ -160,16 +160,27 @@ pub const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 /// A gzipped tar of `entries` (path, body), with git's `pax_global_header` first, as
 /// GitHub's tarballs have.
 pub fn github_tarball(entries: &[(&str, &str)]) -> Vec<u8> {
+    archive(Some(&format!("52 comment={SHA}\n")), entries)
+}
+
+/// A gzipped tar of `entries` (path, body).
+pub fn tar_gz(entries: &[(&str, &str)]) -> Vec<u8> {
+    archive(None, entries)
+}
+
+/// A gzipped tar of `entries`, after a pax global header holding `pax` when given.
+fn archive(pax: Option<&str>, entries: &[(&str, &str)]) -> Vec<u8> {
     let mut builder = tar::Builder::new(Vec::new());
-    let comment = format!("52 comment={SHA}\n");
-    let mut pax = tar::Header::new_ustar();
-    pax.set_entry_type(tar::EntryType::XGlobalHeader);
-    pax.set_size(comment.len() as u64);
-    pax.set_mode(0o666);
-    pax.set_cksum();
-    builder
-        .append_data(&mut pax, "pax_global_header", comment.as_bytes())
-        .unwrap();
+    if let Some(comment) = pax {
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::XGlobalHeader);
+        header.set_size(comment.len() as u64);
+        header.set_mode(0o666);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, "pax_global_header", comment.as_bytes())
+            .unwrap();
+    }
     for (path, body) in entries {
         let mut header = tar::Header::new_gnu();
         header.set_size(body.len() as u64);
@@ -184,6 +195,7 @@ pub fn github_tarball(entries: &[(&str, &str)]) -> Vec<u8> {
     gz.finish().unwrap()
 }
 
+/// Access to `url` with `token`, good for half an hour.
 pub fn access(url: &str, token: &str) -> SourceAccess {
     SourceAccess {
         url: url.to_string(),

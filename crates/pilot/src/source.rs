@@ -266,7 +266,6 @@ pub fn git_env(credentials: Option<&str>, askpass: &Path) -> Vec<(String, String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn scratch(name: &str) -> PathBuf {
         let dir =
@@ -334,19 +333,9 @@ mod tests {
 
     #[test]
     fn checksums_are_verified_and_archives_extracted() {
-        let mut builder = tar::Builder::new(Vec::new());
         let body = b"output \"x\" { value = 1 }\n";
-        let mut header = tar::Header::new_gnu();
-        header.set_size(body.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, "infra/main.tf", &body[..])
-            .unwrap();
-        let tar_bytes = builder.into_inner().unwrap();
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(&tar_bytes).unwrap();
-        let archive = gz.finish().unwrap();
+        let archive =
+            crate::github_fake::tar_gz(&[("infra/main.tf", std::str::from_utf8(body).unwrap())]);
 
         let sum = sha256_hex(&archive);
         verify_checksum(&archive, &sum.to_uppercase(), "b", "k").unwrap();

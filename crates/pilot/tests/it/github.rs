@@ -11,7 +11,7 @@ use sortie_core::{ChangeSummary, Operation, Source, StateStorageConfiguration};
 
 use crate::github_fake::{access, github_tarball, FakeGithub, Reply, SHA};
 use crate::pilot::{
-    commands, create_lock_table, describe, hold_lock, last_line, text, World, TOKEN,
+    commands, create_lock_table, describe, fake_terraform, hold_lock, last_line, text, World, TOKEN,
 };
 
 /// GitHub's tarball path for `acme/infra` at [`SHA`].
@@ -39,12 +39,9 @@ const RECORDING_TERRAFORM: &str = "#!/bin/sh\necho \"$*\" >> \"$FAKE_TF_RECORD\"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_speculative_apply_is_refused_before_any_terraform_command() {
     sortie_testkit::require_aws!();
-    use std::os::unix::fs::PermissionsExt;
     let world = World::new().await;
     let dir = sortie_testkit::scratch_dir("runner-speculative-apply").unwrap();
-    let tool = dir.join("terraform");
-    std::fs::write(&tool, RECORDING_TERRAFORM).unwrap();
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tool = fake_terraform(&dir, RECORDING_TERRAFORM);
     let record = dir.join("record.txt");
 
     for operation in [Operation::Apply, Operation::Destroy] {

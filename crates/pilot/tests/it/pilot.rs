@@ -11,7 +11,6 @@
 //! `PUT /v1/jobs/{id}/tool` (the tool and version the runner chose).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
@@ -583,22 +582,6 @@ pub(crate) fn describe(output: &Output) -> String {
     )
 }
 
-fn tar_gz(entries: &[(String, String)]) -> Vec<u8> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (path, body) in entries {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(body.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, path, body.as_bytes())
-            .unwrap();
-    }
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&builder.into_inner().unwrap()).unwrap();
-    gz.finish().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_then_apply_of_hello_keeps_state_in_s3_and_streams_the_log() {
     sortie_testkit::require_aws!();
@@ -739,7 +722,12 @@ async fn an_s3_archive_source_is_checked_then_planned() {
         .into_iter()
         .map(|(name, body)| (format!("configs/hello/{name}"), body))
         .collect();
-    let archive = tar_gz(&entries);
+    let archive = crate::github_fake::tar_gz(
+        &entries
+            .iter()
+            .map(|(path, body)| (path.as_str(), body.as_str()))
+            .collect::<Vec<_>>(),
+    );
     let key = "sources/hello.tar.gz";
     world
         .s3
@@ -802,6 +790,15 @@ async fn local_state_storage_keeps_one_state_file_per_environment() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `script` as an executable `terraform` in `dir`.
+pub(crate) fn fake_terraform(dir: &std::path::Path, script: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let tool = dir.join("terraform");
+    std::fs::write(&tool, script).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    tool
+}
+
 /// A stand-in for Terraform 1.9 that records its arguments and environment,
 /// takes its time in `init` and answers `show -json` with a plan of its own.
 const FAKE_TERRAFORM_1_9: &str = r#"#!/bin/sh
@@ -818,12 +815,9 @@ esac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts() {
     sortie_testkit::require_aws!();
-    use std::os::unix::fs::PermissionsExt;
     let world = World::new().await;
     let dir = sortie_testkit::scratch_dir("runner-fake-tf").unwrap();
-    let tool = dir.join("terraform");
-    std::fs::write(&tool, FAKE_TERRAFORM_1_9).unwrap();
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tool = fake_terraform(&dir, FAKE_TERRAFORM_1_9);
     let record = dir.join("record.txt");
 
     let spec = world.spec(Operation::Plan, Source::inline(), hello_files());
