@@ -147,7 +147,16 @@ impl TarballClient {
             )));
         }
         let shown = format!("GET {}", without_query(start.as_str()));
-        retrying(&self.retry, &shown, || self.attempt(&start, &access.token))
+        // Each failure scrubbed as it is made: a retried one is logged before the end.
+        let once = || async {
+            self.attempt(&start, &access.token)
+                .await
+                .map_err(|failure| match failure {
+                    Failure::Transient(m) => Failure::Transient(token.scrub_str(&m)),
+                    Failure::Fatal(m) => Failure::Fatal(token.scrub_str(&m)),
+                })
+        };
+        retrying(&self.retry, &shown, once)
             .await
             .map_err(|e| scrubbed(format!("could not download the GitHub tarball: {e}")))
     }

@@ -88,7 +88,8 @@ async fn a_github_token_echoed_in_an_error_never_reaches_the_log_the_output_or_t
     sortie_testkit::require_aws!();
     let world = World::new().await;
     let github = FakeGithub::start().await;
-    github.at(&tarball_path(), Reply::EchoAuthorization(401));
+    // A server error: retried, so each failure is also logged on stderr before the end.
+    github.at(&tarball_path(), Reply::EchoAuthorization(500));
     let token = format!("ghs_{}", sortie_core::tokens::random_hex(16));
     let mut spec = world.spec(Operation::Plan, Source::inline(), BTreeMap::new());
     from_github(&mut spec, &github.url(&tarball_path()), &token, "", true);
@@ -98,7 +99,9 @@ async fn a_github_token_echoed_in_an_error_never_reaches_the_log_the_output_or_t
         .run_configured(&spec.job_id, &spec, TOKEN, |_| {})
         .await;
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
-    // GitHub did get it, and sent it back.
+    // GitHub did get it, and sent it back, at each of the attempts.
+    assert_eq!(github.seen().len(), 3);
+    assert!(text(&output.stderr).contains("call failed; retrying"));
     assert!(github.seen()[0]
         .authorization
         .as_deref()
@@ -118,7 +121,7 @@ async fn a_github_token_echoed_in_an_error_never_reaches_the_log_the_output_or_t
         assert!(!seen.contains(&token), "the token is in the {what}: {seen}");
     }
     assert!(
-        last_line(&log).contains("401 Unauthorized: Bad credentials"),
+        last_line(&log).contains("500 Internal Server Error: Bad credentials"),
         "{log}"
     );
     assert!(reason.contains("Bad credentials"), "{reason}");
