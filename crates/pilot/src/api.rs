@@ -63,7 +63,7 @@ pub enum ExitReported {
 
 /// One failed attempt.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// Worth another try.
     Transient(String),
     /// Final.
@@ -75,8 +75,20 @@ pub struct ApiClient {
     base: String,
     job_id: String,
     token: Secret,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: HttpClient,
     retry: RetryPolicy,
+}
+
+/// The pilot's HTTP(S) client: hyper's legacy client over rustls.
+pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A client for plain HTTP and HTTPS; `https` when HTTPS is needed (then CA certificates
+/// are required: [`sortie_http::connector`]).
+pub(crate) fn http_client(https: bool) -> Result<HttpClient, String> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let connector = sortie_http::connector(https, http)?;
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -96,11 +108,8 @@ impl ApiClient {
 
     /// A client with an explicit retry policy.
     pub fn with_retry(env: &PilotEnv, retry: RetryPolicy) -> Result<Self, PilotError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let connector = sortie_http::connector(env.api_url.starts_with("https://"), http)
-            .map_err(PilotError::Config)?;
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let client =
+            http_client(env.api_url.starts_with("https://")).map_err(PilotError::Config)?;
         Ok(Self {
             base: env.api_url.clone(),
             job_id: env.job_id.clone(),
@@ -359,31 +368,13 @@ impl ApiClient {
         .map_err(PilotError::Api)
     }
 
-    /// Runs `once` until it succeeds, fails for good, or the policy's attempts are spent
-    /// (transient failures wait 0.5, 1, 2, … s between tries); the error is one line.
-    async fn retrying<T, F, Fut>(&self, what: &str, mut once: F) -> Result<T, String>
+    /// [`retrying`] with this client's policy.
+    async fn retrying<T, F, Fut>(&self, what: &str, once: F) -> Result<T, String>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
-        let mut delay = self.retry.first_delay;
-        let attempts = self.retry.attempts.max(1);
-        let mut last = format!("{what} was never attempted");
-        for attempt in 1..=attempts {
-            match once().await {
-                Ok(answer) => return Ok(answer),
-                Err(Failure::Fatal(message)) => return Err(message),
-                Err(Failure::Transient(message)) => {
-                    if attempt < attempts {
-                        tracing::warn!(what, attempt, error = %message, "call failed; retrying");
-                        tokio::time::sleep(delay).await;
-                        delay = delay.saturating_mul(2);
-                    }
-                    last = format!("{message} (gave up after {attempts} attempts)");
-                }
-            }
-        }
-        Err(last)
+        retrying(&self.retry, what, once).await
     }
 
     /// Sends one request and reads its whole answer within the policy's timeout; `what`
@@ -457,6 +448,38 @@ impl ApiClient {
             Err(Failure::Fatal(message))
         }
     }
+}
+
+/// Runs `once` until it succeeds, fails for good, or `policy`'s attempts are spent
+/// (transient failures wait 0.5, 1, 2, … s between tries with the default policy); the
+/// error is one line.
+pub(crate) async fn retrying<T, F, Fut>(
+    policy: &RetryPolicy,
+    what: &str,
+    mut once: F,
+) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    let mut delay = policy.first_delay;
+    let attempts = policy.attempts.max(1);
+    let mut last = format!("{what} was never attempted");
+    for attempt in 1..=attempts {
+        match once().await {
+            Ok(answer) => return Ok(answer),
+            Err(Failure::Fatal(message)) => return Err(message),
+            Err(Failure::Transient(message)) => {
+                if attempt < attempts {
+                    tracing::warn!(what, attempt, error = %message, "call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                }
+                last = format!("{message} (gave up after {attempts} attempts)");
+            }
+        }
+    }
+    Err(last)
 }
 
 /// A presigned request for one object, as the API answers it.

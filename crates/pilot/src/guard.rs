@@ -13,7 +13,7 @@
 //! the configuration, the plan's counts ([`crate::summary`]) and `state list`.
 
 use sortie_core::protocol::pilot::JobSpec;
-use sortie_core::{ChangeSummary, Operation};
+use sortie_core::{ChangeSummary, JobPhase, Operation};
 
 use crate::backend::BACKEND_FILE;
 
@@ -37,11 +37,33 @@ pub fn no_config_reason(path: &str) -> String {
 }
 
 /// The reason to refuse `spec` before anything is fetched or run: a destroy from an
-/// implicit source.
+/// implicit source, or a speculative spec (a pull request's plan, which holds no
+/// environment lock) that asks for anything but a plan: an apply or a destroy, an apply
+/// phase, or a restore (its `state push` writes state). Fail closed: such a spec never
+/// reaches terraform.
 pub fn spec_refusal(spec: &JobSpec) -> Option<String> {
-    (spec.operation == Operation::Destroy && spec.source.is_implicit()).then(|| {
-        "refused: a destroy needs an explicit source, and this job's files were chosen implicitly (the CLI's current folder, no --source); run it again with --source DIR".to_string()
-    })
+    if spec.operation == Operation::Destroy && spec.source.is_implicit() {
+        return Some("refused: a destroy needs an explicit source, and this job's files were chosen implicitly (the CLI's current folder, no --source); run it again with --source DIR".to_string());
+    }
+    if !spec.speculative {
+        return None;
+    }
+    let what = if spec.operation != Operation::Plan {
+        format!(
+            "{} {}",
+            sortie_core::job::a_or_an(spec.operation.as_str()),
+            spec.operation.as_str()
+        )
+    } else if spec.phase == Some(JobPhase::Apply) || spec.saved_plan_url.is_some() {
+        "an apply phase".to_string()
+    } else if spec.restore_state_url.is_some() {
+        "a restore (it writes state)".to_string()
+    } else {
+        return None;
+    };
+    Some(format!(
+        "refused: a speculative job (a pull request's plan) holds no environment lock and may only plan, and this spec asks for {what}; nothing was run"
+    ))
 }
 
 /// True when one of the configuration files (name, text) declares a resource or calls a
@@ -253,5 +275,45 @@ mod tests {
             apply_refusal(&facts(true, true, plan(1, 0, 0), Some(0))),
             None
         );
+    }
+
+    /// A spec of `operation`, speculative or not, from a GitHub commit.
+    fn spec_of(operation: &str, speculative: bool) -> JobSpec {
+        serde_json::from_value(serde_json::json!({
+            "job_id": "01jnx6v4k2m8q9r3s5t7w0y1za",
+            "environment": "acme/web/prod",
+            "operation": operation,
+            "source": {"type": "github", "repository": "acme/infra", "commit": "0123456789abcdef0123456789abcdef01234567"},
+            "state_storage": {"type": "local", "directory": "/tmp/state"},
+            "speculative": speculative,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_speculative_spec_may_only_plan() {
+        assert_eq!(spec_refusal(&spec_of("plan", true)), None);
+        for operation in ["apply", "destroy"] {
+            let reason = spec_refusal(&spec_of(operation, true)).unwrap();
+            assert!(
+                reason.contains("speculative") && reason.contains(operation),
+                "{reason}"
+            );
+            // Not speculative: nothing to refuse here.
+            assert_eq!(spec_refusal(&spec_of(operation, false)), None);
+        }
+        let mut phase = spec_of("plan", true);
+        phase.phase = Some(JobPhase::Apply);
+        assert!(spec_refusal(&phase).unwrap().contains("apply phase"));
+        let mut saved = spec_of("plan", true);
+        saved.saved_plan_url = Some("https://b.s3/plan.tfplan".into());
+        assert!(spec_refusal(&saved).unwrap().contains("apply phase"));
+        let mut restore = spec_of("plan", true);
+        restore.restore_state_url = Some("https://b.s3/state".into());
+        assert!(spec_refusal(&restore).unwrap().contains("restore"));
+        let mut planned = spec_of("plan", true);
+        planned.phase = Some(JobPhase::Plan);
+        planned.detailed_exitcode = true;
+        assert_eq!(spec_refusal(&planned), None);
     }
 }

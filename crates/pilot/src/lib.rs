@@ -15,8 +15,9 @@
 //!    `/opt/sortie/tools`) and on `PATH`, failing at once, naming every version it has,
 //!    when none does. It reads the binary's version ([`version`]) and reports it to the
 //!    API (`PUT /v1/jobs/{id}/tool`, best effort);
-//! 4. fetches the source (git, an S3 tar.gz with its checksum verified, or
-//!    nothing for `inline`) and writes the job's files and variables
+//! 4. fetches the source (git, an S3 tar.gz with its checksum verified, GitHub's tarball
+//!    of one commit with the spec's short-lived token ([`github`]), or nothing for
+//!    `inline`) and writes the job's files and variables
 //!    ([`source`]), and writes the backend configuration that version understands
 //!    ([`backend`]); a configuration with no `.tf` file of its own, and a destroy from an
 //!    implicit source, are refused ([`guard`]);
@@ -27,7 +28,9 @@
 //!    (`-destroy` for a destroy), then `apply plan.tfplan`; a reviewed job's plan phase
 //!    stops after the plan, and its apply phase downloads the saved plan from the spec's
 //!    presigned `saved_plan_url` and applies it. A drift check plans with
-//!    `-detailed-exitcode` (exit code 2, changes present, is a success). An apply whose plan
+//!    `-detailed-exitcode` (exit code 2, changes present, is a success). A speculative job
+//!    (a pull request's plan) plans with `-lock=false` and may do nothing else: any other
+//!    speculative spec is refused before anything runs ([`guard::spec_refusal`]). An apply whose plan
 //!    would empty the state from an empty configuration, or from an implicit source, is
 //!    refused before anything is applied ([`guard::apply_refusal`]);
 //! 6. uploads the plan (when nothing was applied), a change summary ([`summary`]; with
@@ -51,6 +54,9 @@ pub mod backend;
 pub mod declarations;
 pub mod env;
 pub mod error;
+pub mod github;
+#[cfg(test)]
+mod github_fake;
 pub mod guard;
 pub mod log;
 pub mod objects;

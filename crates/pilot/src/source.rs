@@ -154,6 +154,56 @@ pub fn extract_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), PilotError> {
         .map_err(|e| PilotError::Source(format!("could not extract the source archive: {e}")))
 }
 
+/// The most top-level entries an error about a GitHub tarball names.
+const LISTED_ENTRIES_MAX: usize = 5;
+
+/// Extracts GitHub's tarball of a commit into `root`, without its one top-level directory
+/// (`<owner>-<repo>-<short sha>/`): unpacked into `scratch` with [`extract_tar_gz`] (its
+/// safety rules, and its skipping of the `pax_global_header` git writes), which must then
+/// hold exactly one entry, a directory, which becomes `root`. Anything else is refused.
+pub fn extract_github_tarball(bytes: &[u8], scratch: &Path, root: &Path) -> Result<(), PilotError> {
+    extract_tar_gz(bytes, scratch)?;
+    let read_err = |e: std::io::Error| {
+        PilotError::Source(format!("could not read the extracted GitHub tarball: {e}"))
+    };
+    let mut names = Vec::new();
+    let mut count = 0usize;
+    for entry in std::fs::read_dir(scratch).map_err(read_err)? {
+        let entry = entry.map_err(read_err)?;
+        count += 1;
+        if names.len() < LISTED_ENTRIES_MAX {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let top = match (count, names.first()) {
+        (1, Some(name)) if scratch.join(name).is_dir() => scratch.join(name),
+        (0, _) => {
+            return Err(PilotError::Source(
+                "the GitHub tarball is empty: it has no top-level directory".into(),
+            ))
+        }
+        _ => {
+            let more = if count > names.len() { ", ..." } else { "" };
+            return Err(PilotError::Source(format!(
+                "the GitHub tarball has {count} top-level entries ({}{more}); GitHub's tarball of a commit has exactly one directory, <owner>-<repo>-<short sha>/",
+                names.join(", ")
+            )));
+        }
+    };
+    if let Some(parent) = root.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            PilotError::Source(format!("could not create {}: {e}", parent.display()))
+        })?;
+    }
+    std::fs::rename(&top, root).map_err(|e| {
+        PilotError::Source(format!(
+            "could not move the GitHub tarball's directory to {}: {e}",
+            root.display()
+        ))
+    })
+}
+
 /// Whether a git ref looks like a commit id (7 to 40 hex digits) rather than
 /// a branch or tag.
 pub fn looks_like_commit(git_ref: &str) -> bool {
@@ -216,7 +266,6 @@ pub fn git_env(credentials: Option<&str>, askpass: &Path) -> Vec<(String, String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn scratch(name: &str) -> PathBuf {
         let dir =
@@ -284,19 +333,9 @@ mod tests {
 
     #[test]
     fn checksums_are_verified_and_archives_extracted() {
-        let mut builder = tar::Builder::new(Vec::new());
         let body = b"output \"x\" { value = 1 }\n";
-        let mut header = tar::Header::new_gnu();
-        header.set_size(body.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, "infra/main.tf", &body[..])
-            .unwrap();
-        let tar_bytes = builder.into_inner().unwrap();
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(&tar_bytes).unwrap();
-        let archive = gz.finish().unwrap();
+        let archive =
+            crate::github_fake::tar_gz(&[("infra/main.tf", std::str::from_utf8(body).unwrap())]);
 
         let sum = sha256_hex(&archive);
         verify_checksum(&archive, &sum.to_uppercase(), "b", "k").unwrap();
@@ -381,5 +420,68 @@ mod tests {
             git_env(None, Path::new("/x")),
             [("GIT_TERMINAL_PROMPT".to_string(), "0".to_string())]
         );
+    }
+
+    #[test]
+    fn a_github_tarball_loses_its_one_top_level_directory_and_its_path_selects_a_folder() {
+        use crate::github_fake::github_tarball;
+        let archive = github_tarball(&[
+            ("acme-infra-0123456/README.md", "# infra\n"),
+            (
+                "acme-infra-0123456/stacks/app/main.tf",
+                "output \"x\" { value = 1 }\n",
+            ),
+            ("acme-infra-0123456/stacks/db/main.tf", "# db\n"),
+        ]);
+        let dir = scratch("github");
+        let root = dir.join("src");
+        extract_github_tarball(&archive, &dir.join("tarball"), &root).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("README.md")).unwrap(),
+            "# infra\n"
+        );
+        assert!(!root.join("pax_global_header").exists());
+        assert!(!root.join("acme-infra-0123456").exists());
+        let app = config_dir(&root, "stacks/app").unwrap();
+        assert_eq!(app, root.join("stacks/app"));
+        assert_eq!(
+            own_config_files(&app).unwrap(),
+            [(
+                "main.tf".to_string(),
+                "output \"x\" { value = 1 }\n".to_string()
+            )]
+        );
+        assert!(config_dir(&root, "stacks/none").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_github_tarball_without_exactly_one_top_level_directory_is_refused() {
+        use crate::github_fake::github_tarball;
+        let dir = scratch("github-bad");
+        let cases: [(&[(&str, &str)], &str); 3] = [
+            (
+                &[
+                    ("acme-infra-0123456/main.tf", "#\n"),
+                    ("evil/main.tf", "#\n"),
+                ],
+                "2 top-level entries (acme-infra-0123456, evil)",
+            ),
+            (&[("main.tf", "#\n")], "1 top-level entries (main.tf)"),
+            (&[], "empty"),
+        ];
+        for (i, (entries, expected)) in cases.into_iter().enumerate() {
+            let root = dir.join(format!("src{i}"));
+            let err = extract_github_tarball(
+                &github_tarball(entries),
+                &dir.join(format!("tarball{i}")),
+                &root,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(expected), "{err}");
+            assert!(!root.exists(), "nothing becomes the source: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -96,9 +96,13 @@ pub(super) async fn report_exit(
     }
 }
 
-/// The job as the log names it: `apply`, `apply (plan phase)`, `plan (drift check)`.
+/// The job as the log names it: `apply`, `apply (plan phase)`, `plan (drift check)`,
+/// `plan (speculative: no state lock)`.
 pub fn job_label(spec: &JobSpec) -> String {
     let operation = spec.operation.as_str();
+    if spec.speculative {
+        return format!("{operation} (speculative: no state lock)");
+    }
     match (spec.phase, spec.detailed_exitcode) {
         (Some(phase), _) => format!("{operation} ({} phase)", phase.as_str()),
         (None, true) => format!("{operation} (drift check)"),

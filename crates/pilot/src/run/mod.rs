@@ -40,7 +40,10 @@ use tool::{
     outputs, state_resources, state_stamp, summarize_plan, summarize_text, upload_artifact,
     Redaction, Tool,
 };
-use workspace::{absolute_storage, add_runner_secrets, fetch_source, secret_names, RunnerSecrets};
+use workspace::{
+    absolute_storage, add_runner_secrets, add_source_secrets, fetch_source, secret_names,
+    RunnerSecrets,
+};
 
 /// Runs the job described by `env`: fetch the spec, lay out the source, run
 /// terraform, ship the log, upload and report the summary.
@@ -96,6 +99,8 @@ async fn run_job(
     // gives; into the secret set before anything could print them.
     let runner_secrets =
         add_runner_secrets(&spec, |name| std::env::var(name).ok(), &Secrets::process());
+    // A `github` source's token too.
+    add_source_secrets(&spec, &Secrets::process());
 
     // A second phase continues the job's log where the first phase's ended.
     let sink = LogSink::starting_at(true, spec.log_offset);
@@ -216,7 +221,12 @@ async fn execute(
     if let Some(reason) = guard::spec_refusal(spec) {
         return Err(PilotError::Refused(reason));
     }
-    let steps = terraform::job_steps(spec.operation, spec.phase, spec.detailed_exitcode)?;
+    let steps = terraform::job_steps(
+        spec.operation,
+        spec.phase,
+        spec.detailed_exitcode,
+        spec.speculative,
+    )?;
     let saved_plan_url = saved_plan_url(spec)?;
     let request = ToolRequest::new(spec.tool, spec.version.as_deref())?;
 

@@ -1,5 +1,5 @@
-//! The job's workspace: the source (inline, an S3 archive, git), the job's secrets and the
-//! state storage's directory.
+//! The job's workspace: the source (inline, an S3 archive, git, a GitHub commit), the
+//! job's secrets and the state storage's directory.
 
 use std::path::Path;
 
@@ -7,9 +7,13 @@ use sortie_core::protocol::pilot::JobSpec;
 use sortie_core::runner::LocalStorage;
 use sortie_core::{Source, StateStorageConfiguration};
 
+use chrono::Utc;
+
 use super::{blocking, PREFIX};
+use crate::api::without_query;
 use crate::env::{check_env_name, PilotEnv, PRIVATE_VARS};
 use crate::error::PilotError;
+use crate::github;
 use crate::log::LogSink;
 use crate::objects::{ObjectRef, ObjectStore};
 use crate::scrub::Secrets;
@@ -65,6 +69,14 @@ pub(crate) fn add_runner_secrets(
         }
     }
     found
+}
+
+/// Adds the token of the spec's `source_access` (a `github` source's) to `secrets`, the one
+/// set every exit scrubs: called as soon as the spec arrives, before anything is logged.
+pub(crate) fn add_source_secrets(spec: &JobSpec, secrets: &Secrets) {
+    if let Some(access) = &spec.source_access {
+        secrets.add([access.token.as_str()]);
+    }
 }
 
 /// The storage with a relative `local` directory made absolute (terraform runs
@@ -123,6 +135,28 @@ pub(super) async fn fetch_source(
             ));
             let dest = root.to_path_buf();
             blocking(move || source::extract_tar_gz(&bytes, &dest)).await?;
+            Ok(path.clone())
+        }
+        Source::Github { path, .. } => {
+            let access = github::usable_access(spec.source_access.as_ref(), Utc::now())?;
+            // Already there since the spec arrived; again here, so that this function
+            // never logs before its token is a secret.
+            sink.secrets().add([access.token.as_str()]);
+            sink.line(&format!(
+                "{PREFIX} fetching {} ({})",
+                spec.source.label(),
+                without_query(&access.url)
+            ));
+            let bytes = github::TarballClient::new(&access.url)?
+                .download(access)
+                .await?;
+            sink.line(&format!(
+                "{PREFIX} {} bytes, sha256 {}; extracting",
+                bytes.len(),
+                source::sha256_hex(&bytes)
+            ));
+            let (scratch, dest) = (work.join(GITHUB_SCRATCH), root.to_path_buf());
+            blocking(move || source::extract_github_tarball(&bytes, &scratch, &dest)).await?;
             Ok(path.clone())
         }
         Source::Git {
@@ -188,6 +222,10 @@ pub(super) async fn fetch_source(
         }
     }
 }
+
+/// Where a GitHub tarball is unpacked, inside the job's directory, before its one
+/// top-level directory becomes the source's root.
+const GITHUB_SCRATCH: &str = "github-tarball";
 
 fn write_askpass(path: &Path) -> Result<(), PilotError> {
     std::fs::write(path, source::ASKPASS_SCRIPT).map_err(|e| {

@@ -1,6 +1,6 @@
 //! Unit tests of the runner's own secrets (issue 41, gap 1): a value the runner injected
 //! into the pilot's environment, named by the spec, never reaches the log, `outputs.json`
-//! or a failure reason.
+//! or a failure reason; and of a `github` source (issue 42), fetched from a fake GitHub.
 
 use std::collections::BTreeMap;
 
@@ -149,4 +149,143 @@ fn absent_or_malformed_names_are_noted_never_read_and_never_an_error() {
     // No name, nothing read.
     let none = add_runner_secrets(&spec(&[]), |_| panic!("nothing to read"), &secrets);
     assert_eq!(none, RunnerSecrets::default());
+}
+
+// ---- A `github` source (issue 42): fetched with the spec's token, which never shows. ----
+
+mod github_source {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::github_fake::{access, github_tarball, FakeGithub, Reply, SHA};
+    use crate::objects::MemoryObjects;
+
+    /// A speculative plan of `acme/infra` at [`SHA`], `path` inside it, with `access`.
+    fn github_spec(
+        path: &str,
+        access: Option<sortie_core::protocol::pilot::SourceAccess>,
+    ) -> JobSpec {
+        let mut spec = spec(&[]);
+        spec.source = Source::Github {
+            repository: "acme/infra".into(),
+            commit: SHA.into(),
+            path: path.into(),
+        };
+        spec.source_access = access;
+        spec.speculative = true;
+        spec
+    }
+
+    fn env() -> PilotEnv {
+        PilotEnv::from_lookup(|name| match name {
+            crate::env::API_URL => Some("http://127.0.0.1:9".into()),
+            crate::env::JOB_ID => Some("01jnx6v4k2m8q9r3s5t7w0y1za".into()),
+            crate::env::JOB_TOKEN => Some("job-token".into()),
+            _ => None,
+        })
+        .unwrap()
+    }
+
+    /// Runs `fetch_source` for `spec` in a fresh directory: its result, the log it wrote
+    /// (scrubbed of `secrets`, as the run's sink is), and the source's root.
+    async fn fetch(
+        spec: &JobSpec,
+        secrets: &Secrets,
+    ) -> (Result<String, PilotError>, Vec<u8>, PathBuf) {
+        let work = std::env::temp_dir().join(format!(
+            "sortie-pilot-github-{}-{}",
+            std::process::id(),
+            sortie_core::tokens::random_hex(4)
+        ));
+        std::fs::create_dir_all(&work).unwrap();
+        let root = work.join("src");
+        let sink = LogSink::scrubbed(false, 0, secrets.clone());
+        let result = fetch_source(&env(), spec, &sink, &MemoryObjects::new(), &work, &root).await;
+        sink.end();
+        let store = MemoryUploads::new();
+        sink.flush_to(&store).await.unwrap();
+        let log = store
+            .of(UploadKind::Log)
+            .into_iter()
+            .flat_map(|(_, chunk)| chunk)
+            .collect();
+        (result, log, root)
+    }
+
+    #[tokio::test]
+    async fn the_commit_is_fetched_into_the_root_and_its_path_selects_the_configuration() {
+        let github = FakeGithub::start().await;
+        let tarball = github_tarball(&[
+            (
+                "acme-infra-0123456/stacks/app/main.tf",
+                "output \"x\" { value = 1 }\n",
+            ),
+            ("acme-infra-0123456/stacks/db/main.tf", "# db\n"),
+        ]);
+        github.at("/repos/acme/infra/tarball/x", Reply::Body(tarball));
+        let spec = github_spec(
+            "stacks/app",
+            Some(access(
+                &github.url("/repos/acme/infra/tarball/x"),
+                "ghs_fetch_token",
+            )),
+        );
+        let (result, log, root) = fetch(&spec, &Secrets::new()).await;
+        let path = result.unwrap();
+        assert_eq!(path, "stacks/app");
+        let dir = crate::source::config_dir(&root, &path).unwrap();
+        assert_eq!(
+            crate::source::own_config_files(&dir).unwrap(),
+            [(
+                "main.tf".to_string(),
+                "output \"x\" { value = 1 }\n".to_string()
+            )]
+        );
+        let log = String::from_utf8(log).unwrap();
+        assert!(
+            log.contains("fetching github:acme/infra@0123456/stacks/app"),
+            "{log}"
+        );
+        let _ = std::fs::remove_dir_all(root.parent().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_token_echoed_by_github_never_reaches_the_log_or_the_error() {
+        let github = FakeGithub::start().await;
+        github.at("/repos/acme/infra/tarball/x", Reply::EchoAuthorization(401));
+        let token = format!("ghs_echo_{}", sortie_core::tokens::random_hex(8));
+        let spec = github_spec(
+            "",
+            Some(access(&github.url("/repos/acme/infra/tarball/x"), &token)),
+        );
+        // As the run does when the spec arrives.
+        let secrets = Secrets::new();
+        add_source_secrets(&spec, &secrets);
+        let (result, log, _) = fetch(&spec, &secrets).await;
+        let err = result.unwrap_err();
+        assert!(!contains(&log, &token), "{}", String::from_utf8_lossy(&log));
+        for text in [err.to_string(), format!("{err:?}"), err.reason()] {
+            assert!(!text.contains(&token), "{text}");
+            assert!(text.contains("Bad credentials"), "{text}");
+        }
+        // The fake did see it: the token was sent, and echoed.
+        assert!(github.seen()[0]
+            .authorization
+            .as_deref()
+            .is_some_and(|a| a.ends_with(&token)));
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_expired_access_fails_before_any_request() {
+        let github = FakeGithub::start().await;
+        let (result, _, _) = fetch(&github_spec("", None), &Secrets::new()).await;
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("no source_access"), "{err}");
+        let mut expired = access(&github.url("/repos/acme/infra/tarball/x"), "ghs_old");
+        expired.expires_at = chrono::Utc::now() - chrono::Duration::seconds(1);
+        let (result, _, _) = fetch(&github_spec("", Some(expired)), &Secrets::new()).await;
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("expired"), "{err}");
+        assert!(github.seen().is_empty());
+    }
 }

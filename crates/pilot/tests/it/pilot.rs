@@ -11,7 +11,6 @@
 //! `PUT /v1/jobs/{id}/tool` (the tool and version the runner chose).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
@@ -32,7 +31,7 @@ use sortie_core::{
 use sortie_store::{Artifacts, S3Artifacts};
 use sortie_testkit::{s3_client, sdk_config, unique, REGION};
 
-const TOKEN: &str = "job-token-for-tests";
+pub(crate) const TOKEN: &str = "job-token-for-tests";
 
 /// What the fake API serves and what it was told.
 #[derive(Clone, Default)]
@@ -61,9 +60,9 @@ struct ApiState {
 
 /// One exit report and what the fake API knew when it arrived.
 #[derive(Debug, Clone)]
-struct ExitSeen {
+pub(crate) struct ExitSeen {
     /// The body, decoded as the API does (unknown fields refused).
-    exit: PilotExit,
+    pub(crate) exit: PilotExit,
     /// The summary had been reported before it.
     after_summary: bool,
     /// The job's log chunks in the bucket when it arrived.
@@ -270,7 +269,7 @@ async fn put_state(
     StatusCode::NO_CONTENT
 }
 
-struct FakeApi {
+pub(crate) struct FakeApi {
     url: String,
     state: ApiState,
 }
@@ -298,7 +297,7 @@ impl FakeApi {
         Self { url, state }
     }
 
-    fn add(&self, spec: &JobSpec) {
+    pub(crate) fn add(&self, spec: &JobSpec) {
         self.state
             .specs
             .lock()
@@ -306,7 +305,7 @@ impl FakeApi {
             .insert(spec.job_id.to_string(), spec.clone());
     }
 
-    fn summary(&self, job_id: &str) -> Option<ChangeSummary> {
+    pub(crate) fn summary(&self, job_id: &str) -> Option<ChangeSummary> {
         self.state.summaries.lock().unwrap().get(job_id).copied()
     }
 
@@ -345,7 +344,7 @@ impl FakeApi {
             .unwrap()
     }
 
-    fn exits(&self, job_id: &str) -> Vec<ExitSeen> {
+    pub(crate) fn exits(&self, job_id: &str) -> Vec<ExitSeen> {
         self.state
             .exits
             .lock()
@@ -357,15 +356,15 @@ impl FakeApi {
 }
 
 /// Buckets and a fake API for one test.
-struct World {
-    api: FakeApi,
+pub(crate) struct World {
+    pub(crate) api: FakeApi,
     s3: aws_sdk_s3::Client,
     state_bucket: String,
     logs_bucket: String,
 }
 
 impl World {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let s3 = s3_client(&sdk_config().await);
         let state_bucket = unique("runner-state");
         let logs_bucket = unique("runner-logs");
@@ -381,7 +380,7 @@ impl World {
     }
 
     /// A job of `operation` on `acme/payments/dev` with s3 state storage.
-    fn spec(
+    pub(crate) fn spec(
         &self,
         operation: Operation,
         source: Source,
@@ -415,6 +414,8 @@ impl World {
             saved_plan_url: None,
             restore_state_url: None,
             detailed_exitcode: false,
+            source_access: None,
+            speculative: false,
             tool: None,
             version: None,
             log_offset: 0,
@@ -440,7 +441,7 @@ impl World {
     }
 
     /// [`Self::run_as`], with `configure` given the command last (to change its environment).
-    async fn run_configured(
+    pub(crate) async fn run_configured(
         &self,
         job_id: &str,
         spec: &JobSpec,
@@ -491,7 +492,7 @@ impl World {
         self.object_in(&self.logs_bucket, key).await
     }
 
-    async fn object_in(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
+    pub(crate) async fn object_in(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
         let out = self
             .s3
             .get_object()
@@ -504,7 +505,7 @@ impl World {
     }
 
     /// The job's log: its chunks in key order, checked to tile the log exactly.
-    async fn log(&self, spec: &JobSpec) -> String {
+    pub(crate) async fn log(&self, spec: &JobSpec) -> String {
         self.log_from(spec, 0).await
     }
 
@@ -546,7 +547,7 @@ impl World {
     }
 }
 
-fn hello_files() -> BTreeMap<String, String> {
+pub(crate) fn hello_files() -> BTreeMap<String, String> {
     let dir = sortie_testkit::example_dir("hello");
     std::fs::read_dir(&dir)
         .unwrap()
@@ -561,40 +562,24 @@ fn hello_files() -> BTreeMap<String, String> {
         .collect()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn last_line(text: &str) -> &str {
+pub(crate) fn last_line(text: &str) -> &str {
     text.lines()
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
 }
 
-fn describe(output: &Output) -> String {
+pub(crate) fn describe(output: &Output) -> String {
     format!(
         "status {}\n--- stdout\n{}\n--- stderr\n{}",
         output.status,
         text(&output.stdout),
         text(&output.stderr)
     )
-}
-
-fn tar_gz(entries: &[(String, String)]) -> Vec<u8> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (path, body) in entries {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(body.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, path, body.as_bytes())
-            .unwrap();
-    }
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&builder.into_inner().unwrap()).unwrap();
-    gz.finish().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -737,7 +722,12 @@ async fn an_s3_archive_source_is_checked_then_planned() {
         .into_iter()
         .map(|(name, body)| (format!("configs/hello/{name}"), body))
         .collect();
-    let archive = tar_gz(&entries);
+    let archive = crate::github_fake::tar_gz(
+        &entries
+            .iter()
+            .map(|(path, body)| (path.as_str(), body.as_str()))
+            .collect::<Vec<_>>(),
+    );
     let key = "sources/hello.tar.gz";
     world
         .s3
@@ -800,6 +790,15 @@ async fn local_state_storage_keeps_one_state_file_per_environment() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `script` as an executable `terraform` in `dir`.
+pub(crate) fn fake_terraform(dir: &std::path::Path, script: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let tool = dir.join("terraform");
+    std::fs::write(&tool, script).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    tool
+}
+
 /// A stand-in for Terraform 1.9 that records its arguments and environment,
 /// takes its time in `init` and answers `show -json` with a plan of its own.
 const FAKE_TERRAFORM_1_9: &str = r#"#!/bin/sh
@@ -816,12 +815,9 @@ esac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_current_terraform_gets_the_new_backend_options_and_show_json_counts() {
     sortie_testkit::require_aws!();
-    use std::os::unix::fs::PermissionsExt;
     let world = World::new().await;
     let dir = sortie_testkit::scratch_dir("runner-fake-tf").unwrap();
-    let tool = dir.join("terraform");
-    std::fs::write(&tool, FAKE_TERRAFORM_1_9).unwrap();
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tool = fake_terraform(&dir, FAKE_TERRAFORM_1_9);
     let record = dir.join("record.txt");
 
     let spec = world.spec(Operation::Plan, Source::inline(), hello_files());
@@ -1239,7 +1235,7 @@ async fn artifact(world: &World, spec: &JobSpec, name: &str) -> Option<Vec<u8>> 
 }
 
 /// The lines the runner wrote for the commands it ran (`$ terraform ...`), in order.
-fn commands(log: &str) -> Vec<&str> {
+pub(crate) fn commands(log: &str) -> Vec<&str> {
     log.lines()
         .filter_map(|l| l.strip_prefix("sortie-pilot: $ "))
         .collect()
@@ -1639,19 +1635,19 @@ async fn a_drift_check_with_terraform_1_0_3_reports_whether_the_state_has_drifte
 }
 
 /// A terraform process that holds the state lock until its stdin closes.
-struct LockHolder {
+pub(crate) struct LockHolder {
     child: std::process::Child,
     /// Its stdout and stderr as they come.
     output: Arc<Mutex<String>>,
 }
 
 impl LockHolder {
-    /// Starts `terraform apply` (no -auto-approve) in `dir`, and waits until it prompts
-    /// for approval, holding the lock.
-    fn start(dir: &std::path::Path) -> Self {
+    /// Starts `terraform apply` (no -auto-approve) of `bin` in `dir`, and waits until it
+    /// prompts for approval, holding the lock.
+    pub(crate) fn start(bin: &std::path::Path, dir: &std::path::Path) -> Self {
         use std::io::Read;
         use std::process::Stdio;
-        let mut child = Command::new(sortie_testkit::terraform1_bin())
+        let mut child = Command::new(bin)
             .args(["apply", "-no-color"])
             .current_dir(dir)
             .env("CHECKPOINT_DISABLE", "1")
@@ -1701,7 +1697,7 @@ impl LockHolder {
 
     /// Closes its stdin (no answer: the apply is cancelled and the lock released), reaps
     /// it, and returns its exit status and output.
-    fn release(mut self) -> (std::process::ExitStatus, String) {
+    pub(crate) fn release(mut self) -> (std::process::ExitStatus, String) {
         drop(self.child.stdin.take());
         let status = self.child.wait().unwrap();
         // Let the readers drain what the process wrote last.
@@ -1711,13 +1707,65 @@ impl LockHolder {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_lock_error() {
-    sortie_testkit::require_aws!();
+/// Another terraform (`bin`, at `version`) with the pilot's own backend set-up for `spec`'s
+/// environment and state storage, applying `files` (which must plan changes) and waiting
+/// at its approval prompt, holding the state lock. Its directory is returned to be
+/// removed.
+pub(crate) async fn hold_lock(
+    bin: PathBuf,
+    version: sortie_pilot::version::ToolVersion,
+    spec: &JobSpec,
+    files: BTreeMap<String, String>,
+) -> (LockHolder, PathBuf) {
+    let dir = sortie_testkit::scratch_dir("runner-lock-holder").unwrap();
+    for (name, body) in files {
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+    let setup = sortie_pilot::backend::backend_setup(
+        &version,
+        &spec.state_storage,
+        &spec.environment,
+        spec.state_key.as_deref(),
+        Some(&sortie_testkit::endpoint()),
+    )
+    .unwrap();
+    if let StateStorageConfiguration::S3(S3Storage {
+        dynamodb_table: Some(table),
+        ..
+    }) = &spec.state_storage
+    {
+        assert!(
+            setup
+                .init_args
+                .iter()
+                .any(|a| a == &format!("-backend-config=dynamodb_table={table}")),
+            "{:?}",
+            setup.init_args
+        );
+    }
+    std::fs::write(dir.join(sortie_pilot::backend::BACKEND_FILE), &setup.file).unwrap();
+    let init = Command::new(&bin)
+        .args(["init", "-input=false", "-no-color"])
+        .args(&setup.init_args)
+        .current_dir(&dir)
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", describe(&init));
+    let holder = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || LockHolder::start(&bin, &dir))
+            .await
+            .unwrap()
+    };
+    (holder, dir)
+}
+
+/// A new DynamoDB table for Terraform's S3 state locks (key `LockID`), on moto.
+pub(crate) async fn create_lock_table() -> String {
     use aws_sdk_dynamodb::types::{
         AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     };
-    let world = World::new().await;
     let table = unique("runner-locks");
     sortie_testkit::dynamodb_client(&sdk_config().await)
         .create_table()
@@ -1740,6 +1788,14 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
         .send()
         .await
         .unwrap();
+    table
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_lock_error() {
+    sortie_testkit::require_aws!();
+    let world = World::new().await;
+    let table = create_lock_table().await;
     let mut spec = world.spec(Operation::Apply, Source::inline(), hello_files());
     if let StateStorageConfiguration::S3(s3) = &mut spec.state_storage {
         s3.dynamodb_table = Some(table.clone());
@@ -1747,41 +1803,13 @@ async fn a_state_locked_in_dynamodb_by_another_terraform_fails_the_job_with_the_
 
     // Another terraform, with the runner's own backend set-up for the same environment,
     // waits at its approval prompt holding the lock.
-    let dir = sortie_testkit::scratch_dir("runner-lock-holder").unwrap();
-    for (name, body) in hello_files() {
-        std::fs::write(dir.join(name), body).unwrap();
-    }
-    let setup = sortie_pilot::backend::backend_setup(
-        &sortie_pilot::version::ToolVersion::terraform(1, 0, 3),
-        &spec.state_storage,
-        &spec.environment,
-        spec.state_key.as_deref(),
-        Some(&sortie_testkit::endpoint()),
+    let (holder, dir) = hold_lock(
+        sortie_testkit::terraform1_bin(),
+        sortie_pilot::version::ToolVersion::terraform(1, 0, 3),
+        &spec,
+        hello_files(),
     )
-    .unwrap();
-    assert!(
-        setup
-            .init_args
-            .iter()
-            .any(|a| a == &format!("-backend-config=dynamodb_table={table}")),
-        "{:?}",
-        setup.init_args
-    );
-    std::fs::write(dir.join(sortie_pilot::backend::BACKEND_FILE), &setup.file).unwrap();
-    let init = Command::new(sortie_testkit::terraform1_bin())
-        .args(["init", "-input=false", "-no-color"])
-        .args(&setup.init_args)
-        .current_dir(&dir)
-        .env("CHECKPOINT_DISABLE", "1")
-        .output()
-        .unwrap();
-    assert!(init.status.success(), "{}", describe(&init));
-    let holder = {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || LockHolder::start(&dir))
-            .await
-            .unwrap()
-    };
+    .await;
 
     let output = world.run_tf1(&spec).await;
     let (held_status, held) = holder.release();
