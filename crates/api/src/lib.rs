@@ -84,6 +84,44 @@ pub struct AppState {
     /// How the console served under `/` signs in: local tokens in `sortie dev`, OIDC against
     /// the authorizer's issuer in AWS.
     pub console: ConsoleConfig,
+    /// Pull requests: each connection's host, where webhook work goes, and the webhook
+    /// secrets read lately (`None`: this deployment takes no webhooks, and the
+    /// pull-request routes answer 503 saying so).
+    pub pulls: Option<PullParts>,
+}
+
+/// What the pull-request routes need beyond the store.
+#[derive(Clone)]
+pub struct PullParts {
+    /// Each connection's host (GitHub).
+    pub hosts: Arc<dyn sortie_lifecycle::pull_requests::CodeHosts>,
+    /// Where a verified delivery's work goes.
+    pub queue: Arc<dyn sortie_store::PullQueue>,
+    /// The console's URL, for the links of checks and comments.
+    pub console_url: String,
+    /// Webhook secrets read from Secrets Manager, by organisation, for at most
+    /// [`WEBHOOK_SECRET_TTL`]: a burst of deliveries reads the secret once.
+    pub webhook_secrets: Arc<std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>>,
+}
+
+/// How long an instance keeps a connection's webhook secret: a new secret (a reconnect)
+/// is used by every instance within this time.
+pub const WEBHOOK_SECRET_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl PullParts {
+    /// Parts over `hosts` and `queue`, linking to the console at `console_url`.
+    pub fn new(
+        hosts: Arc<dyn sortie_lifecycle::pull_requests::CodeHosts>,
+        queue: Arc<dyn sortie_store::PullQueue>,
+        console_url: impl Into<String>,
+    ) -> Self {
+        Self {
+            hosts,
+            queue,
+            console_url: console_url.into(),
+            webhook_secrets: Default::default(),
+        }
+    }
 }
 
 impl AppState {
@@ -100,6 +138,17 @@ impl AppState {
     /// The policy set service over this state's store.
     pub fn policy_sets(&self) -> sortie_lifecycle::PolicySets {
         sortie_lifecycle::PolicySets::new(self.store.clone())
+    }
+
+    /// The pull-request service, when this deployment has one.
+    pub fn pull_requests(&self) -> Option<sortie_lifecycle::pull_requests::PullRequests> {
+        self.pulls
+            .as_ref()
+            .map(|p| sortie_lifecycle::pull_requests::PullRequests {
+                jobs: self.jobs.clone(),
+                hosts: p.hosts.clone(),
+                console_url: p.console_url.clone(),
+            })
     }
 
     /// The environment service over this state's store and rule cache.

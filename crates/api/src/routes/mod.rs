@@ -25,6 +25,7 @@ mod runners;
 pub mod separator;
 mod state_versions;
 mod triggers;
+mod vcs;
 #[macro_use]
 mod table;
 #[cfg(test)]
@@ -51,6 +52,7 @@ pub(crate) use state_versions::*;
 pub(crate) use table::documented;
 pub use table::Auth;
 pub(crate) use triggers::*;
+pub(crate) use vcs::*;
 pub(crate) use whoami::*;
 
 route_table! {
@@ -121,4 +123,8 @@ route_table! {
     GetStateVersion => get_state_version,
     RestoreStateVersion => restore_state_version,
     GetEnvironmentTriggers => get_environment_triggers,
+    ConnectGithub => connect_github,
+    GetGithubConnection => get_github_connection,
+    DeleteGithubConnection => delete_github_connection,
+    GithubWebhook => github_webhook,
 }

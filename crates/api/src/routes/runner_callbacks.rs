@@ -139,6 +139,27 @@ pub(crate) async fn get_job_spec(
     } else {
         (None, 0)
     };
+    // A pull request's commit: a token that reads only its repository, minted now.
+    let source_access = match &job.request.source {
+        sortie_core::Source::Github { .. } => {
+            let prs = state.pull_requests().ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    "pull_requests_unavailable",
+                    "the job's source is a GitHub commit, and this deployment has no pull-request connection",
+                )
+            })?;
+            prs.source_access(job).await.map_err(|e| {
+                let status = if e.is_retryable() {
+                    StatusCode::BAD_GATEWAY
+                } else {
+                    StatusCode::CONFLICT
+                };
+                ApiError::new(status, "source_unavailable", format!("the job's source cannot be read: {e}"))
+            })?
+        }
+        _ => None,
+    };
     let restore_state_url = match &job.restore {
         Some(restore) => Some(restore_url(&state, job, &restore.version_id).await?),
         None => None,
@@ -148,9 +169,8 @@ pub(crate) async fn get_job_spec(
         environment: job.environment.clone(),
         operation: job.request.operation,
         source: job.request.source.clone(),
-        // issue 42: filled by the pull-request service
-        source_access: None,
-        speculative: false,
+        source_access,
+        speculative: job.speculative,
         variables: job.request.variables.clone(),
         files: job.request.files.clone(),
         secret_refs: job.request.secret_refs.clone(),
