@@ -713,3 +713,12 @@ async fn webhooks_are_signed_over_the_exact_body() {
     assert!(agent.starts_with("GitHub-Hookshot/"));
     assert_ne!(delivery, &seen[1].1, "each delivery has its own id");
 }
+
+#[test]
+fn recorded_histories_keep_the_newest_within_their_bound() {
+    let mut list = Vec::new();
+    for i in 0..10 {
+        push_bounded(&mut list, i, 3);
+    }
+    assert_eq!(list, vec![7, 8, 9]);
+}
