@@ -576,17 +576,13 @@ fn repository_route(
             ("GET", ["pulls", number]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number)
-                    .and_then(|n| repo.pulls.get(&n))
-                    .ok_or_else(not_found)?;
+                let pull = pull_of(repo, number)?;
                 Ok(Reply::json(200, &pull_json(&world.base_url, repo, pull)))
             }
             ("GET", ["pulls", number, "files"]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number)
-                    .and_then(|n| repo.pulls.get(&n))
-                    .ok_or_else(not_found)?;
+                let pull = pull_of(repo, number)?;
                 let files: Vec<Value> = pull
                     .spec
                     .files
@@ -610,9 +606,7 @@ fn repository_route(
             ("GET", ["pulls", number, "reviews"]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number)
-                    .and_then(|n| repo.pulls.get(&n))
-                    .ok_or_else(not_found)?;
+                let pull = pull_of(repo, number)?;
                 let reviews: Vec<Value> = pull
                     .reviews
                     .iter()
@@ -814,6 +808,12 @@ fn repository_route(
 
 fn not_found() -> Reply {
     Reply::error(404, "Not Found")
+}
+
+fn pull_of<'a>(repo: &'a Repo, number: &str) -> Result<&'a PullState, Reply> {
+    number_of(number)
+        .and_then(|n| repo.pulls.get(&n))
+        .ok_or_else(not_found)
 }
 
 fn number_of(text: &str) -> Option<u64> {
