@@ -642,12 +642,10 @@ impl Github {
         let mut checks: Vec<(String, Option<bool>)> = runs
             .into_iter()
             .map(|run| {
-                let passed = (run.status == "completed").then(|| {
-                    matches!(
-                        run.conclusion.as_deref(),
-                        Some("success" | "neutral" | "skipped")
-                    )
-                });
+                let passed = (run.status == "completed").then_some(matches!(
+                    run.conclusion.as_deref(),
+                    Some("success" | "neutral" | "skipped")
+                ));
                 (run.name, passed)
             })
             .collect();

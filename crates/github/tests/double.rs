@@ -34,6 +34,16 @@ fn client(double: &GithubDouble) -> Github {
     .expect("a client")
 }
 
+/// A double with the app installed on [`REPO`] and pull request 1 (alice's, at `h1`), and
+/// a client for it.
+async fn one_pull() -> (GithubDouble, Github) {
+    let double = GithubDouble::start().await;
+    double.install(REPO);
+    double.add_pull(REPO, PullSpec::new("alice", "h1"));
+    let github = client(&double);
+    (double, github)
+}
+
 fn calls_of(github: &Github, call: &str) -> u64 {
     github.calls().get(call).copied().unwrap_or(0)
 }
@@ -69,10 +79,7 @@ async fn raw_get(url: &str, token: &str) -> (u16, Option<String>, Vec<u8>) {
 
 #[tokio::test]
 async fn one_token_is_minted_for_many_calls() {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     for _ in 0..5 {
         assert_eq!(github.pull(&repo(REPO), 1).await.unwrap().head_sha, "h1");
     }
@@ -240,10 +247,7 @@ async fn an_unchanged_list_is_not_modified_and_free() {
 
 #[tokio::test]
 async fn server_errors_are_retried_a_bounded_number_of_times() {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     github.pull(&repo(REPO), 1).await.unwrap();
     double.fail_next(2, 502);
     assert_eq!(github.pull(&repo(REPO), 1).await.unwrap().head_sha, "h1");
@@ -298,10 +302,7 @@ async fn a_connection_that_never_answers_is_bounded_too() {
 
 #[tokio::test]
 async fn rate_limits_are_waited_out_only_when_short() {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     github.pull(&repo(REPO), 1).await.unwrap();
     double.secondary_rate_limit(1, 1);
     assert_eq!(github.pull(&repo(REPO), 1).await.unwrap().number, 1);
@@ -324,10 +325,7 @@ async fn rate_limits_are_waited_out_only_when_short() {
 
 #[tokio::test]
 async fn an_expired_token_is_minted_again_once() {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     github.pull(&repo(REPO), 1).await.unwrap();
     double.expire_tokens();
     github.pull(&repo(REPO), 1).await.unwrap();
@@ -336,10 +334,7 @@ async fn an_expired_token_is_minted_again_once() {
 
 #[tokio::test]
 async fn a_comment_over_githubs_limit_is_refused_by_the_double() {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     let err = github
         .create_comment(&repo(REPO), 1, &"x".repeat(65_537))
         .await
@@ -407,10 +402,7 @@ async fn the_sticky_comment_is_found_and_updated() {
 
 #[tokio::test]
 async fn check_runs_are_created_and_updated_with_their_history() {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     let mut body = CheckRunBody {
         name: "sortie/plan: prod".into(),
         head_sha: "h1".into(),
@@ -628,10 +620,7 @@ async fn tokens_never_appear_in_errors_logs_or_debug_output() {
         .with_max_level(tracing::Level::TRACE)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
+    let (double, github) = one_pull().await;
     let token = github
         .repository_token(&repo(REPO), &Permissions::PULLS_READ)
         .await

@@ -40,6 +40,21 @@ pub const DEFAULT_INSTALLATION_PERMISSIONS: &[(&str, &str)] = &[
     ("administration", "read"),
 ];
 
+/// The most requests [`GithubDouble::requests`] keeps; older ones are dropped.
+pub const MAX_RECORDED_REQUESTS: usize = 100_000;
+/// The most earlier bodies a check run's or a comment's history keeps; older ones are
+/// dropped.
+pub const MAX_HISTORY: usize = 1_000;
+
+/// Appends `item` to `list`, dropping the oldest entries past `bound`.
+pub(crate) fn push_bounded<T>(list: &mut Vec<T>, item: T, bound: usize) {
+    list.push(item);
+    if list.len() > bound {
+        let excess = list.len() - bound;
+        list.drain(..excess);
+    }
+}
+
 /// How a request authenticated, as the double saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenKind {

@@ -151,14 +151,18 @@ fn answer(
             .header("x-ratelimit-reset", bucket.reset.to_string())
             .header("x-ratelimit-resource", "core");
     }
-    world.requests.push(super::RequestRecord {
-        method: method.to_string(),
-        path,
-        query,
-        token: caller.kind.clone(),
-        conditional: if_none_match.is_some(),
-        status: reply.status,
-    });
+    super::push_bounded(
+        &mut world.requests,
+        super::RequestRecord {
+            method: method.to_string(),
+            path,
+            query,
+            token: caller.kind.clone(),
+            conditional: if_none_match.is_some(),
+            status: reply.status,
+        },
+        super::MAX_RECORDED_REQUESTS,
+    );
     reply
 }
 
@@ -572,17 +576,13 @@ fn repository_route(
             ("GET", ["pulls", number]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number)
-                    .and_then(|n| repo.pulls.get(&n))
-                    .ok_or_else(not_found)?;
+                let pull = pull_of(repo, number)?;
                 Ok(Reply::json(200, &pull_json(&world.base_url, repo, pull)))
             }
             ("GET", ["pulls", number, "files"]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number)
-                    .and_then(|n| repo.pulls.get(&n))
-                    .ok_or_else(not_found)?;
+                let pull = pull_of(repo, number)?;
                 let files: Vec<Value> = pull
                     .spec
                     .files
@@ -606,9 +606,7 @@ fn repository_route(
             ("GET", ["pulls", number, "reviews"]) => {
                 need(&[("pull_requests", "read")])?;
                 let repo = &world.repos[&key];
-                let pull = number_of(number)
-                    .and_then(|n| repo.pulls.get(&n))
-                    .ok_or_else(not_found)?;
+                let pull = pull_of(repo, number)?;
                 let reviews: Vec<Value> = pull
                     .reviews
                     .iter()
@@ -768,7 +766,7 @@ fn repository_route(
                     .find(|c| c.id == id)
                     .ok_or_else(not_found)?;
                 let before = std::mem::replace(&mut comment.body, text);
-                comment.history.push(before);
+                super::push_bounded(&mut comment.history, before, super::MAX_HISTORY);
                 let comment = comment.clone();
                 let repo = &world.repos[&key];
                 Ok(Reply::json(
@@ -810,6 +808,12 @@ fn repository_route(
 
 fn not_found() -> Reply {
     Reply::error(404, "Not Found")
+}
+
+fn pull_of<'a>(repo: &'a Repo, number: &str) -> Result<&'a PullState, Reply> {
+    number_of(number)
+        .and_then(|n| repo.pulls.get(&n))
+        .ok_or_else(not_found)
 }
 
 fn number_of(text: &str) -> Option<u64> {
@@ -1048,7 +1052,7 @@ fn update_check_run(world: &mut World, key: &str, id: &str, body: &[u8]) -> Resu
         .find(|r| r.id == id)
         .ok_or_else(not_found)?;
     apply_check_run(run, &fields);
-    run.history.push(value);
+    super::push_bounded(&mut run.history, value, super::MAX_HISTORY);
     let run = run.clone();
     Ok(Reply::json(
         200,

@@ -70,6 +70,30 @@ async fn call(
     }
 }
 
+/// A double with the app installed on [`REPO`], one pull request, and a token with all of
+/// the installation's permissions.
+async fn one_pull(spec: PullSpec) -> (GithubDouble, String) {
+    let double = GithubDouble::start().await;
+    let installation = double.install(REPO);
+    double.add_pull(REPO, spec);
+    let token = token_for(&double, installation, json!({})).await;
+    (double, token)
+}
+
+async fn send(
+    double: &GithubDouble,
+    method: &str,
+    path: &str,
+    bearer: &str,
+    body: Value,
+) -> Answer {
+    call(double, method, path, Some(bearer), Some(body), &[]).await
+}
+
+async fn get(double: &GithubDouble, path: &str, bearer: &str) -> Answer {
+    call(double, "GET", path, Some(bearer), None, &[]).await
+}
+
 fn jwt(app_id: Value, iat: i64, exp: i64) -> String {
     let key = jsonwebtoken::EncodingKey::from_rsa_der(&app_keys().pkcs1_der);
     jsonwebtoken::encode(
@@ -121,12 +145,12 @@ async fn app_jwts_are_held_to_githubs_rules() {
         (jwt(json!(1), now - 60, now + 540), "another app's iss"),
         ("a.b.c".to_string(), "not a JWT"),
     ] {
-        let answer = call(&double, "GET", &path, Some(&token), None, &[]).await;
+        let answer = get(&double, &path, &token).await;
         assert_eq!(answer.status, 401, "{why}: {}", answer.json());
     }
     // The app id as a string is accepted too; the answer names the installation.
     let string_iss = jwt(json!(double.app_id().to_string()), now - 60, now + 540);
-    let answer = call(&double, "GET", &path, Some(&string_iss), None, &[]).await;
+    let answer = get(&double, &path, &string_iss).await;
     assert_eq!(answer.status, 200);
     assert!(answer.json()["id"].as_u64().is_some());
 }
@@ -144,15 +168,7 @@ async fn tokens_carry_their_repositories_and_permissions() {
         json!({"repositories": ["infra"], "permissions": {"pull_requests": "read"}}),
     )
     .await;
-    let ok = call(
-        &double,
-        "GET",
-        &format!("/repos/{REPO}/pulls/1"),
-        Some(&token),
-        None,
-        &[],
-    )
-    .await;
+    let ok = get(&double, &format!("/repos/{REPO}/pulls/1"), &token).await;
     assert_eq!(ok.status, 200);
     assert_eq!(ok.json()["head"]["sha"], "h1");
     // Another repository of the same installation: not visible to this token.
@@ -167,13 +183,12 @@ async fn tokens_carry_their_repositories_and_permissions() {
     .await;
     assert_eq!(other.status, 404);
     // A permission the token lacks.
-    let write = call(
+    let write = send(
         &double,
         "POST",
         &format!("/repos/{REPO}/issues/1/comments"),
-        Some(&token),
-        Some(json!({"body": "hi"})),
-        &[],
+        &token,
+        json!({"body": "hi"}),
     )
     .await;
     assert_eq!(write.status, 403);
@@ -197,15 +212,7 @@ async fn tokens_carry_their_repositories_and_permissions() {
     );
     // An expired token is refused as bad credentials.
     double.expire_tokens();
-    let expired = call(
-        &double,
-        "GET",
-        &format!("/repos/{REPO}/pulls/1"),
-        Some(&token),
-        None,
-        &[],
-    )
-    .await;
+    let expired = get(&double, &format!("/repos/{REPO}/pulls/1"), &token).await;
     assert_eq!(expired.status, 401);
 }
 
@@ -226,34 +233,20 @@ async fn a_token_expires_an_hour_after_it_is_minted() {
     );
     let token = answer.json()["token"].as_str().unwrap().to_string();
     double.advance_clock(Duration::from_secs(3601));
-    let late = call(
-        &double,
-        "GET",
-        &format!("/repos/{REPO}/pulls/1"),
-        Some(&token),
-        None,
-        &[],
-    )
-    .await;
+    let late = get(&double, &format!("/repos/{REPO}/pulls/1"), &token).await;
     assert_eq!(late.status, 401);
 }
 
 #[tokio::test]
 async fn lists_page_with_links_and_clamp_per_page() {
-    let double = GithubDouble::start().await;
-    let installation = double.install(REPO);
     let files: Vec<FileChange> = (0..250)
         .map(|i| FileChange::modified(&format!("f{i}.tf")))
         .collect();
-    double.add_pull(REPO, PullSpec::new("alice", "h1").files(files));
-    let token = token_for(&double, installation, json!({})).await;
-    let first = call(
+    let (double, token) = one_pull(PullSpec::new("alice", "h1").files(files)).await;
+    let first = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/pulls/1/files?per_page=500"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(
@@ -266,23 +259,12 @@ async fn lists_page_with_links_and_clamp_per_page() {
         link.contains("page=2>; rel=\"next\"") && link.contains("page=3>; rel=\"last\""),
         "{link}"
     );
-    let default = call(
-        &double,
-        "GET",
-        &format!("/repos/{REPO}/pulls/1/files"),
-        Some(&token),
-        None,
-        &[],
-    )
-    .await;
+    let default = get(&double, &format!("/repos/{REPO}/pulls/1/files"), &token).await;
     assert_eq!(default.json().as_array().unwrap().len(), 30);
-    let last = call(
+    let last = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/pulls/1/files?per_page=100&page=3"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(last.json().as_array().unwrap().len(), 50);
@@ -295,31 +277,22 @@ async fn lists_page_with_links_and_clamp_per_page() {
 
 #[tokio::test]
 async fn a_pull_request_lists_at_most_3000_files() {
-    let double = GithubDouble::start().await;
-    let installation = double.install(REPO);
     let files: Vec<FileChange> = (0..3500)
         .map(|i| FileChange::added(&format!("f{i}")))
         .collect();
-    double.add_pull(REPO, PullSpec::new("alice", "h1").files(files));
-    let token = token_for(&double, installation, json!({})).await;
-    let last = call(
+    let (double, token) = one_pull(PullSpec::new("alice", "h1").files(files)).await;
+    let last = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/pulls/1/files?per_page=100&page=30"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(last.json().as_array().unwrap().len(), 100);
     assert!(!last.header("link").unwrap().contains("rel=\"next\""));
-    let past = call(
+    let past = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/pulls/1/files?per_page=100&page=31"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(past.json(), json!([]));
@@ -327,12 +300,9 @@ async fn a_pull_request_lists_at_most_3000_files() {
 
 #[tokio::test]
 async fn an_unchanged_list_answers_304_and_costs_no_rate_limit() {
-    let double = GithubDouble::start().await;
-    let installation = double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let token = token_for(&double, installation, json!({})).await;
+    let (double, token) = one_pull(PullSpec::new("alice", "h1")).await;
     let path = format!("/repos/{REPO}/pulls?state=open&base=main");
-    let first = call(&double, "GET", &path, Some(&token), None, &[]).await;
+    let first = get(&double, &path, &token).await;
     let etag = first.header("etag").unwrap();
     let remaining: u64 = first
         .header("x-ratelimit-remaining")
@@ -381,42 +351,29 @@ async fn an_unchanged_list_answers_304_and_costs_no_rate_limit() {
 
 #[tokio::test]
 async fn comments_over_the_limit_are_refused_and_edits_kept() {
-    let double = GithubDouble::start().await;
-    let installation = double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let token = token_for(&double, installation, json!({})).await;
+    let (double, token) = one_pull(PullSpec::new("alice", "h1")).await;
     let path = format!("/repos/{REPO}/issues/1/comments");
     let at_limit = "x".repeat(rules::MAX_COMMENT_CHARS);
-    let ok = call(
-        &double,
-        "POST",
-        &path,
-        Some(&token),
-        Some(json!({"body": at_limit})),
-        &[],
-    )
-    .await;
+    let ok = send(&double, "POST", &path, &token, json!({"body": at_limit})).await;
     assert_eq!(ok.status, 201);
     assert_eq!(ok.json()["user"]["type"], "Bot");
-    let over = call(
+    let over = send(
         &double,
         "POST",
         &path,
-        Some(&token),
-        Some(json!({"body": format!("{at_limit}x")})),
-        &[],
+        &token,
+        json!({"body": format!("{at_limit}x")}),
     )
     .await;
     assert_eq!(over.status, 422);
     assert_eq!(over.json()["errors"][0]["field"], "body");
     let id = ok.json()["id"].as_u64().unwrap();
-    let edit = call(
+    let edit = send(
         &double,
         "PATCH",
         &format!("/repos/{REPO}/issues/comments/{id}"),
-        Some(&token),
-        Some(json!({"body": "short"})),
-        &[],
+        &token,
+        json!({"body": "short"}),
     )
     .await;
     assert_eq!(edit.status, 200);
@@ -426,13 +383,12 @@ async fn comments_over_the_limit_are_refused_and_edits_kept() {
     assert_eq!(comments[0].history.len(), 1);
     assert_eq!(comments[0].author, double.app_bot_login());
     // No such pull request.
-    let missing = call(
+    let missing = send(
         &double,
         "POST",
         &format!("/repos/{REPO}/issues/9/comments"),
-        Some(&token),
-        Some(json!({"body": "x"})),
-        &[],
+        &token,
+        json!({"body": "x"}),
     )
     .await;
     assert_eq!(missing.status, 404);
@@ -440,10 +396,7 @@ async fn comments_over_the_limit_are_refused_and_edits_kept() {
 
 #[tokio::test]
 async fn check_runs_are_validated_and_written_only_by_the_app() {
-    let double = GithubDouble::start().await;
-    let installation = double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let token = token_for(&double, installation, json!({})).await;
+    let (double, token) = one_pull(PullSpec::new("alice", "h1")).await;
     let path = format!("/repos/{REPO}/check-runs");
     let post = |body: Value| call(&double, "POST", &path, Some(&token), Some(body), &[]);
     let long = "y".repeat(rules::MAX_CHECK_OUTPUT_CHARS + 1);
@@ -483,13 +436,12 @@ async fn check_runs_are_validated_and_written_only_by_the_app() {
     let created = post(json!({"name": "sortie", "head_sha": "h1", "status": "in_progress", "external_id": "job-1"})).await;
     assert_eq!(created.status, 201);
     let id = created.json()["id"].as_u64().unwrap();
-    let updated = call(
+    let updated = send(
         &double,
         "PATCH",
         &format!("{path}/{id}"),
-        Some(&token),
-        Some(json!({"conclusion": "success", "output": {"title": "t", "summary": "s"}})),
-        &[],
+        &token,
+        json!({"conclusion": "success", "output": {"title": "t", "summary": "s"}}),
     )
     .await;
     assert_eq!(updated.status, 200);
@@ -504,13 +456,12 @@ async fn check_runs_are_validated_and_written_only_by_the_app() {
     assert_eq!(runs[0].conclusion.as_deref(), Some("success"));
     // A user's token may not write check runs.
     let user = double.user_token("alice", &[REPO]);
-    let refused = call(
+    let refused = send(
         &double,
         "POST",
         &path,
-        Some(&user),
-        Some(json!({"name": "x", "head_sha": "h1"})),
-        &[],
+        &user,
+        json!({"name": "x", "head_sha": "h1"}),
     )
     .await;
     assert_eq!(refused.status, 403);
@@ -518,21 +469,13 @@ async fn check_runs_are_validated_and_written_only_by_the_app() {
 
 #[tokio::test]
 async fn faults_and_rate_limits_answer_as_github_does() {
-    let double = GithubDouble::start().await;
-    let installation = double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let token = token_for(&double, installation, json!({})).await;
+    let (double, token) = one_pull(PullSpec::new("alice", "h1")).await;
     let path = format!("/repos/{REPO}/pulls/1");
     double.fail_next(2, 502);
     for _ in 0..2 {
-        assert_eq!(
-            call(&double, "GET", &path, Some(&token), None, &[])
-                .await
-                .status,
-            502
-        );
+        assert_eq!(get(&double, &path, &token).await.status, 502);
     }
-    let ok = call(&double, "GET", &path, Some(&token), None, &[]).await;
+    let ok = get(&double, &path, &token).await;
     assert_eq!(ok.status, 200);
     for name in [
         "x-ratelimit-limit",
@@ -544,28 +487,18 @@ async fn faults_and_rate_limits_answer_as_github_does() {
         assert!(ok.header(name).is_some(), "{name}");
     }
     double.secondary_rate_limit(1, 90);
-    let limited = call(&double, "GET", &path, Some(&token), None, &[]).await;
+    let limited = get(&double, &path, &token).await;
     assert_eq!(limited.status, 403);
     assert_eq!(limited.header("retry-after").as_deref(), Some("90"));
     double.exhaust_rate_limit(Duration::from_secs(600));
-    let spent = call(&double, "GET", &path, Some(&token), None, &[]).await;
+    let spent = get(&double, &path, &token).await;
     assert_eq!(spent.status, 403);
     assert_eq!(spent.header("x-ratelimit-remaining").as_deref(), Some("0"));
     double.clear_faults();
     double.fail_until_cleared(500);
-    assert_eq!(
-        call(&double, "GET", &path, Some(&token), None, &[])
-            .await
-            .status,
-        500
-    );
+    assert_eq!(get(&double, &path, &token).await.status, 500);
     double.clear_faults();
-    assert_eq!(
-        call(&double, "GET", &path, Some(&token), None, &[])
-            .await
-            .status,
-        200
-    );
+    assert_eq!(get(&double, &path, &token).await.status, 200);
 }
 
 #[tokio::test]
@@ -579,15 +512,7 @@ async fn a_tarball_redirects_to_an_archive_of_the_commit() {
         &[("main.tf", b"# root"), ("modules/net/vpc.tf", b"# vpc")],
     );
     let token = token_for(&double, installation, json!({})).await;
-    let redirect = call(
-        &double,
-        "GET",
-        &format!("/repos/{REPO}/tarball/{sha}"),
-        Some(&token),
-        None,
-        &[],
-    )
-    .await;
+    let redirect = get(&double, &format!("/repos/{REPO}/tarball/{sha}"), &token).await;
     assert_eq!(redirect.status, 302);
     let location = redirect.header("location").unwrap();
     let archive = call(&double, "GET", &location, None, None, &[]).await;
@@ -624,33 +549,24 @@ async fn required_checks_come_from_protection_and_rulesets() {
     double.set_required_checks(REPO, "main", &["ci/test"]);
     double.add_ruleset_checks(REPO, "main", &["sortie/plan"]);
     let token = token_for(&double, installation, json!({})).await;
-    let protection = call(
+    let protection = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/branches/main/protection/required_status_checks"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(protection.json()["contexts"], json!(["ci/test"]));
-    let unprotected = call(
+    let unprotected = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/branches/dev/protection/required_status_checks"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(unprotected.status, 404);
-    let rules = call(
+    let rules = get(
         &double,
-        "GET",
         &format!("/repos/{REPO}/rules/branches/main"),
-        Some(&token),
-        None,
-        &[],
+        &token,
     )
     .await;
     assert_eq!(
@@ -712,4 +628,13 @@ async fn webhooks_are_signed_over_the_exact_body() {
     assert_eq!(signature, &webhook::signature("s3cret", body));
     assert!(agent.starts_with("GitHub-Hookshot/"));
     assert_ne!(delivery, &seen[1].1, "each delivery has its own id");
+}
+
+#[test]
+fn recorded_histories_keep_the_newest_within_their_bound() {
+    let mut list = Vec::new();
+    for i in 0..10 {
+        push_bounded(&mut list, i, 3);
+    }
+    assert_eq!(list, vec![7, 8, 9]);
 }
