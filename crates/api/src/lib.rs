@@ -101,7 +101,8 @@ pub struct PullParts {
     pub console_url: String,
     /// Webhook secrets read from Secrets Manager, by organisation, for at most
     /// [`WEBHOOK_SECRET_TTL`]: a burst of deliveries reads the secret once.
-    pub webhook_secrets: Arc<std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>>,
+    pub webhook_secrets:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>>,
 }
 
 /// How long an instance keeps a connection's webhook secret: a new secret (a reconnect)

@@ -164,6 +164,9 @@ pub struct Composition {
     has_local: bool,
     resources: Resources,
     region: String,
+    /// Pull requests: each connection's host and the queue of webhook work; `None` until
+    /// a caller that has a pull-request queue sets it (`sortie dev`, the tests).
+    pub pulls: Option<sortie_api::PullParts>,
 }
 
 /// The AWS composition: [`Composition`] (through `Deref`) plus the concrete AWS
@@ -304,6 +307,7 @@ pub fn assemble(
         config: config.cloned(),
         has_local,
         resources,
+        pulls: None,
     }
 }
 
@@ -377,6 +381,7 @@ impl Composition {
             } else {
                 self.resources.console.clone()
             },
+            pulls: self.pulls.clone(),
         })
     }
 

@@ -155,7 +155,11 @@ pub(crate) async fn get_job_spec(
                 } else {
                     StatusCode::CONFLICT
                 };
-                ApiError::new(status, "source_unavailable", format!("the job's source cannot be read: {e}"))
+                ApiError::new(
+                    status,
+                    "source_unavailable",
+                    format!("the job's source cannot be read: {e}"),
+                )
             })?
         }
         _ => None,

@@ -98,6 +98,7 @@ async fn app() -> axum::Router {
         agent_heartbeat_seconds: sortie_core::protocol::agent::HEARTBEAT_SECONDS,
         state_history: Arc::new(sortie_launch::state_history::MemoryStateHistory::default()),
         console: Default::default(),
+        pulls: None,
     })
 }
 

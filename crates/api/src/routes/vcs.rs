@@ -17,7 +17,7 @@ use sortie_core::vcs::webhook::{
 use sortie_core::vcs::VcsProvider;
 use sortie_core::{Action, GroupPath};
 use sortie_lifecycle::pull_requests::{issuer_of, work_of, ConnectRefusal, PullRequests};
-use sortie_store::{DELIVERY_ID_MAX, StoreError};
+use sortie_store::{StoreError, DELIVERY_ID_MAX};
 use tracing::{info, warn};
 use utoipa::ToSchema;
 
@@ -135,7 +135,12 @@ pub(crate) async fn connect_github(
 ) -> Result<Reply<ConnectionView>, ApiError> {
     let org = org_of(&group)?;
     let principal = caller
-        .authorize(&state, Action::Administer, &group, &format!("group `{org}`"))
+        .authorize(
+            &state,
+            Action::Administer,
+            &group,
+            &format!("group `{org}`"),
+        )
         .await?;
     let prs = service(&state)?;
     let mut doc = body.value()?;
@@ -143,7 +148,10 @@ pub(crate) async fn connect_github(
     let mut take = |name: &str| -> Result<String, ApiError> {
         match doc.as_object_mut().and_then(|m| m.remove(name)) {
             Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s),
-            Some(_) => Err(ApiError::field(name.to_string(), "must be a non-empty string")),
+            Some(_) => Err(ApiError::field(
+                name.to_string(),
+                "must be a non-empty string",
+            )),
             None => Err(ApiError::field(name.to_string(), "is required")),
         }
     };
@@ -151,13 +159,21 @@ pub(crate) async fn connect_github(
     let webhook_secret = take("webhook_secret")?;
     let input = ConnectionInput::from_value(&doc)?;
     let connection = prs
-        .connect(&org, input, &private_key, &webhook_secret, &principal.subject)
+        .connect(
+            &org,
+            input,
+            &private_key,
+            &webhook_secret,
+            &principal.subject,
+        )
         .await
         .map_err(|e| match e {
             ConnectRefusal::Invalid(field, problem) => ApiError::field(field, problem),
-            ConnectRefusal::Secrets(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "secrets_unavailable", e.to_string())
-            }
+            ConnectRefusal::Secrets(_) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "secrets_unavailable",
+                e.to_string(),
+            ),
             ConnectRefusal::Store(e) => e.into(),
         })?;
     state
@@ -214,12 +230,22 @@ pub(crate) async fn delete_github_connection(
 ) -> Result<StatusCode, ApiError> {
     let org = org_of(&group)?;
     caller
-        .authorize(&state, Action::Administer, &group, &format!("group `{org}`"))
+        .authorize(
+            &state,
+            Action::Administer,
+            &group,
+            &format!("group `{org}`"),
+        )
         .await?;
-    service(&state)?.disconnect(&org).await.map_err(|e| match e {
-        StoreError::NotFound { .. } => ApiError::not_found(format!("a GitHub connection of `{org}`")),
-        other => other.into(),
-    })?;
+    service(&state)?
+        .disconnect(&org)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound { .. } => {
+                ApiError::not_found(format!("a GitHub connection of `{org}`"))
+            }
+            other => other.into(),
+        })?;
     if let Some(p) = &state.pulls {
         p.webhook_secrets.lock().expect("not poisoned").remove(&org);
     }
@@ -239,12 +265,7 @@ fn not_signed() -> ApiError {
 /// The organisation's webhook secret, from this instance's cache when read lately.
 async fn webhook_secret(state: &AppState, org: &str) -> Result<Option<String>, ApiError> {
     let parts = state.pulls.as_ref().ok_or_else(unavailable)?;
-    if let Some((secret, at)) = parts
-        .webhook_secrets
-        .lock()
-        .expect("not poisoned")
-        .get(org)
-    {
+    if let Some((secret, at)) = parts.webhook_secrets.lock().expect("not poisoned").get(org) {
         if at.elapsed() < WEBHOOK_SECRET_TTL {
             return Ok(Some(secret.clone()));
         }
@@ -301,7 +322,11 @@ pub(crate) async fn github_webhook(
     let Some(secret) = webhook_secret(&state, &org).await? else {
         return Err(not_signed());
     };
-    if !verify_signature(secret.as_bytes(), &bytes, header(&headers, SIGNATURE_HEADER)) {
+    if !verify_signature(
+        secret.as_bytes(),
+        &bytes,
+        header(&headers, SIGNATURE_HEADER),
+    ) {
         return Err(not_signed());
     }
     // Signed by the connection: from here on the headers and the body are trusted to be

@@ -72,11 +72,19 @@ impl PullRequests {
         let tags = [("sortie:org", org), ("sortie:vcs", "github")];
         let secrets = &self.jobs.secrets;
         let key_arn = secrets
-            .create(&format!("sortie/vcs/{org}/github/key-{id}"), private_key, &tags)
+            .create(
+                &format!("sortie/vcs/{org}/github/key-{id}"),
+                private_key,
+                &tags,
+            )
             .await
             .map_err(ConnectRefusal::Secrets)?;
         let hook_arn = match secrets
-            .create(&format!("sortie/vcs/{org}/github/webhook-{id}"), webhook_secret, &tags)
+            .create(
+                &format!("sortie/vcs/{org}/github/webhook-{id}"),
+                webhook_secret,
+                &tags,
+            )
             .await
         {
             Ok(arn) => arn,
@@ -109,8 +117,13 @@ impl PullRequests {
 
     /// Disconnects `org`: deletes the connection, then its secrets.
     pub async fn disconnect(&self, org: &str) -> Result<(), StoreError> {
-        let connection = self.store().get_connection(org, VcsProvider::Github).await?;
-        self.store().delete_connection(org, VcsProvider::Github).await?;
+        let connection = self
+            .store()
+            .get_connection(org, VcsProvider::Github)
+            .await?;
+        self.store()
+            .delete_connection(org, VcsProvider::Github)
+            .await?;
         self.forget_secret(&connection.private_key_secret).await;
         self.forget_secret(&connection.webhook_secret).await;
         Ok(())

@@ -9,9 +9,7 @@ use async_trait::async_trait;
 use sortie_core::protocol::pilot::SourceAccess;
 use sortie_core::vcs::command::parse_commands;
 use sortie_core::vcs::connection::VcsConnection;
-use sortie_core::vcs::report::{
-    CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER,
-};
+use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_github::webhook::{Event, PullRequestAction};
 use sortie_github::{
@@ -72,11 +70,7 @@ impl CodeHost for GithubHost {
         })
     }
 
-    async fn changed_files(
-        &self,
-        repository: &str,
-        number: u64,
-    ) -> Result<Vec<String>, HostError> {
+    async fn changed_files(&self, repository: &str, number: u64) -> Result<Vec<String>, HostError> {
         let files = self
             .client
             .pull_files(&repo(repository)?, number)
@@ -179,11 +173,7 @@ impl CodeHost for GithubHost {
         Ok(())
     }
 
-    async fn source_access(
-        &self,
-        repository: &str,
-        sha: &str,
-    ) -> Result<SourceAccess, HostError> {
+    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {
         let repo = repo(repository)?;
         let token = self
             .client
@@ -284,12 +274,15 @@ pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
             repository: e.repository.full_name.clone(),
             number: e.pull_request.number,
         }),
-        Event::Push(e) => e.branch().filter(|_| !e.deleted).map(|branch| PullWork::Push {
-            org,
-            repository: e.repository.full_name.clone(),
-            branch: branch.to_string(),
-            after: e.after.clone(),
-        }),
+        Event::Push(e) => e
+            .branch()
+            .filter(|_| !e.deleted)
+            .map(|branch| PullWork::Push {
+                org,
+                repository: e.repository.full_name.clone(),
+                branch: branch.to_string(),
+                after: e.after.clone(),
+            }),
         _ => None,
     }
 }

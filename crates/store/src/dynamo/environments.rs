@@ -27,7 +27,7 @@ use crate::{
 /// The attributes an environment update rewrites: its type, labels and tags, and its
 /// settings. Each is set to the checked item's value, or removed when the item has none
 /// (never written as NULL).
-const UPDATED: [&str; 18] = [
+const UPDATED: [&str; 19] = [
     // The organisation index (gsi4): written by every update, so an item written before
     // gsi4 existed gets it on its next update.
     "gsi4pk",
@@ -48,6 +48,7 @@ const UPDATED: [&str; 18] = [
     "expires_at",
     "ttl",
     "ttl_from",
+    "vcs",
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
@@ -525,6 +526,9 @@ mod tests {
             expires_at: Some(chrono::Utc::now()),
             ttl: Some("72h".into()),
             ttl_from: sortie_core::expiry::TtlFrom::LastApply,
+            vcs: Some(
+                serde_json::from_value(serde_json::json!({"repository": "acme/infra"})).unwrap(),
+            ),
         };
         let item: Item = serde_dynamo::to_item(&settings).unwrap();
         let mut names: Vec<&str> = item.keys().map(String::as_str).collect();

@@ -1425,6 +1425,15 @@ fn full_settings(schedule: &str) -> EnvSettings {
         expires_at: Some(Utc.timestamp_opt(1_900_000_000, 0).unwrap()),
         ttl: Some("72h".into()),
         ttl_from: sortie_core::expiry::TtlFrom::LastApply,
+        vcs: Some(
+            serde_json::from_value(serde_json::json!({
+                "repository": "acme/infra",
+                "directory": "payments/prod",
+                "apply": "before_merge",
+                "requirements": {"approved": 2, "mergeable": true},
+            }))
+            .unwrap(),
+        ),
     }
 }
 
@@ -2777,7 +2786,6 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
     use sortie_core::vcs::connection::VcsConnection;
     use sortie_core::vcs::pull::{PullEnvironment, PullRequestRecord};
     use sortie_core::vcs::VcsProvider::Github;
-    use sortie_store::VcsStore;
 
     // A connection: absent, written, replaced, deleted.
     assert!(matches!(
