@@ -11,6 +11,7 @@ mod agent;
 mod data_dir;
 mod events;
 mod gate;
+mod pulls;
 mod snapshot;
 mod status;
 
@@ -27,7 +28,7 @@ use axum::middleware::Next;
 use serde_json::json;
 use sortie_launch::{AwsSecretValues, LocalLauncher};
 use sortie_lifecycle::SweepSettings;
-use sortie_wiring::{compose, Resources};
+use sortie_wiring::{compose_with_pulls, Resources};
 use tokio::sync::mpsc;
 
 use self::agent::{agent_exited_message, start_agent};
@@ -209,7 +210,16 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         // The console at `<url>/` signs in with the tokens printed below.
         console: sortie_api::ConsoleConfig::local(),
     };
-    let parts = compose(&config, resources, Some(local.clone()));
+    // Pull requests: webhook work and job ends queue in memory; one worker handles them.
+    let pull_queue = Arc::new(sortie_store::MemoryPullQueue::default());
+    let pull_parts = sortie_api::PullParts::new(
+        Arc::new(sortie_lifecycle::pull_requests::GithubHosts::new(Arc::new(
+            sortie_launch::AwsJobSecrets::new(&config),
+        ))),
+        pull_queue.clone(),
+        url.clone(),
+    );
+    let parts = compose_with_pulls(&config, resources, Some(local.clone()), Some(pull_parts));
     // A fresh local AWS (moto restarted) and a snapshot: the world comes back from it.
     let dynamo = aws_sdk_dynamodb::Client::new(&config);
     let s3 = aws_sdk_s3::Client::from_conf(
@@ -265,6 +275,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 
     // Something changed since the last snapshot: set after every write the process makes.
     let dirty = Arc::new(AtomicBool::new(true));
+    if let Some(prs) = parts.pull_requests() {
+        tokio::spawn(pulls::work(prs, pull_queue.clone(), dirty.clone()));
+    }
 
     // The API, behind the development token (and the named users' tokens).
     let expected = format!("Bearer {token}");

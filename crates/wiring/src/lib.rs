@@ -317,13 +317,33 @@ pub fn compose(
     resources: Resources,
     local: Option<LocalLauncher>,
 ) -> AwsComposition {
+    compose_with_pulls(config, resources, local, None)
+}
+
+/// [`compose`] with pull requests: the API takes webhooks into `pulls`' queue, and every
+/// pull-request job's end queues a report of its pull request there
+/// ([`sortie_lifecycle::pull_requests::PullReportingBus`]).
+pub fn compose_with_pulls(
+    config: &SdkConfig,
+    resources: Resources,
+    local: Option<LocalLauncher>,
+    pulls: Option<sortie_api::PullParts>,
+) -> AwsComposition {
     let has_local = local.is_some();
-    let aws = aws_parts(config, &resources, local);
+    let mut aws = aws_parts(config, &resources, local);
+    if let Some(p) = &pulls {
+        aws.parts.bus = Arc::new(sortie_lifecycle::pull_requests::PullReportingBus {
+            inner: aws.parts.bus.clone(),
+            queue: p.queue.clone(),
+        });
+    }
+    let mut plane = assemble(aws.parts, resources, Some(config), has_local);
+    plane.pulls = pulls;
     AwsComposition {
         store: aws.store,
         queue: aws.queue,
         artifacts: aws.artifacts,
-        plane: assemble(aws.parts, resources, Some(config), has_local),
+        plane,
     }
 }
 
@@ -383,6 +403,17 @@ impl Composition {
             },
             pulls: self.pulls.clone(),
         })
+    }
+
+    /// The pull-request service over this composition, when it has pull requests.
+    pub fn pull_requests(&self) -> Option<sortie_lifecycle::pull_requests::PullRequests> {
+        self.pulls
+            .as_ref()
+            .map(|p| sortie_lifecycle::pull_requests::PullRequests {
+                jobs: self.jobs.clone(),
+                hosts: p.hosts.clone(),
+                console_url: p.console_url.clone(),
+            })
     }
 
     /// The API router over [`Composition::api_state`].

@@ -18,6 +18,7 @@ mod plan;
 mod policy_e2e;
 mod policy_gate;
 mod policy_test;
+mod pull_requests;
 mod secret_scan;
 mod sensitive;
 mod waiting;

@@ -3,6 +3,7 @@
 //! `/sortie` commands. What is decided is decided in `sortie_core::vcs`; the host is
 //! reached through [`CodeHost`].
 
+mod bus;
 mod connections;
 mod github;
 mod host;
@@ -25,6 +26,7 @@ use sortie_core::{EnvPath, Environment, JobRequest, Operation, Source};
 use sortie_store::{IdempotencyKey, Store, StoreError};
 use tracing::{info, warn};
 
+pub use bus::{report_of, PullReportingBus};
 pub use connections::{ConnectRefusal, PRIVATE_KEY_MAX, WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN};
 pub use github::{work_of, GithubHost, GithubHosts};
 pub use host::{CodeHost, CodeHosts, HostError, PullInfo};

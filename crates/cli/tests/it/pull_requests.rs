@@ -1,0 +1,283 @@
+//! Issue 42 end to end: `sortie dev`, the GitHub double (strict where GitHub is), the real
+//! pilot and the machine's Terraform 1.11 (`terraform_data`). A pull request touching two
+//! of three bound environments gets two speculative plans of its head commit, a check run
+//! per environment and one comment; a fork's is held until a deployer comments; a forged
+//! delivery is refused.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sortie_testkit::github::{send_webhook, CheckRunRecord, FileChange, GithubDouble, PullSpec};
+
+use crate::common::{self, Dev};
+
+const REPO: &str = "acme/infra";
+const SECRET: &str = "a-webhook-secret-long-enough-0123456789";
+const HEAD: &str = "5f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b";
+
+fn tf(name: &str) -> String {
+    format!(
+        "resource \"terraform_data\" \"{name}\" {{\n  input = \"{name}\"\n}}\n\noutput \"name\" {{\n  value = terraform_data.{name}.output\n}}\n"
+    )
+}
+
+struct World {
+    rt: tokio::runtime::Runtime,
+    gh: GithubDouble,
+    dev: Dev,
+    issuer: String,
+}
+
+impl World {
+    fn start(prefix: &str) -> Self {
+        // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
+        let _ = sortie_testkit::terraform111_bin();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let gh = rt.block_on(GithubDouble::start());
+        gh.install(REPO);
+        let (dev_tf, prod_tf, api_tf) = (tf("web_dev"), tf("web_prod"), tf("api_dev"));
+        gh.add_commit(
+            REPO,
+            HEAD,
+            &[
+                ("web/dev/main.tf", dev_tf.as_bytes()),
+                ("web/prod/main.tf", prod_tf.as_bytes()),
+                ("api/dev/main.tf", api_tf.as_bytes()),
+                ("README.md", b"infra\n"),
+            ],
+        );
+        let dev = common::launch(prefix, 1, Some(&common::runner_binary()));
+        common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &common::state_bucket());
+        let connection = dev.api(
+            "PUT",
+            "/v1/groups/acme/-/vcs/github",
+            Some(json!({
+                "app_id": gh.app_id(),
+                "api_url": gh.url(),
+                "private_key": gh.app_private_key_pem(),
+                "webhook_secret": SECRET,
+            })),
+        );
+        let text = connection.to_string();
+        assert!(
+            !text.contains("PRIVATE KEY") && !text.contains(SECRET),
+            "the answer holds no secret: {text}"
+        );
+        for (name, dir) in [
+            ("web-dev", "web/dev"),
+            ("web-prod", "web/prod"),
+            ("api-dev", "api/dev"),
+        ] {
+            dev.api(
+                "POST",
+                "/v1/groups/acme/-/environments",
+                Some(json!({"name": name, "env_type": "development",
+                    "vcs": {"repository": REPO, "directory": dir}})),
+            );
+        }
+        let issuer = connection["issuer"].as_str().unwrap().to_string();
+        Self {
+            rt,
+            gh,
+            dev,
+            issuer,
+        }
+    }
+
+    fn grant(&self, login: &str, role: &str) {
+        self.dev.api(
+            "POST",
+            "/v1/groups/acme/-/memberships",
+            Some(json!({"role": role, "grantee": {"kind": "subject", "subject": login, "issuer": self.issuer}})),
+        );
+    }
+
+    fn deliver(&self, event: &str, payload: &Value, secret: &str) -> (u16, String) {
+        let url = format!("{}/v1/vcs/github/acme/webhook", self.dev.url);
+        self.rt.block_on(send_webhook(&url, secret, event, payload))
+    }
+
+    /// Waits (3 minutes at most) until the check runs of `HEAD` satisfy `done`.
+    fn wait_checks(
+        &self,
+        what: &str,
+        done: impl Fn(&[CheckRunRecord]) -> bool,
+    ) -> Vec<CheckRunRecord> {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let runs: Vec<CheckRunRecord> = self
+                .gh
+                .check_runs(REPO)
+                .into_iter()
+                .filter(|r| r.head_sha == HEAD)
+                .collect();
+            if done(&runs) {
+                return runs;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never {what}: {runs:#?}\n--- sortie dev log ---\n{}",
+                std::fs::read_to_string(self.dev.dir.join("dev.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+fn names(runs: &[CheckRunRecord]) -> Vec<String> {
+    let mut names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_checks_and_one_comment() {
+    sortie_testkit::require_aws!();
+    let w = World::start("prs");
+    w.grant("octocat", "deployer");
+    let number = w.gh.add_pull(
+        REPO,
+        PullSpec::new("octocat", HEAD)
+            .file(FileChange::modified("web/dev/main.tf"))
+            .file(FileChange::modified("web/prod/main.tf"))
+            .file(FileChange::modified("README.md")),
+    );
+    let payload = w.gh.payloads().pull_request(REPO, number, "opened");
+
+    // A forged delivery (another secret) is refused, and changes nothing.
+    let (status, body) = w.deliver("pull_request", &payload, "not-the-secret-0123456789");
+    assert_eq!(status, 401, "{body}");
+    assert!(w.gh.check_runs(REPO).is_empty());
+
+    let (status, body) = w.deliver("pull_request", &payload, SECRET);
+    assert_eq!(status, 202, "{body}");
+    let runs = w.wait_checks("two completed checks", |runs| {
+        runs.len() == 2 && runs.iter().all(|r| r.status == "completed")
+    });
+    assert_eq!(
+        names(&runs),
+        ["sortie: acme/web-dev", "sortie: acme/web-prod"]
+    );
+    for run in &runs {
+        assert_eq!(run.conclusion.as_deref(), Some("success"), "{run:#?}");
+        assert_eq!(run.app_id, w.gh.app_id());
+        let url = run.details_url.as_deref().unwrap_or_default();
+        assert!(url.contains("/#/jobs/"), "a check links to its job: {url}");
+        let summary = run.output.as_ref().unwrap()["summary"].to_string();
+        assert!(
+            summary.contains('1'),
+            "the counts are in the summary: {summary}"
+        );
+    }
+    // Each plan ran the pull request's head commit, speculatively, and planned its own
+    // directory's resource.
+    let job_id = |run: &CheckRunRecord| {
+        run.details_url
+            .as_deref()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for run in &runs {
+        let id = job_id(run);
+        let job = w.dev.job(&id);
+        assert_eq!(job["speculative"], true, "{job}");
+        assert_eq!(job["source"]["type"], "github", "{job}");
+        assert_eq!(job["source"]["commit"], HEAD, "{job}");
+        let log = w.dev.log(&id);
+        let resource = if run.name.ends_with("web-dev") {
+            "web_dev"
+        } else {
+            "web_prod"
+        };
+        assert!(log.contains(&format!("terraform_data.{resource}")), "{log}");
+        assert!(
+            log.contains("-lock=false") || job["state"] == "succeeded",
+            "{log}"
+        );
+    }
+    // One comment, edited in place, naming both environments and not the third.
+    let comments = w.gh.comments(REPO, number);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    let body = &comments[0].body;
+    assert!(
+        body.contains("acme/web-dev") && body.contains("acme/web-prod"),
+        "{body}"
+    );
+    assert!(!body.contains("acme/api-dev"), "{body}");
+    assert_eq!(comments[0].author, w.gh.app_bot_login());
+
+    // GitHub's redelivery of the same delivery is a duplicate: nothing runs again.
+    let (status, body) = w.deliver("pull_request", &payload, SECRET);
+    assert_eq!(status, 202, "{body}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.gh.check_runs(REPO).len(), 2);
+    assert_eq!(w.gh.comments(REPO, number).len(), 1);
+}
+
+#[test]
+fn a_fork_is_not_planned_until_a_deployer_comments() {
+    sortie_testkit::require_aws!();
+    let w = World::start("prfork");
+    w.grant("alice", "deployer");
+    let number = w.gh.add_pull(
+        REPO,
+        PullSpec::new("mallory", HEAD)
+            .from_fork("mallory/infra")
+            .file(FileChange::modified("api/dev/main.tf")),
+    );
+    let payload = w.gh.payloads().pull_request(REPO, number, "opened");
+    assert_eq!(w.deliver("pull_request", &payload, SECRET).0, 202);
+    let runs = w.wait_checks("a neutral check", |runs| {
+        runs.len() == 1 && runs[0].conclusion.as_deref() == Some("neutral")
+    });
+    assert_eq!(runs[0].name, "sortie: acme/api-dev");
+    let comment = &w.gh.comments(REPO, number)[0].body;
+    assert!(
+        comment.contains("/sortie plan"),
+        "the comment says how: {comment}"
+    );
+
+    // The fork's author cannot allow it; a deployer can.
+    let id =
+        w.gh.add_user_comment(REPO, number, "mallory", "/sortie plan");
+    let own =
+        w.gh.payloads()
+            .issue_comment(REPO, number, id, "mallory", "/sortie plan");
+    assert_eq!(w.deliver("issue_comment", &own, SECRET).0, 202);
+    let id = w.gh.add_user_comment(REPO, number, "alice", "/sortie plan");
+    let allowed =
+        w.gh.payloads()
+            .issue_comment(REPO, number, id, "alice", "/sortie plan");
+    assert_eq!(w.deliver("issue_comment", &allowed, SECRET).0, 202);
+    let runs = w.wait_checks("the plan's success", |runs| {
+        runs.iter()
+            .any(|r| r.conclusion.as_deref() == Some("success"))
+    });
+    let run = runs
+        .iter()
+        .find(|r| r.conclusion.as_deref() == Some("success"))
+        .unwrap();
+    let id = run
+        .details_url
+        .as_deref()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap();
+    assert_eq!(w.dev.job(id)["requested_by"], "github:alice");
+    let replies: Vec<String> =
+        w.gh.comments(REPO, number)
+            .into_iter()
+            .filter(|c| c.author == w.gh.app_bot_login())
+            .map(|c| c.body)
+            .collect();
+    assert!(
+        replies
+            .iter()
+            .any(|r| r.contains("mallory") && r.contains("deployer")),
+        "the fork's author is told which role is missing: {replies:#?}"
+    );
+}
