@@ -517,6 +517,15 @@ pub(crate) mod errors {
     )]
     pub(crate) struct InvalidToken(ErrorBody);
 
+    /// 401 on a webhook: not signed by the connection.
+    #[derive(IntoResponses)]
+    #[response(
+        status = 401,
+        description = "Not signed by the connection's webhook secret (or no connection): the same answer whatever the cause, so a forger learns nothing",
+        headers(("www-authenticate" = String, description = "`X-Hub-Signature-256`: the signature GitHub sends, an HMAC-SHA256 of the body with the webhook secret"))
+    )]
+    pub(crate) struct NotSigned(ErrorBody);
+
     /// 403.
     #[derive(IntoResponses)]
     #[response(

@@ -71,6 +71,25 @@ pub struct ConnectionBody {
     pub webhook_secret: String,
 }
 
+/// A GitHub webhook payload as GitHub sends it: its fields depend on the event
+/// (`X-GitHub-Event`); these are the ones every event Sortie acts on carries.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GithubPayload {
+    /// The event's action (`opened`, `synchronize`, `created`, ...), when it has one.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// The repository it happened in.
+    #[serde(default)]
+    pub repository: Option<GithubRepository>,
+}
+
+/// A payload's repository.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GithubRepository {
+    /// `owner/name`.
+    pub full_name: String,
+}
+
 /// What became of a verified delivery.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookAccepted {
@@ -255,11 +274,13 @@ pub(crate) async fn delete_github_connection(
 /// The one answer to anything not signed by the organisation's connection: no detail,
 /// so a forger learns nothing (not even whether the organisation is connected).
 fn not_signed() -> ApiError {
-    ApiError::new(
+    let mut e = ApiError::new(
         StatusCode::UNAUTHORIZED,
         "invalid_signature",
         "the delivery is not signed by this connection's webhook secret",
-    )
+    );
+    e.www_authenticate = Some(sortie_core::vcs::webhook::SIGNATURE_HEADER);
+    e
 }
 
 /// The organisation's webhook secret, from this instance's cache when read lately.
@@ -301,9 +322,9 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         ("X-Hub-Signature-256" = String, Header, description = "`sha256=` and the HMAC-SHA256 of the body with the webhook secret"),
         ("X-GitHub-Event" = String, Header, description = "The event's name"),
         ("X-GitHub-Delivery" = String, Header, description = "The delivery's unique id")),
-    request_body(description = "GitHub's payload, as delivered", content_type = "application/json", content = serde_json::Value),
+    request_body(description = "GitHub's payload, as delivered (the webhook's content type must be `application/json`)", content((GithubPayload = "application/json"))),
     responses((status = 202, description = "Verified: queued, a duplicate, or nothing to do", body = WebhookAccepted),
-        BadRequest, (status = 401, description = "Not signed by the connection's webhook secret", body = crate::error::ErrorBody), PayloadTooLarge, Unavailable))]
+        BadRequest, NotSigned, PayloadTooLarge, UnsupportedMediaType, Unavailable))]
 pub(crate) async fn github_webhook(
     State(state): State<AppState>,
     Path(org): Path<String>,
@@ -330,7 +351,17 @@ pub(crate) async fn github_webhook(
         return Err(not_signed());
     }
     // Signed by the connection: from here on the headers and the body are trusted to be
-    // GitHub's, and still read as hostile text.
+    // GitHub's, and still read as hostile text. A webhook set to send form-encoded
+    // payloads is named, so its owner can switch it to JSON.
+    let content_type = header(&headers, "content-type").unwrap_or_default();
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        let mut e = ApiError::unsupported_media_type(content_type);
+        e.message = format!(
+            "a delivery of type `{content_type}` is not read: set the GitHub App's webhook content type to application/json"
+        );
+        return Err(e);
+    }
     let event = header(&headers, EVENT_HEADER)
         .filter(|e| !e.is_empty() && e.len() <= 64)
         .ok_or_else(|| ApiError::field("X-GitHub-Event", "is required"))?;

@@ -371,7 +371,7 @@ impl PullRequests {
         for env in matched.iter().take(MAX_ENVIRONMENTS) {
             let path = env.path.to_string();
             if let Some((_, only)) = allowed_by {
-                if !only.is_empty() && !only.iter().any(|o| *o == path) {
+                if !only.is_empty() && !only.contains(&path) {
                     continue;
                 }
             }
