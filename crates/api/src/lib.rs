@@ -110,6 +110,15 @@ pub struct PullParts {
 pub const WEBHOOK_SECRET_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl PullParts {
+    /// The pull-request service over `jobs` and these parts.
+    pub fn service(&self, jobs: &JobService) -> sortie_lifecycle::pull_requests::PullRequests {
+        sortie_lifecycle::pull_requests::PullRequests {
+            jobs: jobs.clone(),
+            hosts: self.hosts.clone(),
+            console_url: self.console_url.clone(),
+        }
+    }
+
     /// Parts over `hosts` and `queue`, linking to the console at `console_url`.
     pub fn new(
         hosts: Arc<dyn sortie_lifecycle::pull_requests::CodeHosts>,
@@ -143,13 +152,7 @@ impl AppState {
 
     /// The pull-request service, when this deployment has one.
     pub fn pull_requests(&self) -> Option<sortie_lifecycle::pull_requests::PullRequests> {
-        self.pulls
-            .as_ref()
-            .map(|p| sortie_lifecycle::pull_requests::PullRequests {
-                jobs: self.jobs.clone(),
-                hosts: p.hosts.clone(),
-                console_url: p.console_url.clone(),
-            })
+        self.pulls.as_ref().map(|p| p.service(&self.jobs))
     }
 
     /// The environment service over this state's store and rule cache.

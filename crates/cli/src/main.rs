@@ -157,6 +157,7 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
         Command::Group(g) => resources::group(&api, g, out).await,
         Command::Members(m) => resources::members(&api, m, out).await,
         Command::Runner(r) => resources::runner(&api, r, out).await,
+        Command::Vcs(v) => resources::vcs(&api, v, out).await,
         Command::Policy(PolicyCommand::Test {
             file,
             plan,

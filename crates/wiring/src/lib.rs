@@ -407,13 +407,7 @@ impl Composition {
 
     /// The pull-request service over this composition, when it has pull requests.
     pub fn pull_requests(&self) -> Option<sortie_lifecycle::pull_requests::PullRequests> {
-        self.pulls
-            .as_ref()
-            .map(|p| sortie_lifecycle::pull_requests::PullRequests {
-                jobs: self.jobs.clone(),
-                hosts: p.hosts.clone(),
-                console_url: p.console_url.clone(),
-            })
+        self.pulls.as_ref().map(|p| p.service(&self.jobs))
     }
 
     /// The API router over [`Composition::api_state`].

@@ -248,6 +248,10 @@ pub struct EnvironmentCreate {
     /// Where `ttl` counts from: `created` (default) or `last_apply`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_from: Option<sortie_core::expiry::TtlFrom>,
+    /// Its binding to a repository directory: pull requests that touch it are planned
+    /// there (`null` in a patch removes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcs: Option<sortie_core::vcs::VcsBinding>,
 }
 
 /// The body of `PATCH /v1/environments/{environment}`: any subset of the fields.
@@ -307,6 +311,10 @@ pub struct EnvironmentPatch {
     /// Where `ttl` counts from: `created` (default) or `last_apply`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_from: Option<sortie_core::expiry::TtlFrom>,
+    /// Its binding to a repository directory: pull requests that touch it are planned
+    /// there (`null` in a patch removes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcs: Option<sortie_core::vcs::VcsBinding>,
 }
 
 /// The answer of `runner check`: every check, in order. Nothing was launched or written.

@@ -25,7 +25,7 @@ mod runners;
 pub mod separator;
 mod state_versions;
 mod triggers;
-mod vcs;
+pub mod vcs;
 #[macro_use]
 mod table;
 #[cfg(test)]

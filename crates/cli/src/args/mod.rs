@@ -11,7 +11,7 @@ mod settings;
 pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
 pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,
-    MembersCommand, RunnerCommand, UpdateResource,
+    MembersCommand, RunnerCommand, UpdateResource, VcsCommand,
 };
 pub use settings::{
     ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg, TriggerOperationArg,
@@ -43,6 +43,7 @@ pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
     ("Jobs", &["run", "job"]),
     ("Environments", &["env", "group"]),
     ("Runners", &["runner"]),
+    ("Pull requests", &["vcs"]),
     ("Policy", &["policy"]),
     ("Access", &["whoami", "members", "context"]),
     ("Local mode and shell", &["dev", "completion", "help"]),
@@ -166,6 +167,10 @@ pub enum Command {
     /// Runner actions: `runner check ID`.
     #[command(subcommand)]
     Runner(RunnerCommand),
+    /// Pull requests: `vcs connect github ORG --app-id … --private-key-file …
+    /// --webhook-secret-file …`, `vcs get github ORG`, `vcs disconnect github ORG`.
+    #[command(subcommand)]
+    Vcs(VcsCommand),
     /// Named contexts (API URL and token source) in the config file.
     #[command(subcommand)]
     Context(ContextCommand),
@@ -617,6 +622,62 @@ mod tests {
                 Ok(Ok(_)) => *checked += 1,
                 Ok(Err(kind)) => unsatisfied.push(format!("{} {id}: {kind:?}", path.join(" "))),
             }
+        }
+    }
+
+    /// A command's own flag named like a global option is never read: the global one takes
+    /// it (`vcs connect --api-url` once sent the CLI to GitHub's API instead of Sortie's).
+    #[test]
+    fn no_command_has_a_flag_named_like_a_global_option() {
+        fn walk(
+            cmd: &clap::Command,
+            globals: &std::collections::BTreeSet<String>,
+            path: &str,
+            clashes: &mut Vec<String>,
+        ) {
+            for sub in cmd.get_subcommands() {
+                let here = format!("{path} {}", sub.get_name());
+                for arg in sub.get_arguments() {
+                    if let Some(long) = arg.get_long() {
+                        if globals.contains(long) {
+                            clashes.push(format!("{here} --{long}"));
+                        }
+                    }
+                }
+                walk(sub, globals, &here, clashes);
+            }
+        }
+        let cli = Cli::command();
+        let globals = cli
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .collect();
+        let mut clashes = Vec::new();
+        walk(&cli, &globals, "sortie", &mut clashes);
+        // `context set` writes the global options' own values to the config file: it
+        // reads them as its own, as the parse below proves.
+        clashes.retain(|c| !c.starts_with("sortie context set "));
+        assert!(clashes.is_empty(), "{clashes:?}");
+        assert!(globals.contains("api-url"), "{globals:?}");
+        let parsed = Cli::try_parse_from([
+            "sortie",
+            "context",
+            "set",
+            "prod",
+            "--api-url",
+            "https://x",
+            "--token",
+            "t",
+        ])
+        .unwrap();
+        match parsed.command {
+            Command::Context(ContextCommand::Set { api_url, token, .. }) => {
+                assert_eq!(
+                    (api_url.as_deref(), token.as_deref()),
+                    (Some("https://x"), Some("t"))
+                );
+            }
+            other => panic!("{other:?}"),
         }
     }
 

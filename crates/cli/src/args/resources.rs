@@ -303,6 +303,10 @@ pub enum MembersCommand {
         /// Claim `key=value` patterns instead of a subject.
         #[arg(long = "claim", value_name = "KEY=VALUE")]
         claims: Vec<String>,
+        /// Only tokens of this issuer: for a GitHub user, the connection's issuer (`sortie
+        /// vcs get github ORG` prints it) with `--subject LOGIN`.
+        #[arg(long)]
+        issuer: Option<String>,
     },
     /// Revoke a membership by id.
     Revoke {
@@ -318,6 +322,57 @@ pub enum MembersCommand {
         #[arg(long)]
         group: String,
     },
+}
+
+/// `vcs …`: an organisation's connection to its pull requests' host.
+#[derive(Debug, Subcommand)]
+pub enum VcsCommand {
+    /// Connect an organisation to GitHub through a GitHub App: its pull requests are then
+    /// planned on the environments bound to their repositories (`update env --repository`).
+    Connect {
+        /// `github`.
+        #[arg(value_enum)]
+        provider: VcsProviderArg,
+        /// The organisation.
+        org: String,
+        /// The GitHub App's id.
+        #[arg(long)]
+        app_id: u64,
+        /// The App's private key (the `.pem` GitHub generated), kept in Secrets Manager.
+        #[arg(long, value_name = "FILE")]
+        private_key_file: std::path::PathBuf,
+        /// A file holding the App's webhook secret, kept in Secrets Manager.
+        #[arg(long, value_name = "FILE")]
+        webhook_secret_file: std::path::PathBuf,
+        /// The REST API of a GitHub Enterprise Server (`https://HOST/api/v3`); GitHub.com's
+        /// by default. (`--api-url` is Sortie's own API.)
+        #[arg(long = "github-api-url", value_name = "URL")]
+        github_api_url: Option<String>,
+    },
+    /// Show an organisation's connection: its App, its webhook URL and the issuer to grant
+    /// GitHub users roles with.
+    Get {
+        /// `github`.
+        #[arg(value_enum)]
+        provider: VcsProviderArg,
+        /// The organisation.
+        org: String,
+    },
+    /// Disconnect an organisation: its connection and secrets are deleted.
+    Disconnect {
+        /// `github`.
+        #[arg(value_enum)]
+        provider: VcsProviderArg,
+        /// The organisation.
+        org: String,
+    },
+}
+
+/// The host of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VcsProviderArg {
+    /// GitHub.com or GitHub Enterprise Server.
+    Github,
 }
 
 /// `runner ...`.

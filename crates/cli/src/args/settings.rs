@@ -54,6 +54,125 @@ pub struct EnvSettingArgs {
     /// destroys the environment. At most the maximum TTL set on its groups.
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
+    /// Binds the environment to a GitHub repository (`owner/name`): pull requests that
+    /// touch its directory are planned there, with a check and a comment. With
+    /// `update env`, `''` removes the binding.
+    #[arg(long, value_name = "OWNER/NAME", value_parser = parse_text)]
+    pub repository: Option<Clearable<String>>,
+    /// The directory of its configuration in the repository (default: the root).
+    #[arg(long, value_name = "DIR")]
+    pub directory: Option<String>,
+    /// The base branch of the pull requests that plan it (default `main`).
+    #[arg(long, value_name = "BRANCH")]
+    pub branch: Option<String>,
+    /// The changes that plan it: comma-separated globs from the repository root (default:
+    /// everything under its directory), such as `web/**,modules/**/*.tf`.
+    #[arg(long, value_name = "GLOBS", value_parser = parse_list)]
+    pub when_modified: Option<CommaList>,
+    /// When a pull request's plan is applied: `after-merge` (the default), `before-merge`
+    /// or `none`.
+    #[arg(
+        long = "apply",
+        value_enum,
+        value_name = "after-merge|before-merge|none"
+    )]
+    pub apply_mode: Option<ApplyModeArg>,
+    /// Approvals (by others than the author, on the head commit) an apply from a pull
+    /// request needs: 1 to 10; `0` needs none.
+    #[arg(long, value_name = "N")]
+    pub require_approvals: Option<u32>,
+    /// An apply from a pull request needs it mergeable (`--require-mergeable=false` to
+    /// drop).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub require_mergeable: Option<bool>,
+    /// An apply from a pull request needs its branch up to date with the base.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub require_undiverged: Option<bool>,
+}
+
+/// `--apply`: when a pull request's plan is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApplyModeArg {
+    /// After the pull request is merged, at the merge commit.
+    AfterMerge,
+    /// Before it is merged, by `/sortie apply`.
+    BeforeMerge,
+    /// Never from the pull request.
+    None,
+}
+
+impl EnvSettingArgs {
+    /// True when a flag of the repository binding was given.
+    pub fn binds(&self) -> bool {
+        self.repository.is_some()
+            || self.directory.is_some()
+            || self.branch.is_some()
+            || self.when_modified.is_some()
+            || self.apply_mode.is_some()
+            || self.require_approvals.is_some()
+            || self.require_mergeable.is_some()
+            || self.require_undiverged.is_some()
+    }
+
+    /// The binding these flags make of `current` (an environment's `vcs`, as JSON):
+    /// `Ok(None)` when no binding flag was given, `Ok(Some(Value::Null))` to remove it.
+    pub fn binding(
+        &self,
+        current: Option<&serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, String> {
+        use serde_json::{json, Value};
+        if !self.binds() {
+            return Ok(None);
+        }
+        if self.repository == Some(Clearable::Clear) {
+            return Ok(Some(Value::Null));
+        }
+        let mut vcs = current
+            .filter(|v| v.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Some(Clearable::Set(repo)) = &self.repository {
+            vcs["repository"] = json!(repo);
+        }
+        if vcs.get("repository").is_none() {
+            return Err("the binding's other flags need --repository OWNER/NAME".into());
+        }
+        if let Some(d) = &self.directory {
+            vcs["directory"] = json!(d);
+        }
+        if let Some(b) = &self.branch {
+            vcs["branch"] = json!(b);
+        }
+        if let Some(g) = &self.when_modified {
+            vcs["when_modified"] = json!(g.0);
+        }
+        if let Some(a) = self.apply_mode {
+            vcs["apply"] = json!(match a {
+                ApplyModeArg::AfterMerge => "after_merge",
+                ApplyModeArg::BeforeMerge => "before_merge",
+                ApplyModeArg::None => "none",
+            });
+        }
+        let mut requirements = vcs
+            .get("requirements")
+            .filter(|v| v.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Some(n) = self.require_approvals {
+            requirements["approved"] = if n == 0 { Value::Null } else { json!(n) };
+        }
+        if let Some(m) = self.require_mergeable {
+            requirements["mergeable"] = json!(m);
+        }
+        if let Some(u) = self.require_undiverged {
+            requirements["undiverged"] = json!(u);
+        }
+        if let Some(map) = requirements.as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+        }
+        vcs["requirements"] = requirements;
+        Ok(Some(vcs))
+    }
 }
 
 /// `--trigger-operation`.
@@ -96,6 +215,7 @@ impl EnvSettingArgs {
             && self.trigger_operation.is_none()
             && self.trigger_inputs.is_none()
             && self.ttl.is_none()
+            && !self.binds()
     }
 }
 

@@ -107,7 +107,43 @@ pub(super) fn settings_details(e: &EnvironmentView) -> Vec<(&'static str, String
             "tool version",
             s.tool_version.clone().unwrap_or_else(runners),
         ),
+        (
+            "repository",
+            s.vcs.as_ref().map_or_else(|| "-".to_string(), binding_text),
+        ),
     ]
+}
+
+/// `acme/infra web/dev (base main, globs web/dev/**; apply after_merge; needs 2 approvals,
+/// mergeable)`: an environment's binding in one line.
+pub(super) fn binding_text(b: &sortie_core::vcs::VcsBinding) -> String {
+    let dir = if b.directory.is_empty() {
+        "/"
+    } else {
+        &b.directory
+    };
+    let mut needs = Vec::new();
+    if let Some(n) = b.requirements.approved {
+        needs.push(format!("{n} approval{}", if n == 1 { "" } else { "s" }));
+    }
+    if b.requirements.mergeable {
+        needs.push("mergeable".to_string());
+    }
+    if b.requirements.undiverged {
+        needs.push("up to date with the base".to_string());
+    }
+    let mut text = format!(
+        "{} {dir} (base {}, changes {}; apply {}",
+        b.repository,
+        b.branch,
+        b.globs().join(","),
+        b.apply.as_str()
+    );
+    if !needs.is_empty() {
+        text.push_str(&format!("; needs {}", needs.join(", ")));
+    }
+    text.push(')');
+    text
 }
 
 /// `drifted (+0 ~1 -0) at <time> by job <id>`, with the reason of an `error` and the

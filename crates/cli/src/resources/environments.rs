@@ -35,6 +35,7 @@ pub(super) async fn create(
 ) -> Result<(), CliError> {
     let (group, name) = split_env(&path)?;
     let settings_given = !settings.is_empty();
+    let vcs = settings.binding(None).map_err(CliError::Usage)?;
     let body = EnvironmentCreate {
         name: name.to_string(),
         env_type,
@@ -55,9 +56,13 @@ pub(super) async fn create(
         expires_at: None,
         ttl: settings.ttl,
         ttl_from: None,
+        vcs: None,
     };
-    let body = serde_json::to_value(&body)
+    let mut body = serde_json::to_value(&body)
         .map_err(|e| CliError::Other(format!("could not encode the environment: {e}")))?;
+    if let Some(vcs) = vcs {
+        body["vcs"] = vcs;
+    }
     let answer = api
         .send(
             Method::POST,
@@ -154,9 +159,10 @@ pub(super) async fn update(
     out: Output,
 ) -> Result<(), CliError> {
     let (group, _) = split_env(&path)?;
+    let binding_flags = settings.clone();
     if env_type.is_none() && labels.is_empty() && tags.is_empty() && settings.is_empty() {
         return Err(CliError::Usage(
-                "nothing to change: give --type, --label KEY=VALUE, --tag or a setting (--approval, --approval-timeout, --four-eyes, --drift-schedule, --drift-remediation, --tool, --tool-version)".into(),
+                "nothing to change: give --type, --label KEY=VALUE, --tag or a setting (--approval, --approval-timeout, --four-eyes, --drift-schedule, --drift-remediation, --tool, --tool-version, --repository, --directory, --apply)".into(),
             ));
     }
     // A cleared setting is sent as `null`, which the patch type cannot say.
@@ -188,6 +194,7 @@ pub(super) async fn update(
         expires_at: None,
         ttl: settings.ttl,
         ttl_from: None,
+        vcs: None,
     };
     let mut body = serde_json::to_value(&patch)
         .map_err(|e| CliError::Other(format!("could not encode the change: {e}")))?;
@@ -202,6 +209,13 @@ pub(super) async fn update(
         .await
         .map_err(|e| env_hint(e, group))?;
     let if_match = if_match(&current);
+    // The binding's flags change the current binding; the API takes it whole.
+    if let Some(vcs) = binding_flags
+        .binding(current.body.get("vcs"))
+        .map_err(CliError::Usage)?
+    {
+        body["vcs"] = vcs;
+    }
     let answer = api
         .send(Method::PATCH, &url, Some(&body), &if_match)
         .await

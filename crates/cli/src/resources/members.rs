@@ -20,11 +20,12 @@ pub async fn members(api: &Api, command: MembersCommand, out: Output) -> Result<
             role,
             subject,
             claims,
+            issuer,
         } => {
             let grantee = match (subject, claims.as_slice()) {
                 (Some(subject), []) => Grantee::Subject {
                     subject,
-                    issuer: None,
+                    issuer: issuer.clone(),
                 },
                 (None, [claim]) => {
                     let (claim, pattern) = claim.split_once('=').ok_or_else(|| {
@@ -35,7 +36,7 @@ pub async fn members(api: &Api, command: MembersCommand, out: Output) -> Result<
                     Grantee::ClaimPattern {
                         claim: claim.to_string(),
                         pattern: pattern.to_string(),
-                        issuer: None,
+                        issuer: issuer.clone(),
                     }
                 }
                 _ => {

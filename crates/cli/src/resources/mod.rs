@@ -16,12 +16,14 @@ mod policy_sets;
 mod rules;
 mod runners;
 mod shared;
+mod vcs;
 
 pub use environments::{env, show_outputs};
 pub use locks::group;
 pub use members::members;
 pub use runners::runner;
 pub(crate) use shared::env_url;
+pub use vcs::vcs;
 
 use crate::args::{
     CreateResource, DeleteResource, GetResource, ListResource, Output, UpdateResource,

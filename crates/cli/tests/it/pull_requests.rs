@@ -48,33 +48,69 @@ impl World {
         );
         let dev = common::launch(prefix, 1, Some(&common::runner_binary()));
         common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &common::state_bucket());
-        let connection = dev.api(
-            "PUT",
-            "/v1/groups/acme/-/vcs/github",
-            Some(json!({
-                "app_id": gh.app_id(),
-                "api_url": gh.url(),
-                "private_key": gh.app_private_key_pem(),
-                "webhook_secret": SECRET,
-            })),
-        );
-        let text = connection.to_string();
+        // Connected and bound through the CLI, as a user would.
+        let key = dev.dir.join("app.pem");
+        let secret = dev.dir.join("webhook-secret");
+        std::fs::write(&key, gh.app_private_key_pem()).unwrap();
+        std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+        let app_id = gh.app_id().to_string();
+        let out: common::Out = common::sortie(
+            &dev,
+            &[
+                "vcs",
+                "connect",
+                "github",
+                "acme",
+                "--app-id",
+                &app_id,
+                "--private-key-file",
+                key.to_str().unwrap(),
+                "--webhook-secret-file",
+                secret.to_str().unwrap(),
+                "--github-api-url",
+                gh.url(),
+            ],
+        )
+        .into();
+        assert_eq!(out.code, 0, "{out:?}");
         assert!(
-            !text.contains("PRIVATE KEY") && !text.contains(SECRET),
-            "the answer holds no secret: {text}"
+            out.stdout.contains("/v1/vcs/github/acme/webhook")
+                && !out.stdout.contains("PRIVATE KEY")
+                && !out.stdout.contains(SECRET),
+            "the webhook URL, and no secret: {out:?}"
         );
+        let out: common::Out =
+            common::sortie(&dev, &["-o", "json", "vcs", "get", "github", "acme"]).into();
+        assert_eq!(out.code, 0, "{out:?}");
+        let connection: Value = serde_json::from_str(&out.stdout).unwrap();
         for (name, dir) in [
             ("web-dev", "web/dev"),
             ("web-prod", "web/prod"),
             ("api-dev", "api/dev"),
         ] {
-            dev.api(
-                "POST",
-                "/v1/groups/acme/-/environments",
-                Some(json!({"name": name, "env_type": "development",
-                    "vcs": {"repository": REPO, "directory": dir}})),
-            );
+            let path = format!("acme/{name}");
+            let out: common::Out = common::sortie(
+                &dev,
+                &[
+                    "create",
+                    "env",
+                    &path,
+                    "--type",
+                    "development",
+                    "--repository",
+                    REPO,
+                    "--directory",
+                    dir,
+                ],
+            )
+            .into();
+            assert_eq!(out.code, 0, "{out:?}");
         }
+        let out: common::Out = common::sortie(&dev, &["get", "env", "acme/web-dev"]).into();
+        assert!(
+            out.stdout.contains("acme/infra web/dev (base main"),
+            "get env shows the binding: {out:?}"
+        );
         let issuer = connection["issuer"].as_str().unwrap().to_string();
         Self {
             rt,

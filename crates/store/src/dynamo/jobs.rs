@@ -24,6 +24,21 @@ use crate::{
     StoreError, Submitted, Unreadable,
 };
 
+/// A submit's items: the job (a pending send) and its idempotency key, each checked
+/// before any write (DynamoDB's limits, and that it reads back), so a refused input leaves
+/// nothing behind.
+fn submit_items(
+    job: &Job,
+    idempotency: Option<&IdempotencyKey>,
+) -> Result<(super::Item, Option<super::Item>), StoreError> {
+    let idem_item = idempotency.map(|k| idempotency_item(job, k));
+    let holding = checked_item("job", &job_item(job, true))?;
+    if let Some(i) = &idem_item {
+        super::items::check_item("idempotency key", i)?;
+    }
+    Ok((holding, idem_item))
+}
+
 /// A submit's idempotency item: the key binds the job for 24 hours.
 fn idempotency_item(job: &Job, k: &IdempotencyKey) -> super::Item {
     let mut item = key(format!("IDEM#{}#{}", job.environment, k.key), "IDEM");
@@ -75,13 +90,7 @@ impl JobStore for DynamoStore {
         job: &Job,
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError> {
-        let idem_item = idempotency.map(|k| idempotency_item(job, k));
-        // Every check before any write: DynamoDB's limits, and that each item we may write
-        // reads back. A refused input leaves nothing behind.
-        let holding = checked_item("job", &job_item(job, true))?;
-        if let Some(i) = &idem_item {
-            super::items::check_item("idempotency key", i)?;
-        }
+        let (holding, idem_item) = submit_items(job, idempotency)?;
         let written = self
             .submit_attempts(job, &holding, idem_item.as_ref(), idempotency)
             .await;
@@ -93,11 +102,7 @@ impl JobStore for DynamoStore {
         job: &Job,
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Submitted, StoreError> {
-        let idem_item = idempotency.map(|k| idempotency_item(job, k));
-        let holding = checked_item("job", &job_item(job, true))?;
-        if let Some(i) = &idem_item {
-            super::items::check_item("idempotency key", i)?;
-        }
+        let (holding, idem_item) = submit_items(job, idempotency)?;
         let written = self
             .submit_lockless(job, &holding, idem_item.as_ref(), idempotency)
             .await;
