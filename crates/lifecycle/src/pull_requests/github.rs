@@ -10,6 +10,7 @@ use sortie_core::protocol::pilot::SourceAccess;
 use sortie_core::vcs::command::parse_commands;
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
+use sortie_core::vcs::requirements::{CheckResult, PullFacts, Review, ReviewState};
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_github::webhook::{Event, PullRequestAction};
 use sortie_github::{
@@ -171,6 +172,60 @@ impl CodeHost for GithubHost {
             .await
             .map_err(host_error)?;
         Ok(())
+    }
+
+    async fn facts(&self, repository: &str, number: u64) -> Result<PullFacts, HostError> {
+        let repo = repo(repository)?;
+        let c = &self.client;
+        let pull = c.pull(&repo, number).await.map_err(host_error)?;
+        let reviews = c.reviews(&repo, number).await.map_err(host_error)?;
+        // Unknown (and so unmet, when required) if GitHub cannot compare them.
+        let behind_by = c
+            .compare(&repo, &pull.base_ref, &pull.head_sha)
+            .await
+            .ok()
+            .and_then(|cmp| u32::try_from(cmp.behind_by).ok());
+        let required_checks = c
+            .required_checks(&repo, &pull.base_ref)
+            .await
+            .map_err(host_error)?;
+        let checks = c
+            .head_checks(&repo, &pull.head_sha)
+            .await
+            .map_err(host_error)?;
+        // GitHub lists reviews oldest first; their order is what decides.
+        let epoch = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
+        Ok(PullFacts {
+            author: pull.user_login.clone(),
+            head_sha: pull.head_sha.clone(),
+            planned_sha: None,
+            reviews: reviews
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    Some(Review {
+                        user: r.user_login?,
+                        state: match r.state.as_str() {
+                            "APPROVED" => ReviewState::Approved,
+                            "CHANGES_REQUESTED" => ReviewState::ChangesRequested,
+                            "DISMISSED" => ReviewState::Dismissed,
+                            "PENDING" => ReviewState::Pending,
+                            _ => ReviewState::Commented,
+                        },
+                        commit_id: r.commit_id.unwrap_or_default(),
+                        submitted_at: epoch + chrono::Duration::seconds(i as i64),
+                    })
+                })
+                .collect(),
+            mergeable: pull.mergeable,
+            draft: pull.draft,
+            behind_by,
+            required_checks,
+            checks: checks
+                .into_iter()
+                .map(|(name, passed)| CheckResult { name, passed })
+                .collect(),
+        })
     }
 
     async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {

@@ -80,6 +80,14 @@ pub trait CodeHost: Send + Sync {
     ) -> Result<u64, HostError>;
     /// Answers a command with a new comment (a refusal, the help).
     async fn reply(&self, repository: &str, number: u64, body: &str) -> Result<(), HostError>;
+    /// What an apply's requirements are decided on, read now: the reviews, mergeability,
+    /// how far the head is behind its base, the base's required checks and the head's
+    /// results (`planned_sha` is the caller's to fill).
+    async fn facts(
+        &self,
+        repository: &str,
+        number: u64,
+    ) -> Result<sortie_core::vcs::requirements::PullFacts, HostError>;
     /// What the pilot needs to download `sha`: a URL and a token that can only read this
     /// one repository, for a short while.
     async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError>;

@@ -20,9 +20,10 @@ use sortie_core::vcs::command::{help_text, Command};
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::pull::{PullEnvironment, PullRequestRecord, MAX_ENVIRONMENTS};
 use sortie_core::vcs::report::escape;
+use sortie_core::vcs::requirements::evaluate;
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_core::vcs::{VcsBinding, VcsProvider};
-use sortie_core::{EnvPath, Environment, JobRequest, Operation, Source};
+use sortie_core::{EnvPath, Environment, JobId, JobRequest, Operation, Source};
 use sortie_store::{IdempotencyKey, Store, StoreError};
 use tracing::{info, warn};
 
@@ -566,19 +567,222 @@ impl PullRequests {
                     host.reply(repository, number, &lines.join("\n")).await?;
                     return Ok(());
                 }
-                self.plan_head(connection, host, repository, number, Some((author, environments)))
-                    .await?
-            }
-            Command::Apply { .. } => {
-                host.reply(
+                self.plan_head(
+                    connection,
+                    host,
                     repository,
                     number,
-                    "`/sortie apply` is not available on this Sortie yet: apply the plan with `sortie run apply` after review.",
+                    Some((author, environments)),
                 )
                 .await?
             }
+            Command::Apply { environments } => {
+                self.apply(connection, host, repository, number, author, environments)
+                    .await?
+            }
         }
         Ok(())
+    }
+
+    /// `/sortie apply` by `author`: every environment named (or every one planned) must
+    /// allow applies before the merge, have a successful plan of the head commit, and meet
+    /// its requirements read from the host now (approvals on the head, mergeable, up to
+    /// date, required checks green, Sortie's own left out); the commenter must be a
+    /// deployer there. All or nothing: any refusal answers with every reason and applies
+    /// none. Each apply is an ordinary apply of the planned commit (it takes the lock,
+    /// passes the policy gate and the environment's approval), submitted once per commit.
+    async fn apply(
+        &self,
+        connection: &VcsConnection,
+        host: &dyn CodeHost,
+        repository: &str,
+        number: u64,
+        author: &str,
+        named: &[String],
+    ) -> Result<(), PullError> {
+        let Some(found) = self
+            .store()
+            .get_pull_request(VcsProvider::Github, repository, number)
+            .await?
+        else {
+            host.reply(
+                repository,
+                number,
+                "Nothing is planned on this pull request yet.",
+            )
+            .await?;
+            return Ok(());
+        };
+        let record = found.item;
+        let commenter = self.principal(connection, author).await?;
+        let mut facts = host.facts(repository, number).await?;
+        let mut refusals = Vec::new();
+        for n in named {
+            if !record.environments.contains_key(n) {
+                refusals.push(format!("This pull request does not touch {}.", escape(n)));
+            }
+        }
+        let mut targets = Vec::new();
+        for (path, entry) in &record.environments {
+            if !named.is_empty() && !named.contains(path) {
+                continue;
+            }
+            let env_path = match EnvPath::parse(path) {
+                Ok(p) => p,
+                Err(_) => continue,
+            };
+            let env = match self.store().get_environment(&env_path).await {
+                Ok(e) => e.item.environment,
+                Err(StoreError::NotFound { .. }) => {
+                    refusals.push(format!("{}: the environment is gone.", escape(path)));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let mut why = Vec::new();
+            if !can(&commenter, Action::Deploy, env.path.group()) {
+                why.push(format!(
+                    "@{} needs the deployer role here (a membership for subject `{}` of issuer `{}`)",
+                    escape(author),
+                    escape(&author.to_ascii_lowercase()),
+                    escape(&issuer_of(connection))
+                ));
+            }
+            let Some(binding) = env.settings.vcs.clone() else {
+                refusals.push(format!(
+                    "{}: no longer bound to this repository.",
+                    escape(path)
+                ));
+                continue;
+            };
+            match binding.apply {
+                sortie_core::vcs::ApplyMode::BeforeMerge => {}
+                sortie_core::vcs::ApplyMode::AfterMerge => {
+                    why.push("it applies after the merge (`apply: after_merge`)".into())
+                }
+                sortie_core::vcs::ApplyMode::None => {
+                    why.push("it is never applied from a pull request (`apply: none`)".into())
+                }
+            }
+            let planned = match &entry.plan_job {
+                Some(id) => match self.store().get_job(&JobId::from(id.clone())).await {
+                    Ok(r) => r.job.state == sortie_core::JobState::Succeeded,
+                    Err(StoreError::NotFound { .. }) => false,
+                    Err(e) => return Err(e.into()),
+                },
+                None => false,
+            };
+            if !planned {
+                why.push("its plan of this commit has not succeeded".into());
+            }
+            if entry.apply_job.is_some() && entry.sha == facts.head_sha {
+                why.push("it is already being applied".into());
+            }
+            facts.planned_sha = Some(entry.sha.clone());
+            for unmet in evaluate(&binding.requirements, &facts) {
+                why.push(unmet.to_string());
+            }
+            if why.is_empty() {
+                targets.push((env, binding, entry.sha.clone()));
+            } else {
+                refusals.push(format!("{}: {}.", escape(path), escape(&why.join("; "))));
+            }
+        }
+        if targets.is_empty() && refusals.is_empty() {
+            refusals.push("Nothing is planned on this pull request to apply.".into());
+        }
+        if !refusals.is_empty() {
+            let body = format!("Not applied:\n\n- {}", refusals.join("\n- "));
+            host.reply(repository, number, &body).await?;
+            return Ok(());
+        }
+        let mut applied = Vec::new();
+        for (env, binding, sha) in &targets {
+            let id = self
+                .submit_apply(env, binding, &record, sha, author)
+                .await?;
+            applied.push((env.path.to_string(), sha.clone(), id));
+        }
+        for _ in 0..RECORD_TRIES {
+            let Some(found) = self
+                .store()
+                .get_pull_request(VcsProvider::Github, repository, number)
+                .await?
+            else {
+                return Ok(());
+            };
+            let mut record = found.item;
+            for (path, sha, id) in &applied {
+                if let Some(e) = record.environments.get_mut(path) {
+                    if e.sha == *sha {
+                        e.apply_job = Some(id.clone());
+                    }
+                }
+            }
+            record.updated_at = Utc::now();
+            match self
+                .store()
+                .put_pull_request(&record, Some(found.version))
+                .await
+            {
+                Ok(v) => return self.write_report(host, record, v).await,
+                Err(StoreError::VersionMismatch { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits the apply of `sha` to `env` for `requested_by` (a host login), once per pull
+    /// request, environment and commit.
+    async fn submit_apply(
+        &self,
+        env: &Environment,
+        binding: &VcsBinding,
+        record: &PullRequestRecord,
+        sha: &str,
+        requested_by: &str,
+    ) -> Result<String, PullError> {
+        let request = JobRequest {
+            operation: Operation::Apply,
+            source: Source::Github {
+                repository: binding.repository.clone(),
+                commit: sha.to_string(),
+                path: binding.directory.clone(),
+            },
+            variables: Default::default(),
+            files: Default::default(),
+            secret_refs: Default::default(),
+            sensitive_variables: Default::default(),
+            sensitive_secret: None,
+        };
+        let key = IdempotencyKey {
+            key: format!(
+                "pr-apply:{}#{}@{sha}",
+                record.repository.to_ascii_lowercase(),
+                record.number
+            ),
+            request_hash: sha.to_string(),
+        };
+        let mut order = JobOrder::submit(
+            request,
+            SensitiveValues::default(),
+            format!("{}:{requested_by}", VcsProvider::Github.as_str()),
+            Some(key),
+        );
+        order.pull_request = Some(record.job_ref(sha));
+        match self.jobs.submit_for(env, order).await {
+            Ok(submitted) => {
+                info!(job_id = %submitted.job.id, environment = %env.path, pull_request = %record.display(), "apply submitted from the pull request");
+                Ok(submitted.job.id.to_string())
+            }
+            Err(SubmitError::Store(e)) => Err(e.into()),
+            Err(e) => Err(StoreError::Invalid {
+                path: env.path.to_string(),
+                problem: e.to_string(),
+            }
+            .into()),
+        }
     }
 
     /// Writes the pull request's checks and comment again from its jobs.

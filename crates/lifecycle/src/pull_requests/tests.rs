@@ -14,7 +14,7 @@ use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_core::vcs::{VcsBinding, VcsProvider};
-use sortie_core::{GroupPath, JobId, JobState, Source};
+use sortie_core::{GroupPath, JobId, JobState, Operation, Source};
 use sortie_store::{
     EnvironmentStore, JobStore, MembershipRecord, MembershipStore, RunnerStore, VcsStore,
 };
@@ -36,6 +36,9 @@ struct HostState {
     replies: Vec<String>,
     next_id: u64,
     down: bool,
+    reviews: Vec<sortie_core::vcs::requirements::Review>,
+    required_checks: Vec<String>,
+    head_checks: Vec<sortie_core::vcs::requirements::CheckResult>,
 }
 
 #[derive(Default)]
@@ -143,6 +146,26 @@ impl CodeHost for FakeHost {
         self.down()?;
         self.0.lock().unwrap().replies.push(body.to_string());
         Ok(())
+    }
+    async fn facts(
+        &self,
+        _r: &str,
+        number: u64,
+    ) -> Result<sortie_core::vcs::requirements::PullFacts, HostError> {
+        self.down()?;
+        let st = self.0.lock().unwrap();
+        let pull = &st.pulls[&number];
+        Ok(sortie_core::vcs::requirements::PullFacts {
+            author: pull.author.clone(),
+            head_sha: pull.head_sha.clone(),
+            planned_sha: None,
+            reviews: st.reviews.clone(),
+            mergeable: Some(true),
+            draft: false,
+            behind_by: Some(0),
+            required_checks: st.required_checks.clone(),
+            checks: st.head_checks.clone(),
+        })
     }
     async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {
         Ok(SourceAccess {
@@ -579,4 +602,153 @@ async fn unbinding_takes_an_environment_out_of_the_repository_index() {
             .await
             .unwrap();
     assert!(!after.contains(&path) && after.len() == before.len() - 1);
+}
+
+/// Binds `path` (already bound by `setup`) to apply before the merge, after `approvals`.
+async fn before_merge(s: &Setup, path: &str, approvals: u32) {
+    let input = EnvironmentInput::from_value(
+        &serde_json::json!({"vcs": {"repository": REPO, "directory": path.trim_start_matches("acme/"),
+            "apply": "before_merge", "requirements": {"approved": approvals}}}),
+        false,
+    )
+    .unwrap();
+    environments(&s.w)
+        .update(&sortie_core::EnvPath::parse(path).unwrap(), input, None)
+        .await
+        .unwrap();
+}
+
+async fn succeed(s: &Setup, id: &str) {
+    let id = JobId::from(id.to_string());
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatching),
+        (JobState::Dispatching, JobState::Running),
+        (JobState::Running, JobState::Succeeded),
+    ] {
+        s.w.store
+            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
+            .await
+            .unwrap();
+    }
+}
+
+fn approval(user: &str, sha: &str, at: i64) -> sortie_core::vcs::requirements::Review {
+    sortie_core::vcs::requirements::Review {
+        user: user.into(),
+        state: sortie_core::vcs::requirements::ReviewState::Approved,
+        commit_id: sha.into(),
+        submitted_at: chrono::DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(at),
+    }
+}
+
+fn apply(number: u64, author: &str) -> PullWork {
+    comment(
+        number,
+        author,
+        Command::Apply {
+            environments: vec![],
+        },
+    )
+}
+
+#[tokio::test]
+async fn apply_is_refused_before_an_approval_accepted_after_and_refused_when_the_head_moves() {
+    let s = setup().await;
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "octocat", Some(&issuer), "acme", Role::Deployer).await;
+    grant(&s.w, "reviewer", Some(&issuer), "acme", Role::Viewer).await;
+    before_merge(&s, "acme/web/dev", 1).await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    // Sortie's own check is required by the branch: it never blocks its own apply.
+    s.host.0.lock().unwrap().required_checks = vec!["sortie: acme/web/dev".into()];
+    s.prs.handle(&opened(7)).await.unwrap();
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    succeed(&s, &plan).await;
+
+    // No approval yet: refused, with the reason, and nothing submitted.
+    let sent = s.w.sent().len();
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    let reply = s.host.0.lock().unwrap().replies.last().unwrap().clone();
+    assert!(
+        reply.starts_with("Not applied") && reply.contains("approval"),
+        "{reply}"
+    );
+    assert_eq!(s.w.sent().len(), sent);
+    // The author's own approval never counts; an approval on an older commit neither.
+    s.host.0.lock().unwrap().reviews =
+        vec![approval("octocat", HEAD, 1), approval("reviewer", NEXT, 2)];
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    assert!(record(&s, 7).await.environments["acme/web/dev"]
+        .apply_job
+        .is_none());
+
+    // A reviewer's approval on the head: the apply is submitted, once.
+    s.host
+        .0
+        .lock()
+        .unwrap()
+        .reviews
+        .push(approval("reviewer", HEAD, 3));
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    let entry = record(&s, 7).await.environments["acme/web/dev"].clone();
+    let job =
+        s.w.store
+            .get_job(&JobId::from(entry.apply_job.clone().expect("applied")))
+            .await
+            .unwrap()
+            .job;
+    assert_eq!(job.request.operation, Operation::Apply);
+    assert!(!job.speculative, "an apply takes the lock");
+    assert_eq!(job.requested_by, "github:octocat");
+    assert_eq!(job.pull_request.as_ref().unwrap().head_sha, HEAD);
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    let reply = s.host.0.lock().unwrap().replies.last().unwrap().clone();
+    assert!(reply.contains("already being applied"), "{reply}");
+
+    // A push after the approval: the planned commit is no longer the head.
+    s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().head_sha = NEXT.into();
+    let mut stale = record(&s, 7).await;
+    stale
+        .environments
+        .get_mut("acme/web/dev")
+        .unwrap()
+        .apply_job = None;
+    let v =
+        s.w.store
+            .get_pull_request(VcsProvider::Github, REPO, 7)
+            .await
+            .unwrap()
+            .unwrap()
+            .version;
+    s.w.store.put_pull_request(&stale, Some(v)).await.unwrap();
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    let reply = s.host.0.lock().unwrap().replies.last().unwrap().clone();
+    assert!(reply.contains("plan again"), "{reply}");
+}
+
+#[tokio::test]
+async fn apply_is_refused_to_a_viewer_and_where_the_binding_applies_after_the_merge() {
+    let s = setup().await;
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "octocat", Some(&issuer), "acme", Role::Deployer).await;
+    grant(&s.w, "vic", Some(&issuer), "acme", Role::Viewer).await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    succeed(&s, &plan).await;
+    s.prs.handle(&apply(7, "vic")).await.unwrap();
+    let reply = s.host.0.lock().unwrap().replies.last().unwrap().clone();
+    assert!(
+        reply.contains("deployer") && reply.contains("after the merge"),
+        "{reply}"
+    );
+    assert!(record(&s, 7).await.environments["acme/web/dev"]
+        .apply_job
+        .is_none());
 }
