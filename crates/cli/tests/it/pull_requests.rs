@@ -317,3 +317,111 @@ fn a_fork_is_not_planned_until_a_deployer_comments() {
         "the fork's author is told which role is missing: {replies:#?}"
     );
 }
+
+/// The bot's comments other than the sticky one: its replies to commands.
+fn replies(w: &World, number: u64) -> Vec<String> {
+    w.gh.comments(REPO, number)
+        .into_iter()
+        .filter(|c| c.author == w.gh.app_bot_login() && !c.body.starts_with("<!-- sortie"))
+        .map(|c| c.body)
+        .collect()
+}
+
+fn wait_until(what: &str, w: &World, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "never {what}\n--- sortie dev log ---\n{}",
+            std::fs::read_to_string(w.dev.dir.join("dev.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn apply_from_the_pull_request_waits_for_an_approval_and_is_not_blocked_by_its_own_required_check()
+{
+    sortie_testkit::require_aws!();
+    let w = World::start("prapply");
+    w.grant("octocat", "deployer");
+    let out: common::Out = common::sortie(
+        &w.dev,
+        &[
+            "update",
+            "env",
+            "acme/web-dev",
+            "--apply",
+            "before-merge",
+            "--require-approvals",
+            "1",
+        ],
+    )
+    .into();
+    assert_eq!(out.code, 0, "{out:?}");
+    // The branch requires Sortie's own check: it must not block Sortie's apply.
+    w.gh.set_required_checks(REPO, "main", &["sortie: acme/web-dev"]);
+    let number = w.gh.add_pull(
+        REPO,
+        PullSpec::new("octocat", HEAD).file(FileChange::modified("web/dev/main.tf")),
+    );
+    let payload = w.gh.payloads().pull_request(REPO, number, "opened");
+    assert_eq!(w.deliver("pull_request", &payload, SECRET).0, 202);
+    w.wait_checks("the plan's success", |runs| {
+        runs.len() == 1 && runs[0].conclusion.as_deref() == Some("success")
+    });
+
+    let command = |w: &World| {
+        let id =
+            w.gh.add_user_comment(REPO, number, "octocat", "/sortie apply");
+        let p =
+            w.gh.payloads()
+                .issue_comment(REPO, number, id, "octocat", "/sortie apply");
+        assert_eq!(w.deliver("issue_comment", &p, SECRET).0, 202);
+    };
+    // Before any approval: refused, saying why.
+    command(&w);
+    wait_until("a refusal", &w, || !replies(&w, number).is_empty());
+    let refusal = replies(&w, number).join("\n");
+    assert!(
+        refusal.contains("Not applied") && refusal.contains("approval"),
+        "{refusal}"
+    );
+
+    // A reviewer approves the head commit: the apply runs Terraform and the check says so.
+    let review = w.gh.add_review(REPO, number, "reviewer", "APPROVED", HEAD);
+    let p =
+        w.gh.payloads()
+            .pull_request_review(REPO, number, review, "submitted");
+    assert_eq!(w.deliver("pull_request_review", &p, SECRET).0, 202);
+    command(&w);
+    let runs = w.wait_checks("the apply's success", |runs| {
+        runs.iter().any(|r| {
+            r.status == "completed"
+                && r.output
+                    .as_ref()
+                    .is_some_and(|o| o["title"].to_string().contains("applied"))
+        })
+    });
+    let id = runs[0]
+        .details_url
+        .as_deref()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let job = w.dev.job(&id);
+    assert_eq!(job["operation"], "apply", "{job}");
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["requested_by"], "github:octocat", "{job}");
+    assert!(
+        w.dev.log(&id).contains("terraform_data.web_dev"),
+        "the apply ran Terraform"
+    );
+    assert_eq!(
+        replies(&w, number).len(),
+        1,
+        "the accepted command made no reply"
+    );
+}
