@@ -13,6 +13,9 @@ use super::VcsProvider;
 /// mistake more often than a wish, and its record must fit one DynamoDB item).
 pub const MAX_ENVIRONMENTS: usize = 50;
 
+/// At most this many notes are kept on a pull request (the latest).
+pub const MAX_NOTES: usize = 10;
+
 /// A pull request as Sortie follows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -35,6 +38,13 @@ pub struct PullRequestRecord {
     pub fork: bool,
     /// False once it is closed or merged.
     pub open: bool,
+    /// True once it is merged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merged: bool,
+    /// What its comment must also say (a merge before an apply, an apply after the merge
+    /// that could not be made), at most [`MAX_NOTES`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Who allowed its plans to run (`/sortie plan` by a deployer) when its author could not
     /// (a fork, or an author with no role): plans run code. `None`: not allowed yet, unless
     /// the author may plan.
@@ -74,6 +84,15 @@ pub struct PullEnvironment {
 }
 
 impl PullRequestRecord {
+    /// Keeps `note` once, and at most [`MAX_NOTES`], the latest.
+    pub fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+        let over = self.notes.len().saturating_sub(MAX_NOTES);
+        self.notes.drain(..over);
+    }
+
     /// `owner/name#number`.
     pub fn display(&self) -> String {
         format!("{}#{}", self.repository, self.number)

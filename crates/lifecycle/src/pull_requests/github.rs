@@ -68,6 +68,7 @@ impl CodeHost for GithubHost {
             author: pull.user_login,
             open: pull.state == "open",
             merged: pull.merged,
+            merge_commit_sha: pull.merge_commit_sha,
         })
     }
 

@@ -24,6 +24,8 @@ pub struct PullInfo {
     pub open: bool,
     /// True when merged.
     pub merged: bool,
+    /// The merge commit, once merged.
+    pub merge_commit_sha: Option<String>,
 }
 
 /// Why a host call failed.

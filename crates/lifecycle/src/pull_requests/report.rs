@@ -52,7 +52,10 @@ impl PullRequests {
                 sortie_core::vcs::pull::MAX_ENVIRONMENTS
             ));
         }
-        if !record.open {
+        notes.extend(record.notes.iter().cloned());
+        if record.merged {
+            notes.push("This pull request is merged.".into());
+        } else if !record.open {
             notes.push("This pull request is closed.".into());
         }
         let body = render_comment(&CommentInput {

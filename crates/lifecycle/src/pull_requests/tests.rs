@@ -65,6 +65,7 @@ impl FakeHost {
                 fork,
                 open: true,
                 merged: false,
+                merge_commit_sha: None,
             },
         );
         st.files
@@ -751,4 +752,82 @@ async fn apply_is_refused_to_a_viewer_and_where_the_binding_applies_after_the_me
     assert!(record(&s, 7).await.environments["acme/web/dev"]
         .apply_job
         .is_none());
+}
+
+#[tokio::test]
+async fn a_merge_applies_after_merge_environments_at_the_merge_commit_and_warns_of_an_unapplied_one(
+) {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    // web/dev applies after the merge (the default); web/prod before it, and is not applied.
+    before_merge(&s, "acme/web/prod", 1).await;
+    s.host.open_pull(
+        7,
+        "octocat",
+        false,
+        &["web/dev/main.tf", "web/prod/main.tf"],
+    );
+    s.prs.handle(&opened(7)).await.unwrap();
+    let merge = "3333333333333333333333333333333333333333";
+    {
+        let mut st = s.host.0.lock().unwrap();
+        let pull = st.pulls.get_mut(&7).unwrap();
+        pull.open = false;
+        pull.merged = true;
+        pull.merge_commit_sha = Some(merge.into());
+    }
+    let closed = PullWork::PullRequest {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number: 7,
+        action: PullAction::Closed,
+        head_sha: HEAD.into(),
+        merged: true,
+    };
+    s.prs.handle(&closed).await.unwrap();
+    // A redelivery applies nothing twice.
+    s.prs.handle(&closed).await.unwrap();
+    let rec = record(&s, 7).await;
+    assert!(rec.merged && !rec.open);
+    let dev = &rec.environments["acme/web/dev"];
+    let job =
+        s.w.store
+            .get_job(&JobId::from(
+                dev.apply_job.clone().expect("applied after the merge"),
+            ))
+            .await
+            .unwrap()
+            .job;
+    assert_eq!(job.request.operation, Operation::Apply);
+    match &job.request.source {
+        Source::Github { commit, path, .. } => {
+            assert_eq!((commit.as_str(), path.as_str()), (merge, "web/dev"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(rec.environments["acme/web/prod"].apply_job.is_none());
+    let jobs =
+        s.w.store
+            .list_jobs(
+                &sortie_core::EnvPath::parse("acme/web/dev").unwrap(),
+                10,
+                None,
+            )
+            .await
+            .unwrap()
+            .jobs;
+    assert_eq!(jobs.len(), 2, "one plan and one apply");
+    let st = s.host.0.lock().unwrap();
+    let body = st.comments.values().next().unwrap().last().unwrap();
+    assert!(
+        body.contains("acme/web/prod was merged before its apply"),
+        "the comment warns: {body}"
+    );
 }

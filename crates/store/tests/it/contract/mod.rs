@@ -2886,6 +2886,8 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
         author: "octocat".into(),
         fork: false,
         open: true,
+        merged: false,
+        notes: vec![],
         plans_allowed_by: None,
         comment_id: None,
         environments: Default::default(),
