@@ -8,6 +8,8 @@ use clap::Subcommand;
 use super::settings::EnvSettingArgs;
 
 /// What `create` makes.
+// Parsed once per run: the environment variant's many flags cost nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum CreateResource {
     /// A policy set of a group, `GROUP/NAME`, from a YAML or JSON file (Rego modules,
@@ -119,6 +121,8 @@ pub enum ListResource {
 }
 
 /// What `update` changes.
+// Parsed once per run: the environment variant's many flags cost nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum UpdateResource {
     /// A policy set of a group, `GROUP/NAME`, replaced from its file (with its ETag, so a
