@@ -137,6 +137,16 @@ impl JobService {
         env: &Environment,
         order: JobOrder,
     ) -> Result<Submitted, SubmitError> {
+        // On the heap: a submit runs inside a job's end (a trigger, a remediation, an apply
+        // after a merge), and its future inlined there overflowed a worker's stack.
+        Box::pin(self.submit_for_unboxed(env, order)).await
+    }
+
+    async fn submit_for_unboxed(
+        &self,
+        env: &Environment,
+        order: JobOrder,
+    ) -> Result<Submitted, SubmitError> {
         // A lock (or a freeze above) refuses new jobs: the write's own condition checks it,
         // and only a refused write reads the lock, to name it (`refusal_of`).
         let runner_id = &env.runner.runner_id;

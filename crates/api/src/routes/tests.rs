@@ -237,7 +237,7 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
             .filter(|r| r.auth() == auth)
             .collect()
     };
-    assert_eq!(of(Auth::Public), [Health, OpenApi]);
+    assert_eq!(of(Auth::Public), [Health, OpenApi, GithubWebhook]);
     assert_eq!(
         of(Auth::JobToken),
         [
@@ -253,7 +253,7 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
         ]
     );
     assert_eq!(of(Auth::Agent), [ClaimJob, AgentHeartbeat, AgentExit]);
-    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 14);
+    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 15);
     assert!(Route::ALL
         .iter()
         .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));

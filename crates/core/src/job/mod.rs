@@ -12,13 +12,12 @@
 //! [`Job`] record itself is here.
 
 pub mod history;
-mod origin;
 mod request;
 mod review;
 mod state;
 
 pub use crate::changes::ChangeSummary;
-pub use origin::PullRequestRef;
+pub use crate::vcs::origin::PullRequestRef;
 pub use request::{
     a_or_an, file_path_problem, is_relative_safe_path, JobRequest, Operation, Source,
     MAX_FILES_BYTES, SHORT_SHA_LEN,

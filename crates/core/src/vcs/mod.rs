@@ -8,6 +8,7 @@
 //!   it, the apply mode and the apply requirements; its validation and glob matching.
 //! - [`connection`]: an organisation's connection ([`connection::VcsConnection`]): a GitHub
 //!   App's id and API URL, its key and webhook secret by ARN only.
+//! - [`origin`]: the pull request a job came from ([`origin::PullRequestRef`]).
 //! - [`pull`]: what Sortie keeps of a pull request ([`pull::PullRequestRecord`]).
 //! - [`webhook`]: the delivery headers, the payload cap, and the `X-Hub-Signature-256`
 //!   HMAC-SHA256 signature ([`webhook::sign`], [`webhook::verify_signature`]).
@@ -23,6 +24,7 @@
 pub mod binding;
 pub mod command;
 pub mod connection;
+pub mod origin;
 pub mod pull;
 pub mod report;
 pub mod requirements;

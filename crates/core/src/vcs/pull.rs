@@ -99,8 +99,8 @@ impl PullRequestRecord {
     }
 
     /// The job reference its jobs carry.
-    pub fn job_ref(&self, sha: &str) -> crate::job::PullRequestRef {
-        crate::job::PullRequestRef {
+    pub fn job_ref(&self, sha: &str) -> super::origin::PullRequestRef {
+        super::origin::PullRequestRef {
             provider: self.provider.as_str().to_string(),
             repository: self.repository.clone(),
             number: self.number,
