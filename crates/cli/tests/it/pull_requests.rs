@@ -251,6 +251,44 @@ fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_checks_and_
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(w.gh.check_runs(REPO).len(), 2);
     assert_eq!(w.gh.comments(REPO, number).len(), 1);
+
+    // GitHub API calls for one planned commit on two environments, by endpoint: bounded
+    // (each check written once per state change, the comment once per change, tokens
+    // minted once per permission set), and printed for the record.
+    let mut calls: std::collections::BTreeMap<String, u32> = Default::default();
+    for r in w.gh.requests() {
+        let template: Vec<String> = r
+            .path
+            .split('/')
+            .map(|part| {
+                if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+                    "{n}".to_string()
+                } else if part.len() == 40 && part.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    "{sha}".to_string()
+                } else {
+                    part.to_string()
+                }
+            })
+            .collect();
+        *calls
+            .entry(format!("{} {}", r.method, template.join("/")))
+            .or_default() += 1;
+    }
+    let total: u32 = calls.values().sum();
+    eprintln!("GitHub API calls for one commit planned on two environments ({total}):");
+    for (endpoint, n) in &calls {
+        eprintln!("  {n:>3}  {endpoint}");
+    }
+    let check_writes: u32 = calls
+        .iter()
+        .filter(|(e, _)| e.contains("/check-runs"))
+        .map(|(_, n)| *n)
+        .sum();
+    assert!(
+        check_writes <= 2 * 4,
+        "at most 4 writes per check (queued, running, done, slack): {calls:#?}"
+    );
+    assert!(total <= 40, "bounded: {calls:#?}");
 }
 
 #[test]

@@ -53,6 +53,9 @@ pub struct PullRequestRecord {
     /// The id of its one comment, once written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment_id: Option<u64>,
+    /// The SHA-256 of the comment's last body: an unchanged comment is not edited again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment_digest: Option<String>,
     /// Per environment path: what runs there for this pull request.
     #[serde(default)]
     pub environments: BTreeMap<String, PullEnvironment>,
@@ -81,6 +84,10 @@ pub struct PullEnvironment {
     /// Why it was not planned (waiting for a deployer's `/sortie plan`, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_planned: Option<String>,
+    /// The SHA-256 of what its check run last said: an unchanged check is not written
+    /// again, so each job state change costs at most one edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_digest: Option<String>,
 }
 
 impl PullRequestRecord {

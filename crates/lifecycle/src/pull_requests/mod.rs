@@ -338,6 +338,7 @@ impl PullRequests {
                     notes: vec![],
                     plans_allowed_by: None,
                     comment_id: None,
+                    comment_digest: None,
                     environments: Default::default(),
                     over_limit: 0,
                     updated_at: Utc::now(),

@@ -14,9 +14,10 @@ use sortie_store::StoreError;
 use super::{CodeHost, PullError, PullRequests, RECORD_TRIES};
 
 impl PullRequests {
-    /// Writes every check of the head and the comment, then records any id the host gave
-    /// (a new check run, the comment), on condition of `version`; a record moved since is
-    /// read again and only the ids are merged in.
+    /// Writes the checks of the head and the comment that changed since they were last
+    /// written (their digests), then records what the host gave (a new check run, the
+    /// comment) and the new digests, on condition of `version`; a record moved since is
+    /// read again and only these are merged in. An edit per job state change, at most.
     pub(super) async fn write_report(
         &self,
         host: &dyn CodeHost,
@@ -24,22 +25,23 @@ impl PullRequests {
         version: u64,
     ) -> Result<(), PullError> {
         let mut reports = Vec::new();
-        let mut new_checks = Vec::new();
+        let mut written = Vec::new();
         for (path, entry) in &record.environments {
             let report = self.env_report(path, entry).await?;
             if entry.sha == record.head_sha {
                 let check = render_check(&report);
-                let id = host
-                    .write_check(
-                        &record.repository,
-                        &entry.sha,
-                        entry.check_run_id,
-                        &check,
-                        report.job_url.as_deref(),
-                    )
-                    .await?;
-                if entry.check_run_id != Some(id) {
-                    new_checks.push((path.clone(), entry.sha.clone(), id));
+                let digest = digest(&(&check, &report.job_url));
+                if entry.check_run_id.is_none() || entry.check_digest.as_ref() != Some(&digest) {
+                    let id = host
+                        .write_check(
+                            &record.repository,
+                            &entry.sha,
+                            entry.check_run_id,
+                            &check,
+                            report.job_url.as_deref(),
+                        )
+                        .await?;
+                    written.push((path.clone(), entry.sha.clone(), id, digest));
                 }
             }
             reports.push(report);
@@ -63,22 +65,34 @@ impl PullRequests {
             environments: reports,
             notes,
         });
-        let comment = host
-            .upsert_comment(&record.repository, record.number, record.comment_id, &body)
-            .await?;
-        if new_checks.is_empty() && record.comment_id == Some(comment) {
+        let body_digest = digest(&body);
+        let comment = if record.comment_id.is_some()
+            && record.comment_digest.as_ref() == Some(&body_digest)
+        {
+            None
+        } else {
+            Some(
+                host.upsert_comment(&record.repository, record.number, record.comment_id, &body)
+                    .await?,
+            )
+        };
+        if written.is_empty() && comment.is_none() {
             return Ok(());
         }
         let mut version = Some(version);
         for _ in 0..RECORD_TRIES {
-            for (path, sha, id) in &new_checks {
+            for (path, sha, id, digest) in &written {
                 if let Some(e) = record.environments.get_mut(path) {
                     if e.sha == *sha {
                         e.check_run_id = Some(*id);
+                        e.check_digest = Some(digest.clone());
                     }
                 }
             }
-            record.comment_id = Some(comment);
+            if let Some(id) = comment {
+                record.comment_id = Some(id);
+                record.comment_digest = Some(body_digest.clone());
+            }
             match self.store().put_pull_request(&record, version).await {
                 Ok(_) => return Ok(()),
                 Err(StoreError::VersionMismatch { .. }) => {
@@ -186,4 +200,10 @@ impl PullRequests {
         ));
         Ok(report)
     }
+}
+
+/// The SHA-256 of what was written, as JSON.
+fn digest<T: serde::Serialize>(value: &T) -> String {
+    let text = serde_json::to_vec(value).unwrap_or_default();
+    sortie_core::tokens::sha256_hex(&text)
 }

@@ -831,3 +831,48 @@ async fn a_merge_applies_after_merge_environments_at_the_merge_commit_and_warns_
         "the comment warns: {body}"
     );
 }
+
+#[tokio::test]
+async fn each_job_state_change_costs_at_most_one_edit_of_each_check_and_of_the_comment() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(
+        7,
+        "octocat",
+        false,
+        &["web/dev/main.tf", "web/prod/main.tf"],
+    );
+    s.prs.handle(&opened(7)).await.unwrap();
+    let report = PullWork::Report {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number: 7,
+    };
+    let writes = |s: &Setup| {
+        let st = s.host.0.lock().unwrap();
+        let checks: usize = st.checks.values().map(|(_, outs)| outs.len()).sum();
+        let comments: usize = st.comments.values().map(Vec::len).sum();
+        (checks, comments)
+    };
+    assert_eq!(writes(&s), (2, 1), "two checks created, one comment");
+    // Reports with nothing changed write nothing.
+    s.prs.handle(&report).await.unwrap();
+    s.prs.handle(&report).await.unwrap();
+    assert_eq!(writes(&s), (2, 1));
+    // One plan ends: its check and the comment are edited once; the other check is not.
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    succeed(&s, &plan).await;
+    s.prs.handle(&report).await.unwrap();
+    s.prs.handle(&report).await.unwrap();
+    assert_eq!(writes(&s), (3, 2));
+}

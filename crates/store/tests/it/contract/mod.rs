@@ -2890,6 +2890,7 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
         notes: vec![],
         plans_allowed_by: None,
         comment_id: None,
+        comment_digest: None,
         environments: Default::default(),
         over_limit: 0,
         updated_at: Utc::now().with_nanosecond(0).unwrap(),
