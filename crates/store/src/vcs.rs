@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::pull::PullRequestRecord;
+use sortie_core::vcs::reconcile::OpenPulls;
 use sortie_core::vcs::VcsProvider;
 use sortie_core::EnvPath;
 
@@ -68,6 +69,37 @@ pub trait VcsStore: Send + Sync {
         provider: VcsProvider,
         repository: &str,
     ) -> Result<Vec<EnvPath>, StoreError>;
+    /// The organisations connected to `provider`, paged to the end (the reconcile's list).
+    async fn connected_organisations(
+        &self,
+        provider: VcsProvider,
+    ) -> Result<Vec<String>, StoreError>;
+    /// The environments of `org` indexed as bound to any repository of `provider`, paged
+    /// to the end, at most [`MAX_BOUND_ENVIRONMENTS`] (a stale entry is possible, as in
+    /// [`VcsStore::bound_environments`]).
+    async fn bound_environments_of(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<Vec<EnvPath>, StoreError>;
+    /// What the last reconcile of `repository`'s pull requests into `base` saw open (empty
+    /// when none ran).
+    async fn get_open_pulls(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        repository: &str,
+        base: &str,
+    ) -> Result<OpenPulls, StoreError>;
+    /// Remembers what a reconcile of `repository`'s pull requests into `base` saw open.
+    async fn put_open_pulls(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        repository: &str,
+        base: &str,
+        open: &OpenPulls,
+    ) -> Result<(), StoreError>;
     /// Reads a pull request's record; `None` when Sortie has not seen it.
     async fn get_pull_request(
         &self,

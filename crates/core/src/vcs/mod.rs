@@ -26,6 +26,7 @@ pub mod command;
 pub mod connection;
 pub mod origin;
 pub mod pull;
+pub mod reconcile;
 pub mod report;
 pub mod requirements;
 pub mod webhook;

@@ -82,6 +82,12 @@ pub enum PullWork {
         /// The pull request.
         number: u64,
     },
+    /// Compare every bound repository's open pull requests with what Sortie recorded, and
+    /// make good what lost webhooks missed (the schedule queues one per connection).
+    Reconcile {
+        /// The organisation.
+        org: String,
+    },
 }
 
 impl PullWork {
@@ -92,7 +98,8 @@ impl PullWork {
             | Self::Comment { org, .. }
             | Self::Review { org, .. }
             | Self::Push { org, .. }
-            | Self::Report { org, .. } => org,
+            | Self::Report { org, .. }
+            | Self::Reconcile { org } => org,
         }
     }
 }

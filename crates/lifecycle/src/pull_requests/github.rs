@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sortie_core::protocol::pilot::SourceAccess;
 use sortie_core::vcs::command::parse_commands;
 use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::reconcile::ListedPull;
 use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
 use sortie_core::vcs::requirements::{CheckResult, PullFacts, Review, ReviewState};
 use sortie_core::vcs::work::{PullAction, PullWork};
@@ -55,6 +56,32 @@ pub struct GithubHost {
 
 #[async_trait]
 impl CodeHost for GithubHost {
+    async fn open_pulls(
+        &self,
+        repository: &str,
+        base: &str,
+        etag: Option<&str>,
+    ) -> Result<Option<(Vec<ListedPull>, Option<String>)>, HostError> {
+        let listed = self
+            .client
+            .open_pulls(&repo(repository)?, base, etag)
+            .await
+            .map_err(host_error)?;
+        Ok(match listed {
+            sortie_github::Conditional::NotModified => None,
+            sortie_github::Conditional::Modified { value, etag } => Some((
+                value
+                    .into_iter()
+                    .map(|p| ListedPull {
+                        number: p.number,
+                        head_sha: p.head_sha,
+                    })
+                    .collect(),
+                etag,
+            )),
+        })
+    }
+
     async fn pull(&self, repository: &str, number: u64) -> Result<PullInfo, HostError> {
         let pull = self
             .client

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sortie_core::protocol::pilot::SourceAccess;
 use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::reconcile::ListedPull;
 use sortie_core::vcs::report::CheckOutput;
 
 /// A pull request as its host reports it now.
@@ -57,6 +58,15 @@ impl HostError {
 /// One connection's host: the seams a pull request needs.
 #[async_trait]
 pub trait CodeHost: Send + Sync {
+    /// The open pull requests into `base`, every page (at most 3,000). With `etag` from
+    /// the last list, `None` when the host says nothing changed since (which costs no rate
+    /// limit); else the list and its new `ETag`.
+    async fn open_pulls(
+        &self,
+        repository: &str,
+        base: &str,
+        etag: Option<&str>,
+    ) -> Result<Option<(Vec<ListedPull>, Option<String>)>, HostError>;
     /// The pull request now.
     async fn pull(&self, repository: &str, number: u64) -> Result<PullInfo, HostError>;
     /// The paths its changes touch (both names of a renamed file), paged to the end.

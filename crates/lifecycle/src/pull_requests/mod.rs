@@ -7,6 +7,7 @@ mod bus;
 mod connections;
 mod github;
 mod host;
+mod reconcile;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -31,6 +32,7 @@ pub use bus::{report_of, PullReportingBus};
 pub use connections::{ConnectRefusal, PRIVATE_KEY_MAX, WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN};
 pub use github::{work_of, GithubHost, GithubHosts};
 pub use host::{CodeHost, CodeHosts, HostError, PullInfo};
+pub use reconcile::{Reconciled, MAX_REPAIRS};
 
 use crate::{JobOrder, JobService, SubmitError, WriteMode};
 
@@ -172,6 +174,10 @@ impl PullRequests {
             } => self.report(host.as_ref(), repository, *number).await,
             // Applies after a merge come with the merge commands' work (issue 42, next).
             PullWork::Push { .. } => Ok(()),
+            PullWork::Reconcile { .. } => self
+                .reconcile_with(&connection, host.as_ref())
+                .await
+                .map(|_| ()),
         }
     }
 
@@ -491,6 +497,12 @@ impl PullRequests {
         number: u64,
     ) -> Result<(), PullError> {
         let info = host.pull(repository, number).await?;
+        if info.open {
+            // Reopened since (or a stale list): it is planned as open, never marked closed.
+            return self
+                .plan_head(connection, host, repository, number, None)
+                .await;
+        }
         for _ in 0..RECORD_TRIES {
             let (mut record, version) = self.record(connection, repository, number, &info).await?;
             if version.is_none() {

@@ -11,6 +11,7 @@ use sortie_core::environment::EnvironmentInput;
 use sortie_core::protocol::pilot::SourceAccess;
 use sortie_core::vcs::command::Command;
 use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::reconcile::ListedPull;
 use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_core::vcs::{VcsBinding, VcsProvider};
@@ -39,6 +40,9 @@ struct HostState {
     reviews: Vec<sortie_core::vcs::requirements::Review>,
     required_checks: Vec<String>,
     head_checks: Vec<sortie_core::vcs::requirements::CheckResult>,
+    /// Lists answered, and how many of them were 304s.
+    lists: u32,
+    not_modified: u32,
 }
 
 #[derive(Default)]
@@ -86,6 +90,32 @@ impl FakeHost {
 
 #[async_trait]
 impl CodeHost for FakeHost {
+    async fn open_pulls(
+        &self,
+        _r: &str,
+        base: &str,
+        etag: Option<&str>,
+    ) -> Result<Option<(Vec<ListedPull>, Option<String>)>, HostError> {
+        self.down()?;
+        let mut st = self.0.lock().unwrap();
+        st.lists += 1;
+        let list: Vec<ListedPull> = st
+            .pulls
+            .iter()
+            .filter(|(_, p)| p.open && p.base == base)
+            .map(|(n, p)| ListedPull {
+                number: *n,
+                head_sha: p.head_sha.clone(),
+            })
+            .collect();
+        // The list's ETag is what it holds, as GitHub's is a digest of the answer.
+        let tag = format!("{:?}", list);
+        if etag == Some(tag.as_str()) {
+            st.not_modified += 1;
+            return Ok(None);
+        }
+        Ok(Some((list, Some(tag))))
+    }
     async fn pull(&self, _repository: &str, number: u64) -> Result<PullInfo, HostError> {
         self.down()?;
         self.0
@@ -875,4 +905,138 @@ async fn each_job_state_change_costs_at_most_one_edit_of_each_check_and_of_the_c
     s.prs.handle(&report).await.unwrap();
     s.prs.handle(&report).await.unwrap();
     assert_eq!(writes(&s), (3, 2));
+}
+
+#[tokio::test]
+async fn the_reconcile_plans_a_pull_request_whose_webhook_was_lost_and_then_lists_for_free() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    // Opened on the host; its webhook never arrived.
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    let done = s.prs.reconcile("acme").await.unwrap();
+    assert_eq!((done.repositories, done.planned), (1, 1), "{done:?}");
+    let rec = record(&s, 7).await;
+    assert!(rec.environments["acme/web/dev"].plan_job.is_some());
+    assert_eq!(s.host.checks_on(HEAD).len(), 1, "its check is written");
+
+    // Nothing changed: the list is asked with its ETag, answered 304, and nothing is
+    // written to the host again.
+    let writes = |s: &Setup| {
+        let st = s.host.0.lock().unwrap();
+        st.checks.values().map(|(_, o)| o.len()).sum::<usize>()
+            + st.comments.values().map(Vec::len).sum::<usize>()
+    };
+    let before = writes(&s);
+    let done = s.prs.reconcile("acme").await.unwrap();
+    assert_eq!(
+        (done.unchanged, done.planned, done.reported),
+        (1, 0, 1),
+        "{done:?}"
+    );
+    assert_eq!(s.host.0.lock().unwrap().not_modified, 1);
+    assert_eq!(
+        writes(&s),
+        before,
+        "an unchanged pull request costs no write"
+    );
+
+    // A push whose webhook was lost: planned again at the new head, once.
+    s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().head_sha = NEXT.into();
+    let done = s.prs.reconcile("acme").await.unwrap();
+    assert_eq!(done.planned, 1, "{done:?}");
+    assert_eq!(record(&s, 7).await.head_sha, NEXT);
+    assert_eq!(s.host.checks_on(NEXT).len(), 1);
+    assert_eq!(s.prs.reconcile("acme").await.unwrap().planned, 0);
+}
+
+#[tokio::test]
+async fn the_reconcile_closes_a_pull_request_whose_merge_was_not_heard_and_applies_it_once() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    assert_eq!(s.prs.reconcile("acme").await.unwrap().reported, 1);
+    let merge = "3333333333333333333333333333333333333333";
+    {
+        let mut st = s.host.0.lock().unwrap();
+        let pull = st.pulls.get_mut(&7).unwrap();
+        pull.open = false;
+        pull.merged = true;
+        pull.merge_commit_sha = Some(merge.into());
+    }
+    let done = s.prs.reconcile("acme").await.unwrap();
+    assert_eq!(done.closed, 1, "{done:?}");
+    let rec = record(&s, 7).await;
+    assert!(rec.merged && !rec.open);
+    let apply = rec.environments["acme/web/dev"].apply_job.clone();
+    assert!(apply.is_some(), "after_merge applies at the merge commit");
+    // The next period has nothing left to do, and applies nothing twice.
+    let done = s.prs.reconcile("acme").await.unwrap();
+    assert_eq!((done.closed, done.planned), (0, 0), "{done:?}");
+    assert_eq!(
+        record(&s, 7).await.environments["acme/web/dev"].apply_job,
+        apply
+    );
+}
+
+#[tokio::test]
+async fn a_host_outage_fails_the_reconcile_retryably_and_the_next_one_recovers() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.host.0.lock().unwrap().down = true;
+    let e = s.prs.reconcile("acme").await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    s.host.0.lock().unwrap().down = false;
+    assert_eq!(s.prs.reconcile("acme").await.unwrap().planned, 1);
+}
+
+#[tokio::test]
+async fn the_schedule_queues_one_reconcile_per_connected_organisation() {
+    let s = setup().await;
+    let mut beta = s.connection.clone();
+    beta.org = "beta".into();
+    s.w.store.put_connection(&beta).await.unwrap();
+    let queue = sortie_store::MemoryPullQueue::default();
+    assert_eq!(s.prs.queue_reconciles(&queue).await.unwrap(), 2);
+    let mut orgs: Vec<String> = queue
+        .drain()
+        .into_iter()
+        .map(|w| match w {
+            PullWork::Reconcile { org } => org,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    orgs.sort();
+    assert_eq!(orgs, ["acme", "beta"]);
+    // An organisation with no connection any more reconciles nothing.
+    s.w.store
+        .delete_connection("beta", VcsProvider::Github)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.prs.reconcile("beta").await.unwrap(),
+        Reconciled::default()
+    );
 }

@@ -5,13 +5,19 @@
 //! - a delivery seen, `DELIVERY#<provider>#<id>` / `DELIVERY`, with `expires_at` (the
 //!   table's TTL attribute) so the table forgets it;
 //! - a pull request, `PULL#<provider>#<owner/name, lower case>#<number>` / `PULL`, written
-//!   on condition of its `version`.
+//!   on condition of its `version`;
+//! - the connected organisations, `CONNS#<provider>` / `<org>`, beside each connection;
+//! - an organisation's bound environments, `VCS#<org>` /
+//!   `BOUND#<provider>#<owner/name, lower case>#<path>`, beside the bindings index;
+//! - what the last reconcile saw open, `VCS#<org>` /
+//!   `OPEN#<provider>#<owner/name, lower case>#<base>`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::pull::PullRequestRecord;
+use sortie_core::vcs::reconcile::OpenPulls;
 use sortie_core::vcs::VcsProvider;
 use sortie_core::EnvPath;
 
@@ -24,6 +30,32 @@ use crate::{StoreError, VcsStore, Versioned};
 
 fn connection_key(org: &str, provider: VcsProvider) -> Item {
     key(format!("VCS#{org}"), &format!("CONN#{}", provider.as_str()))
+}
+
+fn registry_key(org: &str, provider: VcsProvider) -> Item {
+    key(format!("CONNS#{}", provider.as_str()), org)
+}
+
+fn bound_key(provider: VcsProvider, repository: &str, env: &EnvPath) -> Item {
+    key(
+        format!("VCS#{}", env.org()),
+        &format!(
+            "BOUND#{}#{}#{env}",
+            provider.as_str(),
+            repository_key(repository)
+        ),
+    )
+}
+
+fn open_key(org: &str, provider: VcsProvider, repository: &str, base: &str) -> Item {
+    key(
+        format!("VCS#{org}"),
+        &format!(
+            "OPEN#{}#{}#{base}",
+            provider.as_str(),
+            repository_key(repository)
+        ),
+    )
 }
 
 fn repo_pk(provider: VcsProvider, repository: &str) -> String {
@@ -58,6 +90,53 @@ struct PullItem {
     pull: PullRequestRecord,
 }
 
+#[derive(Serialize, Deserialize)]
+struct OpenItem {
+    pk: String,
+    sk: String,
+    kind: String,
+    open: OpenPulls,
+}
+
+impl DynamoStore {
+    /// Every item of partition `pk` (whose sort key begins with `prefix`), paged to the
+    /// end, at most `max`.
+    async fn query_all(
+        &self,
+        pk: String,
+        prefix: Option<String>,
+        max: usize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .expression_attribute_values(":pk", s(&pk))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take());
+            query = match &prefix {
+                Some(p) => query
+                    .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                    .expression_attribute_values(":prefix", s(p)),
+                None => query.key_condition_expression("pk = :pk"),
+            };
+            let page = query.send().await.map_err(|e| aws("dynamodb", e))?;
+            out.extend(page.items.unwrap_or_default());
+            if out.len() >= max {
+                out.truncate(max);
+                return Ok(out);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+}
+
 fn key_parts(k: &Item) -> (String, String) {
     let part = |name: &str| {
         k.get(name)
@@ -81,6 +160,17 @@ impl VcsStore for DynamoStore {
                 connection: connection.clone(),
             },
         )?;
+        // The registry entry first: a connection is always in the reconcile's list (a
+        // stale entry, after a failed write, finds no connection and is skipped).
+        let mut entry = registry_key(&connection.org, connection.provider);
+        entry.insert("kind".into(), s("vcs-connected"));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(entry))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
         self.client
             .put_item()
             .table_name(&self.table)
@@ -112,10 +202,18 @@ impl VcsStore for DynamoStore {
             .send()
             .await;
         match out {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(not_found(org, provider)),
-            Err(e) => Err(aws("dynamodb", e)),
+            Ok(_) => {}
+            Err(e) if condition_failed(&e) => return Err(not_found(org, provider)),
+            Err(e) => return Err(aws("dynamodb", e)),
         }
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(registry_key(org, provider)))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(())
     }
 
     async fn claim_delivery(
@@ -175,13 +273,18 @@ impl VcsStore for DynamoStore {
         let mut item = key(repo_pk(provider, repository), &format!("ENV#{env}"));
         item.insert("kind".into(), s("vcs-binding"));
         item.insert("environment".into(), s(env.to_string()));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
+        let mut of_org = bound_key(provider, repository, env);
+        of_org.insert("kind".into(), s("vcs-bound"));
+        of_org.insert("environment".into(), s(env.to_string()));
+        for item in [item, of_org] {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+        }
         Ok(())
     }
 
@@ -191,16 +294,18 @@ impl VcsStore for DynamoStore {
         repository: &str,
         env: &EnvPath,
     ) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(key(
-                repo_pk(provider, repository),
-                &format!("ENV#{env}"),
-            )))
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
+        for k in [
+            key(repo_pk(provider, repository), &format!("ENV#{env}")),
+            bound_key(provider, repository, env),
+        ] {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(k))
+                .send()
+                .await
+                .map_err(|e| aws("dynamodb", e))?;
+        }
         Ok(())
     }
 
@@ -240,6 +345,85 @@ impl VcsStore for DynamoStore {
                 _ => return Ok(out),
             }
         }
+    }
+
+    async fn connected_organisations(
+        &self,
+        provider: VcsProvider,
+    ) -> Result<Vec<String>, StoreError> {
+        let items = self
+            .query_all(format!("CONNS#{}", provider.as_str()), None, usize::MAX)
+            .await?;
+        Ok(items
+            .iter()
+            .filter_map(|item| item.get("sk").and_then(|v| v.as_s().ok()).cloned())
+            .collect())
+    }
+
+    async fn bound_environments_of(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<Vec<EnvPath>, StoreError> {
+        let items = self
+            .query_all(
+                format!("VCS#{org}"),
+                Some(format!("BOUND#{}#", provider.as_str())),
+                MAX_BOUND_ENVIRONMENTS,
+            )
+            .await?;
+        let mut out: Vec<EnvPath> = items
+            .iter()
+            .filter_map(|item| item.get("environment").and_then(|v| v.as_s().ok()))
+            .filter_map(|p| EnvPath::parse(p).ok())
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    async fn get_open_pulls(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        repository: &str,
+        base: &str,
+    ) -> Result<OpenPulls, StoreError> {
+        match self
+            .get_item(open_key(org, provider, repository, base))
+            .await?
+        {
+            Some(item) => Ok(from_item::<OpenItem>(item)?.open),
+            None => Ok(OpenPulls::default()),
+        }
+    }
+
+    async fn put_open_pulls(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        repository: &str,
+        base: &str,
+        open: &OpenPulls,
+    ) -> Result<(), StoreError> {
+        let (pk, sk) = key_parts(&open_key(org, provider, repository, base));
+        let item = checked_item(
+            "open pull requests",
+            &OpenItem {
+                pk,
+                sk,
+                kind: "vcs-open".into(),
+                open: open.clone(),
+            },
+        )?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?;
+        Ok(())
     }
 
     async fn get_pull_request(

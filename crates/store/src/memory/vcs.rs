@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::pull::PullRequestRecord;
+use sortie_core::vcs::reconcile::OpenPulls;
 use sortie_core::vcs::VcsProvider;
 use sortie_core::EnvPath;
 
@@ -20,6 +21,7 @@ pub(super) struct VcsState {
     deliveries: BTreeMap<(&'static str, String), DateTime<Utc>>,
     bindings: BTreeMap<(&'static str, String), BTreeSet<String>>,
     pulls: BTreeMap<(&'static str, String, u64), Versioned<PullRequestRecord>>,
+    open: BTreeMap<(String, &'static str, String, String), OpenPulls>,
 }
 
 #[async_trait]
@@ -136,6 +138,82 @@ impl VcsStore for MemoryStore {
             .filter_map(|e| EnvPath::parse(e).ok())
             .take(MAX_BOUND_ENVIRONMENTS)
             .collect())
+    }
+
+    async fn connected_organisations(
+        &self,
+        provider: VcsProvider,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .lock()
+            .vcs
+            .connections
+            .keys()
+            .filter(|(_, p)| *p == provider.as_str())
+            .map(|(org, _)| org.clone())
+            .collect())
+    }
+
+    async fn bound_environments_of(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<Vec<EnvPath>, StoreError> {
+        let st = self.lock();
+        let mut out: Vec<EnvPath> = st
+            .vcs
+            .bindings
+            .iter()
+            .filter(|((p, _), _)| *p == provider.as_str())
+            .flat_map(|(_, envs)| envs.iter())
+            .filter_map(|e| EnvPath::parse(e).ok())
+            .filter(|e| e.org() == org)
+            .collect();
+        out.sort();
+        out.dedup();
+        out.truncate(MAX_BOUND_ENVIRONMENTS);
+        Ok(out)
+    }
+
+    async fn get_open_pulls(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        repository: &str,
+        base: &str,
+    ) -> Result<OpenPulls, StoreError> {
+        Ok(self
+            .lock()
+            .vcs
+            .open
+            .get(&(
+                org.to_string(),
+                provider.as_str(),
+                repository_key(repository),
+                base.to_string(),
+            ))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn put_open_pulls(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        repository: &str,
+        base: &str,
+        open: &OpenPulls,
+    ) -> Result<(), StoreError> {
+        self.lock().vcs.open.insert(
+            (
+                org.to_string(),
+                provider.as_str(),
+                repository_key(repository),
+                base.to_string(),
+            ),
+            open.clone(),
+        );
+        Ok(())
     }
 
     async fn get_pull_request(

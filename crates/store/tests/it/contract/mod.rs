@@ -2810,7 +2810,16 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
     s.put_connection(&c).await.unwrap();
     assert_eq!(s.get_connection("acme", Github).await.unwrap(), c);
     assert!(s.get_connection("other", Github).await.is_err());
+    // The reconcile's list: each connected organisation once.
+    let mut beta = c.clone();
+    beta.org = "beta".into();
+    s.put_connection(&beta).await.unwrap();
+    let mut connected = s.connected_organisations(Github).await.unwrap();
+    connected.sort();
+    assert_eq!(connected, vec!["acme".to_string(), "beta".to_string()]);
+    s.delete_connection("beta", Github).await.unwrap();
     s.delete_connection("acme", Github).await.unwrap();
+    assert!(s.connected_organisations(Github).await.unwrap().is_empty());
     assert!(matches!(
         s.delete_connection("acme", Github).await,
         Err(StoreError::NotFound { .. })
@@ -2869,6 +2878,55 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
         .await
         .unwrap()
         .is_empty());
+
+    // An organisation's bound environments: its own only, whatever the repository; an
+    // environment unindexed from one repository stays listed while another holds it.
+    let other_org = EnvPath::parse("beta/web/prod").unwrap();
+    s.index_binding(Github, "beta/infra", &other_org)
+        .await
+        .unwrap();
+    let of_acme = s.bound_environments_of("acme", Github).await.unwrap();
+    assert_eq!(of_acme.len(), 29, "{of_acme:?}");
+    assert!(of_acme.contains(&envs[1]) && !of_acme.contains(&envs[3]));
+    assert_eq!(
+        s.bound_environments_of("beta", Github).await.unwrap(),
+        vec![other_org.clone()]
+    );
+    s.unindex_binding(Github, "beta/infra", &other_org)
+        .await
+        .unwrap();
+    assert!(s
+        .bound_environments_of("beta", Github)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // What the last reconcile saw open, per organisation, repository (without case) and base.
+    let seen = sortie_core::vcs::reconcile::OpenPulls {
+        etag: Some("W/\"abc\"".into()),
+        numbers: vec![3, 7, 11],
+    };
+    assert_eq!(
+        s.get_open_pulls("acme", Github, "acme/infra", "main")
+            .await
+            .unwrap(),
+        Default::default()
+    );
+    s.put_open_pulls("acme", Github, "Acme/Infra", "main", &seen)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_open_pulls("acme", Github, "acme/infra", "main")
+            .await
+            .unwrap(),
+        seen
+    );
+    assert_eq!(
+        s.get_open_pulls("acme", Github, "acme/infra", "develop")
+            .await
+            .unwrap(),
+        Default::default()
+    );
 
     // A pull request's record, written on condition of its version.
     assert!(s
