@@ -95,6 +95,11 @@ pub struct DevArgs {
     /// of this group (`agent` runners name the pool's id, printed at start).
     #[arg(long, value_name = "GROUP")]
     agent: Option<String>,
+    /// Seconds between reconciles of the connected organisations' open pull requests (a
+    /// lost webhook is planned by the next one); 0 turns them off. AWS runs one every 5
+    /// minutes.
+    #[arg(long, default_value_t = 300)]
+    reconcile_every: u64,
     /// Seconds a claimed job's heartbeat may stop before the sweeper ends it ("agent lost").
     #[arg(long, default_value_t = sortie_core::agent_pool::DEFAULT_AGENT_SILENCE_SECONDS)]
     agent_silence: i64,
@@ -201,6 +206,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         bucket: Some(args.bucket.clone()),
         api_url: url.clone(),
         admin_subjects: vec![],
+        // Pull requests queue in memory here (below), not on SQS.
+        pull_queue_url: None,
         sweep: SweepSettings {
             dispatch_lease: chrono::Duration::seconds(args.dispatch_lease.max(1)),
             agent_silence: chrono::Duration::seconds(args.agent_silence.max(1)),
@@ -276,6 +283,13 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // Something changed since the last snapshot: set after every write the process makes.
     let dirty = Arc::new(AtomicBool::new(true));
     if let Some(prs) = parts.pull_requests() {
+        if args.reconcile_every > 0 {
+            tokio::spawn(pulls::reconcile_every(
+                prs.clone(),
+                pull_queue.clone(),
+                Duration::from_secs(args.reconcile_every),
+            ));
+        }
         tokio::spawn(pulls::work(prs, pull_queue.clone(), dirty.clone()));
     }
 

@@ -48,7 +48,7 @@ pub trait Bus: Send + Sync {
 /// The detail of `sortie.job.completed`.
 pub fn completed_detail(record: &JobRecord) -> serde_json::Value {
     let job = &record.job;
-    json!({
+    let mut detail = json!({
         "job_id": job.id,
         "environment": job.environment.to_string(),
         "org": job.environment.org(),
@@ -58,7 +58,12 @@ pub fn completed_detail(record: &JobRecord) -> serde_json::Value {
         "runner_id": job.runner_id.to_string(),
         "task_arn": record.task,
         "requested_by": job.requested_by,
-    })
+    });
+    // A pull request's job names it: the template's rule sends its end to the pull queue.
+    if let Some(pr) = &job.pull_request {
+        detail["pull_request"] = json!(pr);
+    }
+    detail
 }
 
 /// Sortie's EventBridge bus.

@@ -13,6 +13,9 @@ pub const BUS_NAME: &str = "SORTIE_BUS_NAME";
 pub const BUCKET: &str = "SORTIE_BUCKET";
 /// The public URL of the API, passed to runners so they can fetch their spec.
 pub const API_URL: &str = "SORTIE_API_URL";
+/// URL of the pull-request work queue (SQS): webhook work, job-end reports, reconciles.
+/// Optional for `api` (without it the webhook answers 503), required for `pulls`.
+pub const PULL_QUEUE_URL: &str = "SORTIE_PULL_QUEUE_URL";
 /// Enables the local development identity when set to `1`. Never set in AWS: the template test checks.
 pub const DEV_IDENTITY: &str = "SORTIE_DEV_IDENTITY";
 /// Comma-separated JWT subjects that are system administrators (optional; read by `api`).
@@ -54,6 +57,9 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
             CONSOLE_TOKEN_ENDPOINT,
             JWT_ISSUER,
             JWT_AUDIENCE,
+            // Pull requests: the webhook's queue, and the console's URL for checks' links.
+            PULL_QUEUE_URL,
+            API_URL,
         ],
     },
     FunctionEnv {
@@ -74,6 +80,14 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
         name: "sweeper",
         logical_id: "SweeperFunction",
         required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME, BUCKET],
+        optional: &[],
+    },
+    FunctionEnv {
+        name: "pulls",
+        logical_id: "PullsFunction",
+        // Pull requests submit plans and applies (the jobs queue), queue reconciles (the
+        // pull queue), and link checks to the console (the API's URL).
+        required: &[TABLE, JOBS_QUEUE_URL, PULL_QUEUE_URL, API_URL, BUS_NAME],
         optional: &[],
     },
 ];

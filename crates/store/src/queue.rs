@@ -156,6 +156,28 @@ impl SqsPullQueue {
             url: url.into(),
         }
     }
+
+    /// Makes a received message visible again after `seconds` (0 to 12 hours): the delay
+    /// before its next try.
+    pub async fn delay_redelivery(
+        &self,
+        receipt_handle: &str,
+        seconds: i32,
+    ) -> Result<(), StoreError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds.clamp(0, 43_200))
+            .send()
+            .await
+            .map_err(|e| StoreError::Aws {
+                service: "sqs",
+                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+                retryable: true,
+            })?;
+        Ok(())
+    }
 }
 
 #[async_trait]

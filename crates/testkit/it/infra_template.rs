@@ -234,7 +234,11 @@ const GATING: [&str; 3] = ["ApiFunction", "TaskEventsFunction", "SweeperFunction
 #[test]
 fn every_function_in_settings_is_in_the_template_with_its_crate_runtime_and_architecture() {
     let t = control_plane();
-    assert_eq!(FUNCTIONS.len(), 4, "api, dispatch, task-events and sweeper");
+    assert_eq!(
+        FUNCTIONS.len(),
+        5,
+        "api, dispatch, task-events, sweeper and pulls"
+    );
     for f in FUNCTIONS {
         let id = f.logical_id;
         assert_eq!(resource_type(&t, id), "AWS::Serverless::Function", "{id}");
@@ -682,6 +686,88 @@ fn the_sweeper_runs_every_minute() {
         string(at(schedules[0].1, &["Properties", "Schedule"]), "Schedule"),
         "rate(1 minute)"
     );
+}
+
+/// Pull requests on AWS (issue 42): webhook work, job-end reports and reconciles go to one
+/// queue with a DLQ after 8 receives; the pulls function consumes it reporting batch item
+/// failures, and a 5-minute schedule queues the reconciles; a rule sends pull-request jobs'
+/// `sortie.job.completed` (the detail's `pull_request`, which `completed_detail` writes for
+/// such jobs only) to the queue, which lets that rule alone send to it from EventBridge; the
+/// api takes webhooks into it.
+#[test]
+fn pull_request_work_has_a_queue_a_dlq_a_handler_a_reconcile_schedule_and_a_rule_for_job_ends() {
+    let t = control_plane();
+    let queue = at(resource(&t, "PullQueue"), &["Properties"]);
+    assert_eq!(
+        number(at(queue, &["RedrivePolicy", "maxReceiveCount"]), "redrive"),
+        8
+    );
+    let visibility = number(at(queue, &["VisibilityTimeout"]), "visibility");
+    let timeout = number(
+        at(resource(&t, "PullsFunction"), &["Properties", "Timeout"]),
+        "timeout",
+    );
+    assert!(
+        visibility >= 6 * timeout,
+        "AWS: at least 6 x the function's timeout"
+    );
+    let evs = events(&t, "PullsFunction");
+    let of_type = |ty: &str| {
+        evs.iter()
+            .filter(|(_, e)| e.get("Type").and_then(Value::as_str) == Some(ty))
+            .map(|(_, e)| *e)
+            .collect::<Vec<_>>()
+    };
+    let sqs = of_type("SQS");
+    assert_eq!(sqs.len(), 1);
+    assert_eq!(
+        strings(
+            at(sqs[0], &["Properties", "FunctionResponseTypes"]),
+            "types"
+        ),
+        ["ReportBatchItemFailures"]
+    );
+    let source = format!("{:?}", at(sqs[0], &["Properties", "Queue"]));
+    assert!(
+        source.contains("PullQueue") && !source.contains("PullDlq"),
+        "{source}"
+    );
+    let schedules = of_type("Schedule");
+    assert_eq!(schedules.len(), 1);
+    assert_eq!(
+        string(at(schedules[0], &["Properties", "Schedule"]), "schedule"),
+        "rate(5 minutes)"
+    );
+    let rule = at(resource(&t, "PullReportsRule"), &["Properties"]);
+    let pattern = at(rule, &["EventPattern"]);
+    assert_eq!(strings(at(pattern, &["source"]), "source"), ["sortie"]);
+    assert_eq!(
+        strings(at(pattern, &["detail-type"]), "detail-type"),
+        ["sortie.job.completed"]
+    );
+    assert_eq!(
+        at(pattern, &["detail", "pull_request", "number"])
+            .get(0)
+            .and_then(|e| e.get("exists"))
+            .and_then(Value::as_bool),
+        Some(true)
+    );
+    let policy = format!("{:?}", at(resource(&t, "PullQueuePolicy"), &["Properties"]));
+    assert!(
+        policy.contains("events.amazonaws.com") && policy.contains("PullReportsRule"),
+        "{policy}"
+    );
+    let api_env = at(
+        resource(&t, "ApiFunction"),
+        &["Properties", "Environment", "Variables"],
+    );
+    assert_eq!(
+        ref_target(at(api_env, &["SORTIE_PULL_QUEUE_URL"])),
+        Some("PullQueue")
+    );
+    assert!(alarms(&t)
+        .iter()
+        .any(|(m, r, _)| m == "AWS/SQS/ApproximateNumberOfMessagesVisible" && r == "PullDlq"));
 }
 
 #[test]
@@ -1909,33 +1995,50 @@ fn template_path(route: sortie_api::Route) -> String {
 
 /// Sensitive variables: the api creates, tags, describes, reads and deletes the secrets of
 /// jobs, and every function that may end a job deletes them; each only under
-/// `sortie/jobs/`, and no other role touches Secrets Manager. The sweeper alone lists
-/// secrets (to delete ended jobs' by their tag): ListSecrets takes only `"*"` and returns
-/// no value, so that one statement is its only action.
+/// `sortie/jobs/`. Pull requests: the api creates, reads and deletes a connection's secrets
+/// and the pulls function only reads them, under `sortie/vcs/`. No other role touches
+/// Secrets Manager. The sweeper alone lists secrets (to delete ended jobs' by their tag):
+/// ListSecrets takes only `"*"` and returns no value, so that one statement is its only
+/// action.
 #[test]
 fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
     let t = control_plane();
-    let want = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:sortie/jobs/*";
-    let expected: [(&str, &[&str]); 4] = [
+    let under = |prefix: &str| {
+        format!("arn:${{AWS::Partition}}:secretsmanager:${{AWS::Region}}:${{AWS::AccountId}}:secret:sortie/{prefix}/*")
+    };
+    let (jobs, vcs) = (under("jobs"), under("vcs"));
+    let made_read_deleted: &[&str] = &[
+        "secretsmanager:CreateSecret",
+        "secretsmanager:DeleteSecret",
+        "secretsmanager:DescribeSecret",
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:TagResource",
+    ];
+    type Grants<'a> = &'a [(&'a str, &'a [&'a str])];
+    let expected: [(&str, Grants); 5] = [
         (
             "ApiRole",
-            &[
-                "secretsmanager:CreateSecret",
-                "secretsmanager:DeleteSecret",
-                "secretsmanager:DescribeSecret",
-                "secretsmanager:GetSecretValue",
-                "secretsmanager:TagResource",
-            ],
+            &[("jobs", made_read_deleted), ("vcs", made_read_deleted)],
         ),
-        ("DispatchRole", &["secretsmanager:DeleteSecret"]),
-        ("TaskEventsRole", &["secretsmanager:DeleteSecret"]),
+        (
+            "DispatchRole",
+            &[("jobs", &["secretsmanager:DeleteSecret"])],
+        ),
+        (
+            "TaskEventsRole",
+            &[("jobs", &["secretsmanager:DeleteSecret"])],
+        ),
         (
             "SweeperRole",
-            &["secretsmanager:DeleteSecret", "secretsmanager:ListSecrets"],
+            &[
+                ("jobs", &["secretsmanager:DeleteSecret"]),
+                ("*", &["secretsmanager:ListSecrets"]),
+            ],
         ),
+        ("PullsRole", &[("vcs", &["secretsmanager:GetSecretValue"])]),
     ];
-    for (role, actions) in expected {
-        let mut seen = BTreeSet::new();
+    for (role, grants) in expected {
+        let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for (sid, st) in role_statements(&t, role) {
             let acts = statement_actions(&st, &sid);
             if !acts.iter().any(|a| a.starts_with("secretsmanager:")) {
@@ -1943,18 +2046,27 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
             }
             let resource = at(&st, &["Resource"]);
             if acts == ["secretsmanager:ListSecrets"] && resource == &Value::from("*") {
-                seen.extend(acts);
+                seen.entry("*").or_default().extend(acts);
                 continue;
             }
             let sub = resource
                 .get("Fn::Sub")
                 .and_then(Value::as_str)
                 .unwrap_or_else(|| panic!("{role}/{sid}: one !Sub resource, got {resource:?}"));
-            assert_eq!(sub, want, "{role}/{sid}");
-            seen.extend(acts);
+            let prefix = if sub == jobs {
+                "jobs"
+            } else if sub == vcs {
+                "vcs"
+            } else {
+                panic!("{role}/{sid}: secrets under sortie/jobs/ or sortie/vcs/ only, got {sub}")
+            };
+            seen.entry(prefix).or_default().extend(acts);
         }
-        let actions: BTreeSet<String> = actions.iter().map(|a| a.to_string()).collect();
-        assert_eq!(seen, actions, "{role}");
+        let want: BTreeMap<&str, BTreeSet<String>> = grants
+            .iter()
+            .map(|(p, a)| (*p, a.iter().map(|a| a.to_string()).collect()))
+            .collect();
+        assert_eq!(seen, want, "{role}");
     }
 }
 

@@ -29,7 +29,9 @@ use sortie_launch::{
 };
 use sortie_lifecycle::{Bus, Engine, EventBridgeBus, JobService, SweepSettings};
 use sortie_settings::{FunctionEnv, Missing};
-use sortie_store::{Artifacts, DynamoStore, JobQueue, S3Artifacts, SqsJobQueue, Store};
+use sortie_store::{
+    Artifacts, DynamoStore, JobQueue, S3Artifacts, SqsJobQueue, SqsPullQueue, Store,
+};
 
 /// The AWS resources the control plane uses, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,6 +48,9 @@ pub struct Resources {
     pub api_url: String,
     /// JWT subjects that are system administrators from configuration.
     pub admin_subjects: Vec<String>,
+    /// The pull queue's URL, for the functions that read `SORTIE_PULL_QUEUE_URL` (the API
+    /// takes webhooks only with it).
+    pub pull_queue_url: Option<String>,
     /// The sweep's timing (the defaults in the functions; `sortie dev` may shorten them).
     pub sweep: SweepSettings,
     /// How the console signs in: OIDC in the `api` function, local tokens in `sortie dev`.
@@ -76,6 +81,7 @@ impl Resources {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            pull_queue_url: read(sortie_settings::PULL_QUEUE_URL),
             sweep: SweepSettings::default(),
             console: console_config(function),
         })
@@ -179,6 +185,9 @@ pub struct AwsComposition {
     pub queue: Arc<SqsJobQueue>,
     /// The S3 artifacts bucket, when there is one.
     pub artifacts: Option<Arc<S3Artifacts>>,
+    /// The SQS pull queue, when the function reads `SORTIE_PULL_QUEUE_URL` (the pulls
+    /// adapter queues reconciles and delays redeliveries through it).
+    pub pull_queue: Option<SqsPullQueue>,
     /// The control plane over these parts.
     pub plane: Composition,
 }
@@ -320,9 +329,11 @@ pub fn compose(
     compose_with_pulls(config, resources, local, None)
 }
 
-/// [`compose`] with pull requests: the API takes webhooks into `pulls`' queue, and every
-/// pull-request job's end queues a report of its pull request there
-/// ([`sortie_lifecycle::pull_requests::PullReportingBus`]).
+/// [`compose`] with pull requests in process (`sortie dev`): the API takes webhooks into
+/// `pulls`' queue, and every pull-request job's end queues a report of its pull request
+/// there ([`sortie_lifecycle::pull_requests::PullReportingBus`]). Without `pulls`, a
+/// function that reads `SORTIE_PULL_QUEUE_URL` gets pull requests on that SQS queue; there
+/// a job's end reaches the queue through the template's rule on `sortie.job.completed`.
 pub fn compose_with_pulls(
     config: &SdkConfig,
     resources: Resources,
@@ -331,18 +342,34 @@ pub fn compose_with_pulls(
 ) -> AwsComposition {
     let has_local = local.is_some();
     let mut aws = aws_parts(config, &resources, local);
-    if let Some(p) = &pulls {
-        aws.parts.bus = Arc::new(sortie_lifecycle::pull_requests::PullReportingBus {
-            inner: aws.parts.bus.clone(),
-            queue: p.queue.clone(),
-        });
-    }
+    let mut pull_queue = None;
+    let pulls = match pulls {
+        Some(p) => {
+            aws.parts.bus = Arc::new(sortie_lifecycle::pull_requests::PullReportingBus {
+                inner: aws.parts.bus.clone(),
+                queue: p.queue.clone(),
+            });
+            Some(p)
+        }
+        None => resources.pull_queue_url.as_ref().map(|url| {
+            let queue = SqsPullQueue::new(aws_sdk_sqs::Client::new(config), url);
+            pull_queue = Some(queue.clone());
+            sortie_api::PullParts::new(
+                Arc::new(sortie_lifecycle::pull_requests::GithubHosts::new(Arc::new(
+                    sortie_launch::AwsJobSecrets::new(config),
+                ))),
+                Arc::new(queue),
+                resources.api_url.clone(),
+            )
+        }),
+    };
     let mut plane = assemble(aws.parts, resources, Some(config), has_local);
     plane.pulls = pulls;
     AwsComposition {
         store: aws.store,
         queue: aws.queue,
         artifacts: aws.artifacts,
+        pull_queue,
         plane,
     }
 }

@@ -1,7 +1,8 @@
 //! Pull-request work in `sortie dev`: webhook deliveries and job ends queue their work in
 //! memory, and one worker hands each piece to the pull-request service, as the queue's
 //! handler does on AWS; a piece the host failed is tried again later, a bounded number of
-//! times.
+//! times. A reconcile of every connected organisation is queued each period, as AWS's
+//! schedule does.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,24 @@ fn backoff(tries: u32, error: &PullError) -> Duration {
     };
     let doubling = Duration::from_secs(1u64 << tries.min(6)).min(Duration::from_secs(60));
     asked.unwrap_or(doubling).min(Duration::from_secs(60))
+}
+
+/// Queues a reconcile of every connected organisation each `every`, the first one period
+/// after the start, until the process ends (the schedule's job on AWS).
+pub(super) async fn reconcile_every(
+    prs: PullRequests,
+    queue: Arc<MemoryPullQueue>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if let Err(e) = prs.queue_reconciles(queue.as_ref()).await {
+            tracing::warn!(error = %e, "the reconcile could not be queued; the next period tries again");
+        }
+    }
 }
 
 /// Runs the worker until the process ends.

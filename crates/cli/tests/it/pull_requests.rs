@@ -2,7 +2,8 @@
 //! pilot and the machine's Terraform 1.11 (`terraform_data`). A pull request touching two
 //! of three bound environments gets two speculative plans of its head commit, a check run
 //! per environment and one comment; a fork's is held until a deployer comments; a forged
-//! delivery is refused.
+//! delivery is refused; a webhook that never arrives is planned by the reconcile, and two
+//! minutes of GitHub errors end with the right checks and exactly one comment.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,11 @@ struct World {
 
 impl World {
     fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, &[])
+    }
+
+    /// [`World::start`] with more `sortie dev` arguments.
+    fn start_with(prefix: &str, extra_args: &[&str]) -> Self {
         // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
         let _ = sortie_testkit::terraform111_bin();
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -46,7 +52,13 @@ impl World {
                 ("README.md", b"infra\n"),
             ],
         );
-        let dev = common::launch(prefix, 1, Some(&common::runner_binary()));
+        let dev = common::start_dev(common::DevOptions {
+            prefix,
+            sweep_every: 1,
+            runner: Some(common::runner_binary()),
+            extra_args,
+            ..Default::default()
+        });
         common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &common::state_bucket());
         // Connected and bound through the CLI, as a user would.
         let key = dev.dir.join("app.pem");
@@ -139,13 +151,24 @@ impl World {
         what: &str,
         done: impl Fn(&[CheckRunRecord]) -> bool,
     ) -> Vec<CheckRunRecord> {
-        let deadline = Instant::now() + Duration::from_secs(180);
+        self.wait_checks_of(HEAD, Duration::from_secs(180), what, done)
+    }
+
+    /// Waits (`limit` at most) until the check runs of `sha` satisfy `done`.
+    fn wait_checks_of(
+        &self,
+        sha: &str,
+        limit: Duration,
+        what: &str,
+        done: impl Fn(&[CheckRunRecord]) -> bool,
+    ) -> Vec<CheckRunRecord> {
+        let deadline = Instant::now() + limit;
         loop {
             let runs: Vec<CheckRunRecord> = self
                 .gh
                 .check_runs(REPO)
                 .into_iter()
-                .filter(|r| r.head_sha == HEAD)
+                .filter(|r| r.head_sha == sha)
                 .collect();
             if done(&runs) {
                 return runs;
@@ -462,4 +485,73 @@ fn apply_from_the_pull_request_waits_for_an_approval_and_is_not_blocked_by_its_o
         1,
         "the accepted command made no reply"
     );
+}
+
+#[test]
+fn a_lost_webhook_is_planned_by_the_reconcile_and_two_minutes_of_github_errors_end_with_one_comment(
+) {
+    sortie_testkit::require_aws!();
+    // A reconcile every 3 s stands for AWS's 5 minutes.
+    let w = World::start_with("prlost", &["--reconcile-every", "3"]);
+    w.grant("octocat", "deployer");
+    let number = w.gh.add_pull(
+        REPO,
+        PullSpec::new("octocat", HEAD)
+            .file(FileChange::modified("web/dev/main.tf"))
+            .file(FileChange::modified("web/prod/main.tf")),
+    );
+    // GitHub never delivered "opened": the reconcile finds the pull request and plans it.
+    let runs = w.wait_checks("two completed checks with no webhook", |runs| {
+        runs.len() == 2 && runs.iter().all(|r| r.status == "completed")
+    });
+    assert!(runs
+        .iter()
+        .all(|r| r.conclusion.as_deref() == Some("success")));
+    assert_eq!(w.gh.comments(REPO, number).len(), 1);
+
+    // A push, and then GitHub answers 502 to everything for two minutes: the delivery is
+    // accepted (Sortie answers it, not GitHub), its work and the reconciles fail and are
+    // tried again, and when GitHub is back the new head has its two checks and the one
+    // comment says so.
+    const NEXT: &str = "6a4d3c2b1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c";
+    let (dev_tf, prod_tf) = (tf("web_dev"), tf("web_prod"));
+    w.gh.add_commit(
+        REPO,
+        NEXT,
+        &[
+            ("web/dev/main.tf", dev_tf.as_bytes()),
+            ("web/prod/main.tf", prod_tf.as_bytes()),
+        ],
+    );
+    w.gh.push(REPO, number, NEXT, None);
+    let payload = w.gh.payloads().pull_request(REPO, number, "synchronize");
+    w.gh.fail_for(Duration::from_secs(120), 502);
+    let outage = Instant::now();
+    let (status, body) = w.deliver("pull_request", &payload, SECRET);
+    assert_eq!(status, 202, "{body}");
+    let runs = w.wait_checks_of(
+        NEXT,
+        Duration::from_secs(420),
+        "two completed checks of the new head after the outage",
+        |runs| runs.len() == 2 && runs.iter().all(|r| r.status == "completed"),
+    );
+    assert!(
+        outage.elapsed() >= Duration::from_secs(120),
+        "GitHub was down the whole time"
+    );
+    assert_eq!(
+        names(&runs),
+        ["sortie: acme/web-dev", "sortie: acme/web-prod"]
+    );
+    // Writes settle: the comment is edited once more after the checks complete at most.
+    std::thread::sleep(Duration::from_secs(4));
+    let comments = w.gh.comments(REPO, number);
+    assert_eq!(comments.len(), 1, "exactly one comment: {comments:#?}");
+    assert!(
+        comments[0].body.contains(&NEXT[..7]) && !comments[0].body.contains(&HEAD[..7]),
+        "the comment is of the new head: {}",
+        comments[0].body
+    );
+    let faults = w.gh.requests().iter().filter(|r| r.status >= 500).count();
+    assert!(faults > 0, "the outage was met");
 }

@@ -11,6 +11,28 @@ use tracing::warn;
 
 use crate::{Bus, LifecycleError};
 
+/// The work a message of the pull queue carries: [`PullWork`] as Sortie queued it, or a
+/// pull-request job's `sortie.job.completed` event (as the template's rule sends it), which
+/// asks for that pull request's report. `None` for anything else.
+pub fn work_of_message(body: &str) -> Option<PullWork> {
+    if let Ok(work) = serde_json::from_str::<PullWork>(body) {
+        return Some(work);
+    }
+    let event: serde_json::Value = serde_json::from_str(body).ok()?;
+    if event.get("source")?.as_str()? != crate::bus::SOURCE
+        || event.get("detail-type")?.as_str()? != crate::bus::JOB_COMPLETED
+    {
+        return None;
+    }
+    let detail = event.get("detail")?;
+    let pr = detail.get("pull_request")?;
+    Some(PullWork::Report {
+        org: detail.get("org")?.as_str()?.to_string(),
+        repository: pr.get("repository")?.as_str()?.to_string(),
+        number: pr.get("number")?.as_u64()?,
+    })
+}
+
 /// A [`Bus`] that also queues [`PullWork::Report`] for a pull request's job when it ends.
 pub struct PullReportingBus {
     /// The bus it publishes to.
@@ -48,5 +70,76 @@ impl Bus for PullReportingBus {
         detail: serde_json::Value,
     ) -> Result<(), LifecycleError> {
         self.inner.publish(detail_type, resource, detail).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sortie_core::vcs::origin::PullRequestRef;
+    use sortie_core::{EnvPath, Job, JobRequest, RunnerId};
+
+    fn record(pull_request: Option<PullRequestRef>) -> JobRecord {
+        let request = JobRequest::from_value(
+            &serde_json::json!({"operation": "plan", "files": {"main.tf": ""}}),
+        )
+        .unwrap();
+        let mut job = Job::new(
+            sortie_core::tokens::new_id(),
+            EnvPath::parse("acme/web/dev").unwrap(),
+            RunnerId::parse("acme/local").unwrap(),
+            request,
+            "github:octocat".into(),
+            chrono::Utc::now(),
+        );
+        job.pull_request = pull_request;
+        JobRecord::new(&job)
+    }
+
+    /// What EventBridge puts on the queue: the whole event, the detail as Sortie made it.
+    fn event_body(record: &JobRecord, source: &str) -> String {
+        serde_json::json!({
+            "version": "0",
+            "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+            "detail-type": crate::bus::JOB_COMPLETED,
+            "source": source,
+            "account": "123456789012",
+            "time": "2026-11-28T22:00:00Z",
+            "region": "us-east-1",
+            "resources": [format!("sortie:job/{}", record.job.id)],
+            "detail": crate::bus::completed_detail(record),
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_pull_request_jobs_completed_event_asks_for_its_report_and_other_messages_do_not() {
+        let pr = PullRequestRef {
+            provider: "github".into(),
+            repository: "acme/infra".into(),
+            number: 7,
+            head_sha: "a".repeat(40),
+        };
+        let with = record(Some(pr));
+        assert_eq!(
+            work_of_message(&event_body(&with, "sortie")),
+            report_of(&with),
+            "the rule's message is the report the bus would queue in sortie dev"
+        );
+        assert!(report_of(&with).is_some());
+        let without = record(None);
+        assert!(crate::bus::completed_detail(&without)
+            .get("pull_request")
+            .is_none());
+        assert_eq!(work_of_message(&event_body(&without, "sortie")), None);
+        assert_eq!(work_of_message(&event_body(&with, "aws.ecs")), None);
+        for junk in ["", "not json", "{}", "[1,2]", r#"{"kind":"report"}"#] {
+            assert_eq!(work_of_message(junk), None, "{junk:?}");
+        }
+        let queued = PullWork::Reconcile { org: "acme".into() };
+        assert_eq!(
+            work_of_message(&serde_json::to_string(&queued).unwrap()),
+            Some(queued)
+        );
     }
 }
