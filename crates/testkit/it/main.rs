@@ -6,5 +6,6 @@ mod iam;
 mod infra_template;
 mod kube_double;
 mod lambda_api;
+mod lambda_pulls;
 mod moto_writes;
 mod proxy;
