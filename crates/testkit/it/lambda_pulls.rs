@@ -23,8 +23,12 @@ fn connection(org: &str) -> VcsConnection {
         provider: VcsProvider::Github,
         app_id: 1,
         api_url: "https://api.github.com".into(),
-        private_key_secret: format!("arn:aws:secretsmanager:us-east-1:123456789012:secret:sortie/vcs/{org}/github/key"),
-        webhook_secret: format!("arn:aws:secretsmanager:us-east-1:123456789012:secret:sortie/vcs/{org}/github/hook"),
+        private_key_secret: format!(
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:sortie/vcs/{org}/github/key"
+        ),
+        webhook_secret: format!(
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:sortie/vcs/{org}/github/hook"
+        ),
         created_by: "lambda_pulls test".into(),
         created_at: Utc::now(),
     }
