@@ -57,19 +57,25 @@ impl Neighbour {
                 let mut next = std::time::Instant::now();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     next += every;
-                    if let Ok(mut conn) = std::net::TcpStream::connect(&host) {
-                        let body = "{}";
-                        let _ = write!(
-                            conn,
-                            "POST / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
-                             X-Amz-Target: secretsmanager.ListSecrets\r\n\
-                             Content-Type: application/x-amz-json-1.1\r\n\
-                             Authorization: AWS4-HMAC-SHA256 Credential=testing/20261128/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=0\r\n\
-                             Content-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = conn.read_to_end(&mut Vec::new());
-                    }
+                    // Each call on its own thread: the pace holds however slowly a loaded
+                    // moto answers (one call after another fell below the pace there, and
+                    // then the ends never met the quota).
+                    let host = host.clone();
+                    std::thread::spawn(move || {
+                        if let Ok(mut conn) = std::net::TcpStream::connect(&host) {
+                            let body = "{}";
+                            let _ = write!(
+                                conn,
+                                "POST / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
+                                 X-Amz-Target: secretsmanager.ListSecrets\r\n\
+                                 Content-Type: application/x-amz-json-1.1\r\n\
+                                 Authorization: AWS4-HMAC-SHA256 Credential=testing/20261128/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=0\r\n\
+                                 Content-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            let _ = conn.read_to_end(&mut Vec::new());
+                        }
+                    });
                     std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
                 }
             })

@@ -66,8 +66,16 @@ impl PullRequests {
             notes,
         });
         let body_digest = digest(&body);
-        let comment = if record.comment_id.is_some()
-            && record.comment_digest.as_ref() == Some(&body_digest)
+        // A pull request that touches no bound environment, and never did, gets no comment:
+        // in a repository where infrastructure is one directory, a comment on every pull
+        // request would be noise (Atlantis's "Ran Plan for 0 projects", which its users
+        // silence). One that touched some before is told it no longer does.
+        let silent = record.environments.is_empty()
+            && record.comment_id.is_none()
+            && record.over_limit == 0
+            && record.notes.is_empty();
+        let comment = if silent
+            || (record.comment_id.is_some() && record.comment_digest.as_ref() == Some(&body_digest))
         {
             None
         } else {

@@ -1040,3 +1040,50 @@ async fn the_schedule_queues_one_reconcile_per_connected_organisation() {
         Reconciled::default()
     );
 }
+
+#[tokio::test]
+async fn a_pull_request_that_touches_no_bound_environment_gets_no_comment_until_it_does() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host
+        .open_pull(7, "octocat", false, &["README.md", "docs/guide.md"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    // The reconcile sees it too, and stays as quiet.
+    s.prs.reconcile("acme").await.unwrap();
+    {
+        let st = s.host.0.lock().unwrap();
+        assert!(st.comments.is_empty(), "no comment: {:?}", st.comments);
+        assert!(st.checks.is_empty());
+    }
+    assert!(record(&s, 7).await.environments.is_empty());
+
+    // A push that touches web/dev: planned, checked, commented.
+    {
+        let mut st = s.host.0.lock().unwrap();
+        st.pulls.get_mut(&7).unwrap().head_sha = NEXT.into();
+        st.files.insert(7, vec!["web/dev/main.tf".into()]);
+    }
+    s.prs.handle(&opened(7)).await.unwrap();
+    assert_eq!(s.host.checks_on(NEXT).len(), 1);
+    assert_eq!(s.host.0.lock().unwrap().comments.len(), 1);
+
+    // And back: the one comment says it no longer changes an environment's files.
+    let third = "4444444444444444444444444444444444444444";
+    {
+        let mut st = s.host.0.lock().unwrap();
+        st.pulls.get_mut(&7).unwrap().head_sha = third.into();
+        st.files.insert(7, vec!["README.md".into()]);
+    }
+    s.prs.handle(&opened(7)).await.unwrap();
+    let st = s.host.0.lock().unwrap();
+    assert_eq!(st.comments.len(), 1, "still one comment");
+    let last = st.comments.values().next().unwrap().last().unwrap();
+    assert!(last.contains("changes no environment"), "{last}");
+}
