@@ -88,19 +88,7 @@ impl SqsJobQueue {
         receipt_handle: &str,
         seconds: i32,
     ) -> Result<(), StoreError> {
-        self.client
-            .change_message_visibility()
-            .queue_url(&self.url)
-            .receipt_handle(receipt_handle)
-            .visibility_timeout(seconds.clamp(0, 43_200))
-            .send()
-            .await
-            .map_err(|e| StoreError::Aws {
-                service: "sqs",
-                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-                retryable: true,
-            })?;
-        Ok(())
+        change_visibility(&self.client, &self.url, receipt_handle, seconds).await
     }
 }
 
@@ -134,6 +122,29 @@ impl JobQueue for SqsJobQueue {
     }
 }
 
+/// Makes a received message of the queue at `url` visible again after `seconds` (0 to 12
+/// hours, SQS's limits): the delay before its next try. One piece for both queues.
+async fn change_visibility(
+    client: &aws_sdk_sqs::Client,
+    url: &str,
+    receipt_handle: &str,
+    seconds: i32,
+) -> Result<(), StoreError> {
+    client
+        .change_message_visibility()
+        .queue_url(url)
+        .receipt_handle(receipt_handle)
+        .visibility_timeout(seconds.clamp(0, 43_200))
+        .send()
+        .await
+        .map_err(|e| StoreError::Aws {
+            service: "sqs",
+            message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+            retryable: true,
+        })?;
+    Ok(())
+}
+
 /// Sends pull-request work ([`sortie_core::vcs::work::PullWork`]) to its handler.
 #[async_trait]
 pub trait PullQueue: Send + Sync {
@@ -164,19 +175,7 @@ impl SqsPullQueue {
         receipt_handle: &str,
         seconds: i32,
     ) -> Result<(), StoreError> {
-        self.client
-            .change_message_visibility()
-            .queue_url(&self.url)
-            .receipt_handle(receipt_handle)
-            .visibility_timeout(seconds.clamp(0, 43_200))
-            .send()
-            .await
-            .map_err(|e| StoreError::Aws {
-                service: "sqs",
-                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-                retryable: true,
-            })?;
-        Ok(())
+        change_visibility(&self.client, &self.url, receipt_handle, seconds).await
     }
 }
 
