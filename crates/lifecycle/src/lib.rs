@@ -45,7 +45,7 @@ pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
     completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, ENVIRONMENT_EXPIRING,
     ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_AWAITING_APPROVAL, JOB_COMPLETED,
-    JOB_POLICY_CHECKED, SOURCE,
+    JOB_DISPATCHED, JOB_POLICY_CHECKED, SOURCE,
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};

@@ -44,7 +44,7 @@ pub use error::StoreError;
 pub use expiry::{ExpiryEntry, ExpiryPage, ExpiryStore, MAX_EXPIRY_PAGE};
 pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
-pub use plan_data::read_plan_data;
+pub use plan_data::{read_plan_data, read_plan_data_within};
 pub use queue::{JobMessage, JobQueue, MemoryPullQueue, PullQueue, SqsJobQueue, SqsPullQueue};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,

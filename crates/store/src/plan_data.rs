@@ -15,6 +15,17 @@ pub async fn read_plan_data(
     artifacts: &dyn Artifacts,
     job_id: &JobId,
 ) -> Result<PlanData, StoreError> {
+    read_plan_data_within(artifacts, job_id, PLAN_JSON_MAX_BYTES).await
+}
+
+/// [`read_plan_data`] for a reader that holds at most `max_bytes` of JSON (never more than
+/// [`PLAN_JSON_MAX_BYTES`]): a larger artifact is unavailable, saying its size, and is
+/// never read into memory.
+pub async fn read_plan_data_within(
+    artifacts: &dyn Artifacts,
+    job_id: &JobId,
+    max_bytes: usize,
+) -> Result<PlanData, StoreError> {
     let key = upload_key(job_id, UploadKind::PlanJson, None).map_err(|_| StoreError::NotFound {
         kind: "object",
         id: job_id.to_string(),
@@ -25,6 +36,12 @@ pub async fn read_plan_data(
         None => return Ok(PlanData::from_artifact(None)),
         Some(o) if o.size > PLAN_JSON_MAX_BYTES as u64 => {
             return Ok(PlanData::Unavailable(TOO_LARGE.into()))
+        }
+        Some(o) if o.size > max_bytes as u64 => {
+            return Ok(PlanData::Unavailable(format!(
+                "the plan's JSON is {} bytes, over the {max_bytes} read here",
+                o.size
+            )))
         }
         Some(_) => {}
     }

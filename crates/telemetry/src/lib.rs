@@ -53,6 +53,8 @@ where
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = match format {
+        // Each line carries its own `timestamp` (on Lambda too: the event's time, where
+        // CloudWatch's is when the line arrived).
         LogFormat::Json => tracing_subscriber::fmt()
             .json()
             .with_env_filter(filter)
@@ -60,7 +62,6 @@ where
             .with_span_list(false)
             .flatten_event(true)
             .with_target(false)
-            .without_time()
             .with_writer(writer)
             .try_init(),
         LogFormat::Human => tracing_subscriber::fmt()

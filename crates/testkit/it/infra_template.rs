@@ -691,7 +691,7 @@ fn the_sweeper_runs_every_minute() {
 /// Pull requests on AWS (issue 42): webhook work, job-end reports and reconciles go to one
 /// queue with a DLQ after 8 receives; the pulls function consumes it reporting batch item
 /// failures, and a 5-minute schedule queues the reconciles; a rule sends pull-request jobs'
-/// `sortie.job.completed` (the detail's `pull_request`, which `completed_detail` writes for
+/// `sortie.job.dispatched` and `sortie.job.completed` (the detail's `pull_request`, which `completed_detail` writes for
 /// such jobs only) to the queue, which lets that rule alone send to it from EventBridge; the
 /// api takes webhooks into it.
 #[test]
@@ -741,9 +741,10 @@ fn pull_request_work_has_a_queue_a_dlq_a_handler_a_reconcile_schedule_and_a_rule
     let rule = at(resource(&t, "PullReportsRule"), &["Properties"]);
     let pattern = at(rule, &["EventPattern"]);
     assert_eq!(strings(at(pattern, &["source"]), "source"), ["sortie"]);
+    // Exactly the events whose messages the pulls function reads as a report.
     assert_eq!(
         strings(at(pattern, &["detail-type"]), "detail-type"),
-        ["sortie.job.completed"]
+        sortie_lifecycle::pull_requests::REPORTED_EVENTS
     );
     assert_eq!(
         at(pattern, &["detail", "pull_request", "number"])

@@ -256,6 +256,38 @@ fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_checks_and_
             log.contains("-lock=false") || job["state"] == "succeeded",
             "{log}"
         );
+        // Queued (unless dispatch claimed the plan before the first report), in progress
+        // while it planned (when the report of its claim came before its end: the pull
+        // queue is not ordered), then completed; never back.
+        let statuses: Vec<&str> = run
+            .history
+            .iter()
+            .filter_map(|b| b["status"].as_str())
+            .collect();
+        let rank = |s: &&str| {
+            ["queued", "in_progress", "completed"]
+                .iter()
+                .position(|x| x == s)
+        };
+        assert!(
+            statuses.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])),
+            "{statuses:?}"
+        );
+        eprintln!("{}: {statuses:?}", run.name);
+        // The check holds this environment's plan, and only it.
+        let text = run.output.as_ref().unwrap()["text"]
+            .as_str()
+            .unwrap_or_default();
+        let other = if resource == "web_dev" {
+            "web_prod"
+        } else {
+            "web_dev"
+        };
+        assert!(
+            text.contains(&format!("# terraform_data.{resource} will be created")),
+            "{text}"
+        );
+        assert!(!text.contains(&format!("terraform_data.{other}")), "{text}");
     }
     // One comment, edited in place, naming both environments and not the third.
     let comments = w.gh.comments(REPO, number);
@@ -266,6 +298,12 @@ fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_checks_and_
         "{body}"
     );
     assert!(!body.contains("acme/api-dev"), "{body}");
+    for resource in ["web_dev", "web_prod"] {
+        assert!(
+            body.contains(&format!("# terraform_data.{resource} will be created")),
+            "the comment holds each environment's diff: {body}"
+        );
+    }
     assert_eq!(comments[0].author, w.gh.app_bot_login());
 
     // GitHub's redelivery of the same delivery is a duplicate: nothing runs again.

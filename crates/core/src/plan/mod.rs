@@ -8,11 +8,13 @@
 
 mod redact;
 mod sections;
+mod show;
 mod view;
 
 pub use redact::{
     redact, scrub, MARKER, SCHEMA_MASKS_SINCE, SCRUB_MIN_CHARS, STATE_SCHEMA_MASKS_SINCE,
 };
+pub use show::{render, Palette};
 pub use view::{
     AttributeChange, ChangeAction, OutputChange, PlanCounts, PlanPage, PlanView, ResourceChange,
     PAGE_MAX,

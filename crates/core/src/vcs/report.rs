@@ -68,6 +68,44 @@ const APPLY_COMMAND_MAX: usize = 300;
 /// The most bytes a diff's "more lines" note takes (its number and link included).
 const MORE_NOTE_MAX: usize = 620;
 
+/// What a report shows of a plan: its changed resources (every resource change but the
+/// no-ops, in the plan's order, with the action's word: `create`, `update`, `delete`,
+/// `replace`, `read`) and its text as `terraform show` prints it, without colour. The text
+/// is whole: [`render_check`] and [`render_comment`] cut it to GitHub's limits.
+pub fn plan_shown(view: &crate::plan::PlanView) -> (Vec<ChangedResource>, String) {
+    use crate::plan::ChangeAction;
+    let changed = view
+        .resource_changes
+        .iter()
+        .filter(|r| r.action != ChangeAction::NoOp)
+        .map(|r| ChangedResource {
+            address: r.address.clone(),
+            action: match r.action {
+                ChangeAction::Create => "create",
+                ChangeAction::Update => "update",
+                ChangeAction::Delete => "delete",
+                ChangeAction::Replace => "replace",
+                ChangeAction::Read => "read",
+                ChangeAction::NoOp => "no-op",
+            }
+            .to_string(),
+        })
+        .collect();
+    let whole = crate::plan::PlanPage {
+        available: true,
+        reason: None,
+        resource_changes: view.resource_changes.clone(),
+        output_changes: view.output_changes.clone(),
+        counts: view.counts,
+        total_resources: view.resource_changes.len(),
+        next_cursor: None,
+    };
+    (
+        changed,
+        crate::plan::render(&whole, crate::plan::Palette::PLAIN),
+    )
+}
+
 /// The check run name of an environment: `sortie: <environment>`.
 pub fn check_name(environment: &str) -> String {
     format!("{CHECK_NAME_PREFIX}{environment}")

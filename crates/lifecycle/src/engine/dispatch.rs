@@ -85,16 +85,57 @@ impl Engine {
             }
             Err(e) => return retry(e.to_string()),
         };
+        // A pull request's job says it started, beside its launch (never before it): its
+        // check goes from queued to in progress.
+        let (disposition, ()) = tokio::join!(
+            self.launch_claimed(&claimed, &token, receive_count, now),
+            self.publish_dispatched(&claimed)
+        );
+        disposition
+    }
+
+    /// Publishes [`crate::bus::JOB_DISPATCHED`] for a pull request's job (best effort: the
+    /// check shows the job's state at its end regardless). Other jobs publish nothing: the
+    /// launch of every job pays no extra call.
+    async fn publish_dispatched(&self, claimed: &JobRecord) {
+        if claimed.job.pull_request.is_none() {
+            return;
+        }
+        let resource = format!("sortie:job/{}", claimed.job.id);
+        let detail = crate::bus::completed_detail(claimed);
+        if let Err(e) = self
+            .jobs
+            .bus
+            .publish(crate::bus::JOB_DISPATCHED, &resource, detail)
+            .await
+        {
+            warn!(error = %e, "publishing sortie.job.dispatched failed");
+        }
+    }
+
+    /// Launches a job this dispatcher claimed (or offers it to its agent pool).
+    async fn launch_claimed(
+        &self,
+        claimed: &JobRecord,
+        token: &str,
+        receive_count: u32,
+        now: DateTime<Utc>,
+    ) -> MessageDisposition {
+        let id = &claimed.job.id;
+        let retry = |reason: String| MessageDisposition::Retry {
+            delay_seconds: redelivery_delay_seconds(receive_count),
+            reason,
+        };
         if let Some(agent) = agent_runner(&claimed.job) {
             return self
-                .offer(&claimed, &agent.pool.clone(), receive_count)
+                .offer(claimed, &agent.pool.clone(), receive_count)
                 .await;
         }
         let launched = self
             .launcher
             .launch(&LaunchSpec {
                 job: &claimed.job,
-                token: &token,
+                token,
                 api_url: &self.api_url,
                 attempt: claimed.attempt.max(1),
             })
@@ -106,11 +147,11 @@ impl Engine {
             }
             Err(LaunchError::Retryable(reason)) => {
                 warn!(%reason, attempt = claimed.attempt, "launch refused; retryable");
-                return self.after_refusal(&claimed, true, &reason, now).await;
+                return self.after_refusal(claimed, true, &reason, now).await;
             }
             Err(LaunchError::Fatal(reason)) => {
                 warn!(%reason, attempt = claimed.attempt, "launch refused for good");
-                return self.after_refusal(&claimed, false, &reason, now).await;
+                return self.after_refusal(claimed, false, &reason, now).await;
             }
             Err(LaunchError::Uncertain(reason)) => Seen::LaunchUncertain(reason),
         };
@@ -120,8 +161,8 @@ impl Engine {
             "launch did not start a task"
         );
         // An uncertain launch waits for the lookup by `startedBy` after the lease.
-        let step = decide(&facts(&claimed), &seen, now, self.timing());
-        match self.carry_out(&claimed, step, None).await {
+        let step = decide(&facts(claimed), &seen, now, self.timing());
+        match self.carry_out(claimed, step, None).await {
             Ok(_) => MessageDisposition::Done,
             Err(e) => retry(e.to_string()),
         }

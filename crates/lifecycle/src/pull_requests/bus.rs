@@ -11,20 +11,29 @@ use tracing::warn;
 
 use crate::{Bus, LifecycleError};
 
+/// The event kinds of a pull request's job that ask for its report: its claim by dispatch
+/// (the check goes in progress) and its end.
+pub const REPORTED_EVENTS: [&str; 2] = [crate::bus::JOB_DISPATCHED, crate::bus::JOB_COMPLETED];
+
 /// The work a message of the pull queue carries: [`PullWork`] as Sortie queued it, or a
-/// pull-request job's `sortie.job.completed` event (as the template's rule sends it), which
-/// asks for that pull request's report. `None` for anything else.
+/// pull-request job's `sortie.job.dispatched` or `sortie.job.completed` event (as the
+/// template's rule sends them), which asks for that pull request's report. `None` for
+/// anything else.
 pub fn work_of_message(body: &str) -> Option<PullWork> {
     if let Ok(work) = serde_json::from_str::<PullWork>(body) {
         return Some(work);
     }
     let event: serde_json::Value = serde_json::from_str(body).ok()?;
     if event.get("source")?.as_str()? != crate::bus::SOURCE
-        || event.get("detail-type")?.as_str()? != crate::bus::JOB_COMPLETED
+        || !REPORTED_EVENTS.contains(&event.get("detail-type")?.as_str()?)
     {
         return None;
     }
-    let detail = event.get("detail")?;
+    report_of_detail(event.get("detail")?)
+}
+
+/// The report an event's detail asks for, when it names a pull request.
+fn report_of_detail(detail: &serde_json::Value) -> Option<PullWork> {
     let pr = detail.get("pull_request")?;
     Some(PullWork::Report {
         org: detail.get("org")?.as_str()?.to_string(),
@@ -69,6 +78,13 @@ impl Bus for PullReportingBus {
         resource: &str,
         detail: serde_json::Value,
     ) -> Result<(), LifecycleError> {
+        if detail_type == crate::bus::JOB_DISPATCHED {
+            if let Some(work) = report_of_detail(&detail) {
+                if let Err(e) = self.queue.send_work(&work).await {
+                    warn!(error = %e, "the pull request's report could not be queued");
+                }
+            }
+        }
         self.inner.publish(detail_type, resource, detail).await
     }
 }
@@ -98,10 +114,14 @@ mod tests {
 
     /// What EventBridge puts on the queue: the whole event, the detail as Sortie made it.
     fn event_body(record: &JobRecord, source: &str) -> String {
+        event_of(record, source, crate::bus::JOB_COMPLETED)
+    }
+
+    fn event_of(record: &JobRecord, source: &str, detail_type: &str) -> String {
         serde_json::json!({
             "version": "0",
             "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-            "detail-type": crate::bus::JOB_COMPLETED,
+            "detail-type": detail_type,
             "source": source,
             "account": "123456789012",
             "time": "2026-11-28T22:00:00Z",
@@ -127,6 +147,15 @@ mod tests {
             "the rule's message is the report the bus would queue in sortie dev"
         );
         assert!(report_of(&with).is_some());
+        assert_eq!(
+            work_of_message(&event_of(&with, "sortie", crate::bus::JOB_DISPATCHED)),
+            report_of(&with),
+            "its claim by dispatch asks for the report too (the check goes in progress)"
+        );
+        assert_eq!(
+            work_of_message(&event_of(&with, "sortie", crate::bus::JOB_POLICY_CHECKED)),
+            None
+        );
         let without = record(None);
         assert!(crate::bus::completed_detail(&without)
             .get("pull_request")

@@ -2,14 +2,16 @@
 //! on the head commit, and the one comment. Written after every change of a job, from the
 //! records, so a report lost to a host outage is written whole by the next.
 
+use sortie_core::plan::{PlanData, PlanView};
 use sortie_core::policy::PolicyStatus;
 use sortie_core::vcs::pull::{PullEnvironment, PullRequestRecord};
 use sortie_core::vcs::report::{
-    render_check, render_comment, ChangedResource, CommentInput, Counts, EnvReport, EnvStatus,
+    plan_shown, render_check, render_comment, CommentInput, Counts, EnvReport, EnvStatus,
     PolicyLine,
 };
 use sortie_core::{JobId, JobState};
-use sortie_store::StoreError;
+use sortie_store::{read_plan_data_within, StoreError};
+use tracing::warn;
 
 use super::{CodeHost, PullError, PullRequests, RECORD_TRIES};
 
@@ -200,7 +202,13 @@ impl PullRequests {
                 messages: s.deny.iter().chain(s.warn.iter()).cloned().collect(),
             })
             .collect();
-        report.changed = Vec::<ChangedResource>::new();
+        if !matches!(job.state, JobState::Queued | JobState::Dispatching) {
+            if let Some(view) = self.plan_view(&job.id).await? {
+                let (changed, diff) = plan_shown(&view);
+                report.changed = changed;
+                report.diff = Some(diff);
+            }
+        }
         report.job_id = Some(job_id.clone());
         report.job_url = Some(format!(
             "{}/#/jobs/{job_id}",
@@ -209,6 +217,33 @@ impl PullRequests {
         Ok(report)
     }
 }
+
+impl PullRequests {
+    /// The plan a report shows, from job `id`'s redacted plan data: `None` when there is
+    /// none (not planned yet, Terraform 0.11, no bucket) or when it is over
+    /// [`REPORT_PLAN_MAX_BYTES`] (the job's page shows it). Only a retryable error of the
+    /// bucket is an error (the report is written again); any other is logged and the
+    /// report goes without the plan.
+    async fn plan_view(&self, id: &JobId) -> Result<Option<PlanView>, PullError> {
+        let Some(artifacts) = &self.jobs.gate.artifacts else {
+            return Ok(None);
+        };
+        match read_plan_data_within(artifacts.as_ref(), id, REPORT_PLAN_MAX_BYTES).await {
+            Ok(PlanData::Available(doc)) => Ok(Some(PlanView::from_document(&doc))),
+            Ok(PlanData::Unavailable(_)) => Ok(None),
+            Err(e) if e.is_retryable() => Err(e.into()),
+            Err(e) => {
+                warn!(job_id = %id, error = %e, "the plan could not be read for the pull request's report");
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The largest plan data (`plan.json`, in bytes) a report reads to show its changes and
+/// text (4 MiB, about 40 MiB once parsed: well within the pulls function's memory). A
+/// larger plan's counts and policy results are still shown, its changes on the job's page.
+pub const REPORT_PLAN_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// The SHA-256 of what was written, as JSON.
 fn digest<T: serde::Serialize>(value: &T) -> String {

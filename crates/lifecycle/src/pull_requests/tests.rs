@@ -1087,3 +1087,266 @@ async fn a_pull_request_that_touches_no_bound_environment_gets_no_comment_until_
     let last = st.comments.values().next().unwrap().last().unwrap();
     assert!(last.contains("changes no environment"), "{last}");
 }
+
+/// Plan data in memory, listed with its size as S3 lists it.
+#[derive(Default)]
+struct PlanBucket(Mutex<BTreeMap<String, Vec<u8>>>);
+
+#[async_trait]
+impl sortie_store::Artifacts for PlanBucket {
+    async fn presign_put(
+        &self,
+        _: &str,
+        _: &str,
+        _: std::time::Duration,
+    ) -> Result<sortie_store::PresignedPut, StoreError> {
+        unreachable!("no uploads here")
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<sortie_store::ObjectInfo>, StoreError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| sortie_store::ObjectInfo {
+                key: k.clone(),
+                size: v.len() as u64,
+            })
+            .collect())
+    }
+    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
+        self.0
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "object",
+                id: key.into(),
+            })
+    }
+}
+
+impl PlanBucket {
+    fn put_plan(&self, job: &str, doc: &serde_json::Value) {
+        let key = sortie_core::protocol::pilot::upload_key(
+            &JobId::from(job.to_string()),
+            sortie_core::protocol::pilot::UploadKind::PlanJson,
+            None,
+        )
+        .unwrap();
+        self.0
+            .lock()
+            .unwrap()
+            .insert(key, serde_json::to_vec(doc).unwrap());
+    }
+}
+
+/// Records what is published.
+#[derive(Default)]
+struct Published(Mutex<Vec<(String, serde_json::Value)>>);
+
+#[async_trait]
+impl crate::Bus for Published {
+    async fn job_completed(
+        &self,
+        _: &sortie_store::JobRecord,
+    ) -> Result<(), crate::LifecycleError> {
+        Ok(())
+    }
+    async fn publish(
+        &self,
+        detail_type: &str,
+        _: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), crate::LifecycleError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push((detail_type.to_string(), detail));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_claimed_plan_goes_in_progress_and_a_planned_one_shows_its_changes_and_diff() {
+    let mut s = setup().await;
+    let bucket = Arc::new(PlanBucket::default());
+    let published = Arc::new(Published::default());
+    s.prs.jobs.gate.artifacts = Some(bucket.clone());
+    s.prs.jobs.bus = published.clone();
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+
+    // Dispatch claims it: a pull request's job says so (its launch is refused here, as
+    // this world launches nothing), and the report of a claimed job is in progress.
+    let engine = crate::Engine {
+        jobs: s.prs.jobs.clone(),
+        ..s.w.engine()
+    };
+    let body = serde_json::json!({"job_id": plan}).to_string();
+    engine.dispatch(&body, 1).await;
+    let said: Vec<(String, serde_json::Value)> = published.0.lock().unwrap().clone();
+    let dispatched: Vec<_> = said
+        .iter()
+        .filter(|(t, _)| t == crate::bus::JOB_DISPATCHED)
+        .collect();
+    assert_eq!(dispatched.len(), 1, "{said:?}");
+    let work = work_of_message(
+        &serde_json::json!({"source": "sortie", "detail-type": crate::bus::JOB_DISPATCHED,
+            "detail": dispatched[0].1})
+        .to_string(),
+    );
+    assert_eq!(
+        work,
+        Some(PullWork::Report {
+            org: "acme".into(),
+            repository: REPO.into(),
+            number: 7
+        })
+    );
+    // A job of no pull request says nothing at its claim.
+    let other = s.w.environment("acme/other/dev").await;
+    let plain = crate::submit::JobOrder::submit(
+        sortie_core::JobRequest::from_value(
+            &serde_json::json!({"operation": "plan", "files": {"main.tf": ""}}),
+        )
+        .unwrap(),
+        SensitiveValues::default(),
+        "alice".to_string(),
+        None,
+    );
+    let plain = s.prs.jobs.submit_for(&other, plain).await.unwrap().job.id;
+    engine
+        .dispatch(&serde_json::json!({"job_id": plain}).to_string(), 1)
+        .await;
+    assert_eq!(
+        published
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| t == crate::bus::JOB_DISPATCHED)
+            .count(),
+        1
+    );
+
+    // The report of a claimed plan (another pull request's, as this one's launch was
+    // refused): in progress.
+    let planned = setup_claimed(&s, 8).await;
+    let report = |number| PullWork::Report {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number,
+    };
+    s.prs.handle(&report(8)).await.unwrap();
+    let checks = s.host.checks_on(NEXT);
+    assert_eq!(
+        checks["sortie: acme/api/dev"].status,
+        CheckStatus::InProgress,
+        "{checks:?}"
+    );
+
+    // Planned, with plan data: the check lists the changes and holds the plan's text,
+    // and the comment shows it too.
+    bucket.put_plan(
+        &planned,
+        &serde_json::json!({"resource_changes": [
+            {"address": "terraform_data.web", "type": "terraform_data", "name": "web",
+             "change": {"actions": ["create"], "before": null, "after": {"input": "v2"}}}
+        ]}),
+    );
+    let planned_id = JobId::from(planned.clone());
+    for (from, to) in [
+        (JobState::Dispatching, JobState::Running),
+        (JobState::Running, JobState::Succeeded),
+    ] {
+        s.w.store
+            .transition_job(
+                &planned_id,
+                from,
+                to,
+                Utc::now(),
+                "test",
+                Default::default(),
+            )
+            .await
+            .unwrap();
+    }
+    s.prs.handle(&report(8)).await.unwrap();
+    let check = &s.host.checks_on(NEXT)["sortie: acme/api/dev"];
+    assert_eq!(check.status, CheckStatus::Completed);
+    let line = format!(
+        "- create: {}",
+        sortie_core::vcs::report::escape("terraform_data.web")
+    );
+    assert!(check.summary.contains(&line), "{}", check.summary);
+    let text = check.text.as_deref().unwrap_or_default();
+    assert!(
+        text.contains("# terraform_data.web will be created") && text.contains("\"v2\""),
+        "{text}"
+    );
+    let st = s.host.0.lock().unwrap();
+    let bodies: Vec<&String> = st.comments.values().filter_map(|c| c.last()).collect();
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("# terraform_data.web will be created")),
+        "the comment holds the diff: {bodies:?}"
+    );
+}
+
+/// Pull request `number` on [`NEXT`] touching `acme/api/dev`, its plan claimed by
+/// dispatch (state `dispatching`); returns the plan's id.
+async fn setup_claimed(s: &Setup, number: u64) -> String {
+    s.host
+        .open_pull(number, "octocat", false, &["api/dev/main.tf"]);
+    s.host
+        .0
+        .lock()
+        .unwrap()
+        .pulls
+        .get_mut(&number)
+        .unwrap()
+        .head_sha = NEXT.into();
+    s.prs
+        .handle(&PullWork::PullRequest {
+            org: "acme".into(),
+            repository: REPO.into(),
+            number,
+            action: PullAction::Opened,
+            head_sha: NEXT.into(),
+            merged: false,
+        })
+        .await
+        .unwrap();
+    let plan = record(s, number).await.environments["acme/api/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    s.w.store
+        .transition_job(
+            &JobId::from(plan.clone()),
+            JobState::Queued,
+            JobState::Dispatching,
+            Utc::now(),
+            "claimed by dispatch",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    plan
+}

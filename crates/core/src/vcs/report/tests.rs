@@ -471,3 +471,55 @@ proptest! {
         prop_assert!(prefixes.iter().any(|p| p == shown), "{:?} from {:?}", cut, text);
     }
 }
+
+#[test]
+fn a_plan_is_shown_as_its_changed_resources_and_its_text_with_sensitive_values_masked() {
+    use crate::plan::{PlanView, MARKER};
+    let doc = serde_json::json!({
+        "resource_changes": [
+            {"address": "terraform_data.a", "type": "terraform_data", "name": "a",
+             "change": {"actions": ["create"], "before": null, "after": {"input": "one"}}},
+            {"address": "terraform_data.same", "type": "terraform_data", "name": "same",
+             "change": {"actions": ["no-op"], "before": {"input": "x"}, "after": {"input": "x"}}},
+            {"address": "terraform_data.b", "type": "terraform_data", "name": "b",
+             "change": {"actions": ["delete", "create"], "before": {"input": MARKER},
+                        "after": {"input": MARKER}, "replace_paths": [["input"]]}}
+        ]
+    });
+    let (changed, text) = plan_shown(&PlanView::from_document(&doc));
+    assert_eq!(
+        changed,
+        vec![
+            ChangedResource {
+                address: "terraform_data.a".into(),
+                action: "create".into()
+            },
+            ChangedResource {
+                address: "terraform_data.b".into(),
+                action: "replace".into()
+            },
+        ]
+    );
+    assert!(
+        text.contains("# terraform_data.a will be created"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# terraform_data.b must be replaced"),
+        "{text}"
+    );
+    assert!(!text.contains("terraform_data.same"), "{text}");
+    assert!(!text.contains('\x1b'), "no colour in a report: {text:?}");
+    assert!(
+        text.ends_with("Plan: 2 to add, 0 to change, 1 to destroy.\n"),
+        "{text}"
+    );
+    // Shown in a check, the text is fenced whole.
+    let check = render_check(&EnvReport {
+        changed,
+        ..planned("acme/web/dev", &text)
+    });
+    assert!(check.text.unwrap().contains(&text));
+    let line = format!("- replace: {}", escape("terraform_data.b"));
+    assert!(check.summary.contains(&line), "{}", check.summary);
+}
