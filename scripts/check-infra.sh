@@ -62,6 +62,11 @@ ensure_venv() {
 total=$SECONDS
 ensure_venv "$tools/infra-venv" "$root/scripts/requirements-infra.txt" sam cfn-lint hadolint
 ensure_venv "$tools/infra-checkov-venv" "$root/scripts/requirements-checkov.txt" checkov
+# CHECK_INFRA_PREPARE=1: install the linters only (scripts/test.sh does it beside the build).
+if [[ "${CHECK_INFRA_PREPARE:-}" == 1 ]]; then
+    log "prepared in $((SECONDS - total))s"
+    exit 0
+fi
 bin="$tools/infra-venv/bin"
 log "tools: $("$bin/sam" --version 2>&1), cfn-lint $("$bin/cfn-lint" --version 2>&1 | awk '{print $NF}'), $("$bin/hadolint" --version 2>&1 | head -n1), checkov $("$tools/infra-checkov-venv/bin/checkov" --version 2>&1 | tail -n1)"
 

@@ -32,7 +32,7 @@ summary() {
     fi
     [[ -z "$failed" ]] || echo "make test: FAILED at: $failed"
 }
-trap summary EXIT
+trap 'stop_preparing; summary' EXIT
 
 # step NAME COMMAND...: runs COMMAND, records its time, stops the run if it fails.
 step() {
@@ -50,10 +50,34 @@ step() {
     fi
 }
 
-step tools scripts/tools.sh
+# Setup that needs no compiler (pip, npm, apt and downloads: scripts/tools.sh, the node
+# venv and the infra linters' venvs) runs in the background beside the compile-bound steps:
+# on two cores the compiler keeps both, while the installs wait on the network. The
+# `tools` row is the time the steps after the build still had to wait for it.
+prepare_dir="$(mktemp -d)"
+(scripts/tools.sh && scripts/tools.sh node) </dev/null >"$prepare_dir/tools.log" 2>&1 &
+tools_pid=$!
+CHECK_INFRA_PREPARE=1 scripts/check-infra.sh </dev/null >"$prepare_dir/infra.log" 2>&1 &
+infra_pid=$!
+# prepared: waits for both, prints their logs, and fails if either failed.
+prepared() {
+    local rc=0
+    wait "$tools_pid" || rc=$?
+    wait "$infra_pid" || rc=$?
+    tools_pid="" infra_pid=""
+    cat "$prepare_dir/tools.log" "$prepare_dir/infra.log"
+    rm -rf "$prepare_dir"
+    return "$rc"
+}
+# stop_preparing: on an early exit, stops what still runs in the background.
+stop_preparing() {
+    [[ -z "$tools_pid$infra_pid" ]] || kill $tools_pid $infra_pid 2>/dev/null || true
+}
+
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step rustdoc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+step tools prepared
 step deny scripts/check-deny.sh
 step licences scripts/check-licences.sh
 step infra scripts/check-infra.sh
