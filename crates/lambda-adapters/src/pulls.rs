@@ -37,6 +37,7 @@ impl PullsError {
         match self {
             Self::Pull(PullError::Store(_)) => "StoreError",
             Self::Pull(PullError::Host(_)) => "HostError",
+            Self::Pull(PullError::Waiting(_)) => "Waiting",
             Self::Event(_) => "InvalidEvent",
         }
     }

@@ -14,6 +14,9 @@ pub const JOB_COMPLETED: &str = "sortie.job.completed";
 /// The `detail-type` of a pull request's job claimed by dispatch (launched or offered
 /// to its agent pool): its check goes in progress. Other jobs do not publish it.
 pub const JOB_DISPATCHED: &str = "sortie.job.dispatched";
+/// The `detail-type` of a pull request's apply approved (by a person or the policy gate):
+/// its requirements are checked again before its apply phase. Other jobs do not publish it.
+pub const JOB_APPROVED: &str = "sortie.job.approved";
 /// The `detail-type` of a reviewed job whose plan awaits a decision.
 pub const JOB_AWAITING_APPROVAL: &str = "sortie.job.awaiting_approval";
 /// The `detail-type` of a plan checked against its environment's policy sets (the gate).

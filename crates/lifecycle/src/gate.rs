@@ -228,8 +228,9 @@ impl JobService {
         Ok(in_force(&listed, env))
     }
 
-    /// At submit: an apply or destroy to an environment under at least one policy set runs
-    /// in two phases, so its plan can be checked before anything is applied. A job already
+    /// At submit: an apply or destroy to an environment under at least one policy set (or
+    /// from a pull request) runs in two phases, so its plan can be checked before anything
+    /// is applied. A job already
     /// reviewed (approval `required`) keeps its review; one with approval `auto` gets a
     /// policy-only review, approved by the gate itself when its plan passes.
     pub(crate) async fn gate_at_submit(
@@ -240,7 +241,9 @@ impl JobService {
         if !job.request.operation.writes_state() || job.review.is_some() || job.drift_check {
             return Ok(());
         }
-        if self.sets_in_force(env).await?.is_empty() {
+        // A pull request's apply always runs in two phases: its requirements are checked
+        // again between them ([`sortie_core::Job::checked_again_before_apply`]).
+        if !job.checked_again_before_apply() && self.sets_in_force(env).await?.is_empty() {
             return Ok(());
         }
         job.review = Some(sortie_core::Review {
@@ -501,29 +504,18 @@ impl JobService {
             overrode_policy: false,
         });
         // As an approval ([`JobService::review`]) writes it; not through it, since a review
-        // may end a job and the end is what runs the gate.
-        let update = JobUpdate {
-            review: Some(review),
-            clear_task: true,
-            clear_summary: true,
-            ..Default::default()
-        };
+        // may end a job and the end is what runs the gate. A pull request's apply waits for
+        // its requirements to be checked again.
+        if job.checked_again_before_apply() {
+            return self.approve_for_pull_request(&awaiting, review, now).await;
+        }
         let reason = format!(
             "approved by {POLICY_PRINCIPAL}: the plan passed the policy gate; the saved plan is applied by a second task"
         );
         let approved = self
-            .store
-            .transition_job(
-                &job.id,
-                JobState::AwaitingApproval,
-                JobState::Queued,
-                now,
-                &reason,
-                update,
-            )
+            .start_apply_phase(&awaiting, review, now, &reason)
             .await?;
         info!(job_id = %job.id, "the plan passed the policy gate; the apply phase is sent");
-        self.send_or_leave_pending(&approved.job).await;
         Ok(approved)
     }
 }

@@ -142,9 +142,11 @@ impl JobService {
     }
 
     /// Reviews a job for `by`: approves or discards it, with an optional comment. `Ok(Err(_))`
-    /// says why the review is refused (the job is not awaiting approval, or four eyes
-    /// forbid the requester to approve). An approval moves the job to `queued` (it keeps the
-    /// lock; its second task applies the saved plan) and sends it; a discard ends it
+    /// says why the review is refused (the job is not awaiting approval, it is approved
+    /// already, or four eyes forbid the requester to approve). An approval moves the job to
+    /// `queued` (it keeps the lock; its second task applies the saved plan) and sends it,
+    /// except a pull request's apply, whose approval is recorded while it stays
+    /// `awaiting_approval` until its requirements are checked again; a discard ends it
     /// `discarded` and releases the environment.
     pub async fn review(
         &self,
@@ -171,26 +173,34 @@ impl JobService {
         });
         let said = comment.map(|c| format!(": {c}")).unwrap_or_default();
         let result = match verdict {
-            ReviewVerdict::Approved => {
-                review.phase = JobPhase::Apply;
-                let update = JobUpdate {
-                    review: Some(review),
-                    clear_task: true,
-                    clear_summary: true,
-                    ..Default::default()
+            ReviewVerdict::Approved if job.checked_again_before_apply() => {
+                // Recorded, not started: the pull request's handler checks its
+                // requirements again, then starts the apply phase or discards it.
+                return match self.approve_for_pull_request(record, review, at).await {
+                    Ok(approved) => Ok(Ok(approved)),
+                    Err(StoreError::StateConflict { actual, .. }) => {
+                        Ok(Err(if actual == JobState::AwaitingApproval {
+                            ReviewRefusal::AlreadyApproved
+                        } else {
+                            ReviewRefusal::NotAwaiting(actual)
+                        }))
+                    }
+                    Err(e) => Err(e),
                 };
+            }
+            ReviewVerdict::Approved => {
                 let reason =
                     format!("approved by {by}{said}; the saved plan is applied by a second task");
-                self.store
-                    .transition_job(
-                        &job.id,
-                        JobState::AwaitingApproval,
-                        JobState::Queued,
-                        at,
-                        &reason,
-                        update,
-                    )
-                    .await
+                return match self.start_apply_phase(record, review, at, &reason).await {
+                    Ok(started) => {
+                        info!(job_id = %job.id, verdict = ?verdict, by, "job reviewed");
+                        Ok(Ok(started))
+                    }
+                    Err(StoreError::StateConflict { actual, .. }) => {
+                        Ok(Err(ReviewRefusal::NotAwaiting(actual)))
+                    }
+                    Err(e) => Err(e),
+                };
             }
             ReviewVerdict::Discarded => {
                 let update = JobUpdate {
@@ -218,13 +228,72 @@ impl JobService {
             Err(e) => return Err(e),
         };
         info!(job_id = %job.id, verdict = ?verdict, by, "job reviewed");
-        match verdict {
-            ReviewVerdict::Approved => self.send_or_leave_pending(&reviewed.job).await,
-            ReviewVerdict::Discarded => {
-                self.end(&reviewed, How::Reached).await?;
-            }
-        }
+        self.end(&reviewed, How::Reached).await?;
         Ok(Ok(reviewed))
+    }
+
+    /// Starts the apply phase of a job awaiting approval: `review` (its decision made)
+    /// recorded, the job queued again for a second task that applies the saved plan, and
+    /// sent. `StateConflict` when the job moved meanwhile.
+    pub async fn start_apply_phase(
+        &self,
+        record: &JobRecord,
+        mut review: sortie_core::Review,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<JobRecord, StoreError> {
+        review.phase = JobPhase::Apply;
+        let update = JobUpdate {
+            review: Some(review),
+            clear_task: true,
+            clear_summary: true,
+            ..Default::default()
+        };
+        let started = self
+            .store
+            .transition_job(
+                &record.job.id,
+                JobState::AwaitingApproval,
+                JobState::Queued,
+                at,
+                reason,
+                update,
+            )
+            .await?;
+        self.send_or_leave_pending(&started.job).await;
+        Ok(started)
+    }
+
+    /// Records the approval (in `review`) of a pull request's apply without starting it,
+    /// and publishes [`crate::bus::JOB_APPROVED`]: the pull requests' handler checks the
+    /// requirements again ([`sortie_core::Job::checked_again_before_apply`]). One decision
+    /// only: `StateConflict` for a second.
+    pub(crate) async fn approve_for_pull_request(
+        &self,
+        record: &JobRecord,
+        review: sortie_core::Review,
+        at: DateTime<Utc>,
+    ) -> Result<JobRecord, StoreError> {
+        let update = JobUpdate {
+            review: Some(review),
+            ..Default::default()
+        };
+        let approved = self
+            .store
+            .decide_awaiting_job(&record.job.id, at, update)
+            .await?;
+        info!(job_id = %record.job.id, "approved; the pull request's requirements are checked again before the apply");
+        let resource = format!("sortie:job/{}", record.job.id);
+        let detail = crate::completed_detail(&approved);
+        if let Err(e) = self
+            .bus
+            .publish(crate::bus::JOB_APPROVED, &resource, detail)
+            .await
+        {
+            // The reconcile checks it within its period.
+            warn!(error = %e, "publishing sortie.job.approved failed");
+        }
+        Ok(approved)
     }
 
     /// Keeps the values of job `job_id`'s sensitive variables in ONE secret

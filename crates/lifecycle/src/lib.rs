@@ -44,8 +44,8 @@ pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
     completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, ENVIRONMENT_EXPIRING,
-    ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_AWAITING_APPROVAL, JOB_COMPLETED,
-    JOB_DISPATCHED, JOB_POLICY_CHECKED, SOURCE,
+    ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_APPROVED, JOB_AWAITING_APPROVAL,
+    JOB_COMPLETED, JOB_DISPATCHED, JOB_POLICY_CHECKED, SOURCE,
 };
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};

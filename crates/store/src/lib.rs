@@ -353,6 +353,16 @@ pub trait JobStore: Send + Sync {
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError>;
+    /// Records an approval of a job `awaiting_approval` that does not start its apply phase
+    /// yet (its `review` with the decision), without changing its state: a pull request's
+    /// apply waits there until its requirements are checked again. `StateConflict` when the
+    /// job is not awaiting approval or its review already has a decision: one decision only.
+    async fn decide_awaiting_job(
+        &self,
+        id: &JobId,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError>;
     /// Launched jobs (`dispatching` or `running`), longest in that state first, at most `limit`;
     /// items that cannot be decoded are returned apart, never failing the list. The first
     /// page of [`JobStore::active_jobs_page`].

@@ -326,6 +326,11 @@ async fn review(
             "state_conflict",
             format!("job `{id}` is not awaiting approval: it is {current}"),
         )),
+        Err(sortie_core::ReviewRefusal::AlreadyApproved) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "state_conflict",
+            format!("job `{id}` is approved already: its apply waits for its pull request's requirements to be checked again (it can still be discarded)"),
+        )),
         Err(sortie_core::ReviewRefusal::OwnJob) => Err(ApiError::forbidden(format!(
             "job `{id}`: the environment requires four eyes, and {} requested this job; another person with the deployer role must approve it",
             principal.subject
@@ -338,7 +343,7 @@ async fn review(
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "An optional comment", content((DecisionBody = "application/json"))),
     security(("bearerAuth" = [])),
-    responses((status = 200, description = "Approved: the job is queued again to apply its saved plan", body = JobView),
+    responses((status = 200, description = "Approved: the job is queued again to apply its saved plan (a pull request's apply stays awaiting_approval, its decision recorded, until its requirements are checked again)", body = JobView),
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn approve_job(
     State(state): State<AppState>,

@@ -514,6 +514,14 @@ fn apply_from_the_pull_request_waits_for_an_approval_and_is_not_blocked_by_its_o
     assert_eq!(job["operation"], "apply", "{job}");
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["requested_by"], "github:octocat", "{job}");
+    // In two phases, its requirements read from GitHub again between them.
+    let rechecked = job["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["reason"].as_str())
+        .any(|r| r.contains("requirements hold, checked again right before the apply"));
+    assert!(rechecked, "{job}");
     assert!(
         w.dev.log(&id).contains("terraform_data.web_dev"),
         "the apply ran Terraform"

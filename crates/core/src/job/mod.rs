@@ -195,6 +195,26 @@ impl Job {
         Ok(self.transitions.last().expect("just recorded"))
     }
 
+    /// True when the job's apply phase, once approved, waits for its pull request's
+    /// requirements to be checked again (a pull request's apply or destroy): the approval
+    /// is recorded and the job stays `awaiting_approval` until the pull requests' handler
+    /// starts the apply phase or discards it.
+    pub fn checked_again_before_apply(&self) -> bool {
+        self.pull_request.is_some() && self.request.operation.writes_state()
+    }
+
+    /// True when the job was approved and waits for its pull request's requirements to be
+    /// checked again before its apply phase starts.
+    pub fn approved_awaiting_pull_request(&self) -> bool {
+        self.state == JobState::AwaitingApproval
+            && self.checked_again_before_apply()
+            && self
+                .review
+                .as_ref()
+                .and_then(|r| r.decision.as_ref())
+                .is_some_and(|d| d.verdict == ReviewVerdict::Approved)
+    }
+
     /// The reason of the latest transition.
     pub fn reason(&self) -> &str {
         self.transitions

@@ -86,11 +86,17 @@ pub struct Decision {
 pub const DECISION_COMMENT_MAX: usize = 1024;
 
 /// Why `by` may not approve or discard `job` now, or `None`: the job must be
-/// `awaiting_approval` (else [`ReviewRefusal::NotAwaiting`]), and under `four_eyes` an
-/// approval must not come from the requester ([`ReviewRefusal::OwnJob`]).
+/// `awaiting_approval` (else [`ReviewRefusal::NotAwaiting`]), an approval must be the
+/// first decision ([`ReviewRefusal::AlreadyApproved`]: a pull request's apply, approved,
+/// waits there for its requirements), and under `four_eyes` an approval must not come
+/// from the requester ([`ReviewRefusal::OwnJob`]).
 pub fn review_refusal(job: &Job, by: &str, verdict: ReviewVerdict) -> Option<ReviewRefusal> {
     if job.state != JobState::AwaitingApproval {
         return Some(ReviewRefusal::NotAwaiting(job.state));
+    }
+    let decided = job.review.as_ref().is_some_and(|r| r.decision.is_some());
+    if decided && verdict == ReviewVerdict::Approved {
+        return Some(ReviewRefusal::AlreadyApproved);
     }
     let four_eyes = job.review.as_ref().is_some_and(|r| r.four_eyes);
     if four_eyes && verdict == ReviewVerdict::Approved && job.requested_by == by {
@@ -106,4 +112,7 @@ pub enum ReviewRefusal {
     NotAwaiting(JobState),
     /// Four eyes: the requester may not approve their own job.
     OwnJob,
+    /// Approved already: its apply phase waits for its pull request's requirements to be
+    /// checked again (it can still be discarded).
+    AlreadyApproved,
 }

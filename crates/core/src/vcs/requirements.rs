@@ -132,6 +132,25 @@ pub enum Unmet {
     },
 }
 
+impl Unmet {
+    /// True when the requirement may still come to hold with no one acting on the pull
+    /// request: a required check running or not reported yet, GitHub still computing
+    /// mergeability or how far behind the head is. An approved apply waits for these;
+    /// any other (the head moved, a check failed, conflicts, too few approvals) discards it.
+    pub fn may_still_hold(&self) -> bool {
+        match self {
+            Self::CheckPending { .. } | Self::CheckMissing { .. } | Self::BehindUnknown => true,
+            Self::NotMergeable { why } => why == STILL_COMPUTING,
+            Self::NotPlanned
+            | Self::HeadMoved { .. }
+            | Self::Approvals { .. }
+            | Self::Draft
+            | Self::Diverged { .. }
+            | Self::CheckFailed { .. } => false,
+        }
+    }
+}
+
 impl fmt::Display for Unmet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

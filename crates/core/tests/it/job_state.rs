@@ -198,22 +198,36 @@ fn only_a_state_writing_job_on_a_reviewed_environment_is_reviewed_and_the_enviro
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// A decision is allowed exactly when the job awaits approval and, under four eyes, an
-    /// approval does not come from the requester; a discard never meets four eyes.
+    /// A decision is allowed exactly when the job awaits approval, an approval is the first
+    /// decision, and, under four eyes, an approval does not come from the requester; a
+    /// discard never meets four eyes, and can follow an approval still waiting.
     #[test]
     fn a_decision_is_refused_exactly_when_the_state_or_four_eyes_forbid_it(
         state in 0..ALL_STATES.len(),
         four_eyes in any::<bool>(),
         by_requester in any::<bool>(),
         approve in any::<bool>(),
+        approved_before in any::<bool>(),
     ) {
-        use sortie_core::{review_refusal, ReviewRefusal, ReviewVerdict};
+        use sortie_core::{review_refusal, Decision, ReviewRefusal, ReviewVerdict};
         let mut job = reviewed("apply", four_eyes);
         job.state = ALL_STATES[state];
+        if approved_before {
+            // An approval that waits for its pull request's requirements.
+            job.review.as_mut().unwrap().decision = Some(Decision {
+                verdict: ReviewVerdict::Approved,
+                by: "carol".into(),
+                at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+                comment: None,
+                overrode_policy: false,
+            });
+        }
         let by = if by_requester { "alice" } else { "bob" };
         let verdict = if approve { ReviewVerdict::Approved } else { ReviewVerdict::Discarded };
         let expected = if job.state != JobState::AwaitingApproval {
             Some(ReviewRefusal::NotAwaiting(job.state))
+        } else if approved_before && approve {
+            Some(ReviewRefusal::AlreadyApproved)
         } else if four_eyes && by_requester && approve {
             Some(ReviewRefusal::OwnJob)
         } else {

@@ -239,10 +239,17 @@ impl Engine {
                 .as_ref()
                 .map(|r| r.timeout_seconds)
                 .unwrap_or_default();
-            let comment = format!(
-                "no decision within the approval timeout ({})",
-                human_seconds(timeout)
-            );
+            let comment = if record.job.approved_awaiting_pull_request() {
+                format!(
+                    "approved, but the pull request's requirements did not hold within the approval timeout ({})",
+                    human_seconds(timeout)
+                )
+            } else {
+                format!(
+                    "no decision within the approval timeout ({})",
+                    human_seconds(timeout)
+                )
+            };
             match self
                 .jobs
                 .review(

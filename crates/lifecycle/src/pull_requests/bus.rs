@@ -12,8 +12,13 @@ use tracing::warn;
 use crate::{Bus, LifecycleError};
 
 /// The event kinds of a pull request's job that ask for its report: its claim by dispatch
-/// (the check goes in progress) and its end.
-pub const REPORTED_EVENTS: [&str; 2] = [crate::bus::JOB_DISPATCHED, crate::bus::JOB_COMPLETED];
+/// (the check goes in progress), its approval (the requirements are checked again before
+/// its apply phase) and its end.
+pub const REPORTED_EVENTS: [&str; 3] = [
+    crate::bus::JOB_DISPATCHED,
+    crate::bus::JOB_APPROVED,
+    crate::bus::JOB_COMPLETED,
+];
 
 /// The work a message of the pull queue carries: [`PullWork`] as Sortie queued it, or a
 /// pull-request job's `sortie.job.dispatched` or `sortie.job.completed` event (as the
@@ -78,7 +83,7 @@ impl Bus for PullReportingBus {
         resource: &str,
         detail: serde_json::Value,
     ) -> Result<(), LifecycleError> {
-        if detail_type == crate::bus::JOB_DISPATCHED {
+        if REPORTED_EVENTS.contains(&detail_type) {
             if let Some(work) = report_of_detail(&detail) {
                 if let Err(e) = self.queue.send_work(&work).await {
                     warn!(error = %e, "the pull request's report could not be queued");

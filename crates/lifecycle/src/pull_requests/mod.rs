@@ -21,10 +21,10 @@ use sortie_core::vcs::command::{help_text, Command};
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::pull::{PullEnvironment, PullRequestRecord, MAX_ENVIRONMENTS};
 use sortie_core::vcs::report::escape;
-use sortie_core::vcs::requirements::evaluate;
+use sortie_core::vcs::requirements::{evaluate, Unmet};
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_core::vcs::{VcsBinding, VcsProvider};
-use sortie_core::{EnvPath, Environment, JobId, JobRequest, Operation, Source};
+use sortie_core::{EnvPath, Environment, JobId, JobRequest, Operation, ReviewVerdict, Source};
 use sortie_store::{IdempotencyKey, Store, StoreError};
 use tracing::{info, warn};
 
@@ -59,6 +59,10 @@ pub enum PullError {
     /// The host failed.
     #[error("{0}")]
     Host(#[from] HostError),
+    /// An approved apply waits for requirements that may still come to hold (a required
+    /// check running, GitHub still computing mergeability): the work is tried again.
+    #[error("waiting for the pull request's requirements: {0}")]
+    Waiting(String),
 }
 
 impl PullError {
@@ -67,9 +71,13 @@ impl PullError {
         match self {
             Self::Store(e) => e.is_retryable(),
             Self::Host(e) => e.is_retryable(),
+            Self::Waiting(_) => true,
         }
     }
 }
+
+/// Who discards an approved apply whose pull request's requirements no longer hold.
+pub const REQUIREMENTS_PRINCIPAL: &str = "sortie:pull-request-requirements";
 
 /// The pull-request service.
 #[derive(Clone)]
@@ -886,6 +894,144 @@ impl PullRequests {
         else {
             return Ok(());
         };
-        self.write_report(host, found.item, found.version).await
+        let waiting = self.settle_approved(host, &found.item).await?;
+        self.write_report(host, found.item, found.version).await?;
+        match waiting {
+            Some(why) => Err(PullError::Waiting(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks again, right before its apply phase, each apply of this pull request that
+    /// was approved and waits ([`sortie_core::Job::approved_awaiting_pull_request`]): its
+    /// requirements are read from the host now, as for `/sortie apply` (the head still the
+    /// commit planned, approvals on it, mergeable, up to date, required checks green,
+    /// Sortie's own left out). All hold: the apply phase starts. One that can no longer
+    /// come to hold (the head moved, a check failed, an approval withdrawn, conflicts):
+    /// the apply is discarded, saying why, and the pull request is told. Only ones that
+    /// may still come to hold (a check running or not reported yet, GitHub still
+    /// computing): it waits, and `Some(what)` asks for the work to be tried again; the
+    /// approval's deadline bounds the wait.
+    async fn settle_approved(
+        &self,
+        host: &dyn CodeHost,
+        record: &PullRequestRecord,
+    ) -> Result<Option<String>, PullError> {
+        let mut facts = None;
+        let mut waiting = Vec::new();
+        for (path, entry) in &record.environments {
+            let Some(apply) = &entry.apply_job else {
+                continue;
+            };
+            let job = match self.store().get_job(&JobId::from(apply.clone())).await {
+                Ok(r) => r,
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if !job.job.approved_awaiting_pull_request() {
+                continue;
+            }
+            let mut facts_now = match &facts {
+                Some(f) => Clone::clone(f),
+                None => {
+                    let f = host.facts(&record.repository, record.number).await?;
+                    facts = Some(f.clone());
+                    f
+                }
+            };
+            facts_now.planned_sha = Some(entry.sha.clone());
+            let binding = match self.store().get_environment(&job.job.environment).await {
+                Ok(e) => e.item.environment.settings.vcs,
+                Err(StoreError::NotFound { .. }) => None,
+                Err(e) => return Err(e.into()),
+            };
+            let unmet = match &binding {
+                Some(b) if b.repository.eq_ignore_ascii_case(&record.repository) => {
+                    evaluate(&b.requirements, &facts_now)
+                }
+                _ => {
+                    self.discard_approved(
+                        host,
+                        record,
+                        &job,
+                        path,
+                        "the environment is no longer bound to this repository",
+                    )
+                    .await?;
+                    continue;
+                }
+            };
+            if unmet.is_empty() {
+                let Some(review) = job.job.review.clone() else {
+                    continue;
+                };
+                let by = review
+                    .decision
+                    .as_ref()
+                    .map(|d| d.by.clone())
+                    .unwrap_or_default();
+                let reason = format!(
+                    "approved by {by}; the pull request's requirements hold, checked again right before the apply; the saved plan is applied by a second task"
+                );
+                match self
+                    .jobs
+                    .start_apply_phase(&job, review, Utc::now(), &reason)
+                    .await
+                {
+                    Ok(_) => {
+                        info!(job_id = %job.job.id, environment = %path, "requirements hold again: the apply phase starts")
+                    }
+                    Err(StoreError::StateConflict { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            } else if unmet.iter().all(Unmet::may_still_hold) {
+                let what: Vec<String> = unmet.iter().map(ToString::to_string).collect();
+                waiting.push(format!("{path}: {}", what.join("; ")));
+            } else {
+                let what: Vec<String> = unmet
+                    .iter()
+                    .filter(|u| !u.may_still_hold())
+                    .map(ToString::to_string)
+                    .collect();
+                self.discard_approved(host, record, &job, path, &what.join("; "))
+                    .await?;
+            }
+        }
+        Ok((!waiting.is_empty()).then(|| waiting.join(". ")))
+    }
+
+    /// Discards an approved apply whose requirements no longer hold, saying `why`, and
+    /// tells the pull request.
+    async fn discard_approved(
+        &self,
+        host: &dyn CodeHost,
+        record: &PullRequestRecord,
+        job: &sortie_store::JobRecord,
+        path: &str,
+        why: &str,
+    ) -> Result<(), PullError> {
+        let comment =
+            format!("the pull request's requirements no longer hold right before the apply: {why}");
+        // A refusal: it moved meanwhile (another delivery of this work, a person's discard).
+        if let Ok(_discarded) = self
+            .jobs
+            .review(
+                job,
+                REQUIREMENTS_PRINCIPAL,
+                ReviewVerdict::Discarded,
+                Some(comment),
+                Utc::now(),
+            )
+            .await?
+        {
+            info!(job_id = %job.job.id, environment = %path, %why, "approved apply discarded: requirements no longer hold");
+            let body = format!(
+                "Not applied: {}: the requirements no longer hold right before the apply: {}.",
+                escape(path),
+                escape(why)
+            );
+            host.reply(&record.repository, record.number, &body).await?;
+        }
+        Ok(())
     }
 }

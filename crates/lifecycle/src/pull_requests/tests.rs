@@ -1350,3 +1350,219 @@ async fn setup_claimed(s: &Setup, number: u64) -> String {
         .unwrap();
     plan
 }
+
+/// Pull request 7 on [`HEAD`] touching `acme/web/dev` (`before_merge`, one approval
+/// required), planned, approved by a reviewer and applied with `/sortie apply`; the apply's
+/// plan phase then ends well. Returns the apply job's record: approved by the policy gate
+/// (no set in force) and waiting for the requirements to be checked again.
+async fn applied_and_approved(s: &Setup) -> sortie_store::JobRecord {
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "octocat", Some(&issuer), "acme", Role::Deployer).await;
+    before_merge(s, "acme/web/dev", 1).await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    let plan = record(s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    succeed(s, &plan).await;
+    s.host.0.lock().unwrap().reviews = vec![approval("reviewer", HEAD, 3)];
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    let id = JobId::from(
+        record(s, 7).await.environments["acme/web/dev"]
+            .apply_job
+            .clone()
+            .expect("the apply is submitted"),
+    );
+    let submitted = s.w.store.get_job(&id).await.unwrap();
+    assert!(
+        submitted.job.review.is_some(),
+        "a pull request's apply runs in two phases, with no policy set or approval setting"
+    );
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatching),
+        (JobState::Dispatching, JobState::Running),
+    ] {
+        s.w.store
+            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
+            .await
+            .unwrap();
+    }
+    let running = s.w.store.get_job(&id).await.unwrap();
+    let sent = s.w.sent().len();
+    s.prs
+        .jobs
+        .end(
+            &running,
+            crate::end::How::Decided {
+                from: JobState::Running,
+                outcome: sortie_core::Outcome {
+                    state: JobState::Succeeded,
+                    reason: "the runner exited with code 0".into(),
+                },
+            },
+        )
+        .await
+        .unwrap();
+    let approved = s.w.store.get_job(&id).await.unwrap();
+    assert_eq!(
+        approved.job.state,
+        JobState::AwaitingApproval,
+        "{:?}",
+        approved.job.transitions
+    );
+    assert!(approved.job.approved_awaiting_pull_request());
+    assert_eq!(
+        s.w.sent().len(),
+        sent,
+        "its apply phase is not sent before the requirements are checked again"
+    );
+    approved
+}
+
+fn report_work(number: u64) -> PullWork {
+    PullWork::Report {
+        org: "acme".into(),
+        repository: REPO.into(),
+        number,
+    }
+}
+
+#[tokio::test]
+async fn an_approved_apply_waits_for_a_running_required_check_and_starts_once_it_is_green() {
+    let s = setup().await;
+    s.host.0.lock().unwrap().required_checks = vec!["ci/test".into()];
+    s.host.0.lock().unwrap().head_checks = vec![sortie_core::vcs::requirements::CheckResult {
+        name: "ci/test".into(),
+        passed: Some(true),
+    }];
+    let approved = applied_and_approved(&s).await;
+    let id = approved.job.id.clone();
+
+    // Right before the apply phase a required check runs again (a re-run): it waits.
+    s.host.0.lock().unwrap().head_checks[0].passed = None;
+    let sent = s.w.sent().len();
+    let e = s.prs.handle(&report_work(7)).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    assert!(e.to_string().contains("ci/test"), "{e}");
+    let waiting = s.w.store.get_job(&id).await.unwrap();
+    assert!(waiting.job.approved_awaiting_pull_request());
+    assert_eq!(s.w.sent().len(), sent);
+
+    // Green again: the apply phase starts, once.
+    s.host.0.lock().unwrap().head_checks[0].passed = Some(true);
+    s.prs.handle(&report_work(7)).await.unwrap();
+    let started = s.w.store.get_job(&id).await.unwrap();
+    assert_eq!(started.job.state, JobState::Queued);
+    assert_eq!(
+        started.job.review.as_ref().unwrap().phase,
+        sortie_core::JobPhase::Apply
+    );
+    assert!(
+        started.job.reason().contains("checked again"),
+        "{}",
+        started.job.reason()
+    );
+    assert_eq!(s.w.sent().len(), sent + 1);
+    s.prs.handle(&report_work(7)).await.unwrap();
+    assert_eq!(s.w.sent().len(), sent + 1, "started once");
+}
+
+#[tokio::test]
+async fn an_approved_apply_is_discarded_when_the_head_moves_before_its_apply_phase() {
+    let s = setup().await;
+    let approved = applied_and_approved(&s).await;
+    s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().head_sha = NEXT.into();
+    let sent = s.w.sent().len();
+    let replies = s.host.0.lock().unwrap().replies.len();
+    s.prs.handle(&report_work(7)).await.unwrap();
+    let ended = s.w.store.get_job(&approved.job.id).await.unwrap();
+    assert_eq!(ended.job.state, JobState::Discarded);
+    assert!(
+        ended.job.reason().contains("no longer hold") && ended.job.reason().contains(&NEXT[..7]),
+        "{}",
+        ended.job.reason()
+    );
+    assert_eq!(s.w.sent().len(), sent, "nothing applied");
+    let st = s.host.0.lock().unwrap();
+    assert_eq!(st.replies.len(), replies + 1);
+    assert!(
+        st.replies.last().unwrap().starts_with("Not applied"),
+        "{:?}",
+        st.replies
+    );
+}
+
+#[tokio::test]
+async fn a_persons_approval_of_a_pull_requests_apply_is_recorded_and_a_second_is_refused() {
+    let s = setup().await;
+    // The environment asks for a person's approval too.
+    let env = sortie_core::EnvPath::parse("acme/web/dev").unwrap();
+    let input =
+        EnvironmentInput::from_value(&serde_json::json!({"approval": "required"}), false).unwrap();
+    environments(&s.w).update(&env, input, None).await.unwrap();
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "octocat", Some(&issuer), "acme", Role::Deployer).await;
+    before_merge(&s, "acme/web/dev", 1).await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.host.0.lock().unwrap().reviews = vec![approval("reviewer", HEAD, 3)];
+    s.prs.handle(&opened(7)).await.unwrap();
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    succeed(&s, &plan).await;
+    s.prs.handle(&apply(7, "octocat")).await.unwrap();
+    let id = JobId::from(
+        record(&s, 7).await.environments["acme/web/dev"]
+            .apply_job
+            .clone()
+            .unwrap(),
+    );
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatching),
+        (JobState::Dispatching, JobState::Running),
+        (JobState::Running, JobState::AwaitingApproval),
+    ] {
+        s.w.store
+            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
+            .await
+            .unwrap();
+    }
+    let awaiting = s.w.store.get_job(&id).await.unwrap();
+    let sent = s.w.sent().len();
+    let approved = s
+        .prs
+        .jobs
+        .review(
+            &awaiting,
+            "alice",
+            ReviewVerdict::Approved,
+            None,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(approved.job.state, JobState::AwaitingApproval);
+    assert!(approved.job.approved_awaiting_pull_request());
+    assert_eq!(s.w.sent().len(), sent, "not started by the approval itself");
+    assert_eq!(
+        s.prs
+            .jobs
+            .review(&approved, "bob", ReviewVerdict::Approved, None, Utc::now())
+            .await
+            .unwrap()
+            .unwrap_err(),
+        sortie_core::ReviewRefusal::AlreadyApproved
+    );
+    // The requirements hold: the report starts it, naming who approved.
+    s.prs.handle(&report_work(7)).await.unwrap();
+    let started = s.w.store.get_job(&id).await.unwrap();
+    assert_eq!(started.job.state, JobState::Queued);
+    assert!(
+        started.job.reason().contains("approved by alice"),
+        "{}",
+        started.job.reason()
+    );
+}

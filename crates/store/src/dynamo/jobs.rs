@@ -206,6 +206,15 @@ impl JobStore for DynamoStore {
         self.write_mark(id, at, update).await
     }
 
+    async fn decide_awaiting_job(
+        &self,
+        id: &JobId,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        self.write_decision(id, at, update).await
+    }
+
     async fn active_jobs_page(
         &self,
         cursor: Option<&str>,

@@ -284,6 +284,31 @@ impl JobStore for MemoryStore {
         Ok(entry.record.clone())
     }
 
+    async fn decide_awaiting_job(
+        &self,
+        id: &JobId,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        let mut st = self.lock();
+        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
+            kind: "job",
+            id: id.to_string(),
+        })?;
+        let job = &entry.record.job;
+        let decided = job.review.as_ref().is_some_and(|r| r.decision.is_some());
+        if job.state != JobState::AwaitingApproval || decided {
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected: JobState::AwaitingApproval,
+                actual: job.state,
+            });
+        }
+        entry.record.updated_at = at;
+        apply_update(&mut entry.record, update);
+        Ok(entry.record.clone())
+    }
+
     async fn offered_jobs(&self, pool: &str, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
         let st = self.lock();
         let mut found: Vec<(&String, &JobEntry)> = st

@@ -401,6 +401,51 @@ impl DynamoStore {
 
     /// [`crate::JobStore::mark_job`]: `update`'s attributes on a dispatching or running job,
     /// or an offer to an agent pool on an unlaunched dispatching one.
+    /// [`crate::JobStore::decide_awaiting_job`]: `update` written on condition that the
+    /// job awaits approval and its review has no decision yet.
+    pub(super) async fn write_decision(
+        &self,
+        id: &JobId,
+        at: DateTime<Utc>,
+        update: JobUpdate,
+    ) -> Result<JobRecord, StoreError> {
+        let mut set = vec!["updated_at = :now"];
+        let mut values: Item = HashMap::from([
+            (":now".to_string(), s(at.to_rfc3339())),
+            (":aw".to_string(), s(JobState::AwaitingApproval.as_str())),
+        ]);
+        let mut remove = vec![];
+        let mut names = HashMap::from([
+            ("#state".to_string(), "state".to_string()),
+            ("#rv".to_string(), "review".to_string()),
+            ("#decision".to_string(), "decision".to_string()),
+        ]);
+        add_update(&update, &mut set, &mut remove, &mut names, &mut values);
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(job_key(id)))
+            .update_expression(expr)
+            .condition_expression("#state = :aw AND attribute_not_exists(#rv.#decision)")
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
+            Err(e) if condition_failed(&e) => {
+                Err(self.job_conflict(id, JobState::AwaitingApproval).await?)
+            }
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
     pub(super) async fn write_mark(
         &self,
         id: &JobId,

@@ -53,6 +53,7 @@ macro_rules! contract_suite {
             advance_drift_is_conditional_on_the_fire_time_and_records_a_skip,
             record_drift_sets_the_result_and_an_older_apply_never_replaces_a_newer,
             a_job_awaiting_approval_is_due_after_its_deadline_and_leaves_the_list_when_decided,
+            an_awaiting_jobs_decision_is_written_once_without_moving_it,
             plan_phase_review_tool_used_and_clear_summary_round_trip,
             submit_if_idle_takes_an_idle_lock_and_writes_nothing_when_busy,
             a_speculative_plan_takes_no_lock_joins_no_queue_and_is_a_pending_send,
@@ -1800,6 +1801,110 @@ pub async fn record_drift_sets_the_result_and_an_older_apply_never_replaces_a_ne
         (rec.version, rec.item.drift.as_ref()),
         (1, Some(&status)),
         "each attribute is written alone"
+    );
+}
+
+pub async fn an_awaiting_jobs_decision_is_written_once_without_moving_it<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    setup_env(&*s, ENV).await;
+    let a = running_job(&*s, ENV).await;
+    let review = sortie_core::Review {
+        four_eyes: false,
+        timeout_seconds: 3600,
+        phase: sortie_core::JobPhase::Plan,
+        awaiting_since: Some(Utc::now()),
+        decision: None,
+        policy_only: false,
+    };
+    let decide = |by: &str| {
+        let mut decided = review.clone();
+        decided.decision = Some(sortie_core::Decision {
+            verdict: sortie_core::ReviewVerdict::Approved,
+            by: by.into(),
+            at: Utc::now(),
+            comment: None,
+            overrode_policy: false,
+        });
+        JobUpdate {
+            review: Some(decided),
+            ..Default::default()
+        }
+    };
+    // Not awaiting approval: refused, nothing written.
+    assert!(matches!(
+        s.decide_awaiting_job(&a.id, Utc::now(), decide("bob"))
+            .await,
+        Err(StoreError::StateConflict {
+            actual: JobState::Running,
+            ..
+        })
+    ));
+    s.transition_job(
+        &a.id,
+        JobState::Running,
+        JobState::AwaitingApproval,
+        Utc::now(),
+        "plan succeeded; awaiting approval",
+        JobUpdate {
+            review: Some(review.clone()),
+            approval_deadline: Some(Utc::now() + Duration::hours(1)),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let before = s.get_job(&a.id).await.unwrap();
+    let decided = s
+        .decide_awaiting_job(&a.id, Utc::now(), decide("bob"))
+        .await
+        .unwrap();
+    assert_eq!(decided.job.state, JobState::AwaitingApproval);
+    assert_eq!(
+        decided.job.transitions.len(),
+        before.job.transitions.len(),
+        "no transition"
+    );
+    assert_eq!(
+        decided
+            .job
+            .review
+            .as_ref()
+            .unwrap()
+            .decision
+            .as_ref()
+            .unwrap()
+            .by,
+        "bob"
+    );
+    assert_eq!(
+        s.get_job(&a.id).await.unwrap().job.review,
+        decided.job.review
+    );
+    // One decision only: a second (a racing approval) is refused and changes nothing.
+    assert!(matches!(
+        s.decide_awaiting_job(&a.id, Utc::now(), decide("carol"))
+            .await,
+        Err(StoreError::StateConflict { .. })
+    ));
+    assert_eq!(
+        s.get_job(&a.id)
+            .await
+            .unwrap()
+            .job
+            .review
+            .unwrap()
+            .decision
+            .unwrap()
+            .by,
+        "bob"
+    );
+    // Still on the approvals list, and still holding the lock, until it moves.
+    let far = Utc::now() + Duration::days(2);
+    assert_eq!(approvals_due_ids(&*s, far).await, vec![a.id.clone()]);
+    assert_eq!(
+        s.get_environment(&env()).await.unwrap().item.active_job,
+        Some(a.id.clone())
     );
 }
 
