@@ -601,3 +601,59 @@ fn a_lost_webhook_is_planned_by_the_reconcile_and_two_minutes_of_github_errors_e
     let faults = w.gh.requests().iter().filter(|r| r.status >= 500).count();
     assert!(faults > 0, "the outage was met");
 }
+
+/// The benchmark of issue 42's goal "pull request opened → check run queued, p99 ≤ 2 s in
+/// `sortie dev`" (BENCHMARKS.md). Not a test: it prints figures and asserts none. Run it
+/// with `scripts/with-moto.sh cargo test -p sortie-cli --test it -- --ignored --nocapture
+/// bench_opened_to_check_run`. `SORTIE_BENCH_PULLS` sets how many pull requests (default
+/// 40), each on its own commit touching one bound environment, opened one after another
+/// (a second apart, so each plan runs beside a few others, as on a busy repository); the
+/// time is from the signed delivery's first byte to the check run's creation as the
+/// GitHub double recorded it.
+#[test]
+#[ignore = "a benchmark: prints figures"]
+fn bench_opened_to_check_run() {
+    sortie_testkit::require_aws!();
+    let pulls: usize = std::env::var("SORTIE_BENCH_PULLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let w = World::start("prbench");
+    w.grant("octocat", "deployer");
+    let dev_tf = tf("web_dev");
+    let mut times = Vec::new();
+    for i in 0..pulls {
+        let sha = format!("{:040x}", 0xbe_0000 + i);
+        w.gh.add_commit(REPO, &sha, &[("web/dev/main.tf", dev_tf.as_bytes())]);
+        let number = w.gh.add_pull(
+            REPO,
+            PullSpec::new("octocat", &sha).file(FileChange::modified("web/dev/main.tf")),
+        );
+        let payload = w.gh.payloads().pull_request(REPO, number, "opened");
+        let sent = Instant::now();
+        let (status, body) = w.deliver("pull_request", &payload, SECRET);
+        assert_eq!(status, 202, "{body}");
+        let deadline = sent + Duration::from_secs(60);
+        loop {
+            if w.gh.check_runs(REPO).iter().any(|r| r.head_sha == sha) {
+                times.push(sent.elapsed());
+                break;
+            }
+            assert!(Instant::now() < deadline, "no check run for {sha}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    times.sort();
+    let at = |q: f64| {
+        let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
+        times[i].as_secs_f64() * 1000.0
+    };
+    eprintln!(
+        "opened -> check run created, {} pull requests: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        times.len(),
+        at(0.50),
+        at(0.99),
+        at(1.0)
+    );
+}
