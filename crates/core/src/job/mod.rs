@@ -196,11 +196,13 @@ impl Job {
     }
 
     /// True when the job's apply phase, once approved, waits for its pull request's
-    /// requirements to be checked again (a pull request's apply or destroy): the approval
-    /// is recorded and the job stays `awaiting_approval` until the pull requests' handler
-    /// starts the apply phase or discards it.
+    /// requirements to be checked again (a pull request's apply or destroy before its
+    /// merge; an apply after the merge is past them): the approval is recorded and the job
+    /// stays `awaiting_approval` until the pull requests' handler starts the apply phase or
+    /// discards it.
     pub fn checked_again_before_apply(&self) -> bool {
-        self.pull_request.is_some() && self.request.operation.writes_state()
+        self.pull_request.as_ref().is_some_and(|p| !p.merged)
+            && self.request.operation.writes_state()
     }
 
     /// True when the job was approved and waits for its pull request's requirements to be

@@ -16,6 +16,10 @@ pub struct PullRequestRef {
     pub number: u64,
     /// The commit the job runs: the pull request's head when it was submitted.
     pub head_sha: String,
+    /// True for the apply of a merged pull request's merge commit (`after_merge`): it is
+    /// past every requirement, so none is checked again before its apply phase.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merged: bool,
 }
 
 impl PullRequestRef {

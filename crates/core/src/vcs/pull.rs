@@ -112,6 +112,7 @@ impl PullRequestRecord {
             repository: self.repository.clone(),
             number: self.number,
             head_sha: sha.to_string(),
+            merged: false,
         }
     }
 }

@@ -144,6 +144,7 @@ mod tests {
             repository: "acme/infra".into(),
             number: 7,
             head_sha: "a".repeat(40),
+            merged: false,
         };
         let with = record(Some(pr));
         assert_eq!(

@@ -590,7 +590,7 @@ impl PullRequests {
         }
         for (path, env, binding, sha) in applies {
             let id = self
-                .submit_apply(&env, &binding, record, &sha, &requester)
+                .submit_apply(&env, &binding, record, &sha, &requester, true)
                 .await?;
             if let Some(e) = record.environments.get_mut(&path) {
                 e.apply_job = Some(id);
@@ -794,7 +794,7 @@ impl PullRequests {
         let mut applied = Vec::new();
         for (env, binding, sha) in &targets {
             let id = self
-                .submit_apply(env, binding, &record, sha, author)
+                .submit_apply(env, binding, &record, sha, author, false)
                 .await?;
             applied.push((env.path.to_string(), sha.clone(), id));
         }
@@ -829,7 +829,8 @@ impl PullRequests {
     }
 
     /// Submits the apply of `sha` to `env` for `requested_by` (a host login), once per pull
-    /// request, environment and commit.
+    /// request, environment and commit; `merged` for the merge commit's apply after the
+    /// merge (no requirement is checked again before its apply phase).
     async fn submit_apply(
         &self,
         env: &Environment,
@@ -837,6 +838,7 @@ impl PullRequests {
         record: &PullRequestRecord,
         sha: &str,
         requested_by: &str,
+        merged: bool,
     ) -> Result<String, PullError> {
         let request = JobRequest {
             operation: Operation::Apply,
@@ -865,7 +867,9 @@ impl PullRequests {
             format!("{}:{requested_by}", VcsProvider::Github.as_str()),
             Some(key),
         );
-        order.pull_request = Some(record.job_ref(sha));
+        let mut origin = record.job_ref(sha);
+        origin.merged = merged;
+        order.pull_request = Some(origin);
         match self.jobs.submit_for(env, order).await {
             Ok(submitted) => {
                 info!(job_id = %submitted.job.id, environment = %env.path, pull_request = %record.display(), "apply submitted from the pull request");

@@ -842,6 +842,11 @@ async fn a_merge_applies_after_merge_environments_at_the_merge_commit_and_warns_
         }
         other => panic!("{other:?}"),
     }
+    // Past every requirement: one phase, nothing checked again (its head is not the
+    // pull request's).
+    assert!(job.pull_request.as_ref().unwrap().merged);
+    assert!(!job.checked_again_before_apply());
+    assert!(job.review.is_none(), "{:?}", job.review);
     assert!(rec.environments["acme/web/prod"].apply_job.is_none());
     let jobs =
         s.w.store
