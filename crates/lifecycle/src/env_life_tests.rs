@@ -3,51 +3,20 @@
 //! as secrets, cycles refused at write, and the state history's list, redaction and
 //! restore.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::json;
 use sortie_core::sensitive::SensitiveValues;
 use sortie_core::triggers::TRIGGER_PRINCIPAL;
 use sortie_core::{EnvPath, Environment, JobRequest, JobState, Operation};
 use sortie_launch::state_history::MemoryStateHistory;
-use sortie_store::{
-    Artifacts, EnvironmentStore, JobRecord, JobStore, LastApply, ObjectInfo, PresignedPut,
-    StoreError,
-};
+use sortie_store::{EnvironmentStore, JobRecord, JobStore, LastApply, StoreError};
 
 use crate::end::How;
 use crate::submit::JobOrder;
-use crate::testing::World;
+use crate::testing::{Bucket, World};
 use crate::{HistoryRefusal, PolicyGate};
-
-/// Artifacts in memory: what the tests put.
-#[derive(Default)]
-struct Bucket(Mutex<BTreeMap<String, Vec<u8>>>);
-
-#[async_trait]
-impl Artifacts for Bucket {
-    async fn presign_put(&self, _: &str, _: &str, _: Duration) -> Result<PresignedPut, StoreError> {
-        unreachable!("no uploads here")
-    }
-    async fn list(&self, _: &str) -> Result<Vec<ObjectInfo>, StoreError> {
-        Ok(vec![])
-    }
-    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        self.0
-            .lock()
-            .unwrap()
-            .get(key)
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound {
-                kind: "object",
-                id: key.into(),
-            })
-    }
-}
 
 struct Setup {
     w: World,
@@ -120,11 +89,7 @@ impl Setup {
             "ip": {"value": ip, "type": "string", "sensitive": false},
             "pw": {"value": "hunter2", "type": "string", "sensitive": true},
         });
-        self.bucket
-            .0
-            .lock()
-            .unwrap()
-            .insert(key, outputs.to_string().into_bytes());
+        self.bucket.put(&key, outputs.to_string().into_bytes());
         let mut record = self.w.store.get_job(&job.id).await.unwrap();
         record.job.state = JobState::Succeeded;
         self.w.jobs.end(&record, How::Reached).await.unwrap();

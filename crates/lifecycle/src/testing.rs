@@ -141,3 +141,50 @@ impl World {
         self.queue.0.lock().unwrap().clone()
     }
 }
+
+/// Artifacts in memory: what a test puts, listed with its size as S3 lists it.
+#[derive(Default)]
+pub(crate) struct Bucket(pub Mutex<BTreeMap<String, Vec<u8>>>);
+
+impl Bucket {
+    /// Puts `bytes` at `key`.
+    pub fn put(&self, key: &str, bytes: Vec<u8>) {
+        self.0.lock().unwrap().insert(key.to_string(), bytes);
+    }
+}
+
+#[async_trait]
+impl sortie_store::Artifacts for Bucket {
+    async fn presign_put(
+        &self,
+        _: &str,
+        _: &str,
+        _: std::time::Duration,
+    ) -> Result<sortie_store::PresignedPut, StoreError> {
+        unreachable!("no uploads here")
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<sortie_store::ObjectInfo>, StoreError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| sortie_store::ObjectInfo {
+                key: k.clone(),
+                size: v.len() as u64,
+            })
+            .collect())
+    }
+    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
+        self.0
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "object",
+                id: key.into(),
+            })
+    }
+}

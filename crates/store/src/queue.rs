@@ -137,11 +137,7 @@ async fn change_visibility(
         .visibility_timeout(seconds.clamp(0, 43_200))
         .send()
         .await
-        .map_err(|e| StoreError::Aws {
-            service: "sqs",
-            message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-            retryable: true,
-        })?;
+        .map_err(|e| crate::error::aws("sqs", e))?;
     Ok(())
 }
 
@@ -190,11 +186,7 @@ impl PullQueue for SqsPullQueue {
             .message_group_id(work.org())
             .send()
             .await
-            .map_err(|e| StoreError::Aws {
-                service: "sqs",
-                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-                retryable: true,
-            })?;
+            .map_err(|e| crate::error::aws("sqs", e))?;
         Ok(())
     }
 }

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use http::Method;
 use serde_json::Value;
 use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::ChangeSummary;
+use sortie_core::{ChangeSummary, JobState};
 
 use self::request::job_request;
 use self::text::{job_table, submitted_table, text};
@@ -218,6 +218,10 @@ async fn decide(
     emit(&answer.body, out, || {
         let id = &view.job.id;
         let note = match verdict {
+            // A pull request's apply waits, approved, for its requirements to be read again.
+            Verdict::Approve if view.job.state == JobState::AwaitingApproval => format!(
+                "job {id} approved: its pull request's requirements are checked again, then the saved plan is applied (follow it with `sortie job logs -f {id}`)\n"
+            ),
             Verdict::Approve => format!(
                 "job {id} approved: {} to apply the saved plan (follow it with `sortie job logs -f {id}`)\n",
                 view.job.state

@@ -549,16 +549,16 @@ async fn a_new_head_plans_again_with_new_checks_and_a_job_end_reports_it() {
 
     // The plan ends: the report shows it planned, on the same check and comment.
     let id = JobId::from(first.plan_job.clone().unwrap());
-    for (from, to) in [
-        (JobState::Queued, JobState::Dispatching),
-        (JobState::Dispatching, JobState::Running),
-        (JobState::Running, JobState::Succeeded),
-    ] {
-        s.w.store
-            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
-            .await
-            .unwrap();
-    }
+    walk(
+        &s.w,
+        &id,
+        &[
+            (JobState::Queued, JobState::Dispatching),
+            (JobState::Dispatching, JobState::Running),
+            (JobState::Running, JobState::Succeeded),
+        ],
+    )
+    .await;
     let report = PullWork::Report {
         org: "acme".into(),
         repository: REPO.into(),
@@ -649,18 +649,28 @@ async fn before_merge(s: &Setup, path: &str, approvals: u32) {
         .unwrap();
 }
 
-async fn succeed(s: &Setup, id: &str) {
-    let id = JobId::from(id.to_string());
-    for (from, to) in [
-        (JobState::Queued, JobState::Dispatching),
-        (JobState::Dispatching, JobState::Running),
-        (JobState::Running, JobState::Succeeded),
-    ] {
-        s.w.store
-            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
+/// Moves job `id` through `steps` (from, to), as its platform and runner would.
+async fn walk(w: &World, id: &JobId, steps: &[(JobState, JobState)]) {
+    for &(from, to) in steps {
+        w.store
+            .transition_job(id, from, to, Utc::now(), "test", Default::default())
             .await
             .unwrap();
     }
+}
+
+async fn succeed(s: &Setup, id: &str) {
+    let id = JobId::from(id.to_string());
+    walk(
+        &s.w,
+        &id,
+        &[
+            (JobState::Queued, JobState::Dispatching),
+            (JobState::Dispatching, JobState::Running),
+            (JobState::Running, JobState::Succeeded),
+        ],
+    )
+    .await;
 }
 
 fn approval(user: &str, sha: &str, at: i64) -> sortie_core::vcs::requirements::Review {
@@ -1093,59 +1103,15 @@ async fn a_pull_request_that_touches_no_bound_environment_gets_no_comment_until_
     assert!(last.contains("changes no environment"), "{last}");
 }
 
-/// Plan data in memory, listed with its size as S3 lists it.
-#[derive(Default)]
-struct PlanBucket(Mutex<BTreeMap<String, Vec<u8>>>);
-
-#[async_trait]
-impl sortie_store::Artifacts for PlanBucket {
-    async fn presign_put(
-        &self,
-        _: &str,
-        _: &str,
-        _: std::time::Duration,
-    ) -> Result<sortie_store::PresignedPut, StoreError> {
-        unreachable!("no uploads here")
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<sortie_store::ObjectInfo>, StoreError> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| sortie_store::ObjectInfo {
-                key: k.clone(),
-                size: v.len() as u64,
-            })
-            .collect())
-    }
-    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        self.0
-            .lock()
-            .unwrap()
-            .get(key)
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound {
-                kind: "object",
-                id: key.into(),
-            })
-    }
-}
-
-impl PlanBucket {
-    fn put_plan(&self, job: &str, doc: &serde_json::Value) {
-        let key = sortie_core::protocol::pilot::upload_key(
-            &JobId::from(job.to_string()),
-            sortie_core::protocol::pilot::UploadKind::PlanJson,
-            None,
-        )
-        .unwrap();
-        self.0
-            .lock()
-            .unwrap()
-            .insert(key, serde_json::to_vec(doc).unwrap());
-    }
+/// Puts job `job`'s plan data where its runner uploads it.
+fn put_plan(bucket: &crate::testing::Bucket, job: &str, doc: &serde_json::Value) {
+    let key = sortie_core::protocol::pilot::upload_key(
+        &JobId::from(job.to_string()),
+        sortie_core::protocol::pilot::UploadKind::PlanJson,
+        None,
+    )
+    .unwrap();
+    bucket.put(&key, serde_json::to_vec(doc).unwrap());
 }
 
 /// Records what is published.
@@ -1177,7 +1143,7 @@ impl crate::Bus for Published {
 #[tokio::test]
 async fn a_claimed_plan_goes_in_progress_and_a_planned_one_shows_its_changes_and_diff() {
     let mut s = setup().await;
-    let bucket = Arc::new(PlanBucket::default());
+    let bucket = Arc::new(crate::testing::Bucket::default());
     let published = Arc::new(Published::default());
     s.prs.jobs.gate.artifacts = Some(bucket.clone());
     s.prs.jobs.bus = published.clone();
@@ -1267,7 +1233,8 @@ async fn a_claimed_plan_goes_in_progress_and_a_planned_one_shows_its_changes_and
 
     // Planned, with plan data: the check lists the changes and holds the plan's text,
     // and the comment shows it too.
-    bucket.put_plan(
+    put_plan(
+        &bucket,
         &planned,
         &serde_json::json!({"resource_changes": [
             {"address": "terraform_data.web", "type": "terraform_data", "name": "web",
@@ -1384,15 +1351,15 @@ async fn applied_and_approved(s: &Setup) -> sortie_store::JobRecord {
         submitted.job.review.is_some(),
         "a pull request's apply runs in two phases, with no policy set or approval setting"
     );
-    for (from, to) in [
-        (JobState::Queued, JobState::Dispatching),
-        (JobState::Dispatching, JobState::Running),
-    ] {
-        s.w.store
-            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
-            .await
-            .unwrap();
-    }
+    walk(
+        &s.w,
+        &id,
+        &[
+            (JobState::Queued, JobState::Dispatching),
+            (JobState::Dispatching, JobState::Running),
+        ],
+    )
+    .await;
     let running = s.w.store.get_job(&id).await.unwrap();
     let sent = s.w.sent().len();
     s.prs
@@ -1524,16 +1491,16 @@ async fn a_persons_approval_of_a_pull_requests_apply_is_recorded_and_a_second_is
             .clone()
             .unwrap(),
     );
-    for (from, to) in [
-        (JobState::Queued, JobState::Dispatching),
-        (JobState::Dispatching, JobState::Running),
-        (JobState::Running, JobState::AwaitingApproval),
-    ] {
-        s.w.store
-            .transition_job(&id, from, to, Utc::now(), "test", Default::default())
-            .await
-            .unwrap();
-    }
+    walk(
+        &s.w,
+        &id,
+        &[
+            (JobState::Queued, JobState::Dispatching),
+            (JobState::Dispatching, JobState::Running),
+            (JobState::Running, JobState::AwaitingApproval),
+        ],
+    )
+    .await;
     let awaiting = s.w.store.get_job(&id).await.unwrap();
     let sent = s.w.sent().len();
     let approved = s

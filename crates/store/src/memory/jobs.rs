@@ -261,27 +261,18 @@ impl JobStore for MemoryStore {
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError> {
-        let mut st = self.lock();
-        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
-            kind: "job",
-            id: id.to_string(),
-        })?;
-        let offer_refused = update.offer_to.is_some()
-            && (entry.record.job.state != JobState::Dispatching || entry.record.task.is_some());
-        if !entry.record.job.state.is_active() || offer_refused {
-            return Err(StoreError::StateConflict {
-                job_id: id.to_string(),
-                expected: JobState::Running,
-                actual: entry.record.job.state,
-            });
-        }
-        entry.record.updated_at = at;
-        if let Some(pool) = &update.offer_to {
-            entry.record.offered_to = Some(pool.clone());
-            entry.offer_sk = Some(job_sk(at, id));
-        }
-        apply_update(&mut entry.record, update);
-        Ok(entry.record.clone())
+        let offer = update.offer_to.clone();
+        let allowed = |r: &JobRecord| {
+            r.job.state.is_active()
+                && (offer.is_none() || (r.job.state == JobState::Dispatching && r.task.is_none()))
+        };
+        self.update_in_place(id, JobState::Running, allowed, at, |entry| {
+            if let Some(pool) = &update.offer_to {
+                entry.record.offered_to = Some(pool.clone());
+                entry.offer_sk = Some(job_sk(at, id));
+            }
+            apply_update(&mut entry.record, update);
+        })
     }
 
     async fn decide_awaiting_job(
@@ -290,23 +281,13 @@ impl JobStore for MemoryStore {
         at: DateTime<Utc>,
         update: JobUpdate,
     ) -> Result<JobRecord, StoreError> {
-        let mut st = self.lock();
-        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
-            kind: "job",
-            id: id.to_string(),
-        })?;
-        let job = &entry.record.job;
-        let decided = job.review.as_ref().is_some_and(|r| r.decision.is_some());
-        if job.state != JobState::AwaitingApproval || decided {
-            return Err(StoreError::StateConflict {
-                job_id: id.to_string(),
-                expected: JobState::AwaitingApproval,
-                actual: job.state,
-            });
-        }
-        entry.record.updated_at = at;
-        apply_update(&mut entry.record, update);
-        Ok(entry.record.clone())
+        let undecided = |r: &JobRecord| {
+            r.job.state == JobState::AwaitingApproval
+                && r.job.review.as_ref().is_none_or(|rv| rv.decision.is_none())
+        };
+        self.update_in_place(id, JobState::AwaitingApproval, undecided, at, |entry| {
+            apply_update(&mut entry.record, update)
+        })
     }
 
     async fn offered_jobs(&self, pool: &str, limit: u32) -> Result<Listed<JobRecord>, StoreError> {
@@ -499,6 +480,34 @@ impl JobStore for MemoryStore {
 }
 
 impl MemoryStore {
+    /// A change of a job that keeps its state (a mark, a decision): `change` applied and
+    /// `updated_at` set when `allowed` holds of its record, else the job's `StateConflict`
+    /// against `expected` (or `NotFound`).
+    fn update_in_place(
+        &self,
+        id: &JobId,
+        expected: JobState,
+        allowed: impl FnOnce(&JobRecord) -> bool,
+        at: DateTime<Utc>,
+        change: impl FnOnce(&mut JobEntry),
+    ) -> Result<JobRecord, StoreError> {
+        let mut st = self.lock();
+        let entry = st.jobs.get_mut(id).ok_or_else(|| StoreError::NotFound {
+            kind: "job",
+            id: id.to_string(),
+        })?;
+        if !allowed(&entry.record) {
+            return Err(StoreError::StateConflict {
+                job_id: id.to_string(),
+                expected,
+                actual: entry.record.job.state,
+            });
+        }
+        entry.record.updated_at = at;
+        change(entry);
+        Ok(entry.record.clone())
+    }
+
     /// A submit under an idempotency key: a key seen before (and not expired) answers the
     /// first job, else `write` writes the job and the key is kept for 24 hours.
     fn submit_keyed(

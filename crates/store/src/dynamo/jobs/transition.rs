@@ -399,8 +399,6 @@ impl DynamoStore {
         }
     }
 
-    /// [`crate::JobStore::mark_job`]: `update`'s attributes on a dispatching or running job,
-    /// or an offer to an agent pool on an unlaunched dispatching one.
     /// [`crate::JobStore::decide_awaiting_job`]: `update` written on condition that the
     /// job awaits approval and its review has no decision yet.
     pub(super) async fn write_decision(
@@ -421,31 +419,20 @@ impl DynamoStore {
             ("#decision".to_string(), "decision".to_string()),
         ]);
         add_update(&update, &mut set, &mut remove, &mut names, &mut values);
-        let mut expr = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(job_key(id)))
-            .update_expression(expr)
-            .condition_expression("#state = :aw AND attribute_not_exists(#rv.#decision)")
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match res {
-            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => {
-                Err(self.job_conflict(id, JobState::AwaitingApproval).await?)
-            }
-            Err(e) => Err(aws("dynamodb", e)),
-        }
+        let condition = "#state = :aw AND attribute_not_exists(#rv.#decision)";
+        self.update_in_place(
+            id,
+            JobState::AwaitingApproval,
+            (&set, &remove),
+            condition,
+            names,
+            values,
+        )
+        .await
     }
 
+    /// [`crate::JobStore::mark_job`]: `update`'s attributes on a dispatching or running job,
+    /// or an offer to an agent pool on an unlaunched dispatching one.
     pub(super) async fn write_mark(
         &self,
         id: &JobId,
@@ -471,6 +458,29 @@ impl DynamoStore {
             condition = "#state = :d AND attribute_not_exists(task_arn)";
             values.remove(":r");
         }
+        self.update_in_place(
+            id,
+            JobState::Running,
+            (&set, &remove),
+            condition,
+            names,
+            values,
+        )
+        .await
+    }
+
+    /// One conditional UpdateItem of a job that keeps its state (a mark, a decision): the
+    /// `SET` and `REMOVE` parts joined into its expression; a failed `condition` is the
+    /// job's `StateConflict` against `expected` (or `NotFound`).
+    async fn update_in_place(
+        &self,
+        id: &JobId,
+        expected: JobState,
+        (set, remove): (&[&str], &[&str]),
+        condition: &str,
+        names: HashMap<String, String>,
+        values: Item,
+    ) -> Result<JobRecord, StoreError> {
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -489,7 +499,7 @@ impl DynamoStore {
             .await;
         match res {
             Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, JobState::Running).await?),
+            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, expected).await?),
             Err(e) => Err(aws("dynamodb", e)),
         }
     }
