@@ -1,7 +1,8 @@
 //! `sortie_environment`: an environment, its type, labels, tags, tool settings, expiry
 //! (`ttl`, `ttl_from`, `expires_at`) and triggers (`triggers`, `trigger_operation`,
-//! `trigger_inputs`); Sortie links it to the runner its rules pick (`runner_id`,
-//! `rule_id`). A person's lock is not an attribute: locks are operational (an incident, a
+//! `trigger_inputs`) and its binding to a repository (the `vcs` block: which pull requests
+//! plan it, when they apply, what an apply requires); Sortie links it to the runner its
+//! rules pick (`runner_id`, `rule_id`). A person's lock is not an attribute: locks are operational (an incident, a
 //! release freeze), not configuration (docs/decisions/provider.md).
 
 use http::Method;
@@ -10,7 +11,83 @@ use serde_json::{json, Value};
 use super::{pick, text, version};
 use crate::api::{segment, Api};
 use crate::error::Error;
-use crate::schema::{attr, string_list, string_map, string_set, Block, Mode, Ty};
+use crate::schema::{attr, string_list, string_map, string_set, Block, Mode, Nested, Ty};
+
+/// The `vcs` block: the environment's binding to a repository directory.
+fn vcs_block() -> Nested {
+    use Mode::*;
+    Nested {
+        name: "vcs",
+        block: Block {
+            attrs: vec![
+                attr(
+                    "provider",
+                    Ty::String,
+                    OptionalComputed,
+                    "The repository's host: `github` (the default).",
+                ),
+                attr(
+                    "repository",
+                    Ty::String,
+                    Required,
+                    "The repository, `owner/name`. Its pull requests are planned once its owner has a connection (`sortie vcs connect`).",
+                ),
+                attr(
+                    "directory",
+                    Ty::String,
+                    Optional,
+                    "The environment's directory, relative to the repository root; unset for the root.",
+                ),
+                attr(
+                    "branch",
+                    Ty::String,
+                    OptionalComputed,
+                    "The base branch whose pull requests are planned (`main` when unset).",
+                ),
+                attr(
+                    "when_modified",
+                    string_list(),
+                    Optional,
+                    "Globs relative to the repository root: a pull request changing a matching path plans here. Unset, `<directory>/**`.",
+                ),
+                attr(
+                    "apply",
+                    Ty::String,
+                    OptionalComputed,
+                    "`after_merge` (the default: the merge commit is applied), `before_merge` (`/sortie apply` on the pull request, once the requirements hold) or `none` (plans only).",
+                ),
+            ],
+            blocks: vec![Nested {
+                name: "requirements",
+                block: Block {
+                    attrs: vec![
+                        attr(
+                            "approved",
+                            Ty::Number,
+                            Optional,
+                            "This many approvals (1 to 10) of the head commit, by people other than the author.",
+                        ),
+                        attr(
+                            "mergeable",
+                            Ty::Bool,
+                            Optional,
+                            "The host says the pull request can be merged, and it is not a draft.",
+                        ),
+                        attr(
+                            "undiverged",
+                            Ty::Bool,
+                            Optional,
+                            "The head holds every commit of the base branch.",
+                        ),
+                    ],
+                    blocks: vec![],
+                    description: "What an apply from a pull request requires, beyond a plan of its head commit and green required checks.",
+                },
+            }],
+            description: "The environment's binding to a repository: its pull requests are planned here, and applied as `apply` says.",
+        },
+    }
+}
 
 /// Its schema.
 pub fn block() -> Block {
@@ -125,7 +202,7 @@ pub fn block() -> Block {
             )
             .volatile(),
         ],
-        blocks: vec![],
+        blocks: vec![vcs_block()],
         description:
             "A Sortie environment. Created, it is linked to the runner Sortie's rules pick.",
     }
@@ -167,10 +244,80 @@ pub fn state_of(view: &Value, reference: &Value) -> Value {
         "triggers": view["triggers"],
         "trigger_operation": or(&view["trigger_operation"], "plan"),
         "trigger_inputs": view["trigger_inputs"],
+        "vcs": vcs_state(&view["vcs"], &reference["vcs"]),
         "runner_id": view["runner"]["runner_id"],
         "rule_id": view["runner"]["rule_id"],
         "version": view["version"],
     })
+}
+
+/// The binding as state. The API's view leaves out what is the default; the state spells
+/// `provider`, `branch` and `apply` (computed when unset), keeps the reference's spelling of
+/// a `directory` the API trimmed (`envs/prod/` is stored as `envs/prod`), and holds the
+/// `requirements` block when the reference has one or the API holds one.
+fn vcs_state(view: &Value, reference: &Value) -> Value {
+    if view.is_null() {
+        return Value::Null;
+    }
+    let or = |v: &Value, default: &str| {
+        if v.is_null() {
+            Value::String(default.into())
+        } else {
+            v.clone()
+        }
+    };
+    let directory = match (view["directory"].as_str(), reference["directory"].as_str()) {
+        (api, Some(ours)) if ours.trim_end_matches('/') == api.unwrap_or_default() => {
+            Value::String(ours.to_string())
+        }
+        _ => or(&view["directory"], ""),
+    };
+    let held = &view["requirements"];
+    let requirements = if held.is_null() && reference["requirements"].is_null() {
+        Value::Null
+    } else {
+        json!({
+            "approved": held["approved"],
+            "mergeable": held["mergeable"].as_bool().unwrap_or(false),
+            "undiverged": held["undiverged"].as_bool().unwrap_or(false),
+        })
+    };
+    json!({
+        "provider": or(&view["provider"], "github"),
+        "repository": view["repository"],
+        "directory": directory,
+        "branch": or(&view["branch"], "main"),
+        "when_modified": if view["when_modified"].is_null() { json!([]) } else { view["when_modified"].clone() },
+        "apply": or(&view["apply"], "after_merge"),
+        "requirements": requirements,
+    })
+}
+
+/// The binding's body: the planned block's set values (`null` when there is no block,
+/// which clears a binding on update).
+fn vcs_body(planned: &Value) -> Value {
+    if planned.is_null() {
+        return Value::Null;
+    }
+    let mut b = pick(
+        planned,
+        &[
+            "provider",
+            "repository",
+            "directory",
+            "branch",
+            "when_modified",
+            "apply",
+        ],
+    );
+    let requirements = &planned["requirements"];
+    if !requirements.is_null() {
+        b.insert(
+            "requirements".into(),
+            Value::Object(pick(requirements, &["approved", "mergeable", "undiverged"])),
+        );
+    }
+    Value::Object(b)
 }
 
 /// A duration's seconds (`72h`: 259200), as the API reads one; `None` when it is not one.
@@ -218,6 +365,7 @@ fn body(planned: &Value) -> serde_json::Map<String, Value> {
             .cloned()
             .unwrap_or(json!({})),
     );
+    b.insert("vcs".into(), vcs_body(&planned["vcs"]));
     b.insert(
         "tags".into(),
         planned
@@ -233,6 +381,9 @@ fn body(planned: &Value) -> serde_json::Map<String, Value> {
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     let mut b = body(planned);
     b.insert("name".into(), planned["name"].clone());
+    if b.get("vcs").is_some_and(Value::is_null) {
+        b.remove("vcs");
+    }
     let group = crate::api::group_param(text(planned, "group"));
     let answer = api
         .send(

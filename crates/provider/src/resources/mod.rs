@@ -158,8 +158,23 @@ impl Kind {
             Kind::Membership => membership::attribute_of(api_path),
             Kind::PolicySet => policy_set::attribute_of(api_path),
             _ => {
-                let first = api_path.split('.').next()?;
+                let first = api_path.split(['.', '[']).next()?;
                 let block = self.block();
+                if block.blocks.iter().any(|n| n.name == first) {
+                    // A nested block's field: its path without list indexes
+                    // (`vcs.when_modified[2]` is `vcs.when_modified`).
+                    let mut dotted = String::new();
+                    let mut depth = 0;
+                    for c in api_path.chars() {
+                        match c {
+                            '[' => depth += 1,
+                            ']' => depth -= 1,
+                            _ if depth == 0 => dotted.push(c),
+                            _ => {}
+                        }
+                    }
+                    return Some(dotted);
+                }
                 block
                     .attrs
                     .iter()

@@ -10,3 +10,4 @@ mod policy_set;
 mod protocol;
 mod speed;
 mod two_environments;
+mod vcs;
