@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The console's JavaScript unit tests (crates/console/js-tests/*.test.mjs: ANSI parsing,
-# the log buffer, plan grouping, routes, who may decide) with the pinned Node.js of
-# .tools/node-venv (`scripts/tools.sh node`), through `node --test`.
+# the log buffer, plan grouping, routes, who may decide, the pull-request card's words and
+# form body) with the pinned Node.js of .tools/node-venv (`scripts/tools.sh node`), through
+# `node --test`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/tools.sh" node </dev/null

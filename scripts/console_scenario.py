@@ -1,5 +1,5 @@
 """The world scripts/console_test.py works in, made through the public API of `sortie dev`:
-memberships for alice (owner) and bob (maintainer) on `acme`, a local runner and a rule,
+memberships for alice (owner), bob (maintainer) and carol (deployer) on `acme`, a local runner and a rule,
 an environment `acme/web/review` that requires approval with four eyes and carries hostile
 labels, a quiet `acme/web/dev` beside it, and the Terraform configuration its jobs apply:
 `terraform_data` resources whose `local-exec` provisioner prints `tick <epoch ms>` lines
@@ -80,7 +80,7 @@ def call(api, method, path, body=None):
 
 
 def setup(admin, work):
-    for subject, role in (("alice", "owner"), ("bob", "maintainer")):
+    for subject, role in (("alice", "owner"), ("bob", "maintainer"), ("carol", "deployer")):
         call(admin, "POST", "/v1/groups/acme/-/memberships",
              {"role": role, "grantee": {"kind": "subject", "subject": subject}})
     call(admin, "POST", "/v1/groups/acme/-/runners/local", {

@@ -4,7 +4,7 @@ Terraform 1.11 (`terraform_data` resources, `local-exec` provisioners):
     scripts/with-moto.sh .tools/venv/bin/python scripts/console_test.py [--screenshots DIR]
 
 `make test` runs it; `make console` runs it with `--screenshots docs/console`. It starts
-`sortie dev --user alice --user bob`, makes through the public API a local runner, a rule and
+`sortie dev --user alice --user bob --user carol`, makes through the public API a local runner, a rule and
 an environment that requires approval with four eyes (hostile labels), then in headless
 Chromium (scripts/console_browser.py):
 
@@ -20,7 +20,10 @@ Chromium (scripts/console_browser.py):
 4. hostile data (`<script>`, `<img onerror>`, `javascript:` and ANSI escapes) in the labels,
    variables, log, plan values and an output shows as text and nothing runs;
 5. the group page lists the runner and its check button works;
-6. no page logs a console error or a CSP violation.
+6. bob binds the environment to a repository in its "Pull requests" card, a bad repository
+   shows the API's problem by its input, and he removes the binding; carol, a deployer, sees
+   the binding but no form (scripts/console_vcs.py);
+7. no page logs a console error or a CSP violation.
 
 Figures (printed; BENCHMARKS.md records them): the job page's first contentful paint on fresh
 loads (p50/max), the delay between a log line's printing and its appearance (p50/p99/max),
@@ -48,6 +51,7 @@ from console_scenario import (  # noqa: E402
     apply_body,
     setup,
 )
+from console_vcs import ALLOWED as VCS_ALLOWED, pull_requests  # noqa: E402
 from e2e_common import ROOT, Api, pct, start_dev  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -454,10 +458,10 @@ def run(args, c):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     stamp = str(int(time.time()))
-    step(f"starting sortie dev --user alice --user bob (Terraform {tf}; work {work})")
+    step(f"starting sortie dev --user alice --user bob --user carol (Terraform {tf}; work {work})")
     dev, admin = start_dev(args.sortie, work, stamp, args.runner, log_name="sortie-dev.log",
                            env={"SORTIE_TERRAFORM": tf}, timeout=90,
-                           extra=("--user", "alice", "--user", "bob", "--sweep-every", "2"))
+                           extra=("--user", "alice", "--user", "bob", "--user", "carol", "--sweep-every", "2"))
     state = {"dev": dev, "browser": None}
     try:
         ready = json.load(open(os.path.join(work, "ready.json")))
@@ -495,9 +499,11 @@ def run(args, c):
         replacement(b, c, alice, bob, shots)
         step("the replacement is marked, and bob discarded it; group page")
         group_page(b, c, shots)
+        pull_requests(b, c, admin, users, shots, safety, sign_in, sign_out)
+        step("bob bound, refused, rebound and unbound the pull-request binding; carol sees no form")
         fcps = first_paints(b, jid, args.loads)
         total, files = asset_sizes(b, base)
-        problems = b.problems(allowed=[WRONG_TOKEN_401])
+        problems = b.problems(allowed=[WRONG_TOKEN_401, *VCS_ALLOWED])
         c.check(not problems, "browser log has errors or CSP violations:\n  " + "\n  ".join(problems))
         figures(args, c, fcps, latencies, total, files)
     except (AssertionError, Timeout):

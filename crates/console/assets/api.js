@@ -48,9 +48,10 @@ function fieldsOf(raw) {
 /**
  * Calls the API: `method` `path` (from `/v1/`), with an optional JSON `body`; answers the
  * parsed JSON (null for an empty body). Throws ApiError on any non-2xx answer or network failure.
+ * `opts.headers`: more request headers (such as `If-Match`); `opts.token`: a token to test.
  */
 export async function api(method, path, body, opts = {}) {
-  const headers = { Accept: 'application/json' };
+  const headers = { ...(opts.headers || {}), Accept: 'application/json' };
   const t = opts.token ?? token();
   if (t) headers.Authorization = `Bearer ${t}`;
   const init = { method, headers, cache: 'no-store' };

@@ -1,5 +1,6 @@
-// One environment: settings, the runner and why the rules pick it (`?explain=full` on
-// request), outputs (sensitive ones by name only), drift, lock, jobs newest first (paged),
+// One environment: settings, its pull-request binding (`vcs`, in words; maintainers set or
+// remove it there: pages/env_vcs.js), the runner and why the rules pick it (`?explain=full`
+// on request), outputs (sensitive ones by name only), drift, lock, jobs newest first (paged),
 // and "run plan" for viewers with `deploy`.
 import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
 import { api, ApiError, envSegment, query } from '../api.js';
@@ -7,6 +8,7 @@ import { whoami } from '../auth.js';
 import {
   t, ErrorBanner, StateWord, Ticked, Time, groupHref, jobHref, roleOn, atLeast, orgOf, valueText, useLoad,
 } from '../ui.js';
+import { VcsCard } from './env_vcs.js';
 
 /** Jobs per page of the job list. */
 const JOBS_PAGE = 20;
@@ -306,15 +308,24 @@ function RunPlan({ env }) {
 
 /** `#/env/<path>`. */
 export function EnvPage({ path }) {
-  const { data, error, loading } = useLoad(async () => {
+  const { data, error, loading, reload } = useLoad(async () => {
     const [env, me] = await Promise.all([
       api('GET', `/v1/environments/${envSegment(path)}`),
       whoami(orgOf(path)).catch(() => null),
     ]);
     return { env, me };
   }, [path]);
-  const env = data && data.env;
-  const mayDeploy = data && data.me && atLeast(roleOn(data.me.memberships, env.group), 'deployer');
+  // The environment as a change on this page left it (the PATCH's answer), until reloaded.
+  const [changed, setChanged] = useState(null);
+  const env = changed && data && changed.path === data.env.path ? changed : data && data.env;
+  const role = data && data.me && env ? roleOn(data.me.memberships, env.group) : null;
+  const mayDeploy = atLeast(role, 'deployer');
+  // PATCH /v1/environments/{path} authorizes `manage`: a maintainer or an owner.
+  const mayManage = atLeast(role, 'maintainer');
+  const moved = () => {
+    setChanged(null);
+    reload();
+  };
   return html`<main class="page env-page" data-test="env-page" data-path=${path} data-loaded=${loading ? undefined : 'true'}>
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Environments</a> / ${env ? html`<a href=${groupHref(env.group)}>${t(env.group)}</a>` : ''} / </nav>
     <div class="page-head">
@@ -327,6 +338,7 @@ export function EnvPage({ path }) {
       ${env.lock && html`<${Lock} lock=${env.lock} />`}
       ${env.active_job && html`<p class="banner banner-info wide">Job <a href=${jobHref(env.active_job)}>${t(env.active_job)}</a> holds the environment now.</p>`}
       <${Settings} env=${env} />
+      <${VcsCard} env=${env} mayManage=${mayManage} onSaved=${setChanged} onMoved=${moved} />
       <${Why} env=${env} />
       <${Outputs} env=${env} />
       <${Drift} env=${env} />
