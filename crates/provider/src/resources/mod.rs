@@ -4,6 +4,7 @@
 
 mod agent_pool;
 mod environment;
+mod github_connection;
 mod membership;
 mod policy_set;
 mod rule;
@@ -30,17 +31,20 @@ pub enum Kind {
     Membership,
     /// `sortie_policy_set`.
     PolicySet,
+    /// `sortie_github_connection`.
+    GithubConnection,
 }
 
 impl Kind {
     /// Every resource type.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Environment,
         Kind::Runner,
         Kind::Rule,
         Kind::AgentPool,
         Kind::Membership,
         Kind::PolicySet,
+        Kind::GithubConnection,
     ];
 
     /// Its Terraform type name.
@@ -52,6 +56,7 @@ impl Kind {
             Kind::AgentPool => "sortie_agent_pool",
             Kind::Membership => "sortie_membership",
             Kind::PolicySet => "sortie_policy_set",
+            Kind::GithubConnection => "sortie_github_connection",
         }
     }
 
@@ -69,6 +74,7 @@ impl Kind {
             Kind::AgentPool => agent_pool::block(),
             Kind::Membership => membership::block(),
             Kind::PolicySet => policy_set::block(),
+            Kind::GithubConnection => github_connection::block(),
         }
     }
 
@@ -90,6 +96,7 @@ impl Kind {
             Kind::AgentPool => agent_pool::create(api, planned).await,
             Kind::Membership => membership::create(api, planned).await,
             Kind::PolicySet => policy_set::create(api, planned).await,
+            Kind::GithubConnection => github_connection::create(api, planned).await,
         }
     }
 
@@ -102,6 +109,7 @@ impl Kind {
             Kind::AgentPool => agent_pool::read(api, state).await,
             Kind::Membership => membership::read(api, state).await,
             Kind::PolicySet => policy_set::read(api, state).await,
+            Kind::GithubConnection => github_connection::read(api, state).await,
         };
         match read {
             Err(e) if e.is_not_found() => Ok(None),
@@ -116,6 +124,7 @@ impl Kind {
             Kind::Runner => runner::update(api, prior, planned).await,
             Kind::Rule => rule::update(api, prior, planned).await,
             Kind::PolicySet => policy_set::update(api, prior, planned).await,
+            Kind::GithubConnection => github_connection::update(api, prior, planned).await,
             // Every attribute of a pool or a membership is force-new: no update reaches here.
             Kind::AgentPool | Kind::Membership => Err(Error::Config(format!(
                 "a {} cannot be updated in place",
@@ -133,6 +142,7 @@ impl Kind {
             Kind::AgentPool => agent_pool::delete(api, state).await,
             Kind::Membership => membership::delete(api, state).await,
             Kind::PolicySet => policy_set::delete(api, state).await,
+            Kind::GithubConnection => github_connection::delete(api, state).await,
         };
         match deleted {
             Err(e) if e.is_not_found() => Ok(()),

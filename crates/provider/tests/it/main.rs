@@ -4,6 +4,7 @@
 mod common;
 mod docs_examples;
 mod env_life;
+mod github_connection;
 mod lifecycle;
 mod membership;
 mod policy_set;
