@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis bench generated-client soak provider console
+.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis demo-pr bench generated-client soak provider console
 
 ## test: install tools, check formatting, lint, then run every test against a local moto.
 ## The steps are in scripts/test.sh, which times each and prints a table at the end.
@@ -56,6 +56,12 @@ lint: fmt-check clippy
 demo:
 	scripts/tools.sh
 	scripts/with-moto.sh scripts/demo.sh
+
+## demo-pr: a pull request through the GitHub double against `sortie dev` with real terraform 1.11:
+## opened, planned, refused, approved, applied before merge, merged, applied after merge
+demo-pr:
+	scripts/tools.sh
+	scripts/with-moto.sh scripts/demo-pr.sh
 
 ## bench: every speed promise measured side by side in one run, printed as one table
 # (cold start against a bare probe and boto3, RSS, zip sizes, rule resolution, CPU per

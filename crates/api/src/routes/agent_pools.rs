@@ -330,16 +330,6 @@ fn check_agent(agent: &str) -> Result<(), ApiError> {
     }
 }
 
-/// The API's own URL as the agent reached it, for the runner it starts.
-fn api_url(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(url) = &state.public_url {
-        return url.clone();
-    }
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let scheme = header("x-forwarded-proto").unwrap_or("http");
-    format!("{scheme}://{}", header("host").unwrap_or("localhost"))
-}
-
 fn not_held(state: sortie_core::JobState) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
@@ -381,7 +371,7 @@ pub(crate) async fn claim_job(
             format!("must be 0 to {MAX_CLAIM_WAIT_SECONDS}"),
         ));
     }
-    let url = api_url(&state, &headers);
+    let url = super::public_url(&state, &headers);
     match state
         .jobs
         .claim(&id, &request, &url, state.agent_heartbeat_seconds)

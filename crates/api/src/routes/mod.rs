@@ -128,3 +128,15 @@ route_table! {
     DeleteGithubConnection => delete_github_connection,
     GithubWebhook => github_webhook,
 }
+
+/// The API's own URL as a caller reached it: the configured public URL, else the request's
+/// `Host` and `X-Forwarded-Proto` (API Gateway sets both; `sortie dev` is reached
+/// directly). Given to the runners agents start, and as a connection's webhook URL.
+pub(crate) fn public_url(state: &crate::AppState, headers: &axum::http::HeaderMap) -> String {
+    if let Some(url) = &state.public_url {
+        return url.trim_end_matches('/').to_string();
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let scheme = header("x-forwarded-proto").unwrap_or("http");
+    format!("{scheme}://{}", header("host").unwrap_or("localhost"))
+}

@@ -43,7 +43,8 @@ pub struct ConnectionView {
     pub app_id: u64,
     /// The GitHub REST API it calls.
     pub api_url: String,
-    /// Where GitHub must deliver the App's webhooks.
+    /// Where GitHub must deliver the App's webhooks: an absolute URL, the API's own as this
+    /// request reached it (its `Host` and `X-Forwarded-Proto`, as API Gateway sets them).
     pub webhook_url: String,
     /// The issuer of the App's users: grant a GitHub user a role with a membership for
     /// subject `<login>` of this issuer.
@@ -120,17 +121,17 @@ fn org_of(group: &GroupPath) -> Result<String, ApiError> {
     }
 }
 
-fn view(state: &AppState, c: &VcsConnection) -> ConnectionView {
-    let path = format!("/v1/vcs/github/{}/webhook", c.org);
+fn view(state: &AppState, headers: &HeaderMap, c: &VcsConnection) -> ConnectionView {
     ConnectionView {
         org: c.org.clone(),
         provider: c.provider.as_str().into(),
         app_id: c.app_id,
         api_url: c.api_url.clone(),
-        webhook_url: match &state.public_url {
-            Some(url) => format!("{}{path}", url.trim_end_matches('/')),
-            None => path,
-        },
+        webhook_url: format!(
+            "{}/v1/vcs/github/{}/webhook",
+            super::public_url(state, headers),
+            c.org
+        ),
         issuer: issuer_of(c),
         created_by: c.created_by.clone(),
         created_at: c.created_at,
@@ -150,6 +151,7 @@ pub(crate) async fn connect_github(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
     caller: Caller,
+    headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<ConnectionView>, ApiError> {
     let org = org_of(&group)?;
@@ -204,7 +206,7 @@ pub(crate) async fn connect_github(
         .expect("not poisoned")
         .remove(&org);
     info!(org = %org, app_id = connection.app_id, "organisation connected to GitHub");
-    Ok(Reply::ok(view(&state, &connection)))
+    Ok(Reply::ok(view(&state, &headers, &connection)))
 }
 
 /// An organisation's GitHub connection.
@@ -217,6 +219,7 @@ pub(crate) async fn get_github_connection(
     State(state): State<AppState>,
     GroupParam(group): GroupParam,
     caller: Caller,
+    headers: HeaderMap,
 ) -> Result<Reply<ConnectionView>, ApiError> {
     let org = org_of(&group)?;
     caller
@@ -232,7 +235,7 @@ pub(crate) async fn get_github_connection(
             }
             other => other.into(),
         })?;
-    Ok(Reply::ok(view(&state, &connection)))
+    Ok(Reply::ok(view(&state, &headers, &connection)))
 }
 
 /// Disconnects an organisation from GitHub: its connection and its secrets are deleted,

@@ -85,8 +85,14 @@ impl World {
         )
         .into();
         assert_eq!(out.code, 0, "{out:?}");
+        // The webhook URL is whole (GitHub needs one to deliver to), the API's as it was
+        // reached.
+        let webhook_url = format!("{}/v1/vcs/github/acme/webhook", dev.url);
         assert!(
-            out.stdout.contains("/v1/vcs/github/acme/webhook")
+            out.stdout.contains(&format!("webhook url:  {webhook_url}"))
+                && out
+                    .stdout
+                    .contains(&format!("Set the App's webhook URL to {webhook_url} "))
                 && !out.stdout.contains("PRIVATE KEY")
                 && !out.stdout.contains(SECRET),
             "the webhook URL, and no secret: {out:?}"
