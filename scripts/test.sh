@@ -84,15 +84,16 @@ step infra scripts/check-infra.sh
 step docs scripts/check-docs.sh
 # The console's JavaScript unit tests, on a pinned Node.js (issue 29).
 step console-js scripts/console-js-tests.sh
-# Every Rust test against one moto; --no-fail-fast so a failure still shows every other.
-step cargo-test scripts/with-moto.sh cargo test --workspace --no-fail-fast
+# Every Rust test: one build, then the end-to-end binary beside all the others, each group
+# on its own moto (scripts/cargo-test.sh); --no-fail-fast so a failure still shows every other.
+step cargo-test scripts/cargo-test.sh
 # Bounded API fuzzing: schemathesis's fuzzing and stateful phases (the stateful one follows
 # the document's links), 10 examples per operation against `sortie dev` on moto.
 step schemathesis env SCHEMATHESIS_PHASES=fuzzing,stateful \
     scripts/with-moto.sh scripts/schemathesis.sh 10
 # A Python client generated from the served document runs a short scenario (issue 32).
 step generated-client scripts/with-moto.sh scripts/generated-client.sh
-# The console in headless Chromium (issue 29): two users, four eyes, a followed log, a plan
+# The console in headless Chromium (issue 29): three users, four eyes, a followed log, a plan
 # review, hostile data, no console errors; real Terraform 1.11 (about 1 minute).
 step console-browser scripts/with-moto.sh .tools/venv/bin/python scripts/console_test.py
 # The 100-job soak (issue 27): chaos, a SIGKILL of `sortie dev`, nothing lost (about 3 min).

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make test`'s Rust tests: one build of every test binary, then two groups side by side,
+# each against its own moto server (scripts/with-moto.sh starts one per call):
+#   - the end-to-end binary, crates/cli's `e2e` (`sortie dev`, the pilot, Terraform and
+#     the doubles together: about 10 of the run's 20 minutes on its own);
+#   - every other test binary (unit tests, each crate's `it`, the rest), then the doc tests.
+# Most of the end-to-end tests' time is waiting (on Terraform, on the sweeper's clock, on
+# moto); a second moto halves the queue every request waits in (moto serves one request
+# at a time), so the two groups overlap instead of adding up.
+#
+# The second group's targets are read from `cargo metadata`: every test-harness target
+# (`test = true`) but `e2e`, so a new test target is never left out. Both groups keep
+# `--workspace`, so neither changes the workspace's feature set (which would rebuild the
+# AWS SDK); `--no-fail-fast` so one failure still shows every other. The end-to-end
+# group's lines are prefixed `e2e| `.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+cargo test --workspace --no-run || exit $?
+
+# One argument per line; `--test it` names every crate's `it` at once, so each pair once.
+mapfile -t args < <(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+members = set(m["workspace_members"])
+pairs = [("--lib",)]
+for p in m["packages"]:
+    if p["id"] not in members:
+        continue
+    for t in p["targets"]:
+        if not t.get("test"):
+            continue
+        if "bin" in t["kind"]:
+            pairs.append(("--bin", t["name"]))
+        elif "test" in t["kind"] and t["name"] != "e2e":
+            pairs.append(("--test", t["name"]))
+for pair in dict.fromkeys(pairs):
+    print("\n".join(pair))
+')
+[[ ${#args[@]} -gt 1 ]] || { echo "cargo-test: no test targets read from cargo metadata"; exit 1; }
+
+(
+    scripts/with-moto.sh cargo test --workspace --no-fail-fast --test e2e 2>&1 |
+        sed -u 's/^/e2e| /'
+    exit "${PIPESTATUS[0]}"
+) &
+e2e_pid=$!
+trap 'kill "$e2e_pid" 2>/dev/null' EXIT
+
+rc=0
+scripts/with-moto.sh cargo test --workspace --no-fail-fast "${args[@]}" || rc=$?
+cargo test --workspace --no-fail-fast --doc || rc=$?
+
+e2e_rc=0
+wait "$e2e_pid" || e2e_rc=$?
+trap - EXIT
+echo "cargo-test: the other tests exited $rc, the end-to-end tests $e2e_rc"
+[[ $rc -eq 0 && $e2e_rc -eq 0 ]]
