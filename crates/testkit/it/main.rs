@@ -1,5 +1,6 @@
 //! The test kit's own tests and the cross-crate ones, one binary with a module per file.
 
+mod demo_pr;
 mod events;
 mod harness;
 mod iam;

@@ -73,8 +73,14 @@ impl Dev {
         let log = paths.work.join("sortie-dev.log");
         let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
+        // Names of its own on the shared local AWS (a test runs the demo beside others).
+        let unique = sortie_testkit::unique;
         let child = Command::new(&paths.sortie)
             .arg("dev")
+            .args(["--table", &unique("sortie-demo-pr")])
+            .args(["--queue", &unique("demo-pr-jobs")])
+            .args(["--bucket", &unique("demo-pr-artifacts")])
+            .args(["--bus", &unique("demo-pr-bus")])
             .arg("--ready-file")
             .arg(&ready)
             .arg("--work-dir")
