@@ -109,6 +109,10 @@ class Browser:
     def text(self, selector):
         return self.find(selector).text
 
+    def state(self):
+        """The job page's state, its exact API word (`data-state`; the page shows it in words)."""
+        return self.find(css("job-state")).get_attribute("data-state")
+
     def screenshot(self, directory, name, whole=True):
         """`<directory>/<name>.png`: the whole page from its top (at most 2400 pixels high),
         or with `whole=False` the window as it is (a modal dialog)."""

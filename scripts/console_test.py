@@ -23,7 +23,9 @@ Chromium (scripts/console_browser.py):
 6. bob binds the environment to a repository in its "Pull requests" card, a bad repository
    shows the API's problem by its input, and he removes the binding; carol, a deployer, sees
    the binding but no form (scripts/console_vcs.py);
-7. no page logs a console error or a CSP violation.
+7. carol sees no runner check, a policy-denied apply's diff, the policy sets in force, the
+   jobs' summaries and failure reasons, and what the approve dialog approves (console_review.py);
+8. no page logs a console error or a CSP violation.
 
 Figures (printed; BENCHMARKS.md records them): the job page's first contentful paint on fresh
 loads (p50/max), the delay between a log line's printing and its appearance (p50/p99/max),
@@ -51,6 +53,7 @@ from console_scenario import (  # noqa: E402
     apply_body,
     setup,
 )
+from console_review import ALLOWED as REVIEW_ALLOWED, review  # noqa: E402
 from console_vcs import ALLOWED as VCS_ALLOWED, pull_requests  # noqa: E402
 from e2e_common import ROOT, Api, pct, start_dev  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
@@ -204,14 +207,14 @@ def alice_reviews(b, c, alice, shots):
     step(f"alice submitted apply {jid}; opening its page while it runs")
     b.open(f"/jobs/{jid}")
     b.loaded("job", job=jid)
-    state = b.text(css("job-state"))
+    state = b.state()
     c.check(state in {"queued", "dispatching", "running", "awaiting_approval"},
             f"job page: state word {state!r}")
     seen_running = state not in {"awaiting_approval"}
     lines_while_running = 0
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        state = b.text(css("job-state"))
+        state = b.state()
         if state == "awaiting_approval":
             break
         if state in TERMINAL:
@@ -219,7 +222,7 @@ def alice_reviews(b, c, alice, shots):
         if b.has(css("log-following")):
             lines_while_running = max(lines_while_running, len(b.all(css("log-line"))))
         time.sleep(0.1)
-    c.check(b.text(css("job-state")) == "awaiting_approval", f"job page: reached awaiting_approval (is {state})")
+    c.check(b.state() == "awaiting_approval", f"job page: reached awaiting_approval (is {state})")
     # Nothing runs while the job awaits a person: no "following", and once the plan's log
     # is complete it is not read again until the state changes (components/follow.js).
     b.until("following to stop while awaiting approval", lambda d: not b.has(css("log-following")), 5)
@@ -315,14 +318,14 @@ def bob_approves(b, c, bob, jid, shots):
     seen_following, counts = False, []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        state = b.text(css("job-state"))
+        state = b.state()
         if state in TERMINAL:
             break
         if b.has(css("log-following")):
             seen_following = True
         counts.append(len(b.all(css("log-line"))))
         time.sleep(0.1)
-    c.check(b.text(css("job-state")) == "succeeded", f"job page: apply succeeded (is {b.text(css('job-state'))})")
+    c.check(b.state() == "succeeded", f"job page: apply succeeded (is {b.state()})")
     c.check(seen_following, "job page: [data-test=log-following] shown while the apply ran")
     c.check(len(set(counts)) >= 2, f"job page: the log grew while running ({sorted(set(counts))[:10]})")
     decided = b.find(css("decided-by")).text
@@ -388,7 +391,7 @@ def replacement(b, c, alice, bob, shots):
     b.until("the discard dialog", lambda d: b.js(f"return !!document.querySelector('{css('decide-dialog')}')?.open"))
     b.find(css("decide-comment")).send_keys("not now")
     b.find(css("decide-confirm")).click()
-    b.until("the job to be discarded", lambda d: b.text(css("job-state")) == "discarded", 30)
+    b.until("the job to be discarded", lambda d: b.state() == "discarded", 30)
     job = bob.call("GET", f"/v1/jobs/{job['id']}")
     c.check(job["state"] == "discarded", f"the API says the discarded job is {job['state']}")
     return job["id"]
@@ -501,9 +504,11 @@ def run(args, c):
         group_page(b, c, shots)
         pull_requests(b, c, admin, users, shots, safety, sign_in, sign_out)
         step("bob bound, refused, rebound and unbound the pull-request binding; carol sees no form")
+        review(b, c, admin, alice, wait_job, shots, safety)
+        step("carol: no runner check, a denied apply's diff, policies in force, jobs' summaries, the approve dialog's facts")
         fcps = first_paints(b, jid, args.loads)
         total, files = asset_sizes(b, base)
-        problems = b.problems(allowed=[WRONG_TOKEN_401, *VCS_ALLOWED])
+        problems = b.problems(allowed=[WRONG_TOKEN_401, *VCS_ALLOWED, *REVIEW_ALLOWED])
         c.check(not problems, "browser log has errors or CSP violations:\n  " + "\n  ".join(problems))
         figures(args, c, fcps, latencies, total, files)
     except (AssertionError, Timeout):

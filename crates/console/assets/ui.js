@@ -68,9 +68,22 @@ export function valueText(v) {
   }
 }
 
-/** A job state word, exact, with a class for its colour. */
+/** An API word in words: `awaiting_approval` -> `awaiting approval` (as text). */
+export function words(word) {
+  return t(word ?? '').replace(/_/g, ' ');
+}
+
+/** A job state in words, with a class for its colour and the exact word as `data-state`. */
 export function StateWord({ state, test }) {
-  return html`<span class=${`state state-${cls(state)}`} data-test=${test}>${t(state)}</span>`;
+  return html`<span class=${`state state-${cls(state)}`} data-test=${test} data-state=${String(state ?? '')}>${words(state)}</span>`;
+}
+
+/** RFC 3339 times (`2026-11-29T12:10:38.5Z`) inside an API sentence. */
+const RFC3339 = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})/g;
+
+/** An API sentence with its RFC 3339 times in the console's one format (`fmtTime`). */
+export function timesIn(sentence) {
+  return String(sentence ?? '').replace(RFC3339, (m) => fmtTime(m));
 }
 
 /** The error banner: the API's message and the fields at fault, as text. */
@@ -78,9 +91,9 @@ export function ErrorBanner({ error, onDismiss }) {
   if (!error) return null;
   const fields = Array.isArray(error.fields) ? error.fields : [];
   return html`<div class="banner banner-error" data-test="error" role="alert">
-    <p class="banner-message">${t(error.message ?? error)}</p>
+    <p class="banner-message"><${Ticked} text=${error.message ?? error} /></p>
     ${fields.length > 0 && html`<ul class="banner-fields">
-      ${fields.map((f) => html`<li><code class="field-name">${t(f.field)}</code>${' '}<span>${t(f.problem)}</span></li>`)}
+      ${fields.map((f) => html`<li><code class="field-name">${t(f.field)}</code>${' '}<span><${Ticked} text=${f.problem} /></span></li>`)}
     </ul>`}
     ${onDismiss && html`<button type="button" class="link-button" onClick=${onDismiss}>Dismiss</button>`}
   </div>`;
@@ -123,6 +136,44 @@ export function roleOn(memberships, group) {
 export function atLeast(role, least) {
   const order = ['viewer', 'deployer', 'maintainer', 'owner'];
   return role !== null && order.indexOf(role) >= order.indexOf(least);
+}
+
+/** The least role each API action needs (crates/core/src/auth.rs `Action::required_role`). */
+export const ACTION_ROLE = { read: 'viewer', deploy: 'deployer', manage: 'maintainer', administer: 'owner' };
+
+/** Managing what a group holds: `administer` at the root group, `manage` below (crates/api `manage_action`). */
+export function manageAction(group) {
+  return group ? 'manage' : 'administer';
+}
+
+/** True when `memberships` allow `action` (`read`, `deploy`, `manage`, `administer`) on `group`. */
+export function may(memberships, action, group) {
+  return atLeast(roleOn(memberships, group), ACTION_ROLE[action] ?? 'owner');
+}
+
+/** A job's change summary: its own, else its plan phase's; null when it has none. */
+export function jobSummary(job) {
+  return (job && (job.summary || (job.plan_phase && job.plan_phase.summary))) || null;
+}
+
+/** A change summary as `+1 ~0 -2`; '' for none. */
+export function countsLine(summary) {
+  if (!summary) return '';
+  const n = (v) => (Number.isFinite(Number(v)) ? Number(v) : 0);
+  return `+${n(summary.add)} ~${n(summary.change)} -${n(summary.destroy)}`;
+}
+
+/** Why a failed or timed-out job ended: the reason of the transition into its state; '' otherwise. */
+export function failureReason(job) {
+  if (!job || (job.state !== 'failed' && job.state !== 'timed_out')) return '';
+  const into = (job.transitions || []).filter((tr) => tr && tr.to === job.state);
+  return into.length ? String(into[into.length - 1].reason ?? '') : '';
+}
+
+/** `text` cut to `max` characters, marked with `…` when cut. */
+export function clip(text, max) {
+  const s = String(text ?? '');
+  return s.length > max ? `${s.slice(0, Math.max(max - 1, 0))}…` : s;
 }
 
 /** The organisation of a group or environment path: its first segment. */
@@ -214,5 +265,5 @@ export function tickSplit(sentence) {
   return parts.map((text, i) => ({ text, code: i % 2 === 1 })).filter((p) => p.text !== '');
 }
 
-/** `text` with its `backticked` names as `<code>` (all as text, never markup). */
-export const Ticked = ({ text }) => tickSplit(text).map((p) => (p.code ? html`<code>${t(p.text)}</code>` : t(p.text)));
+/** `text` with its `backticked` names as `<code>` (all as text, never markup), its RFC 3339 times in the console's format (`timesIn`). */
+export const Ticked = ({ text }) => tickSplit(timesIn(text)).map((p) => (p.code ? html`<code>${t(p.text)}</code>` : t(p.text)));

@@ -156,12 +156,20 @@ test("the plan groups by action in order and sums as Terraform does", () => {
   assert.equal(summaryLine(undefined), "0 to add, 0 to change, 0 to destroy");
 });
 
-test("a plan is read only when the job has one", () => {
-  assert.equal(hasPlan({ state: "running", operation: "apply" }), false);
+test("a plan is asked for once the job may have one (issue 47 item 3)", () => {
+  assert.equal(hasPlan({ state: "queued", operation: "apply" }), false);
+  assert.equal(hasPlan({ state: "dispatching", operation: "plan" }), false);
   assert.equal(hasPlan({ state: "awaiting_approval", operation: "apply" }), true);
   assert.equal(hasPlan({ state: "succeeded", operation: "apply", plan_phase: {} }), true);
   assert.equal(hasPlan({ state: "succeeded", operation: "plan", summary: { add: 1 } }), true);
-  assert.equal(hasPlan({ state: "failed", operation: "plan" }), false);
+  // An apply with approval `auto` uploads its plan while it runs...
+  assert.equal(hasPlan({ state: "running", operation: "apply" }), true);
+  // ...and a policy-denied apply keeps the plan it was denied for.
+  const denied = { state: "failed", operation: "apply", review: { phase: "plan" }, policy: { status: "denied", sets: [] } };
+  assert.equal(hasPlan(denied), true);
+  assert.equal(hasPlan({ state: "succeeded", operation: "apply" }), true);
+  // A job that failed before it ran is asked once: the API's 404 says "none".
+  assert.equal(hasPlan({ state: "failed", operation: "plan" }), true);
 });
 
 test("a policy set's outcome", () => {

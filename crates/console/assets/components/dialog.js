@@ -3,7 +3,9 @@
 // API's refusal shows in the dialog, as text.
 import { html, useEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
-import { ErrorBox, jobApi } from "./common.js";
+import { ErrorBox, jobApi, text as asText } from "./common.js";
+import { setOutcome } from "./policy.js";
+import { countsLine, jobSummary, words } from "../ui.js";
 
 /** The longest comment the API takes, in bytes (crates/core DECISION_COMMENT_MAX). */
 export const COMMENT_MAX = 1024;
@@ -27,11 +29,31 @@ function trapTab(e, root) {
   }
 }
 
+/** The policy result in words: its status, then each set's outcome (`denied: acme/tags denied (review)`). */
+export function policyLine(policy) {
+  if (!policy) return "no policy check";
+  const sets = (Array.isArray(policy.sets) ? policy.sets : []).map(
+    (s) => `${s.group ? `${s.group}/` : ""}${s.set ?? ""} ${setOutcome(s)} (${words(s.enforcement)})`,
+  );
+  return `${words(policy.status)}${sets.length ? `: ${sets.join(", ")}` : ""}`;
+}
+
+/** What a decision on `job` decides, as [test, name, value] rows: environment, requester, changes, policy. */
+export function decisionFacts(job) {
+  const j = job ?? {};
+  return [
+    ["decide-env", "Environment", String(j.environment ?? "")],
+    ["decide-requester", "Requested by", String(j.requested_by ?? "")],
+    ["decide-counts", "Changes", countsLine(jobSummary(j)) || "not reported"],
+    ["decide-policy", "Policy", policyLine(j.policy)],
+  ];
+}
+
 /**
  * `<dialog data-test=decide-dialog>` for `verdict` (`approve` | `discard`) on job `id`.
  * `onDone(jobView)` after the API accepted; `onClose()` when closed without a decision.
  */
-export function DecideDialog({ id, verdict, onDone, onClose }) {
+export function DecideDialog({ id, job, verdict, onDone, onClose }) {
   const dialog = useRef(null);
   const comment = useRef(null);
   const [text, setText] = useState("");
@@ -80,6 +102,9 @@ export function DecideDialog({ id, verdict, onDone, onClose }) {
     <form class="decide-form" onSubmit=${submit}>
       <h2 id="decide-title">${title}</h2>
       <p>${explain}</p>
+      <dl class="decide-facts" data-test="decide-facts">
+        ${decisionFacts(job).map(([test, name, value]) => html`<dt>${name}</dt><dd data-test=${test}>${asText(value)}</dd>`)}
+      </dl>
       <label for="decide-comment">Comment (optional)</label>
       <textarea id="decide-comment" data-test="decide-comment" ref=${comment} rows="4" maxlength=${COMMENT_MAX}
         value=${text} onInput=${(e) => setText(e.currentTarget.value)}></textarea>

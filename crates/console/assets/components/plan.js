@@ -3,7 +3,8 @@
 // marked with the attributes that force them; no-op resources collapsed.
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
-import { ErrorBox, jobApi, text, valueText } from "./common.js";
+import { Ticked } from "../ui.js";
+import { ErrorBox, jobApi, TERMINAL, text, valueText } from "./common.js";
 
 /** The order of the groups and how each is titled. */
 export const ACTIONS = [
@@ -115,41 +116,62 @@ async function readPlan(id) {
 }
 
 /**
- * Whether job `job` (a JobView) has plan data to read: a reviewed job once its plan phase
- * ended, or a plan that reported its change summary (the pilot uploads the plan before
- * it reports the summary). An apply without review keeps no plan.
+ * Whether the API may hold plan data for `job` (a JobView), so the page asks for it: every
+ * job once its task was launched (an apply without review uploads its plan too, and a
+ * policy-denied apply keeps the plan it was denied for), or one that reports a plan
+ * phase, a change summary or a policy result. Only a job still queued or being
+ * dispatched, with none of those, has none yet. The API decides: a 404 is "none (yet)".
  */
 export function hasPlan(job) {
-  return job.state === "awaiting_approval" || !!job.plan_phase || (job.operation === "plan" && !!job.summary);
+  if (!job) return false;
+  if (job.plan_phase || job.summary || job.policy) return true;
+  return job.state !== "queued" && job.state !== "dispatching";
 }
 
-/** `[data-test=plan]` of `job`: read once the job has a plan (a job's plan never changes). */
+/** How long after a 404 the plan of a job that has not ended is asked for again. */
+export const PLAN_RETRY_MS = 3000;
+
+/** `[data-test=plan]` of `job`: read once the job may have one, again after a 404 until it has ended. */
 export function Plan({ job }) {
   const id = job.id;
   const wanted = hasPlan(job);
+  const ended = TERMINAL.has(job.state);
   const [plan, setPlan] = useState(wanted ? undefined : null);
   const [error, setError] = useState(null);
+  const [retry, setRetry] = useState(0);
+  const found = !!plan;
+  // What may turn a 404 into a plan: asked again when one of these changes.
+  const facts = `${job.state}|${!!job.summary}|${!!job.policy}|${!!job.plan_phase}`;
   useEffect(() => {
     if (!wanted) {
       setPlan(null);
       return undefined;
     }
+    // A plan once read never changes: it is not read again.
+    if (found) return undefined;
     let live = true;
+    let timer = null;
     readPlan(id).then(
-      (p) => live && (setPlan(p), setError(null)),
+      (p) => {
+        if (!live) return;
+        setPlan(p);
+        setError(null);
+        if (p === null && !ended) timer = setTimeout(() => live && setRetry((n) => n + 1), PLAN_RETRY_MS);
+      },
       (e) => live && setError(e),
     );
     return () => {
       live = false;
+      if (timer !== null) clearTimeout(timer);
     };
-  }, [id, wanted]);
+  }, [id, wanted, ended, retry, facts]);
   const absent = plan === null || (plan && plan.available === false);
   return html`<section class="card job-section" data-test="plan">
     <h2>Plan</h2>
     <${ErrorBox} error=${error} />
     ${plan === undefined && !error ? html`<p class="muted">Loading the plan…</p>` : null}
     ${absent
-      ? html`<p class="muted" data-test="plan-absent">${plan?.reason ? `No plan data: ${plan.reason}` : "This job has no plan (yet)."}</p>`
+      ? html`<p class="muted" data-test="plan-absent">${plan?.reason ? html`No plan data: <${Ticked} text=${plan.reason} />` : "This job has no plan (yet)."}</p>`
       : null}
     ${plan && plan.available !== false &&
     html`<p class="plan-summary" data-test="plan-summary">${summaryLine(plan.counts)}</p>

@@ -2,6 +2,7 @@
 // enforcement level, outcome and messages.
 import { html } from "../vendor/preact-htm-standalone.js";
 import { text, when } from "./common.js";
+import { Ticked } from "../ui.js";
 
 /** One set's outcome word: `denied` (a deny or an evaluation error), `warned` or `passed`. */
 export function setOutcome(s) {
@@ -27,7 +28,7 @@ export function Policy({ policy }) {
     <p>
       <span class=${`policy-status policy-${String(policy.status ?? "")}`} data-test="policy-status">${String(policy.status ?? "")}</span>
       ${" "}checked ${when(policy.checked_at)}
-      ${policy.reason ? html`: <span class="policy-reason">${text(policy.reason)}</span>` : null}
+      ${policy.reason ? html`: <span class="policy-reason"><${Ticked} text=${policy.reason} /></span>` : null}
     </p>
     ${sets.length === 0 ? html`<p class="muted">No policy set applies.</p>` : null}
     <ul class="policy-sets">

@@ -1,6 +1,7 @@
 // The job's transitions as a timeline, and who requested and who decided.
 import { html } from "../vendor/preact-htm-standalone.js";
 import { text, when } from "./common.js";
+import { StateWord, Ticked } from "../ui.js";
 
 /** The transitions, oldest first: from -> to, when, why (folded repeats counted). */
 export function Timeline({ job }) {
@@ -10,12 +11,12 @@ export function Timeline({ job }) {
     ${transitions.map(
       (t, i) => html`<li class="transition" data-test="transition" data-to=${String(t.to ?? "")}>
           <span class="transition-states">
-            ${t.from ? html`<span class="state">${String(t.from)}</span> → ` : null}
-            <span class=${`state state-${String(t.to ?? "")}`}>${String(t.to ?? "")}</span>
+            ${t.from ? html`<${StateWord} state=${t.from} /> → ` : null}
+            <${StateWord} state=${t.to} />
           </span>
           <time class="transition-at">${when(t.at)}</time>
           ${t.count > 1 ? html`<span class="transition-count">×${t.count} (last ${when(t.last_at)})</span>` : null}
-          <span class="transition-reason">${text(t.reason)}</span>
+          <span class="transition-reason"><${Ticked} text=${t.reason} /></span>
         </li>
         ${i === 0 && dropped > 0
           ? html`<li class="transition-dropped">${dropped} earlier transitions not kept</li>`

@@ -7,8 +7,10 @@ import { api, ApiError, envSegment, query } from '../api.js';
 import { whoami } from '../auth.js';
 import {
   t, ErrorBanner, StateWord, Ticked, Time, groupHref, jobHref, roleOn, atLeast, orgOf, valueText, useLoad,
+  jobSummary, countsLine, failureReason, clip, words,
 } from '../ui.js';
 import { VcsCard } from './env_vcs.js';
+import { ExpiryNote, PoliciesInForce } from './env_review.js';
 
 /** Jobs per page of the job list. */
 const JOBS_PAGE = 20;
@@ -33,7 +35,7 @@ function Settings({ env }) {
       <${Row} name="Approval">${t(s.approval || 'auto')}${s.four_eyes ? ', four eyes' : ''}${s.approval_timeout_seconds ? `, times out after ${s.approval_timeout_seconds} s` : ''}<//>
       <${Row} name="Tool">${s.tool ? `${t(s.tool)} ${t(s.tool_version ?? '')}` : s.tool_version ? `the runner's tool, version ${t(s.tool_version)}` : html`<span class="muted">the runner's default</span>`}<//>
       ${(s.triggers || []).length > 0 && html`<${Row} name="Triggered by">${s.triggers.map((tr) => html`<code>${t(tr)}</code> `)} (${t(s.trigger_operation || 'plan')}${(s.trigger_inputs || []).length ? `; inputs ${t(s.trigger_inputs.join(', '))}` : ''})<//>`}
-      ${(s.expires_at || s.ttl) && html`<${Row} name="Expiry">${s.expires_at ? html`<${Time} value=${s.expires_at} />` : `${t(s.ttl)} from ${t(s.ttl_from || 'created')}`}<//>`}
+      <${Row} name="Expiry"><${ExpiryNote} env=${s} /><//>
       <${Row} name="Queued jobs">${t(s.queued_count ?? 0)}<//>
       <${Row} name="Version">${t(s.version ?? '')}<//>
     </dl>
@@ -191,9 +193,9 @@ function Drift({ env }) {
       <${Row} name="Schedule">${env.drift_schedule ? html`<code>${t(env.drift_schedule)}</code> (UTC), remediation ${t(env.drift_remediation || 'off')}` : html`<span class="muted">none</span>`}<//>
       ${env.next_drift_at && html`<${Row} name="Next check"><${Time} value=${env.next_drift_at} /><//>`}
       <${Row} name="Last verdict">${d
-        ? html`<span class=${`drift drift-${t(d.status).replace(/[^a-z_]/g, '')}`} data-test="drift-verdict">${t(d.status)}</span>
+        ? html`<span class=${`drift drift-${t(d.status).replace(/[^a-z_]/g, '')}`} data-test="drift-verdict">${words(d.status)}</span>
           ${' '}at <${Time} value=${d.checked_at} /> by <a href=${jobHref(d.job_id)}>${t(d.job_id)}</a>
-          ${d.reason && html`: ${t(d.reason)}`}
+          ${d.reason && html`: <${Ticked} text=${d.reason} />`}
           ${d.remediation_job_id && html`; remediation <a href=${jobHref(d.remediation_job_id)}>${t(d.remediation_job_id)}</a>`}`
         : html`<span class="muted" data-test="drift-verdict">not checked yet</span>`}<//>
       ${env.drift_skipped && html`<${Row} name="Last skipped"><${Time} value=${env.drift_skipped.at} />: ${valueText(env.drift_skipped.reason ?? env.drift_skipped)}<//>`}
@@ -209,12 +211,19 @@ function Lock({ lock }) {
   </section>`;
 }
 
+/** The most characters of a failure reason a row of the jobs table shows (the whole as its title). */
+export const REASON_MAX = 80;
+
 function JobRow({ job }) {
   const created = job.transitions && job.transitions[0] ? job.transitions[0].at : null;
+  const counts = countsLine(jobSummary(job));
+  const reason = failureReason(job);
   return html`<tr data-test="job-row" data-job=${job.id}>
     <td><a data-test="job-link" href=${jobHref(job.id)}><code>${t(job.id)}</code></a></td>
     <td>${t(job.operation ?? '')}${job.drift_check ? ' (drift check)' : ''}</td>
-    <td><${StateWord} state=${job.state} /></td>
+    <td><${StateWord} state=${job.state} />
+      ${reason && html`<div class="job-reason" data-test="job-reason" title=${t(reason)}>${t(clip(reason, REASON_MAX))}</div>`}</td>
+    <td data-test="job-counts">${counts ? html`<code class="counts">${counts}</code>` : html`<span class="muted">none</span>`}</td>
     <td>${t(job.requested_by ?? '')}</td>
     <td><${Time} value=${created || job.updated_at} /></td>
   </tr>`;
@@ -248,7 +257,7 @@ function Jobs({ env }) {
     <${ErrorBanner} error=${error} />
     ${jobs.length === 0 && !busy && !error && html`<p class="muted">No jobs yet: submit one with <code>sortie run plan ${t(env.path)}</code>.</p>`}
     ${jobs.length > 0 && html`<div class="table-scroll"><table class="jobs">
-      <thead><tr><th scope="col">Job</th><th scope="col">Operation</th><th scope="col">State</th><th scope="col">Requested by</th><th scope="col">Submitted</th></tr></thead>
+      <thead><tr><th scope="col">Job</th><th scope="col">Operation</th><th scope="col">State</th><th scope="col">Changes</th><th scope="col">Requested by</th><th scope="col">Submitted</th></tr></thead>
       <tbody>${jobs.map((j) => html`<${JobRow} key=${j.id} job=${j} />`)}</tbody>
     </table></div>`}
     ${next && pages < JOBS_PAGES_MAX && html`<button type="button" data-test="jobs-more" disabled=${busy} onClick=${() => load(next)}>More jobs</button>`}
@@ -339,6 +348,7 @@ export function EnvPage({ path }) {
       ${env.active_job && html`<p class="banner banner-info wide">Job <a href=${jobHref(env.active_job)}>${t(env.active_job)}</a> holds the environment now.</p>`}
       <${Settings} env=${env} />
       <${VcsCard} env=${env} mayManage=${mayManage} onSaved=${setChanged} onMoved=${moved} />
+      <${PoliciesInForce} env=${env} me=${data.me} />
       <${Why} env=${env} />
       <${Outputs} env=${env} />
       <${Drift} env=${env} />

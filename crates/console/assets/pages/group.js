@@ -1,10 +1,21 @@
-// A group's runners (with `runner check` as a button), rules, policy sets and agent pools,
-// read-only.
+// A group's runners (with `runner check` as a button for those whose role allows it), rules,
+// policy sets and agent pools, read-only.
 import { html, useState } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment } from '../api.js';
-import { t, ErrorBanner, Ticked, Time, groupHref, valueText, useLoad, cls } from '../ui.js';
+import { whoami } from '../auth.js';
+import { t, ErrorBanner, Ticked, Time, groupHref, valueText, useLoad, cls, may, manageAction, ACTION_ROLE } from '../ui.js';
 
-function RunnerCheck({ runner }) {
+/**
+ * A runner check needs `manage` on the runner's group (`administer` for a shared runner of
+ * the root group), as `POST .../runners/{name}/check` authorizes: `{allowed, need}`.
+ */
+export function checkRight(memberships, runnerGroup) {
+  const action = manageAction(runnerGroup);
+  return { allowed: may(memberships, action, runnerGroup), need: ACTION_ROLE[action] };
+}
+
+function RunnerCheck({ runner, me }) {
+  const right = checkRight(me && me.memberships, runner.group);
   const [result, setResult] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -20,6 +31,10 @@ function RunnerCheck({ runner }) {
       setBusy(false);
     }
   };
+  if (!me) return null;
+  if (!right.allowed) {
+    return html`<p class="muted" data-test="runner-check-denied">A runner check needs the ${right.need} role on ${runner.group ? html`<code>${t(runner.group)}</code>` : 'the root group'}.</p>`;
+  }
   return html`<div class="runner-check">
     <button type="button" data-test="runner-check" disabled=${busy} onClick=${check}>${busy ? 'Checking…' : 'Runner check'}</button>
     <${ErrorBanner} error=${error} />
@@ -32,7 +47,7 @@ function RunnerCheck({ runner }) {
   </div>`;
 }
 
-function Runners({ state }) {
+function Runners({ state, me }) {
   const { data, error, loading } = state;
   const runners = (data && data.runners) || [];
   return html`<section class="card wide" data-test="runners" aria-labelledby="runners-h">
@@ -49,7 +64,7 @@ function Runners({ state }) {
       ${r.description && html`<p>${t(r.description)}</p>`}
       <p class="muted">${r.runner_configuration ? `platform ${valueText(r.runner_configuration.type ?? '')}` : ''}
         ${r.tool ? ` · ${t(r.tool)} ${t(r.tool_version ?? '')}` : ''} · version ${t(r.version ?? '')}</p>
-      <${RunnerCheck} runner=${r} />
+      <${RunnerCheck} runner=${r} me=${me} />
     </li>`)}</ul>
   </section>`;
 }
@@ -109,16 +124,18 @@ function AgentPools({ group }) {
 
 /** `#/groups/<path>`. */
 export function GroupPage({ group }) {
-  // The page counts as loaded once the runners are in (its first fetch); each section loads on its own.
+  // The page counts as loaded once the runners and the viewer's roles are in; each other section loads on its own.
   const runners = useLoad(() => api('GET', `/v1/groups/${groupSegment(group)}/-/runners`), [group]);
+  // The viewer's roles in the group's organisation: buttons follow them (the API stays the judge).
+  const viewer = useLoad(() => whoami(group.split('/')[0] || undefined).catch(() => ({ memberships: [] })), [group]);
   const parts = group ? group.split('/') : [];
-  return html`<main class="page group-page" data-test="group-page" data-group=${group} data-loaded=${runners.loading ? undefined : 'true'}>
+  return html`<main class="page group-page" data-test="group-page" data-group=${group} data-loaded=${runners.loading || viewer.loading ? undefined : 'true'}>
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Environments</a>
       ${parts.slice(0, -1).map((_, i) => html` / <a href=${groupHref(parts.slice(0, i + 1).join('/'))}>${t(parts[i])}</a>`)} /</nav>
     <div class="page-head"><h1>${group ? t(group) : '(root group)'}</h1>
       <a href=${`#/?org=${encodeURIComponent(parts[0] || '')}&q=${encodeURIComponent(group)}`}>Its environments</a></div>
     <div class="grid">
-      <${Runners} state=${runners} />
+      <${Runners} state=${runners} me=${viewer.data} />
       <${Rules} group=${group} />
       <${PolicySets} group=${group} />
       <${AgentPools} group=${group} />

@@ -11,6 +11,7 @@ import { Plan } from "../components/plan.js";
 import { Policy } from "../components/policy.js";
 import { envGroup, jobRights } from "../components/rights.js";
 import { People, Timeline } from "../components/timeline.js";
+import { StateWord, Ticked } from "../ui.js";
 
 /** How often a job that has not ended is read again (awaiting approval: slower). */
 const POLL_MS = 1000;
@@ -94,8 +95,8 @@ function Summary({ job }) {
   const variables = Object.entries(job.variables && typeof job.variables === "object" ? job.variables : {});
   return html`<dl class="job-summary">
     <dt>State</dt>
-    <dd><span class=${`state state-${String(job.state)}`} data-test="job-state">${String(job.state)}</span>
-      ${job.waiting?.text ? html` <span class="muted" data-test="job-waiting">${text(job.waiting.text)}</span>` : null}</dd>
+    <dd><${StateWord} state=${job.state} test="job-state" />
+      ${job.waiting?.text ? html` <span class="muted" data-test="job-waiting"><${Ticked} text=${job.waiting.text} /></span>` : null}</dd>
     <dt>Operation</dt>
     <dd data-test="job-operation">${String(job.operation ?? "")}${job.drift_check ? " (drift check)" : ""}${job.restore ? " (restore)" : ""}
       ${job.review ? html` <span class="muted">${reviewText(job.review.phase)}</span>` : null}</dd>
@@ -167,7 +168,7 @@ export function JobPage({ id }) {
             cancelError=${cancelError} canceling=${canceling} />`
         : null}
       ${decide &&
-      html`<${DecideDialog} id=${id} verdict=${decide}
+      html`<${DecideDialog} id=${id} job=${job} verdict=${decide}
           onDone=${(view) => (setDecide(null), refresh(view))} onClose=${() => setDecide(null)} />`}
       <section class="card job-section">
         <h2>History</h2>

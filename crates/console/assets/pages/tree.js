@@ -5,7 +5,7 @@ import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment, envSegment, query, pool } from '../api.js';
 import { whoami } from '../auth.js';
 import {
-  t, ErrorBanner, StateWord, envHref, groupHref, jobHref, orgOf, orgHref, orgChoice, orgPicker, valueText, mayDecide,
+  t, words, ErrorBanner, StateWord, Ticked, envHref, groupHref, jobHref, orgOf, orgHref, orgChoice, orgPicker, valueText, mayDecide,
 } from '../ui.js';
 
 const ORGS_KEY = 'sortie.orgs';
@@ -70,7 +70,9 @@ function matches(row, needle) {
     ...Object.entries(e.labels || {}).map(([k, v]) => `${k}=${v}`),
     ...(e.tags || []),
     row.last && row.last.state,
+    row.last && words(row.last.state),
     e.drift && e.drift.status,
+    e.drift && words(e.drift.status),
   ].map((x) => String(x ?? '').toLowerCase());
   return hay.some((h) => h.includes(needle));
 }
@@ -88,7 +90,7 @@ function EnvRow({ row, me }) {
         : html`<span data-test="env-last-job" class="muted">${failed ? 'not read' : row.last === undefined ? 'not loaded' : 'no jobs'}</span>`}
     </span>
     <span class="cell"><span class="label">drift</span>${' '}
-      <span data-test="env-drift" class=${`drift drift-${env.drift ? String(env.drift.status).replace(/[^a-z_]/g, '') : 'none'}`}>${env.drift ? t(env.drift.status) : env.drift_schedule ? 'not checked yet' : 'not scheduled'}</span>
+      <span data-test="env-drift" class=${`drift drift-${env.drift ? String(env.drift.status).replace(/[^a-z_]/g, '') : 'none'}`}>${env.drift ? words(env.drift.status) : env.drift_schedule ? 'not checked yet' : 'not scheduled'}</span>
     </span>
     ${env.lock && html`<span class="badge badge-locked" data-test="env-locked" title=${`${valueText(env.lock.by)}: ${valueText(env.lock.reason)}`}>locked</span>`}
     ${awaiting && html`<a class=${`badge badge-awaiting${mayDecide(awaiting, me, env.group) ? ' badge-mine' : ''}`} data-test="env-awaiting" href=${jobHref(awaiting.id)}>awaiting approval</a>`}
@@ -147,7 +149,7 @@ function OrgTree({ data, needle, awaitingOnly }) {
       </ul>`}
     ${data.truncated && html`<p class="muted">The organisation holds more environments than one listing gives; only the first are shown.</p>`}
     ${data.undetailed > 0 && html`<p class="muted">${data.undetailed} environments beyond the first ${DETAIL_MAX} show no last job here: open them to see it.</p>`}
-    ${failed.length > 0 && html`<p class="muted">The jobs of ${failed.length} environments could not be read: ${t(failed[0].failed.message ?? failed[0].failed)}</p>`}
+    ${failed.length > 0 && html`<p class="muted">The jobs of ${failed.length} environments could not be read: <${Ticked} text=${failed[0].failed.message ?? failed[0].failed} /></p>`}
   </section>`;
 }
 
