@@ -147,7 +147,12 @@ pub async fn sweep_tick_resuming(
         .unwrap_or_else(chrono::Utc::now)
         .max(chrono::Utc::now());
     let report = engine.sweep_resuming(now, resume).await?;
-    tracing::info!(?report, "sweep pass done");
+    // An idle pass (every 5 s in `sortie dev`, every minute on AWS) is not news.
+    if report.did().is_empty() {
+        tracing::debug!("sweep pass done: nothing to do");
+    } else {
+        tracing::info!(did = %report, "sweep pass done");
+    }
     Ok(report)
 }
 

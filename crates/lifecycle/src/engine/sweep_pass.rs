@@ -88,6 +88,69 @@ pub struct SweepReport {
     pub expiry_failures: usize,
 }
 
+impl SweepReport {
+    /// What the pass did, by name, leaving out what it did not do (a count of 0).
+    pub fn did(&self) -> Vec<(&'static str, usize)> {
+        [
+            ("resent", self.resent),
+            ("adopted", self.adopted),
+            ("requeued", self.requeued),
+            ("timed_out", self.timed_out),
+            ("resolved", self.resolved),
+            ("errors", self.errors),
+            ("released", self.released),
+            ("unreadable", self.unreadable),
+            ("approvals_timed_out", self.approvals_timed_out),
+            ("drift_checks", self.drift_checks),
+            ("drift_skipped", self.drift_skipped),
+            ("active_left", self.active_left),
+            ("expiry_reminders", self.expiry_reminders),
+            ("secrets_deleted", self.secrets_deleted),
+            ("expiry_destroys", self.expiry_destroys),
+            ("expiry_waiting", self.expiry_waiting),
+            ("expiry_failures", self.expiry_failures),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+}
+
+/// `resent 1, requeued 2`: what the pass did, for a log line; `nothing` for an idle pass.
+impl std::fmt::Display for SweepReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let did = self.did();
+        if did.is_empty() {
+            return f.write_str("nothing");
+        }
+        for (i, (name, n)) in did.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{name} {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::SweepReport;
+
+    #[test]
+    fn a_report_says_what_the_pass_did_and_an_idle_one_says_nothing() {
+        assert_eq!(SweepReport::default().to_string(), "nothing");
+        assert!(SweepReport::default().did().is_empty());
+        let r = SweepReport {
+            resent: 1,
+            requeued: 2,
+            expiry_failures: 3,
+            ..Default::default()
+        };
+        assert_eq!(r.to_string(), "resent 1, requeued 2, expiry_failures 3");
+    }
+}
+
 /// Where a sweep pass that spent its budget stopped in the active jobs: the next pass given
 /// the same `SweepResume` starts there and goes to the end of the list; the one after starts
 /// again from the job longest active. Kept in memory by the sweeper's process (a new
