@@ -10,6 +10,7 @@
 //! | 5 | the server failed (5xx), could not be reached, or is not a Sortie API |
 //! | 6 | the job ended failed, canceled, timed out or discarded (`run --wait`, `job logs -f`) |
 //! | 7 | `policy test`: a mandatory or review policy set denied the plan |
+//! | 8 | the followed job waits for a person's approval (`run --wait`, `job logs -f`) |
 //! | 130 | interrupted (Ctrl-C) while following a job, which goes on running |
 
 /// A failure of a command, with the exit code of its kind.
@@ -38,6 +39,10 @@ pub enum CliError {
         /// Why, as the job records it.
         reason: String,
     },
+    /// The followed job waits for a person's approval (`run --wait`, `job logs -f`): what
+    /// and how to approve was already printed. Not a failure, and not the job's end.
+    #[error("the job awaits approval")]
+    AwaitingApproval,
     /// `policy test`: a mandatory or review set denied (the results were already printed).
     #[error("{0}")]
     PolicyDenied(String),
@@ -60,6 +65,7 @@ impl CliError {
             Self::Server(_) => 5,
             Self::JobFailed { .. } => 6,
             Self::PolicyDenied(_) => 7,
+            Self::AwaitingApproval => 8,
             Self::Interrupted => 130,
         }
     }

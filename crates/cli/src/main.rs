@@ -58,7 +58,9 @@ fn main() -> ExitCode {
         command => match runtime.block_on(execute(&cli.global, command)) {
             Ok(()) => ExitCode::SUCCESS,
             // What happened and what to do were printed when it happened.
-            Err(CliError::Interrupted) => ExitCode::from(CliError::Interrupted.exit_code()),
+            Err(e @ (CliError::Interrupted | CliError::AwaitingApproval)) => {
+                ExitCode::from(e.exit_code())
+            }
             Err(e) => {
                 output::print_error(&e);
                 ExitCode::from(e.exit_code())

@@ -8,9 +8,11 @@
 //! `-o table`, and to standard error with `-o json|yaml`, so standard output stays one
 //! parseable document (the final job). A job that ends other than `succeeded` (`failed`,
 //! `canceled`, `timed_out`, `discarded`) is [`CliError::JobFailed`] (exit 6). A reviewed
-//! job that reaches `awaiting_approval` stops the follow with exit 0: its plan summary,
-//! then `awaiting approval: sortie job approve <id>` (waiting for a person would hold a CI
-//! job for as long as the approval takes).
+//! job that waits for a person stops the follow with [`CliError::AwaitingApproval`]
+//! (exit 8, so a script never takes the wait for the apply's end): its plan summary, then
+//! `awaiting approval: sortie job approve <id>` (waiting for a person would hold a CI job
+//! for as long as the approval takes). A job reviewed only for the policy gate (approval
+//! `auto`) is followed through the gate's approval to its end.
 //!
 //! `request` builds the job request from the flags, `watch` follows a job to its end and
 //! `text` renders jobs as tables.

@@ -115,11 +115,37 @@ pub(super) async fn poll(
             return Ok((view, false));
         }
         if page.data.is_empty() {
-            // A job awaiting approval has a whole log (its plan task ended) and waits for
-            // a person: following stops there.
-            return Ok((view.clone(), view.job.state != JobState::AwaitingApproval));
+            // A job awaiting a person's approval has a whole log (its plan task ended):
+            // following stops there. One the policy gate is approving goes on.
+            return Ok((view.clone(), !awaits_a_person(&view)));
         }
     }
+}
+
+/// Whether a job waits for a person: awaiting approval, with no decision yet, and not
+/// reviewed only for the policy gate on its way through it (approval `auto`: the gate has
+/// not recorded its check yet, or the plan passed and the gate's approval is being
+/// written). An approved job that still awaits (a pull request's, until its requirements
+/// are read again) waits for no person either.
+pub(super) fn awaits_a_person(view: &JobView) -> bool {
+    if view.job.state != JobState::AwaitingApproval {
+        return false;
+    }
+    let Some(review) = &view.job.review else {
+        return true;
+    };
+    if review.decision.is_some() {
+        return false;
+    }
+    if !review.policy_only {
+        return true;
+    }
+    view.policy.as_ref().is_some_and(|result| {
+        !matches!(
+            sortie_core::policy::gate::verdict(result),
+            sortie_core::policy::gate::GateVerdict::Proceed
+        )
+    })
 }
 
 /// Prints the final line (state, change summary, elapsed) and turns an unsuccessful end
@@ -161,8 +187,11 @@ pub(super) fn finish(view: JobView, out: Output) -> Result<(), CliError> {
         }
         emit(&view, out, String::new)?;
     }
-    if state == JobState::Succeeded || awaiting {
+    if state == JobState::Succeeded {
         return Ok(());
+    }
+    if awaiting {
+        return Err(CliError::AwaitingApproval);
     }
     let reason = view
         .job
@@ -303,5 +332,73 @@ pub(super) fn duration(d: chrono::TimeDelta) -> String {
         format!("{:.1}s", ms as f64 / 1000.0)
     } else {
         format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+    use sortie_api::model::JobView;
+    use sortie_core::job::{Decision, Job, JobPhase, JobRequest, JobState, Review, ReviewVerdict};
+    use sortie_core::{EnvPath, RunnerId};
+
+    use super::awaits_a_person;
+
+    /// A job awaiting approval: reviewed only for the gate when `policy_only`, with the
+    /// gate's check as `policy` (`Some(true)`: a set warned), decided when `decided`.
+    fn view(policy_only: bool, policy: Option<bool>, decided: bool) -> JobView {
+        let mut job = Job::new(
+            "01jobjobjobjobjobjobjobjob",
+            EnvPath::parse("acme/web/prod").unwrap(),
+            RunnerId::parse("acme/local").unwrap(),
+            JobRequest::parse(r#"{"operation": "apply", "source": {"type": "git", "url": "https://github.com/acme/infra.git"}}"#)
+                .unwrap(),
+            "alice".into(),
+            Utc::now(),
+        );
+        job.state = JobState::AwaitingApproval;
+        job.review = Some(Review {
+            four_eyes: false,
+            timeout_seconds: 3600,
+            phase: JobPhase::Plan,
+            awaiting_since: Some(Utc::now()),
+            decision: decided.then(|| Decision {
+                verdict: ReviewVerdict::Approved,
+                by: "bob".into(),
+                at: Utc::now(),
+                comment: None,
+                overrode_policy: false,
+            }),
+            policy_only,
+        });
+        let mut value = serde_json::to_value(&job).unwrap();
+        value["updated_at"] = json!(Utc::now());
+        if let Some(warns) = policy {
+            value["policy"] = json!({
+                "status": if warns { "warned" } else { "passed" },
+                "checked_at": Utc::now(),
+                "sets": [{
+                    "set": "tags", "group": "acme", "enforcement": "mandatory",
+                    "deny": [], "warn": if warns { vec!["add a team tag"] } else { vec![] },
+                }],
+            });
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn only_a_wait_for_a_person_stops_a_follow() {
+        // Approval `required`: a person, gate or not.
+        assert!(awaits_a_person(&view(false, None, false)));
+        assert!(awaits_a_person(&view(false, Some(false), false)));
+        // Approval `auto`, on its way through the gate: not checked yet, or passed and
+        // being approved by the gate.
+        assert!(!awaits_a_person(&view(true, None, false)));
+        assert!(!awaits_a_person(&view(true, Some(false), false)));
+        // Approval `auto`, held by the gate (a warning): a person.
+        assert!(awaits_a_person(&view(true, Some(true), false)));
+        // Decided, still awaiting (a pull request's apply until its requirements hold).
+        assert!(!awaits_a_person(&view(false, None, true)));
     }
 }

@@ -493,8 +493,8 @@ fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_
     ]);
     assert_eq!(created.code(), 0, "{}", created.show());
 
-    // `--wait` follows the plan phase, then stops with exit 0: a CI job must not wait for
-    // a person.
+    // `--wait` follows the plan phase, then stops with exit 8 (it waits for a person): a
+    // CI job must not wait for a person, nor take the wait for the apply's end.
     let run = dev.sortie(&[
         "run",
         "apply",
@@ -505,7 +505,7 @@ fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_
         "greeting=reviewed",
         "--wait",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.show());
+    assert_eq!(run.code(), 8, "{}", run.show());
     let out = run.stdout();
     assert_plain(&out, "stdout");
     let id = job_id(&out);
@@ -542,7 +542,7 @@ fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_
     // `job logs -f` on a waiting job stops at once too; with `-o json` the hint goes to
     // standard error and standard output stays the job.
     let followed = dev.sortie(&["job", "logs", "-f", &id, "-o", "json"]);
-    assert_eq!(followed.code(), 0, "{}", followed.show());
+    assert_eq!(followed.code(), 8, "{}", followed.show());
     let job: Value = serde_json::from_str(&followed.stdout())
         .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", followed.show()));
     assert_eq!(job["state"], "awaiting_approval");
@@ -630,7 +630,7 @@ fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_
         &hello(),
         "--wait",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.show());
+    assert_eq!(run.code(), 8, "{}", run.show());
     let second = job_id(&run.stdout());
     let discarded = dev.sortie(&["job", "discard", &second, "--comment", "not now"]);
     assert_eq!(discarded.code(), 0, "{}", discarded.show());
