@@ -111,7 +111,36 @@ pub(super) fn settings_details(e: &EnvironmentView) -> Vec<(&'static str, String
             "repository",
             s.vcs.as_ref().map_or_else(|| "-".to_string(), binding_text),
         ),
+        (
+            "lock",
+            r.lock.as_ref().map_or_else(
+                || "-".to_string(),
+                |l| format!("locked by {} at {}: \"{}\"", l.by, when(l.at), l.reason),
+            ),
+        ),
+        ("expiry", expiry_of(e)),
     ]
+}
+
+/// The environment's own expiry: its end, or its TTL and what it counts from; when its
+/// expiry's destroy ran, that. `-` when it sets none (a group's default TTL is the
+/// group's: `sortie group expiry GROUP`).
+fn expiry_of(e: &EnvironmentView) -> String {
+    let r = &e.record;
+    let s = &r.environment.settings;
+    if let Some(d) = &r.destroyed {
+        return format!("destroyed at {} (extend it to use it again)", when(d.at));
+    }
+    match (&s.expires_at, &s.ttl) {
+        (Some(at), Some(ttl)) => {
+            format!("{} (ttl {ttl} from {})", when(*at), json_word(&s.ttl_from))
+        }
+        (Some(at), None) => when(*at),
+        (None, Some(ttl)) => format!("ttl {ttl} from {}", json_word(&s.ttl_from)),
+        (None, None) => {
+            "- (a group's default TTL may apply: `sortie group expiry GROUP`)".to_string()
+        }
+    }
 }
 
 /// `acme/infra web/dev (base main, globs web/dev/**; apply after_merge; needs 2 approvals,

@@ -107,12 +107,25 @@ pub(super) async fn extend(api: &Api, base: &str, by: &str, out: Output) -> Resu
         format!(
             "{} now expires at {}\n",
             body["environment"].as_str().unwrap_or_default(),
-            body["expires_at"].as_str().unwrap_or("?")
+            readable_time(&body["expires_at"])
         )
     })
 }
 
-/// `locked acme/pay/prod: alice at 2026-…: "incident 42"`, or what an unlock removed.
+/// An RFC 3339 time of an answer as the CLI prints times (`2026-11-25 12:03:00 UTC`);
+/// `?` when absent, the text itself when it is not one.
+fn readable_time(value: &Value) -> String {
+    match value.as_str() {
+        None => "?".to_string(),
+        Some(text) => chrono::DateTime::parse_from_rfc3339(text).map_or_else(
+            |_| text.to_string(),
+            |t| crate::output::when(t.with_timezone(&chrono::Utc)),
+        ),
+    }
+}
+
+/// `locked acme/pay/prod: alice at 2026-11-26 10:00:00 UTC: "incident 42"`, or what an
+/// unlock removed.
 fn lock_text(body: &Value) -> String {
     let target = body["target"].as_str().unwrap_or_default();
     let lock = &body["lock"];
@@ -120,7 +133,7 @@ fn lock_text(body: &Value) -> String {
         format!(
             "{} at {}: \"{}\"",
             lock["by"].as_str().unwrap_or("?"),
-            lock["at"].as_str().unwrap_or("?"),
+            readable_time(&lock["at"]),
             lock["reason"].as_str().unwrap_or_default()
         )
     };
@@ -140,8 +153,9 @@ mod tests {
         let locked = json!({"target": "acme/pay/prod", "locked": true,
             "lock": {"by": "alice", "at": "2026-11-26T10:00:00Z", "reason": "incident 42"}});
         let text = lock_text(&locked);
-        assert!(
-            text.contains("alice") && text.contains("incident 42") && text.contains("2026-11-26")
+        assert_eq!(
+            text,
+            "locked acme/pay/prod: alice at 2026-11-26 10:00:00 UTC: \"incident 42\"\n"
         );
         let removed = json!({"target": "acme", "locked": false,
             "lock": {"by": "bob", "at": "2026-11-26T10:00:00Z", "reason": "freeze"}});
@@ -150,6 +164,16 @@ mod tests {
             lock_text(&json!({"target": "acme", "locked": false})),
             "acme was not locked\n"
         );
+    }
+
+    #[test]
+    fn times_read_as_the_cli_prints_them_not_as_rfc_3339_nanoseconds() {
+        assert_eq!(
+            readable_time(&json!("2026-11-29T12:10:38.123456789Z")),
+            "2026-11-29 12:10:38 UTC"
+        );
+        assert_eq!(readable_time(&json!("soon")), "soon");
+        assert_eq!(readable_time(&Value::Null), "?");
     }
 
     #[test]

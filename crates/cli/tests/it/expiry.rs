@@ -35,12 +35,18 @@ fn env_extend_moves_an_expiring_environments_end() {
         common::sortie(&dev, &["env", "extend", "acme/app/web", "--by", "24h"]).into();
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
-        out.stdout.contains("acme/app/web now expires at"),
+        out.stdout.contains("acme/app/web now expires at") && out.stdout.ends_with(" UTC\n"),
         "{out:?}"
     );
     let (status, env) = dev.api_with(&dev.token, "GET", "/v1/environments/acme/app/web", None);
     assert_eq!(status, 200, "{env}");
     let end: DateTime<Utc> = env["expires_at"].as_str().unwrap().parse().unwrap();
+    let shown: common::Out = common::sortie(&dev, &["get", "env", "acme/app/web"]).into();
+    assert!(
+        shown.stdout.lines().any(|l| l.starts_with("expiry:")
+            && l.contains(&end.format("%Y-%m-%d %H:%M:%S UTC").to_string())),
+        "get env shows the end: {shown:?}"
+    );
     assert!(
         (end - (at + Duration::hours(24))).num_seconds().abs() <= 1,
         "{end}"

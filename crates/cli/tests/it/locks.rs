@@ -51,6 +51,19 @@ fn a_locked_environment_and_a_frozen_group_refuse_jobs_naming_the_reason() {
     );
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("locked acme/app/web"), "{out:?}");
+    // Who, when (as the CLI prints times, not RFC 3339) and why; `get env` shows it too.
+    assert!(
+        out.stdout.contains(" UTC: \"incident 42\"") && !out.stdout.contains("Z:"),
+        "{out:?}"
+    );
+    let shown = sortie(&dev, &["get", "env", "acme/app/web"]);
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("lock:") && l.contains("UTC: \"incident 42\"")),
+        "{shown:?}"
+    );
     let (status, body) = submit(&dev, "acme/app/web");
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "locked");
