@@ -103,6 +103,18 @@ pub async fn whoami(api: &Api, args: Whoami, out: Output) -> Result<(), CliError
 
 /// The `organisations` line: the organisations named, or none and how to get a role in one.
 fn organisations_line(view: &WhoamiView) -> String {
+    let root_role = view.memberships.iter().find_map(|m| {
+        (m["group"].as_str() == Some("")).then(|| m["role"].as_str().unwrap_or("-").to_string())
+    });
+    if let Some(role) = root_role {
+        // A role on the root group holds in every organisation, listed or not.
+        let named = if view.organisations.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", view.organisations.join(", "))
+        };
+        return format!("every organisation (you are {role} of the root group){named}");
+    }
     if view.organisations.is_empty() {
         format!(
             "none: ask an organisation's administrator for a role \
@@ -128,4 +140,38 @@ fn query_escape(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{organisations_line, WhoamiView};
+
+    fn view(memberships: Vec<serde_json::Value>, organisations: &[&str]) -> WhoamiView {
+        WhoamiView {
+            api_url: "http://127.0.0.1:8080".into(),
+            api_url_from: "SORTIE_API_URL".into(),
+            credential: "SORTIE_TOKEN".into(),
+            overrides: vec![],
+            subject: "alice".into(),
+            issuer: "sortie-dev".into(),
+            org: None,
+            memberships,
+            organisations: organisations.iter().map(|o| o.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_root_owner_is_in_every_organisation_and_a_member_of_none_is_told_how_to_join() {
+        let root = view(vec![json!({"group": "", "role": "owner"})], &[]);
+        assert_eq!(
+            organisations_line(&root),
+            "every organisation (you are owner of the root group)"
+        );
+        let member = view(vec![json!({"group": "acme", "role": "viewer"})], &["acme"]);
+        assert_eq!(organisations_line(&member), "acme");
+        let nobody = view(vec![], &[]);
+        assert!(organisations_line(&nobody).starts_with("none: ask"));
+    }
 }

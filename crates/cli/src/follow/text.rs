@@ -113,9 +113,14 @@ pub(super) fn job_details(view: &JobView) -> Vec<(&'static str, String)> {
         } else {
             ""
         };
+        let why = if review.policy_only {
+            "by the policy gate (approval auto: a plan it passes is applied at once)"
+        } else {
+            "required"
+        };
         d.push((
             "review",
-            format!("required, phase {}{four_eyes}", review.phase.as_str()),
+            format!("{why}, phase {}{four_eyes}", review.phase.as_str()),
         ));
         if let Some(since) = review.awaiting_since {
             d.push(("awaiting since", when(since)));

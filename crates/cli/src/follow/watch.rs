@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::Utc;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use sortie_api::model::{JobView, LogsPage};
+use sortie_core::policy::PolicyStatus;
 use sortie_core::JobState;
 
 use crate::args::Output;
@@ -148,12 +149,10 @@ pub(super) fn awaits_a_person(view: &JobView) -> bool {
     })
 }
 
-/// Prints the final line (state, change summary, elapsed) and turns an unsuccessful end
-/// into [`CliError::JobFailed`]. A job awaiting approval is a stop, not a failure: its plan
-/// summary, then the command that approves it.
-pub(super) fn finish(view: JobView, out: Output) -> Result<(), CliError> {
-    let state = view.job.state;
-    let awaiting = state == JobState::AwaitingApproval;
+/// The final line after the state: the change summary (the plan's, for a job awaiting
+/// approval), the policy gate's word when it said more than "passed", and which job this
+/// was and how long it took: `+2 ~0 -0  policy warned  (apply ID on ENV, 12s)`.
+fn end_of_line(view: &JobView, awaiting: bool) -> String {
     let plan_summary = view.plan_phase.as_ref().and_then(|p| p.summary.as_ref());
     let summary_text = if awaiting {
         plan_summary.or(view.summary.as_ref())
@@ -166,12 +165,28 @@ pub(super) fn finish(view: JobView, out: Output) -> Result<(), CliError> {
         (Some(a), Some(b)) => duration(b.at - a.at),
         _ => "-".into(),
     };
-    let rest = format!(
-        "{summary_text}  ({} {} on {}, {took})",
+    // What the policy gate said, when it said more than "passed".
+    let policy = match view.policy.as_ref().map(|p| p.status) {
+        Some(PolicyStatus::Warned) => "  policy warned",
+        Some(PolicyStatus::Denied) => "  policy denied",
+        Some(PolicyStatus::Unavailable) => "  policy unavailable",
+        Some(PolicyStatus::Passed) | None => "",
+    };
+    format!(
+        "{summary_text}{policy}  ({} {} on {}, {took})",
         view.job.request.operation.as_str(),
         view.job.id,
         view.job.environment
-    );
+    )
+}
+
+/// Prints the final line (state, change summary, elapsed) and turns an unsuccessful end
+/// into [`CliError::JobFailed`]. A job awaiting approval is a stop, not a failure: its plan
+/// summary, then the command that approves it.
+pub(super) fn finish(view: JobView, out: Output) -> Result<(), CliError> {
+    let state = view.job.state;
+    let awaiting = state == JobState::AwaitingApproval;
+    let rest = end_of_line(&view, awaiting);
     let hint = awaiting.then(|| format!("awaiting approval: sortie job approve {}", view.job.id));
     if out == Output::Table {
         let colour = std::io::stdout().is_terminal();
@@ -343,7 +358,7 @@ mod tests {
     use sortie_core::job::{Decision, Job, JobPhase, JobRequest, JobState, Review, ReviewVerdict};
     use sortie_core::{EnvPath, RunnerId};
 
-    use super::awaits_a_person;
+    use super::{awaits_a_person, end_of_line};
 
     /// A job awaiting approval: reviewed only for the gate when `policy_only`, with the
     /// gate's check as `policy` (`Some(true)`: a set warned), decided when `decided`.
@@ -400,5 +415,18 @@ mod tests {
         assert!(awaits_a_person(&view(true, Some(true), false)));
         // Decided, still awaiting (a pull request's apply until its requirements hold).
         assert!(!awaits_a_person(&view(false, None, true)));
+    }
+
+    #[test]
+    fn the_final_line_says_when_the_policy_gate_warned() {
+        let warned = end_of_line(&view(true, Some(true), false), true);
+        assert!(warned.contains("  policy warned  (apply "), "{warned}");
+        let passed = end_of_line(&view(true, Some(false), false), true);
+        assert!(!passed.contains("policy"), "{passed}");
+        let unchecked = end_of_line(&view(false, None, false), true);
+        assert!(
+            unchecked.starts_with("(no change summary)  (apply "),
+            "{unchecked}"
+        );
     }
 }
