@@ -207,6 +207,19 @@ fn unescape(line: &str) -> String {
 }
 
 impl Demo {
+    /// `sortie ARGS` pointed at this demo's `sortie dev`, with no user's config file.
+    fn cli(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.paths.sortie);
+        command
+            .args(args)
+            .env("SORTIE_API_URL", &self.dev.url)
+            .env("SORTIE_TOKEN", &self.dev.token)
+            .env("SORTIE_CONFIG", self.paths.work.join("config.yaml"))
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        command
+    }
+
     /// Runs `sortie ARGS` as a user would, printing the command and what it printed.
     fn sortie(&self, args: &[&str]) -> Result<String, String> {
         let shown: Vec<String> = args
@@ -214,15 +227,7 @@ impl Demo {
             .map(|a| a.replace(self.paths.work.to_str().unwrap_or_default(), "$WORK"))
             .collect();
         println!("$ sortie {}", shown.join(" "));
-        let out = Command::new(&self.paths.sortie)
-            .args(args)
-            .env("SORTIE_API_URL", &self.dev.url)
-            .env("SORTIE_TOKEN", &self.dev.token)
-            .env("SORTIE_CONFIG", self.paths.work.join("config.yaml"))
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| e.to_string())?;
+        let out = self.cli(args).output().map_err(|e| e.to_string())?;
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         print!("{stdout}");
         if !out.status.success() {
@@ -335,12 +340,7 @@ impl Demo {
 
     /// The jobs of `env`, newest first, as the API lists them.
     fn jobs(&self, env: &str) -> Vec<Value> {
-        let out = Command::new(&self.paths.sortie)
-            .args(["-o", "json", "get", "jobs", env])
-            .env("SORTIE_API_URL", &self.dev.url)
-            .env("SORTIE_TOKEN", &self.dev.token)
-            .env("SORTIE_CONFIG", self.paths.work.join("config.yaml"))
-            .output();
+        let out = self.cli(&["-o", "json", "get", "jobs", env]).output();
         out.ok()
             .and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok())
             .map(|v| {
@@ -445,11 +445,8 @@ fn run() -> Result<(), String> {
         demo.gh.url(),
     ])?;
     let connection: Value = serde_json::from_str(&{
-        let out = Command::new(&demo.paths.sortie)
-            .args(["-o", "json", "vcs", "get", "github", "acme"])
-            .env("SORTIE_API_URL", &demo.dev.url)
-            .env("SORTIE_TOKEN", &demo.dev.token)
-            .env("SORTIE_CONFIG", demo.paths.work.join("config.yaml"))
+        let out = demo
+            .cli(&["-o", "json", "vcs", "get", "github", "acme"])
             .output()
             .map_err(|e| e.to_string())?;
         String::from_utf8_lossy(&out.stdout).to_string()
