@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make test`'s Rust tests: one build of every test binary, then two groups side by side,
-# each against its own moto server (scripts/with-moto.sh starts one per call):
+# `make test`'s Rust tests: one build of every test binary, then two groups, each against
+# its own moto server (scripts/with-moto.sh starts one per call), in turn (side by side
+# with SORTIE_TEST_PARALLEL=1; see below):
 #   - the end-to-end binary, crates/cli's `e2e` (`sortie dev`, the pilot, Terraform and
 #     the doubles together: about 10 of the run's 20 minutes on its own);
 #   - every other test binary (unit tests, each crate's `it`, the rest), then the doc tests.
@@ -39,20 +40,31 @@ for pair in dict.fromkeys(pairs):
 ')
 [[ ${#args[@]} -gt 1 ]] || { echo "cargo-test: no test targets read from cargo metadata"; exit 1; }
 
-(
-    scripts/with-moto.sh cargo test --workspace --no-fail-fast --test e2e 2>&1 |
-        sed -u 's/^/e2e| /'
-    exit "${PIPESTATUS[0]}"
-) &
-e2e_pid=$!
-trap 'kill "$e2e_pid" 2>/dev/null' EXIT
+# One group after the other: run side by side (SORTIE_TEST_PARALLEL=1) the groups took
+# about 6 minutes less, but under that load `api it secrets_quota::two_hundred_jobs…`
+# failed twice (its DeleteSecret retries outran their budget), so CI runs them in turn
+# until that test holds under load.
+parallel="${SORTIE_TEST_PARALLEL:-}"
+e2e() {
+    scripts/with-moto.sh cargo test --workspace --no-fail-fast --test e2e 2>&1 | sed -u 's/^/e2e| /'
+    return "${PIPESTATUS[0]}"
+}
+e2e_rc=0
+if [[ -n "$parallel" ]]; then
+    e2e &
+    e2e_pid=$!
+    trap 'kill "$e2e_pid" 2>/dev/null' EXIT
+fi
 
 rc=0
 scripts/with-moto.sh cargo test --workspace --no-fail-fast "${args[@]}" || rc=$?
 cargo test --workspace --no-fail-fast --doc || rc=$?
 
-e2e_rc=0
-wait "$e2e_pid" || e2e_rc=$?
-trap - EXIT
+if [[ -n "$parallel" ]]; then
+    wait "$e2e_pid" || e2e_rc=$?
+    trap - EXIT
+else
+    e2e || e2e_rc=$?
+fi
 echo "cargo-test: the other tests exited $rc, the end-to-end tests $e2e_rc"
 [[ $rc -eq 0 && $e2e_rc -eq 0 ]]
