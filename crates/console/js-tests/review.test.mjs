@@ -129,10 +129,13 @@ test("the policy sets in force: the ancestry's sets whose criteria match (item 1
   ]);
 });
 
-test("an environment's expiry says where it comes from (item 10)", () => {
-  assert.equal(expirySource({ expires_at: "2026-12-01T00:00:00Z" }, null).kind, "fixed");
-  assert.equal(expirySource({ ttl: "3d", ttl_from: "last_apply" }, null).text, "this environment's TTL of 3d, counted from last apply");
-  assert.equal(expirySource({}, { group: "acme/web", default_ttl: "3d", inherited: { default_ttl: "3d" } }).text, "the default TTL of 3d set on group acme/web");
-  assert.equal(expirySource({}, { group: "acme/web", inherited: { default_ttl: "7d" } }).text, "the default TTL of 7d set on a group above acme/web");
-  assert.equal(expirySource({}, { group: "acme/web", inherited: {} }).kind, "none");
+test("an environment's expiry says where it comes from (items 2 and 10)", () => {
+  const at = "2026-12-01T00:00:00Z";
+  assert.equal(expirySource({ expires_at: at, expiry: { at, source: "expires_at" } }).kind, "fixed");
+  assert.equal(expirySource({ ttl: "3d", ttl_from: "last_apply", expiry: { at, source: "ttl", ttl: "3d" } }).text, "this environment's TTL of 3d, counted from last apply");
+  assert.equal(expirySource({ expiry: { at, source: "group_default", ttl: "3d", group: "acme/web" } }).text, "the default TTL of 3d set on group acme/web");
+  assert.equal(expirySource({ expiry: { at, source: "group_default", ttl: "7d", group: "acme", extended: true } }).text, "the default TTL of 7d set on group acme, extended");
+  // A group's default that does not reach it (set after it was created) gives no end.
+  assert.equal(expirySource({}).kind, "none");
+  assert.equal(expirySource({ destroyed: { at } }).kind, "destroyed");
 });

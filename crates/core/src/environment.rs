@@ -157,6 +157,11 @@ pub struct EnvSettings {
     /// there ([`crate::vcs::VcsBinding`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcs: Option<crate::vcs::VcsBinding>,
+    /// An extension of an end that a group's default TTL gives it (`sortie env extend`):
+    /// the later of the two counts while that default applies, and goes with it. Written
+    /// only by an extension, never by a request's body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_to: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl EnvSettings {
@@ -170,6 +175,7 @@ impl EnvSettings {
                 .as_deref()
                 .and_then(|t| crate::expiry::parse_duration(t).ok()),
             ttl_from: self.ttl_from,
+            extended_to: self.extended_to,
         }
     }
 }

@@ -101,6 +101,41 @@ pub struct ExpiryLimits {
     /// The longest an environment may live from now on, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttl_seconds: Option<u64>,
+    /// Since when the default applies: to environments created from then on. Absent, it
+    /// applies to every environment below the group, those that existed before it too
+    /// (set with `apply_to_existing`, or before this was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_since: Option<DateTime<Utc>>,
+}
+
+impl ExpiryLimits {
+    /// These limits as they are after a change to `new` at `now`: a default that applies
+    /// to existing environments has no `default_since`; one that does not keeps the
+    /// group's earlier one when it already had a default (changing it keeps who it
+    /// governs), else starts now.
+    pub fn changed_to(
+        &self,
+        new: ExpiryLimits,
+        apply_to_existing: bool,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let default_since = match new.default_ttl_seconds {
+            None => None,
+            Some(_) if apply_to_existing => None,
+            Some(_) if self.default_ttl_seconds.is_some() => self.default_since,
+            Some(_) => Some(now),
+        };
+        ExpiryLimits {
+            default_since,
+            ..new
+        }
+    }
+
+    /// True when the default applies to an environment created at `created`.
+    pub fn default_applies(&self, created: DateTime<Utc>) -> bool {
+        self.default_ttl_seconds.is_some()
+            && self.default_since.is_none_or(|since| created >= since)
+    }
 }
 
 /// The limits in force for an environment, from its group and the groups above it (any
@@ -108,19 +143,40 @@ pub struct ExpiryLimits {
 /// organisation's default), and the smallest maximum of all (no group raises the maximum
 /// set above it). A default above the maximum is cut to it.
 pub fn inherited(limits: &[(GroupPath, ExpiryLimits)]) -> ExpiryLimits {
-    let default_ttl_seconds = limits
+    inherited_default(limits, |_| true).0
+}
+
+/// [`inherited`] for one environment, created at `created`: a group's default counts only
+/// when it applies to it ([`ExpiryLimits::default_applies`]). Also answers the group whose
+/// default it is.
+pub fn inherited_for(
+    limits: &[(GroupPath, ExpiryLimits)],
+    created: DateTime<Utc>,
+) -> (ExpiryLimits, Option<GroupPath>) {
+    inherited_default(limits, |l| l.default_applies(created))
+}
+
+fn inherited_default(
+    limits: &[(GroupPath, ExpiryLimits)],
+    counts: impl Fn(&ExpiryLimits) -> bool,
+) -> (ExpiryLimits, Option<GroupPath>) {
+    let deepest = limits
         .iter()
-        .filter_map(|(g, l)| l.default_ttl_seconds.map(|d| (g.depth(), d)))
-        .max_by_key(|(depth, _)| *depth)
-        .map(|(_, d)| d);
+        .filter(|(_, l)| l.default_ttl_seconds.is_some() && counts(l))
+        .max_by_key(|(g, _)| g.depth());
     let max_ttl_seconds = limits.iter().filter_map(|(_, l)| l.max_ttl_seconds).min();
-    ExpiryLimits {
-        default_ttl_seconds: match (default_ttl_seconds, max_ttl_seconds) {
+    let limits = ExpiryLimits {
+        default_ttl_seconds: match (
+            deepest.and_then(|(_, l)| l.default_ttl_seconds),
+            max_ttl_seconds,
+        ) {
             (Some(d), Some(m)) => Some(d.min(m)),
             (d, _) => d,
         },
         max_ttl_seconds,
-    }
+        default_since: deepest.and_then(|(_, l)| l.default_since),
+    };
+    (limits, deepest.map(|(g, _)| g.clone()))
 }
 
 /// An environment's own expiry setting.
@@ -132,6 +188,81 @@ pub struct ExpirySetting {
     pub ttl_seconds: Option<u64>,
     /// Where `ttl_seconds` counts from.
     pub ttl_from: TtlFrom,
+    /// An extension of the end a group's default gives (counts only with that default).
+    pub extended_to: Option<DateTime<Utc>>,
+}
+
+/// Where an environment's end comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ExpirySource {
+    /// Its own fixed end (`expires_at`).
+    ExpiresAt,
+    /// Its own `ttl`.
+    Ttl,
+    /// The default TTL of a group it is below.
+    GroupDefault,
+}
+
+/// An environment's end and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Expiry {
+    /// When it is destroyed.
+    pub at: DateTime<Utc>,
+    /// Where that end comes from.
+    pub source: ExpirySource,
+    /// The TTL that gives it (its own or the default), as `3d`; absent for a fixed end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// The group whose default it is (for `group_default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub group: Option<GroupPath>,
+    /// True when an extension moved a group default's end later.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub extended: bool,
+}
+
+/// An environment's end and its source, under its groups' limits (`groups`: its group and
+/// every group above it): its own `expires_at`, else its own TTL, else the default of the
+/// deepest group whose default applies to it ([`inherited_for`]), moved later by an
+/// extension. `None`: it never expires.
+pub fn expiry_of(
+    setting: &ExpirySetting,
+    groups: &[(GroupPath, ExpiryLimits)],
+    created: DateTime<Utc>,
+    last_apply: Option<DateTime<Utc>>,
+) -> Option<Expiry> {
+    let (limits, group) = inherited_for(groups, created);
+    let at = expires_at(setting, &limits, created, last_apply)?;
+    if setting.expires_at.is_some() {
+        return Some(Expiry {
+            at,
+            source: ExpirySource::ExpiresAt,
+            ttl: None,
+            group: None,
+            extended: false,
+        });
+    }
+    if let Some(ttl) = setting.ttl_seconds {
+        return Some(Expiry {
+            at,
+            source: ExpirySource::Ttl,
+            ttl: Some(format_duration(ttl)),
+            group: None,
+            extended: false,
+        });
+    }
+    let extended = setting.extended_to.filter(|e| *e > at);
+    Some(Expiry {
+        at: extended.unwrap_or(at),
+        source: ExpirySource::GroupDefault,
+        ttl: limits.default_ttl_seconds.map(format_duration),
+        group,
+        extended: extended.is_some(),
+    })
 }
 
 /// When an environment expires: its `expires_at`, else its TTL (or the inherited default)
@@ -405,6 +536,7 @@ mod tests {
         let l = |d: Option<u64>, m: Option<u64>| ExpiryLimits {
             default_ttl_seconds: d,
             max_ttl_seconds: m,
+            default_since: None,
         };
         assert!(limits_problems(&l(Some(3 * 86_400), Some(14 * 86_400)), 3600).is_empty());
         assert!(limits_problems(&l(None, None), 3600).is_empty());
@@ -460,11 +592,110 @@ mod tests {
                         ExpiryLimits {
                             default_ttl_seconds: d,
                             max_ttl_seconds: m,
+                            default_since: None,
                         },
                     )
                 })
                 .collect()
         })
+    }
+
+    fn default_of(ttl: u64) -> ExpiryLimits {
+        ExpiryLimits {
+            default_ttl_seconds: Some(ttl),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_default_reaches_existing_environments_only_when_asked() {
+        let acme = GroupPath::parse("acme").unwrap();
+        let created = t0();
+        let set_at = t0() + Duration::days(10);
+        let none = ExpiryLimits::default();
+        let own = ExpirySetting::default();
+        for (apply_to_existing, expected) in [
+            (false, None),
+            (true, Some(set_at - Duration::days(10) + Duration::days(3))),
+        ] {
+            let limits = none.changed_to(default_of(3 * 86_400), apply_to_existing, set_at);
+            let got = expiry_of(&own, &[(acme.clone(), limits)], created, None).map(|e| e.at);
+            assert_eq!(got, expected, "apply_to_existing {apply_to_existing}");
+            // An environment created after the default was set gets it either way.
+            let later = set_at + Duration::hours(1);
+            let e = expiry_of(&own, &[(acme.clone(), limits)], later, None).unwrap();
+            assert_eq!(e.at, later + Duration::days(3));
+            assert_eq!(e.source, ExpirySource::GroupDefault);
+            assert_eq!(e.group.as_ref(), Some(&acme));
+            assert_eq!(e.ttl.as_deref(), Some("3d"));
+        }
+    }
+
+    #[test]
+    fn changing_a_default_keeps_whom_it_governs_and_removing_it_ends_its_extensions() {
+        let acme = GroupPath::parse("acme").unwrap();
+        let first = ExpiryLimits::default().changed_to(default_of(86_400), false, t0());
+        assert_eq!(first.default_since, Some(t0()));
+        let later = t0() + Duration::days(5);
+        let changed = first.changed_to(default_of(2 * 86_400), false, later);
+        assert_eq!(
+            changed.default_since,
+            Some(t0()),
+            "a change is not a new default"
+        );
+        let everyone = changed.changed_to(default_of(2 * 86_400), true, later);
+        assert_eq!(everyone.default_since, None);
+        let removed = changed.changed_to(ExpiryLimits::default(), false, later);
+        assert_eq!(removed, ExpiryLimits::default());
+        // An extension of the default's end counts with the default, and goes with it.
+        let created = t0() + Duration::days(1);
+        let extended = ExpirySetting {
+            extended_to: Some(created + Duration::days(9)),
+            ..Default::default()
+        };
+        let e = expiry_of(&extended, &[(acme.clone(), changed)], created, None).unwrap();
+        assert_eq!((e.at, e.extended), (created + Duration::days(9), true));
+        assert_eq!(
+            expiry_of(&extended, &[(acme.clone(), removed)], created, None),
+            None
+        );
+        // An own TTL or end wins over both.
+        let own = ExpirySetting {
+            ttl_seconds: Some(3600),
+            ..extended
+        };
+        let e = expiry_of(&own, &[(acme, changed)], created, None).unwrap();
+        assert_eq!(
+            (e.at, e.source, e.extended),
+            (created + Duration::hours(1), ExpirySource::Ttl, false)
+        );
+    }
+
+    proptest! {
+        /// An environment's end never comes from a default set after it was created without
+        /// `apply_to_existing`: the deepest default that applies to it gives it, or none.
+        #[test]
+        fn a_default_never_reaches_back_unasked(
+            limits in groups(),
+            sinces in prop::collection::vec(prop::option::of(-100i64..100), 4),
+            created in -100i64..100,
+        ) {
+            let limits: Vec<_> = limits
+                .into_iter()
+                .zip(sinces)
+                .map(|((g, l), s)| (g, ExpiryLimits { default_since: s.map(|d| t0() + Duration::days(d)), ..l }))
+                .collect();
+            let created = t0() + Duration::days(created);
+            let got = expiry_of(&ExpirySetting::default(), &limits, created, None);
+            let applying: Vec<_> = limits.iter().filter(|(_, l)| l.default_applies(created)).collect();
+            prop_assert_eq!(got.is_some(), !applying.is_empty());
+            if let Some(e) = got {
+                let g = e.group.clone().unwrap();
+                let (_, l) = applying.iter().find(|(ag, _)| *ag == g).unwrap();
+                prop_assert!(l.default_since.is_none_or(|s| created >= s));
+                prop_assert!(applying.iter().all(|(ag, _)| ag.depth() <= g.depth()));
+            }
+        }
     }
 
     proptest! {

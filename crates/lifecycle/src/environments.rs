@@ -194,6 +194,10 @@ impl Environments {
             self.check_expiry(path, &env.settings).await?;
         }
         let expiry_changed = expiry_changed || before_from != env.settings.expiry().ttl_from;
+        if expiry_changed {
+            // Its own end or TTL now: an extension of a group default's end is spent.
+            env.settings.extended_to = None;
+        }
         if let Some(t) = fields.env_type {
             env.env_type = t;
         }

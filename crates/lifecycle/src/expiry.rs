@@ -4,7 +4,7 @@
 //! settings they need and writes the result.
 
 use chrono::{DateTime, Utc};
-use sortie_core::expiry::{self, Destroyed, ExpiryLimits, ExtendRefusal};
+use sortie_core::expiry::{self, Destroyed, Expiry, ExpiryLimits, ExtendRefusal};
 use sortie_core::{EnvPath, GroupPath};
 use sortie_store::{EnvironmentRecord, Store, StoreError, Versioned};
 
@@ -27,15 +27,17 @@ fn min_ttl_from(value: Option<&str>) -> u64 {
         .map_or(expiry::TTL_MIN_SECONDS, |v| v.min(expiry::TTL_MIN_SECONDS))
 }
 
-/// The expiry limits in force for `path`, from its group and every group above it.
+/// The expiry limits of `path`'s group and of every group above it.
 pub(crate) async fn limits_for(
     store: &dyn Store,
     path: &EnvPath,
-) -> Result<ExpiryLimits, StoreError> {
+) -> Result<GroupLimits, StoreError> {
     let settings = store.group_settings_over(path.group()).await?;
-    let limits: Vec<_> = settings.into_iter().map(|(g, s)| (g, s.expiry)).collect();
-    Ok(expiry::inherited(&limits))
+    Ok(settings.into_iter().map(|(g, s)| (g, s.expiry)).collect())
 }
+
+/// Each group's own expiry limits, from an environment's group up.
+pub type GroupLimits = Vec<(GroupPath, ExpiryLimits)>;
 
 fn invalid(path: &str, problem: String) -> StoreError {
     StoreError::Invalid {
@@ -83,16 +85,44 @@ pub enum ExtendError {
     Store(#[from] StoreError),
 }
 
-/// When `record`'s environment expires under `limits` (`None`: never). Its creation is
-/// its stored `created_at` (a record from before that was stored: its runner link's time).
-pub fn end_of(record: &EnvironmentRecord, limits: &ExpiryLimits) -> Option<DateTime<Utc>> {
-    let env = &record.environment;
-    expiry::expires_at(
-        &env.settings.expiry(),
+/// When `record`'s environment expires under its groups' `limits`, and where that end
+/// comes from (`None`: never). Its creation is its stored `created_at` (a record from
+/// before that was stored: its runner link's time).
+pub fn expiry_of(
+    record: &EnvironmentRecord,
+    limits: &[(GroupPath, ExpiryLimits)],
+) -> Option<Expiry> {
+    expiry::expiry_of(
+        &record.environment.settings.expiry(),
         limits,
         record.created(),
         record.last_apply.as_ref().map(|a| a.at),
     )
+}
+
+/// When `record`'s environment expires under its groups' `limits` (`None`: never).
+pub fn end_of(
+    record: &EnvironmentRecord,
+    limits: &[(GroupPath, ExpiryLimits)],
+) -> Option<DateTime<Utc>> {
+    expiry_of(record, limits).map(|e| e.at)
+}
+
+/// What a change of a group's expiry limits does to the environments below it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpiryChange {
+    /// Environments that expire with the change and did not before, or expire earlier:
+    /// each with its new end, earliest first (at most [`MAX_REFRESHED_UNDER_GROUP`] read).
+    pub sooner: Vec<(EnvPath, DateTime<Utc>)>,
+    /// How many environments expire later with the change, or no longer expire.
+    pub later: usize,
+    /// How many existing environments a new default would reach with `apply_to_existing`
+    /// and does not without it (they keep their ends).
+    pub kept: usize,
+    /// How many environments' due-list entries were written (0 for a dry run).
+    pub written: usize,
+    /// True when more environments were below the group than one change reads.
+    pub truncated: bool,
 }
 
 /// The most environments below a group whose due-list entries a change of the group's
@@ -202,25 +232,110 @@ impl Environments {
             return Ok(());
         }
         let limits = limits_for(self.store.as_ref(), path).await?;
-        check_setting(settings, &limits, min_ttl_seconds(), Utc::now())
+        check_setting(
+            settings,
+            &expiry::inherited(&limits),
+            min_ttl_seconds(),
+            Utc::now(),
+        )
     }
 
     /// Sets group `group`'s expiry limits (checked against the shortest TTL and each other:
     /// an input error names the field), then writes again the due-list entries of the
-    /// environments below it, whose ends may move. Answers how many were written.
+    /// environments below it, whose ends may move. A new default reaches the environments
+    /// that exist now only with `apply_to_existing` (else those created from now on); a
+    /// changed one governs whom it did. With `dry_run` nothing is written. Answers what
+    /// the change does to the environments below.
     pub async fn set_group_expiry(
         &self,
         group: &GroupPath,
         limits: &ExpiryLimits,
-    ) -> Result<usize, StoreError> {
+        apply_to_existing: bool,
+        dry_run: bool,
+    ) -> Result<ExpiryChange, StoreError> {
         if let Some((field, problem)) = expiry::limits_problems(limits, min_ttl_seconds())
             .into_iter()
             .next()
         {
             return Err(invalid(field, problem));
         }
-        self.store.set_group_expiry(group, limits).await?;
-        refresh_under(self.store.as_ref(), group).await
+        let (own, _) = self.group_expiry(group).await?;
+        let now = Utc::now();
+        let limits = own.changed_to(*limits, apply_to_existing, now);
+        let mut change = self
+            .expiry_change(group, limits, own.changed_to(limits, true, now))
+            .await?;
+        if dry_run {
+            return Ok(change);
+        }
+        self.store.set_group_expiry(group, &limits).await?;
+        change.written = refresh_under(self.store.as_ref(), group).await?;
+        Ok(change)
+    }
+
+    /// The ends that `limits` (and, had it been applied to existing environments,
+    /// `everyone`) would give the environments below `group`, against their ends now.
+    async fn expiry_change(
+        &self,
+        group: &GroupPath,
+        limits: ExpiryLimits,
+        everyone: ExpiryLimits,
+    ) -> Result<ExpiryChange, StoreError> {
+        let under = self
+            .store
+            .list_environments_under(group, MAX_REFRESHED_UNDER_GROUP)
+            .await?;
+        // Groups between `group` and each environment keep their limits: read once each.
+        let mut below: std::collections::HashMap<GroupPath, GroupLimits> = Default::default();
+        let mut change = ExpiryChange {
+            truncated: under.truncated,
+            ..Default::default()
+        };
+        for env in &under.environments {
+            let record = &env.item;
+            if record.destroyed.is_some() {
+                continue;
+            }
+            let path = &record.environment.path;
+            let now_limits = match below.get(path.group()) {
+                Some(l) => l.clone(),
+                None => {
+                    let l = limits_for(self.store.as_ref(), path).await?;
+                    below.insert(path.group().clone(), l.clone());
+                    l
+                }
+            };
+            let with = |new: ExpiryLimits| -> GroupLimits {
+                let mut l = now_limits.clone();
+                match l.iter_mut().find(|(g, _)| g == group) {
+                    Some((_, own)) => *own = new,
+                    None => l.push((group.clone(), new)),
+                }
+                l
+            };
+            let before = end_of(record, &now_limits);
+            let after = end_of(record, &with(limits));
+            match (before, after) {
+                (b, Some(a)) if b.is_none_or(|b| a < b) => change.sooner.push((path.clone(), a)),
+                (Some(b), a) if a.is_none_or(|a| a > b) => change.later += 1,
+                _ => {}
+            }
+            if after.is_none() && end_of(record, &with(everyone)).is_some() {
+                change.kept += 1;
+            }
+        }
+        change.sooner.sort_by_key(|(p, at)| (*at, p.to_string()));
+        Ok(change)
+    }
+
+    /// When environment `record` expires and where that end comes from (`None`: it does
+    /// not expire, or its expiry destroyed it).
+    pub async fn expiry(&self, record: &EnvironmentRecord) -> Result<Option<Expiry>, StoreError> {
+        if record.destroyed.is_some() {
+            return Ok(None);
+        }
+        let limits = limits_for(self.store.as_ref(), &record.environment.path).await?;
+        Ok(expiry_of(record, &limits))
     }
 
     /// Group `group`'s own expiry limits, and those in force below it (its own and its
@@ -254,10 +369,16 @@ impl Environments {
             end_of(&current.item, &limits),
             by_seconds,
             now,
-            limits.max_ttl_seconds,
+            expiry::inherited(&limits).max_ttl_seconds,
         )?;
         let mut env = current.item.environment;
-        env.settings.expires_at = Some(end);
+        let own = env.settings.expiry();
+        if own.expires_at.is_none() && own.ttl_seconds.is_none() {
+            // The end is a group default's: the extension goes with that default.
+            env.settings.extended_to = Some(end);
+        } else {
+            env.settings.expires_at = Some(end);
+        }
         let written = self
             .store
             .update_environment(&env, Some(current.version))
@@ -290,8 +411,8 @@ mod tests {
     fn settings_are_checked_against_the_minimum_and_the_maximum() {
         let now = Utc::now();
         let limits = ExpiryLimits {
-            default_ttl_seconds: None,
             max_ttl_seconds: Some(7 * 86_400),
+            ..Default::default()
         };
         let ttl = |t: &str| EnvSettings {
             ttl: Some(t.into()),
@@ -339,7 +460,7 @@ mod tests {
             .await
             .unwrap()
             .item;
-        let limits = ExpiryLimits::default();
+        let limits: GroupLimits = vec![];
         assert_eq!(relinked.created(), born);
         assert_eq!(end_of(&relinked, &limits), Some(born + Duration::days(2)));
         // A record from before `created_at`: its runner link's time, as before.

@@ -124,6 +124,11 @@ pub struct EnvironmentView {
     pub name: String,
     /// The version, also sent as the ETag.
     pub version: u64,
+    /// When it expires and where that end comes from (its own `expires_at` or `ttl`, or a
+    /// group's default TTL, maybe extended): on a read of one environment; absent when it
+    /// does not expire, and in lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<sortie_core::expiry::Expiry>,
 }
 
 impl From<Versioned<EnvironmentRecord>> for EnvironmentView {
@@ -133,6 +138,7 @@ impl From<Versioned<EnvironmentRecord>> for EnvironmentView {
             name: e.item.environment.path.name().to_string(),
             version: e.version,
             record: e.item,
+            expiry: None,
         }
     }
 }

@@ -248,7 +248,10 @@ pub(crate) async fn get_environment(
     let e = state.store.get_environment(&path).await;
     let e = super::job_views::or_environment_not_found(&state, &caller, &path, e).await?;
     let version = e.version;
-    Ok(Reply::ok(EnvironmentView::from(e)).etag(version))
+    let expiry = state.environments().expiry(&e.item).await?;
+    let mut view = EnvironmentView::from(e);
+    view.expiry = expiry;
+    Ok(Reply::ok(view).etag(version))
 }
 
 /// Changes an environment's type, labels or tags; never its runner link.

@@ -23,8 +23,8 @@ async fn with_max(max_days: u64) -> Api {
         .set_group_expiry(
             &GroupPath::parse("acme").unwrap(),
             &ExpiryLimits {
-                default_ttl_seconds: None,
                 max_ttl_seconds: Some(max_days * 86_400),
+                ..Default::default()
             },
         )
         .await
@@ -211,7 +211,7 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     .await;
     assert_eq!(r.status, 400, "{}", r.body);
 
-    // An environment below with no TTL of its own gets the new default.
+    // An environment below with no TTL of its own gets the new default when asked.
     let r = post(
         &api,
         "admin",
@@ -223,10 +223,11 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     let r = put(
         "admin",
         "/v1/groups/acme/team/-/expiry",
-        json!({"default_ttl": "3d", "max_ttl": "30d"}),
+        json!({"default_ttl": "3d", "max_ttl": "30d", "apply_to_existing": true}),
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["change"]["sooner"], 1, "{}", r.body);
     assert_eq!(r.body["default_ttl"], "3d");
     assert_eq!(r.body["max_ttl"], "30d");
     // The organisation's 14 days hold below it: the smallest maximum wins.
@@ -315,4 +316,170 @@ async fn an_environment_marked_destroyed_refuses_jobs_until_extended() {
         .as_admin("GET", "/v1/environments/acme/pay/a", None)
         .await;
     assert!(env.body.get("destroyed").is_none(), "{}", env.body);
+}
+
+/// The environment's due-list end, if it is on the list.
+async fn due(api: &Api, path: &str) -> Option<DateTime<Utc>> {
+    let path = sortie_core::EnvPath::parse(path).unwrap();
+    sortie_store::ExpiryStore::get_expiry(api.store.as_ref(), &path)
+        .await
+        .unwrap()
+        .map(|e| e.item.expires_at)
+}
+
+/// Issue 47 item 2: a group's default TTL used to schedule every existing environment
+/// below it for destruction, silently, shown nowhere, and kept by an extension after the
+/// default was removed.
+#[tokio::test]
+async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes_back_what_it_gave()
+{
+    let api = with_max(30).await;
+    let put = |body: serde_json::Value| {
+        let api = &api;
+        async move {
+            let body = body.to_string();
+            api.call(
+                Some("admin"),
+                "PUT",
+                "/v1/groups/acme/team/-/expiry",
+                Some(&body),
+                &[],
+            )
+            .await
+        }
+    };
+    let get_env = |name: &'static str| {
+        let api = &api;
+        async move {
+            let r = api
+                .call(
+                    Some("admin"),
+                    "GET",
+                    &format!("/v1/environments/acme/team/{name}"),
+                    None,
+                    &[],
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.body
+        }
+    };
+    let create = "/v1/groups/acme/team/-/environments";
+    for name in ["a", "b", "c"] {
+        let r = post(
+            &api,
+            "admin",
+            create,
+            json!({"name": name, "env_type": "dev"}),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "own", "env_type": "dev", "ttl": "5d"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    // A new default: the existing environments keep their ends (none), and are counted.
+    let r = put(json!({"default_ttl": "3d"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["change"]["sooner"], 0, "{}", r.body);
+    assert_eq!(r.body["change"]["kept"], 3, "{}", r.body);
+    assert!(r.body["default_since"].is_string(), "{}", r.body);
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            due(&api, &format!("acme/team/{name}")).await,
+            None,
+            "{name} was scheduled"
+        );
+        assert!(get_env(name).await.get("expiry").is_none());
+    }
+    // Its own TTL is shown as its own.
+    let own = get_env("own").await;
+    assert_eq!(own["expiry"]["source"], "ttl", "{own}");
+    assert_eq!(own["expiry"]["ttl"], "5d", "{own}");
+    // An environment created from now on gets the default, and says whose it is.
+    let r = post(
+        &api,
+        "admin",
+        create,
+        json!({"name": "new", "env_type": "dev"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let new = get_env("new").await;
+    assert_eq!(new["expiry"]["source"], "group_default", "{new}");
+    assert_eq!(new["expiry"]["group"], "acme/team", "{new}");
+    assert_eq!(new["expiry"]["ttl"], "3d", "{new}");
+    assert!(due(&api, "acme/team/new").await.is_some());
+
+    // A dry run says which would expire, and writes nothing.
+    let r = put(json!({"default_ttl": "3d", "apply_to_existing": true, "dry_run": true})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["change"]["dry_run"], true);
+    assert_eq!(r.body["change"]["sooner"], 3, "{}", r.body);
+    let named: Vec<&str> = r.body["change"]["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["environment"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, ["acme/team/a", "acme/team/b", "acme/team/c"]);
+    assert!(r.body.get("refreshed").is_none(), "{}", r.body);
+    assert_eq!(due(&api, "acme/team/a").await, None, "a dry run wrote");
+
+    // Asked: they are scheduled, and their views say by what.
+    let r = put(json!({"default_ttl": "3d", "apply_to_existing": true})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["change"]["sooner"], 3, "{}", r.body);
+    assert!(r.body.get("default_since").is_none(), "{}", r.body);
+    let a = get_env("a").await;
+    assert_eq!(a["expiry"]["source"], "group_default", "{a}");
+    let scheduled = due(&api, "acme/team/a").await.expect("scheduled");
+    assert_eq!(
+        a["expiry"]["at"]
+            .as_str()
+            .unwrap()
+            .parse::<DateTime<Utc>>()
+            .unwrap(),
+        scheduled
+    );
+
+    // An extension of the default's end is shown as one, and pins nothing.
+    let r = post(
+        &api,
+        "admin",
+        "/v1/environments/acme/team/a/-/extend",
+        json!({"by": "2d"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let a = get_env("a").await;
+    assert_eq!(a["expiry"]["extended"], true, "{a}");
+    assert!(
+        a.get("expires_at").is_none(),
+        "the extension became its own end: {a}"
+    );
+    assert!(due(&api, "acme/team/a").await.unwrap() > scheduled);
+
+    // Removing the default takes back every end it gave, the extended one's too.
+    let r = put(json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["change"]["later"], 4, "{}", r.body);
+    for name in ["a", "b", "c", "new"] {
+        assert_eq!(
+            due(&api, &format!("acme/team/{name}")).await,
+            None,
+            "{name} still expires"
+        );
+        assert!(get_env(name).await.get("expiry").is_none());
+    }
+    assert!(
+        due(&api, "acme/team/own").await.is_some(),
+        "its own TTL went too"
+    );
 }

@@ -276,7 +276,9 @@ pub enum GroupCommand {
         group: String,
     },
     /// Show the group's expiry limits, or set them with `--default-ttl` / `--max-ttl`
-    /// (setting needs `manage`; `none` unsets one; the other is kept).
+    /// (setting needs `manage`; `none` unsets one; the other is kept). A new default
+    /// reaches the environments created from now on; those that exist now only with
+    /// `--apply-to-existing`. Every change says which environments expire sooner.
     Expiry {
         /// The group, such as `acme`.
         group: String,
@@ -287,6 +289,17 @@ pub enum GroupCommand {
         /// (`none`: unset).
         #[arg(long)]
         max_ttl: Option<String>,
+        /// A new default also reaches the environments that exist now: they get ends and
+        /// are destroyed then. Says how many and when first, and asks (`--yes` to skip).
+        #[arg(long)]
+        apply_to_existing: bool,
+        /// Say what the change would do, and list the environments that would expire
+        /// sooner; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// With `--apply-to-existing`: do not ask (needed when not run in a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 

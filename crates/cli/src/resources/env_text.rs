@@ -122,14 +122,29 @@ pub(super) fn settings_details(e: &EnvironmentView) -> Vec<(&'static str, String
     ]
 }
 
-/// The environment's own expiry: its end, or its TTL and what it counts from; when its
-/// expiry's destroy ran, that. `-` when it sets none (a group's default TTL is the
-/// group's: `sortie group expiry GROUP`).
+/// The environment's expiry: its end and where it comes from (its own end, its own TTL,
+/// or a group's default TTL, maybe extended); when its expiry's destroy ran, that; `-`
+/// when it does not expire. A view without the computed end (a list's) shows its own
+/// setting.
 fn expiry_of(e: &EnvironmentView) -> String {
+    use sortie_core::expiry::ExpirySource;
     let r = &e.record;
     let s = &r.environment.settings;
     if let Some(d) = &r.destroyed {
         return format!("destroyed at {} (extend it to use it again)", when(d.at));
+    }
+    if let Some(x) = &e.expiry {
+        let ttl = x.ttl.as_deref().unwrap_or("?");
+        let why = match x.source {
+            ExpirySource::ExpiresAt => "its own end".to_string(),
+            ExpirySource::Ttl => format!("its own ttl {ttl} from {}", json_word(&s.ttl_from)),
+            ExpirySource::GroupDefault => format!(
+                "the default ttl {ttl} of group {}{}",
+                x.group.as_ref().map_or("?", |g| g.as_str()),
+                if x.extended { ", extended" } else { "" }
+            ),
+        };
+        return format!("{} ({why})", when(x.at));
     }
     match (&s.expires_at, &s.ttl) {
         (Some(at), Some(ttl)) => {
@@ -137,9 +152,7 @@ fn expiry_of(e: &EnvironmentView) -> String {
         }
         (Some(at), None) => when(*at),
         (None, Some(ttl)) => format!("ttl {ttl} from {}", json_word(&s.ttl_from)),
-        (None, None) => {
-            "- (a group's default TTL may apply: `sortie group expiry GROUP`)".to_string()
-        }
+        (None, None) => "-".to_string(),
     }
 }
 

@@ -66,16 +66,59 @@ fn an_environment_with_a_three_minute_ttl_is_reminded_and_destroyed_on_time() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (dev, bucket) = dev();
     let (sqs, queue) = rt.block_on(common::capture_events(&dev.bus, "all-sortie"));
-    // The organisation's limits, through the CLI: the one not named is kept.
+    // An environment that exists before the organisation has a default (issue 47 item 2).
+    let (status, older) = dev.api_with(
+        &dev.token,
+        "POST",
+        "/v1/groups/acme/-/environments",
+        Some(json!({"name": "older", "env_type": "development"})),
+    );
+    assert_eq!(status, 201, "{older}");
+    // The organisation's limits, through the CLI: the one not named is kept. A new default
+    // leaves the existing environment alone, and says so.
     let out: common::Out =
         common::sortie(&dev, &["group", "expiry", "acme", "--default-ttl", "3d"]).into();
     assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("no environment below it will expire sooner\n1 existing environment keeps its end: the default reaches them only with --apply-to-existing\n"),
+        "{out:?}"
+    );
     let out: common::Out =
         common::sortie(&dev, &["group", "expiry", "acme", "--max-ttl", "14d"]).into();
-    assert_eq!(
-        out.stdout,
-        "acme: default TTL 3d, maximum 14d (in force below it: default 3d, maximum 14d)\n",
+    assert!(
+        out.stdout.starts_with(
+            "acme: default TTL 3d, maximum 14d (in force below it: default 3d, maximum 14d)\nits default reaches the environments created since "
+        ),
         "{out:?}"
+    );
+    let out: common::Out = common::sortie(&dev, &["get", "env", "acme/older"]).into();
+    assert!(out.stdout.contains("expiry"), "{out:?}");
+    assert!(!out.stdout.contains("default ttl"), "{out:?}");
+    // Reaching it is asked for, previewed, and confirmed: not in a terminal, only with --yes.
+    let apply = [
+        "group",
+        "expiry",
+        "acme",
+        "--default-ttl",
+        "3d",
+        "--apply-to-existing",
+    ];
+    let out: common::Out = common::sortie(&dev, &[&apply[..], &["--dry-run"]].concat()).into();
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains(
+            "1 environment would expire sooner than before (or at all), the first acme/older at "
+        ),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("\n  acme/older  "), "{out:?}");
+    let out: common::Out = common::sortie(&dev, &apply).into();
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("add --yes to confirm"), "{out:?}");
+    let (_, older) = dev.api_with(&dev.token, "GET", "/v1/environments/acme/older", None);
+    assert!(
+        older.get("expiry").is_none(),
+        "a refused change scheduled it: {older}"
     );
     let (status, created) = dev.api_with(
         &dev.token,

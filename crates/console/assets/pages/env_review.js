@@ -1,8 +1,8 @@
 // What a reviewer of an environment wants beside its settings: the policy sets in force for
 // it (the sets of its group and of every group above that the viewer may read, whose criteria
 // match it, as the policy gate picks them: crates/lifecycle/src/gate.rs `in_force`), and
-// where its expiry comes from (its own end or TTL, else its groups' default TTL from
-// `GET /v1/groups/{group}/-/expiry`).
+// where its expiry comes from (its own end or TTL, else a group's default TTL: the
+// environment view's `expiry`).
 import { html } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment } from '../api.js';
 import { t, ErrorBanner, Time, groupHref, useLoad, roleOn, words } from '../ui.js';
@@ -40,17 +40,17 @@ export function setsInForce(listings, env) {
 
 /**
  * Where the environment's expiry comes from: `{kind, text}` with kind `fixed` (its own
- * `expires_at`), `ttl` (its own TTL), `group` (a default TTL of its group or one above),
- * or `none`. `expiry` is `GET /v1/groups/{group}/-/expiry` of its group (or null).
+ * `expires_at`), `ttl` (its own TTL), `group` (a default TTL of its group or one above,
+ * maybe extended), `destroyed`, or `none`. Read from the environment view's `expiry` (the
+ * API's end and source: `GET /v1/environments/{path}`).
  */
-export function expirySource(env, expiry) {
-  if (env && env.expires_at) return { kind: 'fixed', text: 'set on this environment (a fixed end)' };
-  if (env && env.ttl) return { kind: 'ttl', text: `this environment's TTL of ${env.ttl}, counted from ${words(env.ttl_from || 'created')}` };
-  const e = expiry || {};
-  if (e.default_ttl) return { kind: 'group', text: `the default TTL of ${e.default_ttl} set on group ${e.group ?? ''}` };
-  const inherited = e.inherited && e.inherited.default_ttl;
-  if (inherited) return { kind: 'group', text: `the default TTL of ${inherited} set on a group above ${e.group ?? ''}` };
-  return { kind: 'none', text: 'none: it does not expire' };
+export function expirySource(env) {
+  const e = (env && env.expiry) || null;
+  if (env && env.destroyed) return { kind: 'destroyed', text: 'its expiry destroyed it (extend it to use it again)' };
+  if (!e) return { kind: 'none', text: 'none: it does not expire' };
+  if (e.source === 'expires_at') return { kind: 'fixed', text: 'set on this environment (a fixed end)' };
+  if (e.source === 'ttl') return { kind: 'ttl', text: `this environment's TTL of ${e.ttl ?? env.ttl ?? ''}, counted from ${words(env.ttl_from || 'created')}` };
+  return { kind: 'group', text: `the default TTL of ${e.ttl ?? ''} set on group ${e.group ?? ''}${e.extended ? ', extended' : ''}` };
 }
 
 /** The policy sets in force for `env`, read from the groups the viewer may read (`me`: whoami). */
@@ -76,11 +76,11 @@ export function PoliciesInForce({ env, me }) {
   </section>`;
 }
 
-/** The expiry row's value: the end (when the environment view has one) and where it comes from. */
+/** The expiry row's value: the end (when it has one) and where it comes from. */
 export function ExpiryNote({ env }) {
-  const { data } = useLoad(() => (env.expires_at || env.ttl ? null : api('GET', `/v1/groups/${groupSegment(env.group)}/-/expiry`).catch(() => null)), [env.path, env.group]);
-  const source = expirySource(env, data);
+  const source = expirySource(env);
+  const at = env && env.expiry && env.expiry.at;
   return html`<span data-test="env-expiry" data-source=${source.kind}>
-    ${env.expires_at ? html`<${Time} value=${env.expires_at} />; ` : ''}${t(source.text)}
+    ${at ? html`<${Time} value=${at} />; ` : ''}${t(source.text)}
   </span>`;
 }

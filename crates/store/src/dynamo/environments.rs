@@ -27,7 +27,7 @@ use crate::{
 /// The attributes an environment update rewrites: its type, labels and tags, and its
 /// settings. Each is set to the checked item's value, or removed when the item has none
 /// (never written as NULL).
-const UPDATED: [&str; 19] = [
+const UPDATED: [&str; 20] = [
     // The organisation index (gsi4): written by every update, so an item written before
     // gsi4 existed gets it on its next update.
     "gsi4pk",
@@ -49,6 +49,7 @@ const UPDATED: [&str; 19] = [
     "ttl",
     "ttl_from",
     "vcs",
+    "extended_to",
 ];
 
 /// The attributes of the drift schedule's next fire time and its gsi3 entry.
@@ -529,6 +530,7 @@ mod tests {
             vcs: Some(
                 serde_json::from_value(serde_json::json!({"repository": "acme/infra"})).unwrap(),
             ),
+            extended_to: Some(chrono::Utc::now()),
         };
         let item: Item = serde_dynamo::to_item(&settings).unwrap();
         let mut names: Vec<&str> = item.keys().map(String::as_str).collect();

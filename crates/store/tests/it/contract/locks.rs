@@ -90,6 +90,7 @@ pub async fn a_group_freeze_is_held_once_and_read_from_every_group_below<S: Stor
     let limits = ExpiryLimits {
         default_ttl_seconds: Some(7200),
         max_ttl_seconds: Some(86_400),
+        default_since: Some(Utc.with_ymd_and_hms(2026, 11, 29, 10, 0, 0).unwrap()),
     };
     s.set_group_expiry(&org, &limits).await.unwrap();
     let over = s.group_settings_over(&deep).await.unwrap();

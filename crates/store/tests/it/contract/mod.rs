@@ -1435,6 +1435,7 @@ fn full_settings(schedule: &str) -> EnvSettings {
             }))
             .unwrap(),
         ),
+        extended_to: Some(Utc.timestamp_opt(1_900_100_000, 0).unwrap()),
     }
 }
 
