@@ -1,6 +1,8 @@
 //! Locks and freezes: `POST /v1/environments/{environment}/-/lock` and `/-/unlock` (need
 //! `deploy`), `POST /v1/groups/{group}/-/lock` and `/-/unlock` (a group freeze; both
-//! need `manage`). A locked environment refuses new jobs with 409 [`locked`].
+//! need `manage`). A locked environment refuses new jobs with 409 [`locked`]. Locking
+//! again by the same subject for the same reason answers the lock held (idempotent); by
+//! anyone else, or for another reason, 409 naming the lock held.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -109,6 +111,15 @@ fn answer(
             locked: true,
             lock: Some(lock),
         })),
+        // The same subject locking again for the same reason is a retry (a lost answer, a
+        // CLI run twice): it gets the lock it holds, so a lock is safe to repeat, as a PUT.
+        LockOutcome::AlreadyHeld(held) if held.by == lock.by && held.reason == lock.reason => {
+            Ok(Reply::ok(LockView {
+                target,
+                locked: true,
+                lock: Some(held),
+            }))
+        }
         LockOutcome::AlreadyHeld(held) => Err(already(what, &held)),
     }
 }
@@ -119,7 +130,7 @@ fn answer(
     params(("environment" = String, Path, description = "Environment path")),
     request_body(description = "Why it is locked", content((LockBody = "application/json"), (LockBody = "application/yaml"))),
     security(("bearerAuth" = [])),
-    responses((status = 200, description = "Locked", body = LockView),
+    responses((status = 200, description = "Locked (or already locked by the caller for the same reason: the lock held, with its time; a retry is safe)", body = LockView),
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn lock_environment(
     State(state): State<AppState>,
@@ -177,7 +188,7 @@ pub(crate) async fn unlock_environment(
     params(("group" = String, Path, description = "Group path")),
     request_body(description = "Why it is frozen", content((LockBody = "application/json"), (LockBody = "application/yaml"))),
     security(("bearerAuth" = [])),
-    responses((status = 200, description = "Frozen", body = LockView),
+    responses((status = 200, description = "Frozen (or already frozen by the caller for the same reason: the freeze held, with its time; a retry is safe)", body = LockView),
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
 pub(crate) async fn freeze_group(
     State(state): State<AppState>,

@@ -58,7 +58,16 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
     assert_eq!(r.body["lock"]["by"], "alice");
     let at = r.body["lock"]["at"].as_str().unwrap().to_string();
 
-    // A second lock is refused, naming the first.
+    // The same lock again (a retry) answers the lock held, first time and all (issue 47
+    // item 16: schemathesis saw a second identical request answer otherwise).
+    let retry = post(&api, "alice", lock, Some(json!({"reason": "incident 42"}))).await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["lock"]["at"], at.as_str(), "{}", retry.body);
+    // Another reason, even the same subject's, is another lock: refused.
+    let other = post(&api, "alice", lock, Some(json!({"reason": "incident 43"}))).await;
+    assert_eq!(other.status, 409, "{}", other.body);
+
+    // A second lock by someone else is refused, naming the first.
     let again = post(&api, "admin", lock, Some(json!({"reason": "release"}))).await;
     assert_eq!(again.status, 409, "{}", again.body);
     assert!(again.body["error"]["message"]
@@ -125,6 +134,14 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
     assert_eq!(r.status, 403, "{}", r.body);
     let r = post(&api, "mia", lock, Some(json!({"reason": "release freeze"}))).await;
     assert_eq!(r.status, 200, "{}", r.body);
+    // Freezing again for the same reason is a retry: the freeze held, not a 409.
+    let retry = post(&api, "mia", lock, Some(json!({"reason": "release freeze"}))).await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(
+        retry.body["lock"]["at"], r.body["lock"]["at"],
+        "{}",
+        retry.body
+    );
 
     for env in ["acme/pay/prod", "acme/pay/eu/stage"] {
         let refused = submit(&api, "alice", env).await;
