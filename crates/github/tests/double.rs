@@ -1,7 +1,6 @@
 //! sortie-github against the GitHub double of sortie-testkit, which enforces what GitHub
 //! documents (crates/testkit/src/github/rules.rs).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
@@ -13,36 +12,13 @@ use hyper_util::rt::TokioExecutor;
 use sortie_github::webhook::{self, Event, PullRequestAction, ReviewAction};
 use sortie_github::{
     AppCredentials, CheckConclusion, CheckOutput, CheckRunBody, CheckStatus, Conditional, Github,
-    GithubError, Permissions, RepoRef,
+    GithubError, Permissions,
 };
 use sortie_testkit::github::{FileChange, GithubDouble, PullSpec, TokenKind};
 
-const REPO: &str = "acme/infra";
+mod common;
 
-fn repo(name: &str) -> RepoRef {
-    RepoRef::parse(name).unwrap()
-}
-
-fn client(double: &GithubDouble) -> Github {
-    Github::new(
-        double.url(),
-        AppCredentials {
-            app_id: double.app_id(),
-            private_key_pem: double.app_private_key_pem(),
-        },
-    )
-    .expect("a client")
-}
-
-/// A double with the app installed on [`REPO`] and pull request 1 (alice's, at `h1`), and
-/// a client for it.
-async fn one_pull() -> (GithubDouble, Github) {
-    let double = GithubDouble::start().await;
-    double.install(REPO);
-    double.add_pull(REPO, PullSpec::new("alice", "h1"));
-    let github = client(&double);
-    (double, github)
-}
+use common::{client, one_pull, repo, REPO};
 
 fn calls_of(github: &Github, call: &str) -> u64 {
     github.calls().get(call).copied().unwrap_or(0)
@@ -589,70 +565,6 @@ async fn the_app_jwt_follows_githubs_rules_and_either_key_form_works() {
         "{err}"
     );
     assert_eq!(impostor.calls().values().sum::<u64>(), 1);
-}
-
-/// A `tracing` writer into a shared buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-#[tokio::test]
-async fn tokens_never_appear_in_errors_logs_or_debug_output() {
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let (double, github) = one_pull().await;
-    let token = github
-        .repository_token(&repo(REPO), &Permissions::PULLS_READ)
-        .await
-        .unwrap();
-    let mut texts = vec![format!("{token:?}"), format!("{github:?}")];
-    github.pull(&repo(REPO), 1).await.unwrap();
-    double.fail_next(1, 500);
-    github.pull(&repo(REPO), 1).await.unwrap();
-    for err in [
-        github.pull(&repo(REPO), 99).await.unwrap_err(),
-        github
-            .create_comment(&repo(REPO), 1, &"x".repeat(70_000))
-            .await
-            .unwrap_err(),
-    ] {
-        texts.push(err.to_string());
-        texts.push(format!("{err:?}"));
-    }
-    double.expire_tokens();
-    github.pull(&repo(REPO), 1).await.unwrap();
-    let jwt = github.app_jwt(Utc::now()).unwrap();
-    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    assert!(
-        logged.contains("GitHub answered"),
-        "the calls were logged: {logged}"
-    );
-    texts.push(logged);
-    for text in &texts {
-        assert!(!text.contains(&token.token), "a token leaked: {text}");
-        assert!(!text.contains("ghs_"), "a token leaked: {text}");
-        assert!(!text.contains(&jwt[..40]), "a JWT leaked: {text}");
-    }
 }
 
 #[tokio::test]
