@@ -163,7 +163,8 @@ fn change_text(change: &Value, dry_run: bool) -> String {
             if dry_run { "would" } else { "will" }
         )),
         sooner => {
-            let first = &named[0];
+            // An answer that names none (it always names the first) reads as `?`, never a panic.
+            let first = named.first().cloned().unwrap_or(Value::Null);
             let verb = match (dry_run, sooner) {
                 (true, _) => "would expire",
                 (false, 1) => "now expires",
