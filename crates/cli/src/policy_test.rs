@@ -54,6 +54,12 @@ pub async fn run(
         .map_err(|e| CliError::Usage(format!("could not read {}: {e}", plan.display())))?;
     let plan_doc: Value = serde_json::from_str(&plan_text)
         .map_err(|e| CliError::Usage(format!("{} is not a JSON plan: {e}", plan.display())))?;
+    // The group the set is tested under: the environment's, with `--env`; none otherwise
+    // (the set is a file, held by no group yet). It read `local`, a name no group has.
+    let group = env
+        .and_then(|path| sortie_core::EnvPath::parse(path).ok())
+        .map(|path| path.group().as_str().to_string())
+        .unwrap_or_default();
     let (job, runner, applies) = match (env, api) {
         (Some(path), Some(api)) => {
             let answer = api
@@ -87,7 +93,7 @@ pub async fn run(
     let report = if applies {
         let input = build_input(&plan_doc, &job, &runner);
         let result = evaluate(
-            &[("local".to_string(), &compiled)],
+            &[(group.clone(), &compiled)],
             &input,
             Limits::default(),
         )

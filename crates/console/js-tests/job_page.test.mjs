@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { parseAnsi, from256 } from "../assets/components/ansi.js";
 import { LogBuffer, utf8Length } from "../assets/components/logbuffer.js";
 import { jobRights, roleOn, groupContains, envGroup } from "../assets/components/rights.js";
-import { groupByAction, summaryLine, hasPlan } from "../assets/components/plan.js";
+import { groupByAction, summaryLine, hasPlan, withUnknowns, attrSymbol, UNKNOWN } from "../assets/components/plan.js";
 import { setOutcome } from "../assets/components/policy.js";
 import { sourceText, valueText } from "../assets/components/common.js";
 import { isFollowing, nextRead, POLL_MS, WAITING_MS, HIDDEN_MS, BIG_PAGE } from "../assets/components/follow.js";
@@ -221,4 +221,29 @@ test("a source in words: a GitHub commit by its short sha and path, git and inli
   assert.equal(sourceText({ type: "git", url: "https://h/r.git", path: "a", ref: "main" }), "git https://h/r.git //a @ main");
   assert.equal(sourceText({ type: "inline", implicit: true }), "inline (the current folder)");
   assert.equal(sourceText(null), "");
+});
+
+test("a value known only in part after apply says which part, never null (issue 47 item 5)", () => {
+  // `+ buckets = [null,null]` was shown where Terraform says `(known after apply)`.
+  assert.equal(withUnknowns([null, null], ["0", "1"]), `[${UNKNOWN},${UNKNOWN}]`);
+  assert.equal(withUnknowns([null, "b"], ["0"]), `[${UNKNOWN},"b"]`);
+  assert.equal(withUnknowns({ a: null, n: 2, deep: { x: null } }, ["a", "deep.x"]),
+    `{"a":${UNKNOWN},"n":2,"deep":{"x":${UNKNOWN}}}`);
+  // A part below something that is not a collection: all of it is unknown.
+  assert.equal(withUnknowns(null, ["0"]), UNKNOWN);
+  // No path: the value as compact JSON; hostile text stays text.
+  assert.equal(withUnknowns({ k: "v" }, []), `{"k":"v"}`);
+  assert.ok(!CONTROL.test(withUnknowns([`${E}[31m`, null], ["1"])));
+  assert.ok(withUnknowns(["x".repeat(5000), null], ["1"]).endsWith("…"));
+});
+
+test("each attribute and output line carries Terraform's symbol: a removed output reads -", () => {
+  assert.equal(attrSymbol("delete", { before: "x", after: null }), "-");
+  assert.equal(attrSymbol("create", { before: null, after: "x" }), "+");
+  assert.equal(attrSymbol("update", { before: "x", after: "y" }), "~");
+  assert.equal(attrSymbol("update", { before: "x", after: null }), "-");
+  assert.equal(attrSymbol("update", { before: null, after: "y" }), "+");
+  assert.equal(attrSymbol("update", { before: "x", after: null, after_unknown: true }), "~");
+  assert.equal(attrSymbol("update", { before: "x", after: [null], unknown_paths: ["0"] }), "~");
+  assert.equal(attrSymbol("read", { before: null, after: "x" }), "+");
 });

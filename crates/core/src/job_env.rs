@@ -27,9 +27,30 @@ pub fn builtin(job: &Job) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Whether a variable of the host that starts a job's process is withheld from the job:
+/// every `TF_` and `TOFU_` one (Terraform's and OpenTofu's settings, such as
+/// `TF_CLI_CONFIG_FILE`, `TF_LOG`, `TF_WORKSPACE`, `TF_CLI_ARGS`, `TF_DATA_DIR`, and
+/// values as `TF_VAR_<name>`). A job's Terraform reads the runner's declared variables, the
+/// job's secrets and these built-in ones, never what the host of a local or agent runner
+/// happens to have: a developer's `TF_WORKSPACE` or `TF_VAR_region` would change what a
+/// plan does without anyone seeing why.
+pub fn withheld_from_host(name: &str) -> bool {
+    name.starts_with("TF_") || name.starts_with("TOFU_")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terraform_settings_of_the_host_are_withheld_and_nothing_else() {
+        for name in ["TF_CLI_CONFIG_FILE", "TF_VAR_region", "TF_WORKSPACE", "TF_LOG", "TOFU_X"] {
+            assert!(withheld_from_host(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "AWS_REGION", "SSL_CERT_FILE", "XTF_LOG", "tf_log"] {
+            assert!(!withheld_from_host(name), "{name}");
+        }
+    }
 
     #[test]
     fn a_job_names_its_group_environment_operation_and_requester() {

@@ -301,6 +301,23 @@ impl LocalLauncher {
     }
 }
 
+/// Removes from `command`'s environment each of `host`'s variable names that a job does not
+/// inherit from the host (`sortie_core::job_env::withheld_from_host`). Call it before
+/// setting the job's own variables: a later `env` of the same name wins.
+fn withhold_host_settings(
+    command: &mut tokio::process::Command,
+    host: impl IntoIterator<Item = std::ffi::OsString>,
+) {
+    for name in host {
+        if name
+            .to_str()
+            .is_some_and(sortie_core::job_env::withheld_from_host)
+        {
+            command.env_remove(&name);
+        }
+    }
+}
+
 /// Sends `signal` to the whole process group of `pid` (the runner and its children).
 fn signal_group(pid: u32, signal: &str) {
     let _ = std::process::Command::new("kill")
@@ -346,6 +363,9 @@ impl Launcher for LocalLauncher {
         let _ = std::fs::remove_file(self.path(&stem, "exit"));
         let secret_env = self.secret_env(job).await?;
         let mut command = tokio::process::Command::new("sh");
+        // The host's Terraform settings stay with the host (`withheld_from_host`); the
+        // runner's declared variables and the job's secrets, set below, may set them.
+        withhold_host_settings(&mut command, std::env::vars_os().map(|(name, _)| name));
         command
             .arg("-c")
             .arg(SUPERVISOR)
@@ -478,6 +498,34 @@ fn last_pilot_line(log: &std::path::Path) -> Option<String> {
         .rev()
         .find_map(|l| l.strip_prefix("sortie-pilot: "))
         .map(|l| l.chars().take(1000).collect())
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    /// What `command` would hand its child for `name`: `Some(None)` removed, `Some(value)`
+    /// set, `None` inherited.
+    fn op(command: &tokio::process::Command, name: &str) -> Option<Option<String>> {
+        command
+            .as_std()
+            .get_envs()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    #[test]
+    fn the_hosts_terraform_settings_are_withheld_and_the_runners_declared_ones_win() {
+        let mut command = tokio::process::Command::new("sh");
+        let host = ["TF_CLI_CONFIG_FILE", "TF_VAR_region", "TF_LOG", "PATH", "HOME"];
+        withhold_host_settings(&mut command, host.map(std::ffi::OsString::from));
+        command.env("TF_LOG", "INFO");
+        assert_eq!(op(&command, "TF_CLI_CONFIG_FILE"), Some(None));
+        assert_eq!(op(&command, "TF_VAR_region"), Some(None));
+        assert_eq!(op(&command, "TF_LOG"), Some(Some("INFO".into())), "declared wins");
+        assert_eq!(op(&command, "PATH"), None, "inherited");
+        assert_eq!(op(&command, "HOME"), None, "inherited");
+    }
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ pub(super) fn awaits_a_person(view: &JobView) -> bool {
 
 /// The final line after the state: the change summary (the plan's, for a job awaiting
 /// approval), the policy gate's word when it said more than "passed", and which job this
-/// was and how long it took: `+2 ~0 -0  policy warned  (apply ID on ENV, 12s)`.
+/// was and how long it took: `applied +2 ~0 -0  policy warned  (apply ID on ENV, 12s)`.
 fn end_of_line(view: &JobView, awaiting: bool) -> String {
     let plan_summary = view.plan_phase.as_ref().and_then(|p| p.summary.as_ref());
     let summary_text = if awaiting {
@@ -159,7 +159,14 @@ fn end_of_line(view: &JobView, awaiting: bool) -> String {
     } else {
         view.summary.as_ref()
     }
-    .map(summary)
+    .map(|s| {
+        // Whose counts these are: an apply's that ended, or a plan's (a plan job, or an
+        // apply that was denied, discarded, failed or is still waiting): a denied destroy
+        // reads `planned +0 ~0 -1`, never as if something was destroyed.
+        let applied = view.job.state == JobState::Succeeded
+            && view.job.request.operation != sortie_core::Operation::Plan;
+        format!("{} {}", if applied { "applied" } else { "planned" }, summary(s))
+    })
     .unwrap_or_else(|| "(no change summary)".into());
     let took = match (view.job.transitions.first(), view.job.transitions.last()) {
         (Some(a), Some(b)) => duration(b.at - a.at),
@@ -415,6 +422,23 @@ mod tests {
         assert!(awaits_a_person(&view(true, Some(true), false)));
         // Decided, still awaiting (a pull request's apply until its requirements hold).
         assert!(!awaits_a_person(&view(false, None, true)));
+    }
+
+    #[test]
+    fn the_final_line_says_whether_its_counts_were_applied_or_only_planned() {
+        // A denied destroy read `failed +0 ~0 -1`, as if something was destroyed.
+        let with = |state: JobState, operation: &str| {
+            let mut v = serde_json::to_value(view(false, None, false)).unwrap();
+            v["state"] = json!(state);
+            v["request"]["operation"] = json!(operation);
+            v["summary"] = json!({"add": 0, "change": 0, "destroy": 1});
+            let v: JobView = serde_json::from_value(v).unwrap();
+            end_of_line(&v, false)
+        };
+        assert!(with(JobState::Failed, "destroy").starts_with("planned +0 ~0 -1  (destroy "));
+        assert!(with(JobState::Succeeded, "destroy").starts_with("applied +0 ~0 -1  (destroy "));
+        assert!(with(JobState::Succeeded, "plan").starts_with("planned +0 ~0 -1  (plan "));
+        assert!(with(JobState::Cancelled, "apply").starts_with("planned +0 ~0 -1  (apply "));
     }
 
     #[test]

@@ -57,7 +57,26 @@ pub(super) async fn list(api: &Api, group: String, out: Output) -> Result<(), Cl
         )
         .await?;
     let list: RunnerList = decode(answer.body.clone())?;
-    show_runners(&answer.body, list.runners, out)
+    let empty = list.runners.is_empty();
+    show_runners(&answer.body, list.runners, out)?;
+    if empty && out == Output::Table {
+        eprintln!("{}", no_runners_hint(&group));
+    }
+    Ok(())
+}
+
+/// What an empty `list runners` says: where it looked, and where else to look.
+fn no_runners_hint(group: &str) -> String {
+    if group.is_empty() {
+        "no shared runners (the root group's); a group's own and inherited runners: \
+         `sortie list runners --group GROUP`"
+            .to_string()
+    } else {
+        format!(
+            "no runners for group `{group}`, own, inherited or shared; add one with \
+             `sortie create runner {group}/NAME -f runner.yaml`"
+        )
+    }
 }
 
 /// `sortie update runner ID -f FILE`.
@@ -188,4 +207,16 @@ pub(super) fn show_runners(
             rows,
         )
     })
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::no_runners_hint;
+
+    #[test]
+    fn an_empty_list_says_where_it_looked_and_where_else_to_look() {
+        // `list runners` without `--group` printed an empty table and nothing else.
+        assert!(no_runners_hint("").contains("sortie list runners --group GROUP"));
+        assert!(no_runners_hint("acme/web").contains("sortie create runner acme/web/NAME"));
+    }
 }

@@ -190,7 +190,7 @@ fn run_apply_wait_streams_the_log_and_ends_with_the_summary_then_logs_and_list_s
     assert!(out.contains("message = hi from the CLI!"), "{}", run.show());
     let last = out.lines().last().unwrap();
     assert!(
-        last.starts_with("succeeded  +0 ~0 -0  (apply ") && last.contains(&id),
+        last.starts_with("succeeded  applied +0 ~0 -0  (apply ") && last.contains(&id),
         "last line: {last:?}\n{}",
         run.show()
     );
@@ -211,7 +211,7 @@ fn run_apply_wait_streams_the_log_and_ends_with_the_summary_then_logs_and_list_s
         .lines()
         .last()
         .unwrap()
-        .starts_with("succeeded  +0 ~0 -0"));
+        .starts_with("succeeded  applied +0 ~0 -0"));
 
     // `jobs list ENV -o json` parses, and holds the job.
     let list = dev.sortie(&["jobs", "list", "acme/demo/hello", "-o", "json"]);
@@ -455,7 +455,7 @@ fn in_a_terminal_the_spinner_shows_state_and_elapsed_time_above_the_live_log() {
     assert!(screen.contains("Apply complete!"), "{screen}");
     let last = screen.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     assert!(
-        last.starts_with("succeeded  +0 ~0 -0  (apply "),
+        last.starts_with("succeeded  applied +0 ~0 -0  (apply "),
         "last line {last:?}; screen:\n{screen}"
     );
     assert!(spinner_line(&screen).is_none(), "{screen}");
@@ -465,7 +465,7 @@ fn in_a_terminal_the_spinner_shows_state_and_elapsed_time_above_the_live_log() {
     let row = parser
         .screen()
         .rows(0, 120)
-        .position(|r| r.starts_with("succeeded  +0 ~0 -0"))
+        .position(|r| r.starts_with("succeeded  applied +0 ~0 -0"))
         .and_then(|r| u16::try_from(r).ok())
         .unwrap();
     let cell = parser.screen().cell(row, 0).map(|c| c.fgcolor());

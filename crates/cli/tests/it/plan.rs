@@ -97,6 +97,8 @@ fn document() -> Value {
              "change": {"actions": ["no-op"], "before": {"id": "1"}, "after": {"id": "1"}}}
         ],
         "output_changes": {
+            "buckets": {"actions": ["create"], "before": null, "after": [null, "b"], "after_unknown": [true, false]},
+            "old_name": {"actions": ["delete"], "before": "x", "after": null, "after_unknown": false},
             "password": {"actions": ["create"], "before": null, "after": "(sensitive value)", "after_unknown": false},
             "url": {"actions": ["update"], "before": "http://a", "after": "http://b"},
             "web_id": {"actions": ["create"], "before": null, "after_unknown": true}
@@ -187,7 +189,18 @@ fn a_sensitive_value_never_leaves_the_runner_through_the_plan() {
     // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
     // (`terraform_data` exists from 1.4 on: the job succeeding proves which one ran.)
     let _ = sortie_testkit::terraform111_bin();
-    let dev = common::launch("plans", 1, Some(&common::runner_binary()));
+    // The host's Terraform settings stay with the host (issue 47 item 11): a CLI
+    // configuration that is not there (Terraform warned in every job's log) and a value
+    // the configuration would read.
+    let dev = common::start_dev(common::DevOptions {
+        prefix: "plans",
+        runner: Some(common::runner_binary()),
+        env: &[
+            ("TF_CLI_CONFIG_FILE", "/nonexistent/sortie-test.tfrc"),
+            ("TF_VAR_host_only", "from-the-host"),
+        ],
+        ..Default::default()
+    });
     let bucket = common::state_bucket();
     common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &bucket);
     dev.api(
@@ -199,7 +212,7 @@ fn a_sensitive_value_never_leaves_the_runner_through_the_plan() {
     std::fs::create_dir_all(&source).unwrap();
     std::fs::write(
         source.join("main.tf"),
-        "variable \"db_password\" {\n  type      = string\n  sensitive = true\n}\n\nresource \"terraform_data\" \"db\" {\n  input = { password = var.db_password, user = \"app\" }\n}\n\nresource \"terraform_data\" \"plain\" {\n  input = \"visible\"\n}\n\noutput \"password\" {\n  value     = var.db_password\n  sensitive = true\n}\n",
+        "variable \"db_password\" {\n  type      = string\n  sensitive = true\n}\n\nresource \"terraform_data\" \"db\" {\n  input = { password = var.db_password, user = \"app\" }\n}\n\nvariable \"host_only\" {\n  type    = string\n  default = \"declared\"\n}\n\nresource \"terraform_data\" \"plain\" {\n  input = \"visible-${var.host_only}\"\n}\n\noutput \"password\" {\n  value     = var.db_password\n  sensitive = true\n}\n\noutput \"ids\" {\n  value = [terraform_data.plain.id, \"fixed\"]\n}\n",
     )
     .unwrap();
     let secret = format!("s3cr3t-{}", sortie_testkit::unique("pw"));
@@ -241,12 +254,33 @@ fn a_sensitive_value_never_leaves_the_runner_through_the_plan() {
             .stdout
             .contains("  # terraform_data.db will be created")
             && table.stdout.contains("(sensitive value)")
-            && table.stdout.contains("\"visible\"")
+            && table.stdout.contains("\"visible-declared\"")
             && table
                 .stdout
                 .contains("Plan: 2 to add, 0 to change, 0 to destroy."),
         "{}",
         table.stdout
+    );
+
+    // An output known only in part after apply says which part, as Terraform does, never
+    // `null` (issue 47 item 5): Terraform 1.11's own document, not a fixture.
+    assert!(
+        table
+            .stdout
+            .contains(r#"+ ids      = [(known after apply),"fixed"]"#),
+        "{}",
+        table.stdout
+    );
+    let ids = api_answer["output_changes"]
+        .as_array()
+        .and_then(|o| o.iter().find(|o| o["name"] == "ids"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ids["unknown_paths"], json!(["0"]), "{api_answer}");
+    assert!(
+        !log.contains("Unable to open CLI configuration file")
+            && !log.contains("from-the-host"),
+        "the host's TF_ variables reached the job: {log}"
     );
 
     // A job that failed before its plan has no plan data: a clear 404.

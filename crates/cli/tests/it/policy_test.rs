@@ -111,6 +111,8 @@ fn a_mandatory_deny_exits_7_with_its_messages() {
         v["result"]["deny"][0],
         "aws_iam_role.ci would be deleted by destroy"
     );
+    // A file tested alone is held by no group (it said `local`, a name no group has).
+    assert_eq!(v["result"]["group"], "", "{v}");
 }
 
 #[test]

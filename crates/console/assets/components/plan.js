@@ -4,7 +4,7 @@
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
 import { Ticked } from "../ui.js";
-import { ErrorBox, jobApi, TERMINAL, text, valueText } from "./common.js";
+import { ErrorBox, jobApi, TERMINAL, text, valueText, VALUE_MAX } from "./common.js";
 
 /** The order of the groups and how each is titled. */
 export const ACTIONS = [
@@ -38,22 +38,64 @@ export function groupByAction(changes) {
   return ACTIONS.filter(([a]) => by.get(a).length > 0).map(([a, title, sym]) => ({ action: a, title, sym, resources: by.get(a) }));
 }
 
-function Value({ value, unknown }) {
-  if (unknown) return html`<span class="plan-unknown">(known after apply)</span>`;
+/** What Terraform prints for a value known only after apply. */
+export const UNKNOWN = "(known after apply)";
+
+/**
+ * `value` as compact text with each part at one of `paths` (the API's `unknown_paths`:
+ * steps joined by dots, `1` a list's second element) read `(known after apply)`, as
+ * Terraform prints a list or an object that is partly unknown; never `null` for them.
+ */
+export function withUnknowns(value, paths, at = "") {
+  const all = Array.isArray(paths) ? paths.map(String) : [];
+  const inner = (v, here) => {
+    if (all.includes(here)) return UNKNOWN;
+    const below = all.some((p) => here === "" || p.startsWith(`${here}.`));
+    if (!below) return JSON.stringify(v === undefined ? null : v);
+    const step = (k) => (here === "" ? String(k) : `${here}.${k}`);
+    if (Array.isArray(v)) return `[${v.map((x, i) => inner(x, step(i))).join(",")}]`;
+    if (v !== null && typeof v === "object") {
+      return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}:${inner(x, step(k))}`).join(",")}}`;
+    }
+    return UNKNOWN;
+  };
+  const s = text(inner(value, at));
+  return s.length > VALUE_MAX ? `${s.slice(0, VALUE_MAX)}…` : s;
+}
+
+function Value({ value, unknown, unknownPaths }) {
+  if (unknown) return html`<span class="plan-unknown">${UNKNOWN}</span>`;
+  if (Array.isArray(unknownPaths) && unknownPaths.length > 0) {
+    return html`<code class="plan-value">${withUnknowns(value, unknownPaths)}</code>`;
+  }
   if (value === SENSITIVE_MARKER) return html`<span class="sensitive">(sensitive)</span>`;
   if (value === null || value === undefined) return html`<span class="plan-null">null</span>`;
   return html`<code class="plan-value">${valueText(value)}</code>`;
 }
 
+/** The symbol Terraform prints before one attribute or output of a change with `action`. */
+export function attrSymbol(action, change) {
+  if (action === "read") return "+";
+  if (action !== "update" && action !== "replace") {
+    return (ACTIONS.find(([a]) => a === action) ?? ["", "", " "])[2];
+  }
+  const before = change.before === null || change.before === undefined;
+  const after = (change.after === null || change.after === undefined) && !change.after_unknown &&
+    !(Array.isArray(change.unknown_paths) && change.unknown_paths.length > 0);
+  return before ? "+" : after ? "-" : "~";
+}
+
 function Attr({ change, action }) {
   const path = String(change.path ?? "");
   const showBefore = action !== "create";
-  const showAfter = action !== "delete";
+  // What goes says so: its old value, then `→ null`, as Terraform's `-> null`.
+  const showAfter = true;
+  const sym = attrSymbol(action, change);
   return html`<li class=${`plan-attr${change.forces_replacement ? " plan-attr-forces" : ""}`} data-test="plan-attr" data-name=${path}>
-    <span class="plan-attr-name">${text(path)}</span>${": "}
+    <span class="plan-attr-sym" data-test="plan-attr-sym" aria-hidden="true">${sym} </span><span class="plan-attr-name">${text(path)}</span>${": "}
     ${showBefore ? html`<span class="plan-before"><${Value} value=${change.before} /></span>` : null}
     ${showBefore && showAfter ? html`<span class="plan-arrow"> → </span>` : null}
-    ${showAfter ? html`<span class="plan-after"><${Value} value=${change.after} unknown=${change.after_unknown} /></span>` : null}
+    ${showAfter ? html`<span class="plan-after"><${Value} value=${change.after} unknown=${change.after_unknown} unknownPaths=${change.unknown_paths} /></span>` : null}
     ${change.forces_replacement ? html` <span class="plan-forces">forces replacement</span>` : null}
   </li>`;
 }

@@ -97,12 +97,23 @@ pub fn render(page: &PlanPage, p: Palette) -> String {
                 forces_replacement: false,
             };
             let line_symbol = attribute_symbol(o.action, &change).unwrap_or(symbol);
+            let shown = if o.unknown_paths.is_empty() {
+                values(&change)
+            } else {
+                // Part of it is known only after apply: those parts say so, not null.
+                let after = with_unknowns(&o.after, "", &o.unknown_paths);
+                if o.before.is_null() {
+                    after
+                } else {
+                    format!("{} -> {after}", value(&o.before))
+                }
+            };
             text.push_str(&format!(
                 "  {}{line_symbol}{} {:width$} = {}\n",
                 p.of(line_symbol),
                 p.reset,
                 o.name,
-                values(&change)
+                shown
             ));
         }
     }
@@ -217,6 +228,50 @@ fn values(c: &AttributeChange) -> String {
     }
 }
 
+/// `value` with each part at one of `unknown` (paths below `at`, steps joined by dots)
+/// read `(known after apply)`, as Terraform prints a list or object partly unknown.
+fn with_unknowns(value_at: &Value, at: &str, unknown: &[String]) -> String {
+    if unknown.iter().any(|u| u == at) {
+        return "(known after apply)".to_string();
+    }
+    let below = |u: &String| at.is_empty() || u.starts_with(&format!("{at}."));
+    if !unknown.iter().any(below) {
+        return value(value_at);
+    }
+    let step = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match value_at {
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| with_unknowns(v, &step(&i.to_string()), unknown))
+                .collect();
+            format!("[{}]", parts.join(","))
+        }
+        Value::Object(fields) => {
+            let parts: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}:{}",
+                        Value::String(k.clone()),
+                        with_unknowns(v, &step(k), unknown)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        // A part unknown below a value that is not a collection: all of it is unknown.
+        _ => "(known after apply)".to_string(),
+    }
+}
+
 /// A value as HCL would read it; the redaction marker as Terraform prints it.
 fn value(v: &Value) -> String {
     match v {
@@ -238,6 +293,36 @@ mod tests {
                         "replace_paths": [["k"]]}}
         ]});
         PlanView::from_document(&doc).page(None, 10).unwrap()
+    }
+
+    #[test]
+    fn an_output_known_only_in_part_after_apply_says_which_part_never_null() {
+        let doc = json!({"output_changes": {
+            "buckets": {"actions": ["create"], "before": null, "after": [null, "b", null],
+                        "after_unknown": [true, false, true]},
+            "ids": {"actions": ["update"], "before": {"a": "1"}, "after": {"a": null, "n": 2},
+                    "after_unknown": {"a": true}},
+            "all": {"actions": ["create"], "before": null, "after": null, "after_unknown": true},
+            "gone": {"actions": ["delete"], "before": "x", "after": null, "after_unknown": false}
+        }});
+        let page = PlanView::from_document(&doc).page(None, 10).unwrap();
+        let buckets = page.output_changes.iter().find(|o| o.name == "buckets").unwrap();
+        assert_eq!(buckets.unknown_paths, ["0", "2"]);
+        assert!(!buckets.after_unknown);
+        let all = page.output_changes.iter().find(|o| o.name == "all").unwrap();
+        assert!(all.after_unknown && all.unknown_paths.is_empty());
+        let text = render(&page, Palette::PLAIN);
+        assert!(!text.contains("null,"), "{text}");
+        assert!(
+            text.contains(r#"+ buckets = [(known after apply),"b",(known after apply)]"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"~ ids     = {"a":"1"} -> {"a":(known after apply),"n":2}"#),
+            "{text}"
+        );
+        assert!(text.contains("+ all     = (known after apply)"), "{text}");
+        assert!(text.contains(r#"- gone    = "x" -> null"#), "{text}");
     }
 
     #[test]

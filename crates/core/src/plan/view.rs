@@ -101,6 +101,12 @@ pub struct OutputChange {
     /// True when the value after is known only after apply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub after_unknown: bool,
+    /// When only part of the value after is known only after apply: the paths of those
+    /// parts inside it, steps joined by dots (`1` is a list's second element), sorted.
+    /// Their place in `after` holds null. Empty when the value is known, or when all of it
+    /// is unknown (`after_unknown`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_paths: Vec<String>,
 }
 
 /// How many resources each action touches.
@@ -208,12 +214,26 @@ impl PlanView {
         }
         if let Some(outputs) = doc.get("output_changes").and_then(Value::as_object) {
             for (name, change) in outputs {
+                let mut unknown = Vec::new();
+                unknown_paths(
+                    change.get("after_unknown").unwrap_or(&Value::Null),
+                    "",
+                    &mut unknown,
+                    0,
+                );
+                let after_unknown = unknown.iter().any(String::is_empty);
+                if after_unknown {
+                    unknown.clear();
+                }
+                unknown.sort();
+                unknown.dedup();
                 view.output_changes.push(OutputChange {
                     name: name.clone(),
                     action: action_of(change),
                     before: change.get("before").cloned().unwrap_or(Value::Null),
                     after: change.get("after").cloned().unwrap_or(Value::Null),
-                    after_unknown: change.get("after_unknown") == Some(&Value::Bool(true)),
+                    after_unknown,
+                    unknown_paths: unknown,
                 });
             }
         }
