@@ -92,13 +92,9 @@ pub async fn run(
         .map(|t| t.iter().cloned().collect::<Vec<_>>());
     let report = if applies {
         let input = build_input(&plan_doc, &job, &runner);
-        let result = evaluate(
-            &[(group.clone(), &compiled)],
-            &input,
-            Limits::default(),
-        )
-        .pop()
-        .ok_or_else(|| CliError::Other("no result".into()))?;
+        let result = evaluate(&[(group.clone(), &compiled)], &input, Limits::default())
+            .pop()
+            .ok_or_else(|| CliError::Other("no result".into()))?;
         let status = match overall_status(std::slice::from_ref(&result)) {
             PolicyStatus::Passed => "passed",
             PolicyStatus::Warned => "warned",

@@ -44,10 +44,23 @@ mod tests {
 
     #[test]
     fn terraform_settings_of_the_host_are_withheld_and_nothing_else() {
-        for name in ["TF_CLI_CONFIG_FILE", "TF_VAR_region", "TF_WORKSPACE", "TF_LOG", "TOFU_X"] {
+        for name in [
+            "TF_CLI_CONFIG_FILE",
+            "TF_VAR_region",
+            "TF_WORKSPACE",
+            "TF_LOG",
+            "TOFU_X",
+        ] {
             assert!(withheld_from_host(name), "{name}");
         }
-        for name in ["PATH", "HOME", "AWS_REGION", "SSL_CERT_FILE", "XTF_LOG", "tf_log"] {
+        for name in [
+            "PATH",
+            "HOME",
+            "AWS_REGION",
+            "SSL_CERT_FILE",
+            "XTF_LOG",
+            "tf_log",
+        ] {
             assert!(!withheld_from_host(name), "{name}");
         }
     }

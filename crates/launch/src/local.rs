@@ -517,12 +517,22 @@ mod env_tests {
     #[test]
     fn the_hosts_terraform_settings_are_withheld_and_the_runners_declared_ones_win() {
         let mut command = tokio::process::Command::new("sh");
-        let host = ["TF_CLI_CONFIG_FILE", "TF_VAR_region", "TF_LOG", "PATH", "HOME"];
+        let host = [
+            "TF_CLI_CONFIG_FILE",
+            "TF_VAR_region",
+            "TF_LOG",
+            "PATH",
+            "HOME",
+        ];
         withhold_host_settings(&mut command, host.map(std::ffi::OsString::from));
         command.env("TF_LOG", "INFO");
         assert_eq!(op(&command, "TF_CLI_CONFIG_FILE"), Some(None));
         assert_eq!(op(&command, "TF_VAR_region"), Some(None));
-        assert_eq!(op(&command, "TF_LOG"), Some(Some("INFO".into())), "declared wins");
+        assert_eq!(
+            op(&command, "TF_LOG"),
+            Some(Some("INFO".into())),
+            "declared wins"
+        );
         assert_eq!(op(&command, "PATH"), None, "inherited");
         assert_eq!(op(&command, "HOME"), None, "inherited");
     }

@@ -165,7 +165,11 @@ fn end_of_line(view: &JobView, awaiting: bool) -> String {
         // reads `planned +0 ~0 -1`, never as if something was destroyed.
         let applied = view.job.state == JobState::Succeeded
             && view.job.request.operation != sortie_core::Operation::Plan;
-        format!("{} {}", if applied { "applied" } else { "planned" }, summary(s))
+        format!(
+            "{} {}",
+            if applied { "applied" } else { "planned" },
+            summary(s)
+        )
     })
     .unwrap_or_else(|| "(no change summary)".into());
     let took = match (view.job.transitions.first(), view.job.transitions.last()) {
@@ -428,17 +432,26 @@ mod tests {
     fn the_final_line_says_whether_its_counts_were_applied_or_only_planned() {
         // A denied destroy read `failed +0 ~0 -1`, as if something was destroyed.
         let with = |state: JobState, operation: &str| {
-            let mut v = serde_json::to_value(view(false, None, false)).unwrap();
-            v["state"] = json!(state);
-            v["request"]["operation"] = json!(operation);
-            v["summary"] = json!({"add": 0, "change": 0, "destroy": 1});
-            let v: JobView = serde_json::from_value(v).unwrap();
+            let mut v = view(false, None, false);
+            v.job.state = state;
+            v.job.request.operation = serde_json::from_value(json!(operation)).unwrap();
+            v.summary =
+                Some(serde_json::from_value(json!({"add": 0, "change": 0, "destroy": 1})).unwrap());
             end_of_line(&v, false)
         };
-        assert!(with(JobState::Failed, "destroy").starts_with("planned +0 ~0 -1  (destroy "));
-        assert!(with(JobState::Succeeded, "destroy").starts_with("applied +0 ~0 -1  (destroy "));
-        assert!(with(JobState::Succeeded, "plan").starts_with("planned +0 ~0 -1  (plan "));
-        assert!(with(JobState::Cancelled, "apply").starts_with("planned +0 ~0 -1  (apply "));
+        for (state, operation, starts) in [
+            (JobState::Failed, "destroy", "planned +0 ~0 -1  (destroy "),
+            (
+                JobState::Succeeded,
+                "destroy",
+                "applied +0 ~0 -1  (destroy ",
+            ),
+            (JobState::Succeeded, "plan", "planned +0 ~0 -1  (plan "),
+            (JobState::Canceled, "apply", "planned +0 ~0 -1  (apply "),
+        ] {
+            let line = with(state, operation);
+            assert!(line.starts_with(starts), "{state:?} {operation}: {line}");
+        }
     }
 
     #[test]

@@ -278,8 +278,7 @@ fn a_sensitive_value_never_leaves_the_runner_through_the_plan() {
         .unwrap_or_default();
     assert_eq!(ids["unknown_paths"], json!(["0"]), "{api_answer}");
     assert!(
-        !log.contains("Unable to open CLI configuration file")
-            && !log.contains("from-the-host"),
+        !log.contains("Unable to open CLI configuration file") && !log.contains("from-the-host"),
         "the host's TF_ variables reached the job: {log}"
     );
 

@@ -306,10 +306,18 @@ mod tests {
             "gone": {"actions": ["delete"], "before": "x", "after": null, "after_unknown": false}
         }});
         let page = PlanView::from_document(&doc).page(None, 10).unwrap();
-        let buckets = page.output_changes.iter().find(|o| o.name == "buckets").unwrap();
+        let buckets = page
+            .output_changes
+            .iter()
+            .find(|o| o.name == "buckets")
+            .unwrap();
         assert_eq!(buckets.unknown_paths, ["0", "2"]);
         assert!(!buckets.after_unknown);
-        let all = page.output_changes.iter().find(|o| o.name == "all").unwrap();
+        let all = page
+            .output_changes
+            .iter()
+            .find(|o| o.name == "all")
+            .unwrap();
         assert!(all.after_unknown && all.unknown_paths.is_empty());
         let text = render(&page, Palette::PLAIN);
         assert!(!text.contains("null,"), "{text}");
