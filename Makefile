@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
-.PHONY: test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis demo-pr bench generated-client soak provider console
+.PHONY: dev test check tools fmt fmt-check lint clippy doc deny licences demo infra fuzz schemathesis demo-pr bench generated-client soak provider console
 
 ## test: install tools, check formatting, lint, then run every test against a local moto.
 ## The steps are in scripts/test.sh, which times each and prints a table at the end.
@@ -51,6 +51,14 @@ licences:
 
 ## lint: formatting check and clippy with warnings denied
 lint: fmt-check clippy
+
+## dev: build what local mode needs and start `sortie dev` on a local moto (Ctrl-C stops both).
+## It builds with the tests' feature set (`--tests`), so after `make test` no dependency is
+## built again; a first build from nothing takes about 10 minutes on 2 cores.
+dev:
+	scripts/tools.sh
+	cargo build --workspace --bins --tests
+	scripts/with-moto.sh target/debug/sortie dev $(DEV_ARGS)
 
 ## demo: plan and apply examples/hello through `sortie dev` with real terraform, state in local S3
 demo:
