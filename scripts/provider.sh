@@ -11,10 +11,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 profile="${PROVIDER_PROFILE:-release}"
 if [[ "$profile" == release ]]; then
+    if [[ ! -x "$root/target/release/terraform-provider-sortie" ]]; then
+        # Say what is coming: an optimised build with LTO of every dependency (issue 47 item 12).
+        echo "provider: building the release from nothing (optimised, LTO): about 17 minutes on 2 cores;" \
+            "PROVIDER_PROFILE=debug make provider reuses the debug build (minutes after make test or make dev)" >&2
+    fi
     cargo build -p sortie-provider --release
     bin="$root/target/release/terraform-provider-sortie"
 else
-    cargo build -p sortie-provider
+    # The tests' feature set, as make test and make dev build: no dependency is built again.
+    cargo build --workspace --bins --tests
     bin="$root/target/debug/terraform-provider-sortie"
 fi
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)"
