@@ -190,8 +190,9 @@ pub(crate) async fn or_environment_not_found<T>(
 }
 
 /// 404 for job `id`, suggesting the nearest ids among the jobs in flight (`dispatching` or
-/// `running`) whose environment the caller may read. Only those are compared: a job list
-/// across every environment would be a scan per typo.
+/// `running`) and those awaiting approval (the one a mistyped `approve` meant), whose
+/// environment the caller may read. Only those are compared, each through one bounded
+/// Query of its index: a job list across every environment would be a scan per typo.
 pub(crate) async fn job_not_found(state: &AppState, caller: &Caller, id: &JobId) -> ApiError {
     let what = format!("job `{id}`");
     let near = match nearby_jobs(state, caller, id).await {
@@ -210,10 +211,15 @@ async fn nearby_jobs(
     id: &JobId,
 ) -> Result<Vec<String>, ApiError> {
     let active = state.store.active_jobs(JOB_CANDIDATES).await?;
+    // Every deadline is before a century from now: the AWAITING index, earliest first.
+    let awaiting = state
+        .store
+        .approvals_due(Utc::now() + chrono::Duration::days(36_500), JOB_CANDIDATES)
+        .await?;
     // Each org's memberships are read once (and cached by the membership cache).
     let mut principals = HashMap::new();
     let mut visible = Vec::new();
-    for record in active.iter() {
+    for record in active.iter().chain(awaiting.iter()) {
         let env = &record.job.environment;
         let org = env.org().to_string();
         if !principals.contains_key(&org) {

@@ -267,6 +267,53 @@ async fn whoami_names_the_caller_and_the_roles_it_holds_in_the_org_asked_for() {
 }
 
 #[tokio::test]
+async fn a_mistyped_approve_suggests_the_job_awaiting_approval() {
+    // It was told only "you need the deployer role": jobs awaiting approval were never
+    // compared, only those dispatching or running (issue 47 item 9).
+    let api = Api::new().await;
+    seed_org(&api, "acme").await;
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/-/environments",
+            Some(r#"{"name":"prod","env_type":"production","approval":"required"}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    api.grant("acme", Role::Deployer, "alice").await;
+    let id = submit(&api, "admin", "prod", "apply").await;
+    run_task(&api, &id, "t").await;
+    assert_eq!(job(&api, &id).await["state"], "awaiting_approval");
+    let mut typo = id.clone();
+    let last = typo.pop().unwrap();
+    typo.push(if last == '0' { '1' } else { '0' });
+    let r = api
+        .call(
+            Some("alice"),
+            "POST",
+            &format!("/v1/jobs/{typo}/approve"),
+            Some("{}"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.body["error"]["did_you_mean"], json!([id]), "{}", r.body);
+    // Another organisation's member is offered nothing of acme's.
+    seed_org(&api, "globex").await;
+    let r = api
+        .call(
+            Some("globex-owner"),
+            "POST",
+            &format!("/v1/jobs/{typo}/approve"),
+            Some("{}"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(!r.body.to_string().contains(&id), "{}", r.body);
+}
+
+#[tokio::test]
 async fn a_discard_ends_the_job_releases_the_lock_and_a_waiting_job_goes_next() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;

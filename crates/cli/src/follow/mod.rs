@@ -210,9 +210,10 @@ async fn decide(
         )
         .await
         .map_err(|e| match e {
-            // The API answers 404 too when the caller may not deploy to the environment.
+            // The API answers 404 too when the caller may not deploy to the environment;
+            // a mistyped id gets the API's did-you-mean (jobs awaiting approval among them).
             CliError::NotFound(m) => CliError::NotFound(format!(
-                "{m}\nhint: to {verb} a job you need the deployer role on its environment's group"
+                "{m}\nhint: if `{id}` is the job you meant, to {verb} it you need the deployer role on its environment's group"
             )),
             other => other,
         })?;
