@@ -235,6 +235,11 @@ test("a value known only in part after apply says which part, never null (issue 
   assert.equal(withUnknowns({ k: "v" }, []), `{"k":"v"}`);
   assert.ok(!CONTROL.test(withUnknowns([`${E}[31m`, null], ["1"])));
   assert.ok(withUnknowns(["x".repeat(5000), null], ["1"]).endsWith("…"));
+  // Linear: 10,000 unknown elements, one set lookup each.
+  const many = Array.from({ length: 10000 }, (_, i) => String(i));
+  const shown = withUnknowns(new Array(10000).fill(null), many);
+  assert.ok(shown.startsWith(`[${UNKNOWN},${UNKNOWN}`));
+  assert.equal(withUnknowns("x", []), `"x"`);
 });
 
 test("each attribute and output line carries Terraform's symbol: a removed output reads -", () => {

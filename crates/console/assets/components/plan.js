@@ -46,12 +46,18 @@ export const UNKNOWN = "(known after apply)";
  * steps joined by dots, `1` a list's second element) read `(known after apply)`, as
  * Terraform prints a list or an object that is partly unknown; never `null` for them.
  */
-export function withUnknowns(value, paths, at = "") {
-  const all = Array.isArray(paths) ? paths.map(String) : [];
+export function withUnknowns(value, paths) {
+  const exact = new Set(Array.isArray(paths) ? paths.map(String) : []);
+  // Every proper prefix of an unknown path (`a`, `a.b` of `a.b.c`): a part to open. One set
+  // lookup per part, so a hostile plan's 10,000 unknown elements stay linear.
+  const above = new Set();
+  for (const p of exact) {
+    for (let i = p.indexOf("."); i >= 0; i = p.indexOf(".", i + 1)) above.add(p.slice(0, i));
+  }
   const inner = (v, here) => {
-    if (all.includes(here)) return UNKNOWN;
-    const below = all.some((p) => here === "" || p.startsWith(`${here}.`));
-    if (!below) return JSON.stringify(v === undefined ? null : v);
+    if (exact.has(here)) return UNKNOWN;
+    const open = here === "" ? exact.size > 0 : above.has(here);
+    if (!open) return JSON.stringify(v === undefined ? null : v);
     const step = (k) => (here === "" ? String(k) : `${here}.${k}`);
     if (Array.isArray(v)) return `[${v.map((x, i) => inner(x, step(i))).join(",")}]`;
     if (v !== null && typeof v === "object") {
@@ -59,7 +65,7 @@ export function withUnknowns(value, paths, at = "") {
     }
     return UNKNOWN;
   };
-  const s = text(inner(value, at));
+  const s = text(inner(value, ""));
   return s.length > VALUE_MAX ? `${s.slice(0, VALUE_MAX)}…` : s;
 }
 
