@@ -58,20 +58,33 @@ async fn job(api: &Api, id: &str) -> Value {
         .body
 }
 
-#[tokio::test]
-async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_deployer_approves() {
+/// A fresh API with organisation `acme` and its environment `prod` made from `body`; the
+/// API and the created environment.
+async fn prod_made_of(body: &str) -> (Api, Value) {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
-            Some(r#"{"name":"prod","env_type":"production","approval":"required","four_eyes":true,"approval_timeout_seconds":3600}"#),
-        )
+        .as_admin("POST", "/v1/groups/acme/-/environments", Some(body))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    assert_eq!(r.body["approval"], "required");
-    assert_eq!(r.body["four_eyes"], true);
+    (api, r.body)
+}
+
+/// A fresh API whose `acme/prod` has approval `required` (and no four eyes).
+async fn reviewed_prod() -> Api {
+    prod_made_of(r#"{"name":"prod","env_type":"production","approval":"required"}"#)
+        .await
+        .0
+}
+
+#[tokio::test]
+async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_deployer_approves() {
+    let (api, env) = prod_made_of(
+        r#"{"name":"prod","env_type":"production","approval":"required","four_eyes":true,"approval_timeout_seconds":3600}"#,
+    )
+    .await;
+    assert_eq!(env["approval"], "required");
+    assert_eq!(env["four_eyes"], true);
     api.grant("acme", Role::Deployer, "alice").await;
     api.grant("acme", Role::Deployer, "bob").await;
     api.grant("acme", Role::Viewer, "carol").await;
@@ -270,61 +283,34 @@ async fn whoami_names_the_caller_and_the_roles_it_holds_in_the_org_asked_for() {
 async fn a_mistyped_approve_suggests_the_job_awaiting_approval() {
     // It was told only "you need the deployer role": jobs awaiting approval were never
     // compared, only those dispatching or running (issue 47 item 9).
-    let api = Api::new().await;
-    seed_org(&api, "acme").await;
-    let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
-            Some(r#"{"name":"prod","env_type":"production","approval":"required"}"#),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    let api = reviewed_prod().await;
     api.grant("acme", Role::Deployer, "alice").await;
     let id = submit(&api, "admin", "prod", "apply").await;
     run_task(&api, &id, "t").await;
     assert_eq!(job(&api, &id).await["state"], "awaiting_approval");
-    let mut typo = id.clone();
-    let last = typo.pop().unwrap();
-    typo.push(if last == '0' { '1' } else { '0' });
-    let r = api
-        .call(
-            Some("alice"),
+    let typo = format!("/v1/jobs/{}/approve", common::typo(&id));
+    let approve = |who: &'static str| {
+        api.call(
+            Some(who),
             "POST",
-            &format!("/v1/jobs/{typo}/approve"),
+            &typo,
             Some("{}"),
             &[("content-type", "application/json")],
         )
-        .await;
+    };
+    let r = approve("alice").await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.body["error"]["did_you_mean"], json!([id]), "{}", r.body);
     // Another organisation's member is offered nothing of acme's.
     seed_org(&api, "globex").await;
-    let r = api
-        .call(
-            Some("globex-owner"),
-            "POST",
-            &format!("/v1/jobs/{typo}/approve"),
-            Some("{}"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+    let r = approve("globex-owner").await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert!(!r.body.to_string().contains(&id), "{}", r.body);
 }
 
 #[tokio::test]
 async fn a_discard_ends_the_job_releases_the_lock_and_a_waiting_job_goes_next() {
-    let api = Api::new().await;
-    seed_org(&api, "acme").await;
-    let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
-            Some(r#"{"name":"prod","env_type":"production","approval":"required"}"#),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    let api = reviewed_prod().await;
     let id = submit(&api, "admin", "prod", "destroy").await;
     let waiting = submit(&api, "admin", "prod", "plan").await;
     run_task(&api, &id, "t").await;
@@ -510,16 +496,7 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
 
 #[tokio::test]
 async fn a_job_awaiting_approval_can_be_canceled_and_then_frees_its_environment() {
-    let api = Api::new().await;
-    seed_org(&api, "acme").await;
-    let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
-            Some(r#"{"name":"prod","env_type":"production","approval":"required"}"#),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    let api = reviewed_prod().await;
     let id = submit(&api, "admin", "prod", "apply").await;
     run_task(&api, &id, "t").await;
     assert_eq!(job(&api, &id).await["state"], "awaiting_approval");

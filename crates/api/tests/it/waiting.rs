@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{seed_org, Api};
+use common::{seed_org, typo, Api};
 use sortie_core::Role;
 
 const PLAN: &str = r#"{"operation":"plan","files":{"main.tf":""}}"#;
@@ -20,14 +20,6 @@ async fn submit(api: &Api, subject: &str, env: &str) -> String {
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     r.body["id"].as_str().unwrap().to_string()
-}
-
-/// `id` with its last character changed: one edit away.
-fn typo(id: &str) -> String {
-    let mut s = id.to_string();
-    let last = s.pop().unwrap();
-    s.push(if last == '0' { '1' } else { '0' });
-    s
 }
 
 #[tokio::test]

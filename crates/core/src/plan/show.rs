@@ -12,6 +12,9 @@ use serde_json::Value;
 
 use super::{AttributeChange, ChangeAction, OutputChange, PlanPage, ResourceChange, MARKER};
 
+/// What Terraform prints for a value known only after apply.
+const UNKNOWN: &str = "(known after apply)";
+
 /// The escape codes of each action's colour; all empty without colour.
 #[derive(Debug, Clone, Copy)]
 pub struct Palette {
@@ -219,7 +222,7 @@ fn attribute_symbol(action: ChangeAction, c: &AttributeChange) -> Option<&'stati
 /// `before -> after`, or the one that exists.
 fn values(c: &AttributeChange) -> String {
     let after = if c.after_unknown {
-        "(known after apply)".to_string()
+        UNKNOWN.to_string()
     } else {
         value(&c.after)
     };
@@ -258,7 +261,7 @@ fn write_with_unknowns(
     out: &mut String,
 ) {
     if exact.contains(at) {
-        out.push_str("(known after apply)");
+        out.push_str(UNKNOWN);
         return;
     }
     // Open a part only when an unknown path lies below it (the root: when there is one).
@@ -302,7 +305,7 @@ fn write_with_unknowns(
             out.push('}');
         }
         // A part unknown below a value that is not a collection: all of it is unknown.
-        _ => out.push_str("(known after apply)"),
+        _ => out.push_str(UNKNOWN),
     }
 }
 

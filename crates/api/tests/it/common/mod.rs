@@ -297,6 +297,14 @@ impl Api {
     }
 }
 
+/// `id` with its last character changed: one edit away, for did-you-mean.
+pub fn typo(id: &str) -> String {
+    let mut s = id.to_string();
+    let last = s.pop().unwrap();
+    s.push(if last == '0' { '1' } else { '0' });
+    s
+}
+
 pub fn local_runner() -> &'static str {
     "description: local runner\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: local\n  directory: /tmp/sortie-state\n"
 }
