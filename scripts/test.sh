@@ -7,6 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 steps=()
 failed=""
+step_log="$(mktemp)"
 started=$(date +%s)
 
 free_gb() {
@@ -30,7 +31,21 @@ summary() {
     if [[ -d target ]]; then
         echo "  target/: $(du -sh target 2>/dev/null | cut -f1)"
     fi
-    [[ -z "$failed" ]] || echo "make test: FAILED at: $failed"
+    [[ -z "$failed" ]] || why
+}
+
+# why: after a failure, the failed step's own reason, last: CI keeps only the tail of the
+# run, and a table alone says where a run failed but not why (stop 51's soak did not say).
+# The lines that name a failure (FAILED, error, panicked, failures:), then the step's last
+# lines, each cut to 400 characters.
+why() {
+    echo "make test: FAILED at: $failed"
+    [[ -s "$step_log" ]] || return 0
+    echo "make test: why, from the step's own output:"
+    grep -a -E 'FAILED|[Ee]rror|panicked|^failures:|^---- |assert' "$step_log" | grep -av '^== ' \
+        | tail -n 12 | cut -c1-400 | sed 's/^/  | /'
+    echo "make test: the step's last lines:"
+    tail -n 8 "$step_log" | cut -c1-400 | sed 's/^/  | /'
 }
 trap 'stop_preparing; summary' EXIT
 
@@ -41,7 +56,9 @@ step() {
     echo "== $name: $*"
     local t0
     t0=$(date +%s)
-    "$@"
+    # Its output goes to the terminal as before and to step_log, kept for `why`; the
+    # command runs in this shell (a function step, such as `prepared`, waits on its jobs).
+    "$@" > >(tee "$step_log") 2>&1
     local rc=$?
     steps+=("$name"$'\t'"$(( $(date +%s) - t0 ))"$'\t'"$(free_gb)")
     if [[ $rc -ne 0 ]]; then
