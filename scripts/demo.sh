@@ -47,7 +47,8 @@ sortie() {
 # examples/hello-platform applied with terraform-provider-sortie (the one built above,
 # through a dev_overrides CLI configuration: no registry, no init).
 "$python" scripts/demo.py bucket > /dev/null
-# (Protocol 6: Terraform 1.0 or later; `terraform` on this PATH is 0.11 for the jobs.)
+# (Protocol 6: Terraform 1.0 or later. The jobs, which name no version, run the newest
+# Terraform there, as a newcomer's would.)
 terraform_bin="${SORTIE_TEST_TERRAFORM_111:-}"
 [[ -n "$terraform_bin" ]] || terraform_bin="$PWD/.tools/bin/terraform-1.0.3"
 platform="$work/platform"

@@ -65,6 +65,17 @@ class Api:
                 time.sleep(0.5)
 
 
+def pinned_terraform():
+    """The runner's Terraform for a script's `sortie dev`, as its `SORTIE_TERRAFORM` (the
+    operator's pin): this process's own when set, else Terraform 0.11.11
+    (`SORTIE_TEST_TERRAFORM`, set by scripts/with-moto.sh), which the scripts' checks were
+    written against; none when neither is set (a job then runs the newest binary there)."""
+    for name in ("SORTIE_TERRAFORM", "SORTIE_TEST_TERRAFORM"):
+        if os.environ.get(name):
+            return {"SORTIE_TERRAFORM": os.environ[name]}
+    return {}
+
+
 def start_dev(sortie, work, stamp, runner, log_name="dev.log", env=None, timeout=60, extra=()):
     """Starts `sortie dev` on the table/queue/bucket/bus named by `stamp`, with `runner`
     as the runner binary (and `extra` arguments); returns (process, Api) once its ready
@@ -78,7 +89,7 @@ def start_dev(sortie, work, stamp, runner, log_name="dev.log", env=None, timeout
          "--bucket", f"bench-artifacts-{stamp}", "--bus", f"bench-{stamp}",
          "--work-dir", work, "--runner", runner, "--ready-file", ready, *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        env=dict(os.environ, **(env or {})))
+        env={**os.environ, **pinned_terraform(), **(env or {})})
     deadline = time.time() + timeout
     while not (os.path.exists(ready) and os.path.getsize(ready) > 0):
         if time.time() > deadline or dev.poll() is not None:

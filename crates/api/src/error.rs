@@ -190,6 +190,14 @@ impl From<StoreError> for ApiError {
                 Self::new(StatusCode::CONFLICT, "state_conflict", message)
             }
             StoreError::Locked { .. } => Self::new(StatusCode::CONFLICT, "locked", message),
+            StoreError::Destroyed { destroyed, .. } => {
+                let mut e = Self::new(StatusCode::CONFLICT, "destroyed", message);
+                e.fields = vec![Problem {
+                    path: "destroyed.at".into(),
+                    problem: destroyed.at.to_rfc3339(),
+                }];
+                e
+            }
             StoreError::IdempotencyMismatch { .. } => Self {
                 status: StatusCode::CONFLICT,
                 code: "idempotency_key_reused",

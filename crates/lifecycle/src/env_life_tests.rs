@@ -96,14 +96,19 @@ impl Setup {
         record
     }
 
-    async fn triggered(&self) -> Vec<JobRecord> {
-        let page = self
-            .w
+    /// B's jobs, newest first (up to 100).
+    async fn b_jobs(&self) -> Vec<JobRecord> {
+        self.w
             .store
             .list_jobs(&self.b.path, 100, None)
             .await
-            .unwrap();
-        page.jobs
+            .unwrap()
+            .jobs
+    }
+
+    async fn triggered(&self) -> Vec<JobRecord> {
+        self.b_jobs()
+            .await
             .into_iter()
             .filter(|j| j.job.requested_by == TRIGGER_PRINCIPAL)
             .collect()
@@ -332,4 +337,74 @@ async fn a_restore_queues_a_plan_that_writes_the_version_back() {
             .await,
         Err(HistoryRefusal::NoSuchVersion { .. })
     ));
+}
+
+/// A destroyed environment takes no job from a trigger, a drift check or a restore, as a
+/// person's submit is refused: the refusal is the submit's own (issue 43 item 2; it was the
+/// API handler's alone, so the other ways in went around it). Extended, it takes them again.
+#[tokio::test]
+async fn a_destroyed_environment_takes_no_trigger_drift_check_or_restore() {
+    use sortie_store::ExpiryStore;
+    let s = setup().await;
+    let history = MemoryStateHistory::default();
+    let v1 = history.put(&s.b.path, Utc::now(), state(1, "x"));
+    let mark = sortie_core::expiry::Destroyed {
+        at: Utc::now(),
+        job_id: Some("01destroy".into()),
+        expired_at: Utc::now(),
+    };
+    s.w.store
+        .mark_destroyed(&s.b.path, Some(&mark))
+        .await
+        .unwrap();
+    let before = s.b_jobs().await.len();
+
+    // A's changed outputs reach no destroyed downstream.
+    s.apply_a("10.0.0.9").await;
+    assert!(
+        s.triggered().await.is_empty(),
+        "a trigger reached a destroyed environment"
+    );
+    // A drift check (idle only) and a queued submit such as a remediation's.
+    let last = s.b_jobs().await[0].clone();
+    for write in [crate::WriteMode::IfIdle, crate::WriteMode::Queue(None)] {
+        let mut order = JobOrder::again(
+            &last.job.request,
+            Operation::Plan,
+            "sortie:drift",
+            Utc::now(),
+        );
+        order.write = write;
+        let e = s.w.jobs.submit_for(&s.b, order).await.unwrap_err();
+        assert!(
+            matches!(&e, crate::SubmitError::Destroyed { environment, destroyed } if environment == &s.b.path && destroyed == &mark),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("was destroyed"), "{e}");
+    }
+    // A restore.
+    let e =
+        s.w.jobs
+            .restore_state(&history, &s.b.path, &v1, "bad apply", "carol")
+            .await
+            .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HistoryRefusal::Submit(crate::SubmitError::Destroyed { .. })
+        ),
+        "{e:?}"
+    );
+    let after = s.b_jobs().await.len();
+    assert_eq!(
+        after, before,
+        "nothing was written to the destroyed environment"
+    );
+
+    // Extended (the mark cleared): a restore is taken again.
+    s.w.store.mark_destroyed(&s.b.path, None).await.unwrap();
+    s.w.jobs
+        .restore_state(&history, &s.b.path, &v1, "bad apply", "carol")
+        .await
+        .unwrap();
 }

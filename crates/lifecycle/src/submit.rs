@@ -119,6 +119,15 @@ pub enum SubmitError {
         /// The lock that holds it.
         held: sortie_core::lock::Held,
     },
+    /// The environment is marked destroyed by its expiry: no new job runs there, whoever
+    /// submits it, until it is extended (the write's own condition checks it).
+    #[error("{}", .destroyed.refusal(.environment))]
+    Destroyed {
+        /// The environment.
+        environment: EnvPath,
+        /// When and how it was destroyed.
+        destroyed: sortie_core::expiry::Destroyed,
+    },
     /// Only a plan may be speculative: an apply or destroy writes state, and needs the lock.
     #[error("a speculative job must be a plan, not {} {}", sortie_core::job::a_or_an(.0.as_str()), .0.as_str())]
     NotSpeculative(Operation),
@@ -214,13 +223,21 @@ impl JobService {
         }
     }
 
-    /// The refusal of a submit whose write failed: a lock or freeze fails the write's
-    /// condition (`StoreError::Locked`), and is named (who, when, why) by reading it now,
+    /// The refusal of a submit whose write failed: a destroyed environment fails the write's
+    /// condition (`StoreError::Destroyed`, which carries its mark); a lock or freeze
+    /// (`StoreError::Locked`) is named (who, when, why) by reading it now,
     /// only after the refusal, so a submit that is not refused pays no lock read.
     async fn refusal_of(&self, path: &EnvPath, e: StoreError) -> SubmitError {
-        if !matches!(e, StoreError::Locked { .. }) {
-            return e.into();
-        }
+        let e = match e {
+            StoreError::Destroyed { destroyed, .. } => {
+                return SubmitError::Destroyed {
+                    environment: path.clone(),
+                    destroyed,
+                }
+            }
+            StoreError::Locked { .. } => e,
+            other => return other.into(),
+        };
         match self.lock_holding(path).await {
             Ok(Some(held)) => SubmitError::Locked {
                 environment: path.clone(),

@@ -159,6 +159,12 @@ impl JobService {
     ) -> Result<Option<JobId>, crate::SubmitError> {
         let record: EnvironmentRecord = self.store.get_environment(downstream).await?.item;
         let env = &record.environment;
+        if let Some(destroyed) = &record.destroyed {
+            // Its submit would be refused (`SubmitError::Destroyed`); a queued trigger there
+            // is left as it is, not superseded by a job that cannot be written.
+            info!(downstream = %downstream, destroyed_at = %destroyed.at, "destroyed: no trigger until it is extended");
+            return Ok(None);
+        }
         let Some(last) = &record.last_apply else {
             info!(downstream = %downstream, "no apply yet: nothing to plan, no trigger");
             return Ok(None);

@@ -7,7 +7,7 @@
 //! | `SORTIE_JOB_ID` | yes | the job to run |
 //! | `SORTIE_JOB_TOKEN` | yes | the job token (never logged, never passed to terraform or git) |
 //! | `SORTIE_WORK_DIR` | no | where to lay out the job (default: a new directory under the system temp dir) |
-//! | `SORTIE_TERRAFORM` | no | the Terraform/OpenTofu binary (default: `tofu` on `PATH`, else `terraform`); when the job asks for a tool or version, one candidate among the others |
+//! | `SORTIE_TERRAFORM` | no | the Terraform/OpenTofu binary (default, when the job names no tool or version: the newest `tofu`, else the newest `terraform`, in `SORTIE_TOOLS_DIR` and on `PATH`); when the job asks for a tool or version, one candidate among the others |
 //! | `SORTIE_TOOLS_DIR` | no | a directory of extra versions, named `terraform-X.Y.Z` or `tofu-X.Y.Z` (also `terraform`, `tofu`), searched with `PATH` when the job asks for a tool or version (default: `/opt/sortie/tools`; ignored when it does not exist) |
 //! | `SORTIE_GIT_CREDENTIALS` | no | the resolved value of a git source's `credentials_secret`: `token` or `username:token` |
 //! | `AWS_ENDPOINT_URL` | no | a local AWS (moto): S3 clients use path-style addressing and the state backend is pointed at it |

@@ -9,7 +9,8 @@
 //!    `SORTIE_WORK_DIR`, `SORTIE_TERRAFORM`, `SORTIE_TOOLS_DIR`, `SORTIE_GIT_CREDENTIALS`;
 //! 2. fetches the job spec with the job token ([`api::ApiClient`]);
 //! 3. chooses the binary ([`terraform::choose`]): with neither `tool` nor `version` in the
-//!    spec, `SORTIE_TERRAFORM`, else `tofu`, else `terraform` on `PATH`; otherwise the
+//!    spec, `SORTIE_TERRAFORM`, else the newest OpenTofu, else the newest Terraform, among
+//!    the same candidates as below (a note in the log says which); otherwise the
 //!    highest version that matches among `SORTIE_TERRAFORM` and every `terraform`, `tofu`,
 //!    `terraform-X.Y.Z` and `tofu-X.Y.Z` in `SORTIE_TOOLS_DIR` (default
 //!    `/opt/sortie/tools`) and on `PATH`, failing at once, naming every version it has,

@@ -60,6 +60,16 @@ pub enum StoreError {
         /// The environment.
         environment: String,
     },
+    /// A submit's write found the environment marked destroyed by its expiry: nothing was
+    /// written, whoever submitted (a person, a trigger, a drift check, a restore, a pull
+    /// request), until it is extended.
+    #[error("{}", .destroyed.refusal(.environment))]
+    Destroyed {
+        /// The environment.
+        environment: String,
+        /// When and how it was destroyed.
+        destroyed: sortie_core::expiry::Destroyed,
+    },
     /// The same idempotency key was used with a different request.
     #[error("idempotency key `{key}` was already used for a different request (job {job_id})")]
     IdempotencyMismatch {

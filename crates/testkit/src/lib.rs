@@ -270,6 +270,20 @@ pub fn terraform_bin() -> PathBuf {
     }
 }
 
+/// The runner's Terraform for a test's `sortie dev`, passed as its `SORTIE_TERRAFORM` (the
+/// operator's pin, which a job that names no tool or version runs): the test process's own
+/// `SORTIE_TERRAFORM` when set, else Terraform 0.11.11 (`SORTIE_TEST_TERRAFORM`), which the
+/// end-to-end tests' state and plan checks were written against; `None` when neither is
+/// set. Without a pin a job runs the newest binary there (1.11.4 under
+/// `scripts/with-moto.sh`), as a person's `make dev` does; the pilot's own tests cover that
+/// default. A job that asks for a version gets it either way.
+pub fn pinned_terraform() -> Option<std::ffi::OsString> {
+    ["SORTIE_TERRAFORM", TERRAFORM_VAR]
+        .into_iter()
+        .filter_map(std::env::var_os)
+        .find(|v| !v.is_empty())
+}
+
 /// The Terraform 1.0.3 binary, from `SORTIE_TEST_TERRAFORM_1`
 /// (`.tools/bin/terraform-1.0.3`, set by `scripts/with-moto.sh`).
 ///

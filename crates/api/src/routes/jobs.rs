@@ -152,9 +152,8 @@ pub(crate) async fn submit_job(
     drop(submitted);
     let env = state.store.get_environment(&path).await;
     let env = super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
-    if let Some(d) = &env.item.destroyed {
-        return Err(super::expiry::destroyed(&path, d));
-    }
+    // A destroyed environment is refused by the submit's own write (`SubmitError::Destroyed`),
+    // for this caller as for a trigger, a drift check or a restore.
     let order = JobOrder::submit(request, sensitive, principal.subject.clone(), idempotency);
     let submitted = state
         .jobs
@@ -195,6 +194,10 @@ pub(crate) fn submit_error(e: SubmitError) -> ApiError {
             ref environment,
             ref held,
         } => super::locks::locked(environment, held),
+        SubmitError::Destroyed {
+            ref environment,
+            ref destroyed,
+        } => super::expiry::destroyed(environment, destroyed),
         SubmitError::NotSpeculative(_) => ApiError::field("operation", e.to_string()),
         SubmitError::Store(e) => e.into(),
     }

@@ -95,6 +95,8 @@ impl Dev {
             .arg("--runner")
             .arg(&runner)
             .env("AWS_ENDPOINT_URL", sortie_testkit::endpoint())
+            // The Terraform these tests' checks were written against (0.11.11), pinned.
+            .envs(sortie_testkit::pinned_terraform().map(|tf| ("SORTIE_TERRAFORM", tf)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -7,13 +7,14 @@ use std::process::{Command, Stdio};
 
 use sortie_core::tool::{parse_version, ToolName, Version};
 
-use super::request::{select, Available, ToolRequest};
+use super::request::{newest, select, Available, ToolRequest};
 use super::ToolEnv;
 use crate::error::{one_line, PilotError};
 use crate::version::ToolVersion;
 
-/// The binary to run when the job asks for no tool or version: `explicit`
-/// (`SORTIE_TERRAFORM`) when given, else `tofu` on `path`, else `terraform` on `path`.
+/// A binary by name: `explicit` (`SORTIE_TERRAFORM`, the operator's pin, which [`choose`]
+/// runs when the job asks for no tool or version) when given, else the first `tofu` on
+/// `path`, else the first `terraform`.
 pub fn find_binary(explicit: Option<&Path>, path: Option<&OsStr>) -> Result<PathBuf, PilotError> {
     if let Some(bin) = explicit {
         return resolve_explicit(bin, path);
@@ -173,9 +174,12 @@ pub struct Choice {
 
 /// Chooses the binary for `request` (blocking: it may run `version` of several binaries).
 ///
-/// With neither a tool nor a version, [`find_binary`] as always. Otherwise every
-/// [`candidates`] entry is [`identify`]-ed and [`select`]-ed from. Either way the chosen
-/// binary's `version` output is read, and must agree with its name and the request.
+/// With neither a tool nor a version, `SORTIE_TERRAFORM` when it is set (the operator's
+/// pin), else the [`newest`] of every [`candidates`] entry, and a note says which it chose
+/// among which (a runner with Terraform 0.11.11 first on `PATH` and 1.11.4 further on
+/// runs 1.11.4). Otherwise every [`candidates`] entry is [`identify`]-ed and
+/// [`select`]-ed from. Either way the chosen binary's `version` output is read, and must
+/// agree with its name and the request.
 pub fn choose(
     request: &ToolRequest,
     explicit: Option<&Path>,
@@ -183,7 +187,7 @@ pub fn choose(
     path: Option<&OsStr>,
     env: &ToolEnv,
 ) -> Result<Choice, PilotError> {
-    if request.is_any() {
+    if request.is_any() && explicit.is_some() {
         let bin = find_binary(explicit, path)?;
         let version = detect_version(&bin, env)?;
         return Ok(Choice {
@@ -202,14 +206,36 @@ pub fn choose(
         ),
         None => format!("SORTIE_TOOLS_DIR={} and PATH", tools_dir.display()),
     };
-    let chosen = select(request, &available, &searched).map_err(|reason| {
-        let skipped = if problems.is_empty() {
+    let skipped = || {
+        if problems.is_empty() {
             String::new()
         } else {
             format!("; skipped: {}", problems.join("; "))
-        };
-        PilotError::Tool(format!("{reason}{skipped}"))
-    })?;
+        }
+    };
+    let mut notes = Vec::new();
+    let chosen = if request.is_any() {
+        let chosen = newest(&available).ok_or_else(|| {
+            PilotError::Tool(format!(
+                "neither tofu nor terraform is there ({searched} searched; set \
+                 SORTIE_TERRAFORM to the binary to use){}",
+                skipped()
+            ))
+        })?;
+        let mut there: Vec<String> = available.iter().map(|a| a.to_string()).collect();
+        there.sort();
+        there.dedup();
+        notes.push(format!(
+            "the job names no tool or version: {chosen} ({}), the newest of {} \
+             (pin one with `--tool-version`)",
+            chosen.path.display(),
+            there.join(", ")
+        ));
+        chosen
+    } else {
+        select(request, &available, &searched)
+            .map_err(|reason| PilotError::Tool(format!("{reason}{}", skipped())))?
+    };
     let version = detect_version(&chosen.path, env)?;
     if version.tool_name() != chosen.tool || version.number() != chosen.version {
         return Err(PilotError::Tool(format!(
@@ -217,13 +243,15 @@ pub fn choose(
             chosen.path.display()
         )));
     }
+    notes.extend(
+        problems
+            .iter()
+            .map(|p| format!("skipped a binary that could not be identified: {p}")),
+    );
     Ok(Choice {
         bin: chosen.path.clone(),
         version,
-        notes: problems
-            .into_iter()
-            .map(|p| format!("skipped a binary that could not be identified: {p}"))
-            .collect(),
+        notes,
     })
 }
 
@@ -372,6 +400,52 @@ mod tests {
         assert!(
             problems[0].contains(&bin.join("terraform").display().to_string()),
             "{problems:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn with_nothing_asked_the_newest_binary_runs_and_a_note_says_which() {
+        let dir = std::env::temp_dir().join(format!("sortie-pilot-newest-{}", std::process::id()));
+        let (first, later, tools) = (dir.join("first"), dir.join("later"), dir.join("tools"));
+        for d in [&first, &later, &tools] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // Local mode as a newcomer has it: 0.11.11 first on PATH, 1.11.4 further on.
+        fake_tool(&first.join("terraform"), "Terraform v0.11.11");
+        fake_tool(&first.join("terraform-1.0.3"), "Terraform v1.0.3");
+        fake_tool(&later.join("terraform"), "Terraform v1.11.4");
+        let path = std::env::join_paths([&first, &later]).unwrap();
+        let env = ToolEnv::default();
+        let any = ToolRequest::new(None, None).unwrap();
+        let choice = choose(&any, None, &tools, Some(&path), &env).unwrap();
+        assert_eq!(choice.bin, later.join("terraform"));
+        assert_eq!(choice.version, ToolVersion::terraform(1, 11, 4));
+        assert_eq!(
+            choice.notes,
+            [format!(
+                "the job names no tool or version: terraform 1.11.4 ({}), the newest of \
+                 terraform 0.11.11, terraform 1.0.3, terraform 1.11.4 (pin one with \
+                 `--tool-version`)",
+                later.join("terraform").display()
+            )]
+        );
+        // The operator's pin (SORTIE_TERRAFORM) still wins when nothing is asked.
+        let pinned = first.join("terraform");
+        let choice = choose(&any, Some(&pinned), &tools, Some(&path), &env).unwrap();
+        assert_eq!(choice.bin, pinned);
+        assert!(choice.notes.is_empty(), "{:?}", choice.notes);
+        // Nothing there: the error says where it looked and how to name one.
+        let empty = std::env::join_paths([dir.join("none")]).unwrap();
+        let err = choose(&any, None, &tools, Some(&empty), &env).unwrap_err();
+        assert_eq!(
+            err.reason(),
+            format!(
+                "neither tofu nor terraform is there (SORTIE_TOOLS_DIR={} and PATH searched; \
+                 set SORTIE_TERRAFORM to the binary to use)",
+                tools.display()
+            )
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

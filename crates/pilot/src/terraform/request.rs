@@ -75,6 +75,24 @@ impl fmt::Display for Available {
     }
 }
 
+/// The binary for a job that asks for neither a tool nor a version: the newest OpenTofu
+/// when there is one (OpenTofu is preferred, as `tofu` always was), else the newest
+/// Terraform; the first listed among equals. `None` when `available` is empty.
+pub fn newest(available: &[Available]) -> Option<&Available> {
+    let tool = if available.iter().any(|a| a.tool == ToolName::Opentofu) {
+        ToolName::Opentofu
+    } else {
+        ToolName::Terraform
+    };
+    let mut best: Option<&Available> = None;
+    for a in available.iter().filter(|a| a.tool == tool) {
+        if best.is_none_or(|b| a.version > b.version) {
+            best = Some(a);
+        }
+    }
+    best
+}
+
 /// The binary for `request` among `available`: the highest version of a matching tool (the
 /// first listed among equals). The error lists what was asked and every version there is,
 /// and ends with `(<searched> searched)`.
@@ -200,6 +218,53 @@ mod tests {
             select(&request, &[], "PATH").unwrap_err(),
             "no terraform binary is available; this runner has none (PATH searched)"
         );
+    }
+
+    #[test]
+    fn with_nothing_asked_the_newest_tofu_else_the_newest_terraform_runs() {
+        use ToolName::{Opentofu, Terraform};
+        // Local mode's PATH: 0.11.11 first, 1.0.3 by name, 1.11.4 last.
+        let terraform = [
+            av(Terraform, (0, 11, 11), "/repo/.tools/bin/terraform"),
+            av(Terraform, (1, 0, 3), "/repo/.tools/bin/terraform-1.0.3"),
+            av(Terraform, (1, 11, 4), "/usr/local/bin/terraform"),
+            av(Terraform, (1, 11, 4), "/opt/terraform-1.11.4"),
+        ];
+        assert_eq!(
+            newest(&terraform).unwrap().path,
+            PathBuf::from("/usr/local/bin/terraform")
+        );
+        let mut both = terraform.to_vec();
+        both.push(av(Opentofu, (1, 6, 0), "/usr/bin/tofu-1.6.0"));
+        both.push(av(Opentofu, (1, 8, 5), "/usr/bin/tofu"));
+        assert_eq!(newest(&both).unwrap().path, PathBuf::from("/usr/bin/tofu"));
+        assert_eq!(newest(&[]), None);
+    }
+
+    proptest::proptest! {
+        /// The default is never older than another binary of its tool, and it is OpenTofu
+        /// whenever OpenTofu is there.
+        #[test]
+        fn the_default_is_the_newest_of_its_tool(
+            have in proptest::collection::vec((proptest::bool::ANY, 0u32..3, 0u32..13, 0u32..12), 1..8)
+        ) {
+            let have: Vec<Available> = have
+                .iter()
+                .enumerate()
+                .map(|(i, (tofu, a, b, c))| {
+                    let tool = if *tofu { ToolName::Opentofu } else { ToolName::Terraform };
+                    av(tool, (*a, *b, *c), &format!("/bin/{i}"))
+                })
+                .collect();
+            let chosen = newest(&have).unwrap();
+            let tofu_there = have.iter().any(|a| a.tool == ToolName::Opentofu);
+            proptest::prop_assert_eq!(chosen.tool == ToolName::Opentofu, tofu_there);
+            for a in have.iter().filter(|a| a.tool == chosen.tool) {
+                proptest::prop_assert!(a.version <= chosen.version);
+            }
+            let first = have.iter().position(|a| a.tool == chosen.tool && a.version == chosen.version);
+            proptest::prop_assert_eq!(first, have.iter().position(|a| std::ptr::eq(a, chosen)));
+        }
     }
 
     #[test]

@@ -1943,12 +1943,29 @@ async fn the_tool_and_version_a_job_asks_for_choose_the_binary_or_fail_naming_ev
         world.api.tools(&spec.job_id),
         [used(ToolName::Terraform, "1.0.3")]
     );
-    // ... and the binary, as always, when nothing is asked for.
+    // ... and the binary, the operator's pin, when nothing is asked for.
     let (spec, output) = run(ask(None, None), Some(sortie_testkit::terraform_bin())).await;
     assert!(output.status.success(), "{}", describe(&output));
     assert_eq!(
         world.api.tools(&spec.job_id),
         [used(ToolName::Terraform, "0.11.11")]
+    );
+    // With no pin and nothing asked, the newest there (1.0.3 over 0.11.11), and the log
+    // says which and among which (issue 47 item 12: local mode ran 0.11.11).
+    let (spec, output) = run(ask(None, None), None).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        world.api.tools(&spec.job_id),
+        [used(ToolName::Terraform, "1.0.3")]
+    );
+    let log = world.log(&spec).await;
+    assert!(
+        log.contains(&format!(
+            "note: the job names no tool or version: terraform 1.0.3 ({}), the newest of \
+             terraform 0.11.11, terraform 1.0.3",
+            tools.join("terraform-1.0.3").display()
+        )),
+        "{log}"
     );
 
     // No match: the job fails before anything is fetched, naming what it asked for and

@@ -177,21 +177,33 @@ pub(super) fn refused(codes: &[Option<String>], job: &Job) -> Result<(), StoreEr
 const MAX_FREEZE_CHECKS: usize = 90;
 
 /// A submit's condition on the environment item beyond its own: not locked by a person
-/// (`lock`, a reserved word, hence `#lock`).
-const NOT_LOCKED: &str = "attribute_not_exists(#lock)";
+/// (`lock`, a reserved word, hence `#lock`) and not marked destroyed by its expiry (a
+/// destroyed environment takes no job from anyone until it is extended).
+const NOT_LOCKED: &str = "attribute_not_exists(#lock) AND attribute_not_exists(#destroyed)";
 
 fn lock_name() -> HashMap<String, String> {
-    HashMap::from([("#lock".to_string(), "lock".to_string())])
+    HashMap::from([
+        ("#lock".to_string(), "lock".to_string()),
+        ("#destroyed".to_string(), "destroyed".to_string()),
+    ])
 }
 
-/// After a cancelled submit transaction: `Locked` when a freeze check failed it (their
-/// codes start at `freezes_from`) or the environment, read after it, is locked (`locked`).
+/// After a cancelled submit transaction: `Destroyed` when the environment, read after it,
+/// is marked destroyed; `Locked` when a freeze check failed it (their codes start at
+/// `freezes_from`) or the environment is locked.
 fn locked_refusal(
     env: &EnvPath,
     codes: &[Option<String>],
     freezes_from: usize,
-    locked: bool,
+    current: Option<&super::EnvItem>,
 ) -> Result<(), StoreError> {
+    if let Some(destroyed) = current.and_then(|e| e.record.destroyed.clone()) {
+        return Err(StoreError::Destroyed {
+            environment: env.to_string(),
+            destroyed,
+        });
+    }
+    let locked = current.is_some_and(|e| e.record.lock.is_some());
     let frozen = codes
         .iter()
         .skip(freezes_from)
@@ -273,8 +285,7 @@ impl DynamoStore {
                 refused(&codes, job)?;
                 // The environment's condition: locked, frozen above, missing, or busy.
                 let current = self.read_env(&job.environment).await?;
-                let locked = current.as_ref().is_some_and(|e| e.record.lock.is_some());
-                locked_refusal(&job.environment, &codes, freezes_from, locked)?;
+                locked_refusal(&job.environment, &codes, freezes_from, current.as_ref())?;
                 match current {
                     None => Err(StoreError::NotFound {
                         kind: "environment",
@@ -287,8 +298,8 @@ impl DynamoStore {
     }
 
     /// A speculative job's one transaction: the job (a pending send) on condition that its
-    /// id is new, and a check that the environment exists; the lock, the queue and any
-    /// freeze are not read, as the job writes no state.
+    /// id is new, and a check that the environment exists and is not marked destroyed; the
+    /// lock, the queue and any freeze are not read, as the job writes no state.
     pub(super) async fn submit_lockless(
         &self,
         job: &Job,
@@ -299,7 +310,8 @@ impl DynamoStore {
         let exists = ConditionCheck::builder()
             .table_name(&self.table)
             .set_key(Some(env_key(&job.environment)))
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(#destroyed)")
+            .expression_attribute_names("#destroyed", "destroyed")
             .build()
             .expect("table, key and condition are set");
         let items = vec![
@@ -313,6 +325,14 @@ impl DynamoStore {
             Ok(submitted) => Ok(submitted),
             Err(codes) => {
                 refused(&codes, job)?;
+                // Missing, or marked destroyed (the only other condition on it).
+                let current = self.read_env(&job.environment).await?;
+                if let Some(destroyed) = current.and_then(|e| e.record.destroyed) {
+                    return Err(StoreError::Destroyed {
+                        environment: job.environment.to_string(),
+                        destroyed,
+                    });
+                }
                 Err(StoreError::NotFound {
                     kind: "environment",
                     id: job.environment.to_string(),
@@ -348,8 +368,7 @@ impl DynamoStore {
             // stays busy. The queue position is the environment's next sequence number, taken
             // in the same transaction, so FIFO follows the order the submits committed in.
             let current = self.read_env(env).await?;
-            let locked = current.as_ref().is_some_and(|e| e.record.lock.is_some());
-            locked_refusal(env, &codes, freezes_from, locked)?;
+            locked_refusal(env, &codes, freezes_from, current.as_ref())?;
             let Some(current) = current else {
                 return Err(StoreError::NotFound {
                     kind: "environment",
@@ -395,8 +414,7 @@ impl DynamoStore {
             };
             refused(&codes, job)?;
             let current = self.read_env(env).await?;
-            let locked = current.as_ref().is_some_and(|e| e.record.lock.is_some());
-            locked_refusal(env, &codes, freezes_from, locked)?;
+            locked_refusal(env, &codes, freezes_from, current.as_ref())?;
             if current.is_none() {
                 return Err(StoreError::NotFound {
                     kind: "environment",

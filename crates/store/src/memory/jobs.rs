@@ -569,10 +569,16 @@ fn submit_lockless(st: &mut State, job: &Job) -> Result<Submitted, StoreError> {
             id: job.id.to_string(),
         });
     }
-    if !st.envs.contains_key(&env) {
+    let Some(entry) = st.envs.get(&env) else {
         return Err(StoreError::NotFound {
             kind: "environment",
             id: env,
+        });
+    };
+    if let Some(destroyed) = entry.record.destroyed.clone() {
+        return Err(StoreError::Destroyed {
+            environment: env,
+            destroyed,
         });
     }
     st.jobs.insert(
@@ -618,6 +624,12 @@ fn submit_locked(
         kind: "environment",
         id: env.clone(),
     })?;
+    if let Some(destroyed) = entry.record.destroyed.clone() {
+        return Err(StoreError::Destroyed {
+            environment: env,
+            destroyed,
+        });
+    }
     if frozen || entry.record.lock.is_some() {
         return Err(StoreError::Locked { environment: env });
     }

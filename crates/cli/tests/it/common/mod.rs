@@ -125,7 +125,9 @@ pub fn start_dev(options: DevOptions) -> Dev {
     command
         .args(options.extra_args)
         .arg("--ready-file")
-        .arg(&ready);
+        .arg(&ready)
+        // The Terraform these tests' checks were written against (0.11.11), pinned.
+        .envs(sortie_testkit::pinned_terraform().map(|tf| ("SORTIE_TERRAFORM", tf)));
     if let Some(runner) = &options.runner {
         command.arg("--runner").arg(runner);
     }

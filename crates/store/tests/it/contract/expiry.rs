@@ -145,3 +145,75 @@ pub async fn an_environment_is_marked_destroyed_and_cleared_without_a_version_bu
         Err(StoreError::NotFound { .. })
     ));
 }
+
+/// A destroyed environment takes no job by any way a job is written: taking its idle lock,
+/// joining its queue behind a job that holds it, only when idle, or as a speculative plan.
+/// The refusal is the write's own condition (so a trigger, a drift check, a restore or a
+/// pull request is refused as a person is) and carries the mark; clearing it lets jobs in.
+pub async fn a_destroyed_environment_takes_no_job_by_any_way_of_writing_one<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    const ENV: &str = "acme/expiry/destroyed";
+    let path = EnvPath::parse(ENV).unwrap();
+    setup_env(&*s, ENV).await;
+    let mark = Destroyed {
+        at: Utc.with_ymd_and_hms(2026, 11, 26, 11, 0, 0).unwrap(),
+        job_id: Some("01destroy".into()),
+        expired_at: Utc.with_ymd_and_hms(2026, 11, 26, 10, 59, 0).unwrap(),
+    };
+    let refused = |r: Result<(), StoreError>| match r {
+        Err(StoreError::Destroyed {
+            environment,
+            destroyed,
+        }) => environment == ENV && destroyed == mark,
+        other => panic!("expected the destroyed refusal, got {other:?}"),
+    };
+    let count = |s: Arc<S>| {
+        let path = path.clone();
+        async move { s.list_jobs(&path, 50, None).await.unwrap().jobs.len() }
+    };
+    s.mark_destroyed(&path, Some(&mark)).await.unwrap();
+    // Idle: the lock's write, the idle-only write and the speculative write.
+    assert!(refused(
+        s.submit_job(&super::job(ENV), None).await.map(|_| ())
+    ));
+    assert!(refused(
+        s.submit_if_idle(&super::job(ENV)).await.map(|_| ())
+    ));
+    assert!(refused(
+        s.submit_speculative(&super::job(ENV), None)
+            .await
+            .map(|_| ())
+    ));
+    assert_eq!(
+        count(s.clone()).await,
+        0,
+        "a destroyed environment took a job"
+    );
+    let e = s
+        .submit_job(&super::job(ENV), None)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.to_string().contains("was destroyed"), "{e}");
+    // Cleared (an extension): a job takes the lock. Marked again while it holds it (as an
+    // expiry's destroy job ends): the queue's write is refused too.
+    s.mark_destroyed(&path, None).await.unwrap();
+    let holder = s.submit_job(&super::job(ENV), None).await.unwrap();
+    assert!(holder.took_lock);
+    s.mark_destroyed(&path, Some(&mark)).await.unwrap();
+    assert!(refused(
+        s.submit_job(&super::job(ENV), None).await.map(|_| ())
+    ));
+    assert!(refused(
+        s.submit_speculative(&super::job(ENV), None)
+            .await
+            .map(|_| ())
+    ));
+    assert_eq!(count(s.clone()).await, 1, "only the job before the mark");
+    let env = s.get_environment(&path).await.unwrap().item;
+    assert_eq!(
+        (env.active_job.as_ref(), env.queued_count),
+        (Some(&holder.job.id), 0)
+    );
+}

@@ -73,6 +73,7 @@ macro_rules! contract_suite {
             an_expiry_entry_is_set_kept_for_the_same_end_and_listed_when_due,
             due_expiries_page_to_the_end_in_due_order,
             an_environment_is_marked_destroyed_and_cleared_without_a_version_bump,
+            a_destroyed_environment_takes_no_job_by_any_way_of_writing_one,
             a_subjects_organisations_follow_its_grants_and_revokes,
             an_issuer_bound_grant_lists_only_for_its_issuer,
         );
