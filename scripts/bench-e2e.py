@@ -45,7 +45,6 @@ import concurrent.futures
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +63,7 @@ from e2e_common import (  # noqa: E402
     parse_time,
     pct,
     start_dev,
+    stop_dev,
 )
 
 
@@ -301,11 +301,7 @@ def main():
                            "moto_peak_rss_mib": moto.peak_rss_mib,
                            "latencies": latencies}, f, indent=2)
     finally:
-        dev.terminate()
-        try:
-            dev.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            dev.kill()
+        stop_dev(dev)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ goes to stderr as it runs):
    jobs on moto (crates/lifecycle/tests/it/calls_per_job.rs).
 5. End to end: `--jobs` jobs over `--envs` environments through `sortie dev` on moto,
    with runners that exit at once (scripts/bench-e2e.py), against moto's own per-call
-   floor measured in the same run.
+   floor measured in the same run. 5b: local mode's submit -> running, one job at a time,
+   and its hand-off from a job's end to the next claim, each against the figure recorded
+   in scripts/bench-local-path.json (scripts/bench-local-path.py; twice it is a failure).
 6. The log pipeline: scripts/bench_logs.py (follow latency, a 60-minute 50 MB log read
    back through the API, the log's cost per 1,000 ten-minute jobs), with a follower who
    joins mid-run.
@@ -150,6 +152,22 @@ def main():
                      f"({l['p99_ms'] / floor:.0f}× moto's floor)",
                      "p99 ≤ moto's floor + 100 ms" if goal else "",
                      (beyond <= 100) if goal else None))
+
+    # 5b. Local mode's own path against its recorded baseline (issue 47 item 15): submit ->
+    # running one job at a time, as `make demo` submits, and the hand-off from a job's end
+    # to the next one's claim; more than twice the recorded figure fails the bench.
+    path_json = os.path.join(work, "local-path.json")
+    done = subprocess.run([PY, "scripts/bench-local-path.py", "--json", path_json], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    sys.stderr.write(done.stdout)
+    with open(path_json) as f:
+        path = json.load(f)
+    for key, label in (("submit_to_running", "local mode: submit -> running, one job at a time"),
+                       ("handoff", "local mode: hand-off, a job's end -> the next one's claim")):
+        bound = path[f"{key}_p50_ms_bound"]
+        rows.append((label, f"p50 {path[f'{key}_p50_ms']:.0f} ms, p99 {path[f'{key}_p99_ms']:.0f} ms",
+                     f"p50 ≤ 2× the recorded ({bound:.0f} ms)",
+                     path[f"{key}_p50_ms"] <= bound))
 
     # 6. The log pipeline (issue 27): follow latency, a 50 MB log read back, its cost.
     logs_json = os.path.join(work, "logs.json")

@@ -100,6 +100,15 @@ def start_dev(sortie, work, stamp, runner, log_name="dev.log", env=None, timeout
     return dev, Api(r["url"], r["token"])
 
 
+def stop_dev(dev):
+    """Stops a `sortie dev` that start_dev started: SIGTERM, then SIGKILL after 10 s."""
+    dev.terminate()
+    try:
+        dev.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        dev.kill()
+
+
 class MotoProcess:
     """The moto server listening on `endpoint`'s port: CPU seconds and peak RSS, sampled
     every half second while `sampling`."""

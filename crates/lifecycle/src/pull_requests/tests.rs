@@ -383,6 +383,42 @@ async fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_check
     );
 }
 
+/// An environment its expiry destroyed still gets a pull request's plan (no state, no
+/// lock: it shows what an apply would create again), and so does every other environment
+/// the pull request touches: a refused submit there would have ended the planning of all.
+#[tokio::test]
+async fn a_destroyed_environment_still_gets_the_pull_requests_plan_beside_the_others() {
+    use sortie_store::ExpiryStore;
+    let s = setup().await;
+    let issuer = issuer_of(&s.connection);
+    grant(&s.w, "octocat", Some(&issuer), "acme", Role::Deployer).await;
+    let mark = sortie_core::expiry::Destroyed {
+        at: Utc::now(),
+        job_id: None,
+        expired_at: Utc::now(),
+    };
+    s.w.store
+        .mark_destroyed(
+            &sortie_core::EnvPath::parse("acme/web/dev").unwrap(),
+            Some(&mark),
+        )
+        .await
+        .unwrap();
+    s.host.open_pull(
+        8,
+        "OctoCat",
+        false,
+        &["web/dev/main.tf", "web/prod/main.tf"],
+    );
+    s.prs.handle(&opened(8)).await.unwrap();
+    let rec = record(&s, 8).await;
+    for path in ["acme/web/dev", "acme/web/prod"] {
+        let entry = &rec.environments[path];
+        assert!(entry.plan_job.is_some(), "{path}: {entry:?}");
+    }
+    assert_eq!(s.w.sent().len(), 2, "both plans sent");
+}
+
 #[tokio::test]
 async fn a_redelivered_event_submits_nothing_twice_and_edits_the_same_comment() {
     let s = setup().await;

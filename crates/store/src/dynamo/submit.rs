@@ -298,8 +298,9 @@ impl DynamoStore {
     }
 
     /// A speculative job's one transaction: the job (a pending send) on condition that its
-    /// id is new, and a check that the environment exists and is not marked destroyed; the
-    /// lock, the queue and any freeze are not read, as the job writes no state.
+    /// id is new, and a check that the environment exists; the lock, the queue, any freeze
+    /// and a `destroyed` mark are not read, as the job writes no state (a pull request's
+    /// plan of a destroyed environment shows what its apply would create again).
     pub(super) async fn submit_lockless(
         &self,
         job: &Job,
@@ -310,8 +311,7 @@ impl DynamoStore {
         let exists = ConditionCheck::builder()
             .table_name(&self.table)
             .set_key(Some(env_key(&job.environment)))
-            .condition_expression("attribute_exists(pk) AND attribute_not_exists(#destroyed)")
-            .expression_attribute_names("#destroyed", "destroyed")
+            .condition_expression("attribute_exists(pk)")
             .build()
             .expect("table, key and condition are set");
         let items = vec![
@@ -325,14 +325,6 @@ impl DynamoStore {
             Ok(submitted) => Ok(submitted),
             Err(codes) => {
                 refused(&codes, job)?;
-                // Missing, or marked destroyed (the only other condition on it).
-                let current = self.read_env(&job.environment).await?;
-                if let Some(destroyed) = current.and_then(|e| e.record.destroyed) {
-                    return Err(StoreError::Destroyed {
-                        environment: job.environment.to_string(),
-                        destroyed,
-                    });
-                }
                 Err(StoreError::NotFound {
                     kind: "environment",
                     id: job.environment.to_string(),

@@ -569,16 +569,10 @@ fn submit_lockless(st: &mut State, job: &Job) -> Result<Submitted, StoreError> {
             id: job.id.to_string(),
         });
     }
-    let Some(entry) = st.envs.get(&env) else {
+    if !st.envs.contains_key(&env) {
         return Err(StoreError::NotFound {
             kind: "environment",
             id: env,
-        });
-    };
-    if let Some(destroyed) = entry.record.destroyed.clone() {
-        return Err(StoreError::Destroyed {
-            environment: env,
-            destroyed,
         });
     }
     st.jobs.insert(
