@@ -50,7 +50,7 @@ pub struct LaunchSpec<'a> {
     pub job: &'a Job,
     /// The job's callback token: scoped to this job, passed to the runner only.
     pub token: &'a str,
-    /// The API URL the runner calls back.
+    /// The API URL the pilot calls back.
     pub api_url: &'a str,
     /// The launch attempt (1 for the first): part of RunTask's `clientToken`.
     pub attempt: u32,

@@ -218,12 +218,12 @@ impl JobService {
         }
     }
 
-    /// The runner's final callback: it is about to exit with `exit.exit_code`. The job ends
+    /// The pilot's final callback: it is about to exit with `exit.exit_code`. The job ends
     /// as if its task had been seen stopped with that code ([`How::Exited`]: a cancel or
     /// timeout Sortie asked for still names the end), and a drift check's drift is answered
     /// next ([`JobService::remediate_drift`]). Whichever comes first, this or the sweeper's
     /// poll of the platform, wins; the second changes nothing.
-    pub async fn runner_exited(
+    pub async fn pilot_exited(
         &self,
         record: &JobRecord,
         exit: &PilotExit,

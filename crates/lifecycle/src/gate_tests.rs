@@ -375,7 +375,7 @@ async fn a_racing_exit_report_and_task_event_run_the_gate_once() {
             let id = stale.job.id.clone();
             // One path after the other, the second with the record read before the first
             // moved the job (what a real race gives it); then both at once.
-            let by_exit = || g.w.jobs.runner_exited(&stale, &exit);
+            let by_exit = || g.w.jobs.pilot_exited(&stale, &exit);
             let by_event = || g.w.jobs.end(&stale, succeeded());
             let (first, second) = if exit_first {
                 let a = by_exit().await.unwrap();
@@ -413,7 +413,7 @@ async fn a_racing_exit_report_and_task_event_run_the_gate_once() {
         set(&g, "s", enforcement, "fail").await;
         let stale = running(&g, operation, Some(plan_json(&[action]))).await;
         let (a, b) = tokio::join!(
-            g.w.jobs.runner_exited(&stale, &exit),
+            g.w.jobs.pilot_exited(&stale, &exit),
             g.w.jobs.end(&stale, succeeded())
         );
         let ended = [a.unwrap(), b.unwrap()]

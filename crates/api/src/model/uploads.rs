@@ -22,7 +22,7 @@ pub struct UploadRequest {
 }
 
 /// A presigned request that writes one object of the job's (S3, signed with the API's
-/// credentials): the runner sends the bytes straight to S3, never through the API.
+/// credentials): the pilot sends the bytes straight to S3, never through the API.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct UploadGrant {
     /// The URL, signature included.

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use sortie_core::protocol::logs::{follow_marker_key, MAX_CHUNKS_PER_GRANT};
 use sortie_core::protocol::pilot::{log_chunk_key, log_prefix, UploadKind};
 
-use super::runner_callbacks::{job_by_token, UPLOAD_URL_TTL};
+use super::pilot_callbacks::{job_by_token, UPLOAD_URL_TTL};
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{Document, JobIdParam};
@@ -65,7 +65,7 @@ fn offsets(body: serde_json::Value) -> Result<Vec<u64>, ApiError> {
 
 /// Presigned PUTs for the job's log chunks starting at `offsets`, and a presigned GET of
 /// its follow marker; every URL works for ten minutes.
-#[utoipa::path(post, path = "/v1/jobs/{id}/log-uploads", tag = "runner",
+#[utoipa::path(post, path = "/v1/jobs/{id}/log-uploads", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "The chunks' start offsets", content((crate::model::LogUploadRequest = "application/json"))),
     security(("jobToken" = [])),

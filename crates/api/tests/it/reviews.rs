@@ -208,7 +208,7 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     );
     assert_ne!(r.body["detailed_exitcode"], true, "not a drift check");
 
-    // The runner reports its tool; a version that is not exact is refused.
+    // The pilot reports its tool; a version that is not exact is refused.
     let headers = [
         ("authorization", "Bearer apply-token"),
         ("content-type", "application/json"),

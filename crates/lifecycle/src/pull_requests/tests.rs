@@ -1139,7 +1139,7 @@ async fn a_pull_request_that_touches_no_bound_environment_gets_no_comment_until_
     assert!(last.contains("changes no environment"), "{last}");
 }
 
-/// Puts job `job`'s plan data where its runner uploads it.
+/// Puts job `job`'s plan data where its pilot uploads it.
 fn put_plan(bucket: &crate::testing::Bucket, job: &str, doc: &serde_json::Value) {
     let key = sortie_core::protocol::pilot::upload_key(
         &JobId::from(job.to_string()),

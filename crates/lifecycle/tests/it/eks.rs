@@ -135,7 +135,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
     let reported =
         e.w.engine
             .jobs
-            .runner_exited(
+            .pilot_exited(
                 &record,
                 &PilotExit {
                     exit_code: 0,
@@ -162,7 +162,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
     let again =
         e.w.engine
             .jobs
-            .runner_exited(
+            .pilot_exited(
                 &ended,
                 &PilotExit {
                     exit_code: 1,
@@ -194,7 +194,7 @@ async fn the_runners_callback_ends_the_job_at_once_and_the_later_poll_changes_no
     let late =
         e.w.engine
             .jobs
-            .runner_exited(
+            .pilot_exited(
                 &e.w.store.get_job(&id2).await.unwrap(),
                 &PilotExit {
                     exit_code: 0,

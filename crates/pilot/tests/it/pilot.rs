@@ -994,7 +994,7 @@ async fn a_briefly_unavailable_api_is_retried() {
 }
 
 /// Deliver 3: S3 refuses the summary and outputs uploads (their URLs name a bucket that
-/// does not exist); the apply still succeeds, and the runner reports what did not arrive.
+/// does not exist); the apply still succeeds, and the pilot reports what did not arrive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_upload_leaves_a_successful_apply_successful_and_is_reported() {
     sortie_testkit::require_aws!();

@@ -1,4 +1,4 @@
-//! The routes a runner calls with its job token instead of a user's JWT:
+//! The routes the pilot calls with its job token instead of a user's JWT:
 //! `GET /v1/jobs/{id}/spec`, `PUT /v1/jobs/{id}/summary`, `POST /v1/jobs/{id}/uploads`
 //! (a presigned URL for one of the job's own objects) and
 //! `PUT /v1/jobs/{id}/upload-problems` (what it could not upload).
@@ -17,7 +17,7 @@ use crate::model::{JobView, SensitiveVariables, UploadGrant, UploadProblems, Upl
 use crate::openapi::errors::*;
 use crate::AppState;
 
-/// Checks a runner's job token: valid for this one job, and only while it is not terminal.
+/// Checks the pilot's job token: valid for this one job, and only while it is not terminal.
 pub(super) async fn job_by_token(
     state: &AppState,
     headers: &HeaderMap,
@@ -65,11 +65,11 @@ async fn job_by_token_in(
     Ok(record)
 }
 
-/// The job spec the runner runs.
-#[utoipa::path(get, path = "/v1/jobs/{id}/spec", tag = "runner",
+/// The job spec the pilot runs.
+#[utoipa::path(get, path = "/v1/jobs/{id}/spec", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     security(("jobToken" = [])),
-    responses((status = 200, description = "The job spec the runner runs", body = sortie_core::protocol::pilot::JobSpec),
+    responses((status = 200, description = "The job spec the pilot runs", body = sortie_core::protocol::pilot::JobSpec),
         BadRequest, InvalidToken, Conflict, BadGateway, Unavailable))]
 pub(crate) async fn get_job_spec(
     State(state): State<AppState>,
@@ -92,7 +92,7 @@ pub(crate) async fn get_job_spec(
     let mut state_storage = runner.state_storage_configuration.clone();
     let mut report_exit = false;
     if let sortie_core::RunnerConfiguration::Eks(eks) = &runner.runner_configuration {
-        // No task event comes from Kubernetes: the runner reports its own exit.
+        // No task event comes from Kubernetes: the pilot reports its own exit.
         report_exit = true;
         // `kubernetes` state lives in the runner's namespace unless the file names one.
         if let sortie_core::StateStorageConfiguration::Kubernetes(k) = &mut state_storage {
@@ -243,7 +243,7 @@ async fn restore_url(
 /// The values of the job's sensitive variables, read from their secrets: answered only to
 /// the job's own token, while its task may run. Neither the values nor the answer are
 /// logged.
-#[utoipa::path(get, path = "/v1/jobs/{id}/sensitive-variables", tag = "runner",
+#[utoipa::path(get, path = "/v1/jobs/{id}/sensitive-variables", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     security(("jobToken" = [])),
     responses((status = 200, description = "Each value by its variable name", body = SensitiveVariables),
@@ -281,8 +281,8 @@ async fn log_end(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
         .unwrap_or(0))
 }
 
-/// Records the tool and exact version the runner picked.
-#[utoipa::path(put, path = "/v1/jobs/{id}/tool", tag = "runner",
+/// Records the tool and exact version the pilot picked.
+#[utoipa::path(put, path = "/v1/jobs/{id}/tool", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "The tool and its exact version", content((sortie_core::ToolUsed = "application/json"))),
     security(("jobToken" = [])),
@@ -299,7 +299,7 @@ pub(crate) async fn put_job_tool(
 
 /// Records the state (serial and lineage) the job ended with: what matches a state
 /// version to the job that wrote it.
-#[utoipa::path(put, path = "/v1/jobs/{id}/state", tag = "runner",
+#[utoipa::path(put, path = "/v1/jobs/{id}/state", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "The serial and lineage of the state after the job wrote it", content((sortie_core::state_version::StateStamp = "application/json"))),
     security(("jobToken" = [])),
@@ -314,14 +314,14 @@ pub(crate) async fn put_job_state(
     record_by_token::<sortie_core::state_version::StateStamp>(&state, &headers, &id, body).await
 }
 
-/// A report a runner sends about its own job (`PUT /v1/jobs/{id}/tool`, `/state`,
+/// A report the pilot sends about its own job (`PUT /v1/jobs/{id}/tool`, `/state`,
 /// `/summary`): the body it is decoded from, and the job update it makes.
-trait RunnerReport: serde::de::DeserializeOwned {
+trait PilotReport: serde::de::DeserializeOwned {
     /// The update this report makes on the job, or a 400 naming the field at fault.
     fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError>;
 }
 
-impl RunnerReport for sortie_core::ToolUsed {
+impl PilotReport for sortie_core::ToolUsed {
     fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError> {
         self.check().map_err(|e| ApiError::field("version", e))?;
         Ok(sortie_store::JobUpdate {
@@ -331,7 +331,7 @@ impl RunnerReport for sortie_core::ToolUsed {
     }
 }
 
-impl RunnerReport for sortie_core::state_version::StateStamp {
+impl PilotReport for sortie_core::state_version::StateStamp {
     fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError> {
         if let Some(problem) = self.problem() {
             return Err(ApiError::field("lineage", problem));
@@ -343,7 +343,7 @@ impl RunnerReport for sortie_core::state_version::StateStamp {
     }
 }
 
-impl RunnerReport for sortie_core::ChangeSummary {
+impl PilotReport for sortie_core::ChangeSummary {
     fn into_update(self) -> Result<sortie_store::JobUpdate, ApiError> {
         Ok(sortie_store::JobUpdate {
             summary: Some(self),
@@ -352,9 +352,9 @@ impl RunnerReport for sortie_core::ChangeSummary {
     }
 }
 
-/// A runner's report recorded on its job: the job token checked, the body decoded as `T`
-/// (400 naming `body` otherwise), and the update it makes ([`RunnerReport::into_update`]) written.
-async fn record_by_token<T: RunnerReport>(
+/// The pilot's report recorded on its job: the job token checked, the body decoded as `T`
+/// (400 naming `body` otherwise), and the update it makes ([`PilotReport::into_update`]) written.
+async fn record_by_token<T: PilotReport>(
     state: &AppState,
     headers: &HeaderMap,
     id: &JobId,
@@ -370,8 +370,8 @@ async fn record_by_token<T: RunnerReport>(
     Ok(Reply::ok(updated.into()))
 }
 
-/// Records the runner's change summary on the job.
-#[utoipa::path(put, path = "/v1/jobs/{id}/summary", tag = "runner",
+/// Records the pilot's change summary on the job.
+#[utoipa::path(put, path = "/v1/jobs/{id}/summary", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "What the plan, apply or destroy changed", content((sortie_core::ChangeSummary = "application/json"))),
     security(("jobToken" = [])),
@@ -387,7 +387,7 @@ pub(crate) async fn put_job_summary(
 }
 
 /// How long a presigned upload URL works: long enough to start one upload, short enough
-/// that a leaked URL is soon useless. The runner asks for a new one per object.
+/// that a leaked URL is soon useless. The pilot asks for a new one per object.
 pub const UPLOAD_URL_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// The most problems one report may carry, and the longest one.
@@ -443,7 +443,7 @@ fn upload_request(
 /// A presigned URL that writes one of the job's own objects: a log chunk, the plan, the
 /// summary or the outputs. The key is derived from the job and the kind; no request can
 /// name another job's key, or anything outside the job's prefixes.
-#[utoipa::path(post, path = "/v1/jobs/{id}/uploads", tag = "runner",
+#[utoipa::path(post, path = "/v1/jobs/{id}/uploads", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "What to upload", content((UploadRequest = "application/json"))),
     security(("jobToken" = [])),
@@ -472,9 +472,9 @@ pub(crate) async fn create_upload(
     }))
 }
 
-/// Records what the runner could not upload (replacing an earlier report), so a job whose
+/// Records what the pilot could not upload (replacing an earlier report), so a job whose
 /// log or summary did not arrive says so while keeping its outcome.
-#[utoipa::path(put, path = "/v1/jobs/{id}/upload-problems", tag = "runner",
+#[utoipa::path(put, path = "/v1/jobs/{id}/upload-problems", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
     request_body(description = "What was not uploaded, one line each", content((UploadProblems = "application/json"))),
     security(("jobToken" = [])),
@@ -521,7 +521,7 @@ pub(crate) async fn put_upload_problems(
 }
 
 /// Reads `{exit_code, reason?}`, naming the field of each problem.
-fn runner_exit(
+fn pilot_exit(
     body: serde_json::Value,
 ) -> Result<sortie_core::protocol::pilot::PilotExit, ApiError> {
     let serde_json::Value::Object(fields) = body else {
@@ -564,14 +564,14 @@ fn runner_exit(
     Ok(sortie_core::protocol::pilot::PilotExit { exit_code, reason })
 }
 
-/// The runner's final callback: it is about to exit with `exit_code`. A running job ends
+/// The pilot's final callback: it is about to exit with `exit_code`. A running job ends
 /// at once, as if its task had been seen stopped with that code (a cancel or timeout
 /// Sortie asked for still names the end). For `eks` runners this is how a job completes
 /// without waiting for the sweeper's poll; whichever comes first wins, and the second is a
 /// no-op: a job already ended answers 200 with its view, unchanged.
-#[utoipa::path(post, path = "/v1/jobs/{id}/events", tag = "runner",
+#[utoipa::path(post, path = "/v1/jobs/{id}/events", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
-    request_body(description = "How the runner is about to exit", content((sortie_core::protocol::pilot::PilotExit = "application/json"))),
+    request_body(description = "How the pilot is about to exit", content((sortie_core::protocol::pilot::PilotExit = "application/json"))),
     security(("jobToken" = [])),
     responses((status = 200, description = "The job, ended (now or before)", body = JobView),
         BadRequest, InvalidToken, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
@@ -582,8 +582,8 @@ pub(crate) async fn report_job_exit(
     body: Document,
 ) -> Result<Reply<JobView>, ApiError> {
     let record = job_by_token_in(&state, &headers, &id, true).await?;
-    let exit = runner_exit(body.value()?)?;
-    match state.jobs.runner_exited(&record, &exit).await? {
+    let exit = pilot_exit(body.value()?)?;
+    match state.jobs.pilot_exited(&record, &exit).await? {
         sortie_lifecycle::EndReport::Ended(r) | sortie_lifecycle::EndReport::AlreadyEnded(r) => {
             Ok(Reply::ok(r.into()))
         }
