@@ -20,7 +20,7 @@ pub use binary::{
     candidates, choose, detect_version, find_binary, identify, parse_binary_name, Candidate, Choice,
 };
 pub use output::{first_error, run_captured, run_logged, Finished, FIRST_ERROR_MAX};
-pub use request::{select, Available, ToolRequest};
+pub use request::{newest, select, Available, ToolRequest};
 pub use steps::{init_args, job_steps, Step};
 
 /// The plan file `plan` writes, relative to the configuration directory.
