@@ -179,9 +179,10 @@ const MAX_FREEZE_CHECKS: usize = 90;
 /// A submit's condition on the environment item beyond its own: not locked by a person
 /// (`lock`, a reserved word, hence `#lock`) and not marked destroyed by its expiry (a
 /// destroyed environment takes no job from anyone until it is extended).
-const NOT_LOCKED: &str = "attribute_not_exists(#lock) AND attribute_not_exists(#destroyed)";
+const OPEN_FOR_JOBS: &str = "attribute_not_exists(#lock) AND attribute_not_exists(#destroyed)";
 
-fn lock_name() -> HashMap<String, String> {
+/// The attribute names [`OPEN_FOR_JOBS`] uses.
+fn open_names() -> HashMap<String, String> {
     HashMap::from([
         ("#lock".to_string(), "lock".to_string()),
         ("#destroyed".to_string(), "destroyed".to_string()),
@@ -191,7 +192,7 @@ fn lock_name() -> HashMap<String, String> {
 /// After a cancelled submit transaction: `Destroyed` when the environment, read after it,
 /// is marked destroyed; `Locked` when a freeze check failed it (their codes start at
 /// `freezes_from`) or the environment is locked.
-fn locked_refusal(
+fn closed_refusal(
     env: &EnvPath,
     codes: &[Option<String>],
     freezes_from: usize,
@@ -256,10 +257,10 @@ impl DynamoStore {
                 env_key(&job.environment),
                 "SET active_job = :id",
                 &format!(
-                    "attribute_exists(pk) AND attribute_not_exists(active_job) AND {NOT_LOCKED}"
+                    "attribute_exists(pk) AND attribute_not_exists(active_job) AND {OPEN_FOR_JOBS}"
                 ),
                 HashMap::from([(":id".to_string(), s(&job.id))]),
-                lock_name(),
+                open_names(),
             ),
         ];
         items.extend(self.freeze_checks(&job.environment));
@@ -285,7 +286,7 @@ impl DynamoStore {
                 refused(&codes, job)?;
                 // The environment's condition: locked, frozen above, missing, or busy.
                 let current = self.read_env(&job.environment).await?;
-                locked_refusal(&job.environment, &codes, freezes_from, current.as_ref())?;
+                closed_refusal(&job.environment, &codes, freezes_from, current.as_ref())?;
                 match current {
                     None => Err(StoreError::NotFound {
                         kind: "environment",
@@ -360,7 +361,7 @@ impl DynamoStore {
             // stays busy. The queue position is the environment's next sequence number, taken
             // in the same transaction, so FIFO follows the order the submits committed in.
             let current = self.read_env(env).await?;
-            locked_refusal(env, &codes, freezes_from, current.as_ref())?;
+            closed_refusal(env, &codes, freezes_from, current.as_ref())?;
             let Some(current) = current else {
                 return Err(StoreError::NotFound {
                     kind: "environment",
@@ -385,13 +386,15 @@ impl DynamoStore {
                 self.update(
                     env_key(env),
                     "SET queued_count = queued_count + :one, queue_seq = :next",
-                    &format!("attribute_exists(active_job) AND queue_seq = :seq AND {NOT_LOCKED}"),
+                    &format!(
+                        "attribute_exists(active_job) AND queue_seq = :seq AND {OPEN_FOR_JOBS}"
+                    ),
                     HashMap::from([
                         (":one".to_string(), n(1)),
                         (":next".to_string(), n(seq + 1)),
                         (":seq".to_string(), n(seq)),
                     ]),
-                    lock_name(),
+                    open_names(),
                 ),
                 self.put(queue_item, "attribute_not_exists(pk)"),
             ];
@@ -406,7 +409,7 @@ impl DynamoStore {
             };
             refused(&codes, job)?;
             let current = self.read_env(env).await?;
-            locked_refusal(env, &codes, freezes_from, current.as_ref())?;
+            closed_refusal(env, &codes, freezes_from, current.as_ref())?;
             if current.is_none() {
                 return Err(StoreError::NotFound {
                     kind: "environment",
