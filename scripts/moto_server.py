@@ -104,6 +104,22 @@ doubles, and what they stand in for") says why it exists.
    that directory walk: 17% of moto's busy time in a profile of `make demo` (py-spy). The
    directory does not change while the server runs; the list is kept, in the same order,
    and every answer is the same.
+12. DynamoDB's attribute values are written out directly (issue 47 items 13 and 15):
+   stock moto's generic serializer visits each of an AttributeValue's ten members by name,
+   for every value of every answer (a GetItem of a 2.8 KB job item took 22.6 ms against
+   7.2 ms for a small one). The wire form of a plain value is written as it is; anything
+   else goes to moto's serializer. It refuses to start if the two forms differ for any of
+   its samples (scripts/moto_dynamo_fast.py).
+13. An update expression is parsed once per text (issue 47 items 13 and 15): stock moto
+   parses each UpdateExpression twice per request and deep-copies the tree in each
+   validator. The tree is kept pickled by its text (at most 512) and every caller gets a
+   fresh copy of its own, so no run can change another's; it refuses to start if an update
+   through a kept tree differs from one through a fresh parse (scripts/moto_dynamo_fast.py).
+14. A client's connection is kept open between requests (HTTP/1.1 keep-alive; issue 47
+   items 13 and 15): werkzeug's server closed every connection after one answer, so each
+   request paid a new connection and a new server thread (about a fifth of moto's busy time
+   under load). A request's unread body is drained before the next one is read; anything
+   that cannot be framed closes the connection as before (scripts/moto_keep_alive.py).
 """
 
 import collections
@@ -124,7 +140,9 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.server import main
 
+import moto_dynamo_fast  # patch 12: DynamoDB's attribute values written directly
 import moto_fair_queue  # patch 7: SQS fair queues (scripts/, beside this file)
+import moto_keep_alive  # patch 14: keep-alive connections
 import moto_memory  # patch 6 and /_sortie/moto-memory (scripts/, beside this file)
 import moto_s3_strict  # patches 8 and 9: S3's 403 without ListBucket, short list pages
 import moto_secrets_throttle  # patch 10: Secrets Manager's quotas (scripts/, beside this file)
@@ -526,6 +544,15 @@ def patch():
     moto_fair_queue.install()
     moto_s3_strict.install()
     moto_secrets_throttle.install()
+    if not os.environ.get("SORTIE_MOTO_GENERIC_SERIALIZER"):
+        # Set only to measure stock moto's serializer (BENCHMARKS.md "before").
+        moto_dynamo_fast.install()
+    if not os.environ.get("SORTIE_MOTO_PARSE_EVERY_TIME"):
+        # Set only to measure stock moto's parsing (BENCHMARKS.md "before").
+        moto_dynamo_fast.install_parse_once()
+    if not os.environ.get("SORTIE_MOTO_CLOSE_EVERY_CONNECTION"):
+        # Set only to measure werkzeug's one request per connection (BENCHMARKS.md "before").
+        moto_keep_alive.install()
 
 
 if __name__ == "__main__":
@@ -538,7 +565,9 @@ if __name__ == "__main__":
         "model objects tracked weakly, memory at /_sortie/moto-memory, "
         "SQS fair queues on standard queues, S3 403 for a missing key without ListBucket, "
         "short S3 list pages on tagged buckets, "
-        "Secrets Manager's request quotas, the module list read once",
+        "Secrets Manager's request quotas, the module list read once, "
+        "DynamoDB attribute values written directly, update expressions parsed once, "
+        "keep-alive connections",
         file=sys.stderr,
         flush=True,
     )

@@ -8,5 +8,6 @@ mod infra_template;
 mod kube_double;
 mod lambda_api;
 mod lambda_pulls;
+mod moto_speed;
 mod moto_writes;
 mod proxy;
