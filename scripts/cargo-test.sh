@@ -51,9 +51,12 @@ for pair in dict.fromkeys(pairs):
 # the product guarantees: the end path deletes most, the sweeper the rest.
 parallel=1
 [[ -n "${SORTIE_TEST_SERIAL:-}" ]] && parallel=""
+began=$SECONDS
 e2e() {
     scripts/with-moto.sh cargo test --workspace --no-fail-fast --test e2e --lib 2>&1 | sed -u 's/^/e2e| /'
-    return "${PIPESTATUS[0]}"
+    local rc="${PIPESTATUS[0]}"
+    echo "cargo-test: the end-to-end group took $((SECONDS - began)) s"
+    return "$rc"
 }
 e2e_rc=0
 if [[ -n "$parallel" ]]; then
@@ -65,6 +68,7 @@ fi
 rc=0
 scripts/with-moto.sh cargo test --workspace --no-fail-fast "${args[@]}" || rc=$?
 cargo test --workspace --no-fail-fast --doc || rc=$?
+echo "cargo-test: the other group took $((SECONDS - began)) s"
 
 if [[ -n "$parallel" ]]; then
     wait "$e2e_pid" || e2e_rc=$?
