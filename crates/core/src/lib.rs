@@ -17,6 +17,7 @@ pub mod drift;
 pub mod end_retry;
 pub mod environment;
 pub mod expiry;
+pub mod identity;
 pub mod ids;
 pub mod job;
 pub mod job_env;
