@@ -124,6 +124,12 @@ doubles, and what they stand in for") says why it exists.
    builds a new lookup factory, so a new table of every error the service defines, for
    every error answer it serializes (a ConditionalCheckFailed, an S3 404): about 4% of
    moto's CPU under the API tests. The tables depend on the service model alone.
+16. STS AssumeRoleWithWebIdentity is as strict as AWS (issue 45): stock moto answers
+   credentials for any token. The token's issuer must be an IAM OIDC provider of the
+   role's account, its audience one of the provider's client ids, its signature verify
+   with the issuer's JWKS (fetched through its discovery document), its exp be in the
+   future, and the role's trust policy allow its provider with `:aud` and `:sub`
+   conditions that hold; else AWS's error codes (scripts/moto_sts_web_identity.py).
 """
 
 import collections
@@ -150,6 +156,7 @@ import moto_keep_alive  # patch 14: keep-alive connections
 import moto_memory  # patch 6 and /_sortie/moto-memory (scripts/, beside this file)
 import moto_s3_strict  # patches 8 and 9: S3's 403 without ListBucket, short list pages
 import moto_secrets_throttle  # patch 10: Secrets Manager's quotas (scripts/, beside this file)
+import moto_sts_web_identity  # patch 16: strict AssumeRoleWithWebIdentity
 
 _DYNAMODB_LOCK = threading.RLock()
 
@@ -595,6 +602,9 @@ def patch():
     moto_fair_queue.install()
     moto_s3_strict.install()
     moto_secrets_throttle.install()
+    if not os.environ.get("SORTIE_MOTO_LENIENT_WEB_IDENTITY"):
+        # Set only to show a test failing on stock moto's AssumeRoleWithWebIdentity.
+        moto_sts_web_identity.install()
     if not os.environ.get("SORTIE_MOTO_GENERIC_SERIALIZER"):
         # Set only to measure stock moto's serializer (BENCHMARKS.md "before").
         moto_dynamo_fast.install()
@@ -618,7 +628,8 @@ if __name__ == "__main__":
         "short S3 list pages on tagged buckets, "
         "Secrets Manager's request quotas, the module list read once, "
         "DynamoDB attribute values written directly, update expressions parsed once, "
-        "keep-alive connections, error tables built once",
+        "keep-alive connections, error tables built once, "
+        "AssumeRoleWithWebIdentity verified as AWS does",
         file=sys.stderr,
         flush=True,
     )

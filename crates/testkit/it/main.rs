@@ -11,3 +11,4 @@ mod lambda_pulls;
 mod moto_speed;
 mod moto_writes;
 mod proxy;
+mod sts_web_identity;
