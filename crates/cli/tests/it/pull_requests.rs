@@ -8,7 +8,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sortie_testkit::github::{send_webhook, CheckRunRecord, FileChange, GithubDouble, PullSpec};
+use sortie_testkit::github::{
+    send_webhook, CheckRunRecord, CommentRecord, FileChange, GithubDouble, PullSpec,
+};
 
 use crate::common::{self, Dev};
 
@@ -189,6 +191,28 @@ impl World {
     }
 }
 
+impl World {
+    /// Waits (a minute at most) until the comments on pull request `number` satisfy `done`:
+    /// the sticky comment is written beside the checks, not before them, so a check seen
+    /// done does not mean its comment is there yet.
+    fn wait_comments(
+        &self,
+        number: u64,
+        what: &str,
+        done: impl Fn(&[CommentRecord]) -> bool,
+    ) -> Vec<CommentRecord> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let comments = self.gh.comments(REPO, number);
+            if done(&comments) {
+                return comments;
+            }
+            assert!(Instant::now() < deadline, "never {what}: {comments:#?}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
 fn names(runs: &[CheckRunRecord]) -> Vec<String> {
     let mut names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
     names.sort();
@@ -296,13 +320,12 @@ fn a_pull_request_touching_two_bound_environments_gets_two_plans_two_checks_and_
         assert!(!text.contains(&format!("terraform_data.{other}")), "{text}");
     }
     // One comment, edited in place, naming both environments and not the third.
-    let comments = w.gh.comments(REPO, number);
+    let comments = w.wait_comments(number, "a comment naming both environments", |c| {
+        c.iter()
+            .any(|c| c.body.contains("acme/web-dev") && c.body.contains("acme/web-prod"))
+    });
     assert_eq!(comments.len(), 1, "{comments:#?}");
     let body = &comments[0].body;
-    assert!(
-        body.contains("acme/web-dev") && body.contains("acme/web-prod"),
-        "{body}"
-    );
     assert!(!body.contains("acme/api-dev"), "{body}");
     for resource in ["web_dev", "web_prod"] {
         assert!(
@@ -375,7 +398,8 @@ fn a_fork_is_not_planned_until_a_deployer_comments() {
         runs.len() == 1 && runs[0].conclusion.as_deref() == Some("neutral")
     });
     assert_eq!(runs[0].name, "sortie: acme/api-dev");
-    let comment = &w.gh.comments(REPO, number)[0].body;
+    let comments = w.wait_comments(number, "the sticky comment", |c| !c.is_empty());
+    let comment = &comments[0].body;
     assert!(
         comment.contains("/sortie plan"),
         "the comment says how: {comment}"
