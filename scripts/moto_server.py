@@ -515,25 +515,9 @@ def _patch_error_tables():
             f"moto_server.py: moto {moto.__version__} looks up its errors another way; "
             "revisit patch 15"
         )
-    shared = {}
-    lock = threading.Lock()
-
-    class _Tables(dict):
-        """One table per service id for every factory; built under a lock."""
-
-        def __contains__(self, key):
-            with lock:
-                return dict.__contains__(shared, key)
-
-        def __getitem__(self, key):
-            with lock:
-                return shared[key]
-
-        def __setitem__(self, key, value):
-            with lock:
-                shared.setdefault(key, value)
-
-    tables = _Tables()
+    # One table per service id, shared by every factory. A race builds a table twice at
+    # most; both are the same, and a dict's get and set are atomic under the GIL.
+    tables = {}
 
     def __init__(self):
         self._error_lut_cache = tables

@@ -596,7 +596,8 @@ pub struct TokenSetup {
 
 /// The variables and files that point each cloud's SDK at `token_file` for `phase`:
 /// - AWS: `AWS_ROLE_ARN` (the phase's role), `AWS_WEB_IDENTITY_TOKEN_FILE` and
-///   `AWS_ROLE_SESSION_NAME` (`session_name`), which the AWS provider and SDKs read natively;
+///   `AWS_ROLE_SESSION_NAME` (`session_name`, made one STS accepts by
+///   [`crate::limits::session_name`]), which the AWS provider and SDKs read natively;
 /// - Google Cloud: an external-account credential file in `dir` whose `credential_source`
 ///   is the token file, named by `GOOGLE_APPLICATION_CREDENTIALS`;
 /// - Azure: `ARM_USE_OIDC`, `ARM_OIDC_TOKEN_FILE_PATH`, `ARM_CLIENT_ID`, `ARM_TENANT_ID`
@@ -618,7 +619,10 @@ pub fn token_setup(
         };
         set("AWS_ROLE_ARN", role);
         set("AWS_WEB_IDENTITY_TOKEN_FILE", token_file);
-        set("AWS_ROLE_SESSION_NAME", &role_session_name(session_name));
+        set(
+            "AWS_ROLE_SESSION_NAME",
+            &crate::limits::session_name(session_name),
+        );
     }
     if let Some(azure) = &identity.azure {
         set("ARM_USE_OIDC", "true");
@@ -647,26 +651,6 @@ pub fn token_setup(
         setup.files.push((path, credential.to_string()));
     }
     setup
-}
-
-/// A role session name AWS accepts: at most 64 of `[A-Za-z0-9+=,.@_-]`, others as `_`.
-pub fn role_session_name(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "+=,.@_-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if cleaned.len() < 2 {
-        format!("sortie-{cleaned}")
-    } else {
-        cleaned
-    }
 }
 
 #[cfg(test)]
