@@ -88,6 +88,9 @@ pub struct AppState {
     /// secrets read lately (`None`: this deployment takes no webhooks, and the
     /// pull-request routes answer 503 saying so).
     pub pulls: Option<PullParts>,
+    /// Sortie as an OIDC issuer: job identity tokens and the keys that verify them (`None`:
+    /// this deployment has no signing key, and its runners' `identity` blocks get no token).
+    pub issuer: Option<sortie_lifecycle::Issuer>,
 }
 
 /// What the pull-request routes need beyond the store.

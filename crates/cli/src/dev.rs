@@ -103,6 +103,54 @@ pub struct DevArgs {
     /// Seconds a claimed job's heartbeat may stop before the sweeper ends it ("agent lost").
     #[arg(long, default_value_t = sortie_core::agent_pool::DEFAULT_AGENT_SILENCE_SECONDS)]
     agent_silence: i64,
+    /// Seconds a job identity token lives (at most 3600). The pilot writes a fresh one when
+    /// two-thirds of it have passed.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    identity_token_seconds: u32,
+    /// Seconds the API uses the identity keys it read from KMS before it reads them again
+    /// (how soon a moved alias is seen).
+    #[arg(long, default_value_t = 60)]
+    identity_keys_ttl: u64,
+}
+
+/// The KMS alias whose key signs `sortie dev`'s job identity tokens (made at the first
+/// start on the local AWS).
+pub const DEV_IDENTITY_KEY: &str = "alias/sortie-dev-identity";
+/// The KMS alias published beside it while a key rolls in or out.
+pub const DEV_IDENTITY_STANDBY_KEY: &str = "alias/sortie-dev-identity-standby";
+
+/// Makes the signing key of [`DEV_IDENTITY_KEY`] on the local AWS's KMS, unless the alias
+/// names one already.
+async fn ensure_identity_key(config: &aws_config::SdkConfig) -> anyhow::Result<()> {
+    let kms = aws_sdk_kms::Client::new(config);
+    if kms
+        .get_public_key()
+        .key_id(DEV_IDENTITY_KEY)
+        .send()
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let key = kms
+        .create_key()
+        .key_spec(aws_sdk_kms::types::KeySpec::EccNistP256)
+        .key_usage(aws_sdk_kms::types::KeyUsageType::SignVerify)
+        .description("sortie dev: job identity tokens")
+        .send()
+        .await
+        .context("creating the identity signing key in KMS")?;
+    let id = key
+        .key_metadata()
+        .map(|m| m.key_id().to_string())
+        .unwrap_or_default();
+    kms.create_alias()
+        .alias_name(DEV_IDENTITY_KEY)
+        .target_key_id(id)
+        .send()
+        .await
+        .context("naming the identity signing key")?;
+    Ok(())
 }
 
 /// `sortie dev` subcommands.
@@ -178,6 +226,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .context("creating the bus")?;
     }
 
+    ensure_identity_key(&config).await?;
+
     // The API's address is the runners' callback URL, so bind first: on `--port`, else on
     // the data dir's last port (a free one, said loudly, if that one is taken).
     let listener = bind_api(args.port, saved.port).await?;
@@ -216,6 +266,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         },
         // The console at `<url>/` signs in with the tokens printed below.
         console: sortie_api::ConsoleConfig::local(),
+        identity: Some(sortie_wiring::IdentityKeys {
+            signing: DEV_IDENTITY_KEY.into(),
+            standby: Some(DEV_IDENTITY_STANDBY_KEY.into()),
+            token_seconds: args.identity_token_seconds,
+            keys_ttl: std::time::Duration::from_secs(args.identity_keys_ttl),
+        }),
     };
     // Pull requests: webhook work and job ends queue in memory; one worker handles them.
     let pull_queue = Arc::new(sortie_store::MemoryPullQueue::default());

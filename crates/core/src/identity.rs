@@ -40,6 +40,7 @@ pub const AUDIENCE_MAX: usize = 256;
 /// The phase a token is for: a job's plan (every job has one) or its apply (an apply's or a
 /// destroy's second phase). A cloud's trust policy can give each its own role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Reads only: `terraform plan`.
@@ -121,6 +122,31 @@ pub fn subject(environment: &EnvPath, operation: Operation, phase: Phase) -> Str
         operation.as_str(),
         phase
     )
+}
+
+/// Why a task may not have a token for `phase`, if it may not: a plan job has no apply
+/// phase, and the task that plans a reviewed apply or destroy (`task_phase` plan) gets no
+/// apply token: that is minted only for the task that applies the approved plan. Every
+/// task may have a plan token (the apply phase's `init` and refresh read too).
+pub fn phase_refusal(
+    operation: Operation,
+    task_phase: Option<crate::JobPhase>,
+    phase: Phase,
+) -> Option<String> {
+    if phase == Phase::Plan {
+        return None;
+    }
+    if operation == Operation::Plan {
+        return Some(format!(
+            "a {} job has no apply phase: only a plan token is minted for it",
+            operation.as_str()
+        ));
+    }
+    (task_phase == Some(crate::JobPhase::Plan)).then(|| {
+        "this task plans for review: the apply token is minted only for the task that \
+         applies the approved plan"
+            .to_string()
+    })
 }
 
 /// The claims of one job identity token.
@@ -330,6 +356,7 @@ const P256_SPKI_PREFIX: [u8; 26] = [
 
 /// A public key in a JWKS (RFC 7517), EC P-256 only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Jwk {
     /// `EC`.
     pub kty: String,
@@ -350,6 +377,7 @@ pub struct Jwk {
 
 /// A JWK Set: the keys a token's `kid` is looked up in (two while a new key rolls in).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Jwks {
     /// The keys.
     pub keys: Vec<Jwk>,

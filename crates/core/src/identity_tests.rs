@@ -490,3 +490,67 @@ fn a_bad_identity_block_names_each_field() {
     );
     assert!(parsed.is_err(), "unknown fields are refused");
 }
+
+#[test]
+fn only_a_task_that_may_apply_gets_an_apply_token() {
+    use crate::JobPhase;
+    for operation in [Operation::Plan, Operation::Apply, Operation::Destroy] {
+        for task in [None, Some(JobPhase::Plan), Some(JobPhase::Apply)] {
+            assert_eq!(phase_refusal(operation, task, Phase::Plan), None);
+        }
+    }
+    let refused = phase_refusal(Operation::Plan, None, Phase::Apply).unwrap();
+    assert!(refused.contains("no apply phase"), "{refused}");
+    for operation in [Operation::Apply, Operation::Destroy] {
+        assert_eq!(phase_refusal(operation, None, Phase::Apply), None);
+        assert_eq!(
+            phase_refusal(operation, Some(JobPhase::Apply), Phase::Apply),
+            None
+        );
+        let refused = phase_refusal(operation, Some(JobPhase::Plan), Phase::Apply).unwrap();
+        assert!(refused.contains("approved plan"), "{refused}");
+    }
+}
+
+#[test]
+fn a_runner_file_carries_its_identity_block_and_names_its_problems() {
+    let file = r#"
+runner_configuration: {type: local}
+state_storage_configuration: {type: local, directory: /tmp/state}
+identity:
+  audience: sts.amazonaws.com
+  aws:
+    plan_role_arn: arn:aws:iam::123456789012:role/acme-read
+    apply_role_arn: arn:aws:iam::123456789012:role/acme-write
+"#;
+    let spec = crate::RunnerSpec::parse(file).unwrap();
+    let identity = spec.identity.expect("the identity block");
+    assert_eq!(
+        identity.aws.unwrap().apply_role_arn,
+        "arn:aws:iam::123456789012:role/acme-write"
+    );
+    let bad = r#"
+runner_configuration: {type: local}
+state_storage_configuration: {type: local, directory: /tmp/state}
+identity:
+  audience: ""
+  aws: {plan_role_arn: nope, apply_role_arn: arn:aws:iam::123456789012:role/w}
+"#;
+    let paths: Vec<String> = crate::RunnerSpec::parse(bad)
+        .unwrap_err()
+        .problems
+        .into_iter()
+        .map(|p| p.path)
+        .collect();
+    assert_eq!(paths, ["identity.audience", "identity.aws.plan_role_arn"]);
+    let unknown = r#"
+runner_configuration: {type: local}
+state_storage_configuration: {type: local, directory: /tmp/state}
+identity: {audience: x, aws: {plan_role_arn: a, apply_role_arn: b, extra: 1}}
+"#;
+    let problems = crate::RunnerSpec::parse(unknown).unwrap_err().problems;
+    assert!(
+        problems[0].path.starts_with("identity") && problems[0].path.ends_with("extra"),
+        "{problems:?}"
+    );
+}

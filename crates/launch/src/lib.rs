@@ -9,6 +9,7 @@ pub mod check;
 mod ecs;
 pub mod eks;
 pub mod job_secrets;
+pub mod kms;
 mod local;
 pub mod secrets;
 pub mod session;

@@ -22,6 +22,7 @@ pub mod expiry;
 mod expiry_tests;
 mod gate;
 mod group_cache;
+pub mod issuer;
 mod jobs;
 mod locks;
 mod policy_listing;
@@ -55,6 +56,7 @@ pub use engine::{
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use gate::PolicyGate;
+pub use issuer::{Issuer, IssuerConfig, IssuerError};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
 pub use policy_listing::PolicyListingCache;

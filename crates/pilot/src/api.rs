@@ -155,6 +155,24 @@ impl ApiClient {
         ))
     }
 
+    /// `POST /v1/jobs/{id}/identity-token`: a job identity token for `phase`. The answer is
+    /// never logged; an error never quotes it.
+    pub async fn identity_token(
+        &self,
+        phase: sortie_core::identity::Phase,
+    ) -> Result<sortie_core::protocol::pilot::IdentityToken, PilotError> {
+        let path = self.path("identity-token");
+        let body =
+            serde_json::to_vec(&sortie_core::protocol::pilot::IdentityTokenRequest { phase })
+                .map_err(|e| PilotError::Api(format!("could not encode the token request: {e}")))?;
+        let answer = self.call(Method::POST, &path, Some(body)).await?;
+        serde_json::from_slice(&answer).map_err(|_| {
+            PilotError::Api(format!(
+                "POST {path} answered a body this runner cannot read"
+            ))
+        })
+    }
+
     /// `PUT /v1/jobs/{id}/summary`.
     pub async fn report_summary(&self, summary: &ChangeSummary) -> Result<(), PilotError> {
         let path = self.path("summary");

@@ -22,6 +22,8 @@
 //!    ([`source`]), and writes the backend configuration that version understands
 //!    ([`backend`]); a configuration with no `.tf` file of its own, and a destroy from an
 //!    implicit source, are refused ([`guard`]);
+//!    When the runner has an `identity` block, each step gets the phase's job identity
+//!    token in a private file, kept fresh while the job runs ([`identity`]);
 //! 5. runs `init`, then the job's steps ([`terraform::job_steps`]), streaming the combined
 //!    output to stdout and to S3 in ordered chunks ([`log`]), numbered from the spec's
 //!    `log_offset` (a second phase continues the first phase's log). Every apply and
@@ -59,6 +61,7 @@ pub mod github;
 #[cfg(test)]
 mod github_fake;
 pub mod guard;
+pub mod identity;
 pub mod log;
 pub mod objects;
 pub mod run;

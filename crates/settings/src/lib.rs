@@ -31,6 +31,15 @@ pub const JWT_ISSUER: &str = "SORTIE_JWT_ISSUER";
 /// The audiences that authorizer accepts, comma separated; the console asks for the first
 /// (optional; read by `api`).
 pub const JWT_AUDIENCE: &str = "SORTIE_JWT_AUDIENCE";
+/// The KMS key (an alias, as a rule) that signs job identity tokens (optional; read by
+/// `api`): without it, runners' `identity` blocks get no token.
+pub const IDENTITY_KEY: &str = "SORTIE_IDENTITY_KEY";
+/// A KMS key (an alias) published beside the signing key while one rolls in or out
+/// (optional; read by `api`).
+pub const IDENTITY_STANDBY_KEY: &str = "SORTIE_IDENTITY_STANDBY_KEY";
+/// How many seconds a job identity token lives, at most 3600, the default (optional; read
+/// by `api`).
+pub const IDENTITY_TOKEN_SECONDS: &str = "SORTIE_IDENTITY_TOKEN_SECONDS";
 
 /// One function and the variables it reads.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +69,10 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
             // Pull requests: the webhook's queue, and the console's URL for checks' links.
             PULL_QUEUE_URL,
             API_URL,
+            // Job identity tokens: the issuer's keys (its URL is API_URL).
+            IDENTITY_KEY,
+            IDENTITY_STANDBY_KEY,
+            IDENTITY_TOKEN_SECONDS,
         ],
     },
     FunctionEnv {

@@ -49,7 +49,13 @@ pub struct Fakes {
     pub secrets: Arc<MemoryJobSecrets>,
     /// The launcher (of every runner type).
     pub launcher: Arc<MemoryLauncher>,
+    /// KMS, with a signing key behind [`IDENTITY_KEY`]: a world signs job identity tokens
+    /// when its resources name that key.
+    pub kms: sortie_launch::kms::MemoryKms,
 }
+
+/// The KMS alias of the fast world's identity signing key.
+pub const IDENTITY_KEY: &str = "alias/sortie-identity";
 
 /// The moto resources of an AWS world, concrete, for tests to inspect.
 pub struct AwsResources {
@@ -105,6 +111,11 @@ impl Fakes {
             artifacts: Arc::default(),
             secrets: Arc::default(),
             launcher: Arc::default(),
+            kms: {
+                let kms = sortie_launch::kms::MemoryKms::default();
+                kms.set_alias(IDENTITY_KEY, &kms.create_key());
+                kms
+            },
         }
     }
 
@@ -120,6 +131,7 @@ impl Fakes {
             artifacts: Some(self.artifacts.clone()),
             checker: Some(Arc::new(StaticRunnerChecker(vec![]))),
             oidc: Some(Arc::new(sortie_api::oidc::NoOidc)),
+            kms: Some(Arc::new(self.kms.clone())),
         }
     }
 }

@@ -55,6 +55,37 @@ pub struct Resources {
     pub sweep: SweepSettings,
     /// How the console signs in: OIDC in the `api` function, local tokens in `sortie dev`.
     pub console: sortie_api::ConsoleConfig,
+    /// The KMS keys job identity tokens are signed with; `None`: no tokens.
+    pub identity: Option<IdentityKeys>,
+}
+
+/// The issuer's KMS keys and its tokens' lifetime; the issuer's URL is
+/// [`Resources::api_url`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityKeys {
+    /// The key (an alias) that signs.
+    pub signing: String,
+    /// A key (an alias) published beside it while one rolls in or out.
+    pub standby: Option<String>,
+    /// How many seconds a token lives (cut to an hour).
+    pub token_seconds: u32,
+    /// How long the keys read from KMS are used before they are read again.
+    pub keys_ttl: std::time::Duration,
+}
+
+impl IdentityKeys {
+    /// The issuer's configuration at `url`.
+    pub fn issuer_config(&self, url: &str) -> sortie_lifecycle::IssuerConfig {
+        sortie_lifecycle::IssuerConfig {
+            url: url.to_string(),
+            signing_key: self.signing.clone(),
+            standby_key: self.standby.clone(),
+            lifetime: sortie_core::identity::MAX_TOKEN_LIFETIME.min(chrono::Duration::seconds(
+                i64::from(self.token_seconds.max(1)),
+            )),
+            keys_ttl: self.keys_ttl,
+        }
+    }
 }
 
 impl Resources {
@@ -84,6 +115,14 @@ impl Resources {
             pull_queue_url: read(sortie_settings::PULL_QUEUE_URL),
             sweep: SweepSettings::default(),
             console: console_config(function),
+            identity: read(sortie_settings::IDENTITY_KEY).map(|signing| IdentityKeys {
+                signing,
+                standby: read(sortie_settings::IDENTITY_STANDBY_KEY),
+                token_seconds: read(sortie_settings::IDENTITY_TOKEN_SECONDS)
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(3600),
+                keys_ttl: sortie_lifecycle::issuer::KEYS_TTL,
+            }),
         })
     }
 }
@@ -148,6 +187,9 @@ pub struct Parts {
     pub checker: Option<Arc<dyn RunnerChecker>>,
     /// How the API verifies OIDC tokens; `None` fetches issuers' keys (JWKS).
     pub oidc: Option<Arc<dyn OidcVerifier>>,
+    /// KMS, which signs job identity tokens; `None` builds the AWS client in
+    /// [`Composition::api_state`] (only the API signs).
+    pub kms: Option<Arc<dyn sortie_launch::kms::Kms>>,
 }
 
 /// Everything the control plane is made of, built once.
@@ -164,6 +206,7 @@ pub struct Composition {
     pub artifacts: Option<Arc<dyn Artifacts>>,
     checker: Option<Arc<dyn RunnerChecker>>,
     oidc: Option<Arc<dyn OidcVerifier>>,
+    kms: Option<Arc<dyn sortie_launch::kms::Kms>>,
     /// The base AWS configuration, for the parts only the API builds (`runner check`).
     config: Option<SdkConfig>,
     /// True when this composition launches `local` runners (`sortie dev`).
@@ -265,6 +308,7 @@ pub fn aws_parts(
         artifacts: artifacts.clone().map(|a| a as Arc<dyn Artifacts>),
         checker: None,
         oidc: None,
+        kms: None,
     };
     AwsParts {
         store,
@@ -309,6 +353,7 @@ pub fn assemble(
         artifacts: parts.artifacts,
         checker: parts.checker,
         oidc: parts.oidc,
+        kms: parts.kms,
         region: config
             .and_then(|c| c.region())
             .map(|r| r.to_string())
@@ -429,7 +474,27 @@ impl Composition {
                 self.resources.console.clone()
             },
             pulls: self.pulls.clone(),
+            // Only the API signs (so only it links KMS), and only with a URL to be found at.
+            issuer: self.issuer(),
         })
+    }
+
+    /// The job identity issuer, when the resources name a signing key and the API has a URL
+    /// to be found at: over the parts' KMS, else KMS on AWS.
+    fn issuer(&self) -> Option<sortie_lifecycle::Issuer> {
+        let keys = self.resources.identity.as_ref()?;
+        if self.resources.api_url.is_empty() {
+            return None;
+        }
+        let kms = match (&self.kms, &self.config) {
+            (Some(kms), _) => kms.clone(),
+            (None, Some(config)) => Arc::new(sortie_launch::kms::AwsKms::new(config)) as _,
+            (None, None) => return None,
+        };
+        Some(sortie_lifecycle::Issuer::new(
+            kms,
+            keys.issuer_config(&self.resources.api_url),
+        ))
     }
 
     /// The pull-request service over this composition, when it has pull requests.

@@ -8,6 +8,7 @@
 mod agent_pools;
 mod environments;
 mod expiry;
+mod identity;
 mod job_views;
 mod jobs;
 mod locks;
@@ -35,6 +36,7 @@ mod whoami;
 pub(crate) use agent_pools::*;
 pub(crate) use environments::*;
 pub(crate) use expiry::*;
+pub(crate) use identity::*;
 pub(crate) use jobs::*;
 pub(crate) use locks::*;
 pub(crate) use log_uploads::*;
@@ -98,6 +100,7 @@ route_table! {
     GetJobLogs => get_job_logs,
     GetJobSpec => get_job_spec,
     GetJobSensitiveVariables => get_job_sensitive_variables,
+    MintIdentityToken => mint_identity_token,
     PutJobSummary => put_job_summary,
     CreateUpload => create_upload,
     CreateLogUploads => create_log_uploads,
@@ -127,6 +130,8 @@ route_table! {
     GetGithubConnection => get_github_connection,
     DeleteGithubConnection => delete_github_connection,
     GithubWebhook => github_webhook,
+    GetOpenidConfiguration => openid_configuration,
+    GetJwks => jwks,
 }
 
 /// The API's own URL as a caller reached it: the configured public URL, else the request's

@@ -191,6 +191,10 @@ pub(crate) async fn get_job_spec(
         tool: job.tool,
         version: job.tool_version.clone(),
         log_offset,
+        // The runner's identity block. Given even when this deployment cannot sign (the
+        // pilot's token request then fails the job): never a silent fall back to the
+        // runner's own credentials.
+        identity: runner.identity.clone(),
     }))
 }
 

@@ -70,9 +70,14 @@ pub(crate) const API_HEADERS: [(HeaderName, &str); 2] = [
 ];
 
 fn with_api_headers(mut response: Response) -> Response {
+    // The issuer's public keys may be cached; nothing else may.
+    let cache = super::cache_control(&response);
     let headers = response.headers_mut();
     for (name, value) in API_HEADERS {
         headers.insert(name, HeaderValue::from_static(value));
+    }
+    if let Some(cache) = cache {
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static(cache));
     }
     response
 }

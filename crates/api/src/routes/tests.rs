@@ -99,6 +99,7 @@ async fn app() -> axum::Router {
         state_history: Arc::new(sortie_launch::state_history::MemoryStateHistory::default()),
         console: Default::default(),
         pulls: None,
+        issuer: None,
     })
 }
 

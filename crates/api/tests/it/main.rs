@@ -10,6 +10,7 @@ mod expiry;
 mod explain;
 mod hostile_input;
 mod http_conventions;
+mod identity;
 mod leaky_input;
 mod locks;
 mod logs;

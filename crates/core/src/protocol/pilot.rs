@@ -100,6 +100,42 @@ pub struct JobSpec {
     /// log where the first phase's ended, so the job has one log.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub log_offset: u64,
+    /// The runner's `identity` block: the pilot asks for a token per phase
+    /// (`POST /v1/jobs/{id}/identity-token`), keeps it fresh in a file only Terraform's
+    /// process reads, and points each cloud's SDK at it ([`crate::identity::token_setup`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::identity::RunnerIdentity>,
+}
+
+/// The pilot's request for a job identity token (`POST /v1/jobs/{id}/identity-token`).
+/// Unknown fields are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdentityTokenRequest {
+    /// The phase the token is for: `plan` (reads) or `apply` (writes).
+    pub phase: crate::identity::Phase,
+}
+
+/// A job identity token: a JWT the cloud's STS (or workload identity federation) exchanges
+/// for the phase's role. Its `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct IdentityToken {
+    /// The JWT (ES256). Never logged, stored or put in an event.
+    #[cfg_attr(feature = "openapi", schema(format = Password))]
+    pub token: String,
+    /// When it stops working: the pilot writes a fresh one well before.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for IdentityToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdentityToken")
+            .field("token", &"(not shown)")
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
 }
 
 /// How the pilot downloads a `github` source: GitHub's tarball of the commit

@@ -64,6 +64,11 @@ pub struct RunnerSpec {
     /// `tool_version` wins. (Not `version`: that is every resource's ETag version.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
+    /// The cloud identity its jobs get: a token per job and phase, signed by Sortie as an
+    /// OIDC issuer, and the role (or workload identity) each cloud exchanges it for.
+    /// Absent: Terraform acts with the runner's own credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::identity::RunnerIdentity>,
 }
 
 /// Where and how a runner runs jobs, by `type`.
@@ -550,6 +555,12 @@ impl RunnerSpec {
         {
             p.push("tool_version", problem);
         }
+        let identity: Option<crate::identity::RunnerIdentity> = top.optional("identity", &mut p);
+        if let Err(e) = identity.as_ref().map_or(Ok(()), |i| i.validate("identity")) {
+            for problem in e.problems {
+                p.push(problem.path, problem.problem);
+            }
+        }
         let runner = match top.raw("runner_configuration") {
             Some(v) => decode_runner(v, &mut p),
             None => {
@@ -585,6 +596,7 @@ impl RunnerSpec {
                     state_storage_configuration,
                     tool,
                     tool_version,
+                    identity,
                 };
                 let size = spec.item_size();
                 if size > limits::RUNNER_SPEC_ITEM_MAX {

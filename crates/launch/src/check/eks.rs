@@ -25,6 +25,7 @@ pub(super) fn eks_template_check(c: &EksRunner) -> RunnerCheck {
     job.runner_spec = Some(sortie_core::RunnerSpec {
         tool: None,
         tool_version: None,
+        identity: None,
         description: String::new(),
         runner_configuration: RunnerConfiguration::Eks(c.clone()),
         state_storage_configuration: sortie_core::StateStorageConfiguration::Kubernetes(

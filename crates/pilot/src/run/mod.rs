@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sortie_core::identity::Phase;
 use sortie_core::protocol::pilot::{JobSpec, UploadKind};
 use sortie_core::{ChangeSummary, JobPhase, Operation};
 use tracing::Instrument;
@@ -19,6 +20,7 @@ use crate::declarations;
 use crate::env::PilotEnv;
 use crate::error::PilotError;
 use crate::guard;
+use crate::identity::JobIdentity;
 use crate::log::{LogShipper, LogSink, Pace};
 use crate::objects::ObjectStore;
 use crate::scrub::{Secrets, MARKER, SHORT_VALUE_CHARS};
@@ -211,7 +213,7 @@ async fn execute(
     runner_secrets: &RunnerSecrets,
     sink: &LogSink,
     objects: &dyn ObjectStore,
-    api: &ApiClient,
+    api: &Arc<ApiClient>,
     uploader: &dyn Uploader,
     problems: &mut Vec<String>,
 ) -> Result<ChangeSummary, PilotError> {
@@ -263,6 +265,14 @@ async fn execute(
 
     // The source, then the job's files and variables.
     let work = WorkDir::create(env.work_dir.as_deref(), &spec.job_id)?;
+    // The job's own cloud identity, when its runner has one: a token per phase, kept fresh.
+    let identity = JobIdentity::start(
+        api.clone(),
+        spec.identity.as_ref(),
+        &spec.job_id,
+        &work.path,
+        sink,
+    )?;
     let root = work.path.join("src");
     let source_path = fetch_source(env, spec, sink, objects, &work.path, &root).await?;
     let dir = source::config_dir(&root, &source_path)?;
@@ -385,7 +395,9 @@ async fn execute(
         dir: dir.clone(),
         env: tf_env,
     };
-    tool.run(sink, terraform::init_args(&setup.init_args), &[])
+    tool_in(&tool, identity.as_ref(), Phase::Plan)
+        .await?
+        .run(sink, terraform::init_args(&setup.init_args), &[])
         .await?;
     if let Some(url) = saved_plan_url {
         download_saved_plan(api, sink, url, &dir.join(PLAN_FILE)).await?;
@@ -396,7 +408,15 @@ async fn execute(
     }
     let mut summary = ChangeSummary::default();
     for step in &steps {
-        let finished = match tool.run(sink, step.args(), step.also_succeeds_with()).await {
+        let phase = match step {
+            Step::Plan { .. } => Phase::Plan,
+            Step::ApplyPlan => Phase::Apply,
+        };
+        let step_tool = tool_in(&tool, identity.as_ref(), phase).await?;
+        let finished = match step_tool
+            .run(sink, step.args(), step.also_succeeds_with())
+            .await
+        {
             Ok(finished) => finished,
             Err(e) => {
                 // A failed apply may still have written some of its state.
@@ -474,8 +494,27 @@ async fn execute(
             e.reason()
         ));
     }
+    drop(identity);
     drop(work);
     Ok(summary)
+}
+
+/// `tool` with the variables of the job's identity for `phase` (its token written first),
+/// or `tool` as it is when the runner has no identity. Only Terraform's `init`, plan and
+/// apply act as the job: the pilot's own reads and writes of the state use the runner's
+/// credentials.
+async fn tool_in(
+    tool: &Tool,
+    identity: Option<&JobIdentity>,
+    phase: Phase,
+) -> Result<Tool, PilotError> {
+    let mut tool = tool.clone();
+    if let Some(identity) = identity {
+        let (set, remove) = identity.enter(phase).await?;
+        tool.env.remove.extend(remove);
+        tool.env.set.extend(set);
+    }
+    Ok(tool)
 }
 
 /// Warns, by name, of each secret whose value (`value_of`) is shorter than

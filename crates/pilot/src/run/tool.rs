@@ -19,6 +19,7 @@ use crate::upload::Uploader;
 use crate::version::ToolVersion;
 
 /// Terraform or OpenTofu, ready to run in the configuration directory.
+#[derive(Clone)]
 pub(super) struct Tool {
     pub(super) bin: PathBuf,
     pub(super) version: ToolVersion,

@@ -419,6 +419,7 @@ impl World {
             tool: None,
             version: None,
             log_offset: 0,
+            identity: None,
         }
     }
 

@@ -241,7 +241,50 @@ pub fn block() -> Block {
                         Optional,
                         "Lock with a DynamoDB table.",
                     ),
-                    attr("endpoint", s, Optional, "An S3 endpoint override."),
+                    attr("endpoint", s.clone(), Optional, "An S3 endpoint override."),
+                ],
+            ),
+            nested(
+                "identity",
+                "The job's own cloud identity: a token per job and phase, which each cloud exchanges for the role (or workload identity) named here.",
+                vec![
+                    attr(
+                        "audience",
+                        s.clone(),
+                        Required,
+                        "The tokens' `aud` (`sts.amazonaws.com` for AWS).",
+                    ),
+                    attr(
+                        "aws_plan_role_arn",
+                        s.clone(),
+                        Optional,
+                        "AWS: the role a job's plan phase takes.",
+                    ),
+                    attr(
+                        "aws_apply_role_arn",
+                        s.clone(),
+                        Optional,
+                        "AWS: the role a job's apply phase takes.",
+                    ),
+                    attr(
+                        "gcp_workload_identity_provider",
+                        s.clone(),
+                        Optional,
+                        "Google Cloud: the workload identity provider's full resource name.",
+                    ),
+                    attr(
+                        "gcp_service_account",
+                        s.clone(),
+                        Optional,
+                        "Google Cloud: a service account to impersonate.",
+                    ),
+                    attr(
+                        "azure_client_id",
+                        s.clone(),
+                        Optional,
+                        "Azure: the application (client) id.",
+                    ),
+                    attr("azure_tenant_id", s, Optional, "Azure: the tenant id."),
                 ],
             ),
         ],
@@ -320,7 +363,57 @@ fn spec(planned: &Value) -> Result<Value, Error> {
         "state_storage_configuration".into(),
         configuration(&planned[*state], api_state),
     );
+    if let Some(identity) = planned.get("identity").filter(|v| !v.is_null()) {
+        b.insert("identity".into(), identity_body(identity));
+    }
     Ok(Value::Object(b))
+}
+
+/// The flat `identity` block's attributes for each cloud: `(cloud, attribute prefix, the
+/// API's fields)`.
+const IDENTITY_CLOUDS: [(&str, &str, &[&str]); 3] = [
+    ("aws", "aws_", &["plan_role_arn", "apply_role_arn"]),
+    (
+        "gcp",
+        "gcp_",
+        &["workload_identity_provider", "service_account"],
+    ),
+    ("azure", "azure_", &["client_id", "tenant_id"]),
+];
+
+/// The API's `identity` object of the flat block: a cloud's object when any of its
+/// attributes is set (the API names what is missing).
+fn identity_body(block: &Value) -> Value {
+    let mut body = Map::new();
+    body.insert("audience".into(), block["audience"].clone());
+    for (cloud, prefix, fields) in IDENTITY_CLOUDS {
+        let set: Map<String, Value> = fields
+            .iter()
+            .filter_map(|f| {
+                let v = &block[format!("{prefix}{f}")];
+                (!v.is_null()).then(|| (f.to_string(), v.clone()))
+            })
+            .collect();
+        if !set.is_empty() {
+            body.insert(cloud.into(), Value::Object(set));
+        }
+    }
+    Value::Object(body)
+}
+
+/// The flat block of the API's `identity` object (null when absent).
+fn identity_state(identity: &Value) -> Value {
+    if identity.is_null() {
+        return Value::Null;
+    }
+    let mut state = Map::new();
+    state.insert("audience".into(), identity["audience"].clone());
+    for (cloud, prefix, fields) in IDENTITY_CLOUDS {
+        for f in fields {
+            state.insert(format!("{prefix}{f}"), identity[cloud][*f].clone());
+        }
+    }
+    Value::Object(state)
 }
 
 /// The API's runner as state.
@@ -333,6 +426,7 @@ pub fn state_of(view: &Value) -> Value {
         "tool": view["tool"],
         "tool_version": view["tool_version"],
         "version": view["version"],
+        "identity": identity_state(&view["identity"]),
     });
     for (kinds, field) in [
         (&RUNNER_TYPES[..], "runner_configuration"),
@@ -408,7 +502,9 @@ pub fn attribute_of(api_path: &str) -> Option<String> {
         } else {
             rest.split('.').next().unwrap_or(rest).to_string()
         }),
-        "description" | "tool" | "tool_version" | "name" | "group" => Some(head.to_string()),
+        "description" | "tool" | "tool_version" | "name" | "group" | "identity" => {
+            Some(head.to_string())
+        }
         _ => None,
     }
 }

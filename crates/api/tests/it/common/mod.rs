@@ -148,7 +148,8 @@ impl Api {
         Self::over(world).await
     }
 
-    async fn over(world: World) -> Self {
+    /// An API over `world`.
+    pub async fn over(world: World) -> Self {
         let mut state = world.api_state();
         state.agent_heartbeat_seconds = sortie_core::protocol::agent::HEARTBEAT_SECONDS;
         let api = Self {
