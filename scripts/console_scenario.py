@@ -66,6 +66,10 @@ output "secret" {
 '''
 
 
+# The roles of the runner `acme/cloud`'s identity block.
+IDENTITY_ROLES = ("arn:aws:iam::123456789012:role/acme-read", "arn:aws:iam::123456789012:role/acme-write")
+
+
 def apply_body(generation, ticks):
     return {"operation": "apply", "files": {"main.tf": MAIN_TF},
             "variables": {"note": HOSTILE_NOTE, "generation": generation, "ticks": ticks}}
@@ -88,6 +92,13 @@ def setup(admin, work):
         "runner_configuration": {"type": "local", "timeout_seconds": 300},
         "state_storage_configuration": {"type": "local", "directory": os.path.join(work, "state")}})
     call(admin, "POST", "/v1/groups/acme/-/rules", {"id": "default", "runner_id": "acme/local"})
+    # A runner whose jobs get their own cloud identity (no rule picks it): the group page
+    # shows its roles.
+    call(admin, "POST", "/v1/groups/acme/-/runners/cloud", {
+        "runner_configuration": {"type": "local"},
+        "state_storage_configuration": {"type": "local", "directory": os.path.join(work, "state")},
+        "identity": {"audience": "sts.amazonaws.com", "aws": {
+            "plan_role_arn": IDENTITY_ROLES[0], "apply_role_arn": IDENTITY_ROLES[1]}}})
     call(admin, "POST", "/v1/groups/acme/web/-/environments", {
         "name": "review", "env_type": "staging", "labels": HOSTILE_LABELS,
         "approval": "required", "four_eyes": True})

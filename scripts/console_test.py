@@ -49,6 +49,7 @@ from console_browser import Browser, css, wait_poll  # noqa: E402
 from console_scenario import (  # noqa: E402
     HOSTILE_LABELS,
     HOSTILE_TEXTS,
+    IDENTITY_ROLES,
     SECRET,
     apply_body,
     setup,
@@ -400,7 +401,10 @@ def replacement(b, c, alice, bob, shots):
 def group_page(b, c, shots):
     b.open(f"/groups/{GROUP}")
     b.loaded("group", group=GROUP)
-    runner = b.find(css("runners") + " " + css("runner"))
+    identity = b.text(css("runner", name="cloud") + " " + css("runner-identity"))
+    c.check(all(role in identity for role in IDENTITY_ROLES),
+            f"group page: the cloud runner shows its job identity's roles: {identity!r}")
+    runner = b.find(css("runners") + " " + css("runner", name="local"))
     runner.find_element("css selector", css("runner-check")).click()
     result = b.find(css("runner-check-result"), 60)
     c.check(result.text.strip() != "", "group page: runner check shows a result")

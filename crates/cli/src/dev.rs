@@ -105,31 +105,28 @@ pub struct DevArgs {
     agent_silence: i64,
     /// Seconds a job identity token lives (at most 3600). The pilot writes a fresh one when
     /// two-thirds of it have passed.
-    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u32).range(10..=3600))]
     identity_token_seconds: u32,
+    /// The KMS alias of the key that signs job identity tokens (made on the local AWS at the
+    /// first start); `<alias>-standby` is published beside it while a key rolls.
+    #[arg(long, default_value = DEV_IDENTITY_KEY)]
+    identity_key: String,
     /// Seconds the API uses the identity keys it read from KMS before it reads them again
     /// (how soon a moved alias is seen).
     #[arg(long, default_value_t = 60)]
     identity_keys_ttl: u64,
 }
 
-/// The KMS alias whose key signs `sortie dev`'s job identity tokens (made at the first
-/// start on the local AWS).
+/// The KMS alias whose key signs `sortie dev`'s job identity tokens by default (made at
+/// the first start on the local AWS).
 pub const DEV_IDENTITY_KEY: &str = "alias/sortie-dev-identity";
-/// The KMS alias published beside it while a key rolls in or out.
-pub const DEV_IDENTITY_STANDBY_KEY: &str = "alias/sortie-dev-identity-standby";
 
-/// Makes the signing key of [`DEV_IDENTITY_KEY`] on the local AWS's KMS, unless the alias
-/// names one already.
-async fn ensure_identity_key(config: &aws_config::SdkConfig) -> anyhow::Result<()> {
+/// Makes a signing key behind `alias` on the local AWS's KMS, unless the alias names one
+/// already (or another `sortie dev` names it first).
+async fn ensure_identity_key(config: &aws_config::SdkConfig, alias: &str) -> anyhow::Result<()> {
+    use aws_sdk_kms::error::ProvideErrorMetadata as _;
     let kms = aws_sdk_kms::Client::new(config);
-    if kms
-        .get_public_key()
-        .key_id(DEV_IDENTITY_KEY)
-        .send()
-        .await
-        .is_ok()
-    {
+    if kms.get_public_key().key_id(alias).send().await.is_ok() {
         return Ok(());
     }
     let key = kms
@@ -144,13 +141,18 @@ async fn ensure_identity_key(config: &aws_config::SdkConfig) -> anyhow::Result<(
         .key_metadata()
         .map(|m| m.key_id().to_string())
         .unwrap_or_default();
-    kms.create_alias()
-        .alias_name(DEV_IDENTITY_KEY)
+    match kms
+        .create_alias()
+        .alias_name(alias)
         .target_key_id(id)
         .send()
         .await
-        .context("naming the identity signing key")?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        // Another `sortie dev` on the same local AWS named its key first: that one signs.
+        Err(e) if e.code() == Some("AlreadyExistsException") => Ok(()),
+        Err(e) => Err(e).context("naming the identity signing key"),
+    }
 }
 
 /// `sortie dev` subcommands.
@@ -226,7 +228,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .context("creating the bus")?;
     }
 
-    ensure_identity_key(&config).await?;
+    ensure_identity_key(&config, &args.identity_key).await?;
 
     // The API's address is the runners' callback URL, so bind first: on `--port`, else on
     // the data dir's last port (a free one, said loudly, if that one is taken).
@@ -267,8 +269,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         // The console at `<url>/` signs in with the tokens printed below.
         console: sortie_api::ConsoleConfig::local(),
         identity: Some(sortie_wiring::IdentityKeys {
-            signing: DEV_IDENTITY_KEY.into(),
-            standby: Some(DEV_IDENTITY_STANDBY_KEY.into()),
+            signing: args.identity_key.clone(),
+            standby: Some(format!("{}-standby", args.identity_key)),
             token_seconds: args.identity_token_seconds,
             keys_ttl: std::time::Duration::from_secs(args.identity_keys_ttl),
         }),

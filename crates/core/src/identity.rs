@@ -414,19 +414,50 @@ pub fn jwk_from_spki(spki: &[u8]) -> Result<Jwk, IdentityError> {
 /// `<issuer>/.well-known/openid-configuration`): where its keys are and what its tokens
 /// hold. AWS IAM, Google's workload identity federation and Azure's federated credentials
 /// read `issuer`, `jwks_uri` and `id_token_signing_alg_values_supported`.
-pub fn discovery_document(issuer: &str) -> serde_json::Value {
+pub fn discovery_document(issuer: &str) -> DiscoveryDocument {
     let issuer = issuer.trim_end_matches('/');
-    serde_json::json!({
-        "issuer": issuer,
-        "jwks_uri": format!("{issuer}/.well-known/jwks.json"),
-        "response_types_supported": ["id_token"],
-        "subject_types_supported": ["public"],
-        "id_token_signing_alg_values_supported": [ALGORITHM],
-        "claims_supported": [
-            "iss", "aud", "sub", "iat", "nbf", "exp", "jti", "organisation", "group",
-            "environment", "job_id", "requested_by", "operation", "phase"
-        ],
-    })
+    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
+    DiscoveryDocument {
+        issuer: issuer.to_string(),
+        jwks_uri: format!("{issuer}/.well-known/jwks.json"),
+        response_types_supported: strings(&["id_token"]),
+        subject_types_supported: strings(&["public"]),
+        id_token_signing_alg_values_supported: strings(&[ALGORITHM]),
+        claims_supported: strings(&[
+            "iss",
+            "aud",
+            "sub",
+            "iat",
+            "nbf",
+            "exp",
+            "jti",
+            "organisation",
+            "group",
+            "environment",
+            "job_id",
+            "requested_by",
+            "operation",
+            "phase",
+        ]),
+    }
+}
+
+/// The issuer's OpenID Connect discovery document (the members clouds read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DiscoveryDocument {
+    /// The issuer: every token's `iss`.
+    pub issuer: String,
+    /// Where the keys are: `<issuer>/.well-known/jwks.json`.
+    pub jwks_uri: String,
+    /// `id_token`.
+    pub response_types_supported: Vec<String>,
+    /// `public`.
+    pub subject_types_supported: Vec<String>,
+    /// `ES256`.
+    pub id_token_signing_alg_values_supported: Vec<String>,
+    /// The claims a token carries.
+    pub claims_supported: Vec<String>,
 }
 
 /// Whether the pilot writes a fresh token now: once two-thirds of the current one's life

@@ -254,7 +254,7 @@ fn the_jwk_is_the_keys_point_and_its_id_the_rfc_7638_thumbprint() {
 
 #[test]
 fn the_discovery_document_points_at_the_keys() {
-    let doc = discovery_document("https://sortie.example.com/");
+    let doc = serde_json::to_value(discovery_document("https://sortie.example.com/")).unwrap();
     assert_eq!(doc["issuer"], "https://sortie.example.com");
     assert_eq!(
         doc["jwks_uri"],

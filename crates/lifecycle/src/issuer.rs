@@ -88,7 +88,7 @@ impl Issuer {
     }
 
     /// The OIDC discovery document.
-    pub fn discovery(&self) -> serde_json::Value {
+    pub fn discovery(&self) -> sortie_core::identity::DiscoveryDocument {
         discovery_document(self.url())
     }
 

@@ -106,9 +106,9 @@ async fn a_token_verifies_with_the_published_key_and_names_the_job_and_phase() {
         assert!(!format!("{token:?}").contains(&token.token));
     }
     let discovery = issuer.discovery();
-    assert_eq!(discovery["issuer"], "https://api.sortie.example.com");
+    assert_eq!(discovery.issuer, "https://api.sortie.example.com");
     assert_eq!(
-        discovery["jwks_uri"],
+        discovery.jwks_uri,
         "https://api.sortie.example.com/.well-known/jwks.json"
     );
 }

@@ -61,7 +61,7 @@ pub(crate) fn cache_control(response: &Response) -> Option<&'static str> {
 
 /// The OIDC discovery document of the job identity issuer, without authentication.
 #[utoipa::path(get, path = "/.well-known/openid-configuration", tag = "identity",
-    responses((status = 200, description = "The discovery document: `issuer` (the API's URL, every token's `iss`), `jwks_uri`, and ES256", body = Object),
+    responses((status = 200, description = "The discovery document: `issuer` (the API's URL, every token's `iss`), `jwks_uri`, and ES256", body = sortie_core::identity::DiscoveryDocument),
         NotFound))]
 pub(crate) async fn openid_configuration(
     State(state): State<AppState>,

@@ -238,12 +238,22 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
             .filter(|r| r.auth() == auth)
             .collect()
     };
-    assert_eq!(of(Auth::Public), [Health, OpenApi, GithubWebhook]);
+    assert_eq!(
+        of(Auth::Public),
+        [
+            Health,
+            OpenApi,
+            GithubWebhook,
+            GetOpenidConfiguration,
+            GetJwks
+        ]
+    );
     assert_eq!(
         of(Auth::JobToken),
         [
             GetJobSpec,
             GetJobSensitiveVariables,
+            MintIdentityToken,
             PutJobSummary,
             CreateUpload,
             CreateLogUploads,
@@ -254,7 +264,7 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
         ]
     );
     assert_eq!(of(Auth::Agent), [ClaimJob, AgentHeartbeat, AgentExit]);
-    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 15);
+    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 18);
     assert!(Route::ALL
         .iter()
         .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));

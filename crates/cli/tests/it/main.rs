@@ -11,6 +11,7 @@ mod expiry_e2e;
 mod first_hour;
 mod follow;
 mod grammar;
+mod identity_e2e;
 mod implicit_source;
 mod interrupt;
 mod locks;

@@ -47,6 +47,16 @@ function RunnerCheck({ runner, me }) {
   </div>`;
 }
 
+/** What a runner's `identity` block gives its jobs: the audience and each cloud's roles. */
+export function identityParts(identity) {
+  if (!identity) return [];
+  const parts = [`audience ${identity.audience ?? ''}`];
+  if (identity.aws) parts.push(`AWS plan role ${identity.aws.plan_role_arn ?? ''}`, `AWS apply role ${identity.aws.apply_role_arn ?? ''}`);
+  if (identity.gcp) parts.push(`Google workload identity ${identity.gcp.workload_identity_provider ?? ''}`);
+  if (identity.azure) parts.push(`Azure client ${identity.azure.client_id ?? ''}`);
+  return parts;
+}
+
 function Runners({ state, me }) {
   const { data, error, loading } = state;
   const runners = (data && data.runners) || [];
@@ -64,6 +74,7 @@ function Runners({ state, me }) {
       ${r.description && html`<p>${t(r.description)}</p>`}
       <p class="muted">${r.runner_configuration ? `platform ${valueText(r.runner_configuration.type ?? '')}` : ''}
         ${r.tool ? ` · ${t(r.tool)} ${t(r.tool_version ?? '')}` : ''} · version ${t(r.version ?? '')}</p>
+      ${r.identity && html`<p class="muted" data-test="runner-identity">Job identity: ${identityParts(r.identity).map((part, i) => html`${i ? ' · ' : ''}<code>${t(part)}</code>`)}</p>`}
       <${RunnerCheck} runner=${r} me=${me} />
     </li>`)}</ul>
   </section>`;
