@@ -26,6 +26,11 @@ resource "sortie_runner" "local" {{
   state_local {{
     directory = "/tmp/sortie-tfp-state"
   }}
+  identity {{
+    audience           = "sts.amazonaws.com"
+    aws_plan_role_arn  = "arn:aws:iam::123456789012:role/read"
+    aws_apply_role_arn = "arn:aws:iam::123456789012:role/write"
+  }}
 }}
 
 resource "sortie_runner_rule" "default" {{
@@ -117,6 +122,13 @@ fn every_resource_lives_and_dies_with_each_terraform() {
         assert_eq!(
             runner["runner_configuration"]["timeout_seconds"],
             json!(900)
+        );
+        assert_eq!(
+            runner["identity"],
+            json!({"audience": "sts.amazonaws.com", "aws": {
+                "plan_role_arn": "arn:aws:iam::123456789012:role/read",
+                "apply_role_arn": "arn:aws:iam::123456789012:role/write"}}),
+            "Terraform {version}: the identity block"
         );
         assert_eq!(
             tf.plan().code,
