@@ -139,3 +139,21 @@ test("an environment's expiry says where it comes from (items 2 and 10)", () => 
   assert.equal(expirySource({}).kind, "none");
   assert.equal(expirySource({ destroyed: { at } }).kind, "destroyed");
 });
+
+test("a runner's identity block reads as its audience and each cloud's roles", async () => {
+  const { identityParts } = await import("../assets/pages/group.js");
+  assert.deepEqual(identityParts(undefined), []);
+  assert.deepEqual(
+    identityParts({
+      audience: "sts.amazonaws.com",
+      aws: { plan_role_arn: "arn:aws:iam::1:role/read", apply_role_arn: "arn:aws:iam::1:role/write" },
+      azure: { client_id: "c", tenant_id: "t" },
+    }),
+    [
+      "audience sts.amazonaws.com",
+      "AWS plan role arn:aws:iam::1:role/read",
+      "AWS apply role arn:aws:iam::1:role/write",
+      "Azure client c",
+    ],
+  );
+});
