@@ -176,6 +176,22 @@ pub(super) fn runner_hint(e: CliError, group: &str) -> CliError {
     }
 }
 
+/// The clouds a runner's jobs get their own identity in (`aws`, `gcp`, `azure`), or `-`.
+fn identity_clouds(identity: Option<&sortie_core::identity::RunnerIdentity>) -> String {
+    let Some(identity) = identity else {
+        return "-".into();
+    };
+    let clouds: Vec<&str> = [
+        ("aws", identity.aws.is_some()),
+        ("gcp", identity.gcp.is_some()),
+        ("azure", identity.azure.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    clouds.join(",")
+}
+
 pub(super) fn show_runners(
     raw: &Value,
     runners: Vec<RunnerView>,
@@ -198,12 +214,21 @@ pub(super) fn show_runners(
                     json_word(&r.runner.spec.state_storage_configuration),
                     place.to_string(),
                     r.version.to_string(),
+                    identity_clouds(r.runner.spec.identity.as_ref()),
                     or_dash(r.runner.spec.description.clone()),
                 ]
             })
             .collect();
         table(
-            &["ID", "TYPE", "STATE", "WHERE", "VERSION", "DESCRIPTION"],
+            &[
+                "ID",
+                "TYPE",
+                "STATE",
+                "WHERE",
+                "VERSION",
+                "IDENTITY",
+                "DESCRIPTION",
+            ],
             rows,
         )
     })

@@ -277,6 +277,12 @@ fn each_job_takes_only_its_environments_role_for_its_phase_for_as_long_as_it_run
             "aws": {"plan_role_arn": roles.read_a, "apply_role_arn": roles.write_a}},
     });
     dev.api("POST", "/v1/groups/acme/-/runners/cloud", Some(runner));
+    // The CLI says which clouds the runner's jobs get an identity in.
+    let shown: common::Out = common::sortie(&dev, &["get", "runner", "acme/cloud"]).into();
+    assert!(
+        shown.stdout.contains("IDENTITY") && shown.stdout.contains(" aws "),
+        "{shown:?}"
+    );
     dev.api(
         "POST",
         "/v1/groups/acme/-/rules",
