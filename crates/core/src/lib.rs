@@ -24,6 +24,7 @@ pub mod job_env;
 pub mod limits;
 pub mod lock;
 pub mod names;
+pub mod notify;
 pub mod outcome;
 pub mod plan;
 pub mod policy;

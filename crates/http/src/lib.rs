@@ -1,6 +1,9 @@
-//! The HTTPS client pieces `sortie-pilot` and `sortie-agent` share: both speak only
-//! HTTPS to Sortie's API, with hyper's legacy client over rustls (aws-lc-rs, the stack the
-//! AWS SDK already builds), and both report an unsuccessful answer on one line.
+//! The HTTPS client pieces Sortie's programs share: `sortie-pilot` and `sortie-agent` speak
+//! only HTTPS to Sortie's API, with hyper's legacy client over rustls (aws-lc-rs, the stack
+//! the AWS SDK already builds), and both report an unsuccessful answer on one line.
+//! [`deliver`] is the guarded client of notification deliveries (issue 44).
+
+pub mod deliver;
 
 use std::sync::Arc;
 

@@ -147,8 +147,11 @@ impl JobIdentity {
 }
 
 impl Drop for JobIdentity {
+    /// Stops the refresher and removes the token and its directory: nothing of the job's
+    /// identity outlives the job, even in a work directory that does (an agent's).
     fn drop(&mut self) {
         self.refresher.abort();
+        let _ = std::fs::remove_dir_all(&self.shared.dir);
     }
 }
 

@@ -20,6 +20,7 @@ mod error;
 mod expiry;
 mod locks;
 mod memory;
+mod notifications;
 pub mod on_behalf;
 mod plan_data;
 mod queue;
@@ -44,6 +45,10 @@ pub use error::StoreError;
 pub use expiry::{ExpiryEntry, ExpiryPage, ExpiryStore, MAX_EXPIRY_PAGE};
 pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
+pub use notifications::{
+    DeliveryRecord, DeliveryState, DestinationHealth, DestinationRecord, NotificationStore,
+    HISTORY_LENGTH,
+};
 pub use plan_data::{read_plan_data, read_plan_data_within};
 pub use queue::{JobMessage, JobQueue, MemoryPullQueue, PullQueue, SqsJobQueue, SqsPullQueue};
 pub use records::{
@@ -514,6 +519,7 @@ pub trait Store:
     + PolicySetStore
     + ExpiryStore
     + VcsStore
+    + NotificationStore
 {
 }
 
@@ -528,6 +534,7 @@ impl<T> Store for T where
         + PolicySetStore
         + ExpiryStore
         + VcsStore
+        + NotificationStore
         + ?Sized
 {
 }

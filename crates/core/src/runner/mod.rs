@@ -17,6 +17,7 @@ use crate::ValidationError;
 
 mod decode;
 mod eks;
+pub mod identity;
 
 pub use decode::{check_env_names, check_secret_refs, MAX_CONCURRENT_JOBS};
 use decode::{decode_runner, decode_storage};
@@ -68,7 +69,7 @@ pub struct RunnerSpec {
     /// OIDC issuer, and the role (or workload identity) each cloud exchanges it for.
     /// Absent: Terraform acts with the runner's own credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<crate::identity::RunnerIdentity>,
+    pub identity: Option<identity::RunnerIdentity>,
 }
 
 /// Where and how a runner runs jobs, by `type`.
@@ -555,7 +556,7 @@ impl RunnerSpec {
         {
             p.push("tool_version", problem);
         }
-        let identity: Option<crate::identity::RunnerIdentity> = top.optional("identity", &mut p);
+        let identity: Option<identity::RunnerIdentity> = top.optional("identity", &mut p);
         if let Err(e) = identity.as_ref().map_or(Ok(()), |i| i.validate("identity")) {
             for problem in e.problems {
                 p.push(problem.path, problem.problem);

@@ -111,10 +111,14 @@ async fn the_v1_routes_and_the_json_fallbacks_are_unchanged_beside_the_console()
     assert!(sortie_api::Route::ALL
         .iter()
         .all(|r| !r.method_and_path().1.starts_with("/assets") && r.method_and_path().1 != "/"));
+    // The document holds the v1 routes and the job identity issuer's public documents,
+    // which OIDC puts at `/.well-known/`.
     let doc = sortie_api::openapi();
     let paths = doc["paths"].as_object().unwrap();
     assert!(
-        paths.keys().all(|p| p.starts_with("/v1/")),
+        paths
+            .keys()
+            .all(|p| p.starts_with("/v1/") || p.starts_with("/.well-known/")),
         "{:?}",
         paths.keys()
     );

@@ -22,6 +22,7 @@ mod jobs;
 mod keys;
 mod locks;
 mod memberships;
+mod notifications;
 mod policy_sets;
 mod pools;
 mod rules;

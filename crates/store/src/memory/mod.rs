@@ -33,6 +33,7 @@ mod expiry;
 mod jobs;
 mod locks;
 mod memberships;
+mod notifications;
 mod policy_sets;
 mod pools;
 mod rules;
@@ -116,6 +117,8 @@ struct State {
     expiries: BTreeMap<String, (crate::ExpiryEntry, u64)>,
     /// Where the sweep of the active jobs resumes, as the `SWEEP` item.
     sweep_cursor: crate::SweepCursor,
+    /// Notification destinations, their sequences and histories.
+    notifications: notifications::NotificationState,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {

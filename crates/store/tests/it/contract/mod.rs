@@ -76,6 +76,8 @@ macro_rules! contract_suite {
             a_destroyed_environment_takes_no_job_by_any_way_of_writing_one,
             a_subjects_organisations_follow_its_grants_and_revokes,
             an_issuer_bound_grant_lists_only_for_its_issuer,
+            notification_destinations_are_created_listed_updated_and_deleted_with_versions,
+            a_destinations_history_is_a_ring_of_a_hundred_slots,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -96,6 +98,8 @@ mod locks;
 pub use locks::*;
 mod memberships;
 pub use memberships::*;
+mod notifications;
+pub use notifications::*;
 mod policy_sets;
 pub use policy_sets::*;
 
