@@ -25,6 +25,7 @@ mod group_cache;
 pub mod issuer;
 mod jobs;
 mod locks;
+mod notifications;
 mod policy_listing;
 mod policy_sets;
 pub mod pull_requests;
@@ -59,6 +60,10 @@ pub use gate::PolicyGate;
 pub use issuer::{Issuer, IssuerConfig, IssuerError};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
+pub use notifications::{
+    NotificationRefusal, Notifications, WithSecret, MAX_DESTINATIONS_PER_GROUP,
+    SIGNING_SECRET_PREFIX,
+};
 pub use policy_listing::PolicyListingCache;
 pub use policy_sets::{PolicySetRefusal, PolicySets};
 pub use rules::{RuleRefusal, Rules};
