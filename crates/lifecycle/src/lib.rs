@@ -9,6 +9,7 @@
 mod agent_pools;
 mod agents;
 mod bus;
+mod deliveries;
 mod ecs_event;
 mod end;
 #[cfg(test)]
@@ -49,6 +50,7 @@ pub use bus::{
     ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_APPROVED, JOB_AWAITING_APPROVAL,
     JOB_COMPLETED, JOB_DISPATCHED, JOB_POLICY_CHECKED, SOURCE,
 };
+pub use deliveries::{Attempted, Event, PendingDelivery, Sender};
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};
 pub use engine::{

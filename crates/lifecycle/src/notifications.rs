@@ -26,6 +26,8 @@ pub struct Notifications {
     pub secrets: Arc<dyn JobSecrets>,
     /// `sortie dev`: plain `http://` to loopback allowed.
     pub local: bool,
+    /// Where a delivery given up on is published (`sortie.notification.failed`).
+    pub bus: Arc<dyn crate::Bus>,
 }
 
 /// Why a destination was not read or written.

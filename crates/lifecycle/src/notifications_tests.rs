@@ -11,6 +11,7 @@ fn service() -> (Notifications, Arc<MemoryJobSecrets>) {
             store: Arc::new(MemoryStore::new()),
             secrets: secrets.clone(),
             local: false,
+            bus: Arc::new(crate::testing::NoBus),
         },
         secrets,
     )
