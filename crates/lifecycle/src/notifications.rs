@@ -53,12 +53,25 @@ pub enum NotificationRefusal {
 }
 
 /// A destination just made or rotated, with its signing secret: shown once, never again.
-#[derive(Debug, Clone)]
+/// Its `Debug` never shows the secret.
+#[derive(Clone)]
 pub struct WithSecret {
     /// The destination.
     pub destination: Versioned<DestinationRecord>,
     /// A webhook's signing secret (`whsec_…`), shown to its maker this once.
     pub signing_secret: Option<String>,
+}
+
+impl std::fmt::Debug for WithSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithSecret")
+            .field("destination", &self.destination)
+            .field(
+                "signing_secret",
+                &self.signing_secret.as_ref().map(|_| "(not shown)"),
+            )
+            .finish()
+    }
 }
 
 fn field(field: &str, problem: impl Into<String>) -> NotificationRefusal {

@@ -44,6 +44,10 @@ async fn a_webhooks_signing_secret_is_made_kept_as_a_secret_and_shown_once() {
         )
         .await
         .unwrap();
+    assert!(
+        !format!("{made:?}").contains(SIGNING_SECRET_PREFIX),
+        "Debug shows the secret"
+    );
     let secret = made.signing_secret.unwrap();
     assert!(secret.starts_with(SIGNING_SECRET_PREFIX) && secret.len() == 6 + 64);
     // The table holds its ARN; Secrets Manager holds the value.

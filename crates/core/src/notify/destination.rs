@@ -62,13 +62,26 @@ pub struct DestinationSpec {
 }
 
 /// A destination as written: its specification, and a Slack webhook's URL when one is
-/// given (the secret, kept apart from the specification from the start).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// given (the secret, kept apart from the specification from the start). Its `Debug`
+/// never shows the URL.
+#[derive(Clone, PartialEq, Eq)]
 pub struct DestinationInput {
     /// What is stored and shown.
     pub spec: DestinationSpec,
     /// A `slack` destination's incoming webhook URL, when given.
     pub slack_webhook_url: Option<String>,
+}
+
+impl std::fmt::Debug for DestinationInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DestinationInput")
+            .field("spec", &self.spec)
+            .field(
+                "slack_webhook_url",
+                &self.slack_webhook_url.as_ref().map(|_| "(not shown)"),
+            )
+            .finish()
+    }
 }
 
 /// Where Slack's incoming webhooks are (<https://api.slack.com/messaging/webhooks>).

@@ -508,6 +508,10 @@ fn a_destination_is_read_with_every_problem_named() {
     )
     .unwrap();
     assert_eq!(slack.spec.target, Target::Slack {});
+    assert!(
+        !format!("{slack:?}").contains("hooks.slack.com"),
+        "Debug shows the secret"
+    );
     assert_eq!(slack.slack_webhook_url.as_deref(), Some(secret));
     assert!(!serde_json::to_string(&slack.spec)
         .unwrap()
