@@ -220,6 +220,17 @@ impl<S: Send + Sync> FromRequestParts<S> for IdParam {
     }
 }
 
+/// The `{delivery}` of a notification delivery route (a delivery's id).
+pub(crate) struct DeliveryParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for DeliveryParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        path_param(parts, "delivery").await.map(DeliveryParam)
+    }
+}
+
 /// The `{job}` of an agent route, as a [`JobId`].
 pub(crate) struct JobParam(pub JobId);
 

@@ -91,6 +91,31 @@ pub struct AppState {
     /// Sortie as an OIDC issuer: job identity tokens and the keys that verify them (`None`:
     /// this deployment has no signing key, and its runners' `identity` blocks get no token).
     pub issuer: Option<sortie_lifecycle::Issuer>,
+    /// How a test or a redelivery of a notification is sent, and the console it links to.
+    pub notify: NotifyParts,
+}
+
+/// What the notification routes need beyond the store: the client that sends a test or a
+/// redelivery (the SSRF-guarded one), and the console Slack messages link to.
+#[derive(Clone)]
+pub struct NotifyParts {
+    /// Sends one delivery.
+    pub sender: Arc<dyn sortie_lifecycle::Sender>,
+    /// `sortie dev`: plain `http://` to loopback allowed in a destination's URL.
+    pub local: bool,
+    /// The console's URL.
+    pub console_url: String,
+}
+
+impl NotifyParts {
+    /// The guarded client with the system's CA certificates (`SSL_CERT_FILE` is honoured).
+    pub fn system(local: bool, console_url: impl Into<String>) -> Self {
+        Self {
+            sender: Arc::new(sortie_http::deliver::GuardedClient::system(local)),
+            local,
+            console_url: console_url.into(),
+        }
+    }
 }
 
 /// What the pull-request routes need beyond the store.
@@ -146,6 +171,16 @@ impl AppState {
     /// The rule service over this state's store.
     pub fn rules(&self) -> sortie_lifecycle::Rules {
         sortie_lifecycle::Rules::new(self.store.clone())
+    }
+
+    /// The notification service over this state's store, secrets and bus.
+    pub fn notifications(&self) -> sortie_lifecycle::Notifications {
+        sortie_lifecycle::Notifications {
+            store: self.store.clone(),
+            secrets: self.jobs.secrets.clone(),
+            local: self.notify.local,
+            bus: self.jobs.bus.clone(),
+        }
     }
 
     /// The policy set service over this state's store.

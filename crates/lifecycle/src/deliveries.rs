@@ -14,7 +14,9 @@ use sortie_core::notify::delivery::{
 use sortie_core::notify::{kind_of, message, EventKind, Target, NOTIFICATION_FAILED};
 use sortie_core::{EnvPath, GroupPath};
 use sortie_http::deliver::{Answer, Failure, GuardedClient};
-use sortie_store::{DeliveryRecord, DeliveryState, DestinationHealth, StoreError};
+use sortie_store::{
+    DeliveryRecord, DeliveryState, DestinationHealth, StoreError, KEPT_DETAIL_BYTES,
+};
 
 use crate::{NotificationRefusal, Notifications};
 
@@ -103,6 +105,32 @@ fn group_of(detail: &Value) -> Option<GroupPath> {
         .and_then(|g| GroupPath::parse(g).ok())
 }
 
+/// The `detail-type` of a test delivery, sent when asked (`sortie notify test`).
+pub const NOTIFICATION_TEST: &str = "sortie.notification.test";
+
+/// The id of `event`'s delivery to a destination (`X-Sortie-Delivery`): the event's id and
+/// a digest of the destination, so the same event fanned out again to the same
+/// destination (a fan-out retried after a partial failure) keeps its id, and a receiver
+/// that de-duplicates on it sees it once.
+pub fn delivery_id(event_id: &str, group: &GroupPath, name: &str, made: DateTime<Utc>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let key = format!("{}\n{name}\n{}", group.as_str(), made.timestamp_millis());
+    for byte in key.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{event_id}.{hash:016x}")
+}
+
+/// The detail a delivery's history keeps: `null` when larger than [`KEPT_DETAIL_BYTES`].
+fn kept_detail(detail: &Value) -> Value {
+    if detail.to_string().len() <= KEPT_DETAIL_BYTES {
+        detail.clone()
+    } else {
+        Value::Null
+    }
+}
+
 /// The jitter's seed of a delivery's attempt (FNV-1a of its id and the attempt).
 fn seed(id: &str, attempt: u32) -> u64 {
     sortie_core::backoff::jitter_seed(id, attempt)
@@ -131,7 +159,12 @@ impl Notifications {
                 destination: destination.name.clone(),
                 made: destination.created_at,
                 seq,
-                id: format!("{}.{seq}", event.id),
+                id: delivery_id(
+                    &event.id,
+                    &destination.group,
+                    &destination.name,
+                    destination.created_at,
+                ),
                 kind,
                 event: event.clone(),
                 attempts: 0,
@@ -153,6 +186,127 @@ impl Notifications {
         sender: &dyn Sender,
         console_url: &str,
         now: DateTime<Utc>,
+    ) -> Result<Attempted, NotificationRefusal> {
+        self.attempt_as(pending, sender, console_url, now, false)
+            .await
+    }
+
+    /// One attempt of `pending` that is not retried: a redelivery or a test asked for by a
+    /// person, who sees its answer. A failure is final and leaves the destination's health
+    /// as it was (no `sortie.notification.failed`); a success makes it healthy again.
+    pub async fn attempt_once(
+        &self,
+        pending: &PendingDelivery,
+        sender: &dyn Sender,
+        console_url: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Attempted, NotificationRefusal> {
+        self.attempt_as(pending, sender, console_url, now, true)
+            .await
+    }
+
+    /// Sends the delivery `id` of destination `name` of `group` again, once, as a new entry
+    /// of its history with the same `X-Sortie-Delivery` id (the newest entry of that id).
+    pub async fn redeliver(
+        &self,
+        group: &GroupPath,
+        name: &str,
+        id: &str,
+        sender: &dyn Sender,
+        console_url: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Attempted, NotificationRefusal> {
+        let destination = self.store.get_destination(group, name).await?.item;
+        let history = self.store.deliveries(&destination).await?;
+        let Some(kept) = history.into_iter().find(|d| d.id == id) else {
+            return Err(StoreError::NotFound {
+                kind: "delivery",
+                id: format!("{id} of notification destination `{name}`"),
+            }
+            .into());
+        };
+        let refused = |problem: &str| NotificationRefusal::Field {
+            field: "delivery".into(),
+            problem: problem.into(),
+        };
+        if kept.detail.is_null() {
+            return Err(refused(
+                "its event was larger than the history keeps (8 KiB): it cannot be sent again",
+            ));
+        }
+        let kind = if kept.event_type == NOTIFICATION_TEST {
+            EventKind::ConfigurationChanged
+        } else {
+            kind_of(&kept.event_type, &kept.detail)
+                .ok_or_else(|| refused("its event is not one a destination is sent"))?
+        };
+        let seq = self.store.next_delivery_seq(group, name).await?;
+        let pending = PendingDelivery {
+            group: group.clone(),
+            destination: name.to_string(),
+            made: destination.created_at,
+            seq,
+            id: kept.id,
+            kind,
+            event: Event {
+                id: kept.event_id,
+                detail_type: kept.event_type,
+                time: kept.event_time,
+                detail: kept.detail,
+            },
+            attempts: 0,
+            first_at: None,
+        };
+        self.attempt_once(&pending, sender, console_url, now).await
+    }
+
+    /// Sends destination `name` of `group` a test event (`sortie.notification.test`),
+    /// once, on behalf of `by`; kept in its history as any delivery.
+    pub async fn test_send(
+        &self,
+        group: &GroupPath,
+        name: &str,
+        by: &str,
+        sender: &dyn Sender,
+        console_url: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Attempted, NotificationRefusal> {
+        let destination = self.store.get_destination(group, name).await?.item;
+        let seq = self.store.next_delivery_seq(group, name).await?;
+        let event_id = format!("test-{}", sortie_core::tokens::random_hex(8));
+        let pending = PendingDelivery {
+            group: group.clone(),
+            destination: name.to_string(),
+            made: destination.created_at,
+            seq,
+            id: delivery_id(&event_id, group, name, destination.created_at),
+            // A Slack message words it as a change: "sent a test to … by …".
+            kind: EventKind::ConfigurationChanged,
+            event: Event {
+                id: event_id,
+                detail_type: NOTIFICATION_TEST.into(),
+                time: now,
+                detail: json!({
+                    "group": group.as_str(),
+                    "destination": name,
+                    "action": "test sent to",
+                    "target": format!("notification destination `{name}`"),
+                    "by": by,
+                }),
+            },
+            attempts: 0,
+            first_at: None,
+        };
+        self.attempt_once(&pending, sender, console_url, now).await
+    }
+
+    async fn attempt_as(
+        &self,
+        pending: &PendingDelivery,
+        sender: &dyn Sender,
+        console_url: &str,
+        now: DateTime<Utc>,
+        once: bool,
     ) -> Result<Attempted, NotificationRefusal> {
         let destination = self
             .store
@@ -226,13 +380,19 @@ impl Notifications {
         };
         let attempts = pending.attempts + 1;
         let first_at = pending.first_at.unwrap_or(now);
-        let next = d::next(
+        let next = match d::next(
             &result,
             attempts,
             first_at,
             now,
             seed(&pending.id, attempts),
-        );
+        ) {
+            Next::RetryAt(_) if once => Next::GaveUp(format!(
+                "{} (a redelivery or a test is tried once)",
+                failure_text(&result)
+            )),
+            next => next,
+        };
         let (state, reason) = match &next {
             Next::Delivered => (DeliveryState::Delivered, None),
             Next::RetryAt(at) => (
@@ -258,6 +418,8 @@ impl Notifications {
             latency_ms,
             answer,
             reason,
+            event_id: event.id.clone(),
+            detail: kept_detail(&event.detail),
         };
         self.store.put_delivery(&destination, &record).await?;
         match &next {
@@ -270,7 +432,7 @@ impl Notifications {
                     )
                     .await?;
             }
-            Next::GaveUp(why) => {
+            Next::GaveUp(why) if !once => {
                 let health = DestinationHealth {
                     healthy: false,
                     failing_since: destination.health.failing_since.or(Some(now)),

@@ -337,3 +337,140 @@ async fn slack_gets_a_message_at_its_secret_url_and_a_gone_destination_drops_its
         Err(NotificationRefusal::Store(StoreError::NotFound { .. }))
     ));
 }
+
+#[tokio::test]
+async fn a_redelivery_sends_the_same_event_with_the_same_id_once_and_a_test_send_is_kept_in_history(
+) {
+    let w = world();
+    let group = GroupPath::parse("acme").unwrap();
+    let made = w
+        .svc
+        .create(
+            &group,
+            "ops",
+            &json!({"type": "webhook", "url": "https://hooks.example.com/x"}),
+            "alice",
+            at(0),
+        )
+        .await
+        .unwrap();
+    let secret = made.signing_secret.unwrap();
+    let pending = w.svc.fan_out(&failed_job("acme/web/prod")).await.unwrap();
+    // The same event fanned out again keeps its delivery id (a receiver de-duplicates).
+    let again = w.svc.fan_out(&failed_job("acme/web/prod")).await.unwrap();
+    assert_eq!(pending[0].id, again[0].id);
+    assert_ne!(pending[0].seq, again[0].seq);
+    let down = Scripted::answering(vec![status(404)]);
+    let first = w
+        .svc
+        .attempt(&pending[0], &down, "https://console", at(1))
+        .await
+        .unwrap();
+    assert!(matches!(first.next, Next::GaveUp(_)));
+    assert_eq!(w.bus.0.lock().unwrap().len(), 1, "given up: published once");
+
+    // Redelivered once: a 503 is not retried, and the destination's health is unchanged.
+    let busy = Scripted::answering(vec![status(503)]);
+    let redone = w
+        .svc
+        .redeliver(&group, "ops", &pending[0].id, &busy, "https://console", at(10))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&redone.next, Next::GaveUp(why) if why.contains("tried once")),
+        "{:?}",
+        redone.next
+    );
+    assert_eq!(w.bus.0.lock().unwrap().len(), 1, "a redelivery publishes nothing");
+    // Then it gets through: the same body and id, signed again; the destination healthy.
+    let ok = Scripted::answering(vec![status(200)]);
+    let delivered = w
+        .svc
+        .redeliver(&group, "ops", &pending[0].id, &ok, "https://console", at(20))
+        .await
+        .unwrap();
+    assert_eq!(delivered.next, Next::Delivered);
+    let (_, headers, body) = ok.seen.lock().unwrap()[0].clone();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(header(DELIVERY_HEADER), Some(pending[0].id.as_str()));
+    assert_eq!(
+        verify(
+            secret.as_bytes(),
+            header(TIMESTAMP_HEADER),
+            header(SIGNATURE_HEADER),
+            &body,
+            at(20).timestamp(),
+            300
+        ),
+        Ok(())
+    );
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(sent["detail"]["reason"], "boom");
+    let ops = w.store.get_destination(&group, "ops").await.unwrap().item;
+    assert!(ops.health.healthy);
+    // An unknown delivery is not found.
+    let missing = w
+        .svc
+        .redeliver(&group, "ops", "nope", &ok, "https://console", at(21))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(missing, NotificationRefusal::Store(StoreError::NotFound { .. })),
+        "{missing:?}"
+    );
+
+    // A test: its own event type, in the history, and never retried.
+    let test = Scripted::answering(vec![status(500)]);
+    let tried = w
+        .svc
+        .test_send(&group, "ops", "alice", &test, "https://console", at(30))
+        .await
+        .unwrap();
+    assert!(matches!(tried.next, Next::GaveUp(_)));
+    let (_, headers, _) = test.seen.lock().unwrap()[0].clone();
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k == EVENT_HEADER && v == NOTIFICATION_TEST));
+    let history = w.store.deliveries(&ops).await.unwrap();
+    assert_eq!(history[0].event_type, NOTIFICATION_TEST);
+    assert_eq!(history[0].status, Some(500));
+    assert_eq!(w.bus.0.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_event_too_large_to_keep_cannot_be_redelivered() {
+    let w = world();
+    let group = GroupPath::parse("acme").unwrap();
+    w.svc
+        .create(
+            &group,
+            "ops",
+            &json!({"type": "webhook", "url": "https://hooks.example.com/x"}),
+            "alice",
+            at(0),
+        )
+        .await
+        .unwrap();
+    let mut event = failed_job("acme/web/prod");
+    event.detail["reason"] = json!("x".repeat(KEPT_DETAIL_BYTES));
+    let pending = w.svc.fan_out(&event).await.unwrap();
+    let ok = Scripted::answering(vec![status(200)]);
+    w.svc
+        .attempt(&pending[0], &ok, "https://console", at(1))
+        .await
+        .unwrap();
+    let refused = w
+        .svc
+        .redeliver(&group, "ops", &pending[0].id, &ok, "https://console", at(2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, NotificationRefusal::Field { field, .. } if field == "delivery"),
+        "{refused:?}"
+    );
+}

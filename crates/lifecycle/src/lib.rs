@@ -50,7 +50,7 @@ pub use bus::{
     ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_APPROVED, JOB_AWAITING_APPROVAL,
     JOB_COMPLETED, JOB_DISPATCHED, JOB_POLICY_CHECKED, SOURCE,
 };
-pub use deliveries::{Attempted, Event, PendingDelivery, Sender};
+pub use deliveries::{delivery_id, Attempted, Event, PendingDelivery, Sender, NOTIFICATION_TEST};
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};
 pub use engine::{

@@ -136,6 +136,17 @@ impl Notifications {
         self.store.get_destination(group, name).await
     }
 
+    /// Destination `name`'s last deliveries, newest first (at most
+    /// [`sortie_store::HISTORY_LENGTH`]).
+    pub async fn history(
+        &self,
+        group: &GroupPath,
+        name: &str,
+    ) -> Result<Vec<sortie_store::DeliveryRecord>, StoreError> {
+        let destination = self.store.get_destination(group, name).await?;
+        self.store.deliveries(&destination.item).await
+    }
+
     /// Makes destination `name` in `group` from `body`, by `by` at `now`. A webhook gets a
     /// new signing secret, answered this once; a Slack destination needs its
     /// `slack_webhook_url`.

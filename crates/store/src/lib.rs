@@ -47,7 +47,7 @@ pub use locks::{GroupSettings, LockOutcome, LockStore};
 pub use memory::MemoryStore;
 pub use notifications::{
     DeliveryRecord, DeliveryState, DestinationHealth, DestinationRecord, NotificationStore,
-    HISTORY_LENGTH,
+    HISTORY_LENGTH, KEPT_DETAIL_BYTES,
 };
 pub use plan_data::{read_plan_data, read_plan_data_within};
 pub use queue::{JobMessage, JobQueue, MemoryPullQueue, PullQueue, SqsJobQueue, SqsPullQueue};

@@ -112,7 +112,18 @@ pub struct DeliveryRecord {
     /// Why the last attempt failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// EventBridge's id of the event (a redelivery sends the same event again).
+    #[serde(default)]
+    pub event_id: String,
+    /// The event's detail, kept for a redelivery: `null` when it was larger than
+    /// [`KEPT_DETAIL_BYTES`] (such a delivery cannot be redelivered). Events never carry
+    /// secrets.
+    #[serde(default)]
+    pub detail: serde_json::Value,
 }
+
+/// The largest event detail a delivery's history keeps, in bytes of JSON.
+pub const KEPT_DETAIL_BYTES: usize = 8 * 1024;
 
 impl DeliveryRecord {
     /// Its slot in the ring.

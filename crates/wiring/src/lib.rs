@@ -216,6 +216,9 @@ pub struct Composition {
     /// Pull requests: each connection's host and the queue of webhook work; `None` until
     /// a caller that has a pull-request queue sets it (`sortie dev`, the tests).
     pub pulls: Option<sortie_api::PullParts>,
+    /// How the API sends a notification's test or redelivery; `None`: the guarded client
+    /// with the system's CA certificates (plain `http://` to loopback in `sortie dev`).
+    pub notify: Option<sortie_api::NotifyParts>,
 }
 
 /// The AWS composition: [`Composition`] (through `Deref`) plus the concrete AWS
@@ -362,6 +365,7 @@ pub fn assemble(
         has_local,
         resources,
         pulls: None,
+        notify: None,
     }
 }
 
@@ -476,6 +480,9 @@ impl Composition {
             pulls: self.pulls.clone(),
             // Only the API signs (so only it links KMS), and only with a URL to be found at.
             issuer: self.issuer(),
+            notify: self.notify.clone().unwrap_or_else(|| {
+                sortie_api::NotifyParts::system(self.has_local, self.resources.api_url.clone())
+            }),
         })
     }
 

@@ -6,9 +6,11 @@
 
 pub mod agents;
 mod jobs;
+mod notifications;
 mod uploads;
 
 pub use jobs::{JobListPage, JobView, LogsPage, SensitiveVariables};
+pub use notifications::{DeliveryAttempt, DeliveryList, Destination, DestinationList};
 pub use uploads::{LogUploadGrants, LogUploadRequest, UploadGrant, UploadProblems, UploadRequest};
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -16,6 +16,7 @@ mod log_uploads;
 mod logs;
 mod memberships;
 mod meta;
+mod notifications;
 mod pilot_callbacks;
 mod plans;
 mod policy_sets;
@@ -43,6 +44,7 @@ pub(crate) use log_uploads::*;
 pub(crate) use logs::*;
 pub(crate) use memberships::*;
 pub(crate) use meta::*;
+pub(crate) use notifications::*;
 pub(crate) use pilot_callbacks::*;
 pub(crate) use plans::*;
 pub(crate) use policy_sets::*;
@@ -77,6 +79,15 @@ route_table! {
     GetPolicySet => get_policy_set,
     UpdatePolicySet => update_policy_set,
     DeletePolicySet => delete_policy_set,
+    ListNotifications => list_notifications,
+    CreateNotification => create_notification,
+    GetNotification => get_notification,
+    UpdateNotification => update_notification,
+    DeleteNotification => delete_notification,
+    RotateNotificationSecret => rotate_notification_secret,
+    ListNotificationDeliveries => list_notification_deliveries,
+    RedeliverNotification => redeliver_notification,
+    TestNotification => test_notification,
     ListEnvironments => list_environments,
     CreateEnvironment => create_environment,
     ListMemberships => list_memberships,

@@ -100,6 +100,7 @@ async fn app() -> axum::Router {
         console: Default::default(),
         pulls: None,
         issuer: None,
+        notify: crate::NotifyParts::system(false, "https://console.example.com"),
     })
 }
 

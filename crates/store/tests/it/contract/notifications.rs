@@ -49,6 +49,8 @@ fn delivery(seq: u64, id: &str, state: DeliveryState) -> DeliveryRecord {
         latency_ms: 12,
         answer: "busy".into(),
         reason: None,
+        event_id: format!("ev-{seq}"),
+        detail: serde_json::json!({"environment": "acme/web/prod", "state": "failed"}),
     }
 }
 

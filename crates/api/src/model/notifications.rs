@@ -1,0 +1,70 @@
+//! Notification destinations and their deliveries, as the API shows them: never a secret,
+//! except a webhook's signing secret in the one answer that makes it (create, rotate).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sortie_core::notify::DestinationSpec;
+use sortie_store::{DeliveryRecord, DestinationHealth, DestinationRecord, Versioned};
+use utoipa::ToSchema;
+
+/// A notification destination: where it is, what it is, what it wants and its health.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Destination {
+    /// The group it belongs to: it hears the environments at or below it.
+    pub group: String,
+    /// Its name, unique in the group.
+    pub name: String,
+    /// Its type, URL (a webhook's), events and environments.
+    #[serde(flatten)]
+    pub spec: DestinationSpec,
+    /// Unhealthy from the first delivery given up on, until one succeeds.
+    pub health: DestinationHealth,
+    /// Its version, as its ETag carries it.
+    pub version: u64,
+    /// Who made it.
+    pub created_by: String,
+    /// When.
+    pub created_at: DateTime<Utc>,
+    /// A webhook's signing secret (`whsec_…`): only in the answer that made or rotated it,
+    /// never again. Keep it: it verifies `X-Sortie-Signature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
+}
+
+impl Destination {
+    /// The view of `stored`, with the signing secret when it was just made.
+    pub fn of(stored: Versioned<DestinationRecord>, signing_secret: Option<String>) -> Self {
+        let d = stored.item;
+        Self {
+            group: d.group.as_str().to_string(),
+            name: d.name,
+            spec: d.spec,
+            health: d.health,
+            version: stored.version,
+            created_by: d.created_by,
+            created_at: d.created_at,
+            signing_secret,
+        }
+    }
+}
+
+/// The destinations of one group.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DestinationList {
+    /// By name.
+    pub destinations: Vec<Destination>,
+}
+
+/// A destination's history: its last deliveries, newest first (at most 100).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeliveryList {
+    /// Newest first.
+    pub deliveries: Vec<DeliveryRecord>,
+}
+
+/// One delivery made when asked (a test or a redelivery), as its one attempt left it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeliveryAttempt {
+    /// The delivery, as its history now holds it.
+    pub delivery: DeliveryRecord,
+}
