@@ -115,6 +115,28 @@ pub struct DevArgs {
     /// (how soon a moved alias is seen).
     #[arg(long, default_value_t = 60)]
     identity_keys_ttl: u64,
+    /// Notifications: the longest wait, in seconds, before a failed delivery is tried again
+    /// [default: the retry rule's own, 30 s doubling to an hour].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    notify_retry_cap: Option<u64>,
+    /// Notifications: resolve NAME to ADDRESS (as curl's `--resolve`), then the system's
+    /// resolver; the guard still checks the address (repeatable; `NAME=ADDRESS`).
+    #[arg(long = "resolve", value_name = "NAME=ADDRESS", value_parser = parse_pin)]
+    resolve: Vec<(String, std::net::IpAddr)>,
+}
+
+/// A `--resolve` pin: `NAME=ADDRESS`.
+fn parse_pin(raw: &str) -> Result<(String, std::net::IpAddr), String> {
+    let (name, address) = raw
+        .split_once('=')
+        .ok_or_else(|| format!("`{raw}` is not NAME=ADDRESS"))?;
+    let address = address
+        .parse()
+        .map_err(|e| format!("`{address}` is not an IP address: {e}"))?;
+    if name.is_empty() {
+        return Err(format!("`{raw}` names no host"));
+    }
+    Ok((name.to_string(), address))
 }
 
 /// The KMS alias whose key signs `sortie dev`'s job identity tokens by default (made at
@@ -284,7 +306,29 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         pull_queue.clone(),
         url.clone(),
     );
-    let parts = compose_with_pulls(&config, resources, Some(local.clone()), Some(pull_parts));
+    // Notifications: every event published is also handed to the worker below, which sends
+    // deliveries through the guarded client (plain http and loopback allowed here).
+    let (notify_tx, notify_rx) = mpsc::unbounded_channel();
+    let notify_sender: Arc<dyn sortie_lifecycle::Sender> = Arc::new(
+        sortie_http::deliver::GuardedClient::system_resolving(
+            true,
+            Arc::new(sortie_http::deliver::PinnedResolver {
+                pins: args.resolve.clone(),
+            }),
+        ),
+    );
+    let mut parts = compose_with_pulls(
+        &config,
+        resources,
+        Some(local.clone()),
+        Some(pull_parts),
+        Some(notify_tx),
+    );
+    parts.plane.notify = Some(sortie_api::NotifyParts {
+        sender: notify_sender.clone(),
+        local: true,
+        console_url: url.clone(),
+    });
     // A fresh local AWS (moto restarted) and a snapshot: the world comes back from it.
     let dynamo = aws_sdk_dynamodb::Client::new(&config);
     let s3 = aws_sdk_s3::Client::from_conf(
@@ -350,6 +394,16 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         }
         tokio::spawn(pulls::work(prs, pull_queue.clone(), dirty.clone()));
     }
+
+    tokio::spawn(
+        sortie_lifecycle::notify_worker::Worker {
+            notifications: parts.notifications(),
+            sender: notify_sender,
+            console_url: url.clone(),
+            longest_wait: args.notify_retry_cap.map(Duration::from_secs),
+        }
+        .run(notify_rx),
+    );
 
     // The API, behind the development token (and the named users' tokens).
     let expected = format!("Bearer {token}");

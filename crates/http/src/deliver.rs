@@ -67,6 +67,30 @@ impl Resolve for SystemResolver {
     }
 }
 
+/// Names pinned to addresses, as curl's `--resolve` pins them (`sortie dev --resolve`),
+/// then the system's resolver. The guard checks a pinned address as any other.
+pub struct PinnedResolver {
+    /// Each name and the address it resolves to.
+    pub pins: Vec<(String, IpAddr)>,
+}
+
+#[async_trait::async_trait]
+impl Resolve for PinnedResolver {
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+        let pinned: Vec<IpAddr> = self
+            .pins
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case(host))
+            .map(|(_, ip)| *ip)
+            .collect();
+        if pinned.is_empty() {
+            SystemResolver.resolve(host, port).await
+        } else {
+            Ok(pinned)
+        }
+    }
+}
+
 /// Sends deliveries, guarded.
 #[derive(Clone)]
 pub struct GuardedClient {
@@ -98,11 +122,17 @@ impl GuardedClient {
     /// A client trusting the system's CA certificates and resolving with the system's
     /// resolver.
     pub fn system(local: bool) -> Self {
+        Self::system_resolving(local, Arc::new(SystemResolver))
+    }
+
+    /// A client trusting the system's CA certificates (`SSL_CERT_FILE` is honoured),
+    /// resolving with `resolver`.
+    pub fn system_resolving(local: bool, resolver: Arc<dyn Resolve>) -> Self {
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls_native_certs::load_native_certs().certs {
             let _ = roots.add(cert);
         }
-        Self::new(roots, Arc::new(SystemResolver), local)
+        Self::new(roots, resolver, local)
     }
 
     /// POSTs `body` to `url` with `headers` (and `content-type: application/json`), as the

@@ -375,7 +375,7 @@ pub fn compose(
     resources: Resources,
     local: Option<LocalLauncher>,
 ) -> AwsComposition {
-    compose_with_pulls(config, resources, local, None)
+    compose_with_pulls(config, resources, local, None, None)
 }
 
 /// [`compose`] with pull requests in process (`sortie dev`): the API takes webhooks into
@@ -383,14 +383,23 @@ pub fn compose(
 /// there ([`sortie_lifecycle::pull_requests::PullReportingBus`]). Without `pulls`, a
 /// function that reads `SORTIE_PULL_QUEUE_URL` gets pull requests on that SQS queue; there
 /// a job's end reaches the queue through the template's rule on `sortie.job.completed`.
+/// `events`, when given, gets every event published as well (`sortie dev`'s notification
+/// worker).
 pub fn compose_with_pulls(
     config: &SdkConfig,
     resources: Resources,
     local: Option<LocalLauncher>,
     pulls: Option<sortie_api::PullParts>,
+    events: Option<sortie_lifecycle::notify_worker::EventSink>,
 ) -> AwsComposition {
     let has_local = local.is_some();
     let mut aws = aws_parts(config, &resources, local);
+    if let Some(events) = events {
+        aws.parts.bus = Arc::new(sortie_lifecycle::notify_worker::TeeBus {
+            inner: aws.parts.bus.clone(),
+            events,
+        });
+    }
     let mut pull_queue = None;
     let pulls = match pulls {
         Some(p) => {
@@ -424,6 +433,17 @@ pub fn compose_with_pulls(
 }
 
 impl Composition {
+    /// The notification service over this composition's store, secrets and bus (plain
+    /// `http://` to loopback allowed where `local` runners are: `sortie dev`).
+    pub fn notifications(&self) -> sortie_lifecycle::Notifications {
+        sortie_lifecycle::Notifications {
+            store: self.store.clone(),
+            secrets: self.jobs.secrets.clone(),
+            local: self.has_local,
+            bus: self.jobs.bus.clone(),
+        }
+    }
+
     /// The API's state. `dev_identity` is only ever true in `sortie dev`. The API reads the
     /// artifacts bucket, so a composition without one is refused.
     pub fn api_state(&self, dev_identity: bool) -> Result<AppState, Missing> {
