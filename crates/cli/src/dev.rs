@@ -309,14 +309,13 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // Notifications: every event published is also handed to the worker below, which sends
     // deliveries through the guarded client (plain http and loopback allowed here).
     let (notify_tx, notify_rx) = mpsc::unbounded_channel();
-    let notify_sender: Arc<dyn sortie_lifecycle::Sender> = Arc::new(
-        sortie_http::deliver::GuardedClient::system_resolving(
+    let notify_sender: Arc<dyn sortie_lifecycle::Sender> =
+        Arc::new(sortie_http::deliver::GuardedClient::system_resolving(
             true,
             Arc::new(sortie_http::deliver::PinnedResolver {
                 pins: args.resolve.clone(),
             }),
-        ),
-    );
+        ));
     let mut parts = compose_with_pulls(
         &config,
         resources,

@@ -373,7 +373,14 @@ async fn a_redelivery_sends_the_same_event_with_the_same_id_once_and_a_test_send
     let busy = Scripted::answering(vec![status(503)]);
     let redone = w
         .svc
-        .redeliver(&group, "ops", &pending[0].id, &busy, "https://console", at(10))
+        .redeliver(
+            &group,
+            "ops",
+            &pending[0].id,
+            &busy,
+            "https://console",
+            at(10),
+        )
         .await
         .unwrap();
     assert!(
@@ -381,12 +388,23 @@ async fn a_redelivery_sends_the_same_event_with_the_same_id_once_and_a_test_send
         "{:?}",
         redone.next
     );
-    assert_eq!(w.bus.0.lock().unwrap().len(), 1, "a redelivery publishes nothing");
+    assert_eq!(
+        w.bus.0.lock().unwrap().len(),
+        1,
+        "a redelivery publishes nothing"
+    );
     // Then it gets through: the same body and id, signed again; the destination healthy.
     let ok = Scripted::answering(vec![status(200)]);
     let delivered = w
         .svc
-        .redeliver(&group, "ops", &pending[0].id, &ok, "https://console", at(20))
+        .redeliver(
+            &group,
+            "ops",
+            &pending[0].id,
+            &ok,
+            "https://console",
+            at(20),
+        )
         .await
         .unwrap();
     assert_eq!(delivered.next, Next::Delivered);
@@ -420,7 +438,10 @@ async fn a_redelivery_sends_the_same_event_with_the_same_id_once_and_a_test_send
         .await
         .unwrap_err();
     assert!(
-        matches!(missing, NotificationRefusal::Store(StoreError::NotFound { .. })),
+        matches!(
+            missing,
+            NotificationRefusal::Store(StoreError::NotFound { .. })
+        ),
         "{missing:?}"
     );
 

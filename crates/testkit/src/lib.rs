@@ -505,6 +505,7 @@ pub mod github;
 pub mod http;
 pub mod kube;
 pub mod proxy;
+pub mod receiver;
 pub mod runtime;
 pub mod world;
 

@@ -95,10 +95,11 @@ pub(crate) async fn create_notification(
         .await
         .map_err(|e| refused(e, &group, &name))?;
     let version = made.destination.version;
-    Ok(
-        Reply::new(StatusCode::CREATED, Destination::of(made.destination, made.signing_secret))
-            .etag(version),
+    Ok(Reply::new(
+        StatusCode::CREATED,
+        Destination::of(made.destination, made.signing_secret),
     )
+    .etag(version))
 }
 
 /// One destination.

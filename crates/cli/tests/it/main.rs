@@ -15,6 +15,7 @@ mod identity_e2e;
 mod implicit_source;
 mod interrupt;
 mod locks;
+mod notify_e2e;
 mod plan;
 mod policy_e2e;
 mod policy_gate;

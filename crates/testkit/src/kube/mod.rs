@@ -51,18 +51,16 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 mod rules;
-mod server;
+pub(crate) mod server;
 mod state;
 #[cfg(test)]
 mod tests;
 
-use server::{common_name, lock, new_ca, serve, server_tls};
+use server::{lock, new_ca, serve};
 use state::{Failure, State};
 
 /// The prefix of the bearer token `aws eks get-token` makes (and Sortie sends).
@@ -140,22 +138,7 @@ impl KubeDouble {
     ///
     /// When no port can be bound or the certificates cannot be made.
     pub fn start() -> KubeDouble {
-        let (ca_cert, ca_issuer) = new_ca("Sortie tests: KubeDouble CA");
-        let mut server_params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-                .expect("server certificate parameters");
-        server_params.distinguished_name = common_name("kube-double");
-        server_params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let server_key = KeyPair::generate().expect("generate the server key");
-        let server_cert = server_params
-            .signed_by(&server_key, &ca_issuer)
-            .expect("sign the server certificate");
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der()));
-        let tls = server_tls(server_cert.der().clone(), key);
+        let (ca_pem, tls) = server::loopback_tls("kube-double");
 
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         listener
@@ -171,7 +154,7 @@ impl KubeDouble {
             .expect("spawn the KubeDouble thread");
         KubeDouble {
             addr,
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             state,
             shutdown: Some(shutdown),
             thread: Some(thread),

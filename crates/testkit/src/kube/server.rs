@@ -51,6 +51,29 @@ pub(super) fn new_ca(name: &str) -> (rcgen::Certificate, Issuer<'static, KeyPair
     (cert, Issuer::new(params, key))
 }
 
+/// A fresh test CA (its PEM) and a server configuration whose certificate, for
+/// `127.0.0.1` and `localhost`, it signed; `name` is the certificate's common name.
+pub(crate) fn loopback_tls(name: &str) -> (String, rustls::ServerConfig) {
+    let (ca_cert, ca_issuer) = new_ca(&format!("Sortie tests: {name} CA"));
+    let mut server_params =
+        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .expect("server certificate parameters");
+    server_params.distinguished_name = common_name(name);
+    server_params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    server_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let server_key = KeyPair::generate().expect("generate the server key");
+    let server_cert = server_params
+        .signed_by(&server_key, &ca_issuer)
+        .expect("sign the server certificate");
+    let key = PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        server_key.serialize_der(),
+    ));
+    (ca_cert.pem(), server_tls(server_cert.der().clone(), key))
+}
+
 pub(super) fn server_tls(
     cert: CertificateDer<'static>,
     key: PrivateKeyDer<'static>,
