@@ -27,14 +27,13 @@ fn refused(e: NotificationRefusal, group: &GroupPath, name: &str) -> ApiError {
             "secret_unavailable",
             format!("the destination's secret could not be kept or read: {why}"),
         ),
-        NotificationRefusal::Store(StoreError::NotFound { kind, .. })
-            if kind == "notification destination" =>
-        {
-            ApiError::not_found(format!(
-                "notification destination `{name}` in `{}`",
-                group.as_str()
-            ))
-        }
+        NotificationRefusal::Store(StoreError::NotFound {
+            kind: "notification destination",
+            ..
+        }) => ApiError::not_found(format!(
+            "notification destination `{name}` in `{}`",
+            group.as_str()
+        )),
         NotificationRefusal::Store(e) => e.into(),
     }
 }
