@@ -2007,7 +2007,7 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
     let under = |prefix: &str| {
         format!("arn:${{AWS::Partition}}:secretsmanager:${{AWS::Region}}:${{AWS::AccountId}}:secret:sortie/{prefix}/*")
     };
-    let (jobs, vcs) = (under("jobs"), under("vcs"));
+    let (jobs, vcs, notify) = (under("jobs"), under("vcs"), under("notify"));
     let made_read_deleted: &[&str] = &[
         "secretsmanager:CreateSecret",
         "secretsmanager:DeleteSecret",
@@ -2019,7 +2019,11 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
     let expected: [(&str, Grants); 5] = [
         (
             "ApiRole",
-            &[("jobs", made_read_deleted), ("vcs", made_read_deleted)],
+            &[
+                ("jobs", made_read_deleted),
+                ("vcs", made_read_deleted),
+                ("notify", made_read_deleted),
+            ],
         ),
         (
             "DispatchRole",
@@ -2058,8 +2062,10 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
                 "jobs"
             } else if sub == vcs {
                 "vcs"
+            } else if sub == notify {
+                "notify"
             } else {
-                panic!("{role}/{sid}: secrets under sortie/jobs/ or sortie/vcs/ only, got {sub}")
+                panic!("{role}/{sid}: secrets under sortie/jobs/, sortie/vcs/ or sortie/notify/ only, got {sub}")
             };
             seen.entry(prefix).or_default().extend(acts);
         }

@@ -10,7 +10,9 @@ mod notifications;
 mod uploads;
 
 pub use jobs::{JobListPage, JobView, LogsPage, SensitiveVariables};
-pub use notifications::{DeliveryAttempt, DeliveryList, Destination, DestinationList};
+pub use notifications::{
+    DeliveryAttempt, DeliveryList, Destination, DestinationBody, DestinationList,
+};
 pub use uploads::{LogUploadGrants, LogUploadRequest, UploadGrant, UploadProblems, UploadRequest};
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -48,6 +48,29 @@ impl Destination {
     }
 }
 
+/// A destination as written (create and replace), YAML or JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DestinationBody {
+    /// `webhook` or `slack`.
+    pub r#type: String,
+    /// A webhook's `https://` URL (`http://` to loopback only in `sortie dev`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A Slack incoming webhook's URL: required to make a `slack` destination, replaced when
+    /// given to an update; kept as a secret, never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack_webhook_url: Option<String>,
+    /// The kinds of event sent; empty or absent: every kind.
+    #[serde(default)]
+    pub events: Vec<sortie_core::notify::EventKind>,
+    /// A glob over environment paths (`acme/payments/**`, `**/prod`); `**` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environments: Option<String>,
+    /// Free text shown to users.
+    #[serde(default)]
+    pub description: String,
+}
+
 /// The destinations of one group.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DestinationList {

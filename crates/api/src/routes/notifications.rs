@@ -13,7 +13,7 @@ use sortie_store::StoreError;
 use super::{manage_action, Reply};
 use crate::error::ApiError;
 use crate::extract::{Caller, DeliveryParam, Document, GroupParam, IdParam, IfMatch};
-use crate::model::{DeliveryAttempt, DeliveryList, Destination, DestinationList};
+use crate::model::{DeliveryAttempt, DeliveryList, Destination, DestinationBody, DestinationList};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -75,7 +75,7 @@ pub(crate) async fn list_notifications(
 /// or a `slack` incoming webhook (`slack_webhook_url`, kept as a secret, never shown).
 #[utoipa::path(post, path = "/v1/groups/{group}/-/notifications/{id}", tag = "notifications",
     params(("group" = String, Path, description = "Group path"), ("id" = String, Path, description = "Destination name")),
-    request_body(description = "The destination, YAML or JSON: `type` (`webhook` with `url`, or `slack` with `slack_webhook_url`), `events`, `environments`, `description`", content((Object = "application/json"), (Object = "application/yaml"))),
+    request_body(description = "The destination, YAML or JSON: `type` (`webhook` with `url`, or `slack` with `slack_webhook_url`), `events`, `environments`, `description`", content((DestinationBody = "application/json"), (DestinationBody = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 201, description = "Created; ETag is its version; a webhook's `signing_secret` is shown this once", body = Destination, headers(("etag" = String, description = "The destination's version"))),
         BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
@@ -128,7 +128,7 @@ pub(crate) async fn get_notification(
 #[utoipa::path(put, path = "/v1/groups/{group}/-/notifications/{id}", tag = "notifications",
     params(("group" = String, Path, description = "Group path"), ("id" = String, Path, description = "Destination name"),
         ("If-Match" = Option<String>, Header, description = "The destination's ETag")),
-    request_body(description = "The destination's new specification, YAML or JSON", content((Object = "application/json"), (Object = "application/yaml"))),
+    request_body(description = "The destination's new specification, YAML or JSON", content((DestinationBody = "application/json"), (DestinationBody = "application/yaml"))),
     security(("bearerAuth" = [])),
     responses((status = 200, description = "Updated; ETag is its new version", body = Destination, headers(("etag" = String, description = "The destination's version"))),
         BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType, BadGateway, Unavailable))]
