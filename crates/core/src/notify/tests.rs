@@ -573,3 +573,13 @@ fn a_destination_is_read_with_every_problem_named() {
         ["url"]
     );
 }
+
+/// The README's Python receiver computes this with `hmac.new(secret, f"{ts}.".encode() +
+/// body, hashlib.sha256)`: the same signature, so its few lines verify a real delivery.
+#[test]
+fn the_signature_is_the_one_the_readme_receiver_computes() {
+    assert_eq!(
+        delivery::signature(b"whsec_x", 1_700_000_000, br#"{"a":1}"#),
+        "sha256=b3438763ab46d9634b9844c8722818eaf523f803db1327484c6067462a5fd6d1"
+    );
+}
