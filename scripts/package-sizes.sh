@@ -35,7 +35,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
     exit 2
 fi
 
-# The binaries are the crates under functions/ (api, dispatch, task-events, sweeper, pulls).
+# The binaries are the crates under functions/ (api, dispatch, task-events, sweeper, pulls, notify).
 mapfile -t functions < <(find functions -mindepth 2 -maxdepth 2 -name Cargo.toml -printf '%h\n' | xargs -n1 basename | sort)
 bins=()
 for f in "${functions[@]}"; do bins+=(--bin "$f"); done

@@ -1,4 +1,4 @@
-//! The Lambda event adapters of Sortie's five functions. Each takes the real
+//! The Lambda event adapters of Sortie's six functions. Each takes the real
 //! `aws_lambda_events` / `lambda_http` shape, calls the logic in `sortie-lifecycle`
 //! or `sortie-api`, and maps the result back: batch item failures, an HTTP
 //! response, or a [`FunctionError`] whose class is the Lambda `errorType`. The
@@ -20,7 +20,9 @@ use sortie_lifecycle::{
 use sortie_store::SqsJobQueue;
 use tower::ServiceExt;
 
+mod notify;
 mod pulls;
+pub use notify::{notify_batch, plane_retry_delay, NotifyParts};
 pub use pulls::{pull_batch, pulls_event, retry_delay, PullsError, PullsParts};
 
 /// Where the sweeper's interrupted pass stopped, kept by the function between ticks.

@@ -27,6 +27,7 @@ pub mod issuer;
 mod jobs;
 mod locks;
 mod notifications;
+pub mod notify_queue;
 pub mod notify_worker;
 mod policy_listing;
 mod policy_sets;

@@ -16,6 +16,9 @@ pub const API_URL: &str = "SORTIE_API_URL";
 /// URL of the pull-request work queue (SQS): webhook work, job-end reports, reconciles.
 /// Optional for `api` (without it the webhook answers 503), required for `pulls`.
 pub const PULL_QUEUE_URL: &str = "SORTIE_PULL_QUEUE_URL";
+/// URL of the notify queue (SQS): the bus's events for notification destinations, and the
+/// deliveries they fan out to. Required for `notify`.
+pub const NOTIFY_QUEUE_URL: &str = "SORTIE_NOTIFY_QUEUE_URL";
 /// Enables the local development identity when set to `1`. Never set in AWS: the template test checks.
 pub const DEV_IDENTITY: &str = "SORTIE_DEV_IDENTITY";
 /// Comma-separated JWT subjects that are system administrators (optional; read by `api`).
@@ -101,6 +104,15 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
         // Pull requests submit plans and applies (the jobs queue), queue reconciles (the
         // pull queue), and link checks to the console (the API's URL).
         required: &[TABLE, JOBS_QUEUE_URL, PULL_QUEUE_URL, API_URL, BUS_NAME],
+        optional: &[],
+    },
+    FunctionEnv {
+        name: "notify",
+        logical_id: "NotifyFunction",
+        // Destinations and their histories (the table), their deliveries (the notify
+        // queue), a delivery given up on published (the bus), Slack's links (the API's
+        // URL, where the console is).
+        required: &[TABLE, NOTIFY_QUEUE_URL, BUS_NAME, API_URL],
         optional: &[],
     },
 ];

@@ -50,7 +50,10 @@ pub use notifications::{
     HISTORY_LENGTH, KEPT_DETAIL_BYTES,
 };
 pub use plan_data::{read_plan_data, read_plan_data_within};
-pub use queue::{JobMessage, JobQueue, MemoryPullQueue, PullQueue, SqsJobQueue, SqsPullQueue};
+pub use queue::{
+    DeliveryQueue, JobMessage, JobQueue, MemoryDeliveryQueue, MemoryPullQueue, PullQueue,
+    SqsDeliveryQueue, SqsJobQueue, SqsPullQueue,
+};
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,
     Listed, ListedPage, MembershipRecord, PhaseRecord, PoolToken, Released, Submitted, SweepCursor,

@@ -212,6 +212,76 @@ impl PullQueue for MemoryPullQueue {
     }
 }
 
+/// Sends notification deliveries (each a JSON body: one delivery between two attempts) to
+/// the `notify` function, in their organisation's message group.
+#[async_trait]
+pub trait DeliveryQueue: Send + Sync {
+    /// Sends one delivery's body in `tenant`'s message group.
+    async fn send_delivery(&self, body: &str, tenant: &str) -> Result<(), StoreError>;
+}
+
+/// The SQS notification queue: events from the bus, and the deliveries they fan out to
+/// (a fair queue: one message group per organisation).
+#[derive(Debug, Clone)]
+pub struct SqsDeliveryQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl SqsDeliveryQueue {
+    /// A queue at `url`.
+    pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+
+    /// Makes a received message visible again after `seconds` (0 to 12 hours): the wait
+    /// before a delivery's next attempt.
+    pub async fn delay_redelivery(
+        &self,
+        receipt_handle: &str,
+        seconds: i32,
+    ) -> Result<(), StoreError> {
+        change_visibility(&self.client, &self.url, receipt_handle, seconds).await
+    }
+}
+
+#[async_trait]
+impl DeliveryQueue for SqsDeliveryQueue {
+    async fn send_delivery(&self, body: &str, tenant: &str) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .set_message_group_id((!tenant.is_empty()).then(|| tenant.to_string()))
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("sqs", e))?;
+        Ok(())
+    }
+}
+
+/// Deliveries kept in memory, in order: the tests' queue.
+#[derive(Debug, Default)]
+pub struct MemoryDeliveryQueue(std::sync::Mutex<Vec<String>>);
+
+impl MemoryDeliveryQueue {
+    /// Takes every body sent so far, oldest first.
+    pub fn drain(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
+    }
+}
+
+#[async_trait]
+impl DeliveryQueue for MemoryDeliveryQueue {
+    async fn send_delivery(&self, body: &str, _tenant: &str) -> Result<(), StoreError> {
+        self.0.lock().expect("not poisoned").push(body.to_string());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

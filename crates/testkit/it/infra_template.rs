@@ -236,8 +236,8 @@ fn every_function_in_settings_is_in_the_template_with_its_crate_runtime_and_arch
     let t = control_plane();
     assert_eq!(
         FUNCTIONS.len(),
-        5,
-        "api, dispatch, task-events, sweeper and pulls"
+        6,
+        "api, dispatch, task-events, sweeper, pulls and notify"
     );
     for f in FUNCTIONS {
         let id = f.logical_id;
@@ -769,6 +769,70 @@ fn pull_request_work_has_a_queue_a_dlq_a_handler_a_reconcile_schedule_and_a_rule
     assert!(alarms(&t)
         .iter()
         .any(|(m, r, _)| m == "AWS/SQS/ApproximateNumberOfMessagesVisible" && r == "PullDlq"));
+}
+
+/// Notifications: the rule sends exactly the events a kind is read from; the queue holds a
+/// whole retry (24 hours of receives) under its redrive; the function reports batch item
+/// failures; its role reads notification secrets and never writes them.
+#[test]
+fn the_notify_queue_hears_exactly_the_notified_events_and_holds_a_whole_retry() {
+    let t = control_plane();
+    let rule = at(resource(&t, "NotifyRule"), &["Properties"]);
+    let pattern = at(rule, &["EventPattern"]);
+    assert_eq!(strings(at(pattern, &["source"]), "source"), ["sortie"]);
+    assert_eq!(
+        strings(at(pattern, &["detail-type"]), "detail-type"),
+        sortie_core::notify::NOTIFIED_DETAIL_TYPES
+    );
+    let policy = format!(
+        "{:?}",
+        at(resource(&t, "NotifyQueuePolicy"), &["Properties"])
+    );
+    assert!(
+        policy.contains("events.amazonaws.com") && policy.contains("NotifyRule"),
+        "{policy}"
+    );
+    let queue = at(resource(&t, "NotifyQueue"), &["Properties"]);
+    // 30 s doubling to an hour for 24 hours is at most this many attempts.
+    let mut attempts = 0;
+    let (mut wait, mut spent) = (30u64, 0u64);
+    while spent <= 86_400 {
+        attempts += 1;
+        spent += wait;
+        wait = (wait * 2).min(3600);
+    }
+    let redrive = number(at(queue, &["RedrivePolicy", "maxReceiveCount"]), "redrive");
+    assert!(
+        redrive > attempts,
+        "{redrive} receives hold {attempts} attempts"
+    );
+    let visibility = number(at(queue, &["VisibilityTimeout"]), "visibility");
+    let timeout = number(
+        at(resource(&t, "NotifyFunction"), &["Properties", "Timeout"]),
+        "timeout",
+    );
+    assert!(
+        visibility >= 6 * timeout,
+        "AWS: at least 6 x the function's timeout"
+    );
+    let evs = events(&t, "NotifyFunction");
+    assert_eq!(evs.len(), 1);
+    assert_eq!(
+        strings(
+            at(evs[0].1, &["Properties", "FunctionResponseTypes"]),
+            "types"
+        ),
+        ["ReportBatchItemFailures"]
+    );
+    let secrets: Vec<String> = role_statements(&t, "NotifyRole")
+        .into_iter()
+        .flat_map(|(sid, st)| statement_actions(&st, &sid))
+        .filter(|a| a.starts_with("secretsmanager:"))
+        .collect();
+    assert_eq!(secrets, ["secretsmanager:GetSecretValue"]);
+    assert!(alarms(&t)
+        .iter()
+        .any(|(m, r, _)| m == "AWS/SQS/ApproximateNumberOfMessagesVisible" && r == "NotifyDlq"));
 }
 
 #[test]
@@ -2016,7 +2080,7 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
         "secretsmanager:TagResource",
     ];
     type Grants<'a> = &'a [(&'a str, &'a [&'a str])];
-    let expected: [(&str, Grants); 5] = [
+    let expected: [(&str, Grants); 6] = [
         (
             "ApiRole",
             &[
@@ -2041,6 +2105,10 @@ fn only_job_secrets_under_sortie_jobs_are_created_read_and_deleted() {
             ],
         ),
         ("PullsRole", &[("vcs", &["secretsmanager:GetSecretValue"])]),
+        (
+            "NotifyRole",
+            &[("notify", &["secretsmanager:GetSecretValue"])],
+        ),
     ];
     for (role, grants) in expected {
         let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();

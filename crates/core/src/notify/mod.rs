@@ -31,6 +31,18 @@ pub const ENVIRONMENT_LOCK_CHANGED: &str = "sortie.environment.lock_changed";
 /// The `detail-type` of a change to configuration (a runner, a rule, a membership, …).
 pub const CONFIGURATION_CHANGED: &str = "sortie.configuration.changed";
 
+/// Every `detail-type` [`kind_of`] reads a kind from: the events the notify queue's rule
+/// sends it (the template's `NotifyRule`, checked against this list).
+pub const NOTIFIED_DETAIL_TYPES: [&str; 7] = [
+    "sortie.job.completed",
+    "sortie.job.awaiting_approval",
+    "sortie.job.policy_checked",
+    "sortie.environment.drifted",
+    "sortie.environment.expiring",
+    ENVIRONMENT_LOCK_CHANGED,
+    CONFIGURATION_CHANGED,
+];
+
 /// What a destination may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

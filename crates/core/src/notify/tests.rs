@@ -583,3 +583,29 @@ fn the_signature_is_the_one_the_readme_receiver_computes() {
         "sha256=b3438763ab46d9634b9844c8722818eaf523f803db1327484c6067462a5fd6d1"
     );
 }
+
+/// The rule's list is exactly the detail types a kind is read from: every listed one gives a
+/// kind (with the detail that makes it one), and every kind comes from a listed one.
+#[test]
+fn the_notified_detail_types_are_exactly_those_a_kind_is_read_from() {
+    let detail = json!({"state": "failed", "violation": true});
+    let mut kinds = std::collections::BTreeSet::new();
+    for detail_type in NOTIFIED_DETAIL_TYPES {
+        let kind =
+            kind_of(detail_type, &detail).unwrap_or_else(|| panic!("{detail_type} gives no kind"));
+        kinds.insert(kind);
+    }
+    kinds.insert(kind_of("sortie.job.completed", &json!({"state": "succeeded"})).unwrap());
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        EventKind::ALL.to_vec()
+    );
+    for other in [
+        "sortie.job.dispatched",
+        "sortie.job.approved",
+        NOTIFICATION_FAILED,
+        "sortie.environment.expiry_waiting",
+    ] {
+        assert_eq!(kind_of(other, &detail), None, "{other}");
+    }
+}

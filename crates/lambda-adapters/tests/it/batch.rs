@@ -2,7 +2,7 @@
 //! and a poison message reaches the dead-letter queue after 5 receives (moto's redrive).
 
 #[path = "../../../lifecycle/tests/it/common/mod.rs"]
-mod common;
+pub(crate) mod common;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::QueueAttributeName;

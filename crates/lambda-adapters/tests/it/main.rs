@@ -4,3 +4,4 @@ mod batch;
 mod concurrency;
 mod console;
 mod jwt_claims;
+mod notify;
