@@ -160,6 +160,7 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
         Command::Members(m) => resources::members(&api, m, out).await,
         Command::Runner(r) => resources::runner(&api, r, out).await,
         Command::Vcs(v) => resources::vcs(&api, v, out).await,
+        Command::Notify(n) => resources::notify(&api, n, out).await,
         Command::Policy(PolicyCommand::Test {
             file,
             plan,

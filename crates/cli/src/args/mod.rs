@@ -5,10 +5,12 @@
 //! resource verbs, of an environment's settings and of the job commands.
 
 mod jobs;
+mod notify;
 mod resources;
 mod settings;
 
 pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
+pub use notify::{DestinationArgs, NotifyCommand};
 pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,
     MembersCommand, RunnerCommand, UpdateResource, VcsCommand,
@@ -44,6 +46,7 @@ pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
     ("Environments", &["env", "group"]),
     ("Runners", &["runner"]),
     ("Pull requests", &["vcs"]),
+    ("Notifications", &["notify"]),
     ("Policy", &["policy"]),
     ("Access", &["whoami", "members", "context"]),
     ("Local mode and shell", &["dev", "completion", "help"]),
@@ -171,6 +174,10 @@ pub enum Command {
     /// --webhook-secret-file …`, `vcs get github ORG`, `vcs disconnect github ORG`.
     #[command(subcommand)]
     Vcs(VcsCommand),
+    /// Notification destinations of a group: `notify create acme/ops --webhook URL`,
+    /// `notify list GROUP`, `notify deliveries acme/ops`, `notify test acme/ops`.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
     /// Named contexts (API URL and token source) in the config file.
     #[command(subcommand)]
     Context(ContextCommand),

@@ -232,4 +232,73 @@ fn deliveries_are_signed_retried_given_up_on_redelivered_and_never_sent_inside()
     assert_eq!(test["delivery"]["state"], "delivered", "{test}");
     assert_eq!(test["delivery"]["event_type"], "sortie.notification.test");
     assert_eq!(receiver.received("/ok").len(), 2);
+
+    // The CLI: the same destinations, managed and tried.
+    let run = |args: &[&str]| -> common::Out { common::sortie(&dev, args).into() };
+    let listed = run(&["notify", "list", "acme"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    for name in ["ok", "flaky", "gone", "inside"] {
+        assert!(listed.stdout.contains(name), "{listed:?}");
+    }
+    assert!(
+        listed.stdout.contains("UNHEALTHY"),
+        "inside gave up: {listed:?}"
+    );
+    let history = run(&["notify", "deliveries", "acme/gone"]);
+    assert!(
+        history.stdout.contains("gave up") && history.stdout.contains("delivered"),
+        "{history:?}"
+    );
+    let cli_url = receiver.url("/cli");
+    let made = run(&[
+        "notify",
+        "create",
+        "acme/cli",
+        "--webhook",
+        &cli_url,
+        "--events",
+        "job_failed",
+        "--environments",
+        "acme/**",
+    ]);
+    assert_eq!(made.code, 0, "{made:?}");
+    assert!(made.stdout.contains("signing secret: whsec_"), "{made:?}");
+    let updated = run(&[
+        "notify",
+        "update",
+        "acme/cli",
+        "--description",
+        "from the CLI",
+    ]);
+    assert_eq!(updated.code, 0, "{updated:?}");
+    let read: Value =
+        serde_json::from_str(&run(&["notify", "get", "acme/cli", "-o", "json"]).stdout).unwrap();
+    assert_eq!(
+        (
+            read["url"].as_str(),
+            read["events"].clone(),
+            read["description"].as_str()
+        ),
+        (
+            Some(cli_url.as_str()),
+            json!(["job_failed"]),
+            Some("from the CLI")
+        ),
+        "an update keeps what it does not name: {read}"
+    );
+    assert!(read.get("signing_secret").is_none(), "{read}");
+    let tried = run(&["notify", "test", "acme/cli"]);
+    assert_eq!(tried.code, 0, "{tried:?}");
+    assert!(tried.stdout.contains("delivered"), "{tried:?}");
+    receiver.script("/cli", &[404]);
+    let refused = run(&["notify", "test", "acme/cli"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("404"), "{refused:?}");
+    let rotated = run(&["notify", "rotate-secret", "acme/cli"]);
+    assert!(
+        rotated.stdout.contains("signing secret: whsec_"),
+        "{rotated:?}"
+    );
+    assert_eq!(run(&["notify", "delete", "acme/cli"]).code, 0);
+    assert_eq!(run(&["notify", "get", "acme/cli"]).code, 3);
 }
