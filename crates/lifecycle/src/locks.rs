@@ -24,7 +24,37 @@ pub enum LockRefusal {
     Store(#[from] StoreError),
 }
 
+/// `locked`, `unlocked`, `frozen` or `unfrozen`: what a person did to a lock.
+fn lock_detail(target: (&str, &str), action: &str, by: &str, lock: &EnvLock) -> serde_json::Value {
+    let (key, path) = target;
+    serde_json::json!({
+        key: path,
+        "org": path.split('/').next().unwrap_or_default(),
+        "action": action,
+        "by": by,
+        "reason": lock.reason,
+        "locked_by": lock.by,
+        "locked_at": lock.at,
+    })
+}
+
 impl JobService {
+    /// Publishes `sortie.environment.lock_changed` (best effort, as every event: the lock
+    /// itself is the record).
+    async fn lock_changed(&self, resource: String, detail: serde_json::Value) {
+        if let Err(e) = self
+            .bus
+            .publish(
+                sortie_core::notify::ENVIRONMENT_LOCK_CHANGED,
+                &resource,
+                detail,
+            )
+            .await
+        {
+            tracing::warn!(error = %e, %resource, "could not publish the lock change");
+        }
+    }
+
     /// What holds `path` against new jobs: its own lock, else the outermost freeze of its
     /// group or a group above it. One read of the environment and one batch read of its
     /// groups' settings. `NotFound` when the environment is missing.
@@ -52,6 +82,11 @@ impl JobService {
         let outcome = self.store.lock_environment(path, &lock).await?;
         if outcome == LockOutcome::Taken {
             tracing::info!(environment = %path, by, reason = %lock.reason, "environment locked");
+            self.lock_changed(
+                format!("sortie:environment/{path}"),
+                lock_detail(("environment", &path.to_string()), "locked", by, &lock),
+            )
+            .await;
         }
         Ok(outcome)
     }
@@ -65,6 +100,11 @@ impl JobService {
         let removed = self.store.unlock_environment(path).await?;
         if let Some(lock) = &removed {
             tracing::info!(environment = %path, by, locked_by = %lock.by, "environment unlocked");
+            self.lock_changed(
+                format!("sortie:environment/{path}"),
+                lock_detail(("environment", &path.to_string()), "unlocked", by, lock),
+            )
+            .await;
         }
         Ok(removed)
     }
@@ -81,6 +121,11 @@ impl JobService {
         let outcome = self.store.freeze_group(group, &lock).await?;
         if outcome == LockOutcome::Taken {
             tracing::info!(group = %group, by, reason = %lock.reason, "group frozen");
+            self.lock_changed(
+                format!("sortie:group/{}", group.as_str()),
+                lock_detail(("group", group.as_str()), "frozen", by, &lock),
+            )
+            .await;
         }
         Ok(outcome)
     }
@@ -94,6 +139,11 @@ impl JobService {
         let removed = self.store.unfreeze_group(group).await?;
         if let Some(lock) = &removed {
             tracing::info!(group = %group, by, frozen_by = %lock.by, "group unfrozen");
+            self.lock_changed(
+                format!("sortie:group/{}", group.as_str()),
+                lock_detail(("group", group.as_str()), "unfrozen", by, lock),
+            )
+            .await;
         }
         Ok(removed)
     }
@@ -209,5 +259,104 @@ mod tests {
             .unwrap()
             .is_some());
         w.jobs.submit_for(&below, order("apply")).await.unwrap();
+    }
+
+    /// Records every event published.
+    #[derive(Default)]
+    struct Recorded(std::sync::Mutex<Vec<(String, String, serde_json::Value)>>);
+
+    #[async_trait::async_trait]
+    impl crate::Bus for Recorded {
+        async fn job_completed(
+            &self,
+            _: &sortie_store::JobRecord,
+        ) -> Result<(), crate::LifecycleError> {
+            Ok(())
+        }
+        async fn publish(
+            &self,
+            kind: &str,
+            resource: &str,
+            detail: serde_json::Value,
+        ) -> Result<(), crate::LifecycleError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((kind.into(), resource.into(), detail));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn each_lock_and_freeze_taken_or_ended_publishes_one_lock_change_and_a_repeat_none() {
+        let w = World::new().await;
+        let env = w.environment("acme/payments/prod").await;
+        let bus = std::sync::Arc::new(Recorded::default());
+        let mut jobs = w.jobs.clone();
+        jobs.bus = bus.clone();
+        let group = GroupPath::parse("acme/payments").unwrap();
+        let at = Utc::now();
+        jobs.lock_environment(&env.path, "bob", "incident 42", at)
+            .await
+            .unwrap();
+        // Already locked: nothing changed, nothing published.
+        jobs.lock_environment(&env.path, "carol", "again", at)
+            .await
+            .unwrap();
+        jobs.unlock_environment(&env.path, "carol").await.unwrap();
+        jobs.unlock_environment(&env.path, "carol").await.unwrap();
+        jobs.freeze_group(&group, "dave", "release freeze", at)
+            .await
+            .unwrap();
+        jobs.unfreeze_group(&group, "dave").await.unwrap();
+        let seen = bus.0.lock().unwrap().clone();
+        let summary: Vec<(&str, &str, &str, &str)> = seen
+            .iter()
+            .map(|(kind, resource, d)| {
+                assert_eq!(kind, sortie_core::notify::ENVIRONMENT_LOCK_CHANGED);
+                (
+                    resource.as_str(),
+                    d["action"].as_str().unwrap(),
+                    d["by"].as_str().unwrap(),
+                    d["reason"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "sortie:environment/acme/payments/prod",
+                    "locked",
+                    "bob",
+                    "incident 42"
+                ),
+                (
+                    "sortie:environment/acme/payments/prod",
+                    "unlocked",
+                    "carol",
+                    "incident 42"
+                ),
+                (
+                    "sortie:group/acme/payments",
+                    "frozen",
+                    "dave",
+                    "release freeze"
+                ),
+                (
+                    "sortie:group/acme/payments",
+                    "unfrozen",
+                    "dave",
+                    "release freeze"
+                ),
+            ]
+        );
+        // A destination reads the kind and the group from it.
+        assert_eq!(
+            sortie_core::notify::kind_of(&seen[0].0, &seen[0].2),
+            Some(sortie_core::notify::EventKind::LockChanged)
+        );
+        assert_eq!(seen[0].2["environment"], "acme/payments/prod");
+        assert_eq!(seen[2].2["group"], "acme/payments");
     }
 }

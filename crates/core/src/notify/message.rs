@@ -97,9 +97,15 @@ pub fn slack_message(kind: EventKind, detail: &Value, console_url: &str) -> Valu
             slack_escape(field(detail, "expires_at"))
         ),
         EventKind::LockChanged => format!(
-            ":lock: `{env}` was {} by {}",
+            ":lock: {} was {} by {}: {}",
+            if env.is_empty() {
+                format!("group `{}`", slack_escape(field(detail, "group")))
+            } else {
+                format!("`{env}`")
+            },
             slack_escape(field(detail, "action")),
-            slack_escape(field(detail, "by"))
+            slack_escape(field(detail, "by")),
+            clipped(field(detail, "reason"))
         ),
         EventKind::ConfigurationChanged => format!(
             ":gear: {} {} by {}",

@@ -609,3 +609,26 @@ fn the_notified_detail_types_are_exactly_those_a_kind_is_read_from() {
         assert_eq!(kind_of(other, &detail), None, "{other}");
     }
 }
+
+/// A lock's message names the environment, or the group a freeze holds, who and why.
+#[test]
+fn a_lock_change_names_its_environment_or_group_who_and_why() {
+    let env = slack_message(
+        EventKind::LockChanged,
+        &json!({"environment": "acme/web/prod", "action": "locked", "by": "bob", "reason": "incident <42>"}),
+        "https://console",
+    );
+    assert_eq!(
+        env["text"],
+        ":lock: `acme/web/prod` was locked by bob: incident &lt;42&gt;"
+    );
+    let group = slack_message(
+        EventKind::LockChanged,
+        &json!({"group": "acme/payments", "action": "frozen", "by": "dave", "reason": "release"}),
+        "https://console",
+    );
+    assert_eq!(
+        group["text"],
+        ":lock: group `acme/payments` was frozen by dave: release"
+    );
+}
