@@ -6,6 +6,7 @@ mod agent_pool;
 mod environment;
 mod github_connection;
 mod membership;
+mod notification_destination;
 mod policy_set;
 mod rule;
 mod runner;
@@ -33,11 +34,13 @@ pub enum Kind {
     PolicySet,
     /// `sortie_github_connection`.
     GithubConnection,
+    /// `sortie_notification_destination`.
+    NotificationDestination,
 }
 
 impl Kind {
     /// Every resource type.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Environment,
         Kind::Runner,
         Kind::Rule,
@@ -45,6 +48,7 @@ impl Kind {
         Kind::Membership,
         Kind::PolicySet,
         Kind::GithubConnection,
+        Kind::NotificationDestination,
     ];
 
     /// Its Terraform type name.
@@ -57,6 +61,7 @@ impl Kind {
             Kind::Membership => "sortie_membership",
             Kind::PolicySet => "sortie_policy_set",
             Kind::GithubConnection => "sortie_github_connection",
+            Kind::NotificationDestination => "sortie_notification_destination",
         }
     }
 
@@ -75,6 +80,7 @@ impl Kind {
             Kind::Membership => membership::block(),
             Kind::PolicySet => policy_set::block(),
             Kind::GithubConnection => github_connection::block(),
+            Kind::NotificationDestination => notification_destination::block(),
         }
     }
 
@@ -97,6 +103,7 @@ impl Kind {
             Kind::Membership => membership::create(api, planned).await,
             Kind::PolicySet => policy_set::create(api, planned).await,
             Kind::GithubConnection => github_connection::create(api, planned).await,
+            Kind::NotificationDestination => notification_destination::create(api, planned).await,
         }
     }
 
@@ -110,6 +117,7 @@ impl Kind {
             Kind::Membership => membership::read(api, state).await,
             Kind::PolicySet => policy_set::read(api, state).await,
             Kind::GithubConnection => github_connection::read(api, state).await,
+            Kind::NotificationDestination => notification_destination::read(api, state).await,
         };
         match read {
             Err(e) if e.is_not_found() => Ok(None),
@@ -125,6 +133,9 @@ impl Kind {
             Kind::Rule => rule::update(api, prior, planned).await,
             Kind::PolicySet => policy_set::update(api, prior, planned).await,
             Kind::GithubConnection => github_connection::update(api, prior, planned).await,
+            Kind::NotificationDestination => {
+                notification_destination::update(api, prior, planned).await
+            }
             // Every attribute of a pool or a membership is force-new: no update reaches here.
             Kind::AgentPool | Kind::Membership => Err(Error::Config(format!(
                 "a {} cannot be updated in place",
@@ -143,6 +154,7 @@ impl Kind {
             Kind::Membership => membership::delete(api, state).await,
             Kind::PolicySet => policy_set::delete(api, state).await,
             Kind::GithubConnection => github_connection::delete(api, state).await,
+            Kind::NotificationDestination => notification_destination::delete(api, state).await,
         };
         match deleted {
             Err(e) if e.is_not_found() => Ok(()),
@@ -156,6 +168,7 @@ impl Kind {
             Kind::Rule => rule::import_state(id),
             Kind::Membership => membership::import_state(id),
             Kind::PolicySet => policy_set::import_state(id),
+            Kind::NotificationDestination => notification_destination::import_state(id),
             _ => Ok(serde_json::json!({ "id": id })),
         }
     }

@@ -7,6 +7,7 @@ mod env_life;
 mod github_connection;
 mod lifecycle;
 mod membership;
+mod notification_destination;
 mod policy_set;
 mod protocol;
 mod speed;
