@@ -25,7 +25,10 @@ Chromium (scripts/console_browser.py):
    the binding but no form (scripts/console_vcs.py);
 7. carol sees no runner check, a policy-denied apply's diff, the policy sets in force, the
    jobs' summaries and failure reasons, and what the approve dialog approves (console_review.py);
-8. no page logs a console error or a CSP violation.
+8. the group page's notifications: bob sees a destination given up on, redelivers its
+   delivery once the receiver answers and sends a test; carol reads and sends nothing
+   (console_notify.py);
+9. no page logs a console error or a CSP violation.
 
 Figures (printed; BENCHMARKS.md records them): the job page's first contentful paint on fresh
 loads (p50/max), the delay between a log line's printing and its appearance (p50/p99/max),
@@ -56,6 +59,7 @@ from console_scenario import (  # noqa: E402
 )
 from console_review import ALLOWED as REVIEW_ALLOWED, review  # noqa: E402
 from console_vcs import ALLOWED as VCS_ALLOWED, pull_requests  # noqa: E402
+from console_notify import notifications  # noqa: E402
 from e2e_common import ROOT, Api, pct, start_dev  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -510,6 +514,8 @@ def run(args, c):
         step("bob bound, refused, rebound and unbound the pull-request binding; carol sees no form")
         review(b, c, admin, alice, wait_job, shots, safety)
         step("carol: no runner check, a denied apply's diff, policies in force, jobs' summaries, the approve dialog's facts")
+        notifications(b, c, admin, users, shots, safety, sign_in, sign_out)
+        step("bob redelivered a given-up delivery and sent a test; carol reads and sends nothing")
         fcps = first_paints(b, jid, args.loads)
         total, files = asset_sizes(b, base)
         problems = b.problems(allowed=[WRONG_TOKEN_401, *VCS_ALLOWED, *REVIEW_ALLOWED])

@@ -1,8 +1,9 @@
 // A group's runners (with `runner check` as a button for those whose role allows it), rules,
-// policy sets and agent pools, read-only.
+// policy sets and agent pools, read-only, and its notification destinations.
 import { html, useState } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment } from '../api.js';
 import { whoami } from '../auth.js';
+import { Notifications } from './group_notify.js';
 import { t, ErrorBanner, Ticked, Time, groupHref, valueText, useLoad, cls, may, manageAction, ACTION_ROLE } from '../ui.js';
 
 /**
@@ -150,6 +151,7 @@ export function GroupPage({ group }) {
       <${Rules} group=${group} />
       <${PolicySets} group=${group} />
       <${AgentPools} group=${group} />
+      <${Notifications} group=${group} me=${viewer.data} />
     </div>
   </main>`;
 }
