@@ -7,6 +7,7 @@
 
 pub mod agent_pool;
 pub mod arn;
+pub mod audit;
 pub mod auth;
 pub mod backoff;
 pub mod changes;
