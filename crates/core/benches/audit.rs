@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use chrono::TimeZone;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_main, Criterion};
 use sortie_core::audit::{
     body_digest, entry_json, seal, verify, Actor, AuditEntry, CredentialKind, Stored,
 };
@@ -54,5 +54,8 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+#[allow(missing_docs)]
+mod group {
+    criterion::criterion_group!(benches, super::bench);
+}
+criterion_main!(group::benches);

@@ -189,7 +189,9 @@ pub enum Broken {
     },
     /// The seal at `seq` does not follow from the one before it: an entry before it was
     /// removed or reordered, or the seal was edited.
-    #[error("the chain breaks at entry {seq}: an entry was removed or reordered, or its seal edited")]
+    #[error(
+        "the chain breaks at entry {seq}: an entry was removed or reordered, or its seal edited"
+    )]
     Chain {
         /// The sequence number where the recomputed hash first differs.
         seq: u64,

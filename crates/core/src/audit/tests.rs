@@ -7,7 +7,8 @@ fn entry(n: u64, subject: &str, action: &str) -> AuditEntry {
     AuditEntry {
         org: "acme".into(),
         id: format!("01JNX6V4K2M8Q9R3S5T7W0{n:04}"),
-        at: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap() + chrono::Duration::seconds(n as i64),
+        at: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap()
+            + chrono::Duration::seconds(n as i64),
         actor: Actor {
             subject: subject.into(),
             issuer: Some("https://issuer.example.com".into()),
@@ -18,7 +19,7 @@ fn entry(n: u64, subject: &str, action: &str) -> AuditEntry {
         request_id: String::new(),
         source_ip: Some("203.0.113.7".into()),
         user_agent: None,
-        before: (n % 2 == 0).then(|| body_digest(b"before")),
+        before: n.is_multiple_of(2).then(|| body_digest(b"before")),
         after: Some(body_digest(format!("after {n}").as_bytes())),
     }
 }
