@@ -11,7 +11,7 @@ mod uploads;
 
 pub use jobs::{JobListPage, JobView, LogsPage, SensitiveVariables};
 pub use notifications::{
-    DeliveryAttempt, DeliveryList, Destination, DestinationBody, DestinationList,
+    DeliveryAttempt, DeliveryList, Destination, DestinationBody, DestinationList, DestinationType,
 };
 pub use uploads::{LogUploadGrants, LogUploadRequest, UploadGrant, UploadProblems, UploadRequest};
 

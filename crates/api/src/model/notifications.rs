@@ -3,20 +3,42 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sortie_core::notify::DestinationSpec;
+use sortie_core::notify::{EventKind, Target};
 use sortie_store::{DeliveryRecord, DestinationHealth, DestinationRecord, Versioned};
 use utoipa::ToSchema;
 
+/// A destination's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DestinationType {
+    /// A signed POST to `url`.
+    Webhook,
+    /// A Slack incoming webhook (its URL is a secret, never shown).
+    Slack,
+}
+
 /// A notification destination: where it is, what it is, what it wants and its health.
+/// (Flat, not the stored specification flattened: a tagged enum flattened into an object
+/// is an `allOf` of a `oneOf`, which OpenAPI generators cannot read.)
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Destination {
     /// The group it belongs to: it hears the environments at or below it.
     pub group: String,
     /// Its name, unique in the group.
     pub name: String,
-    /// Its type, URL (a webhook's), events and environments.
-    #[serde(flatten)]
-    pub spec: DestinationSpec,
+    /// Free text shown to users.
+    #[serde(default)]
+    pub description: String,
+    /// `webhook` or `slack`.
+    pub r#type: DestinationType,
+    /// A webhook's URL (a Slack destination's is a secret, never shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The kinds of event sent; empty or absent: every kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventKind>,
+    /// A glob over environment paths (`**`: every environment of the group).
+    pub environments: String,
     /// Unhealthy from the first delivery given up on, until one succeeds.
     pub health: DestinationHealth,
     /// Its version, as its ETag carries it.
@@ -35,10 +57,18 @@ impl Destination {
     /// The view of `stored`, with the signing secret when it was just made.
     pub fn of(stored: Versioned<DestinationRecord>, signing_secret: Option<String>) -> Self {
         let d = stored.item;
+        let (r#type, url) = match d.spec.target {
+            Target::Webhook { url } => (DestinationType::Webhook, Some(url)),
+            Target::Slack {} => (DestinationType::Slack, None),
+        };
         Self {
             group: d.group.as_str().to_string(),
             name: d.name,
-            spec: d.spec,
+            description: d.spec.description,
+            r#type,
+            url,
+            events: d.spec.filters.events,
+            environments: d.spec.filters.environments,
             health: d.health,
             version: stored.version,
             created_by: d.created_by,

@@ -5,8 +5,9 @@ use std::io::Read;
 
 use http::Method;
 use serde_json::{json, Value};
-use sortie_api::model::{DeliveryAttempt, DeliveryList, Destination, DestinationList};
-use sortie_core::notify::Target;
+use sortie_api::model::{
+    DeliveryAttempt, DeliveryList, Destination, DestinationList, DestinationType,
+};
 use sortie_store::{DeliveryRecord, DeliveryState};
 
 use super::shared::{changed_meanwhile, enc, group_url, if_match, shown_group, split_last};
@@ -42,12 +43,12 @@ fn body(args: &DestinationArgs, current: Option<&Destination>) -> Result<Value, 
     let mut body = match current {
         Some(d) => {
             let mut b = json!({
-                "description": d.spec.description,
-                "events": d.spec.filters.events,
-                "environments": d.spec.filters.environments,
-                "type": d.spec.target.type_name(),
+                "description": d.description,
+                "events": d.events,
+                "environments": d.environments,
+                "type": d.r#type,
             });
-            if let Target::Webhook { url } = &d.spec.target {
+            if let Some(url) = &d.url {
                 b["url"] = json!(url);
             }
             b
@@ -88,12 +89,10 @@ fn body(args: &DestinationArgs, current: Option<&Destination>) -> Result<Value, 
 }
 
 fn events_text(d: &Destination) -> String {
-    if d.spec.filters.events.is_empty() {
+    if d.events.is_empty() {
         "every kind".into()
     } else {
-        d.spec
-            .filters
-            .events
+        d.events
             .iter()
             .map(super::shared::json_word)
             .collect::<Vec<_>>()
@@ -102,9 +101,17 @@ fn events_text(d: &Destination) -> String {
 }
 
 fn sends_to(d: &Destination) -> String {
-    match &d.spec.target {
-        Target::Webhook { url } => url.clone(),
-        Target::Slack {} => "(a Slack incoming webhook, kept as a secret)".into(),
+    match (d.r#type, &d.url) {
+        (DestinationType::Webhook, Some(url)) => url.clone(),
+        (DestinationType::Webhook, None) => "-".into(),
+        (DestinationType::Slack, _) => "(a Slack incoming webhook, kept as a secret)".into(),
+    }
+}
+
+fn type_text(d: &Destination) -> &'static str {
+    match d.r#type {
+        DestinationType::Webhook => "webhook",
+        DestinationType::Slack => "slack",
     }
 }
 
@@ -123,11 +130,11 @@ fn health_text(d: &Destination) -> String {
 fn destination_text(d: &Destination) -> String {
     let mut text = details(&[
         ("destination", format!("{}/{}", d.group, d.name)),
-        ("type", d.spec.target.type_name().to_string()),
+        ("type", type_text(d).to_string()),
         ("sends to", sends_to(d)),
         ("events", events_text(d)),
-        ("environments", d.spec.filters.environments.clone()),
-        ("description", d.spec.description.clone()),
+        ("environments", d.environments.clone()),
+        ("description", d.description.clone()),
         ("health", health_text(d)),
         (
             "created",
@@ -205,10 +212,10 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
                         .map(|d| {
                             vec![
                                 d.name.clone(),
-                                d.spec.target.type_name().to_string(),
+                                type_text(d).to_string(),
                                 sends_to(d),
                                 events_text(d),
-                                d.spec.filters.environments.clone(),
+                                d.environments.clone(),
                                 if d.health.healthy {
                                     "healthy".into()
                                 } else {
