@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod artifacts;
+pub mod audit;
 mod cursor;
 mod dynamo;
 mod error;
@@ -40,6 +41,7 @@ use sortie_core::{
 pub use artifacts::{
     Artifacts, ObjectInfo, ObjectPage, PageFrom, PresignedPut, S3Artifacts, MAX_LIST_PAGE,
 };
+pub use audit::{AuditPage, AuditRange, AuditRecord, AuditStore};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
 pub use expiry::{ExpiryEntry, ExpiryPage, ExpiryStore, MAX_EXPIRY_PAGE};
@@ -523,6 +525,7 @@ pub trait Store:
     + ExpiryStore
     + VcsStore
     + NotificationStore
+    + AuditStore
 {
 }
 
@@ -538,6 +541,7 @@ impl<T> Store for T where
         + ExpiryStore
         + VcsStore
         + NotificationStore
+        + AuditStore
         + ?Sized
 {
 }

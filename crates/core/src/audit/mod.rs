@@ -75,12 +75,30 @@ pub struct AuditEntry {
     /// The caller's `User-Agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
-    /// SHA-256 of the resource as it was (its stored JSON), when it existed.
+    /// The version the change replaced, as the caller's `If-Match` named it (the resource
+    /// as it was: the entry that wrote that version holds its digest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
-    /// SHA-256 of the resource as it is, when it still exists.
+    /// SHA-256 of the body the change sent, when it sent one: proves what was written
+    /// without keeping it (a body may hold a secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
+}
+
+/// The smallest entry id of the millisecond `at`: ids below it are older.
+pub fn id_bound(at: DateTime<Utc>) -> String {
+    let ms = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+    ulid::Ulid::from_parts(ms, 0).to_string().to_lowercase()
+}
+
+/// A new entry id made at `at`: sorts after every id of an earlier millisecond.
+pub fn new_id_at(at: DateTime<Utc>) -> String {
+    let ms = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).expect("the OS random source is available");
+    ulid::Ulid::from_parts(ms, u128::from_le_bytes(random))
+        .to_string()
+        .to_lowercase()
 }
 
 /// `entry`'s stored form: its JSON, fields in their declared order.

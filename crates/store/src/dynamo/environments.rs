@@ -16,7 +16,7 @@ use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
 use super::items::{check_item, env_to_item, from_item, EnvItem};
 use super::keys::{env_key, group_pk, org_env_sk, org_pk, runner_key};
-use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome};
+use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, Written};
 use crate::error::aws;
 use crate::sortkeys::next_drift;
 use crate::{
@@ -297,6 +297,34 @@ impl EnvironmentStore for DynamoStore {
         let mut expr = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        if crate::audit::pending() {
+            // With its audit entry: a transaction, which returns no values; the
+            // environment is read back as the update's `ALL_NEW` would have answered.
+            let write = self.update(env_key(&env.path), &expr, "version = :v", values, names);
+            return match self.write_one(write).await? {
+                Written::Done => Ok(Self::versioned_env(
+                    self.read_env(&env.path)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound {
+                            kind: "environment",
+                            id: id.clone(),
+                        })?,
+                )),
+                Written::ConditionFailed => {
+                    let actual = self
+                        .read_env(&env.path)
+                        .await?
+                        .map(|e| e.version)
+                        .unwrap_or(0);
+                    Err(StoreError::VersionMismatch {
+                        kind: "environment",
+                        id,
+                        expected: current.version,
+                        actual,
+                    })
+                }
+            };
         }
         let res = self
             .client

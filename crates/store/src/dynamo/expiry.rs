@@ -11,7 +11,7 @@ use sortie_core::EnvPath;
 
 use super::items::from_item;
 use super::keys::{env_key, key};
-use super::{attribute, condition_failed, n, s, DynamoStore, Item, RETRIES};
+use super::{attribute, condition_failed, n, s, DynamoStore, Item, Written, RETRIES};
 use crate::error::aws;
 use crate::expiry::{expiry_due_bound, expiry_sk};
 use crate::{ExpiryEntry, ExpiryPage, ExpiryStore, StoreError, Versioned, MAX_EXPIRY_PAGE};
@@ -54,22 +54,12 @@ impl DynamoStore {
         entry: &ExpiryEntry,
         expected: Option<u64>,
     ) -> Result<bool, StoreError> {
-        let mut put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(entry_item(entry, expected.unwrap_or(0) + 1)));
-        put = match expected {
-            None => put.condition_expression("attribute_not_exists(pk)"),
-            Some(v) => put
-                .condition_expression("v = :v")
-                .expression_attribute_values(":v", n(v)),
+        let item = entry_item(entry, expected.unwrap_or(0) + 1);
+        let write = match expected {
+            None => self.put(item, "attribute_not_exists(pk)"),
+            Some(v) => self.put_with(item, "v = :v", HashMap::from([(":v".to_string(), n(v))])),
         };
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(aws("dynamodb", e)),
-        }
+        Ok(matches!(self.write_one(write).await?, Written::Done))
     }
 }
 

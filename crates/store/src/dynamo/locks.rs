@@ -11,7 +11,7 @@ use sortie_core::lock::EnvLock;
 use sortie_core::{EnvPath, GroupPath};
 
 use super::keys::{env_key, group_pk, key};
-use super::{attribute, condition_failed, s, DynamoStore, Item, RETRIES};
+use super::{attribute, condition_failed, s, DynamoStore, Item, Written, RETRIES};
 use crate::error::aws;
 use crate::locks::{root_freeze_refused, settings_groups};
 use crate::{GroupSettings, LockOutcome, LockStore, StoreError};
@@ -43,6 +43,38 @@ fn lock_in(item: &Item, attr: &str) -> Result<Option<EnvLock>, StoreError> {
 }
 
 impl DynamoStore {
+    /// Removes `attr` when it still holds `held` (read by the caller), with the audit
+    /// scope's entry: `None`, and nothing written, when nothing was held (a repeat).
+    async fn remove_held(
+        &self,
+        key: Item,
+        attr: &str,
+        held: Option<EnvLock>,
+    ) -> Result<Option<EnvLock>, StoreError> {
+        let Some(held) = held else {
+            return Ok(None);
+        };
+        let write = self.update(
+            key,
+            "REMOVE #l",
+            "#l.#at = :at AND #l.#by = :by",
+            HashMap::from([
+                (":at".to_string(), attribute(&held.at)),
+                (":by".to_string(), s(held.by.clone())),
+            ]),
+            HashMap::from([
+                ("#l".to_string(), attr.to_string()),
+                ("#at".to_string(), "at".to_string()),
+                ("#by".to_string(), "by".to_string()),
+            ]),
+        );
+        match self.write_one(write).await? {
+            Written::Done => Ok(Some(held)),
+            // Removed, or replaced, meanwhile: this call removed nothing.
+            Written::ConditionFailed => Ok(None),
+        }
+    }
+
     /// Reads one group's settings item, as stored.
     async fn read_settings(&self, group: &GroupPath) -> Result<Option<Item>, StoreError> {
         self.get_item(settings_key(group)).await
@@ -58,19 +90,17 @@ impl LockStore for DynamoStore {
     ) -> Result<LockOutcome, StoreError> {
         for _ in 0..RETRIES {
             let res = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(env_key(path)))
-                .update_expression("SET #lock = :l")
-                .condition_expression("attribute_exists(pk) AND attribute_not_exists(#lock)")
-                .expression_attribute_names("#lock", "lock")
-                .expression_attribute_values(":l", attribute(lock))
-                .send()
-                .await;
+                .write_one(self.update(
+                    env_key(path),
+                    "SET #lock = :l",
+                    "attribute_exists(pk) AND attribute_not_exists(#lock)",
+                    HashMap::from([(":l".to_string(), attribute(lock))]),
+                    HashMap::from([("#lock".to_string(), "lock".to_string())]),
+                ))
+                .await?;
             match res {
-                Ok(_) => return Ok(LockOutcome::Taken),
-                Err(e) if condition_failed(&e) => {
+                Written::Done => return Ok(LockOutcome::Taken),
+                Written::ConditionFailed => {
                     let item = self.get_item(env_key(path)).await?;
                     let Some(item) = item else {
                         return Err(not_found(path));
@@ -80,13 +110,16 @@ impl LockStore for DynamoStore {
                         return Ok(LockOutcome::AlreadyHeld(held));
                     }
                 }
-                Err(e) => return Err(aws("dynamodb", e)),
             }
         }
         Err(contended("environment", path.to_string()))
     }
 
     async fn unlock_environment(&self, path: &EnvPath) -> Result<Option<EnvLock>, StoreError> {
+        if crate::audit::pending() {
+            let item = self.get_item(env_key(path)).await?.ok_or_else(|| not_found(path))?;
+            return self.remove_held(env_key(path), "lock", lock_in(&item, "lock")?).await;
+        }
         let res = self
             .client
             .update_item()
@@ -115,34 +148,41 @@ impl LockStore for DynamoStore {
         }
         for _ in 0..RETRIES {
             let res = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(settings_key(group)))
-                .update_expression("SET #f = :f, kind = :k, #g = :g")
-                .condition_expression("attribute_not_exists(#f)")
-                .expression_attribute_names("#f", "freeze")
-                .expression_attribute_names("#g", "group")
-                .expression_attribute_values(":f", attribute(lock))
-                .expression_attribute_values(":k", s("group_settings"))
-                .expression_attribute_values(":g", s(group.as_str()))
-                .send()
-                .await;
+                .write_one(self.update(
+                    settings_key(group),
+                    "SET #f = :f, kind = :k, #g = :g",
+                    "attribute_not_exists(#f)",
+                    HashMap::from([
+                        (":f".to_string(), attribute(lock)),
+                        (":k".to_string(), s("group_settings")),
+                        (":g".to_string(), s(group.as_str())),
+                    ]),
+                    HashMap::from([
+                        ("#f".to_string(), "freeze".to_string()),
+                        ("#g".to_string(), "group".to_string()),
+                    ]),
+                ))
+                .await?;
             match res {
-                Ok(_) => return Ok(LockOutcome::Taken),
-                Err(e) if condition_failed(&e) => {
+                Written::Done => return Ok(LockOutcome::Taken),
+                Written::ConditionFailed => {
                     let item = self.read_settings(group).await?.unwrap_or_default();
                     if let Some(held) = lock_in(&item, "freeze")? {
                         return Ok(LockOutcome::AlreadyHeld(held));
                     }
                 }
-                Err(e) => return Err(aws("dynamodb", e)),
             }
         }
         Err(contended("group", group.to_string()))
     }
 
     async fn unfreeze_group(&self, group: &GroupPath) -> Result<Option<EnvLock>, StoreError> {
+        if crate::audit::pending() {
+            let item = self.read_settings(group).await?.unwrap_or_default();
+            return self
+                .remove_held(settings_key(group), "freeze", lock_in(&item, "freeze")?)
+                .await;
+        }
         let res = self
             .client
             .update_item()
@@ -170,18 +210,18 @@ impl LockStore for DynamoStore {
         if group.is_root() {
             return Err(root_freeze_refused());
         }
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(settings_key(group)))
-            .update_expression("SET expiry = :e, kind = :k, #g = :g")
-            .expression_attribute_names("#g", "group")
-            .expression_attribute_values(":e", attribute(expiry))
-            .expression_attribute_values(":k", s("group_settings"))
-            .expression_attribute_values(":g", s(group.as_str()))
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
+        self.write_one(self.update(
+            settings_key(group),
+            "SET expiry = :e, kind = :k, #g = :g",
+            "attribute_exists(pk) OR attribute_not_exists(pk)",
+            HashMap::from([
+                (":e".to_string(), attribute(expiry)),
+                (":k".to_string(), s("group_settings")),
+                (":g".to_string(), s(group.as_str())),
+            ]),
+            HashMap::from([("#g".to_string(), "group".to_string())]),
+        ))
+        .await?;
         Ok(())
     }
 

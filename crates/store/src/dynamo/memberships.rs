@@ -3,6 +3,7 @@
 //! (`MEMBER#<issuer>#<subject>` / `ORG#<org>#M#<group>#<id>`) written and deleted in the
 //! same transaction as the grant: how `organisations_of` finds a caller's organisations.
 
+use super::Written;
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
@@ -12,7 +13,7 @@ use sortie_core::{Grantee, GroupPath, Membership};
 
 use super::items::{from_item, to_item, MemberItem};
 use super::keys::{key, members_pk};
-use super::{condition_failed, s, DynamoStore, Item, TxOutcome};
+use super::{s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
 use crate::{MembershipRecord, MembershipStore, StoreError, ORGANISATIONS_MAX};
 
@@ -129,18 +130,10 @@ impl MembershipStore for DynamoStore {
                 TxOutcome::Cancelled(codes) => Err(cancelled(&codes).unwrap_or_else(exists)),
             };
         }
-        let res = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&item)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
+        let res = self.write_one(self.put_with(to_item(&item), "attribute_not_exists(pk)", Item::new())).await?;
         match res {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(exists()),
-            Err(e) => Err(aws("dynamodb", e)),
+            Written::Done => Ok(()),
+            Written::ConditionFailed => Err(exists()),
         }
     }
 
@@ -174,18 +167,10 @@ impl MembershipStore for DynamoStore {
                 TxOutcome::Cancelled(codes) => Err(cancelled(&codes).unwrap_or_else(not_found)),
             };
         }
-        let res = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(membership_key))
-            .condition_expression("attribute_exists(pk)")
-            .send()
-            .await;
+        let res = self.write_one(self.delete(membership_key, "attribute_exists(pk)", Item::new())).await?;
         match res {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(not_found()),
-            Err(e) => Err(aws("dynamodb", e)),
+            Written::Done => Ok(()),
+            Written::ConditionFailed => Err(not_found()),
         }
     }
 

@@ -15,6 +15,7 @@ use sortie_core::{EnvPath, RunnerId};
 use crate::error::aws;
 use crate::{EnvironmentRecord, StoreError, Versioned};
 
+mod audit;
 mod environments;
 mod expiry;
 mod items;
@@ -98,6 +99,13 @@ fn cancellation_codes<E: ProvideErrorMetadata>(
     (codes.len() == items).then_some(codes)
 }
 
+/// What [`DynamoStore::write_one`] did.
+enum Written {
+    Done,
+    /// Its condition expression failed: nothing was written.
+    ConditionFailed,
+}
+
 enum TxOutcome {
     Done,
     /// The transaction was cancelled; the codes say which items failed.
@@ -172,7 +180,96 @@ impl DynamoStore {
         })
     }
 
-    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+    /// Writes `items` in one transaction, with the current audit scope's entry when it has
+    /// not been written yet (one `Put` more: the change and its record commit together).
+    async fn transact(&self, mut items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+        let own = items.len();
+        // DynamoDB takes at most 100 items; a change that large leaves its entry to its next write.
+        let taking = (own < 100).then(crate::audit::take).flatten();
+        if let Some(t) = &taking {
+            items.push(self.audit_put(&t.entry));
+        }
+        let outcome = self.transact_items(items).await?;
+        match outcome {
+            TxOutcome::Done => {
+                if let Some(t) = taking {
+                    t.commit();
+                }
+                Ok(TxOutcome::Done)
+            }
+            TxOutcome::Cancelled(mut codes) => {
+                codes.truncate(own);
+                Ok(TxOutcome::Cancelled(codes))
+            }
+        }
+    }
+
+    /// One write: alone, or in a transaction with the audit scope's entry when it has one
+    /// to write. A failed condition is [`Written::ConditionFailed`], either way.
+    async fn write_one(&self, item: TransactWriteItem) -> Result<Written, StoreError> {
+        if crate::audit::pending() {
+            return Ok(match self.transact(vec![item]).await? {
+                TxOutcome::Done => Written::Done,
+                TxOutcome::Cancelled(codes) => match codes.first() {
+                    Some(Some(c)) if c == "ConditionalCheckFailed" => Written::ConditionFailed,
+                    _ => {
+                        return Err(StoreError::Aws {
+                            service: "dynamodb",
+                            message: format!("the write was cancelled: {codes:?}"),
+                            retryable: true,
+                        })
+                    }
+                },
+            });
+        }
+        let result = if let Some(p) = item.put {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(p.item))
+                .set_condition_expression(p.condition_expression)
+                .set_expression_attribute_names(p.expression_attribute_names)
+                .set_expression_attribute_values(p.expression_attribute_values)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| (condition_failed(&e), aws("dynamodb", e)))
+        } else if let Some(u) = item.update {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(u.key))
+                .update_expression(u.update_expression)
+                .set_condition_expression(u.condition_expression)
+                .set_expression_attribute_names(u.expression_attribute_names)
+                .set_expression_attribute_values(u.expression_attribute_values)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| (condition_failed(&e), aws("dynamodb", e)))
+        } else if let Some(d) = item.delete {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(d.key))
+                .set_condition_expression(d.condition_expression)
+                .set_expression_attribute_names(d.expression_attribute_names)
+                .set_expression_attribute_values(d.expression_attribute_values)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| (condition_failed(&e), aws("dynamodb", e)))
+        } else {
+            unreachable!("write_one is given a put, an update or a delete")
+        };
+        match result {
+            Ok(()) => Ok(Written::Done),
+            Err((true, _)) => Ok(Written::ConditionFailed),
+            Err((false, e)) => Err(e),
+        }
+    }
+
+    async fn transact_items(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
         let count = items.len();
         match self
             .client
@@ -211,15 +308,20 @@ impl DynamoStore {
     }
 
     fn put(&self, item: Item, condition: &str) -> TransactWriteItem {
+        self.put_with(item, condition, Item::new())
+    }
+
+    /// A conditional `Put` whose condition names `values`.
+    fn put_with(&self, item: Item, condition: &str, values: Item) -> TransactWriteItem {
+        let mut b = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition);
+        if !values.is_empty() {
+            b = b.set_expression_attribute_values(Some(values));
+        }
         TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(item))
-                    .condition_expression(condition)
-                    .build()
-                    .expect("table, item and condition are set"),
-            )
+            .put(b.build().expect("table, item and condition are set"))
             .build()
     }
 

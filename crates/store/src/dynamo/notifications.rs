@@ -5,6 +5,8 @@
 //! destination's creation, in milliseconds>`, `SLOT#<nnn>`), each written on condition that
 //! no newer delivery holds its slot, each expiring 30 days after its last attempt.
 
+use super::Written;
+use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -161,27 +163,19 @@ impl NotificationStore for DynamoStore {
         &self,
         record: &DestinationRecord,
     ) -> Result<Versioned<DestinationRecord>, StoreError> {
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item(record, 1)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
+        let result = self.write_one(self.put_with(item(record, 1)?, "attribute_not_exists(pk)", Item::new())).await?;
         match result {
-            Ok(_) => Ok(Versioned {
+            Written::Done => Ok(Versioned {
                 item: DestinationRecord {
                     health: DestinationHealth::default(),
                     ..record.clone()
                 },
                 version: 1,
             }),
-            Err(e) if condition_failed(&e) => Err(StoreError::AlreadyExists {
+            Written::ConditionFailed => Err(StoreError::AlreadyExists {
                 kind: KIND,
                 id: id(&record.group, &record.name),
             }),
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 
@@ -216,31 +210,18 @@ impl NotificationStore for DynamoStore {
         let version = current.version + 1;
         let mut without_health = record.clone();
         without_health.health = DestinationHealth::default();
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(destination_key(group, name)))
-            .update_expression("SET body = :body, version = :next, updated_at = :now")
-            .condition_expression("version = :current")
-            .expression_attribute_values(":body", s(json(&without_health)?))
-            .expression_attribute_values(":next", n(version))
-            .expression_attribute_values(":current", n(current.version))
-            .expression_attribute_values(":now", s(Utc::now().to_rfc3339()))
-            .send()
-            .await;
+        let result = self.write_one(self.update(destination_key(group, name), "SET body = :body, version = :next, updated_at = :now", "version = :current", HashMap::from([(":body".to_string(), s(json(&without_health)?)), (":next".to_string(), n(version)), (":current".to_string(), n(current.version)), (":now".to_string(), s(Utc::now().to_rfc3339()))]), HashMap::new())).await?;
         match result {
-            Ok(_) => Ok(Versioned {
+            Written::Done => Ok(Versioned {
                 item: DestinationRecord {
                     health: current.item.health,
                     ..record.clone()
                 },
                 version,
             }),
-            Err(e) if condition_failed(&e) => {
+            Written::ConditionFailed => {
                 Err(self.lost_race(group, name, current.version).await)
             }
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 
@@ -252,21 +233,12 @@ impl NotificationStore for DynamoStore {
     ) -> Result<(), StoreError> {
         let current = self.get_destination(group, name).await?;
         Self::version_check(KIND, id(group, name), expected, current.version)?;
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(destination_key(group, name)))
-            .condition_expression("version = :current")
-            .expression_attribute_values(":current", n(current.version))
-            .send()
-            .await;
+        let result = self.write_one(self.delete(destination_key(group, name), "version = :current", HashMap::from([(":current".to_string(), n(current.version))]))).await?;
         match result {
-            Ok(_) => {}
-            Err(e) if condition_failed(&e) => {
+            Written::Done => {}
+            Written::ConditionFailed => {
                 return Err(self.lost_race(group, name, current.version).await)
             }
-            Err(e) => return Err(aws("dynamodb", e)),
         }
         // Its history, at most HISTORY_LENGTH items: what a failure here leaves, the TTL
         // takes, and a destination made again under the name starts its own history.
@@ -295,20 +267,10 @@ impl NotificationStore for DynamoStore {
         name: &str,
         health: &DestinationHealth,
     ) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(destination_key(group, name)))
-            .update_expression("SET health = :health")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":health", s(json(health)?))
-            .send()
-            .await;
+        let result = self.write_one(self.update(destination_key(group, name), "SET health = :health", "attribute_exists(pk)", HashMap::from([(":health".to_string(), s(json(health)?))]), HashMap::new())).await?;
         match result {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(Self::not_found(group, name)),
-            Err(e) => Err(aws("dynamodb", e)),
+            Written::Done => Ok(()),
+            Written::ConditionFailed => Err(Self::not_found(group, name)),
         }
     }
 
@@ -350,19 +312,10 @@ impl NotificationStore for DynamoStore {
             body: json(delivery)?,
             expires_at: (delivery.attempted_at + chrono::Duration::days(HISTORY_DAYS)).timestamp(),
         };
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&slot)))
-            .condition_expression("attribute_not_exists(pk) OR seq <= :seq")
-            .expression_attribute_values(":seq", n(delivery.seq))
-            .send()
-            .await;
+        let result = self.write_one(self.put_with(to_item(&slot), "attribute_not_exists(pk) OR seq <= :seq", HashMap::from([(":seq".to_string(), n(delivery.seq))]))).await?;
         match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(aws("dynamodb", e)),
+            Written::Done => Ok(true),
+            Written::ConditionFailed => Ok(false),
         }
     }
 

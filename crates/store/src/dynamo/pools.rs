@@ -1,5 +1,7 @@
 //! Agent pools: one item each (`POOL#<id>`), listed by owner group through gsi1.
 
+use super::Written;
+use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -181,18 +183,10 @@ impl AgentPoolStore for DynamoStore {
     async fn delete_pool(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError> {
         let current = self.read_pool(id).await?.ok_or_else(|| not_found(id))?;
         Self::version_check("agent pool", id.to_string(), expected, current.version)?;
-        let res = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pool_pk(id), "POOL")))
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(current.version))
-            .send()
-            .await;
+        let res = self.write_one(self.delete(key(pool_pk(id), "POOL"), "version = :v", HashMap::from([(":v".to_string(), n(current.version))]))).await?;
         match res {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => match self.read_pool(id).await? {
+            Written::Done => Ok(()),
+            Written::ConditionFailed => match self.read_pool(id).await? {
                 None => Err(not_found(id)),
                 Some(p) => Err(StoreError::VersionMismatch {
                     kind: "agent pool",
@@ -201,7 +195,6 @@ impl AgentPoolStore for DynamoStore {
                     actual: p.version,
                 }),
             },
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 }

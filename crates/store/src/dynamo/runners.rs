@@ -1,13 +1,14 @@
 //! Runners: one item per runner under its owner group's partition.
 
+use super::Written;
+use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::Utc;
 use sortie_core::{GroupPath, Runner, RunnerId};
 
 use super::items::{from_item, to_item, RunnerItem};
 use super::keys::{group_pk, runner_key};
-use super::{condition_failed, n, DynamoStore};
-use crate::error::aws;
+use super::{n, DynamoStore};
 use crate::{RunnerStore, StoreError, Versioned};
 
 #[async_trait]
@@ -23,24 +24,16 @@ impl RunnerStore for DynamoStore {
             updated_at: Utc::now(),
             runner: runner.clone(),
         };
-        let res = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&item)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
+        let res = self.write_one(self.put_with(to_item(&item), "attribute_not_exists(pk)", Default::default())).await?;
         match res {
-            Ok(_) => Ok(Versioned {
+            Written::Done => Ok(Versioned {
                 item: runner.clone(),
                 version: 1,
             }),
-            Err(e) if condition_failed(&e) => Err(StoreError::AlreadyExists {
+            Written::ConditionFailed => Err(StoreError::AlreadyExists {
                 kind: "runner",
                 id: runner.id.to_string(),
             }),
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 
@@ -91,22 +84,13 @@ impl RunnerStore for DynamoStore {
         item.version += 1;
         item.updated_at = Utc::now();
         item.runner = runner.clone();
-        let res = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&item)))
-            .condition_expression("version = :v AND link_count = :links")
-            .expression_attribute_values(":v", n(old_version))
-            .expression_attribute_values(":links", n(item.link_count))
-            .send()
-            .await;
+        let res = self.write_one(self.put_with(to_item(&item), "version = :v AND link_count = :links", HashMap::from([(":v".to_string(), n(old_version)), (":links".to_string(), n(item.link_count))]))).await?;
         match res {
-            Ok(_) => Ok(Versioned {
+            Written::Done => Ok(Versioned {
                 item: runner.clone(),
                 version: item.version,
             }),
-            Err(e) if condition_failed(&e) => {
+            Written::ConditionFailed => {
                 let actual = self
                     .read_runner(&runner.id)
                     .await?
@@ -119,7 +103,6 @@ impl RunnerStore for DynamoStore {
                     actual,
                 })
             }
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 
@@ -150,19 +133,10 @@ impl RunnerStore for DynamoStore {
                 by: linked().await?,
             });
         }
-        let res = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(runner_key(id)))
-            .condition_expression("version = :v AND link_count = :zero")
-            .expression_attribute_values(":v", n(current.version))
-            .expression_attribute_values(":zero", n(0))
-            .send()
-            .await;
+        let res = self.write_one(self.delete(runner_key(id), "version = :v AND link_count = :zero", HashMap::from([(":v".to_string(), n(current.version)), (":zero".to_string(), n(0))]))).await?;
         match res {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => match self.read_runner(id).await? {
+            Written::Done => Ok(()),
+            Written::ConditionFailed => match self.read_runner(id).await? {
                 None => Err(StoreError::NotFound {
                     kind: "runner",
                     id: id.to_string(),
@@ -179,7 +153,6 @@ impl RunnerStore for DynamoStore {
                     actual: r.version,
                 }),
             },
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 }

@@ -12,6 +12,8 @@
 //! - what the last reconcile saw open, `VCS#<org>` /
 //!   `OPEN#<provider>#<owner/name, lower case>#<base>`.
 
+use super::Written;
+use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -193,18 +195,10 @@ impl VcsStore for DynamoStore {
     }
 
     async fn delete_connection(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError> {
-        let out = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(connection_key(org, provider)))
-            .condition_expression("attribute_exists(pk)")
-            .send()
-            .await;
+        let out = self.write_one(self.delete(connection_key(org, provider), "attribute_exists(pk)", Item::new())).await?;
         match out {
-            Ok(_) => {}
-            Err(e) if condition_failed(&e) => return Err(not_found(org, provider)),
-            Err(e) => return Err(aws("dynamodb", e)),
+            Written::Done => {}
+            Written::ConditionFailed => return Err(not_found(org, provider)),
         }
         self.client
             .delete_item()
@@ -230,19 +224,10 @@ impl VcsStore for DynamoStore {
         item.insert("expires_at".into(), n(expires_at.timestamp()));
         // DynamoDB's TTL deletes an expired item within days, not at once: an expired one
         // still present counts as absent, and is overwritten.
-        let out = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk) OR expires_at <= :now")
-            .expression_attribute_values(":now", n(Utc::now().timestamp()))
-            .send()
-            .await;
+        let out = self.write_one(self.put_with(item, "attribute_not_exists(pk) OR expires_at <= :now", HashMap::from([(":now".to_string(), n(Utc::now().timestamp()))]))).await?;
         match out {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(aws("dynamodb", e)),
+            Written::Done => Ok(true),
+            Written::ConditionFailed => Ok(false),
         }
     }
 

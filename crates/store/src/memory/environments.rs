@@ -61,10 +61,12 @@ impl EnvironmentStore for MemoryStore {
                 version: 1,
             },
         );
-        Ok(Versioned {
+        let out = Versioned {
             item: record,
             version: 1,
-        })
+        };
+        st.audited();
+        Ok(out)
     }
 
     async fn get_environment(
@@ -175,10 +177,12 @@ impl EnvironmentStore for MemoryStore {
         e.labels = env.labels.clone();
         e.tags = env.tags.clone();
         e.settings = env.settings.clone();
-        Ok(Versioned {
+        let out = Versioned {
             item: entry.record.clone(),
             version: entry.version,
-        })
+        };
+        st.audited();
+        Ok(out)
     }
 
     async fn relink_environment(
@@ -227,10 +231,12 @@ impl EnvironmentStore for MemoryStore {
             .expect("read above, under the same lock");
         entry.record.environment.runner = link.clone();
         entry.version += 1;
-        Ok(Versioned {
+        let out = Versioned {
             item: entry.record.clone(),
             version: entry.version,
-        })
+        };
+        st.audited();
+        Ok(out)
     }
 
     async fn delete_environment(
@@ -271,6 +277,7 @@ impl EnvironmentStore for MemoryStore {
         r.link_count = r.link_count.saturating_sub(1);
         st.envs.remove(&id);
         st.queues.remove(&id);
+        st.audited();
         Ok(())
     }
 

@@ -33,6 +33,7 @@ impl ExpiryStore for MemoryStore {
                     .insert(key, (ExpiryEntry::new(path.clone(), expires_at), 1));
             }
         }
+        st.audited();
         Ok(())
     }
 

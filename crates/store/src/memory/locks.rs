@@ -32,6 +32,7 @@ impl LockStore for MemoryStore {
             return Ok(LockOutcome::AlreadyHeld(held.clone()));
         }
         entry.record.lock = Some(lock.clone());
+        st.audited();
         Ok(LockOutcome::Taken)
     }
 
@@ -41,7 +42,11 @@ impl LockStore for MemoryStore {
             .envs
             .get_mut(&path.to_string())
             .ok_or_else(|| not_found(path))?;
-        Ok(entry.record.lock.take())
+        let removed = entry.record.lock.take();
+        if removed.is_some() {
+            st.audited();
+        }
+        Ok(removed)
     }
 
     async fn freeze_group(
@@ -61,15 +66,20 @@ impl LockStore for MemoryStore {
             return Ok(LockOutcome::AlreadyHeld(held.clone()));
         }
         settings.freeze = Some(lock.clone());
+        st.audited();
         Ok(LockOutcome::Taken)
     }
 
     async fn unfreeze_group(&self, group: &GroupPath) -> Result<Option<EnvLock>, StoreError> {
         let mut st = self.lock();
-        Ok(st
+        let removed = st
             .group_settings
             .get_mut(group.as_str())
-            .and_then(|s| s.freeze.take()))
+            .and_then(|s| s.freeze.take());
+        if removed.is_some() {
+            st.audited();
+        }
+        Ok(removed)
     }
 
     async fn set_group_expiry(
@@ -85,6 +95,7 @@ impl LockStore for MemoryStore {
             .entry(group.as_str().to_string())
             .or_default()
             .expiry = *expiry;
+        st.audited();
         Ok(())
     }
 

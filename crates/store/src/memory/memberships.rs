@@ -23,6 +23,7 @@ impl MembershipStore for MemoryStore {
             });
         }
         st.memberships.insert(key, record.clone());
+        st.audited();
         Ok(())
     }
 
@@ -34,11 +35,12 @@ impl MembershipStore for MemoryStore {
         let mut st = self.lock();
         st.memberships
             .remove(&key)
-            .map(|_| ())
             .ok_or_else(|| StoreError::NotFound {
                 kind: "membership",
                 id: id.to_string(),
-            })
+            })?;
+        st.audited();
+        Ok(())
     }
 
     async fn list_memberships(

@@ -28,6 +28,7 @@ use sortie_core::{EnvPath, Job, JobId, Runner, RunnerId, RunnerRule};
 
 use crate::{EnvironmentRecord, JobRecord, JobUpdate, MembershipRecord, StoreError};
 
+mod audit;
 mod environments;
 mod expiry;
 mod jobs;
@@ -119,6 +120,8 @@ struct State {
     sweep_cursor: crate::SweepCursor,
     /// Notification destinations, their sequences and histories.
     notifications: notifications::NotificationState,
+    /// The audit trail.
+    audit: audit::AuditState,
 }
 
 fn runner_key(id: &RunnerId) -> (String, String) {

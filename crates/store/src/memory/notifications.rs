@@ -86,10 +86,12 @@ impl NotificationStore for MemoryStore {
                 seq: 0,
             },
         );
-        Ok(Versioned {
+        let out = Versioned {
             item: record.clone(),
             version: 1,
-        })
+        };
+        st.audited();
+        Ok(out)
     }
 
     async fn get_destination(
@@ -146,10 +148,12 @@ impl NotificationStore for MemoryStore {
             ..record.clone()
         };
         e.version += 1;
-        Ok(Versioned {
+        let out = Versioned {
             item: e.record.clone(),
             version: e.version,
-        })
+        };
+        st.audited();
+        Ok(out)
     }
 
     async fn delete_destination(
@@ -167,6 +171,7 @@ impl NotificationStore for MemoryStore {
         let history = history_key(&e.record);
         st.notifications.destinations.remove(&k);
         st.notifications.histories.remove(&history);
+        st.audited();
         Ok(())
     }
 

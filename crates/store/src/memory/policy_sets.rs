@@ -47,6 +47,7 @@ impl PolicySetStore for MemoryStore {
         }
         st.policy_sets.insert(k, (set.clone(), 1));
         bump(&mut st, group);
+        st.audited();
         Ok(Versioned {
             item: set.clone(),
             version: 1,
@@ -106,6 +107,7 @@ impl PolicySetStore for MemoryStore {
         slot.1 += 1;
         let version = slot.1;
         bump(&mut st, group);
+        st.audited();
         Ok(Versioned {
             item: set.clone(),
             version,
@@ -129,6 +131,7 @@ impl PolicySetStore for MemoryStore {
         version_check(KIND, id(group, name), expected, *version)?;
         st.policy_sets.remove(&k);
         bump(&mut st, group);
+        st.audited();
         Ok(())
     }
 }

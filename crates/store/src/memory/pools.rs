@@ -28,6 +28,7 @@ impl AgentPoolStore for MemoryStore {
             });
         }
         st.pools.insert(pool.pool.id.clone(), (pool.clone(), 1));
+        st.audited();
         Ok(Versioned {
             item: pool.clone(),
             version: 1,
@@ -71,9 +72,11 @@ impl AgentPoolStore for MemoryStore {
         let entry = st.pools.get_mut(id).ok_or_else(|| not_found(id))?;
         version_check("agent pool", id.clone(), expected, entry.1)?;
         *entry = (pool.clone(), entry.1 + 1);
+        let version = entry.1;
+        st.audited();
         Ok(Versioned {
             item: pool.clone(),
-            version: entry.1,
+            version,
         })
     }
 
@@ -91,6 +94,7 @@ impl AgentPoolStore for MemoryStore {
         let version = st.pools.get(id).ok_or_else(|| not_found(id))?.1;
         version_check("agent pool", id.to_string(), expected, version)?;
         st.pools.remove(id);
+        st.audited();
         Ok(())
     }
 }

@@ -24,6 +24,7 @@ impl RuleStore for MemoryStore {
         set.0 += 1;
         let version = set.0;
         st.bump_rules_version(&rule.scope);
+        st.audited();
         Ok(Versioned {
             item: rule.clone(),
             version,
@@ -82,6 +83,7 @@ impl RuleStore for MemoryStore {
         set.0 += 1;
         let version = set.0;
         st.bump_rules_version(&rule.scope);
+        st.audited();
         Ok(Versioned {
             item: rule.clone(),
             version,
@@ -115,6 +117,7 @@ impl RuleStore for MemoryStore {
         }
         set.0 += 1;
         st.bump_rules_version(scope);
+        st.audited();
         Ok(())
     }
 

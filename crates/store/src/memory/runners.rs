@@ -25,6 +25,7 @@ impl RunnerStore for MemoryStore {
                 link_count: 0,
             },
         );
+        st.audited();
         Ok(Versioned {
             item: runner.clone(),
             version: 1,
@@ -74,9 +75,11 @@ impl RunnerStore for MemoryStore {
         version_check("runner", runner.id.to_string(), expected, entry.version)?;
         entry.version += 1;
         entry.runner = runner.clone();
+        let version = entry.version;
+        st.audited();
         Ok(Versioned {
             item: runner.clone(),
-            version: entry.version,
+            version,
         })
     }
 
@@ -96,6 +99,7 @@ impl RunnerStore for MemoryStore {
             });
         }
         st.runners.remove(&key);
+        st.audited();
         Ok(())
     }
 }

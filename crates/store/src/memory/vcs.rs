@@ -27,10 +27,12 @@ pub(super) struct VcsState {
 #[async_trait]
 impl VcsStore for MemoryStore {
     async fn put_connection(&self, connection: &VcsConnection) -> Result<(), StoreError> {
-        self.lock().vcs.connections.insert(
+        let mut st = self.lock();
+        st.vcs.connections.insert(
             (connection.org.clone(), connection.provider.as_str()),
             connection.clone(),
         );
+        st.audited();
         Ok(())
     }
 
@@ -48,12 +50,13 @@ impl VcsStore for MemoryStore {
     }
 
     async fn delete_connection(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError> {
-        self.lock()
-            .vcs
+        let mut st = self.lock();
+        st.vcs
             .connections
             .remove(&(org.to_string(), provider.as_str()))
-            .map(|_| ())
-            .ok_or_else(|| not_found(org, provider))
+            .ok_or_else(|| not_found(org, provider))?;
+        st.audited();
+        Ok(())
     }
 
     async fn claim_delivery(

@@ -1,0 +1,309 @@
+//! The audit trail's store: the scope a change runs in, whose entry the store writes in
+//! the change's own transaction, and [`AuditStore`], which lists, seals and reads the
+//! entries of an organisation's chain.
+//!
+//! The route layer runs each mutating route inside an [`AuditScope`] (the action, the
+//! target, the request and, once authorised, the actor and the organisation). The first
+//! write the store makes inside the scope takes its entry ([`take`]) into the same
+//! transaction (DynamoDB) or the same lock (memory): one item more, no read, and never a
+//! change without its record. A write that fails puts the entry back for the next one.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sortie_core::audit::{Actor, AuditEntry, Seal};
+
+use crate::StoreError;
+
+tokio::task_local! {
+    static SCOPE: AuditScope;
+}
+
+/// What a change is, before the store writes it: everything an [`AuditEntry`] holds but
+/// its id and time.
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    /// The action (the API operation's id).
+    pub action: String,
+    /// The target's path.
+    pub target: String,
+    /// The request's id.
+    pub request_id: String,
+    /// The caller's address.
+    pub source_ip: Option<String>,
+    /// The caller's `User-Agent`.
+    pub user_agent: Option<String>,
+    /// Who acts, once known.
+    pub actor: Option<Actor>,
+    /// The organisation whose chain the entry joins (`None`: not yet known; the root's
+    /// chain, `-`, if it never is).
+    pub org: Option<String>,
+    /// The version the change replaced (`If-Match`).
+    pub before: Option<String>,
+    /// The digest of the body the change sent.
+    pub after: Option<String>,
+}
+
+/// Where a scope's entry is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Taken {
+    /// Not yet written.
+    Pending,
+    /// In a write that has not answered yet.
+    InFlight,
+    /// Written, with this change.
+    Written(Box<AuditEntry>),
+}
+
+#[derive(Debug)]
+struct ScopeState {
+    draft: Draft,
+    taken: Taken,
+}
+
+/// The audit scope of one change: the store's first write inside it carries its entry.
+#[derive(Debug, Clone)]
+pub struct AuditScope(Arc<Mutex<ScopeState>>);
+
+impl AuditScope {
+    /// A scope for the change `draft` describes.
+    pub fn new(draft: Draft) -> Self {
+        Self(Arc::new(Mutex::new(ScopeState {
+            draft,
+            taken: Taken::Pending,
+        })))
+    }
+
+    /// Runs `f` inside this scope.
+    pub async fn run<F: Future>(&self, f: F) -> F::Output {
+        SCOPE.scope(self.clone(), f).await
+    }
+
+    /// The entry this scope wrote, once a write carried it.
+    pub fn written(&self) -> Option<AuditEntry> {
+        match &self.lock().taken {
+            Taken::Written(e) => Some((**e).clone()),
+            _ => None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ScopeState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Names who acts in the current scope and in which organisation (`None`: the root
+/// group's configuration), when they are not named yet: the first authorisation decides.
+/// Outside a scope it does nothing.
+pub fn acting(actor: Option<Actor>, org: Option<&str>) {
+    let _ = SCOPE.try_with(|scope| {
+        let mut st = scope.lock();
+        if st.draft.actor.is_none() {
+            st.draft.actor = actor;
+        }
+        if st.draft.org.is_none() {
+            st.draft.org = Some(org.unwrap_or(ROOT_CHAIN).to_string());
+        }
+    });
+}
+
+/// The chain of the root group's configuration.
+pub const ROOT_CHAIN: &str = "-";
+
+/// A taken entry: [`Taking::commit`] once its write succeeded; dropped uncommitted, it
+/// goes back to its scope for the next write.
+#[derive(Debug)]
+pub(crate) struct Taking {
+    scope: AuditScope,
+    /// The entry to write.
+    pub entry: AuditEntry,
+    done: bool,
+}
+
+impl Taking {
+    /// The write carrying the entry succeeded.
+    pub fn commit(mut self) {
+        self.done = true;
+        self.scope.lock().taken = Taken::Written(Box::new(self.entry.clone()));
+    }
+}
+
+impl Drop for Taking {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut st = self.scope.lock();
+            if st.taken == Taken::InFlight {
+                st.taken = Taken::Pending;
+            }
+        }
+    }
+}
+
+/// True inside a scope whose entry is not written yet: the next write should carry it.
+pub(crate) fn pending() -> bool {
+    SCOPE
+        .try_with(|scope| scope.lock().taken == Taken::Pending)
+        .unwrap_or(false)
+}
+
+/// The current scope's entry, when it has not been written yet: for the write about to
+/// be made, which [`Taking::commit`]s it on success.
+pub(crate) fn take() -> Option<Taking> {
+    SCOPE
+        .try_with(|scope| {
+            let mut st = scope.lock();
+            if st.taken != Taken::Pending {
+                return None;
+            }
+            st.taken = Taken::InFlight;
+            let at = Utc::now();
+            let d = &st.draft;
+            let entry = AuditEntry {
+                org: d.org.clone().unwrap_or_else(|| ROOT_CHAIN.to_string()),
+                id: sortie_core::audit::new_id_at(at),
+                at,
+                actor: d.actor.clone().unwrap_or(Actor {
+                    subject: "unknown".into(),
+                    issuer: None,
+                    credential: sortie_core::audit::CredentialKind::System,
+                }),
+                action: d.action.clone(),
+                target: d.target.clone(),
+                request_id: d.request_id.clone(),
+                source_ip: d.source_ip.clone(),
+                user_agent: d.user_agent.clone(),
+                before: d.before.clone(),
+                after: d.after.clone(),
+            };
+            Some(Taking {
+                scope: scope.clone(),
+                entry,
+                done: false,
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// One stored entry: its stored bytes and, once sealed, its seal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// The entry as stored (`sortie_core::audit::entry_json`).
+    pub body: String,
+    /// Its seal, once the sealer reached it.
+    pub seal: Option<Seal>,
+}
+
+/// Which of an organisation's entries a page reads.
+#[derive(Debug, Clone, Default)]
+pub struct AuditRange {
+    /// Continue after this entry id (a previous page's `next`).
+    pub after: Option<String>,
+    /// Entries with ids at or above this one ([`sortie_core::audit::id_bound`] of a time).
+    pub since: Option<String>,
+    /// Entries with ids below this one.
+    pub until: Option<String>,
+    /// Newest first (a listing) rather than oldest first (a verification).
+    pub newest_first: bool,
+    /// At most this many entries.
+    pub limit: u32,
+}
+
+/// A page of entries.
+#[derive(Debug, Clone, Default)]
+pub struct AuditPage {
+    /// The entries, in the order asked.
+    pub records: Vec<AuditRecord>,
+    /// The id to continue after, when there may be more.
+    pub next: Option<String>,
+}
+
+/// The most entries one page reads.
+pub const MAX_AUDIT_PAGE: u32 = 1000;
+
+/// The most entries one call to [`AuditStore::seal_audit`] seals (one transaction with the
+/// head: DynamoDB allows 100 items).
+pub const MAX_SEAL_BATCH: usize = 50;
+
+/// The audit trail's entries: read by organisation, sealed by the sweeper.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// A page of `org`'s entries, sealed or not.
+    async fn audit_page(&self, org: &str, range: &AuditRange) -> Result<AuditPage, StoreError>;
+
+    /// Entries not sealed yet whose ids are below `before`, oldest first, at most `limit`:
+    /// `(org, id)`, over every organisation.
+    async fn unsealed_audit(
+        &self,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Seals `ids` (of `org`, oldest first, at most [`MAX_SEAL_BATCH`]) after the chain's
+    /// head, in one transaction with the head; the number sealed (0 when another sealer
+    /// moved the head first: the next pass takes them).
+    async fn seal_audit(&self, org: &str, ids: &[String]) -> Result<usize, StoreError>;
+
+    /// `org`'s last seal, when it has one.
+    async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError>;
+}
+
+/// The time an id was made, for the settle window.
+pub fn made_at(id: &str) -> Option<DateTime<Utc>> {
+    let ulid = ulid_of(id)?;
+    DateTime::from_timestamp_millis(i64::try_from(ulid).ok()?)
+}
+
+fn ulid_of(id: &str) -> Option<u64> {
+    // The first ten characters of a ULID are its milliseconds, in Crockford base 32.
+    const ALPHABET: &str = "0123456789abcdefghjkmnpqrstvwxyz";
+    let mut ms: u64 = 0;
+    for c in id.get(..10)?.chars() {
+        ms = ms
+            .checked_mul(32)?
+            .checked_add(ALPHABET.find(c.to_ascii_lowercase())? as u64)?;
+    }
+    Some(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft() -> Draft {
+        Draft {
+            action: "create_runner".into(),
+            target: "/v1/groups/acme/-/runners/local".into(),
+            ..Draft::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_scope_gives_its_entry_once_and_a_failed_write_gives_it_back() {
+        assert!(take().is_none(), "outside a scope there is no entry");
+        let scope = AuditScope::new(draft());
+        scope
+            .run(async {
+                acting(None, Some("acme"));
+                let first = take().expect("the first write takes the entry");
+                assert!(take().is_none(), "a write beside it takes none");
+                drop(first);
+                let again = take().expect("a failed write gave it back");
+                assert_eq!(again.entry.org, "acme");
+                again.commit();
+                assert!(take().is_none(), "written once");
+            })
+            .await;
+        assert_eq!(scope.written().unwrap().action, "create_runner");
+    }
+
+    #[test]
+    fn an_ids_time_reads_back() {
+        let at = DateTime::from_timestamp_millis(1_764_000_000_123).unwrap();
+        let id = sortie_core::audit::new_id_at(at);
+        assert_eq!(made_at(&id), Some(at));
+        assert!(sortie_core::audit::id_bound(at) <= id);
+    }
+}

@@ -1,0 +1,148 @@
+//! The audit trail in memory: entries by (organisation, id), each organisation's head, and
+//! the entry a change writes under the same lock as the change.
+
+use std::collections::{BTreeMap, HashMap};
+
+use async_trait::async_trait;
+use sortie_core::audit::{entry_json, Seal};
+
+use super::{MemoryStore, State};
+use crate::audit::{self, AuditPage, AuditRange, AuditRecord, AuditStore, MAX_AUDIT_PAGE};
+use crate::StoreError;
+
+/// The entries and the heads.
+#[derive(Debug, Default)]
+pub(super) struct AuditState {
+    /// By (organisation, id): the stored bytes and the seal.
+    entries: BTreeMap<(String, String), AuditRecord>,
+    /// By organisation: the last seal.
+    heads: HashMap<String, Seal>,
+}
+
+impl State {
+    /// Writes the current audit scope's entry, if it has not been written: called by a
+    /// write under the same lock as its change, once the change is made.
+    pub(super) fn audited(&mut self) {
+        if let Some(taking) = audit::take() {
+            let e = &taking.entry;
+            self.audit.entries.insert(
+                (e.org.clone(), e.id.clone()),
+                AuditRecord {
+                    body: entry_json(e),
+                    seal: None,
+                },
+            );
+            taking.commit();
+        }
+    }
+}
+
+impl MemoryStore {
+    /// Replaces the stored bytes of one entry, as someone with write access to the table
+    /// could: for tests that prove verification sees it.
+    pub fn tamper_audit(&self, org: &str, id: &str, body: &str) -> bool {
+        let mut st = self.lock();
+        match st.audit.entries.get_mut(&(org.to_string(), id.to_string())) {
+            Some(r) => {
+                r.body = body.to_string();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[async_trait]
+impl AuditStore for MemoryStore {
+    async fn audit_page(&self, org: &str, range: &AuditRange) -> Result<AuditPage, StoreError> {
+        let st = self.lock();
+        let limit = range.limit.clamp(1, MAX_AUDIT_PAGE) as usize;
+        let in_range = |id: &str| {
+            range.since.as_deref().is_none_or(|s| id >= s)
+                && range.until.as_deref().is_none_or(|u| id < u)
+                && range.after.as_deref().is_none_or(|a| {
+                    if range.newest_first {
+                        id < a
+                    } else {
+                        id > a
+                    }
+                })
+        };
+        let all = st
+            .audit
+            .entries
+            .range((org.to_string(), String::new())..)
+            .take_while(|((o, _), _)| o == org)
+            .filter(|((_, id), _)| in_range(id));
+        let picked: Vec<(&String, &AuditRecord)> = if range.newest_first {
+            let mut v: Vec<_> = all.map(|((_, id), r)| (id, r)).collect();
+            v.reverse();
+            v.into_iter().take(limit + 1).collect()
+        } else {
+            all.map(|((_, id), r)| (id, r)).take(limit + 1).collect()
+        };
+        let more = picked.len() > limit;
+        let records: Vec<(String, AuditRecord)> = picked
+            .into_iter()
+            .take(limit)
+            .map(|(id, r)| (id.clone(), r.clone()))
+            .collect();
+        Ok(AuditPage {
+            next: more.then(|| records.last().map(|(id, _)| id.clone())).flatten(),
+            records: records.into_iter().map(|(_, r)| r).collect(),
+        })
+    }
+
+    async fn unsealed_audit(
+        &self,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let st = self.lock();
+        let mut out: Vec<(String, String)> = st
+            .audit
+            .entries
+            .iter()
+            .filter(|((_, id), r)| r.seal.is_none() && id.as_str() < before)
+            .map(|((org, id), _)| (org.clone(), id.clone()))
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out.truncate(limit as usize);
+        Ok(out)
+    }
+
+    async fn seal_audit(&self, org: &str, ids: &[String]) -> Result<usize, StoreError> {
+        let mut st = self.lock();
+        let head = st.audit.heads.get(org).cloned();
+        let picked: Vec<String> = ids
+            .iter()
+            .take(audit::MAX_SEAL_BATCH)
+            .filter(|id| {
+                st.audit
+                    .entries
+                    .get(&(org.to_string(), (*id).clone()))
+                    .is_some_and(|r| r.seal.is_none())
+            })
+            .cloned()
+            .collect();
+        let bodies: Vec<String> = picked
+            .iter()
+            .map(|id| st.audit.entries[&(org.to_string(), id.clone())].body.clone())
+            .collect();
+        let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+        let seals = sortie_core::audit::seal(org, head.as_ref(), &refs);
+        for (id, seal) in picked.iter().zip(&seals) {
+            if let Some(r) = st.audit.entries.get_mut(&(org.to_string(), id.clone())) {
+                r.seal = Some(seal.clone());
+            }
+        }
+        if let Some(last) = seals.last() {
+            st.audit.heads.insert(org.to_string(), last.clone());
+        }
+        Ok(seals.len())
+    }
+
+    async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError> {
+        Ok(self.lock().audit.heads.get(org).cloned())
+    }
+}
