@@ -7,6 +7,7 @@ use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use serde::de::DeserializeOwned;
+use sortie_core::audit::{Actor, CredentialKind};
 use sortie_core::document::Format;
 use sortie_core::{can, Action, EnvPath, GroupPath, JobId, Principal};
 
@@ -35,21 +36,32 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match parts.extensions.get::<VerifiedClaims>() {
-            Some(claims) if !claims.0.is_empty() => {
-                Ok(Caller(Principal::from_claims(claims.0.clone())))
-            }
-            _ if state.dev_identity => Ok(Caller(Principal::local_dev())),
+        let (caller, credential) = match parts.extensions.get::<VerifiedClaims>() {
+            Some(claims) if !claims.0.is_empty() => (
+                Principal::from_claims(claims.0.clone()),
+                CredentialKind::User,
+            ),
+            _ if state.dev_identity => (Principal::local_dev(), CredentialKind::Development),
             // A token reached the API but nobody verified it: refused as invalid (RFC 6750).
-            _ if bearer_token(&parts.headers).is_some() => Err(ApiError::invalid_token(
-                "invalid_token",
-                "the bearer token was not verified",
-            )),
-            _ => Err(ApiError::unauthenticated(
-                "unauthenticated",
-                "a bearer token is required",
-            )),
-        }
+            _ if bearer_token(&parts.headers).is_some() => {
+                return Err(ApiError::invalid_token(
+                    "invalid_token",
+                    "the bearer token was not verified",
+                ))
+            }
+            _ => {
+                return Err(ApiError::unauthenticated(
+                    "unauthenticated",
+                    "a bearer token is required",
+                ))
+            }
+        };
+        sortie_store::audit::actor(Actor {
+            subject: caller.subject.clone(),
+            issuer: Some(caller.issuer.clone()).filter(|i| !i.is_empty()),
+            credential,
+        });
+        Ok(Caller(caller))
     }
 }
 
@@ -62,6 +74,7 @@ impl Caller {
         org: Option<&str>,
     ) -> Result<Principal, ApiError> {
         let caller = &self.0;
+        sortie_store::audit::organisation(org);
         let mut memberships = state
             .memberships
             .memberships_for(state.store.as_ref(), org)
@@ -363,9 +376,12 @@ impl<S: Send + Sync> FromRequest<S> for Document {
         let content_type = req.headers().get(CONTENT_TYPE).cloned();
         axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
             .await
-            .map(|bytes| Document {
-                bytes,
-                content_type,
+            .map(|bytes| {
+                sortie_store::audit::sent(&bytes);
+                Document {
+                    bytes,
+                    content_type,
+                }
             })
             .map_err(|_| {
                 ApiError::new(

@@ -45,6 +45,16 @@ pub const MAX_BODY_BYTES: usize = 256 * 1024;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VerifiedClaims(pub BTreeMap<String, serde_json::Value>);
 
+/// Where a request came from, as API Gateway saw it: its request id and the caller's
+/// address (for the audit trail). `sortie dev` sends none: a fresh id stands in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestOrigin {
+    /// API Gateway's request id.
+    pub request_id: String,
+    /// The caller's address.
+    pub source_ip: Option<String>,
+}
+
 /// What every request handler shares.
 #[derive(Clone)]
 pub struct AppState {

@@ -185,8 +185,18 @@ pub async fn api_request(
     request: lambda_http::Request,
 ) -> Result<axum::response::Response, std::convert::Infallible> {
     let claims = verified_claims(&request);
+    let origin = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => sortie_api::RequestOrigin {
+            request_id: ctx.request_id.clone().unwrap_or_default(),
+            source_ip: ctx.http.source_ip.clone(),
+        },
+        _ => sortie_api::RequestOrigin::default(),
+    };
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(claims);
+    if !origin.request_id.is_empty() {
+        parts.extensions.insert(origin);
+    }
     app.oneshot(axum::http::Request::from_parts(
         parts,
         axum::body::Body::new(body),

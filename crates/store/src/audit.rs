@@ -94,18 +94,33 @@ impl AuditScope {
     }
 }
 
-/// Names who acts in the current scope and in which organisation (`None`: the root
-/// group's configuration), when they are not named yet: the first authorisation decides.
-/// Outside a scope it does nothing.
-pub fn acting(actor: Option<Actor>, org: Option<&str>) {
+/// Names who acts in the current scope, when nobody is named yet. Outside a scope it
+/// does nothing.
+pub fn actor(actor: Actor) {
     let _ = SCOPE.try_with(|scope| {
-        let mut st = scope.lock();
-        if st.draft.actor.is_none() {
-            st.draft.actor = actor;
-        }
-        if st.draft.org.is_none() {
-            st.draft.org = Some(org.unwrap_or(ROOT_CHAIN).to_string());
-        }
+        scope.lock().draft.actor.get_or_insert(actor);
+    });
+}
+
+/// Names the organisation whose chain the current scope's entry joins (`None`: the root
+/// group's), when none is named yet: the first authorisation decides. Outside a scope it
+/// does nothing.
+pub fn organisation(org: Option<&str>) {
+    let _ = SCOPE.try_with(|scope| {
+        scope
+            .lock()
+            .draft
+            .org
+            .get_or_insert_with(|| org.unwrap_or(ROOT_CHAIN).to_string());
+    });
+}
+
+/// Records the digest of the body the current scope's change sent. Outside a scope it
+/// does nothing.
+pub fn sent(body: &[u8]) {
+    let _ = SCOPE.try_with(|scope| {
+        scope.lock().draft.after =
+            (!body.is_empty()).then(|| sortie_core::audit::body_digest(body));
     });
 }
 
@@ -286,7 +301,8 @@ mod tests {
         let scope = AuditScope::new(draft());
         scope
             .run(async {
-                acting(None, Some("acme"));
+                organisation(Some("acme"));
+                organisation(Some("other"));
                 let first = take().expect("the first write takes the entry");
                 assert!(take().is_none(), "a write beside it takes none");
                 drop(first);

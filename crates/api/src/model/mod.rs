@@ -5,10 +5,12 @@
 //! carry their own schemas (their `openapi` feature, which this crate turns on).
 
 pub mod agents;
+mod audit;
 mod jobs;
 mod notifications;
 mod uploads;
 
+pub use audit::{AuditList, AuditRecordView};
 pub use jobs::{JobListPage, JobView, LogsPage, SensitiveVariables};
 pub use notifications::{
     DeliveryAttempt, DeliveryList, Destination, DestinationBody, DestinationList, DestinationType,

@@ -6,6 +6,7 @@
 //! segment before routing.
 
 mod agent_pools;
+pub mod audit;
 mod environments;
 mod expiry;
 mod identity;
@@ -35,6 +36,7 @@ mod tests;
 mod whoami;
 
 pub(crate) use agent_pools::*;
+pub(crate) use audit::{__path_list_audit, list_audit};
 pub(crate) use environments::*;
 pub(crate) use expiry::*;
 pub(crate) use identity::*;
@@ -143,6 +145,7 @@ route_table! {
     GithubWebhook => github_webhook,
     GetOpenidConfiguration => openid_configuration,
     GetJwks => jwks,
+    ListAudit => list_audit,
 }
 
 /// The API's own URL as a caller reached it: the configured public URL, else the request's

@@ -29,6 +29,14 @@ pub(crate) fn build(state: AppState) -> axum::Router {
             .or_insert_with(|| (MethodRouter::new(), vec![]));
         // Each answer carries its route, so tests can find the operation it belongs to.
         let (_, handler) = route.declaration();
+        // An audited route runs in its audit scope: the store writes its entry with the change.
+        let handler = if route.audited() {
+            handler.layer(axum::middleware::from_fn(move |request, next| {
+                super::audit::scope(route, request, next)
+            }))
+        } else {
+            handler
+        };
         let tagged = handler.layer(tower::util::MapResponseLayer::new(
             move |mut response: Response| {
                 response.extensions_mut().insert(route);

@@ -10,7 +10,9 @@ use sortie_core::audit::{entry_json, AuditEntry, Seal};
 
 use super::keys::key;
 use super::{n, s, DynamoStore, Item, TxOutcome};
-use crate::audit::{AuditPage, AuditRange, AuditRecord, AuditStore, MAX_AUDIT_PAGE, MAX_SEAL_BATCH};
+use crate::audit::{
+    AuditPage, AuditRange, AuditRecord, AuditStore, MAX_AUDIT_PAGE, MAX_SEAL_BATCH,
+};
 use crate::error::aws;
 use crate::StoreError;
 
@@ -236,4 +238,3 @@ impl AuditStore for DynamoStore {
             .and_then(seal_of))
     }
 }
-

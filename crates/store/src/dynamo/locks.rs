@@ -117,8 +117,13 @@ impl LockStore for DynamoStore {
 
     async fn unlock_environment(&self, path: &EnvPath) -> Result<Option<EnvLock>, StoreError> {
         if crate::audit::pending() {
-            let item = self.get_item(env_key(path)).await?.ok_or_else(|| not_found(path))?;
-            return self.remove_held(env_key(path), "lock", lock_in(&item, "lock")?).await;
+            let item = self
+                .get_item(env_key(path))
+                .await?
+                .ok_or_else(|| not_found(path))?;
+            return self
+                .remove_held(env_key(path), "lock", lock_in(&item, "lock")?)
+                .await;
         }
         let res = self
             .client

@@ -130,7 +130,9 @@ impl MembershipStore for DynamoStore {
                 TxOutcome::Cancelled(codes) => Err(cancelled(&codes).unwrap_or_else(exists)),
             };
         }
-        let res = self.write_one(self.put_with(to_item(&item), "attribute_not_exists(pk)", Item::new())).await?;
+        let res = self
+            .write_one(self.put_with(to_item(&item), "attribute_not_exists(pk)", Item::new()))
+            .await?;
         match res {
             Written::Done => Ok(()),
             Written::ConditionFailed => Err(exists()),
@@ -167,7 +169,9 @@ impl MembershipStore for DynamoStore {
                 TxOutcome::Cancelled(codes) => Err(cancelled(&codes).unwrap_or_else(not_found)),
             };
         }
-        let res = self.write_one(self.delete(membership_key, "attribute_exists(pk)", Item::new())).await?;
+        let res = self
+            .write_one(self.delete(membership_key, "attribute_exists(pk)", Item::new()))
+            .await?;
         match res {
             Written::Done => Ok(()),
             Written::ConditionFailed => Err(not_found()),

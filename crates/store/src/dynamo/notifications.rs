@@ -6,11 +6,11 @@
 //! no newer delivery holds its slot, each expiring 30 days after its last attempt.
 
 use super::Written;
-use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::GroupPath;
+use std::collections::HashMap;
 
 use super::items::{from_item, to_item};
 use super::keys::{group_pk, key};
@@ -163,7 +163,9 @@ impl NotificationStore for DynamoStore {
         &self,
         record: &DestinationRecord,
     ) -> Result<Versioned<DestinationRecord>, StoreError> {
-        let result = self.write_one(self.put_with(item(record, 1)?, "attribute_not_exists(pk)", Item::new())).await?;
+        let result = self
+            .write_one(self.put_with(item(record, 1)?, "attribute_not_exists(pk)", Item::new()))
+            .await?;
         match result {
             Written::Done => Ok(Versioned {
                 item: DestinationRecord {
@@ -210,7 +212,20 @@ impl NotificationStore for DynamoStore {
         let version = current.version + 1;
         let mut without_health = record.clone();
         without_health.health = DestinationHealth::default();
-        let result = self.write_one(self.update(destination_key(group, name), "SET body = :body, version = :next, updated_at = :now", "version = :current", HashMap::from([(":body".to_string(), s(json(&without_health)?)), (":next".to_string(), n(version)), (":current".to_string(), n(current.version)), (":now".to_string(), s(Utc::now().to_rfc3339()))]), HashMap::new())).await?;
+        let result = self
+            .write_one(self.update(
+                destination_key(group, name),
+                "SET body = :body, version = :next, updated_at = :now",
+                "version = :current",
+                HashMap::from([
+                    (":body".to_string(), s(json(&without_health)?)),
+                    (":next".to_string(), n(version)),
+                    (":current".to_string(), n(current.version)),
+                    (":now".to_string(), s(Utc::now().to_rfc3339())),
+                ]),
+                HashMap::new(),
+            ))
+            .await?;
         match result {
             Written::Done => Ok(Versioned {
                 item: DestinationRecord {
@@ -219,9 +234,7 @@ impl NotificationStore for DynamoStore {
                 },
                 version,
             }),
-            Written::ConditionFailed => {
-                Err(self.lost_race(group, name, current.version).await)
-            }
+            Written::ConditionFailed => Err(self.lost_race(group, name, current.version).await),
         }
     }
 
@@ -233,7 +246,13 @@ impl NotificationStore for DynamoStore {
     ) -> Result<(), StoreError> {
         let current = self.get_destination(group, name).await?;
         Self::version_check(KIND, id(group, name), expected, current.version)?;
-        let result = self.write_one(self.delete(destination_key(group, name), "version = :current", HashMap::from([(":current".to_string(), n(current.version))]))).await?;
+        let result = self
+            .write_one(self.delete(
+                destination_key(group, name),
+                "version = :current",
+                HashMap::from([(":current".to_string(), n(current.version))]),
+            ))
+            .await?;
         match result {
             Written::Done => {}
             Written::ConditionFailed => {
@@ -267,7 +286,15 @@ impl NotificationStore for DynamoStore {
         name: &str,
         health: &DestinationHealth,
     ) -> Result<(), StoreError> {
-        let result = self.write_one(self.update(destination_key(group, name), "SET health = :health", "attribute_exists(pk)", HashMap::from([(":health".to_string(), s(json(health)?))]), HashMap::new())).await?;
+        let result = self
+            .write_one(self.update(
+                destination_key(group, name),
+                "SET health = :health",
+                "attribute_exists(pk)",
+                HashMap::from([(":health".to_string(), s(json(health)?))]),
+                HashMap::new(),
+            ))
+            .await?;
         match result {
             Written::Done => Ok(()),
             Written::ConditionFailed => Err(Self::not_found(group, name)),
@@ -312,7 +339,13 @@ impl NotificationStore for DynamoStore {
             body: json(delivery)?,
             expires_at: (delivery.attempted_at + chrono::Duration::days(HISTORY_DAYS)).timestamp(),
         };
-        let result = self.write_one(self.put_with(to_item(&slot), "attribute_not_exists(pk) OR seq <= :seq", HashMap::from([(":seq".to_string(), n(delivery.seq))]))).await?;
+        let result = self
+            .write_one(self.put_with(
+                to_item(&slot),
+                "attribute_not_exists(pk) OR seq <= :seq",
+                HashMap::from([(":seq".to_string(), n(delivery.seq))]),
+            ))
+            .await?;
         match result {
             Written::Done => Ok(true),
             Written::ConditionFailed => Ok(false),

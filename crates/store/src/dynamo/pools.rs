@@ -1,11 +1,11 @@
 //! Agent pools: one item each (`POOL#<id>`), listed by owner group through gsi1.
 
 use super::Written;
-use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::GroupPath;
+use std::collections::HashMap;
 
 use super::items::{checked_item, from_item};
 use super::keys::{group_pk, key};
@@ -183,7 +183,13 @@ impl AgentPoolStore for DynamoStore {
     async fn delete_pool(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError> {
         let current = self.read_pool(id).await?.ok_or_else(|| not_found(id))?;
         Self::version_check("agent pool", id.to_string(), expected, current.version)?;
-        let res = self.write_one(self.delete(key(pool_pk(id), "POOL"), "version = :v", HashMap::from([(":v".to_string(), n(current.version))]))).await?;
+        let res = self
+            .write_one(self.delete(
+                key(pool_pk(id), "POOL"),
+                "version = :v",
+                HashMap::from([(":v".to_string(), n(current.version))]),
+            ))
+            .await?;
         match res {
             Written::Done => Ok(()),
             Written::ConditionFailed => match self.read_pool(id).await? {

@@ -1,10 +1,10 @@
 //! Runners: one item per runner under its owner group's partition.
 
 use super::Written;
-use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::Utc;
 use sortie_core::{GroupPath, Runner, RunnerId};
+use std::collections::HashMap;
 
 use super::items::{from_item, to_item, RunnerItem};
 use super::keys::{group_pk, runner_key};
@@ -24,7 +24,13 @@ impl RunnerStore for DynamoStore {
             updated_at: Utc::now(),
             runner: runner.clone(),
         };
-        let res = self.write_one(self.put_with(to_item(&item), "attribute_not_exists(pk)", Default::default())).await?;
+        let res = self
+            .write_one(self.put_with(
+                to_item(&item),
+                "attribute_not_exists(pk)",
+                Default::default(),
+            ))
+            .await?;
         match res {
             Written::Done => Ok(Versioned {
                 item: runner.clone(),
@@ -84,7 +90,16 @@ impl RunnerStore for DynamoStore {
         item.version += 1;
         item.updated_at = Utc::now();
         item.runner = runner.clone();
-        let res = self.write_one(self.put_with(to_item(&item), "version = :v AND link_count = :links", HashMap::from([(":v".to_string(), n(old_version)), (":links".to_string(), n(item.link_count))]))).await?;
+        let res = self
+            .write_one(self.put_with(
+                to_item(&item),
+                "version = :v AND link_count = :links",
+                HashMap::from([
+                    (":v".to_string(), n(old_version)),
+                    (":links".to_string(), n(item.link_count)),
+                ]),
+            ))
+            .await?;
         match res {
             Written::Done => Ok(Versioned {
                 item: runner.clone(),
@@ -133,7 +148,16 @@ impl RunnerStore for DynamoStore {
                 by: linked().await?,
             });
         }
-        let res = self.write_one(self.delete(runner_key(id), "version = :v AND link_count = :zero", HashMap::from([(":v".to_string(), n(current.version)), (":zero".to_string(), n(0))]))).await?;
+        let res = self
+            .write_one(self.delete(
+                runner_key(id),
+                "version = :v AND link_count = :zero",
+                HashMap::from([
+                    (":v".to_string(), n(current.version)),
+                    (":zero".to_string(), n(0)),
+                ]),
+            ))
+            .await?;
         match res {
             Written::Done => Ok(()),
             Written::ConditionFailed => match self.read_runner(id).await? {

@@ -13,7 +13,6 @@
 //!   `OPEN#<provider>#<owner/name, lower case>#<base>`.
 
 use super::Written;
-use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -22,6 +21,7 @@ use sortie_core::vcs::pull::PullRequestRecord;
 use sortie_core::vcs::reconcile::OpenPulls;
 use sortie_core::vcs::VcsProvider;
 use sortie_core::EnvPath;
+use std::collections::HashMap;
 
 use super::items::{checked_item, from_item};
 use super::keys::key;
@@ -195,7 +195,13 @@ impl VcsStore for DynamoStore {
     }
 
     async fn delete_connection(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError> {
-        let out = self.write_one(self.delete(connection_key(org, provider), "attribute_exists(pk)", Item::new())).await?;
+        let out = self
+            .write_one(self.delete(
+                connection_key(org, provider),
+                "attribute_exists(pk)",
+                Item::new(),
+            ))
+            .await?;
         match out {
             Written::Done => {}
             Written::ConditionFailed => return Err(not_found(org, provider)),
@@ -224,7 +230,13 @@ impl VcsStore for DynamoStore {
         item.insert("expires_at".into(), n(expires_at.timestamp()));
         // DynamoDB's TTL deletes an expired item within days, not at once: an expired one
         // still present counts as absent, and is overwritten.
-        let out = self.write_one(self.put_with(item, "attribute_not_exists(pk) OR expires_at <= :now", HashMap::from([(":now".to_string(), n(Utc::now().timestamp()))]))).await?;
+        let out = self
+            .write_one(self.put_with(
+                item,
+                "attribute_not_exists(pk) OR expires_at <= :now",
+                HashMap::from([(":now".to_string(), n(Utc::now().timestamp()))]),
+            ))
+            .await?;
         match out {
             Written::Done => Ok(true),
             Written::ConditionFailed => Ok(false),

@@ -88,7 +88,9 @@ impl AuditStore for MemoryStore {
             .map(|(id, r)| (id.clone(), r.clone()))
             .collect();
         Ok(AuditPage {
-            next: more.then(|| records.last().map(|(id, _)| id.clone())).flatten(),
+            next: more
+                .then(|| records.last().map(|(id, _)| id.clone()))
+                .flatten(),
             records: records.into_iter().map(|(_, r)| r).collect(),
         })
     }
@@ -127,7 +129,11 @@ impl AuditStore for MemoryStore {
             .collect();
         let bodies: Vec<String> = picked
             .iter()
-            .map(|id| st.audit.entries[&(org.to_string(), id.clone())].body.clone())
+            .map(|id| {
+                st.audit.entries[&(org.to_string(), id.clone())]
+                    .body
+                    .clone()
+            })
             .collect();
         let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
         let seals = sortie_core::audit::seal(org, head.as_ref(), &refs);
