@@ -123,6 +123,10 @@ pub struct DevArgs {
     /// resolver; the guard still checks the address (repeatable; `NAME=ADDRESS`).
     #[arg(long = "resolve", value_name = "NAME=ADDRESS", value_parser = parse_pin)]
     resolve: Vec<(String, std::net::IpAddr)>,
+    /// Seconds an audit entry waits before the sweeper seals it into its organisation's
+    /// chain (AWS: 60).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    audit_settle: u32,
 }
 
 /// A `--resolve` pin: `NAME=ADDRESS`.
@@ -286,6 +290,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             dispatch_lease: chrono::Duration::seconds(args.dispatch_lease.max(1)),
             agent_silence: chrono::Duration::seconds(args.agent_silence.max(1)),
             agent_stop_grace: chrono::Duration::seconds(args.agent_silence.clamp(1, 60)),
+            audit_settle: chrono::Duration::seconds(i64::from(args.audit_settle)),
             ..Default::default()
         },
         // The console at `<url>/` signs in with the tokens printed below.

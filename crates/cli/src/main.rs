@@ -161,6 +161,7 @@ async fn execute(global: &Global, command: Command) -> Result<(), CliError> {
         Command::Runner(r) => resources::runner(&api, r, out).await,
         Command::Vcs(v) => resources::vcs(&api, v, out).await,
         Command::Notify(n) => resources::notify(&api, n, out).await,
+        Command::Audit(a) => resources::audit(&api, a, out).await,
         Command::Policy(PolicyCommand::Test {
             file,
             plan,

@@ -56,7 +56,7 @@ pub use deliveries::{delivery_id, Attempted, Event, PendingDelivery, Sender, NOT
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};
 pub use engine::{
-    redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
+    redelivery_delay_seconds, AUDIT_SEALS, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
     SweepSettings,
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};

@@ -1,6 +1,7 @@
 //! The integration tests of this crate, one binary (one link) with a module per file.
 
 mod api;
+mod audit;
 mod blank_text;
 mod common;
 mod console;

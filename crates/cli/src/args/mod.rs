@@ -4,12 +4,14 @@
 //! The top level is here; `resources`, `settings` and `jobs` hold the arguments of the
 //! resource verbs, of an environment's settings and of the job commands.
 
+mod audit;
 mod jobs;
 mod notify;
 mod resources;
 mod settings;
 
 pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
+pub use audit::{AuditCommand, AuditFilter};
 pub use notify::{DestinationArgs, NotifyCommand};
 pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,
@@ -46,7 +48,7 @@ pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
     ("Environments", &["env", "group"]),
     ("Runners", &["runner"]),
     ("Pull requests", &["vcs"]),
-    ("Notifications", &["notify"]),
+    ("Notifications and audit", &["notify", "audit"]),
     ("Policy", &["policy"]),
     ("Access", &["whoami", "members", "context"]),
     ("Local mode and shell", &["dev", "completion", "help"]),
@@ -178,6 +180,10 @@ pub enum Command {
     /// `notify list GROUP`, `notify deliveries acme/ops`, `notify test acme/ops`.
     #[command(subcommand)]
     Notify(NotifyCommand),
+    /// The audit trail of an organisation: `audit list acme --actor alice`,
+    /// `audit verify acme` (recomputes its hash chain and names the first broken link).
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Named contexts (API URL and token source) in the config file.
     #[command(subcommand)]
     Context(ContextCommand),

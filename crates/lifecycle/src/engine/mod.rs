@@ -22,6 +22,7 @@ use tracing::{info, warn, Instrument};
 
 use crate::{EcsTaskStateChange, How, JobService, LifecycleError};
 
+mod audit_sweep;
 mod dispatch;
 mod events;
 mod expiry_sweep;
@@ -31,6 +32,7 @@ mod steps;
 mod sweep;
 mod sweep_pass;
 
+pub use audit_sweep::AUDIT_SEALS;
 pub use retry::redelivery_delay_seconds;
 pub use sweep_pass::{SweepReport, SweepResume, SweepSettings};
 

@@ -80,6 +80,7 @@ impl Engine {
         self.sweep_drift(now, &mut report).await;
         self.sweep_expiry(now, &mut report).await;
         self.sweep_secrets(now, &mut report).await;
+        self.sweep_audit(now, &mut report).await;
         Ok(report)
     }
 

@@ -24,6 +24,9 @@ pub struct SweepSettings {
     /// A stop (cancel, timeout) delivered to an agent and not confirmed within this ends
     /// the job as the stop says, without the agent.
     pub agent_stop_grace: Duration,
+    /// How old an audit entry must be before it is sealed into its chain: a change's
+    /// transaction ends in seconds, so by then every entry with an earlier id is written.
+    pub audit_settle: Duration,
 }
 
 impl Default for SweepSettings {
@@ -41,6 +44,7 @@ impl Default for SweepSettings {
             agent_stop_grace: Duration::seconds(
                 sortie_core::agent_pool::DEFAULT_STOP_GRACE_SECONDS,
             ),
+            audit_settle: Duration::seconds(60),
         }
     }
 }
@@ -86,6 +90,8 @@ pub struct SweepReport {
     pub expiry_waiting: usize,
     /// Expiry destroys that could not be submitted or failed (retried with backoff).
     pub expiry_failures: usize,
+    /// Audit entries sealed into their organisation's chain.
+    pub audit_sealed: usize,
 }
 
 impl SweepReport {
@@ -109,6 +115,7 @@ impl SweepReport {
             ("expiry_destroys", self.expiry_destroys),
             ("expiry_waiting", self.expiry_waiting),
             ("expiry_failures", self.expiry_failures),
+            ("audit_sealed", self.audit_sealed),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

@@ -25,6 +25,8 @@ pub struct Dev {
     pub dir: PathBuf,
     /// Its EventBridge bus (empty when `extra_args` named it).
     pub bus: String,
+    /// Its DynamoDB table (empty with `data_dir`).
+    pub table: String,
 }
 
 impl Drop for Dev {
@@ -103,6 +105,10 @@ pub fn start_dev(options: DevOptions) -> Dev {
         Some(_) => String::new(),
         None => sortie_testkit::unique("bus"),
     };
+    let table = match options.data_dir {
+        Some(_) => String::new(),
+        None => sortie_testkit::unique(&format!("sortie-{}", options.prefix)),
+    };
     let mut command = Command::new(env!("CARGO_BIN_EXE_sortie"));
     command.args(["dev", "--sweep-every", &options.sweep_every.to_string()]);
     match options.data_dir {
@@ -111,10 +117,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
         }
         None => {
             command
-                .args([
-                    "--table",
-                    &sortie_testkit::unique(&format!("sortie-{}", options.prefix)),
-                ])
+                .args(["--table", table.as_str()])
                 .args(["--queue", &sortie_testkit::unique("jobs")])
                 .args(["--bucket", &sortie_testkit::unique("artifacts")])
                 .args(["--bus", bus.as_str()])
@@ -153,6 +156,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
         users: Default::default(),
         dir,
         bus,
+        table,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(&ready)
