@@ -1,6 +1,7 @@
 //! The integration tests of this crate, one binary (one link) with a module per file.
 
 mod artifacts;
+mod audit_cost;
 mod contract;
 mod dynamo;
 mod fair_queue;
