@@ -112,6 +112,8 @@ impl JobService {
             return Ok(Cancellation::AlreadyEnded(record.clone()));
         }
         if job.state.is_active() {
+            // The cancel is a message, not a write of the table: its audit entry first.
+            self.store.record_audit().await?;
             let message = JobMessage::cancel(job, by);
             self.queue.send_message(&message, 0).await?;
             return Ok(Cancellation::Stopping(record.clone()));

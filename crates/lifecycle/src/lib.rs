@@ -56,8 +56,8 @@ pub use deliveries::{delivery_id, Attempted, Event, PendingDelivery, Sender, NOT
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};
 pub use engine::{
-    redelivery_delay_seconds, AUDIT_SEALS, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
-    SweepSettings,
+    redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
+    SweepSettings, AUDIT_SEALS,
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use gate::PolicyGate;

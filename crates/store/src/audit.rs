@@ -263,6 +263,11 @@ pub trait AuditStore: Send + Sync {
 
     /// `org`'s last seal, when it has one.
     async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError>;
+
+    /// Writes the current scope's entry on its own, when it is not written yet: for a
+    /// change that is not a write of the table (a running job's cancel is a message to
+    /// its queue), written before that change is made. Outside a scope it does nothing.
+    async fn record_audit(&self) -> Result<(), StoreError>;
 }
 
 /// The time an id was made, for the settle window.

@@ -648,6 +648,21 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     let id = t.submit("acme/dev", "plan").await;
     t.ok(Route::CancelJob, &format!("/v1/jobs/{id}/cancel"), None)
         .await;
+    // A job waiting behind another's lock, and a running one (whose cancel is a message to
+    // its queue, its entry written on its own first): one entry each.
+    let holder = t.submit("acme/dev", "plan").await;
+    let waiting = t.submit("acme/dev", "plan").await;
+    t.ok(
+        Route::CancelJob,
+        &format!("/v1/jobs/{waiting}/cancel"),
+        None,
+    )
+    .await;
+    t.api.launch(&holder, "holder-token").await;
+    let stopping = t
+        .ok(Route::CancelJob, &format!("/v1/jobs/{holder}/cancel"), None)
+        .await;
+    assert_eq!(stopping.status, 202, "{}", stopping.body);
 
     // Reviews: two applies awaiting approval, one approved and one discarded.
     let reviewed =

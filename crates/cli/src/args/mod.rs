@@ -10,8 +10,8 @@ mod notify;
 mod resources;
 mod settings;
 
-pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
 pub use audit::{AuditCommand, AuditFilter};
+pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
 pub use notify::{DestinationArgs, NotifyCommand};
 pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,

@@ -169,7 +169,8 @@ pub async fn audit(api: &Api, command: AuditCommand, out: Output) -> Result<(), 
 fn unsealed_note(n: usize) -> String {
     match n {
         0 => String::new(),
-        n => format!("; {n} newer entries are not sealed yet (the sweeper seals them within two minutes)"),
+        n => format!(
+            "; {n} newer entries are not sealed yet (the sweeper seals them within two minutes)"
+        ),
     }
 }
-

@@ -7,12 +7,12 @@
 //! Tables are built from the API's own types (`sortie_api::model`); `-o json|yaml` prints
 //! the API's JSON as it was received.
 
+mod audit;
 mod env_history;
 mod env_text;
 mod environments;
 mod locks;
 mod members;
-mod audit;
 mod notify;
 mod policy_sets;
 mod rules;
@@ -20,10 +20,10 @@ mod runners;
 mod shared;
 mod vcs;
 
+pub use audit::audit;
 pub use environments::{env, show_outputs};
 pub use locks::group;
 pub use members::members;
-pub use audit::audit;
 pub use notify::notify;
 pub use runners::runner;
 pub(crate) use shared::env_url;

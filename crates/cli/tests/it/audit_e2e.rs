@@ -60,7 +60,11 @@ fn changes_are_recorded_sealed_listed_and_a_flipped_byte_is_named() {
     assert_eq!(answer["verified"], true, "{answer}");
 
     let out = common::sortie(&dev, &["-o", "json", "audit", "list", "acme"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let entries = listed["entries"].as_array().unwrap().clone();
     let actions: Vec<&str> = entries
@@ -87,7 +91,10 @@ fn changes_are_recorded_sealed_listed_and_a_flipped_byte_is_named() {
         64,
         "the body's digest, never the body: {lock}"
     );
-    assert!(!entries[1]["stored"].as_str().unwrap().contains("change freeze"));
+    assert!(!entries[1]["stored"]
+        .as_str()
+        .unwrap()
+        .contains("change freeze"));
     let seqs: Vec<u64> = entries
         .iter()
         .map(|e| e["seal"]["seq"].as_u64().unwrap())
@@ -95,9 +102,15 @@ fn changes_are_recorded_sealed_listed_and_a_flipped_byte_is_named() {
     assert_eq!(seqs, [5, 4, 3, 2, 1]);
 
     // The human form names the action and the actor.
-    let text = common::sortie(&dev, &["audit", "list", "acme", "--action", "lock_environment"]);
+    let text = common::sortie(
+        &dev,
+        &["audit", "list", "acme", "--action", "lock_environment"],
+    );
     let text = String::from_utf8_lossy(&text.stdout).to_string();
-    assert!(text.contains("lock_environment") && !text.contains("unlock_environment"), "{text}");
+    assert!(
+        text.contains("lock_environment") && !text.contains("unlock_environment"),
+        "{text}"
+    );
 
     // One byte of the third entry flipped where it is stored.
     let victim = &entries[2];
@@ -130,7 +143,10 @@ fn changes_are_recorded_sealed_listed_and_a_flipped_byte_is_named() {
     );
     let text = common::sortie(&dev, &["audit", "verify", "acme"]);
     assert_eq!(text.status.code(), Some(1));
-    let said = String::from_utf8_lossy(&text.stdout).to_string()
-        + &String::from_utf8_lossy(&text.stderr);
-    assert!(said.contains("entry 3") && said.contains("was edited"), "{said}");
+    let said =
+        String::from_utf8_lossy(&text.stdout).to_string() + &String::from_utf8_lossy(&text.stderr);
+    assert!(
+        said.contains("entry 3") && said.contains("was edited"),
+        "{said}"
+    );
 }

@@ -269,6 +269,46 @@ impl DynamoStore {
         }
     }
 
+    /// One conditional update answering the item as it now is (`ReturnValues: ALL_NEW`),
+    /// or `None` when its condition failed. With an audit entry to write, the update and
+    /// the entry are one transaction, which answers no values: the item is read back
+    /// (consistently) after it.
+    async fn update_returning(
+        &self,
+        key: Item,
+        expr: &str,
+        condition: &str,
+        names: HashMap<String, String>,
+        values: Item,
+    ) -> Result<Option<Item>, StoreError> {
+        if crate::audit::pending() {
+            let write = self.update(key.clone(), expr, condition, values, names);
+            return match self.write_one(write).await? {
+                Written::Done => Ok(Some(self.get_item(key).await?.unwrap_or_default())),
+                Written::ConditionFailed => Ok(None),
+            };
+        }
+        let mut b = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression(expr)
+            .condition_expression(condition)
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew);
+        if !names.is_empty() {
+            b = b.set_expression_attribute_names(Some(names));
+        }
+        if !values.is_empty() {
+            b = b.set_expression_attribute_values(Some(values));
+        }
+        match b.send().await {
+            Ok(out) => Ok(Some(out.attributes.unwrap_or_default())),
+            Err(e) if condition_failed(&e) => Ok(None),
+            Err(e) => Err(aws("dynamodb", e)),
+        }
+    }
+
     async fn transact_items(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
         let count = items.len();
         match self

@@ -64,20 +64,13 @@ impl DynamoStore {
         condition: &str,
     ) -> Result<bool, StoreError> {
         let item = checked_item("agent pool", &pool_item(record, version))?;
-        let mut put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(condition);
-        if version > 1 {
-            put = put.expression_attribute_values(":v", n(version - 1));
-        }
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(aws("dynamodb", e)),
-        }
+        let values = if version > 1 {
+            HashMap::from([(":v".to_string(), n(version - 1))])
+        } else {
+            HashMap::new()
+        };
+        let write = self.put_with(item, condition, values);
+        Ok(matches!(self.write_one(write).await?, Written::Done))
     }
 }
 

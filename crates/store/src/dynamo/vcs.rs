@@ -173,13 +173,9 @@ impl VcsStore for DynamoStore {
             .send()
             .await
             .map_err(|e| aws("dynamodb", e))?;
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
+        // The connection itself carries the change's audit entry.
+        self.write_one(self.put(item, "attribute_exists(pk) OR attribute_not_exists(pk)"))
+            .await?;
         Ok(())
     }
 

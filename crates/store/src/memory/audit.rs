@@ -148,6 +148,11 @@ impl AuditStore for MemoryStore {
         Ok(seals.len())
     }
 
+    async fn record_audit(&self) -> Result<(), StoreError> {
+        self.lock().audited();
+        Ok(())
+    }
+
     async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError> {
         Ok(self.lock().audit.heads.get(org).cloned())
     }

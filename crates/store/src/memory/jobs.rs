@@ -157,7 +157,9 @@ impl JobStore for MemoryStore {
         } else {
             (Gsi3::Ended, job_sk(at, id))
         });
-        Ok(entry.record.clone())
+        let out = entry.record.clone();
+        st.audited();
+        Ok(out)
     }
 
     async fn cancel_waiting_job(
@@ -208,6 +210,7 @@ impl JobStore for MemoryStore {
         record.updated_at = at;
         entry.record = record.clone();
         entry.queue_pos = None;
+        st.audited();
         Ok(record)
     }
 
@@ -505,7 +508,9 @@ impl MemoryStore {
         }
         entry.record.updated_at = at;
         change(entry);
-        Ok(entry.record.clone())
+        let out = entry.record.clone();
+        st.audited();
+        Ok(out)
     }
 
     /// A submit under an idempotency key: a key seen before (and not expired) answers the
@@ -585,6 +590,7 @@ fn submit_lockless(st: &mut State, job: &Job) -> Result<Submitted, StoreError> {
         },
     );
     st.env_jobs.entry(env).or_default().insert(job.id.clone());
+    st.audited();
     Ok(Submitted {
         job: job.clone(),
         took_lock: false,
@@ -654,6 +660,7 @@ fn submit_locked(
         },
     );
     st.env_jobs.entry(env).or_default().insert(job.id.clone());
+    st.audited();
     Ok(Some(Submitted {
         job: job.clone(),
         took_lock,

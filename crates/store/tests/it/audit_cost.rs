@@ -13,7 +13,7 @@ use serde_json::Value;
 use sortie_core::expiry::ExpiryLimits;
 use sortie_core::lock::EnvLock;
 use sortie_core::{
-    EnvPath, Environment, GroupPath, Grantee, Membership, Role, Runner, RunnerId, RunnerLink,
+    EnvPath, Environment, Grantee, GroupPath, Membership, Role, Runner, RunnerId, RunnerLink,
     RunnerSpec,
 };
 use sortie_store::audit::{AuditScope, Draft};
@@ -43,7 +43,11 @@ fn calls(recorded: &[Recorded]) -> Vec<(String, usize)> {
 }
 
 fn writes(calls: &[(String, usize)]) -> Vec<usize> {
-    calls.iter().filter(|(_, n)| *n > 0).map(|(_, n)| *n).collect()
+    calls
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(_, n)| *n)
+        .collect()
 }
 
 fn runner(id: &str) -> Runner {
@@ -92,17 +96,49 @@ fn grant(id: &str) -> MembershipRecord {
 async fn change(store: &DynamoStore, what: &str, n: u32) {
     let lock = EnvLock::new("alice", Utc::now(), "freeze").unwrap();
     match what {
-        "create_runner" => drop(store.create_runner(&runner(&format!("acme/r{n}"))).await.unwrap()),
-        "update_runner" => {
-            drop(store.update_runner(&runner(&format!("acme/u{n}")), Some(1)).await.unwrap())
-        }
-        "delete_runner" => store.delete_runner(&RunnerId::parse(&format!("acme/d{n}")).unwrap(), None).await.unwrap(),
-        "create_environment" => drop(store.create_environment(&env(&format!("acme/e{n}"))).await.unwrap()),
-        "lock_environment" => drop(store.lock_environment(&EnvPath::parse(&format!("acme/l{n}")).unwrap(), &lock).await.unwrap()),
-        "unlock_environment" => drop(store.unlock_environment(&EnvPath::parse(&format!("acme/l{n}")).unwrap()).await.unwrap()),
-        "grant_membership" => store.put_membership(&grant(&format!("g{n}"))).await.unwrap(),
+        "create_runner" => drop(
+            store
+                .create_runner(&runner(&format!("acme/r{n}")))
+                .await
+                .unwrap(),
+        ),
+        "update_runner" => drop(
+            store
+                .update_runner(&runner(&format!("acme/u{n}")), Some(1))
+                .await
+                .unwrap(),
+        ),
+        "delete_runner" => store
+            .delete_runner(&RunnerId::parse(&format!("acme/d{n}")).unwrap(), None)
+            .await
+            .unwrap(),
+        "create_environment" => drop(
+            store
+                .create_environment(&env(&format!("acme/e{n}")))
+                .await
+                .unwrap(),
+        ),
+        "lock_environment" => drop(
+            store
+                .lock_environment(&EnvPath::parse(&format!("acme/l{n}")).unwrap(), &lock)
+                .await
+                .unwrap(),
+        ),
+        "unlock_environment" => drop(
+            store
+                .unlock_environment(&EnvPath::parse(&format!("acme/l{n}")).unwrap())
+                .await
+                .unwrap(),
+        ),
+        "grant_membership" => store
+            .put_membership(&grant(&format!("g{n}")))
+            .await
+            .unwrap(),
         "set_group_expiry" => store
-            .set_group_expiry(&GroupPath::parse(&format!("acme/t{n}")).unwrap(), &ExpiryLimits::default())
+            .set_group_expiry(
+                &GroupPath::parse(&format!("acme/t{n}")).unwrap(),
+                &ExpiryLimits::default(),
+            )
             .await
             .unwrap(),
         other => panic!("no change {other}"),
@@ -112,11 +148,31 @@ async fn change(store: &DynamoStore, what: &str, n: u32) {
 /// What each change needs first, on object `n`.
 async fn prepare(store: &DynamoStore, what: &str, n: u32) {
     match what {
-        "update_runner" => drop(store.create_runner(&runner(&format!("acme/u{n}"))).await.unwrap()),
-        "delete_runner" => drop(store.create_runner(&runner(&format!("acme/d{n}"))).await.unwrap()),
-        "lock_environment" => drop(store.create_environment(&env(&format!("acme/l{n}"))).await.unwrap()),
+        "update_runner" => drop(
+            store
+                .create_runner(&runner(&format!("acme/u{n}")))
+                .await
+                .unwrap(),
+        ),
+        "delete_runner" => drop(
+            store
+                .create_runner(&runner(&format!("acme/d{n}")))
+                .await
+                .unwrap(),
+        ),
+        "lock_environment" => drop(
+            store
+                .create_environment(&env(&format!("acme/l{n}")))
+                .await
+                .unwrap(),
+        ),
         "unlock_environment" => {
-            drop(store.create_environment(&env(&format!("acme/l{n}"))).await.unwrap());
+            drop(
+                store
+                    .create_environment(&env(&format!("acme/l{n}")))
+                    .await
+                    .unwrap(),
+            );
             change(store, "lock_environment", n).await;
         }
         _ => {}

@@ -97,25 +97,16 @@ impl DynamoStore {
             }
             None => condition.push_str(" AND attribute_not_exists(tversion)"),
         }
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(job_key(id)))
-            .update_expression(update_expression(&set, &w.remove))
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(w.names))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match res {
-            Ok(out) => Ok(Some(
-                from_item::<JobItem>(out.attributes.unwrap_or_default())?.record,
-            )),
-            Err(e) if condition_failed(&e) => Ok(None),
-            Err(e) => Err(aws("dynamodb", e)),
-        }
+        self.update_returning(
+            job_key(id),
+            &update_expression(&set, &w.remove),
+            &condition,
+            w.names,
+            values,
+        )
+        .await?
+        .map(|item| Ok(from_item::<JobItem>(item)?.record))
+        .transpose()
     }
 }
 
@@ -342,6 +333,37 @@ impl DynamoStore {
             "{condition} AND size(transitions) < :hmax \
              AND (attribute_not_exists(tkey1) OR (tkey1 <> :tk AND tkey2 <> :tk))"
         );
+        if crate::audit::pending() {
+            // A person's decision (approve, discard, cancel): the transition and its audit
+            // entry in one transaction, whose retry is idempotent (its client request token).
+            if let Some(item) = self
+                .update_returning(
+                    job_key(id),
+                    &update_expression(&fast_set, &remove),
+                    &fast_condition,
+                    names.clone(),
+                    fast_values.clone(),
+                )
+                .await?
+            {
+                return Ok(from_item::<JobItem>(item)?.record);
+            }
+            // Refused: the history folds or is full; rewritten below, with the entry.
+            if let Some(old) = self.get_item(job_key(id)).await? {
+                let rewrite = HistoryRewrite {
+                    set,
+                    remove,
+                    names,
+                    values,
+                    condition,
+                    transition,
+                };
+                if let Some(done) = self.rewrite_history(id, from, old, rewrite).await? {
+                    return Ok(done);
+                }
+            }
+            return Err(self.job_conflict(id, from).await?);
+        }
         let res = self
             .client
             .update_item()
@@ -485,22 +507,12 @@ impl DynamoStore {
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(job_key(id)))
-            .update_expression(expr)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match res {
-            Ok(out) => Ok(from_item::<JobItem>(out.attributes.unwrap_or_default())?.record),
-            Err(e) if condition_failed(&e) => Err(self.job_conflict(id, expected).await?),
-            Err(e) => Err(aws("dynamodb", e)),
+        match self
+            .update_returning(job_key(id), &expr, condition, names, values)
+            .await?
+        {
+            Some(item) => Ok(from_item::<JobItem>(item)?.record),
+            None => Err(self.job_conflict(id, expected).await?),
         }
     }
 }
