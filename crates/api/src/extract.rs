@@ -104,6 +104,7 @@ impl Caller {
         what: &str,
     ) -> Result<Principal, ApiError> {
         let principal = self.in_org(state, group.org()).await?;
+        sortie_store::audit::group(group.as_str());
         if !can(&principal, Action::Read, group) {
             return Err(ApiError::not_found(what));
         }

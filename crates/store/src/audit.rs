@@ -40,6 +40,9 @@ pub struct Draft {
     /// The organisation whose chain the entry joins (`None`: not yet known; the root's
     /// chain, `-`, if it never is).
     pub org: Option<String>,
+    /// The group the change was authorised on (not kept in the entry: the events about
+    /// the change are routed by it).
+    pub group: Option<String>,
     /// The version the change replaced (`If-Match`).
     pub before: Option<String>,
     /// The digest of the body the change sent.
@@ -81,6 +84,11 @@ impl AuditScope {
         SCOPE.scope(self.clone(), f).await
     }
 
+    /// The group the change was authorised on, once named.
+    pub fn group(&self) -> Option<String> {
+        self.lock().draft.group.clone()
+    }
+
     /// The entry this scope wrote, once a write carried it.
     pub fn written(&self) -> Option<AuditEntry> {
         match &self.lock().taken {
@@ -112,6 +120,18 @@ pub fn organisation(org: Option<&str>) {
             .draft
             .org
             .get_or_insert_with(|| org.unwrap_or(ROOT_CHAIN).to_string());
+    });
+}
+
+/// Names the group the current scope's change was authorised on, when none is named yet.
+/// Outside a scope it does nothing.
+pub fn group(group: &str) {
+    let _ = SCOPE.try_with(|scope| {
+        scope
+            .lock()
+            .draft
+            .group
+            .get_or_insert_with(|| group.to_string());
     });
 }
 

@@ -49,10 +49,39 @@ impl Route {
     }
 }
 
+/// The audited routes that decide rather than configure (a job's submit, review, cancel or
+/// restore) or that have their own event (a lock's `sortie.environment.lock_changed`):
+/// they publish no `sortie.configuration.changed`.
+const NOT_CONFIGURATION: &[Route] = &[
+    Route::SubmitJob,
+    Route::CancelJob,
+    Route::ApproveJob,
+    Route::DiscardJob,
+    Route::RestoreStateVersion,
+    Route::LockEnvironment,
+    Route::UnlockEnvironment,
+    Route::FreezeGroup,
+    Route::UnfreezeGroup,
+];
+
+impl Route {
+    /// Whether a success of this route publishes `sortie.configuration.changed`: every
+    /// audited route that changes configuration.
+    pub fn configures(self) -> bool {
+        self.audited() && !NOT_CONFIGURATION.contains(&self)
+    }
+}
+
 /// Runs an audited route's handler inside its audit scope: the action, the target and
 /// the request, the actor and organisation named by its authorisation, the body's digest
-/// by its body extractor.
-pub(crate) async fn scope(route: Route, request: Request, next: Next) -> Response {
+/// by its body extractor. A change to configuration that wrote its entry then publishes
+/// `sortie.configuration.changed` (for the group it was authorised on).
+pub(crate) async fn scope(
+    State(state): State<AppState>,
+    route: Route,
+    request: Request,
+    next: Next,
+) -> Response {
     let headers = request.headers();
     let text = |v: Option<&axum::http::HeaderValue>| {
         v.and_then(|v| v.to_str().ok())
@@ -75,7 +104,35 @@ pub(crate) async fn scope(route: Route, request: Request, next: Next) -> Respons
         before: text(headers.get(IF_MATCH)),
         ..Draft::default()
     };
-    AuditScope::new(draft).run(next.run(request)).await
+    let scope = AuditScope::new(draft);
+    let response = scope.run(next.run(request)).await;
+    if route.configures() && response.status().is_success() {
+        if let Some(entry) = scope.written() {
+            let group = scope.group().unwrap_or_default();
+            let detail = serde_json::json!({
+                "group": group,
+                "org": entry.org,
+                "action": entry.action,
+                "target": entry.target,
+                "by": entry.actor.subject,
+                "entry": entry.id,
+            });
+            let resource = format!("sortie:audit/{}/{}", entry.org, entry.id);
+            if let Err(e) = state
+                .jobs
+                .bus
+                .publish(
+                    sortie_core::notify::CONFIGURATION_CHANGED,
+                    &resource,
+                    detail,
+                )
+                .await
+            {
+                tracing::warn!(error = %e, action = %entry.action, "configuration.changed not published");
+            }
+        }
+    }
+    response
 }
 
 /// The query of the audit listing.

@@ -31,9 +31,10 @@ pub(crate) fn build(state: AppState) -> axum::Router {
         let (_, handler) = route.declaration();
         // An audited route runs in its audit scope: the store writes its entry with the change.
         let handler = if route.audited() {
-            handler.layer(axum::middleware::from_fn(move |request, next| {
-                super::audit::scope(route, request, next)
-            }))
+            handler.layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                move |state, request, next| super::audit::scope(state, route, request, next),
+            ))
         } else {
             handler
         };

@@ -884,3 +884,69 @@ async fn an_entry_names_the_actor_the_target_the_user_agent_and_the_bodys_digest
     );
     assert!(updated.id > created.id, "ids sort by time");
 }
+
+/// A change to configuration publishes `sortie.configuration.changed` for the group it was
+/// authorised on, naming the action, the target, who and the entry; a refused change and
+/// a decision (a lock, a submit) publish none.
+#[tokio::test]
+async fn a_configuration_change_is_published_and_a_refusal_or_a_lock_is_not() {
+    let api = Api::new().await;
+    let changed = || {
+        api.world
+            .fakes()
+            .bus
+            .published()
+            .into_iter()
+            .filter(|e| e.detail_type == sortie_core::notify::CONFIGURATION_CHANGED)
+            .collect::<Vec<_>>()
+    };
+    let runner = local_runner();
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/payments/-/runners/local",
+            Some(runner),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let events = changed();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let detail = &events[0].detail;
+    assert_eq!(detail["group"], "acme/payments");
+    assert_eq!(detail["org"], "acme");
+    assert_eq!(detail["action"], "create_runner");
+    assert_eq!(detail["target"], "/v1/groups/acme/payments/-/runners/local");
+    assert_eq!(detail["by"], "admin");
+    let entry = detail["entry"].as_str().unwrap();
+    assert_eq!(events[0].resource, format!("sortie:audit/acme/{entry}"));
+
+    // Refused (it exists): nothing.
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/groups/acme/payments/-/runners/local",
+            Some(runner),
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    assert_eq!(changed().len(), 1);
+
+    // A lock has its own event.
+    crate::common::seed_org(&api, "acme").await;
+    let before = changed().len();
+    api.create_env("acme", "web", "development").await;
+    assert_eq!(
+        changed().len(),
+        before + 1,
+        "an environment's creation is configuration"
+    );
+    let r = api
+        .as_admin(
+            "POST",
+            "/v1/environments/acme/web/-/lock",
+            Some(r#"{"reason":"freeze"}"#),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(changed().len(), before + 1, "a lock is not");
+}

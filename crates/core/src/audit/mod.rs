@@ -94,9 +94,9 @@ pub fn id_bound(at: DateTime<Utc>) -> String {
 /// A new entry id made at `at`: sorts after every id of an earlier millisecond.
 pub fn new_id_at(at: DateTime<Utc>) -> String {
     let ms = u64::try_from(at.timestamp_millis()).unwrap_or(0);
-    let mut random = [0u8; 16];
-    getrandom::fill(&mut random).expect("the OS random source is available");
-    ulid::Ulid::from_parts(ms, u128::from_le_bytes(random))
+    // A ULID's 80 random bits, from the one read of the OS random source.
+    let random = u128::from_str_radix(&crate::tokens::random_hex(10), 16).unwrap_or(0);
+    ulid::Ulid::from_parts(ms, random)
         .to_string()
         .to_lowercase()
 }
