@@ -28,7 +28,9 @@ Chromium (scripts/console_browser.py):
 8. the group page's notifications: bob sees a destination given up on, redelivers its
    delivery once the receiver answers and sends a test; carol reads and sends nothing
    (console_notify.py);
-9. no page logs a console error or a CSP violation.
+9. alice (an owner) reads acme's audit trail from the group page, filters it by action and
+   verifies its chain in the browser; carol has no link and is refused (console_audit.py);
+10. no page logs a console error or a CSP violation.
 
 Figures (printed; BENCHMARKS.md records them): the job page's first contentful paint on fresh
 loads (p50/max), the delay between a log line's printing and its appearance (p50/p99/max),
@@ -60,6 +62,7 @@ from console_scenario import (  # noqa: E402
 from console_review import ALLOWED as REVIEW_ALLOWED, review  # noqa: E402
 from console_vcs import ALLOWED as VCS_ALLOWED, pull_requests  # noqa: E402
 from console_notify import notifications  # noqa: E402
+from console_audit import ALLOWED as AUDIT_ALLOWED, audit  # noqa: E402
 from e2e_common import ROOT, Api, pct, start_dev  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -472,7 +475,8 @@ def run(args, c):
     step(f"starting sortie dev --user alice --user bob --user carol (Terraform {tf}; work {work})")
     dev, admin = start_dev(args.sortie, work, stamp, args.runner, log_name="sortie-dev.log",
                            env={"SORTIE_TERRAFORM": tf}, timeout=90,
-                           extra=("--user", "alice", "--user", "bob", "--user", "carol", "--sweep-every", "2"))
+                           extra=("--user", "alice", "--user", "bob", "--user", "carol", "--sweep-every", "2",
+                                  "--audit-settle", "1"))
     state = {"dev": dev, "browser": None}
     try:
         ready = json.load(open(os.path.join(work, "ready.json")))
@@ -516,9 +520,11 @@ def run(args, c):
         step("carol: no runner check, a denied apply's diff, policies in force, jobs' summaries, the approve dialog's facts")
         notifications(b, c, admin, users, shots, safety, sign_in, sign_out)
         step("bob redelivered a given-up delivery and sent a test; carol reads and sends nothing")
+        audit(b, c, admin, users, shots, safety, sign_in, sign_out)
+        step("alice read, filtered and verified acme's audit trail; carol has no link and is refused")
         fcps = first_paints(b, jid, args.loads)
         total, files = asset_sizes(b, base)
-        problems = b.problems(allowed=[WRONG_TOKEN_401, *VCS_ALLOWED, *REVIEW_ALLOWED])
+        problems = b.problems(allowed=[WRONG_TOKEN_401, *VCS_ALLOWED, *REVIEW_ALLOWED, *AUDIT_ALLOWED])
         c.check(not problems, "browser log has errors or CSP violations:\n  " + "\n  ".join(problems))
         figures(args, c, fcps, latencies, total, files)
     except (AssertionError, Timeout):

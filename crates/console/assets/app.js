@@ -1,6 +1,6 @@
 // The console's entry: a hash router, the header (who is signed in, sign out) and the
 // pages. No token: the sign-in page. Routes: #/ (tree), #/env/<path>, #/jobs/<id>,
-// #/groups/<path>, #/signin.
+// #/groups/<path>, #/audit/<org>, #/signin.
 import { html, render, useEffect, useState } from './vendor/preact-htm-standalone.js';
 import { ApiError } from './api.js';
 import { config, token, signOut, whoami, signInWithToken, signInOidc, completeOidcRedirect, takeNotice } from './auth.js';
@@ -9,6 +9,7 @@ import { TreePage } from './pages/tree.js';
 import { EnvPage } from './pages/env.js';
 import { GroupPage } from './pages/group.js';
 import { JobPage } from './pages/job.js';
+import { AuditPage } from './pages/audit.js';
 
 const BACK_KEY = 'sortie.back';
 
@@ -129,6 +130,8 @@ function Page({ route }) {
       return html`<${GroupPage} key=${route.path} group=${route.path} />`;
     case 'job':
       return html`<${JobPage} key=${route.id} id=${route.id} />`;
+    case 'audit':
+      return html`<${AuditPage} key=${route.org} org=${route.org} params=${route.params} />`;
     default:
       return html`<${Missing} />`;
   }

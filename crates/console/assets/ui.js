@@ -241,6 +241,7 @@ export function parseRoute(hash) {
   if (path === '/signin') return { name: 'signin', params };
   if (path.startsWith('/env/')) return { name: 'env', path: decodeSegments(path.slice(5)), params };
   if (path.startsWith('/jobs/')) return { name: 'job', id: decodeSegments(path.slice(6)), params };
+  if (path.startsWith('/audit/')) return { name: 'audit', org: decodeSegments(path.slice(7)) || '-', params };
   if (path === '/groups' || path.startsWith('/groups/')) {
     const g = decodeSegments(path.slice(8));
     return { name: 'group', path: g === '-' ? '' : g, params };

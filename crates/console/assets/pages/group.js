@@ -4,6 +4,7 @@ import { html, useState } from '../vendor/preact-htm-standalone.js';
 import { api, groupSegment } from '../api.js';
 import { whoami } from '../auth.js';
 import { Notifications } from './group_notify.js';
+import { auditHref } from './audit.js';
 import { t, ErrorBanner, Ticked, Time, groupHref, valueText, useLoad, cls, may, manageAction, ACTION_ROLE } from '../ui.js';
 
 /**
@@ -145,7 +146,8 @@ export function GroupPage({ group }) {
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Environments</a>
       ${parts.slice(0, -1).map((_, i) => html` / <a href=${groupHref(parts.slice(0, i + 1).join('/'))}>${t(parts[i])}</a>`)} /</nav>
     <div class="page-head"><h1>${group ? t(group) : '(root group)'}</h1>
-      <a href=${`#/?org=${encodeURIComponent(parts[0] || '')}&q=${encodeURIComponent(group)}`}>Its environments</a></div>
+      <a href=${`#/?org=${encodeURIComponent(parts[0] || '')}&q=${encodeURIComponent(group)}`}>Its environments</a>
+      ${parts.length <= 1 && viewer.data && may(viewer.data.memberships, 'administer', group) && html` <a data-test="audit-link" href=${auditHref(parts[0] || '-')}>Audit trail</a>`}</div>
     <div class="grid">
       <${Runners} state=${runners} me=${viewer.data} />
       <${Rules} group=${group} />

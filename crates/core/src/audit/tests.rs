@@ -155,3 +155,23 @@ fn a_broken_link_says_which_entry_in_words() {
         "entry 1 (no longer readable) was edited after it was sealed"
     );
 }
+
+/// The first link of `acme`'s chain over one fixed entry, pinned: the console's verifier
+/// (crates/console/js-tests/audit.test.mjs) checks the same figures, so both compute the
+/// same chain.
+#[test]
+fn the_first_link_is_pinned_for_every_verifier() {
+    let seals = seal("acme", None, &["{\"id\":\"01j1\"}"]);
+    assert_eq!(
+        genesis("acme"),
+        "71a2b9f5f6119bdc60b1c437912df66aaa94b01b53c4b9d05cf8d52255dbd049"
+    );
+    assert_eq!(
+        seals[0].digest,
+        "21d6634963750e944a45cb9ff64971724e016666511cce0364bcc7db365b8a2c"
+    );
+    assert_eq!(
+        seals[0].hash,
+        "703ddf263661aaa67b5b0a5b3ca62abca7eb06e2917d484a6d4b06bea1af76ba"
+    );
+}
