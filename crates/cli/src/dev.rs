@@ -61,6 +61,14 @@ pub struct DevArgs {
     /// EventBridge bus for `sortie.job.completed`.
     #[arg(long, default_value = "sortie-dev")]
     bus: String,
+    /// S3 bucket the audit trail is exported to, made with Object Lock in compliance mode
+    /// (objects kept a day here; not kept in the data directory's snapshots).
+    #[arg(long, default_value = "sortie-dev-audit")]
+    audit_bucket: String,
+    /// Minutes between an organisation's audit exports (AWS: the template's
+    /// `AuditExportMinutes`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1440))]
+    audit_export_minutes: u32,
     /// The `sortie-pilot` binary local runners start (default: next to this binary).
     #[arg(long, env = "SORTIE_RUNNER_BINARY")]
     runner: Option<PathBuf>,
@@ -282,6 +290,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         jobs_queue_url: queue_url.clone(),
         bus_name: args.bus.clone(),
         bucket: Some(args.bucket.clone()),
+        audit_bucket: Some(args.audit_bucket.clone()),
         api_url: url.clone(),
         admin_subjects: vec![],
         // Pull requests queue in memory here (below), not on SQS.
@@ -291,6 +300,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             agent_silence: chrono::Duration::seconds(args.agent_silence.max(1)),
             agent_stop_grace: chrono::Duration::seconds(args.agent_silence.clamp(1, 60)),
             audit_settle: chrono::Duration::seconds(i64::from(args.audit_settle)),
+            audit_export_every: chrono::Duration::minutes(i64::from(args.audit_export_minutes)),
             ..Default::default()
         },
         // The console at `<url>/` signs in with the tokens printed below.
@@ -356,6 +366,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .await
             .context("creating the bucket")?;
     }
+    sortie_store::S3AuditArchive::new(s3.clone(), args.audit_bucket.clone())
+        .ensure_bucket(1)
+        .await
+        .context("creating the audit bucket")?;
     if let Some(world) = &world {
         if world.table != args.table {
             tracing::warn!(snapshot = %world.table, table = %args.table, "the snapshot was taken of another table; restoring it into this one");

@@ -57,7 +57,7 @@ pub use ecs_event::{EcsContainer, EcsTaskStateChange};
 pub use end::{EndReport, How};
 pub use engine::{
     redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
-    SweepSettings, AUDIT_SEALS,
+    SweepSettings, AUDIT_EXPORTS, AUDIT_SEALS,
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use gate::PolicyGate;

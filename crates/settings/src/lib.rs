@@ -19,6 +19,12 @@ pub const PULL_QUEUE_URL: &str = "SORTIE_PULL_QUEUE_URL";
 /// URL of the notify queue (SQS): the bus's events for notification destinations, and the
 /// deliveries they fan out to. Required for `notify`.
 pub const NOTIFY_QUEUE_URL: &str = "SORTIE_NOTIFY_QUEUE_URL";
+/// The audit trail's archive: an S3 bucket with Object Lock in compliance mode, where the
+/// sweeper exports each organisation's sealed entries (required for `sweeper`).
+pub const AUDIT_BUCKET: &str = "SORTIE_AUDIT_BUCKET";
+/// How many minutes apart an organisation's audit exports are (optional; read by
+/// `sweeper`; 15 when unset).
+pub const AUDIT_EXPORT_MINUTES: &str = "SORTIE_AUDIT_EXPORT_MINUTES";
 /// Enables the local development identity when set to `1`. Never set in AWS: the template test checks.
 pub const DEV_IDENTITY: &str = "SORTIE_DEV_IDENTITY";
 /// Comma-separated JWT subjects that are system administrators (optional; read by `api`).
@@ -95,8 +101,16 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
     FunctionEnv {
         name: "sweeper",
         logical_id: "SweeperFunction",
-        required: &[TABLE, JOBS_QUEUE_URL, API_URL, BUS_NAME, BUCKET],
-        optional: &[],
+        // The audit bucket: the sweeper seals the audit trail and exports it there.
+        required: &[
+            TABLE,
+            JOBS_QUEUE_URL,
+            API_URL,
+            BUS_NAME,
+            BUCKET,
+            AUDIT_BUCKET,
+        ],
+        optional: &[AUDIT_EXPORT_MINUTES],
     },
     FunctionEnv {
         name: "pulls",

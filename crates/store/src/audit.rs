@@ -288,6 +288,191 @@ pub trait AuditStore: Send + Sync {
     /// change that is not a write of the table (a running job's cancel is a message to
     /// its queue), written before that change is made. Outside a scope it does nothing.
     async fn record_audit(&self) -> Result<(), StoreError>;
+
+    /// Copies the sealed entries not yet exported to the store's archive (an S3 bucket
+    /// under Object Lock), one object per organisation whose last export is at least
+    /// `every` old: its entries in sequence as JSON lines, then its head. At most
+    /// `max_orgs` organisations a call; each on its own (a failure is counted, the others
+    /// go on). A store without an archive exports nothing.
+    async fn export_audit(
+        &self,
+        now: DateTime<Utc>,
+        every: chrono::Duration,
+        max_orgs: u32,
+    ) -> Result<Exported, StoreError>;
+}
+
+/// What one [`AuditStore::export_audit`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exported {
+    /// Objects written.
+    pub objects: usize,
+    /// Entries in them.
+    pub entries: usize,
+    /// Organisations whose export failed (tried again next time).
+    pub errors: usize,
+}
+
+/// The most pages of 1,000 entries one organisation's export reads.
+pub const MAX_EXPORT_PAGES: usize = 50;
+
+/// Where the audit trail's exports are kept: write-once objects.
+#[async_trait]
+pub trait AuditArchive: Send + Sync + std::fmt::Debug {
+    /// Writes the object `key`.
+    async fn put_export(&self, key: &str, body: Vec<u8>) -> Result<(), StoreError>;
+}
+
+/// The key of an export: `audit/<org>/<first seq>-<last seq>.jsonl`, zero-padded so keys
+/// sort as the chain does.
+pub fn export_key(org: &str, first: u64, last: u64) -> String {
+    format!("audit/{org}/{first:012}-{last:012}.jsonl")
+}
+
+/// An export's body: one line per entry (`{"stored": …, "seal": …}`), in sequence, then
+/// the head (`{"head": …}`).
+pub fn export_body(records: &[AuditRecord], head: &Seal) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in records {
+        let line = serde_json::json!({ "stored": r.body, "seal": r.seal });
+        out.extend(line.to_string().into_bytes());
+        out.push(b'\n');
+    }
+    out.extend(serde_json::json!({ "head": head }).to_string().into_bytes());
+    out.push(b'\n');
+    out
+}
+
+/// The sealed entries of `found` numbered `after + 1 ..= head.seq`, in sequence; `None`
+/// when one is missing (not yet readable: the next export takes them).
+pub(crate) fn export_range(
+    found: Vec<AuditRecord>,
+    after: u64,
+    head: &Seal,
+) -> Option<Vec<AuditRecord>> {
+    let mut picked: Vec<AuditRecord> = found
+        .into_iter()
+        .filter(|r| {
+            r.seal
+                .as_ref()
+                .is_some_and(|s| s.seq > after && s.seq <= head.seq)
+        })
+        .collect();
+    picked.sort_by_key(|r| r.seal.as_ref().map(|s| s.seq));
+    picked.dedup_by_key(|r| r.seal.as_ref().map(|s| s.seq));
+    (picked.len() as u64 == head.seq - after).then_some(picked)
+}
+
+/// The audit archive in memory: every object written, by key.
+#[derive(Debug, Default)]
+pub struct MemoryAuditArchive {
+    objects: Mutex<std::collections::BTreeMap<String, Vec<u8>>>,
+}
+
+impl MemoryAuditArchive {
+    /// Every object written so far, by key.
+    pub fn objects(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[async_trait]
+impl AuditArchive for MemoryAuditArchive {
+    async fn put_export(&self, key: &str, body: Vec<u8>) -> Result<(), StoreError> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), body);
+        Ok(())
+    }
+}
+
+/// The audit archive in S3: a bucket with Object Lock in compliance mode (its default
+/// retention applies to every object; S3 refuses a put to such a bucket without a
+/// checksum, so each carries its SHA-256).
+#[derive(Debug, Clone)]
+pub struct S3AuditArchive {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl S3AuditArchive {
+    /// The archive in `bucket`.
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+
+    /// Creates the bucket with Object Lock in compliance mode, each object kept
+    /// `retention_days`, if it does not exist (`sortie dev`; the SAM template makes
+    /// AWS's).
+    pub async fn ensure_bucket(&self, retention_days: i32) -> Result<(), StoreError> {
+        use aws_sdk_s3::types::{
+            DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
+            ObjectLockRule,
+        };
+        if self
+            .client
+            .head_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        self.client
+            .create_bucket()
+            .bucket(&self.bucket)
+            .object_lock_enabled_for_bucket(true)
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("s3", e))?;
+        let rule = ObjectLockRule::builder()
+            .default_retention(
+                DefaultRetention::builder()
+                    .mode(ObjectLockRetentionMode::Compliance)
+                    .days(retention_days.max(1))
+                    .build(),
+            )
+            .build();
+        self.client
+            .put_object_lock_configuration()
+            .bucket(&self.bucket)
+            .object_lock_configuration(
+                ObjectLockConfiguration::builder()
+                    .object_lock_enabled(ObjectLockEnabled::Enabled)
+                    .rule(rule)
+                    .build(),
+            )
+            .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Sha256)
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("s3", e))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl AuditArchive for S3AuditArchive {
+    async fn put_export(&self, key: &str, body: Vec<u8>) -> Result<(), StoreError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/x-ndjson")
+            .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Sha256)
+            .body(body.into())
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("s3", e))?;
+        Ok(())
+    }
 }
 
 /// The time an id was made, for the settle window.

@@ -41,7 +41,10 @@ use sortie_core::{
 pub use artifacts::{
     Artifacts, ObjectInfo, ObjectPage, PageFrom, PresignedPut, S3Artifacts, MAX_LIST_PAGE,
 };
-pub use audit::{AuditPage, AuditRange, AuditRecord, AuditStore};
+pub use audit::{
+    AuditArchive, AuditPage, AuditRange, AuditRecord, AuditStore, Exported, MemoryAuditArchive,
+    S3AuditArchive,
+};
 pub use dynamo::DynamoStore;
 pub use error::StoreError;
 pub use expiry::{ExpiryEntry, ExpiryPage, ExpiryStore, MAX_EXPIRY_PAGE};

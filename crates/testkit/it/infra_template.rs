@@ -965,12 +965,13 @@ fn the_http_api_verifies_jwts_logs_and_throttles() {
 fn the_bucket_is_private_versioned_encrypted_tls_only_and_expires_logs() {
     let t = control_plane();
     let buckets = resources_of_type(&t, "AWS::S3::Bucket");
-    assert_eq!(buckets.len(), 1);
-    let (id, bucket) = buckets[0];
     assert_eq!(
-        ref_target(function_env(&t, "ApiFunction")[BUCKET]),
-        Some(id)
+        buckets.len(),
+        2,
+        "the artifacts bucket and the audit bucket"
     );
+    let id = ref_target(function_env(&t, "ApiFunction")[BUCKET]).expect("the api's bucket");
+    let bucket = resource(&t, id);
     let p = at(bucket, &["Properties"]);
     assert_eq!(
         string(at(p, &["VersioningConfiguration", "Status"]), "versioning"),
@@ -1005,6 +1006,73 @@ fn the_bucket_is_private_versioned_encrypted_tls_only_and_expires_logs() {
         "logs/ must expire"
     );
     assert_tls_only(&t, "AWS::S3::BucketPolicy", id);
+}
+
+/// The audit bucket keeps every export under Object Lock in compliance mode for the
+/// retention parameter's days; it is versioned (Object Lock needs it), private and TLS
+/// only; the sweeper, its one writer, may only put objects under `audit/`; and no role may
+/// delete an object, change a retention or bypass one.
+#[test]
+fn the_audit_bucket_is_write_once_for_its_retention_and_only_the_sweeper_writes() {
+    let t = control_plane();
+    let id = ref_target(function_env(&t, "SweeperFunction")["SORTIE_AUDIT_BUCKET"])
+        .expect("the sweeper's audit bucket");
+    assert_eq!(id, "AuditBucket");
+    let p = at(resource(&t, id), &["Properties"]);
+    assert_eq!(at(p, &["ObjectLockEnabled"]).as_bool(), Some(true));
+    let rule = at(p, &["ObjectLockConfiguration", "Rule", "DefaultRetention"]);
+    assert_eq!(string(at(rule, &["Mode"]), "mode"), "COMPLIANCE");
+    assert_eq!(ref_target(at(rule, &["Days"])), Some("AuditRetentionDays"));
+    assert_eq!(
+        ref_target(function_env(&t, "SweeperFunction")["SORTIE_AUDIT_EXPORT_MINUTES"]),
+        Some("AuditExportMinutes")
+    );
+    assert_eq!(
+        string(at(p, &["VersioningConfiguration", "Status"]), "versioning"),
+        "Enabled"
+    );
+    for flag in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(
+            at(p, &["PublicAccessBlockConfiguration", flag]).as_bool(),
+            Some(true),
+            "{flag}"
+        );
+    }
+    assert_tls_only(&t, "AWS::S3::BucketPolicy", id);
+    let writes: Vec<(String, Vec<String>)> = all_statements(&t)
+        .into_iter()
+        .filter(|(_, st)| st.get("Effect").and_then(Value::as_str) == Some("Allow"))
+        .filter(|(_, st)| format!("{:?}", st.get("Resource")).contains("AuditBucket"))
+        .map(|(path, st)| (path.clone(), statement_actions(&st, &path)))
+        .collect();
+    assert_eq!(
+        writes.len(),
+        1,
+        "one statement names the audit bucket: {writes:?}"
+    );
+    assert!(writes[0].0.contains("SweeperRole"), "{writes:?}");
+    assert_eq!(writes[0].1, ["s3:PutObject"]);
+    for (path, st) in all_statements(&t) {
+        for action in statement_actions(&st, &path) {
+            assert!(
+                ![
+                    "s3:DeleteObject",
+                    "s3:DeleteObjectVersion",
+                    "s3:PutObjectRetention",
+                    "s3:BypassGovernanceRetention",
+                    "s3:PutBucketObjectLockConfiguration"
+                ]
+                .contains(&action.as_str())
+                    || !format!("{:?}", st.get("Resource")).contains("AuditBucket"),
+                "{path}: {action} on the audit bucket"
+            );
+        }
+    }
 }
 
 /// A bucket policy of `ty` on `bucket` denies every request without TLS.

@@ -57,6 +57,8 @@ pub struct Resources {
     pub console: sortie_api::ConsoleConfig,
     /// The KMS keys job identity tokens are signed with; `None`: no tokens.
     pub identity: Option<IdentityKeys>,
+    /// The audit trail's archive bucket (Object Lock), for the function that exports it.
+    pub audit_bucket: Option<String>,
 }
 
 /// The issuer's KMS keys and its tokens' lifetime; the issuer's URL is
@@ -113,7 +115,15 @@ impl Resources {
                 .filter(|s| !s.is_empty())
                 .collect(),
             pull_queue_url: read(sortie_settings::PULL_QUEUE_URL),
-            sweep: SweepSettings::default(),
+            sweep: SweepSettings {
+                audit_export_every: read(sortie_settings::AUDIT_EXPORT_MINUTES)
+                    .and_then(|m| m.trim().parse::<i64>().ok())
+                    .filter(|m| *m > 0)
+                    .map(chrono::Duration::minutes)
+                    .unwrap_or(SweepSettings::default().audit_export_every),
+                ..SweepSettings::default()
+            },
+            audit_bucket: read(sortie_settings::AUDIT_BUCKET),
             console: console_config(function),
             identity: read(sortie_settings::IDENTITY_KEY).map(|signing| IdentityKeys {
                 signing,
@@ -258,6 +268,16 @@ pub struct AwsParts {
     pub parts: Parts,
 }
 
+/// An S3 client: path-style addressing only against a local S3 (moto); AWS wants virtual
+/// hosts.
+fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(config)
+            .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
+            .build(),
+    )
+}
+
 /// Builds the AWS parts for `resources`. `local` adds the `local` runner type's
 /// launcher (only `sortie dev` has one); `ecs-fargate` runners always get `EcsLauncher`,
 /// and `eks` runners `EksLauncher`.
@@ -273,10 +293,17 @@ pub fn aws_parts(
         dynamodb = dynamodb.interceptor(job_header::JobHeader);
         sqs = sqs.interceptor(job_header::JobHeader);
     }
-    let store = Arc::new(DynamoStore::new(
+    let mut store = DynamoStore::new(
         aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
         &resources.table,
-    ));
+    );
+    if let Some(bucket) = &resources.audit_bucket {
+        store = store.with_audit_archive(Arc::new(sortie_store::S3AuditArchive::new(
+            s3_client(config),
+            bucket.clone(),
+        )));
+    }
+    let store = Arc::new(store);
     let queue = Arc::new(SqsJobQueue::new(
         aws_sdk_sqs::Client::from_conf(sqs.build()),
         &resources.jobs_queue_url,
@@ -287,12 +314,7 @@ pub fn aws_parts(
         local: local.map(|l| Arc::new(l) as Arc<dyn Launcher>),
     };
     let artifacts = resources.bucket.as_ref().map(|bucket| {
-        // Path-style addressing only against a local S3 (moto): AWS wants virtual hosts.
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(config)
-                .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
-                .build(),
-        );
+        let s3 = s3_client(config);
         // Presigned URLs live no longer than these credentials (a role session's die with it).
         Arc::new(
             S3Artifacts::new(s3, bucket.clone())

@@ -101,6 +101,69 @@ fn changes_are_recorded_sealed_listed_and_a_flipped_byte_is_named() {
         .collect();
     assert_eq!(seqs, [5, 4, 3, 2, 1]);
 
+    // Exported to the archive (Object Lock, compliance mode): the five entries as stored,
+    // in sequence, then the head; S3 refuses to delete it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = "audit/acme/000000000001-000000000005.jsonl";
+    let (body, version) = rt.block_on(async {
+        let config = sortie_testkit::sdk_config().await;
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&config)
+                .force_path_style(true)
+                .build(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let object = loop {
+            match s3
+                .get_object()
+                .bucket(&dev.audit_bucket)
+                .key(key)
+                .send()
+                .await
+            {
+                Ok(o) => break o,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "never exported: {e:?}");
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+        };
+        let version = object.version_id.clone().unwrap_or_default();
+        let body = object.body.collect().await.unwrap().into_bytes().to_vec();
+        let refused = s3
+            .delete_object()
+            .bucket(&dev.audit_bucket)
+            .key(key)
+            .version_id(&version)
+            .send()
+            .await;
+        let code = refused.err().and_then(|e| {
+            use aws_sdk_s3::error::ProvideErrorMetadata;
+            e.into_service_error().code().map(String::from)
+        });
+        assert_eq!(
+            code.as_deref(),
+            Some("AccessDenied"),
+            "a locked export cannot be deleted"
+        );
+        (String::from_utf8(body).unwrap(), version)
+    });
+    assert!(!version.is_empty(), "the archive is versioned");
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6, "{body}");
+    for (i, line) in lines[..5].iter().enumerate() {
+        assert_eq!(line["seal"]["seq"], i as u64 + 1);
+        let listed = entries
+            .iter()
+            .find(|e| e["seal"]["seq"] == i as u64 + 1)
+            .unwrap();
+        assert_eq!(line["stored"], listed["stored"], "exported as stored");
+    }
+    assert_eq!(lines[5]["head"]["seq"], 5);
+
     // The human form names the action and the actor.
     let text = common::sortie(
         &dev,
@@ -119,7 +182,6 @@ fn changes_are_recorded_sealed_listed_and_a_flipped_byte_is_named() {
     let at = bytes.len() / 2;
     bytes[at] = if bytes[at] == b'a' { b'b' } else { b'a' };
     let flipped = String::from_utf8(bytes).unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let config = sortie_testkit::sdk_config().await;
         aws_sdk_dynamodb::Client::new(&config)

@@ -2,7 +2,10 @@
 //! [`SweepSettings::audit_settle`] ago (a minute by default) and
 //! not yet sealed are sealed into their organisation's chain, oldest first, at most
 //! [`AUDIT_SEALS`] a pass. Each organisation on its own: one that fails is counted and the
-//! others go on; what is left is sealed by the next pass.
+//! others go on; what is left is sealed by the next pass. Then each organisation whose
+//! sealed entries were last exported [`SweepSettings::audit_export_every`] ago or more has
+//! them exported to the store's archive (an S3 bucket under Object Lock), at most
+//! [`AUDIT_EXPORTS`] organisations a pass.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +14,9 @@ use sortie_store::audit::MAX_SEAL_BATCH;
 
 /// The most entries one pass seals.
 pub const AUDIT_SEALS: u32 = 500;
+
+/// The most organisations one pass exports.
+pub const AUDIT_EXPORTS: u32 = 25;
 
 impl Engine {
     /// Seals the settled entries ([`SweepSettings::audit_settle`]) of every organisation, counting them in
@@ -40,6 +46,21 @@ impl Engine {
                         break;
                     }
                 }
+            }
+        }
+        match self
+            .jobs
+            .store
+            .export_audit(now, self.settings.audit_export_every, AUDIT_EXPORTS)
+            .await
+        {
+            Ok(done) => {
+                report.audit_exported += done.entries;
+                report.errors += done.errors;
+            }
+            Err(e) => {
+                warn!(error = %e, "audit exports could not be listed; next pass tries again");
+                report.errors += 1;
             }
         }
     }

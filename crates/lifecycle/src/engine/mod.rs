@@ -32,7 +32,7 @@ mod steps;
 mod sweep;
 mod sweep_pass;
 
-pub use audit_sweep::AUDIT_SEALS;
+pub use audit_sweep::{AUDIT_EXPORTS, AUDIT_SEALS};
 pub use retry::redelivery_delay_seconds;
 pub use sweep_pass::{SweepReport, SweepResume, SweepSettings};
 

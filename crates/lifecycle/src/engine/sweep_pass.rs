@@ -27,6 +27,9 @@ pub struct SweepSettings {
     /// How old an audit entry must be before it is sealed into its chain: a change's
     /// transaction ends in seconds, so by then every entry with an earlier id is written.
     pub audit_settle: Duration,
+    /// How often each organisation's sealed audit entries are exported to the archive
+    /// (when the store has one).
+    pub audit_export_every: Duration,
 }
 
 impl Default for SweepSettings {
@@ -45,6 +48,7 @@ impl Default for SweepSettings {
                 sortie_core::agent_pool::DEFAULT_STOP_GRACE_SECONDS,
             ),
             audit_settle: Duration::seconds(60),
+            audit_export_every: Duration::minutes(15),
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct SweepReport {
     pub expiry_failures: usize,
     /// Audit entries sealed into their organisation's chain.
     pub audit_sealed: usize,
+    /// Audit entries exported to the archive.
+    pub audit_exported: usize,
 }
 
 impl SweepReport {
@@ -116,6 +122,7 @@ impl SweepReport {
             ("expiry_waiting", self.expiry_waiting),
             ("expiry_failures", self.expiry_failures),
             ("audit_sealed", self.audit_sealed),
+            ("audit_exported", self.audit_exported),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

@@ -6,18 +6,22 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::TransactWriteItem;
+use chrono::{DateTime, Utc};
 use sortie_core::audit::{entry_json, AuditEntry, Seal};
 
 use super::keys::key;
 use super::{n, s, DynamoStore, Item, TxOutcome};
 use crate::audit::{
-    AuditPage, AuditRange, AuditRecord, AuditStore, MAX_AUDIT_PAGE, MAX_SEAL_BATCH,
+    export_body, export_key, export_range, AuditPage, AuditRange, AuditRecord, AuditStore,
+    Exported, MAX_AUDIT_PAGE, MAX_EXPORT_PAGES, MAX_SEAL_BATCH,
 };
 use crate::error::aws;
 use crate::StoreError;
 
 /// The gsi3 partition of entries not sealed yet.
 const UNSEALED: &str = "AUDIT";
+/// The gsi3 partition of heads whose chain has sealed entries not exported yet.
+const EXPORT_DUE: &str = "AUDITEXPORT";
 const HEAD_SK: &str = "HEAD";
 
 fn audit_pk(org: &str) -> String {
@@ -54,6 +58,76 @@ fn record_of(item: &Item) -> Option<AuditRecord> {
 }
 
 impl DynamoStore {
+    /// Exports `org`'s entries `after + 1 ..= head.seq` and records it on the head: the
+    /// number of entries exported.
+    async fn export_one(
+        &self,
+        archive: &dyn crate::AuditArchive,
+        org: &str,
+        after: u64,
+        head: &Seal,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError> {
+        // The newest sealed entries are the ones to export: read newest first until found.
+        let mut found = Vec::new();
+        let mut range = AuditRange {
+            newest_first: true,
+            limit: MAX_AUDIT_PAGE,
+            ..AuditRange::default()
+        };
+        for _ in 0..MAX_EXPORT_PAGES {
+            let page = self.audit_page(org, &range).await?;
+            let reached = page
+                .records
+                .iter()
+                .any(|r| r.seal.as_ref().is_some_and(|s| s.seq <= after + 1));
+            found.extend(page.records);
+            match page.next {
+                Some(next) if !reached => range.after = Some(next),
+                _ => break,
+            }
+        }
+        let records = export_range(found, after, head).ok_or_else(|| StoreError::Aws {
+            service: "dynamodb",
+            message: format!(
+                "entries {} to {} of {org} not all read",
+                after + 1,
+                head.seq
+            ),
+            retryable: true,
+        })?;
+        archive
+            .put_export(
+                &export_key(org, after + 1, head.seq),
+                export_body(&records, head),
+            )
+            .await?;
+        // Caught up: out of the due list, unless the sealer moved the head meanwhile.
+        let key = key(audit_pk(org), HEAD_SK);
+        let values = HashMap::from([
+            (":seq".to_string(), n(head.seq)),
+            (":now".to_string(), s(now.to_rfc3339())),
+        ]);
+        let caught_up = self.update(
+            key.clone(),
+            "SET exported = :seq, exported_at = :now REMOVE gsi3pk, gsi3sk",
+            "seq = :seq",
+            values.clone(),
+            HashMap::new(),
+        );
+        if let TxOutcome::Cancelled(_) = self.transact_items(vec![caught_up]).await? {
+            let behind = self.update(
+                key,
+                "SET exported = :seq, exported_at = :now",
+                "attribute_not_exists(exported) OR exported < :seq",
+                values,
+                HashMap::new(),
+            );
+            self.transact_items(vec![behind]).await?;
+        }
+        Ok(records.len())
+    }
+
     /// The `Put` of an audit entry, for the change's transaction.
     pub(super) fn audit_put(&self, entry: &AuditEntry) -> TransactWriteItem {
         let mut item = key(audit_pk(&entry.org), &entry_sk(&entry.id));
@@ -161,7 +235,8 @@ impl AuditStore for DynamoStore {
         let (Some(first), Some(last)) = (ids.first(), ids.last()) else {
             return Ok(0);
         };
-        let head = self.audit_head(org).await?;
+        let head_item = self.get_item(key(audit_pk(org), HEAD_SK)).await?;
+        let head = head_item.as_ref().and_then(seal_of);
         // The entries, read at once (one consistent query over their range).
         let found = self
             .client
@@ -211,14 +286,22 @@ impl AuditStore for DynamoStore {
             })
             .collect();
         let last = seals.last().expect("one seal per picked entry");
-        let mut head_item = key(audit_pk(org), HEAD_SK);
-        head_item.insert("seq".into(), n(last.seq));
-        head_item.insert("digest".into(), s(last.digest.clone()));
-        head_item.insert("hash".into(), s(last.hash.clone()));
+        let mut next_head = key(audit_pk(org), HEAD_SK);
+        next_head.insert("seq".into(), n(last.seq));
+        next_head.insert("digest".into(), s(last.digest.clone()));
+        next_head.insert("hash".into(), s(last.hash.clone()));
+        // What was exported stays; the chain now has entries to export.
+        for kept in ["exported", "exported_at"] {
+            if let Some(v) = head_item.as_ref().and_then(|h| h.get(kept)) {
+                next_head.insert(kept.into(), v.clone());
+            }
+        }
+        next_head.insert("gsi3pk".into(), s(EXPORT_DUE));
+        next_head.insert("gsi3sk".into(), s(org));
         items.push(match &head {
-            None => self.put(head_item, "attribute_not_exists(pk)"),
+            None => self.put(next_head, "attribute_not_exists(pk)"),
             Some(h) => self.put_with(
-                head_item,
+                next_head,
                 "seq = :prev",
                 HashMap::from([(":prev".to_string(), n(h.seq))]),
             ),
@@ -236,6 +319,57 @@ impl AuditStore for DynamoStore {
             self.transact(Vec::new()).await?;
         }
         Ok(())
+    }
+
+    async fn export_audit(
+        &self,
+        now: DateTime<Utc>,
+        every: chrono::Duration,
+        max_orgs: u32,
+    ) -> Result<Exported, StoreError> {
+        let Some(archive) = &self.archive else {
+            return Ok(Exported::default());
+        };
+        let heads = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("gsi3")
+            .key_condition_expression("gsi3pk = :p")
+            .expression_attribute_values(":p", s(EXPORT_DUE))
+            .limit(i32::try_from(max_orgs.max(1)).unwrap_or(100))
+            .send()
+            .await
+            .map_err(|e| aws("dynamodb", e))?
+            .items
+            .unwrap_or_default();
+        let mut done = Exported::default();
+        for item in heads {
+            let (Some(org), Some(head)) = (text(&item, "gsi3sk"), seal_of(&item)) else {
+                continue;
+            };
+            let after = number(&item, "exported").unwrap_or(0);
+            let last_at = text(&item, "exported_at")
+                .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+                .map(|t| t.with_timezone(&Utc));
+            if last_at.is_some_and(|at| now - at < every) {
+                continue;
+            }
+            match self
+                .export_one(archive.as_ref(), &org, after, &head, now)
+                .await
+            {
+                Ok(n) => {
+                    done.objects += 1;
+                    done.entries += n;
+                }
+                Err(e) => {
+                    tracing::warn!(org, error = %e, "audit export failed; tried again next pass");
+                    done.errors += 1;
+                }
+            }
+        }
+        Ok(done)
     }
 
     async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError> {

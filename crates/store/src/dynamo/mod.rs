@@ -49,6 +49,8 @@ pub struct DynamoStore {
     /// The `Limit` of each page of the gsi4 environment listings; `None` lets DynamoDB fill
     /// its 1 MB pages.
     page_size: Option<i32>,
+    /// Where the audit trail is exported, when anywhere.
+    archive: Option<std::sync::Arc<dyn crate::AuditArchive>>,
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -119,7 +121,14 @@ impl DynamoStore {
             client,
             table: table.into(),
             page_size: None,
+            archive: None,
         }
+    }
+
+    /// The same store, exporting its audit trail to `archive`.
+    pub fn with_audit_archive(mut self, archive: std::sync::Arc<dyn crate::AuditArchive>) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// The same store, reading the environment listings (gsi4) `n` items a page: for tests

@@ -4,10 +4,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sortie_core::audit::{entry_json, Seal};
 
 use super::{MemoryStore, State};
-use crate::audit::{self, AuditPage, AuditRange, AuditRecord, AuditStore, MAX_AUDIT_PAGE};
+use crate::audit::{
+    self, export_body, export_key, export_range, AuditPage, AuditRange, AuditRecord, AuditStore,
+    Exported, MAX_AUDIT_PAGE,
+};
 use crate::StoreError;
 
 /// The entries and the heads.
@@ -17,6 +21,8 @@ pub(super) struct AuditState {
     entries: BTreeMap<(String, String), AuditRecord>,
     /// By organisation: the last seal.
     heads: HashMap<String, Seal>,
+    /// By organisation: the last sequence number exported, and when.
+    exported: HashMap<String, (u64, DateTime<Utc>)>,
 }
 
 impl State {
@@ -38,6 +44,12 @@ impl State {
 }
 
 impl MemoryStore {
+    /// The same store, exporting its audit trail to `archive`.
+    pub fn with_audit_archive(mut self, archive: std::sync::Arc<dyn crate::AuditArchive>) -> Self {
+        self.archive = Some(archive);
+        self
+    }
+
     /// Replaces the stored bytes of one entry, as someone with write access to the table
     /// could: for tests that prove verification sees it.
     pub fn tamper_audit(&self, org: &str, id: &str, body: &str) -> bool {
@@ -151,6 +163,62 @@ impl AuditStore for MemoryStore {
     async fn record_audit(&self) -> Result<(), StoreError> {
         self.lock().audited();
         Ok(())
+    }
+
+    async fn export_audit(
+        &self,
+        now: DateTime<Utc>,
+        every: chrono::Duration,
+        max_orgs: u32,
+    ) -> Result<Exported, StoreError> {
+        let Some(archive) = &self.archive else {
+            return Ok(Exported::default());
+        };
+        // What each due organisation has to export, read under the lock.
+        let due: Vec<(String, u64, Seal, Vec<AuditRecord>)> = {
+            let st = self.lock();
+            let mut orgs: Vec<&String> = st.audit.heads.keys().collect();
+            orgs.sort();
+            orgs.into_iter()
+                .filter_map(|org| {
+                    let head = st.audit.heads[org].clone();
+                    let (after, at) = st
+                        .audit
+                        .exported
+                        .get(org)
+                        .copied()
+                        .unwrap_or((0, DateTime::<Utc>::MIN_UTC));
+                    (after < head.seq && now - at >= every).then(|| {
+                        let found = st
+                            .audit
+                            .entries
+                            .iter()
+                            .filter(|((o, _), _)| o == org)
+                            .map(|(_, r)| r.clone())
+                            .collect();
+                        (org.clone(), after, head, found)
+                    })
+                })
+                .take(max_orgs as usize)
+                .collect()
+        };
+        let mut done = Exported::default();
+        for (org, after, head, found) in due {
+            let Some(records) = export_range(found, after, &head) else {
+                done.errors += 1;
+                continue;
+            };
+            let key = export_key(&org, after + 1, head.seq);
+            match archive.put_export(&key, export_body(&records, &head)).await {
+                Ok(()) => {
+                    done.objects += 1;
+                    done.entries += records.len();
+                    self.lock().audit.exported.insert(org, (head.seq, now));
+                }
+                Err(_) => done.errors += 1,
+            }
+        }
+        Ok(done)
     }
 
     async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError> {

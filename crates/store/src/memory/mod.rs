@@ -45,6 +45,8 @@ mod vcs;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// Where the audit trail is exported, when anywhere.
+    archive: Option<std::sync::Arc<dyn crate::AuditArchive>>,
 }
 
 /// Which partition of the sparse `gsi3` index a job is in.

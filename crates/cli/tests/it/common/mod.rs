@@ -27,6 +27,8 @@ pub struct Dev {
     pub bus: String,
     /// Its DynamoDB table (empty with `data_dir`).
     pub table: String,
+    /// Its audit archive's bucket (empty with `data_dir`).
+    pub audit_bucket: String,
 }
 
 impl Drop for Dev {
@@ -109,6 +111,10 @@ pub fn start_dev(options: DevOptions) -> Dev {
         Some(_) => String::new(),
         None => sortie_testkit::unique(&format!("sortie-{}", options.prefix)),
     };
+    let audit_bucket = match options.data_dir {
+        Some(_) => String::new(),
+        None => sortie_testkit::unique("audit"),
+    };
     let mut command = Command::new(env!("CARGO_BIN_EXE_sortie"));
     command.args(["dev", "--sweep-every", &options.sweep_every.to_string()]);
     match options.data_dir {
@@ -120,6 +126,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
                 .args(["--table", table.as_str()])
                 .args(["--queue", &sortie_testkit::unique("jobs")])
                 .args(["--bucket", &sortie_testkit::unique("artifacts")])
+                .args(["--audit-bucket", audit_bucket.as_str()])
                 .args(["--bus", bus.as_str()])
                 .arg("--work-dir")
                 .arg(&dir);
@@ -157,6 +164,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
         dir,
         bus,
         table,
+        audit_bucket,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(&ready)
