@@ -4,7 +4,7 @@
 //!
 //! The route layer runs each mutating route inside an [`AuditScope`] (the action, the
 //! target, the request and, once authorised, the actor and the organisation). The first
-//! write the store makes inside the scope takes its entry ([`take`]) into the same
+//! write the store makes inside the scope takes its entry (`take`) into the same
 //! transaction (DynamoDB) or the same lock (memory): one item more, no read, and never a
 //! change without its record. A write that fails puts the entry back for the next one.
 
