@@ -183,6 +183,18 @@ async fn a_busy_environment_waits_says_so_once_and_is_destroyed_when_idle() {
     let job = x.w.store.get_job(&destroy).await.unwrap().job;
     assert_eq!(job.request.operation, sortie_core::Operation::Destroy);
     assert_eq!(job.requested_by, EXPIRY_PRINCIPAL);
+    // The expiry's decision is in the audit trail, by the expiry, with the destroy.
+    let entries = x.w.audit_entries(x.env.path.group().org().unwrap()).await;
+    let destroys: Vec<_> = entries
+        .iter()
+        .filter(|e| e.action == "expiry_destroy")
+        .collect();
+    assert_eq!(destroys.len(), 1, "{entries:?}");
+    assert_eq!(destroys[0].actor.subject, EXPIRY_PRINCIPAL);
+    assert_eq!(
+        destroys[0].target,
+        format!("/v1/environments/{}", x.env.path)
+    );
     // A pass while it runs submits nothing more.
     let r = engine.sweep(after + Duration::minutes(1)).await.unwrap();
     assert_eq!(r.expiry_destroys, 0);

@@ -506,14 +506,27 @@ impl JobService {
         // As an approval ([`JobService::review`]) writes it; not through it, since a review
         // may end a job and the end is what runs the gate. A pull request's apply waits for
         // its requirements to be checked again.
+        // Recorded in the audit trail as a person's approval is, by the gate.
+        let scope = crate::audit::system_scope(
+            POLICY_PRINCIPAL,
+            "policy_gate_approved",
+            format!("/v1/jobs/{}", job.id),
+            job.environment.group().org(),
+        );
         if job.checked_again_before_apply() {
-            return self.approve_for_pull_request(&awaiting, review, now).await;
+            return scope
+                .run(Box::pin(
+                    self.approve_for_pull_request(&awaiting, review, now),
+                ))
+                .await;
         }
         let reason = format!(
             "approved by {POLICY_PRINCIPAL}: the plan passed the policy gate; the saved plan is applied by a second task"
         );
-        let approved = self
-            .start_apply_phase(&awaiting, review, now, &reason)
+        let approved = scope
+            .run(Box::pin(
+                self.start_apply_phase(&awaiting, review, now, &reason),
+            ))
             .await?;
         info!(job_id = %job.id, "the plan passed the policy gate; the apply phase is sent");
         Ok(approved)

@@ -223,6 +223,24 @@ async fn a_passing_plan_is_approved_by_the_gate_and_an_advisory_deny_is_recorded
     );
     assert!(job.plan_phase.is_some(), "the plan phase is kept");
     assert_eq!(g.bus.checked()[0]["verdict"], "proceed");
+    // The gate's approval is in the audit trail, as a person's is, by the gate.
+    let entries =
+        g.w.audit_entries(job.job.environment.group().org().unwrap())
+            .await;
+    let approved: Vec<_> = entries
+        .iter()
+        .filter(|e| e.action == "policy_gate_approved")
+        .collect();
+    assert_eq!(approved.len(), 1, "{entries:?}");
+    assert_eq!(approved[0].target, format!("/v1/jobs/{}", job.job.id));
+    assert_eq!(
+        approved[0].actor.subject,
+        sortie_core::policy::gate::POLICY_PRINCIPAL
+    );
+    assert_eq!(
+        approved[0].actor.credential,
+        sortie_core::audit::CredentialKind::System
+    );
 }
 
 #[tokio::test]

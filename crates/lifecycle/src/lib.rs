@@ -8,6 +8,7 @@
 
 mod agent_pools;
 mod agents;
+mod audit;
 mod bus;
 mod deliveries;
 mod ecs_event;

@@ -88,6 +88,20 @@ pub(crate) struct World {
 }
 
 impl World {
+    /// The audit entries of `org`'s chain, oldest first.
+    pub async fn audit_entries(&self, org: &str) -> Vec<sortie_core::audit::AuditEntry> {
+        use sortie_store::AuditStore;
+        let range = sortie_store::AuditRange {
+            limit: 1000,
+            ..Default::default()
+        };
+        let page = self.store.audit_page(org, &range).await.unwrap();
+        page.records
+            .iter()
+            .map(|r| serde_json::from_str(&r.body).unwrap())
+            .collect()
+    }
+
     pub async fn new() -> Self {
         let store = Arc::new(MemoryStore::new());
         let queue = Arc::new(Queue::default());

@@ -221,6 +221,7 @@ async fn every_route_matches_its_own_template() {
         );
         let path = template
             .replace("{group}", "acme/payments")
+            .replace("{org}", "acme")
             .replace("{environment}", "acme/payments/prod")
             .replace("{name}", "r1")
             .replace("{id}", "x1");
@@ -308,6 +309,7 @@ async fn every_api_answer_is_nosniff_and_no_store() {
         let (method, template) = route.method_and_path();
         let path = template
             .replace("{group}", "acme/payments")
+            .replace("{org}", "acme")
             .replace("{environment}", "acme/payments/prod")
             .replace("{name}", "r1")
             .replace("{id}", "x1");

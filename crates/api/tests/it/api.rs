@@ -359,6 +359,7 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
         };
         let path = template
             .replace("{group}", "globex")
+            .replace("{org}", "globex")
             .replace("{environment}", "globex/prod")
             .replace("{name}", "local")
             .replace("{id}", &id);

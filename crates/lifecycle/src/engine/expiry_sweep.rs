@@ -223,7 +223,14 @@ impl Engine {
                     now,
                 );
                 order.write = crate::WriteMode::IfIdle;
-                self.jobs.submit_for(&record.environment, order).await
+                crate::audit::system_scope(
+                    EXPIRY_PRINCIPAL,
+                    "expiry_destroy",
+                    format!("/v1/environments/{path}"),
+                    path.group().org(),
+                )
+                .run(Box::pin(self.jobs.submit_for(&record.environment, order)))
+                .await
             }
             Err(e) => Err(crate::SubmitError::Store(e)),
         };

@@ -251,15 +251,20 @@ impl Engine {
                     human_seconds(timeout)
                 )
             };
-            match self
-                .jobs
-                .review(
+            let scope = crate::audit::system_scope(
+                crate::APPROVAL_TIMEOUT_PRINCIPAL,
+                "approval_timed_out",
+                format!("/v1/jobs/{}", record.job.id),
+                record.job.environment.group().org(),
+            );
+            match scope
+                .run(Box::pin(self.jobs.review(
                     &record,
                     crate::APPROVAL_TIMEOUT_PRINCIPAL,
                     sortie_core::ReviewVerdict::Discarded,
                     Some(comment),
                     now,
-                )
+                )))
                 .instrument(span)
                 .await
             {

@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 use common::World;
 use sortie_core::{ChangeSummary, EnvPath, Job, JobRequest, JobState};
 use sortie_lifecycle::EventEffect;
-use sortie_store::{EnvironmentStore, JobStore, JobUpdate, RunnerStore};
+use sortie_store::{AuditStore, EnvironmentStore, JobStore, JobUpdate, RunnerStore};
 
 /// Sets the environment's settings from a JSON patch body (as the API applies them).
 async fn configure(w: &World, env: &EnvPath, patch: serde_json::Value) {
@@ -128,6 +128,30 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     let decision = rec.job.review.unwrap().decision.unwrap();
     assert_eq!(decision.by, sortie_lifecycle::APPROVAL_TIMEOUT_PRINCIPAL);
     assert!(decision.comment.unwrap().contains("5m"));
+    // The timeout's discard is in the audit trail, by the timeout, in its transaction.
+    let page = w
+        .store
+        .audit_page(
+            "acme",
+            &sortie_store::AuditRange {
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let timed_out: Vec<sortie_core::audit::AuditEntry> = page
+        .records
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .filter(|e: &sortie_core::audit::AuditEntry| e.action == "approval_timed_out")
+        .collect();
+    assert_eq!(timed_out.len(), 1, "{:?}", page.records);
+    assert_eq!(timed_out[0].target, format!("/v1/jobs/{}", job.id));
+    assert_eq!(
+        timed_out[0].actor.credential,
+        sortie_core::audit::CredentialKind::System
+    );
     // The lock went to the job behind it, which was sent.
     let env_now = w.store.get_environment(&env).await.unwrap().item;
     assert_eq!(env_now.active_job.as_ref(), Some(&behind.id));
