@@ -1,5 +1,6 @@
 //! The integration tests of this crate, one binary (one link) with a module per file.
 
+mod audit_origin;
 mod batch;
 mod concurrency;
 mod console;

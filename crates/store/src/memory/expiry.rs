@@ -19,7 +19,8 @@ impl ExpiryStore for MemoryStore {
         let mut st = self.lock();
         let key = path.to_string();
         match st.expiries.get_mut(&key) {
-            Some((entry, _)) if entry.expires_at == expires_at => {}
+            // Unchanged: nothing written, as the table's store writes nothing.
+            Some((entry, _)) if entry.expires_at == expires_at => return Ok(()),
             Some((entry, version)) => {
                 let destroy_job = entry.destroy_job.take();
                 *entry = ExpiryEntry {
