@@ -11,7 +11,7 @@ use sortie_core::{Action, GroupPath};
 use sortie_store::audit::{AuditRange, AuditScope, Draft, ROOT_CHAIN};
 use utoipa::IntoParams;
 
-use super::separator::OriginalPath;
+use super::separator::{decode_param, OriginalPath};
 use super::{Auth, Reply, Route};
 use crate::error::ApiError;
 use crate::extract::{query_field, Caller, QueryParams};
@@ -90,11 +90,13 @@ pub(crate) async fn scope(
     let origin = request.extensions().get::<RequestOrigin>().cloned();
     let draft = Draft {
         action: route.operation_id().to_string(),
-        target: request
-            .extensions()
-            .get::<OriginalPath>()
-            .map(|p| p.0.clone())
-            .unwrap_or_else(|| request.uri().path().to_string()),
+        target: readable_path(
+            &request
+                .extensions()
+                .get::<OriginalPath>()
+                .map(|p| p.0.clone())
+                .unwrap_or_else(|| request.uri().path().to_string()),
+        ),
         request_id: origin
             .as_ref()
             .map(|o| o.request_id.clone())
@@ -133,6 +135,17 @@ pub(crate) async fn scope(
         }
     }
     response
+}
+
+/// A request's path as people write it: each segment percent-decoded (a group sent as one
+/// encoded segment, `acme%2Fdemo`, reads `acme/demo`), so one target has one form and a
+/// filter by prefix finds it however the client encoded it. A segment that does not decode
+/// stays as sent.
+fn readable_path(path: &str) -> String {
+    path.split('/')
+        .map(|segment| decode_param(segment).unwrap_or_else(|_| segment.to_string()))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The query of the audit listing.
@@ -267,4 +280,22 @@ pub(crate) async fn list_audit(
         next: page.next,
         head: state.store.audit_head(&org).await?,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable_path;
+
+    #[test]
+    fn a_target_reads_the_same_however_its_group_was_encoded() {
+        assert_eq!(
+            readable_path("/v1/groups/acme%2Fdemo/-/environments"),
+            "/v1/groups/acme/demo/-/environments"
+        );
+        assert_eq!(
+            readable_path("/v1/groups/acme/demo/-/environments"),
+            "/v1/groups/acme/demo/-/environments"
+        );
+        assert_eq!(readable_path("/v1/x/%zz"), "/v1/x/%zz", "left as sent");
+    }
 }

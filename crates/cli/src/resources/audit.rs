@@ -61,7 +61,12 @@ pub async fn audit(api: &Api, command: AuditCommand, out: Output) -> Result<(), 
             let body = json!({ "entries": entries });
             emit(&body, out, || {
                 if entries.is_empty() {
-                    return format!("no audit entries in {org} match\n");
+                    let hint = if filter.action.is_some() {
+                        " (an action is the API's operation id: create_environment, approve_job, …)"
+                    } else {
+                        ""
+                    };
+                    return format!("no audit entries in {org} match{hint}\n");
                 }
                 table(
                     &["WHEN", "ACTOR", "ACTION", "TARGET", "SEQ", "ID"],
