@@ -475,24 +475,6 @@ impl AuditArchive for S3AuditArchive {
     }
 }
 
-/// The time an id was made, for the settle window.
-pub fn made_at(id: &str) -> Option<DateTime<Utc>> {
-    let ulid = ulid_of(id)?;
-    DateTime::from_timestamp_millis(i64::try_from(ulid).ok()?)
-}
-
-fn ulid_of(id: &str) -> Option<u64> {
-    // The first ten characters of a ULID are its milliseconds, in Crockford base 32.
-    const ALPHABET: &str = "0123456789abcdefghjkmnpqrstvwxyz";
-    let mut ms: u64 = 0;
-    for c in id.get(..10)?.chars() {
-        ms = ms
-            .checked_mul(32)?
-            .checked_add(ALPHABET.find(c.to_ascii_lowercase())? as u64)?;
-    }
-    Some(ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,7 +511,8 @@ mod tests {
     fn an_ids_time_reads_back() {
         let at = DateTime::from_timestamp_millis(1_764_000_000_123).unwrap();
         let id = sortie_core::audit::new_id_at(at);
-        assert_eq!(made_at(&id), Some(at));
+        // An id sorts inside its millisecond: at or above its bound, below the next one's.
         assert!(sortie_core::audit::id_bound(at) <= id);
+        assert!(id < sortie_core::audit::id_bound(at + chrono::Duration::milliseconds(1)));
     }
 }

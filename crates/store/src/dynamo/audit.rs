@@ -138,22 +138,6 @@ impl DynamoStore {
         item.insert("gsi3sk".into(), s(entry.id.clone()));
         self.put(item, "attribute_not_exists(pk)")
     }
-
-    /// Replaces the stored bytes of one entry, as someone with write access to the table
-    /// could: for tests that prove verification sees it.
-    pub async fn tamper_audit(&self, org: &str, id: &str, body: &str) -> Result<(), StoreError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(audit_pk(org), &entry_sk(id))))
-            .update_expression("SET body = :b")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":b", s(body))
-            .send()
-            .await
-            .map_err(|e| aws("dynamodb", e))?;
-        Ok(())
-    }
 }
 
 #[async_trait]

@@ -9,14 +9,14 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, Select};
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use chrono::{DateTime, Utc};
 use sortie_core::drift::{DriftSkipped, DriftStatus};
 use sortie_core::{EnvPath, Environment, GroupPath, RunnerLink};
 
 use super::items::{check_item, env_to_item, from_item, EnvItem};
 use super::keys::{env_key, group_pk, org_env_sk, org_pk, runner_key};
-use super::{condition_failed, n, s, DynamoStore, Item, TxOutcome, Written};
+use super::{n, s, DynamoStore, Item, TxOutcome};
 use crate::error::aws;
 use crate::sortkeys::next_drift;
 use crate::{
@@ -298,51 +298,13 @@ impl EnvironmentStore for DynamoStore {
         if !remove.is_empty() {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        if crate::audit::pending() {
-            // With its audit entry: a transaction, which returns no values; the
-            // environment is read back as the update's `ALL_NEW` would have answered.
-            let write = self.update(env_key(&env.path), &expr, "version = :v", values, names);
-            return match self.write_one(write).await? {
-                Written::Done => Ok(Self::versioned_env(
-                    self.read_env(&env.path)
-                        .await?
-                        .ok_or_else(|| StoreError::NotFound {
-                            kind: "environment",
-                            id: id.clone(),
-                        })?,
-                )),
-                Written::ConditionFailed => {
-                    let actual = self
-                        .read_env(&env.path)
-                        .await?
-                        .map(|e| e.version)
-                        .unwrap_or(0);
-                    Err(StoreError::VersionMismatch {
-                        kind: "environment",
-                        id,
-                        expected: current.version,
-                        actual,
-                    })
-                }
-            };
-        }
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(env_key(&env.path)))
-            .update_expression(expr)
-            .condition_expression("version = :v")
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match res {
-            Ok(out) => Ok(Self::versioned_env(from_item::<EnvItem>(
-                out.attributes.unwrap_or_default(),
-            )?)),
-            Err(e) if condition_failed(&e) => {
+        // `ALL_NEW`, or read back after a transaction when the change carries its audit entry.
+        match self
+            .update_returning(env_key(&env.path), &expr, "version = :v", names, values)
+            .await?
+        {
+            Some(item) => Ok(Self::versioned_env(from_item::<EnvItem>(item)?)),
+            None => {
                 let actual = self
                     .read_env(&env.path)
                     .await?
@@ -355,7 +317,6 @@ impl EnvironmentStore for DynamoStore {
                     actual,
                 })
             }
-            Err(e) => Err(aws("dynamodb", e)),
         }
     }
 

@@ -49,19 +49,6 @@ impl MemoryStore {
         self.archive = Some(archive);
         self
     }
-
-    /// Replaces the stored bytes of one entry, as someone with write access to the table
-    /// could: for tests that prove verification sees it.
-    pub fn tamper_audit(&self, org: &str, id: &str, body: &str) -> bool {
-        let mut st = self.lock();
-        match st.audit.entries.get_mut(&(org.to_string(), id.to_string())) {
-            Some(r) => {
-                r.body = body.to_string();
-                true
-            }
-            None => false,
-        }
-    }
 }
 
 #[async_trait]
@@ -223,5 +210,86 @@ impl AuditStore for MemoryStore {
 
     async fn audit_head(&self, org: &str) -> Result<Option<Seal>, StoreError> {
         Ok(self.lock().audit.heads.get(org).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::{Duration, Utc};
+    use sortie_core::audit::Seal;
+
+    use crate::audit::{AuditScope, Draft};
+    use crate::{AuditStore, MemoryAuditArchive, MemoryStore, RunnerStore};
+
+    /// Creates runner `acme/<name>` inside an audit scope: one entry.
+    async fn change(store: &MemoryStore, name: &str) {
+        let runner = sortie_core::Runner {
+            id: sortie_core::RunnerId::parse(&format!("acme/{name}")).unwrap(),
+            spec: sortie_core::RunnerSpec::parse(
+                "runner_configuration: {type: local}\nstate_storage_configuration: {type: local, directory: /x}",
+            )
+            .unwrap(),
+        };
+        let scope = AuditScope::new(Draft {
+            action: "create_runner".into(),
+            org: Some("acme".into()),
+            ..Draft::default()
+        });
+        scope.run(store.create_runner(&runner)).await.unwrap();
+        assert!(scope.written().is_some());
+    }
+
+    /// Seals every entry written so far.
+    async fn seal_all(store: &MemoryStore) {
+        let later = sortie_core::audit::id_bound(Utc::now() + Duration::seconds(1));
+        let ids: Vec<String> = store
+            .unsealed_audit(&later, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        store.seal_audit("acme", &ids).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn sealed_entries_are_exported_once_in_sequence_with_the_head_at_the_cadence() {
+        let archive = Arc::new(MemoryAuditArchive::default());
+        let store = MemoryStore::new().with_audit_archive(archive.clone());
+        let now = Utc::now();
+        let every = Duration::minutes(15);
+        change(&store, "a").await;
+        change(&store, "b").await;
+        assert_eq!(
+            store.export_audit(now, every, 10).await.unwrap().objects,
+            0,
+            "nothing sealed yet"
+        );
+        seal_all(&store).await;
+        let done = store.export_audit(now, every, 10).await.unwrap();
+        assert_eq!((done.objects, done.entries, done.errors), (1, 2, 0));
+        let objects = archive.objects();
+        let body = String::from_utf8(objects["audit/acme/000000000001-000000000002.jsonl"].clone())
+            .unwrap();
+        let lines: Vec<serde_json::Value> = body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["seal"]["seq"], 1);
+        assert_eq!(lines[1]["seal"]["seq"], 2);
+        let head: Seal = serde_json::from_value(lines[2]["head"].clone()).unwrap();
+        assert_eq!(Some(head), store.audit_head("acme").await.unwrap());
+        // Nothing new: nothing exported. New entries wait for the cadence, then go alone.
+        change(&store, "c").await;
+        seal_all(&store).await;
+        assert_eq!(store.export_audit(now, every, 10).await.unwrap().objects, 0);
+        let done = store.export_audit(now + every, every, 10).await.unwrap();
+        assert_eq!((done.objects, done.entries), (1, 1));
+        assert!(archive
+            .objects()
+            .contains_key("audit/acme/000000000003-000000000003.jsonl"));
     }
 }
