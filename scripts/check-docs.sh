@@ -25,6 +25,9 @@
 #      `Store` in crates/store/src/lib.rs.
 #   6. Every test a page names as `` `crates/<...>.rs::<function>` `` exists: the file,
 #      and a `fn <function>` in it.
+#   7. One word per concept: no tracked source, script, template or page uses a retired
+#      word or phrase of scripts/banned-words.txt (the rename passes of issue 43), outside
+#      the files that line allows; each hit names the word to use instead.
 #
 # Exits 1 naming each drift, 0 when there is none. Needs bash, cargo and python3 (3.8+).
 set -euo pipefail
@@ -462,6 +465,45 @@ for page in pages:
             problems.append(f'{where}: names the test {function}, which {m.group(1)} does not have')
 found['tests'] = named
 
+# ---------------------------------------------------------------- 7. retired words
+
+import fnmatch
+banned = []
+for number, line in enumerate(read(root / 'scripts' / 'banned-words.txt').splitlines(), 1):
+    if not line.strip() or line.startswith('#'):
+        continue
+    fields = line.split('\t')
+    if len(fields) != 3:
+        problems.append(f'scripts/banned-words.txt:{number}: needs three tab-separated fields')
+        continue
+    pattern, instead, allowed = fields
+    banned.append((re.compile(pattern), instead,
+                   [] if allowed.strip() == '-' else [g.strip() for g in allowed.split(',')]))
+tracked = subprocess.run(['git', 'ls-files', '-z'], capture_output=True, check=True,
+                         cwd=root).stdout.decode().split('\0')
+SCANNED = ('.rs', '.md', '.py', '.sh', '.yaml', '.yml', '.js', '.mjs', '.toml')
+scanned = 0
+for name in tracked:
+    if not name or not (name.endswith(SCANNED) or name == 'Makefile'):
+        continue
+    if name == 'scripts/banned-words.txt' or '/target/' in name or name.startswith('target/'):
+        continue
+    path = root / name
+    if not path.is_file():
+        continue
+    scanned += 1
+    try:
+        text = read(path)
+    except UnicodeDecodeError:
+        continue
+    for regex, instead, allowed in banned:
+        if any(fnmatch.fnmatch(name, g) for g in allowed):
+            continue
+        for m in regex.finditer(text):
+            line = text.count('\n', 0, m.start()) + 1
+            problems.append(f'{name}:{line}: `{m.group(0)}` is a retired word; say {instead}')
+found['scanned'] = scanned
+
 if problems:
     print('check-docs: ' + str(len(problems)) + ' problem(s)', file=sys.stderr)
     for p in problems:
@@ -471,5 +513,5 @@ print(f'check-docs: ARCHITECTURE.md {map_lines} lines; {found["links"]} links in
       f'{found["pages"]} pages resolve inside the repository; the crate map matches '
       f'{found.get("crates", 0)} crates; {found.get("prefixes", 0)} key prefixes and gsi3 '
       f'({found.get("gsi3", "")}) match the store; Store has {len(store_traits)} traits; '
-      f'{found["tests"]} named tests exist')
+      f'{found["tests"]} named tests exist; {found["scanned"]} files use no retired word')
 PY

@@ -264,11 +264,13 @@ def main():
     queue_url = sqs.create_queue(QueueName=control.resource_name("JobsQueue"))["QueueUrl"]
     events = client("events", admin)
     events.create_event_bus(Name=control.resource_name("Bus"))
-    # A probe of what is published on the bus: its sortie.job.completed events go to a queue.
+    # A probe of what is published on the bus: its sortie.job.ended events, and their
+    # alias sortie.job.completed (published beside them for one release), go to a queue.
     probe = sqs.create_queue(QueueName="sortie-completions-probe")["QueueUrl"]
     probe_arn = sqs.get_queue_attributes(QueueUrl=probe, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="probe", EventBusName=control.resource_name("Bus"),
-                    EventPattern=json.dumps({"source": ["sortie"], "detail-type": ["sortie.job.completed"]}))
+                    EventPattern=json.dumps({"source": ["sortie"],
+                                            "detail-type": ["sortie.job.ended", "sortie.job.completed"]}))
     events.put_targets(Rule="probe", EventBusName=control.resource_name("Bus"),
                        Targets=[{"Id": "probe", "Arn": probe_arn}])
     out["control_plane"] = {"jobs_queue_url": queue_url, "bus": control.resource_name("Bus"),

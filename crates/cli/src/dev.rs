@@ -9,8 +9,8 @@
 
 mod agent;
 mod data_dir;
+mod dev_token;
 mod events;
-mod gate;
 mod pulls;
 mod snapshot;
 mod status;
@@ -32,11 +32,11 @@ use sortie_wiring::{compose_with_pulls, Resources};
 use tokio::sync::mpsc;
 
 use self::agent::{agent_exited_message, start_agent};
+use self::dev_token::require_dev_token;
 use self::events::{
     handle_batch, local_task_event, receive, resend_queued, superseded_by, Chaos, PendingEvent,
     BATCHES_IN_FLIGHT, EVENTS_IN_FLIGHT, POLLERS,
 };
-use self::gate::dev_token_gate;
 use self::status::status;
 
 /// Options of `sortie dev`.
@@ -58,7 +58,7 @@ pub struct DevArgs {
     /// S3 bucket for logs and artifacts.
     #[arg(long, default_value = "sortie-dev-artifacts")]
     bucket: String,
-    /// EventBridge bus for `sortie.job.completed`.
+    /// EventBridge bus for `sortie.job.ended`.
     #[arg(long, default_value = "sortie-dev")]
     bus: String,
     /// S3 bucket the audit trail is exported to, made with Object Lock in compliance mode
@@ -454,7 +454,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
                 let (expected, users) = (expected.clone(), users.clone());
-                async move { dev_token_gate(&expected, &users, req, next).await }
+                async move { require_dev_token(&expected, &users, req, next).await }
             },
         ));
     tokio::spawn(async move {

@@ -12,7 +12,7 @@ pub mod auth;
 pub mod backoff;
 pub mod changes;
 pub mod check;
-pub mod decision;
+pub mod container_env;
 pub mod document;
 pub mod drift;
 pub mod end_retry;
@@ -21,12 +21,12 @@ pub mod expiry;
 pub mod identity;
 pub mod ids;
 pub mod job;
-pub mod job_env;
 pub mod limits;
 pub mod lock;
 pub mod names;
 pub mod notify;
 pub mod outcome;
+pub mod oversight;
 pub mod plan;
 pub mod policy;
 pub mod presign;
@@ -38,6 +38,7 @@ pub mod rule_index;
 pub mod runner;
 pub mod sensitive;
 pub mod state_version;
+pub mod suggest;
 pub mod tokens;
 pub mod tool;
 pub mod triggers;
@@ -51,13 +52,15 @@ pub use check::{CheckStatus, RunnerCheck};
 pub use environment::{Approval, DriftRemediation, EnvFacts, EnvSettings, Environment, RunnerLink};
 pub use ids::{JobId, TaskRef};
 pub use job::{
-    review_refusal, Decision, IllegalTransition, Job, JobPhase, JobRequest, JobState, Operation,
-    Review, ReviewRefusal, ReviewVerdict, Source, Transition,
+    review_refusal, IllegalTransition, Job, JobPhase, JobRequest, JobState, Operation, Review,
+    ReviewDecision, ReviewRefusal, ReviewVerdict, Source, Transition,
 };
 pub use names::{EnvPath, GroupPath, RunnerId};
 pub use outcome::{task_outcome, Outcome, TaskStop};
 pub use problems::{Problem, Problems};
-pub use rule::{resolve, Considered, Criteria, NoRunnerMatched, Resolution, RunnerRule, Verdict};
+pub use rule::{
+    resolve, Considered, Criteria, NoRunnerMatched, Resolution, RuleVerdict, RunnerRule,
+};
 pub use rule_index::{NoRuleMatched, Pick, RuleIndex, Tally};
 pub use runner::{Runner, RunnerConfiguration, RunnerSpec, StateStorageConfiguration};
 pub use tool::{ToolName, ToolUsed};

@@ -233,7 +233,7 @@ fn decode_criteria(value: &Value, p: &mut Problems) -> Option<Criteria> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Verdict {
+pub enum RuleVerdict {
     /// This rule won.
     Won,
     /// It matched but lost to the winner at the first precedence step where they differ.
@@ -272,7 +272,7 @@ pub struct Considered {
     pub priority: i32,
     /// What happened to it.
     #[serde(flatten)]
-    pub verdict: Verdict,
+    pub verdict: RuleVerdict,
 }
 
 /// A successful resolution: the winning rule, and the fate of every rule considered.
@@ -351,7 +351,7 @@ pub fn resolve(env: &EnvFacts<'_>, rules: &[RunnerRule]) -> Result<Resolution, N
     let group = env.path.group();
     let mut matched: Vec<&RunnerRule> = Vec::new();
     let mut rejected: Vec<Considered> = Vec::new();
-    let line = |r: &RunnerRule, verdict: Verdict| Considered {
+    let line = |r: &RunnerRule, verdict: RuleVerdict| Considered {
         rule_id: r.id.clone(),
         scope: r.scope.clone(),
         runner_id: r.runner_id.clone(),
@@ -361,14 +361,14 @@ pub fn resolve(env: &EnvFacts<'_>, rules: &[RunnerRule]) -> Result<Resolution, N
     };
     for rule in rules {
         let verdict = if !rule.scope.contains(group) {
-            Some(Verdict::OutOfScope)
+            Some(RuleVerdict::OutOfScope)
         } else if !rule.runner_id.is_visible_at(&rule.scope) {
-            Some(Verdict::RunnerNotVisible)
+            Some(RuleVerdict::RunnerNotVisible)
         } else {
             rule.criteria
                 .check(env)
                 .err()
-                .map(|reason| Verdict::NotMatched { reason })
+                .map(|reason| RuleVerdict::NotMatched { reason })
         };
         match verdict {
             Some(v) => rejected.push(line(rule, v)),
@@ -388,11 +388,11 @@ pub fn resolve(env: &EnvFacts<'_>, rules: &[RunnerRule]) -> Result<Resolution, N
         .iter()
         .map(|r| {
             if std::ptr::eq(*r, winner) {
-                line(r, Verdict::Won)
+                line(r, RuleVerdict::Won)
             } else {
                 line(
                     r,
-                    Verdict::Lost {
+                    RuleVerdict::Lost {
                         to: winner.id.clone(),
                         because: why_lost(winner, r),
                     },

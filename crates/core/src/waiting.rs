@@ -3,8 +3,8 @@
 //! reads cheaply beside it (the environment's lock holder, the agent pool's last claim);
 //! time is passed in.
 //!
-//! Also the nearest-name suggestions of a 404 ([`did_you_mean`]), and how an agent pool's
-//! last claim is recorded and checked ([`claim_worth_recording`], [`agent_seen_check`]).
+//! Also how an agent pool's last claim is recorded and checked ([`claim_worth_recording`],
+//! [`agent_seen_check`]).
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -110,7 +110,7 @@ pub struct WaitFacts<'a> {
 }
 
 /// The reason a launch was refused and will be retried, as dispatch records it on the
-/// `dispatching → queued` transition (see `decision::decide`).
+/// `dispatching → queued` transition (see `oversight::oversee`).
 pub const LAUNCH_RETRY_PREFIX: &str = crate::retry::LAUNCH_RETRY_PREFIX;
 
 pub use crate::retry::span;
@@ -329,48 +329,6 @@ pub fn clock(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     } else {
         at.format("%Y-%m-%d %H:%M UTC").to_string()
     }
-}
-
-/// At most this many names are suggested.
-pub const DID_YOU_MEAN_MAX: usize = 3;
-
-/// The names among `candidates` nearest to `asked` by edit distance, at most
-/// [`DID_YOU_MEAN_MAX`], nearest first (ties by name): only those within a third of the
-/// longer name's length (at least 2 edits), never `asked` itself. The caller passes only
-/// names its caller may see.
-pub fn did_you_mean<'a>(asked: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut scored: Vec<(usize, &str)> = candidates
-        .into_iter()
-        .filter(|c| *c != asked)
-        .filter_map(|c| {
-            let longer = c.chars().count().max(asked.chars().count());
-            let d = edit_distance(asked, c);
-            (d <= (longer / 3).max(2)).then_some((d, c))
-        })
-        .collect();
-    scored.sort();
-    scored.dedup();
-    scored
-        .into_iter()
-        .take(DID_YOU_MEAN_MAX)
-        .map(|(_, c)| c.to_string())
-        .collect()
-}
-
-/// Levenshtein distance by characters.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

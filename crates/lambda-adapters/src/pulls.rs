@@ -1,7 +1,7 @@
 //! `pulls`: the pull queue's batches and the schedule's reconcile tick.
 //!
 //! A record is pull-request work ([`PullWork`]) or a pull-request job's
-//! `sortie.job.completed` event (the template's rule sends those, asking for a report). A
+//! `sortie.job.ended` event (the template's rule sends those, asking for a report). A
 //! record the host failed is delayed by [`retry_delay`] and is a batch item failure, so SQS
 //! delivers it again, at most 8 times (the queue's redrive policy), then to the DLQ; a
 //! record that is not pull-request work goes to the DLQ at once (its visibility set to 0).

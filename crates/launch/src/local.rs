@@ -302,7 +302,7 @@ impl LocalLauncher {
 }
 
 /// Removes from `command`'s environment each of `host`'s variable names that a job does not
-/// inherit from the host (`sortie_core::job_env::withheld_from_host`). Call it before
+/// inherit from the host (`sortie_core::container_env::withheld_from_host`). Call it before
 /// setting the job's own variables: a later `env` of the same name wins.
 fn withhold_host_settings(
     command: &mut tokio::process::Command,
@@ -311,7 +311,7 @@ fn withhold_host_settings(
     for name in host {
         if name
             .to_str()
-            .is_some_and(sortie_core::job_env::withheld_from_host)
+            .is_some_and(sortie_core::container_env::withheld_from_host)
         {
             command.env_remove(&name);
         }
@@ -376,7 +376,7 @@ impl Launcher for LocalLauncher {
             .env("SORTIE_API_URL", spec.api_url)
             .envs(&runner.env)
             .envs(secret_env)
-            .envs(sortie_core::job_env::builtin(job))
+            .envs(sortie_core::container_env::builtin(job))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))

@@ -156,7 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn the_task_carries_its_own_job_environment_org_and_runner() {
+    fn the_task_carries_its_own_container_environment_org_and_runner() {
         let tags = task_tags(&job("acme/payments/prod", "acme/fargate"));
         assert_eq!(
             tags,

@@ -9,7 +9,7 @@
 //!   (claim → launch → record running).
 //! - `task_event/stopped_exit_0`: `Engine::task_event` with a STOPPED exit-0 event for a
 //!   running job (finish → release, hand the lock to the next queued job and send it →
-//!   publish `sortie.job.completed`).
+//!   publish `sortie.job.ended`).
 //! - `task_event/parse_detail`: deserialising that event's `detail` (done by the Lambda
 //!   runtime before the handler runs).
 //! - `resolve/50_rules_4_deep`: `sortie_core::resolve` over 50 rules for an environment
@@ -87,9 +87,9 @@ struct FakeBus(Mutex<Vec<String>>);
 
 #[async_trait]
 impl Bus for FakeBus {
-    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, record: &JobRecord) -> Result<(), LifecycleError> {
         // Build the detail as the EventBridge bus does, so its cost is counted.
-        let detail = sortie_lifecycle::completed_detail(record).to_string();
+        let detail = sortie_lifecycle::ended_detail(record).to_string();
         black_box(detail);
         self.0.lock().unwrap().push(record.job.id.to_string());
         Ok(())

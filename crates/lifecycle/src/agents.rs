@@ -15,7 +15,7 @@ use sortie_core::{JobId, JobState, RunnerConfiguration};
 use sortie_store::{JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn};
 
-use crate::end::{EndReport, How};
+use crate::end::{EndCause, EndReport};
 use crate::JobService;
 
 /// How often a waiting claim looks at the pool's offers again.
@@ -176,10 +176,10 @@ impl JobService {
     }
 
     /// An agent's report that the runner of a job of `pool` it holds exited (or that it hands
-    /// the job back): the job ends ([`How::Exited`]: a cancel or timeout Sortie asked for
+    /// the job back): the job ends ([`EndCause::Exited`]: a cancel or timeout Sortie asked for
     /// names the end, and a handed-back plan is requeued), then a drift check's drift is
     /// answered ([`JobService::remediate_drift`]). Whichever comes first,
-    /// this or the runner's own final callback, wins; the second changes nothing.
+    /// this or the pilot's own final callback, wins; the second changes nothing.
     pub async fn agent_exited(
         &self,
         pool: &str,
@@ -204,7 +204,9 @@ impl JobService {
                 state: record.job.state,
             });
         }
-        let ended = self.end(&record, How::Exited(report.to_stop())).await?;
+        let ended = self
+            .end(&record, EndCause::Exited(report.to_stop()))
+            .await?;
         if let Some(r) = ended.ended() {
             self.remediate_drift(r).await;
         }

@@ -1,4 +1,4 @@
-//! The completion bus: `sortie.job.completed` on Sortie's EventBridge bus.
+//! The bus: `sortie.job.ended` and Sortie's other events on its EventBridge bus.
 
 use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
@@ -9,8 +9,14 @@ use crate::LifecycleError;
 
 /// The `source` of Sortie's own events.
 pub const SOURCE: &str = "sortie";
-/// The `detail-type` of a finished job.
-pub const JOB_COMPLETED: &str = "sortie.job.completed";
+/// The `detail-type` of a job that reached a terminal state: its end.
+pub const JOB_ENDED: &str = "sortie.job.ended";
+/// The name [`JOB_ENDED`] had before the rename to one word for a job's end: published
+/// beside it on EventBridge, with the same detail, for one release (0.2.x), so a rule of
+/// a subscriber's own still matches while it moves to `sortie.job.ended`. Sortie's own
+/// rules and consumers read only `sortie.job.ended` ([`sortie_core::notify::kind_of`]
+/// gives this name no kind, so no destination is sent an end twice).
+pub const JOB_COMPLETED_ALIAS: &str = "sortie.job.completed";
 /// The `detail-type` of a pull request's job claimed by dispatch (launched or offered
 /// to its agent pool): its check goes in progress. Other jobs do not publish it.
 pub const JOB_DISPATCHED: &str = "sortie.job.dispatched";
@@ -36,7 +42,7 @@ pub const ENVIRONMENT_EXPIRY_FAILED: &str = "sortie.environment.expiry_failed";
 #[async_trait]
 pub trait Bus: Send + Sync {
     /// Publishes that a job reached a terminal state.
-    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError>;
+    async fn job_ended(&self, record: &JobRecord) -> Result<(), LifecycleError>;
     /// Publishes one event of `detail_type` about `resource` (`sortie:job/<id>`,
     /// `sortie:environment/<path>`). Buses that only count completions keep this default,
     /// which publishes nothing.
@@ -51,8 +57,8 @@ pub trait Bus: Send + Sync {
     }
 }
 
-/// The detail of `sortie.job.completed`.
-pub fn completed_detail(record: &JobRecord) -> serde_json::Value {
+/// The detail of `sortie.job.ended`.
+pub fn ended_detail(record: &JobRecord) -> serde_json::Value {
     let job = &record.job;
     let mut detail = json!({
         "job_id": job.id,
@@ -91,13 +97,20 @@ impl EventBridgeBus {
 
 #[async_trait]
 impl Bus for EventBridgeBus {
-    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
-        self.publish(
-            JOB_COMPLETED,
-            &format!("sortie:job/{}", record.job.id),
-            completed_detail(record),
-        )
-        .await
+    async fn job_ended(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        // One PutEvents call with the end and its alias (JOB_COMPLETED_ALIAS).
+        let resource = format!("sortie:job/{}", record.job.id);
+        let detail = ended_detail(record).to_string();
+        let entries = [JOB_ENDED, JOB_COMPLETED_ALIAS].map(|detail_type| {
+            PutEventsRequestEntry::builder()
+                .event_bus_name(&self.bus_name)
+                .source(SOURCE)
+                .detail_type(detail_type)
+                .resources(&resource)
+                .detail(&detail)
+                .build()
+        });
+        self.put(entries.to_vec()).await
     }
 
     async fn publish(
@@ -113,10 +126,18 @@ impl Bus for EventBridgeBus {
             .resources(resource)
             .detail(detail.to_string())
             .build();
+        self.put(vec![entry]).await
+    }
+}
+
+impl EventBridgeBus {
+    /// One PutEvents call with `entries` (at most 10, EventBridge's limit); any entry
+    /// refused fails the call, quoting EventBridge.
+    async fn put(&self, entries: Vec<PutEventsRequestEntry>) -> Result<(), LifecycleError> {
         let out = self
             .client
             .put_events()
-            .entries(entry)
+            .set_entries(Some(entries))
             .send()
             .await
             .map_err(|e| {
@@ -125,8 +146,8 @@ impl Bus for EventBridgeBus {
         if out.failed_entry_count() > 0 {
             let why = out
                 .entries()
-                .first()
-                .and_then(|e| e.error_message.clone())
+                .iter()
+                .find_map(|e| e.error_message.clone())
                 .unwrap_or_default();
             return Err(LifecycleError::Bus(format!(
                 "PutEvents rejected the event: {why}"

@@ -25,7 +25,7 @@ use crate::{NotificationRefusal, Notifications};
 pub struct Event {
     /// EventBridge's id of the event.
     pub id: String,
-    /// Its `detail-type`, such as `sortie.job.completed`.
+    /// Its `detail-type`, such as `sortie.job.ended`.
     #[serde(rename = "detail-type")]
     pub detail_type: String,
     /// When it happened.

@@ -16,7 +16,7 @@ struct Recorded(Mutex<Vec<(String, Value)>>);
 
 #[async_trait]
 impl Bus for Recorded {
-    async fn job_completed(&self, _: &sortie_store::JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, _: &sortie_store::JobRecord) -> Result<(), LifecycleError> {
         Ok(())
     }
     async fn publish(&self, kind: &str, _: &str, detail: Value) -> Result<(), LifecycleError> {
@@ -105,7 +105,7 @@ fn at(seconds: i64) -> DateTime<Utc> {
 fn failed_job(env: &str) -> Event {
     Event {
         id: "ev-1".into(),
-        detail_type: "sortie.job.completed".into(),
+        detail_type: "sortie.job.ended".into(),
         time: at(0),
         detail: json!({"job_id": "01jnx6v4k2m8q9r3s5t7w0y1za", "environment": env,
             "operation": "apply", "state": "failed", "reason": "boom", "requested_by": "alice"}),

@@ -3,19 +3,19 @@
 //! A job ends when its task's event or a describe says the task stopped (the engine), when
 //! the runner or an agent reports the exit, when the sweeper decides it (a lost task, a
 //! refused stop), when a launch is refused for good, or when a cancel or a discard moves it
-//! to a terminal state itself. Each of them calls [`JobService::end`], saying [`How`]; the
+//! to a terminal state itself. Each of them calls [`JobService::end`], saying its [`EndCause`]; the
 //! end then releases the environment's lock (handing it to the next queued job), deletes
-//! the job's secrets, publishes `sortie.job.completed` and records what the end means for
+//! the job's secrets, publishes `sortie.job.ended` and records what the end means for
 //! the environment (its latest apply, a drift check's verdict). Answering a drift is the
 //! next step, not part of the end: [`JobService::remediate_drift`], which the caller runs
 //! once the job ended.
 
 use chrono::Utc;
 use serde_json::json;
-use sortie_core::decision::{decide, Seen, Step, Timing};
 use sortie_core::drift::{self, DriftStatus, DriftVerdict};
 use sortie_core::end_retry::{cut, give_up_reason, EndTries, INTERRUPTED, QUOTED_ERROR_MAX_BYTES};
 use sortie_core::job::JobPhase;
+use sortie_core::oversight::{oversee, Oversight, Seen, Timing};
 use sortie_core::protocol::pilot::PilotExit;
 use sortie_core::{EnvPath, JobId, JobState, Operation, Outcome, TaskStop};
 use sortie_store::{JobRecord, JobUpdate, LastApply, PhaseRecord, Released, StoreError};
@@ -23,11 +23,11 @@ use tracing::{info, warn};
 
 use crate::{JobService, JOB_AWAITING_APPROVAL};
 
-/// How a job ends: what the caller knows of its end.
+/// What ended a job: what the caller knows of its end.
 #[derive(Debug, Clone, PartialEq)]
-pub enum How {
-    /// Its task exited with this stop, as the runner's own final callback or the job's agent
-    /// reported: decided as a stopped task ([`decide`]), so a cancel or timeout Sortie asked
+pub enum EndCause {
+    /// Its task exited with this stop, as the pilot's own final callback or the job's agent
+    /// reported: decided as a stopped task ([`oversee`]), so a cancel or timeout Sortie asked
     /// for names the end, and a Spot-interrupted (or handed-back) plan is requeued instead.
     /// Only a `running` job ends this way.
     Exited(TaskStop),
@@ -48,7 +48,7 @@ pub enum How {
 /// What [`JobService::end`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EndReport {
-    /// The job ended now (or, for [`How::Exited`] and [`How::Decided`], was requeued or
+    /// The job ended now (or, for [`EndCause::Exited`] and [`EndCause::Decided`], was requeued or
     /// awaits approval, as its record says).
     Ended(JobRecord),
     /// The job had already ended (another path saw its end first): nothing changed.
@@ -71,7 +71,7 @@ impl EndReport {
 impl JobService {
     /// Ends a job, the one way: moves it as `how` says (unless the caller already did), then
     /// releases its environment and sends the next queued job, deletes its secrets,
-    /// publishes `sortie.job.completed` (best effort: the outcome is already durable) and
+    /// publishes `sortie.job.ended` (best effort: the outcome is already durable) and
     /// records what the end means for its environment. A job that moved on meanwhile is
     /// left alone ([`EndReport::AlreadyEnded`], [`EndReport::NotRunning`]). Answering a
     /// drift check's drift is the caller's next step ([`JobService::remediate_drift`]).
@@ -80,7 +80,7 @@ impl JobService {
     /// move meanwhile) is counted on the job with its error, and once the tries or their age
     /// pass the bound, the job fails with a reason quoting the last error, which releases
     /// its environment and sends the next queued job.
-    pub async fn end(&self, record: &JobRecord, how: How) -> Result<EndReport, StoreError> {
+    pub async fn end(&self, record: &JobRecord, how: EndCause) -> Result<EndReport, StoreError> {
         self.end_counted(record, how, false).await
     }
 
@@ -92,7 +92,7 @@ impl JobService {
     pub async fn end_counted_first(
         &self,
         record: &JobRecord,
-        how: How,
+        how: EndCause,
     ) -> Result<EndReport, StoreError> {
         self.end_counted(record, how, true).await
     }
@@ -100,13 +100,13 @@ impl JobService {
     async fn end_counted(
         &self,
         record: &JobRecord,
-        how: How,
+        how: EndCause,
         first: bool,
     ) -> Result<EndReport, StoreError> {
         let from = match &how {
-            How::Reached => None,
-            How::Decided { from, .. } => Some(*from),
-            How::Exited(_) => Some(JobState::Running),
+            EndCause::Reached => None,
+            EndCause::Decided { from, .. } => Some(*from),
+            EndCause::Exited(_) => Some(JobState::Running),
         };
         // Only a launched job's end is tried again (and counted on it).
         let Some(from) = from.filter(|_| record.job.state.is_active()) else {
@@ -191,14 +191,14 @@ impl JobService {
     }
 
     /// One try of [`JobService::end`].
-    async fn end_once(&self, record: &JobRecord, how: How) -> Result<EndReport, StoreError> {
+    async fn end_once(&self, record: &JobRecord, how: EndCause) -> Result<EndReport, StoreError> {
         let moved = match how {
-            How::Reached => {
+            EndCause::Reached => {
                 self.ended(record).await?;
                 return Ok(EndReport::Ended(record.clone()));
             }
-            How::Decided { from, outcome } => self.decided(record, from, &outcome).await,
-            How::Exited(stop) => {
+            EndCause::Decided { from, outcome } => self.decided(record, from, &outcome).await,
+            EndCause::Exited(stop) => {
                 if record.job.state.is_terminal() {
                     return Ok(EndReport::AlreadyEnded(record.clone()));
                 }
@@ -219,7 +219,7 @@ impl JobService {
     }
 
     /// The pilot's final callback: it is about to exit with `exit.exit_code`. The job ends
-    /// as if its task had been seen stopped with that code ([`How::Exited`]: a cancel or
+    /// as if its task had been seen stopped with that code ([`EndCause::Exited`]: a cancel or
     /// timeout Sortie asked for still names the end), and a drift check's drift is answered
     /// next ([`JobService::remediate_drift`]). Whichever comes first, this or the sweeper's
     /// poll of the platform, wins; the second changes nothing.
@@ -234,28 +234,28 @@ impl JobService {
             exit_code: Some(exit.exit_code),
             container_reason: exit.reason.clone(),
         };
-        let report = self.end(record, How::Exited(stop)).await?;
+        let report = self.end(record, EndCause::Exited(stop)).await?;
         if let Some(ended) = report.ended() {
             self.remediate_drift(ended).await;
         }
         Ok(report)
     }
 
-    /// Decides a `running` job's exited task ([`How::Exited`]): ends it, or requeues it.
+    /// Decides a `running` job's exited task ([`EndCause::Exited`]): ends it, or requeues it.
     async fn exited(&self, record: &JobRecord, stop: TaskStop) -> Result<JobRecord, StoreError> {
         let timing = Timing {
             dispatch_lease: chrono::Duration::zero(),
             silence: chrono::Duration::zero(),
         };
-        let step = decide(
+        let step = oversee(
             &crate::engine::facts(record),
             &Seen::Stopped(stop),
             Utc::now(),
             timing,
         );
         match step {
-            Step::End(outcome) => self.decided(record, JobState::Running, &outcome).await,
-            Step::Requeue { reason, spot } => {
+            Oversight::End(outcome) => self.decided(record, JobState::Running, &outcome).await,
+            Oversight::Requeue { reason, spot } => {
                 let update = JobUpdate {
                     clear_task: true,
                     spot_requeue: spot,
@@ -288,7 +288,7 @@ impl JobService {
         }
     }
 
-    /// Moves a job from `from` to `outcome` ([`How::Decided`]) with one conditional write and
+    /// Moves a job from `from` to `outcome` ([`EndCause::Decided`]) with one conditional write and
     /// ends it; a reviewed job whose plan phase succeeded awaits approval instead.
     async fn decided(
         &self,
@@ -387,7 +387,7 @@ impl JobService {
         if !announce {
             return Ok(awaiting);
         }
-        let mut detail = crate::completed_detail(&awaiting);
+        let mut detail = crate::ended_detail(&awaiting);
         detail["summary"] = json!(record.summary);
         detail["approval_deadline"] = json!(deadline);
         let resource = format!("sortie:job/{}", job.id);
@@ -402,7 +402,7 @@ impl JobService {
     }
 
     /// The consequences of a job's reaching a terminal state: its secrets deleted, its
-    /// environment released (and the next job sent), `sortie.job.completed` published, and
+    /// environment released (and the next job sent), `sortie.job.ended` published, and
     /// what the end means for its environment recorded. Independent calls run at once: the
     /// secrets' deletion with the release (the next job waits for the release alone), then
     /// the event with the environment's record (which writes the environment's item, so
@@ -415,11 +415,11 @@ impl JobService {
         released?;
         info!(state = %record.job.state, reason = record.job.reason(), "job ended");
         let (published, ()) = tokio::join!(
-            self.bus.job_completed(record),
+            self.bus.job_ended(record),
             self.record_for_environment(record),
         );
         if let Err(e) = published {
-            warn!(error = %e, "publishing sortie.job.completed failed");
+            warn!(error = %e, "publishing sortie.job.ended failed");
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use sortie_store::{
 };
 
 use crate::testing::World;
-use crate::{How, JobOrder, PolicySets};
+use crate::{EndCause, JobOrder, PolicySets};
 
 /// A bucket whose every read fails with `error` (retryable or not), counting the reads.
 struct Failing {
@@ -109,8 +109,8 @@ async fn run(w: &World, id: &sortie_core::JobId, at: chrono::DateTime<Utc>) -> J
     w.store.get_job(id).await.unwrap()
 }
 
-fn succeeded() -> How {
-    How::Decided {
+fn succeeded() -> EndCause {
+    EndCause::Decided {
         from: JobState::Running,
         outcome: Outcome {
             state: JobState::Succeeded,

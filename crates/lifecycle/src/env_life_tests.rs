@@ -13,7 +13,7 @@ use sortie_core::{EnvPath, Environment, JobRequest, JobState, Operation};
 use sortie_launch::state_history::MemoryStateHistory;
 use sortie_store::{EnvironmentStore, JobRecord, JobStore, LastApply, StoreError};
 
-use crate::end::How;
+use crate::end::EndCause;
 use crate::submit::JobOrder;
 use crate::testing::{Bucket, World};
 use crate::{HistoryRefusal, PolicyGate};
@@ -92,7 +92,7 @@ impl Setup {
         self.bucket.put(&key, outputs.to_string().into_bytes());
         let mut record = self.w.store.get_job(&job.id).await.unwrap();
         record.job.state = JobState::Succeeded;
-        self.w.jobs.end(&record, How::Reached).await.unwrap();
+        self.w.jobs.end(&record, EndCause::Reached).await.unwrap();
         record
     }
 

@@ -15,7 +15,7 @@ use sortie_store::{EnvironmentStore, ExpiryStore, JobRecord, JobStore, LastApply
 
 use crate::testing::World;
 use crate::{
-    Bus, How, JobOrder, LifecycleError, ENVIRONMENT_EXPIRING, ENVIRONMENT_EXPIRY_FAILED,
+    Bus, EndCause, JobOrder, LifecycleError, ENVIRONMENT_EXPIRING, ENVIRONMENT_EXPIRY_FAILED,
     ENVIRONMENT_EXPIRY_WAITING,
 };
 
@@ -25,7 +25,7 @@ struct Recorder(Mutex<Vec<(String, Value)>>);
 
 #[async_trait]
 impl Bus for Recorder {
-    async fn job_completed(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
         Ok(())
     }
     async fn publish(
@@ -88,8 +88,8 @@ fn request(operation: &str) -> JobRequest {
     .unwrap()
 }
 
-fn succeeded() -> How {
-    How::Decided {
+fn succeeded() -> EndCause {
+    EndCause::Decided {
         from: JobState::Running,
         outcome: Outcome {
             state: JobState::Succeeded,

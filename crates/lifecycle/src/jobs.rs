@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use sortie_core::job::JobPhase;
 use sortie_core::sensitive;
 use sortie_core::{
-    review_refusal, Decision, EnvPath, Job, JobId, JobState, ReviewRefusal, ReviewVerdict,
+    review_refusal, EnvPath, Job, JobId, JobState, ReviewDecision, ReviewRefusal, ReviewVerdict,
 };
 use sortie_launch::JobSecrets;
 use sortie_store::{
@@ -19,7 +19,7 @@ use sortie_store::{
 };
 use tracing::{info, warn};
 
-use crate::end::How;
+use crate::end::EndCause;
 use crate::Bus;
 
 /// How many times a cancel is tried when the job moved between its read and its write
@@ -40,7 +40,7 @@ pub struct JobService {
     pub store: Arc<dyn Store>,
     /// The jobs queue.
     pub queue: Arc<dyn JobQueue>,
-    /// Where `sortie.job.completed` goes.
+    /// Where `sortie.job.ended` goes.
     pub bus: Arc<dyn Bus>,
     /// The secrets holding jobs' sensitive variables while they run.
     pub secrets: Arc<dyn JobSecrets>,
@@ -139,7 +139,7 @@ impl JobService {
                 .cancel_waiting_job(&job.id, Utc::now(), &reason)
                 .await?
         };
-        self.end(&canceled, How::Reached).await?;
+        self.end(&canceled, EndCause::Reached).await?;
         Ok(Cancellation::Canceled(canceled))
     }
 
@@ -165,7 +165,7 @@ impl JobService {
         let Some(mut review) = job.review.clone() else {
             return Ok(Err(ReviewRefusal::NotAwaiting(job.state)));
         };
-        review.decision = Some(Decision {
+        review.decision = Some(ReviewDecision {
             verdict,
             by: by.to_string(),
             at,
@@ -230,7 +230,7 @@ impl JobService {
             Err(e) => return Err(e),
         };
         info!(job_id = %job.id, verdict = ?verdict, by, "job reviewed");
-        self.end(&reviewed, How::Reached).await?;
+        self.end(&reviewed, EndCause::Reached).await?;
         Ok(Ok(reviewed))
     }
 
@@ -286,7 +286,7 @@ impl JobService {
             .await?;
         info!(job_id = %record.job.id, "approved; the pull request's requirements are checked again before the apply");
         let resource = format!("sortie:job/{}", record.job.id);
-        let detail = crate::completed_detail(&approved);
+        let detail = crate::ended_detail(&approved);
         if let Err(e) = self
             .bus
             .publish(crate::bus::JOB_APPROVED, &resource, detail)

@@ -22,7 +22,6 @@ mod environments;
 pub mod expiry;
 #[cfg(test)]
 mod expiry_tests;
-mod gate;
 mod group_cache;
 pub mod issuer;
 mod jobs;
@@ -30,6 +29,7 @@ mod locks;
 mod notifications;
 pub mod notify_queue;
 pub mod notify_worker;
+mod policy_gate;
 mod policy_listing;
 mod policy_sets;
 pub mod pull_requests;
@@ -49,19 +49,18 @@ pub mod triggers;
 pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
-    completed_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, ENVIRONMENT_EXPIRING,
+    ended_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, ENVIRONMENT_EXPIRING,
     ENVIRONMENT_EXPIRY_FAILED, ENVIRONMENT_EXPIRY_WAITING, JOB_APPROVED, JOB_AWAITING_APPROVAL,
-    JOB_COMPLETED, JOB_DISPATCHED, JOB_POLICY_CHECKED, SOURCE,
+    JOB_COMPLETED_ALIAS, JOB_DISPATCHED, JOB_ENDED, JOB_POLICY_CHECKED, SOURCE,
 };
 pub use deliveries::{delivery_id, Attempted, Event, PendingDelivery, Sender, NOTIFICATION_TEST};
 pub use ecs_event::{EcsContainer, EcsTaskStateChange};
-pub use end::{EndReport, How};
+pub use end::{EndCause, EndReport};
 pub use engine::{
     redelivery_delay_seconds, Engine, EventEffect, MessageDisposition, SweepReport, SweepResume,
     SweepSettings, AUDIT_EXPORTS, AUDIT_SEALS,
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
-pub use gate::PolicyGate;
 pub use issuer::{Issuer, IssuerConfig, IssuerError};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
@@ -69,6 +68,7 @@ pub use notifications::{
     NotificationRefusal, Notifications, WithSecret, MAX_DESTINATIONS_PER_GROUP,
     SIGNING_SECRET_PREFIX,
 };
+pub use policy_gate::PolicyGate;
 pub use policy_listing::PolicyListingCache;
 pub use policy_sets::{PolicySetRefusal, PolicySets};
 pub use rules::{RuleRefusal, Rules};

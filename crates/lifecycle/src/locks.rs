@@ -267,7 +267,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl crate::Bus for Recorded {
-        async fn job_completed(
+        async fn job_ended(
             &self,
             _: &sortie_store::JobRecord,
         ) -> Result<(), crate::LifecycleError> {

@@ -62,7 +62,7 @@ mod tests {
     fn an_eventbridge_event_and_a_delivery_are_told_apart_and_anything_else_is_neither() {
         // An event as an EventBridge rule's SQS target receives it.
         let event = serde_json::json!({
-            "version": "0", "id": "6a7e8feb", "detail-type": "sortie.job.completed",
+            "version": "0", "id": "6a7e8feb", "detail-type": "sortie.job.ended",
             "source": "sortie", "account": "123456789012", "time": "2026-11-30T00:00:00Z",
             "region": "us-east-1", "resources": ["sortie:job/01"],
             "detail": {"environment": "acme/web", "state": "failed"}

@@ -40,9 +40,9 @@ impl TeeBus {
 
 #[async_trait]
 impl Bus for TeeBus {
-    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
-        self.tee(crate::JOB_COMPLETED, &crate::completed_detail(record));
-        self.inner.job_completed(record).await
+    async fn job_ended(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+        self.tee(crate::JOB_ENDED, &crate::ended_detail(record));
+        self.inner.job_ended(record).await
     }
 
     async fn publish(

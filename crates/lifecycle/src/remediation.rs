@@ -113,7 +113,7 @@ mod tests {
 
     #[async_trait]
     impl Bus for Seen {
-        async fn job_completed(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
+        async fn job_ended(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
             Ok(())
         }
         async fn publish(

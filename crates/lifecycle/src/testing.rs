@@ -34,7 +34,7 @@ pub(crate) struct NoBus;
 
 #[async_trait]
 impl Bus for NoBus {
-    async fn job_completed(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 pub const TABLE: &str = "SORTIE_TABLE";
 /// URL of the jobs queue (SQS).
 pub const JOBS_QUEUE_URL: &str = "SORTIE_JOBS_QUEUE_URL";
-/// Name of Sortie's EventBridge bus, where `sortie.job.completed` is published.
+/// Name of Sortie's EventBridge bus, where `sortie.job.ended` is published.
 pub const BUS_NAME: &str = "SORTIE_BUS_NAME";
 /// Artifacts and logs bucket.
 pub const BUCKET: &str = "SORTIE_BUCKET";

@@ -88,7 +88,7 @@ pub struct DeliveryRecord {
     pub seq: u64,
     /// The delivery's id (`X-Sortie-Delivery`), the same on every attempt.
     pub id: String,
-    /// The event's type, such as `sortie.job.completed`.
+    /// The event's type, such as `sortie.job.ended`.
     pub event_type: String,
     /// When the event happened.
     pub event_time: DateTime<Utc>,

@@ -468,21 +468,45 @@ async fn a_job_lifecycle_with_the_deployed_roles() {
     dispatch_one(&as_dispatch, &sqs, queue_url).await;
     let failed = as_dispatch.jobs.store.get_job(&bad.id).await.unwrap();
     assert_eq!(failed.job.state, JobState::Failed);
-    let probe = aws_sdk_sqs::Client::new(&admin)
-        .receive_message()
-        .queue_url(cp["completions_probe_url"].as_str().unwrap())
-        .wait_time_seconds(2)
-        .send()
-        .await
-        .unwrap()
-        .messages
-        .unwrap_or_default();
-    assert!(
-        probe
-            .iter()
-            .any(|m| m.body().unwrap_or_default().contains(bad.id.as_str())),
-        "dispatch published the failed job's completion: {probe:?}"
+    // Its end, and the end's old name (an alias for one release), with the same detail.
+    let probe_sqs = aws_sdk_sqs::Client::new(&admin);
+    let mut ends: Vec<(String, Value)> = Vec::new();
+    for _ in 0..5 {
+        let got = probe_sqs
+            .receive_message()
+            .queue_url(cp["completions_probe_url"].as_str().unwrap())
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap()
+            .messages
+            .unwrap_or_default();
+        for m in got {
+            let event: Value = serde_json::from_str(m.body().unwrap_or_default()).unwrap();
+            if event["detail"]["job_id"] == bad.id.as_str() {
+                ends.push((
+                    event["detail-type"].as_str().unwrap().to_string(),
+                    event["detail"].clone(),
+                ));
+            }
+        }
+        if ends.len() >= 2 {
+            break;
+        }
+    }
+    ends.sort_by(|a, b| a.0.cmp(&b.0));
+    let types: Vec<&str> = ends.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            sortie_lifecycle::JOB_COMPLETED_ALIAS,
+            sortie_lifecycle::JOB_ENDED
+        ],
+        "dispatch published the failed job's end and its alias: {ends:?}"
     );
+    assert_eq!(ends[0].1, ends[1].1, "the alias carries the end's detail");
+    assert_eq!(ends[1].1["state"], "failed");
 
     // The launcher role, through the dispatch role: watch, find and stop the task.
     let launcher = EcsLauncher::new(dispatch.clone());

@@ -691,7 +691,7 @@ fn the_sweeper_runs_every_minute() {
 /// Pull requests on AWS (issue 42): webhook work, job-end reports and reconciles go to one
 /// queue with a DLQ after 8 receives; the pulls function consumes it reporting batch item
 /// failures, and a 5-minute schedule queues the reconciles; a rule sends pull-request jobs'
-/// `sortie.job.dispatched` and `sortie.job.completed` (the detail's `pull_request`, which `completed_detail` writes for
+/// `sortie.job.dispatched` and `sortie.job.ended` (the detail's `pull_request`, which `ended_detail` writes for
 /// such jobs only) to the queue, which lets that rule alone send to it from EventBridge; the
 /// api takes webhooks into it.
 #[test]
@@ -836,7 +836,7 @@ fn the_notify_queue_hears_exactly_the_notified_events_and_holds_a_whole_retry() 
 }
 
 #[test]
-fn completion_webhooks_are_optional_and_hear_only_sortie_job_completed() {
+fn completion_webhooks_are_optional_and_hear_only_sortie_job_ended() {
     let t = control_plane();
     for id in [
         "WebhookConnection",
@@ -857,7 +857,7 @@ fn completion_webhooks_are_optional_and_hear_only_sortie_job_completed() {
     );
     assert_eq!(
         strings(at(rule, &["EventPattern", "detail-type"]), "detail-type"),
-        vec!["sortie.job.completed"]
+        vec!["sortie.job.ended"]
     );
     assert_eq!(
         resource_type(&t, "WebhookDestination"),

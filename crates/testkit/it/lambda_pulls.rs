@@ -98,11 +98,11 @@ async fn the_pulls_binary_queues_reconciles_on_a_tick_and_fails_only_the_junk_of
     assert_eq!(orgs, ["acme", "beta"], "--- logs:\n{}", pulls.logs());
 
     // A batch: junk, work for an organisation with no connection, and a pull-request job's
-    // sortie.job.completed as the rule sends it (also for no connection).
+    // sortie.job.ended as the rule sends it (also for no connection).
     let mut batch = event("sqs-batch.json");
     let completed = json!({
         "version": "0", "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": "sortie.job.completed", "source": "sortie",
+        "detail-type": "sortie.job.ended", "source": "sortie",
         "account": "123456789012", "time": "2026-11-28T22:00:00Z", "region": "us-east-1",
         "resources": ["sortie:job/01jnx6v4k2m8q9r3s5t7w0y1za"],
         "detail": {"job_id": "01jnx6v4k2m8q9r3s5t7w0y1za", "org": "nobody", "environment": "nobody/web",

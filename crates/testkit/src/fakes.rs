@@ -57,7 +57,7 @@ pub struct Published {
     pub detail: serde_json::Value,
 }
 
-/// The event bus in memory: every event published, `sortie.job.completed` included.
+/// The event bus in memory: every event published, `sortie.job.ended` included.
 #[derive(Debug, Default)]
 pub struct MemoryBus {
     published: Mutex<Vec<Published>>,
@@ -72,11 +72,11 @@ impl MemoryBus {
 
 #[async_trait]
 impl Bus for MemoryBus {
-    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, record: &JobRecord) -> Result<(), LifecycleError> {
         self.publish(
-            sortie_lifecycle::JOB_COMPLETED,
+            sortie_lifecycle::JOB_ENDED,
             &format!("sortie:job/{}", record.job.id),
-            sortie_lifecycle::completed_detail(record),
+            sortie_lifecycle::ended_detail(record),
         )
         .await
     }

@@ -40,7 +40,7 @@ pub struct Resources {
     pub table: String,
     /// The jobs queue's URL.
     pub jobs_queue_url: String,
-    /// The EventBridge bus `sortie.job.completed` goes to (`default` when not set).
+    /// The EventBridge bus `sortie.job.ended` goes to (`default` when not set).
     pub bus_name: String,
     /// The artifacts and logs bucket, for the functions that read or presign it.
     pub bucket: Option<String>,
@@ -184,7 +184,7 @@ pub struct Parts {
     pub store: Arc<dyn Store>,
     /// The jobs queue.
     pub queue: Arc<dyn JobQueue>,
-    /// Where `sortie.job.completed` goes.
+    /// Where `sortie.job.ended` goes.
     pub bus: Arc<dyn Bus>,
     /// The secrets holding jobs' sensitive variables while they run.
     pub secrets: Arc<dyn JobSecrets>,
@@ -404,7 +404,7 @@ pub fn compose(
 /// `pulls`' queue, and every pull-request job's end queues a report of its pull request
 /// there ([`sortie_lifecycle::pull_requests::PullReportingBus`]). Without `pulls`, a
 /// function that reads `SORTIE_PULL_QUEUE_URL` gets pull requests on that SQS queue; there
-/// a job's end reaches the queue through the template's rule on `sortie.job.completed`.
+/// a job's end reaches the queue through the template's rule on `sortie.job.ended`.
 /// `events`, when given, gets every event published as well (`sortie dev`'s notification
 /// worker).
 pub fn compose_with_pulls(

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sortie_core::waiting::{did_you_mean, waiting, LockHolder, WaitFacts};
+use sortie_core::suggest::did_you_mean;
+use sortie_core::waiting::{waiting, LockHolder, WaitFacts};
 use sortie_core::{can, Action, EnvPath, GroupPath, JobId, JobState};
 use sortie_store::{JobRecord, StoreError};
 use tracing::warn;

@@ -29,7 +29,7 @@ struct NoBus;
 
 #[async_trait::async_trait]
 impl sortie_lifecycle::Bus for NoBus {
-    async fn job_completed(
+    async fn job_ended(
         &self,
         _: &sortie_store::JobRecord,
     ) -> Result<(), sortie_lifecycle::LifecycleError> {

@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use http::Method;
 use serde_json::Value;
 use sortie_api::model::{DecisionBody, JobView, LogsPage};
-use sortie_core::{ChangeSummary, JobState};
+use sortie_core::{ChangeSummary, JobState, ReviewVerdict};
 
 use self::request::job_request;
 use self::text::{job_table, submitted_table, text};
@@ -138,10 +138,10 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
             })
         }
         JobCommand::Approve { id, comment } => {
-            decide(api, &id, Verdict::Approve, comment, out).await
+            review(api, &id, ReviewVerdict::Approved, comment, out).await
         }
         JobCommand::Discard { id, comment } => {
-            decide(api, &id, Verdict::Discard, comment, out).await
+            review(api, &id, ReviewVerdict::Discarded, comment, out).await
         }
         JobCommand::Outputs { id } => {
             let answer = api
@@ -180,24 +180,17 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
     }
 }
 
-/// A decision on a job awaiting approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Approve,
-    Discard,
-}
-
 /// `job approve|discard ID [--comment TEXT]`: the decision, then the job as it is now.
-async fn decide(
+async fn review(
     api: &Api,
     id: &str,
-    verdict: Verdict,
+    verdict: ReviewVerdict,
     comment: Option<String>,
     out: Output,
 ) -> Result<(), CliError> {
     let verb = match verdict {
-        Verdict::Approve => "approve",
-        Verdict::Discard => "discard",
+        ReviewVerdict::Approved => "approve",
+        ReviewVerdict::Discarded => "discard",
     };
     let body = serde_json::to_value(DecisionBody { comment })
         .map_err(|e| CliError::Other(format!("could not encode the decision: {e}")))?;
@@ -222,14 +215,14 @@ async fn decide(
         let id = &view.job.id;
         let note = match verdict {
             // A pull request's apply waits, approved, for its requirements to be read again.
-            Verdict::Approve if view.job.state == JobState::AwaitingApproval => format!(
+            ReviewVerdict::Approved if view.job.state == JobState::AwaitingApproval => format!(
                 "job {id} approved: its pull request's requirements are checked again, then the saved plan is applied (follow it with `sortie job logs -f {id}`)\n"
             ),
-            Verdict::Approve => format!(
+            ReviewVerdict::Approved => format!(
                 "job {id} approved: {} to apply the saved plan (follow it with `sortie job logs -f {id}`)\n",
                 view.job.state
             ),
-            Verdict::Discard => format!(
+            ReviewVerdict::Discarded => format!(
                 "job {id} {}: nothing was applied, and {} is released\n",
                 view.job.state, view.job.environment
             ),

@@ -366,7 +366,9 @@ mod tests {
     use chrono::Utc;
     use serde_json::json;
     use sortie_api::model::JobView;
-    use sortie_core::job::{Decision, Job, JobPhase, JobRequest, JobState, Review, ReviewVerdict};
+    use sortie_core::job::{
+        Job, JobPhase, JobRequest, JobState, Review, ReviewDecision, ReviewVerdict,
+    };
     use sortie_core::{EnvPath, RunnerId};
 
     use super::{awaits_a_person, end_of_line};
@@ -389,7 +391,7 @@ mod tests {
             timeout_seconds: 3600,
             phase: JobPhase::Plan,
             awaiting_since: Some(Utc::now()),
-            decision: decided.then(|| Decision {
+            decision: decided.then(|| ReviewDecision {
                 verdict: ReviewVerdict::Approved,
                 by: "bob".into(),
                 at: Utc::now(),

@@ -7,7 +7,7 @@ use serde_json::Value;
 use sortie_api::model::{EnvironmentView, OutputsView, RefreshRunnerAnswer, ResolutionAnswer};
 use sortie_core::drift::DriftStatus;
 use sortie_core::environment::APPROVAL_TIMEOUT_DEFAULT_SECONDS;
-use sortie_core::{Considered, Verdict};
+use sortie_core::{Considered, RuleVerdict};
 
 use super::shared::{json_word, or_dash};
 use crate::output::{change_summary, details, table, when};
@@ -277,11 +277,11 @@ pub(super) fn resolution_details(r: &ResolutionAnswer) -> String {
 
 pub(super) fn fate(c: &Considered) -> String {
     match &c.verdict {
-        Verdict::Won => "won".into(),
-        Verdict::Lost { to, because } => format!("lost to {to}: {because}"),
-        Verdict::OutOfScope => "out of scope".into(),
-        Verdict::RunnerNotVisible => "runner not visible at its scope".into(),
-        Verdict::NotMatched { reason } => format!("not matched: {reason}"),
+        RuleVerdict::Won => "won".into(),
+        RuleVerdict::Lost { to, because } => format!("lost to {to}: {because}"),
+        RuleVerdict::OutOfScope => "out of scope".into(),
+        RuleVerdict::RunnerNotVisible => "runner not visible at its scope".into(),
+        RuleVerdict::NotMatched { reason } => format!("not matched: {reason}"),
     }
 }
 

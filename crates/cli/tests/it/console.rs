@@ -1,4 +1,4 @@
-//! The console through `sortie dev`'s token gate: the page and its assets need no token
+//! The console through `sortie dev`'s development token check: the page and its assets need no token
 //! (GET and HEAD only), the API still does; the console's URL is printed and in the
 //! ready file.
 

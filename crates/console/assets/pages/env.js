@@ -80,7 +80,7 @@ export function countsText(counts) {
   return otherRules(counts).join('; ') || 'none';
 }
 
-/** One considered rule's fate in words (crates/core/src/rule.rs `Verdict`). */
+/** One considered rule's fate in words (crates/core/src/rule.rs `RuleVerdict`). */
 export function verdictText(item) {
   const c = item || {};
   switch (c.outcome) {

@@ -1,6 +1,6 @@
 // What a reviewer of an environment wants beside its settings: the policy sets in force for
 // it (the sets of its group and of every group above that the viewer may read, whose criteria
-// match it, as the policy gate picks them: crates/lifecycle/src/gate.rs `in_force`), and
+// match it, as the policy gate picks them: crates/lifecycle/src/policy_gate.rs `in_force`), and
 // where its expiry comes from (its own end or TTL, else a group's default TTL: the
 // environment view's `expiry`).
 import { html } from '../vendor/preact-htm-standalone.js';

@@ -23,7 +23,8 @@ pub use request::{
     MAX_FILES_BYTES, SHORT_SHA_LEN,
 };
 pub use review::{
-    review_refusal, Decision, JobPhase, Review, ReviewRefusal, ReviewVerdict, DECISION_COMMENT_MAX,
+    review_refusal, JobPhase, Review, ReviewDecision, ReviewRefusal, ReviewVerdict,
+    DECISION_COMMENT_MAX,
 };
 pub use state::{IllegalTransition, JobState, Transition, ALL_STATES};
 

@@ -44,7 +44,7 @@ pub struct Review {
     pub awaiting_since: Option<DateTime<Utc>>,
     /// The decision, once made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
+    pub decision: Option<ReviewDecision>,
     /// True when the job is reviewed only because policy sets apply to its environment
     /// (its approval is `auto`): a plan that passes the policy gate is approved at once by
     /// [`crate::policy::gate::POLICY_PRINCIPAL`]; one the gate holds awaits a person.
@@ -66,7 +66,7 @@ pub enum ReviewVerdict {
 /// A decision on a reviewed job: who, when, what and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Decision {
+pub struct ReviewDecision {
     /// Approved or discarded.
     pub verdict: ReviewVerdict,
     /// The subject of who decided (`sortie:approval-timeout` for the timeout).

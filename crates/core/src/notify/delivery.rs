@@ -20,7 +20,7 @@ pub const SIGNATURE_HEADER: &str = "x-sortie-signature";
 pub const TIMESTAMP_HEADER: &str = "x-sortie-timestamp";
 /// The header of the delivery's id: the same on every attempt and on a redelivery.
 pub const DELIVERY_HEADER: &str = "x-sortie-delivery";
-/// The header naming the event's type, such as `sortie.job.completed`.
+/// The header naming the event's type, such as `sortie.job.ended`.
 pub const EVENT_HEADER: &str = "x-sortie-event";
 /// How long one attempt may take, the connection included.
 pub const ATTEMPT_TIMEOUT_SECONDS: u64 = 10;

@@ -34,7 +34,7 @@ pub const CONFIGURATION_CHANGED: &str = "sortie.configuration.changed";
 /// Every `detail-type` [`kind_of`] reads a kind from: the events the notify queue's rule
 /// sends it (the template's `NotifyRule`, checked against this list).
 pub const NOTIFIED_DETAIL_TYPES: [&str; 7] = [
-    "sortie.job.completed",
+    "sortie.job.ended",
     "sortie.job.awaiting_approval",
     "sortie.job.policy_checked",
     "sortie.environment.drifted",
@@ -101,7 +101,7 @@ impl EventKind {
 pub fn kind_of(detail_type: &str, detail: &Value) -> Option<EventKind> {
     let state = detail.get("state").and_then(Value::as_str).unwrap_or("");
     match detail_type {
-        "sortie.job.completed" => Some(if matches!(state, "failed" | "timed_out") {
+        "sortie.job.ended" => Some(if matches!(state, "failed" | "timed_out") {
             EventKind::JobFailed
         } else {
             EventKind::JobCompleted

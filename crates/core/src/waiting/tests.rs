@@ -248,45 +248,7 @@ fn the_pool_claim_is_recorded_at_most_every_thirty_seconds_and_checked() {
     );
 }
 
-#[test]
-fn did_you_mean_picks_the_nearest_names_and_nothing_far() {
-    let names = ["prod", "prod-eu", "staging", "dev", "production"];
-    assert_eq!(did_you_mean("prdo", names), ["prod"]);
-    assert_eq!(did_you_mean("prod-e", names), ["prod-eu", "prod"]);
-    assert_eq!(did_you_mean("stagign", names), ["staging"]);
-    assert!(did_you_mean("zzzzzzzz", names).is_empty());
-    assert!(
-        did_you_mean("prod", ["prod"]).is_empty(),
-        "never the name asked"
-    );
-}
-
 proptest! {
-    #[test]
-    fn suggestions_are_few_near_candidates_nearest_first(
-        asked in "[a-z]{1,10}",
-        names in proptest::collection::vec("[a-z]{1,10}", 0..20),
-    ) {
-        let got = did_you_mean(&asked, names.iter().map(String::as_str));
-        prop_assert!(got.len() <= DID_YOU_MEAN_MAX);
-        let mut last = 0;
-        for g in &got {
-            prop_assert!(names.contains(g));
-            prop_assert!(g != &asked);
-            let d = edit_distance(&asked, g);
-            prop_assert!(d <= (g.len().max(asked.len()) / 3).max(2));
-            prop_assert!(d >= last);
-            last = d;
-        }
-    }
-
-    #[test]
-    fn edit_distance_is_a_metric(a in "[a-c]{0,6}", b in "[a-c]{0,6}", c in "[a-c]{0,6}") {
-        prop_assert_eq!(edit_distance(&a, &b), edit_distance(&b, &a));
-        prop_assert_eq!(edit_distance(&a, &a), 0);
-        prop_assert!(edit_distance(&a, &c) <= edit_distance(&a, &b) + edit_distance(&b, &c));
-    }
-
     #[test]
     fn only_live_states_wait_and_the_text_is_one_line(
         steps in proptest::collection::vec(0usize..9, 0..8),

@@ -209,12 +209,12 @@ proptest! {
         approve in any::<bool>(),
         approved_before in any::<bool>(),
     ) {
-        use sortie_core::{review_refusal, Decision, ReviewRefusal, ReviewVerdict};
+        use sortie_core::{review_refusal, ReviewDecision, ReviewRefusal, ReviewVerdict};
         let mut job = reviewed("apply", four_eyes);
         job.state = ALL_STATES[state];
         if approved_before {
             // An approval that waits for its pull request's requirements.
-            job.review.as_mut().unwrap().decision = Some(Decision {
+            job.review.as_mut().unwrap().decision = Some(ReviewDecision {
                 verdict: ReviewVerdict::Approved,
                 by: "carol".into(),
                 at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use sortie_core::rule::{precedence, Verdict};
+use sortie_core::rule::{precedence, RuleVerdict};
 use sortie_core::rule_index::Tally;
 use sortie_core::{
     resolve, Criteria, EnvFacts, EnvPath, GroupPath, RuleIndex, RunnerId, RunnerRule,
@@ -117,20 +117,20 @@ fn the_explanation_says_why_each_rule_lost_or_did_not_match() {
             .verdict
             .clone()
     };
-    assert_eq!(verdict("gold"), Verdict::Won);
+    assert_eq!(verdict("gold"), RuleVerdict::Won);
     assert!(
-        matches!(verdict("shared"), Verdict::Lost { to, because } if to == "gold" && because.contains("deeper scope"))
+        matches!(verdict("shared"), RuleVerdict::Lost { to, because } if to == "gold" && because.contains("deeper scope"))
     );
     assert!(
-        matches!(verdict("dev-only"), Verdict::NotMatched { reason } if reason.contains("env_type"))
+        matches!(verdict("dev-only"), RuleVerdict::NotMatched { reason } if reason.contains("env_type"))
     );
     assert!(
-        matches!(verdict("needs-gpu"), Verdict::NotMatched { reason } if reason.contains("gpu"))
+        matches!(verdict("needs-gpu"), RuleVerdict::NotMatched { reason } if reason.contains("gpu"))
     );
     assert!(
-        matches!(verdict("eu-only"), Verdict::NotMatched { reason } if reason.contains("env_path"))
+        matches!(verdict("eu-only"), RuleVerdict::NotMatched { reason } if reason.contains("env_path"))
     );
-    assert_eq!(verdict("other-org"), Verdict::OutOfScope);
+    assert_eq!(verdict("other-org"), RuleVerdict::OutOfScope);
     assert_eq!(r.explanation.len(), rules.len(), "every rule is explained");
 }
 
@@ -172,7 +172,7 @@ fn a_stored_rule_naming_an_invisible_runner_never_wins() {
     assert!(r
         .explanation
         .iter()
-        .any(|c| c.rule_id == "bad" && c.verdict == Verdict::RunnerNotVisible));
+        .any(|c| c.rule_id == "bad" && c.verdict == RuleVerdict::RunnerNotVisible));
 }
 
 // ---- properties ----
@@ -401,8 +401,8 @@ fn tally_of(explanation: &[sortie_core::Considered]) -> Tally {
     let mut t = Tally::default();
     for c in explanation {
         match &c.verdict {
-            Verdict::Won => t.won += 1,
-            Verdict::Lost { because, .. } => {
+            RuleVerdict::Won => t.won += 1,
+            RuleVerdict::Lost { because, .. } => {
                 let s = &mut t.outranked;
                 if because.starts_with("deeper scope") {
                     s.deeper_scope += 1
@@ -414,9 +414,9 @@ fn tally_of(explanation: &[sortie_core::Considered]) -> Tally {
                     s.rule_id += 1
                 }
             }
-            Verdict::OutOfScope => t.out_of_scope += 1,
-            Verdict::RunnerNotVisible => t.runner_not_visible += 1,
-            Verdict::NotMatched { reason } => {
+            RuleVerdict::OutOfScope => t.out_of_scope += 1,
+            RuleVerdict::RunnerNotVisible => t.runner_not_visible += 1,
+            RuleVerdict::NotMatched { reason } => {
                 let n = &mut t.not_matched;
                 if reason.starts_with("env_type") {
                     n.env_type += 1

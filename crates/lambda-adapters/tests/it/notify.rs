@@ -23,7 +23,7 @@ struct Quiet;
 
 #[async_trait]
 impl Bus for Quiet {
-    async fn job_completed(&self, _: &sortie_store::JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, _: &sortie_store::JobRecord) -> Result<(), LifecycleError> {
         Ok(())
     }
 }
@@ -118,7 +118,7 @@ async fn an_event_fans_out_to_a_delivery_message_retried_by_visibility_until_del
 
     // The rule's SQS target gets the whole event; a junk record rides beside it.
     let event: Value = json!({
-        "version": "0", "id": "ev-1", "detail-type": "sortie.job.completed", "source": "sortie",
+        "version": "0", "id": "ev-1", "detail-type": "sortie.job.ended", "source": "sortie",
         "account": "123456789012", "time": "2026-11-30T00:00:00Z", "region": "us-east-1",
         "resources": [], "detail": {"environment": "acme/web", "state": "failed",
             "job_id": "01jnx6v4k2m8q9r3s5t7w0y1za", "operation": "apply"}

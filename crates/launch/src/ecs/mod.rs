@@ -165,7 +165,7 @@ fn environment(spec: &LaunchSpec<'_>, c: &EcsFargateRunner) -> Vec<KeyValuePair>
     ];
     // The job's built-in variables; a runner's `env` cannot name them (`SORTIE_` is reserved).
     env.extend(
-        sortie_core::job_env::builtin(job)
+        sortie_core::container_env::builtin(job)
             .into_iter()
             .map(|(k, v)| (k.to_string(), v)),
     );

@@ -162,7 +162,7 @@ fn quantities(map: &BTreeMap<String, String>) -> Option<BTreeMap<String, Quantit
     })
 }
 
-/// Sortie's own variables and the job's built-in ones ([`sortie_core::job_env`]): set last
+/// Sortie's own variables and the job's built-in ones ([`sortie_core::container_env`]): set last
 /// in the runner container, whatever the runner or an overlay says.
 fn sortie_env(spec: &LaunchSpec<'_>) -> Vec<EnvVar> {
     [
@@ -171,7 +171,7 @@ fn sortie_env(spec: &LaunchSpec<'_>) -> Vec<EnvVar> {
         ("SORTIE_API_URL", spec.api_url.to_string()),
     ]
     .into_iter()
-    .chain(sortie_core::job_env::builtin(spec.job))
+    .chain(sortie_core::container_env::builtin(spec.job))
     .map(|(name, value)| EnvVar {
         name: name.to_string(),
         value: Some(value),

@@ -15,8 +15,8 @@
 //! - **Stop.** The Job is deleted with `propagationPolicy: Background` (its pod goes with
 //!   it); a Job already gone is a stop done.
 //! - **Completion.** Kubernetes sends no EventBridge event: the sweeper describes every
-//!   running `eks` job on each pass ([`sortie_core::decision::JobFacts::polled`]), and the
-//!   runner's own final callback ends the job at once. Whichever comes first wins.
+//!   running `eks` job on each pass ([`sortie_core::oversight::JobFacts::polled`]), and the
+//!   pilot's own final callback ends the job at once. Whichever comes first wins.
 //!
 //! A [`TaskRef`] of this launcher is `<namespace>/<job name>`.
 

@@ -102,7 +102,7 @@ impl Engine {
             return;
         }
         let resource = format!("sortie:job/{}", claimed.job.id);
-        let detail = crate::bus::completed_detail(claimed);
+        let detail = crate::bus::ended_detail(claimed);
         if let Err(e) = self
             .jobs
             .bus
@@ -161,7 +161,7 @@ impl Engine {
             "launch did not start a task"
         );
         // An uncertain launch waits for the lookup by `startedBy` after the lease.
-        let step = decide(&facts(claimed), &seen, now, self.timing());
+        let step = oversee(&facts(claimed), &seen, now, self.timing());
         match self.carry_out(claimed, step, None).await {
             Ok(_) => MessageDisposition::Done,
             Err(e) => retry(e.to_string()),
@@ -184,7 +184,7 @@ impl Engine {
         match self.jobs.store.get_pool(pool).await {
             Ok(found) if &found.item.pool.group == claimed.job.runner_id.group() => {}
             Ok(_) | Err(StoreError::NotFound { .. }) => {
-                let step = Step::End(sortie_core::Outcome {
+                let step = Oversight::End(sortie_core::Outcome {
                     state: JobState::Failed,
                     reason: format!(
                         "launch failed: \"agent pool {pool} does not exist in the runner's group\""
@@ -294,7 +294,7 @@ impl Engine {
             // Offered to an agent pool and not claimed: it ends now (a claim racing this
             // finds the cancel and refuses, or wins and its heartbeat delivers the cancel).
             if marked.offered_to.is_some() {
-                let step = decide(&facts(&marked), &Seen::Nothing, Utc::now(), self.timing());
+                let step = oversee(&facts(&marked), &Seen::Nothing, Utc::now(), self.timing());
                 return match self.carry_out(&marked, step, None).await {
                     Ok(_) => MessageDisposition::Done,
                     Err(e) => MessageDisposition::Retry {
@@ -313,7 +313,7 @@ impl Engine {
             Ok(()) => MessageDisposition::Done,
             Err(LaunchError::Fatal(reason)) => {
                 warn!(%reason, "stop for cancel refused for good");
-                let step = decide(
+                let step = oversee(
                     &facts(&marked),
                     &Seen::StopRefused(reason),
                     Utc::now(),

@@ -117,7 +117,7 @@ impl Engine {
         if record.job.state == JobState::Queued {
             return Ok(EventEffect::Ignored("already requeued"));
         }
-        let step = decide(
+        let step = oversee(
             &facts(&record),
             &Seen::Stopped(stop),
             Utc::now(),

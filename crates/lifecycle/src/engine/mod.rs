@@ -4,7 +4,7 @@
 //!   it; a refused launch follows the one retry policy (`retry.rs`).
 //! - [`task_event`](Engine::task_event) (`events.rs`) turns a task's state change into a
 //!   decided step.
-//! - `steps.rs` carries out a decided step ([`sortie_core::decision::Step`]); an end goes
+//! - `steps.rs` carries out a decided step ([`sortie_core::oversight::Oversight`]); an end goes
 //!   through the one end of a job ([`JobService::end`]), then drift remediation
 //!   ([`JobService::remediate_drift`]).
 //! - [`sweep`](Engine::sweep) (`sweep.rs`, with its settings and report in `sweep_pass.rs`)
@@ -13,14 +13,14 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sortie_core::decision::{decide, JobFacts, Seen, Step, Timing};
 use sortie_core::outcome::CANCELED_BY;
+use sortie_core::oversight::{oversee, JobFacts, Oversight, Seen, Timing};
 use sortie_core::{JobId, JobState, RunnerConfiguration, TaskRef, TaskStop};
 use sortie_launch::{job_id_of, LaunchError, LaunchSpec, Launcher, TaskStatus};
 use sortie_store::{JobMessage, JobRecord, JobUpdate, StoreError, Unreadable};
 use tracing::{info, warn, Instrument};
 
-use crate::{EcsTaskStateChange, How, JobService, LifecycleError};
+use crate::{EcsTaskStateChange, EndCause, JobService, LifecycleError};
 
 mod audit_sweep;
 mod dispatch;

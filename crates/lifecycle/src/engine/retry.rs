@@ -29,7 +29,7 @@ impl Engine {
         let (delay, at) = match decided {
             LaunchRetry::Retry { delay_seconds, at } => (delay_seconds, at),
             LaunchRetry::GiveUp(reason) => {
-                let step = Step::End(sortie_core::Outcome {
+                let step = Oversight::End(sortie_core::Outcome {
                     state: JobState::Failed,
                     reason,
                 });

@@ -1,4 +1,4 @@
-//! Carrying out a decided step ([`Step`]): adopt, stop, requeue or end a job.
+//! Carrying out a decided step ([`Oversight`]): adopt, stop, requeue or end a job.
 
 use super::*;
 
@@ -17,7 +17,7 @@ impl Engine {
     pub(super) async fn carry_out(
         &self,
         record: &JobRecord,
-        step: Step,
+        step: Oversight,
         task: Option<&TaskRef>,
     ) -> Result<Option<JobState>, LifecycleError> {
         self.carry_out_as(record, step, task, false).await
@@ -29,15 +29,15 @@ impl Engine {
     pub(super) async fn carry_out_as(
         &self,
         record: &JobRecord,
-        step: Step,
+        step: Oversight,
         task: Option<&TaskRef>,
         swept: bool,
     ) -> Result<Option<JobState>, LifecycleError> {
         let id = &record.job.id;
         let mut from = record.job.state;
         match step {
-            Step::Wait | Step::Find | Step::Describe => Ok(None),
-            Step::Adopt(found) => match self
+            Oversight::Wait | Oversight::Find | Oversight::Describe => Ok(None),
+            Oversight::Adopt(found) => match self
                 .adopt(
                     id,
                     &found,
@@ -53,11 +53,11 @@ impl Engine {
                 Err(StoreError::StateConflict { .. }) => Ok(None),
                 Err(e) => Err(e.into()),
             },
-            Step::Heard => {
+            Oversight::Heard => {
                 self.mark_unless_moved_on(id, JobUpdate::default()).await?;
                 Ok(None)
             }
-            Step::Stop { reason, timeout } => {
+            Oversight::Stop { reason, timeout } => {
                 let Some(task) = record.task.as_ref() else {
                     return Ok(None);
                 };
@@ -80,7 +80,7 @@ impl Engine {
                     }
                     Err(LaunchError::Fatal(error)) => {
                         warn!(task = %task, %error, "stop refused for good");
-                        let step = decide(
+                        let step = oversee(
                             &facts(record),
                             &Seen::StopRefused(error),
                             Utc::now(),
@@ -91,7 +91,7 @@ impl Engine {
                     Err(e) => Err(e.into()),
                 }
             }
-            Step::Requeue { reason, spot } => {
+            Oversight::Requeue { reason, spot } => {
                 let update = JobUpdate {
                     clear_task: true,
                     spot_requeue: spot,
@@ -114,7 +114,7 @@ impl Engine {
                 }
                 Ok(Some(JobState::Queued))
             }
-            Step::End(outcome) => {
+            Oversight::End(outcome) => {
                 if from == JobState::Dispatching {
                     if let Some(task) = task {
                         // The task stopped before the dispatcher recorded it: record it first.
@@ -135,7 +135,7 @@ impl Engine {
                 // The one end of a job (a reviewed job's plan phase awaits approval instead),
                 // then the step after it: a drift check's drift is answered.
                 let reason = outcome.reason.clone();
-                let how = How::Decided { from, outcome };
+                let how = EndCause::Decided { from, outcome };
                 let report = if swept {
                     self.jobs.end_counted_first(record, how).await?
                 } else {

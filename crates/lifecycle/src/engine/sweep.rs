@@ -474,15 +474,15 @@ impl Engine {
     ) -> Result<(), LifecycleError> {
         let facts = facts(&record);
         let mut seen = Seen::Nothing;
-        // At most one observation per job per pass: decide, observe, decide again.
+        // At most one observation per job per pass: oversee, observe, oversee again.
         for _ in 0..2 {
-            let step = decide(&facts, &seen, now, self.timing());
+            let step = oversee(&facts, &seen, now, self.timing());
             match step {
                 // An agent job has no platform to look in: unoffered after the lease, it is
                 // requeued (and offered again).
-                Step::Find if agent_runner(&record.job).is_some() => seen = Seen::Found(None),
-                Step::Find => seen = Seen::Found(self.launcher.find(&record.job).await?),
-                Step::Describe => {
+                Oversight::Find if agent_runner(&record.job).is_some() => seen = Seen::Found(None),
+                Oversight::Find => seen = Seen::Found(self.launcher.find(&record.job).await?),
+                Oversight::Describe => {
                     let Some(task) = record.task.as_ref() else {
                         return Ok(());
                     };
@@ -509,17 +509,17 @@ impl Engine {
                 }
                 step => {
                     let counted = match &step {
-                        Step::Adopt(_) => Some(&mut report.adopted),
-                        Step::Requeue { .. } => Some(&mut report.requeued),
-                        Step::Stop { timeout: true, .. }
+                        Oversight::Adopt(_) => Some(&mut report.adopted),
+                        Oversight::Requeue { .. } => Some(&mut report.requeued),
+                        Oversight::Stop { timeout: true, .. }
                             if record.timeout_requested_at.is_none() =>
                         {
                             Some(&mut report.timed_out)
                         }
-                        Step::End(_) => Some(&mut report.resolved),
+                        Oversight::End(_) => Some(&mut report.resolved),
                         _ => None,
                     };
-                    let is_stop = matches!(step, Step::Stop { .. });
+                    let is_stop = matches!(step, Oversight::Stop { .. });
                     let task = match &seen {
                         Seen::Stopped(_) => record.task.clone(),
                         _ => None,

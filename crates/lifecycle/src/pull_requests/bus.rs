@@ -1,5 +1,5 @@
 //! A job's end reaches its pull request: the bus that queues a report of the job's pull
-//! request beside publishing `sortie.job.completed` (`sortie dev` and tests; on AWS an
+//! request beside publishing `sortie.job.ended` (`sortie dev` and tests; on AWS an
 //! EventBridge rule sends the completed events of pull-request jobs to the same queue).
 
 use std::sync::Arc;
@@ -17,11 +17,11 @@ use crate::{Bus, LifecycleError};
 pub const REPORTED_EVENTS: [&str; 3] = [
     crate::bus::JOB_DISPATCHED,
     crate::bus::JOB_APPROVED,
-    crate::bus::JOB_COMPLETED,
+    crate::bus::JOB_ENDED,
 ];
 
 /// The work a message of the pull queue carries: [`PullWork`] as Sortie queued it, or a
-/// pull-request job's `sortie.job.dispatched` or `sortie.job.completed` event (as the
+/// pull-request job's `sortie.job.dispatched` or `sortie.job.ended` event (as the
 /// template's rule sends them), which asks for that pull request's report. `None` for
 /// anything else.
 pub fn work_of_message(body: &str) -> Option<PullWork> {
@@ -67,14 +67,14 @@ pub fn report_of(record: &JobRecord) -> Option<PullWork> {
 
 #[async_trait]
 impl Bus for PullReportingBus {
-    async fn job_completed(&self, record: &JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, record: &JobRecord) -> Result<(), LifecycleError> {
         if let Some(work) = report_of(record) {
             // Best effort, as the event itself: the next change or the reconcile reports.
             if let Err(e) = self.queue.send_work(&work).await {
                 warn!(error = %e, "the pull request's report could not be queued");
             }
         }
-        self.inner.job_completed(record).await
+        self.inner.job_ended(record).await
     }
 
     async fn publish(
@@ -119,7 +119,7 @@ mod tests {
 
     /// What EventBridge puts on the queue: the whole event, the detail as Sortie made it.
     fn event_body(record: &JobRecord, source: &str) -> String {
-        event_of(record, source, crate::bus::JOB_COMPLETED)
+        event_of(record, source, crate::bus::JOB_ENDED)
     }
 
     fn event_of(record: &JobRecord, source: &str, detail_type: &str) -> String {
@@ -132,7 +132,7 @@ mod tests {
             "time": "2026-11-28T22:00:00Z",
             "region": "us-east-1",
             "resources": [format!("sortie:job/{}", record.job.id)],
-            "detail": crate::bus::completed_detail(record),
+            "detail": crate::bus::ended_detail(record),
         })
         .to_string()
     }
@@ -163,7 +163,7 @@ mod tests {
             None
         );
         let without = record(None);
-        assert!(crate::bus::completed_detail(&without)
+        assert!(crate::bus::ended_detail(&without)
             .get("pull_request")
             .is_none());
         assert_eq!(work_of_message(&event_body(&without, "sortie")), None);

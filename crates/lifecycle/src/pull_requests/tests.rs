@@ -1156,10 +1156,7 @@ struct Published(Mutex<Vec<(String, serde_json::Value)>>);
 
 #[async_trait]
 impl crate::Bus for Published {
-    async fn job_completed(
-        &self,
-        _: &sortie_store::JobRecord,
-    ) -> Result<(), crate::LifecycleError> {
+    async fn job_ended(&self, _: &sortie_store::JobRecord) -> Result<(), crate::LifecycleError> {
         Ok(())
     }
     async fn publish(
@@ -1402,7 +1399,7 @@ async fn applied_and_approved(s: &Setup) -> sortie_store::JobRecord {
         .jobs
         .end(
             &running,
-            crate::end::How::Decided {
+            crate::end::EndCause::Decided {
                 from: JobState::Running,
                 outcome: sortie_core::Outcome {
                     state: JobState::Succeeded,

@@ -1,7 +1,7 @@
 //! The job lifecycle on an `eks` runner, against moto (DynamoDB, SQS, EventBridge, STS,
 //! EKS) and the Kubernetes API double (`sortie_testkit::kube`, not Kubernetes: exactly the
 //! endpoints Sortie calls). Kubernetes sends no task event: the sweeper polls every running
-//! `eks` job, and the runner's own final callback ends it at once; whichever comes first
+//! `eks` job, and the pilot's own final callback ends it at once; whichever comes first
 //! wins, and the second changes nothing.
 
 use crate::common;

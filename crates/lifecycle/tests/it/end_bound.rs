@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use sortie_core::end_retry::MAX_END_TRIES;
 use sortie_core::{EnvPath, Environment, JobId, JobState, Outcome, Runner, RunnerId, RunnerLink};
-use sortie_lifecycle::{How, JobOrder, JobService, PolicySets};
+use sortie_lifecycle::{EndCause, JobOrder, JobService, PolicySets};
 use sortie_store::{
     Artifacts, DynamoStore, EnvironmentStore, JobMessage, JobQueue, JobStore, ObjectInfo,
     PresignedPut, RunnerStore, S3Artifacts, StoreError,
@@ -32,7 +32,7 @@ struct NoBus;
 
 #[async_trait]
 impl sortie_lifecycle::Bus for NoBus {
-    async fn job_completed(
+    async fn job_ended(
         &self,
         _: &sortie_store::JobRecord,
     ) -> Result<(), sortie_lifecycle::LifecycleError> {
@@ -144,8 +144,8 @@ async fn run(store: &DynamoStore, id: &JobId) {
     }
 }
 
-fn succeeded() -> How {
-    How::Decided {
+fn succeeded() -> EndCause {
+    EndCause::Decided {
         from: JobState::Running,
         outcome: Outcome {
             state: JobState::Succeeded,

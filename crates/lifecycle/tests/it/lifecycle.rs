@@ -541,8 +541,8 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
         "the next job is sent"
     );
     let completed = w.drain(&w.events_url).await;
-    assert_eq!(completed.len(), 1, "sortie.job.completed reached the bus");
-    assert_eq!(completed[0]["detail-type"], "sortie.job.completed");
+    assert_eq!(completed.len(), 1, "sortie.job.ended reached the bus");
+    assert_eq!(completed[0]["detail-type"], "sortie.job.ended");
     assert_eq!(completed[0]["detail"]["job_id"], job.id.as_str());
     assert_eq!(completed[0]["detail"]["state"], "succeeded");
 

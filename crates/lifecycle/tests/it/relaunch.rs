@@ -132,7 +132,7 @@ async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
             rec.task.as_ref().unwrap(),
         );
         let moved = w.engine.task_event(&spot).await.unwrap();
-        if attempt <= sortie_core::decision::MAX_SPOT_REQUEUES {
+        if attempt <= sortie_core::oversight::MAX_SPOT_REQUEUES {
             assert_eq!(moved, EventEffect::Moved(JobState::Queued));
             assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
         } else {

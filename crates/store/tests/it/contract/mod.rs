@@ -11,9 +11,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, TimeZone, Timelike, Utc};
 use sortie_core::drift::{DriftSkipped, DriftStatus, DriftVerdict};
 use sortie_core::{
-    Approval, ChangeSummary, Decision, DriftRemediation, EnvPath, EnvSettings, Environment,
-    Grantee, GroupPath, Job, JobPhase, JobRequest, JobState, Membership, Review, ReviewVerdict,
-    Role, Runner, RunnerId, RunnerLink, RunnerRule, RunnerSpec, ToolName, ToolUsed,
+    Approval, ChangeSummary, DriftRemediation, EnvPath, EnvSettings, Environment, Grantee,
+    GroupPath, Job, JobPhase, JobRequest, JobState, Membership, Review, ReviewDecision,
+    ReviewVerdict, Role, Runner, RunnerId, RunnerLink, RunnerRule, RunnerSpec, ToolName, ToolUsed,
 };
 use sortie_store::{
     IdempotencyKey, JobUpdate, LastApply, MembershipRecord, PhaseRecord, Released, Store,
@@ -1823,9 +1823,9 @@ pub async fn an_awaiting_jobs_decision_is_written_once_without_moving_it<S: Stor
         decision: None,
         policy_only: false,
     };
-    let decide = |by: &str| {
+    let decision_by = |by: &str| {
         let mut decided = review.clone();
-        decided.decision = Some(sortie_core::Decision {
+        decided.decision = Some(sortie_core::ReviewDecision {
             verdict: sortie_core::ReviewVerdict::Approved,
             by: by.into(),
             at: Utc::now(),
@@ -1839,7 +1839,7 @@ pub async fn an_awaiting_jobs_decision_is_written_once_without_moving_it<S: Stor
     };
     // Not awaiting approval: refused, nothing written.
     assert!(matches!(
-        s.decide_awaiting_job(&a.id, Utc::now(), decide("bob"))
+        s.decide_awaiting_job(&a.id, Utc::now(), decision_by("bob"))
             .await,
         Err(StoreError::StateConflict {
             actual: JobState::Running,
@@ -1862,7 +1862,7 @@ pub async fn an_awaiting_jobs_decision_is_written_once_without_moving_it<S: Stor
     .unwrap();
     let before = s.get_job(&a.id).await.unwrap();
     let decided = s
-        .decide_awaiting_job(&a.id, Utc::now(), decide("bob"))
+        .decide_awaiting_job(&a.id, Utc::now(), decision_by("bob"))
         .await
         .unwrap();
     assert_eq!(decided.job.state, JobState::AwaitingApproval);
@@ -1889,7 +1889,7 @@ pub async fn an_awaiting_jobs_decision_is_written_once_without_moving_it<S: Stor
     );
     // One decision only: a second (a racing approval) is refused and changes nothing.
     assert!(matches!(
-        s.decide_awaiting_job(&a.id, Utc::now(), decide("carol"))
+        s.decide_awaiting_job(&a.id, Utc::now(), decision_by("carol"))
             .await,
         Err(StoreError::StateConflict { .. })
     ));
@@ -2089,7 +2089,7 @@ pub async fn plan_phase_review_tool_used_and_clear_summary_round_trip<S: Store +
 
     // Approved: the apply phase starts afresh, without the plan's summary.
     review.phase = JobPhase::Apply;
-    review.decision = Some(Decision {
+    review.decision = Some(ReviewDecision {
         verdict: ReviewVerdict::Approved,
         by: "bob".into(),
         at: Utc::now(),

@@ -37,7 +37,7 @@ fn delivery(seq: u64, id: &str, state: DeliveryState) -> DeliveryRecord {
     DeliveryRecord {
         seq,
         id: id.into(),
-        event_type: "sortie.job.completed".into(),
+        event_type: "sortie.job.ended".into(),
         event_time: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap()
             + Duration::seconds(seq as i64),
         environment: Some("acme/web/prod".into()),

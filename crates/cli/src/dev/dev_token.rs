@@ -77,7 +77,7 @@ fn same_token(sent: &str, want: &str) -> bool {
 /// A named user's token (`users`: token → name) passes too, with claims for that user on
 /// the request, so the API sees that user and not the development identity. Every named
 /// user's token is compared, in constant time, whichever matches.
-pub(super) async fn dev_token_gate(
+pub(super) async fn require_dev_token(
     expected: &str,
     users: &BTreeMap<String, String>,
     mut req: Request,

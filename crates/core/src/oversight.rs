@@ -1,7 +1,7 @@
 //! What to do about a launched (or launching) job: one pure decision.
 //!
 //! The engine gathers what it knows of a job ([`JobFacts`]) and what it observed of the
-//! job's task ([`Seen`]), asks [`decide`], and carries out the [`Step`]. Nothing here
+//! job's task ([`Seen`]), asks [`oversee`], and carries out the [`Oversight`]. Nothing here
 //! calls AWS or reads a clock: the time is an argument, so property tests can cover every
 //! state, observation and moment.
 //!
@@ -97,7 +97,7 @@ pub enum Seen {
 
 /// What the engine must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum Oversight {
     /// Nothing now.
     Wait,
     /// Look the job's task up by `startedBy`.
@@ -127,8 +127,8 @@ pub enum Step {
     End(Outcome),
 }
 
-fn end(state: JobState, reason: impl Into<String>) -> Step {
-    Step::End(Outcome {
+fn end(state: JobState, reason: impl Into<String>) -> Oversight {
+    Oversight::End(Outcome {
         state,
         reason: reason.into(),
     })
@@ -148,7 +148,7 @@ fn past_timeout(facts: &JobFacts, now: DateTime<Utc>) -> bool {
 }
 
 /// The outcome of a stopped task, with the stops Sortie asked for and the Spot bound.
-fn stopped(facts: &JobFacts, stop: &TaskStop) -> Step {
+fn stopped(facts: &JobFacts, stop: &TaskStop) -> Oversight {
     let outcome = task_outcome(facts.operation, stop);
     if let Some(by) = &facts.cancel_requested_by {
         if outcome.state != JobState::Succeeded {
@@ -171,26 +171,26 @@ fn stopped(facts: &JobFacts, stop: &TaskStop) -> Step {
                 ),
             );
         }
-        return Step::Requeue {
+        return Oversight::Requeue {
             reason: outcome.reason,
             spot: true,
         };
     }
-    Step::End(outcome)
+    Oversight::End(outcome)
 }
 
 /// Decides what to do about a job, given what was seen of its task, at `now`.
 ///
 /// A [`Seen::Stopped`] task of a `dispatching` job is decided as if the job were running:
 /// the engine adopts the task first (`dispatching → running`), then ends or requeues it.
-pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing) -> Step {
+pub fn oversee(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing) -> Oversight {
     let task = facts
         .task
         .as_ref()
         .map(|t| t.as_str().to_string())
         .unwrap_or_else(|| "(none recorded)".into());
     match (facts.state, seen) {
-        (s, _) if !s.is_active() => Step::Wait,
+        (s, _) if !s.is_active() => Oversight::Wait,
         (_, Seen::Stopped(stop)) => stopped(facts, stop),
         (_, Seen::StopRefused(error)) => {
             let what = match stop_reason(facts) {
@@ -208,49 +208,49 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
         (JobState::Dispatching, Seen::Nothing) if facts.offered => {
             match &facts.cancel_requested_by {
                 Some(by) => end(JobState::Canceled, format!("canceled by {by}")),
-                None => Step::Wait,
+                None => Oversight::Wait,
             }
         }
         (JobState::Dispatching, Seen::Nothing) => {
             if now - facts.entered < timing.dispatch_lease {
-                Step::Wait
+                Oversight::Wait
             } else {
-                Step::Find
+                Oversight::Find
             }
         }
-        (JobState::Dispatching, Seen::Found(Some(found))) => Step::Adopt(found.clone()),
+        (JobState::Dispatching, Seen::Found(Some(found))) => Oversight::Adopt(found.clone()),
         (JobState::Dispatching, Seen::Found(None)) => match &facts.cancel_requested_by {
             Some(by) => end(JobState::Canceled, format!("canceled by {by}")),
-            None => Step::Requeue {
+            None => Oversight::Requeue {
                 reason: "no task after the dispatch lease; launching again".into(),
                 spot: false,
             },
         },
         // An uncertain launch (and anything else seen while dispatching) waits for the
         // lookup by `startedBy` after the lease.
-        (JobState::Dispatching, _) => Step::Wait,
+        (JobState::Dispatching, _) => Oversight::Wait,
         (JobState::Running, Seen::Nothing) => {
             if stop_reason(facts).is_some() {
-                Step::Describe
+                Oversight::Describe
             } else if past_timeout(facts, now) {
-                Step::Stop {
+                Oversight::Stop {
                     reason: format!("{TIMED_OUT_AFTER}{}s", facts.timeout_seconds),
                     timeout: true,
                 }
             } else if facts.polled || now - facts.last_heard >= timing.silence {
-                Step::Describe
+                Oversight::Describe
             } else {
-                Step::Wait
+                Oversight::Wait
             }
         }
         (JobState::Running, Seen::Running) => match stop_reason(facts) {
-            Some((reason, timeout)) => Step::Stop { reason, timeout },
-            None if past_timeout(facts, now) => Step::Stop {
+            Some((reason, timeout)) => Oversight::Stop { reason, timeout },
+            None if past_timeout(facts, now) => Oversight::Stop {
                 reason: format!("{TIMED_OUT_AFTER}{}s", facts.timeout_seconds),
                 timeout: true,
             },
-            None if facts.polled => Step::Wait,
-            None => Step::Heard,
+            None if facts.polled => Oversight::Wait,
+            None => Oversight::Heard,
         },
         (JobState::Running, Seen::Missing) => match stop_reason(facts) {
             Some((_, false)) => end(
@@ -269,6 +269,6 @@ pub fn decide(facts: &JobFacts, seen: &Seen, now: DateTime<Utc>, timing: Timing)
                 format!("task {task} vanished: the platform no longer knows it"),
             ),
         },
-        _ => Step::Wait,
+        _ => Oversight::Wait,
     }
 }

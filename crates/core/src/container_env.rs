@@ -1,4 +1,4 @@
-//! The built-in environment of every job's runner container, as Tharsis gives its jobs:
+//! The container variables every job's runner container gets, as Tharsis gives its jobs:
 //! which group and environment the job runs against, what it does and who asked for it.
 //! Built here once ([`builtin`]); every launcher (ECS overrides, the Kubernetes Job, the
 //! local process, an agent's run) sets exactly these.

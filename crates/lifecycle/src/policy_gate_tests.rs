@@ -12,7 +12,7 @@ use sortie_store::{EnvironmentStore, JobRecord, JobStore, MemoryStore, RunnerSto
 use sortie_testkit::fakes::MemoryArtifacts;
 
 use crate::testing::World;
-use crate::{Bus, How, JobOrder, LifecycleError, PolicySets, JOB_POLICY_CHECKED};
+use crate::{Bus, EndCause, JobOrder, LifecycleError, PolicySets, JOB_POLICY_CHECKED};
 
 /// Keeps every event published.
 #[derive(Default)]
@@ -20,7 +20,7 @@ struct Recorder(Mutex<Vec<(String, Value)>>);
 
 #[async_trait]
 impl Bus for Recorder {
-    async fn job_completed(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
+    async fn job_ended(&self, _record: &JobRecord) -> Result<(), LifecycleError> {
         Ok(())
     }
     async fn publish(
@@ -101,8 +101,8 @@ async fn planned(g: &Gated, operation: &str, plan: Option<Vec<u8>>) -> JobRecord
 }
 
 /// The end a task's stopped event decides for a plan that exited 0.
-fn succeeded() -> How {
-    How::Decided {
+fn succeeded() -> EndCause {
+    EndCause::Decided {
         from: JobState::Running,
         outcome: Outcome {
             state: JobState::Succeeded,
@@ -332,7 +332,7 @@ async fn plan_jobs_and_drift_checks_are_checked_and_a_drift_violation_is_publish
     g.artifacts
         .put(&format!("artifacts/{id}/plan.json"), plan_json(&["create"]));
     let running = store.get_job(&id).await.unwrap();
-    let how = How::Decided {
+    let how = EndCause::Decided {
         from: JobState::Running,
         outcome: Outcome {
             state: JobState::Succeeded,

@@ -26,7 +26,7 @@ use sortie_core::job::JobPhase;
 use sortie_core::plan::{PLAN_JSON_MAX_BYTES, TOO_LARGE};
 use sortie_core::policy::gate::{self, GateVerdict, POLICY_PRINCIPAL};
 use sortie_core::policy::{PolicyResult, PolicySet, SetResult};
-use sortie_core::{Decision, Environment, JobState, Operation, Outcome, ReviewVerdict};
+use sortie_core::{Environment, JobState, Operation, Outcome, ReviewDecision, ReviewVerdict};
 use sortie_policy::{Limits, PlanInput, PreparedInput, SetCache};
 use sortie_store::{Artifacts, JobRecord, JobUpdate, StoreError};
 use tracing::{info, warn};
@@ -367,7 +367,7 @@ impl JobService {
         result: &PolicyResult,
         verdict: &str,
     ) {
-        let mut detail = crate::completed_detail(record);
+        let mut detail = crate::ended_detail(record);
         detail["policy"] = json!(result);
         detail["verdict"] = json!(verdict);
         detail["drift_check"] = json!(record.job.drift_check);
@@ -496,7 +496,7 @@ impl JobService {
         };
         let now = Utc::now();
         review.phase = JobPhase::Apply;
-        review.decision = Some(Decision {
+        review.decision = Some(ReviewDecision {
             verdict: ReviewVerdict::Approved,
             by: POLICY_PRINCIPAL.to_string(),
             at: now,
@@ -546,5 +546,5 @@ fn errored(s: &SetInForce, message: String) -> SetResult {
 }
 
 #[cfg(test)]
-#[path = "gate_tests.rs"]
+#[path = "policy_gate_tests.rs"]
 mod tests;

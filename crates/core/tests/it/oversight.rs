@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
-use sortie_core::decision::{decide, JobFacts, Seen, Step, Timing, MAX_SPOT_REQUEUES};
 use sortie_core::job::ALL_STATES;
+use sortie_core::oversight::{oversee, JobFacts, Oversight, Seen, Timing, MAX_SPOT_REQUEUES};
 use sortie_core::retry::{after_launch_refusal, LaunchRetry, MAX_LAUNCH_ATTEMPTS};
 use sortie_core::{JobState, Operation, TaskRef, TaskStop};
 
@@ -118,8 +118,8 @@ proptest! {
     /// Every state change the decision asks for is one the state machine allows.
     #[test]
     fn every_decided_change_is_a_legal_transition((f, now) in facts(), s in seen()) {
-        match decide(&f, &s, now, TIMING) {
-            Step::End(o) => {
+        match oversee(&f, &s, now, TIMING) {
+            Oversight::End(o) => {
                 prop_assert!(o.state.is_terminal(), "{o:?}");
                 // A stopped task of a dispatching job is adopted first (dispatching → running).
                 let from = match (&s, f.state) {
@@ -128,12 +128,12 @@ proptest! {
                 };
                 prop_assert!(from.can_become(o.state), "{:?} → {:?}", from, o.state);
             }
-            Step::Requeue { .. } => prop_assert!(f.state.can_become(JobState::Queued)),
-            Step::Adopt(_) => prop_assert_eq!(f.state, JobState::Dispatching),
-            Step::Stop { .. } | Step::Heard => prop_assert_eq!(f.state, JobState::Running),
-            Step::Find => prop_assert_eq!(f.state, JobState::Dispatching),
-            Step::Describe => prop_assert_eq!(f.state, JobState::Running),
-            Step::Wait => {}
+            Oversight::Requeue { .. } => prop_assert!(f.state.can_become(JobState::Queued)),
+            Oversight::Adopt(_) => prop_assert_eq!(f.state, JobState::Dispatching),
+            Oversight::Stop { .. } | Oversight::Heard => prop_assert_eq!(f.state, JobState::Running),
+            Oversight::Find => prop_assert_eq!(f.state, JobState::Dispatching),
+            Oversight::Describe => prop_assert_eq!(f.state, JobState::Running),
+            Oversight::Wait => {}
         }
     }
 
@@ -141,7 +141,7 @@ proptest! {
     #[test]
     fn only_active_jobs_are_acted_on((f, now) in facts(), s in seen()) {
         if !f.state.is_active() {
-            prop_assert_eq!(decide(&f, &s, now, TIMING), Step::Wait);
+            prop_assert_eq!(oversee(&f, &s, now, TIMING), Oversight::Wait);
         }
     }
 
@@ -150,7 +150,7 @@ proptest! {
     #[test]
     fn an_uncertain_launch_never_requeues((mut f, now) in facts(), reason in "[a-z]{1,9}") {
         f.state = JobState::Dispatching;
-        prop_assert_eq!(decide(&f, &Seen::LaunchUncertain(reason), now, TIMING), Step::Wait);
+        prop_assert_eq!(oversee(&f, &Seen::LaunchUncertain(reason), now, TIMING), Oversight::Wait);
     }
 
     /// A dispatching job is looked up only after the lease; a task found is adopted, none
@@ -161,12 +161,12 @@ proptest! {
         // A job offered to an agent pool has its own rule (see below).
         f.offered = false;
         let within = now - f.entered < TIMING.dispatch_lease;
-        let step = decide(&f, &Seen::Nothing, now, TIMING);
-        prop_assert_eq!(step, if within { Step::Wait } else { Step::Find });
-        prop_assert_eq!(decide(&f, &Seen::Found(Some(task(n))), now, TIMING), Step::Adopt(task(n)));
-        match (decide(&f, &Seen::Found(None), now, TIMING), &f.cancel_requested_by) {
-            (Step::End(o), Some(_)) => prop_assert_eq!(o.state, JobState::Canceled),
-            (Step::Requeue { spot: false, .. }, None) => {}
+        let step = oversee(&f, &Seen::Nothing, now, TIMING);
+        prop_assert_eq!(step, if within { Oversight::Wait } else { Oversight::Find });
+        prop_assert_eq!(oversee(&f, &Seen::Found(Some(task(n))), now, TIMING), Oversight::Adopt(task(n)));
+        match (oversee(&f, &Seen::Found(None), now, TIMING), &f.cancel_requested_by) {
+            (Oversight::End(o), Some(_)) => prop_assert_eq!(o.state, JobState::Canceled),
+            (Oversight::Requeue { spot: false, .. }, None) => {}
             (other, _) => prop_assert!(false, "unexpected {other:?}"),
         }
     }
@@ -178,16 +178,16 @@ proptest! {
         if f.cancel_requested_by.is_none() {
             f.timeout_requested = true;
         }
-        prop_assert_eq!(decide(&f, &Seen::Nothing, now, TIMING), Step::Describe);
-        match decide(&f, &Seen::Running, now, TIMING) {
-            Step::Stop { reason, timeout } => {
+        prop_assert_eq!(oversee(&f, &Seen::Nothing, now, TIMING), Oversight::Describe);
+        match oversee(&f, &Seen::Running, now, TIMING) {
+            Oversight::Stop { reason, timeout } => {
                 prop_assert!(reason.starts_with("sortie: "), "{reason}");
                 prop_assert_eq!(timeout, f.cancel_requested_by.is_none());
             }
             other => prop_assert!(false, "unexpected {other:?}"),
         }
-        match decide(&f, &Seen::Missing, now, TIMING) {
-            Step::End(o) => prop_assert!(matches!(o.state, JobState::Canceled | JobState::TimedOut)),
+        match oversee(&f, &Seen::Missing, now, TIMING) {
+            Oversight::End(o) => prop_assert!(matches!(o.state, JobState::Canceled | JobState::TimedOut)),
             other => prop_assert!(false, "unexpected {other:?}"),
         }
     }
@@ -200,8 +200,8 @@ proptest! {
         f.timeout_requested = false;
         let past = now - f.entered > Duration::seconds(i64::from(f.timeout_seconds));
         for s in [Seen::Nothing, Seen::Running] {
-            let step = decide(&f, &s, now, TIMING);
-            let stops = matches!(&step, Step::Stop { timeout: true, reason } if reason == &format!("sortie: timed out after {}s", f.timeout_seconds));
+            let step = oversee(&f, &s, now, TIMING);
+            let stops = matches!(&step, Oversight::Stop { timeout: true, reason } if reason == &format!("sortie: timed out after {}s", f.timeout_seconds));
             prop_assert_eq!(stops, past, "{:?} → {:?}", s, step);
         }
     }
@@ -219,12 +219,12 @@ proptest! {
             exit_code: None,
             container_reason: None,
         };
-        match decide(&f, &Seen::Stopped(spot), now, TIMING) {
-            Step::Requeue { spot: true, .. } => {
+        match oversee(&f, &Seen::Stopped(spot), now, TIMING) {
+            Oversight::Requeue { spot: true, .. } => {
                 prop_assert_eq!(f.operation, Operation::Plan);
                 prop_assert!(f.spot_requeues < MAX_SPOT_REQUEUES);
             }
-            Step::End(o) => {
+            Oversight::End(o) => {
                 prop_assert_eq!(o.state, JobState::Failed);
                 prop_assert!(o.reason.contains("Spot"), "{}", o.reason);
                 prop_assert!(f.operation.writes_state() || f.spot_requeues >= MAX_SPOT_REQUEUES);
@@ -238,8 +238,8 @@ proptest! {
     fn a_cancel_names_the_end_unless_the_job_succeeded((mut f, now) in facts(), st in stop()) {
         f.state = JobState::Running;
         f.cancel_requested_by = Some("alice".into());
-        match decide(&f, &Seen::Stopped(st), now, TIMING) {
-            Step::End(o) => prop_assert!(matches!(o.state, JobState::Canceled | JobState::Succeeded), "{o:?}"),
+        match oversee(&f, &Seen::Stopped(st), now, TIMING) {
+            Oversight::End(o) => prop_assert!(matches!(o.state, JobState::Canceled | JobState::Succeeded), "{o:?}"),
             other => prop_assert!(false, "unexpected {other:?}"),
         }
     }
@@ -249,14 +249,14 @@ proptest! {
     #[test]
     fn refusals_quote_the_platform((mut f, now) in facts(), words in "[a-z]{3,12}") {
         f.state = JobState::Running;
-        match decide(&f, &Seen::StopRefused(words.clone()), now, TIMING) {
-            Step::End(o) => {
+        match oversee(&f, &Seen::StopRefused(words.clone()), now, TIMING) {
+            Oversight::End(o) => {
                 prop_assert_eq!(o.state, JobState::Failed);
                 prop_assert!(o.reason.contains(&format!("\"{words}\"")), "{}", o.reason);
             }
             other => prop_assert!(false, "unexpected {other:?}"),
         }
-        // A launch refusal is decided by the one retry policy, not by `decide`.
+        // A launch refusal is decided by the one retry policy, not by `oversee`.
         let job = dispatching_job(now);
         prop_assert_eq!(
             after_launch_refusal(&job, 1, false, &words, now),
@@ -292,10 +292,13 @@ fn a_silent_running_job_is_described_and_a_missing_task_fails_it() {
         polled: false,
         offered: false,
     };
-    assert_eq!(decide(&f, &Seen::Nothing, now, TIMING), Step::Describe);
-    assert_eq!(decide(&f, &Seen::Running, now, TIMING), Step::Heard);
-    match decide(&f, &Seen::Missing, now, TIMING) {
-        Step::End(o) => {
+    assert_eq!(
+        oversee(&f, &Seen::Nothing, now, TIMING),
+        Oversight::Describe
+    );
+    assert_eq!(oversee(&f, &Seen::Running, now, TIMING), Oversight::Heard);
+    match oversee(&f, &Seen::Missing, now, TIMING) {
+        Oversight::End(o) => {
             assert_eq!(o.state, JobState::Failed);
             assert!(o.reason.contains("vanished"), "{}", o.reason);
         }
@@ -305,7 +308,10 @@ fn a_silent_running_job_is_described_and_a_missing_task_fails_it() {
         last_heard: now - Duration::seconds(5),
         ..f
     };
-    assert_eq!(decide(&heard, &Seen::Nothing, now, TIMING), Step::Wait);
+    assert_eq!(
+        oversee(&heard, &Seen::Nothing, now, TIMING),
+        Oversight::Wait
+    );
 }
 
 proptest! {
@@ -323,14 +329,14 @@ proptest! {
         f.cancel_requested_by = None;
         f.timeout_requested = false;
         let past = now - f.entered > Duration::seconds(i64::from(f.timeout_seconds));
-        let nothing = decide(&f, &Seen::Nothing, now, TIMING);
-        let running = decide(&f, &Seen::Running, now, TIMING);
+        let nothing = oversee(&f, &Seen::Nothing, now, TIMING);
+        let running = oversee(&f, &Seen::Running, now, TIMING);
         if past {
-            prop_assert!(matches!(nothing, Step::Stop { timeout: true, .. }), "{:?}", nothing);
-            prop_assert!(matches!(running, Step::Stop { timeout: true, .. }), "{:?}", running);
+            prop_assert!(matches!(nothing, Oversight::Stop { timeout: true, .. }), "{:?}", nothing);
+            prop_assert!(matches!(running, Oversight::Stop { timeout: true, .. }), "{:?}", running);
         } else {
-            prop_assert_eq!(nothing, Step::Describe);
-            prop_assert_eq!(running, Step::Wait);
+            prop_assert_eq!(nothing, Oversight::Describe);
+            prop_assert_eq!(running, Oversight::Wait);
         }
     }
 }
@@ -345,9 +351,9 @@ proptest! {
         f.state = JobState::Dispatching;
         f.offered = true;
         f.task = None;
-        match (decide(&f, &Seen::Nothing, now, TIMING), &f.cancel_requested_by) {
-            (Step::Wait, None) => {}
-            (Step::End(o), Some(_)) => prop_assert_eq!(o.state, JobState::Canceled),
+        match (oversee(&f, &Seen::Nothing, now, TIMING), &f.cancel_requested_by) {
+            (Oversight::Wait, None) => {}
+            (Oversight::End(o), Some(_)) => prop_assert_eq!(o.state, JobState::Canceled),
             (other, cancel) => prop_assert!(false, "{other:?} with cancel {cancel:?}"),
         }
     }
@@ -367,13 +373,13 @@ proptest! {
             stopped_reason: Some("agent lost: no heartbeat from agent a1 for 121s".into()),
             ..Default::default()
         };
-        match decide(&f, &Seen::Stopped(stop), now, TIMING) {
-            Step::Requeue { spot, .. } => {
+        match oversee(&f, &Seen::Stopped(stop), now, TIMING) {
+            Oversight::Requeue { spot, .. } => {
                 prop_assert!(spot);
                 prop_assert!(!f.operation.writes_state());
                 prop_assert!(f.spot_requeues < MAX_SPOT_REQUEUES);
             }
-            Step::End(o) => {
+            Oversight::End(o) => {
                 prop_assert_eq!(o.state, JobState::Failed);
                 prop_assert!(f.operation.writes_state() || f.spot_requeues >= MAX_SPOT_REQUEUES);
                 prop_assert!(o.reason.contains("agent"), "{}", o.reason);

@@ -3,7 +3,7 @@
 //! would have to, and evaluates it in a process given the gating functions' memory figure;
 //! the peak resident set of each is reported.
 //!
-//! `scripts/with-moto.sh cargo test -p sortie-lifecycle --test gate_memory`. The test (this
+//! `scripts/with-moto.sh cargo test -p sortie-lifecycle --test policy_gate_memory`. The test (this
 //! binary's `main`) writes the plan to S3 on moto, then runs this same binary again as the
 //! gate's process, under `prlimit --as=<cap>` and `/usr/bin/time`, with
 //! `MALLOC_ARENA_MAX=1` and a current-thread runtime: RLIMIT_AS counts address space, not
@@ -101,7 +101,7 @@ fn plan_json() -> Vec<u8> {
 fn parent() -> ExitCode {
     let Ok(endpoint) = std::env::var("SORTIE_TEST_AWS_ENDPOINT") else {
         eprintln!(
-            "gate_memory: SORTIE_TEST_AWS_ENDPOINT is not set: run under scripts/with-moto.sh"
+            "policy_gate_memory: SORTIE_TEST_AWS_ENDPOINT is not set: run under scripts/with-moto.sh"
         );
         return ExitCode::FAILURE;
     };
@@ -207,7 +207,7 @@ fn run_child(endpoint: &str, bucket: &str, key: &str, cap: u64, memory_mb: u64) 
     let (peak, times) = times.split_once(' ').unwrap_or((times, ""));
     let peak_kb: u64 = peak.parse().expect("a number of KiB");
     println!(
-        "gate_memory: as a {memory_mb} MB function, cap {cap} bytes of address space: peak RSS {peak_kb} KiB ({:.1} MiB), {times}; ended: {ended}",
+        "policy_gate_memory: as a {memory_mb} MB function, cap {cap} bytes of address space: peak RSS {peak_kb} KiB ({:.1} MiB), {times}; ended: {ended}",
         peak_kb as f64 / 1024.0
     );
     assert!(peak_kb * 1024 < cap);
@@ -219,7 +219,7 @@ fn child(spec: &str) -> ExitCode {
     let mut parts = spec.split(' ');
     let (Some(endpoint), Some(bucket), Some(key)) = (parts.next(), parts.next(), parts.next())
     else {
-        eprintln!("gate_memory child: bad spec {spec:?}");
+        eprintln!("policy_gate_memory child: bad spec {spec:?}");
         return ExitCode::FAILURE;
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -234,7 +234,7 @@ fn child(spec: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("gate_memory child: {e}");
+            eprintln!("policy_gate_memory child: {e}");
             ExitCode::FAILURE
         }
     }
@@ -344,7 +344,7 @@ async fn gate(endpoint: &str, bucket: &str, key: &str) -> Result<String, String>
         .await
         .map_err(|e| e.to_string())?;
     let record = store.get_job(&id).await.map_err(|e| e.to_string())?;
-    let how = sortie_lifecycle::How::Decided {
+    let how = sortie_lifecycle::EndCause::Decided {
         from: JobState::Running,
         outcome: Outcome {
             state: JobState::Succeeded,
@@ -372,7 +372,7 @@ impl sortie_store::JobQueue for Discard {
 
 #[async_trait::async_trait]
 impl sortie_lifecycle::Bus for Discard {
-    async fn job_completed(
+    async fn job_ended(
         &self,
         _: &sortie_store::JobRecord,
     ) -> Result<(), sortie_lifecycle::LifecycleError> {
