@@ -178,6 +178,16 @@ impl AppState {
         sortie_lifecycle::AgentPools::new(self.store.clone())
     }
 
+    /// The runner service over this state's store.
+    pub fn runners(&self) -> sortie_lifecycle::Runners {
+        sortie_lifecycle::Runners::new(self.store.clone())
+    }
+
+    /// The membership service over this state's store.
+    pub fn memberships(&self) -> sortie_lifecycle::Memberships {
+        sortie_lifecycle::Memberships::new(self.store.clone())
+    }
+
     /// The rule service over this state's store.
     pub fn rules(&self) -> sortie_lifecycle::Rules {
         sortie_lifecycle::Rules::new(self.store.clone())

@@ -98,6 +98,21 @@ impl AgentPools {
         self.store.list_pools(group).await
     }
 
+    /// Records that an agent of pool `id` asked for work at `now`, when worth it: at most
+    /// every [`sortie_core::waiting::CLAIM_RECORD_INTERVAL_SECONDS`] after `last` (the
+    /// pool's recorded last claim), for waiting jobs and `runner check`.
+    pub async fn record_claim(
+        &self,
+        id: &str,
+        last: Option<chrono::DateTime<Utc>>,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        if sortie_core::waiting::claim_worth_recording(last, now) {
+            self.store.record_pool_claim(id, now).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes pool `id` (at version `expected`, when given).
     pub async fn delete(&self, id: &str, expected: Option<u64>) -> Result<(), StoreError> {
         self.store.delete_pool(id, expected).await

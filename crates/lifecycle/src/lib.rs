@@ -26,6 +26,7 @@ mod group_cache;
 pub mod issuer;
 mod jobs;
 mod locks;
+mod memberships;
 mod notifications;
 pub mod notify_queue;
 pub mod notify_worker;
@@ -36,6 +37,7 @@ pub mod pull_requests;
 mod remediation;
 mod rules;
 mod rules_cache;
+mod runners;
 #[cfg(test)]
 mod secret_sweep_tests;
 mod state_history;
@@ -64,6 +66,7 @@ pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use issuer::{Issuer, IssuerConfig, IssuerError};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
+pub use memberships::{MembershipRefusal, Memberships};
 pub use notifications::{
     NotificationRefusal, Notifications, WithSecret, MAX_DESTINATIONS_PER_GROUP,
     SIGNING_SECRET_PREFIX,
@@ -73,6 +76,7 @@ pub use policy_listing::PolicyListingCache;
 pub use policy_sets::{PolicySetRefusal, PolicySets};
 pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
+pub use runners::{RunnerRefusal, Runners};
 pub use state_history::{HistoryRefusal, StateVersionInfo, StateVersionList};
 pub use submit::{JobOrder, SubmitError, WriteMode};
 

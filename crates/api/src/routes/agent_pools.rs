@@ -265,7 +265,7 @@ async fn agent_pool(
     if pool_id_problem(id).is_some() {
         return Err(ApiError::not_found(pool_what(id)));
     }
-    let pool = match state.store.get_pool(id).await {
+    let pool = match state.pools().get(id).await {
         Ok(p) => p.item,
         Err(StoreError::NotFound { .. }) => return Err(ApiError::not_found(pool_what(id))),
         Err(e) => return Err(e.into()),
@@ -356,11 +356,12 @@ pub(crate) async fn claim_job(
     let request: ClaimRequest = protocol_body(&body)?;
     check_agent(&request.agent)?;
     // The pool saw an agent: recorded at most every 30 s, for waiting jobs and `runner check`.
-    let now = Utc::now();
-    if sortie_core::waiting::claim_worth_recording(pool.last_claim_at, now) {
-        if let Err(e) = state.store.record_pool_claim(&id, now).await {
-            warn!(pool = %id, error = %e, "the pool's last claim was not recorded");
-        }
+    if let Err(e) = state
+        .pools()
+        .record_claim(&id, pool.last_claim_at, Utc::now())
+        .await
+    {
+        warn!(pool = %id, error = %e, "the pool's last claim was not recorded");
     }
     if request
         .wait_seconds

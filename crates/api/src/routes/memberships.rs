@@ -2,8 +2,8 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
-use sortie_core::{Action, Grantee, Membership, Role};
+use sortie_core::Action;
+use sortie_lifecycle::MembershipRefusal;
 use sortie_store::MembershipRecord;
 
 use super::Reply;
@@ -33,7 +33,7 @@ pub(crate) async fn list_memberships(
         )
         .await?;
     Ok(Reply::ok(MembershipList {
-        memberships: state.store.list_memberships(&group).await?,
+        memberships: state.memberships().list(&group).await?,
     }))
 }
 
@@ -58,29 +58,14 @@ pub(crate) async fn grant_membership(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let doc = body.value()?;
-    let mut p = sortie_core::Problems::default();
-    let Some(mut f) = sortie_core::problems::Fields::new(&doc, "", &mut p) else {
-        return Err(sortie_core::ValidationError { problems: p.0 }.into());
-    };
-    let role: Option<Role> = f.required("role", &mut p);
-    let grantee: Option<Grantee> = f.required("grantee", &mut p);
-    f.finish(&mut p);
-    if let Some(grantee) = &grantee {
-        grantee.check("grantee", &mut p);
-    }
-    let (role, grantee) = p.finish((role, grantee))?;
-    let record = MembershipRecord {
-        id: sortie_core::tokens::new_id(),
-        membership: Membership {
-            group: group.clone(),
-            role: role.expect("checked"),
-            grantee: grantee.expect("checked"),
-        },
-        granted_by: principal.subject.clone(),
-        granted_at: Utc::now(),
-    };
-    state.store.put_membership(&record).await?;
+    let record = state
+        .memberships()
+        .grant(&group, &body.value()?, &principal.subject)
+        .await
+        .map_err(|e| match e {
+            MembershipRefusal::Invalid(e) => ApiError::from(e),
+            MembershipRefusal::Store(e) => e.into(),
+        })?;
     state.memberships.invalidate(group.org());
     Ok(Reply::new(StatusCode::CREATED, record))
 }
@@ -105,7 +90,7 @@ pub(crate) async fn revoke_membership(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    state.store.delete_membership(&group, &id).await?;
+    state.memberships().revoke(&group, &id).await?;
     state.memberships.invalidate(group.org());
     Ok(StatusCode::NO_CONTENT)
 }

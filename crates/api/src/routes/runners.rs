@@ -3,7 +3,8 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use sortie_core::{Action, GroupPath, Runner, RunnerId, RunnerSpec};
+use sortie_core::{Action, GroupPath, RunnerId};
+use sortie_lifecycle::RunnerRefusal;
 use utoipa::IntoParams;
 
 use super::{manage_action, Reply};
@@ -15,6 +16,14 @@ use crate::AppState;
 
 fn runner_id(group: &GroupPath, name: &str) -> Result<RunnerId, ApiError> {
     RunnerId::new(group.clone(), name).map_err(|e| ApiError::field("name", e.first_problem()))
+}
+
+fn refused(e: RunnerRefusal) -> ApiError {
+    match e {
+        RunnerRefusal::Invalid(e) => e.into(),
+        RunnerRefusal::Field { field, problem } => ApiError::field(field, problem),
+        RunnerRefusal::Store(e) => e.into(),
+    }
 }
 
 /// Lists the group's runners, then the inherited and shared ones, each marked.
@@ -36,13 +45,13 @@ pub(crate) async fn list_runners(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let mut runners = vec![];
-    for g in group.self_and_ancestors() {
-        for r in state.store.list_runners(&g).await? {
-            runners.push(RunnerView::new(r, &group));
-        }
-    }
-    Ok(Reply::ok(RunnerList { runners }))
+    let runners = state.runners().visible_from(&group).await?;
+    Ok(Reply::ok(RunnerList {
+        runners: runners
+            .into_iter()
+            .map(|r| RunnerView::new(r, &group))
+            .collect(),
+    }))
 }
 
 /// Creates a runner from a runner file.
@@ -69,30 +78,13 @@ pub(crate) async fn create_runner(
             &format!("group `{}`", group.as_str()),
         )
         .await?;
-    let spec = RunnerSpec::from_value(&body.value()?)?;
-    check_pool(&state, &group, &spec).await?;
-    let created = state.store.create_runner(&Runner { id, spec }).await?;
+    let created = state
+        .runners()
+        .create(id, &body.value()?)
+        .await
+        .map_err(refused)?;
     let version = created.version;
     Ok(Reply::new(StatusCode::CREATED, RunnerView::new(created, &group)).etag(version))
-}
-
-/// An `agent` runner's pool must exist in the runner's own group: 400 naming the field.
-async fn check_pool(
-    state: &AppState,
-    group: &GroupPath,
-    spec: &RunnerSpec,
-) -> Result<(), ApiError> {
-    let sortie_core::RunnerConfiguration::Agent(c) = &spec.runner_configuration else {
-        return Ok(());
-    };
-    match state.store.get_pool(&c.pool).await {
-        Ok(p) if &p.item.pool.group == group => Ok(()),
-        Ok(_) | Err(sortie_store::StoreError::NotFound { .. }) => Err(ApiError::field(
-            "runner_configuration.pool",
-            format!("no agent pool `{}` in group `{}`", c.pool, group.as_str()),
-        )),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// One runner.
@@ -111,7 +103,7 @@ pub(crate) async fn get_runner(
     caller
         .authorize(&state, Action::Read, &group, &format!("runner `{id}`"))
         .await?;
-    let r = state.store.get_runner(&id).await?;
+    let r = state.runners().get(&id).await?;
     let version = r.version;
     Ok(Reply::ok(RunnerView::new(r, &group)).etag(version))
 }
@@ -143,12 +135,11 @@ pub(crate) async fn update_runner(
         )
         .await?;
     let expected = if_match.version()?;
-    let spec = RunnerSpec::from_value(&body.value()?)?;
-    check_pool(&state, &group, &spec).await?;
     let r = state
-        .store
-        .update_runner(&Runner { id, spec }, expected)
-        .await?;
+        .runners()
+        .replace(id, &body.value()?, expected)
+        .await
+        .map_err(refused)?;
     let version = r.version;
     Ok(Reply::ok(RunnerView::new(r, &group)).etag(version))
 }
@@ -176,7 +167,7 @@ pub(crate) async fn delete_runner(
             &format!("runner `{id}`"),
         )
         .await?;
-    state.store.delete_runner(&id, if_match.version()?).await?;
+    state.runners().delete(&id, if_match.version()?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -240,22 +231,11 @@ pub(crate) async fn check_runner(
             ))
         }
     };
-    let runner = state.store.get_runner(&id).await?.item;
+    let runners = state.runners();
+    let runner = runners.get(&id).await?.item;
     let mut checks = state.checker.check(&runner, &org).await;
-    if let sortie_core::RunnerConfiguration::Agent(agent) = &runner.spec.runner_configuration {
-        // When the pool last saw an agent: its jobs wait while none polls.
-        let now = chrono::Utc::now();
-        checks.push(match state.store.get_pool(&agent.pool).await {
-            Ok(pool) => {
-                sortie_core::waiting::agent_seen_check(&agent.pool, pool.item.last_claim_at, now)
-            }
-            Err(sortie_store::StoreError::NotFound { .. }) => sortie_core::RunnerCheck::failed(
-                sortie_core::waiting::CHECK_AGENT_SEEN,
-                format!("agent pool {} does not exist", agent.pool),
-            ),
-            Err(e) => return Err(e.into()),
-        });
-    }
+    // When the pool of an agent runner last saw an agent: its jobs wait while none polls.
+    checks.extend(runners.agent_seen(&runner, chrono::Utc::now()).await?);
     let passed = sortie_core::check::all_passed(&checks);
     let failed: Vec<&str> = checks
         .iter()
