@@ -188,6 +188,27 @@ impl AppState {
         sortie_lifecycle::Memberships::new(self.store.clone())
     }
 
+    /// An organisation's audit trail, over this state's store.
+    pub fn audit_trail(&self) -> sortie_lifecycle::AuditTrail {
+        sortie_lifecycle::AuditTrail::new(self.store.clone())
+    }
+
+    /// A job's log, over this state's artifacts bucket.
+    pub fn logs(&self) -> sortie_lifecycle::Logs {
+        sortie_lifecycle::Logs::new(self.artifacts.clone())
+    }
+
+    /// A job's files (uploads, the saved plan, `plan.json`, outputs), over this state's
+    /// artifacts bucket.
+    pub fn job_artifacts(&self) -> sortie_lifecycle::JobArtifacts {
+        sortie_lifecycle::JobArtifacts::new(self.artifacts.clone())
+    }
+
+    /// Code host connections and the webhook deliveries taken, over this state's store.
+    pub fn connections(&self) -> sortie_lifecycle::pull_requests::Connections {
+        sortie_lifecycle::pull_requests::Connections::new(self.store.clone())
+    }
+
     /// The rule service over this state's store.
     pub fn rules(&self) -> sortie_lifecycle::Rules {
         sortie_lifecycle::Rules::new(self.store.clone())

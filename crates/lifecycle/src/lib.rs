@@ -24,8 +24,10 @@ pub mod expiry;
 mod expiry_tests;
 mod group_cache;
 pub mod issuer;
+mod job_artifacts;
 mod jobs;
 mod locks;
+mod logs;
 mod memberships;
 mod notifications;
 pub mod notify_queue;
@@ -34,6 +36,7 @@ mod policy_gate;
 mod policy_listing;
 mod policy_sets;
 pub mod pull_requests;
+mod reads;
 mod remediation;
 mod rules;
 mod rules_cache;
@@ -64,8 +67,10 @@ pub use engine::{
 };
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use issuer::{Issuer, IssuerConfig, IssuerError};
+pub use job_artifacts::{read_outputs, JobArtifacts, OutputsError};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
+pub use logs::{LogGrants, LogPage, Logs};
 pub use memberships::{MembershipRefusal, Memberships};
 pub use notifications::{
     NotificationRefusal, Notifications, WithSecret, MAX_DESTINATIONS_PER_GROUP,
@@ -74,6 +79,7 @@ pub use notifications::{
 pub use policy_gate::PolicyGate;
 pub use policy_listing::PolicyListingCache;
 pub use policy_sets::{PolicySetRefusal, PolicySets};
+pub use reads::AuditTrail;
 pub use rules::{RuleRefusal, Rules};
 pub use rules_cache::RuleIndexCache;
 pub use runners::{RunnerRefusal, Runners};

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use chrono::Utc;
 use serde_json::{Map, Value};
-use sortie_core::protocol::pilot::{upload_key, UploadKind};
 use sortie_core::sensitive::SensitiveValues;
 use sortie_core::triggers::{self, TriggerContext, TRIGGER_GRAPH_MAX, TRIGGER_PRINCIPAL};
 use sortie_core::{EnvPath, GroupPath, JobId, JobState, Problems};
@@ -99,10 +98,8 @@ impl JobService {
     /// cannot be read (no artifacts bucket, none uploaded, not an object).
     pub async fn apply_outputs(&self, job_id: &JobId) -> Option<Map<String, Value>> {
         let artifacts = self.gate.artifacts.as_ref()?;
-        let key = upload_key(job_id, UploadKind::Outputs, None).ok()?;
-        match artifacts.get(&key).await {
-            Ok(bytes) => serde_json::from_slice(&bytes).ok(),
-            Err(StoreError::NotFound { .. }) => Some(Map::new()),
+        match crate::job_artifacts::read_outputs(artifacts.as_ref(), job_id).await {
+            Ok(outputs) => Some(outputs),
             Err(e) => {
                 warn!(error = %e, job_id = %job_id, "could not read an apply's outputs");
                 None

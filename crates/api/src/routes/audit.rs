@@ -255,7 +255,7 @@ pub(crate) async fn list_audit(
         newest_first: !q.order.unwrap_or(false),
         limit: q.limit.unwrap_or(100),
     };
-    let page = state.store.audit_page(&org, &range).await?;
+    let page = state.audit_trail().page(&org, &range).await?;
     let entries = page
         .records
         .into_iter()
@@ -278,7 +278,7 @@ pub(crate) async fn list_audit(
     Ok(Reply::ok(AuditList {
         entries,
         next: page.next,
-        head: state.store.audit_head(&org).await?,
+        head: state.audit_trail().head(&org).await?,
     }))
 }
 

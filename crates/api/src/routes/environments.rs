@@ -158,8 +158,8 @@ pub(crate) async fn list_environments(
     }
     if recursive {
         let under = state
-            .store
-            .list_environments_under(&group, ENVIRONMENTS_UNDER_MAX)
+            .environments()
+            .list_under(&group, ENVIRONMENTS_UNDER_MAX)
             .await?;
         return Ok(Reply::ok(EnvironmentList {
             environments: under
@@ -172,11 +172,11 @@ pub(crate) async fn list_environments(
         }));
     }
     // The group's own (one gsi1 Query) and a count of those below (one gsi4 COUNT Query).
-    let own = state.store.list_environments(&group).await?;
+    let own = state.environments().list(&group).await?;
     let in_subgroups = if group.is_root() {
         None
     } else {
-        let all = state.store.count_environments_under(&group).await?;
+        let all = state.environments().count_under(&group).await?;
         Some(all.saturating_sub(own.len() as u64))
     };
     Ok(Reply::ok(EnvironmentList {
@@ -245,7 +245,7 @@ pub(crate) async fn get_environment(
             &format!("environment `{path}`"),
         )
         .await?;
-    let e = state.store.get_environment(&path).await;
+    let e = state.environments().get(&path).await;
     let e = super::job_views::or_environment_not_found(&state, &caller, &path, e).await?;
     let version = e.version;
     let expiry = state.environments().expiry(&e.item).await?;
@@ -403,7 +403,7 @@ pub(crate) async fn get_environment_outputs(
             &format!("environment `{path}`"),
         )
         .await?;
-    let env = state.store.get_environment(&path).await?;
+    let env = state.environments().get(&path).await?;
     let Some(last) = env.item.last_apply else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -411,6 +411,6 @@ pub(crate) async fn get_environment_outputs(
             format!("environment `{path}` has no outputs: no apply has succeeded since it was created or last destroyed"),
         ));
     };
-    let record = state.store.get_job(&last.job_id).await?;
+    let record = state.jobs.get(&last.job_id).await?;
     Ok(Reply::ok(super::jobs::outputs_of(&state, &record).await?))
 }

@@ -80,7 +80,7 @@ impl WaitReads {
         if let Some(lock) = self.locks.get(&key) {
             return lock.clone();
         }
-        let lock = match state.store.get_environment(env).await {
+        let lock = match state.environments().get(env).await {
             Ok(e) => e.item.active_job,
             Err(e) => {
                 warn!(environment = %env, error = %e, "waiting reason: environment not read");
@@ -95,7 +95,7 @@ impl WaitReads {
         if let Some(h) = self.holders.get(id) {
             return h.clone();
         }
-        let h = match state.store.get_job(id).await {
+        let h = match state.jobs.get(id).await {
             Ok(r) => Some(LockHolder::of(&r.job)),
             Err(e) => {
                 warn!(job_id = %id, error = %e, "waiting reason: lock holder not read");
@@ -110,7 +110,7 @@ impl WaitReads {
         if let Some(at) = self.pools.get(pool) {
             return *at;
         }
-        let at = match state.store.get_pool(pool).await {
+        let at = match state.pools().get(pool).await {
             Ok(p) => p.item.last_claim_at,
             Err(e) => {
                 warn!(%pool, error = %e, "waiting reason: agent pool not read");
@@ -151,13 +151,13 @@ async fn nearby_environments(
     path: &EnvPath,
 ) -> Result<Vec<String>, ApiError> {
     let principal = caller.in_org(state, Some(path.org())).await?;
-    let mut envs = state.store.list_environments(path.group()).await?;
+    let mut envs = state.environments().list(path.group()).await?;
     if envs.is_empty() {
         // One bounded Query of the organisation's index (gsi4), never a Scan.
         let org = GroupPath::parse(path.org()).map_err(ApiError::from)?;
         envs = state
-            .store
-            .list_environments_under(&org, ORG_CANDIDATES)
+            .environments()
+            .list_under(&org, ORG_CANDIDATES)
             .await?
             .environments;
     }
@@ -211,11 +211,11 @@ async fn nearby_jobs(
     caller: &Caller,
     id: &JobId,
 ) -> Result<Vec<String>, ApiError> {
-    let active = state.store.active_jobs(JOB_CANDIDATES).await?;
+    let active = state.jobs.in_flight(JOB_CANDIDATES).await?;
     // Every deadline is before a century from now: the AWAITING index, earliest first.
     let awaiting = state
-        .store
-        .approvals_due(Utc::now() + chrono::Duration::days(36_500), JOB_CANDIDATES)
+        .jobs
+        .awaiting_approval(Utc::now() + chrono::Duration::days(36_500), JOB_CANDIDATES)
         .await?;
     // Each org's memberships are read once (and cached by the membership cache).
     let mut principals = HashMap::new();

@@ -58,11 +58,11 @@ pub(crate) async fn list_jobs(
         .await?;
     let query = query.get()?;
     // A missing environment is 404 (with the nearest names), never an empty list.
-    let env = state.store.get_environment(&path).await;
+    let env = state.environments().get(&path).await;
     super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
     let page = state
-        .store
-        .list_jobs(&path, query.limit.unwrap_or(20), query.cursor.as_deref())
+        .jobs
+        .list(&path, query.limit.unwrap_or(20), query.cursor.as_deref())
         .await
         .map_err(|e| match e {
             StoreError::NotFound { kind: "cursor", .. } => {
@@ -150,7 +150,7 @@ pub(crate) async fn submit_job(
     let idempotency = idempotency_key(&headers, &submitted)?;
     let (request, sensitive) = sortie_core::sensitive::parse_submitted(&submitted)?;
     drop(submitted);
-    let env = state.store.get_environment(&path).await;
+    let env = state.environments().get(&path).await;
     let env = super::job_views::or_environment_not_found(&state, &caller, &path, env).await?;
     // A destroyed environment is refused by the submit's own write (`SubmitError::Destroyed`),
     // for this caller as for a trigger, a drift check or a restore.
@@ -160,7 +160,7 @@ pub(crate) async fn submit_job(
         .submit_for(&env.item.environment, order)
         .await
         .map_err(submit_error)?;
-    let record = state.store.get_job(&submitted.job.id).await?;
+    let record = state.jobs.get(&submitted.job.id).await?;
     let status = if submitted.replayed {
         StatusCode::OK
     } else {
@@ -211,7 +211,7 @@ pub(crate) async fn read_job_for(
     action: Action,
 ) -> Result<(JobRecord, Principal), ApiError> {
     let what = format!("job `{id}`");
-    let record = match state.store.get_job(id).await {
+    let record = match state.jobs.get(id).await {
         Ok(r) => r,
         Err(StoreError::NotFound { .. }) => {
             return Err(super::job_views::job_not_found(state, caller, id).await)
@@ -408,30 +408,15 @@ pub(crate) async fn outputs_of(
             ),
         ));
     }
-    let key = sortie_core::protocol::pilot::upload_key(
-        &job.id,
-        sortie_core::protocol::pilot::UploadKind::Outputs,
-        None,
-    )
-    .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e))?;
-    let bytes = match state.artifacts.get(&key).await {
-        Ok(b) => b,
-        Err(StoreError::NotFound { .. }) => {
-            return Ok(OutputsView {
-                job_id: job.id.to_string(),
-                environment: job.environment.to_string(),
-                outputs: Default::default(),
-            })
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let raw: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(&bytes).map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "bad_artifact",
-                format!("the outputs of job `{}` are not a JSON object: {e}", job.id),
-            )
+    let raw = state
+        .job_artifacts()
+        .outputs(&job.id)
+        .await
+        .map_err(|e| match e {
+            sortie_lifecycle::OutputsError::Store(e) => ApiError::from(e),
+            e @ sortie_lifecycle::OutputsError::NotAnObject { .. } => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "bad_artifact", e.to_string())
+            }
         })?;
     let outputs = raw
         .into_iter()

@@ -7,8 +7,7 @@
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use sortie_core::protocol::logs::{follow_marker_key, MAX_CHUNKS_PER_GRANT};
-use sortie_core::protocol::pilot::{log_chunk_key, log_prefix, UploadKind};
+use sortie_core::protocol::logs::MAX_CHUNKS_PER_GRANT;
 
 use super::pilot_callbacks::{job_by_token, UPLOAD_URL_TTL};
 use super::Reply;
@@ -79,29 +78,22 @@ pub(crate) async fn create_log_uploads(
 ) -> Result<Reply<LogUploadGrants>, ApiError> {
     let record = job_by_token(&state, &headers, &id).await?;
     let offsets = offsets(body.value()?)?;
-    let prefix = log_prefix(&record.job.id);
-    let mut grants = Vec::with_capacity(offsets.len());
-    let mut expires_at = chrono::Utc::now()
-        + chrono::Duration::from_std(UPLOAD_URL_TTL).unwrap_or(chrono::Duration::zero());
-    for at in offsets {
-        let key = log_chunk_key(&prefix, at);
-        let signed = state
-            .artifacts
-            .presign_put(&key, UploadKind::Log.content_type(), UPLOAD_URL_TTL)
-            .await?;
-        expires_at = expires_at.min(signed.expires_at);
-        grants.push(UploadGrant {
+    let signed = state
+        .logs()
+        .upload_grants(&record.job.id, &offsets, UPLOAD_URL_TTL)
+        .await?;
+    let grants = signed
+        .chunks
+        .into_iter()
+        .map(|(key, signed)| UploadGrant {
             url: signed.url,
             method: signed.method,
             headers: signed.headers,
             expires_at: signed.expires_at,
             key,
-        });
-    }
-    let follow_url = state
-        .artifacts
-        .presign_get(&follow_marker_key(&record.job.id), UPLOAD_URL_TTL)
-        .await?;
+        })
+        .collect();
+    let (follow_url, expires_at) = (signed.follow_url, signed.expires_at);
     Ok(Reply::ok(LogUploadGrants {
         grants,
         follow_url,

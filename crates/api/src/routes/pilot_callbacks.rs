@@ -5,7 +5,6 @@
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use chrono::Utc;
 use sortie_core::protocol::pilot::JobSpec;
 use sortie_core::JobId;
 use sortie_store::{JobRecord, StoreError};
@@ -43,7 +42,7 @@ async fn job_by_token_in(
         None => ApiError::unauthenticated("invalid_token", message),
     };
     let token = sent.filter(|t| !t.is_empty()).ok_or_else(refuse)?;
-    let record = match state.store.get_job(id).await {
+    let record = match state.jobs.get(id).await {
         Ok(r) => r,
         Err(StoreError::NotFound { .. }) => return Err(refuse()),
         Err(e) => return Err(e.into()),
@@ -102,32 +101,19 @@ pub(crate) async fn get_job_spec(
     let phase = job.phase();
     let (saved_plan_url, log_offset) = if phase == Some(sortie_core::JobPhase::Apply) {
         // The plan the reviewer approved, and where the first phase's log ended.
-        let key = sortie_core::protocol::pilot::upload_key(
-            &job.id,
-            sortie_core::protocol::pilot::UploadKind::Plan,
-            None,
-        )
-        .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
         let url = state
-            .artifacts
-            .presign_get(&key, SAVED_PLAN_URL_TTL)
+            .job_artifacts()
+            .saved_plan_url(&job.id, SAVED_PLAN_URL_TTL)
             .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::CONFLICT,
-                    "no_saved_plan",
-                    format!("the saved plan of job `{}` cannot be read: {e}", job.id),
-                )
-            })?;
-        let offset = log_end(&state, &job.id).await?;
+            .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
+        let offset = state.logs().end(&job.id).await?;
         // Recorded once, by the first spec fetch of the apply phase: the job view then says
         // where each phase's lines are in the job's one log.
         if record.apply_log_offset.is_none() {
             state
-                .store
-                .mark_job(
+                .jobs
+                .mark(
                     &job.id,
-                    Utc::now(),
                     sortie_store::JobUpdate {
                         apply_log_offset: Some(offset),
                         ..Default::default()
@@ -271,20 +257,6 @@ pub(crate) async fn get_job_sensitive_variables(
 /// How long the apply phase's link to its saved plan works.
 pub const SAVED_PLAN_URL_TTL: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
-/// The offset just past the job's log so far: its last chunk's start plus its size.
-async fn log_end(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
-    let prefix = sortie_core::protocol::pilot::log_prefix(id);
-    let chunks = state.artifacts.list(&prefix).await?;
-    Ok(chunks
-        .iter()
-        .filter_map(|o| {
-            sortie_core::protocol::pilot::log_chunk_offset(&prefix, &o.key)
-                .map(|start| start + o.size)
-        })
-        .max()
-        .unwrap_or(0))
-}
-
 /// Records the tool and exact version the pilot picked.
 #[utoipa::path(put, path = "/v1/jobs/{id}/tool", tag = "pilot",
     params(("id" = String, Path, description = "Job id")),
@@ -368,8 +340,8 @@ async fn record_by_token<T: PilotReport>(
     let report: T = serde_json::from_value(body.value()?)
         .map_err(|e| ApiError::field("body", e.to_string()))?;
     let updated = state
-        .store
-        .mark_job(&record.job.id, Utc::now(), report.into_update()?)
+        .jobs
+        .mark(&record.job.id, report.into_update()?)
         .await?;
     Ok(Reply::ok(updated.into()))
 }
@@ -464,8 +436,8 @@ pub(crate) async fn create_upload(
     let key = sortie_core::protocol::pilot::upload_key(&record.job.id, kind, name.as_deref())
         .map_err(|problem| ApiError::field("name", problem))?;
     let signed = state
-        .artifacts
-        .presign_put(&key, kind.content_type(), UPLOAD_URL_TTL)
+        .job_artifacts()
+        .upload_grant(&key, kind, UPLOAD_URL_TTL)
         .await?;
     Ok(Reply::ok(UploadGrant {
         url: signed.url,
@@ -511,10 +483,9 @@ pub(crate) async fn put_upload_problems(
         }
     }
     let updated = state
-        .store
-        .mark_job(
+        .jobs
+        .mark(
             &record.job.id,
-            Utc::now(),
             sortie_store::JobUpdate {
                 upload_problems: Some(report.problems),
                 ..Default::default()

@@ -55,7 +55,7 @@ pub(crate) async fn get_job_plan(
     let (record, _) = read_job_for(&state, &caller, &id, Action::Read).await?;
     let query = query.get()?;
     let job = &record.job;
-    let data = sortie_store::read_plan_data(state.artifacts.as_ref(), &job.id).await?;
+    let data = state.job_artifacts().plan_data(&job.id).await?;
     let doc = match data {
         PlanData::Available(doc) => doc,
         PlanData::Unavailable(reason) if reason == NO_ARTIFACT => {

@@ -71,8 +71,8 @@ pub(crate) async fn get_environment_triggers(
         )
         .await?;
     let query = query.get()?;
-    let env = state.store.get_environment(&path).await?.item.environment;
-    let graph = sortie_lifecycle::triggers::graph(state.store.as_ref(), path.org()).await?;
+    let env = state.environments().get(&path).await?.item.environment;
+    let graph = state.environments().trigger_graph(path.org()).await?;
     let all = sortie_core::triggers::downstream_of(&graph, &path);
     let from = match &query.cursor {
         Some(c) => all

@@ -226,8 +226,8 @@ pub(crate) async fn get_github_connection(
         .authorize(&state, Action::Read, &group, &format!("group `{org}`"))
         .await?;
     let connection = state
-        .store
-        .get_connection(&org, VcsProvider::Github)
+        .connections()
+        .get(&org, VcsProvider::Github)
         .await
         .map_err(|e| match e {
             StoreError::NotFound { .. } => {
@@ -393,9 +393,9 @@ pub(crate) async fn github_webhook(
     let Some(work) = work_of(&org, &parsed) else {
         return accepted("ignored");
     };
-    let store = &state.store;
+    let connections = state.connections();
     let until = Utc::now() + Duration::hours(DELIVERY_MEMORY_HOURS);
-    if !store
+    if !connections
         .claim_delivery(VcsProvider::Github, delivery, until)
         .await?
     {
@@ -405,7 +405,10 @@ pub(crate) async fn github_webhook(
     if let Err(e) = queue.send_work(&work).await {
         // Not queued: forget the delivery, so GitHub's redelivery (or the reconcile) is
         // handled, and say the work was not taken.
-        if let Err(forget) = store.forget_delivery(VcsProvider::Github, delivery).await {
+        if let Err(forget) = connections
+            .forget_delivery(VcsProvider::Github, delivery)
+            .await
+        {
             warn!(error = %forget, "a delivery whose work was not queued could not be forgotten");
         }
         warn!(org, delivery, error = %e, "a delivery's work could not be queued");

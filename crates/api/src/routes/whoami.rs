@@ -60,7 +60,7 @@ pub(crate) async fn whoami(
         })
         .collect();
     let organisations = state
-        .store
+        .memberships()
         .organisations_of(&principal.subject, Some(&principal.issuer))
         .await?;
     Ok(Reply::ok(Whoami {

@@ -176,3 +176,43 @@ impl PullRequests {
             .map_err(|e| HostError::Secret(e).into())
     }
 }
+
+/// What the webhook and the connection's view read of a code host connection, without
+/// the host itself: the connection, and the deliveries already taken (a webhook
+/// delivered twice is handled once).
+#[derive(Clone)]
+pub struct Connections {
+    /// The repository.
+    pub store: std::sync::Arc<dyn sortie_store::Store>,
+}
+
+impl Connections {
+    /// The service over `store`.
+    pub fn new(store: std::sync::Arc<dyn sortie_store::Store>) -> Self {
+        Self { store }
+    }
+
+    /// `org`'s connection to `provider`.
+    pub async fn get(&self, org: &str, provider: VcsProvider) -> Result<VcsConnection, StoreError> {
+        self.store.get_connection(org, provider).await
+    }
+
+    /// Takes `delivery` of `provider` until `until`: false when it was taken already.
+    pub async fn claim_delivery(
+        &self,
+        provider: VcsProvider,
+        delivery: &str,
+        until: chrono::DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.store.claim_delivery(provider, delivery, until).await
+    }
+
+    /// Forgets `delivery` (its work was not queued), so a redelivery is handled.
+    pub async fn forget_delivery(
+        &self,
+        provider: VcsProvider,
+        delivery: &str,
+    ) -> Result<(), StoreError> {
+        self.store.forget_delivery(provider, delivery).await
+    }
+}

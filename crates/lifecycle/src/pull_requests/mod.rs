@@ -29,7 +29,9 @@ use sortie_store::{IdempotencyKey, Store, StoreError};
 use tracing::{info, warn};
 
 pub use bus::{report_of, work_of_message, PullReportingBus, REPORTED_EVENTS};
-pub use connections::{ConnectRefusal, PRIVATE_KEY_MAX, WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN};
+pub use connections::{
+    ConnectRefusal, Connections, PRIVATE_KEY_MAX, WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN,
+};
 pub use github::{work_of, GithubHost, GithubHosts};
 pub use host::{CodeHost, CodeHosts, HostError, PullInfo};
 pub use reconcile::{Reconciled, MAX_REPAIRS};
