@@ -25,6 +25,7 @@ mod expiry_tests;
 mod group_cache;
 pub mod issuer;
 mod job_artifacts;
+mod job_spec;
 mod jobs;
 mod locks;
 mod logs;
@@ -68,6 +69,7 @@ pub use engine::{
 pub use environments::{EnvironmentRefusal, Environments, Refreshed, Resolved};
 pub use issuer::{Issuer, IssuerConfig, IssuerError};
 pub use job_artifacts::{read_outputs, JobArtifacts, OutputsError};
+pub use job_spec::{SpecParts, SpecRefusal};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
 pub use logs::{LogGrants, LogPage, Logs};

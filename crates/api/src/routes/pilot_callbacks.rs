@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use sortie_core::protocol::pilot::JobSpec;
 use sortie_core::JobId;
+use sortie_lifecycle::{SpecParts, SpecRefusal};
 use sortie_store::{JobRecord, StoreError};
 
 use super::Reply;
@@ -77,54 +78,6 @@ pub(crate) async fn get_job_spec(
 ) -> Result<Reply<JobSpec>, ApiError> {
     let record = job_by_token(&state, &headers, &id).await?;
     let job = &record.job;
-    let runner = job.runner_spec.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "runner_missing",
-            "the job has no runner configuration",
-        )
-    })?;
-    let state_key = match &runner.state_storage_configuration {
-        sortie_core::StateStorageConfiguration::S3(s3) => Some(s3.state_key(&job.environment)),
-        _ => None,
-    };
-    let mut state_storage = runner.state_storage_configuration.clone();
-    let mut report_exit = false;
-    if let sortie_core::RunnerConfiguration::Eks(eks) = &runner.runner_configuration {
-        // No task event comes from Kubernetes: the pilot reports its own exit.
-        report_exit = true;
-        // `kubernetes` state lives in the runner's namespace unless the file names one.
-        if let sortie_core::StateStorageConfiguration::Kubernetes(k) = &mut state_storage {
-            k.namespace.get_or_insert_with(|| eks.job.namespace.clone());
-        }
-    }
-    let phase = job.phase();
-    let (saved_plan_url, log_offset) = if phase == Some(sortie_core::JobPhase::Apply) {
-        // The plan the reviewer approved, and where the first phase's log ended.
-        let url = state
-            .job_artifacts()
-            .saved_plan_url(&job.id, SAVED_PLAN_URL_TTL)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::CONFLICT, "no_saved_plan", e))?;
-        let offset = state.logs().end(&job.id).await?;
-        // Recorded once, by the first spec fetch of the apply phase: the job view then says
-        // where each phase's lines are in the job's one log.
-        if record.apply_log_offset.is_none() {
-            state
-                .jobs
-                .mark(
-                    &job.id,
-                    sortie_store::JobUpdate {
-                        apply_log_offset: Some(offset),
-                        ..Default::default()
-                    },
-                )
-                .await?;
-        }
-        (Some(url), offset)
-    } else {
-        (None, 0)
-    };
     // A pull request's commit: a token that reads only its repository, minted now.
     let source_access = match &job.request.source {
         sortie_core::Source::Github { .. } => {
@@ -154,34 +107,25 @@ pub(crate) async fn get_job_spec(
         Some(restore) => Some(restore_url(&state, job, &restore.version_id).await?),
         None => None,
     };
-    Ok(Reply::ok(JobSpec {
-        job_id: job.id.clone(),
-        environment: job.environment.clone(),
-        operation: job.request.operation,
-        source: job.request.source.clone(),
+    let parts = SpecParts {
         source_access,
-        speculative: job.speculative,
-        variables: job.request.variables.clone(),
-        files: job.request.files.clone(),
-        secret_refs: job.request.secret_refs.clone(),
-        sensitive_variables: job.request.sensitive_variables.keys().cloned().collect(),
-        // Names only, from the runner's snapshot: the pilot scrubs their values.
-        runner_secret_env: runner.runner_configuration.secret_env_names(),
-        state_storage,
-        state_key,
-        report_exit,
-        phase,
-        saved_plan_url,
         restore_state_url,
-        detailed_exitcode: job.drift_check,
-        tool: job.tool,
-        version: job.tool_version.clone(),
-        log_offset,
-        // The runner's identity block. Given even when this deployment cannot sign (the
-        // pilot's token request then fails the job): never a silent fall back to the
-        // runner's own credentials.
-        identity: runner.identity.clone(),
-    }))
+        saved_plan_ttl: SAVED_PLAN_URL_TTL,
+    };
+    let spec = state
+        .jobs
+        .spec_for(&record, &state.job_artifacts(), &state.logs(), parts)
+        .await
+        .map_err(|e| match e {
+            SpecRefusal::RunnerMissing => {
+                ApiError::new(StatusCode::CONFLICT, "runner_missing", e.to_string())
+            }
+            SpecRefusal::NoSavedPlan(why) => {
+                ApiError::new(StatusCode::CONFLICT, "no_saved_plan", why)
+            }
+            SpecRefusal::Store(e) => e.into(),
+        })?;
+    Ok(Reply::ok(spec))
 }
 
 /// How long a restore's state version URL works. It is signed when the task fetches its

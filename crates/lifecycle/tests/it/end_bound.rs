@@ -156,6 +156,7 @@ fn succeeded() -> EndCause {
 
 #[tokio::test]
 async fn on_dynamodb_an_end_that_always_fails_is_given_up_at_the_bound_and_the_next_job_starts() {
+    let _aws = sortie_testkit::require_aws!();
     let (jobs, store, sent, env) = world(Arc::new(Throttled)).await;
     let first = submit(&jobs, &env, "apply").await;
     let next = submit(&jobs, &env, "plan").await;
@@ -191,6 +192,7 @@ async fn on_dynamodb_an_end_that_always_fails_is_given_up_at_the_bound_and_the_n
 
 #[tokio::test]
 async fn on_s3_a_plan_never_uploaded_ends_the_job_at_once_saying_so() {
+    let _aws = sortie_testkit::require_aws!();
     let config = sortie_testkit::sdk_config_at(&sortie_testkit::endpoint()).await;
     let bucket = sortie_testkit::unique("artifacts");
     let artifacts = Arc::new(S3Artifacts::new(sortie_testkit::s3_client(&config), bucket));
@@ -213,6 +215,7 @@ async fn on_s3_a_plan_never_uploaded_ends_the_job_at_once_saying_so() {
 
 #[tokio::test]
 async fn on_dynamodb_the_sweeps_cursor_is_written_on_condition_of_its_version() {
+    let _aws = sortie_testkit::require_aws!();
     let config = sortie_testkit::sdk_config_at(&sortie_testkit::endpoint()).await;
     let store = DynamoStore::new(
         sortie_testkit::dynamodb_client(&config),

@@ -72,6 +72,8 @@ fn a_missing_api_url_is_a_clear_error() {
 /// `token_command` is reported with its exit status but none of its stderr.
 #[test]
 fn cleartext_api_url_is_refused_and_a_failing_token_commands_stderr_is_withheld() {
+    // Terraform comes with the AWS tier (scripts/with-moto.sh); the fast tier skips.
+    crate::require_aws!();
     for (version, bin) in terraforms() {
         let tf = Tf::offline(&bin, "tfp-conf");
         let main = |provider: &str| {
