@@ -155,6 +155,96 @@ impl AgentPools {
     }
 }
 
+/// What an agent's credential opened ([`AgentPools::authenticate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentAuth {
+    /// The pool the credential opens.
+    Accepted(Box<AgentPoolRecord>),
+    /// No such pool, a credential of another pool, or an OIDC token for a pool that trusts
+    /// no issuer: the pool is none of the caller's business.
+    NoSuchPool,
+    /// A wrong or revoked token of this pool, or an OIDC token refused by the issuer's
+    /// keys or whose claim does not match the pool's pattern.
+    Refused,
+    /// The keys of the pool's issuer could not be fetched: nothing is known of the token.
+    IssuerUnavailable(String),
+}
+
+/// What the pool's trusted issuer says of an OIDC token: the caller verifies it (the API's
+/// verifier fetches the issuer's keys by OIDC discovery).
+#[derive(Debug, Clone, PartialEq)]
+pub enum OidcCheck {
+    /// Verified (signature, issuer, audience, times): every claim.
+    Claims(std::collections::BTreeMap<String, serde_json::Value>),
+    /// Refused; why, never the token.
+    Invalid(String),
+    /// The issuer's keys are unavailable; why.
+    Unavailable(String),
+}
+
+impl AgentPools {
+    /// Which pool `token` opens as pool `id`: a pool token of that pool (hashed, any of
+    /// its live tokens), or an OIDC token whose claim matches the pool's trust, read as a
+    /// membership's claim is ([`sortie_core::auth::claim_value_matches`]). `verify` checks
+    /// an OIDC token against the pool's trusted issuer; it is called only for a pool that
+    /// trusts one and a token that is not a pool token.
+    pub async fn authenticate<F, Fut>(
+        &self,
+        id: &str,
+        token: &str,
+        verify: F,
+    ) -> Result<AgentAuth, StoreError>
+    where
+        F: FnOnce(sortie_core::agent_pool::OidcTrust) -> Fut,
+        Fut: std::future::Future<Output = OidcCheck>,
+    {
+        let pool = match self.get(id).await {
+            Ok(p) => p.item,
+            Err(StoreError::NotFound { .. }) => return Ok(AgentAuth::NoSuchPool),
+            Err(e) => return Err(e),
+        };
+        if let Some(rest) = token.strip_prefix(sortie_core::agent_pool::POOL_TOKEN_PREFIX) {
+            let mut parts = rest.splitn(3, '.');
+            let (named, token_id) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            if named != id {
+                // Another pool's token: this pool is none of its business.
+                return Ok(AgentAuth::NoSuchPool);
+            }
+            if pool.accepts(token) {
+                return Ok(AgentAuth::Accepted(Box::new(pool)));
+            }
+            tracing::warn!(pool = %id, token_id = %token_id.chars().take(64).collect::<String>(), "refused an agent: a wrong or revoked pool token");
+            return Ok(AgentAuth::Refused);
+        }
+        let Some(trust) = pool.pool.oidc.clone() else {
+            return Ok(AgentAuth::NoSuchPool);
+        };
+        let claim = trust.claim.clone();
+        let pattern = trust.pattern.clone();
+        Ok(match verify(trust).await {
+            OidcCheck::Claims(claims)
+                if claims
+                    .get(&claim)
+                    .is_some_and(|v| sortie_core::auth::claim_value_matches(&pattern, v)) =>
+            {
+                AgentAuth::Accepted(Box::new(pool))
+            }
+            OidcCheck::Claims(_) => {
+                tracing::warn!(pool = %id, %claim, "refused an agent: its OIDC claim does not match the pool's pattern");
+                AgentAuth::Refused
+            }
+            OidcCheck::Invalid(why) => {
+                tracing::warn!(pool = %id, error = %why, "refused an agent: its OIDC token");
+                AgentAuth::Refused
+            }
+            OidcCheck::Unavailable(why) => {
+                tracing::warn!(pool = %id, %why, "the pool's OIDC issuer is unavailable");
+                AgentAuth::IssuerUnavailable(why)
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +313,129 @@ mod tests {
             pools.add_token(pool, "alice").await,
             Err(PoolTokenRefusal::TooMany)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_credential_opens_only_its_own_pool_and_oidc_is_asked_only_when_trusted() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let w = World::new().await;
+        let pools = AgentPools::new(w.store.clone());
+        let group = GroupPath::parse("acme/payments").unwrap();
+        let trust = sortie_core::agent_pool::OidcTrust {
+            issuer: "https://issuer.example.com".into(),
+            audience: "sortie".into(),
+            claim: "sub".into(),
+            pattern: "system:serviceaccount:agents:*".into(),
+        };
+        let a = pools
+            .create(
+                group.clone(),
+                "a".into(),
+                String::new(),
+                Some(trust),
+                "alice",
+            )
+            .await
+            .unwrap();
+        let b = pools
+            .create(group, "b".into(), String::new(), None, "alice")
+            .await
+            .unwrap();
+        let (a_id, b_id) = (a.pool.item.pool.id.clone(), b.pool.item.pool.id.clone());
+        let asked = AtomicUsize::new(0);
+        let answer = |check: OidcCheck| {
+            let asked = &asked;
+            move |_: sortie_core::agent_pool::OidcTrust| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                std::future::ready(check)
+            }
+        };
+        let claims =
+            |sub: &str| OidcCheck::Claims([("sub".to_string(), serde_json::json!(sub))].into());
+        let never = || answer(OidcCheck::Invalid("not asked".into()));
+        // Its own pool token opens it, without asking the issuer.
+        assert!(matches!(
+            pools.authenticate(&a_id, &a.token, never()).await.unwrap(),
+            AgentAuth::Accepted(p) if p.pool.id == a_id
+        ));
+        // Another pool's token: that pool is none of its business.
+        assert_eq!(
+            pools.authenticate(&a_id, &b.token, never()).await.unwrap(),
+            AgentAuth::NoSuchPool
+        );
+        // A wrong secret under the pool's own prefix.
+        let forged = format!("{}x", a.token);
+        assert_eq!(
+            pools.authenticate(&a_id, &forged, never()).await.unwrap(),
+            AgentAuth::Refused
+        );
+        // No such pool, and an id not shaped like one.
+        assert_eq!(
+            pools
+                .authenticate("apool-01jzzzzzzzzzzzzzzzzzzzzzzz", &a.token, never())
+                .await
+                .unwrap(),
+            AgentAuth::NoSuchPool
+        );
+        assert_eq!(
+            pools.authenticate("nope", &a.token, never()).await.unwrap(),
+            AgentAuth::NoSuchPool
+        );
+        // An OIDC token to a pool that trusts no issuer.
+        assert_eq!(
+            pools.authenticate(&b_id, "eyJ.jwt", never()).await.unwrap(),
+            AgentAuth::NoSuchPool
+        );
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            0,
+            "the issuer was never asked"
+        );
+        // An OIDC token to the trusting pool: the claim decides.
+        assert!(matches!(
+            pools
+                .authenticate(
+                    &a_id,
+                    "eyJ.jwt",
+                    answer(claims("system:serviceaccount:agents:ci"))
+                )
+                .await
+                .unwrap(),
+            AgentAuth::Accepted(_)
+        ));
+        assert_eq!(
+            pools
+                .authenticate(
+                    &a_id,
+                    "eyJ.jwt",
+                    answer(claims("system:serviceaccount:other:ci"))
+                )
+                .await
+                .unwrap(),
+            AgentAuth::Refused
+        );
+        assert_eq!(
+            pools
+                .authenticate(
+                    &a_id,
+                    "eyJ.jwt",
+                    answer(OidcCheck::Invalid("expired".into()))
+                )
+                .await
+                .unwrap(),
+            AgentAuth::Refused
+        );
+        assert_eq!(
+            pools
+                .authenticate(
+                    &a_id,
+                    "eyJ.jwt",
+                    answer(OidcCheck::Unavailable("timeout".into()))
+                )
+                .await
+                .unwrap(),
+            AgentAuth::IssuerUnavailable("timeout".into())
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 4);
     }
 }

@@ -52,7 +52,7 @@ mod sweep_crash_tests;
 mod testing;
 pub mod triggers;
 
-pub use agent_pools::{AgentPools, MintedToken, PoolTokenRefusal};
+pub use agent_pools::{AgentAuth, AgentPools, MintedToken, OidcCheck, PoolTokenRefusal};
 pub use agents::{AgentRefusal, CLAIM_POLL};
 pub use bus::{
     ended_detail, Bus, EventBridgeBus, ENVIRONMENT_DRIFTED, ENVIRONMENT_EXPIRING,

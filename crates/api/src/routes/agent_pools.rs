@@ -11,15 +11,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::de::DeserializeOwned;
-use sortie_core::agent_pool::{
-    agent_id_problem, pool_id_problem, pool_name_problem, OidcTrust, POOL_TOKEN_PREFIX,
-};
-use sortie_core::auth::claim_value_matches;
+use sortie_core::agent_pool::{agent_id_problem, pool_name_problem, OidcTrust};
 use sortie_core::protocol::agent::{
     AgentExit, ClaimRequest, ExitAnswer, HeartbeatRequest, EXIT_REASON_MAX, MAX_CLAIM_WAIT_SECONDS,
 };
 use sortie_core::{Action, GroupPath};
-use sortie_lifecycle::{AgentRefusal, EndReport as Exited, PoolTokenRefusal};
+use sortie_lifecycle::{AgentAuth, AgentRefusal, EndReport as Exited, OidcCheck, PoolTokenRefusal};
 use sortie_store::{AgentPoolRecord, StoreError, Versioned};
 use tracing::warn;
 
@@ -262,59 +259,23 @@ async fn agent_pool(
     let token = bearer_token(headers)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| refuse(bearer_token(headers).is_some()))?;
-    if pool_id_problem(id).is_some() {
-        return Err(ApiError::not_found(pool_what(id)));
-    }
-    let pool = match state.pools().get(id).await {
-        Ok(p) => p.item,
-        Err(StoreError::NotFound { .. }) => return Err(ApiError::not_found(pool_what(id))),
-        Err(e) => return Err(e.into()),
+    let oidc = state.oidc.clone();
+    let verify = |trust: OidcTrust| async move {
+        match oidc.verify(token, &trust.issuer, &trust.audience).await {
+            Ok(claims) => OidcCheck::Claims(claims),
+            Err(crate::oidc::OidcError::Unavailable(why)) => OidcCheck::Unavailable(why),
+            Err(e) => OidcCheck::Invalid(e.to_string()),
+        }
     };
-    if let Some(rest) = token.strip_prefix(POOL_TOKEN_PREFIX) {
-        let mut parts = rest.splitn(3, '.');
-        let (named, token_id) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        if named != id {
-            // Another pool's token: this pool is none of its business.
-            return Err(ApiError::not_found(pool_what(id)));
-        }
-        if pool.accepts(token) {
-            return Ok(pool);
-        }
-        warn!(pool = %id, token_id = %token_id.chars().take(64).collect::<String>(), "refused an agent: a wrong or revoked pool token");
-        return Err(refuse(true));
-    }
-    let Some(trust) = &pool.pool.oidc else {
-        return Err(ApiError::not_found(pool_what(id)));
-    };
-    match state
-        .oidc
-        .verify(token, &trust.issuer, &trust.audience)
-        .await
-    {
-        Ok(claims) => {
-            // The same reading of a claim as a membership's ([`claim_value_matches`]).
-            if claims
-                .get(&trust.claim)
-                .is_some_and(|v| claim_value_matches(&trust.pattern, v))
-            {
-                Ok(pool)
-            } else {
-                warn!(pool = %id, claim = %trust.claim, "refused an agent: its OIDC claim does not match the pool's pattern");
-                Err(refuse(true))
-            }
-        }
-        Err(crate::oidc::OidcError::Unavailable(why)) => {
-            warn!(pool = %id, %why, "the pool's OIDC issuer is unavailable");
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "issuer_unavailable",
-                format!("the keys of the pool's OIDC issuer could not be fetched: {why}"),
-            ))
-        }
-        Err(e) => {
-            warn!(pool = %id, error = %e, "refused an agent: its OIDC token");
-            Err(refuse(true))
-        }
+    match state.pools().authenticate(id, token, verify).await? {
+        AgentAuth::Accepted(pool) => Ok(*pool),
+        AgentAuth::NoSuchPool => Err(ApiError::not_found(pool_what(id))),
+        AgentAuth::Refused => Err(refuse(true)),
+        AgentAuth::IssuerUnavailable(why) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "issuer_unavailable",
+            format!("the keys of the pool's OIDC issuer could not be fetched: {why}"),
+        )),
     }
 }
 

@@ -540,11 +540,25 @@ async fn task_events_map_outcomes_release_start_the_next_job_and_publish_complet
         vec![next.id.clone()],
         "the next job is sent"
     );
-    let completed = w.drain(&w.events_url).await;
-    assert_eq!(completed.len(), 1, "sortie.job.ended reached the bus");
-    assert_eq!(completed[0]["detail-type"], "sortie.job.ended");
-    assert_eq!(completed[0]["detail"]["job_id"], job.id.as_str());
-    assert_eq!(completed[0]["detail"]["state"], "succeeded");
+    // The end reached the bus, and beside it its old name, for one release, with the
+    // same detail (`JOB_COMPLETED_ALIAS`).
+    let mut ended = w.drain(&w.events_url).await;
+    ended.sort_by_key(|e| e["detail-type"].as_str().unwrap_or_default().to_string());
+    let types: Vec<&str> = ended
+        .iter()
+        .map(|e| e["detail-type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            sortie_lifecycle::JOB_COMPLETED_ALIAS,
+            sortie_lifecycle::JOB_ENDED
+        ],
+        "sortie.job.ended reached the bus, with its alias"
+    );
+    assert_eq!(ended[0]["detail"], ended[1]["detail"]);
+    assert_eq!(ended[1]["detail"]["job_id"], job.id.as_str());
+    assert_eq!(ended[1]["detail"]["state"], "succeeded");
 
     // Duplicate STOPPED, RUNNING after STOPPED, and an unknown task: all harmless.
     let before = w.store.get_job(&job.id).await.unwrap();
