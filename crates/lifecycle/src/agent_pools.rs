@@ -392,50 +392,29 @@ mod tests {
             "the issuer was never asked"
         );
         // An OIDC token to the trusting pool: the claim decides.
-        assert!(matches!(
-            pools
-                .authenticate(
-                    &a_id,
-                    "eyJ.jwt",
-                    answer(claims("system:serviceaccount:agents:ci"))
-                )
+        let oidc_cases = [
+            (claims("system:serviceaccount:agents:ci"), "accepted"),
+            (claims("system:serviceaccount:other:ci"), "refused"),
+            (OidcCheck::Invalid("expired".into()), "refused"),
+            (
+                OidcCheck::Unavailable("timeout".into()),
+                "unavailable: timeout",
+            ),
+        ];
+        for (check, expected) in oidc_cases {
+            let got = match pools
+                .authenticate(&a_id, "eyJ.jwt", answer(check.clone()))
                 .await
-                .unwrap(),
-            AgentAuth::Accepted(_)
-        ));
-        assert_eq!(
-            pools
-                .authenticate(
-                    &a_id,
-                    "eyJ.jwt",
-                    answer(claims("system:serviceaccount:other:ci"))
-                )
-                .await
-                .unwrap(),
-            AgentAuth::Refused
-        );
-        assert_eq!(
-            pools
-                .authenticate(
-                    &a_id,
-                    "eyJ.jwt",
-                    answer(OidcCheck::Invalid("expired".into()))
-                )
-                .await
-                .unwrap(),
-            AgentAuth::Refused
-        );
-        assert_eq!(
-            pools
-                .authenticate(
-                    &a_id,
-                    "eyJ.jwt",
-                    answer(OidcCheck::Unavailable("timeout".into()))
-                )
-                .await
-                .unwrap(),
-            AgentAuth::IssuerUnavailable("timeout".into())
-        );
+                .unwrap()
+            {
+                AgentAuth::Accepted(p) if p.pool.id == a_id => "accepted".to_string(),
+                AgentAuth::Accepted(p) => format!("accepted as {}", p.pool.id),
+                AgentAuth::NoSuchPool => "no such pool".to_string(),
+                AgentAuth::Refused => "refused".to_string(),
+                AgentAuth::IssuerUnavailable(why) => format!("unavailable: {why}"),
+            };
+            assert_eq!(got, expected, "{check:?}");
+        }
         assert_eq!(asked.load(Ordering::SeqCst), 4);
     }
 }

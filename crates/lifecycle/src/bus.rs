@@ -93,6 +93,31 @@ impl EventBridgeBus {
             bus_name: bus_name.into(),
         }
     }
+
+    /// One PutEvents call with `entries` (at most 10, EventBridge's limit); any entry
+    /// refused fails the call, quoting EventBridge.
+    async fn put(&self, entries: Vec<PutEventsRequestEntry>) -> Result<(), LifecycleError> {
+        let out = self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| {
+                LifecycleError::Bus(aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())
+            })?;
+        if out.failed_entry_count() > 0 {
+            let why = out
+                .entries()
+                .iter()
+                .find_map(|e| e.error_message.clone())
+                .unwrap_or_default();
+            return Err(LifecycleError::Bus(format!(
+                "PutEvents rejected the event: {why}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -127,32 +152,5 @@ impl Bus for EventBridgeBus {
             .detail(detail.to_string())
             .build();
         self.put(vec![entry]).await
-    }
-}
-
-impl EventBridgeBus {
-    /// One PutEvents call with `entries` (at most 10, EventBridge's limit); any entry
-    /// refused fails the call, quoting EventBridge.
-    async fn put(&self, entries: Vec<PutEventsRequestEntry>) -> Result<(), LifecycleError> {
-        let out = self
-            .client
-            .put_events()
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| {
-                LifecycleError::Bus(aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())
-            })?;
-        if out.failed_entry_count() > 0 {
-            let why = out
-                .entries()
-                .iter()
-                .find_map(|e| e.error_message.clone())
-                .unwrap_or_default();
-            return Err(LifecycleError::Bus(format!(
-                "PutEvents rejected the event: {why}"
-            )));
-        }
-        Ok(())
     }
 }
