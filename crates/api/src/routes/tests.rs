@@ -397,3 +397,23 @@ fn route_modules_reach_the_store_and_the_artifacts_only_through_services() {
          the answer; put what the request does in a service (sortie_lifecycle) and call that"
     );
 }
+
+/// The committed `crates/client/openapi.json` (what `sortie-client`'s endpoints are
+/// generated from) is the document the API serves at `GET /v1/openapi.json`, byte for
+/// byte once pretty-printed. `SORTIE_BLESS_OPENAPI=1` rewrites it after an API change.
+#[tokio::test]
+async fn the_committed_document_is_the_served_one() {
+    let app = app().await;
+    let (r, status, served) = call(&app, Method::GET, "/v1/openapi.json").await;
+    assert_eq!((r, status), (Some(Route::OpenApi), 200));
+    let text = format!("{}\n", serde_json::to_string_pretty(&served).unwrap());
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../client/openapi.json");
+    if std::env::var_os("SORTIE_BLESS_OPENAPI").is_some() {
+        std::fs::write(file, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(file).unwrap_or_default();
+    assert!(
+        committed == text,
+        "crates/client/openapi.json is not the document the API serves: run `SORTIE_BLESS_OPENAPI=1 cargo test -p sortie-api --lib the_committed_document` and commit it"
+    );
+}
