@@ -14,14 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
+use http::StatusCode;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use sortie_client::{endpoints, Call, Outgoing, Transport};
 use sortie_core::protocol::agent::{
     AgentExit, Claim, ClaimRequest, ExitAnswer, HeartbeatAnswer, HeartbeatRequest,
 };
@@ -29,7 +24,7 @@ use sortie_core::JobId;
 
 use crate::credential::Credential;
 use crate::AgentError;
-use sortie_http::{error_chain, error_detail};
+use sortie_http::error_detail;
 
 /// A claim's answer may take this much longer than the wait it asked for.
 pub const CLAIM_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
@@ -73,16 +68,15 @@ pub trait PoolApi: Send + Sync {
 
 /// [`PoolApi`] over HTTPS.
 pub struct HttpPoolApi {
-    base: String,
+    transport: Transport,
     pool: String,
     credential: Arc<Credential>,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl std::fmt::Debug for HttpPoolApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpPoolApi")
-            .field("base", &self.base)
+            .field("base", &self.transport.base_url())
             .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
@@ -91,94 +85,59 @@ impl std::fmt::Debug for HttpPoolApi {
 impl HttpPoolApi {
     /// A client for `pool` at the API `base` (`https://…`, no trailing `/`).
     pub fn new(base: &str, pool: &str, credential: Arc<Credential>) -> Result<Self, AgentError> {
-        let base = base.trim_end_matches('/').to_string();
         let mut http = HttpConnector::new();
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         http.enforce_http(false);
         // A long poll sits idle for up to 20 s: keep the connection alive through NATs.
         http.set_keepalive(Some(Duration::from_secs(30)));
-        let connector = sortie_http::connector(base.starts_with("https://"), http)
-            .map_err(AgentError::Config)?;
-        let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Self {
+        let transport = Transport::with_connector(
             base,
+            concat!("sortie-agent/", env!("CARGO_PKG_VERSION")),
+            http,
+        )
+        .map_err(|e| AgentError::Config(e.to_string()))?;
+        Ok(Self {
+            transport,
             pool: pool.to_string(),
             credential,
-            client,
         })
     }
 
-    /// One call: `POST {base}{path}` with a JSON body; the status and body of any answer
-    /// that is a 2xx or in `accept`, else the error it stands for.
+    /// One call with a JSON body and the current credential; the status and body of any
+    /// answer that is a 2xx or in `accept`, else the error it stands for.
     async fn post(
         &self,
-        path: &str,
+        call: &Call,
         body: Vec<u8>,
         timeout: Duration,
         accept: &[StatusCode],
-    ) -> Result<(StatusCode, Bytes), AgentError> {
+    ) -> Result<(StatusCode, Vec<u8>), AgentError> {
         let token = self.credential.current().await?;
-        let mut bearer =
-            HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                AgentError::Credential("the credential is not a valid header value".into())
-            })?;
-        bearer.set_sensitive(true);
-        let request = Request::builder()
-            .method(Method::POST)
-            .uri(format!("{}{path}", self.base))
-            .header(AUTHORIZATION, bearer)
-            .header(ACCEPT, "application/json")
-            .header(CONTENT_TYPE, "application/json")
-            .header(
-                USER_AGENT,
-                concat!("sortie-agent/", env!("CARGO_PKG_VERSION")),
-            )
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| AgentError::Config(format!("POST {path} is not a valid request: {e}")))?;
-        let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                AgentError::Transient(format!(
-                    "POST {path}: could not reach the API at {}: {}",
-                    self.base,
-                    error_chain(&e)
-                ))
-            })?;
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| {
-                    AgentError::Transient(format!("POST {path}: the answer was cut short: {e}"))
-                })?
-                .to_bytes();
-            Ok::<_, AgentError>((status, bytes))
-        };
-        let (status, bytes) = tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| {
-                AgentError::Transient(format!(
-                    "POST {path}: no answer within {} s",
-                    timeout.as_secs()
-                ))
-            })??;
-        if status.is_success() || accept.contains(&status) {
-            return Ok((status, bytes));
+        let outgoing = Outgoing::new()
+            .bearer(Some(token.expose()))
+            .raw("application/json", body.into())
+            .timeout(timeout);
+        let path = &call.path;
+        let reply = self.transport.send(call, outgoing).await.map_err(|e| {
+            let message = format!("POST {path}: {e}");
+            if e.is_transient() {
+                AgentError::Transient(message)
+            } else {
+                AgentError::Config(message)
+            }
+        })?;
+        if reply.is_success() || accept.contains(&reply.status) {
+            return Ok((reply.status, reply.body.to_vec()));
         }
-        let message = status_message(path, status, &bytes);
-        Err(match status {
+        let message = status_message(path, reply.status, &reply.body);
+        Err(match reply.status {
             StatusCode::UNAUTHORIZED => {
                 self.credential.refused().await;
                 AgentError::Unauthorized(message)
             }
-            StatusCode::TOO_MANY_REQUESTS => AgentError::Transient(message),
-            s if s.is_server_error() => AgentError::Transient(message),
+            _ if reply.is_transient() => AgentError::Transient(message),
             _ => AgentError::Refused(message),
         })
-    }
-
-    fn job_path(&self, job: &JobId, tail: &str) -> String {
-        format!("/v1/agent-pools/{}/jobs/{job}/{tail}", self.pool)
     }
 }
 
@@ -197,21 +156,22 @@ fn decode<T: serde::de::DeserializeOwned>(path: &str, body: &[u8]) -> Result<T, 
 #[async_trait]
 impl PoolApi for HttpPoolApi {
     async fn claim(&self, request: &ClaimRequest) -> Result<Option<Claim>, AgentError> {
-        let path = format!("/v1/agent-pools/{}/claims", self.pool);
+        let call = endpoints::claim_job(&self.pool);
+        let path = &call.path;
         let wait = u64::from(request.wait_seconds.unwrap_or(0));
         let timeout = Duration::from_secs(wait) + CLAIM_TIMEOUT_MARGIN;
         let (status, body) = self
-            .post(&path, encode(request)?, timeout, &[StatusCode::NOT_FOUND])
+            .post(&call, encode(request)?, timeout, &[StatusCode::NOT_FOUND])
             .await?;
         if status == StatusCode::NOT_FOUND {
             return Err(AgentError::PoolNotFound(status_message(
-                &path, status, &body,
+                path, status, &body,
             )));
         }
         if status == StatusCode::NO_CONTENT || body.is_empty() {
             return Ok(None);
         }
-        decode(&path, &body).map(Some)
+        decode(path, &body).map(Some)
     }
 
     async fn heartbeat(
@@ -219,10 +179,11 @@ impl PoolApi for HttpPoolApi {
         job: &JobId,
         request: &HeartbeatRequest,
     ) -> Result<Heartbeat, AgentError> {
-        let path = self.job_path(job, "heartbeat");
+        let call = endpoints::agent_heartbeat(&self.pool, job.as_str());
+        let path = &call.path;
         let (status, body) = self
             .post(
-                &path,
+                &call,
                 encode(request)?,
                 CALL_TIMEOUT,
                 &[StatusCode::CONFLICT],
@@ -231,14 +192,15 @@ impl PoolApi for HttpPoolApi {
         if status == StatusCode::CONFLICT {
             return Ok(Heartbeat::NotHeld);
         }
-        decode(&path, &body).map(Heartbeat::Answer)
+        decode(path, &body).map(Heartbeat::Answer)
     }
 
     async fn exit(&self, job: &JobId, report: &AgentExit) -> Result<ExitReply, AgentError> {
-        let path = self.job_path(job, "exit");
+        let call = endpoints::agent_exit(&self.pool, job.as_str());
+        let path = &call.path;
         let (status, body) = self
             .post(
-                &path,
+                &call,
                 encode(report)?,
                 CALL_TIMEOUT,
                 &[StatusCode::CONFLICT],
@@ -247,7 +209,7 @@ impl PoolApi for HttpPoolApi {
         if status == StatusCode::CONFLICT {
             return Ok(ExitReply::NotHeld);
         }
-        decode(&path, &body).map(ExitReply::Recorded)
+        decode(path, &body).map(ExitReply::Recorded)
     }
 }
 

@@ -15,7 +15,9 @@
 pub mod retry;
 mod transport;
 
-pub use transport::{cleartext_problem, HttpClient, Outgoing, Reply, Transport, TransportError};
+pub use transport::{
+    cleartext_problem, http_client, HttpClient, Outgoing, Reply, Transport, TransportError,
+};
 
 use http::Method;
 

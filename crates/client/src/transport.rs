@@ -175,9 +175,7 @@ impl Transport {
     /// A transport to the API at `base` (`https://…` or `http://…`, a host, no query; a
     /// trailing `/` is dropped), with hyper's default connector.
     pub fn new(base: &str, user_agent: &'static str) -> Result<Self, TransportError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        Self::with_connector(base, user_agent, http)
+        Self::with_connector(base, user_agent, connector())
     }
 
     /// [`Transport::new`] over a connector of the caller's (its keep-alive and connect
@@ -290,6 +288,21 @@ impl Transport {
                 })
             })
     }
+}
+
+/// hyper's default connector, for `http://` and `https://` URLs alike.
+fn connector() -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http
+}
+
+/// A bare HTTP(S) client for URLs that are not the API's (a presigned S3 URL, a GitHub
+/// archive); `https` when HTTPS is needed (then CA certificates are required:
+/// [`sortie_http::connector`]).
+pub fn http_client(https: bool) -> Result<HttpClient, String> {
+    let connector = sortie_http::connector(https, connector())?;
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 /// Whether `base` is HTTPS, or why no client can use it.

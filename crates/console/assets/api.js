@@ -1,4 +1,5 @@
-// The console's one door to the Sortie HTTP API (same origin, `/v1/...`).
+// The console's one door to the Sortie HTTP API (same origin). Every path it calls comes from
+// endpoints.js, generated from the API's OpenAPI document (a query from `query()` appended).
 // Every call carries the signed-in token; a 401 from any call drops it and shows sign-in.
 import { token, signOut } from './auth.js';
 
@@ -16,16 +17,6 @@ export class ApiError extends Error {
 
 /** The most pages any paging loop reads before it stops and offers "more". */
 export const MAX_PAGES = 50;
-
-/** The group's URL segment: the root group is `-`, any other path one encoded segment. */
-export function groupSegment(group) {
-  return group ? encodeURIComponent(group) : '-';
-}
-
-/** The environment's URL segment: its whole path as one encoded segment. */
-export function envSegment(path) {
-  return encodeURIComponent(path);
-}
 
 /** A query string from an object, skipping null/undefined/empty values. */
 export function query(params) {
@@ -46,8 +37,9 @@ function fieldsOf(raw) {
 }
 
 /**
- * Calls the API: `method` `path` (from `/v1/`), with an optional JSON `body`; answers the
- * parsed JSON (null for an empty body). Throws ApiError on any non-2xx answer or network failure.
+ * Calls the API: `method` `path` (an endpoints.js path, with any `query()`), with an optional
+ * JSON `body`; answers the parsed JSON (null for an empty body). Throws ApiError on any
+ * non-2xx answer or network failure.
  * `opts.headers`: more request headers (such as `If-Match`); `opts.token`: a token to test.
  */
 export async function api(method, path, body, opts = {}) {

@@ -2,6 +2,7 @@
 // Local mode (`sortie dev`): paste a token it printed. Deployed: OpenID Connect
 // authorization code flow with PKCE (S256) against the issuer the API trusts.
 import { api, ApiError, query } from './api.js';
+import * as endpoints from './endpoints.js';
 
 const TOKEN_KEY = 'sortie.token';
 const OIDC_KEY = 'sortie.oidc';
@@ -66,7 +67,7 @@ export function takeNotice() {
 export function whoami(org) {
   const key = org || '';
   if (!whoamiCache.has(key)) {
-    const p = api('GET', `/v1/whoami${query({ org })}`);
+    const p = api('GET', endpoints.whoami() + query({ org }));
     p.catch(() => whoamiCache.delete(key));
     whoamiCache.set(key, p);
   }
@@ -77,7 +78,7 @@ export function whoami(org) {
 export async function signInWithToken(t) {
   const trimmed = String(t || '').trim();
   if (!trimmed) throw new ApiError(400, 'invalid', 'Paste a token first.', [{ field: 'token', problem: 'is empty' }]);
-  await api('GET', '/v1/whoami', undefined, { token: trimmed });
+  await api('GET', endpoints.whoami(), undefined, { token: trimmed });
   setToken(trimmed);
 }
 

@@ -3,7 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseRoute, mayDecide, roleOn, atLeast, envHref, groupHref, jobHref, t, valueText, cls } from "../assets/ui.js";
-import { query, groupSegment, envSegment, pool } from "../assets/api.js";
+import { query, pool } from "../assets/api.js";
+import * as endpoints from "../assets/endpoints.js";
 
 test("routes: tree, env, job, group (root as -), sign-in, unknown", () => {
   assert.equal(parseRoute("").name, "tree");
@@ -32,9 +33,15 @@ test("links are internal routes with every segment encoded, and parse back", () 
 });
 
 test("API path segments: root group is -, paths are one encoded segment; query skips empties", () => {
-  assert.equal(groupSegment(""), "-");
-  assert.equal(groupSegment("acme/payments"), "acme%2Fpayments");
-  assert.equal(envSegment("acme/p/prod"), "acme%2Fp%2Fprod");
+  assert.equal(endpoints.list_rules(endpoints.group("")), "/v1/groups/-/-/rules");
+  assert.equal(endpoints.list_rules(endpoints.group("acme/payments")), "/v1/groups/acme%2Fpayments/-/rules");
+  assert.equal(
+    endpoints.check_runner(endpoints.group("acme"), "eu west"),
+    "/v1/groups/acme/-/runners/eu%20west/check",
+  );
+  assert.equal(endpoints.get_environment("acme/p/prod"), "/v1/environments/acme%2Fp%2Fprod");
+  assert.equal(endpoints.get_job("01J<x"), "/v1/jobs/01J%3Cx");
+  assert.equal(endpoints.list_jobs("acme/p/prod") + query({ limit: 1 }), "/v1/environments/acme%2Fp%2Fprod/-/jobs?limit=1");
   assert.equal(query({ a: "x y", b: "", c: null, d: undefined, e: 0 }), "?a=x%20y&e=0");
   assert.equal(query({}), "");
 });

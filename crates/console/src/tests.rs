@@ -429,3 +429,205 @@ fn index_html_has_no_inline_script_style_or_handler() {
         assert!(!is_handler, "an inline event handler: {attr}");
     }
 }
+
+/// The one script that may spell API paths: generated from the OpenAPI document by
+/// `sortie_client::console_module()` and checked against it by crates/client's tests.
+const ENDPOINTS_JS: &str = "endpoints.js";
+
+/// The lines outside endpoints.js that may hold an API path while not calling it (a
+/// comment line always may): `(script, text on the line)`. Each must still be found.
+const API_PATH_EXCEPTIONS: &[(&str, &str)] = &[
+    // The audit filter's hint of what a target looks like.
+    ("pages/audit.js", r#"placeholder="/v1/groups/""#),
+];
+
+/// Every `.js` file under `assets/`, read from the disk (recursively, whether embedded or
+/// not): `(path under assets/ with '/', text)`, sorted by path.
+fn scripts_on_disk() -> Vec<(String, String)> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else if path.extension().is_some_and(|e| e == "js" || e == "mjs") {
+                let rel = path.strip_prefix(root).unwrap().components();
+                let rel: Vec<_> = rel.map(|c| c.as_os_str().to_string_lossy()).collect();
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((rel.join("/"), text));
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let mut out = vec![];
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
+}
+
+/// Whether `line` holds an API path: `/v1` ending there or followed by `/`, a quote, a
+/// backtick or `?` (so `/v1/jobs`, `'/v1'` and `` `/v1${x}` ``, not `/v10`).
+fn holds_api_path(line: &str) -> bool {
+    line.match_indices("/v1").any(|(i, _)| {
+        matches!(
+            line[i + 3..].chars().next(),
+            None | Some('/' | '\'' | '"' | '`' | '?' | '$')
+        )
+    })
+}
+
+/// The lines of `text` (the script at `path`) that spell an API path although it is not
+/// endpoints.js, as `path:line: text`: neither a comment line nor one of `exceptions`.
+/// Answers also the exceptions that allowed a line.
+fn api_paths_outside_endpoints<'a>(
+    path: &str,
+    text: &str,
+    exceptions: &'a [(&'a str, &'a str)],
+) -> (Vec<String>, Vec<&'a (&'a str, &'a str)>) {
+    let (mut found, mut used) = (vec![], vec![]);
+    if path == ENDPOINTS_JS {
+        return (found, used);
+    }
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        let comment = code.starts_with("//") || code.starts_with("/*") || code.starts_with('*');
+        if comment || !holds_api_path(line) {
+            continue;
+        }
+        match exceptions
+            .iter()
+            .find(|(p, allowed)| *p == path && line.contains(allowed))
+        {
+            Some(e) => used.push(e),
+            None => found.push(format!("{path}:{}: {}", n + 1, line.trim())),
+        }
+    }
+    (found, used)
+}
+
+/// Issue 43: the console calls the API only through endpoints.js, whose paths come from the
+/// OpenAPI document; no other script spells a `/v1/` path, but for a comment line or one of
+/// [`API_PATH_EXCEPTIONS`] (each of which must still be needed).
+#[test]
+fn the_console_calls_api_paths_only_through_endpoints_js() {
+    let scripts = scripts_on_disk();
+    for expected in [ENDPOINTS_JS, "api.js", "pages/job.js", "components/plan.js"] {
+        assert!(
+            scripts.iter().any(|(p, _)| p == expected),
+            "{expected} is not among the scripts read"
+        );
+    }
+    let (mut found, mut used) = (vec![], vec![]);
+    for (path, text) in &scripts {
+        let (f, u) = api_paths_outside_endpoints(path, text, API_PATH_EXCEPTIONS);
+        found.extend(f);
+        used.extend(u);
+    }
+    assert!(
+        found.is_empty(),
+        "API paths spelled outside assets/{ENDPOINTS_JS} (call endpoints.<operationId>(…) \
+         instead, with any query from api.js's query() appended):\n{}",
+        found.join("\n")
+    );
+    for e in API_PATH_EXCEPTIONS {
+        assert!(used.contains(&e), "an exception no line needs: {e:?}");
+    }
+}
+
+#[test]
+fn a_planted_api_path_is_found_with_its_file_and_line() {
+    let text = "// GET /v1/whoami, a comment\n\
+                const me = await api('GET', '/v1/whoami');\n \
+                * `/v1/jobs/{id}` in a doc comment\n\
+                api('GET', `/v1/jobs/${id}${rest}`);\n\
+                api('GET', '/v1' + rest);\n\
+                const v = '/v10/x'; // not an API path\n\
+                <input placeholder=\"/v1/groups/\" />\n";
+    let exceptions = [("pages/audit.js", r#"placeholder="/v1/groups/""#)];
+    let (found, used) = api_paths_outside_endpoints("pages/x.js", text, &exceptions);
+    assert_eq!(
+        found,
+        [
+            "pages/x.js:2: const me = await api('GET', '/v1/whoami');",
+            "pages/x.js:4: api('GET', `/v1/jobs/${id}${rest}`);",
+            "pages/x.js:5: api('GET', '/v1' + rest);",
+            "pages/x.js:7: <input placeholder=\"/v1/groups/\" />",
+        ]
+    );
+    assert!(used.is_empty());
+    // The same placeholder in the script the exception names is allowed, and counted.
+    let (found, used) = api_paths_outside_endpoints("pages/audit.js", text, &exceptions);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(used, [&exceptions[0]]);
+    // endpoints.js is where the paths are.
+    assert_eq!(
+        api_paths_outside_endpoints(ENDPOINTS_JS, text, &exceptions),
+        (vec![], vec![])
+    );
+}
+
+/// The names endpoints.js exports (`export const <name> =`, `export function <name>(`).
+fn endpoints_exports(text: &str) -> std::collections::BTreeSet<&str> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l
+                .strip_prefix("export const ")
+                .or_else(|| l.strip_prefix("export function "))?;
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            Some(&rest[..end])
+        })
+        .collect()
+}
+
+/// The names called as `endpoints.<name>(` in `text`.
+fn endpoints_called(text: &str) -> Vec<&str> {
+    text.match_indices("endpoints.")
+        .filter(|(i, _)| {
+            let before = text[..*i].chars().next_back();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.')
+        })
+        .filter_map(|(i, needle)| {
+            let rest = &text[i + needle.len()..];
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            rest[end..].starts_with('(').then(|| &rest[..end])
+        })
+        .collect()
+}
+
+/// A misspelt operation would be a runtime error in the browser: every `endpoints.<name>(`
+/// a script calls is one endpoints.js exports, and endpoints.js is served like any asset.
+#[test]
+fn every_endpoint_the_console_calls_is_generated_and_served() {
+    let served = asset(ENDPOINTS_JS).expect("endpoints.js is an embedded asset");
+    assert_eq!(served.content_type, "text/javascript; charset=utf-8");
+    let exports = endpoints_exports(std::str::from_utf8(served.bytes).unwrap());
+    for name in [
+        "segment",
+        "group",
+        "get_job",
+        "list_jobs",
+        "whoami",
+        "list_audit",
+    ] {
+        assert!(exports.contains(name), "endpoints.js exports no {name}");
+    }
+    let scripts = scripts_on_disk();
+    let mut unknown = vec![];
+    let mut calls = 0;
+    for (path, text) in scripts.iter().filter(|(p, _)| p != ENDPOINTS_JS) {
+        for name in endpoints_called(text) {
+            calls += 1;
+            if !exports.contains(name) {
+                unknown.push(format!("{path}: endpoints.{name}"));
+            }
+        }
+    }
+    assert!(calls >= 30, "only {calls} endpoints.<name>( calls found");
+    assert!(
+        unknown.is_empty(),
+        "called but not in endpoints.js: {unknown:?}"
+    );
+    assert_eq!(
+        endpoints_called("endpoints.get_job(id) + x.endpoints.no(1) + '../endpoints.js'"),
+        ["get_job"]
+    );
+}

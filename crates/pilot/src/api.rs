@@ -11,16 +11,11 @@
 //! Transient failures (no connection, a timeout, 429 or 5xx) are retried with
 //! exponential backoff; any other answer (401, 403, 404, ...) is final.
 
-use std::time::Duration;
-
-use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::header::USER_AGENT;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use sortie_client::{endpoints, Call, Outgoing, Transport};
 use sortie_core::protocol::pilot::{JobSpec, PilotExit, UploadKind};
 use sortie_core::{ChangeSummary, ToolUsed};
 
@@ -28,28 +23,12 @@ use crate::env::{PilotEnv, Secret};
 use crate::error::{one_line, PilotError};
 use sortie_http::{error_chain, error_detail};
 
-/// How many times, and how patiently, a call is retried.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    /// Attempts in all (at least 1).
-    pub attempts: u32,
-    /// The delay after the first failure; doubled after each further one.
-    pub first_delay: Duration,
-    /// How long one attempt may take.
-    pub timeout: Duration,
-}
+pub use sortie_client::retry::RetryPolicy;
+pub(crate) use sortie_client::retry::{retrying, Failure};
+pub(crate) use sortie_client::{http_client, HttpClient};
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            // 0.5 + 1 + 2 + … + 32 s: a pilot rides out about a minute of control-plane
-            // unavailability (a restart of `sortie dev`, an API deployment).
-            attempts: 8,
-            first_delay: Duration::from_millis(500),
-            timeout: Duration::from_secs(30),
-        }
-    }
-}
+/// The pilot's `User-Agent`.
+const AGENT: &str = concat!("sortie-pilot/", env!("CARGO_PKG_VERSION"));
 
 /// How the API took the pilot's exit report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,40 +40,18 @@ pub enum ExitReported {
     Conflict(String),
 }
 
-/// One failed attempt.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Worth another try.
-    Transient(String),
-    /// Final.
-    Fatal(String),
-}
-
 /// The API client for one job.
 pub struct ApiClient {
-    base: String,
+    transport: Transport,
     job_id: String,
     token: Secret,
-    client: HttpClient,
     retry: RetryPolicy,
-}
-
-/// The pilot's HTTP(S) client: hyper's legacy client over rustls.
-pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// A client for plain HTTP and HTTPS; `https` when HTTPS is needed (then CA certificates
-/// are required: [`sortie_http::connector`]).
-pub(crate) fn http_client(https: bool) -> Result<HttpClient, String> {
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    let connector = sortie_http::connector(https, http)?;
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 impl std::fmt::Debug for ApiClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiClient")
-            .field("base", &self.base)
+            .field("base", &self.transport.base_url())
             .field("job_id", &self.job_id)
             .finish_non_exhaustive()
     }
@@ -108,25 +65,22 @@ impl ApiClient {
 
     /// A client with an explicit retry policy.
     pub fn with_retry(env: &PilotEnv, retry: RetryPolicy) -> Result<Self, PilotError> {
-        let client =
-            http_client(env.api_url.starts_with("https://")).map_err(PilotError::Config)?;
+        let transport = Transport::new(&env.api_url, AGENT)
+            .map_err(|e| PilotError::Config(e.to_string()))?
+            .with_timeout(retry.timeout);
         Ok(Self {
-            base: env.api_url.clone(),
+            transport,
             job_id: env.job_id.clone(),
             token: env.token.clone(),
-            client,
             retry,
         })
     }
 
-    fn path(&self, tail: &str) -> String {
-        format!("/v1/jobs/{}/{tail}", self.job_id)
-    }
-
     /// `GET /v1/jobs/{id}/spec`.
     pub async fn job_spec(&self) -> Result<JobSpec, PilotError> {
-        let path = self.path("spec");
-        let body = self.call(Method::GET, &path, None).await?;
+        let call = endpoints::get_job_spec(&self.job_id);
+        let path = &call.path;
+        let body = self.call(&call, None).await?;
         serde_json::from_slice(&body).map_err(|e| {
             PilotError::Api(format!(
                 "GET {path} answered a job spec this runner cannot read: {e}"
@@ -143,8 +97,9 @@ impl ApiClient {
         struct Answer {
             variables: std::collections::BTreeMap<String, String>,
         }
-        let path = self.path("sensitive-variables");
-        let body = self.call(Method::GET, &path, None).await?;
+        let call = endpoints::get_job_sensitive_variables(&self.job_id);
+        let path = &call.path;
+        let body = self.call(&call, None).await?;
         let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
             PilotError::Api(format!(
                 "GET {path} answered a body this runner cannot read"
@@ -161,11 +116,12 @@ impl ApiClient {
         &self,
         phase: sortie_core::identity::Phase,
     ) -> Result<sortie_core::protocol::pilot::IdentityToken, PilotError> {
-        let path = self.path("identity-token");
+        let call = endpoints::mint_identity_token(&self.job_id);
+        let path = &call.path;
         let body =
             serde_json::to_vec(&sortie_core::protocol::pilot::IdentityTokenRequest { phase })
                 .map_err(|e| PilotError::Api(format!("could not encode the token request: {e}")))?;
-        let answer = self.call(Method::POST, &path, Some(body)).await?;
+        let answer = self.call(&call, Some(body)).await?;
         serde_json::from_slice(&answer).map_err(|_| {
             PilotError::Api(format!(
                 "POST {path} answered a body this runner cannot read"
@@ -175,10 +131,10 @@ impl ApiClient {
 
     /// `PUT /v1/jobs/{id}/summary`.
     pub async fn report_summary(&self, summary: &ChangeSummary) -> Result<(), PilotError> {
-        let path = self.path("summary");
+        let call = endpoints::put_job_summary(&self.job_id);
         let body = serde_json::to_vec(summary)
             .map_err(|e| PilotError::Api(format!("could not encode the summary: {e}")))?;
-        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+        self.call(&call, Some(body)).await.map(|_| ())
     }
 
     /// `PUT /v1/jobs/{id}/state`: the serial and lineage of the state the job ended with
@@ -187,18 +143,18 @@ impl ApiClient {
         &self,
         stamp: &sortie_core::state_version::StateStamp,
     ) -> Result<(), PilotError> {
-        let path = self.path("state");
+        let call = endpoints::put_job_state(&self.job_id);
         let body = serde_json::to_vec(stamp)
             .map_err(|e| PilotError::Api(format!("could not encode the state report: {e}")))?;
-        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+        self.call(&call, Some(body)).await.map(|_| ())
     }
 
     /// `PUT /v1/jobs/{id}/tool`: the tool and exact version this pilot runs the job with.
     pub async fn report_tool(&self, used: &ToolUsed) -> Result<(), PilotError> {
-        let path = self.path("tool");
+        let call = endpoints::put_job_tool(&self.job_id);
         let body = serde_json::to_vec(used)
             .map_err(|e| PilotError::Api(format!("could not encode the tool report: {e}")))?;
-        self.call(Method::PUT, &path, Some(body)).await.map(|_| ())
+        self.call(&call, Some(body)).await.map(|_| ())
     }
 
     /// `GET url`, a presigned URL (the saved plan of a reviewed job), with no job token;
@@ -214,13 +170,10 @@ impl ApiClient {
         let request = Request::builder()
             .method(Method::GET)
             .uri(url)
-            .header(
-                USER_AGENT,
-                concat!("sortie-pilot/", env!("CARGO_PKG_VERSION")),
-            )
+            .header(USER_AGENT, AGENT)
             .body(Full::new(Bytes::new()))
             .map_err(|e| Failure::Fatal(format!("GET {shown} is not a valid request: {e}")))?;
-        let (status, bytes) = self.exchange(request, &format!("GET {shown}"), "").await?;
+        let (status, bytes) = self.exchange(request, &format!("GET {shown}")).await?;
         if status.is_success() {
             return Ok(bytes.to_vec());
         }
@@ -238,10 +191,11 @@ impl ApiClient {
         kind: UploadKind,
         name: Option<&str>,
     ) -> Result<UploadGrant, PilotError> {
-        let path = self.path("uploads");
+        let call = endpoints::create_upload(&self.job_id);
+        let path = &call.path;
         let body = serde_json::json!({"kind": kind, "name": name});
         let answer = self
-            .call(Method::POST, &path, Some(body.to_string().into_bytes()))
+            .call(&call, Some(body.to_string().into_bytes()))
             .await?;
         serde_json::from_slice(&answer).map_err(|e| {
             PilotError::Api(format!(
@@ -257,12 +211,12 @@ impl ApiClient {
         &self,
         offsets: &[u64],
     ) -> Result<Option<LogUploadGrants>, PilotError> {
-        let path = self.path("log-uploads");
+        let call = endpoints::create_log_uploads(&self.job_id);
+        let path = &call.path;
         let body = serde_json::json!({ "offsets": offsets });
         let (status, answer) = self
             .call_accepting(
-                Method::POST,
-                &path,
+                &call,
                 Some(body.to_string().into_bytes()),
                 &[StatusCode::NOT_FOUND, StatusCode::METHOD_NOT_ALLOWED],
             )
@@ -305,7 +259,8 @@ impl ApiClient {
         let key = &grant.key;
         let exchange = async {
             let response = self
-                .client
+                .transport
+                .http()
                 .request(request)
                 .await
                 .map_err(|e| format!("PUT {key}: {}", error_chain(&e)))?;
@@ -335,9 +290,9 @@ impl ApiClient {
 
     /// `PUT /v1/jobs/{id}/upload-problems`.
     pub async fn report_upload_problems(&self, problems: &[String]) -> Result<(), PilotError> {
-        let path = self.path("upload-problems");
+        let call = endpoints::put_upload_problems(&self.job_id);
         let body = serde_json::json!({"problems": problems});
-        self.call(Method::PUT, &path, Some(body.to_string().into_bytes()))
+        self.call(&call, Some(body.to_string().into_bytes()))
             .await
             .map(|_| ())
     }
@@ -346,11 +301,11 @@ impl ApiClient {
     /// `report_exit` asks for it. A 409 (the job is not running yet) is not an error:
     /// [`ExitReported::Conflict`].
     pub async fn report_exit(&self, exit: &PilotExit) -> Result<ExitReported, PilotError> {
-        let path = self.path("events");
+        let call = endpoints::report_job_exit(&self.job_id);
         let body = serde_json::to_vec(exit)
             .map_err(|e| PilotError::Api(format!("could not encode the exit report: {e}")))?;
         let (status, answer) = self
-            .call_accepting(Method::POST, &path, Some(body), &[StatusCode::CONFLICT])
+            .call_accepting(&call, Some(body), &[StatusCode::CONFLICT])
             .await?;
         Ok(if status == StatusCode::CONFLICT {
             ExitReported::Conflict(error_detail(&answer))
@@ -359,13 +314,8 @@ impl ApiClient {
         })
     }
 
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Vec<u8>>,
-    ) -> Result<Bytes, PilotError> {
-        self.call_accepting(method, path, body, &[])
+    async fn call(&self, call: &Call, body: Option<Vec<u8>>) -> Result<Bytes, PilotError> {
+        self.call_accepting(call, body, &[])
             .await
             .map(|(_, bytes)| bytes)
     }
@@ -374,13 +324,12 @@ impl ApiClient {
     /// beside every 2xx.
     async fn call_accepting(
         &self,
-        method: Method,
-        path: &str,
+        call: &Call,
         body: Option<Vec<u8>>,
         accept: &[StatusCode],
     ) -> Result<(StatusCode, Bytes), PilotError> {
-        self.retrying(&format!("{method} {path}"), || {
-            self.attempt(&method, path, body.clone(), accept)
+        self.retrying(&call.describe(), || {
+            self.attempt(call, body.clone(), accept)
         })
         .await
         .map_err(PilotError::Api)
@@ -395,18 +344,20 @@ impl ApiClient {
         retrying(&self.retry, what, once).await
     }
 
-    /// Sends one request and reads its whole answer within the policy's timeout; `what`
-    /// names the call in errors, and `unreachable` prefixes a connection failure's cause.
+    /// Sends one request of a presigned URL (not the API's: no token) and reads its whole
+    /// answer within the policy's timeout; `what` names the call in errors.
     async fn exchange(
         &self,
         request: Request<Full<Bytes>>,
         what: &str,
-        unreachable: &str,
     ) -> Result<(StatusCode, Bytes), Failure> {
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                Failure::Transient(format!("{what}: {unreachable}{}", error_chain(&e)))
-            })?;
+            let response = self
+                .transport
+                .http()
+                .request(request)
+                .await
+                .map_err(|e| Failure::Transient(format!("{what}: {}", error_chain(&e))))?;
             let status = response.status();
             let bytes = response
                 .into_body()
@@ -426,78 +377,35 @@ impl ApiClient {
             })?
     }
 
+    /// One attempt of an API call with the job token.
     async fn attempt(
         &self,
-        method: &Method,
-        path: &str,
+        call: &Call,
         body: Option<Vec<u8>>,
         accept: &[StatusCode],
     ) -> Result<(StatusCode, Bytes), Failure> {
-        let url = format!("{}{path}", self.base);
-        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
-            .map_err(|_| Failure::Fatal("the job token is not a valid header value".into()))?;
-        bearer.set_sensitive(true);
-        let mut request = Request::builder()
-            .method(method.clone())
-            .uri(&url)
-            .header(AUTHORIZATION, bearer)
-            .header(ACCEPT, "application/json")
-            .header(
-                USER_AGENT,
-                concat!("sortie-pilot/", env!("CARGO_PKG_VERSION")),
-            );
-        if body.is_some() {
-            request = request.header(CONTENT_TYPE, "application/json");
+        let mut outgoing = Outgoing::new().bearer(Some(self.token.expose()));
+        if let Some(body) = body {
+            outgoing = outgoing.raw("application/json", Bytes::from(body));
         }
-        let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| Failure::Fatal(format!("{method} {url} is not a valid request: {e}")))?;
-        let unreachable = format!("could not reach the API at {}: ", self.base);
-        let (status, bytes) = self
-            .exchange(request, &format!("{method} {path}"), &unreachable)
-            .await?;
-        if status.is_success() || accept.contains(&status) {
-            return Ok((status, bytes));
+        let reply = self.transport.send(call, outgoing).await.map_err(|e| {
+            let message = format!("{}: {e}", call.describe());
+            if e.is_transient() {
+                Failure::Transient(message)
+            } else {
+                Failure::Fatal(message)
+            }
+        })?;
+        if reply.is_success() || accept.contains(&reply.status) {
+            return Ok((reply.status, reply.body));
         }
-        let message = status_message(method, path, status, &bytes);
-        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        let message = status_message(&call.method, &call.path, reply.status, &reply.body);
+        if reply.is_transient() {
             Err(Failure::Transient(message))
         } else {
             Err(Failure::Fatal(message))
         }
     }
-}
-
-/// Runs `once` until it succeeds, fails for good, or `policy`'s attempts are spent
-/// (transient failures wait 0.5, 1, 2, … s between tries with the default policy); the
-/// error is one line.
-pub(crate) async fn retrying<T, F, Fut>(
-    policy: &RetryPolicy,
-    what: &str,
-    mut once: F,
-) -> Result<T, String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Failure>>,
-{
-    let mut delay = policy.first_delay;
-    let attempts = policy.attempts.max(1);
-    let mut last = format!("{what} was never attempted");
-    for attempt in 1..=attempts {
-        match once().await {
-            Ok(answer) => return Ok(answer),
-            Err(Failure::Fatal(message)) => return Err(message),
-            Err(Failure::Transient(message)) => {
-                if attempt < attempts {
-                    tracing::warn!(what, attempt, error = %message, "call failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
-                }
-                last = format!("{message} (gave up after {attempts} attempts)");
-            }
-        }
-    }
-    Err(last)
 }
 
 /// A presigned request for one object, as the API answers it.

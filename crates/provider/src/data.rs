@@ -2,9 +2,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::api::{segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, string_list, string_map, string_set, Block, Mode, Ty};
+use sortie_client::endpoints;
 
 /// A data source type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,17 +98,10 @@ impl DataKind {
         match self {
             DataKind::Environment => {
                 let path = text("path");
-                let v = api
-                    .get(&format!("/v1/environments/{}", segment(&path)))
-                    .await?
-                    .body;
+                let v = api.get(&endpoints::get_environment(&path)).await?.body;
                 let why = api
                     .send(
-                        http::Method::POST,
-                        &format!(
-                            "/v1/environments/{}/-/refresh-runner?dry_run=true",
-                            segment(&path)
-                        ),
+                        &endpoints::refresh_runner(&path).query([("dry_run", Some("true"))]),
                         None,
                         None,
                     )
@@ -115,10 +109,9 @@ impl DataKind {
                     .map(|a| a.body["resolution"]["why"].clone())
                     .unwrap_or(Value::Null);
                 let triggers = api
-                    .get(&format!(
-                        "/v1/environments/{}/-/triggers?limit=100",
-                        segment(&path)
-                    ))
+                    .get(
+                        &endpoints::get_environment_triggers(&path).query([("limit", Some("100"))]),
+                    )
                     .await?
                     .body;
                 Ok(json!({
@@ -138,7 +131,7 @@ impl DataKind {
             DataKind::EnvironmentOutputs => {
                 let path = text("path");
                 let v = api
-                    .get(&format!("/v1/environments/{}/-/outputs", segment(&path)))
+                    .get(&endpoints::get_environment_outputs(&path))
                     .await?
                     .body;
                 let (values, sensitive) = split_outputs(&v["outputs"]);
@@ -153,11 +146,7 @@ impl DataKind {
                 let id = text("id");
                 let (group, name) = id.rsplit_once('/').unwrap_or(("", &id));
                 let v = api
-                    .get(&format!(
-                        "/v1/groups/{}/-/runners/{}",
-                        crate::api::group_param(group),
-                        segment(name)
-                    ))
+                    .get(&endpoints::get_runner(sortie_client::group(group), name))
                     .await?
                     .body;
                 Ok(json!({

@@ -37,11 +37,6 @@ export function valueText(v) {
   return s.length > VALUE_MAX ? `${s.slice(0, VALUE_MAX)}…` : s;
 }
 
-/** The API path of a job's route: `/v1/jobs/<id><rest>`. */
-export function jobApi(id, rest = "") {
-  return `/v1/jobs/${encodeURIComponent(id)}${rest}`;
-}
-
 /** States after which nothing follows. */
 export const TERMINAL = new Set(["succeeded", "failed", "canceled", "timed_out", "discarded"]);
 

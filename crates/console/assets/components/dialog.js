@@ -3,7 +3,8 @@
 // API's refusal shows in the dialog, as text.
 import { html, useEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
-import { ErrorBox, jobApi, text as asText } from "./common.js";
+import * as endpoints from "../endpoints.js";
+import { ErrorBox, text as asText } from "./common.js";
 import { setOutcome } from "./policy.js";
 import { countsLine, jobSummary, words } from "../ui.js";
 
@@ -85,7 +86,8 @@ export function DecideDialog({ id, job, verdict, onDone, onClose }) {
       // The API refuses control characters in a comment: line breaks become spaces.
       const comment = text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ").trim();
       const body = comment === "" ? {} : { comment };
-      const view = await api("POST", jobApi(id, `/${verdict}`), body);
+      const path = verdict === "approve" ? endpoints.approve_job(id) : endpoints.discard_job(id);
+      const view = await api("POST", path, body);
       onDone(view);
     } catch (err) {
       setError(err);

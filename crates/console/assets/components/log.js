@@ -7,8 +7,9 @@
 // follow window, so a forgotten tab lets the pilot slow down. Errors back off; the loop ends
 // when the page is left.
 import { html, Component, useEffect, useLayoutEffect, useRef, useState } from "../vendor/preact-htm-standalone.js";
-import { api } from "../api.js";
-import { ErrorBox, jobApi } from "./common.js";
+import { api, query } from "../api.js";
+import * as endpoints from "../endpoints.js";
+import { ErrorBox } from "./common.js";
 import { POLL_MS, isFollowing, nextRead } from "./follow.js";
 import { LogBuffer, MAX_LINES } from "./logbuffer.js";
 
@@ -81,7 +82,7 @@ export function Log({ id, state, applyAt }) {
       timer = null;
       reading = true;
       try {
-        const page = await api("GET", jobApi(id, `/logs?offset=${offset}`));
+        const page = await api("GET", endpoints.get_job_logs(id) + query({ offset }));
         if (stopped) return;
         failures = 0;
         setError(null);

@@ -2,9 +2,10 @@
 // by action, each a <details> with its changed attributes before -> after; replacements
 // marked with the attributes that force them; no-op resources collapsed.
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
-import { api } from "../api.js";
+import { api, query } from "../api.js";
+import * as endpoints from "../endpoints.js";
 import { Ticked } from "../ui.js";
-import { ErrorBox, jobApi, TERMINAL, text, valueText, VALUE_MAX } from "./common.js";
+import { ErrorBox, TERMINAL, text, valueText, VALUE_MAX } from "./common.js";
 
 /** The order of the groups and how each is titled. */
 export const ACTIONS = [
@@ -147,7 +148,7 @@ function OutputChanges({ changes }) {
 async function readPlan(id) {
   let page;
   try {
-    page = await api("GET", jobApi(id, "/plan"));
+    page = await api("GET", endpoints.get_job_plan(id));
   } catch (e) {
     if (e && e.status === 404) return null;
     throw e;
@@ -155,7 +156,7 @@ async function readPlan(id) {
   const plan = { ...page, resource_changes: [...(page.resource_changes ?? [])], truncated: false };
   let cursor = page.next_cursor;
   for (let n = 1; cursor && n < MAX_PAGES; n++) {
-    const next = await api("GET", jobApi(id, `/plan?cursor=${encodeURIComponent(cursor)}`));
+    const next = await api("GET", endpoints.get_job_plan(id) + query({ cursor }));
     plan.resource_changes.push(...(next.resource_changes ?? []));
     cursor = next.next_cursor;
   }

@@ -4,6 +4,7 @@
 // names the first broken link. Owners of the organisation read it (the API is the judge).
 import { html, useState } from '../vendor/preact-htm-standalone.js';
 import { api } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { t, ErrorBanner, Time, useLoad, groupHref } from '../ui.js';
 
 /** `#/audit/<org>` (`-`: the root group's configuration). */
@@ -11,12 +12,12 @@ export function auditHref(org) {
   return `#/audit/${encodeURIComponent(org || '-')}`;
 }
 
-/** `…/audit` of `org`, with `params` as its query. */
+/** `list_audit` of `org` (`-`: the root group), with `params` as its query. */
 export function auditPath(org, params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
   const qs = q.toString();
-  return `/v1/orgs/${encodeURIComponent(org || '-')}/-/audit${qs ? `?${qs}` : ''}`;
+  return endpoints.list_audit(org || '-') + (qs ? `?${qs}` : '');
 }
 
 /** Lower-case hex SHA-256 of `text`'s UTF-8 bytes. */

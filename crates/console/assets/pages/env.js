@@ -3,7 +3,8 @@
 // on request), outputs (sensitive ones by name only), drift, lock, jobs newest first (paged),
 // and "run plan" for viewers with `deploy`.
 import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
-import { api, ApiError, envSegment, query } from '../api.js';
+import { api, ApiError, query } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { whoami } from '../auth.js';
 import {
   t, ErrorBanner, StateWord, Ticked, Time, groupHref, jobHref, roleOn, atLeast, orgOf, valueText, useLoad,
@@ -113,7 +114,7 @@ function Why({ env }) {
     setBusy(true);
     try {
       const params = { dry_run: 'true', explain: explainFull ? 'full' : undefined, explain_offset: offset || undefined };
-      const a = await api('POST', `/v1/environments/${envSegment(env.path)}/-/refresh-runner${query(params)}`);
+      const a = await api('POST', endpoints.refresh_runner(env.path) + query(params));
       setError(null);
       if (offset) {
         setExtra((x) => [...x, ...(a.resolution.explanation || [])]);
@@ -160,7 +161,7 @@ function Outputs({ env }) {
     // No successful apply, no outputs: not asked (the API would answer 404).
     if (!env.last_apply) return { none: true };
     try {
-      return await api('GET', `/v1/environments/${envSegment(env.path)}/-/outputs`);
+      return await api('GET', endpoints.get_environment_outputs(env.path));
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) return { none: e.message };
       throw e;
@@ -238,7 +239,7 @@ function Jobs({ env }) {
   const load = async (cursor) => {
     setBusy(true);
     try {
-      const page = await api('GET', `/v1/environments/${envSegment(env.path)}/-/jobs${query({ limit: JOBS_PAGE, cursor })}`);
+      const page = await api('GET', endpoints.list_jobs(env.path) + query({ limit: JOBS_PAGE, cursor }));
       setJobs((j) => (cursor ? [...j, ...(page.jobs || [])] : page.jobs || []));
       setNext(page.next || null);
       setPages((p) => (cursor ? p + 1 : 1));
@@ -269,11 +270,11 @@ function Jobs({ env }) {
 async function planRequest(env) {
   let id = env.last_apply && env.last_apply.job_id;
   if (!id) {
-    const page = await api('GET', `/v1/environments/${envSegment(env.path)}/-/jobs${query({ limit: 1 })}`);
+    const page = await api('GET', endpoints.list_jobs(env.path) + query({ limit: 1 }));
     id = page.jobs && page.jobs[0] && page.jobs[0].id;
   }
   if (!id) return null;
-  const job = await api('GET', `/v1/jobs/${encodeURIComponent(id)}`);
+  const job = await api('GET', endpoints.get_job(id));
   return { from: id, job };
 }
 
@@ -296,7 +297,7 @@ function RunPlan({ env }) {
       const j = base.job;
       const body = { operation: 'plan', source: j.source, variables: j.variables || {}, secret_refs: j.secret_refs || {} };
       if (j.files && Object.keys(j.files).length) body.files = j.files;
-      const made = await api('POST', `/v1/environments/${envSegment(env.path)}/-/jobs`, body);
+      const made = await api('POST', endpoints.submit_job(env.path), body);
       location.hash = jobHref(made.id);
     } catch (e) {
       setError(e);
@@ -319,7 +320,7 @@ function RunPlan({ env }) {
 export function EnvPage({ path }) {
   const { data, error, loading, reload } = useLoad(async () => {
     const [env, me] = await Promise.all([
-      api('GET', `/v1/environments/${envSegment(path)}`),
+      api('GET', endpoints.get_environment(path)),
       whoami(orgOf(path)).catch(() => null),
     ]);
     return { env, me };

@@ -4,7 +4,8 @@
 // where its expiry comes from (its own end or TTL, else a group's default TTL: the
 // environment view's `expiry`).
 import { html } from '../vendor/preact-htm-standalone.js';
-import { api, groupSegment } from '../api.js';
+import { api } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { t, ErrorBanner, Time, groupHref, useLoad, roleOn, words } from '../ui.js';
 
 /** The groups whose policy sets may apply to an environment of `group`: the root, then each ancestor, then the group. */
@@ -58,7 +59,7 @@ export function PoliciesInForce({ env, me }) {
   const readable = ancestry(env.group).filter((g) => me && roleOn(me.memberships, g) !== null);
   const hidden = ancestry(env.group).length - readable.length;
   const { data, error, loading } = useLoad(async () => {
-    const listings = await Promise.all(readable.map(async (g) => ({ group: g, ...(await api('GET', `/v1/groups/${groupSegment(g)}/-/policy-sets`)) })));
+    const listings = await Promise.all(readable.map(async (g) => ({ group: g, ...(await api('GET', endpoints.list_policy_sets(endpoints.group(g)))) })));
     return setsInForce(listings, env);
   }, [env.path, env.version, readable.join('\n')]);
   const sets = data || [];

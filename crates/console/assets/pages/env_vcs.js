@@ -4,7 +4,8 @@
 // API's problem next to the field it names (`vcs.repository` -> the repository input); a
 // 409/412 says the environment changed meanwhile and reloads it.
 import { html, useState, useEffect, useRef } from '../vendor/preact-htm-standalone.js';
-import { api, ApiError, envSegment } from '../api.js';
+import { api, ApiError } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { t, ErrorBanner, Ticked } from '../ui.js';
 
 /** The words of each `apply` mode. */
@@ -157,7 +158,7 @@ function VcsEdit({ env, onSaved, onMoved, onCancel }) {
     setError(null);
     setProblems({});
     try {
-      const updated = await api('PATCH', `/v1/environments/${envSegment(env.path)}`, { vcs: vcsBody(form) },
+      const updated = await api('PATCH', endpoints.update_environment(env.path), { vcs: vcsBody(form) },
         { headers: { 'If-Match': `"${env.version}"` } });
       onSaved(updated);
     } catch (err) {
@@ -239,7 +240,7 @@ function RemoveBinding({ env, onSaved, onMoved }) {
     setBusy(true);
     setError(null);
     try {
-      const updated = await api('PATCH', `/v1/environments/${envSegment(env.path)}`, { vcs: null },
+      const updated = await api('PATCH', endpoints.update_environment(env.path), { vcs: null },
         { headers: { 'If-Match': `"${env.version}"` } });
       onSaved(updated);
     } catch (err) {

@@ -1,7 +1,8 @@
 // A group's runners (with `runner check` as a button for those whose role allows it), rules,
 // policy sets and agent pools, read-only, and its notification destinations.
 import { html, useState } from '../vendor/preact-htm-standalone.js';
-import { api, groupSegment } from '../api.js';
+import { api } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { whoami } from '../auth.js';
 import { Notifications } from './group_notify.js';
 import { auditHref } from './audit.js';
@@ -26,7 +27,7 @@ function RunnerCheck({ runner, me }) {
     setError(null);
     setResult(null);
     try {
-      setResult(await api('POST', `/v1/groups/${groupSegment(runner.group)}/-/runners/${encodeURIComponent(runner.name)}/check`));
+      setResult(await api('POST', endpoints.check_runner(endpoints.group(runner.group), runner.name)));
     } catch (e) {
       setError(e);
     } finally {
@@ -89,7 +90,7 @@ function Criteria({ criteria }) {
 }
 
 function Rules({ group }) {
-  const { data, error, loading } = useLoad(() => api('GET', `/v1/groups/${groupSegment(group)}/-/rules`), [group]);
+  const { data, error, loading } = useLoad(() => api('GET', endpoints.list_rules(endpoints.group(group))), [group]);
   const rules = (data && data.rules) || [];
   return html`<section class="card" data-test="rules" aria-labelledby="rules-h">
     <h2 id="rules-h">Rules</h2>
@@ -104,7 +105,7 @@ function Rules({ group }) {
 }
 
 function PolicySets({ group }) {
-  const { data, error, loading } = useLoad(() => api('GET', `/v1/groups/${groupSegment(group)}/-/policy-sets`), [group]);
+  const { data, error, loading } = useLoad(() => api('GET', endpoints.list_policy_sets(endpoints.group(group))), [group]);
   const sets = (data && data.policy_sets) || [];
   return html`<section class="card" data-test="policy-sets" aria-labelledby="policy-h">
     <h2 id="policy-h">Policy sets</h2>
@@ -120,7 +121,7 @@ function PolicySets({ group }) {
 }
 
 function AgentPools({ group }) {
-  const { data, error, loading } = useLoad(() => api('GET', `/v1/groups/${groupSegment(group)}/-/agent-pools`), [group]);
+  const { data, error, loading } = useLoad(() => api('GET', endpoints.list_agent_pools(endpoints.group(group))), [group]);
   const pools = (data && data.pools) || [];
   return html`<section class="card" data-test="agent-pools" aria-labelledby="pools-h">
     <h2 id="pools-h">Agent pools</h2>
@@ -138,7 +139,7 @@ function AgentPools({ group }) {
 /** `#/groups/<path>`. */
 export function GroupPage({ group }) {
   // The page counts as loaded once the runners and the viewer's roles are in; each other section loads on its own.
-  const runners = useLoad(() => api('GET', `/v1/groups/${groupSegment(group)}/-/runners`), [group]);
+  const runners = useLoad(() => api('GET', endpoints.list_runners(endpoints.group(group))), [group]);
   // The viewer's roles in the group's organisation: buttons follow them (the API stays the judge).
   const viewer = useLoad(() => whoami(group.split('/')[0] || undefined).catch(() => ({ memberships: [] })), [group]);
   const parts = group ? group.split('/') : [];

@@ -2,13 +2,9 @@
 // its last deliveries, with "Redeliver" and "Send test" for those whose role may manage the
 // group (as the API authorizes: the API stays the judge).
 import { html, useState } from '../vendor/preact-htm-standalone.js';
-import { api, groupSegment } from '../api.js';
+import { api } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { t, ErrorBanner, Time, useLoad, may, manageAction, ACTION_ROLE } from '../ui.js';
-
-/** `…/notifications/<name>` of `group`. */
-function destinationPath(group, name) {
-  return `/v1/groups/${groupSegment(group)}/-/notifications/${encodeURIComponent(name)}`;
-}
 
 /** Where a destination sends, in words: a webhook's URL; never a Slack URL (a secret). */
 export function sendsTo(d) {
@@ -44,13 +40,13 @@ function Deliveries({ group, name, canSend, onHealth }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const [sent, setSent] = useState(null);
-  const { data, error: loadError, loading } = useLoad(() => api('GET', `${destinationPath(group, name)}/deliveries`), [group, name, stamp]);
+  const { data, error: loadError, loading } = useLoad(() => api('GET', endpoints.list_notification_deliveries(endpoints.group(group), name)), [group, name, stamp]);
   const rows = (data && data.deliveries) || [];
   const redeliver = async (id) => {
     setBusy(true);
     setError(null);
     try {
-      const answer = await api('POST', `${destinationPath(group, name)}/deliveries/${encodeURIComponent(id)}/redeliver`);
+      const answer = await api('POST', endpoints.redeliver_notification(endpoints.group(group), name, id));
       setSent(answer.delivery);
       setStamp(stamp + 1);
       onHealth();
@@ -82,7 +78,7 @@ function Destination({ group, d, canSend, onHealth }) {
     setError(null);
     setTest(null);
     try {
-      setTest((await api('POST', `${destinationPath(group, d.name)}/test`)).delivery);
+      setTest((await api('POST', endpoints.test_notification(endpoints.group(group), d.name))).delivery);
       onHealth();
     } catch (e) {
       setError(e);
@@ -112,7 +108,7 @@ function Destination({ group, d, canSend, onHealth }) {
 /** The group page's "Notifications" card. */
 export function Notifications({ group, me }) {
   const [stamp, setStamp] = useState(0);
-  const { data, error, loading } = useLoad(() => api('GET', `/v1/groups/${groupSegment(group)}/-/notifications`), [group, stamp]);
+  const { data, error, loading } = useLoad(() => api('GET', endpoints.list_notifications(endpoints.group(group))), [group, stamp]);
   const destinations = (data && data.destinations) || [];
   const action = manageAction(group);
   const canSend = !!me && may(me.memberships, action, group);

@@ -2,8 +2,9 @@
 // log, the plan diff, the policy results, the outputs, and Approve / Discard / Cancel.
 import { html, useEffect, useState } from "../vendor/preact-htm-standalone.js";
 import { api } from "../api.js";
+import * as endpoints from "../endpoints.js";
 import { whoami } from "../auth.js";
-import { ErrorBox, envHref, groupHref, jobApi, sourceText, TERMINAL, text, valueText } from "../components/common.js";
+import { ErrorBox, envHref, groupHref, sourceText, TERMINAL, text, valueText } from "../components/common.js";
 import { DecideDialog } from "../components/dialog.js";
 import { Log } from "../components/log.js";
 import { Outputs } from "../components/outputs.js";
@@ -32,7 +33,7 @@ function useJob(id) {
     async function read() {
       timer = null;
       try {
-        const view = await api("GET", jobApi(id));
+        const view = await api("GET", endpoints.get_job(id));
         if (stopped) return;
         failures = 0;
         setJob(view);
@@ -148,7 +149,7 @@ export function JobPage({ id }) {
     setCanceling(true);
     setCancelError(null);
     try {
-      refresh(await api("POST", jobApi(id, "/cancel")));
+      refresh(await api("POST", endpoints.cancel_job(id)));
     } catch (e) {
       setCancelError(e);
     }
@@ -189,7 +190,7 @@ function JobOutputs({ id }) {
   const [error, setError] = useState(null);
   useEffect(() => {
     let live = true;
-    api("GET", jobApi(id, "/outputs")).then(
+    api("GET", endpoints.get_job_outputs(id)).then(
       (v) => live && setView(v),
       (e) => live && setError(e),
     );

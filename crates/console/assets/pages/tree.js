@@ -2,7 +2,8 @@
 // environment's runner, last job and state, drift verdict, lock and approval wait; a
 // search box (client-side) and the "awaiting my approval" filter.
 import { html, useState, useEffect } from '../vendor/preact-htm-standalone.js';
-import { api, groupSegment, envSegment, query, pool } from '../api.js';
+import { api, query, pool } from '../api.js';
+import * as endpoints from '../endpoints.js';
 import { whoami } from '../auth.js';
 import {
   t, words, ErrorBanner, StateWord, Ticked, envHref, groupHref, jobHref, orgOf, orgHref, orgChoice, orgPicker, valueText, mayDecide,
@@ -42,15 +43,15 @@ async function loadOrg(org) {
   if (hit && Date.now() - hit.at < FRESH_MS) return hit.promise;
   const promise = (async () => {
     const me = await whoami(org);
-    const list = await api('GET', `/v1/groups/${groupSegment(org)}/-/environments${query({ recursive: 'true' })}`);
+    const list = await api('GET', endpoints.list_environments(endpoints.group(org)) + query({ recursive: 'true' }));
     const envs = (list.environments || []).slice().sort((a, b) => String(a.path).localeCompare(String(b.path)));
     const detailed = envs.slice(0, DETAIL_MAX);
     const details = await pool(detailed, PARALLEL, async (env) => {
-      const page = await api('GET', `/v1/environments/${envSegment(env.path)}/-/jobs${query({ limit: 1 })}`);
+      const page = await api('GET', endpoints.list_jobs(env.path) + query({ limit: 1 }));
       const last = (page.jobs || [])[0] || null;
       let active = null;
       if (env.active_job) {
-        active = last && last.id === env.active_job ? last : await api('GET', `/v1/jobs/${encodeURIComponent(env.active_job)}`);
+        active = last && last.id === env.active_job ? last : await api('GET', endpoints.get_job(env.active_job));
       }
       return { last, active };
     });

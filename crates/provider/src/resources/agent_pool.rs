@@ -1,12 +1,12 @@
 //! `sortie_agent_pool`: an agent pool and its first token (sensitive, known only at create).
 
-use http::Method;
 use serde_json::{json, Value};
 
 use super::text;
-use crate::api::{segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, Block, Mode, Ty};
+use sortie_client::endpoints;
 
 /// Its schema: the API has no update of a pool, so every setting replaces it.
 pub fn block() -> Block {
@@ -43,7 +43,7 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
         b["description"] = planned["description"].clone();
     }
     let a = api
-        .send(Method::POST, "/v1/agent-pools", Some(&b), None)
+        .send(&endpoints::create_agent_pool(), Some(&b), None)
         .await?;
     Ok(state_of(&a.body, &a.body["token"], &a.body["token_id"]))
 }
@@ -51,19 +51,14 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
 /// Reads it; the token is the state's own (the API never shows it again).
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
     let a = api
-        .get(&format!("/v1/agent-pools/{}", segment(text(state, "id"))))
+        .get(&endpoints::get_agent_pool(text(state, "id")))
         .await?;
     Ok(state_of(&a.body, &state["token"], &state["token_id"]))
 }
 
 /// Deletes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(
-        Method::DELETE,
-        &format!("/v1/agent-pools/{}", segment(text(state, "id"))),
-        None,
-        None,
-    )
-    .await?;
+    api.send(&endpoints::delete_agent_pool(text(state, "id")), None, None)
+        .await?;
     Ok(())
 }

@@ -5,13 +5,13 @@
 //! rules pick (`runner_id`, `rule_id`). A person's lock is not an attribute: locks are operational (an incident, a
 //! release freeze), not configuration (docs/decisions/provider.md).
 
-use http::Method;
 use serde_json::{json, Value};
 
 use super::{pick, text, version};
-use crate::api::{segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, string_list, string_map, string_set, Block, Mode, Nested, Ty};
+use sortie_client::{endpoints, Call};
 
 /// The `vcs` block: the environment's binding to a repository directory.
 fn vcs_block() -> Nested {
@@ -208,8 +208,8 @@ pub fn block() -> Block {
     }
 }
 
-fn path(state: &Value) -> String {
-    format!("/v1/environments/{}", segment(text(state, "id")))
+fn at(endpoint: fn(&str) -> Call, state: &Value) -> Call {
+    endpoint(text(state, "id"))
 }
 
 /// The API's view as state; `reference` (the planned or prior state) keeps its spelling of
@@ -384,11 +384,10 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     if b.get("vcs").is_some_and(Value::is_null) {
         b.remove("vcs");
     }
-    let group = crate::api::group_param(text(planned, "group"));
+    let group = sortie_client::group(text(planned, "group"));
     let answer = api
         .send(
-            Method::POST,
-            &format!("/v1/groups/{group}/-/environments"),
+            &endpoints::create_environment(group),
             Some(&Value::Object(b)),
             None,
         )
@@ -398,7 +397,10 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
 
 /// Reads it.
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    Ok(state_of(&api.get(&path(state)).await?.body, state))
+    Ok(state_of(
+        &api.get(&at(endpoints::get_environment, state)).await?.body,
+        state,
+    ))
 }
 
 /// Updates it in place (`PATCH` with `If-Match`).
@@ -409,8 +411,7 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
     }
     let answer = api
         .send(
-            Method::PATCH,
-            &path(prior),
+            &at(endpoints::update_environment, prior),
             Some(&Value::Object(b)),
             Some(version(prior)),
         )
@@ -420,6 +421,7 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
 
 /// Deletes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path(state), None, None).await?;
+    api.send(&at(endpoints::delete_environment, state), None, None)
+        .await?;
     Ok(())
 }

@@ -3,13 +3,13 @@
 //! to the API, which keeps them in Secrets Manager and never shows them again: the state
 //! keeps the configuration's (sensitive), and they are null after an import.
 
-use http::Method;
 use serde_json::{json, Value};
 
 use super::text;
-use crate::api::{group_param, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, Block, Mode, Ty};
+use sortie_client::endpoints;
 
 /// Its schema.
 pub fn block() -> Block {
@@ -70,8 +70,8 @@ pub fn block() -> Block {
     }
 }
 
-fn path(org: &str) -> String {
-    format!("/v1/groups/{}/-/vcs/github", group_param(org))
+fn org(value: &str) -> &str {
+    sortie_client::group(value)
 }
 
 /// The API's view as state; the key and the secret are `secrets`' (the API never shows
@@ -101,7 +101,11 @@ async fn put(api: &Api, planned: &Value) -> Result<Value, Error> {
         body["api_url"] = planned["api_url"].clone();
     }
     let answer = api
-        .send(Method::PUT, &path(text(planned, "org")), Some(&body), None)
+        .send(
+            &endpoints::connect_github(org(text(planned, "org"))),
+            Some(&body),
+            None,
+        )
         .await?;
     Ok(state_of(&answer.body, planned))
 }
@@ -114,7 +118,9 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
 /// Reads it; the key and the secret are the state's own.
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
     Ok(state_of(
-        &api.get(&path(text(state, "id"))).await?.body,
+        &api.get(&endpoints::get_github_connection(org(text(state, "id"))))
+            .await?
+            .body,
         state,
     ))
 }
@@ -126,7 +132,11 @@ pub async fn update(api: &Api, _prior: &Value, planned: &Value) -> Result<Value,
 
 /// Deletes it (its secrets go with it).
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path(text(state, "id")), None, None)
-        .await?;
+    api.send(
+        &endpoints::delete_github_connection(org(text(state, "id"))),
+        None,
+        None,
+    )
+    .await?;
     Ok(())
 }

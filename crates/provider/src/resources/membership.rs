@@ -2,13 +2,13 @@
 //! claim matches a glob. The API grants and revokes but never edits a membership, so every
 //! attribute replaces it; it has no single-membership read, so a read lists the group's.
 
-use http::Method;
 use serde_json::{json, Value};
 
 use super::text;
-use crate::api::{group_param, segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, Block, Mode, Ty};
+use sortie_client::endpoints;
 
 /// How many memberships a read looks through (the API lists one group's, unpaged).
 const READ_LIMIT: usize = 10_000;
@@ -130,20 +130,15 @@ fn state_of(view: &Value) -> Value {
     })
 }
 
-fn collection(group: &str) -> String {
-    format!("/v1/groups/{}/-/memberships", group_param(group))
+fn group(state: &Value) -> &str {
+    sortie_client::group(text(state, "group"))
 }
 
 /// Grants it.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     let b = json!({ "role": planned["role"], "grantee": grantee(planned) });
     let a = api
-        .send(
-            Method::POST,
-            &collection(text(planned, "group")),
-            Some(&b),
-            None,
-        )
+        .send(&endpoints::grant_membership(group(planned)), Some(&b), None)
         .await?;
     Ok(state_of(&a.body))
 }
@@ -151,7 +146,7 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
 /// Reads it from its group's list; gone is a 404 (so Terraform plans a re-creation).
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
     let id = text(state, "membership_id");
-    let a = api.get(&collection(text(state, "group"))).await?;
+    let a = api.get(&endpoints::list_memberships(group(state))).await?;
     let found = a.body["memberships"]
         .as_array()
         .into_iter()
@@ -171,12 +166,8 @@ pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
 
 /// Revokes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    let p = format!(
-        "{}/{}",
-        collection(text(state, "group")),
-        segment(text(state, "membership_id"))
-    );
-    api.send(Method::DELETE, &p, None, None).await?;
+    let p = endpoints::revoke_membership(group(state), text(state, "membership_id"));
+    api.send(&p, None, None).await?;
     Ok(())
 }
 

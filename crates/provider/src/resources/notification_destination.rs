@@ -4,13 +4,13 @@
 //! hand it to its receiver; it is null after an import. A Slack URL is a secret the API
 //! never shows: the state keeps the configuration's.
 
-use http::Method;
 use serde_json::{json, Value};
 
 use super::{text, version};
-use crate::api::{group_param, segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, string_list, Block, Mode, Ty};
+use sortie_client::{endpoints, Call};
 
 /// Its schema.
 pub fn block() -> Block {
@@ -140,18 +140,21 @@ fn state_of(group: &str, view: &Value, version: Option<&str>, kept: &Value) -> V
     })
 }
 
-fn path(state: &Value) -> String {
-    format!(
-        "/v1/groups/{}/-/notifications/{}",
-        group_param(text(state, "group")),
-        segment(text(state, "name"))
+fn at(endpoint: fn(&str, &str) -> Call, state: &Value) -> Call {
+    endpoint(
+        sortie_client::group(text(state, "group")),
+        text(state, "name"),
     )
 }
 
 /// Makes it; a webhook's signing secret comes back this once, into the state.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     let a = api
-        .send(Method::POST, &path(planned), Some(&body(planned)), None)
+        .send(
+            &at(endpoints::create_notification, planned),
+            Some(&body(planned)),
+            None,
+        )
         .await?;
     Ok(state_of(
         text(planned, "group"),
@@ -163,7 +166,7 @@ pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
 
 /// Reads it; the secrets are the state's own.
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let a = api.get(&path(state)).await?;
+    let a = api.get(&at(endpoints::get_notification, state)).await?;
     Ok(state_of(
         text(state, "group"),
         &a.body,
@@ -188,7 +191,11 @@ fn update_body(prior: &Value, planned: &Value) -> Value {
 pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
     let b = update_body(prior, planned);
     let a = api
-        .send(Method::PUT, &path(prior), Some(&b), Some(version(prior)))
+        .send(
+            &at(endpoints::update_notification, prior),
+            Some(&b),
+            Some(version(prior)),
+        )
         .await?;
     let kept = json!({
         "signing_secret": prior["signing_secret"],
@@ -205,8 +212,12 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
 
 /// Deletes it and its secret.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path(state), None, Some(version(state)))
-        .await?;
+    api.send(
+        &at(endpoints::delete_notification, state),
+        None,
+        Some(version(state)),
+    )
+    .await?;
     Ok(())
 }
 

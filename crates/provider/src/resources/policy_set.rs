@@ -1,12 +1,12 @@
 //! `sortie_policy_set`: Rego modules a job's plan is checked against, in a group.
 
-use http::Method;
 use serde_json::{json, Map, Value};
 
 use super::{text, version};
-use crate::api::{group_param, segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, string_list, string_map, Block, Mode, Ty};
+use sortie_client::{endpoints, Call};
 
 /// Its schema: `modules` maps each module's name to its Rego source.
 pub fn block() -> Block {
@@ -123,25 +123,28 @@ fn state_of(group: &str, view: &Value, version: Option<&str>) -> Value {
     })
 }
 
-fn path(state: &Value) -> String {
-    format!(
-        "/v1/groups/{}/-/policy-sets/{}",
-        group_param(text(state, "group")),
-        segment(text(state, "name"))
+fn at(endpoint: fn(&str, &str) -> Call, state: &Value) -> Call {
+    endpoint(
+        sortie_client::group(text(state, "group")),
+        text(state, "name"),
     )
 }
 
 /// Creates it.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
     let a = api
-        .send(Method::POST, &path(planned), Some(&body(planned)), None)
+        .send(
+            &at(endpoints::create_policy_set, planned),
+            Some(&body(planned)),
+            None,
+        )
         .await?;
     Ok(state_of(text(planned, "group"), &a.body, a.etag.as_deref()))
 }
 
 /// Reads it.
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let a = api.get(&path(state)).await?;
+    let a = api.get(&at(endpoints::get_policy_set, state)).await?;
     Ok(state_of(text(state, "group"), &a.body, a.etag.as_deref()))
 }
 
@@ -149,8 +152,7 @@ pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
 pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
     let a = api
         .send(
-            Method::PUT,
-            &path(prior),
+            &at(endpoints::update_policy_set, prior),
             Some(&body(planned)),
             Some(version(prior)),
         )
@@ -160,8 +162,12 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
 
 /// Deletes it (with `If-Match`: a set changed since it was read is not deleted).
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path(state), None, Some(version(state)))
-        .await?;
+    api.send(
+        &at(endpoints::delete_policy_set, state),
+        None,
+        Some(version(state)),
+    )
+    .await?;
     Ok(())
 }
 

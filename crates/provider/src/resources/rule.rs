@@ -1,12 +1,12 @@
 //! `sortie_runner_rule`: at a scope, environments meeting the criteria use a runner.
 
-use http::Method;
 use serde_json::{json, Value};
 
 use super::{text, version};
-use crate::api::{group_param, segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, string_map, string_set, Block, Mode, Ty};
+use sortie_client::{endpoints, Call};
 
 /// Its schema.
 pub fn block() -> Block {
@@ -106,26 +106,23 @@ fn state_of(view: &Value, version: Option<&str>) -> Value {
     })
 }
 
-fn path(state: &Value) -> String {
-    format!(
-        "/v1/groups/{}/-/rules/{}",
-        group_param(text(state, "scope")),
-        segment(text(state, "rule_id"))
+fn at(endpoint: fn(&str, &str) -> Call, state: &Value) -> Call {
+    endpoint(
+        sortie_client::group(text(state, "scope")),
+        text(state, "rule_id"),
     )
 }
 
 /// Creates it.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
-    let p = format!("/v1/groups/{}/-/rules", group_param(text(planned, "scope")));
-    let a = api
-        .send(Method::POST, &p, Some(&body(planned)), None)
-        .await?;
+    let p = endpoints::create_rule(sortie_client::group(text(planned, "scope")));
+    let a = api.send(&p, Some(&body(planned)), None).await?;
     Ok(state_of(&a.body, a.etag.as_deref()))
 }
 
 /// Reads it.
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let a = api.get(&path(state)).await?;
+    let a = api.get(&at(endpoints::get_rule, state)).await?;
     Ok(state_of(&a.body, a.etag.as_deref()))
 }
 
@@ -133,8 +130,7 @@ pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
 pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
     let a = api
         .send(
-            Method::PUT,
-            &path(prior),
+            &at(endpoints::update_rule, prior),
             Some(&body(planned)),
             Some(version(prior)),
         )
@@ -144,7 +140,8 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
 
 /// Deletes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path(state), None, None).await?;
+    api.send(&at(endpoints::delete_rule, state), None, None)
+        .await?;
     Ok(())
 }
 

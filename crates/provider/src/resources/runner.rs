@@ -2,13 +2,13 @@
 //! runner type (`local`, `agent`, `ecs_fargate`) and per state storage type
 //! (`state_local`, `state_s3`).
 
-use http::Method;
 use serde_json::{json, Map, Value};
 
 use super::{pick, text, version};
-use crate::api::{group_param, segment, Api};
+use crate::api::Api;
 use crate::error::Error;
 use crate::schema::{attr, string_list, string_map, Block, Mode, Nested, Ty};
+use sortie_client::{endpoints, Call};
 
 /// The runner blocks: Terraform name, API `type`.
 const RUNNER_TYPES: [(&str, &str); 3] = [
@@ -444,40 +444,34 @@ pub fn state_of(view: &Value) -> Value {
     s
 }
 
-fn path(group: &str, name: &str) -> String {
-    format!(
-        "/v1/groups/{}/-/runners/{}",
-        group_param(group),
-        segment(name)
-    )
-}
-
-fn path_of(state: &Value) -> String {
+fn at(endpoint: fn(&str, &str) -> Call, state: &Value) -> Call {
     let id = text(state, "id");
     let (group, name) = id.rsplit_once('/').unwrap_or(("", id));
-    path(group, name)
+    endpoint(sortie_client::group(group), name)
 }
 
 /// Creates it.
 pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
-    let p = path(text(planned, "group"), text(planned, "name"));
-    let answer = api
-        .send(Method::POST, &p, Some(&spec(planned)?), None)
-        .await?;
+    let p = endpoints::create_runner(
+        sortie_client::group(text(planned, "group")),
+        text(planned, "name"),
+    );
+    let answer = api.send(&p, Some(&spec(planned)?), None).await?;
     Ok(state_of(&answer.body))
 }
 
 /// Reads it.
 pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    Ok(state_of(&api.get(&path_of(state)).await?.body))
+    Ok(state_of(
+        &api.get(&at(endpoints::get_runner, state)).await?.body,
+    ))
 }
 
 /// Replaces its specification in place (`PUT` with `If-Match`).
 pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
     let answer = api
         .send(
-            Method::PUT,
-            &path_of(prior),
+            &at(endpoints::update_runner, prior),
             Some(&spec(planned)?),
             Some(version(prior)),
         )
@@ -487,7 +481,7 @@ pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, 
 
 /// Deletes it.
 pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(Method::DELETE, &path_of(state), None, None)
+    api.send(&at(endpoints::delete_runner, state), None, None)
         .await?;
     Ok(())
 }
