@@ -1,32 +1,26 @@
-//! The API client: one HTTPS (or HTTP) request at a time over hyper and rustls, with the
-//! bearer token, a 30 s timeout, and the API's error body turned into a [`CliError`] of
-//! its kind (so the exit code tells 404 from 409 from 5xx).
-
-use std::time::Duration;
+//! The API client: [`sortie_client::Transport`] (one HTTPS or HTTP request at a time, the
+//! bearer token, a 30 s timeout) as the CLI's caller, with the API's error body turned
+//! into a [`CliError`] of its kind (so the exit code tells 404 from 409 from 5xx). Every
+//! path comes from [`sortie_client::endpoints`].
 
 use bytes::Bytes;
-use http::{header, Method, Request};
-use http_body_util::{BodyExt, Full};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http::header::HeaderName;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sortie_client::{endpoints, Call, Outgoing, Transport, TransportError};
 
 use crate::config::Resolved;
 use crate::exit::CliError;
 
-/// How long one request may take, connection included.
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// The CLI's `User-Agent`.
+pub(crate) const USER_AGENT: &str = concat!("sortie-cli/", env!("CARGO_PKG_VERSION"));
 
 /// A client of one Sortie API, as one caller.
 pub struct Api {
-    base: String,
+    transport: Transport,
     token: Option<String>,
     /// Where the URL and the token came from, for the messages of a 401 or a wrong URL.
     resolved: Resolved,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 /// One answer: status, JSON body (Null when empty), ETag header.
@@ -45,44 +39,25 @@ pub struct Answer {
 }
 
 impl Api {
-    /// A client of the API at `resolved.api_url`, with its token when there is one.
+    /// A client of the API at `resolved.api_url`, with its token when there is one. A URL
+    /// no client can use is a usage error.
     pub fn new(resolved: &Resolved) -> Result<Self, CliError> {
-        let base = resolved.api_url.trim_end_matches('/').to_string();
-        let uri: http::Uri = base
-            .parse()
-            .map_err(|e| CliError::Usage(format!("the API URL `{base}` is not a URL: {e}")))?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => {
-                return Err(CliError::Usage(format!(
-                    "the API URL `{base}` must start with https:// or http://"
-                )))
-            }
-        };
-        if uri.host().is_none_or(str::is_empty) {
-            return Err(CliError::Usage(format!("the API URL `{base}` has no host")));
-        }
-        if uri.query().is_some() {
-            return Err(CliError::Usage(format!(
-                "the API URL `{base}` must not have a query"
-            )));
-        }
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let connector = sortie_http::connector(https, http).map_err(CliError::Other)?;
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let transport = Transport::new(&resolved.api_url, USER_AGENT).map_err(|e| match e {
+            // The URL's own problems name it (`the API URL … must start with https://`);
+            // anything else (no CA certificates for HTTPS) is not the caller's typing.
+            TransportError::BaseUrl(m) => CliError::Usage(m),
+            other => CliError::Other(other.to_string()),
+        })?;
         Ok(Self {
-            base,
+            transport,
             token: resolved.token.clone(),
             resolved: resolved.clone(),
-            client,
         })
     }
 
     /// The API's base URL, without a trailing `/`.
     pub fn base_url(&self) -> &str {
-        &self.base
+        self.transport.base_url()
     }
 
     /// Where the URL and the token came from.
@@ -90,7 +65,7 @@ impl Api {
         &self.resolved
     }
 
-    /// Any method; a JSON body when Some; extra headers (e.g. If-Match, Idempotency-Key).
+    /// `call` with a JSON body when Some and extra headers (If-Match, Idempotency-Key).
     /// A non-2xx answer becomes the [`CliError`] of its kind: 404 → NotFound, 409/412 →
     /// Conflict, 5xx → Server, other 4xx → Invalid. The message is the API's
     /// `error.message`, then each `error.fields[]` on its own line as `path: problem`.
@@ -100,30 +75,42 @@ impl Api {
     /// not a Sortie API (Server, exit 5).
     pub async fn send(
         &self,
-        method: http::Method,
-        path: &str,
+        call: &Call,
         body: Option<&Value>,
-        headers: &[(&str, &str)],
+        headers: &[(HeaderName, &str)],
     ) -> Result<Answer, CliError> {
-        let body = body.map(|b| ("application/json", Bytes::from(b.to_string())));
-        self.send_raw(method, path, body, headers).await
+        let body = body
+            .map(|b| serde_json::to_vec(b).map(|v| ("application/json", Bytes::from(v))))
+            .transpose()
+            .map_err(|e| CliError::Other(format!("the request could not be written: {e}")))?;
+        self.send_raw(call, body, headers).await
     }
 
     /// Like [`Api::send`], with the body's bytes and content type given as they are (a
     /// runner file's YAML text, say, so the API reads it strictly).
     pub async fn send_raw(
         &self,
-        method: http::Method,
-        path: &str,
-        body: Option<(&str, Bytes)>,
-        headers: &[(&str, &str)],
+        call: &Call,
+        body: Option<(&'static str, Bytes)>,
+        headers: &[(HeaderName, &str)],
     ) -> Result<Answer, CliError> {
-        let (status, etag, body) = self.exchange(method, path, body, headers).await?;
-        if (200..300).contains(&status) {
+        let mut outgoing = Outgoing::new().bearer(self.token.as_deref());
+        if let Some((content_type, bytes)) = body {
+            outgoing = outgoing.raw(content_type, bytes);
+        }
+        for (name, value) in headers {
+            outgoing = outgoing.header(name.clone(), *value);
+        }
+        let reply = self.transport.send(call, outgoing).await.map_err(failed)?;
+        let (status, etag, body) = (reply.status.as_u16(), reply.etag.clone(), reply.value());
+        if reply.is_success() {
             return Ok(Answer { status, body, etag });
         }
         if status == 401 {
-            return Err(CliError::Invalid(unauthorized(&self.resolved, &self.base)));
+            return Err(CliError::Invalid(unauthorized(
+                &self.resolved,
+                self.base_url(),
+            )));
         }
         if status == 404 || matches!(body, Value::String(_)) {
             if let Some(e) = self.not_sortie().await {
@@ -137,102 +124,43 @@ impl Api {
     /// `{"status": "ok"}`); `None` when it does, or when the API could not be reached
     /// (the first request's own error says more then).
     async fn not_sortie(&self) -> Option<CliError> {
-        match self.exchange(Method::GET, "/v1/health", None, &[]).await {
-            Ok((status, _, body)) if is_sortie_health(status, &body) => None,
+        let outgoing = Outgoing::new().bearer(self.token.as_deref());
+        match self.transport.send(&endpoints::health(), outgoing).await {
+            Ok(reply) if is_sortie_health(reply.status.as_u16(), &reply.value()) => None,
             Ok(_) => Some(CliError::Server(not_sortie_message(
-                &self.base,
+                self.base_url(),
                 &self.resolved.url_source(),
             ))),
             Err(_) => None,
         }
     }
 
-    /// One request and its answer: status, ETag, body (JSON, a string when not JSON,
-    /// Null when empty). Fails only when the API could not be reached.
-    async fn exchange(
+    /// `GET`, decoded.
+    pub async fn get<T: DeserializeOwned>(&self, call: &Call) -> Result<T, CliError> {
+        let answer = self.send(call, None, &[]).await?;
+        decode(answer.body)
+    }
+
+    /// `POST` with a JSON body, decoded.
+    pub async fn post<T: DeserializeOwned>(
         &self,
-        method: http::Method,
-        path: &str,
-        body: Option<(&str, Bytes)>,
-        headers: &[(&str, &str)],
-    ) -> Result<(u16, Option<String>, Value), CliError> {
-        let url = format!("{}{path}", self.base);
-        let mut request = Request::builder()
-            .method(method)
-            .uri(&url)
-            .header(header::ACCEPT, "application/json")
-            .header(
-                header::USER_AGENT,
-                concat!("sortie-cli/", env!("CARGO_PKG_VERSION")),
-            );
-        if let Some(token) = &self.token {
-            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let bytes = match body {
-            Some((content_type, bytes)) => {
-                request = request.header(header::CONTENT_TYPE, content_type);
-                bytes
-            }
-            None => Bytes::new(),
-        };
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        // The error names the URL, never the headers (the token is one of them).
-        let request = request.body(Full::new(bytes)).map_err(|e| {
-            CliError::Usage(format!(
-                "could not build the request to {url}: {}",
-                sortie_http::error_chain(&e)
-            ))
-        })?;
-        let exchange = async {
-            let response = self.client.request(request).await?;
-            let status = response.status().as_u16();
-            let etag = response
-                .headers()
-                .get(header::ETAG)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let bytes = response.into_body().collect().await?.to_bytes();
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, etag, bytes))
-        };
-        let (status, etag, bytes) = match tokio::time::timeout(TIMEOUT, exchange).await {
-            Err(_) => {
-                return Err(CliError::Server(format!(
-                    "could not reach {url}: no answer within {} s",
-                    TIMEOUT.as_secs()
-                )))
-            }
-            Ok(Err(e)) => {
-                return Err(CliError::Server(format!(
-                    "could not reach {url}: {}",
-                    sortie_http::error_chain(e.as_ref())
-                )))
-            }
-            Ok(Ok(answer)) => answer,
-        };
-        let body = if bytes.iter().all(u8::is_ascii_whitespace) {
-            Value::Null
-        } else {
-            match serde_json::from_slice(&bytes) {
-                Ok(v) => v,
-                // Not JSON (a proxy's HTML page, say): keep the text for the message.
-                Err(_) => Value::String(String::from_utf8_lossy(&bytes).into_owned()),
-            }
-        };
-        Ok((status, etag, body))
-    }
-
-    /// `GET path`, decoded.
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
-        let answer = self.send(Method::GET, path, None, &[]).await?;
+        call: &Call,
+        body: &Value,
+    ) -> Result<T, CliError> {
+        let answer = self.send(call, Some(body), &[]).await?;
         decode(answer.body)
     }
+}
 
-    /// `POST path` with a JSON body, decoded.
-    pub async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, CliError> {
-        let answer = self.send(Method::POST, path, Some(body), &[]).await?;
-        decode(answer.body)
+/// The [`CliError`] of a request that got no answer: one that could not be built is the
+/// caller's (a header value that is not one), one that got no answer is the server's.
+fn failed(e: TransportError) -> CliError {
+    match e {
+        TransportError::BaseUrl(_) | TransportError::Build { .. } => CliError::Usage(e.to_string()),
+        TransportError::Tls(_) => CliError::Other(e.to_string()),
+        TransportError::Unreachable { .. } | TransportError::Timeout { .. } => {
+            CliError::Server(e.to_string())
+        }
     }
 }
 
@@ -383,6 +311,23 @@ mod tests {
             token_origin,
             context: None,
         }
+    }
+
+    #[test]
+    fn a_url_no_client_can_use_is_a_usage_error_naming_it() {
+        for url in ["ftp://x", "https://x?a=1", "not a url", "http://"] {
+            let mut r = resolved(None);
+            r.api_url = url.into();
+            match Api::new(&r) {
+                Err(e @ CliError::Usage(_)) => assert!(e.to_string().contains(url), "{e}"),
+                Err(e) => panic!("{url}: {e:?}"),
+                Ok(_) => panic!("{url} was taken"),
+            }
+        }
+        let mut r = resolved(None);
+        r.api_url = "http://127.0.0.1:4242/".into();
+        let api = Api::new(&r).map_err(|e| e.to_string()).unwrap();
+        assert_eq!(api.base_url(), "http://127.0.0.1:4242");
     }
 
     #[test]

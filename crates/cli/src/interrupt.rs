@@ -7,8 +7,6 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
-use http::Method;
-
 use crate::client::Api;
 use crate::exit::CliError;
 
@@ -118,7 +116,7 @@ pub async fn stop_following(api: &Api, id: &str, interrupts: &mut Interrupts) ->
             };
             if is_yes(&answer) {
                 match api
-                    .send(Method::POST, &format!("/v1/jobs/{id}/cancel"), None, &[])
+                    .send(&sortie_client::endpoints::cancel_job(id), None, &[])
                     .await
                 {
                     Ok(_) => {

@@ -6,6 +6,7 @@
 
 use std::io::IsTerminal;
 
+use sortie_client::endpoints;
 use sortie_core::plan::{render, Palette, PlanPage};
 
 use crate::args::Output;
@@ -18,11 +19,12 @@ const MAX_PAGES: usize = 1000;
 
 /// Fetches every page of job `id`'s plan and prints it.
 pub async fn show(api: &Api, id: &str, out: Output) -> Result<(), CliError> {
-    let mut page: PlanPage = api.get(&format!("/v1/jobs/{id}/plan")).await?;
+    let mut page: PlanPage = api.get(&endpoints::get_job_plan(id)).await?;
     let mut cursor = page.next_cursor.take();
     for _ in 1..MAX_PAGES {
         let Some(c) = cursor.take() else { break };
-        let mut next: PlanPage = api.get(&format!("/v1/jobs/{id}/plan?cursor={c}")).await?;
+        let call = endpoints::get_job_plan(id).query([("cursor", Some(c.as_str()))]);
+        let mut next: PlanPage = api.get(&call).await?;
         page.resource_changes.append(&mut next.resource_changes);
         cursor = next.next_cursor;
     }

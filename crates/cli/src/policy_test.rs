@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use sortie_api::model::EnvironmentView;
+use sortie_client::endpoints;
 use sortie_core::policy::{overall_status, PolicySet, PolicyStatus, SetResult};
 use sortie_policy::{build_input, check_plan_size, compile, evaluate, JobInput, Limits};
 
@@ -13,7 +14,7 @@ use crate::args::Output;
 use crate::client::{decode, Api};
 use crate::exit::CliError;
 use crate::output::{emit, table};
-use crate::resources::env_url;
+use crate::resources::env_param;
 
 /// What `policy test` found.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -63,7 +64,7 @@ pub async fn run(
     let (job, runner, applies) = match (env, api) {
         (Some(path), Some(api)) => {
             let answer = api
-                .send(http::Method::GET, &env_url(path), None, &[])
+                .send(&endpoints::get_environment(env_param(path)), None, &[])
                 .await?;
             let view: EnvironmentView = decode(answer.body)?;
             let e = &view.record.environment;

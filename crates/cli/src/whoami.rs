@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use sortie_client::endpoints;
 
 use crate::args::{Output, Whoami};
 use crate::client::Api;
@@ -29,11 +30,8 @@ struct WhoamiView {
 
 /// `whoami [--org ORG]`.
 pub async fn whoami(api: &Api, args: Whoami, out: Output) -> Result<(), CliError> {
-    let path = match &args.org {
-        Some(org) => format!("/v1/whoami?org={}", query_escape(org)),
-        None => "/v1/whoami".to_string(),
-    };
-    let answer: Value = api.get(&path).await?;
+    let call = endpoints::whoami().query([("org", args.org.as_deref())]);
+    let answer: Value = api.get(&call).await?;
     let resolved = api.resolved();
     let view = WhoamiView {
         api_url: api.base_url().to_string(),
@@ -128,18 +126,6 @@ fn organisations_line(view: &WhoamiView) -> String {
 
 fn text(v: &Value) -> String {
     v.as_str().unwrap_or("-").to_string()
-}
-
-/// Percent-escapes a query value (anything but unreserved characters and `/`).
-fn query_escape(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -289,3 +289,81 @@ fn plain_http_to_loopback_names_is_allowed_and_look_alikes_are_not() {
         assert!(problem.contains("in clear"), "{problem}");
     }
 }
+
+/// The non-test lines of a Rust file: before its first `#[cfg(test)]`, comments left out.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .take_while(|(_, line)| !line.trim_start().starts_with("#[cfg(test)]"))
+        .filter(|(_, line)| !line.trim_start().starts_with("//"))
+        .map(|(i, line)| (i + 1, line))
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// What in `text` repeats the client's job: an API path spelled out, or a hyper client
+/// built; each as `line: text`.
+fn client_code(text: &str) -> Vec<String> {
+    code_lines(text)
+        .filter(|(_, line)| {
+            line.contains("\"/v1") || line.contains("Client::builder(TokioExecutor")
+        })
+        .map(|(n, line)| format!("{n}: {}", line.trim()))
+        .collect()
+}
+
+#[test]
+fn the_scan_finds_paths_and_clients_but_not_tests_or_comments() {
+    let text = "let a = format!(\"/v1/jobs/{id}\");\n// \"/v1/x\" in prose\nlet c = Client::builder(TokioExecutor::new());\n#[cfg(test)]\nmod tests { const P: &str = \"/v1/jobs\"; }\n";
+    assert_eq!(
+        client_code(text),
+        vec![
+            "1: let a = format!(\"/v1/jobs/{id}\");".to_string(),
+            "3: let c = Client::builder(TokioExecutor::new());".to_string()
+        ]
+    );
+}
+
+/// The CLI, the provider, the pilot and the agent reach the API only through this crate:
+/// none of their non-test code spells an API path or builds an HTTP client. The server
+/// side of `sortie dev` (`cli/src/dev/`) matches request paths and is not a client.
+#[test]
+fn callers_reach_the_api_only_through_the_client() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = vec![];
+    for caller in ["cli", "provider", "pilot", "agent"] {
+        let mut files = vec![];
+        rust_files(&crates.join(caller).join("src"), &mut files);
+        for file in files {
+            let shown = file.strip_prefix(&crates).unwrap().display().to_string();
+            let name = file.file_name().unwrap().to_string_lossy();
+            if shown.starts_with("cli/src/dev/")
+                || name == "tests.rs"
+                || name.ends_with("_tests.rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            found.extend(
+                client_code(&text)
+                    .into_iter()
+                    .map(|hit| format!("{shown}:{hit}")),
+            );
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "client code outside sortie-client (call sortie_client::endpoints and Transport instead):\n{}",
+        found.join("\n")
+    );
+}

@@ -30,6 +30,9 @@ pub enum TransportError {
     /// The API's base URL is not one a client can use; the message says why.
     #[error("{0}")]
     BaseUrl(String),
+    /// No CA certificates to verify an `https://` API with; the message says why.
+    #[error("{0}")]
+    Tls(String),
     /// The request could not be built (a header value that is not one, say).
     #[error("could not build the request to {url}: {detail}")]
     Build {
@@ -187,7 +190,7 @@ impl Transport {
     ) -> Result<Self, TransportError> {
         let base = base.trim_end_matches('/').to_string();
         let https = check_base(&base)?;
-        let connector = sortie_http::connector(https, http).map_err(TransportError::BaseUrl)?;
+        let connector = sortie_http::connector(https, http).map_err(TransportError::Tls)?;
         Ok(Self {
             base,
             user_agent,

@@ -144,15 +144,10 @@ pub fn url_of_env(text: &str) -> Option<&str> {
         .find_map(|kv| kv.strip_prefix("SORTIE_API_URL="))
 }
 
-/// Whether a `/v1/health` answer (status line, headers and body) is Sortie's.
-pub fn is_sortie_health(response: &str) -> bool {
-    let ok = response
-        .lines()
-        .next()
-        .is_some_and(|status| status.split_whitespace().nth(1) == Some("200"));
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
-    ok && serde_json::from_str::<serde_json::Value>(body.trim())
-        .is_ok_and(|v| v.get("status").is_some())
+/// Whether a `/v1/health` answer (its status and body, `Null` when empty) is Sortie's:
+/// 200 with a `status` field.
+pub fn is_sortie_health(status: u16, body: &serde_json::Value) -> bool {
+    status == 200 && body.get("status").is_some()
 }
 
 #[cfg(test)]
@@ -263,15 +258,13 @@ mod tests {
 
     #[test]
     fn only_a_200_with_sortie_health_body_counts_as_running() {
-        assert!(is_sortie_health(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"status\":\"ok\"}"
-        ));
+        use serde_json::{json, Value};
+        assert!(is_sortie_health(200, &json!({"status": "ok"})));
         assert!(!is_sortie_health(
-            "HTTP/1.1 200 OK\r\n\r\n<html>something else</html>"
+            200,
+            &Value::String("<html>something else</html>".into())
         ));
-        assert!(!is_sortie_health(
-            "HTTP/1.1 404 Not Found\r\n\r\n{\"status\":\"ok\"}"
-        ));
-        assert!(!is_sortie_health(""));
+        assert!(!is_sortie_health(404, &json!({"status": "ok"})));
+        assert!(!is_sortie_health(200, &Value::Null));
     }
 }

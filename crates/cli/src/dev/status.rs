@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
+use sortie_client::{endpoints, Outgoing, Transport};
 
 use super::data_dir;
 
@@ -31,27 +32,15 @@ pub(super) async fn status(dir: &Path) -> anyhow::Result<()> {
 
 /// Whether Sortie's `/v1/health` answers at `url` (`http://host:port`), within 3 s.
 pub(super) async fn health(url: &str) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Some(authority) = url.strip_prefix("http://").map(|a| a.trim_end_matches('/')) else {
+    if !url.starts_with("http://") {
+        return false;
+    }
+    let Ok(transport) = Transport::new(url, crate::client::USER_AGENT) else {
         return false;
     };
-    let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(authority).await.ok()?;
-        let request =
-            format!("GET /v1/health HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = Vec::new();
-        stream
-            .take(64 * 1024)
-            .read_to_end(&mut response)
-            .await
-            .ok()?;
-        Some(data_dir::is_sortie_health(&String::from_utf8_lossy(
-            &response,
-        )))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(3), attempt).await,
-        Ok(Some(true))
-    )
+    let transport = transport.with_timeout(Duration::from_secs(3));
+    match transport.send(&endpoints::health(), Outgoing::new()).await {
+        Ok(reply) => data_dir::is_sortie_health(reply.status.as_u16(), &reply.value()),
+        Err(_) => false,
+    }
 }

@@ -22,9 +22,10 @@ mod text;
 mod watch;
 
 use chrono::{DateTime, Utc};
-use http::Method;
+use http::header::HeaderName;
 use serde_json::Value;
 use sortie_api::model::{DecisionBody, JobView, LogsPage};
+use sortie_client::endpoints;
 use sortie_core::{ChangeSummary, JobState, ReviewVerdict};
 
 use self::request::job_request;
@@ -39,12 +40,12 @@ use crate::output::{change_summary as summary, emit, table, when};
 /// to its end.
 pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
     let body = job_request(&args)?;
-    let path = format!("{}/-/jobs", crate::resources::env_url(&args.env));
+    let call = endpoints::submit_job(crate::resources::env_param(&args.env));
     let mut headers = Vec::new();
     if let Some(key) = &args.idempotency_key {
-        headers.push(("Idempotency-Key", key.as_str()));
+        headers.push((HeaderName::from_static("idempotency-key"), key.as_str()));
     }
-    let answer = api.send(Method::POST, &path, Some(&body), &headers).await?;
+    let answer = api.send(&call, Some(&body), &headers).await?;
     let view = job_view(answer.body.clone())?;
     if !args.wait {
         emit(&answer.body, out, || submitted_table(&view))?;
@@ -61,10 +62,7 @@ pub async fn run(api: &Api, args: Run, out: Output) -> Result<(), CliError> {
 /// `jobs list ENV`: the environment's newest jobs.
 pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError> {
     let page: Value = api
-        .get(&format!(
-            "{}/-/jobs?limit=50",
-            crate::resources::env_url(env)
-        ))
+        .get(&endpoints::list_jobs(crate::resources::env_param(env)).query([("limit", Some("50"))]))
         .await?;
     let jobs = page["jobs"].as_array().cloned().unwrap_or_default();
     let more = page["next"].is_string();
@@ -117,13 +115,11 @@ pub async fn jobs_list(api: &Api, env: &str, out: Output) -> Result<(), CliError
 pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError> {
     match cmd {
         JobCommand::Get { id } => {
-            let view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+            let view: JobView = api.get(&endpoints::get_job(&id)).await?;
             emit(&view, out, || job_table(&view))
         }
         JobCommand::Cancel { id } => {
-            let answer = api
-                .send(Method::POST, &format!("/v1/jobs/{id}/cancel"), None, &[])
-                .await?;
+            let answer = api.send(&endpoints::cancel_job(&id), None, &[]).await?;
             let view = job_view(answer.body.clone())?;
             emit(&answer.body, out, || {
                 let note = if view.job.state.is_terminal() {
@@ -145,7 +141,7 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
         }
         JobCommand::Outputs { id } => {
             let answer = api
-                .send(Method::GET, &format!("/v1/jobs/{id}/outputs"), None, &[])
+                .send(&endpoints::get_job_outputs(&id), None, &[])
                 .await?;
             crate::resources::show_outputs(&answer.body, out, false)
         }
@@ -155,8 +151,9 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
             let mut data = String::new();
             let mut more;
             loop {
+                let from = offset.to_string();
                 let page: LogsPage = api
-                    .get(&format!("/v1/jobs/{id}/logs?offset={offset}"))
+                    .get(&endpoints::get_job_logs(&id).query([("offset", Some(from.as_str()))]))
                     .await?;
                 offset = page.next_offset;
                 more = page.more;
@@ -174,7 +171,7 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
             emit(&page, out, || page.data.clone())
         }
         JobCommand::Logs { id, follow: true } => {
-            let view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+            let view: JobView = api.get(&endpoints::get_job(&id)).await?;
             finish(follow(api, &view, out).await?, out)
         }
     }
@@ -188,19 +185,14 @@ async fn review(
     comment: Option<String>,
     out: Output,
 ) -> Result<(), CliError> {
-    let verb = match verdict {
-        ReviewVerdict::Approved => "approve",
-        ReviewVerdict::Discarded => "discard",
+    let (verb, call) = match verdict {
+        ReviewVerdict::Approved => ("approve", endpoints::approve_job(id)),
+        ReviewVerdict::Discarded => ("discard", endpoints::discard_job(id)),
     };
     let body = serde_json::to_value(DecisionBody { comment })
         .map_err(|e| CliError::Other(format!("could not encode the decision: {e}")))?;
     let answer = api
-        .send(
-            Method::POST,
-            &format!("/v1/jobs/{id}/{verb}"),
-            Some(&body),
-            &[],
-        )
+        .send(&call, Some(&body), &[])
         .await
         .map_err(|e| match e {
             // The API answers 404 too when the caller may not deploy to the environment;

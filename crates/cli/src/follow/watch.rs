@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::Utc;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use sortie_api::model::{JobView, LogsPage};
+use sortie_client::endpoints;
 use sortie_core::policy::PolicyStatus;
 use sortie_core::JobState;
 
@@ -101,17 +102,18 @@ pub(super) async fn poll(
     offset: &mut u64,
     log: &mut LogPrinter<'_>,
 ) -> Result<(JobView, bool), CliError> {
-    let mut view: JobView = api.get(&format!("/v1/jobs/{id}")).await?;
+    let mut view: JobView = api.get(&endpoints::get_job(id)).await?;
     loop {
+        let from = offset.to_string();
         let page: LogsPage = api
-            .get(&format!("/v1/jobs/{id}/logs?offset={offset}"))
+            .get(&endpoints::get_job_logs(id).query([("offset", Some(from.as_str()))]))
             .await?;
         *offset = page.next_offset;
         log.push(&page.data);
         if !page.more {
             if !view.job.state.is_terminal() {
                 // It ended between the two reads.
-                view = api.get(&format!("/v1/jobs/{id}")).await?;
+                view = api.get(&endpoints::get_job(id)).await?;
             }
             return Ok((view, false));
         }

@@ -2,12 +2,11 @@
 //! (done here, from the stored bytes the API returns: the client trusts no verdict of the
 //! server's).
 
-use http::Method;
 use serde_json::json;
 use sortie_api::model::{AuditList, AuditRecordView};
+use sortie_client::{endpoints, Call};
 use sortie_core::audit::{verify, Stored};
 
-use super::shared::enc;
 use crate::args::{AuditCommand, AuditFilter, Output};
 use crate::client::{decode, Api};
 use crate::exit::CliError;
@@ -16,25 +15,17 @@ use crate::output::{emit, table, when};
 /// The most pages `audit verify` reads (1,000 entries each).
 const VERIFY_PAGES: usize = 10_000;
 
-fn audit_url(org: &str) -> String {
-    format!("/v1/orgs/{}/-/audit", enc(org))
-}
-
-/// The query string of `filter`, percent-encoded.
-fn query(filter: &AuditFilter, limit: u32) -> String {
-    let mut q = vec![format!("limit={limit}")];
-    for (k, v) in [
-        ("actor", &filter.actor),
-        ("action", &filter.action),
-        ("target", &filter.target),
-        ("since", &filter.since),
-        ("until", &filter.until),
-    ] {
-        if let Some(v) = v {
-            q.push(format!("{k}={}", enc(v)));
-        }
-    }
-    q.join("&")
+/// One page of `org`'s trail that `filter` picks, from `cursor` on.
+fn filtered_page(org: &str, filter: &AuditFilter, cursor: Option<&str>) -> Call {
+    endpoints::list_audit(org).query([
+        ("limit", Some("1000")),
+        ("actor", filter.actor.as_deref()),
+        ("action", filter.action.as_deref()),
+        ("target", filter.target.as_deref()),
+        ("since", filter.since.as_deref()),
+        ("until", filter.until.as_deref()),
+        ("cursor", cursor),
+    ])
 }
 
 /// Runs `audit …`.
@@ -45,11 +36,8 @@ pub async fn audit(api: &Api, command: AuditCommand, out: Output) -> Result<(), 
             let mut cursor: Option<String> = None;
             // Filters apply within each page read: read on until `limit` entries or the end.
             for _ in 0..100 {
-                let mut path = format!("{}?{}", audit_url(&org), query(&filter, 1000));
-                if let Some(c) = &cursor {
-                    path.push_str(&format!("&cursor={c}"));
-                }
-                let answer = api.send(Method::GET, &path, None, &[]).await?;
+                let call = filtered_page(&org, &filter, cursor.as_deref());
+                let answer = api.send(&call, None, &[]).await?;
                 let page: AuditList = decode(answer.body)?;
                 entries.extend(page.entries);
                 cursor = page.next;
@@ -111,11 +99,12 @@ pub async fn audit(api: &Api, command: AuditCommand, out: Output) -> Result<(), 
                     )));
                 }
                 pages += 1;
-                let mut path = format!("{}?order=oldest&limit=1000", audit_url(&org));
-                if let Some(c) = &cursor {
-                    path.push_str(&format!("&cursor={c}"));
-                }
-                let answer = api.send(Method::GET, &path, None, &[]).await?;
+                let call = endpoints::list_audit(&org).query([
+                    ("order", Some("oldest")),
+                    ("limit", Some("1000")),
+                    ("cursor", cursor.as_deref()),
+                ]);
+                let answer = api.send(&call, None, &[]).await?;
                 let page: AuditList = decode(answer.body)?;
                 if head.is_none() {
                     head = page.head.clone();

@@ -1,11 +1,11 @@
 //! An environment over its life: `env state-versions`, `env restore`, and the upstream and
 //! downstream environments `get env` shows.
 
-use http::Method;
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 
 use super::environments::split_env;
-use super::shared::env_url;
+use super::shared::env_param;
 use crate::args::Output;
 use crate::client::Api;
 use crate::exit::CliError;
@@ -20,11 +20,12 @@ pub(super) async fn state_versions(
     out: Output,
 ) -> Result<(), CliError> {
     split_env(path)?;
-    let mut url = format!("{}/-/state-versions?limit={limit}", env_url(path));
-    if let Some(c) = cursor {
-        url.push_str(&format!("&cursor={}", super::shared::enc(&c)));
-    }
-    let answer = api.send(Method::GET, &url, None, &[]).await?;
+    let limit = limit.to_string();
+    let call = endpoints::list_state_versions(env_param(path)).query([
+        ("limit", Some(limit.as_str())),
+        ("cursor", cursor.as_deref()),
+    ]);
+    let answer = api.send(&call, None, &[]).await?;
     let body = answer.body;
     emit(&body, out, || {
         let text = |v: &Value, k: &str| match v.get(k) {
@@ -71,13 +72,9 @@ pub(super) async fn restore(
     out: Output,
 ) -> Result<(), CliError> {
     split_env(path)?;
-    let url = format!(
-        "{}/-/state-versions/{}/restore",
-        env_url(path),
-        super::shared::enc(version)
-    );
+    let call = endpoints::restore_state_version(env_param(path), version);
     let body = json!({ "reason": reason });
-    let answer = api.send(Method::POST, &url, Some(&body), &[]).await?;
+    let answer = api.send(&call, Some(&body), &[]).await?;
     let body = answer.body;
     emit(&body, out, || {
         format!(
@@ -91,8 +88,8 @@ pub(super) async fn restore(
 /// The `upstream:` and `downstream:` lines of `get env` (empty when it has neither, or
 /// when they cannot be read: `get env` still shows the environment).
 pub(super) async fn triggers_text(api: &Api, path: &str) -> String {
-    let url = format!("{}/-/triggers?limit=100", env_url(path));
-    let Ok(answer) = api.send(Method::GET, &url, None, &[]).await else {
+    let call = endpoints::get_environment_triggers(env_param(path)).query([("limit", Some("100"))]);
+    let Ok(answer) = api.send(&call, None, &[]).await else {
         return String::new();
     };
     let list = |k: &str| -> Vec<String> {

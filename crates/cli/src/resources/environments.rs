@@ -3,18 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use http::Method;
 use serde_json::Value;
 use sortie_api::model::{
     EnvironmentCreate, EnvironmentCreated, EnvironmentList, EnvironmentPatch, EnvironmentView,
     OutputsView, RefreshRunnerAnswer,
 };
+use sortie_client::endpoints;
 use sortie_core::{Approval, DriftRemediation, ToolName};
 
 use super::env_text::{
     env_table, env_text, outputs_text, refresh_text, resolution_details, settings_details,
 };
-use super::shared::{changed_meanwhile, env_url, group_url, if_match, shown_group};
+use super::shared::{changed_meanwhile, env_param, if_match, shown_group};
 use crate::args::{
     ApprovalArg, Clearable, EnvCommand, EnvSettingArgs, Output, RemediationArg, ToolArg,
 };
@@ -65,8 +65,7 @@ pub(super) async fn create(
     }
     let answer = api
         .send(
-            Method::POST,
-            &format!("{}/environments", group_url(group)),
+            &endpoints::create_environment(sortie_client::group(group)),
             Some(&body),
             &[],
         )
@@ -100,7 +99,7 @@ fn trigger_operation(
 pub(super) async fn get(api: &Api, path: String, out: Output) -> Result<(), CliError> {
     let (group, _) = split_env(&path)?;
     let answer = api
-        .send(Method::GET, &env_url(&path), None, &[])
+        .send(&endpoints::get_environment(env_param(&path)), None, &[])
         .await
         .map_err(|e| env_hint(e, group))?;
     let env: EnvironmentView = decode(answer.body.clone())?;
@@ -116,15 +115,9 @@ pub(super) async fn list(
     out: Output,
 ) -> Result<(), CliError> {
     // Without --recursive, the group's own are shown and the API counts the ones below.
-    let query = if recursive { "?recursive=true" } else { "" };
-    let answer = api
-        .send(
-            Method::GET,
-            &format!("{}/environments{query}", group_url(&group)),
-            None,
-            &[],
-        )
-        .await?;
+    let call = endpoints::list_environments(sortie_client::group(&group))
+        .query([("recursive", recursive.then_some("true"))]);
+    let answer = api.send(&call, None, &[]).await?;
     let list: EnvironmentList = decode(answer.body.clone())?;
     emit(&answer.body, out, || {
         let mut t = if list.environments.is_empty() && !recursive {
@@ -203,9 +196,8 @@ pub(super) async fn update(
             fields.insert(field.to_string(), Value::Null);
         }
     }
-    let url = env_url(&path);
     let current = api
-        .send(Method::GET, &url, None, &[])
+        .send(&endpoints::get_environment(env_param(&path)), None, &[])
         .await
         .map_err(|e| env_hint(e, group))?;
     let if_match = if_match(&current);
@@ -217,7 +209,11 @@ pub(super) async fn update(
         body["vcs"] = vcs;
     }
     let answer = api
-        .send(Method::PATCH, &url, Some(&body), &if_match)
+        .send(
+            &endpoints::update_environment(env_param(&path)),
+            Some(&body),
+            &if_match,
+        )
         .await
         .map_err(|e| {
             changed_meanwhile(
@@ -233,7 +229,7 @@ pub(super) async fn update(
 /// `sortie delete env GROUP/NAME`: what was deleted, in words.
 pub(super) async fn delete(api: &Api, path: String) -> Result<String, CliError> {
     let (group, _) = split_env(&path)?;
-    api.send(Method::DELETE, &env_url(&path), None, &[])
+    api.send(&endpoints::delete_environment(env_param(&path)), None, &[])
         .await
         .map_err(|e| env_hint(e, group))?;
     Ok(format!("environment `{path}`"))
@@ -249,8 +245,7 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
             split_env(&path)?;
             let answer = api
                 .send(
-                    Method::GET,
-                    &format!("{}/-/outputs", env_url(&path)),
+                    &endpoints::get_environment_outputs(env_param(&path)),
                     None,
                     &[],
                 )
@@ -269,43 +264,41 @@ pub async fn env(api: &Api, command: EnvCommand, out: Output) -> Result<(), CliE
         } => return super::env_history::restore(api, &path, &version, &reason, out).await,
         EnvCommand::Lock { path, reason } => {
             split_env(&path)?;
-            let base = format!("{}/-", env_url(&path));
-            return super::locks::lock(api, &base, Some(&reason), out).await;
+            let call = endpoints::lock_environment(env_param(&path));
+            return super::locks::lock(api, &call, Some(&reason), out).await;
         }
         EnvCommand::Unlock { path } => {
             split_env(&path)?;
-            let base = format!("{}/-", env_url(&path));
-            return super::locks::lock(api, &base, None, out).await;
+            let call = endpoints::unlock_environment(env_param(&path));
+            return super::locks::lock(api, &call, None, out).await;
         }
         EnvCommand::Extend { path, by } => {
             split_env(&path)?;
-            let base = format!("{}/-", env_url(&path));
-            return super::locks::extend(api, &base, &by, out).await;
+            let call = endpoints::extend_environment(env_param(&path));
+            return super::locks::extend(api, &call, &by, out).await;
         }
     };
     let (group, _) = split_env(&path)?;
-    let base = format!("{}/-/refresh-runner?explain=full", env_url(&path));
-    let url = if dry_run {
-        format!("{base}&dry_run=true")
-    } else {
-        base.clone()
-    };
+    let refresh = || endpoints::refresh_runner(env_param(&path));
+    let call = refresh().query([
+        ("explain", Some("full")),
+        ("dry_run", dry_run.then_some("true")),
+    ]);
     let answer = api
-        .send(Method::POST, &url, None, &[])
+        .send(&call, None, &[])
         .await
         .map_err(|e| env_hint(e, group))?;
     let mut body = answer.body;
     let mut refreshed: RefreshRunnerAnswer = decode(body.clone())?;
     // Further pages of the explanation are read without changing anything again.
     while let Some(offset) = refreshed.resolution.explanation_next {
-        let page = api
-            .send(
-                Method::POST,
-                &format!("{base}&dry_run=true&explain_offset={offset}"),
-                None,
-                &[],
-            )
-            .await?;
+        let offset = offset.to_string();
+        let call = refresh().query([
+            ("explain", Some("full")),
+            ("dry_run", Some("true")),
+            ("explain_offset", Some(offset.as_str())),
+        ]);
+        let page = api.send(&call, None, &[]).await?;
         let page: RefreshRunnerAnswer = decode(page.body)?;
         let more = page.resolution.explanation.unwrap_or_default();
         if more.is_empty() {

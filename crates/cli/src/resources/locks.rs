@@ -4,10 +4,9 @@
 
 use std::io::IsTerminal;
 
-use http::Method;
 use serde_json::{json, Value};
+use sortie_client::{endpoints, Call};
 
-use super::shared::group_url;
 use crate::args::{GroupCommand, Output};
 use crate::client::Api;
 use crate::exit::CliError;
@@ -42,7 +41,11 @@ pub async fn group(api: &Api, command: GroupCommand, out: Output) -> Result<(), 
             "name a group, such as `acme` or `acme/payments`: the root group spans every organisation and cannot be locked".into(),
         ));
     }
-    lock(api, &group_url(group), reason.as_deref(), out).await
+    let call = match reason {
+        Some(_) => endpoints::freeze_group(group),
+        None => endpoints::unfreeze_group(group),
+    };
+    lock(api, &call, reason.as_deref(), out).await
 }
 
 /// The options of `sortie group expiry`.
@@ -64,8 +67,12 @@ async fn group_expiry(
     change: ExpiryChange,
     out: Output,
 ) -> Result<(), CliError> {
-    let url = format!("{}/expiry", group_url(group.trim_matches('/')));
-    let current = api.send(Method::GET, &url, None, &[]).await?.body;
+    let group = sortie_client::group(group);
+    let current = api
+        .send(&endpoints::get_group_expiry(group), None, &[])
+        .await?
+        .body;
+    let set = endpoints::set_group_expiry(group);
     if change.default_ttl.is_none() && change.max_ttl.is_none() {
         if change.apply_to_existing || change.dry_run {
             return Err(CliError::Usage(
@@ -86,7 +93,7 @@ async fn group_expiry(
         "dry_run": true,
     });
     if change.dry_run {
-        let answer = api.send(Method::PUT, &url, Some(&body), &[]).await?.body;
+        let answer = api.send(&set, Some(&body), &[]).await?.body;
         return emit(&answer, out, || {
             format!(
                 "{}{}",
@@ -96,7 +103,7 @@ async fn group_expiry(
         });
     }
     if change.apply_to_existing {
-        let preview = api.send(Method::PUT, &url, Some(&body), &[]).await?.body;
+        let preview = api.send(&set, Some(&body), &[]).await?.body;
         let sooner = preview["change"]["sooner"].as_u64().unwrap_or(0);
         if sooner > 0 && !change.yes {
             let what = change_text(&preview["change"], true);
@@ -116,7 +123,7 @@ async fn group_expiry(
         }
     }
     body["dry_run"] = Value::Bool(false);
-    let answer = api.send(Method::PUT, &url, Some(&body), &[]).await?.body;
+    let answer = api.send(&set, Some(&body), &[]).await?.body;
     emit(&answer, out, || {
         format!(
             "{}{}",
@@ -220,36 +227,30 @@ fn change_text(change: &Value, dry_run: bool) -> String {
     text
 }
 
-/// Locks (with a reason) or unlocks the environment or group whose URL, up to its `/-`,
-/// is `base`, and says what it did.
+/// Locks (with a reason) or unlocks an environment or a group by `call` (its `lock` or
+/// `unlock` endpoint), and says what it did.
 pub(super) async fn lock(
     api: &Api,
-    base: &str,
+    call: &Call,
     reason: Option<&str>,
     out: Output,
 ) -> Result<(), CliError> {
     let answer = match reason {
         Some(reason) => {
             let body = json!({ "reason": reason });
-            api.send(Method::POST, &format!("{base}/lock"), Some(&body), &[])
-                .await?
+            api.send(call, Some(&body), &[]).await?
         }
-        None => {
-            api.send(Method::POST, &format!("{base}/unlock"), None, &[])
-                .await?
-        }
+        None => api.send(call, None, &[]).await?,
     };
     let body = answer.body;
     emit(&body, out, || lock_text(&body))
 }
 
-/// Extends the environment whose URL, up to its `/-`, is `base` by `by`, and prints its
-/// new end.
-pub(super) async fn extend(api: &Api, base: &str, by: &str, out: Output) -> Result<(), CliError> {
+/// Extends an environment by `by` (`call` is its `extend` endpoint), and prints its new
+/// end.
+pub(super) async fn extend(api: &Api, call: &Call, by: &str, out: Output) -> Result<(), CliError> {
     let body = json!({ "by": by });
-    let answer = api
-        .send(Method::POST, &format!("{base}/extend"), Some(&body), &[])
-        .await?;
+    let answer = api.send(call, Some(&body), &[]).await?;
     let body = answer.body;
     emit(&body, out, || {
         format!(

@@ -1,12 +1,12 @@
 //! `sortie members grant|revoke|list` and the membership table.
 
-use http::Method;
 use serde_json::{json, Value};
 use sortie_api::model::MembershipList;
+use sortie_client::endpoints;
 use sortie_core::Grantee;
 use sortie_store::MembershipRecord;
 
-use super::shared::{enc, group_url, json_word, shown_group};
+use super::shared::{json_word, shown_group};
 use crate::args::{MembersCommand, Output};
 use crate::client::{decode, Api};
 use crate::exit::CliError;
@@ -47,15 +47,17 @@ pub async fn members(api: &Api, command: MembersCommand, out: Output) -> Result<
             };
             let body = json!({"role": role, "grantee": grantee});
             let raw: Value = api
-                .post(&format!("{}/memberships", group_url(&group)), &body)
+                .post(
+                    &endpoints::grant_membership(sortie_client::group(&group)),
+                    &body,
+                )
                 .await?;
             let record: MembershipRecord = decode(raw.clone())?;
             emit(&raw, out, || membership_table(&[record]))
         }
         MembersCommand::Revoke { group, id } => {
             api.send(
-                Method::DELETE,
-                &format!("{}/memberships/{}", group_url(&group), enc(&id)),
+                &endpoints::revoke_membership(sortie_client::group(&group), &id),
                 None,
                 &[],
             )
@@ -77,8 +79,7 @@ pub async fn members(api: &Api, command: MembersCommand, out: Output) -> Result<
         MembersCommand::List { group } => {
             let answer = api
                 .send(
-                    Method::GET,
-                    &format!("{}/memberships", group_url(&group)),
+                    &endpoints::list_memberships(sortie_client::group(&group)),
                     None,
                     &[],
                 )

@@ -26,7 +26,7 @@ pub use locks::group;
 pub use members::members;
 pub use notify::notify;
 pub use runners::runner;
-pub(crate) use shared::env_url;
+pub(crate) use shared::env_param;
 pub use vcs::vcs;
 
 use crate::args::{
@@ -108,9 +108,9 @@ pub async fn delete(api: &Api, resource: DeleteResource, out: Output) -> Result<
 #[cfg(test)]
 mod tests {
     use super::environments::split_env;
-    use super::runners::runner_url;
     use super::shared::split_last;
     use super::*;
+    use sortie_client::endpoints;
 
     #[test]
     fn ids_split_at_their_last_slash_and_the_root_is_spelled_dash() {
@@ -119,12 +119,20 @@ mod tests {
             ("acme/payments", "fargate")
         );
         assert_eq!(split_last("shared"), ("", "shared"));
-        assert_eq!(runner_url("", "shared"), "/v1/groups/-/-/runners/shared");
+        let (group, name) = split_last("shared");
         assert_eq!(
-            runner_url("acme/payments", "r 1"),
+            endpoints::get_runner(sortie_client::group(group), name).path,
+            "/v1/groups/-/-/runners/shared"
+        );
+        let (group, name) = split_last("acme/payments/r 1");
+        assert_eq!(
+            endpoints::get_runner(sortie_client::group(group), name).path,
             "/v1/groups/acme%2Fpayments/-/runners/r%201"
         );
-        assert_eq!(env_url("acme/prod"), "/v1/environments/acme%2Fprod");
+        assert_eq!(
+            endpoints::get_environment(env_param("/acme/prod/")).path,
+            "/v1/environments/acme%2Fprod"
+        );
         assert!(split_env("prod").is_err());
     }
 }

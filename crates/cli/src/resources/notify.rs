@@ -3,23 +3,24 @@
 
 use std::io::Read;
 
-use http::Method;
 use serde_json::{json, Value};
 use sortie_api::model::{
     DeliveryAttempt, DeliveryList, Destination, DestinationList, DestinationType,
 };
+use sortie_client::{endpoints, Call};
 use sortie_store::{DeliveryRecord, DeliveryState};
 
-use super::shared::{changed_meanwhile, enc, group_url, if_match, shown_group, split_last};
+use super::shared::{changed_meanwhile, if_match, shown_group, split_last};
 use crate::args::{DestinationArgs, NotifyCommand, Output};
 use crate::client::{decode, Api};
 use crate::exit::CliError;
 use crate::output::{details, emit, table, when};
 
-/// `…/notifications/<name>` of destination `GROUP/NAME`.
-fn destination_url(destination: &str) -> String {
+/// The call `endpoint` (one of a destination's, taking its group and name) makes of
+/// destination `GROUP/NAME`.
+fn on_destination(endpoint: fn(&str, &str) -> Call, destination: &str) -> Call {
     let (group, name) = split_last(destination);
-    format!("{}/notifications/{}", group_url(group), enc(name))
+    endpoint(sortie_client::group(group), name)
 }
 
 /// A Slack webhook's URL from `path` (`-`: standard input), trimmed.
@@ -183,8 +184,7 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
             let group = group.trim_matches('/');
             let answer = api
                 .send(
-                    Method::GET,
-                    &format!("{}/notifications", group_url(group)),
+                    &endpoints::list_notifications(sortie_client::group(group)),
                     None,
                     &[],
                 )
@@ -229,7 +229,11 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
         }
         NotifyCommand::Get { destination } => {
             let answer = api
-                .send(Method::GET, &destination_url(&destination), None, &[])
+                .send(
+                    &on_destination(endpoints::get_notification, &destination),
+                    None,
+                    &[],
+                )
                 .await?;
             let d: Destination = decode(answer.body.clone())?;
             emit(&answer.body, out, || destination_text(&d))
@@ -238,8 +242,7 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
             let body = body(&spec, None)?;
             let answer = api
                 .send(
-                    Method::POST,
-                    &destination_url(&destination),
+                    &on_destination(endpoints::create_notification, &destination),
                     Some(&body),
                     &[],
                 )
@@ -255,12 +258,21 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
             })
         }
         NotifyCommand::Update { destination, spec } => {
-            let url = destination_url(&destination);
-            let current = api.send(Method::GET, &url, None, &[]).await?;
+            let current = api
+                .send(
+                    &on_destination(endpoints::get_notification, &destination),
+                    None,
+                    &[],
+                )
+                .await?;
             let read: Destination = decode(current.body.clone())?;
             let body = body(&spec, Some(&read))?;
             let answer = api
-                .send(Method::PUT, &url, Some(&body), &if_match(&current))
+                .send(
+                    &on_destination(endpoints::update_notification, &destination),
+                    Some(&body),
+                    &if_match(&current),
+                )
                 .await
                 .map_err(|e| {
                     changed_meanwhile(
@@ -275,16 +287,19 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
             })
         }
         NotifyCommand::Delete { destination } => {
-            api.send(Method::DELETE, &destination_url(&destination), None, &[])
-                .await?;
+            api.send(
+                &on_destination(endpoints::delete_notification, &destination),
+                None,
+                &[],
+            )
+            .await?;
             println!("deleted {destination} and its secret");
             Ok(())
         }
         NotifyCommand::RotateSecret { destination } => {
             let answer = api
                 .send(
-                    Method::POST,
-                    &format!("{}/rotate-secret", destination_url(&destination)),
+                    &on_destination(endpoints::rotate_notification_secret, &destination),
                     None,
                     &[],
                 )
@@ -300,8 +315,7 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
         NotifyCommand::Deliveries { destination } => {
             let answer = api
                 .send(
-                    Method::GET,
-                    &format!("{}/deliveries", destination_url(&destination)),
+                    &on_destination(endpoints::list_notification_deliveries, &destination),
                     None,
                     &[],
                 )
@@ -348,25 +362,16 @@ pub async fn notify(api: &Api, command: NotifyCommand, out: Output) -> Result<()
             destination,
             delivery,
         } => {
-            let answer = api
-                .send(
-                    Method::POST,
-                    &format!(
-                        "{}/deliveries/{}/redeliver",
-                        destination_url(&destination),
-                        enc(&delivery)
-                    ),
-                    None,
-                    &[],
-                )
-                .await?;
+            let (group, name) = split_last(&destination);
+            let call =
+                endpoints::redeliver_notification(sortie_client::group(group), name, &delivery);
+            let answer = api.send(&call, None, &[]).await?;
             attempted(answer.body, out, &format!("redelivered to {destination}"))
         }
         NotifyCommand::Test { destination } => {
             let answer = api
                 .send(
-                    Method::POST,
-                    &format!("{}/test", destination_url(&destination)),
+                    &on_destination(endpoints::test_notification, &destination),
                     None,
                     &[],
                 )

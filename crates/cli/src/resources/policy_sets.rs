@@ -4,14 +4,12 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use http::Method;
 use serde_json::Value;
 use sortie_api::model::PolicySetList;
+use sortie_client::endpoints;
 use sortie_core::policy::PolicySet;
 
-use super::shared::{
-    changed_meanwhile, enc, group_url, if_match, or_dash, read_document, shown_group, split_last,
-};
+use super::shared::{changed_meanwhile, if_match, or_dash, read_document, shown_group, split_last};
 use crate::args::Output;
 use crate::client::{decode, Answer, Api};
 use crate::exit::CliError;
@@ -20,10 +18,6 @@ use crate::output::{emit, table};
 /// The version an answer's ETag carries (`"3"` is 3).
 fn version_of(answer: &Answer) -> Option<u64> {
     answer.etag.as_deref()?.trim_matches('"').parse().ok()
-}
-
-fn set_url(group: &str, name: &str) -> String {
-    format!("{}/policy-sets/{}", group_url(group), enc(name))
 }
 
 fn hint(e: CliError, group: &str) -> CliError {
@@ -47,8 +41,7 @@ pub(super) async fn create(
     let (content_type, text) = read_document(&file)?;
     let answer = api
         .send_raw(
-            Method::POST,
-            &set_url(group, name),
+            &endpoints::create_policy_set(sortie_client::group(group), name),
             Some((content_type, Bytes::from(text))),
             &[],
         )
@@ -64,7 +57,11 @@ pub(super) async fn create(
 pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliError> {
     let (group, name) = split_last(&id);
     let answer = api
-        .send(Method::GET, &set_url(group, name), None, &[])
+        .send(
+            &endpoints::get_policy_set(sortie_client::group(group), name),
+            None,
+            &[],
+        )
         .await
         .map_err(|e| hint(e, group))?;
     show(
@@ -78,8 +75,7 @@ pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliErr
 pub(super) async fn list(api: &Api, group: String, out: Output) -> Result<(), CliError> {
     let answer = api
         .send(
-            Method::GET,
-            &format!("{}/policy-sets", group_url(&group)),
+            &endpoints::list_policy_sets(sortie_client::group(&group)),
             None,
             &[],
         )
@@ -104,15 +100,17 @@ pub(super) async fn update(
 ) -> Result<(), CliError> {
     let (group, name) = split_last(&id);
     let (content_type, text) = read_document(&file)?;
-    let url = set_url(group, name);
     let current = api
-        .send(Method::GET, &url, None, &[])
+        .send(
+            &endpoints::get_policy_set(sortie_client::group(group), name),
+            None,
+            &[],
+        )
         .await
         .map_err(|e| hint(e, group))?;
     let answer = api
         .send_raw(
-            Method::PUT,
-            &url,
+            &endpoints::update_policy_set(sortie_client::group(group), name),
             Some((content_type, Bytes::from(text))),
             &if_match(&current),
         )
@@ -134,9 +132,13 @@ pub(super) async fn update(
 /// `sortie delete policy-set GROUP/NAME`: what was deleted, in words.
 pub(super) async fn delete(api: &Api, id: String) -> Result<String, CliError> {
     let (group, name) = split_last(&id);
-    api.send(Method::DELETE, &set_url(group, name), None, &[])
-        .await
-        .map_err(|e| hint(e, group))?;
+    api.send(
+        &endpoints::delete_policy_set(sortie_client::group(group), name),
+        None,
+        &[],
+    )
+    .await
+    .map_err(|e| hint(e, group))?;
     Ok(format!("policy set `{name}` of `{}`", shown_group(group)))
 }
 

@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use http::Method;
 use serde_json::{Map, Value};
 use sortie_api::model::RuleList;
+use sortie_client::endpoints;
 use sortie_core::{Criteria, RunnerRule};
 
-use super::shared::{enc, group_url, or_dash, read_document, shown_group, split_last};
+use super::shared::{or_dash, read_document, shown_group, split_last};
 use crate::args::Output;
 use crate::client::{decode, Api};
 use crate::exit::CliError;
@@ -56,8 +56,7 @@ pub(super) async fn create(
     };
     let answer = api
         .send(
-            Method::POST,
-            &format!("{}/rules", group_url(&scope)),
+            &endpoints::create_rule(sortie_client::group(&scope)),
             Some(&doc),
             &[],
         )
@@ -69,7 +68,11 @@ pub(super) async fn create(
 pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliError> {
     let (scope, rule) = split_last(&id);
     let answer = api
-        .send(Method::GET, &rule_url(scope, rule), None, &[])
+        .send(
+            &endpoints::get_rule(sortie_client::group(scope), rule),
+            None,
+            &[],
+        )
         .await
         .map_err(|e| rule_hint(e, scope))?;
     show_rules(&answer.body, vec![decode(answer.body.clone())?], out)
@@ -79,8 +82,7 @@ pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliErr
 pub(super) async fn list(api: &Api, scope: String, out: Output) -> Result<(), CliError> {
     let answer = api
         .send(
-            Method::GET,
-            &format!("{}/rules", group_url(&scope)),
+            &endpoints::list_rules(sortie_client::group(&scope)),
             None,
             &[],
         )
@@ -92,14 +94,14 @@ pub(super) async fn list(api: &Api, scope: String, out: Output) -> Result<(), Cl
 /// `sortie delete runner-rule SCOPE/ID`: what was deleted, in words.
 pub(super) async fn delete(api: &Api, id: String) -> Result<String, CliError> {
     let (scope, rule) = split_last(&id);
-    api.send(Method::DELETE, &rule_url(scope, rule), None, &[])
-        .await
-        .map_err(|e| rule_hint(e, scope))?;
+    api.send(
+        &endpoints::delete_rule(sortie_client::group(scope), rule),
+        None,
+        &[],
+    )
+    .await
+    .map_err(|e| rule_hint(e, scope))?;
     Ok(format!("runner rule `{rule}` at `{}`", shown_group(scope)))
-}
-
-pub(super) fn rule_url(scope: &str, id: &str) -> String {
-    format!("{}/rules/{}", group_url(scope), enc(id))
 }
 
 pub(super) fn rule_hint(e: CliError, scope: &str) -> CliError {

@@ -4,13 +4,11 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use http::Method;
 use serde_json::Value;
 use sortie_api::model::{RunnerCheckReport, RunnerList, RunnerView};
+use sortie_client::endpoints;
 
-use super::shared::{
-    changed_meanwhile, enc, group_url, if_match, json_word, or_dash, read_document, split_last,
-};
+use super::shared::{changed_meanwhile, if_match, json_word, or_dash, read_document, split_last};
 use crate::args::{Output, RunnerCommand};
 use crate::client::{decode, Api};
 use crate::exit::CliError;
@@ -27,8 +25,7 @@ pub(super) async fn create(
     let (content_type, text) = read_document(&file)?;
     let answer = api
         .send_raw(
-            Method::POST,
-            &runner_url(group, name),
+            &endpoints::create_runner(sortie_client::group(group), name),
             Some((content_type, Bytes::from(text))),
             &[],
         )
@@ -40,7 +37,11 @@ pub(super) async fn create(
 pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliError> {
     let (group, name) = split_last(&id);
     let answer = api
-        .send(Method::GET, &runner_url(group, name), None, &[])
+        .send(
+            &endpoints::get_runner(sortie_client::group(group), name),
+            None,
+            &[],
+        )
         .await
         .map_err(|e| runner_hint(e, group))?;
     show_runners(&answer.body, vec![decode(answer.body.clone())?], out)
@@ -50,8 +51,7 @@ pub(super) async fn get(api: &Api, id: String, out: Output) -> Result<(), CliErr
 pub(super) async fn list(api: &Api, group: String, out: Output) -> Result<(), CliError> {
     let answer = api
         .send(
-            Method::GET,
-            &format!("{}/runners", group_url(&group)),
+            &endpoints::list_runners(sortie_client::group(&group)),
             None,
             &[],
         )
@@ -88,16 +88,18 @@ pub(super) async fn update(
 ) -> Result<(), CliError> {
     let (group, name) = split_last(&id);
     let (content_type, text) = read_document(&file)?;
-    let url = runner_url(group, name);
     let current = api
-        .send(Method::GET, &url, None, &[])
+        .send(
+            &endpoints::get_runner(sortie_client::group(group), name),
+            None,
+            &[],
+        )
         .await
         .map_err(|e| runner_hint(e, group))?;
     let if_match = if_match(&current);
     let answer = api
         .send_raw(
-            Method::PUT,
-            &url,
+            &endpoints::update_runner(sortie_client::group(group), name),
             Some((content_type, Bytes::from(text))),
             &if_match,
         )
@@ -115,9 +117,13 @@ pub(super) async fn update(
 /// `sortie delete runner ID`: what was deleted, in words.
 pub(super) async fn delete(api: &Api, id: String) -> Result<String, CliError> {
     let (group, name) = split_last(&id);
-    api.send(Method::DELETE, &runner_url(group, name), None, &[])
-        .await
-        .map_err(|e| runner_hint(e, group))?;
+    api.send(
+        &endpoints::delete_runner(sortie_client::group(group), name),
+        None,
+        &[],
+    )
+    .await
+    .map_err(|e| runner_hint(e, group))?;
     Ok(format!("runner `{id}`"))
 }
 
@@ -127,12 +133,10 @@ pub(super) async fn delete(api: &Api, id: String) -> Result<String, CliError> {
 pub async fn runner(api: &Api, command: RunnerCommand, out: Output) -> Result<(), CliError> {
     let RunnerCommand::Check { id, org } = command;
     let (group, name) = split_last(&id);
-    let mut url = format!("{}/check", runner_url(group, name));
-    if let Some(org) = &org {
-        url.push_str(&format!("?org={}", enc(org)));
-    }
+    let call =
+        endpoints::check_runner(sortie_client::group(group), name).query([("org", org.as_deref())]);
     let answer = api
-        .send(Method::POST, &url, None, &[])
+        .send(&call, None, &[])
         .await
         .map_err(|e| runner_hint(e, group))?;
     let report: RunnerCheckReport = decode(answer.body.clone())?;
@@ -156,10 +160,6 @@ pub async fn runner(api: &Api, command: RunnerCommand, out: Output) -> Result<()
         }
         text
     })
-}
-
-pub(super) fn runner_url(group: &str, name: &str) -> String {
-    format!("{}/runners/{}", group_url(group), enc(name))
 }
 
 pub(super) fn runner_hint(e: CliError, group: &str) -> CliError {

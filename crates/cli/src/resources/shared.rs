@@ -1,9 +1,10 @@
-//! What the resource verbs share: ids and paths, the API's URLs, the ETag read before a
-//! change, errors with what to do next, and reading a YAML or JSON document.
+//! What the resource verbs share: ids and paths, the ETag read before a change, errors
+//! with what to do next, and reading a YAML or JSON document.
 
 use std::io::Read;
 use std::path::Path;
 
+use http::header::{HeaderName, IF_MATCH};
 use serde_json::Value;
 
 use crate::client::Answer;
@@ -14,33 +15,10 @@ pub(super) fn split_last(id: &str) -> (&str, &str) {
     id.rsplit_once('/').unwrap_or(("", id))
 }
 
-/// Percent-encodes one path segment (every byte but `A-Z a-z 0-9 - . _ ~`), so a group
-/// or environment path becomes one segment (`acme%2Fpayments`): the API's canonical form.
-pub(crate) fn enc(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `/v1/groups/<group>/-`, the group percent-encoded as one segment (the form a
-/// generated client sends); the root group's parameter is `-`: `/v1/groups/-/-`.
-pub(super) fn group_url(group: &str) -> String {
-    if group.is_empty() {
-        "/v1/groups/-/-".into()
-    } else {
-        format!("/v1/groups/{}/-", enc(group))
-    }
-}
-
-/// `/v1/environments/<path>`, the path percent-encoded as one segment.
-pub(crate) fn env_url(path: &str) -> String {
-    format!("/v1/environments/{}", enc(path.trim_matches('/')))
+/// An environment path as its `{environment}` parameter: without a leading or trailing
+/// `/` (the endpoint encodes it as one segment).
+pub(crate) fn env_param(path: &str) -> &str {
+    path.trim_matches('/')
 }
 
 pub(super) fn shown_group(group: &str) -> &str {
@@ -64,11 +42,12 @@ pub(super) fn changed_meanwhile(e: CliError, what: &str, read_again: &str) -> Cl
     }
 }
 
-pub(super) fn if_match(current: &Answer) -> Vec<(&str, &str)> {
+/// `If-Match` with the ETag `current` was read with, when it had one.
+pub(super) fn if_match(current: &Answer) -> Vec<(HeaderName, &str)> {
     current
         .etag
         .as_deref()
-        .map(|etag| vec![("If-Match", etag)])
+        .map(|etag| vec![(IF_MATCH, etag)])
         .unwrap_or_default()
 }
 

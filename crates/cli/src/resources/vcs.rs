@@ -1,10 +1,9 @@
 //! `sortie vcs connect|get|disconnect github ORG`: an organisation's GitHub App connection.
 
-use http::Method;
 use serde_json::json;
 use sortie_api::routes::vcs::ConnectionView;
+use sortie_client::endpoints;
 
-use super::shared::group_url;
 use crate::args::{Output, VcsCommand};
 use crate::client::{decode, Api};
 use crate::exit::CliError;
@@ -54,8 +53,7 @@ pub async fn vcs(api: &Api, command: VcsCommand, out: Output) -> Result<(), CliE
             }
             let answer = api
                 .send(
-                    Method::PUT,
-                    &format!("{}/vcs/github", group_url(&org)),
+                    &endpoints::connect_github(sortie_client::group(&org)),
                     Some(&body),
                     &[],
                 )
@@ -71,8 +69,7 @@ pub async fn vcs(api: &Api, command: VcsCommand, out: Output) -> Result<(), CliE
         VcsCommand::Get { provider: _, org } => {
             let answer = api
                 .send(
-                    Method::GET,
-                    &format!("{}/vcs/github", group_url(&org)),
+                    &endpoints::get_github_connection(sortie_client::group(&org)),
                     None,
                     &[],
                 )
@@ -82,8 +79,7 @@ pub async fn vcs(api: &Api, command: VcsCommand, out: Output) -> Result<(), CliE
         }
         VcsCommand::Disconnect { provider: _, org } => {
             api.send(
-                Method::DELETE,
-                &format!("{}/vcs/github", group_url(&org)),
+                &endpoints::delete_github_connection(sortie_client::group(&org)),
                 None,
                 &[],
             )
