@@ -2,7 +2,7 @@
 # `make test`'s Rust tests (built by the step before, see scripts/test.sh): two groups, each against
 # its own moto server (scripts/with-moto.sh starts one per call), side by side (in turn
 # with SORTIE_TEST_SERIAL=1; see below):
-#   - the end-to-end binary, crates/cli's `e2e` (`sortie dev`, the pilot, Terraform and
+#   - the end-to-end binary, `e2e` of `tests/` (sortie-tests) (`sortie dev`, the pilot, Terraform and
 #     the doubles together: about 13 minutes on its own), then every library's unit tests
 #     (`--lib`: about 3 minutes, most of them moto-free);
 #   - every other test binary (each crate's `it`, the binaries' unit tests, the rest:

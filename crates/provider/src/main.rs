@@ -7,9 +7,11 @@
 
 mod accept;
 mod api;
+mod checks;
 mod cty;
 mod data;
 mod error;
+mod model;
 mod proto;
 mod resources;
 mod schema;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::cty::Val;
+use crate::error::Error;
 use crate::proto::tfplugin6 as pb;
 
 /// An attribute's type.
@@ -40,21 +41,6 @@ impl Ty {
     }
 }
 
-/// `map(string)`.
-pub fn string_map() -> Ty {
-    Ty::Map(Box::new(Ty::String))
-}
-
-/// `set(string)`.
-pub fn string_set() -> Ty {
-    Ty::Set(Box::new(Ty::String))
-}
-
-/// `list(string)`.
-pub fn string_list() -> Ty {
-    Ty::List(Box::new(Ty::String))
-}
-
 /// How an attribute is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -67,6 +53,10 @@ pub enum Mode {
     /// Only Sortie sets it.
     Computed,
 }
+
+/// A check of a string attribute's known value: why it is wrong, or `Ok` (the checks are
+/// sortie-core's rules, in `crate::checks`).
+pub type Check = fn(&str) -> Result<(), String>;
 
 /// One attribute.
 #[derive(Debug, Clone)]
@@ -85,6 +75,8 @@ pub struct Attr {
     pub volatile: bool,
     /// What it is.
     pub description: &'static str,
+    /// Checks its value at validation, before the API sees it.
+    pub check: Option<Check>,
 }
 
 /// An attribute, `mode` and described; refine with the builder methods.
@@ -97,6 +89,7 @@ pub fn attr(name: &'static str, ty: Ty, mode: Mode, description: &'static str) -
         force_new: false,
         volatile: false,
         description,
+        check: None,
     }
 }
 
@@ -116,6 +109,12 @@ impl Attr {
     /// Marks it as changed by every update.
     pub fn volatile(mut self) -> Self {
         self.volatile = true;
+        self
+    }
+
+    /// Checks its value with `check` at validation.
+    pub fn check(mut self, check: Check) -> Self {
+        self.check = Some(check);
         self
     }
 }
@@ -176,6 +175,29 @@ impl Block {
             description_kind: 0,
             deprecated: false,
         }
+    }
+
+    /// Runs every attribute's check on its value in `config` (a JSON object conformed to
+    /// the block): the first failure, on the attribute (dotted through nested blocks).
+    pub fn check(&self, config: &Value) -> Result<(), Error> {
+        self.check_at("", config)
+    }
+
+    fn check_at(&self, prefix: &str, config: &Value) -> Result<(), Error> {
+        for a in &self.attrs {
+            let (Some(check), Some(value)) = (a.check, config[a.name].as_str()) else {
+                continue;
+            };
+            check(value).map_err(|problem| Error::Invalid {
+                attribute: format!("{prefix}{}", a.name),
+                problem,
+            })?;
+        }
+        for n in &self.blocks {
+            n.block
+                .check_at(&format!("{prefix}{}.", n.name), &config[n.name])?;
+        }
+        Ok(())
     }
 
     /// The schema (version 0) in the protocol's form.
@@ -333,7 +355,12 @@ mod tests {
             attrs: vec![
                 attr("id", Ty::String, Mode::Computed, "id"),
                 attr("name", Ty::String, Mode::Required, "name").force_new(),
-                attr("labels", string_map(), Mode::Optional, "labels"),
+                attr(
+                    "labels",
+                    Ty::Map(Box::new(Ty::String)),
+                    Mode::Optional,
+                    "labels",
+                ),
                 attr("timeout", Ty::Number, Mode::OptionalComputed, "t"),
                 attr("version", Ty::Number, Mode::Computed, "v").volatile(),
             ],

@@ -9,11 +9,10 @@ use tonic::{Request, Response, Status};
 
 use crate::api::Api;
 use crate::cty::{self, Val};
-use crate::data::DataKind;
 use crate::error::{error, Error};
 use crate::proto::tfplugin6 as pb;
 use crate::proto::tfplugin6::provider_server::Provider;
-use crate::resources::Kind;
+use crate::resources::DynResource;
 use crate::schema::{attr, path, Block, Mode, Ty};
 
 /// The provider: its API client once configured.
@@ -140,8 +139,8 @@ impl SortieProvider {
             .ok_or_else(|| Error::Config("the provider was not configured".into()))
     }
 
-    fn kind(name: &str) -> Result<Kind, Status> {
-        Kind::of(name)
+    fn resource(name: &str) -> Result<&'static dyn DynResource, Status> {
+        crate::resources::find(name)
             .ok_or_else(|| Status::invalid_argument(format!("unknown resource type {name}")))
     }
 
@@ -149,8 +148,9 @@ impl SortieProvider {
         &self,
         r: pb::plan_resource_change::Request,
     ) -> Result<pb::plan_resource_change::Response, Error> {
-        let kind = Self::kind(&r.type_name).map_err(|s| Error::Value(s.message().to_string()))?;
-        let block = kind.block();
+        let resource =
+            Self::resource(&r.type_name).map_err(|s| Error::Value(s.message().to_string()))?;
+        let block = resource.schema();
         let prior = decoded(&r.prior_state, &block)?;
         let config = decoded(&r.config, &block)?;
         if config.is_null() {
@@ -161,7 +161,7 @@ impl SortieProvider {
             });
         }
         if !config.has_unknown() {
-            kind.validate(&config.to_json())?;
+            resource.validate(&config.to_json())?;
         }
         let planned = block.plan(&config, &prior);
         let replace = block.requires_replace(&prior, &planned);
@@ -178,19 +178,21 @@ impl SortieProvider {
     }
 
     async fn apply(&self, r: &pb::apply_resource_change::Request) -> Result<Val, Error> {
-        let kind = Self::kind(&r.type_name).map_err(|s| Error::Value(s.message().to_string()))?;
-        let block = kind.block();
+        let resource =
+            Self::resource(&r.type_name).map_err(|s| Error::Value(s.message().to_string()))?;
+        let block = resource.schema();
         let prior = decoded(&r.prior_state, &block)?;
         let planned = decoded(&r.planned_state, &block)?;
         let api = self.api()?;
         if planned.is_null() {
-            kind.delete(api, &prior.to_json()).await?;
+            resource.delete(api, &prior.to_json()).await?;
             return Ok(Val::Null);
         }
         let answer = if prior.is_null() {
-            kind.create(api, &planned.to_json()).await?
+            resource.create(api, &planned.to_json()).await?
         } else {
-            kind.update(api, &prior.to_json(), &planned.to_json())
+            resource
+                .update(api, &prior.to_json(), &planned.to_json())
                 .await?
         };
         Ok(block.settle(&block.conform(&Val::from_json(&answer)), &planned))
@@ -214,9 +216,9 @@ fn configuration_diagnostics(e: &Error) -> Vec<pb::Diagnostic> {
     }
 }
 
-fn diag_of(kind: Option<Kind>, e: &Error) -> Vec<pb::Diagnostic> {
-    match kind {
-        Some(k) => e.diagnostics(&|p| k.attribute_of(p)),
+fn diag_of(resource: Option<&dyn DynResource>, e: &Error) -> Vec<pb::Diagnostic> {
+    match resource {
+        Some(r) => e.diagnostics(&|p| r.attribute_of(p)),
         None => one_ref(e),
     }
 }
@@ -233,13 +235,13 @@ impl Provider for SortieProvider {
     ) -> Result<Response<pb::get_provider_schema::Response>, Status> {
         Ok(Response::new(pb::get_provider_schema::Response {
             provider: Some(provider_block().schema()),
-            resource_schemas: Kind::ALL
+            resource_schemas: crate::resources::registry()
                 .iter()
-                .map(|k| (k.name().to_string(), k.block().schema()))
+                .map(|r| (r.type_name().to_string(), r.schema().schema()))
                 .collect(),
-            data_source_schemas: DataKind::ALL
+            data_source_schemas: crate::data::registry()
                 .iter()
-                .map(|k| (k.name().to_string(), k.block().schema()))
+                .map(|d| (d.type_name().to_string(), d.schema().schema()))
                 .collect(),
             server_capabilities: Some(pb::ServerCapabilities {
                 plan_destroy: true,
@@ -267,12 +269,12 @@ impl Provider for SortieProvider {
         r: Request<pb::validate_resource_config::Request>,
     ) -> Result<Response<pb::validate_resource_config::Response>, Status> {
         let r = r.into_inner();
-        let kind = Self::kind(&r.type_name)?;
-        let diagnostics = match decoded(&r.config, &kind.block()) {
-            Ok(c) if !c.has_unknown() => kind
+        let resource = Self::resource(&r.type_name)?;
+        let diagnostics = match decoded(&r.config, &resource.schema()) {
+            Ok(c) if !c.has_unknown() => resource
                 .validate(&c.to_json())
                 .err()
-                .map(|e| diag_of(Some(kind), &e))
+                .map(|e| diag_of(Some(resource), &e))
                 .unwrap_or_default(),
             Ok(_) => Vec::new(),
             Err(e) => one(e),
@@ -294,10 +296,10 @@ impl Provider for SortieProvider {
         r: Request<pb::upgrade_resource_state::Request>,
     ) -> Result<Response<pb::upgrade_resource_state::Response>, Status> {
         let r = r.into_inner();
-        let kind = Self::kind(&r.type_name)?;
+        let resource = Self::resource(&r.type_name)?;
         let json = r.raw_state.map(|s| s.json).unwrap_or_default();
         let state = match serde_json::from_slice::<Value>(&json) {
-            Ok(v) => kind.block().conform(&Val::from_json(&v)),
+            Ok(v) => resource.schema().conform(&Val::from_json(&v)),
             Err(e) => {
                 return Ok(Response::new(pb::upgrade_resource_state::Response {
                     diagnostics: one(Error::Value(format!("the stored state is not JSON: {e}"))),
@@ -333,11 +335,11 @@ impl Provider for SortieProvider {
         r: Request<pb::read_resource::Request>,
     ) -> Result<Response<pb::read_resource::Response>, Status> {
         let r = r.into_inner();
-        let kind = Self::kind(&r.type_name)?;
-        let block = kind.block();
+        let resource = Self::resource(&r.type_name)?;
+        let block = resource.schema();
         let read = async {
             let prior = decoded(&r.current_state, &block)?;
-            let now = kind.read(self.api()?, &prior.to_json()).await?;
+            let now = resource.read(self.api()?, &prior.to_json()).await?;
             Ok::<_, Error>(match now {
                 // Gone: a null state plans a re-creation.
                 None => Val::Null,
@@ -352,7 +354,7 @@ impl Provider for SortieProvider {
             },
             Err(e) => pb::read_resource::Response {
                 new_state: r.current_state,
-                diagnostics: diag_of(Some(kind), &e),
+                diagnostics: diag_of(Some(resource), &e),
                 private: r.private,
                 ..Default::default()
             },
@@ -364,11 +366,11 @@ impl Provider for SortieProvider {
         r: Request<pb::plan_resource_change::Request>,
     ) -> Result<Response<pb::plan_resource_change::Response>, Status> {
         let r = r.into_inner();
-        let kind = Kind::of(&r.type_name);
+        let resource = crate::resources::find(&r.type_name);
         Ok(Response::new(match self.plan(r).await {
             Ok(answer) => answer,
             Err(e) => pb::plan_resource_change::Response {
-                diagnostics: diag_of(kind, &e),
+                diagnostics: diag_of(resource, &e),
                 ..Default::default()
             },
         }))
@@ -379,7 +381,7 @@ impl Provider for SortieProvider {
         r: Request<pb::apply_resource_change::Request>,
     ) -> Result<Response<pb::apply_resource_change::Response>, Status> {
         let r = r.into_inner();
-        let kind = Kind::of(&r.type_name);
+        let resource = crate::resources::find(&r.type_name);
         Ok(Response::new(match self.apply(&r).await {
             Ok(state) => pb::apply_resource_change::Response {
                 new_state: dv(&state),
@@ -388,7 +390,7 @@ impl Provider for SortieProvider {
             Err(e) => pb::apply_resource_change::Response {
                 // Nothing changed: the prior state stands.
                 new_state: r.prior_state,
-                diagnostics: diag_of(kind, &e),
+                diagnostics: diag_of(resource, &e),
                 ..Default::default()
             },
         }))
@@ -399,17 +401,17 @@ impl Provider for SortieProvider {
         r: Request<pb::import_resource_state::Request>,
     ) -> Result<Response<pb::import_resource_state::Response>, Status> {
         let r = r.into_inner();
-        let kind = Self::kind(&r.type_name)?;
-        let block = kind.block();
+        let resource = Self::resource(&r.type_name)?;
+        let block = resource.schema();
         let import = async {
-            let start = kind.import_state(&r.id)?;
-            let found = kind
+            let start = resource.import_state(&r.id)?;
+            let found = resource
                 .read(self.api()?, &start)
                 .await?
                 .ok_or_else(|| Error::Api {
                     status: 404,
                     code: "not_found".into(),
-                    message: format!("{} `{}` was not found", kind.name(), r.id),
+                    message: format!("{} `{}` was not found", resource.type_name(), r.id),
                     fields: Vec::new(),
                 })?;
             // Settled against nothing: an optional attribute the API answers empty is
@@ -426,7 +428,7 @@ impl Provider for SortieProvider {
                 ..Default::default()
             },
             Err(e) => pb::import_resource_state::Response {
-                diagnostics: diag_of(Some(kind), &e),
+                diagnostics: diag_of(Some(resource), &e),
                 ..Default::default()
             },
         }))
@@ -437,13 +439,13 @@ impl Provider for SortieProvider {
         r: Request<pb::read_data_source::Request>,
     ) -> Result<Response<pb::read_data_source::Response>, Status> {
         let r = r.into_inner();
-        let kind = DataKind::of(&r.type_name).ok_or_else(|| {
+        let source = crate::data::find(&r.type_name).ok_or_else(|| {
             Status::invalid_argument(format!("unknown data source {}", r.type_name))
         })?;
-        let block = kind.block();
+        let block = source.schema();
         let read = async {
             let config = decoded(&r.config, &block)?;
-            let v = kind.read(self.api()?, &config.to_json()).await?;
+            let v = source.read(self.api()?, &config.to_json()).await?;
             Ok::<_, Error>(block.conform(&Val::from_json(&v)))
         };
         Ok(Response::new(match read.await {

@@ -2,63 +2,75 @@
 
 use serde_json::{json, Value};
 
-use super::text;
+use super::{text, Resource};
 use crate::api::Api;
+use crate::checks;
 use crate::error::Error;
-use crate::schema::{attr, Block, Mode, Ty};
+use crate::model::{field, model};
 use sortie_client::endpoints;
 
-/// Its schema: the API has no update of a pool, so every setting replaces it.
-pub fn block() -> Block {
-    use Mode::*;
-    Block {
-        attrs: vec![
-            attr("id", Ty::String, Computed, "The pool's id (`apool-…`)."),
-            attr("group", Ty::String, Required, "The owner group (its runners may use the pool).").force_new(),
-            attr("name", Ty::String, Required, "The pool's name.").force_new(),
-            attr("description", Ty::String, Optional, "Free text.").force_new(),
-            attr("token", Ty::String, Computed, "The first agent token: shown once by the API, kept in state (null after an import).").sensitive(),
-            attr("token_id", Ty::String, Computed, "The first token's id."),
-        ],
-        blocks: vec![],
-        description: "A Sortie agent pool.",
+model! {
+    /// Its attributes: the API has no update of a pool, so every setting replaces it.
+    pub struct AgentPoolModel ("A Sortie agent pool.") {
+        id: String [Computed] "The pool's id (`apool-…`).",
+        group: String [Required, force_new, check(checks::owner_group)] "The owner group (its runners may use the pool).",
+        name: String [Required, force_new, check(checks::segment)] "The pool's name.",
+        description: String [Optional, force_new] "Free text.",
+        token: String [Computed, sensitive] "The first agent token: shown once by the API, kept in state (null after an import).",
+        token_id: String [Computed] "The first token's id.",
     }
 }
 
-fn state_of(view: &Value, token: &Value, token_id: &Value) -> Value {
-    json!({
-        "id": view["id"],
-        "group": view["group"],
-        "name": view["name"],
-        "description": view["description"],
-        "token": token,
-        "token_id": token_id,
-    })
-}
+/// `sortie_agent_pool`.
+pub struct AgentPoolResource;
 
-/// Creates it, with its first token.
-pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
-    let mut b = json!({ "group": planned["group"], "name": planned["name"] });
-    if !planned["description"].is_null() {
-        b["description"] = planned["description"].clone();
+/// The API's pool as state, with the first token `kept` (the API shows it only at create).
+fn state_of(view: &Value, kept: &AgentPoolModel) -> AgentPoolModel {
+    AgentPoolModel {
+        id: field(&view["id"]),
+        group: field(&view["group"]),
+        name: field(&view["name"]),
+        description: field(&view["description"]),
+        token: kept.token.clone(),
+        token_id: kept.token_id.clone(),
     }
-    let a = api
-        .send(&endpoints::create_agent_pool(), Some(&b), None)
-        .await?;
-    Ok(state_of(&a.body, &a.body["token"], &a.body["token_id"]))
 }
 
-/// Reads it; the token is the state's own (the API never shows it again).
-pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let a = api
-        .get(&endpoints::get_agent_pool(text(state, "id")))
-        .await?;
-    Ok(state_of(&a.body, &state["token"], &state["token_id"]))
-}
+#[tonic::async_trait]
+impl Resource for AgentPoolResource {
+    type Model = AgentPoolModel;
 
-/// Deletes it.
-pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(&endpoints::delete_agent_pool(text(state, "id")), None, None)
-        .await?;
-    Ok(())
+    fn type_name(&self) -> &'static str {
+        "sortie_agent_pool"
+    }
+
+    /// Creates it, with its first token.
+    async fn create(&self, api: &Api, planned: &AgentPoolModel) -> Result<AgentPoolModel, Error> {
+        let mut b = json!({ "group": planned.group, "name": planned.name });
+        if let Some(description) = &planned.description {
+            b["description"] = json!(description);
+        }
+        let a = api
+            .send(&endpoints::create_agent_pool(), Some(&b), None)
+            .await?;
+        let first = AgentPoolModel {
+            token: field(&a.body["token"]),
+            token_id: field(&a.body["token_id"]),
+            ..Default::default()
+        };
+        Ok(state_of(&a.body, &first))
+    }
+
+    /// Reads it; the token is the state's own (the API never shows it again).
+    async fn read(&self, api: &Api, state: &AgentPoolModel) -> Result<AgentPoolModel, Error> {
+        let a = api.get(&endpoints::get_agent_pool(text(&state.id))).await?;
+        Ok(state_of(&a.body, state))
+    }
+
+    /// Deletes it.
+    async fn delete(&self, api: &Api, state: &AgentPoolModel) -> Result<(), Error> {
+        api.send(&endpoints::delete_agent_pool(text(&state.id)), None, None)
+            .await?;
+        Ok(())
+    }
 }

@@ -3,140 +3,97 @@
 //! to the API, which keeps them in Secrets Manager and never shows them again: the state
 //! keeps the configuration's (sensitive), and they are null after an import.
 
-use serde_json::{json, Value};
+use serde_json::{json, Number, Value};
 
-use super::text;
+use super::{text, Resource};
 use crate::api::Api;
+use crate::checks;
 use crate::error::Error;
-use crate::schema::{attr, Block, Mode, Ty};
+use crate::model::{field, model};
 use sortie_client::endpoints;
 
-/// Its schema.
-pub fn block() -> Block {
-    use Mode::*;
-    Block {
-        attrs: vec![
-            attr("id", Ty::String, Computed, "The organisation."),
-            attr(
-                "org",
-                Ty::String,
-                Required,
-                "The organisation it serves (a top-level group).",
-            )
-            .force_new(),
-            attr("app_id", Ty::Number, Required, "The GitHub App's id."),
-            attr(
-                "api_url",
-                Ty::String,
-                OptionalComputed,
-                "GitHub's REST API: `https://api.github.com` (the default), or a GitHub Enterprise Server's `https://<host>/api/v3`.",
-            ),
-            attr(
-                "private_key",
-                Ty::String,
-                Required,
-                "The App's private key (PEM). Kept by Sortie in Secrets Manager, never shown again; the state holds the configuration's.",
-            )
-            .sensitive(),
-            attr(
-                "webhook_secret",
-                Ty::String,
-                Required,
-                "The App's webhook secret. Kept by Sortie in Secrets Manager, never shown again.",
-            )
-            .sensitive(),
-            attr(
-                "webhook_url",
-                Ty::String,
-                Computed,
-                "Where GitHub must deliver the App's webhooks (the App's webhook URL).",
-            ),
-            attr(
-                "issuer",
-                Ty::String,
-                Computed,
-                "The issuer of the App's users: a `sortie_membership` of this issuer and subject `<login>` gives a GitHub user a role.",
-            ),
-            attr(
-                "created_by",
-                Ty::String,
-                Computed,
-                "Who connected it last.",
-            )
-            .volatile(),
-        ],
-        blocks: vec![],
-        description: "An organisation's connection to GitHub through a GitHub App: Sortie plans its repositories' pull requests (see `vcs` on `sortie_environment`).",
+model! {
+    /// Its attributes.
+    pub struct GithubConnectionModel ("An organisation's connection to GitHub through a GitHub App: Sortie plans its repositories' pull requests (see `vcs` on `sortie_environment`).") {
+        id: String [Computed] "The organisation.",
+        org: String [Required, force_new, check(checks::org)] "The organisation it serves (a top-level group).",
+        app_id: Number [Required] "The GitHub App's id.",
+        api_url: String [OptionalComputed] "GitHub's REST API: `https://api.github.com` (the default), or a GitHub Enterprise Server's `https://<host>/api/v3`.",
+        private_key: String [Required, sensitive] "The App's private key (PEM). Kept by Sortie in Secrets Manager, never shown again; the state holds the configuration's.",
+        webhook_secret: String [Required, sensitive] "The App's webhook secret. Kept by Sortie in Secrets Manager, never shown again.",
+        webhook_url: String [Computed] "Where GitHub must deliver the App's webhooks (the App's webhook URL).",
+        issuer: String [Computed] "The issuer of the App's users: a `sortie_membership` of this issuer and subject `<login>` gives a GitHub user a role.",
+        created_by: String [Computed, volatile] "Who connected it last.",
     }
 }
 
-fn org(value: &str) -> &str {
-    sortie_client::group(value)
-}
+/// `sortie_github_connection`.
+pub struct GithubConnectionResource;
+
+type Model = GithubConnectionModel;
 
 /// The API's view as state; the key and the secret are `secrets`' (the API never shows
 /// them).
-fn state_of(view: &Value, secrets: &Value) -> Value {
-    json!({
-        "id": view["org"],
-        "org": view["org"],
-        "app_id": view["app_id"],
-        "api_url": view["api_url"],
-        "private_key": secrets["private_key"],
-        "webhook_secret": secrets["webhook_secret"],
-        "webhook_url": view["webhook_url"],
-        "issuer": view["issuer"],
-        "created_by": view["created_by"],
-    })
+fn state_of(view: &Value, secrets: &Model) -> Model {
+    Model {
+        id: field(&view["org"]),
+        org: field(&view["org"]),
+        app_id: field(&view["app_id"]),
+        api_url: field(&view["api_url"]),
+        private_key: secrets.private_key.clone(),
+        webhook_secret: secrets.webhook_secret.clone(),
+        webhook_url: field(&view["webhook_url"]),
+        issuer: field(&view["issuer"]),
+        created_by: field(&view["created_by"]),
+    }
 }
 
-/// Connects the organisation (replacing a connection it had: the API's `PUT`).
-async fn put(api: &Api, planned: &Value) -> Result<Value, Error> {
+/// Connects the organisation (replacing a connection it had: the API's `PUT`), storing
+/// the key and the secret anew.
+async fn put(api: &Api, planned: &Model) -> Result<Model, Error> {
     let mut body = json!({
-        "app_id": planned["app_id"],
-        "private_key": planned["private_key"],
-        "webhook_secret": planned["webhook_secret"],
+        "app_id": planned.app_id,
+        "private_key": planned.private_key,
+        "webhook_secret": planned.webhook_secret,
     });
-    if !planned["api_url"].is_null() {
-        body["api_url"] = planned["api_url"].clone();
+    if let Some(api_url) = &planned.api_url {
+        body["api_url"] = json!(api_url);
     }
+    let org = sortie_client::group(text(&planned.org));
     let answer = api
-        .send(
-            &endpoints::connect_github(org(text(planned, "org"))),
-            Some(&body),
-            None,
-        )
+        .send(&endpoints::connect_github(org), Some(&body), None)
         .await?;
     Ok(state_of(&answer.body, planned))
 }
 
-/// Creates it.
-pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
-    put(api, planned).await
-}
+#[tonic::async_trait]
+impl Resource for GithubConnectionResource {
+    type Model = Model;
 
-/// Reads it; the key and the secret are the state's own.
-pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    Ok(state_of(
-        &api.get(&endpoints::get_github_connection(org(text(state, "id"))))
-            .await?
-            .body,
-        state,
-    ))
-}
+    fn type_name(&self) -> &'static str {
+        "sortie_github_connection"
+    }
 
-/// Updates it: the API replaces the connection, storing the key and the secret anew.
-pub async fn update(api: &Api, _prior: &Value, planned: &Value) -> Result<Value, Error> {
-    put(api, planned).await
-}
+    async fn create(&self, api: &Api, planned: &Model) -> Result<Model, Error> {
+        put(api, planned).await
+    }
 
-/// Deletes it (its secrets go with it).
-pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(
-        &endpoints::delete_github_connection(org(text(state, "id"))),
-        None,
-        None,
-    )
-    .await?;
-    Ok(())
+    /// Reads it; the key and the secret are the state's own.
+    async fn read(&self, api: &Api, state: &Model) -> Result<Model, Error> {
+        let org = sortie_client::group(text(&state.id));
+        let a = api.get(&endpoints::get_github_connection(org)).await?;
+        Ok(state_of(&a.body, state))
+    }
+
+    async fn update(&self, api: &Api, _prior: &Model, planned: &Model) -> Result<Model, Error> {
+        put(api, planned).await
+    }
+
+    /// Deletes it (its secrets go with it).
+    async fn delete(&self, api: &Api, state: &Model) -> Result<(), Error> {
+        let org = sortie_client::group(text(&state.id));
+        api.send(&endpoints::delete_github_connection(org), None, None)
+            .await?;
+        Ok(())
+    }
 }

@@ -3,96 +3,62 @@
 //! attribute replaces it; it has no single-membership read, so a read lists the group's.
 
 use serde_json::{json, Value};
+use sortie_core::{Grantee, Problems};
 
-use super::text;
+use super::{split_id, text, Resource};
 use crate::api::Api;
+use crate::checks;
 use crate::error::Error;
-use crate::schema::{attr, Block, Mode, Ty};
+use crate::model::{field, model};
 use sortie_client::endpoints;
 
 /// How many memberships a read looks through (the API lists one group's, unpaged).
 const READ_LIMIT: usize = 10_000;
 
-/// Its schema: the grantee is flat (`subject`, or `claim` and `pattern`), every setting
-/// force-new.
-pub fn block() -> Block {
-    use Mode::*;
-    Block {
-        attrs: vec![
-            attr("id", Ty::String, Computed, "`<group>/<membership_id>`."),
-            attr(
-                "membership_id",
-                Ty::String,
-                Computed,
-                "The membership's id from the API.",
-            ),
-            attr(
-                "group",
-                Ty::String,
-                Required,
-                "The group the role is granted on (and inherited below); `\"\"` is the root group.",
-            )
-            .force_new(),
-            attr(
-                "role",
-                Ty::String,
-                Required,
-                "`viewer`, `deployer`, `maintainer` or `owner`.",
-            )
-            .force_new(),
-            attr(
-                "subject",
-                Ty::String,
-                Optional,
-                "The one subject (`sub`) granted; set this or `claim` and `pattern`.",
-            )
-            .force_new(),
-            attr(
-                "claim",
-                Ty::String,
-                Optional,
-                "The claim matched by `pattern` (with `pattern`, instead of `subject`).",
-            )
-            .force_new(),
-            attr(
-                "pattern",
-                Ty::String,
-                Optional,
-                "A glob over the claim's value; `*` matches any run of characters, `/` included.",
-            )
-            .force_new(),
-            attr(
-                "issuer",
-                Ty::String,
-                Optional,
-                "Only tokens from this issuer; any issuer when unset.",
-            )
-            .force_new(),
-            attr("granted_by", Ty::String, Computed, "Who granted it."),
-        ],
-        blocks: vec![],
-        description: "A Sortie membership: a role on a group.",
+model! {
+    /// Its attributes: the grantee is flat (`subject`, or `claim` and `pattern`), every
+    /// setting force-new.
+    pub struct MembershipModel ("A Sortie membership: a role on a group.") {
+        id: String [Computed] "`<group>/<membership_id>`.",
+        membership_id: String [Computed] "The membership's id from the API.",
+        group: String [Required, force_new, check(checks::url_group)] "The group the role is granted on (and inherited below); `\"\"` is the root group.",
+        role: String [Required, force_new, check(checks::role)] "`viewer`, `deployer`, `maintainer` or `owner`.",
+        subject: String [Optional, force_new] "The one subject (`sub`) granted; set this or `claim` and `pattern`.",
+        claim: String [Optional, force_new] "The claim matched by `pattern` (with `pattern`, instead of `subject`).",
+        pattern: String [Optional, force_new] "A glob over the claim's value; `*` matches any run of characters, `/` included.",
+        issuer: String [Optional, force_new] "Only tokens from this issuer; any issuer when unset.",
+        granted_by: String [Computed] "Who granted it.",
     }
 }
 
-fn set(config: &Value, name: &str) -> bool {
-    !config[name].is_null()
-}
+/// `sortie_membership`.
+pub struct MembershipResource;
 
-/// Exactly one grantee form: `subject`, or `claim` with `pattern` (the service checks
-/// only configurations without unknown values).
-pub fn validate(config: &Value) -> Result<(), Error> {
-    let subject = set(config, "subject");
-    let (claim, pattern) = (set(config, "claim"), set(config, "pattern"));
-    let problem = match (subject, claim, pattern) {
-        (true, false, false) | (false, true, true) => return Ok(()),
-        (true, _, _) => (
+/// The grantee, as sortie-core's [`Grantee`], of exactly one form: `subject`, or `claim`
+/// with `pattern`.
+fn grantee(m: &MembershipModel) -> Result<Grantee, Error> {
+    let issuer = m.issuer.clone();
+    let problem = match (&m.subject, &m.claim, &m.pattern) {
+        (Some(subject), None, None) => {
+            return Ok(Grantee::Subject {
+                subject: subject.clone(),
+                issuer,
+            })
+        }
+        (None, Some(claim), Some(pattern)) => {
+            return Ok(Grantee::ClaimPattern {
+                claim: claim.clone(),
+                pattern: pattern.clone(),
+                issuer,
+            })
+        }
+        (Some(_), _, _) => (
             "subject",
             "set `subject` or `claim` and `pattern`, not both",
         ),
-        (false, true, false) => ("pattern", "`claim` needs `pattern`"),
-        (false, false, true) => ("claim", "`pattern` needs `claim`"),
-        (false, false, false) => (
+        (None, Some(_), None) => ("pattern", "`claim` needs `pattern`"),
+        (None, None, Some(_)) => ("claim", "`pattern` needs `claim`"),
+        (None, None, None) => (
             "subject",
             "a membership needs `subject`, or `claim` and `pattern`",
         ),
@@ -103,104 +69,122 @@ pub fn validate(config: &Value) -> Result<(), Error> {
     })
 }
 
-fn grantee(planned: &Value) -> Value {
-    let mut g = if set(planned, "subject") {
-        json!({ "kind": "subject", "subject": planned["subject"] })
-    } else {
-        json!({ "kind": "claim_pattern", "claim": planned["claim"], "pattern": planned["pattern"] })
-    };
-    if set(planned, "issuer") {
-        g["issuer"] = planned["issuer"].clone();
-    }
-    g
-}
-
-fn state_of(view: &Value) -> Value {
+fn state_of(view: &Value) -> MembershipModel {
     let g = &view["grantee"];
-    json!({
-        "id": format!("{}/{}", text(view, "group"), text(view, "id")),
-        "membership_id": view["id"],
-        "group": view["group"],
-        "role": view["role"],
-        "subject": g["subject"],
-        "claim": g["claim"],
-        "pattern": g["pattern"],
-        "issuer": g["issuer"],
-        "granted_by": view["granted_by"],
-    })
-}
-
-fn group(state: &Value) -> &str {
-    sortie_client::group(text(state, "group"))
-}
-
-/// Grants it.
-pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
-    let b = json!({ "role": planned["role"], "grantee": grantee(planned) });
-    let a = api
-        .send(&endpoints::grant_membership(group(planned)), Some(&b), None)
-        .await?;
-    Ok(state_of(&a.body))
-}
-
-/// Reads it from its group's list; gone is a 404 (so Terraform plans a re-creation).
-pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let id = text(state, "membership_id");
-    let a = api.get(&endpoints::list_memberships(group(state))).await?;
-    let found = a.body["memberships"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(READ_LIMIT)
-        .find(|m| m["id"].as_str() == Some(id));
-    match found {
-        Some(m) => Ok(state_of(m)),
-        None => Err(Error::Api {
-            status: 404,
-            code: "not_found".into(),
-            message: format!("membership `{id}` is not granted on this group"),
-            fields: vec![],
-        }),
+    let (group, id) = (
+        field::<String>(&view["group"]),
+        field::<String>(&view["id"]),
+    );
+    MembershipModel {
+        id: Some(format!("{}/{}", text(&group), text(&id))),
+        membership_id: id,
+        group,
+        role: field(&view["role"]),
+        subject: field(&g["subject"]),
+        claim: field(&g["claim"]),
+        pattern: field(&g["pattern"]),
+        issuer: field(&g["issuer"]),
+        granted_by: field(&view["granted_by"]),
     }
 }
 
-/// Revokes it.
-pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    let p = endpoints::revoke_membership(group(state), text(state, "membership_id"));
-    api.send(&p, None, None).await?;
-    Ok(())
+fn group(state: &MembershipModel) -> &str {
+    sortie_client::group(text(&state.group))
 }
 
-/// An import id `<group>/<membership_id>` (the root group's is `/<membership_id>`).
-pub fn import_state(id: &str) -> Result<Value, Error> {
-    match id.rsplit_once('/') {
-        Some((group, m)) if !m.is_empty() => {
-            Ok(json!({ "id": id, "group": group, "membership_id": m }))
+#[tonic::async_trait]
+impl Resource for MembershipResource {
+    type Model = MembershipModel;
+
+    fn type_name(&self) -> &'static str {
+        "sortie_membership"
+    }
+
+    /// Exactly one grantee form, which sortie-core's checks pass (the glob, no blank or
+    /// control characters, the lengths).
+    fn validate(&self, config: &MembershipModel) -> Result<(), Error> {
+        let mut problems = Problems::default();
+        grantee(config)?.check("", &mut problems);
+        match problems.0.into_iter().next() {
+            Some(p) => Err(Error::Invalid {
+                attribute: p.path,
+                problem: p.problem,
+            }),
+            None => Ok(()),
         }
-        _ => Err(Error::Invalid {
-            attribute: "id".into(),
-            problem: format!("`{id}` is not `<group>/<membership_id>`"),
-        }),
     }
-}
 
-/// `grantee.subject` → `subject`, `role` → `role`.
-pub fn attribute_of(api_path: &str) -> Option<String> {
-    let mut parts = api_path.split('.');
-    let head = parts.next()?;
-    Some(match head {
-        "grantee" => match parts.next() {
-            Some(f @ ("subject" | "claim" | "pattern" | "issuer")) => f.to_string(),
-            _ => "subject".into(),
-        },
-        "role" | "group" => head.to_string(),
-        _ => return None,
-    })
+    /// Grants it.
+    async fn create(&self, api: &Api, planned: &MembershipModel) -> Result<MembershipModel, Error> {
+        let b = json!({ "role": planned.role, "grantee": grantee(planned)? });
+        let a = api
+            .send(&endpoints::grant_membership(group(planned)), Some(&b), None)
+            .await?;
+        Ok(state_of(&a.body))
+    }
+
+    /// Reads it from its group's list; gone is a 404 (so Terraform plans a re-creation).
+    async fn read(&self, api: &Api, state: &MembershipModel) -> Result<MembershipModel, Error> {
+        let id = text(&state.membership_id);
+        let a = api.get(&endpoints::list_memberships(group(state))).await?;
+        let found = a.body["memberships"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(READ_LIMIT)
+            .find(|m| m["id"].as_str() == Some(id));
+        match found {
+            Some(m) => Ok(state_of(m)),
+            None => Err(Error::Api {
+                status: 404,
+                code: "not_found".into(),
+                message: format!("membership `{id}` is not granted on this group"),
+                fields: vec![],
+            }),
+        }
+    }
+
+    /// Revokes it.
+    async fn delete(&self, api: &Api, state: &MembershipModel) -> Result<(), Error> {
+        let p = endpoints::revoke_membership(group(state), text(&state.membership_id));
+        api.send(&p, None, None).await?;
+        Ok(())
+    }
+
+    /// An import id `<group>/<membership_id>` (the root group's is `/<membership_id>`).
+    fn import(&self, id: &str) -> Result<MembershipModel, Error> {
+        let (group, membership_id) = split_id(id, "<group>/<membership_id>", false)?;
+        Ok(MembershipModel {
+            id: Some(id.into()),
+            group: Some(group.into()),
+            membership_id: Some(membership_id.into()),
+            ..Default::default()
+        })
+    }
+
+    /// `grantee.subject` → `subject`, `role` → `role`.
+    fn attribute_of(&self, api_path: &str) -> Option<String> {
+        let mut parts = api_path.split('.');
+        let head = parts.next()?;
+        Some(match head {
+            "grantee" => match parts.next() {
+                Some(f @ ("subject" | "claim" | "pattern" | "issuer")) => f.to_string(),
+                _ => "subject".into(),
+            },
+            "role" | "group" => head.to_string(),
+            _ => return None,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Model;
+
+    fn model(v: Value) -> MembershipModel {
+        MembershipModel::from_json(&v).unwrap()
+    }
 
     #[test]
     fn exactly_one_grantee_form_is_accepted() {
@@ -209,7 +193,10 @@ mod tests {
             json!({"claim": "sub", "pattern": "repo:*"}),
         ];
         for c in ok {
-            assert!(validate(&c).is_ok(), "{c}");
+            assert!(
+                MembershipResource.validate(&model(c.clone())).is_ok(),
+                "{c}"
+            );
         }
         for (c, attribute) in [
             (json!({}), "subject"),
@@ -219,8 +206,10 @@ mod tests {
             ),
             (json!({"claim": "sub"}), "pattern"),
             (json!({"pattern": "x"}), "claim"),
+            (json!({"claim": "sub", "pattern": "repo:[acme"}), "pattern"),
+            (json!({"subject": " "}), "subject"),
         ] {
-            match validate(&c) {
+            match MembershipResource.validate(&model(c.clone())) {
                 Err(Error::Invalid { attribute: a, .. }) => assert_eq!(a, attribute, "{c}"),
                 other => panic!("{c}: {other:?}"),
             }
@@ -235,21 +224,26 @@ mod tests {
         ] {
             let view = json!({
                 "id": "m1", "group": "acme", "role": planned["role"],
-                "grantee": grantee(&planned), "granted_by": "root",
+                "grantee": grantee(&model(planned.clone())).unwrap(), "granted_by": "root",
             });
-            let s = state_of(&view);
+            let s = state_of(&view).to_json();
             for k in ["group", "role", "subject", "claim", "pattern", "issuer"] {
                 assert_eq!(s[k], planned[k], "{k}");
             }
             assert_eq!(s["id"], "acme/m1");
-            assert_eq!(import_state("acme/m1").unwrap()["membership_id"], "m1");
+            let imported = MembershipResource.import("acme/m1").unwrap();
+            assert_eq!(imported.membership_id.as_deref(), Some("m1"));
         }
     }
 
     #[test]
     fn api_paths_name_attributes() {
-        assert_eq!(attribute_of("grantee.pattern").as_deref(), Some("pattern"));
-        assert_eq!(attribute_of("grantee").as_deref(), Some("subject"));
-        assert_eq!(attribute_of("role").as_deref(), Some("role"));
+        let r = MembershipResource;
+        assert_eq!(
+            r.attribute_of("grantee.pattern").as_deref(),
+            Some("pattern")
+        );
+        assert_eq!(r.attribute_of("grantee").as_deref(), Some("subject"));
+        assert_eq!(r.attribute_of("role").as_deref(), Some("role"));
     }
 }

@@ -1,171 +1,139 @@
 //! `sortie_runner_rule`: at a scope, environments meeting the criteria use a runner.
 
-use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::{text, version};
+use serde_json::{json, Number, Value};
+
+use super::{etag_version, split_id, text, Resource};
 use crate::api::Api;
+use crate::checks;
 use crate::error::Error;
-use crate::schema::{attr, string_map, string_set, Block, Mode, Ty};
+use crate::model::{field, model, set_only};
 use sortie_client::{endpoints, Call};
 
-/// Its schema.
-pub fn block() -> Block {
-    use Mode::*;
-    Block {
-        attrs: vec![
-            attr("id", Ty::String, Computed, "`<scope>/<rule_id>`."),
-            attr(
-                "scope",
-                Ty::String,
-                Required,
-                "The group the rule applies in (and below).",
-            )
-            .force_new(),
-            attr(
-                "rule_id",
-                Ty::String,
-                Required,
-                "The rule's id, unique within its scope.",
-            )
-            .force_new(),
-            attr("runner_id", Ty::String, Required, "The runner it picks."),
-            attr(
-                "priority",
-                Ty::Number,
-                OptionalComputed,
-                "Breaks ties; higher wins (0 when unset).",
-            ),
-            attr(
-                "env_type",
-                Ty::String,
-                Optional,
-                "Criterion: the environment's type equals this.",
-            ),
-            attr(
-                "env_path",
-                Ty::String,
-                Optional,
-                "Criterion: a glob over the environment's path.",
-            ),
-            attr(
-                "labels",
-                string_map(),
-                Optional,
-                "Criterion: every label here is on the environment.",
-            ),
-            attr(
-                "tags",
-                string_set(),
-                Optional,
-                "Criterion: every tag here is among the environment's.",
-            ),
-            attr(
-                "version",
-                Ty::Number,
-                Computed,
-                "The version (the API's ETag).",
-            )
-            .volatile(),
-        ],
-        blocks: vec![],
-        description: "A Sortie runner rule.",
+model! {
+    /// Its attributes.
+    pub struct RuleModel ("A Sortie runner rule.") {
+        id: String [Computed] "`<scope>/<rule_id>`.",
+        scope: String [Required, force_new, check(checks::url_group)] "The group the rule applies in (and below).",
+        rule_id: String [Required, force_new, check(checks::segment)] "The rule's id, unique within its scope.",
+        runner_id: String [Required, check(checks::runner_id)] "The runner it picks.",
+        priority: Number [OptionalComputed] "Breaks ties; higher wins (0 when unset).",
+        env_type: String [Optional] "Criterion: the environment's type equals this.",
+        env_path: String [Optional] "Criterion: a glob over the environment's path.",
+        labels: BTreeMap<String, String> [Optional] "Criterion: every label here is on the environment.",
+        tags: BTreeSet<String> [Optional] "Criterion: every tag here is among the environment's.",
+        version: u64 [Computed, volatile] "The version (the API's ETag).",
     }
 }
 
-fn body(planned: &Value) -> Value {
-    let mut criteria = serde_json::Map::new();
-    for c in ["env_type", "env_path", "labels", "tags"] {
-        if let Some(v) = planned.get(c).filter(|v| !v.is_null()) {
-            criteria.insert(c.into(), v.clone());
-        }
-    }
+/// `sortie_runner_rule`.
+pub struct RuleResource;
+
+fn body(planned: &RuleModel) -> Value {
+    let criteria = set_only(json!({
+        "env_type": planned.env_type,
+        "env_path": planned.env_path,
+        "labels": planned.labels,
+        "tags": planned.tags,
+    }));
     let mut b = json!({
-        "id": planned["rule_id"],
-        "runner_id": planned["runner_id"],
+        "id": planned.rule_id,
+        "runner_id": planned.runner_id,
         "criteria": criteria,
     });
-    if !planned["priority"].is_null() {
-        b["priority"] = planned["priority"].clone();
+    if let Some(priority) = &planned.priority {
+        b["priority"] = json!(priority);
     }
     b
 }
 
-fn state_of(view: &Value, version: Option<&str>) -> Value {
+fn state_of(view: &Value, version: Option<&str>) -> RuleModel {
     let c = &view["criteria"];
-    json!({
-        "id": format!("{}/{}", text(view, "scope"), text(view, "id")),
-        "scope": view["scope"],
-        "rule_id": view["id"],
-        "runner_id": view["runner_id"],
-        "priority": view["priority"],
-        "env_type": c["env_type"],
-        "env_path": c["env_path"],
-        "labels": c["labels"],
-        "tags": c["tags"],
-        "version": version.and_then(|v| v.parse::<u64>().ok()),
-    })
-}
-
-fn at(endpoint: fn(&str, &str) -> Call, state: &Value) -> Call {
-    endpoint(
-        sortie_client::group(text(state, "scope")),
-        text(state, "rule_id"),
-    )
-}
-
-/// Creates it.
-pub async fn create(api: &Api, planned: &Value) -> Result<Value, Error> {
-    let p = endpoints::create_rule(sortie_client::group(text(planned, "scope")));
-    let a = api.send(&p, Some(&body(planned)), None).await?;
-    Ok(state_of(&a.body, a.etag.as_deref()))
-}
-
-/// Reads it.
-pub async fn read(api: &Api, state: &Value) -> Result<Value, Error> {
-    let a = api.get(&at(endpoints::get_rule, state)).await?;
-    Ok(state_of(&a.body, a.etag.as_deref()))
-}
-
-/// Replaces it in place (`PUT` with `If-Match`).
-pub async fn update(api: &Api, prior: &Value, planned: &Value) -> Result<Value, Error> {
-    let a = api
-        .send(
-            &at(endpoints::update_rule, prior),
-            Some(&body(planned)),
-            Some(version(prior)),
-        )
-        .await?;
-    Ok(state_of(&a.body, a.etag.as_deref()))
-}
-
-/// Deletes it.
-pub async fn delete(api: &Api, state: &Value) -> Result<(), Error> {
-    api.send(&at(endpoints::delete_rule, state), None, None)
-        .await?;
-    Ok(())
-}
-
-/// An import id `<scope>/<rule_id>`.
-pub fn import_state(id: &str) -> Result<Value, Error> {
-    match id.rsplit_once('/') {
-        Some((scope, rule)) if !rule.is_empty() => {
-            Ok(json!({ "id": id, "scope": scope, "rule_id": rule }))
-        }
-        _ => Err(Error::Invalid {
-            attribute: "id".into(),
-            problem: format!("`{id}` is not `<scope>/<rule_id>`"),
-        }),
+    let (scope, rule_id) = (field::<String>(&view["scope"]), field(&view["id"]));
+    RuleModel {
+        id: Some(format!("{}/{}", text(&scope), text(&rule_id))),
+        scope,
+        rule_id,
+        runner_id: field(&view["runner_id"]),
+        priority: field(&view["priority"]),
+        env_type: field(&c["env_type"]),
+        env_path: field(&c["env_path"]),
+        labels: field(&c["labels"]),
+        tags: field(&c["tags"]),
+        version: etag_version(version),
     }
 }
 
-/// `criteria.labels.x` → `labels`, `id` → `rule_id`.
-pub fn attribute_of(api_path: &str) -> Option<String> {
-    let mut parts = api_path.split('.');
-    let head = parts.next()?;
-    Some(match head {
-        "criteria" => parts.next()?.to_string(),
-        "id" => "rule_id".into(),
-        "scope" | "runner_id" | "priority" => head.to_string(),
-        _ => return None,
-    })
+fn at(endpoint: fn(&str, &str) -> Call, state: &RuleModel) -> Call {
+    endpoint(
+        sortie_client::group(text(&state.scope)),
+        text(&state.rule_id),
+    )
+}
+
+#[tonic::async_trait]
+impl Resource for RuleResource {
+    type Model = RuleModel;
+
+    fn type_name(&self) -> &'static str {
+        "sortie_runner_rule"
+    }
+
+    async fn create(&self, api: &Api, planned: &RuleModel) -> Result<RuleModel, Error> {
+        let p = endpoints::create_rule(sortie_client::group(text(&planned.scope)));
+        let a = api.send(&p, Some(&body(planned)), None).await?;
+        Ok(state_of(&a.body, a.etag.as_deref()))
+    }
+
+    async fn read(&self, api: &Api, state: &RuleModel) -> Result<RuleModel, Error> {
+        let a = api.get(&at(endpoints::get_rule, state)).await?;
+        Ok(state_of(&a.body, a.etag.as_deref()))
+    }
+
+    /// Replaces it in place (`PUT` with `If-Match`).
+    async fn update(
+        &self,
+        api: &Api,
+        prior: &RuleModel,
+        planned: &RuleModel,
+    ) -> Result<RuleModel, Error> {
+        let a = api
+            .send(
+                &at(endpoints::update_rule, prior),
+                Some(&body(planned)),
+                Some(prior.version.unwrap_or_default()),
+            )
+            .await?;
+        Ok(state_of(&a.body, a.etag.as_deref()))
+    }
+
+    async fn delete(&self, api: &Api, state: &RuleModel) -> Result<(), Error> {
+        api.send(&at(endpoints::delete_rule, state), None, None)
+            .await?;
+        Ok(())
+    }
+
+    /// An import id `<scope>/<rule_id>`.
+    fn import(&self, id: &str) -> Result<RuleModel, Error> {
+        let (scope, rule_id) = split_id(id, "<scope>/<rule_id>", false)?;
+        Ok(RuleModel {
+            id: Some(id.into()),
+            scope: Some(scope.into()),
+            rule_id: Some(rule_id.into()),
+            ..Default::default()
+        })
+    }
+
+    /// `criteria.labels.x` → `labels`, `id` → `rule_id`.
+    fn attribute_of(&self, api_path: &str) -> Option<String> {
+        let mut parts = api_path.split('.');
+        let head = parts.next()?;
+        Some(match head {
+            "criteria" => parts.next()?.to_string(),
+            "id" => "rule_id".into(),
+            "scope" | "runner_id" | "priority" => head.to_string(),
+            _ => return None,
+        })
+    }
 }

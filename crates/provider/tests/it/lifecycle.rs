@@ -1,7 +1,7 @@
 //! Every resource type through its life with real Terraform: create, no changes on a second
 //! plan, update in place, replacement, out-of-band change and delete, a concurrent change
-//! between plan and apply, import, a bad attribute in the API's words, the pool token kept
-//! out of the plan, and destroy.
+//! between plan and apply, import, a bad attribute refused by sortie-core's rule (the API's),
+//! the pool token kept out of the plan, and destroy.
 
 use serde_json::json;
 
@@ -230,7 +230,7 @@ fn every_resource_lives_and_dies_with_each_terraform() {
             plan.out
         );
 
-        // A bad attribute is refused in the API's words, naming the attribute.
+        // A bad attribute is refused by sortie-core's rule (the API's), naming the attribute.
         let bad = format!("{}\nresource \"sortie_environment\" \"bad\" {{\n  group = \"{group}\"\n  name = \"Bad Name!\"\n  env_type = \"dev\"\n}}\n", config(group, r#"{ team = "cards" }"#, 900, "pool2"));
         tf.write(&bad);
         let r = tf.run(&["apply", "-input=false", "-no-color", "-auto-approve"]);

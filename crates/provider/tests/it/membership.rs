@@ -1,6 +1,7 @@
 //! `sortie_membership` through its life with each Terraform (create, no changes, a change
-//! that replaces it, an out-of-band revoke re-created, import, a bad value in the API's
-//! words, destroy), and the agent pool's token: never in plan output, null after import.
+//! that replaces it, an out-of-band revoke re-created, import, a bad value refused by
+//! sortie-core's rule (the API's), destroy), and the agent pool's token: never in plan
+//! output, null after import.
 
 use serde_json::Value;
 
@@ -136,7 +137,8 @@ fn memberships_live_and_die_with_each_terraform() {
             plan.out
         );
 
-        // A bad value is refused in the API's words, naming the attribute.
+        // A bad value is refused at plan time by sortie-core's rule (the API's), naming the
+        // attribute.
         tf.write(&membership(group, "maintainer", "repo:[acme"));
         let r = tf.run(&["apply", "-input=false", "-no-color", "-auto-approve"]);
         assert_ne!(r.code, 0);
@@ -153,7 +155,7 @@ fn memberships_live_and_die_with_each_terraform() {
         assert_ne!(r.code, 0);
         assert!(r.all().contains("needs `pattern`"), "{}", r.all());
 
-        // Destroy revokes both (the failed replacement above left `ci` to re-create).
+        // Destroy revokes both.
         tf.write(&membership(group, "maintainer", "repo:acme/*"));
         tf.ok(&["destroy", "-input=false", "-no-color", "-auto-approve"]);
         assert_eq!(

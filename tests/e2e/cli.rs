@@ -59,7 +59,7 @@ struct Out {
 /// `secret` appears in neither output.
 fn sortie(args: &[&str], env: &[(&str, &str)], secret: &str) -> Out {
     let home = std::env::temp_dir().join("sortie-cli-test-home-that-does-not-exist");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = Command::new(sortie_tests::sortie());
     cmd.args(args)
         .env_remove("SORTIE_API_URL")
         .env_remove("SORTIE_TOKEN")

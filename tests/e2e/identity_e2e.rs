@@ -132,7 +132,7 @@ resource "terraform_data" "exchange" {
 /// The Python the `local-exec` runs: the project's tools' (installed by `make test`), else
 /// the machine's.
 fn python() -> String {
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/venv/bin/python");
+    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/python");
     if tools.is_file() {
         tools.display().to_string()
     } else {

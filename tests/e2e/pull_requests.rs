@@ -634,7 +634,7 @@ fn a_lost_webhook_is_planned_by_the_reconcile_and_two_minutes_of_github_errors_e
 
 /// The benchmark of issue 42's goal "pull request opened → check run queued, p99 ≤ 2 s in
 /// `sortie dev`" (BENCHMARKS.md). Not a test: it prints figures and asserts none. Run it
-/// with `scripts/with-moto.sh cargo test -p sortie-cli --test e2e -- --ignored --nocapture
+/// with `scripts/with-moto.sh cargo test -p sortie-tests --test e2e -- --ignored --nocapture
 /// bench_opened_to_check_run`. `SORTIE_BENCH_PULLS` sets how many pull requests (default
 /// 40), each on its own commit touching one bound environment, opened one after another
 /// (a second apart, so each plan runs beside a few others, as on a busy repository); the

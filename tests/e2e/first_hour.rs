@@ -116,7 +116,7 @@ impl Dev {
 
 /// `sortie ARGS` in a real pseudo-terminal in the dev's directory, with its token.
 fn terminal(dev: &Dev, args: &[&str]) -> Terminal {
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = CommandBuilder::new(sortie_tests::sortie());
     cmd.args(args);
     cmd.env("SORTIE_API_URL", &dev.url);
     cmd.env("SORTIE_TOKEN", &dev.token);
@@ -279,7 +279,7 @@ fn errors_name_the_credential_whoami_tells_who_and_approve_names_the_missing_rol
         ),
     )
     .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = Command::new(sortie_tests::sortie());
     let out = cmd
         .args(get_env)
         .env_remove("SORTIE_API_URL")

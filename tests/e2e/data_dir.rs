@@ -20,7 +20,7 @@ use common::{Dev, DevOptions};
 
 /// The repository's root.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// A moto server of this test's own, killed on drop.
@@ -247,7 +247,7 @@ fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state(
     assert_eq!(kept, before, "the state object is the one of before");
 
     // `sortie dev status` prints the export line again, and says it runs.
-    let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+    let out = Command::new(sortie_tests::sortie())
         .args(["dev", "status", "--data-dir"])
         .arg(&dir)
         .output()
@@ -279,7 +279,7 @@ fn a_restart_of_sortie_dev_and_moto_keeps_port_tokens_records_history_and_state(
     dev.stop();
 
     // Stopped: `status` says so (exit 1), and still prints the export line.
-    let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+    let out = Command::new(sortie_tests::sortie())
         .args(["dev", "status", "--data-dir"])
         .arg(&dir)
         .output()

@@ -142,7 +142,7 @@ fn the_policy_gate_fails_holds_or_lets_an_apply_go_on_by_enforcement() {
     assert!(try_read_state(&bucket, "sortie/acme/demo/advised/terraform.tfstate").is_some());
 
     // `sortie job get` shows the result.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
+    let out = std::process::Command::new(sortie_tests::sortie())
         .args(["job", "get", &id])
         .env("SORTIE_API_URL", &dev.url)
         .env("SORTIE_TOKEN", &dev.token)

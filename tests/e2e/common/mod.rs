@@ -115,7 +115,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
         Some(_) => String::new(),
         None => sortie_testkit::unique("audit"),
     };
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut command = Command::new(sortie_tests::sortie());
     command.args(["dev", "--sweep-every", &options.sweep_every.to_string()]);
     match options.data_dir {
         Some(data_dir) => {
@@ -188,7 +188,7 @@ pub fn start_dev(options: DevOptions) -> Dev {
 /// The `sortie-pilot` built next to the `sortie` under test (`cargo build -p
 /// sortie-pilot --bins`), whether it exists or not.
 pub fn sibling_runner() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_sortie")).with_file_name("sortie-pilot")
+    sortie_tests::pilot()
 }
 
 /// The real `sortie-pilot`: the one `SORTIE_TEST_RUNNER` names, else the one next to
@@ -293,7 +293,7 @@ impl Dev {
 /// `sortie` against `dev`: its URL and development token, no config file of the user's
 /// (`SORTIE_CONFIG` names one that does not exist), no terminal.
 pub fn sortie_command(dev: &Dev) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = Command::new(sortie_tests::sortie());
     cmd.env("SORTIE_API_URL", &dev.url)
         .env("SORTIE_TOKEN", &dev.token)
         .env("SORTIE_CONFIG", dev.dir.join("no-config.yaml"))

@@ -17,7 +17,7 @@ use common::Out;
 
 /// Runs `sortie ARGS` with `env`, no user config, no terminal.
 fn sortie(args: &[&str], env: &[(&str, &str)]) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = Command::new(sortie_tests::sortie());
     cmd.args(args)
         .env_remove("SORTIE_API_URL")
         .env_remove("SORTIE_TOKEN")
@@ -123,7 +123,7 @@ fn the_help_groups_commands_by_resource_and_lists_global_options_once() {
 
 #[test]
 fn completion_into_a_closed_pipe_exits_0_without_a_panic() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sortie"))
+    let mut child = Command::new(sortie_tests::sortie())
         .args(["completion", "zsh"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -57,7 +57,7 @@ fn fake_api(view: PlanView, requests: usize) -> String {
 
 fn sortie_against(url: &str, args: &[&str]) -> common::Out {
     let home = std::env::temp_dir().join("sortie-plan-test-home-that-does-not-exist");
-    Command::new(env!("CARGO_BIN_EXE_sortie"))
+    Command::new(sortie_tests::sortie())
         .args(args)
         .env("SORTIE_API_URL", url)
         .env("SORTIE_TOKEN", "a-test-token")

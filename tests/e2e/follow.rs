@@ -81,7 +81,7 @@ impl Dev {
 
     /// Runs `sortie ARGS` with no terminal, to its end.
     fn sortie(&self, args: &[&str]) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_sortie"))
+        let output = Command::new(sortie_tests::sortie())
             .args(args)
             .envs(self.env())
             .env_remove("NO_COLOR")
@@ -381,7 +381,7 @@ fn in_a_terminal_the_spinner_shows_state_and_elapsed_time_above_the_live_log() {
             pixel_height: 0,
         })
         .unwrap();
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = CommandBuilder::new(sortie_tests::sortie());
     cmd.args([
         "run",
         "apply",

@@ -75,7 +75,7 @@ impl Dev {
             .append(true)
             .open(dir.join("dev.log"))
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_sortie"))
+        let child = Command::new(sortie_tests::sortie())
             .args(["dev", "--sweep-every", "1"])
             .args([
                 "--table",

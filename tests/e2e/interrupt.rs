@@ -76,7 +76,7 @@ fn double(cancels: Arc<AtomicUsize>) -> String {
 
 /// `sortie job logs -f ID` in a pty, with what it printed so far.
 fn follow(url: &str) -> Terminal {
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_sortie"));
+    let mut cmd = CommandBuilder::new(sortie_tests::sortie());
     cmd.args(["job", "logs", "-f", ID]);
     cmd.env("SORTIE_API_URL", url);
     cmd.env("SORTIE_TOKEN", "test-token");

@@ -43,7 +43,7 @@ fn set(d: &Path, enforcement: &str, rego: &str) -> PathBuf {
 
 fn sortie(args: &[&str]) -> common::Out {
     let home = std::env::temp_dir().join("sortie-policy-test-home-that-does-not-exist");
-    Command::new(env!("CARGO_BIN_EXE_sortie"))
+    Command::new(sortie_tests::sortie())
         .args(args)
         .env("SORTIE_CONFIG", home.join("none.yaml"))
         .env("HOME", &home)
