@@ -23,7 +23,7 @@
 #      crates/store/src/dynamo named on a line of code that mentions gsi3.
 #   5. "the union of N traits (`A`, `B`, ...)" counts and names exactly the supertraits of
 #      `Store` in crates/store/src/lib.rs.
-#   6. Every test a page names as `` `crates/<...>.rs::<function>` `` exists: the file,
+#   6. Every test a page names as `` `crates/<...>.rs::<function>` `` (or `tests/`, `functions/`, ...) exists: the file,
 #      and a `fn <function>` in it.
 #   7. One word per concept: no tracked source, script, template or page uses a retired
 #      word or phrase of scripts/banned-words.txt (the rename passes of issue 43), outside
@@ -452,7 +452,7 @@ if union_seen == 0:
 
 # ---------------------------------------------------------------- 6. the tests pages name
 
-TEST = re.compile(r'`((?:crates|functions|bench|fuzz)/[^`\s]+\.rs)::([A-Za-z_]\w*)`')
+TEST = re.compile(r'`((?:crates|functions|bench|fuzz|tests)/[^`\s]+\.rs)::([A-Za-z_]\w*)`')
 named = 0
 for page in pages:
     text = read(page)

@@ -6,26 +6,27 @@
 //! A transition is checked here; an illegal one is an error value. The store
 //! makes every transition a conditional write on the expected current state.
 //!
-//! Split by concept: `request` (what is asked: operation, source, variables),
-//! `state` (the state machine and its transitions), `review` (a reviewed job's
-//! approval, phases and decision), [`history`] (the transition history, folded); the
-//! [`Job`] record itself is here.
+//! Split by concept: `request` (what is asked: operation, variables, files), `source`
+//! (where the configuration comes from), `state` (the state machine and its
+//! transitions), `review` (a reviewed job's approval, phases and decision), [`history`]
+//! (the transition history, folded); the [`Job`] record itself is here.
 
 pub mod history;
 mod request;
 mod review;
+mod source;
 mod state;
 
 pub use crate::changes::ChangeSummary;
 pub use crate::vcs::origin::PullRequestRef;
 pub use request::{
-    a_or_an, file_path_problem, is_relative_safe_path, JobRequest, Operation, Source,
-    MAX_FILES_BYTES, SHORT_SHA_LEN,
+    a_or_an, file_path_problem, is_relative_safe_path, JobRequest, Operation, MAX_FILES_BYTES,
 };
 pub use review::{
     review_refusal, JobPhase, Review, ReviewDecision, ReviewRefusal, ReviewVerdict,
     DECISION_COMMENT_MAX,
 };
+pub use source::{Source, SHORT_SHA_LEN};
 pub use state::{IllegalTransition, JobState, Transition, ALL_STATES};
 
 use chrono::{DateTime, Utc};

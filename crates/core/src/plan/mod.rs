@@ -7,13 +7,13 @@
 //! `{"unavailable": "<reason>"}` instead, so the job records why there is no plan data.
 
 mod redact;
+mod scrub;
 mod sections;
 mod show;
 mod view;
 
-pub use redact::{
-    redact, scrub, MARKER, SCHEMA_MASKS_SINCE, SCRUB_MIN_CHARS, STATE_SCHEMA_MASKS_SINCE,
-};
+pub use redact::{redact, MARKER, SCHEMA_MASKS_SINCE, SCRUB_MIN_CHARS, STATE_SCHEMA_MASKS_SINCE};
+pub use scrub::scrub;
 pub use show::{render, Palette};
 pub use view::{
     AttributeChange, ChangeAction, OutputChange, PlanCounts, PlanPage, PlanView, ResourceChange,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::plan::scrub;
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -9,13 +9,15 @@ use chrono::Utc;
 use sortie_core::auth::{Grantee, Membership, Role};
 use sortie_core::environment::EnvironmentInput;
 use sortie_core::protocol::pilot::SourceAccess;
+use sortie_core::sensitive::SensitiveValues;
 use sortie_core::vcs::command::Command;
 use sortie_core::vcs::connection::VcsConnection;
+use sortie_core::vcs::pull::PullRequestRecord;
 use sortie_core::vcs::reconcile::ListedPull;
 use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
 use sortie_core::vcs::work::{PullAction, PullWork};
 use sortie_core::vcs::{VcsBinding, VcsProvider};
-use sortie_core::{GroupPath, JobId, JobState, Operation, Source};
+use sortie_core::{GroupPath, JobId, JobState, Operation, ReviewVerdict, Source};
 use sortie_store::{
     EnvironmentStore, JobStore, MembershipRecord, MembershipStore, RunnerStore, VcsStore,
 };

@@ -1,7 +1,11 @@
 //! One job from spec to exit: the orchestration of every other module.
 //!
 //! - this module: [`run`], the job's directory and the steps in order;
+//! - `downloads`: what a phase fetches before it runs (an apply phase's saved plan, a
+//!   restore's state version);
 //! - `exit`: how a run ends (the exit code, the exit report, the log's last line);
+//! - `reports`: the best-effort reports to the API (the tool and version, the state's
+//!   serial);
 //! - `tool`: Terraform or OpenTofu in the configuration directory, and what it made
 //!   (the plan's counts, outputs, artifacts);
 //! - `workspace`: the source, the job's secrets and the state storage's directory.
@@ -11,10 +15,10 @@ use std::sync::Arc;
 
 use sortie_core::identity::Phase;
 use sortie_core::protocol::pilot::{JobSpec, UploadKind};
-use sortie_core::{ChangeSummary, JobPhase, Operation};
+use sortie_core::{ChangeSummary, Operation};
 use tracing::Instrument;
 
-use crate::api::{without_query, ApiClient};
+use crate::api::ApiClient;
 use crate::backend::{backend_setup, check_storage_version, BACKEND_FILE};
 use crate::declarations;
 use crate::env::PilotEnv;
@@ -27,20 +31,22 @@ use crate::scrub::{Secrets, MARKER, SHORT_VALUE_CHARS};
 use crate::source;
 use crate::terraform::{self, Step, ToolEnv, ToolRequest, PLAN_FILE};
 use crate::upload::{ApiUploader, Uploader};
-use crate::version::ToolVersion;
 
+mod downloads;
 mod exit;
+mod reports;
 mod tool;
 mod workspace;
 
+use downloads::{download_saved_plan, restore_state, saved_plan_url};
 use exit::report_exit;
 pub use exit::{
     clip, exit_code, failure_line, job_label, pilot_exit, report_early_failure, success_line,
     FAILURE_EXIT_CODE, PREFIX,
 };
+use reports::{report_state, report_tool};
 use tool::{
-    outputs, state_resources, state_stamp, summarize_plan, summarize_text, upload_artifact,
-    Redaction, Tool,
+    outputs, state_resources, summarize_plan, summarize_text, upload_artifact, Redaction, Tool,
 };
 use workspace::{
     absolute_storage, add_runner_secrets, add_source_secrets, fetch_source, secret_names,
@@ -567,130 +573,4 @@ fn secret_variables(spec: &JobSpec, present: &[String]) -> Vec<String> {
     names.sort();
     names.dedup();
     names
-}
-
-/// The saved plan's URL for an apply phase (required there), `None` otherwise.
-fn saved_plan_url(spec: &JobSpec) -> Result<Option<&str>, PilotError> {
-    match (spec.phase, spec.saved_plan_url.as_deref()) {
-        (Some(JobPhase::Apply), Some(url)) if !url.trim().is_empty() => Ok(Some(url.trim())),
-        (Some(JobPhase::Apply), _) => Err(PilotError::Spec(format!(
-            "the apply phase of job {} has no saved_plan_url: there is no saved plan to apply",
-            spec.job_id
-        ))),
-        _ => Ok(None),
-    }
-}
-
-/// Reports the tool and version to the API. Best effort: a failure is a warning, in the
-/// pilot's own log and the job's, and never fails the job.
-async fn report_tool(api: &ApiClient, sink: &LogSink, version: &ToolVersion) {
-    let used = version.used();
-    match api.report_tool(&used).await {
-        Ok(()) => {
-            tracing::info!(tool = used.tool.as_str(), version = %used.version, "tool reported to the API")
-        }
-        Err(e) => {
-            tracing::warn!(error = %e.reason(), "could not report the tool and version");
-            sink.line(&format!(
-                "{PREFIX} warning: could not report the tool and version ({} {}) to the API: {}",
-                used.tool,
-                used.version,
-                e.reason()
-            ));
-        }
-    }
-}
-
-/// Reports the serial and lineage of the state the job wrote (what matches a state version
-/// to its writer). Best effort, like the tool report: a failure is a warning.
-async fn report_state(api: &ApiClient, sink: &LogSink, tool: &Tool) {
-    let Some(stamp) = state_stamp(tool).await else {
-        tracing::warn!("could not read the state's serial and lineage");
-        return;
-    };
-    match api.report_state(&stamp).await {
-        Ok(()) => tracing::info!(serial = stamp.serial, lineage = %stamp.lineage, "state reported"),
-        Err(e) => {
-            tracing::warn!(error = %e.reason(), "could not report the state's serial");
-            sink.line(&format!(
-                "{PREFIX} warning: could not report the state's serial to the API: {}",
-                e.reason()
-            ));
-        }
-    }
-}
-
-/// The file a restore's state version is written to before `terraform state push`.
-const RESTORE_FILE: &str = "restore.tfstate";
-
-/// A restore: downloads the state version and writes it back as the current state
-/// (`terraform state push -force`: the version's serial and lineage may be older than the
-/// current state's, which is the point), then the steps plan against it.
-async fn restore_state(
-    api: &ApiClient,
-    sink: &LogSink,
-    tool: &Tool,
-    url: &str,
-    dir: &Path,
-) -> Result<(), PilotError> {
-    sink.line(&format!(
-        "{PREFIX} downloading the state version to restore {}",
-        without_query(url)
-    ));
-    let bytes = api.download_presigned(url).await.map_err(|e| {
-        PilotError::SavedPlan(format!(
-            "could not download the state version to restore: {e}"
-        ))
-    })?;
-    if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
-        return Err(PilotError::SavedPlan(
-            "the state version to restore is not a JSON state file".into(),
-        ));
-    }
-    std::fs::write(dir.join(RESTORE_FILE), &bytes)
-        .map_err(|e| PilotError::Workspace(format!("could not write {RESTORE_FILE}: {e}")))?;
-    let args = ["state", "push", "-force", RESTORE_FILE]
-        .map(String::from)
-        .to_vec();
-    tool.run(sink, args, &[]).await?;
-    let _ = std::fs::remove_file(dir.join(RESTORE_FILE));
-    sink.line(&format!(
-        "{PREFIX} state restored: {} bytes, sha256 {}",
-        bytes.len(),
-        source::sha256_hex(&bytes)
-    ));
-    Ok(())
-}
-
-/// Downloads the saved plan of an apply phase to `dest`.
-async fn download_saved_plan(
-    api: &ApiClient,
-    sink: &LogSink,
-    url: &str,
-    dest: &Path,
-) -> Result<(), PilotError> {
-    sink.line(&format!(
-        "{PREFIX} downloading the saved plan {}",
-        without_query(url)
-    ));
-    let bytes = api
-        .download_presigned(url)
-        .await
-        .map_err(|e| PilotError::SavedPlan(format!("could not download the saved plan: {e}")))?;
-    if bytes.is_empty() {
-        return Err(PilotError::SavedPlan(
-            "the saved plan is empty: there is nothing to apply".into(),
-        ));
-    }
-    std::fs::write(dest, &bytes).map_err(|e| {
-        PilotError::SavedPlan(format!(
-            "could not write the saved plan to {PLAN_FILE}: {e}"
-        ))
-    })?;
-    sink.line(&format!(
-        "{PREFIX} saved plan: {} bytes, sha256 {}",
-        bytes.len(),
-        source::sha256_hex(&bytes)
-    ));
-    Ok(())
 }

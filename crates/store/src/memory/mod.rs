@@ -39,6 +39,7 @@ mod policy_sets;
 mod pools;
 mod rules;
 mod runners;
+mod submit;
 mod vcs;
 
 /// The in-memory store. Cheap to create; every instance is an empty table.

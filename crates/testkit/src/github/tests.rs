@@ -2,6 +2,7 @@
 
 use std::io::Read;
 
+use chrono::{DateTime, Utc};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
