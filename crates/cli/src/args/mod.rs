@@ -1,18 +1,28 @@
 //! The command line, as clap derives it: `sortie <verb> <resource> ...`, kubectl- and
 //! canyon-style. Every verb the HTTP API has is here.
 //!
-//! The top level is here; `resources`, `settings` and `jobs` hold the arguments of the
-//! resource verbs, of an environment's settings and of the job commands.
+//! The top level is here: [`Cli`] and its commands; `help` lays out `sortie --help`,
+//! `global` holds the options every command takes, and `resources`, `settings`, `jobs`,
+//! `notify`, `audit`, `context` and `policy` hold the arguments of the resource verbs, of
+//! an environment's settings and of the other commands.
 
 mod audit;
+mod context;
+mod global;
+mod help;
 mod jobs;
 mod notify;
+mod policy;
 mod resources;
 mod settings;
 
 pub use audit::{AuditCommand, AuditFilter};
+pub use context::ContextCommand;
+pub use global::{Global, Output};
+pub use help::{command, DevCli, DevOnly};
 pub use jobs::{JobCommand, JobsGet, JobsList, JobsListed, Operation, Run};
 pub use notify::{DestinationArgs, NotifyCommand};
+pub use policy::PolicyCommand;
 pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,
     MembersCommand, RunnerCommand, UpdateResource, VcsCommand,
@@ -21,9 +31,7 @@ pub use settings::{
     ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg, TriggerOperationArg,
 };
 
-use std::path::PathBuf;
-
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 /// Sortie: Terraform and OpenTofu jobs on AWS with no always-on server.
 #[derive(Debug, Parser)]
@@ -35,103 +43,6 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// The top-level commands by resource, as `sortie --help` groups them (every visible
-/// command is in exactly one group; a test checks it).
-pub const COMMAND_GROUPS: &[(&str, &[&str])] = &[
-    (
-        "Resources (kubectl-style: `get jobs ENV`, `get job ID`, `list envs --group G`)",
-        &["get", "list", "create", "update", "delete"],
-    ),
-    ("Jobs", &["run", "job"]),
-    ("Environments", &["env", "group"]),
-    ("Runners", &["runner"]),
-    ("Pull requests", &["vcs"]),
-    ("Notifications and audit", &["notify", "audit"]),
-    ("Policy", &["policy"]),
-    ("Access", &["whoami", "members", "context"]),
-    ("Local mode and shell", &["dev", "completion", "help"]),
-];
-
-/// The command line as `sortie` parses it: [`Cli`], with its commands grouped by
-/// resource in `--help` and the global options listed once.
-pub fn command() -> clap::Command {
-    let cli = Cli::command();
-    let mut groups = String::new();
-    for (heading, names) in COMMAND_GROUPS {
-        groups.push_str(&format!("{heading}:\n"));
-        for name in *names {
-            let about = match *name {
-                "help" => "Print this message or the help of the given command".to_string(),
-                _ => cli
-                    .find_subcommand(name)
-                    .and_then(|c| c.get_about())
-                    .map(|a| a.to_string())
-                    .unwrap_or_default(),
-            };
-            groups.push_str(&format!("  {name:<11} {about}\n"));
-        }
-        groups.push('\n');
-    }
-    // `{options}` lists every option of `sortie` itself: all of them are global.
-    cli.help_template(format!(
-        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{groups}Global options:\n{{options}}{{after-help}}"
-    ))
-}
-
-/// `sortie dev ...` parsed alone, so `sortie dev --help` lists only `dev`'s own flags (the
-/// global options of the API commands mean nothing to it).
-#[derive(Debug, Parser)]
-#[command(name = "sortie", version)]
-pub struct DevCli {
-    /// `dev`.
-    #[command(subcommand)]
-    pub command: DevOnly,
-}
-
-/// The one command of [`DevCli`].
-#[derive(Debug, Subcommand)]
-pub enum DevOnly {
-    /// Run the API, dispatch, task-events and the sweeper in one process against a local AWS.
-    Dev(crate::dev::DevArgs),
-}
-
-/// Options every command takes, listed once under "Global options".
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Global options")]
-pub struct Global {
-    /// The API's base URL (else `SORTIE_API_URL`, else the current context).
-    #[arg(long, global = true, value_name = "URL")]
-    pub api_url: Option<String>,
-    /// The bearer token (else `SORTIE_TOKEN`, else the context's token or
-    /// token_command). Never printed.
-    #[arg(long, global = true, value_name = "TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Use this context of the config file instead of the current one.
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
-    /// The config file (else `SORTIE_CONFIG`, else `~/.config/sortie/config.yaml`).
-    #[arg(long, global = true, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
-    /// Say, on standard error, which API URL and credential are used and where each
-    /// came from (a flag, a variable overriding the context, or the context).
-    #[arg(short = 'v', long, global = true)]
-    pub verbose: bool,
-}
-
-/// How results are printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// A readable table (the default).
-    Table,
-    /// JSON, as the API answered it.
-    Json,
-    /// YAML, as the API answered it.
-    Yaml,
 }
 
 /// The commands.
@@ -270,37 +181,8 @@ pub struct Delete {
     pub resource: DeleteResource,
 }
 
-/// `context ...`.
-#[derive(Debug, Subcommand)]
-pub enum ContextCommand {
-    /// Make a context the current one.
-    Use {
-        /// The context's name.
-        name: String,
-    },
-    /// Create or change a context.
-    Set {
-        /// The context's name.
-        name: String,
-        /// The API's base URL.
-        #[arg(long)]
-        api_url: Option<String>,
-        /// A command whose standard output is the token (an OIDC helper).
-        #[arg(long)]
-        token_command: Option<String>,
-        /// A token to store in the file (prefer `--token-command`).
-        #[arg(long)]
-        token: Option<String>,
-    },
-    /// List the contexts, marking the current one.
-    List,
-    /// Print the current context's name.
-    Current,
-}
-
 #[cfg(test)]
 mod tests {
-    use super::settings::{parse_duration, CommaList};
     use super::*;
     use clap::CommandFactory;
 
@@ -309,84 +191,6 @@ mod tests {
         // Among others: `--version` of `create env`/`update env` does not clash with the
         // version flag the other commands inherit.
         Cli::command().debug_assert();
-    }
-
-    fn env_settings(args: &[&str]) -> EnvSettingArgs {
-        let mut all = vec!["sortie", "update", "env", "acme/prod"];
-        all.extend_from_slice(args);
-        match Cli::try_parse_from(all).unwrap().command {
-            Command::Update(Update {
-                resource: UpdateResource::Env { settings, .. },
-            }) => settings,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn an_empty_value_clears_a_setting_and_four_eyes_takes_an_optional_value() {
-        let s = env_settings(&[
-            "--four-eyes",
-            "--drift-schedule",
-            "",
-            "--tool",
-            "",
-            "--version",
-            "",
-            "--approval-timeout",
-            "",
-        ]);
-        assert_eq!(s.four_eyes, Some(true));
-        assert_eq!(s.drift_schedule, Some(Clearable::Clear));
-        assert_eq!(s.tool, Some(Clearable::Clear));
-        assert_eq!(s.tool_version, Some(Clearable::Clear));
-        assert_eq!(s.approval_timeout, Some(Clearable::Clear));
-        let s = env_settings(&[
-            "--four-eyes=false",
-            "--approval",
-            "required",
-            "--approval-timeout",
-            "3600",
-            "--tool",
-            "opentofu",
-            "--tool-version",
-            "~> 1.6",
-            "--drift-remediation",
-            "apply",
-        ]);
-        assert_eq!(s.four_eyes, Some(false));
-        assert_eq!(s.approval, Some(ApprovalArg::Required));
-        assert_eq!(s.approval_timeout, Some(Clearable::Set(3600)));
-        assert_eq!(s.tool, Some(Clearable::Set(ToolArg::Opentofu)));
-        assert_eq!(s.tool_version, Some(Clearable::Set("~> 1.6".into())));
-        assert_eq!(s.drift_remediation, Some(RemediationArg::Apply));
-        assert!(env_settings(&[]).is_empty());
-        for bad in [
-            &["--tool", "terraformx"][..],
-            &["--approval-timeout", "1x"][..],
-            &["--four-eyes=maybe"][..],
-            &["--approval", "sometimes"][..],
-        ] {
-            let mut all = vec!["sortie", "update", "env", "acme/prod"];
-            all.extend_from_slice(bad);
-            assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_duration_takes_units_as_get_env_prints_them_or_plain_seconds() {
-        assert_eq!(parse_duration("24h"), Ok(86_400));
-        assert_eq!(parse_duration("90m"), Ok(5_400));
-        assert_eq!(parse_duration("2d"), Ok(172_800));
-        assert_eq!(parse_duration("1h30m"), Ok(5_400));
-        assert_eq!(parse_duration("45s"), Ok(45));
-        assert_eq!(parse_duration("3600"), Ok(3_600));
-        for bad in ["", "h", "1x", "30m1h", "1h1h", "-5m", "1.5h", "99999999d"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-        assert_eq!(
-            env_settings(&["--approval-timeout", "24h"]).approval_timeout,
-            Some(Clearable::Set(86_400))
-        );
     }
 
     #[test]
@@ -422,62 +226,6 @@ mod tests {
             parse(&["job", "get", "01abc"]),
             Command::Job(JobCommand::Get { .. })
         ));
-    }
-
-    #[test]
-    fn the_help_groups_every_visible_command_once_and_dev_has_only_its_own_flags() {
-        let cli = Cli::command();
-        let grouped: Vec<&str> = COMMAND_GROUPS
-            .iter()
-            .flat_map(|(_, n)| n.iter().copied())
-            .collect();
-        for sub in cli.get_subcommands().filter(|c| !c.is_hide_set()) {
-            let name = sub.get_name();
-            assert_eq!(grouped.iter().filter(|n| **n == name).count(), 1, "{name}");
-        }
-        for name in &grouped {
-            assert!(
-                *name == "help" || cli.find_subcommand(name).is_some(),
-                "{name}"
-            );
-        }
-        let help = command().render_help().to_string();
-        assert!(
-            help.contains("Jobs:\n  run ") && help.contains("Global options:"),
-            "{help}"
-        );
-        assert!(!help.contains("\nCommands:"), "listed once: {help}");
-        DevCli::command().debug_assert();
-        let mut dev = DevCli::command();
-        let dev_help = dev
-            .find_subcommand_mut("dev")
-            .unwrap()
-            .render_long_help()
-            .to_string();
-        for global in ["--api-url", "--token", "--context", "--output"] {
-            assert!(!dev_help.contains(global), "{global}: {dev_help}");
-        }
-    }
-
-    #[test]
-    fn global_options_are_listed_once_under_their_own_heading() {
-        let mut cli = Cli::command();
-        cli.build();
-        let help = cli
-            .find_subcommand_mut("run")
-            .unwrap()
-            .render_long_help()
-            .to_string();
-        let (own, global) = help.split_once("Global options:").expect(&help);
-        assert!(
-            own.contains("--wait") && !own.contains("--api-url"),
-            "{help}"
-        );
-        assert!(
-            global.contains("--api-url") && global.contains("--token"),
-            "{help}"
-        );
-        assert_eq!(help.matches("--api-url").count(), 1, "{help}");
     }
 
     /// Values tried for a flag or positional whose value is free text, in order: the first
@@ -638,62 +386,6 @@ mod tests {
         }
     }
 
-    /// A command's own flag named like a global option is never read: the global one takes
-    /// it (`vcs connect --api-url` once sent the CLI to GitHub's API instead of Sortie's).
-    #[test]
-    fn no_command_has_a_flag_named_like_a_global_option() {
-        fn walk(
-            cmd: &clap::Command,
-            globals: &std::collections::BTreeSet<String>,
-            path: &str,
-            clashes: &mut Vec<String>,
-        ) {
-            for sub in cmd.get_subcommands() {
-                let here = format!("{path} {}", sub.get_name());
-                for arg in sub.get_arguments() {
-                    if let Some(long) = arg.get_long() {
-                        if globals.contains(long) {
-                            clashes.push(format!("{here} --{long}"));
-                        }
-                    }
-                }
-                walk(sub, globals, &here, clashes);
-            }
-        }
-        let cli = Cli::command();
-        let globals = cli
-            .get_arguments()
-            .filter_map(|a| a.get_long().map(str::to_string))
-            .collect();
-        let mut clashes = Vec::new();
-        walk(&cli, &globals, "sortie", &mut clashes);
-        // `context set` writes the global options' own values to the config file: it
-        // reads them as its own, as the parse below proves.
-        clashes.retain(|c| !c.starts_with("sortie context set "));
-        assert!(clashes.is_empty(), "{clashes:?}");
-        assert!(globals.contains("api-url"), "{globals:?}");
-        let parsed = Cli::try_parse_from([
-            "sortie",
-            "context",
-            "set",
-            "prod",
-            "--api-url",
-            "https://x",
-            "--token",
-            "t",
-        ])
-        .unwrap();
-        match parsed.command {
-            Command::Context(ContextCommand::Set { api_url, token, .. }) => {
-                assert_eq!(
-                    (api_url.as_deref(), token.as_deref()),
-                    (Some("https://x"), Some("t"))
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
     /// Issue 47 item 1: `update env --triggers` crashed the CLI. The class, not the flag:
     /// every flag of every command is parsed and read, and none panics.
     #[test]
@@ -724,44 +416,4 @@ mod tests {
         // needs): one that no sample satisfies is listed, so SAMPLES grows with the CLI.
         assert!(unsatisfied.is_empty(), "{unsatisfied:#?}");
     }
-
-    #[test]
-    fn triggers_and_trigger_inputs_are_lists() {
-        let s = env_settings(&[
-            "--triggers",
-            "acme/net/vpc, acme/db/main",
-            "--trigger-inputs",
-            "",
-        ]);
-        assert_eq!(
-            s.triggers,
-            Some(CommaList(vec![
-                "acme/net/vpc".into(),
-                "acme/db/main".into()
-            ]))
-        );
-        assert_eq!(s.trigger_inputs, Some(CommaList(vec![])));
-    }
-}
-
-/// `policy ...`.
-#[derive(Debug, Subcommand)]
-pub enum PolicyCommand {
-    /// Evaluate a policy set locally against a saved plan (`terraform show -json`), with the
-    /// input Sortie would build; exits 7 when a mandatory or review set denies.
-    Test {
-        /// The policy set file (YAML or JSON).
-        #[arg(short = 'f', long = "file")]
-        file: PathBuf,
-        /// The plan, as `terraform show -json` (or `GET /v1/jobs/ID/plan.json`) writes it.
-        #[arg(long)]
-        plan: PathBuf,
-        /// An environment whose type, labels, tags and runner go in the input (read from the
-        /// API); without it the input's job has none and criteria are not checked.
-        #[arg(long)]
-        env: Option<String>,
-        /// The job's operation in the input.
-        #[arg(long, default_value = "apply")]
-        operation: String,
-    },
 }

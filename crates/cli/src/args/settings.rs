@@ -317,3 +317,106 @@ pub enum ToolArg {
     /// OpenTofu.
     Opentofu,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{Cli, Command, Update, UpdateResource};
+    use clap::Parser;
+
+    fn env_settings(args: &[&str]) -> EnvSettingArgs {
+        let mut all = vec!["sortie", "update", "env", "acme/prod"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Update(Update {
+                resource: UpdateResource::Env { settings, .. },
+            }) => settings,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_value_clears_a_setting_and_four_eyes_takes_an_optional_value() {
+        let s = env_settings(&[
+            "--four-eyes",
+            "--drift-schedule",
+            "",
+            "--tool",
+            "",
+            "--version",
+            "",
+            "--approval-timeout",
+            "",
+        ]);
+        assert_eq!(s.four_eyes, Some(true));
+        assert_eq!(s.drift_schedule, Some(Clearable::Clear));
+        assert_eq!(s.tool, Some(Clearable::Clear));
+        assert_eq!(s.tool_version, Some(Clearable::Clear));
+        assert_eq!(s.approval_timeout, Some(Clearable::Clear));
+        let s = env_settings(&[
+            "--four-eyes=false",
+            "--approval",
+            "required",
+            "--approval-timeout",
+            "3600",
+            "--tool",
+            "opentofu",
+            "--tool-version",
+            "~> 1.6",
+            "--drift-remediation",
+            "apply",
+        ]);
+        assert_eq!(s.four_eyes, Some(false));
+        assert_eq!(s.approval, Some(ApprovalArg::Required));
+        assert_eq!(s.approval_timeout, Some(Clearable::Set(3600)));
+        assert_eq!(s.tool, Some(Clearable::Set(ToolArg::Opentofu)));
+        assert_eq!(s.tool_version, Some(Clearable::Set("~> 1.6".into())));
+        assert_eq!(s.drift_remediation, Some(RemediationArg::Apply));
+        assert!(env_settings(&[]).is_empty());
+        for bad in [
+            &["--tool", "terraformx"][..],
+            &["--approval-timeout", "1x"][..],
+            &["--four-eyes=maybe"][..],
+            &["--approval", "sometimes"][..],
+        ] {
+            let mut all = vec!["sortie", "update", "env", "acme/prod"];
+            all.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_duration_takes_units_as_get_env_prints_them_or_plain_seconds() {
+        assert_eq!(parse_duration("24h"), Ok(86_400));
+        assert_eq!(parse_duration("90m"), Ok(5_400));
+        assert_eq!(parse_duration("2d"), Ok(172_800));
+        assert_eq!(parse_duration("1h30m"), Ok(5_400));
+        assert_eq!(parse_duration("45s"), Ok(45));
+        assert_eq!(parse_duration("3600"), Ok(3_600));
+        for bad in ["", "h", "1x", "30m1h", "1h1h", "-5m", "1.5h", "99999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            env_settings(&["--approval-timeout", "24h"]).approval_timeout,
+            Some(Clearable::Set(86_400))
+        );
+    }
+
+    #[test]
+    fn triggers_and_trigger_inputs_are_lists() {
+        let s = env_settings(&[
+            "--triggers",
+            "acme/net/vpc, acme/db/main",
+            "--trigger-inputs",
+            "",
+        ]);
+        assert_eq!(
+            s.triggers,
+            Some(CommaList(vec![
+                "acme/net/vpc".into(),
+                "acme/db/main".into()
+            ]))
+        );
+        assert_eq!(s.trigger_inputs, Some(CommaList(vec![])));
+    }
+}
