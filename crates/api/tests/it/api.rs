@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use axum::http::Method;
 use common::{local_runner, seed_org, Api};
 use serde_json::json;
 use sortie_api::Route;
+use sortie_client::{endpoints, Call};
 use sortie_core::Role;
 use sortie_store::{JobQueue, StoreError};
 
@@ -16,32 +18,32 @@ use sortie_store::{JobQueue, StoreError};
 async fn runner_crud_with_etags_inherited_and_shared_marks() {
     let api = Api::new().await;
     let r = api
-        .as_admin("POST", "/v1/groups/-/runners/shared", Some(local_runner()))
+        .admin(
+            endpoints::create_runner("-", "shared"),
+            Some(local_runner()),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/runners/org-runner",
+        .admin(
+            endpoints::create_runner("acme", "org-runner"),
             Some(local_runner()),
         )
         .await;
     assert_eq!((r.status.as_u16(), r.etag.as_deref()), (201, Some("\"1\"")));
     let json_body = json!({"runner_configuration": {"type": "local"}, "state_storage_configuration": {"type": "local", "directory": "/tmp/x"}}).to_string();
     let r = api
-        .call(
+        .send(
             Some("admin"),
-            "POST",
-            "/v1/groups/acme/payments/-/runners/team",
+            endpoints::create_runner("acme/payments", "team"),
             Some(&json_body),
             &[("content-type", "application/json")],
         )
         .await;
     assert_eq!(r.status, 201);
     assert_eq!(
-        api.as_admin(
-            "POST",
-            "/v1/groups/acme/-/runners/org-runner",
+        api.admin(
+            endpoints::create_runner("acme", "org-runner"),
             Some(local_runner())
         )
         .await
@@ -50,7 +52,7 @@ async fn runner_crud_with_etags_inherited_and_shared_marks() {
     );
 
     let list = api
-        .as_admin("GET", "/v1/groups/acme/payments/-/runners", None)
+        .admin(endpoints::list_runners("acme/payments"), None)
         .await;
     let rows: Vec<(String, bool, bool)> = list.body["runners"]
         .as_array()
@@ -74,15 +76,14 @@ async fn runner_crud_with_etags_inherited_and_shared_marks() {
     );
 
     let got = api
-        .as_admin("GET", "/v1/groups/acme/-/runners/org-runner", None)
+        .admin(endpoints::get_runner("acme", "org-runner"), None)
         .await;
     assert_eq!(got.body["runner_configuration"]["type"], "local");
     let changed = local_runner().replace("local runner", "changed");
     let stale = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            "/v1/groups/acme/-/runners/org-runner",
+            endpoints::update_runner("acme", "org-runner"),
             Some(&changed),
             &[("if-match", "\"9\"")],
         )
@@ -92,10 +93,9 @@ async fn runner_crud_with_etags_inherited_and_shared_marks() {
         (412, Some("version_mismatch"))
     );
     let upd = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            "/v1/groups/acme/-/runners/org-runner",
+            endpoints::update_runner("acme", "org-runner"),
             Some(&changed),
             &[("if-match", "\"1\"")],
         )
@@ -105,19 +105,19 @@ async fn runner_crud_with_etags_inherited_and_shared_marks() {
         (200, Some("\"2\""))
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/acme/-/runners/org-runner", None)
+        api.admin(endpoints::get_runner("acme", "org-runner"), None)
             .await
             .body["description"],
         "changed"
     );
     assert_eq!(
-        api.as_admin("DELETE", "/v1/groups/acme/-/runners/org-runner", None)
+        api.admin(endpoints::delete_runner("acme", "org-runner"), None)
             .await
             .status,
         204
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/acme/-/runners/org-runner", None)
+        api.admin(endpoints::get_runner("acme", "org-runner"), None)
             .await
             .status,
         404
@@ -129,19 +129,18 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
     // Rules.
-    let rules = api.as_admin("GET", "/v1/groups/acme/-/rules", None).await;
+    let rules = api.admin(endpoints::list_rules("acme"), None).await;
     assert_eq!(rules.body["rules"].as_array().unwrap().len(), 1);
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        api.admin(endpoints::get_rule("acme", "default"), None)
             .await
             .body["runner_id"],
         "acme/local"
     );
     // Environments.
     let env = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/payments/-/environments?explain=full",
+        .admin(
+            endpoints::create_environment("acme/payments").query([("explain", Some("full"))]),
             Some(r#"{"name":"prod","env_type":"production","labels":{"tier":"gold"}}"#),
         )
         .await;
@@ -151,14 +150,13 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
     assert_eq!(env.body["resolution"]["explanation"][0]["outcome"], "won");
     assert_eq!(env.body["resolution"]["counts"]["won"], 1);
     let listed = api
-        .as_admin("GET", "/v1/groups/acme/payments/-/environments", None)
+        .admin(endpoints::list_environments("acme/payments"), None)
         .await;
     assert_eq!(listed.body["environments"][0]["path"], "acme/payments/prod");
     let patched = api
-        .call(
+        .send(
             Some("admin"),
-            "PATCH",
-            "/v1/environments/acme/payments/prod",
+            endpoints::update_environment("acme/payments/prod"),
             Some(r#"{"labels":{"tier":"silver"}}"#),
             &[("if-match", "\"1\"")],
         )
@@ -167,7 +165,7 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
     assert_eq!(patched.body["labels"]["tier"], "silver");
     assert_eq!(patched.body["env_type"], "production");
     // Jobs.
-    let job = api.as_admin("POST", "/v1/environments/acme/payments/prod/-/jobs", Some(r#"{"operation":"plan","source":{"type":"git","url":"https://git.example.com/acme/infra.git","ref":"main"}}"#)).await;
+    let job = api.admin(endpoints::submit_job("acme/payments/prod"), Some(r#"{"operation":"plan","source":{"type":"git","url":"https://git.example.com/acme/infra.git","ref":"main"}}"#)).await;
     assert_eq!(job.status, 201, "{}", job.body);
     let id = job.body["id"].as_str().unwrap().to_string();
     assert_eq!(job.body["state"], "queued");
@@ -177,27 +175,24 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
         vec![id.clone()],
         "the lock holder is sent to the queue"
     );
-    let got = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
+    let got = api.admin(endpoints::get_job(&id), None).await;
     assert_eq!(got.body["transitions"][0]["to"], "queued");
     assert!(got.body["transitions"][0]["at"].is_string());
     let page = api
-        .as_admin(
-            "GET",
-            "/v1/environments/acme/payments/prod/-/jobs?limit=10",
+        .admin(
+            endpoints::list_jobs("acme/payments/prod").query([("limit", Some("10"))]),
             None,
         )
         .await;
     assert_eq!(page.body["jobs"][0]["id"], id.as_str());
     assert_eq!(
-        api.as_admin("DELETE", "/v1/environments/acme/payments/prod", None)
+        api.admin(endpoints::delete_environment("acme/payments/prod"), None)
             .await
             .status,
         409,
         "refused while a job is active"
     );
-    let canceled = api
-        .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
-        .await;
+    let canceled = api.admin(endpoints::cancel_job(&id), None).await;
     assert_eq!(
         (canceled.status.as_u16(), canceled.body["state"].as_str()),
         (200, Some("canceled"))
@@ -207,20 +202,17 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
         "sortie: canceled by admin"
     );
     assert_eq!(
-        api.as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
-            .await
-            .status,
+        api.admin(endpoints::cancel_job(&id), None).await.status,
         409
     );
     // Memberships.
-    let m = api.as_admin("POST", "/v1/groups/acme/payments/-/memberships", Some(r#"{"role":"deployer","grantee":{"kind":"claim_pattern","claim":"sub","pattern":"repo:acme/infra:ref:refs/heads/*"}}"#)).await;
+    let m = api.admin(endpoints::grant_membership("acme/payments"), Some(r#"{"role":"deployer","grantee":{"kind":"claim_pattern","claim":"sub","pattern":"repo:acme/infra:ref:refs/heads/*"}}"#)).await;
     assert_eq!(m.status, 201, "{}", m.body);
     let mid = m.body["id"].as_str().unwrap().to_string();
     let ci = api
-        .call(
+        .send(
             Some("repo:acme/infra:ref:refs/heads/main"),
-            "POST",
-            "/v1/environments/acme/payments/prod/-/jobs",
+            endpoints::submit_job("acme/payments/prod"),
             Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
             &[],
         )
@@ -231,7 +223,7 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
         ci.body
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/acme/payments/-/memberships", None)
+        api.admin(endpoints::list_memberships("acme/payments"), None)
             .await
             .body["memberships"]
             .as_array()
@@ -240,20 +232,15 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
         1
     );
     assert_eq!(
-        api.as_admin(
-            "DELETE",
-            &format!("/v1/groups/acme/payments/-/memberships/{mid}"),
-            None
-        )
-        .await
-        .status,
+        api.admin(endpoints::revoke_membership("acme/payments", &mid), None)
+            .await
+            .status,
         204
     );
     let ci = api
-        .call(
+        .send(
             Some("repo:acme/infra:ref:refs/heads/main"),
-            "GET",
-            "/v1/environments/acme/payments/prod",
+            endpoints::get_environment("acme/payments/prod"),
             None,
             &[],
         )
@@ -261,28 +248,27 @@ async fn rules_environments_memberships_and_jobs_full_crud() {
     assert_eq!(ci.status, 404, "revoked");
     // Rule delete, environment delete once idle.
     let ci_job = api
-        .as_admin("GET", "/v1/environments/acme/payments/prod/-/jobs", None)
+        .admin(endpoints::list_jobs("acme/payments/prod"), None)
         .await
         .body["jobs"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    api.as_admin("POST", &format!("/v1/jobs/{ci_job}/cancel"), None)
-        .await;
+    api.admin(endpoints::cancel_job(&ci_job), None).await;
     assert_eq!(
-        api.as_admin("DELETE", "/v1/environments/acme/payments/prod", None)
+        api.admin(endpoints::delete_environment("acme/payments/prod"), None)
             .await
             .status,
         204
     );
     assert_eq!(
-        api.as_admin("DELETE", "/v1/groups/acme/-/rules/default", None)
+        api.admin(endpoints::delete_rule("acme", "default"), None)
             .await
             .status,
         204
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        api.admin(endpoints::get_rule("acme", "default"), None)
             .await
             .status,
         404
@@ -295,9 +281,8 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
     seed_org(&api, "acme").await;
     seed_org(&api, "globex").await;
     assert_eq!(
-        api.as_admin(
-            "POST",
-            "/v1/groups/globex/-/environments",
+        api.admin(
+            endpoints::create_environment("globex"),
             Some(r#"{"name":"prod","env_type":"production"}"#)
         )
         .await
@@ -305,15 +290,14 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
         201
     );
     let job = api
-        .as_admin(
-            "POST",
-            "/v1/environments/globex/prod/-/jobs",
+        .admin(
+            endpoints::submit_job("globex/prod"),
             Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
         )
         .await;
     let job_id = job.body["id"].as_str().unwrap().to_string();
     let membership = api
-        .as_admin("GET", "/v1/groups/globex/-/memberships", None)
+        .admin(endpoints::list_memberships("globex"), None)
         .await
         .body["memberships"][0]["id"]
         .as_str()
@@ -398,19 +382,17 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
     assert_eq!(checked, Route::ALL.len() - 4);
     // Nothing of globex changed.
     assert_eq!(
-        api.as_admin("GET", &format!("/v1/jobs/{job_id}"), None)
-            .await
-            .body["state"],
+        api.admin(endpoints::get_job(&job_id), None).await.body["state"],
         "queued"
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/globex/-/runners/local", None)
+        api.admin(endpoints::get_runner("globex", "local"), None)
             .await
             .status,
         200
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/globex/-/memberships", None)
+        api.admin(endpoints::list_memberships("globex"), None)
             .await
             .body["memberships"]
             .as_array()
@@ -419,9 +401,7 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
         1
     );
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/globex/-/rules", None)
-            .await
-            .body["rules"]
+        api.admin(endpoints::list_rules("globex"), None).await.body["rules"]
             .as_array()
             .unwrap()
             .len(),
@@ -429,10 +409,9 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
     );
     // And acme-owner still runs its own org.
     assert_eq!(
-        api.call(
+        api.send(
             Some("acme-owner"),
-            "GET",
-            "/v1/groups/acme/-/runners",
+            endpoints::list_runners("acme"),
             None,
             &[]
         )
@@ -443,10 +422,9 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
     // A viewer sees but may not act: 403, not 404.
     api.grant("globex", Role::Viewer, "auditor").await;
     assert_eq!(
-        api.call(
+        api.send(
             Some("auditor"),
-            "GET",
-            "/v1/environments/globex/prod",
+            endpoints::get_environment("globex/prod"),
             None,
             &[]
         )
@@ -455,10 +433,9 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
         200
     );
     assert_eq!(
-        api.call(
+        api.send(
             Some("auditor"),
-            "POST",
-            "/v1/environments/globex/prod/-/jobs",
+            endpoints::submit_job("globex/prod"),
             Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
             &[]
         )
@@ -471,58 +448,53 @@ async fn tenant_isolation_org_a_sees_and_changes_nothing_of_org_b_on_any_route()
 #[tokio::test]
 async fn precedence_through_the_api_group_beats_ancestor_beats_shared() {
     let api = Api::new().await;
-    api.as_admin("POST", "/v1/groups/-/runners/shared", Some(local_runner()))
-        .await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/-/rules",
+    api.admin(
+        endpoints::create_runner("-", "shared"),
+        Some(local_runner()),
+    )
+    .await;
+    api.admin(
+        endpoints::create_rule("-"),
         Some(r#"{"id":"shared","runner_id":"shared"}"#),
     )
     .await;
     let env = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/payments/-/environments",
+        .admin(
+            endpoints::create_environment("acme/payments"),
             Some(r#"{"name":"a","env_type":"dev"}"#),
         )
         .await;
     assert_eq!(env.body["runner"]["runner_id"], "shared");
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/runners/org",
+    api.admin(
+        endpoints::create_runner("acme", "org"),
         Some(local_runner()),
     )
     .await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/rules",
+    api.admin(
+        endpoints::create_rule("acme"),
         Some(r#"{"id":"org","runner_id":"acme/org"}"#),
     )
     .await;
     let env = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/payments/-/environments",
+        .admin(
+            endpoints::create_environment("acme/payments"),
             Some(r#"{"name":"b","env_type":"dev"}"#),
         )
         .await;
     assert_eq!(env.body["runner"]["runner_id"], "acme/org");
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/payments/-/runners/team",
+    api.admin(
+        endpoints::create_runner("acme/payments", "team"),
         Some(local_runner()),
     )
     .await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/payments/-/rules",
+    api.admin(
+        endpoints::create_rule("acme/payments"),
         Some(r#"{"id":"team","runner_id":"acme/payments/team"}"#),
     )
     .await;
     let env = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/payments/-/environments?explain=full",
+        .admin(
+            endpoints::create_environment("acme/payments").query([("explain", Some("full"))]),
             Some(r#"{"name":"c","env_type":"dev"}"#),
         )
         .await;
@@ -539,12 +511,10 @@ async fn precedence_through_the_api_group_beats_ancestor_beats_shared() {
         ("won".into(), "lost".into(), "lost".into())
     );
     // No rule for another org: the error names the environment and the scopes searched.
-    api.as_admin("DELETE", "/v1/groups/-/rules/shared", None)
-        .await;
+    api.admin(endpoints::delete_rule("-", "shared"), None).await;
     let none = api
-        .as_admin(
-            "POST",
-            "/v1/groups/globex/-/environments",
+        .admin(
+            endpoints::create_environment("globex"),
             Some(r#"{"name":"prod","env_type":"dev"}"#),
         )
         .await;
@@ -564,29 +534,26 @@ async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
     api.create_env("acme/payments", "prod", "production").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/payments/-/runners/new",
+    api.admin(
+        endpoints::create_runner("acme/payments", "new"),
         Some(local_runner()),
     )
     .await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/payments/-/rules",
+    api.admin(
+        endpoints::create_rule("acme/payments"),
         Some(r#"{"id":"team","runner_id":"acme/payments/new"}"#),
     )
     .await;
     let env = api
-        .as_admin("GET", "/v1/environments/acme/payments/prod", None)
+        .admin(endpoints::get_environment("acme/payments/prod"), None)
         .await;
     assert_eq!(
         env.body["runner"]["runner_id"], "acme/local",
         "a rule change does not relink"
     );
     let dry = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/payments/prod/-/refresh-runner?dry_run=true",
+        .admin(
+            endpoints::refresh_runner("acme/payments/prod").query([("dry_run", Some("true"))]),
             None,
         )
         .await;
@@ -600,7 +567,7 @@ async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
     );
     assert_eq!(dry.body["resolution"]["rule"]["id"], "team");
     let after_dry = api
-        .as_admin("GET", "/v1/environments/acme/payments/prod", None)
+        .admin(endpoints::get_environment("acme/payments/prod"), None)
         .await;
     assert_eq!(
         (
@@ -611,17 +578,16 @@ async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
         "a dry run changes nothing"
     );
     let real = api
-        .call(
+        .send(
             Some("acme-owner"),
-            "POST",
-            "/v1/environments/acme/payments/prod/-/refresh-runner",
+            endpoints::refresh_runner("acme/payments/prod"),
             None,
             &[],
         )
         .await;
     assert_eq!(real.status, 200, "{}", real.body);
     let env = api
-        .as_admin("GET", "/v1/environments/acme/payments/prod", None)
+        .admin(endpoints::get_environment("acme/payments/prod"), None)
         .await;
     assert_eq!(env.body["runner"]["runner_id"], "acme/payments/new");
     assert_eq!(
@@ -631,13 +597,13 @@ async fn a_sticky_link_survives_a_rule_change_until_a_refresh() {
     assert_eq!(env.body["runner"]["rule_id"], "team");
     // The old runner is free to delete now; the new one is not, and the answer names the environment.
     assert_eq!(
-        api.as_admin("DELETE", "/v1/groups/acme/-/runners/local", None)
+        api.admin(endpoints::delete_runner("acme", "local"), None)
             .await
             .status,
         204
     );
     let refused = api
-        .as_admin("DELETE", "/v1/groups/acme/payments/-/runners/new", None)
+        .admin(endpoints::delete_runner("acme/payments", "new"), None)
         .await;
     assert_eq!(
         (
@@ -655,19 +621,17 @@ async fn idempotent_submit_returns_the_same_job() {
     api.create_env("acme", "prod", "production").await;
     let body = r#"{"operation":"apply","files":{"main.tf":""}}"#;
     let first = api
-        .call(
+        .send(
             Some("admin"),
-            "POST",
-            "/v1/environments/acme/prod/-/jobs",
+            endpoints::submit_job("acme/prod"),
             Some(body),
             &[("idempotency-key", "ci-run-77")],
         )
         .await;
     let again = api
-        .call(
+        .send(
             Some("admin"),
-            "POST",
-            "/v1/environments/acme/prod/-/jobs",
+            endpoints::submit_job("acme/prod"),
             Some(body),
             &[("idempotency-key", "ci-run-77")],
         )
@@ -677,10 +641,9 @@ async fn idempotent_submit_returns_the_same_job() {
     assert_eq!(again.headers.get("idempotent-replayed").unwrap(), "true");
     assert_eq!(api.drain_queue().await.len(), 1, "sent once");
     let other = api
-        .call(
+        .send(
             Some("admin"),
-            "POST",
-            "/v1/environments/acme/prod/-/jobs",
+            endpoints::submit_job("acme/prod"),
             Some(r#"{"operation":"destroy","files":{"main.tf":""}}"#),
             &[("idempotency-key", "ci-run-77")],
         )
@@ -698,12 +661,12 @@ async fn two_concurrent_submits_to_an_idle_environment_one_takes_the_lock() {
     api.create_env("acme", "prod", "production").await;
     let body = r#"{"operation":"apply","files":{"main.tf":""}}"#;
     let (a, b) = tokio::join!(
-        api.as_admin("POST", "/v1/environments/acme/prod/-/jobs", Some(body)),
-        api.as_admin("POST", "/v1/environments/acme/prod/-/jobs", Some(body))
+        api.admin(endpoints::submit_job("acme/prod"), Some(body)),
+        api.admin(endpoints::submit_job("acme/prod"), Some(body))
     );
     assert_eq!((a.status.as_u16(), b.status.as_u16()), (201, 201));
     let env = api
-        .as_admin("GET", "/v1/environments/acme/prod", None)
+        .admin(endpoints::get_environment("acme/prod"), None)
         .await;
     let holder = env.body["active_job"].as_str().unwrap().to_string();
     assert!(holder == a.body["id"] || holder == b.body["id"]);
@@ -730,9 +693,8 @@ async fn a_failed_send_leaves_a_durable_pending_marker_for_the_sweeper() {
     seed_org(&api, "acme").await;
     api.create_env("acme", "prod", "production").await;
     let job = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/prod/-/jobs",
+        .admin(
+            endpoints::submit_job("acme/prod"),
             Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
         )
         .await;
@@ -755,14 +717,14 @@ async fn a_failed_send_leaves_a_durable_pending_marker_for_the_sweeper() {
 async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
     let api = Api::new().await;
     let r = api
-        .call(None, "GET", "/v1/groups/acme/-/runners", None, &[])
+        .send(None, endpoints::list_runners("acme"), None, &[])
         .await;
     assert_eq!(
         (r.status.as_u16(), r.body["error"]["code"].as_str()),
         (401, Some("unauthenticated"))
     );
     assert_eq!(
-        api.call(None, "GET", "/v1/health", None, &[]).await.status,
+        api.send(None, endpoints::health(), None, &[]).await.status,
         200
     );
     // The same world's API state, with the development identity on.
@@ -770,7 +732,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
     state.dev_identity = true;
     state.admin_subjects = vec![];
     let dev = sortie_api::router(state);
-    let req = axum::http::Request::get("/v1/groups/acme/-/runners")
+    let req = axum::http::Request::get(endpoints::list_runners("acme").path)
         .body(axum::body::Body::empty())
         .unwrap();
     assert_eq!(
@@ -784,7 +746,7 @@ async fn authentication_is_required_and_the_dev_identity_is_off_by_default() {
 async fn the_openapi_document_lists_exactly_the_routes() {
     let api = Api::new().await;
     let doc = api
-        .call(None, "GET", "/v1/openapi.json", None, &[])
+        .send(None, endpoints::openapi_json(), None, &[])
         .await
         .body;
     let mut documented = BTreeSet::new();
@@ -807,10 +769,9 @@ async fn the_openapi_document_lists_exactly_the_routes() {
     assert_eq!(documented, routed);
 }
 
-/// (method, path, body, headers, expected status, expected code)
+/// (call, body, headers, expected status, expected code)
 type Bad = (
-    &'static str,
-    String,
+    Call,
     Option<String>,
     Vec<(&'static str, &'static str)>,
     u16,
@@ -825,58 +786,59 @@ async fn a_table_of_bad_requests_gets_clear_errors_never_500() {
     let s = |x: &str| Some(x.to_string());
     let big = "x".repeat(300 * 1024);
     let cases: Vec<Bad> = vec![
-        ("GET", "/v1/nope".into(), None, vec![], 404, "not_found"),
-        ("GET", "/v1/groups/acme/runners".into(), None, vec![], 404, "not_found"),
-        ("PATCH", "/v1/groups/acme/-/runners".into(), None, vec![], 405, "method_not_allowed"),
-        ("GET", "/v1/groups/Acme/-/runners".into(), None, vec![], 400, "invalid_request"),
-        ("GET", "/v1/groups/a/b/c/d/e/f/g/h/i/-/runners".into(), None, vec![], 400, "invalid_request"),
-        ("GET", "/v1/environments/prod".into(), None, vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/Bad_Name".into(), s(local_runner()), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: [oops"), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("{\"runner_configuration\": "), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s(""), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: gke}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: local}\nstate_storage_configuration: {type: kubernetes, namespace: x}"), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: local, colour: red}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/r2".into(), s("runner_configuration: {type: local, timeout_seconds: soon}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/runners/local".into(), s(local_runner()), vec![], 409, "already_exists"),
-        ("POST", "/v1/groups/acme/-/runners/big".into(), Some(big), vec![], 413, "payload_too_large"),
-        ("PUT", "/v1/groups/acme/-/runners/local".into(), s(local_runner()), vec![("if-match", "\"42\"")], 412, "version_mismatch"),
-        ("PUT", "/v1/groups/acme/-/runners/local".into(), s(local_runner()), vec![("if-match", "banana")], 400, "invalid_request"),
-        ("PUT", "/v1/groups/acme/-/runners/ghost".into(), s(local_runner()), vec![], 404, "not_found"),
-        ("GET", "/v1/groups/acme/-/runners/ghost".into(), None, vec![], 404, "not_found"),
-        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","runner_id":"globex/r"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","runner_id":"acme/ghost"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","runner_id":"acme/local","priority":"high"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"x","scope":"globex","runner_id":"acme/local"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/rules".into(), s(r#"{"id":"default","runner_id":"acme/local"}"#), vec![], 409, "already_exists"),
-        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"env_type":"production"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"name":"UPPER","env_type":"production"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"name":"prod","env_type":"production"}"#), vec![], 409, "already_exists"),
-        ("POST", "/v1/groups/acme/-/environments".into(), s(r#"{"name":"x","env_type":"dev","labels":["a"]}"#), vec![], 400, "invalid_request"),
-        ("PATCH", "/v1/environments/acme/prod".into(), s(r#"{"runner":"acme/other"}"#), vec![], 400, "invalid_request"),
-        ("GET", "/v1/environments/acme/ghost".into(), None, vec![], 404, "not_found"),
-        ("POST", "/v1/environments/acme/prod/-/refresh-runner?dry_run=maybe".into(), None, vec![], 400, "invalid_request"),
-        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"yolo","files":{"main.tf":""}}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan"}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan","files":{"../x":""}}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan","files":{"a.tf":""},"secret_refs":{"TOKEN":"hunter2"}}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/environments/acme/prod/-/jobs".into(), s(r#"{"operation":"plan","files":{"a.tf":""}}"#), vec![("idempotency-key", "has space")], 400, "invalid_request"),
-        ("POST", "/v1/environments/acme/ghost/-/jobs".into(), s(r#"{"operation":"plan","files":{"a.tf":""}}"#), vec![], 404, "not_found"),
-        ("GET", "/v1/environments/acme/prod/-/jobs?limit=0".into(), None, vec![], 400, "invalid_request"),
-        ("GET", "/v1/environments/acme/prod/-/jobs?cursor=%zz".into(), None, vec![], 400, "invalid_request"),
-        ("GET", "/v1/environments/acme/prod/-/jobs?cursor=deadbeef".into(), None, vec![], 400, "invalid_request"),
-        ("GET", "/v1/jobs/ghost".into(), None, vec![], 404, "not_found"),
-        ("POST", "/v1/jobs/ghost/cancel".into(), None, vec![], 404, "not_found"),
-        ("POST", "/v1/groups/acme/-/memberships".into(), s(r#"{"role":"emperor","grantee":{"kind":"subject","subject":"x"}}"#), vec![], 400, "invalid_request"),
-        ("POST", "/v1/groups/acme/-/memberships".into(), s(r#"{"role":"viewer","grantee":{"kind":"subject","subject":""}}"#), vec![], 400, "invalid_request"),
-        ("DELETE", "/v1/groups/acme/-/memberships/ghost".into(), None, vec![], 404, "not_found"),
-        ("POST", "/v1/groups/acme/-/runners/r3".into(), s("\u{0}\u{1}binary"), vec![], 400, "invalid_request"),
+        (Call::new(Method::GET, "/v1/nope".into()), None, vec![], 404, "not_found"),
+        (Call::new(Method::GET, "/v1/groups/acme/runners".into()), None, vec![], 404, "not_found"),
+        (Call::new(Method::PATCH, "/v1/groups/acme/-/runners".into()), None, vec![], 405, "method_not_allowed"),
+        (endpoints::list_runners("Acme"), None, vec![], 400, "invalid_request"),
+        (endpoints::list_runners("a/b/c/d/e/f/g/h/i"), None, vec![], 400, "invalid_request"),
+        (endpoints::get_environment("prod"), None, vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "Bad_Name"), s(local_runner()), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s("runner_configuration: [oops"), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s("{\"runner_configuration\": "), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s(""), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s("runner_configuration: {type: gke}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s("runner_configuration: {type: local}\nstate_storage_configuration: {type: kubernetes, namespace: x}"), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s("runner_configuration: {type: local, colour: red}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "r2"), s("runner_configuration: {type: local, timeout_seconds: soon}\nstate_storage_configuration: {type: local, directory: /x}"), vec![], 400, "invalid_request"),
+        (endpoints::create_runner("acme", "local"), s(local_runner()), vec![], 409, "already_exists"),
+        (endpoints::create_runner("acme", "big"), Some(big), vec![], 413, "payload_too_large"),
+        (endpoints::update_runner("acme", "local"), s(local_runner()), vec![("if-match", "\"42\"")], 412, "version_mismatch"),
+        (endpoints::update_runner("acme", "local"), s(local_runner()), vec![("if-match", "banana")], 400, "invalid_request"),
+        (endpoints::update_runner("acme", "ghost"), s(local_runner()), vec![], 404, "not_found"),
+        (endpoints::get_runner("acme", "ghost"), None, vec![], 404, "not_found"),
+        (endpoints::create_rule("acme"), s(r#"{"id":"x","runner_id":"globex/r"}"#), vec![], 400, "invalid_request"),
+        (endpoints::create_rule("acme"), s(r#"{"id":"x","runner_id":"acme/ghost"}"#), vec![], 400, "invalid_request"),
+        (endpoints::create_rule("acme"), s(r#"{"id":"x","runner_id":"acme/local","priority":"high"}"#), vec![], 400, "invalid_request"),
+        (endpoints::create_rule("acme"), s(r#"{"id":"x","scope":"globex","runner_id":"acme/local"}"#), vec![], 400, "invalid_request"),
+        (endpoints::create_rule("acme"), s(r#"{"id":"default","runner_id":"acme/local"}"#), vec![], 409, "already_exists"),
+        (endpoints::create_environment("acme"), s(r#"{"env_type":"production"}"#), vec![], 400, "invalid_request"),
+        (endpoints::create_environment("acme"), s(r#"{"name":"UPPER","env_type":"production"}"#), vec![], 400, "invalid_request"),
+        (endpoints::create_environment("acme"), s(r#"{"name":"prod","env_type":"production"}"#), vec![], 409, "already_exists"),
+        (endpoints::create_environment("acme"), s(r#"{"name":"x","env_type":"dev","labels":["a"]}"#), vec![], 400, "invalid_request"),
+        (endpoints::update_environment("acme/prod"), s(r#"{"runner":"acme/other"}"#), vec![], 400, "invalid_request"),
+        (endpoints::get_environment("acme/ghost"), None, vec![], 404, "not_found"),
+        (endpoints::refresh_runner("acme/prod").query([("dry_run", Some("maybe"))]), None, vec![], 400, "invalid_request"),
+        (endpoints::submit_job("acme/prod"), s(r#"{"operation":"yolo","files":{"main.tf":""}}"#), vec![], 400, "invalid_request"),
+        (endpoints::submit_job("acme/prod"), s(r#"{"operation":"plan"}"#), vec![], 400, "invalid_request"),
+        (endpoints::submit_job("acme/prod"), s(r#"{"operation":"plan","files":{"../x":""}}"#), vec![], 400, "invalid_request"),
+        (endpoints::submit_job("acme/prod"), s(r#"{"operation":"plan","files":{"a.tf":""},"secret_refs":{"TOKEN":"hunter2"}}"#), vec![], 400, "invalid_request"),
+        (endpoints::submit_job("acme/prod"), s(r#"{"operation":"plan","files":{"a.tf":""}}"#), vec![("idempotency-key", "has space")], 400, "invalid_request"),
+        (endpoints::submit_job("acme/ghost"), s(r#"{"operation":"plan","files":{"a.tf":""}}"#), vec![], 404, "not_found"),
+        (endpoints::list_jobs("acme/prod").query([("limit", Some("0"))]), None, vec![], 400, "invalid_request"),
+        (Call::new(Method::GET, "/v1/environments/acme/prod/-/jobs?cursor=%zz".into()), None, vec![], 400, "invalid_request"),
+        (endpoints::list_jobs("acme/prod").query([("cursor", Some("deadbeef"))]), None, vec![], 400, "invalid_request"),
+        (endpoints::get_job("ghost"), None, vec![], 404, "not_found"),
+        (endpoints::cancel_job("ghost"), None, vec![], 404, "not_found"),
+        (endpoints::grant_membership("acme"), s(r#"{"role":"emperor","grantee":{"kind":"subject","subject":"x"}}"#), vec![], 400, "invalid_request"),
+        (endpoints::grant_membership("acme"), s(r#"{"role":"viewer","grantee":{"kind":"subject","subject":""}}"#), vec![], 400, "invalid_request"),
+        (endpoints::revoke_membership("acme", "ghost"), None, vec![], 404, "not_found"),
+        (endpoints::create_runner("acme", "r3"), s("\u{0}\u{1}binary"), vec![], 400, "invalid_request"),
     ];
     assert!(cases.len() >= 30);
-    for (method, path, body, headers, status, code) in cases {
+    for (call, body, headers, status, code) in cases {
+        let (method, path) = (call.method.clone(), call.path.clone());
         let r = api
-            .call(Some("admin"), method, &path, body.as_deref(), &headers)
+            .send(Some("admin"), call, body.as_deref(), &headers)
             .await;
         assert_eq!(r.status.as_u16(), status, "{method} {path}: {}", r.body);
         assert_eq!(r.body["error"]["code"], code, "{method} {path}: {}", r.body);
@@ -901,9 +863,8 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     api.create_env("acme", "prod", "production").await;
     api.create_env("acme", "dev", "development").await;
     let a = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/prod/-/jobs",
+        .admin(
+            endpoints::submit_job("acme/prod"),
             Some(r#"{"operation":"apply","files":{"main.tf":""},"variables":{"n":1}}"#),
         )
         .await
@@ -912,9 +873,8 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
         .unwrap()
         .to_string();
     let b = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/dev/-/jobs",
+        .admin(
+            endpoints::submit_job("acme/dev"),
             Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
         )
         .await
@@ -925,10 +885,9 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     api.launch(&a, "token-a").await;
     api.launch(&b, "token-b").await;
     let spec = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{a}/spec"),
+            endpoints::get_job_spec(&a),
             None,
             &[("authorization", "Bearer token-a")],
         )
@@ -943,18 +902,18 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     );
     assert_eq!(spec.body["state_storage"]["type"], "local");
     // Job A's token on job B: refused, on every runner route and on the log.
-    for (method, path) in [
-        ("GET", format!("/v1/jobs/{b}/spec")),
-        ("PUT", format!("/v1/jobs/{b}/summary")),
-        ("GET", format!("/v1/jobs/{b}/logs")),
-        ("POST", format!("/v1/jobs/{b}/uploads")),
-        ("PUT", format!("/v1/jobs/{b}/upload-problems")),
+    for call in [
+        endpoints::get_job_spec(&b),
+        endpoints::put_job_summary(&b),
+        endpoints::get_job_logs(&b),
+        endpoints::create_upload(&b),
+        endpoints::put_upload_problems(&b),
     ] {
+        let (method, path) = (call.method.clone(), call.path.clone());
         let r = api
-            .call(
+            .send(
                 None,
-                method,
-                &path,
+                call,
                 Some(r#"{"add":1,"change":0,"destroy":0}"#),
                 &[("authorization", "Bearer token-a")],
             )
@@ -963,10 +922,9 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     }
     for bad in ["", "Bearer ", "Bearer wrong", "Basic dG9rZW4tYQ=="] {
         let r = api
-            .call(
+            .send(
                 None,
-                "GET",
-                &format!("/v1/jobs/{a}/spec"),
+                endpoints::get_job_spec(&a),
                 None,
                 &[("authorization", bad)],
             )
@@ -978,10 +936,9 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
         );
     }
     let r = api
-        .call(
+        .send(
             None,
-            "GET",
-            "/v1/jobs/nosuchjob/spec",
+            endpoints::get_job_spec("nosuchjob"),
             None,
             &[("authorization", "Bearer token-a")],
         )
@@ -989,19 +946,16 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
     assert_eq!(r.status, 401, "no hint whether a job exists");
     // The summary is recorded on the job.
     let r = api
-        .call(
+        .send(
             None,
-            "PUT",
-            &format!("/v1/jobs/{a}/summary"),
+            endpoints::put_job_summary(&a),
             Some(r#"{"add":2,"change":1,"destroy":0}"#),
             &[("authorization", "Bearer token-a")],
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
-        api.as_admin("GET", &format!("/v1/jobs/{a}"), None)
-            .await
-            .body["summary"]["add"],
+        api.admin(endpoints::get_job(&a), None).await.body["summary"]["add"],
         2
     );
     // Once the job ends, its token is dead.
@@ -1017,10 +971,9 @@ async fn a_job_token_opens_only_its_own_jobs_spec_and_only_while_it_runs() {
         .await
         .unwrap();
     let r = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{a}/spec"),
+            endpoints::get_job_spec(&a),
             None,
             &[("authorization", "Bearer token-a")],
         )
@@ -1035,9 +988,8 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
     seed_org(&api, "acme").await;
     api.create_env("acme", "prod", "production").await;
     let id = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/prod/-/jobs",
+        .admin(
+            endpoints::submit_job("acme/prod"),
             Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
         )
         .await
@@ -1064,9 +1016,7 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
                 .unwrap()
         }
     };
-    let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/logs"), None)
-        .await;
+    let r = api.admin(endpoints::get_job_logs(&id), None).await;
     assert_eq!(
         (
             r.body["data"].as_str(),
@@ -1078,7 +1028,10 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
     put(0, "Initializing the backend...\n").await;
     put(28, "Plan: 0 to add").await;
     let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=0"), None)
+        .admin(
+            endpoints::get_job_logs(&id).query([("offset", Some("0"))]),
+            None,
+        )
         .await;
     assert_eq!(
         r.body["data"],
@@ -1087,12 +1040,18 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
     let next = r.body["next_offset"].as_u64().unwrap();
     assert_eq!(next, 42);
     let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=30"), None)
+        .admin(
+            endpoints::get_job_logs(&id).query([("offset", Some("30"))]),
+            None,
+        )
         .await;
     assert_eq!(r.body["data"], "an: 0 to add", "reads from inside a chunk");
     put(42, ", 0 to change.\n").await;
     let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={next}"), None)
+        .admin(
+            endpoints::get_job_logs(&id).query([("offset", Some(next.to_string().as_str()))]),
+            None,
+        )
         .await;
     assert_eq!(
         (r.body["data"].as_str(), r.body["more"].as_bool()),
@@ -1110,7 +1069,10 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         .await
         .unwrap();
     let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=57"), None)
+        .admin(
+            endpoints::get_job_logs(&id).query([("offset", Some("57"))]),
+            None,
+        )
         .await;
     assert_eq!(
         (r.body["data"].as_str(), r.body["more"].as_bool()),
@@ -1120,22 +1082,15 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
     // Any reader of the job may read its log; another tenant may not.
     api.grant("acme", Role::Viewer, "viewer").await;
     assert_eq!(
-        api.call(
-            Some("viewer"),
-            "GET",
-            &format!("/v1/jobs/{id}/logs"),
-            None,
-            &[]
-        )
-        .await
-        .status,
+        api.send(Some("viewer"), endpoints::get_job_logs(&id), None, &[])
+            .await
+            .status,
         200
     );
     assert_eq!(
-        api.call(
+        api.send(
             Some("globex-owner"),
-            "GET",
-            &format!("/v1/jobs/{id}/logs"),
+            endpoints::get_job_logs(&id),
             None,
             &[]
         )
@@ -1144,9 +1099,12 @@ async fn logs_are_followed_live_by_offset_from_s3_chunks() {
         404
     );
     assert_eq!(
-        api.as_admin("GET", &format!("/v1/jobs/{id}/logs?offset=x"), None)
-            .await
-            .status,
+        api.admin(
+            endpoints::get_job_logs(&id).query([("offset", Some("x"))]),
+            None
+        )
+        .await
+        .status,
         400
     );
 }
@@ -1156,20 +1114,18 @@ async fn configured_admin_subjects_are_system_administrators_and_no_one_else_is(
     let api = Api::new().await;
     // `bootstrap-admin` is in the API's configured admin subjects (see common::Api).
     let r = api
-        .call(
+        .send(
             Some("bootstrap-admin"),
-            "POST",
-            "/v1/groups/-/runners/shared",
+            endpoints::create_runner("-", "shared"),
             Some(local_runner()),
             &[],
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let r = api
-        .call(
+        .send(
             Some("someone-else"),
-            "POST",
-            "/v1/groups/-/runners/other",
+            endpoints::create_runner("-", "other"),
             Some(local_runner()),
             &[],
         )
@@ -1177,10 +1133,9 @@ async fn configured_admin_subjects_are_system_administrators_and_no_one_else_is(
     assert_eq!(r.status, 404, "{}", r.body);
     api.grant("acme", Role::Owner, "acme-owner").await;
     let r = api
-        .call(
+        .send(
             Some("acme-owner"),
-            "POST",
-            "/v1/groups/-/runners/other",
+            endpoints::create_runner("-", "other"),
             Some(local_runner()),
             &[],
         )
@@ -1193,22 +1148,20 @@ async fn put_rule_replaces_it_under_if_match_like_delete() {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
     seed_org(&api, "globex").await;
-    api.as_admin(
-        "POST",
-        "/v1/groups/acme/-/runners/other",
+    api.admin(
+        endpoints::create_runner("acme", "other"),
         Some(local_runner()),
     )
     .await;
     let got = api
-        .as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        .admin(endpoints::get_rule("acme", "default"), None)
         .await;
     assert_eq!(got.etag.as_deref(), Some("\"1\""));
     let body = r#"{"runner_id":"acme/other","criteria":{"env_type":"production"},"priority":5}"#;
     let stale = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+            endpoints::update_rule("acme", "default"),
             Some(body),
             &[("if-match", "\"7\"")],
         )
@@ -1218,10 +1171,9 @@ async fn put_rule_replaces_it_under_if_match_like_delete() {
         (412, Some("version_mismatch"))
     );
     let put = api
-        .call(
+        .send(
             Some("acme-owner"),
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+            endpoints::update_rule("acme", "default"),
             Some(body),
             &[("if-match", "\"1\"")],
         )
@@ -1242,16 +1194,15 @@ async fn put_rule_replaces_it_under_if_match_like_delete() {
         (Some("default"), Some("acme"), Some("acme/other"), Some(5))
     );
     let again = api
-        .as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        .admin(endpoints::get_rule("acme", "default"), None)
         .await;
     assert_eq!(again.etag.as_deref(), Some("\"2\""));
     assert_eq!(again.body["criteria"]["env_type"], "production");
     // The old ETag is stale now.
     let r = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+            endpoints::update_rule("acme", "default"),
             Some(body),
             &[("if-match", "\"1\"")],
         )
@@ -1259,16 +1210,15 @@ async fn put_rule_replaces_it_under_if_match_like_delete() {
     assert_eq!(r.status, 412);
     // Missing rule, wrong id in the body, invisible runner.
     let r = api
-        .as_admin("PUT", "/v1/groups/acme/-/rules/ghost", Some(body))
+        .admin(endpoints::update_rule("acme", "ghost"), Some(body))
         .await;
     assert_eq!(
         (r.status.as_u16(), r.body["error"]["code"].as_str()),
         (404, Some("not_found"))
     );
     let r = api
-        .as_admin(
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+        .admin(
+            endpoints::update_rule("acme", "default"),
             Some(r#"{"id":"other","runner_id":"acme/local"}"#),
         )
         .await;
@@ -1280,19 +1230,17 @@ async fn put_rule_replaces_it_under_if_match_like_delete() {
         (400, Some("id"))
     );
     let r = api
-        .as_admin(
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+        .admin(
+            endpoints::update_rule("acme", "default"),
             Some(r#"{"id":"default","runner_id":"globex/local"}"#),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     // Another tenant: 404, and nothing changes.
     let r = api
-        .call(
+        .send(
             Some("globex-owner"),
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+            endpoints::update_rule("acme", "default"),
             Some(r#"{"runner_id":"acme/local"}"#),
             &[],
         )
@@ -1305,17 +1253,16 @@ async fn put_rule_replaces_it_under_if_match_like_delete() {
     // A viewer may read but not update.
     api.grant("acme", Role::Viewer, "auditor").await;
     let r = api
-        .call(
+        .send(
             Some("auditor"),
-            "PUT",
-            "/v1/groups/acme/-/rules/default",
+            endpoints::update_rule("acme", "default"),
             Some(r#"{"runner_id":"acme/local"}"#),
             &[],
         )
         .await;
     assert_eq!(r.status, 403);
     assert_eq!(
-        api.as_admin("GET", "/v1/groups/acme/-/rules/default", None)
+        api.admin(endpoints::get_rule("acme", "default"), None)
             .await
             .body["runner_id"],
         "acme/other"
@@ -1408,9 +1355,8 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
     let submit = |env: &'static str| {
         let api = &api;
         async move {
-            api.as_admin(
-                "POST",
-                &format!("/v1/environments/acme/{env}/-/jobs"),
+            api.admin(
+                endpoints::submit_job(&format!("acme/{env}")),
                 Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
             )
             .await
@@ -1427,8 +1373,8 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
     api.launch(&b, "token-b").await;
     let auth = [("authorization", "Bearer token-a")];
     let grant = |body: &'static str| {
-        let (api, path) = (&api, format!("/v1/jobs/{a}/uploads"));
-        async move { api.call(None, "POST", &path, Some(body), &auth).await }
+        let (api, call) = (&api, endpoints::create_upload(&a));
+        async move { api.send(None, call, Some(body), &auth).await }
     };
 
     // A log chunk: its key is the job's own; the bytes go to S3 by the URL alone.
@@ -1460,9 +1406,7 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
     .await
     .unwrap();
     assert_eq!(status, 200, "{answer}");
-    let logs = api
-        .as_admin("GET", &format!("/v1/jobs/{a}/logs"), None)
-        .await;
+    let logs = api.admin(endpoints::get_job_logs(&a), None).await;
     assert_eq!(logs.body["data"], "uploaded by URL\n");
 
     // The artifacts: fixed names under artifacts/<job>/.
@@ -1506,12 +1450,12 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
 
     // Upload problems: recorded on the job and shown in its view.
     let report = |body: &'static str| {
-        let (api, path) = (&api, format!("/v1/jobs/{a}/upload-problems"));
-        async move { api.call(None, "PUT", &path, Some(body), &auth).await }
+        let (api, call) = (&api, endpoints::put_upload_problems(&a));
+        async move { api.send(None, call, Some(body), &auth).await }
     };
     let r = report(r#"{"problems":["could not upload the summary: 403"]}"#).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let job = api.as_admin("GET", &format!("/v1/jobs/{a}"), None).await;
+    let job = api.admin(endpoints::get_job(&a), None).await;
     assert_eq!(
         job.body["upload_problems"][0],
         "could not upload the summary: 403"
@@ -1530,10 +1474,9 @@ async fn a_job_token_gets_presigned_urls_for_its_own_objects_only() {
 
     // Job A's token never opens job B's uploads.
     let r = api
-        .call(
+        .send(
             None,
-            "POST",
-            &format!("/v1/jobs/{b}/uploads"),
+            endpoints::create_upload(&b),
             Some(r#"{"kind":"plan"}"#),
             &auth,
         )
@@ -1549,13 +1492,13 @@ async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage(
     let api = Api::aws(&aws).await;
     seed_org(&api, "acme").await;
     api.grant("acme", Role::Viewer, "viewer").await;
-    let check = |who: &'static str, path: &'static str| {
+    let check = |who: &'static str, call: Call| {
         let api = &api;
-        async move { api.call(Some(who), "POST", path, None, &[]).await }
+        async move { api.send(Some(who), call, None, &[]).await }
     };
 
     // A local runner, where no local launcher exists: the words its jobs would fail with.
-    let r = check("acme-owner", "/v1/groups/acme/-/runners/local/check").await;
+    let r = check("acme-owner", endpoints::check_runner("acme", "local")).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["runner_id"], "acme/local");
     assert_eq!(r.body["org"], "acme");
@@ -1570,13 +1513,13 @@ async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage(
     // assumed (moto lets it), and each missing part fails in AWS's words.
     let fargate = "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/sortie-launcher-check\n  external_id: sortie-ext-check-api\n  region: us-east-1\n  cluster: no-such-cluster\n  task_definition: no-such-family:1\n  container_name: runner\n  subnets: [subnet-0123456789abcdef0]\n  security_groups: [sg-0123456789abcdef0]\nstate_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n";
     let created = api
-        .as_admin("POST", "/v1/groups/acme/-/runners/fargate", Some(fargate))
+        .admin(endpoints::create_runner("acme", "fargate"), Some(fargate))
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
     let before = api
-        .as_admin("GET", "/v1/groups/acme/-/runners/fargate", None)
+        .admin(endpoints::get_runner("acme", "fargate"), None)
         .await;
-    let r = check("acme-owner", "/v1/groups/acme/-/runners/fargate/check").await;
+    let r = check("acme-owner", endpoints::check_runner("acme", "fargate")).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["passed"], false);
     let checks: BTreeMap<String, (String, String)> = r.body["checks"]
@@ -1612,19 +1555,19 @@ async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage(
     assert_eq!(checks["pass_role"].0, "skipped");
     // Nothing was written: the runner's version is the same.
     let after = api
-        .as_admin("GET", "/v1/groups/acme/-/runners/fargate", None)
+        .admin(endpoints::get_runner("acme", "fargate"), None)
         .await;
     assert_eq!(before.etag, after.etag);
 
     // A viewer may not make Sortie assume the runner's role; an unknown runner is 404.
-    let r = check("viewer", "/v1/groups/acme/-/runners/fargate/check").await;
+    let r = check("viewer", endpoints::check_runner("acme", "fargate")).await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = check("acme-owner", "/v1/groups/acme/-/runners/nope/check").await;
+    let r = check("acme-owner", endpoints::check_runner("acme", "nope")).await;
     assert_eq!(r.status, 404, "{}", r.body);
     // Another org's name is refused for an org's own runner.
     let r = check(
         "acme-owner",
-        "/v1/groups/acme/-/runners/local/check?org=globex",
+        endpoints::check_runner("acme", "local").query([("org", Some("globex"))]),
     )
     .await;
     assert_eq!(r.status, 400, "{}", r.body);
@@ -1632,15 +1575,14 @@ async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage(
 
     // A shared runner is checked for one named organisation.
     let shared = api
-        .as_admin(
-            "POST",
-            "/v1/groups/-/runners/shared-local",
+        .admin(
+            endpoints::create_runner("-", "shared-local"),
             Some(local_runner()),
         )
         .await;
     assert_eq!(shared.status, 201, "{}", shared.body);
     let r = api
-        .as_admin("POST", "/v1/groups/-/runners/shared-local/check", None)
+        .admin(endpoints::check_runner("-", "shared-local"), None)
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "query.org");
@@ -1649,17 +1591,15 @@ async fn runner_check_answers_each_check_in_the_platform_words_and_needs_manage(
         .unwrap()
         .contains("required for a shared runner"));
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/-/runners/shared-local/check?org=a/b",
+        .admin(
+            endpoints::check_runner("-", "shared-local").query([("org", Some("a/b"))]),
             None,
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/-/runners/shared-local/check?org=acme",
+        .admin(
+            endpoints::check_runner("-", "shared-local").query([("org", Some("acme"))]),
             None,
         )
         .await;
@@ -1675,25 +1615,22 @@ async fn the_runners_exit_callback_ends_its_job_once_and_refuses_what_it_cannot_
     // An eks runner, chosen for `k8s` environments: its jobs' specs ask for the callback.
     let eks = "runner_configuration:\n  type: eks\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: us-east-1\n  cluster: prod\n  job: { namespace: sortie-jobs, service_account: terraform }\nstate_storage_configuration: { type: kubernetes }\n";
     assert_eq!(
-        api.as_admin("POST", "/v1/groups/acme/-/runners/eks", Some(eks))
+        api.admin(endpoints::create_runner("acme", "eks"), Some(eks))
             .await
             .status,
         201
     );
     let rule =
         json!({"id": "k8s", "runner_id": "acme/eks", "criteria": {"env_type": "k8s"}}).to_string();
-    let r = api
-        .as_admin("POST", "/v1/groups/acme/-/rules", Some(&rule))
-        .await;
+    let r = api.admin(endpoints::create_rule("acme"), Some(&rule)).await;
     assert_eq!(r.status, 201, "{}", r.body);
     api.create_env("acme", "cluster", "k8s").await;
     api.create_env("acme", "dev", "development").await;
     let submit = |env: &'static str| {
         let api = &api;
         async move {
-            api.as_admin(
-                "POST",
-                &format!("/v1/environments/acme/{env}/-/jobs"),
+            api.admin(
+                endpoints::submit_job(&format!("acme/{env}")),
                 Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
             )
             .await
@@ -1708,12 +1645,11 @@ async fn the_runners_exit_callback_ends_its_job_once_and_refuses_what_it_cannot_
     api.launch(&a, "token-a").await;
     api.launch(&b, "token-b").await;
     let call = |token: &'static str, id: &str, body: &str| {
-        let (api, path, body) = (&api, format!("/v1/jobs/{id}/events"), body.to_string());
+        let (api, call, body) = (&api, endpoints::report_job_exit(id), body.to_string());
         async move {
-            api.call(
+            api.send(
                 None,
-                "POST",
-                &path,
+                call,
                 Some(&body),
                 &[("authorization", &format!("Bearer {token}"))],
             )
@@ -1721,10 +1657,9 @@ async fn the_runners_exit_callback_ends_its_job_once_and_refuses_what_it_cannot_
         }
     };
     let spec = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{a}/spec"),
+            endpoints::get_job_spec(&a),
             None,
             &[("authorization", "Bearer token-a")],
         )
@@ -1737,10 +1672,9 @@ async fn the_runners_exit_callback_ends_its_job_once_and_refuses_what_it_cannot_
         "kubernetes state lives in the runner's namespace"
     );
     let local = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{b}/spec"),
+            endpoints::get_job_spec(&b),
             None,
             &[("authorization", "Bearer token-b")],
         )
@@ -1769,9 +1703,7 @@ async fn the_runners_exit_callback_ends_its_job_once_and_refuses_what_it_cannot_
         );
     }
     assert_eq!(
-        api.as_admin("GET", &format!("/v1/jobs/{a}"), None)
-            .await
-            .body["state"],
+        api.admin(endpoints::get_job(&a), None).await.body["state"],
         "running"
     );
 

@@ -23,6 +23,7 @@ use sortie_testkit::world::{World, API_URL};
 use tower::ServiceExt;
 
 use crate::common::{conforms, local_runner, Api, Reply};
+use sortie_client::{endpoints, Call};
 
 /// The issuer of the test callers' claims.
 const ISSUER: &str = "https://idp.example.com";
@@ -178,11 +179,13 @@ impl<'a> Trail<'a> {
         who: Option<&str>,
         route: Route,
         org: &str,
-        path: &str,
+        call: Call,
         body: Option<&str>,
         headers: &[(&str, &str)],
     ) -> Reply {
         let (method, _) = route.method_and_path();
+        assert_eq!(call.method, method, "{} is {method}", route.operation_id());
+        let path = call.path.as_str();
         let (answered, reply) = request(self.api, who, method.as_str(), path, body, headers).await;
         assert_eq!(
             answered,
@@ -206,7 +209,8 @@ impl<'a> Trail<'a> {
         };
         if route.audited() && reply.status.is_success() {
             self.exercised.insert(route);
-            let target = path.split('?').next().unwrap_or(path);
+            // The entry names the path readable: `acme%2Fteam` (one segment) is `acme/team`.
+            let target = path.split('?').next().unwrap_or(path).replace("%2F", "/");
             match fresh.as_slice() {
                 [] => self.problems.push(format!("{what}: wrote no audit entry")),
                 [e] if e.action != route.operation_id() || e.org != org => {
@@ -245,8 +249,8 @@ impl<'a> Trail<'a> {
     }
 
     /// `route` as the admin in organisation `acme`, which must succeed.
-    async fn ok(&mut self, route: Route, path: &str, body: Option<&str>) -> Reply {
-        self.ok_in("acme", route, path, body, &[]).await
+    async fn ok(&mut self, route: Route, call: Call, body: Option<&str>) -> Reply {
+        self.ok_in("acme", route, call, body, &[]).await
     }
 
     /// `route` as the admin, acting in `org`, which must succeed.
@@ -254,12 +258,13 @@ impl<'a> Trail<'a> {
         &mut self,
         org: &str,
         route: Route,
-        path: &str,
+        call: Call,
         body: Option<&str>,
         headers: &[(&str, &str)],
     ) -> Reply {
+        let path = call.path.clone();
         let r = self
-            .send(Some("admin"), route, org, path, body, headers)
+            .send(Some("admin"), route, org, call, body, headers)
             .await;
         assert!(
             r.status.is_success(),
@@ -276,13 +281,14 @@ impl<'a> Trail<'a> {
         &mut self,
         who: &str,
         route: Route,
-        path: &str,
+        call: Call,
         body: Option<&str>,
         headers: &[(&str, &str)],
         status: u16,
     ) {
+        let path = call.path.clone();
         let r = self
-            .send(Some(who), route, "acme", path, body, headers)
+            .send(Some(who), route, "acme", call, body, headers)
             .await;
         assert_eq!(
             r.status.as_u16(),
@@ -295,16 +301,17 @@ impl<'a> Trail<'a> {
 
     /// Creates environment `acme/<group>/<name>` from `body` (JSON, its name included).
     async fn environment(&mut self, group: &str, body: Value) -> Reply {
-        let path = format!("/v1/groups/{group}/-/environments");
-        self.ok(Route::CreateEnvironment, &path, Some(&body.to_string()))
+        let call = endpoints::create_environment(group);
+        self.ok(Route::CreateEnvironment, call, Some(&body.to_string()))
             .await
     }
 
     /// Submits `operation` to environment `env` as the admin; the job's id.
     async fn submit(&mut self, env: &str, operation: &str) -> String {
         let body = json!({"operation": operation, "files": {"main.tf": ""}}).to_string();
-        let path = format!("/v1/environments/{env}/-/jobs");
-        let r = self.ok(Route::SubmitJob, &path, Some(&body)).await;
+        let r = self
+            .ok(Route::SubmitJob, endpoints::submit_job(env), Some(&body))
+            .await;
         r.body["id"].as_str().unwrap().to_string()
     }
 
@@ -317,26 +324,24 @@ impl<'a> Trail<'a> {
             ("authorization", auth.as_str()),
             ("content-type", "application/json"),
         ];
-        let summary = format!("/v1/jobs/{id}/summary");
         let body = r#"{"add":1,"change":0,"destroy":0}"#;
         let r = self
             .send(
                 None,
                 Route::PutJobSummary,
                 "acme",
-                &summary,
+                endpoints::put_job_summary(id),
                 Some(body),
                 &headers,
             )
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        let events = format!("/v1/jobs/{id}/events");
         let r = self
             .send(
                 None,
                 Route::ReportJobExit,
                 "acme",
-                &events,
+                endpoints::report_job_exit(id),
                 Some(r#"{"exit_code":0}"#),
                 &headers,
             )
@@ -347,8 +352,9 @@ impl<'a> Trail<'a> {
     /// The organisation's entries as `GET /v1/orgs/{org}/-/audit` lists them must be those
     /// the walk saw, newest first.
     async fn listed_as_seen(&mut self, org: &str) {
-        let path = format!("/v1/orgs/{org}/-/audit?limit=1000");
-        let r = self.ok_in(org, Route::ListAudit, &path, None, &[]).await;
+        let call = endpoints::list_audit(org).query([("limit", Some("1000"))]);
+        let path = call.path.clone();
+        let r = self.ok_in(org, Route::ListAudit, call, None, &[]).await;
         let listed: Vec<String> = r.body["entries"]
             .as_array()
             .unwrap_or_else(|| panic!("{path}: {}", r.body))
@@ -418,14 +424,14 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     // Runners: the organisation's, one at the root (its chain is `-`), and one to change.
     t.ok(
         Route::CreateRunner,
-        "/v1/groups/acme/-/runners/local",
+        endpoints::create_runner("acme", "local"),
         Some(local_runner()),
     )
     .await;
     t.refused(
         "admin",
         Route::CreateRunner,
-        "/v1/groups/acme/-/runners/local",
+        endpoints::create_runner("acme", "local"),
         Some(local_runner()),
         &[],
         409,
@@ -434,29 +440,40 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     t.ok_in(
         "-",
         Route::CreateRunner,
-        "/v1/groups/-/runners/shared",
+        endpoints::create_runner("-", "shared"),
         Some(local_runner()),
         &[],
     )
     .await;
-    let spare = "/v1/groups/acme/-/runners/spare";
-    t.ok(Route::CreateRunner, spare, Some(local_runner())).await;
+    t.ok(
+        Route::CreateRunner,
+        endpoints::create_runner("acme", "spare"),
+        Some(local_runner()),
+    )
+    .await;
     let changed = local_runner().replace("local runner", "changed");
     t.refused(
         "admin",
         Route::UpdateRunner,
-        spare,
+        endpoints::update_runner("acme", "spare"),
         Some(&changed),
         &[("if-match", "\"9\"")],
         412,
     )
     .await;
-    t.refused("vera", Route::UpdateRunner, spare, Some(&changed), &[], 403)
-        .await;
+    t.refused(
+        "vera",
+        Route::UpdateRunner,
+        endpoints::update_runner("acme", "spare"),
+        Some(&changed),
+        &[],
+        403,
+    )
+    .await;
     t.ok_in(
         "acme",
         Route::UpdateRunner,
-        spare,
+        endpoints::update_runner("acme", "spare"),
         Some(&changed),
         &[("if-match", "\"1\"")],
     )
@@ -464,53 +481,80 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
 
     // Rules.
     let rule = json!({"id": "default", "runner_id": "acme/local"}).to_string();
-    t.ok(Route::CreateRule, "/v1/groups/acme/-/rules", Some(&rule))
-        .await;
-    let rule = json!({"id": "team", "runner_id": "acme/spare"}).to_string();
     t.ok(
         Route::CreateRule,
-        "/v1/groups/acme/team/-/rules",
+        endpoints::create_rule("acme"),
         Some(&rule),
     )
     .await;
-    let team_rule = "/v1/groups/acme/team/-/rules/team";
+    let rule = json!({"id": "team", "runner_id": "acme/spare"}).to_string();
+    t.ok(
+        Route::CreateRule,
+        endpoints::create_rule("acme/team"),
+        Some(&rule),
+    )
+    .await;
     let put = json!({"runner_id": "acme/spare", "priority": 5}).to_string();
     t.ok_in(
         "acme",
         Route::UpdateRule,
-        team_rule,
+        endpoints::update_rule("acme/team", "team"),
         Some(&put),
         &[("if-match", "\"1\"")],
     )
     .await;
-    t.refused("vera", Route::DeleteRule, team_rule, None, &[], 403)
-        .await;
-    t.ok(Route::DeleteRule, team_rule, None).await;
-    t.ok(Route::DeleteRunner, spare, None).await;
+    t.refused(
+        "vera",
+        Route::DeleteRule,
+        endpoints::delete_rule("acme/team", "team"),
+        None,
+        &[],
+        403,
+    )
+    .await;
+    t.ok(
+        Route::DeleteRule,
+        endpoints::delete_rule("acme/team", "team"),
+        None,
+    )
+    .await;
+    t.ok(
+        Route::DeleteRunner,
+        endpoints::delete_runner("acme", "spare"),
+        None,
+    )
+    .await;
 
     // Policy sets.
-    let set = "/v1/groups/acme/-/policy-sets/no-deletes";
     let made = t
-        .ok(Route::CreatePolicySet, set, Some(&policy_set("mandatory")))
+        .ok(
+            Route::CreatePolicySet,
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&policy_set("mandatory")),
+        )
         .await;
     let etag = made.etag.clone().unwrap();
     t.ok_in(
         "acme",
         Route::UpdatePolicySet,
-        set,
+        endpoints::update_policy_set("acme", "no-deletes"),
         Some(&policy_set("review")),
         &[("if-match", etag.as_str())],
     )
     .await;
-    t.ok(Route::DeletePolicySet, set, None).await;
+    t.ok(
+        Route::DeletePolicySet,
+        endpoints::delete_policy_set("acme", "no-deletes"),
+        None,
+    )
+    .await;
 
     // Notification destinations.
-    let hook = "/v1/groups/acme/-/notifications/ops";
     let body = json!({"type": "webhook", "url": "https://hooks.example.com/sortie"}).to_string();
     t.refused(
         "vera",
         Route::CreateNotification,
-        hook,
+        endpoints::create_notification("acme", "ops"),
         Some(&body),
         &as_json,
         403,
@@ -520,7 +564,7 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
         .ok_in(
             "acme",
             Route::CreateNotification,
-            hook,
+            endpoints::create_notification("acme", "ops"),
             Some(&body),
             &as_json,
         )
@@ -531,25 +575,29 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     t.ok_in(
         "acme",
         Route::UpdateNotification,
-        hook,
+        endpoints::update_notification("acme", "ops"),
         Some(&body),
         &[("if-match", etag.as_str()), as_json[0]],
     )
     .await;
     t.ok(
         Route::RotateNotificationSecret,
-        &format!("{hook}/rotate-secret"),
+        endpoints::rotate_notification_secret("acme", "ops"),
         None,
     )
     .await;
-    t.ok(Route::DeleteNotification, hook, None).await;
+    t.ok(
+        Route::DeleteNotification,
+        endpoints::delete_notification("acme", "ops"),
+        None,
+    )
+    .await;
 
     // Memberships.
-    let memberships = "/v1/groups/acme/-/memberships";
     t.refused(
         "admin",
         Route::GrantMembership,
-        memberships,
+        endpoints::grant_membership("acme"),
         Some(r#"{"role":"emperor","grantee":{"kind":"subject","subject":"dana"}}"#),
         &[],
         400,
@@ -558,14 +606,14 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     let granted = t
         .ok(
             Route::GrantMembership,
-            memberships,
+            endpoints::grant_membership("acme"),
             Some(r#"{"role":"viewer","grantee":{"kind":"subject","subject":"dana"}}"#),
         )
         .await;
     let id = granted.body["id"].as_str().unwrap().to_string();
     t.ok(
         Route::RevokeMembership,
-        &format!("{memberships}/{id}"),
+        endpoints::revoke_membership("acme", &id),
         None,
     )
     .await;
@@ -576,20 +624,24 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
         json!({"name": "scratch", "env_type": "development"}),
     )
     .await;
-    let scratch = "/v1/environments/acme/scratch";
     t.ok(
         Route::UpdateEnvironment,
-        scratch,
+        endpoints::update_environment("acme/scratch"),
         Some(r#"{"labels":{"tier":"gold"}}"#),
     )
     .await;
     t.ok(
         Route::RefreshRunner,
-        &format!("{scratch}/-/refresh-runner"),
+        endpoints::refresh_runner("acme/scratch"),
         None,
     )
     .await;
-    t.ok(Route::DeleteEnvironment, scratch, None).await;
+    t.ok(
+        Route::DeleteEnvironment,
+        endpoints::delete_environment("acme/scratch"),
+        None,
+    )
+    .await;
 
     // Locks and freezes; a locked environment refuses a job, and writes no entry for it.
     t.environment("acme", json!({"name": "dev", "env_type": "development"}))
@@ -597,14 +649,14 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     let reason = Some(r#"{"reason":"incident 42"}"#);
     t.ok(
         Route::LockEnvironment,
-        "/v1/environments/acme/dev/-/lock",
+        endpoints::lock_environment("acme/dev"),
         reason,
     )
     .await;
     t.refused(
         "admin",
         Route::SubmitJob,
-        "/v1/environments/acme/dev/-/jobs",
+        endpoints::submit_job("acme/dev"),
         Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
         &[],
         409,
@@ -612,15 +664,19 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     .await;
     t.ok(
         Route::UnlockEnvironment,
-        "/v1/environments/acme/dev/-/unlock",
+        endpoints::unlock_environment("acme/dev"),
         None,
     )
     .await;
-    t.ok(Route::FreezeGroup, "/v1/groups/acme/frozen/-/lock", reason)
-        .await;
+    t.ok(
+        Route::FreezeGroup,
+        endpoints::freeze_group("acme/frozen"),
+        reason,
+    )
+    .await;
     t.ok(
         Route::UnfreezeGroup,
-        "/v1/groups/acme/frozen/-/unlock",
+        endpoints::unfreeze_group("acme/frozen"),
         None,
     )
     .await;
@@ -633,34 +689,30 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     .await;
     t.ok(
         Route::ExtendEnvironment,
-        "/v1/environments/acme/short/-/extend",
+        endpoints::extend_environment("acme/short"),
         Some(r#"{"by":"24h"}"#),
     )
     .await;
     t.ok(
         Route::SetGroupExpiry,
-        "/v1/groups/acme/team/-/expiry",
+        endpoints::set_group_expiry("acme/team"),
         Some(r#"{"max_ttl":"7d"}"#),
     )
     .await;
 
     // Jobs: one submitted and canceled.
     let id = t.submit("acme/dev", "plan").await;
-    t.ok(Route::CancelJob, &format!("/v1/jobs/{id}/cancel"), None)
+    t.ok(Route::CancelJob, endpoints::cancel_job(&id), None)
         .await;
     // A job waiting behind another's lock, and a running one (whose cancel is a message to
     // its queue, its entry written on its own first): one entry each.
     let holder = t.submit("acme/dev", "plan").await;
     let waiting = t.submit("acme/dev", "plan").await;
-    t.ok(
-        Route::CancelJob,
-        &format!("/v1/jobs/{waiting}/cancel"),
-        None,
-    )
-    .await;
+    t.ok(Route::CancelJob, endpoints::cancel_job(&waiting), None)
+        .await;
     t.api.launch(&holder, "holder-token").await;
     let stopping = t
-        .ok(Route::CancelJob, &format!("/v1/jobs/{holder}/cancel"), None)
+        .ok(Route::CancelJob, endpoints::cancel_job(&holder), None)
         .await;
     assert_eq!(stopping.status, 202, "{}", stopping.body);
 
@@ -673,21 +725,27 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     t.run_task(&approved, "plan-token-1").await;
     let discarded = t.submit("acme/reviewed-2", "apply").await;
     t.run_task(&discarded, "plan-token-2").await;
-    let approve = format!("/v1/jobs/{approved}/approve");
     t.ok_in(
         "acme",
         Route::ApproveJob,
-        &approve,
+        endpoints::approve_job(&approved),
         Some(r#"{"comment":"looks right"}"#),
         &as_json,
     )
     .await;
-    t.refused("admin", Route::ApproveJob, &approve, None, &as_json, 409)
-        .await;
+    t.refused(
+        "admin",
+        Route::ApproveJob,
+        endpoints::approve_job(&approved),
+        None,
+        &as_json,
+        409,
+    )
+    .await;
     t.ok_in(
         "acme",
         Route::DiscardJob,
-        &format!("/v1/jobs/{discarded}/discard"),
+        endpoints::discard_job(&discarded),
         None,
         &as_json,
     )
@@ -697,7 +755,7 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     let pool = t
         .ok(
             Route::CreateAgentPool,
-            "/v1/agent-pools",
+            endpoints::create_agent_pool(),
             Some(r#"{"group":"acme","name":"builders"}"#),
         )
         .await;
@@ -705,20 +763,20 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     let token = t
         .ok(
             Route::CreatePoolToken,
-            &format!("/v1/agent-pools/{pool}/tokens"),
+            endpoints::create_pool_token(&pool),
             None,
         )
         .await;
     let token = token.body["token_id"].as_str().unwrap().to_string();
     t.ok(
         Route::RevokePoolToken,
-        &format!("/v1/agent-pools/{pool}/tokens/{token}"),
+        endpoints::revoke_pool_token(&pool, &token),
         None,
     )
     .await;
     t.ok(
         Route::DeleteAgentPool,
-        &format!("/v1/agent-pools/{pool}"),
+        endpoints::delete_agent_pool(&pool),
         None,
     )
     .await;
@@ -727,14 +785,14 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     let s3 = "runner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n";
     t.ok(
         Route::CreateRunner,
-        "/v1/groups/acme/-/runners/s3",
+        endpoints::create_runner("acme", "s3"),
         Some(s3),
     )
     .await;
     let rule = json!({"id": "s3", "runner_id": "acme/s3"}).to_string();
     t.ok(
         Route::CreateRule,
-        "/v1/groups/acme/app/-/rules",
+        endpoints::create_rule("acme/app"),
         Some(&rule),
     )
     .await;
@@ -757,14 +815,13 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     t.ok_in(
         "acme",
         Route::RestoreStateVersion,
-        &format!("/v1/environments/acme/app/b/-/state-versions/{version}/restore"),
+        endpoints::restore_state_version("acme/app/b", &version),
         Some(r#"{"reason":"roll back"}"#),
         &as_json,
     )
     .await;
 
     // The organisation's GitHub connection.
-    let github = "/v1/groups/acme/-/vcs/github";
     let connection = json!({
         "app_id": 12345,
         "private_key": include_str!("../fixtures/oidc/rsa-1.pem"),
@@ -774,12 +831,17 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     t.ok_in(
         "acme",
         Route::ConnectGithub,
-        github,
+        endpoints::connect_github("acme"),
         Some(&connection),
         &as_json,
     )
     .await;
-    t.ok(Route::DeleteGithubConnection, github, None).await;
+    t.ok(
+        Route::DeleteGithubConnection,
+        endpoints::delete_github_connection("acme"),
+        None,
+    )
+    .await;
 
     // The listing route reads back what the walk saw, in each chain it wrote to.
     t.listed_as_seen("acme").await;
@@ -806,12 +868,12 @@ async fn every_audited_route_writes_one_entry_in_its_transaction_on_dynamodb() {
 async fn an_entry_names_the_actor_the_target_the_user_agent_and_the_bodys_digest() {
     let history = Arc::new(MemoryStateHistory::default());
     let api = audit_api(World::fast(), history).await;
-    let path = "/v1/groups/acme/-/runners/local";
+    let create = endpoints::create_runner("acme", "local");
+    let path = create.path.clone();
     let r = api
-        .call(
+        .send(
             Some("admin"),
-            "POST",
-            path,
+            create,
             Some(local_runner()),
             &[
                 ("user-agent", "sortie-cli/1.2.3"),
@@ -822,10 +884,9 @@ async fn an_entry_names_the_actor_the_target_the_user_agent_and_the_bodys_digest
     assert_eq!(r.status, 201, "{}", r.body);
     let changed = local_runner().replace("local runner", "changed");
     let r = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            path,
+            endpoints::update_runner("acme", "local"),
             Some(&changed),
             &[("if-match", "\"1\"")],
         )
@@ -833,7 +894,10 @@ async fn an_entry_names_the_actor_the_target_the_user_agent_and_the_bodys_digest
     assert_eq!(r.status, 200, "{}", r.body);
 
     let listed = api
-        .as_admin("GET", "/v1/orgs/acme/-/audit?order=oldest", None)
+        .admin(
+            endpoints::list_audit("acme").query([("order", Some("oldest"))]),
+            None,
+        )
         .await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     let entries: Vec<AuditEntry> = listed.body["entries"]
@@ -902,9 +966,8 @@ async fn a_configuration_change_is_published_and_a_refusal_or_a_lock_is_not() {
     };
     let runner = local_runner();
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/payments/-/runners/local",
+        .admin(
+            endpoints::create_runner("acme/payments", "local"),
             Some(runner),
         )
         .await;
@@ -922,9 +985,8 @@ async fn a_configuration_change_is_published_and_a_refusal_or_a_lock_is_not() {
 
     // Refused (it exists): nothing.
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/payments/-/runners/local",
+        .admin(
+            endpoints::create_runner("acme/payments", "local"),
             Some(runner),
         )
         .await;
@@ -941,9 +1003,8 @@ async fn a_configuration_change_is_published_and_a_refusal_or_a_lock_is_not() {
         "an environment's creation is configuration"
     );
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/web/-/lock",
+        .admin(
+            endpoints::lock_environment("acme/web"),
             Some(r#"{"reason":"freeze"}"#),
         )
         .await;

@@ -6,6 +6,7 @@ use crate::common;
 
 use common::{seed_org, Api};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 
 /// Asserts a 400 whose fields name `path` as blank.
 fn assert_blank(r: &common::Reply, path: &str) {
@@ -22,7 +23,7 @@ fn assert_blank(r: &common::Reply, path: &str) {
 
 async fn grant(api: &Api, grantee: Value) -> common::Reply {
     let body = json!({"role": "deployer", "grantee": grantee}).to_string();
-    api.as_admin("POST", "/v1/groups/acme/-/memberships", Some(&body))
+    api.admin(endpoints::grant_membership("acme"), Some(&body))
         .await
 }
 
@@ -63,9 +64,8 @@ async fn blank_label_keys_tags_and_criteria_are_refused() {
     seed_org(&api, "acme").await;
     let body = json!({"name": "prod", "env_type": "production", "labels": {"  ": "x"}});
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
+        .admin(
+            endpoints::create_environment("acme"),
             Some(&body.to_string()),
         )
         .await;
@@ -79,9 +79,8 @@ async fn blank_label_keys_tags_and_criteria_are_refused() {
     );
     let body = json!({"name": "prod", "env_type": "production", "tags": [" "]});
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
+        .admin(
+            endpoints::create_environment("acme"),
             Some(&body.to_string()),
         )
         .await;
@@ -93,9 +92,8 @@ async fn blank_label_keys_tags_and_criteria_are_refused() {
     );
     let body = json!({"name": "prod", "env_type": "   "});
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
+        .admin(
+            endpoints::create_environment("acme"),
             Some(&body.to_string()),
         )
         .await;
@@ -107,7 +105,7 @@ async fn blank_label_keys_tags_and_criteria_are_refused() {
     );
     let rule = json!({"id": "blank", "runner_id": "acme/local", "criteria": {"env_type": " "}});
     let r = api
-        .as_admin("POST", "/v1/groups/acme/-/rules", Some(&rule.to_string()))
+        .admin(endpoints::create_rule("acme"), Some(&rule.to_string()))
         .await;
     assert_blank(&r, "criteria.env_type");
 }

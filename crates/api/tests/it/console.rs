@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::Value;
 use sortie_api::console::{ConsoleConfig, ASSET_HASH};
+use sortie_client::endpoints;
 use sortie_testkit::world::World;
 use tower::ServiceExt;
 
@@ -62,10 +63,11 @@ async fn the_router_serves_the_console_at_the_root_with_its_configuration() {
 #[tokio::test]
 async fn the_openapi_document_is_served_from_one_serialisation_without_the_console() {
     let app = app(ConsoleConfig::local());
-    let (status, headers, first) = get(&app, "GET", "/v1/openapi.json").await;
+    let doc = endpoints::openapi_json();
+    let (status, headers, first) = get(&app, doc.method.as_str(), &doc.path).await;
     assert_eq!(status, 200);
     assert_eq!(headers["content-type"], "application/json");
-    let (_, _, second) = get(&app, "GET", "/v1/openapi.json").await;
+    let (_, _, second) = get(&app, doc.method.as_str(), &doc.path).await;
     assert_eq!(first, second);
     let served: Value = serde_json::from_slice(&first).unwrap();
     assert_eq!(served, sortie_api::openapi());

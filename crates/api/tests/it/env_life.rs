@@ -14,6 +14,7 @@ use sortie_store::LastApply;
 use sortie_testkit::world::World;
 
 use crate::common::{self, Api};
+use sortie_client::endpoints;
 
 /// An API whose state versions are `history`'s, with org `acme` on an `s3` runner
 /// (`acme/s3`, rule at `acme/app`) and its `local` one elsewhere.
@@ -34,12 +35,12 @@ async fn api_with(history: Arc<MemoryStateHistory>) -> Api {
     common::seed_org(&api, "acme").await;
     let s3 = "runner_configuration:\n  type: local\nstate_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n";
     let r = api
-        .as_admin("POST", "/v1/groups/acme/-/runners/s3", Some(s3))
+        .admin(endpoints::create_runner("acme", "s3"), Some(s3))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let rule = json!({"id": "s3", "runner_id": "acme/s3"}).to_string();
     let r = api
-        .as_admin("POST", "/v1/groups/acme/app/-/rules", Some(&rule))
+        .admin(endpoints::create_rule("acme/app"), Some(&rule))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     api
@@ -68,9 +69,15 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
     let v2 = history.put(&env, Utc::now(), state(2));
     api.grant("acme", Role::Viewer, "viewer").await;
     api.grant("acme", Role::Deployer, "deployer").await;
-    let base = "/v1/environments/acme/app/b/-/state-versions";
 
-    let r = api.call(Some("viewer"), "GET", base, None, &[]).await;
+    let r = api
+        .send(
+            Some("viewer"),
+            endpoints::list_state_versions("acme/app/b"),
+            None,
+            &[],
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let ids: Vec<&str> = r.body["versions"]
         .as_array()
@@ -82,53 +89,91 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
     assert_eq!(r.body["versions"][1]["serial"], 1);
     assert_eq!(r.body["versions"][1]["lineage"], "lin");
 
-    let r = api.as_admin("GET", &format!("{base}?limit=1"), None).await;
+    let r = api
+        .admin(
+            endpoints::list_state_versions("acme/app/b").query([("limit", Some("1"))]),
+            None,
+        )
+        .await;
     assert_eq!(r.body["next"], json!(v2));
     let r = api
-        .as_admin("GET", &format!("{base}?limit=1&cursor={v2}"), None)
+        .admin(
+            endpoints::list_state_versions("acme/app/b").query([
+                ("limit", Some("1")),
+                ("cursor", Some(v2.to_string().as_str())),
+            ]),
+            None,
+        )
         .await;
     assert_eq!(r.body["versions"][0]["version_id"], json!(v1));
-    let r = api.as_admin("GET", &format!("{base}?limit=0"), None).await;
+    let r = api
+        .admin(
+            endpoints::list_state_versions("acme/app/b").query([("limit", Some("0"))]),
+            None,
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
 
     // One version needs deploy, and nothing sensitive is in it.
-    let one = format!("{base}/{v1}");
-    let r = api.call(Some("viewer"), "GET", &one, None, &[]).await;
+    let r = api
+        .send(
+            Some("viewer"),
+            endpoints::get_state_version("acme/app/b", &v1),
+            None,
+            &[],
+        )
+        .await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = api.call(Some("deployer"), "GET", &one, None, &[]).await;
+    let r = api
+        .send(
+            Some("deployer"),
+            endpoints::get_state_version("acme/app/b", &v1),
+            None,
+            &[],
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(!r.body.to_string().contains("s3cret"), "{}", r.body);
     assert_eq!(
         r.body["state"]["resources"][0]["instances"][0]["attributes"]["id"],
         "id-1"
     );
-    let r = api.as_admin("GET", &format!("{base}/nope"), None).await;
+    let r = api
+        .admin(endpoints::get_state_version("acme/app/b", "nope"), None)
+        .await;
     assert_eq!(r.status, 404, "{}", r.body);
 
     // A restore needs manage, a reason, and a configuration to plan with.
-    let restore = format!("{one}/restore");
     let why = json!({"reason": "roll back"}).to_string();
     let r = api
-        .call(
+        .send(
             Some("deployer"),
-            "POST",
-            &restore,
+            endpoints::restore_state_version("acme/app/b", &v1),
             Some(&why),
             &[("content-type", "application/json")],
         )
         .await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = api.as_admin("POST", &restore, Some("{}")).await;
+    let r = api
+        .admin(
+            endpoints::restore_state_version("acme/app/b", &v1),
+            Some("{}"),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "reason");
-    let r = api.as_admin("POST", &restore, Some(&why)).await;
+    let r = api
+        .admin(
+            endpoints::restore_state_version("acme/app/b", &v1),
+            Some(&why),
+        )
+        .await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(r.body["error"]["code"], "no_configuration");
     // An apply recorded: the restore's plan takes its configuration.
     let job = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/app/b/-/jobs",
+        .admin(
+            endpoints::submit_job("acme/app/b"),
             Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
         )
         .await;
@@ -144,10 +189,15 @@ async fn state_versions_are_listed_paged_redacted_and_restored_with_the_right_ro
         )
         .await
         .unwrap();
-    let r = api.as_admin("POST", &restore, Some(&why)).await;
+    let r = api
+        .admin(
+            endpoints::restore_state_version("acme/app/b", &v1),
+            Some(&why),
+        )
+        .await;
     assert_eq!(r.status, 202, "{}", r.body);
     let id = r.body["job_id"].as_str().unwrap();
-    let got = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
+    let got = api.admin(endpoints::get_job(id), None).await;
     assert_eq!(got.body["operation"], "plan");
     assert_eq!(
         got.body["restore"],
@@ -161,7 +211,7 @@ async fn a_storage_without_versions_says_so() {
     let api = api_with(Arc::new(MemoryStateHistory::default())).await;
     api.create_env("acme", "dev", "development").await;
     let r = api
-        .as_admin("GET", "/v1/environments/acme/dev/-/state-versions", None)
+        .admin(endpoints::list_state_versions("acme/dev"), None)
         .await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(r.body["error"]["code"], "no_state_history");
@@ -181,14 +231,14 @@ async fn triggers_refuse_a_cycle_and_show_both_directions() {
     api.create_env("acme", "a", "development").await;
     let b = json!({"name": "b", "env_type": "development", "triggers": ["acme/a"], "trigger_inputs": ["ip"]}).to_string();
     let r = api
-        .as_admin("POST", "/v1/groups/acme/-/environments", Some(&b))
+        .admin(endpoints::create_environment("acme"), Some(&b))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.body["triggers"], json!(["acme/a"]));
 
     let cycle = json!({"triggers": ["acme/b"]}).to_string();
     let r = api
-        .as_admin("PATCH", "/v1/environments/acme/a", Some(&cycle))
+        .admin(endpoints::update_environment("acme/a"), Some(&cycle))
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "triggers");
@@ -197,24 +247,22 @@ async fn triggers_refuse_a_cycle_and_show_both_directions() {
         "would make a cycle: acme/a → acme/b → acme/a"
     );
     let r = api
-        .as_admin(
-            "PATCH",
-            "/v1/environments/acme/a",
+        .admin(
+            endpoints::update_environment("acme/a"),
             Some(r#"{"triggers": ["acme/a"]}"#),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let r = api
-        .as_admin(
-            "PATCH",
-            "/v1/environments/acme/a",
+        .admin(
+            endpoints::update_environment("acme/a"),
             Some(r#"{"triggers": ["not a path"]}"#),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
 
     let r = api
-        .as_admin("GET", "/v1/environments/acme/a/-/triggers", None)
+        .admin(endpoints::get_environment_triggers("acme/a"), None)
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
@@ -222,7 +270,7 @@ async fn triggers_refuse_a_cycle_and_show_both_directions() {
         (&json!([]), &json!(["acme/b"]))
     );
     let r = api
-        .as_admin("GET", "/v1/environments/acme/b/-/triggers", None)
+        .admin(endpoints::get_environment_triggers("acme/b"), None)
         .await;
     assert_eq!(
         (&r.body["upstream"], &r.body["trigger_inputs"]),

@@ -8,12 +8,13 @@ use crate::common;
 use chrono::{DateTime, Duration, Utc};
 use common::{seed_org, Api, Reply};
 use serde_json::json;
+use sortie_client::{endpoints, Call};
 use sortie_core::expiry::ExpiryLimits;
 use sortie_core::{GroupPath, Role};
 
-async fn post(api: &Api, who: &str, path: &str, body: serde_json::Value) -> Reply {
+async fn post(api: &Api, who: &str, call: &Call, body: serde_json::Value) -> Reply {
     let body = body.to_string();
-    api.call(Some(who), "POST", path, Some(&body), &[]).await
+    api.send(Some(who), call.clone(), Some(&body), &[]).await
 }
 
 async fn with_max(max_days: u64) -> Api {
@@ -43,11 +44,11 @@ fn time(r: &Reply, field: &str) -> DateTime<Utc> {
 #[tokio::test]
 async fn ttl_and_expires_at_are_checked_against_the_inherited_maximum() {
     let api = with_max(7).await;
-    let create = "/v1/groups/acme/pay/-/environments";
+    let create = endpoints::create_environment("acme/pay");
     let over = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "a", "env_type": "dev", "ttl": "8d"}),
     )
     .await;
@@ -59,7 +60,7 @@ async fn ttl_and_expires_at_are_checked_against_the_inherited_maximum() {
     let short = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "a", "env_type": "dev", "ttl": "5m"}),
     )
     .await;
@@ -72,7 +73,7 @@ async fn ttl_and_expires_at_are_checked_against_the_inherited_maximum() {
     let bad = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "a", "env_type": "dev", "ttl": "3 weeks"}),
     )
     .await;
@@ -83,7 +84,7 @@ async fn ttl_and_expires_at_are_checked_against_the_inherited_maximum() {
     let r = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "a", "env_type": "dev", "expires_at": far}),
     )
     .await;
@@ -93,19 +94,19 @@ async fn ttl_and_expires_at_are_checked_against_the_inherited_maximum() {
     let ok = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "a", "env_type": "dev", "ttl": "72h"}),
     )
     .await;
     assert_eq!(ok.status, 201, "{}", ok.body);
     let env = api
-        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .admin(endpoints::get_environment("acme/pay/a"), None)
         .await;
     assert_eq!(env.body["ttl"], "3d", "{}", env.body);
 
     let patch = json!({"ttl": "30d"}).to_string();
     let r = api
-        .as_admin("PATCH", "/v1/environments/acme/pay/a", Some(&patch))
+        .admin(endpoints::update_environment("acme/pay/a"), Some(&patch))
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "ttl");
@@ -120,20 +121,20 @@ async fn extend_moves_the_end_up_to_the_maximum_and_needs_deploy() {
     let r = post(
         &api,
         "admin",
-        "/v1/groups/acme/pay/-/environments",
+        &endpoints::create_environment("acme/pay"),
         json!({"name": "a", "env_type": "dev", "expires_at": at.to_rfc3339()}),
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    let extend = "/v1/environments/acme/pay/a/-/extend";
+    let extend = endpoints::extend_environment("acme/pay/a");
 
-    let r = post(&api, "vera", extend, json!({"by": "24h"})).await;
+    let r = post(&api, "vera", &extend, json!({"by": "24h"})).await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = post(&api, "alice", extend, json!({"by": "soon"})).await;
+    let r = post(&api, "alice", &extend, json!({"by": "soon"})).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "by");
 
-    let r = post(&api, "alice", extend, json!({"by": "24h"})).await;
+    let r = post(&api, "alice", &extend, json!({"by": "24h"})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let end = time(&r, "expires_at");
     assert!(
@@ -141,12 +142,12 @@ async fn extend_moves_the_end_up_to_the_maximum_and_needs_deploy() {
         "{end} vs {at}"
     );
     let env = api
-        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .admin(endpoints::get_environment("acme/pay/a"), None)
         .await;
     assert_eq!(time(&env, "expires_at"), end, "{}", env.body);
 
     // 3 days + 5 days is past now + 7 days: refused, naming the maximum.
-    let r = post(&api, "alice", extend, json!({"by": "5d"})).await;
+    let r = post(&api, "alice", &extend, json!({"by": "5d"})).await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(r.body["error"]["code"], "over_maximum");
     assert!(
@@ -160,7 +161,7 @@ async fn extend_moves_the_end_up_to_the_maximum_and_needs_deploy() {
     let r = post(
         &api,
         "alice",
-        "/v1/environments/acme/pay/forever/-/extend",
+        &endpoints::extend_environment("acme/pay/forever"),
         json!({"by": "1d"}),
     )
     .await;
@@ -171,17 +172,17 @@ async fn extend_moves_the_end_up_to_the_maximum_and_needs_deploy() {
 async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     let api = with_max(14).await;
     api.grant("acme", Role::Deployer, "alice").await;
-    let put = |who: &'static str, path: &'static str, body: serde_json::Value| {
-        let api = &api;
+    let put = |who: &'static str, call: &Call, body: serde_json::Value| {
+        let (api, call) = (&api, call.clone());
         async move {
             let body = body.to_string();
-            api.call(Some(who), "PUT", path, Some(&body), &[]).await
+            api.send(Some(who), call, Some(&body), &[]).await
         }
     };
     // A deployer may not set them.
     let r = put(
         "alice",
-        "/v1/groups/acme/team/-/expiry",
+        &endpoints::set_group_expiry("acme/team"),
         json!({"max_ttl": "7d"}),
     )
     .await;
@@ -189,7 +190,7 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     // Field problems are 400s naming the field.
     let r = put(
         "admin",
-        "/v1/groups/acme/team/-/expiry",
+        &endpoints::set_group_expiry("acme/team"),
         json!({"max_ttl": "soon"}),
     )
     .await;
@@ -197,7 +198,7 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     assert_eq!(r.body["error"]["fields"][0]["path"], "max_ttl");
     let r = put(
         "admin",
-        "/v1/groups/acme/team/-/expiry",
+        &endpoints::set_group_expiry("acme/team"),
         json!({"default_ttl": "10d", "max_ttl": "7d"}),
     )
     .await;
@@ -205,7 +206,7 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     assert_eq!(r.body["error"]["fields"][0]["path"], "default_ttl");
     let r = put(
         "admin",
-        "/v1/groups/acme/team/-/expiry",
+        &endpoints::set_group_expiry("acme/team"),
         json!({"ttl": "1d"}),
     )
     .await;
@@ -215,14 +216,14 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     let r = post(
         &api,
         "admin",
-        "/v1/groups/acme/team/-/environments",
+        &endpoints::create_environment("acme/team"),
         json!({"name": "web", "env_type": "dev"}),
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let r = put(
         "admin",
-        "/v1/groups/acme/team/-/expiry",
+        &endpoints::set_group_expiry("acme/team"),
         json!({"default_ttl": "3d", "max_ttl": "30d", "apply_to_existing": true}),
     )
     .await;
@@ -244,10 +245,9 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
 
     // Anyone who can read the group reads them.
     let r = api
-        .call(
+        .send(
             Some("alice"),
-            "GET",
-            "/v1/groups/acme/team/-/expiry",
+            endpoints::get_group_expiry("acme/team"),
             None,
             &[],
         )
@@ -256,7 +256,12 @@ async fn a_groups_expiry_limits_are_set_with_manage_read_and_inherited() {
     assert_eq!(r.body["default_ttl"], "3d");
     assert!(r.body.get("refreshed").is_none());
     let r = api
-        .call(Some("alice"), "GET", "/v1/groups/acme/-/expiry", None, &[])
+        .send(
+            Some("alice"),
+            endpoints::get_group_expiry("acme"),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.body["max_ttl"], "14d", "{}", r.body);
 }
@@ -268,7 +273,7 @@ async fn an_environment_marked_destroyed_refuses_jobs_until_extended() {
     let r = post(
         &api,
         "admin",
-        "/v1/groups/acme/pay/-/environments",
+        &endpoints::create_environment("acme/pay"),
         json!({"name": "a", "env_type": "dev", "expires_at": at.to_rfc3339()}),
     )
     .await;
@@ -283,14 +288,14 @@ async fn an_environment_marked_destroyed_refuses_jobs_until_extended() {
         .await
         .unwrap();
     let env = api
-        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .admin(endpoints::get_environment("acme/pay/a"), None)
         .await;
     assert_eq!(env.body["destroyed"]["job_id"], "01destroy", "{}", env.body);
     let job = json!({"operation": "plan", "files": {"main.tf": ""}});
     let r = post(
         &api,
         "admin",
-        "/v1/environments/acme/pay/a/-/jobs",
+        &endpoints::submit_job("acme/pay/a"),
         job.clone(),
     )
     .await;
@@ -307,13 +312,13 @@ async fn an_environment_marked_destroyed_refuses_jobs_until_extended() {
     let r = post(
         &api,
         "admin",
-        "/v1/environments/acme/pay/a/-/extend",
+        &endpoints::extend_environment("acme/pay/a"),
         json!({"by": "1d"}),
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let env = api
-        .as_admin("GET", "/v1/environments/acme/pay/a", None)
+        .admin(endpoints::get_environment("acme/pay/a"), None)
         .await;
     assert!(env.body.get("destroyed").is_none(), "{}", env.body);
 }
@@ -338,10 +343,9 @@ async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes
         let api = &api;
         async move {
             let body = body.to_string();
-            api.call(
+            api.send(
                 Some("admin"),
-                "PUT",
-                "/v1/groups/acme/team/-/expiry",
+                endpoints::set_group_expiry("acme/team"),
                 Some(&body),
                 &[],
             )
@@ -352,10 +356,9 @@ async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes
         let api = &api;
         async move {
             let r = api
-                .call(
+                .send(
                     Some("admin"),
-                    "GET",
-                    &format!("/v1/environments/acme/team/{name}"),
+                    endpoints::get_environment(&format!("acme/team/{name}")),
                     None,
                     &[],
                 )
@@ -364,12 +367,12 @@ async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes
             r.body
         }
     };
-    let create = "/v1/groups/acme/team/-/environments";
+    let create = endpoints::create_environment("acme/team");
     for name in ["a", "b", "c"] {
         let r = post(
             &api,
             "admin",
-            create,
+            &create,
             json!({"name": name, "env_type": "dev"}),
         )
         .await;
@@ -378,7 +381,7 @@ async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes
     let r = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "own", "env_type": "dev", "ttl": "5d"}),
     )
     .await;
@@ -406,7 +409,7 @@ async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes
     let r = post(
         &api,
         "admin",
-        create,
+        &create,
         json!({"name": "new", "env_type": "dev"}),
     )
     .await;
@@ -453,7 +456,7 @@ async fn a_group_default_reaches_existing_environments_only_when_asked_and_takes
     let r = post(
         &api,
         "admin",
-        "/v1/environments/acme/team/a/-/extend",
+        &endpoints::extend_environment("acme/team/a"),
         json!({"by": "2d"}),
     )
     .await;

@@ -7,15 +7,16 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::Value;
 use sortie_api::router;
+use sortie_client::{endpoints, Call};
 use sortie_core::{Criteria, GroupPath, Runner, RunnerId, RunnerRule, RunnerSpec};
 use sortie_store::{RuleStore, RunnerStore};
 use sortie_testkit::world::World;
 use tower::ServiceExt;
 
-async fn call(app: &axum::Router, method: &str, path: &str, body: &str) -> (u16, Value, usize) {
+async fn call(app: &axum::Router, call: Call, body: &str) -> (u16, Value, usize) {
     let req = Request::builder()
-        .method(method)
-        .uri(path)
+        .method(call.method)
+        .uri(call.path)
         .header("content-type", "application/json")
         .body(Body::from(body.to_string()))
         .unwrap();
@@ -71,8 +72,7 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
 
     let (status, created, size) = call(
         &app,
-        "POST",
-        "/v1/groups/acme/-/environments",
+        endpoints::create_environment("acme"),
         r#"{"name":"prod","env_type":"production"}"#,
     )
     .await;
@@ -88,8 +88,9 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
     );
     assert!(size < 4096, "the default answer stays small: {size} bytes");
 
-    let path = "/v1/environments/acme/prod/-/refresh-runner?dry_run=true&explain=full";
-    let (status, first, _) = call(&app, "POST", path, "").await;
+    let refresh = endpoints::refresh_runner("acme/prod")
+        .query([("dry_run", Some("true")), ("explain", Some("full"))]);
+    let (status, first, _) = call(&app, refresh.clone(), "").await;
     assert_eq!(status, 200, "{first}");
     let page = first["resolution"]["explanation"].as_array().unwrap();
     assert_eq!(page.len(), 1000);
@@ -97,7 +98,8 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
     assert_eq!(page[0]["outcome"], "won");
     assert_eq!(first["resolution"]["explanation_next"], 1000);
 
-    let (status, second, _) = call(&app, "POST", &format!("{path}&explain_offset=1000"), "").await;
+    let (status, second, _) =
+        call(&app, refresh.query([("explain_offset", Some("1000"))]), "").await;
     assert_eq!(status, 200, "{second}");
     assert_eq!(
         second["resolution"]["explanation"]
@@ -110,8 +112,7 @@ async fn counts_by_default_and_every_rule_only_on_request_a_page_at_a_time() {
 
     let (status, bad, _) = call(
         &app,
-        "POST",
-        "/v1/environments/acme/prod/-/refresh-runner?explain=everything",
+        endpoints::refresh_runner("acme/prod").query([("explain", Some("everything"))]),
         "",
     )
     .await;

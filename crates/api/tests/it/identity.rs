@@ -8,6 +8,7 @@ use crate::common;
 use common::{seed_org, Api};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 use sortie_testkit::world::{World, API_URL, IDENTITY_KEY};
 use sortie_wiring::IdentityKeys;
 
@@ -33,9 +34,8 @@ identity:
 async fn seeded(api: &Api) {
     seed_org(api, "acme").await;
     let r = api
-        .as_admin(
-            "PUT",
-            "/v1/groups/acme/-/runners/local",
+        .admin(
+            endpoints::update_runner("acme", "local"),
             Some(IDENTITY_RUNNER),
         )
         .await;
@@ -47,7 +47,7 @@ async fn seeded(api: &Api) {
 async fn launched(api: &Api, operation: &str, token: &str) -> String {
     let body = json!({"operation": operation, "files": {"main.tf": ""}}).to_string();
     let r = api
-        .as_admin("POST", "/v1/environments/acme/dev/-/jobs", Some(&body))
+        .admin(endpoints::submit_job("acme/dev"), Some(&body))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["id"].as_str().unwrap().to_string();
@@ -56,10 +56,9 @@ async fn launched(api: &Api, operation: &str, token: &str) -> String {
 }
 
 async fn mint(api: &Api, id: &str, token: &str, body: &str) -> common::Reply {
-    api.call(
+    api.send(
         None,
-        "POST",
-        &format!("/v1/jobs/{id}/identity-token"),
+        endpoints::mint_identity_token(id),
         Some(body),
         &[
             ("authorization", &format!("Bearer {token}")),
@@ -123,7 +122,7 @@ async fn the_discovery_document_and_keys_are_public_and_cacheable() {
     assert_eq!(listed[0]["alg"], "ES256");
     assert_eq!(listed[0]["crv"], "P-256");
     // Every other answer stays uncacheable.
-    let health = api.call(None, "GET", "/v1/health", None, &[]).await;
+    let health = api.send(None, endpoints::health(), None, &[]).await;
     assert_eq!(health.headers["cache-control"], "no-store");
 
     // A deployment without a signing key has no issuer.
@@ -172,7 +171,7 @@ async fn a_job_gets_a_token_per_phase_its_task_may_run_and_nothing_keeps_it() {
             .await
             .unwrap();
         assert!(!serde_json::to_string(&record.job).unwrap().contains(&token));
-        let view = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
+        let view = api.admin(endpoints::get_job(&id), None).await;
         assert!(!view.body.to_string().contains(&token));
         let events = format!("{:?}", api.world.fakes().bus.published());
         assert!(!events.contains(&token), "an event holds the token");
@@ -195,10 +194,9 @@ async fn a_job_gets_a_token_per_phase_its_task_may_run_and_nothing_keeps_it() {
     let r = mint(&api, &id, "t-plan", r#"{"phase":"plan"}"#).await;
     assert_eq!(r.status, 401, "{}", r.body);
     let r = api
-        .call(
+        .send(
             Some("admin"),
-            "POST",
-            &format!("/v1/jobs/{id}/identity-token"),
+            endpoints::mint_identity_token(&id),
             Some(r#"{"phase":"plan"}"#),
             &[("content-type", "application/json")],
         )

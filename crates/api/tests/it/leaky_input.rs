@@ -7,6 +7,7 @@ use crate::common;
 
 use common::{seed_org, Api};
 use serde_json::json;
+use sortie_client::endpoints;
 
 fn first_field(r: &common::Reply) -> (u16, Option<&str>) {
     (
@@ -34,11 +35,7 @@ async fn a_git_url_with_credentials_is_refused_naming_the_field() {
         "ssh://git:pass@github.com/acme/infra.git",
     ] {
         let r = api
-            .as_admin(
-                "POST",
-                "/v1/environments/acme/prod/-/jobs",
-                Some(&submit(url)),
-            )
+            .admin(endpoints::submit_job("acme/prod"), Some(&submit(url)))
             .await;
         assert_eq!(
             first_field(&r),
@@ -55,11 +52,7 @@ async fn a_git_url_with_credentials_is_refused_naming_the_field() {
         "git@github.com:acme/infra.git",
     ] {
         let r = api
-            .as_admin(
-                "POST",
-                "/v1/environments/acme/prod/-/jobs",
-                Some(&submit(url)),
-            )
+            .admin(endpoints::submit_job("acme/prod"), Some(&submit(url)))
             .await;
         assert_eq!(r.status, 201, "{url}: {}", r.body);
         assert_eq!(api_headers(&r), (Some("nosniff"), Some("no-store")));
@@ -99,20 +92,15 @@ async fn a_membership_whose_index_key_passes_2048_bytes_is_a_400_not_a_5xx() {
     ];
     for (grantee, field) in cases {
         let r = api
-            .as_admin(
-                "POST",
-                "/v1/groups/acme/-/memberships",
-                Some(&grant(grantee)),
-            )
+            .admin(endpoints::grant_membership("acme"), Some(&grant(grantee)))
             .await;
         assert_eq!(first_field(&r), (400, Some(field)), "{}", r.body);
         assert_eq!(api_headers(&r), (Some("nosniff"), Some("no-store")));
     }
     // Exactly at the limit: DynamoDB (moto) stores it.
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/memberships",
+        .admin(
+            endpoints::grant_membership("acme"),
             Some(&grant(
                 json!({"kind": "subject", "subject": at_limit, "issuer": issuer}),
             )),

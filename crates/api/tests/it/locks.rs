@@ -8,22 +8,22 @@ use crate::common;
 
 use common::{seed_org, Api, Reply};
 use serde_json::json;
+use sortie_client::{endpoints, Call};
 use sortie_core::Role;
 
 async fn submit(api: &Api, who: &str, env: &str) -> Reply {
-    api.call(
+    api.send(
         Some(who),
-        "POST",
-        &format!("/v1/environments/{env}/-/jobs"),
+        endpoints::submit_job(env),
         Some(&json!({"operation": "plan", "files": {"main.tf": ""}}).to_string()),
         &[],
     )
     .await
 }
 
-async fn post(api: &Api, who: &str, path: &str, body: Option<serde_json::Value>) -> Reply {
+async fn post(api: &Api, who: &str, call: &Call, body: Option<serde_json::Value>) -> Reply {
     let body = body.map(|b| b.to_string());
-    api.call(Some(who), "POST", path, body.as_deref(), &[])
+    api.send(Some(who), call.clone(), body.as_deref(), &[])
         .await
 }
 
@@ -44,15 +44,15 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
     api.create_env("acme/pay", "prod", "production").await;
     api.grant("acme", Role::Deployer, "alice").await;
     api.grant("acme", Role::Viewer, "vera").await;
-    let lock = "/v1/environments/acme/pay/prod/-/lock";
+    let lock = endpoints::lock_environment("acme/pay/prod");
 
     // A viewer may not lock; a deployer may.
-    let r = post(&api, "vera", lock, Some(json!({"reason": "incident 42"}))).await;
+    let r = post(&api, "vera", &lock, Some(json!({"reason": "incident 42"}))).await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = post(&api, "alice", lock, Some(json!({}))).await;
+    let r = post(&api, "alice", &lock, Some(json!({}))).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "reason");
-    let r = post(&api, "alice", lock, Some(json!({"reason": "incident 42"}))).await;
+    let r = post(&api, "alice", &lock, Some(json!({"reason": "incident 42"}))).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["locked"], true);
     assert_eq!(r.body["lock"]["by"], "alice");
@@ -60,15 +60,15 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
 
     // The same lock again (a retry) answers the lock held, first time and all (issue 47
     // item 16: schemathesis saw a second identical request answer otherwise).
-    let retry = post(&api, "alice", lock, Some(json!({"reason": "incident 42"}))).await;
+    let retry = post(&api, "alice", &lock, Some(json!({"reason": "incident 42"}))).await;
     assert_eq!(retry.status, 200, "{}", retry.body);
     assert_eq!(retry.body["lock"]["at"], at.as_str(), "{}", retry.body);
     // Another reason, even the same subject's, is another lock: refused.
-    let other = post(&api, "alice", lock, Some(json!({"reason": "incident 43"}))).await;
+    let other = post(&api, "alice", &lock, Some(json!({"reason": "incident 43"}))).await;
     assert_eq!(other.status, 409, "{}", other.body);
 
     // A second lock by someone else is refused, naming the first.
-    let again = post(&api, "admin", lock, Some(json!({"reason": "release"}))).await;
+    let again = post(&api, "admin", &lock, Some(json!({"reason": "release"}))).await;
     assert_eq!(again.status, 409, "{}", again.body);
     assert!(again.body["error"]["message"]
         .as_str()
@@ -77,7 +77,7 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
 
     // The environment shows its lock.
     let env = api
-        .as_admin("GET", "/v1/environments/acme/pay/prod", None)
+        .admin(endpoints::get_environment("acme/pay/prod"), None)
         .await;
     assert_eq!(env.body["lock"]["reason"], "incident 42", "{}", env.body);
 
@@ -97,15 +97,15 @@ async fn a_locked_environment_refuses_a_job_with_409_naming_who_when_and_why() {
     );
 
     // Unlock needs deploy too; then jobs run again.
-    let unlock = "/v1/environments/acme/pay/prod/-/unlock";
-    assert_eq!(post(&api, "vera", unlock, None).await.status, 403);
-    let r = post(&api, "alice", unlock, None).await;
+    let unlock = endpoints::unlock_environment("acme/pay/prod");
+    assert_eq!(post(&api, "vera", &unlock, None).await.status, 403);
+    let r = post(&api, "alice", &unlock, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
         (r.body["locked"].as_bool(), r.body["lock"]["by"].as_str()),
         (Some(false), Some("alice"))
     );
-    let r = post(&api, "alice", unlock, None).await;
+    let r = post(&api, "alice", &unlock, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.get("lock").is_none(), "{}", r.body);
     assert_eq!(submit(&api, "alice", "acme/pay/prod").await.status, 201);
@@ -120,22 +120,34 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
     api.create_env("acme/payments", "prod", "production").await;
     api.grant("acme", Role::Deployer, "alice").await;
     api.grant("acme", Role::Maintainer, "mia").await;
-    let lock = "/v1/groups/acme/pay/-/lock";
-    let unlock = "/v1/groups/acme/pay/-/unlock";
+    let lock = endpoints::freeze_group("acme/pay");
+    let unlock = endpoints::unfreeze_group("acme/pay");
 
     // A deployer may not freeze a group; a maintainer (manage) may.
     let r = post(
         &api,
         "alice",
-        lock,
+        &lock,
         Some(json!({"reason": "release freeze"})),
     )
     .await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = post(&api, "mia", lock, Some(json!({"reason": "release freeze"}))).await;
+    let r = post(
+        &api,
+        "mia",
+        &lock,
+        Some(json!({"reason": "release freeze"})),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.body);
     // Freezing again for the same reason is a retry: the freeze held, not a 409.
-    let retry = post(&api, "mia", lock, Some(json!({"reason": "release freeze"}))).await;
+    let retry = post(
+        &api,
+        "mia",
+        &lock,
+        Some(json!({"reason": "release freeze"})),
+    )
+    .await;
     assert_eq!(retry.status, 200, "{}", retry.body);
     assert_eq!(
         retry.body["lock"]["at"], r.body["lock"]["at"],
@@ -160,8 +172,8 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
     );
 
     // Unfreezing takes manage.
-    assert_eq!(post(&api, "alice", unlock, None).await.status, 403);
-    let r = post(&api, "mia", unlock, None).await;
+    assert_eq!(post(&api, "alice", &unlock, None).await.status, 403);
+    let r = post(&api, "mia", &unlock, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["lock"]["reason"], "release freeze");
     assert_eq!(submit(&api, "alice", "acme/pay/eu/stage").await.status, 201);
@@ -170,7 +182,7 @@ async fn a_group_freeze_refuses_jobs_below_it_and_unfreezing_takes_manage() {
     let r = post(
         &api,
         "admin",
-        "/v1/groups/-/-/lock",
+        &endpoints::freeze_group("-"),
         Some(json!({"reason": "x"})),
     )
     .await;

@@ -15,6 +15,7 @@ use sortie_pilot::log::{LogShipper, LogSink, Pace, Pump};
 use sortie_pilot::upload::{ApiUploader, Uploader};
 
 use crate::common::{seed_org, Api};
+use sortie_client::endpoints;
 
 /// A job launched with token `token`, and a pilot API client for it over loopback.
 async fn launched_job(api: &Api, token: &str) -> (String, Arc<ApiClient>) {
@@ -27,9 +28,8 @@ async fn launched_job(api: &Api, token: &str) -> (String, Arc<ApiClient>) {
 async fn launched_job_in(api: &Api, env: &str, token: &str) -> (String, Arc<ApiClient>) {
     api.create_env("acme", env, "production").await;
     let id = api
-        .as_admin(
-            "POST",
-            &format!("/v1/environments/acme/{env}/-/jobs"),
+        .admin(
+            endpoints::submit_job(&format!("acme/{env}")),
             Some(r#"{"operation":"apply","files":{"main.tf":""}}"#),
         )
         .await
@@ -135,7 +135,10 @@ async fn a_sixty_minute_fifty_megabyte_log_reads_back_byte_identical_page_by_pag
     loop {
         let call = Instant::now();
         let r = api
-            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .admin(
+                endpoints::get_job_logs(&id).query([("offset", Some(offset.to_string().as_str()))]),
+                None,
+            )
             .await;
         slowest = slowest.max(call.elapsed());
         assert_eq!(r.status, 200, "{}", r.body);
@@ -185,9 +188,7 @@ async fn a_followed_log_reaches_its_follower_at_the_followed_pace() {
     let api = Api::aws(&aws).await;
     let (id, client) = launched_job(&api, "follow-token").await;
     // The follower starts first (as `sortie job submit -f` does): its read marks the log.
-    let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/logs"), None)
-        .await;
+    let r = api.admin(endpoints::get_job_logs(&id), None).await;
     assert_eq!(r.status, 200);
     let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(client));
     assert_eq!(
@@ -215,7 +216,10 @@ async fn a_followed_log_reaches_its_follower_at_the_followed_pace() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.len() < lines && Instant::now() < deadline {
         let r = api
-            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .admin(
+                endpoints::get_job_logs(&id).query([("offset", Some(offset.to_string().as_str()))]),
+                None,
+            )
             .await;
         offset = r.body["next_offset"].as_u64().unwrap();
         text.push_str(r.body["data"].as_str().unwrap());
@@ -295,7 +299,10 @@ async fn follow_from_mid_run(api: &Api, env: &str, join_ms: u64, pace: Pace) -> 
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = api
-            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .admin(
+                endpoints::get_job_logs(&id).query([("offset", Some(offset.to_string().as_str()))]),
+                None,
+            )
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
         offset = r.body["next_offset"].as_u64().unwrap();
@@ -475,7 +482,10 @@ async fn thousands_of_small_chunks_read_to_the_end_through_short_s3_listing_page
     let (mut read, mut offset, mut pages) = (Vec::<u8>::new(), 0u64, 0);
     loop {
         let r = api
-            .as_admin("GET", &format!("/v1/jobs/{id}/logs?offset={offset}"), None)
+            .admin(
+                endpoints::get_job_logs(&id).query([("offset", Some(offset.to_string().as_str()))]),
+                None,
+            )
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
         let next = r.body["next_offset"].as_u64().unwrap();

@@ -8,6 +8,7 @@ use crate::common;
 
 use common::{seed_org, Api};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 use sortie_core::Role;
 
 /// A plan job on `acme/dev`, launched with token `t`; its id.
@@ -15,9 +16,8 @@ async fn planned_job(api: &Api) -> String {
     seed_org(api, "acme").await;
     api.create_env("acme", "dev", "development").await;
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/environments/acme/dev/-/jobs",
+        .admin(
+            endpoints::submit_job("acme/dev"),
             Some(&json!({"operation": "plan", "files": {"main.tf": ""}}).to_string()),
         )
         .await;
@@ -30,10 +30,9 @@ async fn planned_job(api: &Api) -> String {
 /// The runner's upload of `plan.json`: a presigned grant of kind `plan_json`, then the bytes.
 async fn upload_plan(api: &Api, id: &str, body: String) {
     let grant = api
-        .call(
+        .send(
             None,
-            "POST",
-            &format!("/v1/jobs/{id}/uploads"),
+            endpoints::create_upload(id),
             Some(r#"{"kind":"plan_json"}"#),
             &[
                 ("authorization", "Bearer t"),
@@ -82,9 +81,7 @@ async fn a_plan_is_served_one_entry_per_resource_and_paged_past_1000() {
     let id = planned_job(&api).await;
 
     // Nothing uploaded yet: a 404 that says so.
-    let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/plan"), None)
-        .await;
+    let r = api.admin(endpoints::get_job_plan(&id), None).await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert!(
         r.body.to_string().contains("has no plan data"),
@@ -93,9 +90,7 @@ async fn a_plan_is_served_one_entry_per_resource_and_paged_past_1000() {
     );
 
     upload_plan(&api, &id, big_plan(1234).to_string()).await;
-    let first = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/plan"), None)
-        .await;
+    let first = api.admin(endpoints::get_job_plan(&id), None).await;
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.body["available"], true);
     assert_eq!(first.body["total_resources"], 1234);
@@ -118,9 +113,11 @@ async fn a_plan_is_served_one_entry_per_resource_and_paged_past_1000() {
     );
     let cursor = first.body["next_cursor"].as_str().unwrap();
     let second = api
-        .as_admin(
-            "GET",
-            &format!("/v1/jobs/{id}/plan?cursor={cursor}&limit=1000"),
+        .admin(
+            endpoints::get_job_plan(&id).query([
+                ("cursor", Some(cursor.to_string().as_str())),
+                ("limit", Some("1000")),
+            ]),
             None,
         )
         .await;
@@ -135,18 +132,25 @@ async fn a_plan_is_served_one_entry_per_resource_and_paged_past_1000() {
     );
     assert_eq!(second.body["next_cursor"], Value::Null);
     let small = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/plan?limit=5"), None)
+        .admin(
+            endpoints::get_job_plan(&id).query([("limit", Some("5"))]),
+            None,
+        )
         .await;
     assert_eq!(small.body["resource_changes"].as_array().unwrap().len(), 5);
 
     // Bad queries name their field.
-    for (query, field) in [
-        ("limit=0", "query.limit"),
-        ("limit=1001", "query.limit"),
-        ("cursor=not-ours", "query.cursor"),
+    for (name, value, field) in [
+        ("limit", "0", "query.limit"),
+        ("limit", "1001", "query.limit"),
+        ("cursor", "not-ours", "query.cursor"),
     ] {
+        let query = format!("{name}={value}");
         let r = api
-            .as_admin("GET", &format!("/v1/jobs/{id}/plan?{query}"), None)
+            .admin(
+                endpoints::get_job_plan(&id).query([(name, Some(value))]),
+                None,
+            )
             .await;
         assert_eq!(r.status, 400, "{query}: {}", r.body);
         assert!(r.body.to_string().contains(field), "{query}: {}", r.body);
@@ -154,13 +158,7 @@ async fn a_plan_is_served_one_entry_per_resource_and_paged_past_1000() {
 
     // Read permission on the environment, as for the log.
     let stranger = api
-        .call(
-            Some("stranger"),
-            "GET",
-            &format!("/v1/jobs/{id}/plan"),
-            None,
-            &[],
-        )
+        .send(Some("stranger"), endpoints::get_job_plan(&id), None, &[])
         .await;
     assert!(
         stranger.status == 403 || stranger.status == 404,
@@ -170,10 +168,9 @@ async fn a_plan_is_served_one_entry_per_resource_and_paged_past_1000() {
     );
     api.grant("acme", Role::Viewer, "reader").await;
     let reader = api
-        .call(
+        .send(
             Some("reader"),
-            "GET",
-            &format!("/v1/jobs/{id}/plan?limit=1"),
+            endpoints::get_job_plan(&id).query([("limit", Some("1"))]),
             None,
             &[],
         )
@@ -191,18 +188,14 @@ async fn an_unavailable_plan_answers_its_reason() {
         json!({"unavailable": "plan data unavailable for Terraform 0.11"}).to_string(),
     )
     .await;
-    let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/plan"), None)
-        .await;
+    let r = api.admin(endpoints::get_job_plan(&id), None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["available"], false);
     assert_eq!(r.body["reason"], "plan data unavailable for Terraform 0.11");
     assert_eq!(r.body["resource_changes"], json!([]));
 
     upload_plan(&api, &id, "{not json".into()).await;
-    let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/plan"), None)
-        .await;
+    let r = api.admin(endpoints::get_job_plan(&id), None).await;
     assert_eq!(r.body["available"], false, "{}", r.body);
     assert!(r.body["reason"]
         .as_str()

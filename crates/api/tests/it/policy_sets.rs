@@ -5,8 +5,7 @@ use serde_json::json;
 use sortie_core::Role;
 
 use crate::common::Api;
-
-const PATH: &str = "/v1/groups/acme/-/policy-sets/no-deletes";
+use sortie_client::endpoints;
 
 fn set(enforcement: &str, rego: &str) -> String {
     json!({
@@ -27,7 +26,10 @@ const GOOD: &str = "package deletes\n\ndeny contains msg if {\n  some rc in inpu
 async fn policy_sets_are_created_read_listed_updated_and_deleted() {
     let api = Api::new().await;
     let created = api
-        .as_admin("POST", PATH, Some(&set("mandatory", GOOD)))
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&set("mandatory", GOOD)),
+        )
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.etag.as_deref(), Some("\"1\""));
@@ -35,29 +37,31 @@ async fn policy_sets_are_created_read_listed_updated_and_deleted() {
     assert_eq!(created.body["on_unavailable"], "fail");
 
     let again = api
-        .as_admin("POST", PATH, Some(&set("mandatory", GOOD)))
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&set("mandatory", GOOD)),
+        )
         .await;
     assert_eq!(again.status, 409, "{}", again.body);
 
-    let got = api.as_admin("GET", PATH, None).await;
+    let got = api
+        .admin(endpoints::get_policy_set("acme", "no-deletes"), None)
+        .await;
     assert_eq!(
         (got.status.as_u16(), got.etag.as_deref()),
         (200, Some("\"1\""))
     );
     assert_eq!(got.body["modules"][1]["rego"], GOOD);
 
-    let list = api
-        .as_admin("GET", "/v1/groups/acme/-/policy-sets", None)
-        .await;
+    let list = api.admin(endpoints::list_policy_sets("acme"), None).await;
     assert_eq!(list.status, 200, "{}", list.body);
     assert_eq!(list.body["policy_sets"][0]["set"]["name"], "no-deletes");
     assert_eq!(list.body["policy_sets"][0]["version"], 1);
 
     let stale = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            PATH,
+            endpoints::update_policy_set("acme", "no-deletes"),
             Some(&set("review", GOOD)),
             &[("if-match", "\"7\"")],
         )
@@ -67,10 +71,9 @@ async fn policy_sets_are_created_read_listed_updated_and_deleted() {
         (412, Some("version_mismatch"))
     );
     let put = api
-        .call(
+        .send(
             Some("admin"),
-            "PUT",
-            PATH,
+            endpoints::update_policy_set("acme", "no-deletes"),
             Some(&set("review", GOOD)),
             &[("if-match", "\"1\"")],
         )
@@ -84,18 +87,21 @@ async fn policy_sets_are_created_read_listed_updated_and_deleted() {
     assert_eq!(put.body["enforcement"], "review");
 
     let deleted = api
-        .call(
+        .send(
             Some("admin"),
-            "DELETE",
-            PATH,
+            endpoints::delete_policy_set("acme", "no-deletes"),
             None,
             &[("if-match", "\"2\"")],
         )
         .await;
     assert_eq!(deleted.status, 204, "{}", deleted.body);
-    let gone = api.as_admin("GET", PATH, None).await;
+    let gone = api
+        .admin(endpoints::get_policy_set("acme", "no-deletes"), None)
+        .await;
     assert_eq!(gone.status, 404, "{}", gone.body);
-    let gone = api.as_admin("DELETE", PATH, None).await;
+    let gone = api
+        .admin(endpoints::delete_policy_set("acme", "no-deletes"), None)
+        .await;
     assert_eq!(gone.status, 404, "{}", gone.body);
 }
 
@@ -104,7 +110,10 @@ async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
     let api = Api::new().await;
     let broken = "package deletes\n\ndeny contains msg if {\n  msg := ]\n}\n";
     let r = api
-        .as_admin("POST", PATH, Some(&set("mandatory", broken)))
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&set("mandatory", broken)),
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let field = &r.body["error"]["fields"][0];
@@ -115,7 +124,10 @@ async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
 
     let unknown = "package deletes\n\ndeny contains msg if {\n  msg := nope(1)\n}\n";
     let r = api
-        .as_admin("POST", PATH, Some(&set("mandatory", unknown)))
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&set("mandatory", unknown)),
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body["error"]["fields"][0]["problem"]
@@ -128,9 +140,8 @@ async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
         .map(|i| json!({"name": format!("m{i}.rego"), "rego": "package m\n"}))
         .collect();
     let r = api
-        .as_admin(
-            "POST",
-            PATH,
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
             Some(&json!({"enforcement": "mandatory", "modules": many}).to_string()),
         )
         .await;
@@ -140,11 +151,21 @@ async fn rego_that_does_not_compile_is_refused_naming_module_line_and_column() {
         "{}",
         r.body
     );
-    let r = api.as_admin("POST", PATH, Some(&set("hard", GOOD))).await;
+    let r = api
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&set("hard", GOOD)),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let mut doc: serde_json::Value = serde_json::from_str(&set("mandatory", GOOD)).unwrap();
     doc["name"] = json!("other");
-    let r = api.as_admin("POST", PATH, Some(&doc.to_string())).await;
+    let r = api
+        .admin(
+            endpoints::create_policy_set("acme", "no-deletes"),
+            Some(&doc.to_string()),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "name", "{}", r.body);
 }
@@ -157,30 +178,47 @@ async fn only_a_maintainer_writes_and_a_viewer_reads() {
     api.grant("acme", Role::Maintainer, "mia").await;
     for who in ["vera", "dan"] {
         let r = api
-            .call(Some(who), "POST", PATH, Some(&set("mandatory", GOOD)), &[])
+            .send(
+                Some(who),
+                endpoints::create_policy_set("acme", "no-deletes"),
+                Some(&set("mandatory", GOOD)),
+                &[],
+            )
             .await;
         assert_eq!(r.status, 403, "{who}: {}", r.body);
     }
     let r = api
-        .call(
+        .send(
             Some("mia"),
-            "POST",
-            PATH,
+            endpoints::create_policy_set("acme", "no-deletes"),
             Some(&set("mandatory", GOOD)),
             &[],
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = api.call(Some("vera"), "GET", PATH, None, &[]).await;
+    let r = api
+        .send(
+            Some("vera"),
+            endpoints::get_policy_set("acme", "no-deletes"),
+            None,
+            &[],
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let r = api.call(Some("dan"), "DELETE", PATH, None, &[]).await;
+    let r = api
+        .send(
+            Some("dan"),
+            endpoints::delete_policy_set("acme", "no-deletes"),
+            None,
+            &[],
+        )
+        .await;
     assert_eq!(r.status, 403, "{}", r.body);
     // The root's sets are the administrators'.
     let r = api
-        .call(
+        .send(
             Some("mia"),
-            "POST",
-            "/v1/groups/-/policy-sets/shared",
+            endpoints::create_policy_set("-", "shared"),
             Some(&set("advisory", GOOD)),
             &[],
         )
@@ -188,13 +226,19 @@ async fn only_a_maintainer_writes_and_a_viewer_reads() {
     // A maintainer of `acme` is nobody at the root: refused (404, as any group one cannot see).
     assert!(matches!(r.status.as_u16(), 403 | 404), "{}", r.body);
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/-/policy-sets/shared",
+        .admin(
+            endpoints::create_policy_set("-", "shared"),
             Some(&set("advisory", GOOD)),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = api.call(None, "GET", PATH, None, &[]).await;
+    let r = api
+        .send(
+            None,
+            endpoints::get_policy_set("acme", "no-deletes"),
+            None,
+            &[],
+        )
+        .await;
     assert_eq!(r.status, 401, "{}", r.body);
 }

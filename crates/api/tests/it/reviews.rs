@@ -5,15 +5,15 @@ use crate::common;
 
 use common::{seed_org, Api};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 use sortie_core::Role;
 
 /// Submits `operation` to `acme/<env>` as `who`; the job id.
 async fn submit(api: &Api, who: &str, env: &str, operation: &str) -> String {
     let r = api
-        .call(
+        .send(
             Some(who),
-            "POST",
-            &format!("/v1/environments/acme/{env}/-/jobs"),
+            endpoints::submit_job(&format!("acme/{env}")),
             Some(&json!({"operation": operation, "files": {"main.tf": ""}}).to_string()),
             &[],
         )
@@ -31,20 +31,18 @@ async fn run_task(api: &Api, id: &str, token: &str) {
         ("content-type", "application/json"),
     ];
     let r = api
-        .call(
+        .send(
             None,
-            "PUT",
-            &format!("/v1/jobs/{id}/summary"),
+            endpoints::put_job_summary(id),
             Some(r#"{"add":1,"change":0,"destroy":0}"#),
             &headers,
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let r = api
-        .call(
+        .send(
             None,
-            "POST",
-            &format!("/v1/jobs/{id}/events"),
+            endpoints::report_job_exit(id),
             Some(r#"{"exit_code":0}"#),
             &headers,
         )
@@ -53,9 +51,7 @@ async fn run_task(api: &Api, id: &str, token: &str) {
 }
 
 async fn job(api: &Api, id: &str) -> Value {
-    api.as_admin("GET", &format!("/v1/jobs/{id}"), None)
-        .await
-        .body
+    api.admin(endpoints::get_job(id), None).await.body
 }
 
 /// A fresh API with organisation `acme` and its environment `prod` made from `body`; the
@@ -64,7 +60,7 @@ async fn prod_made_of(body: &str) -> (Api, Value) {
     let api = Api::new().await;
     seed_org(&api, "acme").await;
     let r = api
-        .as_admin("POST", "/v1/groups/acme/-/environments", Some(body))
+        .admin(endpoints::create_environment("acme"), Some(body))
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     (api, r.body)
@@ -97,17 +93,16 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     assert_eq!(awaiting["plan_phase"]["summary"]["add"], 1, "{awaiting}");
     assert!(awaiting["review"]["awaiting_since"].is_string());
     let env = api
-        .as_admin("GET", "/v1/environments/acme/prod", None)
+        .admin(endpoints::get_environment("acme/prod"), None)
         .await
         .body;
     assert_eq!(env["active_job"], id.as_str(), "the lock is held: {env}");
 
     // The job token of the finished plan task is dead.
     let r = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{id}/spec"),
+            endpoints::get_job_spec(&id),
             None,
             &[("authorization", "Bearer plan-token")],
         )
@@ -120,10 +115,9 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     let approve = |who: &'static str, body: Option<&'static str>| {
         let (api, id) = (&api, id.clone());
         async move {
-            api.call(
+            api.send(
                 Some(who),
-                "POST",
-                &format!("/v1/jobs/{id}/approve"),
+                endpoints::approve_job(&id),
                 body,
                 &[("content-type", "application/json")],
             )
@@ -146,16 +140,12 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     );
     // A viewer sees the job, so it is told what it lacks (403 naming the role), for each
     // decision and for cancel; a stranger still cannot tell the job exists (404).
-    for action in ["approve", "discard", "cancel"] {
-        let r = api
-            .call(
-                Some("carol"),
-                "POST",
-                &format!("/v1/jobs/{id}/{action}"),
-                None,
-                &[],
-            )
-            .await;
+    for (action, call) in [
+        ("approve", endpoints::approve_job(&id)),
+        ("discard", endpoints::discard_job(&id)),
+        ("cancel", endpoints::cancel_job(&id)),
+    ] {
+        let r = api.send(Some("carol"), call, None, &[]).await;
         assert_eq!(r.status, 403, "{action} by a viewer: {}", r.body);
         let message = r.body["error"]["message"].as_str().unwrap();
         assert!(
@@ -191,10 +181,9 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
     // The apply phase's spec: the saved plan's URL and where the log goes on.
     api.launch(&id, "apply-token").await;
     let r = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{id}/spec"),
+            endpoints::get_job_spec(&id),
             None,
             &[("authorization", "Bearer apply-token")],
         )
@@ -214,20 +203,18 @@ async fn a_reviewed_apply_awaits_approval_holding_the_lock_and_only_a_second_dep
         ("content-type", "application/json"),
     ];
     let r = api
-        .call(
+        .send(
             None,
-            "PUT",
-            &format!("/v1/jobs/{id}/tool"),
+            endpoints::put_job_tool(&id),
             Some(r#"{"tool":"terraform","version":"~> 1.0"}"#),
             &headers,
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let r = api
-        .call(
+        .send(
             None,
-            "PUT",
-            &format!("/v1/jobs/{id}/tool"),
+            endpoints::put_job_tool(&id),
             Some(r#"{"tool":"terraform","version":"1.0.3"}"#),
             &headers,
         )
@@ -246,7 +233,12 @@ async fn whoami_names_the_caller_and_the_roles_it_holds_in_the_org_asked_for() {
     api.grant("acme/payments", Role::Deployer, "dana").await;
     api.grant("acme", Role::Viewer, "erin").await;
     let r = api
-        .call(Some("dana"), "GET", "/v1/whoami?org=acme", None, &[])
+        .send(
+            Some("dana"),
+            endpoints::whoami().query([("org", Some("acme"))]),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["subject"], "dana");
@@ -258,24 +250,34 @@ async fn whoami_names_the_caller_and_the_roles_it_holds_in_the_org_asked_for() {
         r.body
     );
     // Without `org`, the root group's only: none for dana; any caller may ask.
-    let r = api.call(Some("dana"), "GET", "/v1/whoami", None, &[]).await;
+    let r = api.send(Some("dana"), endpoints::whoami(), None, &[]).await;
     assert_eq!(
         (r.status.as_u16(), r.body["memberships"].clone()),
         (200, json!([]))
     );
     let r = api
-        .call(Some("nobody"), "GET", "/v1/whoami?org=acme", None, &[])
+        .send(
+            Some("nobody"),
+            endpoints::whoami().query([("org", Some("acme"))]),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(
         (r.status.as_u16(), r.body["memberships"].clone()),
         (200, json!([]))
     );
     let r = api
-        .call(Some("dana"), "GET", "/v1/whoami?org=ACME!", None, &[])
+        .send(
+            Some("dana"),
+            endpoints::whoami().query([("org", Some("ACME!"))]),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["fields"][0]["path"], "query.org");
-    let r = api.call(None, "GET", "/v1/whoami", None, &[]).await;
+    let r = api.send(None, endpoints::whoami(), None, &[]).await;
     assert_eq!(r.status, 401, "{}", r.body);
 }
 
@@ -288,12 +290,11 @@ async fn a_mistyped_approve_suggests_the_job_awaiting_approval() {
     let id = submit(&api, "admin", "prod", "apply").await;
     run_task(&api, &id, "t").await;
     assert_eq!(job(&api, &id).await["state"], "awaiting_approval");
-    let typo = format!("/v1/jobs/{}/approve", common::typo(&id));
+    let typo = common::typo(&id);
     let approve = |who: &'static str| {
-        api.call(
+        api.send(
             Some(who),
-            "POST",
-            &typo,
+            endpoints::approve_job(&typo),
             Some("{}"),
             &[("content-type", "application/json")],
         )
@@ -317,23 +318,19 @@ async fn a_discard_ends_the_job_releases_the_lock_and_a_waiting_job_goes_next() 
     assert_eq!(job(&api, &id).await["state"], "awaiting_approval");
     assert_eq!(job(&api, &waiting).await["state"], "queued");
     // Without four eyes the requester may decide; discard takes no body.
-    let r = api
-        .as_admin("POST", &format!("/v1/jobs/{id}/discard"), None)
-        .await;
+    let r = api.admin(endpoints::discard_job(&id), None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["state"], "discarded");
     assert_eq!(r.body["review"]["decision"]["verdict"], "discarded");
     let env = api
-        .as_admin("GET", "/v1/environments/acme/prod", None)
+        .admin(endpoints::get_environment("acme/prod"), None)
         .await
         .body;
     assert_eq!(env["active_job"], waiting.as_str(), "handed on: {env}");
-    let r = api
-        .as_admin("GET", &format!("/v1/jobs/{id}/outputs"), None)
-        .await;
+    let r = api.admin(endpoints::get_job_outputs(&id), None).await;
     assert_eq!(r.status, 404, "{}", r.body);
     let r = api
-        .as_admin("GET", "/v1/environments/acme/prod/-/outputs", None)
+        .admin(endpoints::get_environment_outputs("acme/prod"), None)
         .await;
     assert_eq!(r.status, 404, "no apply yet: {}", r.body);
 }
@@ -353,10 +350,9 @@ async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
         "odd": {"type": "string", "value": "no sensitive flag"},
     });
     let grant = api
-        .call(
+        .send(
             None,
-            "POST",
-            &format!("/v1/jobs/{id}/uploads"),
+            endpoints::create_upload(&id),
             Some(r#"{"kind":"outputs"}"#),
             &[
                 ("authorization", "Bearer t"),
@@ -368,10 +364,9 @@ async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
     let key = grant.body["key"].as_str().unwrap();
     put_object(&api, key, outputs.to_string()).await;
     let r = api
-        .call(
+        .send(
             None,
-            "POST",
-            &format!("/v1/jobs/{id}/events"),
+            endpoints::report_job_exit(&id),
             Some(r#"{"exit_code":0}"#),
             &[
                 ("authorization", "Bearer t"),
@@ -381,11 +376,12 @@ async fn an_auto_apply_has_no_review_and_its_outputs_drop_sensitive_values() {
         .await;
     assert!(r.status.is_success(), "{}", r.body);
     assert_eq!(job(&api, &id).await["state"], "succeeded");
-    for path in [
-        format!("/v1/jobs/{id}/outputs"),
-        "/v1/environments/acme/dev/-/outputs".to_string(),
+    for call in [
+        endpoints::get_job_outputs(&id),
+        endpoints::get_environment_outputs("acme/dev"),
     ] {
-        let r = api.as_admin("GET", &path, None).await;
+        let path = call.path.clone();
+        let r = api.admin(call, None).await;
         assert_eq!(r.status, 200, "{path}: {}", r.body);
         assert_eq!(r.body["job_id"], id.as_str());
         assert_eq!(r.body["outputs"]["message"]["value"], "hello");
@@ -439,9 +435,8 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
             create[k] = v.clone();
         }
         let r = api
-            .as_admin(
-                "POST",
-                "/v1/groups/acme/-/environments",
+            .admin(
+                endpoints::create_environment("acme"),
                 Some(&create.to_string()),
             )
             .await;
@@ -455,9 +450,8 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
         assert_eq!(fields, vec![field], "{create}: {}", r.body);
     }
     let r = api
-        .as_admin(
-            "POST",
-            "/v1/groups/acme/-/environments",
+        .admin(
+            endpoints::create_environment("acme"),
             Some(r#"{"name":"prod","env_type":"production","drift_schedule":"*/15 * * * *","drift_remediation":"apply","tool":"terraform","tool_version":"~> 1.0"}"#),
         )
         .await;
@@ -465,9 +459,8 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
     assert!(r.body["next_drift_at"].is_string(), "{}", r.body);
     assert_eq!(r.body["version"], 1);
     let r = api
-        .as_admin(
-            "PATCH",
-            "/v1/environments/acme/prod",
+        .admin(
+            endpoints::update_environment("acme/prod"),
             Some(r#"{"drift_schedule":null,"tool":null}"#),
         )
         .await;
@@ -484,9 +477,8 @@ async fn settings_are_validated_to_the_field_and_a_patch_can_clear_them() {
     let id = submit(&api, "admin", "prod", "plan").await;
     assert_eq!(job(&api, &id).await["tool_version"], "~> 1.0");
     let r = api
-        .as_admin(
-            "PUT",
-            "/v1/groups/acme/-/runners/local",
+        .admin(
+            endpoints::update_runner("acme", "local"),
             Some("tool: opentofu\ntool_version: nope\nrunner_configuration:\n  type: local\nstate_storage_configuration:\n  type: local\n  directory: /tmp/x\n"),
         )
         .await;
@@ -500,9 +492,7 @@ async fn a_job_awaiting_approval_can_be_canceled_and_then_frees_its_environment(
     let id = submit(&api, "admin", "prod", "apply").await;
     run_task(&api, &id, "t").await;
     assert_eq!(job(&api, &id).await["state"], "awaiting_approval");
-    let r = api
-        .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
-        .await;
+    let r = api.admin(endpoints::cancel_job(&id), None).await;
     assert_eq!(
         r.status, 200,
         "no task runs, so it ends at once: {}",
@@ -510,13 +500,11 @@ async fn a_job_awaiting_approval_can_be_canceled_and_then_frees_its_environment(
     );
     assert_eq!(r.body["state"], "canceled");
     let env = api
-        .as_admin("GET", "/v1/environments/acme/prod", None)
+        .admin(endpoints::get_environment("acme/prod"), None)
         .await
         .body;
     assert!(env.get("active_job").is_none(), "{env}");
-    let r = api
-        .as_admin("POST", &format!("/v1/jobs/{id}/discard"), None)
-        .await;
+    let r = api.admin(endpoints::discard_job(&id), None).await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert!(r.body["error"]["message"]
         .as_str()

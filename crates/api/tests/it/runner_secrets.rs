@@ -8,6 +8,7 @@ use crate::common;
 
 use common::{seed_org, Api};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 
 const RUNNER_TOKEN_ARN: &str =
     "arn:aws:secretsmanager:us-east-1:123456789012:secret:runner-token-AbCdEf";
@@ -16,28 +17,21 @@ const DB_PASSWORD_ARN: &str = "arn:aws:ssm:us-east-1:123456789012:parameter/runn
 /// Registers runner `acme/<name>` from `yaml`, chosen for environments of type `env_type`.
 async fn runner_for(api: &Api, name: &str, yaml: &str, env_type: &str) {
     let created = api
-        .as_admin(
-            "POST",
-            &format!("/v1/groups/acme/-/runners/{name}"),
-            Some(yaml),
-        )
+        .admin(endpoints::create_runner("acme", name), Some(yaml))
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
     let rule = json!({"id": name, "runner_id": format!("acme/{name}"),
         "criteria": {"env_type": env_type}})
     .to_string();
-    let r = api
-        .as_admin("POST", "/v1/groups/acme/-/rules", Some(&rule))
-        .await;
+    let r = api.admin(endpoints::create_rule("acme"), Some(&rule)).await;
     assert_eq!(r.status, 201, "{}", r.body);
 }
 
 /// Submits a plan to `acme/<env>`, launches it with `token` and answers its spec.
 async fn spec_of(api: &Api, env: &str, token: &str) -> (String, Value) {
     let r = api
-        .as_admin(
-            "POST",
-            &format!("/v1/environments/acme/{env}/-/jobs"),
+        .admin(
+            endpoints::submit_job(&format!("acme/{env}")),
             Some(r#"{"operation":"plan","files":{"main.tf":""}}"#),
         )
         .await;
@@ -46,10 +40,9 @@ async fn spec_of(api: &Api, env: &str, token: &str) -> (String, Value) {
     api.launch(&id, token).await;
     let bearer = format!("Bearer {token}");
     let spec = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{id}/spec"),
+            endpoints::get_job_spec(&id),
             None,
             &[("authorization", bearer.as_str())],
         )

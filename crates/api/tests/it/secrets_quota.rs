@@ -13,6 +13,7 @@ use crate::common;
 use common::{seed_org, Api};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
+use sortie_client::{endpoints, Call};
 use sortie_core::JobId;
 
 /// The calls moto's quota double answered and throttled for `operation` so far.
@@ -122,8 +123,9 @@ fn job(count: usize, tag: &str) -> Value {
 }
 
 async fn submit(api: &Api, env: &str, body: &Value) -> common::Reply {
-    let path = format!("/v1/environments/acme/{env}/-/jobs");
-    api.as_admin("POST", &path, Some(&body.to_string())).await
+    let env = format!("acme/{env}");
+    api.admin(endpoints::submit_job(&env), Some(&body.to_string()))
+        .await
 }
 
 #[tokio::test]
@@ -210,23 +212,20 @@ async fn two_hundred_jobs_ending_at_once_leave_no_secret_behind() {
     // a loaded moto the deletions arrive slowly and late: with a neighbour of 30 they never
     // met it, and a burst of the neighbour's first 3 seconds was over before they came).
     let (_, throttled_before) = throttle_counts("DeleteSecret");
-    let paths: Vec<String> = ids
-        .iter()
-        .map(|id| format!("/v1/jobs/{id}/cancel"))
-        .collect();
+    let calls: Vec<Call> = ids.iter().map(|id| endpoints::cancel_job(id)).collect();
     let neighbour = Neighbour::start(45);
-    let mut cancels = join_all(paths.iter().map(|p| api.as_admin("POST", p, None))).await;
+    let mut cancels = join_all(calls.iter().map(|c| api.admin(c.clone(), None))).await;
     drop(neighbour);
     // A 503 (the store unreachable for a moment: 200 connections at once to a local AWS
     // that other tests load too) is the API's retryable answer, and a client tries it
     // again, as these do (3 times at most).
-    for (path, r) in paths.iter().zip(cancels.iter_mut()) {
+    for (call, r) in calls.iter().zip(cancels.iter_mut()) {
         for _ in 0..3 {
             if r.status != 503 {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            *r = api.as_admin("POST", path, None).await;
+            *r = api.admin(call.clone(), None).await;
         }
     }
     for (id, r) in ids.iter().zip(&cancels) {
@@ -294,9 +293,7 @@ async fn the_sweep_deletes_every_ended_job_s_secret_found_by_its_tag_on_moto() {
     let live = r.body["id"].as_str().unwrap().to_string();
     let r = submit(&api, "swept", &job(1, &tag)).await;
     let ended = r.body["id"].as_str().unwrap().to_string();
-    let c = api
-        .as_admin("POST", &format!("/v1/jobs/{ended}/cancel"), None)
-        .await;
+    let c = api.admin(endpoints::cancel_job(&ended), None).await;
     assert_eq!(c.status, 200, "{}", c.body);
     // Secrets its end did not delete (a crash between the end and the delete, say): more
     // than one ListSecrets page of them, tagged with the ended job.

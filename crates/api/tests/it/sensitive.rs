@@ -8,14 +8,11 @@ use crate::common;
 
 use common::{seed_org, Api};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 
 async fn submit(api: &Api, body: Value) -> common::Reply {
-    api.as_admin(
-        "POST",
-        "/v1/environments/acme/dev/-/jobs",
-        Some(&body.to_string()),
-    )
-    .await
+    api.admin(endpoints::submit_job("acme/dev"), Some(&body.to_string()))
+        .await
 }
 
 #[tokio::test]
@@ -55,7 +52,7 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     assert!(!stored.contains(&value), "the value is in the record");
 
     // GET shows the name only.
-    let got = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
+    let got = api.admin(endpoints::get_job(&id), None).await;
     assert_eq!(
         got.body["sensitive_variables"],
         json!({"db": "(sensitive)"})
@@ -66,17 +63,16 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     );
 
     // Only the job's own token, while it runs, reads the values.
-    let path = format!("/v1/jobs/{id}/sensitive-variables");
+    let call = endpoints::get_job_sensitive_variables(&id);
     let before = api
-        .call(None, "GET", &path, None, &[("authorization", "Bearer t-1")])
+        .send(None, call.clone(), None, &[("authorization", "Bearer t-1")])
         .await;
     assert_eq!(before.status, 401, "not launched yet: {}", before.body);
     api.launch(&id, "t-1").await;
     let spec = api
-        .call(
+        .send(
             None,
-            "GET",
-            &format!("/v1/jobs/{id}/spec"),
+            endpoints::get_job_spec(&id),
             None,
             &[("authorization", "Bearer t-1")],
         )
@@ -86,22 +82,21 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     assert!(!spec.body.to_string().contains(&value));
     for (who, auth) in [("a user", None), ("another token", Some("Bearer t-2"))] {
         let headers: Vec<(&str, &str)> = auth.map(|a| ("authorization", a)).into_iter().collect();
-        let r = api.call(Some("admin"), "GET", &path, None, &headers).await;
+        let r = api.send(Some("admin"), call.clone(), None, &headers).await;
         assert_eq!(r.status, 401, "{who}: {}", r.body);
         assert!(!r.body.to_string().contains(&value));
     }
     let values = api
-        .call(None, "GET", &path, None, &[("authorization", "Bearer t-1")])
+        .send(None, call.clone(), None, &[("authorization", "Bearer t-1")])
         .await;
     assert_eq!(values.status, 200, "{}", values.body);
     assert_eq!(values.body, json!({"variables": {"db": value}}));
 
     // The job ends (the runner's exit report): its secret is deleted.
     let exit = api
-        .call(
+        .send(
             None,
-            "POST",
-            &format!("/v1/jobs/{id}/events"),
+            endpoints::report_job_exit(&id),
             Some(r#"{"exit_code":0}"#),
             &[
                 ("authorization", "Bearer t-1"),
@@ -113,7 +108,7 @@ async fn sensitive_values_live_in_secrets_reach_only_the_job_token_and_die_with_
     let gone = api.secrets.value(&arn).await.unwrap_err();
     assert!(gone.contains("GetSecretValue"), "{gone}");
     let after = api
-        .call(None, "GET", &path, None, &[("authorization", "Bearer t-1")])
+        .send(None, call.clone(), None, &[("authorization", "Bearer t-1")])
         .await;
     assert_eq!(after.status, 401, "{}", after.body);
 }
@@ -161,9 +156,7 @@ async fn a_canceled_job_s_secrets_are_deleted() {
             .unwrap()
     };
     assert_eq!(api.secrets.value(&arn).await.unwrap(), r#"{"a":"x"}"#);
-    let c = api
-        .as_admin("POST", &format!("/v1/jobs/{id}/cancel"), None)
-        .await;
+    let c = api.admin(endpoints::cancel_job(&id), None).await;
     assert_eq!(c.status, 200, "{}", c.body);
     assert!(
         api.secrets.value(&arn).await.is_err(),
@@ -184,9 +177,7 @@ async fn a_list_of_jobs_names_their_files_and_serves_no_contents() {
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["id"].as_str().unwrap().to_string();
-    let list = api
-        .as_admin("GET", "/v1/environments/acme/dev/-/jobs", None)
-        .await;
+    let list = api.admin(endpoints::list_jobs("acme/dev"), None).await;
     assert_eq!(list.status, 200, "{}", list.body);
     let jobs = list.body["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 1);
@@ -195,7 +186,7 @@ async fn a_list_of_jobs_names_their_files_and_serves_no_contents() {
     assert_eq!(jobs[0]["file_names"], json!(["b/x.tf", "main.tf"]));
     assert_eq!(jobs[0]["source"], json!({"type": "inline"}));
     assert!(!list.body.to_string().contains("contents-not-listed"));
-    let one = api.as_admin("GET", &format!("/v1/jobs/{id}"), None).await;
+    let one = api.admin(endpoints::get_job(&id), None).await;
     assert_eq!(one.body["files"]["main.tf"], content);
     assert!(one.body.get("file_names").is_none(), "{}", one.body);
 }

@@ -4,19 +4,14 @@
 use crate::common;
 
 use common::{seed_org, typo, Api};
+use sortie_client::endpoints;
 use sortie_core::Role;
 
 const PLAN: &str = r#"{"operation":"plan","files":{"main.tf":""}}"#;
 
 async fn submit(api: &Api, subject: &str, env: &str) -> String {
     let r = api
-        .call(
-            Some(subject),
-            "POST",
-            &format!("/v1/environments/{env}/-/jobs"),
-            Some(PLAN),
-            &[],
-        )
+        .send(Some(subject), endpoints::submit_job(env), Some(PLAN), &[])
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     r.body["id"].as_str().unwrap().to_string()
@@ -32,13 +27,7 @@ async fn a_queued_job_says_which_job_it_waits_behind_in_get_and_in_the_list() {
     api.launch(&first, "token-1").await;
 
     let got = api
-        .call(
-            Some("acme-owner"),
-            "GET",
-            &format!("/v1/jobs/{second}"),
-            None,
-            &[],
-        )
+        .send(Some("acme-owner"), endpoints::get_job(&second), None, &[])
         .await;
     assert_eq!(got.status, 200);
     let w = &got.body["waiting"];
@@ -53,13 +42,7 @@ async fn a_queued_job_says_which_job_it_waits_behind_in_get_and_in_the_list() {
     );
 
     let running = api
-        .call(
-            Some("acme-owner"),
-            "GET",
-            &format!("/v1/jobs/{first}"),
-            None,
-            &[],
-        )
+        .send(Some("acme-owner"), endpoints::get_job(&first), None, &[])
         .await;
     assert!(
         running.body.get("waiting").is_none(),
@@ -67,10 +50,9 @@ async fn a_queued_job_says_which_job_it_waits_behind_in_get_and_in_the_list() {
     );
 
     let list = api
-        .call(
+        .send(
             Some("acme-owner"),
-            "GET",
-            "/v1/environments/acme/web/prod/-/jobs",
+            endpoints::list_jobs("acme/web/prod"),
             None,
             &[],
         )
@@ -93,10 +75,9 @@ async fn a_missing_environment_is_404_with_the_nearest_visible_names_and_never_a
     api.grant("acme/web", Role::Viewer, "web-viewer").await;
 
     let r = api
-        .call(
+        .send(
             Some("web-viewer"),
-            "GET",
-            "/v1/environments/acme/web/prdo",
+            endpoints::get_environment("acme/web/prdo"),
             None,
             &[],
         )
@@ -108,10 +89,9 @@ async fn a_missing_environment_is_404_with_the_nearest_visible_names_and_never_a
     );
 
     let jobs = api
-        .call(
+        .send(
             Some("web-viewer"),
-            "GET",
-            "/v1/environments/acme/web/prdo/-/jobs",
+            endpoints::list_jobs("acme/web/prdo"),
             None,
             &[],
         )
@@ -122,10 +102,9 @@ async fn a_missing_environment_is_404_with_the_nearest_visible_names_and_never_a
     // The group acme/web/x is readable and empty: the organisation's environments are
     // compared, but only those the caller may read are named.
     let hidden = api
-        .call(
+        .send(
             Some("web-viewer"),
-            "GET",
-            "/v1/environments/acme/web/x/prod",
+            endpoints::get_environment("acme/web/x/prod"),
             None,
             &[],
         )
@@ -138,7 +117,7 @@ async fn a_missing_environment_is_404_with_the_nearest_visible_names_and_never_a
         hidden.body
     );
     let admin = api
-        .as_admin("GET", "/v1/environments/acme/web/x/prod", None)
+        .admin(endpoints::get_environment("acme/web/x/prod"), None)
         .await;
     assert_eq!(
         admin.body["error"]["did_you_mean"],
@@ -160,10 +139,9 @@ async fn a_mistyped_job_id_suggests_only_the_callers_own_jobs() {
     api.launch(&ours, "token-a").await;
 
     let r = api
-        .call(
+        .send(
             Some("acme-owner"),
-            "GET",
-            &format!("/v1/jobs/{}", typo(&ours)),
+            endpoints::get_job(&typo(&ours)),
             None,
             &[],
         )
@@ -172,10 +150,9 @@ async fn a_mistyped_job_id_suggests_only_the_callers_own_jobs() {
     assert_eq!(r.body["error"]["did_you_mean"], serde_json::json!([ours]));
 
     let r = api
-        .call(
+        .send(
             Some("acme-owner"),
-            "GET",
-            &format!("/v1/jobs/{}", typo(&theirs)),
+            endpoints::get_job(&typo(&theirs)),
             None,
             &[],
         )
@@ -204,7 +181,7 @@ async fn list_environments_recursive_adds_the_groups_below() {
             .collect()
     };
     let own = api
-        .as_admin("GET", "/v1/groups/acme/web/-/environments", None)
+        .admin(endpoints::list_environments("acme/web"), None)
         .await;
     assert_eq!(paths(&own), ["acme/web/prod"]);
     assert_eq!(
@@ -213,15 +190,12 @@ async fn list_environments_recursive_adds_the_groups_below() {
         own.body
     );
     assert!(own.body.get("truncated").is_none(), "{}", own.body);
-    let org = api
-        .as_admin("GET", "/v1/groups/acme/-/environments", None)
-        .await;
+    let org = api.admin(endpoints::list_environments("acme"), None).await;
     assert_eq!(paths(&org), Vec::<String>::new());
     assert_eq!(org.body["in_subgroups"], 3, "{}", org.body);
     let all = api
-        .as_admin(
-            "GET",
-            "/v1/groups/acme/web/-/environments?recursive=true",
+        .admin(
+            endpoints::list_environments("acme/web").query([("recursive", Some("true"))]),
             None,
         )
         .await;
@@ -229,14 +203,16 @@ async fn list_environments_recursive_adds_the_groups_below() {
     assert!(all.body.get("in_subgroups").is_none(), "{}", all.body);
     // The root spans every organisation: no recursive listing of every tenant.
     let root = api
-        .as_admin("GET", "/v1/groups/-/environments?recursive=true", None)
+        .admin(
+            endpoints::list_environments("-").query([("recursive", Some("true"))]),
+            None,
+        )
         .await;
     assert_eq!(root.status, 400, "{}", root.body);
     assert_eq!(root.body["error"]["fields"][0]["path"], "query.recursive");
     let bad = api
-        .as_admin(
-            "GET",
-            "/v1/groups/acme/web/-/environments?recursive=yes",
+        .admin(
+            endpoints::list_environments("acme/web").query([("recursive", Some("yes"))]),
             None,
         )
         .await;

@@ -3,12 +3,12 @@
 
 use crate::common::{seed_org, Api};
 use serde_json::{json, Value};
+use sortie_client::endpoints;
 
 async fn grant(api: &Api, group: &str, grantee: Value) -> String {
     let r = api
-        .as_admin(
-            "POST",
-            &format!("/v1/groups/{group}/-/memberships"),
+        .admin(
+            endpoints::grant_membership(group),
             Some(&json!({"role": "viewer", "grantee": grantee}).to_string()),
         )
         .await;
@@ -17,7 +17,7 @@ async fn grant(api: &Api, group: &str, grantee: Value) -> String {
 }
 
 async fn organisations(api: &Api, who: &str) -> Value {
-    let r = api.call(Some(who), "GET", "/v1/whoami", None, &[]).await;
+    let r = api.send(Some(who), endpoints::whoami(), None, &[]).await;
     assert_eq!(r.status, 200, "{}", r.body);
     r.body["organisations"].clone()
 }
@@ -51,17 +51,18 @@ async fn organisations_follow_grants_and_revokes(api: Api) {
     assert_eq!(organisations(&api, "carol").await, json!([]));
 
     let r = api
-        .as_admin(
-            "DELETE",
-            &format!("/v1/groups/acme/payments/-/memberships/{acme}"),
-            None,
-        )
+        .admin(endpoints::revoke_membership("acme/payments", &acme), None)
         .await;
     assert_eq!(r.status, 204, "{}", r.body);
     assert_eq!(organisations(&api, "alice").await, json!(["globex"]));
     // `?org=` still reads that organisation's memberships, and the list is unchanged.
     let r = api
-        .call(Some("alice"), "GET", "/v1/whoami?org=globex", None, &[])
+        .send(
+            Some("alice"),
+            endpoints::whoami().query([("org", Some("globex"))]),
+            None,
+            &[],
+        )
         .await;
     assert_eq!(r.body["memberships"].as_array().map(Vec::len), Some(2));
     assert_eq!(r.body["organisations"], json!(["globex"]));

@@ -11,6 +11,7 @@ use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use serde_json::{json, Value};
 use sortie_api::{router, VerifiedClaims};
+use sortie_client::{endpoints, Call};
 use sortie_core::{Grantee, GroupPath, Membership, Role};
 use sortie_launch::JobSecrets;
 use sortie_store::{Artifacts, DynamoStore, JobQueue, MembershipRecord, Store};
@@ -269,15 +270,30 @@ impl Api {
         }
     }
 
+    /// Sends `call` (an operation of `sortie_client::endpoints`) as `subject`: a test names
+    /// the operation it calls, not a path. Tests of the router itself (odd, raw or hostile
+    /// paths) use [`Api::call`] with a literal path.
+    pub async fn send(
+        &self,
+        subject: Option<&str>,
+        call: Call,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        self.call(subject, call.method.as_str(), &call.path, body, headers)
+            .await
+    }
+
+    /// Sends `call` as the admin.
+    pub async fn admin(&self, call: Call, body: Option<&str>) -> Reply {
+        self.send(Some("admin"), call, body, &[]).await
+    }
+
     /// Creates environment `<group>/<name>` as the admin, and checks it was created.
     pub async fn create_env(&self, group: &str, name: &str, env_type: &str) -> Reply {
         let body = json!({"name": name, "env_type": env_type}).to_string();
         let r = self
-            .as_admin(
-                "POST",
-                &format!("/v1/groups/{group}/-/environments"),
-                Some(&body),
-            )
+            .admin(endpoints::create_environment(group), Some(&body))
             .await;
         assert_eq!(r.status, 201, "creating {group}/{name}: {}", r.body);
         r
@@ -313,18 +329,14 @@ pub fn local_runner() -> &'static str {
 /// Sets up org `org`: a runner `<org>/local`, a rule at the org using it, and an owner `<org>-owner`.
 pub async fn seed_org(api: &Api, org: &str) {
     assert_eq!(
-        api.as_admin(
-            "POST",
-            &format!("/v1/groups/{org}/-/runners/local"),
-            Some(local_runner())
-        )
-        .await
-        .status,
+        api.admin(endpoints::create_runner(org, "local"), Some(local_runner()))
+            .await
+            .status,
         201
     );
     let rule = json!({"id": "default", "runner_id": format!("{org}/local")}).to_string();
     assert_eq!(
-        api.as_admin("POST", &format!("/v1/groups/{org}/-/rules"), Some(&rule))
+        api.admin(endpoints::create_rule(org), Some(&rule))
             .await
             .status,
         201
