@@ -144,12 +144,6 @@ pub fn url_of_env(text: &str) -> Option<&str> {
         .find_map(|kv| kv.strip_prefix("SORTIE_API_URL="))
 }
 
-/// Whether a `/v1/health` answer (its status and body, `Null` when empty) is Sortie's:
-/// 200 with a `status` field.
-pub fn is_sortie_health(status: u16, body: &serde_json::Value) -> bool {
-    status == 200 && body.get("status").is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +252,7 @@ mod tests {
 
     #[test]
     fn only_a_200_with_sortie_health_body_counts_as_running() {
+        use crate::client::is_sortie_health;
         use serde_json::{json, Value};
         assert!(is_sortie_health(200, &json!({"status": "ok"})));
         assert!(!is_sortie_health(

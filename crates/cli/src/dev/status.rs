@@ -40,7 +40,7 @@ pub(super) async fn health(url: &str) -> bool {
     };
     let transport = transport.with_timeout(Duration::from_secs(3));
     match transport.send(&endpoints::health(), Outgoing::new()).await {
-        Ok(reply) => data_dir::is_sortie_health(reply.status.as_u16(), &reply.value()),
+        Ok(reply) => crate::client::is_sortie_health(reply.status.as_u16(), &reply.value()),
         Err(_) => false,
     }
 }
