@@ -203,6 +203,14 @@ async fn an_unreachable_api_and_a_bad_base_url_are_said_so() {
         "{e}"
     );
     assert!(!e.to_string().contains("secret"));
+    let outgoing = Outgoing::new()
+        .bearer(Some("secret"))
+        .header(http::header::IF_MATCH, "\"secret-etag\"");
+    let shown = format!("{outgoing:?}");
+    assert!(
+        !shown.contains("secret") && shown.contains("<redacted>") && shown.contains("if-match"),
+        "{shown}"
+    );
     for (base, says) in [
         ("ftp://x", "must start with https:// or http://"),
         ("http://", "must start with https:// or http://"),

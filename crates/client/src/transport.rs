@@ -111,13 +111,25 @@ impl Reply {
 }
 
 /// What goes with one request beyond its [`Call`]: the token, a body, more headers, a
-/// timeout of its own.
-#[derive(Debug, Default)]
+/// timeout of its own. Its debug form never shows the token or a header's value.
+#[derive(Default)]
 pub struct Outgoing<'a> {
     token: Option<&'a str>,
     body: Option<(&'static str, Bytes)>,
     headers: Vec<(HeaderName, String)>,
     timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Outgoing<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Outgoing")
+            .field("token", &self.token.map(|_| "<redacted>"))
+            .field("content_type", &self.body.as_ref().map(|(t, _)| t))
+            .field("headers", &names)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 impl<'a> Outgoing<'a> {
