@@ -173,8 +173,9 @@ impl Artifacts for MemoryArtifacts {
     }
 }
 
-/// A launcher in memory: each launch starts a task `memory/<job id>` that runs until
-/// stopped, and every call is recorded.
+/// A launcher in memory: each launch starts a new task `memory/<job id>-<n>` (the job's
+/// n-th launch: as on ECS, every RunTask is a task of its own) that runs until stopped, and
+/// every call is recorded.
 #[derive(Debug, Default)]
 pub struct MemoryLauncher {
     launched: Mutex<Vec<String>>,
@@ -182,49 +183,67 @@ pub struct MemoryLauncher {
 }
 
 impl MemoryLauncher {
-    /// The task of `job`, as [`MemoryLauncher`] launches it.
-    pub fn task_of(job: &str) -> TaskRef {
+    /// The `n`-th task (from 1) of `job`, as [`MemoryLauncher`] launches it.
+    pub fn task_of(job: &str, n: usize) -> TaskRef {
         TaskRef::new(format!(
-            "arn:aws:ecs:us-east-1:123456789012:task/memory/{job}"
+            "arn:aws:ecs:us-east-1:123456789012:task/memory/{job}-{n}"
         ))
     }
 
-    /// The jobs launched, in order.
+    /// The jobs launched, in order (a job launched twice is listed twice).
     pub fn launched(&self) -> Vec<String> {
         lock(&self.launched).clone()
     }
 
-    /// The stops asked: (job id, reason).
+    /// The stops asked: (task ARN, reason).
     pub fn stopped(&self) -> Vec<(String, String)> {
         lock(&self.stopped).clone()
+    }
+
+    /// How many times `job` was launched.
+    fn launches_of(launched: &[String], job: &str) -> usize {
+        launched.iter().filter(|j| j.as_str() == job).count()
     }
 }
 
 #[async_trait]
 impl Launcher for MemoryLauncher {
     async fn launch(&self, spec: &LaunchSpec<'_>) -> Result<TaskRef, LaunchError> {
-        lock(&self.launched).push(spec.job.id.to_string());
-        Ok(Self::task_of(spec.job.id.as_str()))
+        let mut launched = lock(&self.launched);
+        launched.push(spec.job.id.to_string());
+        let n = Self::launches_of(&launched, spec.job.id.as_str());
+        Ok(Self::task_of(spec.job.id.as_str(), n))
     }
 
-    async fn stop(&self, job: &Job, _task: &TaskRef, reason: &str) -> Result<(), LaunchError> {
-        lock(&self.stopped).push((job.id.to_string(), reason.to_string()));
+    async fn stop(&self, _job: &Job, task: &TaskRef, reason: &str) -> Result<(), LaunchError> {
+        lock(&self.stopped).push((task.as_str().to_string(), reason.to_string()));
         Ok(())
     }
 
-    async fn describe(&self, job: &Job, _task: &TaskRef) -> Result<TaskStatus, LaunchError> {
-        let stopped = lock(&self.stopped)
+    /// A stopped task is described as ECS describes one after StopTask: `UserInitiated`,
+    /// the reason asked, and the container's exit on SIGTERM (143). A task never launched
+    /// is missing.
+    async fn describe(&self, job: &Job, task: &TaskRef) -> Result<TaskStatus, LaunchError> {
+        let stop = lock(&self.stopped)
             .iter()
-            .any(|(j, _)| j == job.id.as_str());
-        Ok(if stopped {
-            TaskStatus::Missing
-        } else {
-            TaskStatus::Running
+            .find(|(t, _)| t == task.as_str())
+            .map(|(_, reason)| reason.clone());
+        let launches = Self::launches_of(&lock(&self.launched), job.id.as_str());
+        let known = (1..=launches).any(|n| Self::task_of(job.id.as_str(), n) == *task);
+        Ok(match stop {
+            Some(reason) => TaskStatus::Stopped(sortie_core::TaskStop {
+                stop_code: Some("UserInitiated".into()),
+                stopped_reason: Some(reason),
+                exit_code: Some(143),
+                container_reason: None,
+            }),
+            None if known => TaskStatus::Running,
+            None => TaskStatus::Missing,
         })
     }
 
     async fn find(&self, job: &Job) -> Result<Option<TaskRef>, LaunchError> {
-        let launched = lock(&self.launched).iter().any(|j| j == job.id.as_str());
-        Ok(launched.then(|| Self::task_of(job.id.as_str())))
+        let n = Self::launches_of(&lock(&self.launched), job.id.as_str());
+        Ok((n > 0).then(|| Self::task_of(job.id.as_str(), n)))
     }
 }

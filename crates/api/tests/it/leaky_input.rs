@@ -23,8 +23,7 @@ fn api_headers(r: &common::Reply) -> (Option<&str>, Option<&str>) {
 
 #[tokio::test]
 async fn a_git_url_with_credentials_is_refused_naming_the_field() {
-    let aws = sortie_testkit::require_aws!();
-    let api = Api::aws(&aws).await;
+    let api = Api::new().await;
     seed_org(&api, "acme").await;
     api.create_env("acme", "prod", "production").await;
     let submit =

@@ -53,8 +53,7 @@ async fn spec_of(api: &Api, env: &str, token: &str) -> (String, Value) {
 
 #[tokio::test]
 async fn the_spec_names_the_runners_injected_secrets_and_holds_no_reference_or_value() {
-    let aws = sortie_testkit::require_aws!();
-    let api = Api::aws(&aws).await;
+    let api = Api::new().await;
     seed_org(&api, "acme").await;
     let fargate = format!(
         "runner_configuration:\n  type: ecs-fargate\n  role_arn: arn:aws:iam::123456789012:role/launcher\n  external_id: ext-123456\n  region: us-east-1\n  cluster: c\n  task_definition: runner:1\n  container_name: runner\n  subnets: [subnet-0123abcd]\n  security_groups: [sg-0123abcd]\n  env: {{TF_LOG: INFO}}\n  secrets:\n    RUNNER_TOKEN: {RUNNER_TOKEN_ARN}\n    TF_VAR_db_password: {DB_PASSWORD_ARN}\nstate_storage_configuration:\n  type: s3\n  bucket: acme-state\n  region: us-east-1\n"

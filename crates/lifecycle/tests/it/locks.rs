@@ -1,18 +1,17 @@
-//! Locks and the sweep, against moto through the real SDK: a locked environment's
+//! Locks and the sweep, on the fast tier ([`common::fast::FastWorld`]): a locked environment's
 //! scheduled drift check is skipped, saying who locked it and why, and submits nothing;
 //! after the unlock the next fire runs.
 
 use crate::common;
 
 use chrono::{Duration, Utc};
-use common::World;
+use common::fast::FastWorld as World;
 use sortie_core::{ChangeSummary, JobRequest, JobState};
 use sortie_lifecycle::EventEffect;
 use sortie_store::{EnvironmentStore, JobStore, JobUpdate, RunnerStore};
 
 #[tokio::test]
 async fn a_locked_environments_drift_check_is_skipped_naming_the_lock() {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/locked", "").await;
     let input = sortie_core::environment::EnvironmentInput::from_value(

@@ -114,55 +114,6 @@ async fn a_plan_requeued_after_spot_launches_again_with_a_new_client_token() {
 }
 
 #[tokio::test]
-async fn spot_requeues_of_a_plan_are_bounded_then_the_job_fails_saying_so() {
-    sortie_testkit::require_aws!();
-    let w = World::new().await;
-    let env = w.environment("acme/payments/prod", "").await;
-    let (job, _) = w.submit(&env, "plan", "").await;
-    for attempt in 1..=4u32 {
-        assert_eq!(
-            w.engine.dispatch(&World::body(&job.id), 1).await,
-            MessageDisposition::Done
-        );
-        let rec = w.store.get_job(&job.id).await.unwrap();
-        assert_eq!((rec.job.state, rec.attempt), (JobState::Running, attempt));
-        let spot = World::event(
-            "ecs-task-spot-interruption.json",
-            &job.id,
-            rec.task.as_ref().unwrap(),
-        );
-        let moved = w.engine.task_event(&spot).await.unwrap();
-        if attempt <= sortie_core::oversight::MAX_SPOT_REQUEUES {
-            assert_eq!(moved, EventEffect::Moved(JobState::Queued));
-            assert_eq!(w.queued_ids().await, vec![job.id.clone()]);
-        } else {
-            assert_eq!(moved, EventEffect::Moved(JobState::Failed));
-        }
-    }
-    let rec = w.store.get_job(&job.id).await.unwrap();
-    assert_eq!(rec.spot_requeues, 3);
-    assert!(
-        rec.job.reason().contains("interrupted on Spot 4 times"),
-        "{}",
-        rec.job.reason()
-    );
-    assert_eq!(
-        client_tokens(&w, &job.id).len(),
-        4,
-        "four attempts, four tokens"
-    );
-    // The lock is released: the environment is free.
-    assert_eq!(
-        sortie_store::EnvironmentStore::get_environment(&*w.store, &env)
-            .await
-            .unwrap()
-            .item
-            .active_job,
-        None
-    );
-}
-
-#[tokio::test]
 async fn a_timeout_stop_that_fails_is_tried_again_on_the_next_sweep_until_seen_stopped() {
     sortie_testkit::require_aws!();
     let w = World::new().await;
@@ -270,62 +221,4 @@ async fn a_run_task_with_an_unknown_outcome_is_never_relaunched_blindly() {
     let rec = w.store.get_job(&job.id).await.unwrap();
     assert_eq!((rec.job.state, rec.attempt), (JobState::Running, 2));
     assert!(client_tokens(&w, &job.id).last().unwrap().ends_with("-2"));
-}
-
-#[tokio::test]
-async fn the_sweeper_releases_an_environment_still_locked_by_an_ended_job() {
-    sortie_testkit::require_aws!();
-    let w = World::new().await;
-    let env = w.environment("acme/payments/prod", "").await;
-    let (first, took) = w.submit(&env, "apply", "").await;
-    assert!(took);
-    let (next, _) = w.submit(&env, "apply", "").await;
-    assert_eq!(
-        w.engine.dispatch(&World::body(&first.id), 1).await,
-        MessageDisposition::Done
-    );
-    // task-events recorded the end, then died before releasing the environment.
-    w.store
-        .transition_job(
-            &first.id,
-            JobState::Running,
-            JobState::Succeeded,
-            chrono::Utc::now(),
-            "exit code 0",
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    w.queued_ids().await;
-    let locked_by = |w: &World| {
-        let (store, env) = (w.store.clone(), env.clone());
-        async move {
-            sortie_store::EnvironmentStore::get_environment(&*store, &env)
-                .await
-                .unwrap()
-                .item
-                .active_job
-        }
-    };
-    assert_eq!(locked_by(&w).await, Some(first.id.clone()));
-    // Not before the grace period: the normal path may still be releasing it.
-    assert_eq!(
-        w.engine.sweep(chrono::Utc::now()).await.unwrap().released,
-        0
-    );
-    let later = chrono::Utc::now() + chrono::Duration::seconds(61);
-    let report = w.engine.sweep(later).await.unwrap();
-    assert_eq!((report.released, report.errors), (1, 0), "{report:?}");
-    assert_eq!(
-        locked_by(&w).await,
-        Some(next.id.clone()),
-        "handed to the next job"
-    );
-    assert_eq!(
-        w.queued_ids().await,
-        vec![next.id.clone()],
-        "and the next job was sent"
-    );
-    // Settled: the next pass has nothing to repair.
-    assert_eq!(w.engine.sweep(later).await.unwrap().released, 0);
 }

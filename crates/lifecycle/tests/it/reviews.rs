@@ -1,11 +1,11 @@
-//! Reviewed applies and drift schedules in the lifecycle, against moto (ECS, DynamoDB, SQS,
-//! EventBridge) through the real SDK: a plan phase that ends awaiting approval holding the
+//! Reviewed applies and drift schedules in the lifecycle, on the fast tier
+//! ([`common::fast::FastWorld`]): a plan phase that ends awaiting approval holding the
 //! lock, the sweeper's approval timeout, and drift checks fired, skipped and remediated.
 
 use crate::common;
 
 use chrono::{Duration, Utc};
-use common::World;
+use common::fast::FastWorld as World;
 use sortie_core::{ChangeSummary, EnvPath, Job, JobRequest, JobState};
 use sortie_lifecycle::EventEffect;
 use sortie_store::{AuditStore, EnvironmentStore, JobStore, JobUpdate, RunnerStore};
@@ -77,7 +77,6 @@ fn counts(add: u32, change: u32, destroy: u32) -> ChangeSummary {
 #[tokio::test]
 async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the_sweeper_discards_it(
 ) {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/prod", "").await;
     configure(
@@ -88,7 +87,7 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     .await;
     let job = submit(&w, &env, "apply", "alice").await;
     let behind = submit(&w, &env, "plan", "bob").await;
-    w.drain(&w.events_url).await;
+    w.events().await;
     let out = run_to_stop(&w, &job, counts(2, 0, 0)).await;
     assert_eq!(out, EventEffect::Moved(JobState::AwaitingApproval));
     let rec = w.store.get_job(&job.id).await.unwrap();
@@ -104,7 +103,7 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
     let held = w.store.get_environment(&env).await.unwrap().item;
     assert_eq!(held.active_job.as_ref(), Some(&job.id));
     assert!(w.queued_ids().await.is_empty());
-    let events = w.drain(&w.events_url).await;
+    let events = w.events().await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["detail-type"], "sortie.job.awaiting_approval");
     assert_eq!(events[0]["detail"]["job_id"], job.id.as_str());
@@ -167,7 +166,6 @@ async fn a_plan_phase_that_stops_well_awaits_approval_holding_the_lock_until_the
 
 #[tokio::test]
 async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/stage", "").await;
     configure(
@@ -244,7 +242,6 @@ async fn an_approved_job_is_relaunched_for_its_apply_phase_and_then_succeeds() {
 
 #[tokio::test]
 async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_drift() {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/drift", "").await;
     configure(
@@ -312,7 +309,7 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
     );
 
     // It finds changes: drifted, published, and an apply submitted to remediate.
-    w.drain(&w.events_url).await;
+    w.events().await;
     let drifted = ChangeSummary {
         has_changes: Some(true),
         ..counts(0, 1, 0)
@@ -334,7 +331,7 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
         Some(&remediation),
         "the fix holds the lock"
     );
-    let events = w.drain(&w.events_url).await;
+    let events = w.events().await;
     assert!(
         events
             .iter()
@@ -359,7 +356,6 @@ async fn drift_checks_fire_on_schedule_skip_a_busy_environment_and_remediate_a_d
 #[tokio::test]
 async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_never_in_its_apply_phase(
 ) {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/spot", "").await;
     configure(&w, &env, serde_json::json!({"approval": "required"})).await;
@@ -405,7 +401,6 @@ async fn a_reviewed_apply_interrupted_on_spot_in_its_plan_phase_is_requeued_but_
 
 #[tokio::test]
 async fn a_successful_destroy_forgets_the_latest_apply_so_drift_checks_skip_until_the_next_apply() {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/gone", "").await;
     configure(&w, &env, serde_json::json!({"drift_schedule": "0 * * * *"})).await;

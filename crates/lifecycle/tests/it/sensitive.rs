@@ -1,5 +1,4 @@
-//! Sensitive variables in the lifecycle, against moto (ECS, DynamoDB, SQS, EventBridge) and
-//! in-memory secrets: a job's secrets are deleted when it ends, and a drift check of an
+//! Sensitive variables in the lifecycle, on the fast tier ([`common::fast::FastWorld`]): a job's secrets are deleted when it ends, and a drift check of an
 //! apply that had sensitive variables is skipped (their values are gone).
 
 use crate::common;
@@ -7,7 +6,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use chrono::{Duration, Utc};
-use common::World;
+use common::fast::FastWorld as World;
 use sortie_core::sensitive::SensitiveValues;
 use sortie_core::{ChangeSummary, EnvPath, Job, JobId, JobRequest, JobState};
 use sortie_lifecycle::EventEffect;
@@ -15,7 +14,6 @@ use sortie_store::{EnvironmentStore, JobStore, JobUpdate, RunnerStore};
 
 #[tokio::test]
 async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
-    sortie_testkit::require_aws!();
     let w = World::new().await;
     let env = w.environment("acme/payments/secret", "").await;
     let mut current = w
@@ -88,7 +86,6 @@ async fn an_ended_job_s_secrets_are_deleted_and_its_drift_check_is_skipped() {
 
 #[tokio::test]
 async fn a_failed_create_leaves_no_secret_behind_and_no_reference() {
-    sortie_testkit::require_aws!();
     let mut w = World::new().await;
     let failing = sortie_launch::MemoryJobSecrets {
         fail_create_after: Some(0),

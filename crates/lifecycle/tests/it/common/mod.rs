@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod fast;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -276,6 +278,11 @@ impl World {
                     .unwrap();
             }
         }
+    }
+
+    /// The events the bus delivered to the `completed` queue, removed from it.
+    pub async fn events(&self) -> Vec<Value> {
+        self.drain(&self.events_url).await
     }
 
     pub async fn queued_ids(&self) -> Vec<sortie_core::JobId> {

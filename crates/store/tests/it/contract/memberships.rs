@@ -1,11 +1,12 @@
-//! The membership index by subject: the organisations a subject is granted a role in,
-//! written with each grant and gone with its revoke.
+//! Memberships: granted, listed by group and by organisation, and revoked; and the index
+//! by subject: the organisations a subject is granted a role in, written with each grant
+//! and gone with its revoke.
 
 use std::sync::Arc;
 
 use chrono::Utc;
 use sortie_core::{Grantee, GroupPath, Membership, Role};
-use sortie_store::{MembershipRecord, Store};
+use sortie_store::{MembershipRecord, Store, StoreError};
 
 fn grant(group: &str, grantee: Grantee) -> MembershipRecord {
     MembershipRecord {
@@ -140,4 +141,69 @@ pub async fn an_issuer_bound_grant_lists_only_for_its_issuer<S: Store + 'static>
             .unwrap(),
         vec!["globex"]
     );
+}
+
+pub async fn memberships_are_granted_listed_scoped_to_org_and_revoked<S: Store + 'static>(
+    s: Arc<S>,
+) {
+    let m = |group: &str, subject: &str| MembershipRecord {
+        id: sortie_core::tokens::new_id(),
+        membership: Membership {
+            group: GroupPath::parse(group).unwrap(),
+            role: Role::Deployer,
+            grantee: Grantee::Subject {
+                subject: subject.into(),
+                issuer: None,
+            },
+        },
+        granted_by: "root".into(),
+        granted_at: Utc::now(),
+    };
+    let a = m("acme/payments", "alice");
+    s.put_membership(&a).await.unwrap();
+    s.put_membership(&m("acme", "bob")).await.unwrap();
+    s.put_membership(&m("acme/pay", "carol")).await.unwrap();
+    s.put_membership(&m("globex", "mallory")).await.unwrap();
+    s.put_membership(&m("", "admin")).await.unwrap();
+    assert!(matches!(
+        s.put_membership(&a).await,
+        Err(StoreError::AlreadyExists {
+            kind: "membership",
+            ..
+        })
+    ));
+    let listed = s
+        .list_memberships(&GroupPath::parse("acme/pay").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.len(),
+        1,
+        "acme/pay is not a prefix match for acme/payments"
+    );
+    assert_eq!(
+        s.list_memberships(&GroupPath::parse("acme/payments").unwrap())
+            .await
+            .unwrap()[0],
+        a
+    );
+    let for_acme = s.memberships_for(Some("acme")).await.unwrap();
+    assert_eq!(
+        for_acme.len(),
+        4,
+        "acme's three plus the root's one, never globex's"
+    );
+    assert_eq!(
+        s.memberships_for(None).await.unwrap().len(),
+        1,
+        "outside any org, only the root's"
+    );
+    s.delete_membership(&GroupPath::parse("acme/payments").unwrap(), &a.id)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.delete_membership(&GroupPath::parse("acme/payments").unwrap(), &a.id)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
 }
