@@ -137,11 +137,16 @@ pub struct PullParts {
     pub queue: Arc<dyn sortie_store::PullQueue>,
     /// The console's URL, for the links of checks and comments.
     pub console_url: String,
-    /// Webhook secrets read from Secrets Manager, by organisation, for at most
+    /// Webhook secrets read from Secrets Manager, by host and organisation, for at most
     /// [`WEBHOOK_SECRET_TTL`]: a burst of deliveries reads the secret once.
-    pub webhook_secrets:
-        Arc<std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>>,
+    pub webhook_secrets: Arc<std::sync::Mutex<WebhookSecrets>>,
 }
+
+/// Webhook secrets by host and organisation, each with when it was read.
+pub type WebhookSecrets = std::collections::HashMap<
+    (sortie_core::vcs::VcsProvider, String),
+    (String, std::time::Instant),
+>;
 
 /// How long an instance keeps a connection's webhook secret: a new secret (a reconnect)
 /// is used by every instance within this time.

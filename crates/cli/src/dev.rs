@@ -158,7 +158,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // Pull requests: webhook work and job ends queue in memory; one worker handles them.
     let pull_queue = Arc::new(sortie_store::MemoryPullQueue::default());
     let pull_parts = sortie_api::PullParts::new(
-        Arc::new(sortie_lifecycle::pull_requests::GithubHosts::new(Arc::new(
+        Arc::new(sortie_lifecycle::pull_requests::AnyHosts::new(Arc::new(
             sortie_launch::AwsJobSecrets::new(&config),
         ))),
         pull_queue.clone(),

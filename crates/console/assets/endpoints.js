@@ -199,6 +199,15 @@ export const connect_github = (group) => `/v1/groups/${segment(group)}/-/vcs/git
 /** `DELETE /v1/groups/{group}/-/vcs/github` */
 export const delete_github_connection = (group) => `/v1/groups/${segment(group)}/-/vcs/github`;
 
+/** `GET /v1/groups/{group}/-/vcs/gitlab` */
+export const get_gitlab_connection = (group) => `/v1/groups/${segment(group)}/-/vcs/gitlab`;
+
+/** `PUT /v1/groups/{group}/-/vcs/gitlab` */
+export const connect_gitlab = (group) => `/v1/groups/${segment(group)}/-/vcs/gitlab`;
+
+/** `DELETE /v1/groups/{group}/-/vcs/gitlab` */
+export const delete_gitlab_connection = (group) => `/v1/groups/${segment(group)}/-/vcs/gitlab`;
+
 /** `GET /v1/health` */
 export const health = () => `/v1/health`;
 
@@ -261,6 +270,9 @@ export const list_audit = (org) => `/v1/orgs/${segment(org)}/-/audit`;
 
 /** `POST /v1/vcs/github/{org}/webhook` */
 export const github_webhook = (org) => `/v1/vcs/github/${segment(org)}/webhook`;
+
+/** `POST /v1/vcs/gitlab/{org}/webhook` */
+export const gitlab_webhook = (org) => `/v1/vcs/gitlab/${segment(org)}/webhook`;
 
 /** `GET /v1/whoami` */
 export const whoami = () => `/v1/whoami`;

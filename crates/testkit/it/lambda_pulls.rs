@@ -23,7 +23,7 @@ fn connection(org: &str) -> VcsConnection {
         provider: VcsProvider::Github,
         app_id: 1,
         api_url: "https://api.github.com".into(),
-        private_key_secret: format!(
+        credential_secret: format!(
             "arn:aws:secretsmanager:us-east-1:123456789012:secret:sortie/vcs/{org}/github/key"
         ),
         webhook_secret: format!(
@@ -86,7 +86,7 @@ async fn the_pulls_binary_queues_reconciles_on_a_tick_and_fails_only_the_junk_of
         for m in got.messages.unwrap_or_default() {
             let work: PullWork = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
             match work {
-                PullWork::Reconcile { org } => orgs.push(org),
+                PullWork::Reconcile { org, .. } => orgs.push(org),
                 other => panic!("{other:?}"),
             }
         }
@@ -112,6 +112,7 @@ async fn the_pulls_binary_queues_reconciles_on_a_tick_and_fails_only_the_junk_of
         "not json".to_string(),
         serde_json::to_string(&PullWork::Report {
             org: "nobody".into(),
+            provider: sortie_core::vcs::VcsProvider::Github,
             repository: "nobody/infra".into(),
             number: 7,
         })

@@ -502,6 +502,7 @@ mod tests {
 }
 pub mod fakes;
 pub mod github;
+pub mod gitlab;
 pub mod http;
 pub mod kube;
 pub mod proxy;

@@ -435,7 +435,7 @@ pub fn compose_with_pulls(
             let queue = SqsPullQueue::new(aws_sdk_sqs::Client::new(config), url);
             pull_queue = Some(queue.clone());
             sortie_api::PullParts::new(
-                Arc::new(sortie_lifecycle::pull_requests::GithubHosts::new(Arc::new(
+                Arc::new(sortie_lifecycle::pull_requests::AnyHosts::new(Arc::new(
                     sortie_launch::AwsJobSecrets::new(config),
                 ))),
                 Arc::new(queue),

@@ -80,12 +80,12 @@ pub(crate) async fn get_job_spec(
     let job = &record.job;
     // A pull request's commit: a token that reads only its repository, minted now.
     let source_access = match &job.request.source {
-        sortie_core::Source::Github { .. } => {
+        source if source.commit_of().is_some() => {
             let prs = state.pull_requests().ok_or_else(|| {
                 ApiError::new(
                     StatusCode::CONFLICT,
                     "pull_requests_unavailable",
-                    "the job's source is a GitHub commit, and this deployment has no pull-request connection",
+                    "the job's source is a commit of a code host, and this deployment has no pull-request connection",
                 )
             })?;
             prs.source_access(job).await.map_err(|e| {

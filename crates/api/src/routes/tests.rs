@@ -246,6 +246,7 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
             Health,
             OpenApi,
             GithubWebhook,
+            GitlabWebhook,
             GetOpenidConfiguration,
             GetJwks
         ]
@@ -266,7 +267,7 @@ fn each_route_reads_its_credential_and_name_from_its_one_declaration() {
         ]
     );
     assert_eq!(of(Auth::Agent), [ClaimJob, AgentHeartbeat, AgentExit]);
-    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 18);
+    assert_eq!(of(Auth::User).len(), Route::ALL.len() - 19);
     assert!(Route::ALL
         .iter()
         .all(|r| r.skips_user_token() == matches!(r.auth(), Auth::JobToken | Auth::Agent)));

@@ -25,7 +25,7 @@ pub use notify::{DestinationArgs, NotifyCommand};
 pub use policy::PolicyCommand;
 pub use resources::{
     CreateResource, DeleteResource, EnvCommand, GetResource, GroupCommand, ListResource,
-    MembersCommand, RunnerCommand, UpdateResource, VcsCommand,
+    MembersCommand, RunnerCommand, UpdateResource, VcsCommand, VcsProviderArg,
 };
 pub use settings::{
     ApprovalArg, Clearable, EnvSettingArgs, RemediationArg, ToolArg, TriggerOperationArg,

@@ -344,32 +344,43 @@ pub enum MembersCommand {
 /// `vcs …`: an organisation's connection to its pull requests' host.
 #[derive(Debug, Subcommand)]
 pub enum VcsCommand {
-    /// Connect an organisation to GitHub through a GitHub App: its pull requests are then
-    /// planned on the environments bound to their repositories (`update env --repository`).
+    /// Connect an organisation to GitHub through a GitHub App, or to GitLab through an
+    /// access token: its pull requests (merge requests) are then planned on the
+    /// environments bound to their repositories (`update env --repository`).
     Connect {
-        /// `github`.
+        /// `github` or `gitlab`.
         #[arg(value_enum)]
         provider: VcsProviderArg,
         /// The organisation.
         org: String,
-        /// The GitHub App's id.
-        #[arg(long)]
-        app_id: u64,
-        /// The App's private key (the `.pem` GitHub generated), kept in Secrets Manager.
-        #[arg(long, value_name = "FILE")]
-        private_key_file: std::path::PathBuf,
-        /// A file holding the App's webhook secret, kept in Secrets Manager.
+        /// GitHub: the App's id.
+        #[arg(long, required_if_eq("provider", "github"))]
+        app_id: Option<u64>,
+        /// GitHub: the App's private key (the `.pem` GitHub generated), kept in Secrets
+        /// Manager.
+        #[arg(long, value_name = "FILE", required_if_eq("provider", "github"))]
+        private_key_file: Option<std::path::PathBuf>,
+        /// GitLab: a file holding a group or project access token (scope `api`, role
+        /// Maintainer), kept in Secrets Manager.
+        #[arg(long, value_name = "FILE", required_if_eq("provider", "gitlab"))]
+        token_file: Option<std::path::PathBuf>,
+        /// A file holding the webhook's secret (GitHub) or secret token (GitLab), kept in
+        /// Secrets Manager.
         #[arg(long, value_name = "FILE")]
         webhook_secret_file: std::path::PathBuf,
-        /// The REST API of a GitHub Enterprise Server (`https://HOST/api/v3`); GitHub.com's
-        /// by default. (`--api-url` is Sortie's own API.)
+        /// GitHub: the REST API of a GitHub Enterprise Server (`https://HOST/api/v3`);
+        /// GitHub.com's by default. (`--api-url` is Sortie's own API.)
         #[arg(long = "github-api-url", value_name = "URL")]
         github_api_url: Option<String>,
+        /// GitLab: a self-managed instance's URL (`https://gitlab.example.com`);
+        /// GitLab.com by default.
+        #[arg(long = "gitlab-url", value_name = "URL")]
+        gitlab_url: Option<String>,
     },
-    /// Show an organisation's connection: its App, its webhook URL and the issuer to grant
-    /// GitHub users roles with.
+    /// Show an organisation's connection: its App or instance, its webhook URL and the
+    /// issuer to grant the host's users roles with.
     Get {
-        /// `github`.
+        /// `github` or `gitlab`.
         #[arg(value_enum)]
         provider: VcsProviderArg,
         /// The organisation.
@@ -377,7 +388,7 @@ pub enum VcsCommand {
     },
     /// Disconnect an organisation: its connection and secrets are deleted.
     Disconnect {
-        /// `github`.
+        /// `github` or `gitlab`.
         #[arg(value_enum)]
         provider: VcsProviderArg,
         /// The organisation.
@@ -390,6 +401,8 @@ pub enum VcsCommand {
 pub enum VcsProviderArg {
     /// GitHub.com or GitHub Enterprise Server.
     Github,
+    /// GitLab.com or a self-managed GitLab.
+    Gitlab,
 }
 
 /// `runner ...`.

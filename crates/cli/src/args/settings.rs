@@ -54,11 +54,15 @@ pub struct EnvSettingArgs {
     /// destroys the environment. At most the maximum TTL set on its groups.
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
-    /// Binds the environment to a GitHub repository (`owner/name`): pull requests that
-    /// touch its directory are planned there, with a check and a comment. With
-    /// `update env`, `''` removes the binding.
+    /// Binds the environment to a repository: `owner/name` on GitHub, the project's full
+    /// path (`group/subgroup/project`) on GitLab. Pull requests (merge requests) that touch
+    /// its directory are planned there, with a check and a comment. With `update env`,
+    /// `''` removes the binding.
     #[arg(long, value_name = "OWNER/NAME", value_parser = parse_text)]
     pub repository: Option<Clearable<String>>,
+    /// The repository's host: `github` (the default) or `gitlab`.
+    #[arg(long = "provider", value_enum, value_name = "github|gitlab")]
+    pub vcs_provider: Option<super::VcsProviderArg>,
     /// The directory of its configuration in the repository (default: the root).
     #[arg(long, value_name = "DIR")]
     pub directory: Option<String>,
@@ -108,6 +112,7 @@ impl EnvSettingArgs {
             || self.directory.is_some()
             || self.branch.is_some()
             || self.when_modified.is_some()
+            || self.vcs_provider.is_some()
             || self.apply_mode.is_some()
             || self.require_approvals.is_some()
             || self.require_mergeable.is_some()
@@ -133,6 +138,12 @@ impl EnvSettingArgs {
             .unwrap_or_else(|| json!({}));
         if let Some(Clearable::Set(repo)) = &self.repository {
             vcs["repository"] = json!(repo);
+        }
+        if let Some(provider) = self.vcs_provider {
+            vcs["provider"] = json!(match provider {
+                super::VcsProviderArg::Github => "github",
+                super::VcsProviderArg::Gitlab => "gitlab",
+            });
         }
         if vcs.get("repository").is_none() {
             return Err("the binding's other flags need --repository OWNER/NAME".into());

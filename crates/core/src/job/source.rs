@@ -61,9 +61,58 @@ pub enum Source {
         #[serde(default)]
         path: String,
     },
+    /// One commit of a GitLab project (a merge request's head): the pilot downloads
+    /// GitLab's archive of that commit with the short-lived token, which can only read
+    /// that project, that the API gives it in the job spec (`source_access`).
+    Gitlab {
+        /// The project's full path, `group/subgroup/project`.
+        project: String,
+        /// The commit: a full SHA, 40 lowercase hexadecimal characters.
+        commit: String,
+        /// Directory inside the project holding the configuration.
+        #[serde(default)]
+        path: String,
+    },
 }
 
 impl Source {
+    /// The source of one commit of `repository` on `provider` (a pull request's head or
+    /// merge commit), the configuration in `path`.
+    pub fn of_commit(
+        provider: crate::vcs::VcsProvider,
+        repository: &str,
+        commit: &str,
+        path: &str,
+    ) -> Self {
+        let (repository, commit, path) = (repository.into(), commit.into(), path.into());
+        match provider {
+            crate::vcs::VcsProvider::Github => Self::Github {
+                repository,
+                commit,
+                path,
+            },
+            crate::vcs::VcsProvider::Gitlab => Self::Gitlab {
+                project: repository,
+                commit,
+                path,
+            },
+        }
+    }
+
+    /// The host, repository and commit of a source that is one commit of a host's
+    /// repository; `None` for any other.
+    pub fn commit_of(&self) -> Option<(crate::vcs::VcsProvider, &str, &str)> {
+        match self {
+            Self::Github {
+                repository, commit, ..
+            } => Some((crate::vcs::VcsProvider::Github, repository, commit)),
+            Self::Gitlab {
+                project, commit, ..
+            } => Some((crate::vcs::VcsProvider::Gitlab, project, commit)),
+            _ => None,
+        }
+    }
+
     /// The inline source of files the client was told to send (`implicit: false`).
     pub fn inline() -> Self {
         Self::Inline { implicit: false }
@@ -101,14 +150,20 @@ impl Source {
                 bucket, key, path, ..
             } => format!("s3://{bucket}/{key}{}", sub(path)),
             Self::Github {
-                repository,
+                repository: project,
+                commit,
+                path,
+            }
+            | Self::Gitlab {
+                project,
                 commit,
                 path,
             } => {
+                let host = self.commit_of().map_or("", |(p, ..)| p.as_str());
                 let short: String = commit.chars().take(SHORT_SHA_LEN).collect();
                 match path.trim_matches('/') {
-                    "" => format!("github:{repository}@{short}"),
-                    path => format!("github:{repository}@{short}/{path}"),
+                    "" => format!("{host}:{project}@{short}"),
+                    path => format!("{host}:{project}@{short}/{path}"),
                 }
             }
         }
@@ -243,6 +298,31 @@ pub(super) fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
                 _ => None,
             }
         }
+        "gitlab" => {
+            let repository = f.required_str("project", p);
+            if let Some(problem) = repository
+                .as_deref()
+                .and_then(crate::vcs::gitlab_project_problem)
+            {
+                p.push("source.project", problem);
+            }
+            let commit = f.required_str("commit", p);
+            if commit.as_deref().is_some_and(|c| !is_full_commit_sha(c)) {
+                p.push(
+                    "source.commit",
+                    "must be a full commit SHA: 40 lowercase hexadecimal characters",
+                );
+            }
+            let path = decode_source_path(&mut f, p);
+            match (repository, commit) {
+                (Some(repository), Some(commit)) => Some(Source::Gitlab {
+                    project: repository,
+                    commit,
+                    path,
+                }),
+                _ => None,
+            }
+        }
         "inline" => {
             let implicit: Option<bool> = f.optional("implicit", p);
             Some(Source::Inline {
@@ -253,7 +333,7 @@ pub(super) fn decode_source(value: &Value, p: &mut Problems) -> Option<Source> {
             p.push(
                 "source.type",
                 format!(
-                    "`{other}` is not a known source type; known types: git, s3, github, inline"
+                    "`{other}` is not a known source type; known types: git, s3, github, gitlab, inline"
                 ),
             );
             return None;

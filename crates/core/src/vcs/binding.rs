@@ -45,6 +45,9 @@ pub enum VcsProvider {
     /// GitHub, through a connection (a GitHub App installed for an organisation).
     #[default]
     Github,
+    /// GitLab (GitLab.com or a self-managed instance), through a connection (an access
+    /// token and a webhook secret token of an organisation).
+    Gitlab,
 }
 
 impl VcsProvider {
@@ -52,6 +55,7 @@ impl VcsProvider {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Github => "github",
+            Self::Gitlab => "gitlab",
         }
     }
 }
@@ -103,10 +107,11 @@ pub struct Requirements {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VcsBinding {
-    /// The host: `github` (the default).
+    /// The host: `github` (the default) or `gitlab`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub provider: VcsProvider,
-    /// The repository, `owner/name`.
+    /// The repository: `owner/name` on GitHub, the project's full path
+    /// (`group/subgroup/project`) on GitLab.
     pub repository: String,
     /// The environment's directory, relative to the repository root; empty for the root.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -183,7 +188,10 @@ impl VcsBinding {
         let mut f = Fields::new(value, path, p)?;
         let provider: Option<VcsProvider> = f.optional("provider", p);
         let repository = f.required_str("repository", p);
-        if let Some(problem) = repository.as_deref().and_then(repository_problem) {
+        if let Some(problem) = repository
+            .as_deref()
+            .and_then(|r| repository_problem_on(provider.unwrap_or_default(), r))
+        {
             p.push(f.path_of("repository"), problem);
         }
         let directory: String = f.optional("directory", p).unwrap_or_default();
@@ -315,6 +323,70 @@ fn name_problem(repo: &str) -> Option<&'static str> {
     }
     if repo.to_ascii_lowercase().ends_with(".wiki") {
         return Some("must not end in `.wiki` (GitHub reserves it for wikis)");
+    }
+    None
+}
+
+/// The deepest GitLab project path: a top-level group, 20 levels of subgroups and the
+/// project ("You can create up to 20 levels of subgroups",
+/// <https://docs.gitlab.com/user/group/subgroups/>).
+const GITLAB_MAX_SEGMENTS: usize = 22;
+/// The longest segment of a GitLab path (a group's or project's `path` column).
+const GITLAB_SEGMENT_MAX_CHARS: usize = 255;
+
+/// What is wrong with a repository on `provider`; `None` when valid: `owner/name` by
+/// [`repository_problem`] on GitHub, a project's full path by [`gitlab_project_problem`]
+/// on GitLab.
+pub fn repository_problem_on(provider: VcsProvider, name: &str) -> Option<String> {
+    match provider {
+        VcsProvider::Github => repository_problem(name),
+        VcsProvider::Gitlab => gitlab_project_problem(name),
+    }
+}
+
+/// What is wrong with a GitLab project's full path (`group/subgroup/project`); `None` when
+/// valid. A path has a namespace and a project (2 to 22 segments: 20 levels of subgroups
+/// at most). Each segment is 1 to 255 ASCII letters, digits, `_`, `-` and `.`; starts with
+/// a letter, digit or `_`; does not end in `.git` or `.atom`, and has no `..`
+/// (<https://docs.gitlab.com/user/reserved_names/#limitations-on-usernames-project-and-group-names-and-slugs>).
+pub fn gitlab_project_problem(path: &str) -> Option<String> {
+    let segments: Vec<&str> = path.split('/').collect();
+    if segments.len() < 2 {
+        return Some(
+            "must be the project's full path, `group/project` (or `group/subgroup/project`)".into(),
+        );
+    }
+    if segments.len() > GITLAB_MAX_SEGMENTS {
+        return Some(format!(
+            "has more than {GITLAB_MAX_SEGMENTS} segments (GitLab allows 20 levels of subgroups)"
+        ));
+    }
+    for segment in segments {
+        if segment.is_empty() || segment.len() > GITLAB_SEGMENT_MAX_CHARS {
+            return Some(format!(
+                "has a segment `{}` that is not 1 to {GITLAB_SEGMENT_MAX_CHARS} characters",
+                segment.chars().take(40).collect::<String>()
+            ));
+        }
+        let allowed = segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        let starts_well = segment
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let lower = segment.to_ascii_lowercase();
+        if !allowed || !starts_well || segment.contains("..") {
+            return Some(format!(
+                "has a segment `{}` GitLab does not allow: ASCII letters, digits, `_`, `-` and `.`, starting with a letter, digit or `_`, without `..`",
+                segment.chars().take(40).collect::<String>()
+            ));
+        }
+        if lower.ends_with(".git") || lower.ends_with(".atom") {
+            return Some(format!(
+                "has a segment `{segment}` ending in `.git` or `.atom`, which GitLab does not allow"
+            ));
+        }
     }
     None
 }

@@ -368,3 +368,49 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_gitlab_project_is_its_full_path_under_nested_groups() {
+    for ok in [
+        "acme/infra",
+        "acme/platform/infra",
+        "acme/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/infra",
+        "_acme/infra.v2",
+        "acme-corp/infra_live",
+    ] {
+        assert_eq!(gitlab_project_problem(ok), None, "{ok}");
+        assert_eq!(repository_problem_on(VcsProvider::Gitlab, ok), None, "{ok}");
+    }
+    for bad in [
+        "infra",
+        "acme//infra",
+        "acme/infra/",
+        "/acme/infra",
+        "acme/-infra",
+        "acme/.infra",
+        "acme/in..fra",
+        "acme/infra.git",
+        "acme/infra.atom",
+        "acme/in fra",
+        "acme/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/infra",
+    ] {
+        assert!(
+            gitlab_project_problem(bad).is_some(),
+            "{bad:?} was accepted"
+        );
+    }
+    // GitHub's rule stays GitHub's: a nested path is not a GitHub repository.
+    assert!(repository_problem_on(VcsProvider::Github, "acme/platform/infra").is_some());
+}
+
+#[test]
+fn a_gitlab_binding_takes_a_nested_project_path() {
+    let mut p = Problems::default();
+    let b = VcsBinding::from_value(
+        &serde_json::json!({"provider": "gitlab", "repository": "acme/platform/infra"}),
+        "vcs",
+        &mut p,
+    );
+    assert!(p.0.is_empty(), "{:?}", p.0);
+    assert_eq!(b.unwrap().provider, VcsProvider::Gitlab);
+}

@@ -1,6 +1,8 @@
-//! A connection: a GitHub App installed for one organisation, through which Sortie reads
-//! pull requests and writes check runs and comments. Its private key and webhook secret are
-//! kept in Secrets Manager; the connection holds only their ARNs.
+//! A connection: how one organisation's repositories are reached on their host, through
+//! which Sortie reads pull requests (merge requests on GitLab) and writes their checks and
+//! comments. On GitHub it is a GitHub App installed for the organisation; on GitLab, an
+//! access token and a webhook secret token. The credential and the webhook secret are kept
+//! in Secrets Manager; the connection holds only their ARNs.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -22,17 +24,20 @@ pub const API_URL_MAX: usize = 512;
 pub struct VcsConnection {
     /// The organisation it serves (a top-level group).
     pub org: String,
-    /// The host: `github`.
+    /// The host: `github` or `gitlab`.
     pub provider: VcsProvider,
-    /// The GitHub App's id.
-    pub app_id: u64,
-    /// The REST API's URL: `https://api.github.com`, or a GitHub Enterprise Server's
-    /// `https://<host>/api/v3`.
-    pub api_url: String,
-    /// The Secrets Manager ARN of the App's private key (never the key).
-    #[cfg_attr(feature = "openapi", schema(ignore))]
+    /// The GitHub App's id (GitHub only: 0 on GitLab).
     #[serde(default)]
-    pub private_key_secret: String,
+    pub app_id: u64,
+    /// On GitHub, the REST API's URL: `https://api.github.com`, or a GitHub Enterprise
+    /// Server's `https://<host>/api/v3`. On GitLab, the instance's URL: `https://gitlab.com`
+    /// or a self-managed instance's (the API is under `/api/v4`).
+    pub api_url: String,
+    /// The Secrets Manager ARN of the connection's credential, never the credential: the
+    /// GitHub App's private key, or the GitLab access token.
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    #[serde(default, alias = "private_key_secret")]
+    pub credential_secret: String,
     /// The Secrets Manager ARN of the webhook secret (never the secret).
     #[cfg_attr(feature = "openapi", schema(ignore))]
     #[serde(default)]
@@ -77,6 +82,48 @@ impl ConnectionInput {
                 api_url: api_url.trim_end_matches('/').to_string(),
             }),
             _ => Err(ValidationError { problems: p.0 }),
+        }
+    }
+}
+
+/// GitLab.com, the default instance of a GitLab connection.
+pub const GITLAB_URL: &str = "https://gitlab.com";
+
+/// What a client sends to connect an organisation to GitLab: the instance's URL (the
+/// access token and the webhook secret token travel beside it and are never part of the
+/// record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitlabConnectionInput {
+    /// The instance's URL, without a trailing slash.
+    pub instance_url: String,
+}
+
+impl GitlabConnectionInput {
+    /// Decodes and validates `{instance_url?}`, reporting every problem by field. The URL
+    /// is the instance's root (`https://gitlab.example.com`, or under a relative root such
+    /// as `https://example.com/gitlab`), never its API (`/api/v4` is added by the client).
+    pub fn from_value(value: &Value) -> Result<Self, ValidationError> {
+        let mut p = Problems::default();
+        let Some(mut f) = Fields::new(value, "", &mut p) else {
+            return Err(ValidationError { problems: p.0 });
+        };
+        let url: String = f
+            .optional("instance_url", &mut p)
+            .unwrap_or_else(|| GITLAB_URL.to_string());
+        let url = url.trim_end_matches('/').to_string();
+        if let Some(problem) = api_url_problem(&url) {
+            p.push("instance_url", problem);
+        } else if url.ends_with("/api/v4") {
+            p.push(
+                "instance_url",
+                "must be the instance's URL, without `/api/v4` (Sortie adds it)",
+            );
+        }
+        f.finish(&mut p);
+        if p.0.is_empty() {
+            Ok(Self { instance_url: url })
+        } else {
+            Err(ValidationError { problems: p.0 })
         }
     }
 }
@@ -132,6 +179,43 @@ mod tests {
             e.to_string().contains("private_key"),
             "an unknown field is named: {e}"
         );
+    }
+
+    #[test]
+    fn a_gitlab_instance_defaults_to_gitlab_com_and_is_its_root_not_its_api() {
+        let c = GitlabConnectionInput::from_value(&serde_json::json!({})).unwrap();
+        assert_eq!(c.instance_url, GITLAB_URL);
+        let c = GitlabConnectionInput::from_value(
+            &serde_json::json!({"instance_url": "https://git.example.com/gitlab/"}),
+        )
+        .unwrap();
+        assert_eq!(c.instance_url, "https://git.example.com/gitlab");
+        for bad in [
+            "https://gitlab.example.com/api/v4",
+            "http://gitlab.example.com",
+            "https://token@gitlab.example.com",
+        ] {
+            let e = GitlabConnectionInput::from_value(&serde_json::json!({"instance_url": bad}))
+                .unwrap_err();
+            assert!(e.to_string().contains("instance_url"), "{bad}: {e}");
+        }
+        let e = GitlabConnectionInput::from_value(&serde_json::json!({"app_id": 1})).unwrap_err();
+        assert!(
+            e.to_string().contains("app_id"),
+            "an unknown field is named: {e}"
+        );
+    }
+
+    #[test]
+    fn a_connection_stored_before_gitlab_came_reads_its_key_as_the_credential() {
+        let old = serde_json::json!({
+            "org": "acme", "provider": "github", "app_id": 7,
+            "api_url": "https://api.github.com",
+            "private_key_secret": "arn:key", "webhook_secret": "arn:hook",
+            "created_by": "admin", "created_at": "2026-11-01T00:00:00Z"
+        });
+        let c: VcsConnection = serde_json::from_value(old).unwrap();
+        assert_eq!(c.credential_secret, "arn:key");
     }
 
     #[test]

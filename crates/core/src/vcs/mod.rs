@@ -32,6 +32,9 @@ pub mod requirements;
 pub mod webhook;
 pub mod work;
 
-pub use binding::{repository_problem, ApplyMode, Requirements, VcsBinding, VcsProvider};
+pub use binding::{
+    gitlab_project_problem, repository_problem, repository_problem_on, ApplyMode, Requirements,
+    VcsBinding, VcsProvider,
+};
 pub use command::{parse_commands, Command};
 pub use requirements::{evaluate, PullFacts, Unmet};

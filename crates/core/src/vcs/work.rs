@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::VcsProvider;
+
 /// What happened to a pull request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -27,6 +29,9 @@ pub enum PullWork {
     PullRequest {
         /// The organisation whose connection received it.
         org: String,
+        /// The host the work is on (`github` for work queued before GitLab came).
+        #[serde(default)]
+        provider: VcsProvider,
         /// `owner/name`.
         repository: String,
         /// The pull request.
@@ -43,6 +48,9 @@ pub enum PullWork {
     Comment {
         /// The organisation.
         org: String,
+        /// The host the work is on (`github` for work queued before GitLab came).
+        #[serde(default)]
+        provider: VcsProvider,
         /// `owner/name`.
         repository: String,
         /// The pull request.
@@ -57,6 +65,9 @@ pub enum PullWork {
     Review {
         /// The organisation.
         org: String,
+        /// The host the work is on (`github` for work queued before GitLab came).
+        #[serde(default)]
+        provider: VcsProvider,
         /// `owner/name`.
         repository: String,
         /// The pull request.
@@ -66,6 +77,9 @@ pub enum PullWork {
     Push {
         /// The organisation.
         org: String,
+        /// The host the work is on (`github` for work queued before GitLab came).
+        #[serde(default)]
+        provider: VcsProvider,
         /// `owner/name`.
         repository: String,
         /// The branch, without `refs/heads/`.
@@ -77,6 +91,9 @@ pub enum PullWork {
     Report {
         /// The organisation.
         org: String,
+        /// The host the work is on (`github` for work queued before GitLab came).
+        #[serde(default)]
+        provider: VcsProvider,
         /// `owner/name`.
         repository: String,
         /// The pull request.
@@ -87,6 +104,9 @@ pub enum PullWork {
     Reconcile {
         /// The organisation.
         org: String,
+        /// The host the work is on (`github` for work queued before GitLab came).
+        #[serde(default)]
+        provider: VcsProvider,
     },
 }
 
@@ -99,7 +119,19 @@ impl PullWork {
             | Self::Review { org, .. }
             | Self::Push { org, .. }
             | Self::Report { org, .. }
-            | Self::Reconcile { org } => org,
+            | Self::Reconcile { org, .. } => org,
+        }
+    }
+
+    /// The host the work is on.
+    pub fn provider(&self) -> VcsProvider {
+        match self {
+            Self::PullRequest { provider, .. }
+            | Self::Comment { provider, .. }
+            | Self::Review { provider, .. }
+            | Self::Push { provider, .. }
+            | Self::Report { provider, .. }
+            | Self::Reconcile { provider, .. } => *provider,
         }
     }
 }
@@ -112,12 +144,20 @@ mod tests {
     fn work_round_trips_with_its_kind() {
         let w = PullWork::Report {
             org: "acme".into(),
+            provider: VcsProvider::Gitlab,
             repository: "acme/infra".into(),
             number: 7,
         };
         let text = serde_json::to_string(&w).unwrap();
         assert!(text.contains(r#""kind":"report""#), "{text}");
         assert_eq!(serde_json::from_str::<PullWork>(&text).unwrap(), w);
-        assert_eq!(w.org(), "acme");
+        assert_eq!((w.org(), w.provider()), ("acme", VcsProvider::Gitlab));
+    }
+
+    #[test]
+    fn work_queued_before_gitlab_came_is_githubs() {
+        let old = r#"{"kind":"reconcile","org":"acme"}"#;
+        let w: PullWork = serde_json::from_str(old).unwrap();
+        assert_eq!(w.provider(), VcsProvider::Github);
     }
 }

@@ -6,7 +6,7 @@ use sortie_core::sensitive::SensitiveValues;
 use sortie_core::vcs::pull::PullRequestRecord;
 use sortie_core::vcs::report::escape;
 use sortie_core::vcs::requirements::{evaluate, Unmet};
-use sortie_core::vcs::{VcsBinding, VcsProvider};
+use sortie_core::vcs::VcsBinding;
 use sortie_core::{Environment, JobId, JobRequest, Operation, ReviewVerdict, Source};
 use sortie_store::{IdempotencyKey, StoreError};
 use tracing::info;
@@ -29,11 +29,12 @@ impl PullRequests {
     ) -> Result<String, PullError> {
         let request = JobRequest {
             operation: Operation::Apply,
-            source: Source::Github {
-                repository: binding.repository.clone(),
-                commit: sha.to_string(),
-                path: binding.directory.clone(),
-            },
+            source: Source::of_commit(
+                binding.provider,
+                &binding.repository,
+                sha,
+                &binding.directory,
+            ),
             variables: Default::default(),
             files: Default::default(),
             secret_refs: Default::default(),
@@ -51,7 +52,7 @@ impl PullRequests {
         let mut order = JobOrder::submit(
             request,
             SensitiveValues::default(),
-            format!("{}:{requested_by}", VcsProvider::Github.as_str()),
+            format!("{}:{requested_by}", record.provider.as_str()),
             Some(key),
         );
         let mut origin = record.job_ref(sha);
@@ -80,7 +81,7 @@ impl PullRequests {
     ) -> Result<(), PullError> {
         let Some(found) = self
             .store()
-            .get_pull_request(VcsProvider::Github, repository, number)
+            .get_pull_request(host.provider(), repository, number)
             .await?
         else {
             return Ok(());

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use sortie_core::vcs::work::PullWork;
+use sortie_core::vcs::VcsProvider;
 use sortie_store::{JobRecord, PullQueue};
 use tracing::warn;
 
@@ -42,9 +43,20 @@ fn report_of_detail(detail: &serde_json::Value) -> Option<PullWork> {
     let pr = detail.get("pull_request")?;
     Some(PullWork::Report {
         org: detail.get("org")?.as_str()?.to_string(),
+        provider: provider_named(pr.get("provider").and_then(|p| p.as_str()))?,
         repository: pr.get("repository")?.as_str()?.to_string(),
         number: pr.get("number")?.as_u64()?,
     })
+}
+
+/// The host a job's origin names (`github` when it names none: an origin recorded before
+/// GitLab came); `None` for a host Sortie does not know.
+fn provider_named(name: Option<&str>) -> Option<VcsProvider> {
+    match name.unwrap_or("github") {
+        "github" => Some(VcsProvider::Github),
+        "gitlab" => Some(VcsProvider::Gitlab),
+        _ => None,
+    }
 }
 
 /// A [`Bus`] that also queues [`PullWork::Report`] for a pull request's job when it ends.
@@ -60,6 +72,7 @@ pub fn report_of(record: &JobRecord) -> Option<PullWork> {
     let pr = record.job.pull_request.as_ref()?;
     Some(PullWork::Report {
         org: record.job.environment.org().to_string(),
+        provider: provider_named(Some(&pr.provider))?,
         repository: pr.repository.clone(),
         number: pr.number,
     })
@@ -171,7 +184,10 @@ mod tests {
         for junk in ["", "not json", "{}", "[1,2]", r#"{"kind":"report"}"#] {
             assert_eq!(work_of_message(junk), None, "{junk:?}");
         }
-        let queued = PullWork::Reconcile { org: "acme".into() };
+        let queued = PullWork::Reconcile {
+            org: "acme".into(),
+            provider: VcsProvider::Github,
+        };
         assert_eq!(
             work_of_message(&serde_json::to_string(&queued).unwrap()),
             Some(queued)

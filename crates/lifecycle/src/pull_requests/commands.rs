@@ -7,7 +7,6 @@ use sortie_core::vcs::command::{help_text, Command};
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::report::escape;
 use sortie_core::vcs::requirements::evaluate;
-use sortie_core::vcs::VcsProvider;
 use sortie_core::{EnvPath, Environment, JobId};
 use sortie_store::StoreError;
 
@@ -34,7 +33,13 @@ impl PullRequests {
                 let info = host.pull(repository, number).await?;
                 let files = host.changed_files(repository, number).await?;
                 let matched = self
-                    .matched_environments(&connection.org, repository, &info.base, &files)
+                    .matched_environments(
+                        connection.provider,
+                        &connection.org,
+                        repository,
+                        &info.base,
+                        &files,
+                    )
                     .await?;
                 let commenter = self.principal(connection, author).await?;
                 let targets: Vec<&Environment> = matched
@@ -112,7 +117,7 @@ impl PullRequests {
     ) -> Result<(), PullError> {
         let Some(found) = self
             .store()
-            .get_pull_request(VcsProvider::Github, repository, number)
+            .get_pull_request(connection.provider, repository, number)
             .await?
         else {
             host.reply(
@@ -216,7 +221,7 @@ impl PullRequests {
         for _ in 0..RECORD_TRIES {
             let Some(found) = self
                 .store()
-                .get_pull_request(VcsProvider::Github, repository, number)
+                .get_pull_request(connection.provider, repository, number)
                 .await?
             else {
                 return Ok(());

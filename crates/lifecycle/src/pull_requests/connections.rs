@@ -3,9 +3,9 @@
 
 use chrono::Utc;
 use sortie_core::protocol::pilot::SourceAccess;
-use sortie_core::vcs::connection::{ConnectionInput, VcsConnection};
+use sortie_core::vcs::connection::{ConnectionInput, GitlabConnectionInput, VcsConnection};
 use sortie_core::vcs::VcsProvider;
-use sortie_core::{Job, Source};
+use sortie_core::Job;
 use sortie_store::StoreError;
 use tracing::warn;
 
@@ -33,6 +33,36 @@ pub enum ConnectRefusal {
     Store(#[from] StoreError),
 }
 
+/// The longest access token accepted (GitLab's are about 50 characters).
+pub const GITLAB_TOKEN_MAX: usize = 1024;
+
+/// Refuses a webhook secret shorter than [`WEBHOOK_SECRET_MIN`] or longer than
+/// [`WEBHOOK_SECRET_MAX`] characters.
+fn check_webhook_secret(secret: &str, host: &str) -> Result<(), ConnectRefusal> {
+    let len = secret.chars().count();
+    if (WEBHOOK_SECRET_MIN..=WEBHOOK_SECRET_MAX).contains(&len) {
+        return Ok(());
+    }
+    Err(ConnectRefusal::Invalid(
+        "webhook_secret",
+        format!(
+            "must be {WEBHOOK_SECRET_MIN} to {WEBHOOK_SECRET_MAX} characters ({host} recommends a long random string)"
+        ),
+    ))
+}
+
+/// What is wrong with a GitLab access token's form (never quoting it): empty, too long,
+/// or not printable ASCII without spaces (it travels in a header).
+fn gitlab_token_problem(token: &str) -> Option<String> {
+    if token.is_empty() || token.len() > GITLAB_TOKEN_MAX {
+        return Some(format!("must be 1 to {GITLAB_TOKEN_MAX} characters"));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Some("must be printable ASCII without spaces (a GitLab access token)".into());
+    }
+    None
+}
+
 impl PullRequests {
     /// Connects `org` to GitHub for `by`: checks the key is an RSA private key and the
     /// secret is long enough, keeps both in Secrets Manager (names under
@@ -54,34 +84,82 @@ impl PullRequests {
         }
         sortie_github::AppCredentials::check_private_key(private_key)
             .map_err(|e| ConnectRefusal::Invalid("private_key", e))?;
-        let secret_len = webhook_secret.chars().count();
-        if !(WEBHOOK_SECRET_MIN..=WEBHOOK_SECRET_MAX).contains(&secret_len) {
-            return Err(ConnectRefusal::Invalid(
-                "webhook_secret",
-                format!(
-                    "must be {WEBHOOK_SECRET_MIN} to {WEBHOOK_SECRET_MAX} characters (GitHub recommends a long random string)"
-                ),
-            ));
+        check_webhook_secret(webhook_secret, "GitHub")?;
+        self.store_connection(
+            org,
+            VcsProvider::Github,
+            input.app_id,
+            input.api_url,
+            ("key", private_key),
+            webhook_secret,
+            by,
+        )
+        .await
+    }
+
+    /// Connects `org` to GitLab for `by`: the instance's URL, an access token (a group or
+    /// project access token, kept in Secrets Manager) and the webhook's secret token. The
+    /// token is checked for its form only; the first call to GitLab checks its scopes.
+    pub async fn connect_gitlab(
+        &self,
+        org: &str,
+        input: GitlabConnectionInput,
+        token: &str,
+        webhook_secret: &str,
+        by: &str,
+    ) -> Result<VcsConnection, ConnectRefusal> {
+        if let Some(problem) = gitlab_token_problem(token) {
+            return Err(ConnectRefusal::Invalid("token", problem));
         }
-        let earlier = match self.store().get_connection(org, VcsProvider::Github).await {
+        check_webhook_secret(webhook_secret, "GitLab")?;
+        self.store_connection(
+            org,
+            VcsProvider::Gitlab,
+            0,
+            input.instance_url,
+            ("token", token),
+            webhook_secret,
+            by,
+        )
+        .await
+    }
+
+    /// Keeps the connection's credential and webhook secret in Secrets Manager (names under
+    /// `sortie/vcs/<org>/<provider>/`, never swept as a job's), writes the connection, then
+    /// deletes the secrets of the connection it replaced.
+    #[allow(clippy::too_many_arguments)]
+    async fn store_connection(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+        app_id: u64,
+        api_url: String,
+        (credential_name, credential): (&str, &str),
+        webhook_secret: &str,
+        by: &str,
+    ) -> Result<VcsConnection, ConnectRefusal> {
+        let earlier = match self.store().get_connection(org, provider).await {
             Ok(c) => Some(c),
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
         };
         let id = sortie_core::tokens::new_id();
-        let tags = [("sortie:org", org), ("sortie:vcs", "github")];
+        let tags = [("sortie:org", org), ("sortie:vcs", provider.as_str())];
         let secrets = &self.jobs.secrets;
         let key_arn = secrets
             .create(
-                &format!("sortie/vcs/{org}/github/key-{id}"),
-                private_key,
+                &format!(
+                    "sortie/vcs/{org}/{}/{credential_name}-{id}",
+                    provider.as_str()
+                ),
+                credential,
                 &tags,
             )
             .await
             .map_err(ConnectRefusal::Secrets)?;
         let hook_arn = match secrets
             .create(
-                &format!("sortie/vcs/{org}/github/webhook-{id}"),
+                &format!("sortie/vcs/{org}/{}/webhook-{id}", provider.as_str()),
                 webhook_secret,
                 &tags,
             )
@@ -95,10 +173,10 @@ impl PullRequests {
         };
         let connection = VcsConnection {
             org: org.to_string(),
-            provider: VcsProvider::Github,
-            app_id: input.app_id,
-            api_url: input.api_url,
-            private_key_secret: key_arn.clone(),
+            provider,
+            app_id,
+            api_url,
+            credential_secret: key_arn.clone(),
             webhook_secret: hook_arn.clone(),
             created_by: by.to_string(),
             created_at: Utc::now(),
@@ -109,22 +187,17 @@ impl PullRequests {
             return Err(e.into());
         }
         if let Some(old) = earlier {
-            self.forget_secret(&old.private_key_secret).await;
+            self.forget_secret(&old.credential_secret).await;
             self.forget_secret(&old.webhook_secret).await;
         }
         Ok(connection)
     }
 
-    /// Disconnects `org`: deletes the connection, then its secrets.
-    pub async fn disconnect(&self, org: &str) -> Result<(), StoreError> {
-        let connection = self
-            .store()
-            .get_connection(org, VcsProvider::Github)
-            .await?;
-        self.store()
-            .delete_connection(org, VcsProvider::Github)
-            .await?;
-        self.forget_secret(&connection.private_key_secret).await;
+    /// Disconnects `org` from `provider`: deletes the connection, then its secrets.
+    pub async fn disconnect(&self, org: &str, provider: VcsProvider) -> Result<(), StoreError> {
+        let connection = self.store().get_connection(org, provider).await?;
+        self.store().delete_connection(org, provider).await?;
+        self.forget_secret(&connection.credential_secret).await;
         self.forget_secret(&connection.webhook_secret).await;
         Ok(())
     }
@@ -135,22 +208,20 @@ impl PullRequests {
         }
     }
 
-    /// What the pilot needs to download a job's `github` source: a tarball URL and a token
-    /// that reads only that repository, minted now through the job's organisation's
-    /// connection. `None` for any other source.
+    /// What the pilot needs to download a job's `github` or `gitlab` source: an archive
+    /// URL and a token that reads only that repository, minted now through the job's
+    /// organisation's connection to that host. `None` for any other source.
     pub async fn source_access(&self, job: &Job) -> Result<Option<SourceAccess>, PullError> {
-        let Source::Github {
-            repository, commit, ..
-        } = &job.request.source
-        else {
+        let Some((provider, repository, commit)) = job.request.source.commit_of() else {
             return Ok(None);
         };
         let org = job.environment.org();
-        let connection = match self.store().get_connection(org, VcsProvider::Github).await {
+        let connection = match self.store().get_connection(org, provider).await {
             Ok(c) => c,
             Err(StoreError::NotFound { .. }) => {
                 return Err(HostError::Refused(format!(
-                    "organisation `{org}` has no GitHub connection to read {repository} with"
+                    "organisation `{org}` has no {} connection to read {repository} with",
+                    provider.as_str()
                 ))
                 .into())
             }
@@ -160,10 +231,15 @@ impl PullRequests {
         Ok(Some(host.source_access(repository, commit).await?))
     }
 
-    /// The webhook secret of `org`'s connection, for checking a delivery's signature;
-    /// `None` when the organisation has no connection.
-    pub async fn webhook_secret(&self, org: &str) -> Result<Option<String>, PullError> {
-        let connection = match self.store().get_connection(org, VcsProvider::Github).await {
+    /// The webhook secret of `org`'s connection to `provider`, for checking a delivery's
+    /// signature (GitHub) or secret token (GitLab); `None` when the organisation has no
+    /// such connection.
+    pub async fn webhook_secret(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<Option<String>, PullError> {
+        let connection = match self.store().get_connection(org, provider).await {
             Ok(c) => c,
             Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),

@@ -13,6 +13,7 @@ use sortie_core::vcs::reconcile::ListedPull;
 use sortie_core::vcs::report::{CheckOutput, CheckStatus, Conclusion, COMMENT_MARKER};
 use sortie_core::vcs::requirements::{CheckResult, PullFacts, Review, ReviewState};
 use sortie_core::vcs::work::{PullAction, PullWork};
+use sortie_core::vcs::VcsProvider;
 use sortie_github::webhook::{Event, PullRequestAction};
 use sortie_github::{
     AppCredentials, CheckConclusion, CheckRunBody, Github, GithubError, Permissions, RepoRef,
@@ -56,6 +57,10 @@ pub struct GithubHost {
 
 #[async_trait]
 impl CodeHost for GithubHost {
+    fn provider(&self) -> VcsProvider {
+        VcsProvider::Github
+    }
+
     async fn open_pulls(
         &self,
         repository: &str,
@@ -296,14 +301,14 @@ impl CodeHosts for GithubHosts {
             connection.org.clone(),
             connection.app_id,
             connection.api_url.clone(),
-            connection.private_key_secret.clone(),
+            connection.credential_secret.clone(),
         );
         if let Some(host) = self.clients.lock().expect("not poisoned").get(&key) {
             return Ok(Arc::new(host.clone()));
         }
         let pem = self
             .secrets
-            .value(&connection.private_key_secret)
+            .value(&connection.credential_secret)
             .await
             .map_err(HostError::Secret)?;
         let client = Github::new(
@@ -331,6 +336,7 @@ pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
     match event {
         Event::PullRequest(e) => Some(PullWork::PullRequest {
             org,
+            provider: VcsProvider::Github,
             repository: e.repository.full_name.clone(),
             number: e.number,
             action: match e.action {
@@ -346,6 +352,7 @@ pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
             let commands = parse_commands(&e.comment.body);
             (!commands.is_empty()).then(|| PullWork::Comment {
                 org,
+                provider: VcsProvider::Github,
                 repository: e.repository.full_name.clone(),
                 number: e.issue.number,
                 author: e.comment.user.login.clone(),
@@ -354,6 +361,7 @@ pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
         }
         Event::PullRequestReview(e) => Some(PullWork::Review {
             org,
+            provider: VcsProvider::Github,
             repository: e.repository.full_name.clone(),
             number: e.pull_request.number,
         }),
@@ -362,6 +370,7 @@ pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
             .filter(|_| !e.deleted)
             .map(|branch| PullWork::Push {
                 org,
+                provider: VcsProvider::Github,
                 repository: e.repository.full_name.clone(),
                 branch: branch.to_string(),
                 after: e.after.clone(),

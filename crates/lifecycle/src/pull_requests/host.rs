@@ -9,6 +9,7 @@ use sortie_core::protocol::pilot::SourceAccess;
 use sortie_core::vcs::connection::VcsConnection;
 use sortie_core::vcs::reconcile::ListedPull;
 use sortie_core::vcs::report::CheckOutput;
+use sortie_core::vcs::VcsProvider;
 
 /// A pull request as its host reports it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,8 @@ impl HostError {
 /// One connection's host: the seams a pull request needs.
 #[async_trait]
 pub trait CodeHost: Send + Sync {
+    /// The host this is.
+    fn provider(&self) -> VcsProvider;
     /// The open pull requests into `base`, every page (at most 3,000). With `etag` from
     /// the last list, `None` when the host says nothing changed since (which costs no rate
     /// limit); else the list and its new `ETag`.

@@ -1,13 +1,15 @@
 //! Sortie in the pull request: the service that turns a pull request's work
 //! ([`PullWork`]) into speculative plans, check runs and one comment, and answers its
-//! `/sortie` commands. What is decided is decided in `sortie_core::vcs`; the host is
-//! reached through [`CodeHost`].
+//! `/sortie` commands. What is decided is decided in `sortie_core::vcs`; the host (GitHub
+//! or GitLab) is reached through [`CodeHost`], opened for each connection by
+//! [`AnyHosts`].
 
 mod applies;
 mod bus;
 mod commands;
 mod connections;
 mod github;
+mod gitlab;
 mod host;
 mod merge;
 mod plans;
@@ -31,6 +33,7 @@ pub use connections::{
     ConnectRefusal, Connections, PRIVATE_KEY_MAX, WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN,
 };
 pub use github::{work_of, GithubHost, GithubHosts};
+pub use gitlab::{AnyHosts, GitlabHost, GitlabHosts};
 pub use host::{CodeHost, CodeHosts, HostError, PullInfo};
 pub use reconcile::{Reconciled, MAX_REPAIRS};
 
@@ -136,7 +139,7 @@ impl PullRequests {
     /// Does one piece of work. A retryable error asks the queue to redeliver it; any other
     /// is logged by the caller and the work dropped.
     pub async fn handle(&self, work: &PullWork) -> Result<(), PullError> {
-        let Some((connection, host)) = self.host(work.org()).await? else {
+        let Some((connection, host)) = self.host(work.org(), work.provider()).await? else {
             return Ok(());
         };
         match work {
@@ -194,8 +197,9 @@ impl PullRequests {
     async fn host(
         &self,
         org: &str,
+        provider: VcsProvider,
     ) -> Result<Option<(VcsConnection, Arc<dyn CodeHost>)>, PullError> {
-        let connection = match self.store().get_connection(org, VcsProvider::Github).await {
+        let connection = match self.store().get_connection(org, provider).await {
             Ok(c) => c,
             Err(StoreError::NotFound { .. }) => {
                 warn!(

@@ -20,6 +20,7 @@ impl PullRequests {
     /// repository is never touched: a connection serves its own organisation only.
     pub(super) async fn matched_environments(
         &self,
+        provider: VcsProvider,
         org: &str,
         repository: &str,
         base: &str,
@@ -28,7 +29,7 @@ impl PullRequests {
         let mut out = Vec::new();
         for path in self
             .store()
-            .bound_environments(VcsProvider::Github, repository)
+            .bound_environments(provider, repository)
             .await?
         {
             if path.org() != org {
@@ -68,7 +69,13 @@ impl PullRequests {
         let info = host.pull(repository, number).await?;
         let files = host.changed_files(repository, number).await?;
         let matched = self
-            .matched_environments(&connection.org, repository, &info.base, &files)
+            .matched_environments(
+                connection.provider,
+                &connection.org,
+                repository,
+                &info.base,
+                &files,
+            )
             .await?;
         let author = self.principal(connection, &info.author).await?;
         for _ in 0..RECORD_TRIES {
@@ -112,13 +119,13 @@ impl PullRequests {
     ) -> Result<(PullRequestRecord, Option<u64>), PullError> {
         let found = self
             .store()
-            .get_pull_request(VcsProvider::Github, repository, number)
+            .get_pull_request(connection.provider, repository, number)
             .await?;
         let (mut record, version) = match found {
             Some(v) => (v.item, Some(v.version)),
             None => (
                 PullRequestRecord {
-                    provider: VcsProvider::Github,
+                    provider: connection.provider,
                     org: connection.org.clone(),
                     repository: repository.to_string(),
                     number,
@@ -234,11 +241,12 @@ impl PullRequests {
     ) -> Result<String, PullError> {
         let request = JobRequest {
             operation: Operation::Plan,
-            source: Source::Github {
-                repository: binding.repository.clone(),
-                commit: sha.to_string(),
-                path: binding.directory.clone(),
-            },
+            source: Source::of_commit(
+                binding.provider,
+                &binding.repository,
+                sha,
+                &binding.directory,
+            ),
             variables: Default::default(),
             files: Default::default(),
             secret_refs: Default::default(),
@@ -256,7 +264,7 @@ impl PullRequests {
         let mut order = JobOrder::submit(
             request,
             SensitiveValues::default(),
-            format!("{}:{requested_by}", VcsProvider::Github.as_str()),
+            format!("{}:{requested_by}", record.provider.as_str()),
             None,
         );
         order.write = WriteMode::Speculative(Some(key));

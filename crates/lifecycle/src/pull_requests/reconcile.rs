@@ -46,15 +46,20 @@ impl PullRequests {
     /// own message so that one organisation never delays another. Every organisation is
     /// tried; the first failure is returned after the rest were queued.
     pub async fn queue_reconciles(&self, queue: &dyn PullQueue) -> Result<usize, PullError> {
-        let orgs = self
-            .store()
-            .connected_organisations(VcsProvider::Github)
-            .await?;
+        let mut connected = Vec::new();
+        for provider in [VcsProvider::Github, VcsProvider::Gitlab] {
+            for org in self.store().connected_organisations(provider).await? {
+                connected.push((org, provider));
+            }
+        }
         let mut first = None;
         let mut queued = 0;
-        for org in orgs {
+        for (org, provider) in connected {
             match queue
-                .send_work(&PullWork::Reconcile { org: org.clone() })
+                .send_work(&PullWork::Reconcile {
+                    org: org.clone(),
+                    provider,
+                })
                 .await
             {
                 Ok(()) => queued += 1,
@@ -70,9 +75,14 @@ impl PullRequests {
         }
     }
 
-    /// Reconciles `org`'s pull requests now (what [`PullWork::Reconcile`] does).
-    pub async fn reconcile(&self, org: &str) -> Result<Reconciled, PullError> {
-        let Some((connection, host)) = self.host(org).await? else {
+    /// Reconciles `org`'s pull requests on `provider` now (what [`PullWork::Reconcile`]
+    /// does).
+    pub async fn reconcile(
+        &self,
+        org: &str,
+        provider: VcsProvider,
+    ) -> Result<Reconciled, PullError> {
+        let Some((connection, host)) = self.host(org, provider).await? else {
             return Ok(Reconciled::default());
         };
         self.reconcile_with(&connection, host.as_ref()).await
@@ -88,7 +98,7 @@ impl PullRequests {
         let mut targets: BTreeMap<(String, String), String> = BTreeMap::new();
         for path in self
             .store()
-            .bound_environments_of(org, VcsProvider::Github)
+            .bound_environments_of(org, connection.provider)
             .await?
         {
             let env = match self.store().get_environment(&path).await {
@@ -99,7 +109,7 @@ impl PullRequests {
             if let Some(b) = env
                 .settings
                 .vcs
-                .filter(|b| b.provider == VcsProvider::Github)
+                .filter(|b| b.provider == connection.provider)
             {
                 targets
                     .entry((b.repository.to_ascii_lowercase(), b.branch.clone()))
@@ -144,7 +154,7 @@ impl PullRequests {
         let org = connection.org.as_str();
         let store = self.store();
         let last = store
-            .get_open_pulls(org, VcsProvider::Github, repository, base)
+            .get_open_pulls(org, connection.provider, repository, base)
             .await?;
         let listed = host
             .open_pulls(repository, base, last.etag.as_deref())
@@ -153,7 +163,7 @@ impl PullRequests {
         if let Some((pulls, _)) = &listed {
             for p in pulls {
                 if let Some(found) = store
-                    .get_pull_request(VcsProvider::Github, repository, p.number)
+                    .get_pull_request(connection.provider, repository, p.number)
                     .await?
                 {
                     if found.item.open {
@@ -237,7 +247,7 @@ impl PullRequests {
         };
         if let Some(open) = remember {
             store
-                .put_open_pulls(org, VcsProvider::Github, repository, base, &open)
+                .put_open_pulls(org, connection.provider, repository, base, &open)
                 .await?;
         }
         match first {

@@ -92,6 +92,10 @@ impl FakeHost {
 
 #[async_trait]
 impl CodeHost for FakeHost {
+    fn provider(&self) -> VcsProvider {
+        VcsProvider::Github
+    }
+
     async fn open_pulls(
         &self,
         _r: &str,
@@ -232,7 +236,7 @@ async fn setup() -> Setup {
         provider: VcsProvider::Github,
         app_id: 1,
         api_url: "https://api.github.com".into(),
-        private_key_secret: "arn:key".into(),
+        credential_secret: "arn:key".into(),
         webhook_secret: "arn:hook".into(),
         created_by: "admin".into(),
         created_at: Utc::now(),
@@ -300,6 +304,7 @@ async fn grant(w: &World, login: &str, issuer: Option<&str>, group: &str, role: 
 fn opened(number: u64) -> PullWork {
     PullWork::PullRequest {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number,
         action: PullAction::Opened,
@@ -311,6 +316,7 @@ fn opened(number: u64) -> PullWork {
 fn comment(number: u64, author: &str, command: Command) -> PullWork {
     PullWork::Comment {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number,
         author: author.into(),
@@ -599,6 +605,7 @@ async fn a_new_head_plans_again_with_new_checks_and_a_job_end_reports_it() {
     .await;
     let report = PullWork::Report {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number: 7,
     };
@@ -612,6 +619,7 @@ async fn a_new_head_plans_again_with_new_checks_and_a_job_end_reports_it() {
     s.prs
         .handle(&PullWork::PullRequest {
             org: "acme".into(),
+            provider: VcsProvider::Github,
             repository: REPO.into(),
             number: 7,
             action: PullAction::Synchronize,
@@ -863,6 +871,7 @@ async fn a_merge_applies_after_merge_environments_at_the_merge_commit_and_warns_
     }
     let closed = PullWork::PullRequest {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number: 7,
         action: PullAction::Closed,
@@ -935,6 +944,7 @@ async fn each_job_state_change_costs_at_most_one_edit_of_each_check_and_of_the_c
     s.prs.handle(&opened(7)).await.unwrap();
     let report = PullWork::Report {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number: 7,
     };
@@ -973,7 +983,7 @@ async fn the_reconcile_plans_a_pull_request_whose_webhook_was_lost_and_then_list
     .await;
     // Opened on the host; its webhook never arrived.
     s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
-    let done = s.prs.reconcile("acme").await.unwrap();
+    let done = s.prs.reconcile("acme", VcsProvider::Github).await.unwrap();
     assert_eq!((done.repositories, done.planned), (1, 1), "{done:?}");
     let rec = record(&s, 7).await;
     assert!(rec.environments["acme/web/dev"].plan_job.is_some());
@@ -987,7 +997,7 @@ async fn the_reconcile_plans_a_pull_request_whose_webhook_was_lost_and_then_list
             + st.comments.values().map(Vec::len).sum::<usize>()
     };
     let before = writes(&s);
-    let done = s.prs.reconcile("acme").await.unwrap();
+    let done = s.prs.reconcile("acme", VcsProvider::Github).await.unwrap();
     assert_eq!(
         (done.unchanged, done.planned, done.reported),
         (1, 0, 1),
@@ -1002,11 +1012,18 @@ async fn the_reconcile_plans_a_pull_request_whose_webhook_was_lost_and_then_list
 
     // A push whose webhook was lost: planned again at the new head, once.
     s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().head_sha = NEXT.into();
-    let done = s.prs.reconcile("acme").await.unwrap();
+    let done = s.prs.reconcile("acme", VcsProvider::Github).await.unwrap();
     assert_eq!(done.planned, 1, "{done:?}");
     assert_eq!(record(&s, 7).await.head_sha, NEXT);
     assert_eq!(s.host.checks_on(NEXT).len(), 1);
-    assert_eq!(s.prs.reconcile("acme").await.unwrap().planned, 0);
+    assert_eq!(
+        s.prs
+            .reconcile("acme", VcsProvider::Github)
+            .await
+            .unwrap()
+            .planned,
+        0
+    );
 }
 
 #[tokio::test]
@@ -1022,7 +1039,14 @@ async fn the_reconcile_closes_a_pull_request_whose_merge_was_not_heard_and_appli
     .await;
     s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
     s.prs.handle(&opened(7)).await.unwrap();
-    assert_eq!(s.prs.reconcile("acme").await.unwrap().reported, 1);
+    assert_eq!(
+        s.prs
+            .reconcile("acme", VcsProvider::Github)
+            .await
+            .unwrap()
+            .reported,
+        1
+    );
     let merge = "3333333333333333333333333333333333333333";
     {
         let mut st = s.host.0.lock().unwrap();
@@ -1031,14 +1055,14 @@ async fn the_reconcile_closes_a_pull_request_whose_merge_was_not_heard_and_appli
         pull.merged = true;
         pull.merge_commit_sha = Some(merge.into());
     }
-    let done = s.prs.reconcile("acme").await.unwrap();
+    let done = s.prs.reconcile("acme", VcsProvider::Github).await.unwrap();
     assert_eq!(done.closed, 1, "{done:?}");
     let rec = record(&s, 7).await;
     assert!(rec.merged && !rec.open);
     let apply = rec.environments["acme/web/dev"].apply_job.clone();
     assert!(apply.is_some(), "after_merge applies at the merge commit");
     // The next period has nothing left to do, and applies nothing twice.
-    let done = s.prs.reconcile("acme").await.unwrap();
+    let done = s.prs.reconcile("acme", VcsProvider::Github).await.unwrap();
     assert_eq!((done.closed, done.planned), (0, 0), "{done:?}");
     assert_eq!(
         record(&s, 7).await.environments["acme/web/dev"].apply_job,
@@ -1059,10 +1083,21 @@ async fn a_host_outage_fails_the_reconcile_retryably_and_the_next_one_recovers()
     .await;
     s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
     s.host.0.lock().unwrap().down = true;
-    let e = s.prs.reconcile("acme").await.unwrap_err();
+    let e = s
+        .prs
+        .reconcile("acme", VcsProvider::Github)
+        .await
+        .unwrap_err();
     assert!(e.is_retryable(), "{e}");
     s.host.0.lock().unwrap().down = false;
-    assert_eq!(s.prs.reconcile("acme").await.unwrap().planned, 1);
+    assert_eq!(
+        s.prs
+            .reconcile("acme", VcsProvider::Github)
+            .await
+            .unwrap()
+            .planned,
+        1
+    );
 }
 
 #[tokio::test]
@@ -1077,7 +1112,7 @@ async fn the_schedule_queues_one_reconcile_per_connected_organisation() {
         .drain()
         .into_iter()
         .map(|w| match w {
-            PullWork::Reconcile { org } => org,
+            PullWork::Reconcile { org, .. } => org,
             other => panic!("{other:?}"),
         })
         .collect();
@@ -1089,7 +1124,7 @@ async fn the_schedule_queues_one_reconcile_per_connected_organisation() {
         .await
         .unwrap();
     assert_eq!(
-        s.prs.reconcile("beta").await.unwrap(),
+        s.prs.reconcile("beta", VcsProvider::Github).await.unwrap(),
         Reconciled::default()
     );
 }
@@ -1109,7 +1144,7 @@ async fn a_pull_request_that_touches_no_bound_environment_gets_no_comment_until_
         .open_pull(7, "octocat", false, &["README.md", "docs/guide.md"]);
     s.prs.handle(&opened(7)).await.unwrap();
     // The reconcile sees it too, and stays as quiet.
-    s.prs.reconcile("acme").await.unwrap();
+    s.prs.reconcile("acme", VcsProvider::Github).await.unwrap();
     {
         let st = s.host.0.lock().unwrap();
         assert!(st.comments.is_empty(), "no comment: {:?}", st.comments);
@@ -1220,6 +1255,7 @@ async fn a_claimed_plan_goes_in_progress_and_a_planned_one_shows_its_changes_and
         work,
         Some(PullWork::Report {
             org: "acme".into(),
+            provider: VcsProvider::Github,
             repository: REPO.into(),
             number: 7
         })
@@ -1255,6 +1291,7 @@ async fn a_claimed_plan_goes_in_progress_and_a_planned_one_shows_its_changes_and
     let planned = setup_claimed(&s, 8).await;
     let report = |number| PullWork::Report {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number,
     };
@@ -1332,6 +1369,7 @@ async fn setup_claimed(s: &Setup, number: u64) -> String {
     s.prs
         .handle(&PullWork::PullRequest {
             org: "acme".into(),
+            provider: VcsProvider::Github,
             repository: REPO.into(),
             number,
             action: PullAction::Opened,
@@ -1430,6 +1468,7 @@ async fn applied_and_approved(s: &Setup) -> sortie_store::JobRecord {
 fn report_work(number: u64) -> PullWork {
     PullWork::Report {
         org: "acme".into(),
+        provider: VcsProvider::Github,
         repository: REPO.into(),
         number,
     }

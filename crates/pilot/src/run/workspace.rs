@@ -137,7 +137,10 @@ pub(super) async fn fetch_source(
             blocking(move || source::extract_tar_gz(&bytes, &dest)).await?;
             Ok(path.clone())
         }
-        Source::Github { path, .. } => {
+        // GitHub's tarball and GitLab's archive alike: one top directory over the commit's
+        // files, fetched with the job's read-only token as a bearer token (GitLab takes
+        // an access token so: https://docs.gitlab.com/api/rest/authentication/).
+        Source::Github { path, .. } | Source::Gitlab { path, .. } => {
             let access = github::usable_access(spec.source_access.as_ref(), Utc::now())?;
             // Already there since the spec arrived; again here, so that this function
             // never logs before its token is a secret.

@@ -26,7 +26,7 @@ pub async fn connections_deliveries_bindings_and_pull_requests_round_trip<S: Sto
         provider: Github,
         app_id: 7,
         api_url: "https://api.github.com".into(),
-        private_key_secret: "arn:aws:secretsmanager:us-east-1:1:secret:k".into(),
+        credential_secret: "arn:aws:secretsmanager:us-east-1:1:secret:k".into(),
         webhook_secret: "arn:aws:secretsmanager:us-east-1:1:secret:w".into(),
         created_by: "alice".into(),
         created_at: Utc::now().with_nanosecond(0).unwrap(),

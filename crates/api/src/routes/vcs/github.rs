@@ -1,36 +1,32 @@
-//! Pull requests on GitHub: an organisation's connection
-//! (`/v1/groups/{group}/-/vcs/github`, owners only: it holds the App's key) and the
-//! webhook GitHub delivers to (`POST /v1/vcs/github/{org}/webhook`, no JWT: verified by
-//! its `X-Hub-Signature-256` before anything else is read).
-
-use std::time::Instant;
+//! GitHub: an organisation's connection through a GitHub App, and the webhook GitHub
+//! delivers to, verified by its `X-Hub-Signature-256`.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sortie_core::vcs::connection::{ConnectionInput, VcsConnection};
 use sortie_core::vcs::webhook::{
     verify_signature, DELIVERY_HEADER, EVENT_HEADER, MAX_BODY_BYTES, SIGNATURE_HEADER,
 };
 use sortie_core::vcs::VcsProvider;
-use sortie_core::{Action, GroupPath};
-use sortie_lifecycle::pull_requests::{issuer_of, work_of, ConnectRefusal, PullRequests};
-use sortie_store::{StoreError, DELIVERY_ID_MAX};
-use tracing::{info, warn};
+use sortie_core::Action;
+use sortie_lifecycle::pull_requests::{issuer_of, work_of};
+use sortie_store::DELIVERY_ID_MAX;
+use tracing::info;
 use utoipa::ToSchema;
 
-use super::Reply;
+use super::super::Reply;
+use super::{
+    connection_of, disconnect, forget_cached_secret, header, org_of, owner_of, queue_delivery,
+    read_body, refused, require_json, service, take_secret, webhook_secret, webhook_url,
+    WebhookAccepted,
+};
 use crate::error::ApiError;
 use crate::extract::{Caller, Document, GroupParam};
 use crate::openapi::errors::*;
-use crate::{AppState, WEBHOOK_SECRET_TTL};
-
-/// How long a delivery id is remembered: GitHub's redeliveries of the last days are
-/// handled once (a manual redelivery after that runs again, harmlessly: plans are keyed
-/// by commit).
-const DELIVERY_MEMORY_HOURS: i64 = 72;
+use crate::AppState;
 
 /// An organisation's GitHub connection, as shown (never its key or secret).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -91,47 +87,13 @@ pub struct GithubRepository {
     pub full_name: String,
 }
 
-/// What became of a verified delivery.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct WebhookAccepted {
-    /// `queued`, `duplicate` (seen before) or `ignored` (nothing for Sortie to do).
-    pub status: String,
-}
-
-fn unavailable() -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "pull_requests_unavailable",
-        "this deployment takes no pull-request webhooks (it has no pull-request queue)",
-    )
-}
-
-fn service(state: &AppState) -> Result<PullRequests, ApiError> {
-    state.pull_requests().ok_or_else(unavailable)
-}
-
-/// The organisation a connection belongs to: a top-level group.
-fn org_of(group: &GroupPath) -> Result<String, ApiError> {
-    match group.org() {
-        Some(org) if org == group.as_str() => Ok(org.to_string()),
-        _ => Err(ApiError::field(
-            "group",
-            "a connection belongs to an organisation (a top-level group)",
-        )),
-    }
-}
-
 fn view(state: &AppState, headers: &HeaderMap, c: &VcsConnection) -> ConnectionView {
     ConnectionView {
         org: c.org.clone(),
         provider: c.provider.as_str().into(),
         app_id: c.app_id,
         api_url: c.api_url.clone(),
-        webhook_url: format!(
-            "{}/v1/vcs/github/{}/webhook",
-            super::public_url(state, headers),
-            c.org
-        ),
+        webhook_url: webhook_url(state, headers, VcsProvider::Github, &c.org),
         issuer: issuer_of(c),
         created_by: c.created_by.clone(),
         created_at: c.created_at,
@@ -154,30 +116,11 @@ pub(crate) async fn connect_github(
     headers: HeaderMap,
     body: Document,
 ) -> Result<Reply<ConnectionView>, ApiError> {
-    let org = org_of(&group)?;
-    let principal = caller
-        .authorize(
-            &state,
-            Action::Administer,
-            &group,
-            &format!("group `{org}`"),
-        )
-        .await?;
+    let (org, principal) = owner_of(&state, &caller, &group).await?;
     let prs = service(&state)?;
     let mut doc = body.value()?;
-    // The secrets are read out first, so that no problem ever quotes them.
-    let mut take = |name: &str| -> Result<String, ApiError> {
-        match doc.as_object_mut().and_then(|m| m.remove(name)) {
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s),
-            Some(_) => Err(ApiError::field(
-                name.to_string(),
-                "must be a non-empty string",
-            )),
-            None => Err(ApiError::field(name.to_string(), "is required")),
-        }
-    };
-    let private_key = take("private_key")?;
-    let webhook_secret = take("webhook_secret")?;
+    let private_key = take_secret(&mut doc, "private_key")?;
+    let webhook_secret = take_secret(&mut doc, "webhook_secret")?;
     let input = ConnectionInput::from_value(&doc)?;
     let connection = prs
         .connect(
@@ -188,23 +131,8 @@ pub(crate) async fn connect_github(
             &principal.subject,
         )
         .await
-        .map_err(|e| match e {
-            ConnectRefusal::Invalid(field, problem) => ApiError::field(field, problem),
-            ConnectRefusal::Secrets(_) => ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "secrets_unavailable",
-                e.to_string(),
-            ),
-            ConnectRefusal::Store(e) => e.into(),
-        })?;
-    state
-        .pulls
-        .as_ref()
-        .expect("service() found it")
-        .webhook_secrets
-        .lock()
-        .expect("not poisoned")
-        .remove(&org);
+        .map_err(refused)?;
+    forget_cached_secret(&state, VcsProvider::Github, &org);
     info!(org = %org, app_id = connection.app_id, "organisation connected to GitHub");
     Ok(Reply::ok(view(&state, &headers, &connection)))
 }
@@ -225,16 +153,7 @@ pub(crate) async fn get_github_connection(
     caller
         .authorize(&state, Action::Read, &group, &format!("group `{org}`"))
         .await?;
-    let connection = state
-        .connections()
-        .get(&org, VcsProvider::Github)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound { .. } => {
-                ApiError::not_found(format!("a GitHub connection of `{org}`"))
-            }
-            other => other.into(),
-        })?;
+    let connection = connection_of(&state, &org, VcsProvider::Github).await?;
     Ok(Reply::ok(view(&state, &headers, &connection)))
 }
 
@@ -250,28 +169,7 @@ pub(crate) async fn delete_github_connection(
     GroupParam(group): GroupParam,
     caller: Caller,
 ) -> Result<StatusCode, ApiError> {
-    let org = org_of(&group)?;
-    caller
-        .authorize(
-            &state,
-            Action::Administer,
-            &group,
-            &format!("group `{org}`"),
-        )
-        .await?;
-    service(&state)?
-        .disconnect(&org)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound { .. } => {
-                ApiError::not_found(format!("a GitHub connection of `{org}`"))
-            }
-            other => other.into(),
-        })?;
-    if let Some(p) = &state.pulls {
-        p.webhook_secrets.lock().expect("not poisoned").remove(&org);
-    }
-    Ok(StatusCode::NO_CONTENT)
+    disconnect(&state, &caller, &group, VcsProvider::Github).await
 }
 
 /// The one answer to anything not signed by the organisation's connection: no detail,
@@ -282,38 +180,8 @@ fn not_signed() -> ApiError {
         "invalid_signature",
         "the delivery is not signed by this connection's webhook secret",
     );
-    e.www_authenticate = Some(sortie_core::vcs::webhook::SIGNATURE_HEADER);
+    e.www_authenticate = Some(SIGNATURE_HEADER);
     e
-}
-
-/// The organisation's webhook secret, from this instance's cache when read lately.
-async fn webhook_secret(state: &AppState, org: &str) -> Result<Option<String>, ApiError> {
-    let parts = state.pulls.as_ref().ok_or_else(unavailable)?;
-    if let Some((secret, at)) = parts.webhook_secrets.lock().expect("not poisoned").get(org) {
-        if at.elapsed() < WEBHOOK_SECRET_TTL {
-            return Ok(Some(secret.clone()));
-        }
-    }
-    let secret = service(state)?.webhook_secret(org).await.map_err(|e| {
-        warn!(org, error = %e, "a webhook secret could not be read");
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "secrets_unavailable",
-            "the connection's webhook secret could not be read; GitHub may redeliver",
-        )
-    })?;
-    if let Some(s) = &secret {
-        let mut cache = parts.webhook_secrets.lock().expect("not poisoned");
-        if cache.len() >= 1024 {
-            cache.clear();
-        }
-        cache.insert(org.to_string(), (s.clone(), Instant::now()));
-    }
-    Ok(secret)
-}
-
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Receives a GitHub webhook delivery for an organisation's connection. Its signature is
@@ -334,16 +202,8 @@ pub(crate) async fn github_webhook(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Reply<WebhookAccepted>, ApiError> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("a delivery is at most {MAX_BODY_BYTES} bytes"),
-            )
-        })?;
-    let Some(secret) = webhook_secret(&state, &org).await? else {
+    let bytes = read_body(body, MAX_BODY_BYTES).await?;
+    let Some(secret) = webhook_secret(&state, VcsProvider::Github, &org).await? else {
         return Err(not_signed());
     };
     if !verify_signature(
@@ -356,15 +216,10 @@ pub(crate) async fn github_webhook(
     // Signed by the connection: from here on the headers and the body are trusted to be
     // GitHub's, and still read as hostile text. A webhook set to send form-encoded
     // payloads is named, so its owner can switch it to JSON.
-    let content_type = header(&headers, "content-type").unwrap_or_default();
-    let essence = content_type.split(';').next().unwrap_or_default().trim();
-    if !essence.eq_ignore_ascii_case("application/json") {
-        let mut e = ApiError::unsupported_media_type(content_type);
-        e.message = format!(
-            "a delivery of type `{content_type}` is not read: set the GitHub App's webhook content type to application/json"
-        );
-        return Err(e);
-    }
+    require_json(
+        &headers,
+        "set the GitHub App's webhook content type to application/json",
+    )?;
     let event = header(&headers, EVENT_HEADER)
         .filter(|e| !e.is_empty() && e.len() <= 64)
         .ok_or_else(|| ApiError::field("X-GitHub-Event", "is required"))?;
@@ -382,42 +237,5 @@ pub(crate) async fn github_webhook(
         })?;
     let parsed = sortie_github::webhook::parse(event, &bytes)
         .map_err(|e| ApiError::field("body", e.to_string()))?;
-    let accepted = |status: &str| {
-        Ok(Reply::new(
-            StatusCode::ACCEPTED,
-            WebhookAccepted {
-                status: status.into(),
-            },
-        ))
-    };
-    let Some(work) = work_of(&org, &parsed) else {
-        return accepted("ignored");
-    };
-    let connections = state.connections();
-    let until = Utc::now() + Duration::hours(DELIVERY_MEMORY_HOURS);
-    if !connections
-        .claim_delivery(VcsProvider::Github, delivery, until)
-        .await?
-    {
-        return accepted("duplicate");
-    }
-    let queue = &state.pulls.as_ref().ok_or_else(unavailable)?.queue;
-    if let Err(e) = queue.send_work(&work).await {
-        // Not queued: forget the delivery, so GitHub's redelivery (or the reconcile) is
-        // handled, and say the work was not taken.
-        if let Err(forget) = connections
-            .forget_delivery(VcsProvider::Github, delivery)
-            .await
-        {
-            warn!(error = %forget, "a delivery whose work was not queued could not be forgotten");
-        }
-        warn!(org, delivery, error = %e, "a delivery's work could not be queued");
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "queue_unavailable",
-            "the delivery's work could not be queued; GitHub may redeliver it",
-        ));
-    }
-    info!(org, delivery, event, "webhook delivery queued");
-    accepted("queued")
+    queue_delivery(&state, &org, delivery, event, work_of(&org, &parsed)).await
 }
