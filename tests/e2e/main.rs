@@ -16,6 +16,7 @@ mod identity_e2e;
 mod implicit_source;
 mod interrupt;
 mod locks;
+mod merge_requests;
 mod notify_e2e;
 mod plan;
 mod policy_e2e;
