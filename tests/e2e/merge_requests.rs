@@ -5,7 +5,8 @@
 //! plans of its head commit, a commit status per environment and one note; a forged
 //! delivery is refused and GitLab's retry is a duplicate; a fork's is held until a
 //! deployer comments; an unmergeable one is not applied; a merge before its apply under
-//! `before_merge` is named in the note.
+//! `before_merge` is named in the note; a merge request whose webhooks never came is
+//! planned by the reconcile, through a GitLab outage, with one note.
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,11 @@ impl World {
     /// `sortie dev` connected to the GitLab double through the CLI, as a user would, with
     /// three environments bound to three directories of [`PROJECT`].
     fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, &[])
+    }
+
+    /// [`World::start`] with more `sortie dev` arguments.
+    fn start_with(prefix: &str, extra_args: &[&str]) -> Self {
         // Fails, never skips, without the machine's Terraform 1.11 (`terraform_data`).
         let _ = sortie_testkit::terraform111_bin();
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -61,6 +67,7 @@ impl World {
             prefix,
             sweep_every: 1,
             runner: Some(common::runner_binary()),
+            extra_args,
             ..Default::default()
         });
         common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &common::state_bucket());
@@ -491,4 +498,46 @@ fn a_merge_before_its_apply_under_before_merge_is_named_in_the_note() {
         w.jobs().iter().all(|j| j["operation"] != "apply"),
         "nothing is applied after the merge under before_merge"
     );
+}
+
+#[test]
+fn a_lost_webhook_is_planned_by_the_reconcile_and_a_gitlab_outage_ends_with_one_note() {
+    sortie_testkit::require_aws!();
+    // A reconcile every 3 s stands for AWS's 5 minutes.
+    let w = World::start_with("mrlost", &["--reconcile-every", "3"]);
+    w.grant("octocat", "deployer");
+    // GitLab answers 502 to everything for a while, and never delivers "open": the
+    // reconcile's lists fail and are tried again, and once GitLab is back the merge request
+    // is found and planned.
+    w.gl.fail_until_cleared(502);
+    let iid = w.gl.add_merge_request(
+        PROJECT,
+        MergeRequestSpec::new("octocat", HEAD)
+            .change(DiffChange::modified("web/dev/main.tf"))
+            .change(DiffChange::modified("web/prod/main.tf")),
+    );
+    std::thread::sleep(Duration::from_secs(20));
+    assert!(
+        w.gl.statuses(PROJECT, HEAD).is_empty(),
+        "nothing while GitLab is down"
+    );
+    w.gl.clear_faults();
+    w.wait_statuses("two successful statuses with no webhook", |s| {
+        s.len() == 2 && s.iter().all(|s| s.status == "success")
+    });
+    // Writes settle: the note is edited once more after the statuses complete at most.
+    w.wait_notes(iid, "the note naming both environments", |n| {
+        n.iter().any(|n| {
+            n.author == BOT && n.body.contains("acme/web-dev") && n.body.contains("acme/web-prod")
+        })
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    let ours =
+        w.gl.notes(PROJECT, iid)
+            .into_iter()
+            .filter(|n| n.author == BOT)
+            .count();
+    assert_eq!(ours, 1, "exactly one note");
+    let faults = w.gl.requests().iter().filter(|r| r.status >= 500).count();
+    assert!(faults > 0, "the outage was met");
 }

@@ -58,6 +58,14 @@ impl VcsProvider {
             Self::Gitlab => "gitlab",
         }
     }
+
+    /// The host's name as people write it: `GitHub`, `GitLab`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Github => "GitHub",
+            Self::Gitlab => "GitLab",
+        }
+    }
 }
 
 /// When a pull request's plan is applied.

@@ -170,7 +170,7 @@ impl fmt::Display for Unmet {
                 if *need == 1 { "" } else { "s" }
             ),
             Self::Draft => write!(f, "the pull request is a draft: mark it ready for review"),
-            Self::NotMergeable { why } => write!(f, "GitHub cannot merge it: {why}"),
+            Self::NotMergeable { why } => write!(f, "it cannot be merged: {why}"),
             Self::Diverged { behind_by } => write!(
                 f,
                 "the branch is {behind_by} commit{} behind its base branch: update it",
@@ -178,7 +178,7 @@ impl fmt::Display for Unmet {
             ),
             Self::BehindUnknown => write!(
                 f,
-                "GitHub has not said whether the branch is up to date with its base branch: try again"
+                "the host has not said yet whether the branch is up to date with its base branch: try again"
             ),
             Self::CheckPending { name } => {
                 write!(f, "the required check “{name}” has not finished")
@@ -197,10 +197,11 @@ fn short(sha: &str) -> String {
     sha.chars().take(SHORT_SHA).collect()
 }
 
-/// Why GitHub cannot merge the pull request while `mergeable` is still being computed.
+/// Why the pull request cannot be merged while its host is still working out whether it
+/// can (GitHub's `mergeable` null, GitLab's `checking`).
 pub const STILL_COMPUTING: &str =
-    "GitHub is still working out whether it can be merged: try again in a moment";
-/// Why GitHub cannot merge the pull request when `mergeable` is false.
+    "the host is still working out whether it can be merged: try again in a moment";
+/// Why the pull request cannot be merged when its host says it cannot.
 pub const CONFLICTS: &str = "it has conflicts with its base branch";
 
 /// Every requirement that does not hold, in this order: the plan, the required checks (in

@@ -216,7 +216,7 @@ fn mergeable_means_githubs_yes_and_not_a_draft() {
     let unmet = evaluate(&req, &f);
     assert_eq!(
         unmet[0].to_string(),
-        "GitHub cannot merge it: it has conflicts with its base branch"
+        "it cannot be merged: it has conflicts with its base branch"
     );
     // Without the requirement, none of it matters.
     f.draft = true;

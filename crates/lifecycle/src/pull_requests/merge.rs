@@ -83,7 +83,8 @@ impl PullRequests {
                 sortie_core::vcs::ApplyMode::AfterMerge if entry.plan_job.is_some() => {
                     let Some(merge_sha) = info.merge_commit_sha.clone() else {
                         record.note(format!(
-                            "{path} was not applied: GitHub gave no merge commit"
+                            "{path} was not applied: {} gave no merge commit",
+                            connection.provider.name()
                         ));
                         continue;
                     };

@@ -59,14 +59,6 @@ fn service(state: &AppState) -> Result<PullRequests, ApiError> {
     state.pull_requests().ok_or_else(unavailable)
 }
 
-/// The host's name as people write it.
-fn host_name(provider: VcsProvider) -> &'static str {
-    match provider {
-        VcsProvider::Github => "GitHub",
-        VcsProvider::Gitlab => "GitLab",
-    }
-}
-
 /// The organisation a connection belongs to: a top-level group.
 fn org_of(group: &GroupPath) -> Result<String, ApiError> {
     match group.org() {
@@ -151,7 +143,7 @@ async fn connection_of(
         .await
         .map_err(|e| match e {
             StoreError::NotFound { .. } => {
-                ApiError::not_found(format!("a {} connection of `{org}`", host_name(provider)))
+                ApiError::not_found(format!("a {} connection of `{org}`", provider.name()))
             }
             other => other.into(),
         })
@@ -170,7 +162,7 @@ async fn disconnect(
         .await
         .map_err(|e| match e {
             StoreError::NotFound { .. } => {
-                ApiError::not_found(format!("a {} connection of `{org}`", host_name(provider)))
+                ApiError::not_found(format!("a {} connection of `{org}`", provider.name()))
             }
             other => other.into(),
         })?;
@@ -208,7 +200,7 @@ async fn webhook_secret(
                 "secrets_unavailable",
                 format!(
                     "the connection's webhook secret could not be read; {} may redeliver",
-                    host_name(provider)
+                    provider.name()
                 ),
             )
         })?;
@@ -291,7 +283,7 @@ async fn queue_delivery(
             "queue_unavailable",
             format!(
                 "the delivery's work could not be queued; {} may redeliver it",
-                host_name(provider)
+                provider.name()
             ),
         ));
     }
