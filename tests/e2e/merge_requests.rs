@@ -170,9 +170,19 @@ impl World {
         what: &str,
         done: impl Fn(&[StatusRecord]) -> bool,
     ) -> Vec<StatusRecord> {
+        self.wait_statuses_of(HEAD, what, done)
+    }
+
+    /// Waits (3 minutes at most) until the commit statuses of `sha` satisfy `done`.
+    fn wait_statuses_of(
+        &self,
+        sha: &str,
+        what: &str,
+        done: impl Fn(&[StatusRecord]) -> bool,
+    ) -> Vec<StatusRecord> {
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
-            let statuses = self.gl.statuses(PROJECT, HEAD);
+            let statuses = self.gl.statuses(PROJECT, sha);
             if done(&statuses) {
                 return statuses;
             }
@@ -215,6 +225,28 @@ impl World {
             .filter(|n| n.author == BOT && !n.body.contains("<!-- sortie"))
             .map(|n| n.body)
             .collect()
+    }
+
+    /// Binds `acme/web-dev` to apply before the merge, with the requirement `flags`.
+    fn apply_before_merge(&self, flags: &[&str]) {
+        let mut args = vec!["update", "env", "acme/web-dev", "--apply", "before-merge"];
+        args.extend_from_slice(flags);
+        let out: common::Out = common::sortie(&self.dev, &args).into();
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+
+    /// Waits (2 minutes at most) for Sortie's replies on `iid`; them, joined.
+    fn wait_replies(&self, iid: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.replies(iid).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "no reply: {:#?}",
+                self.gl.notes(PROJECT, iid)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        self.replies(iid).join("\n")
     }
 
     /// The sticky note of `iid` now (empty when there is none).
@@ -422,35 +454,14 @@ fn an_unmergeable_merge_request_is_not_applied_and_says_why() {
     sortie_testkit::require_aws!();
     let w = World::start("mrconflict");
     w.grant("octocat", "deployer");
-    let out: common::Out = common::sortie(
-        &w.dev,
-        &[
-            "update",
-            "env",
-            "acme/web-dev",
-            "--apply",
-            "before-merge",
-            "--require-mergeable",
-        ],
-    )
-    .into();
-    assert_eq!(out.code, 0, "{out:?}");
+    w.apply_before_merge(&["--require-mergeable"]);
     let iid = w.planned(
         MergeRequestSpec::new("octocat", HEAD).change(DiffChange::modified("web/dev/main.tf")),
         1,
     );
     w.gl.set_conflicts(PROJECT, iid, true);
     w.comment(iid, "octocat", "/sortie apply");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while w.replies(iid).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "no reply: {:#?}",
-            w.gl.notes(PROJECT, iid)
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let refusal = w.replies(iid).join("\n");
+    let refusal = w.wait_replies(iid);
     assert!(
         refusal.contains("Not applied") && refusal.to_lowercase().contains("merge"),
         "{refusal}"
@@ -466,12 +477,7 @@ fn a_merge_before_its_apply_under_before_merge_is_named_in_the_note() {
     sortie_testkit::require_aws!();
     let w = World::start("mrmerged");
     w.grant("octocat", "deployer");
-    let out: common::Out = common::sortie(
-        &w.dev,
-        &["update", "env", "acme/web-dev", "--apply", "before-merge"],
-    )
-    .into();
-    assert_eq!(out.code, 0, "{out:?}");
+    w.apply_before_merge(&[]);
     let iid = w.planned(
         MergeRequestSpec::new("octocat", HEAD).change(DiffChange::modified("web/dev/main.tf")),
         1,
@@ -540,4 +546,73 @@ fn a_lost_webhook_is_planned_by_the_reconcile_and_a_gitlab_outage_ends_with_one_
     assert_eq!(ours, 1, "exactly one note");
     let faults = w.gl.requests().iter().filter(|r| r.status >= 500).count();
     assert!(faults > 0, "the outage was met");
+}
+
+#[test]
+fn an_apply_counts_only_approvals_given_on_the_head_even_where_gitlab_keeps_older_ones() {
+    sortie_testkit::require_aws!();
+    let w = World::start("mrapprove");
+    w.grant("octocat", "deployer");
+    w.apply_before_merge(&["--require-approvals", "1"]);
+    // GitLab Free keeps approvals across pushes.
+    w.gl.set_reset_approvals_on_push(PROJECT, false);
+    let iid = w.planned(
+        MergeRequestSpec::new("octocat", HEAD).change(DiffChange::modified("web/dev/main.tf")),
+        1,
+    );
+    // Approved, then a push a minute later: GitLab still lists the approval.
+    w.gl.approve(PROJECT, iid, "reviewer", HEAD);
+    w.gl.advance_clock(Duration::from_secs(60));
+    const NEXT: &str = "8b2d3c4e5f6071829304a5b6c7d8e9f012345678";
+    w.gl.add_commit(
+        PROJECT,
+        NEXT,
+        &[("web/dev/main.tf", tf("web_dev").as_bytes())],
+    );
+    w.gl.push(PROJECT, iid, NEXT, None);
+    let pushed = w.gl.payloads().merge_request_push(PROJECT, iid);
+    assert_eq!(w.deliver("Merge Request Hook", &pushed, SECRET).0, 202);
+    w.wait_statuses_of(NEXT, "the new head's plan", |s| {
+        s.len() == 1 && s[0].status == "success"
+    });
+    assert_eq!(w.gl.approvals(PROJECT, iid).len(), 1, "GitLab kept it");
+    w.comment(iid, "octocat", "/sortie apply");
+    let refusal = w.wait_replies(iid);
+    assert!(
+        refusal.contains("Not applied") && refusal.contains("0 of 1 approval"),
+        "the older commit's approval does not count: {refusal}"
+    );
+
+    // Approved again, on the head: the apply runs Terraform.
+    w.gl.advance_clock(Duration::from_secs(60));
+    w.gl.approve(PROJECT, iid, "carol", NEXT);
+    let approved =
+        w.gl.payloads()
+            .merge_request_by(PROJECT, iid, "approved", "carol");
+    assert_eq!(w.deliver("Merge Request Hook", &approved, SECRET).0, 202);
+    w.comment(iid, "octocat", "/sortie apply");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let applied = loop {
+        let done = w
+            .jobs()
+            .into_iter()
+            .find(|j| j["operation"] == "apply" && j["state"] == "succeeded");
+        if let Some(job) = done {
+            break job;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never applied: {:#?}\n{}",
+            w.jobs(),
+            std::fs::read_to_string(w.dev.dir.join("dev.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(applied["requested_by"], "gitlab:octocat", "{applied}");
+    assert_eq!(applied["source"]["commit"], NEXT, "{applied}");
+    let id = applied["id"].as_str().unwrap();
+    assert!(
+        w.dev.log(id).contains("terraform_data.web_dev"),
+        "the apply ran Terraform"
+    );
 }

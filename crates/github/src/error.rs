@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::transport::github_message;
+
 /// What went wrong talking to GitHub, or reading what it sent. Each variant about a request
 /// names the call (`METHOD /path/{template}`). No variant ever holds a token or a key.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +114,9 @@ pub enum GithubError {
         reason: String,
     },
 }
+
+// What the shared transport could not get an answer for, as the call's error.
+sortie_http::impl_from_failure!(GithubError, github_message);
 
 impl GithubError {
     /// Whether trying the same work again later may succeed (unreachable, server errors,

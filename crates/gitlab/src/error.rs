@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::transport::gitlab_message;
+
 /// What went wrong talking to GitLab, or reading what it sent. Each variant about a request
 /// names the call (`METHOD /path/:template`, as GitLab's documentation writes it). No
 /// variant ever holds a token: not the client's, not a source token GitLab minted.
@@ -111,6 +113,9 @@ pub enum GitlabError {
         reason: String,
     },
 }
+
+// What the shared transport could not get an answer for, as the call's error.
+sortie_http::impl_from_failure!(GitlabError, gitlab_message);
 
 impl GitlabError {
     /// Whether trying the same work again later may succeed (unreachable, server errors,

@@ -1,40 +1,18 @@
-//! One request to GitLab: the token header, timeouts, the answer cap, bounded retries, rate
-//! limits, the paging header, and the count of requests by endpoint.
+//! GitLab's side of a request over [`sortie_http::rest`]: the token header, its rate limits,
+//! its error bodies, the paging header, and the instance URL it accepts. Timeouts, the
+//! answer cap, bounded retries and the count of requests by endpoint are the shared
+//! transport's.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
-use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http::header::ACCEPT;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use sortie_http::rest::{self, header_str, reported_wait, Service};
+
+pub(crate) use sortie_http::rest::Retry;
 
 use crate::{GitlabError, Secret};
 
-/// Every request's whole exchange (connect, send, read the answer) ends within this.
-pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most bytes of an answer read (a page of 100 diffs, each cut by GitLab's diff limits,
-/// fits).
-pub(crate) const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
-/// Attempts per request, the first included: server errors, lost connections and short
-/// rate-limit waits are tried again up to this many times in all.
-pub(crate) const MAX_ATTEMPTS: u32 = 4;
-/// The wait before the second attempt after a server error or a lost connection; doubled
-/// for each attempt after.
-pub(crate) const BASE_BACKOFF: Duration = Duration::from_millis(200);
-/// The longest wait GitLab may ask for (`Retry-After`) that the client sits out itself; a
-/// longer one is returned as [`GitlabError::RateLimited`] for the caller to requeue the
-/// work.
-pub(crate) const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(10);
-/// A wait GitLab asks for is capped at this when reported (a hostile header cannot
-/// overflow anything).
-const MAX_REPORTED_WAIT: Duration = Duration::from_secs(24 * 3600);
 /// The wait assumed for a 429 that says nothing of when to come back: GitLab's throttles
 /// count requests per period, one minute by default
 /// (<https://docs.gitlab.com/administration/settings/user_and_ip_rate_limits/>).
@@ -44,17 +22,27 @@ const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
 const TOKEN_HEADER: &str = "private-token";
 
 /// An answer read whole.
-pub(crate) struct Answer {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Bytes,
+pub(crate) struct Answer(rest::Answer);
+
+impl std::ops::Deref for Answer {
+    type Target = rest::Answer;
+
+    fn deref(&self) -> &rest::Answer {
+        &self.0
+    }
+}
+
+impl From<rest::Answer> for Answer {
+    fn from(answer: rest::Answer) -> Self {
+        Self(answer)
+    }
 }
 
 impl Answer {
     /// What the answer's `x-next-page` says
     /// (<https://docs.gitlab.com/api/rest/#pagination>).
     pub(crate) fn next_page(&self) -> NextPage {
-        next_page(header_str(&self.headers, "x-next-page"))
+        next_page(self.header("x-next-page"))
     }
 }
 
@@ -82,18 +70,6 @@ pub(crate) fn next_page(header: Option<&str>) -> NextPage {
     }
 }
 
-/// Which failures of a request may be tried again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Reads, updates and writes whose repeat GitLab answers the same way: every lost
-    /// connection, server error and short rate limit is tried again.
-    Idempotent,
-    /// A create whose repeat would make a second object (a note, an access token): only
-    /// what GitLab surely did not act on is tried again, a connection never made and a 429
-    /// (refused before the request is handled).
-    OnlyUnsent,
-}
-
 /// What a request sends, besides its call name and path.
 pub(crate) struct Outgoing {
     pub(crate) json: Option<Vec<u8>>,
@@ -106,194 +82,52 @@ impl Outgoing {
         json: None,
         retry: Retry::Idempotent,
     };
-}
 
-/// The HTTP side of the client.
-pub(crate) struct Transport {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// The REST API's root, `https://gitlab.example.com/api/v4`, no trailing slash.
-    pub(crate) base: String,
-    token: HeaderValue,
-    calls: Mutex<BTreeMap<String, u64>>,
-}
-
-impl Transport {
-    /// A transport for the instance at `instance_url` (`https://`, or `http://` to a
-    /// loopback address only), sending `token`.
-    pub(crate) fn new(instance_url: &str, token: &Secret) -> Result<Self, GitlabError> {
-        let base = api_base(instance_url)?;
-        let token = token_header(token)?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(REQUEST_TIMEOUT));
-        let connector =
-            sortie_http::connector(base.starts_with("https://"), http).map_err(|reason| {
-                GitlabError::InvalidUrl {
-                    url: instance_url.to_string(),
-                    reason,
-                }
-            })?;
-        Ok(Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
-            base,
-            token,
-            calls: Mutex::new(BTreeMap::new()),
-        })
-    }
-
-    /// The requests made so far, by endpoint (`METHOD /path/:template`).
-    pub(crate) fn calls(&self) -> BTreeMap<String, u64> {
-        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
-    }
-
-    fn count(&self, call: &'static str) {
-        if let Ok(mut calls) = self.calls.lock() {
-            *calls.entry(call.to_string()).or_default() += 1;
+    /// What the shared transport sends.
+    pub(crate) fn rest(&self) -> rest::Outgoing<'_> {
+        rest::Outgoing {
+            json: self.json.as_deref(),
+            retry: self.retry,
+            ..rest::Outgoing::default()
         }
     }
+}
 
-    /// Sends `call` (`"METHOD /template"`) to `path_and_query` under the API root, trying
-    /// again what `out.retry` allows, up to [`MAX_ATTEMPTS`] in all. A 2xx is returned;
-    /// anything else is an error naming `call`.
-    pub(crate) async fn send(
-        &self,
-        call: &'static str,
-        path_and_query: &str,
-        out: &Outgoing,
-    ) -> Result<Answer, GitlabError> {
-        let method = call
-            .split_once(' ')
-            .and_then(|(m, _)| Method::from_bytes(m.as_bytes()).ok())
-            .unwrap_or(Method::GET);
-        let uri = format!("{}{}", self.base, path_and_query);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            self.count(call);
-            let outcome = tokio::time::timeout(
-                REQUEST_TIMEOUT,
-                self.exchange(call, method.clone(), &uri, out),
-            )
-            .await
-            .unwrap_or_else(|_| Err(Lost::sent(format!("no answer within {REQUEST_TIMEOUT:?}"))));
-            let answer = match outcome {
-                Ok(answer) => answer,
-                Err(lost) if lost.reason == TOO_LARGE => {
-                    return Err(GitlabError::TooLarge {
-                        call,
-                        limit: MAX_ANSWER_BYTES,
-                    })
-                }
-                Err(lost) => {
-                    tracing::debug!(call, attempt, reason = %lost.reason, "GitLab request failed");
-                    let may_retry = out.retry == Retry::Idempotent || lost.unsent;
-                    if !may_retry || attempt >= MAX_ATTEMPTS {
-                        return Err(GitlabError::Unreachable {
-                            call,
-                            attempts: attempt,
-                            reason: lost.reason,
-                        });
-                    }
-                    tokio::time::sleep(backoff(attempt)).await;
-                    continue;
-                }
-            };
-            let status = answer.status;
-            tracing::debug!(call, attempt, status = status.as_u16(), "GitLab answered");
-            if status.is_success() {
-                return Ok(answer);
-            }
-            let now = chrono::Utc::now();
-            if status == StatusCode::TOO_MANY_REQUESTS {
-                // Rack::Attack refuses a throttled request before GitLab handles it, so even
-                // a create is safe to send again.
-                let wait = rate_limit_wait(&answer.headers, now);
-                if wait <= MAX_RATE_LIMIT_WAIT && attempt < MAX_ATTEMPTS {
-                    tracing::info!(
-                        call,
-                        wait_ms = wait.as_millis() as u64,
-                        "GitLab rate limit: waiting"
-                    );
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-                return Err(GitlabError::RateLimited {
-                    call,
-                    retry_after: wait,
-                });
-            }
-            if status.is_server_error() {
-                if out.retry != Retry::Idempotent || attempt >= MAX_ATTEMPTS {
-                    return Err(GitlabError::ServerError {
-                        call,
-                        status: status.as_u16(),
-                        attempts: attempt,
-                    });
-                }
-                // A 503 may say when to come back; a short wait is honoured.
-                let wait = retry_after(&answer.headers, now)
-                    .filter(|w| *w <= MAX_RATE_LIMIT_WAIT)
-                    .unwrap_or_else(|| backoff(attempt));
-                tokio::time::sleep(wait).await;
-                continue;
-            }
-            return Err(GitlabError::Refused {
-                call,
-                status: status.as_u16(),
-                message: gitlab_message(&answer.body),
-            });
-        }
+/// The HTTP side of the client; its base is the REST API's root,
+/// `https://gitlab.example.com/api/v4`, no trailing slash.
+pub(crate) type Transport = rest::Transport<GitlabApi>;
+
+/// A transport for the instance at `instance_url` (`https://`, or `http://` to a loopback
+/// address only), sending `token`. A 2xx is an answer; what `Outgoing::retry` allows is
+/// tried again, up to [`rest::MAX_ATTEMPTS`] in all.
+pub(crate) fn new(instance_url: &str, token: &Secret) -> Result<Transport, GitlabError> {
+    let base = api_base(instance_url)?;
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    headers.insert(TOKEN_HEADER, token_header(token)?);
+    rest::Transport::new(GitlabApi, base, headers).map_err(|reason| GitlabError::InvalidUrl {
+        url: instance_url.to_string(),
+        reason,
+    })
+}
+
+/// What is GitLab's own in reading its answers.
+pub(crate) struct GitlabApi;
+
+impl Service for GitlabApi {
+    const NAME: &'static str = "GitLab";
+
+    type Error = GitlabError;
+
+    /// A 429: Rack::Attack's throttle, refused before GitLab handles the request.
+    fn rate_limit_wait(&self, answer: &rest::Answer) -> Option<Duration> {
+        (answer.status == StatusCode::TOO_MANY_REQUESTS)
+            .then(|| rate_limit_wait(&answer.headers, chrono::Utc::now()))
     }
 
-    async fn exchange(
-        &self,
-        call: &'static str,
-        method: Method,
-        uri: &str,
-        out: &Outgoing,
-    ) -> Result<Answer, Lost> {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(USER_AGENT, concat!("sortie/", env!("CARGO_PKG_VERSION")))
-            .header(ACCEPT, "application/json")
-            .header(TOKEN_HEADER, self.token.clone());
-        let body = match &out.json {
-            Some(json) => {
-                request = request.header(CONTENT_TYPE, "application/json");
-                Bytes::from(json.clone())
-            }
-            None => Bytes::new(),
-        };
-        // The error names the call, never the request (its header holds the token).
-        let request = request
-            .body(Full::new(body))
-            .map_err(|_| Lost::unsent(format!("{call}: not a valid request")))?;
-        let response = self.client.request(request).await.map_err(|e| {
-            let reason = sortie_http::error_chain(&e);
-            if e.is_connect() {
-                Lost::unsent(reason)
-            } else {
-                Lost::sent(reason)
-            }
-        })?;
-        let (parts, body) = response.into_parts();
-        let body = Limited::new(body, MAX_ANSWER_BYTES)
-            .collect()
-            .await
-            .map_err(|e| {
-                if e.is::<http_body_util::LengthLimitError>() {
-                    Lost::sent(TOO_LARGE.to_string())
-                } else {
-                    Lost::sent(format!("reading the answer: {e}"))
-                }
-            })?
-            .to_bytes();
-        Ok(Answer {
-            status: parts.status,
-            headers: parts.headers,
-            body,
-        })
+    /// A 503 may say when to come back; a short wait is honoured.
+    fn server_error_wait(&self, answer: &rest::Answer) -> Option<Duration> {
+        retry_after(&answer.headers, chrono::Utc::now())
     }
 }
 
@@ -303,11 +137,9 @@ fn token_header(token: &Secret) -> Result<HeaderValue, GitlabError> {
     if text.trim().is_empty() {
         return Err(GitlabError::InvalidToken("it is empty".into()));
     }
-    let mut value = HeaderValue::from_str(text).map_err(|_| {
+    rest::credential(text).ok_or_else(|| {
         GitlabError::InvalidToken("it holds characters a header cannot carry".into())
-    })?;
-    value.set_sensitive(true);
-    Ok(value)
+    })
 }
 
 /// GitLab's error text, one line, at most 200 characters: `message` as a string, or a
@@ -361,38 +193,6 @@ pub(crate) fn gitlab_message(body: &[u8]) -> String {
     sortie_http::one_line(&text).chars().take(200).collect()
 }
 
-/// A request that got no usable answer, and whether it surely never reached GitLab.
-struct Lost {
-    reason: String,
-    unsent: bool,
-}
-
-impl Lost {
-    fn sent(reason: String) -> Self {
-        Self {
-            reason,
-            unsent: false,
-        }
-    }
-    fn unsent(reason: String) -> Self {
-        Self {
-            reason,
-            unsent: true,
-        }
-    }
-}
-
-const TOO_LARGE: &str = "answer over the size cap";
-
-/// The wait before attempt `attempt + 1`: [`BASE_BACKOFF`] doubled per attempt made.
-fn backoff(attempt: u32) -> Duration {
-    BASE_BACKOFF.saturating_mul(1 << attempt.saturating_sub(1).min(8))
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
 /// How long a 429 asks to wait: `Retry-After` (seconds, or an HTTP date), else
 /// `RateLimit-Reset` (Unix time), else `RateLimit-ResetTime` (an HTTP date), else a minute;
 /// capped at a day
@@ -403,9 +203,8 @@ pub(crate) fn rate_limit_wait(headers: &HeaderMap, now: chrono::DateTime<chrono:
 
 /// The wait the answer's headers ask for, if any says; capped at a day.
 fn retry_after(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
-    let cap = |secs: u64| Duration::from_secs(secs).min(MAX_REPORTED_WAIT);
     let until = |at: chrono::DateTime<chrono::Utc>| {
-        cap(u64::try_from((at - now).num_seconds()).unwrap_or(0))
+        reported_wait(u64::try_from((at - now).num_seconds()).unwrap_or(0))
     };
     let http_date = |text: &str| {
         chrono::DateTime::parse_from_rfc2822(text.trim())
@@ -414,7 +213,7 @@ fn retry_after(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> Optio
     };
     if let Some(value) = header_str(headers, "retry-after") {
         if let Ok(secs) = value.trim().parse::<u64>() {
-            return Some(cap(secs));
+            return Some(reported_wait(secs));
         }
         if let Some(at) = http_date(value) {
             return Some(until(at));
@@ -436,40 +235,13 @@ fn retry_after(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> Optio
 /// loopback address, with no credentials, query or fragment. A path is kept (an instance
 /// under a relative URL root, `https://example.com/gitlab`).
 pub(crate) fn api_base(instance_url: &str) -> Result<String, GitlabError> {
-    let bad = |reason: &str| GitlabError::InvalidUrl {
-        url: instance_url.chars().take(200).collect(),
-        reason: reason.to_string(),
-    };
-    let url = url::Url::parse(instance_url).map_err(|e| bad(&e.to_string()))?;
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad("credentials belong in the token, not the URL"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(bad("a query or fragment is not allowed"));
-    }
-    match url.scheme() {
-        "https" => {}
-        "http" => {
-            let loopback = match url.host() {
-                Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-                Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-                Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-                None => false,
-            };
-            if !loopback {
-                return Err(bad(
-                    "http:// is allowed only to a loopback address; use https://",
-                ));
-            }
-        }
-        _ => return Err(bad("the scheme must be https")),
-    }
-    if url.host().is_none() {
-        return Err(bad("no host"));
-    }
-    let root = url.as_str().trim_end_matches('/');
+    let root =
+        rest::api_root(instance_url, "the token").map_err(|reason| GitlabError::InvalidUrl {
+            url: instance_url.chars().take(200).collect(),
+            reason,
+        })?;
     Ok(if root.ends_with("/api/v4") {
-        root.to_string()
+        root
     } else {
         format!("{root}/api/v4")
     })
@@ -480,6 +252,7 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
     use proptest::prelude::*;
+    use sortie_http::rest::MAX_REPORTED_WAIT;
 
     #[test]
     fn instance_urls_become_the_api_root() {
@@ -595,14 +368,6 @@ mod tests {
         );
         assert_eq!(gitlab_message(b"Retry later\n"), "Retry later");
         assert!(gitlab_message(&[b'x'; 500]).chars().count() <= 200);
-    }
-
-    #[test]
-    fn backoff_doubles_and_stays_bounded() {
-        assert_eq!(backoff(1), BASE_BACKOFF);
-        assert_eq!(backoff(2), BASE_BACKOFF * 2);
-        assert_eq!(backoff(3), BASE_BACKOFF * 4);
-        assert!(backoff(u32::MAX) <= BASE_BACKOFF * 256);
     }
 
     #[test]

@@ -380,6 +380,53 @@ async fn approvals_name_who_approved() {
 }
 
 #[tokio::test]
+async fn an_approval_counts_on_the_head_it_was_given_at_only() {
+    let (double, gitlab, _) = setup().await;
+    // As on GitLab Free: approvals are kept across pushes.
+    double.set_reset_approvals_on_push(PROJECT, false);
+    double.add_member(PROJECT, "bob", AccessLevel::Developer);
+    double.add_member(PROJECT, "carol", AccessLevel::Developer);
+    let first = sha('a');
+    let iid = double.add_merge_request(PROJECT, MergeRequestSpec::new("alice", &first));
+    double.advance_clock(Duration::from_secs(60));
+    double.approve(PROJECT, iid, "bob", &first);
+    assert_eq!(
+        gitlab.approvals_on_head(&project(), iid).await.unwrap(),
+        vec!["bob"]
+    );
+
+    // A push a minute later: GitLab still lists bob's approval, given on the older head.
+    double.advance_clock(Duration::from_secs(60));
+    let second = sha('b');
+    double.push(PROJECT, iid, &second, None);
+    let listed = gitlab.approvals(&project(), iid).await.unwrap();
+    assert_eq!(listed.usernames(), vec!["bob"]);
+    let versions = gitlab.diff_versions(&project(), iid).await.unwrap();
+    let heads: Vec<&str> = versions
+        .iter()
+        .map(|v| v.head_commit_sha.as_str())
+        .collect();
+    assert_eq!(heads, vec![second.as_str(), first.as_str()]);
+    assert!(listed.approved_by[0].approved_at < Some(versions[0].created_at));
+    assert!(
+        gitlab
+            .approvals_on_head(&project(), iid)
+            .await
+            .unwrap()
+            .is_empty(),
+        "an approval given before the push does not count"
+    );
+
+    // One given after the push does.
+    double.advance_clock(Duration::from_secs(60));
+    double.approve(PROJECT, iid, "carol", &second);
+    assert_eq!(
+        gitlab.approvals_on_head(&project(), iid).await.unwrap(),
+        vec!["carol"]
+    );
+}
+
+#[tokio::test]
 async fn the_heads_statuses_are_listed_with_whether_they_passed() {
     let (double, gitlab, _) = setup().await;
     let head = sha('a');

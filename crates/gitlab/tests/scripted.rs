@@ -1,5 +1,7 @@
 //! What the GitLab double does not serve: an instance older than GitLab 15.7 (no
-//! `/merge_requests/:iid/diffs`), and a proxy that drops GitLab's paging headers.
+//! `/merge_requests/:iid/diffs`), a proxy that drops GitLab's paging headers, an instance
+//! that sends approvals without `approved_at`, a merge request without a diff version yet,
+//! and one gone between two calls.
 
 use serde_json::json;
 use sortie_gitlab::{DiffSource, Gitlab, ProjectPath, Secret};
@@ -153,22 +155,23 @@ async fn an_answer_over_the_cap_is_refused() {
     );
 }
 
+/// A diff version of merge request 105, made at `created_at`.
+fn version(id: u64, head: char, created_at: &str) -> serde_json::Value {
+    json!({"id": id, "head_commit_sha": head.to_string().repeat(40),
+           "base_commit_sha": "0".repeat(40), "start_commit_sha": "0".repeat(40),
+           "created_at": created_at, "merge_request_id": 105, "state": "collected",
+           "real_size": "1"})
+}
+
 #[tokio::test]
-async fn only_approvals_given_since_the_head_arrived_count() {
+async fn an_approval_without_a_time_counts_nowhere_and_the_newest_version_is_by_id() {
+    // The double dates every approval; an older instance sends none, and a proxy may
+    // reorder the versions.
     let url = scripted(|_, target| {
         if target.contains("/versions") {
-            // Newest first: the head arrived at 12:00.
             let body = json!([
-                {"id": 12, "head_commit_sha": "2222222222222222222222222222222222222222",
-                 "base_commit_sha": "0000000000000000000000000000000000000001",
-                 "start_commit_sha": "0000000000000000000000000000000000000001",
-                 "created_at": "2026-11-30T12:00:00.000Z", "merge_request_id": 105,
-                 "state": "collected", "real_size": "1"},
-                {"id": 11, "head_commit_sha": "1111111111111111111111111111111111111111",
-                 "base_commit_sha": "0000000000000000000000000000000000000001",
-                 "start_commit_sha": "0000000000000000000000000000000000000001",
-                 "created_at": "2026-11-30T10:00:00.000Z", "merge_request_id": 105,
-                 "state": "collected", "real_size": "1"}
+                version(11, '1', "2026-11-30T10:00:00.000Z"),
+                version(12, '2', "2026-11-30T12:00:00.000Z"),
             ]);
             return (200, vec![], body.to_string());
         }
@@ -177,7 +180,7 @@ async fn only_approvals_given_since_the_head_arrived_count() {
             "approved_by": [
                 {"user": {"username": "before"}, "approved_at": "2026-11-30T11:00:00.000Z"},
                 {"user": {"username": "after"}, "approved_at": "2026-11-30T12:30:00.000Z"},
-                {"user": {"username": "unknown"}}
+                {"user": {"username": "undated"}}
             ]
         });
         (200, vec![], body.to_string())
@@ -186,5 +189,44 @@ async fn only_approvals_given_since_the_head_arrived_count() {
     assert_eq!(
         client(&url).approvals_on_head(&project(), 7).await.unwrap(),
         vec!["after"]
+    );
+}
+
+#[tokio::test]
+async fn without_versions_no_approval_counts_and_a_404_is_an_error() {
+    let approvals = || {
+        json!({"approved": true, "approved_by": [
+            {"user": {"username": "bob"}, "approved_at": "2026-11-30T12:30:00.000Z"}
+        ]})
+        .to_string()
+    };
+    // The diff not computed yet: no version, so no approval on the head.
+    let computing = scripted(move |_, target| {
+        if target.contains("/versions") {
+            return (200, vec![], "[]".to_string());
+        }
+        (200, vec![], approvals())
+    })
+    .await;
+    assert!(client(&computing)
+        .approvals_on_head(&project(), 7)
+        .await
+        .unwrap()
+        .is_empty());
+    // Gone between the two calls: the error, never "every approval counts".
+    let gone = scripted(move |_, target| {
+        if target.contains("/versions") {
+            return (404, vec![], json!({"message": "404 Not found"}).to_string());
+        }
+        (200, vec![], approvals())
+    })
+    .await;
+    let err = client(&gone)
+        .approvals_on_head(&project(), 7)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, sortie_gitlab::GitlabError::Refused { status: 404, .. }),
+        "{err}"
     );
 }

@@ -1,9 +1,11 @@
 //! The HTTPS client pieces Sortie's programs share: `sortie-pilot` and `sortie-agent` speak
 //! only HTTPS to Sortie's API, with hyper's legacy client over rustls (aws-lc-rs, the stack
 //! the AWS SDK already builds), and both report an unsuccessful answer on one line.
-//! [`deliver`] is the guarded client of notification deliveries (issue 44).
+//! [`deliver`] is the guarded client of notification deliveries (issue 44); [`rest`] is the
+//! bounded transport of the code-host REST clients (`sortie-github`, `sortie-gitlab`).
 
 pub mod deliver;
+pub mod rest;
 
 use std::sync::Arc;
 

@@ -508,6 +508,7 @@ pub mod kube;
 pub mod proxy;
 pub mod receiver;
 pub mod runtime;
+mod tarball;
 pub mod world;
 
 /// The composition root the test worlds go through, for tests that assemble their own.

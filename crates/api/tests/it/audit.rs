@@ -35,7 +35,7 @@ async fn audit_api(world: World, history: Arc<MemoryStateHistory>) -> Api {
     state.agent_heartbeat_seconds = sortie_core::protocol::agent::HEARTBEAT_SECONDS;
     state.state_history = history;
     state.pulls = Some(sortie_api::PullParts::new(
-        Arc::new(sortie_lifecycle::pull_requests::GithubHosts::new(
+        Arc::new(sortie_lifecycle::pull_requests::AnyHosts::new(
             world.plane.jobs.secrets.clone(),
         )),
         Arc::new(sortie_store::MemoryPullQueue::default()),
@@ -839,6 +839,28 @@ async fn walk(api: &Api, history: &MemoryStateHistory) {
     t.ok(
         Route::DeleteGithubConnection,
         endpoints::delete_github_connection("acme"),
+        None,
+    )
+    .await;
+
+    // Its GitLab connection.
+    let connection = json!({
+        "instance_url": "https://gitlab.example.com",
+        "token": "glpat-0123456789abcdefghij",
+        "webhook_secret": "a-webhook-secret-long-enough",
+    })
+    .to_string();
+    t.ok_in(
+        "acme",
+        Route::ConnectGitlab,
+        endpoints::connect_gitlab("acme"),
+        Some(&connection),
+        &as_json,
+    )
+    .await;
+    t.ok(
+        Route::DeleteGitlabConnection,
+        endpoints::delete_gitlab_connection("acme"),
         None,
     )
     .await;

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::auth::{AppKey, TokenCache};
-use crate::transport::{Answer, Outgoing, Transport};
+use crate::transport::{self, Answer, Outgoing, Transport};
 use crate::{AppCredentials, GithubError, InstallationToken, Permissions, RepoRef};
 
 const GET_INSTALLATION: &str = "GET /repos/{owner}/{repo}/installation";
@@ -80,7 +80,7 @@ impl Github {
     /// Server's `https://host/api/v3`; `http://` only to a loopback address) acting as the
     /// app `credentials` names. The key is read (and tried) here.
     pub fn new(api_url: &str, credentials: AppCredentials) -> Result<Self, GithubError> {
-        let transport = Transport::new(api_url)?;
+        let transport = transport::new(api_url)?;
         let key = AppKey::from_pem(&credentials.private_key_pem)?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -164,8 +164,8 @@ impl Github {
                 &path,
                 &Outgoing {
                     bearer: Some(&jwt),
-                    json: Some(body),
-                    if_none_match: None,
+                    json: Some(&body),
+                    ..Outgoing::default()
                 },
             )
             .await;
@@ -238,8 +238,9 @@ impl Github {
             let token = self.repository_token(repo, permissions).await?;
             let out = Outgoing {
                 bearer: Some(&token.token),
-                json: json.clone(),
+                json: json.as_deref(),
                 if_none_match,
+                ..Outgoing::default()
             };
             match self.inner.transport.send(call, path, &out).await {
                 Err(GithubError::Refused { status: 401, .. }) if !fresh => {

@@ -169,12 +169,14 @@ impl Gitlab {
     /// "reset approvals on push" setting (off on GitLab Free, which cannot reset them).
     ///
     /// The head's time is its newest diff version's `created_at`
-    /// ([`Gitlab::diff_versions`]); an approval counts when its `approved_at` is not
-    /// earlier. An approval without `approved_at` (an instance that does not send it) does
-    /// not count: an apply waits rather than trust an approval of an older head. A merge
-    /// request without a version (its diff not computed yet) has no approval on its head.
-    /// When the instance does not list versions at all (404 for a merge request whose
-    /// approvals it did list), the approvals GitLab keeps count as they are.
+    /// ([`Gitlab::diff_versions`]); an approval counts when its `approved_at` (GitLab sends
+    /// the approval's creation time under that name) is not earlier. It fails closed:
+    /// an approval without `approved_at` (an older instance does not send it) does not
+    /// count, so an apply waits rather than trust an approval of an older head; a merge
+    /// request without a version (its diff not computed yet) has no approval on its head;
+    /// and a refused versions call is the error, a 404 included: for a merge request whose
+    /// approvals were just listed it means the merge request is gone or hidden now, not
+    /// that its approvals all count.
     pub async fn approvals_on_head(
         &self,
         project: &ProjectPath,
@@ -184,13 +186,9 @@ impl Gitlab {
         if approvals.approved_by.is_empty() {
             return Ok(Vec::new());
         }
-        let head_since = match self.diff_versions(project, iid).await {
-            Ok(versions) => match versions.first() {
-                Some(newest) => newest.created_at,
-                None => return Ok(Vec::new()),
-            },
-            Err(GitlabError::Refused { status: 404, .. }) => return Ok(approvals.usernames()),
-            Err(e) => return Err(e),
+        let versions = self.diff_versions(project, iid).await?;
+        let Some(head_since) = versions.first().map(|newest| newest.created_at) else {
+            return Ok(Vec::new());
         };
         Ok(approvals
             .approved_by

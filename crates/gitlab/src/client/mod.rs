@@ -14,7 +14,7 @@ use std::sync::Arc;
 use hyper::body::Bytes;
 use serde::de::DeserializeOwned;
 
-use crate::transport::{Answer, Outgoing, Retry, Transport};
+use crate::transport::{self, Answer, Outgoing, Retry, Transport};
 use crate::{CurrentUser, GitlabError, Secret};
 
 pub use notes::MAX_NOTE_CHARS;
@@ -77,7 +77,7 @@ impl Gitlab {
     pub fn new(instance_url: &str, token: Secret) -> Result<Self, GitlabError> {
         Ok(Self {
             inner: Arc::new(Inner {
-                transport: Transport::new(instance_url, &token)?,
+                transport: transport::new(instance_url, &token)?,
                 user: tokio::sync::OnceCell::new(),
             }),
         })
@@ -113,7 +113,8 @@ impl Gitlab {
         path: &str,
         out: &Outgoing,
     ) -> Result<Answer, GitlabError> {
-        self.inner.transport.send(call, path, out).await
+        let answer = self.inner.transport.send(call, path, &out.rest()).await?;
+        Ok(Answer::from(answer))
     }
 
     /// Sends `body` as JSON with `call`, tried again as `retry` allows.

@@ -1,11 +1,9 @@
 //! Setting up and reading back merge requests: opening one, pushing to it, approving,
 //! merging or closing it, the states GitLab's mergeability checks read, and its notes.
 
-use chrono::Utc;
-
 use super::{
     AccessLevel, ApprovalRecord, DiffChange, GitlabDouble, MergeRequest, MergeRequestSpec,
-    NoteRecord,
+    NoteRecord, Version,
 };
 
 impl GitlabDouble {
@@ -15,6 +13,7 @@ impl GitlabDouble {
         let mut world = self.world();
         world.user_id(&spec.author);
         let id = world.id();
+        let version_id = world.id();
         let now = world.now();
         let source_project_id = match &spec.fork {
             Some(fork) => {
@@ -51,17 +50,24 @@ impl GitlabDouble {
                 .insert(spec.source_branch.clone(), spec.head_sha.clone());
         }
         let iid = target.merge_requests.keys().max().copied().unwrap_or(0) + 1;
+        // Its first diff version, made as it opens.
+        let version = Version {
+            id: version_id,
+            head_sha: spec.head_sha.clone(),
+            start_sha: base.clone(),
+            base_sha: base,
+            created_at: now,
+            real_size: spec.changes.len(),
+        };
         target.merge_requests.insert(
             iid,
             MergeRequest {
                 id,
                 iid,
-                heads: vec![spec.head_sha.clone()],
+                versions: vec![version],
                 spec,
                 source_project_id,
                 state: "opened".into(),
-                start_sha: base.clone(),
-                base_sha: base,
                 approvals: Vec::new(),
                 merge_commit_sha: None,
                 diverged_commits: 0,
@@ -75,9 +81,14 @@ impl GitlabDouble {
     }
 
     /// Pushes `sha` to merge request `iid`'s source branch, optionally with a new list of
-    /// changed files. Approvals are removed when the project resets them on push (the
-    /// default).
+    /// changed files: a new diff version, made now on the double's clock
+    /// ([`GitlabDouble::advance_clock`]). Approvals are removed when the project resets them
+    /// on push (the default); otherwise they stay, each with the time it was given.
     pub fn push(&self, project: &str, iid: u64, sha: &str, changes: Option<Vec<DiffChange>>) {
+        let (version_id, now) = {
+            let mut world = self.world();
+            (world.id(), world.now())
+        };
         let (fork, branch) = self.with_project(project, |p| {
             let target_head = p
                 .branches
@@ -88,18 +99,23 @@ impl GitlabDouble {
                 .merge_requests
                 .get_mut(&iid)
                 .unwrap_or_else(|| panic!("no merge request {project}!{iid} in the double"));
-            mr.heads.push(sha.to_string());
             if let Some(changes) = changes {
                 mr.spec.changes = changes;
             }
-            if let Some(head) = target_head {
-                mr.start_sha = head;
-            }
+            let version = Version {
+                id: version_id,
+                head_sha: sha.to_string(),
+                base_sha: mr.base_sha().to_string(),
+                start_sha: target_head.unwrap_or_else(|| mr.start_sha().to_string()),
+                created_at: now,
+                real_size: mr.spec.changes.len(),
+            };
+            mr.versions.push(version);
             if reset {
                 mr.approvals.clear();
             }
             mr.spec.head_sha = sha.to_string();
-            mr.updated_at = Utc::now();
+            mr.updated_at = now;
             if mr.spec.fork.is_none() {
                 p.branches
                     .insert(mr.spec.source_branch.clone(), sha.to_string());
@@ -115,14 +131,15 @@ impl GitlabDouble {
         }
     }
 
-    /// Records `username`'s approval of merge request `iid` at `sha`, as the approve endpoint
-    /// would.
+    /// Records `username`'s approval of merge request `iid` at `sha`, now on the double's
+    /// clock, as the approve endpoint would.
     ///
     /// # Panics
     ///
     /// When `sha` is not the merge request's head (GitLab answers 409) or `username` already
     /// approved (401).
     pub fn approve(&self, project: &str, iid: u64, username: &str, sha: &str) {
+        let now = self.world().now();
         self.with_merge_request(project, iid, |mr, _| {
             assert_eq!(mr.head(), sha, "GitLab answers 409: {sha} is not the head");
             assert!(
@@ -132,6 +149,7 @@ impl GitlabDouble {
             mr.approvals.push(ApprovalRecord {
                 username: username.to_string(),
                 sha: sha.to_string(),
+                approved_at: now,
             });
         });
     }

@@ -33,7 +33,7 @@ pub use records::{
     MergeRequestSpec, NoteRecord, RequestRecord, StatusRecord,
 };
 pub use webhook::{send_webhook, Delivery, Hook, WebhookPayloads};
-pub(crate) use world::{MergeRequest, Project, Token, World};
+pub(crate) use world::{MergeRequest, Project, Token, Version, World};
 
 /// The most requests (and downloads) the double keeps; older ones are dropped.
 pub const MAX_RECORDED_REQUESTS: usize = 100_000;
@@ -320,7 +320,8 @@ impl GitlabDouble {
         self.world().faults = world::Faults::default();
     }
 
-    /// Moves the double's clock by `by` (token expiry is judged by it).
+    /// Moves the double's clock by `by`: token expiry is judged by it, and diff versions
+    /// and approvals are dated by it.
     pub fn advance_clock(&self, by: Duration) {
         self.world().clock_offset += chrono::Duration::from_std(by).unwrap_or_default();
     }

@@ -218,6 +218,8 @@ pub struct ApprovalRecord {
     pub username: String,
     /// The head the merge request had when they approved.
     pub sha: String,
+    /// When they approved, on the double's clock: what `approved_by[].approved_at` says.
+    pub approved_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// A project access token as the double holds it.

@@ -59,11 +59,24 @@ pub const MERGE_REQUESTS_PAGE: &str = "https://docs.gitlab.com/api/merge_request
 /// <https://docs.gitlab.com/api/merge_requests/#list-merge-request-diffs>
 pub const DIFFS_PAGE: &str = "https://docs.gitlab.com/api/merge_requests/#list-merge-request-diffs";
 
+/// `GET .../merge_requests/:iid/versions`: the merge request's diff versions, newest first
+/// (paged like every list), each with `id`, `head_commit_sha`, `base_commit_sha`,
+/// `start_commit_sha` (the target's head when the version was made), `created_at`,
+/// `merge_request_id`, `state`, `real_size` (a string) and `patch_id_sha`. GitLab makes one
+/// when the merge request is opened and one each time its source branch moves; a merge
+/// request that does not exist is 404.
+/// <https://docs.gitlab.com/api/merge_requests/#get-merge-request-diff-versions>
+pub const VERSIONS_PAGE: &str =
+    "https://docs.gitlab.com/api/merge_requests/#get-merge-request-diff-versions";
+
 /// Approving with a `sha` that is not the merge request's HEAD is `409 Conflict`
 /// ("SHA does not match HEAD of source branch"); approving twice, or a closed merge request,
 /// is 401. "By default, adding a new commit to a merge request resets any existing
-/// approvals" (`reset_approvals_on_push`, on by default).
+/// approvals" (`reset_approvals_on_push`, on by default). Each of `approved_by` carries
+/// `approved_at`, when that approval was given (GitLab's `API::Entities::Approvals` exposes
+/// the approval's `created_at` as `approved_at`; older instances send no time).
 /// <https://docs.gitlab.com/api/merge_request_approvals/#approve-merge-request>,
+/// <https://gitlab.com/gitlab-org/gitlab/-/blob/master/lib/api/entities/approvals.rb>,
 /// <https://docs.gitlab.com/user/project/merge_requests/approvals/settings/#remove-all-approvals-when-commits-are-added-to-the-source-branch>
 pub const APPROVALS_PAGE: &str = "https://docs.gitlab.com/api/merge_request_approvals/";
 

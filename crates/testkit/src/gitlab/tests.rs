@@ -472,16 +472,110 @@ async fn approvals_reset_when_commits_are_pushed() {
         (json!(false), json!(1))
     );
     assert_eq!(double.detailed_merge_status(PROJECT, 1), "not_approved");
-    // With the setting off, an approval survives a push (and still names its head).
+    // With the setting off, an approval survives a push (and still names its head and time).
     double.set_reset_approvals_on_push(PROJECT, false);
     double.approve(PROJECT, 1, "dana", "h2");
+    let given = double.approvals(PROJECT, 1)[0].approved_at;
     double.push(PROJECT, 1, "h3", None);
     assert_eq!(
         double.approvals(PROJECT, 1),
         vec![ApprovalRecord {
             username: "dana".into(),
-            sha: "h2".into()
+            sha: "h2".into(),
+            approved_at: given,
         }]
+    );
+}
+
+#[tokio::test]
+async fn versions_and_approvals_are_dated_on_the_doubles_clock() {
+    let (double, token) = one_mr(MergeRequestSpec::new("alice", "h1")).await;
+    double.set_reset_approvals_on_push(PROJECT, false);
+    let time = |value: &Value| -> chrono::DateTime<chrono::Utc> {
+        value.as_str().unwrap().parse().unwrap()
+    };
+    // One version as the merge request opens.
+    let opened = get(&double, &api("/merge_requests/1/versions"), &token).await;
+    assert_eq!(opened.status, 200);
+    let opened = opened.json();
+    assert_eq!(opened.as_array().unwrap().len(), 1);
+    let first = &opened[0];
+    assert_eq!(first["head_commit_sha"], "h1");
+    assert_eq!(first["state"], "collected");
+    assert_eq!(first["real_size"], "0", "real_size is a string");
+    let mr = get(&double, &api("/merge_requests/1"), &token).await.json();
+    assert_eq!(first["merge_request_id"], mr["id"]);
+    assert_eq!(first["base_commit_sha"], mr["diff_refs"]["base_sha"]);
+    assert_eq!(first["start_commit_sha"], mr["diff_refs"]["start_sha"]);
+    for field in ["id", "created_at", "patch_id_sha"] {
+        assert!(!first[field].is_null(), "{field}");
+    }
+
+    // An approval an hour later carries its own time, not the time it is listed.
+    double.advance_clock(std::time::Duration::from_secs(3600));
+    let dev = double.issue_token(PROJECT, "dana", AccessLevel::Developer, &["api"]);
+    let approved = send(
+        &double,
+        "POST",
+        &api("/merge_requests/1/approve"),
+        &dev,
+        json!({"sha": "h1"}),
+    )
+    .await
+    .json();
+    let approved_at = time(&approved["approved_by"][0]["approved_at"]);
+    assert_eq!(approved_at, double.approvals(PROJECT, 1)[0].approved_at);
+    assert!(approved_at >= time(&first["created_at"]) + chrono::Duration::minutes(59));
+
+    // A push an hour after that: a second version, listed first, with the new head and
+    // the target's head then; the approval keeps its time.
+    double.advance_clock(std::time::Duration::from_secs(3600));
+    double.set_branch(PROJECT, "main", "m2");
+    double.push(
+        PROJECT,
+        1,
+        "h2",
+        Some(vec![
+            DiffChange::modified("a.tf"),
+            DiffChange::added("b.tf"),
+        ]),
+    );
+    let versions = get(&double, &api("/merge_requests/1/versions"), &token)
+        .await
+        .json();
+    let versions = versions.as_array().unwrap();
+    assert_eq!(versions.len(), 2);
+    let (newest, oldest) = (&versions[0], &versions[1]);
+    assert_eq!(
+        (
+            newest["head_commit_sha"].clone(),
+            oldest["head_commit_sha"].clone()
+        ),
+        (json!("h2"), json!("h1"))
+    );
+    assert!(newest["id"].as_u64() > oldest["id"].as_u64());
+    assert_eq!(newest["start_commit_sha"], "m2");
+    assert_eq!(newest["base_commit_sha"], oldest["base_commit_sha"]);
+    assert_eq!(newest["real_size"], "2");
+    assert!(time(&newest["created_at"]) > approved_at);
+    let listed = get(&double, &api("/merge_requests/1/approvals"), &token)
+        .await
+        .json();
+    assert_eq!(time(&listed["approved_by"][0]["approved_at"]), approved_at);
+
+    // Paged like every list; an unknown merge request is 404.
+    let page = get(
+        &double,
+        &api("/merge_requests/1/versions?per_page=1&page=2"),
+        &token,
+    )
+    .await;
+    assert_eq!(page.json()[0]["head_commit_sha"], "h1");
+    assert_eq!(page.header("x-total"), "2");
+    let missing = get(&double, &api("/merge_requests/9/versions"), &token).await;
+    assert_eq!(
+        (missing.status, missing.json()),
+        (404, json!({"message": "404 Not found"}))
     );
 }
 

@@ -219,11 +219,10 @@ impl WebhookPayloads<'_> {
     /// When nothing was pushed to it since it was opened.
     pub fn merge_request_push(&self, project: &str, iid: u64) -> Value {
         let oldrev = self.with_mr(project, iid, |_, _, mr| {
-            mr.heads
-                .iter()
+            mr.heads()
                 .rev()
                 .nth(1)
-                .cloned()
+                .map(str::to_string)
                 .unwrap_or_else(|| panic!("nothing was pushed to {project}!{iid}"))
         });
         let mut value = self.merge_request(project, iid, "update");

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 
 use super::records::{
     AccessLevel, AccessTokenRecord, ApprovalRecord, Caller, DownloadRecord, MergeRequestSpec,
@@ -32,6 +32,22 @@ impl Default for Settings {
     }
 }
 
+/// One diff version of a merge request: GitLab makes one when the merge request is opened
+/// and one each time its source branch moves (rules::VERSIONS_PAGE).
+#[derive(Debug, Clone)]
+pub(crate) struct Version {
+    pub(crate) id: u64,
+    pub(crate) head_sha: String,
+    /// The merge base of source and target (no commit graph here: the target's head when
+    /// the merge request was opened).
+    pub(crate) base_sha: String,
+    /// The target branch's head when the version was made.
+    pub(crate) start_sha: String,
+    pub(crate) created_at: DateTime<Utc>,
+    /// How many files it changes.
+    pub(crate) real_size: usize,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct MergeRequest {
     pub(crate) id: u64,
@@ -40,10 +56,8 @@ pub(crate) struct MergeRequest {
     pub(crate) source_project_id: u64,
     /// `opened`, `closed`, `merged` or `locked`.
     pub(crate) state: String,
-    pub(crate) base_sha: String,
-    pub(crate) start_sha: String,
-    /// Every head it had, oldest first; the last is its head now.
-    pub(crate) heads: Vec<String>,
+    /// Its diff versions, oldest first (never empty): the last is its head now.
+    pub(crate) versions: Vec<Version>,
     pub(crate) approvals: Vec<ApprovalRecord>,
     pub(crate) merge_commit_sha: Option<String>,
     pub(crate) diverged_commits: u32,
@@ -54,8 +68,25 @@ pub(crate) struct MergeRequest {
 }
 
 impl MergeRequest {
+    fn latest(&self) -> Option<&Version> {
+        self.versions.last()
+    }
+
     pub(crate) fn head(&self) -> &str {
-        self.heads.last().map(String::as_str).unwrap_or("")
+        self.latest().map_or("", |v| v.head_sha.as_str())
+    }
+
+    pub(crate) fn base_sha(&self) -> &str {
+        self.latest().map_or("", |v| v.base_sha.as_str())
+    }
+
+    pub(crate) fn start_sha(&self) -> &str {
+        self.latest().map_or("", |v| v.start_sha.as_str())
+    }
+
+    /// Every head it had, oldest first.
+    pub(crate) fn heads(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.versions.iter().map(|v| v.head_sha.as_str())
     }
 
     /// `merge_status` (deprecated but still sent): `checking`, `cannot_be_merged` or
@@ -148,8 +179,8 @@ impl Project {
             && (self.commits.contains_key(sha)
                 || self.branches.values().any(|s| s == sha)
                 || self.merge_requests.values().any(|m| {
-                    m.heads.iter().any(|h| h == sha)
-                        || m.base_sha == sha
+                    m.heads().any(|h| h == sha)
+                        || m.versions.iter().any(|v| v.base_sha == sha)
                         || m.merge_commit_sha.as_deref() == Some(sha)
                 }))
     }
@@ -171,7 +202,7 @@ impl Project {
         self.merge_requests
             .values()
             .rev()
-            .find(|m| m.heads.iter().any(|h| h == sha))
+            .find(|m| m.heads().any(|h| h == sha))
             .map(|m| m.spec.source_branch.clone())
     }
 
@@ -234,8 +265,10 @@ impl World {
         }
     }
 
+    /// The double's clock, to the millisecond: GitLab's API writes times to the millisecond,
+    /// so what the double keeps (an approval's time, a version's) is what it answers.
     pub(crate) fn now(&self) -> DateTime<Utc> {
-        Utc::now() + self.clock_offset
+        (Utc::now() + self.clock_offset).trunc_subsecs(3)
     }
 
     pub(crate) fn id(&mut self) -> u64 {

@@ -1,12 +1,10 @@
 //! The download link's side: the tar.gz of a commit that a tarball redirect points to.
 
-use std::collections::BTreeMap;
-use std::io::Write;
-
 use super::paging::query_pairs;
 use super::Reply;
 use crate::github::rules;
 use crate::github::World;
+use crate::tarball::tarball;
 
 /// The tar.gz a download link serves: one top-level directory
 /// `<owner>-<repo>-<short sha>/` holding the commit's files.
@@ -48,47 +46,4 @@ pub(super) fn codeload(world: &World, rest: &str, query: Option<&str>) -> Reply 
         },
         Err(e) => Reply::error(500, &format!("could not build the archive: {e}")),
     }
-}
-
-fn tarball(top: &str, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<Vec<u8>> {
-    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut builder = tar::Builder::new(encoder);
-    let mut dirs: Vec<String> = vec![format!("{top}/")];
-    for path in files.keys() {
-        let mut parent = String::new();
-        for part in path
-            .split('/')
-            .collect::<Vec<_>>()
-            .iter()
-            .rev()
-            .skip(1)
-            .rev()
-        {
-            parent.push_str(part);
-            parent.push('/');
-            let dir = format!("{top}/{parent}");
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
-        }
-    }
-    dirs.sort();
-    for dir in dirs {
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Directory);
-        header.set_mode(0o775);
-        header.set_size(0);
-        header.set_mtime(0);
-        builder.append_data(&mut header, &dir, std::io::empty())?;
-    }
-    for (path, contents) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_mode(0o664);
-        header.set_size(contents.len() as u64);
-        header.set_mtime(0);
-        builder.append_data(&mut header, format!("{top}/{path}"), contents.as_slice())?;
-    }
-    let mut encoder = builder.into_inner()?;
-    encoder.flush()?;
-    encoder.finish()
 }

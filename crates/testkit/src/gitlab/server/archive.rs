@@ -1,13 +1,11 @@
 //! `GET /projects/:id/repository/archive[.tar.gz]`: a real tar.gz of a commit's files under
 //! GitLab's `<project path>-<ref>-<sha>/` directory (rules::ARCHIVE_PAGE).
 
-use std::collections::BTreeMap;
-use std::io::Write;
-
 use super::auth::{self, Need, Who};
 use super::{Params, Reply};
 use crate::gitlab::records::AccessLevel;
 use crate::gitlab::World;
+use crate::tarball::tarball;
 
 pub(crate) fn archive(
     world: &mut World,
@@ -40,43 +38,4 @@ pub(crate) fn archive(
             format!("attachment; filename=\"{top}.tar.gz\""),
         )],
     })
-}
-
-/// The tar.gz of `files` under one top-level directory `top/` (the GitHub double's codeload
-/// builds the same; it is private there).
-fn tarball(top: &str, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<Vec<u8>> {
-    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut builder = tar::Builder::new(encoder);
-    let mut dirs: Vec<String> = vec![format!("{top}/")];
-    for path in files.keys() {
-        let parts: Vec<&str> = path.split('/').collect();
-        let mut parent = String::new();
-        for part in &parts[..parts.len().saturating_sub(1)] {
-            parent.push_str(part);
-            parent.push('/');
-            let dir = format!("{top}/{parent}");
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
-        }
-    }
-    dirs.sort();
-    for dir in dirs {
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Directory);
-        header.set_mode(0o775);
-        header.set_size(0);
-        header.set_mtime(0);
-        builder.append_data(&mut header, &dir, std::io::empty())?;
-    }
-    for (path, contents) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_mode(0o664);
-        header.set_size(contents.len() as u64);
-        header.set_mtime(0);
-        builder.append_data(&mut header, format!("{top}/{path}"), contents.as_slice())?;
-    }
-    let mut encoder = builder.into_inner()?;
-    encoder.flush()?;
-    encoder.finish()
 }

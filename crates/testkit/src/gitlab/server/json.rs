@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::gitlab::{MergeRequest, NoteRecord, Project, StatusRecord, World};
+use crate::gitlab::{MergeRequest, NoteRecord, Project, StatusRecord, Version, World};
 
 pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
@@ -99,9 +99,9 @@ pub(crate) fn mr_json(world: &World, project: &Project, mr: &MergeRequest, singl
     });
     if single {
         value["diff_refs"] = json!({
-            "base_sha": mr.base_sha,
+            "base_sha": mr.base_sha(),
             "head_sha": mr.head(),
-            "start_sha": mr.start_sha,
+            "start_sha": mr.start_sha(),
         });
         value["changes_count"] = json!(mr.spec.changes.len().to_string());
     }
@@ -170,8 +170,25 @@ pub(crate) fn approvals_json(world: &World, project: &Project, mr: &MergeRequest
         "approvals_left": left,
         "approved_by": mr.approvals.iter().map(|a| json!({
             "user": user_json(world, &a.username),
-            "approved_at": timestamp(world.now()),
+            "approved_at": timestamp(a.approved_at),
         })).collect::<Vec<_>>(),
+    })
+}
+
+/// A diff version as `GET .../merge_requests/:iid/versions` lists it. `patch_id_sha` (the
+/// `git patch-id` of the diff) is a stand-in made from the version's id: the double keeps no
+/// diff text to hash.
+pub(crate) fn version_json(mr: &MergeRequest, version: &Version) -> Value {
+    json!({
+        "id": version.id,
+        "head_commit_sha": version.head_sha,
+        "base_commit_sha": version.base_sha,
+        "start_commit_sha": version.start_sha,
+        "created_at": timestamp(version.created_at),
+        "merge_request_id": mr.id,
+        "state": "collected",
+        "real_size": version.real_size.to_string(),
+        "patch_id_sha": format!("{:0>40x}", version.id),
     })
 }
 

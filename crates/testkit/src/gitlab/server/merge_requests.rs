@@ -1,10 +1,11 @@
-//! Merge requests: the list, one merge request, its diffs and approvals, and approving it
-//! (rules::MERGE_REQUESTS_PAGE, rules::DIFFS_PAGE, rules::APPROVALS_PAGE).
+//! Merge requests: the list, one merge request, its diffs, diff versions and approvals, and
+//! approving it (rules::MERGE_REQUESTS_PAGE, rules::DIFFS_PAGE, rules::VERSIONS_PAGE,
+//! rules::APPROVALS_PAGE).
 
 use serde_json::{json, Value};
 
 use super::auth::{self, Need, Who};
-use super::json::{approvals_json, mr_json};
+use super::json::{approvals_json, mr_json, version_json};
 use super::paging::paged;
 use super::{iid_of, Params, Reply};
 use crate::gitlab::records::{AccessLevel, ApprovalRecord};
@@ -115,6 +116,26 @@ pub(crate) fn diffs(
     paged(&world.base_url, path, params, items)
 }
 
+/// `GET .../versions`: the merge request's diff versions, newest first, paged
+/// (rules::VERSIONS_PAGE).
+pub(crate) fn versions(
+    world: &World,
+    who: &Who,
+    id: &str,
+    iid: &str,
+    path: &str,
+    params: &Params,
+) -> Result<Reply, Reply> {
+    let (_, mr) = find(world, who, id, iid, Need::read())?;
+    let items: Vec<Value> = mr
+        .versions
+        .iter()
+        .rev()
+        .map(|v| version_json(mr, v))
+        .collect();
+    paged(&world.base_url, path, params, items)
+}
+
 pub(crate) fn approvals(world: &World, who: &Who, id: &str, iid: &str) -> Result<Reply, Reply> {
     let (project, mr) = find(world, who, id, iid, Need::read())?;
     Ok(Reply::json(200, &approvals_json(world, project, mr)))
@@ -147,11 +168,13 @@ pub(crate) fn approve(
     }
     let head = mr.head().to_string();
     let username = who.name().to_string();
+    let approved_at = world.now();
     let project = world.projects.get_mut(&project_id).expect("found");
     let mr = project.merge_requests.get_mut(&iid).expect("found");
     mr.approvals.push(ApprovalRecord {
         username,
         sha: head,
+        approved_at,
     });
     let project = &world.projects[&project_id];
     Ok(Reply::json(

@@ -256,6 +256,9 @@ fn route(
         ("GET", ["merge_requests", iid, "diffs"]) => {
             merge_requests::diffs(world, who, id, iid, path, params)
         }
+        ("GET", ["merge_requests", iid, "versions"]) => {
+            merge_requests::versions(world, who, id, iid, path, params)
+        }
         ("GET", ["merge_requests", iid, "approvals"]) => {
             merge_requests::approvals(world, who, id, iid)
         }
