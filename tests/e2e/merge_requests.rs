@@ -15,18 +15,12 @@ use sortie_testkit::gitlab::{
     AccessLevel, DiffChange, GitlabDouble, MergeRequestSpec, NoteRecord, StatusRecord,
 };
 
-use crate::common::{self, Dev};
+use crate::common::{self, terraform_data as tf, Dev};
 
 const PROJECT: &str = "acme/platform/infra";
 const SECRET: &str = "a-gitlab-secret-token-long-enough-0123";
 const HEAD: &str = "7a1c2b3d4e5f60718293a4b5c6d7e8f901234567";
 const BOT: &str = "sortie-bot";
-
-fn tf(name: &str) -> String {
-    format!(
-        "resource \"terraform_data\" \"{name}\" {{\n  input = \"{name}\"\n}}\n\noutput \"name\" {{\n  value = terraform_data.{name}.output\n}}\n"
-    )
-}
 
 struct World {
     rt: tokio::runtime::Runtime,
@@ -374,6 +368,28 @@ fn a_merge_request_touching_two_bound_environments_gets_two_plans_two_statuses_a
                 .all(|t| t.scopes.iter().all(|s| s == "read_api") && t.access_level <= 20),
         "each job's token reads, and only reads, this project: {minted:#?}"
     );
+
+    // No secret leaves by another exit: the connection's token, the webhook's secret token
+    // and every job's source token are in no job log, no job, and not in `sortie dev`'s log.
+    let mut secrets: Vec<String> = minted.iter().map(|t| t.token.clone()).collect();
+    secrets.push(
+        std::fs::read_to_string(w.dev.dir.join("gitlab-token"))
+            .unwrap()
+            .trim()
+            .to_string(),
+    );
+    secrets.push(SECRET.to_string());
+    let dev_log = std::fs::read_to_string(w.dev.dir.join("dev.log")).unwrap_or_default();
+    for status in &statuses {
+        let id = job_of(status);
+        let (log, job) = (w.dev.log(&id), w.dev.job(&id).to_string());
+        for secret in &secrets {
+            assert!(!secret.is_empty());
+            for (what, text) in [("job log", &log), ("job", &job), ("dev.log", &dev_log)] {
+                assert!(!text.contains(secret.as_str()), "a secret is in the {what}");
+            }
+        }
+    }
 
     // One note, edited in place, naming both environments and not the third.
     let notes = w.wait_notes(iid, "a note naming both environments", |n| {

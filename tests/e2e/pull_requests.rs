@@ -12,17 +12,11 @@ use sortie_testkit::github::{
     send_webhook, CheckRunRecord, CommentRecord, FileChange, GithubDouble, PullSpec,
 };
 
-use crate::common::{self, Dev};
+use crate::common::{self, terraform_data as tf, Dev};
 
 const REPO: &str = "acme/infra";
 const SECRET: &str = "a-webhook-secret-long-enough-0123456789";
 const HEAD: &str = "5f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b";
-
-fn tf(name: &str) -> String {
-    format!(
-        "resource \"terraform_data\" \"{name}\" {{\n  input = \"{name}\"\n}}\n\noutput \"name\" {{\n  value = terraform_data.{name}.output\n}}\n"
-    )
-}
 
 struct World {
     rt: tokio::runtime::Runtime,

@@ -67,19 +67,20 @@ pub const DEFAULT_RETRY: RetryPolicy = RetryPolicy {
     timeout: Duration::from_secs(300),
 };
 
-/// The access a `github` source needs, checked: present, and not expired at `now`.
+/// The access a `github` or `gitlab` source needs, checked: present, and not expired at
+/// `now`.
 pub fn usable_access(
     access: Option<&SourceAccess>,
     now: DateTime<Utc>,
 ) -> Result<&SourceAccess, PilotError> {
     let access = access.ok_or_else(|| {
         PilotError::Spec(
-            "the job's source is a GitHub commit but its spec has no source_access (the tarball URL and token): the API did not give this job access to the repository".into(),
+            "the job's source is a commit of a code host but its spec has no source_access (the archive URL and token): the API did not give this job access to the repository".into(),
         )
     })?;
     if access.expires_at <= now {
         return Err(PilotError::Spec(format!(
-            "the job's GitHub token (source_access) expired at {}; it is {} now: the job must be fetched again for a fresh one",
+            "the job's source token (source_access) expired at {}; it is {} now: the job must be fetched again for a fresh one",
             access.expires_at.to_rfc3339(),
             now.to_rfc3339()
         )));
@@ -205,7 +206,7 @@ impl TarballClient {
             .header("X-GitHub-Api-Version", API_VERSION);
         if hop.authorized {
             let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                Failure::Fatal("the GitHub token is not a valid header value".into())
+                Failure::Fatal("the source token is not a valid header value".into())
             })?;
             bearer.set_sensitive(true);
             request = request.header(AUTHORIZATION, bearer);

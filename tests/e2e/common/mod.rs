@@ -523,3 +523,11 @@ pub async fn drain_events(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
     }
     events
 }
+
+/// A configuration of one `terraform_data` resource `name` and an output of it, as the
+/// pull-request tests commit to their repositories.
+pub fn terraform_data(name: &str) -> String {
+    format!(
+        "resource \"terraform_data\" \"{name}\" {{\n  input = \"{name}\"\n}}\n\noutput \"name\" {{\n  value = terraform_data.{name}.output\n}}\n"
+    )
+}

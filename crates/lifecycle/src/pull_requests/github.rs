@@ -2,8 +2,7 @@
 //! tokens cached for as long as the function is warm), and GitHub's webhook events read
 //! into [`PullWork`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use sortie_core::protocol::pilot::SourceAccess;
@@ -20,13 +19,11 @@ use sortie_github::{
 };
 use sortie_launch::JobSecrets;
 
+use super::host::WarmClients;
 use super::{CodeHost, CodeHosts, HostError, PullInfo};
 
 /// How long to wait before trying work again that GitHub failed without saying when.
 const RETRY_SECONDS: u64 = 30;
-
-/// At most this many connections' clients are kept warm per instance.
-const CLIENTS_MAX: usize = 256;
 
 fn host_error(e: GithubError) -> HostError {
     match e {
@@ -281,7 +278,7 @@ impl CodeHost for GithubHost {
 /// connection is unchanged.
 pub struct GithubHosts {
     secrets: Arc<dyn JobSecrets>,
-    clients: Mutex<HashMap<(String, u64, String, String), GithubHost>>,
+    clients: WarmClients<GithubHost>,
 }
 
 impl GithubHosts {
@@ -289,7 +286,7 @@ impl GithubHosts {
     pub fn new(secrets: Arc<dyn JobSecrets>) -> Self {
         Self {
             secrets,
-            clients: Mutex::new(HashMap::new()),
+            clients: WarmClients::new(),
         }
     }
 }
@@ -297,14 +294,8 @@ impl GithubHosts {
 #[async_trait]
 impl CodeHosts for GithubHosts {
     async fn open(&self, connection: &VcsConnection) -> Result<Arc<dyn CodeHost>, HostError> {
-        let key = (
-            connection.org.clone(),
-            connection.app_id,
-            connection.api_url.clone(),
-            connection.credential_secret.clone(),
-        );
-        if let Some(host) = self.clients.lock().expect("not poisoned").get(&key) {
-            return Ok(Arc::new(host.clone()));
+        if let Some(host) = self.clients.get(connection) {
+            return Ok(Arc::new(host));
         }
         let pem = self
             .secrets
@@ -320,11 +311,7 @@ impl CodeHosts for GithubHosts {
         )
         .map_err(|e| HostError::Refused(e.to_string()))?;
         let host = GithubHost { client };
-        let mut clients = self.clients.lock().expect("not poisoned");
-        if clients.len() >= CLIENTS_MAX {
-            clients.clear();
-        }
-        clients.insert(key, host.clone());
+        self.clients.keep(connection, host.clone());
         Ok(Arc::new(host))
     }
 }

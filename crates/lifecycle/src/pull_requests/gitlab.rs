@@ -2,8 +2,7 @@
 //! Manager once per warm instance), merge requests read as pull requests, a commit status
 //! per environment for a check, and one sticky note for the comment.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use sortie_core::protocol::pilot::SourceAccess;
@@ -17,13 +16,11 @@ use sortie_gitlab::{
 };
 use sortie_launch::JobSecrets;
 
+use super::host::WarmClients;
 use super::{CodeHost, CodeHosts, HostError, PullInfo};
 
 /// How long to wait before trying work again that GitLab failed without saying when.
 const RETRY_SECONDS: u64 = 30;
-
-/// At most this many connections' clients are kept warm per instance.
-const CLIENTS_MAX: usize = 256;
 
 /// The `detailed_merge_status` values that only say a pipeline has not passed yet: on a
 /// project where pipelines must succeed, Sortie's own commit status is one of them, so
@@ -242,7 +239,7 @@ impl CodeHost for GitlabHost {
 /// and the client kept while the connection is unchanged.
 pub struct GitlabHosts {
     secrets: Arc<dyn JobSecrets>,
-    clients: Mutex<HashMap<(String, String, String), GitlabHost>>,
+    clients: WarmClients<GitlabHost>,
 }
 
 impl GitlabHosts {
@@ -250,7 +247,7 @@ impl GitlabHosts {
     pub fn new(secrets: Arc<dyn JobSecrets>) -> Self {
         Self {
             secrets,
-            clients: Mutex::new(HashMap::new()),
+            clients: WarmClients::new(),
         }
     }
 }
@@ -258,13 +255,8 @@ impl GitlabHosts {
 #[async_trait]
 impl CodeHosts for GitlabHosts {
     async fn open(&self, connection: &VcsConnection) -> Result<Arc<dyn CodeHost>, HostError> {
-        let key = (
-            connection.org.clone(),
-            connection.api_url.clone(),
-            connection.credential_secret.clone(),
-        );
-        if let Some(host) = self.clients.lock().expect("not poisoned").get(&key) {
-            return Ok(Arc::new(host.clone()));
+        if let Some(host) = self.clients.get(connection) {
+            return Ok(Arc::new(host));
         }
         let token = self
             .secrets
@@ -274,11 +266,7 @@ impl CodeHosts for GitlabHosts {
         let client = Gitlab::new(&connection.api_url, Secret::new(token))
             .map_err(|e| HostError::Refused(e.to_string()))?;
         let host = GitlabHost { client };
-        let mut clients = self.clients.lock().expect("not poisoned");
-        if clients.len() >= CLIENTS_MAX {
-            clients.clear();
-        }
-        clients.insert(key, host.clone());
+        self.clients.keep(connection, host.clone());
         Ok(Arc::new(host))
     }
 }

@@ -114,3 +114,49 @@ pub trait CodeHosts: Send + Sync {
     /// The host behind `connection`.
     async fn open(&self, connection: &VcsConnection) -> Result<Arc<dyn CodeHost>, HostError>;
 }
+
+/// At most this many connections' clients are kept warm per instance.
+const CLIENTS_MAX: usize = 256;
+
+/// Each connection's client, kept warm (with whatever it caches, such as installation
+/// tokens) while the connection is unchanged: keyed by everything that makes it, so a
+/// reconnect (a new credential ARN) opens a new one. Past [`CLIENTS_MAX`] all are
+/// forgotten at once.
+pub(crate) struct WarmClients<H> {
+    clients: std::sync::Mutex<std::collections::HashMap<String, H>>,
+}
+
+impl<H: Clone> WarmClients<H> {
+    /// An empty cache.
+    pub(crate) fn new() -> Self {
+        Self {
+            clients: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn key(connection: &VcsConnection) -> String {
+        format!(
+            "{}\n{}\n{}\n{}\n{}",
+            connection.provider.as_str(),
+            connection.org,
+            connection.app_id,
+            connection.api_url,
+            connection.credential_secret
+        )
+    }
+
+    /// The client kept for `connection`, if any.
+    pub(crate) fn get(&self, connection: &VcsConnection) -> Option<H> {
+        let clients = self.clients.lock().expect("not poisoned");
+        clients.get(&Self::key(connection)).cloned()
+    }
+
+    /// Keeps `client` for `connection`.
+    pub(crate) fn keep(&self, connection: &VcsConnection, client: H) {
+        let mut clients = self.clients.lock().expect("not poisoned");
+        if clients.len() >= CLIENTS_MAX {
+            clients.clear();
+        }
+        clients.insert(Self::key(connection), client);
+    }
+}
