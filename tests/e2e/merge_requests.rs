@@ -368,6 +368,26 @@ fn a_merge_request_touching_two_bound_environments_gets_two_plans_two_statuses_a
                 .all(|t| t.scopes.iter().all(|s| s == "read_api") && t.access_level <= 20),
         "each job's token reads, and only reads, this project: {minted:#?}"
     );
+    // Each token is its job's, and its pilot revoked it before Terraform ran.
+    for status in &statuses {
+        let id = job_of(status);
+        assert!(
+            minted
+                .iter()
+                .any(|t| t.name == format!("sortie-source-{id}") && t.revoked),
+            "job {id}'s token, revoked: {minted:#?}"
+        );
+        let log = w.dev.log(&id);
+        let (revoked, terraform) = (
+            log.find("source token revoked"),
+            log.find("terraform_data."),
+        );
+        assert!(
+            revoked.is_some() && revoked < terraform,
+            "revoked before Terraform ran:\n{log}"
+        );
+    }
+    assert!(minted.iter().all(|t| t.revoked), "{minted:#?}");
 
     // No secret leaves by another exit: the connection's token, the webhook's secret token
     // and every job's source token are in no job log, no job, and not in `sortie dev`'s log.
@@ -576,6 +596,20 @@ fn an_apply_counts_only_approvals_given_on_the_head_even_where_gitlab_keeps_olde
         MergeRequestSpec::new("octocat", HEAD).change(DiffChange::modified("web/dev/main.tf")),
         1,
     );
+    // A pilot that died before it could revoke its token: one named for an ended plan.
+    let ended_plan = w
+        .jobs()
+        .into_iter()
+        .find(|j| j["operation"] == "plan" && j["state"] == "succeeded")
+        .expect("the plan ended")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let leftover = w.gl.add_access_token(
+        PROJECT,
+        &format!("sortie-source-{ended_plan}"),
+        &["read_api"],
+    );
     // Approved, then a push a minute later: GitLab still lists the approval.
     w.gl.approve(PROJECT, iid, "reviewer", HEAD);
     w.gl.advance_clock(Duration::from_secs(60));
@@ -631,4 +665,20 @@ fn an_apply_counts_only_approvals_given_on_the_head_even_where_gitlab_keeps_olde
         w.dev.log(id).contains("terraform_data.web_dev"),
         "the apply ran Terraform"
     );
+    // The report of a job's end revoked the dead pilot's token; every other token was
+    // revoked by its own pilot.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !w.gl.access_tokens(PROJECT).iter().all(|t| t.revoked) {
+        assert!(
+            Instant::now() < deadline,
+            "a source token outlived its job: {:#?}",
+            w.gl.access_tokens(PROJECT)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(w
+        .gl
+        .access_tokens(PROJECT)
+        .iter()
+        .any(|t| t.token == leftover && t.revoked));
 }

@@ -34,14 +34,15 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use client::{
-    Gitlab, MAX_MR_FILES, MAX_NOTE_CHARS, MAX_PAGES, MAX_STATUS_TEXT_CHARS, PER_PAGE,
-    SOURCE_TOKEN_ACCESS_LEVEL, SOURCE_TOKEN_MIN_LIFETIME, SOURCE_TOKEN_SCOPES,
+    job_of_source_token, source_token_name, Gitlab, MAX_MR_FILES, MAX_NOTE_CHARS, MAX_PAGES,
+    MAX_STATUS_TEXT_CHARS, PER_PAGE, SOURCE_TOKEN_ACCESS_LEVEL, SOURCE_TOKEN_MIN_LIFETIME,
+    SOURCE_TOKEN_PREFIX, SOURCE_TOKEN_SCOPES,
 };
 pub use error::GitlabError;
 pub use types::{
     Approvals, Approver, ChangedFile, ChangedFiles, CommitState, CommitStatus, CurrentUser,
-    DiffSource, DiffVersion, MergeRequest, MergeRequestState, Note, NoteAuthor, SourceGrant,
-    SourceToken, StatusBody, StatusOutcome,
+    DiffSource, DiffVersion, HeldSourceToken, MergeRequest, MergeRequestState, Note, NoteAuthor,
+    SourceGrant, SourceToken, StatusBody, StatusOutcome,
 };
 
 /// A secret (an access token): [`fmt::Debug`] never shows it, and nothing in this crate

@@ -536,6 +536,27 @@ pub struct SourceGrant {
     pub token_id: u64,
 }
 
+/// An active source token of a project: its id, to revoke it, and the job it was minted
+/// for (from its name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldSourceToken {
+    /// The project access token's id.
+    pub id: u64,
+    /// The job it was minted for.
+    pub job: String,
+}
+
+/// One project access token as `GET /projects/:id/access_tokens` lists it (never its value).
+#[derive(Deserialize)]
+pub(crate) struct ListedTokenWire {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) active: bool,
+    #[serde(default)]
+    pub(crate) revoked: bool,
+}
+
 #[derive(Deserialize)]
 pub(crate) struct MintedTokenWire {
     pub(crate) id: u64,

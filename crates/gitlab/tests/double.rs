@@ -32,7 +32,13 @@ const MARKER: &str = "<!-- sortie:pull-request -->";
 
 /// A raw GET with a bearer token (what the pilot holding a source token does).
 async fn raw_get(url: &str, token: &str) -> (u16, Vec<u8>) {
-    let request = hyper::Request::get(url)
+    raw("GET", url, token).await
+}
+
+async fn raw(method: &str, url: &str, token: &str) -> (u16, Vec<u8>) {
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(url)
         .header("authorization", format!("Bearer {token}"))
         .body(Full::new(Bytes::new()))
         .unwrap();
@@ -461,7 +467,7 @@ async fn a_source_token_reads_its_project_only_until_revoked() {
     double.add_commit("acme/other", &head, &[("secret.tf", b"# no\n")]);
 
     let grant = gitlab
-        .source_access(&project(), &head, Utc::now())
+        .source_access(&project(), &head, "01jobone", Utc::now())
         .await
         .unwrap();
     assert!(grant.access.expires_at > Utc::now() + chrono::Duration::hours(4));
@@ -473,6 +479,10 @@ async fn a_source_token_reads_its_project_only_until_revoked() {
     assert_eq!(tokens[0].scopes, SOURCE_TOKEN_SCOPES);
     assert_eq!(tokens[0].access_level, 20);
     assert!(tokens[0].expires_at.len() == 10);
+    assert_eq!(
+        tokens[0].name, "sortie-source-01jobone",
+        "named for its job"
+    );
 
     let (status, body) = raw_get(&grant.access.url, &grant.access.token).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
@@ -493,6 +503,75 @@ async fn a_source_token_reads_its_project_only_until_revoked() {
         .revoke_source_token(&project(), grant.token_id)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_source_token_revokes_itself_and_the_active_ones_are_listed_by_job() {
+    let (double, gitlab, _) = setup().await;
+    let head = sha('a');
+    double.add_merge_request(PROJECT, MergeRequestSpec::new("alice", &head));
+    double.add_commit(PROJECT, &head, &[("main.tf", b"# hi\n")]);
+    let now = Utc::now();
+    let one = gitlab
+        .source_access(&project(), &head, "01jobone", now)
+        .await
+        .unwrap();
+    let two = gitlab
+        .source_access(&project(), &head, "01jobtwo", now)
+        .await
+        .unwrap();
+    // A token someone made by hand is no source token.
+    double.add_access_token(PROJECT, "deploy-key", &["read_repository"]);
+    let held = gitlab.source_tokens(&project()).await.unwrap();
+    let jobs: Vec<(u64, &str)> = held.iter().map(|t| (t.id, t.job.as_str())).collect();
+    assert_eq!(
+        jobs,
+        [(one.token_id, "01jobone"), (two.token_id, "01jobtwo")]
+    );
+
+    // The pilot's revocation: the token itself, `read_api` only, on itself.
+    let revoke = one
+        .access
+        .revoke_url
+        .clone()
+        .expect("a GitLab token is the job's alone");
+    assert_eq!(revoke, gitlab.self_revoke_url());
+    let (status, body) = raw("DELETE", &revoke, &one.access.token).await;
+    assert_eq!(status, 204, "{}", String::from_utf8_lossy(&body));
+    let (status, _) = raw_get(&one.access.url, &one.access.token).await;
+    assert_eq!(status, 401, "revoked by itself, it reads nothing");
+    let (status, _) = raw("DELETE", &revoke, &one.access.token).await;
+    assert_eq!(status, 401, "a revoked token cannot call again");
+    let (status, _) = raw_get(&two.access.url, &two.access.token).await;
+    assert_eq!(status, 200, "the other job's token is untouched");
+    let held = gitlab.source_tokens(&project()).await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].job, "01jobtwo");
+
+    // A job id that cannot name a token is refused before any call.
+    for bad in ["", "a b", "x/y", &"j".repeat(65)] {
+        let err = gitlab
+            .source_access(&project(), &head, bad, now)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, GitlabError::InvalidArgument { field: "job", .. }),
+            "{bad:?}: {err}"
+        );
+    }
+    assert_eq!(double.access_tokens(PROJECT).len(), 3);
+}
+
+#[tokio::test]
+async fn the_list_of_source_tokens_is_read_to_its_last_page() {
+    let (double, gitlab, _) = setup().await;
+    for n in 0..230 {
+        double.add_access_token(PROJECT, &format!("sortie-source-job{n:03}"), &["read_api"]);
+    }
+    let held = gitlab.source_tokens(&project()).await.unwrap();
+    assert_eq!(held.len(), 230);
+    assert_eq!(held[229].job, "job229");
+    assert_eq!(calls_of(&gitlab, "GET /projects/:id/access_tokens"), 3);
 }
 
 #[tokio::test]

@@ -46,11 +46,11 @@ async fn tokens_never_appear_in_errors_logs_or_debug_output() {
     let head = sha('a');
     let iid = double.add_merge_request(PROJECT, MergeRequestSpec::new("alice", &head));
     let grant = gitlab
-        .source_access(&project(), &head, Utc::now())
+        .source_access(&project(), &head, "01jobone", Utc::now())
         .await
         .unwrap();
     let source = gitlab
-        .create_source_token(&project(), Utc::now())
+        .create_source_token(&project(), "01jobtwo", Utc::now())
         .await
         .unwrap();
     let mut texts = vec![

@@ -162,6 +162,78 @@ impl TarballClient {
             .map_err(|e| scrubbed(format!("could not download the GitHub tarball: {e}")))
     }
 
+    /// Revokes the source token itself (`DELETE` its [`SourceAccess::revoke_url`], the
+    /// token as its bearer), once the archive is in hand and before any Terraform runs: a
+    /// provider or an `external` data source of the job never holds a live token. The
+    /// token goes only to the origin of the archive's URL; a URL elsewhere is refused.
+    /// 2xx is done, and so is 401 (the token is revoked or expired already). A connection
+    /// failure or 5xx is tried again within the policy; the error never holds the token.
+    /// Nothing to do without a `revoke_url`.
+    pub async fn revoke(&self, access: &SourceAccess) -> Result<(), PilotError> {
+        let Some(revoke_url) = access.revoke_url.as_deref() else {
+            return Ok(());
+        };
+        let token = Patterns::new([access.token.as_str()]);
+        let scrubbed = |message: String| PilotError::Source(token.scrub_str(&message));
+        let shown = format!("DELETE {}", without_query(revoke_url));
+        let (Ok(url), Ok(origin)) = (Url::parse(revoke_url), Url::parse(&access.url)) else {
+            return Err(scrubbed(format!("{shown}: not a URL")));
+        };
+        if !same_origin(&url, &origin) {
+            return Err(scrubbed(format!(
+                "{shown}: not the origin of the archive's URL, so the token is not sent there"
+            )));
+        }
+        let once = || async {
+            let attempt = self.delete(&url, &access.token);
+            tokio::time::timeout(self.retry.timeout, attempt)
+                .await
+                .unwrap_or_else(|_| Err(Failure::Transient(format!("{shown}: no answer in time"))))
+                .map_err(|failure| match failure {
+                    Failure::Transient(m) => Failure::Transient(token.scrub_str(&m)),
+                    Failure::Fatal(m) => Failure::Fatal(token.scrub_str(&m)),
+                })
+        };
+        retrying(&self.retry, &shown, once)
+            .await
+            .map_err(|e| scrubbed(format!("could not revoke the source token: {e}")))
+    }
+
+    /// One `DELETE` of `url` with `token`: done, or why not.
+    async fn delete(&self, url: &Url, token: &str) -> Result<(), Failure> {
+        let shown = format!("DELETE {}", without_query(url.as_str()));
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Failure::Fatal("the source token is not a valid header value".into()))?;
+        bearer.set_sensitive(true);
+        let request = Request::builder()
+            .method(Method::DELETE)
+            .uri(url.as_str())
+            .header(http::header::USER_AGENT, USER_AGENT)
+            .header(AUTHORIZATION, bearer)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Failure::Fatal(format!("{shown} is not a valid request: {e}")))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| Failure::Transient(format!("{shown}: {}", error_chain(&e))))?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::UNAUTHORIZED {
+            return Ok(());
+        }
+        let body = read_at_most(response.into_body(), MAX_ERROR_BODY_BYTES)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let message = format!("{shown} answered {status}: {}", error_detail(&body));
+        if status.is_server_error() {
+            Err(Failure::Transient(message))
+        } else {
+            Err(Failure::Fatal(message))
+        }
+    }
+
     /// One attempt: the spec's URL and at most [`MAX_REDIRECTS`] redirects, within the
     /// policy's timeout.
     async fn attempt(&self, start: &Url, token: &str) -> Result<Vec<u8>, Failure> {

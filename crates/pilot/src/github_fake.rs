@@ -36,6 +36,7 @@ pub enum Reply {
 /// One request the fake saw.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub method: String,
     pub path: String,
     pub authorization: Option<String>,
     pub user_agent: Option<String>,
@@ -87,6 +88,7 @@ impl FakeGithub {
 
 async fn answer(
     axum::extract::State(state): axum::extract::State<FakeState>,
+    method: axum::http::Method,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
@@ -98,6 +100,7 @@ async fn answer(
     };
     let path = uri.path().to_string();
     state.seen.lock().unwrap().push(Seen {
+        method: method.to_string(),
         path: path.clone(),
         authorization: header("authorization"),
         user_agent: header("user-agent"),
@@ -201,5 +204,6 @@ pub fn access(url: &str, token: &str) -> SourceAccess {
         url: url.to_string(),
         token: token.to_string(),
         expires_at: Utc::now() + chrono::Duration::minutes(30),
+        revoke_url: None,
     }
 }

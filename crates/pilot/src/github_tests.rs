@@ -307,3 +307,82 @@ fn access_must_be_there_and_unexpired() {
     a.token = " ".into();
     assert!(usable_access(Some(&a), now).is_err());
 }
+
+#[tokio::test]
+async fn a_token_of_the_job_alone_is_revoked_at_its_origin_and_a_revoked_one_is_done() {
+    let gitlab = FakeGithub::start().await;
+    gitlab.at(
+        "/api/v4/personal_access_tokens/self",
+        Reply::Status(204, String::new()),
+    );
+    let mut with = access(
+        &gitlab.url("/api/v4/projects/1/repository/archive.tar.gz"),
+        "glpat-job",
+    );
+    with.revoke_url = Some(gitlab.url("/api/v4/personal_access_tokens/self"));
+    client(&gitlab.base).revoke(&with).await.unwrap();
+    let seen = gitlab.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].method, "DELETE");
+    assert_eq!(seen[0].authorization.as_deref(), Some("Bearer glpat-job"));
+
+    // Already revoked (or expired): GitLab answers 401, and that is done too.
+    gitlab.at(
+        "/api/v4/personal_access_tokens/self",
+        Reply::Status(401, r#"{"message":"401 Unauthorized"}"#.into()),
+    );
+    client(&gitlab.base).revoke(&with).await.unwrap();
+
+    // No revoke URL (GitHub's shared token): no call.
+    let before = gitlab.seen().len();
+    client(&gitlab.base)
+        .revoke(&access(&with.url, "ghs_shared"))
+        .await
+        .unwrap();
+    assert_eq!(gitlab.seen().len(), before);
+}
+
+#[tokio::test]
+async fn the_token_goes_to_no_other_origin_and_a_refusal_never_quotes_it() {
+    let gitlab = FakeGithub::start().await;
+    let elsewhere = FakeGithub::start().await;
+    let token = "glpat-secret-of-the-job";
+    let mut with = access(
+        &gitlab.url("/api/v4/projects/1/repository/archive.tar.gz"),
+        token,
+    );
+    with.revoke_url = Some(elsewhere.url("/api/v4/personal_access_tokens/self"));
+    let err = client(&gitlab.base)
+        .revoke(&with)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not the origin"), "{err}");
+    assert!(
+        elsewhere.seen().is_empty(),
+        "the token was sent to another port"
+    );
+
+    // A refusal that echoes the token: quoted, scrubbed.
+    with.revoke_url = Some(gitlab.url("/api/v4/personal_access_tokens/self"));
+    gitlab.at(
+        "/api/v4/personal_access_tokens/self",
+        Reply::EchoAuthorization(403),
+    );
+    let err = client(&gitlab.base)
+        .revoke(&with)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("403"), "{err}");
+    assert!(!err.contains(token), "{err}");
+
+    // A 5xx is tried again within the policy.
+    gitlab.at(
+        "/api/v4/personal_access_tokens/self",
+        Reply::FailFirst(2, Box::new(Reply::Status(204, String::new()))),
+    );
+    let before = gitlab.seen().len();
+    client(&gitlab.base).revoke(&with).await.unwrap();
+    assert_eq!(gitlab.seen().len() - before, 3);
+}

@@ -138,20 +138,28 @@ impl std::fmt::Debug for IdentityToken {
     }
 }
 
-/// How the pilot downloads a `github` source: GitHub's tarball of the commit
-/// (`GET /repos/{owner}/{repo}/tarball/{sha}`) with an installation token that can only
-/// read that one repository. Its `Debug` never shows the token.
+/// How the pilot downloads a `github` or `gitlab` source: the host's archive of the commit
+/// (GitHub's `GET /repos/{owner}/{repo}/tarball/{sha}`, GitLab's
+/// `GET /projects/:id/repository/archive.tar.gz?sha=`) with a token that can only read that
+/// one repository. Its `Debug` never shows the token.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SourceAccess {
-    /// The tarball URL, `https://api.github.com/repos/{owner}/{repo}/tarball/{sha}`.
+    /// The archive URL, `https://api.github.com/repos/{owner}/{repo}/tarball/{sha}` or
+    /// GitLab's `.../api/v4/projects/{id}/repository/archive.tar.gz?sha={sha}`.
     pub url: String,
-    /// A GitHub App installation token that can only read the source's repository. Never
-    /// logged, stored or written to a file.
+    /// A token that can only read the source's repository: a GitHub App installation
+    /// token, or a GitLab project access token. Never logged, stored or written to a file.
     #[cfg_attr(feature = "openapi", schema(format = Password, write_only))]
     pub token: String,
     /// When the token stops working; the pilot refuses one already expired.
     pub expires_at: DateTime<Utc>,
+    /// Where the pilot revokes the token itself (`DELETE`, the token as its bearer) as soon
+    /// as the archive is downloaded, before any Terraform runs: GitLab's
+    /// `.../api/v4/personal_access_tokens/self`. Absent when the token is not the job's
+    /// alone (a GitHub installation token is shared by the jobs of one repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoke_url: Option<String>,
 }
 
 impl std::fmt::Debug for SourceAccess {
@@ -160,6 +168,7 @@ impl std::fmt::Debug for SourceAccess {
             .field("url", &self.url)
             .field("token", &"(not shown)")
             .field("expires_at", &self.expires_at)
+            .field("revoke_url", &self.revoke_url)
             .finish()
     }
 }
@@ -305,6 +314,7 @@ mod tests {
             expires_at: DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
+            revoke_url: None,
         };
         let shown = format!("{access:?}");
         assert!(!shown.contains("ghs_secret_installation_token"), "{shown}");
@@ -343,13 +353,27 @@ mod tests {
             expires_at: DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
+            revoke_url: None,
         });
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(json["speculative"], true);
         assert_eq!(json["source"]["type"], "github");
         assert_eq!(json["source_access"]["expires_at"], "2030-01-01T00:00:00Z");
+        assert!(json["source_access"].get("revoke_url").is_none(), "{json}");
         let again: JobSpec = serde_json::from_value(json).unwrap();
         assert_eq!(again, spec);
+        // A GitLab token is the job's alone: the pilot is told where to revoke it.
+        let mut with = spec.clone();
+        if let Some(access) = with.source_access.as_mut() {
+            access.revoke_url =
+                Some("https://gitlab.example.com/api/v4/personal_access_tokens/self".into());
+        }
+        let json = serde_json::to_value(&with).unwrap();
+        assert_eq!(
+            json["source_access"]["revoke_url"],
+            "https://gitlab.example.com/api/v4/personal_access_tokens/self"
+        );
+        assert_eq!(serde_json::from_value::<JobSpec>(json).unwrap(), with);
     }
 
     #[test]

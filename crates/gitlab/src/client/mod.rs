@@ -19,7 +19,10 @@ use crate::{CurrentUser, GitlabError, Secret};
 
 pub use notes::MAX_NOTE_CHARS;
 pub use statuses::MAX_STATUS_TEXT_CHARS;
-pub use tokens::{SOURCE_TOKEN_ACCESS_LEVEL, SOURCE_TOKEN_MIN_LIFETIME, SOURCE_TOKEN_SCOPES};
+pub use tokens::{
+    job_of_source_token, source_token_name, SOURCE_TOKEN_ACCESS_LEVEL, SOURCE_TOKEN_MIN_LIFETIME,
+    SOURCE_TOKEN_PREFIX, SOURCE_TOKEN_SCOPES,
+};
 
 const GET_USER: &str = "GET /user";
 const LIST_MERGE_REQUESTS: &str = "GET /projects/:id/merge_requests";
@@ -35,6 +38,7 @@ const CREATE_NOTE: &str = "POST /projects/:id/merge_requests/:merge_request_iid/
 const UPDATE_NOTE: &str = "PUT /projects/:id/merge_requests/:merge_request_iid/notes/:note_id";
 const CREATE_TOKEN: &str = "POST /projects/:id/access_tokens";
 const REVOKE_TOKEN: &str = "DELETE /projects/:id/access_tokens/:token_id";
+const LIST_TOKENS: &str = "GET /projects/:id/access_tokens";
 
 /// Items per page on every list: GitLab's maximum `per_page`
 /// (<https://docs.gitlab.com/api/rest/#offset-based-pagination>).

@@ -11,8 +11,14 @@
 //! `read_repository` alone grants Git over HTTP and the repository files API, not the
 //! archive (`lib/api/repositories.rb` allows no other scope). The token expires at
 //! midnight UTC of its `expires_at` date, so a date is chosen that leaves at least
-//! [`SOURCE_TOKEN_MIN_LIFETIME`]: tomorrow, or the day after late in the (UTC) day. The
-//! caller revokes it once the job has its source.
+//! [`SOURCE_TOKEN_MIN_LIFETIME`]: tomorrow, or the day after late in the (UTC) day.
+//!
+//! Each token is the job's alone and named for it ([`source_token_name`]), and it is
+//! revoked twice over: by the pilot itself as soon as the archive is downloaded
+//! (`DELETE /personal_access_tokens/self`, which any token may call on itself since GitLab
+//! 15.4: <https://docs.gitlab.com/api/personal_access_tokens/#revoke-a-personal-access-token>),
+//! and by Sortie once the job has ended, found by its name among the project's active
+//! tokens ([`Gitlab::source_tokens`]), for a pilot that died before it could.
 //!
 //! Creating project access tokens needs the Maintainer role on the project, and on
 //! GitLab.com the Premium or Ultimate tier (self-managed: any tier).
@@ -22,10 +28,12 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use sortie_core::protocol::pilot::SourceAccess;
 
-use super::{check_sha, decode, Gitlab, CREATE_TOKEN, REVOKE_TOKEN};
+use super::{
+    check_sha, decode, Gitlab, CREATE_TOKEN, LIST_TOKENS, MAX_PAGES, PER_PAGE, REVOKE_TOKEN,
+};
 use crate::transport::{Outgoing, Retry};
-use crate::types::MintedTokenWire;
-use crate::{encode, GitlabError, ProjectPath, Secret, SourceGrant, SourceToken};
+use crate::types::{ListedTokenWire, MintedTokenWire};
+use crate::{encode, GitlabError, HeldSourceToken, ProjectPath, Secret, SourceGrant, SourceToken};
 
 /// The scopes of a source token: reading the project's API, which includes its archive.
 pub const SOURCE_TOKEN_SCOPES: &[&str] = &["read_api"];
@@ -35,24 +43,53 @@ pub const SOURCE_TOKEN_ACCESS_LEVEL: u8 = 20;
 /// The least time a source token is valid for when minted. Its lifetime is between this and
 /// this plus a day.
 pub const SOURCE_TOKEN_MIN_LIFETIME: Duration = Duration::from_secs(4 * 3600);
-/// The name of every source token (visible to the project's members).
-const SOURCE_TOKEN_NAME: &str = "sortie-source";
+/// The start of every source token's name (visible to the project's members); the job's id
+/// follows it.
+pub const SOURCE_TOKEN_PREFIX: &str = "sortie-source-";
+/// The longest job id a source token is named for.
+const MAX_JOB_ID_CHARS: usize = 64;
+
+/// The name of job `job`'s source token: [`SOURCE_TOKEN_PREFIX`] and the job's id, which
+/// must be 1 to 64 ASCII letters, digits, `-` or `_`.
+pub fn source_token_name(job: &str) -> Result<String, GitlabError> {
+    let fits = (1..=MAX_JOB_ID_CHARS).contains(&job.len())
+        && job
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !fits {
+        return Err(GitlabError::InvalidArgument {
+            call: CREATE_TOKEN,
+            field: "job",
+            reason: "is not 1 to 64 letters, digits, '-' or '_'".into(),
+        });
+    }
+    Ok(format!("{SOURCE_TOKEN_PREFIX}{job}"))
+}
+
+/// The job a token named `name` was minted for, when it is a source token's name.
+pub fn job_of_source_token(name: &str) -> Option<&str> {
+    let job = name.strip_prefix(SOURCE_TOKEN_PREFIX)?;
+    source_token_name(job).ok().map(|_| job)
+}
 
 impl Gitlab {
-    /// Mints a source token for `project` at `now`: a project access token with
-    /// [`SOURCE_TOKEN_SCOPES`], the Reporter role, expiring at the first midnight (UTC) at
-    /// least [`SOURCE_TOKEN_MIN_LIFETIME`] away
+    /// Mints job `job`'s source token for `project` at `now`: a project access token named
+    /// for the job ([`source_token_name`]), with [`SOURCE_TOKEN_SCOPES`], the Reporter
+    /// role, expiring at the first midnight (UTC) at least [`SOURCE_TOKEN_MIN_LIFETIME`]
+    /// away
     /// (<https://docs.gitlab.com/api/project_access_tokens/#create-a-project-access-token>).
     /// Not sent again after a lost answer (a second token would be left unrevoked).
     pub async fn create_source_token(
         &self,
         project: &ProjectPath,
+        job: &str,
         now: DateTime<Utc>,
     ) -> Result<SourceToken, GitlabError> {
+        let name = source_token_name(job)?;
         let expires_on = source_token_expiry(now);
         let path = format!("/projects/{}/access_tokens", project.encoded());
         let body = serde_json::json!({
-            "name": SOURCE_TOKEN_NAME,
+            "name": name,
             "scopes": SOURCE_TOKEN_SCOPES,
             "access_level": SOURCE_TOKEN_ACCESS_LEVEL,
             "expires_at": expires_on.format("%Y-%m-%d").to_string(),
@@ -103,6 +140,45 @@ impl Gitlab {
         }
     }
 
+    /// The active source tokens of `project`, with the job each was minted for: every page
+    /// of `GET /projects/:id/access_tokens?state=active`, bounded
+    /// (<https://docs.gitlab.com/api/project_access_tokens/#list-all-project-access-tokens>).
+    /// `state` filters only from GitLab 17.2, so revoked and inactive tokens are also left
+    /// out here; so is any token not named for a job.
+    pub async fn source_tokens(
+        &self,
+        project: &ProjectPath,
+    ) -> Result<Vec<HeldSourceToken>, GitlabError> {
+        let path = format!("/projects/{}/access_tokens?state=active", project.encoded());
+        let listed = self
+            .walk(
+                LIST_TOKENS,
+                &path,
+                MAX_PAGES,
+                MAX_PAGES * PER_PAGE,
+                decode::<Vec<ListedTokenWire>>,
+            )
+            .await?;
+        Ok(listed
+            .into_iter()
+            .filter(|t| t.active && !t.revoked)
+            .filter_map(|t| {
+                job_of_source_token(&t.name).map(|job| HeldSourceToken {
+                    id: t.id,
+                    job: job.to_string(),
+                })
+            })
+            .collect())
+    }
+
+    /// Where a token revokes itself: `DELETE /personal_access_tokens/self`, open to a token
+    /// of any scope since GitLab 15.4
+    /// (<https://docs.gitlab.com/api/personal_access_tokens/#revoke-a-personal-access-token>;
+    /// a project access token is its bot user's personal access token).
+    pub fn self_revoke_url(&self) -> String {
+        format!("{}/personal_access_tokens/self", self.api_url())
+    }
+
     /// The URL of `project`'s archive of commit `sha`, a `.tar.gz`
     /// (`GET /projects/:id/repository/archive.tar.gz?sha=...`,
     /// <https://docs.gitlab.com/api/repositories/#get-file-archive>). GitLab takes the token
@@ -117,21 +193,24 @@ impl Gitlab {
         )
     }
 
-    /// What a job needs to download commit `sha` of `project`: the archive URL and a fresh
-    /// source token ([`Gitlab::create_source_token`]), with the token's id to revoke.
+    /// What job `job` needs to download commit `sha` of `project`: the archive URL, a fresh
+    /// source token of its own ([`Gitlab::create_source_token`]) and where the pilot
+    /// revokes it ([`Gitlab::self_revoke_url`]), with the token's id.
     pub async fn source_access(
         &self,
         project: &ProjectPath,
         sha: &str,
+        job: &str,
         now: DateTime<Utc>,
     ) -> Result<SourceGrant, GitlabError> {
         check_sha(CREATE_TOKEN, sha)?;
-        let token = self.create_source_token(project, now).await?;
+        let token = self.create_source_token(project, job, now).await?;
         Ok(SourceGrant {
             access: SourceAccess {
                 url: self.archive_url(project, sha),
                 token: token.token.expose().to_string(),
                 expires_at: token.expires_at,
+                revoke_url: Some(self.self_revoke_url()),
             },
             project: project.clone(),
             token_id: token.id,

@@ -9,9 +9,12 @@ use sortie_core::vcs::requirements::{evaluate, Unmet};
 use sortie_core::vcs::VcsBinding;
 use sortie_core::{Environment, JobId, JobRequest, Operation, ReviewVerdict, Source};
 use sortie_store::{IdempotencyKey, StoreError};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{CodeHost, PullError, PullRequests, REQUIREMENTS_PRINCIPAL};
+
+/// The most source tokens one report revokes; the next report takes the rest.
+pub const MAX_REVOKES_PER_REPORT: usize = 50;
 use crate::{JobOrder, SubmitError};
 
 impl PullRequests {
@@ -88,9 +91,48 @@ impl PullRequests {
         };
         let waiting = self.settle_approved(host, &found.item).await?;
         self.write_report(host, found.item, found.version).await?;
+        // A job's end asks for this report: its source token goes with it.
+        self.revoke_ended_sources(host, repository).await;
         match waiting {
             Some(why) => Err(PullError::Waiting(why)),
             None => Ok(()),
+        }
+    }
+
+    /// Revokes each source token of `repository` still active whose job has ended (its
+    /// pilot revokes it itself once the archive is downloaded, unless it died first). Best
+    /// effort and bounded: at most [`MAX_REVOKES_PER_REPORT`] tokens, each failure logged
+    /// and the rest tried; a token of a job this deployment does not know is left alone
+    /// (it expires within a day).
+    pub(super) async fn revoke_ended_sources(&self, host: &dyn CodeHost, repository: &str) {
+        let held = match host.source_tokens(repository).await {
+            Ok(held) => held,
+            Err(e) => {
+                warn!(error = %e, repository, "the active source tokens could not be listed");
+                return;
+            }
+        };
+        for token in held.into_iter().take(MAX_REVOKES_PER_REPORT) {
+            let job = JobId::new(token.job.clone());
+            let ended = match self.store().get_job(&job).await {
+                Ok(record) => record.job.state.is_terminal(),
+                Err(StoreError::NotFound { .. }) => false,
+                Err(e) => {
+                    warn!(error = %e, job_id = %token.job, "a source token's job could not be read");
+                    continue;
+                }
+            };
+            if !ended {
+                continue;
+            }
+            match host.revoke_source(repository, token.token_id).await {
+                Ok(()) => {
+                    info!(job_id = %token.job, token_id = token.token_id, "revoked an ended job's source token")
+                }
+                Err(e) => {
+                    warn!(error = %e, job_id = %token.job, "an ended job's source token could not be revoked")
+                }
+            }
         }
     }
 

@@ -228,7 +228,10 @@ impl PullRequests {
             Err(e) => return Err(e.into()),
         };
         let host = self.hosts.open(&connection).await?;
-        Ok(Some(host.source_access(repository, commit).await?))
+        Ok(Some(
+            host.source_access(repository, commit, job.id.as_str())
+                .await?,
+        ))
     }
 
     /// The webhook secret of `org`'s connection to `provider`, for checking a delivery's

@@ -258,7 +258,14 @@ impl CodeHost for GithubHost {
         })
     }
 
-    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {
+    /// An installation token is cached and shared by the repository's jobs, so the pilot is
+    /// given no URL to revoke it: it expires within the hour.
+    async fn source_access(
+        &self,
+        repository: &str,
+        sha: &str,
+        _job: &str,
+    ) -> Result<SourceAccess, HostError> {
         let repo = repo(repository)?;
         let token = self
             .client
@@ -269,6 +276,7 @@ impl CodeHost for GithubHost {
             url: self.client.tarball_url(&repo, sha),
             token: token.token,
             expires_at: token.expires_at,
+            revoke_url: None,
         })
     }
 }

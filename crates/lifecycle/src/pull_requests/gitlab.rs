@@ -16,6 +16,7 @@ use sortie_gitlab::{
 };
 use sortie_launch::JobSecrets;
 
+use super::host::HeldSource;
 use super::host::WarmClients;
 use super::{CodeHost, CodeHosts, HostError, PullInfo};
 
@@ -226,11 +227,38 @@ impl CodeHost for GitlabHost {
         })
     }
 
-    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {
+    async fn source_access(
+        &self,
+        repository: &str,
+        sha: &str,
+        job: &str,
+    ) -> Result<SourceAccess, HostError> {
         self.client
-            .source_access(&project(repository)?, sha, chrono::Utc::now())
+            .source_access(&project(repository)?, sha, job, chrono::Utc::now())
             .await
             .map(|grant| grant.access)
+            .map_err(host_error)
+    }
+
+    async fn source_tokens(&self, repository: &str) -> Result<Vec<HeldSource>, HostError> {
+        let held = self
+            .client
+            .source_tokens(&project(repository)?)
+            .await
+            .map_err(host_error)?;
+        Ok(held
+            .into_iter()
+            .map(|t| HeldSource {
+                token_id: t.id,
+                job: t.job,
+            })
+            .collect())
+    }
+
+    async fn revoke_source(&self, repository: &str, token_id: u64) -> Result<(), HostError> {
+        self.client
+            .revoke_source_token(&project(repository)?, token_id)
+            .await
             .map_err(host_error)
     }
 }

@@ -103,9 +103,35 @@ pub trait CodeHost: Send + Sync {
         repository: &str,
         number: u64,
     ) -> Result<sortie_core::vcs::requirements::PullFacts, HostError>;
-    /// What the pilot needs to download `sha`: a URL and a token that can only read this
-    /// one repository, for a short while.
-    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError>;
+    /// What job `job`'s pilot needs to download `sha`: a URL and a token that can only read
+    /// this one repository, for a short while, and where the pilot revokes it when the
+    /// token is the job's alone.
+    async fn source_access(
+        &self,
+        repository: &str,
+        sha: &str,
+        job: &str,
+    ) -> Result<SourceAccess, HostError>;
+    /// The source tokens of `repository` still active, each with the job it was minted for:
+    /// only a host whose tokens are each one job's (GitLab) has any.
+    async fn source_tokens(&self, repository: &str) -> Result<Vec<HeldSource>, HostError> {
+        let _ = repository;
+        Ok(Vec::new())
+    }
+    /// Revokes source token `token_id` of `repository` (one already gone is done).
+    async fn revoke_source(&self, repository: &str, token_id: u64) -> Result<(), HostError> {
+        let _ = (repository, token_id);
+        Ok(())
+    }
+}
+
+/// A source token still active on its host, and the job it was minted for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldSource {
+    /// The token's id on the host.
+    pub token_id: u64,
+    /// The job it was minted for.
+    pub job: String,
 }
 
 /// Opens the host of an organisation's connection (reading its secrets).

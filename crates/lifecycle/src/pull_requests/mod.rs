@@ -34,7 +34,7 @@ pub use connections::{
 };
 pub use github::{work_of, GithubHost, GithubHosts};
 pub use gitlab::{AnyHosts, GitlabHost, GitlabHosts};
-pub use host::{CodeHost, CodeHosts, HostError, PullInfo};
+pub use host::{CodeHost, CodeHosts, HeldSource, HostError, PullInfo};
 pub use reconcile::{Reconciled, MAX_REPAIRS};
 
 use crate::JobService;

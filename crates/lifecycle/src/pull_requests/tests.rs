@@ -45,6 +45,11 @@ struct HostState {
     /// Lists answered, and how many of them were 304s.
     lists: u32,
     not_modified: u32,
+    /// Source tokens still active, the ones revoked (in order), and one whose revocation
+    /// the host refuses.
+    sources: Vec<HeldSource>,
+    revoked_sources: Vec<u64>,
+    refuse_revoke: Option<u64>,
 }
 
 #[derive(Default)]
@@ -204,12 +209,36 @@ impl CodeHost for FakeHost {
             checks: st.head_checks.clone(),
         })
     }
-    async fn source_access(&self, repository: &str, sha: &str) -> Result<SourceAccess, HostError> {
+    async fn source_access(
+        &self,
+        repository: &str,
+        sha: &str,
+        _job: &str,
+    ) -> Result<SourceAccess, HostError> {
         Ok(SourceAccess {
             url: format!("https://api.github.com/repos/{repository}/tarball/{sha}"),
             token: "ghs_test".into(),
             expires_at: Utc::now() + chrono::Duration::hours(1),
+            revoke_url: None,
         })
+    }
+    async fn source_tokens(&self, _repository: &str) -> Result<Vec<HeldSource>, HostError> {
+        self.down()?;
+        let st = self.0.lock().unwrap();
+        Ok(st
+            .sources
+            .iter()
+            .filter(|t| !st.revoked_sources.contains(&t.token_id))
+            .cloned()
+            .collect())
+    }
+    async fn revoke_source(&self, _repository: &str, token_id: u64) -> Result<(), HostError> {
+        let mut st = self.0.lock().unwrap();
+        if st.refuse_revoke == Some(token_id) {
+            return Err(HostError::Refused("403 Forbidden".into()));
+        }
+        st.revoked_sources.push(token_id);
+        Ok(())
     }
 }
 
@@ -1610,5 +1639,78 @@ async fn a_persons_approval_of_a_pull_requests_apply_is_recorded_and_a_second_is
         started.job.reason().contains("approved by alice"),
         "{}",
         started.job.reason()
+    );
+}
+
+#[tokio::test]
+async fn a_report_revokes_the_source_tokens_of_ended_jobs_only_each_on_its_own() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    let held = |token_id, job: &str| HeldSource {
+        token_id,
+        job: job.to_string(),
+    };
+    // The spec fetched twice (two tokens), and a token of a job this deployment never ran.
+    s.host.0.lock().unwrap().sources = vec![
+        held(11, &plan),
+        held(12, &plan),
+        held(13, "01unknownjobofanotherdeploy"),
+    ];
+    let report = PullWork::Report {
+        org: "acme".into(),
+        provider: VcsProvider::Github,
+        repository: REPO.into(),
+        number: 7,
+    };
+    let id = JobId::from(plan.clone());
+    walk(
+        &s.w,
+        &id,
+        &[
+            (JobState::Queued, JobState::Dispatching),
+            (JobState::Dispatching, JobState::Running),
+        ],
+    )
+    .await;
+    s.prs.handle(&report).await.unwrap();
+    assert!(
+        s.host.0.lock().unwrap().revoked_sources.is_empty(),
+        "a running job keeps its token"
+    );
+
+    walk(&s.w, &id, &[(JobState::Running, JobState::Succeeded)]).await;
+    s.host.0.lock().unwrap().refuse_revoke = Some(11);
+    s.prs.handle(&report).await.unwrap();
+    assert_eq!(
+        s.host.0.lock().unwrap().revoked_sources,
+        [12],
+        "one refusal does not stop the others, nor the report"
+    );
+    assert_eq!(
+        s.host.checks_on(HEAD)["sortie: acme/web/dev"].status,
+        CheckStatus::Completed
+    );
+
+    s.host.0.lock().unwrap().refuse_revoke = None;
+    s.prs.handle(&report).await.unwrap();
+    assert_eq!(s.host.0.lock().unwrap().revoked_sources, [12, 11]);
+    s.prs.handle(&report).await.unwrap();
+    assert_eq!(
+        s.host.0.lock().unwrap().revoked_sources,
+        [12, 11],
+        "a revoked token is not listed again; the unknown job's is left to expire"
     );
 }

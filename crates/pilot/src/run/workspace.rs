@@ -150,9 +150,19 @@ pub(super) async fn fetch_source(
                 spec.source.label(),
                 without_query(&access.url)
             ));
-            let bytes = github::TarballClient::new(&access.url)?
-                .download(access)
-                .await?;
+            let client = github::TarballClient::new(&access.url)?;
+            let downloaded = client.download(access).await;
+            // The token is the job's alone (GitLab's): revoked before anything else runs,
+            // whether the download worked or not. Sortie revokes it at the job's end too.
+            if access.revoke_url.is_some() {
+                match client.revoke(access).await {
+                    Ok(()) => sink.line(&format!("{PREFIX} source token revoked")),
+                    Err(e) => sink.line(&format!(
+                        "{PREFIX} note: {e}; Sortie revokes it when the job ends"
+                    )),
+                }
+            }
+            let bytes = downloaded?;
             sink.line(&format!(
                 "{PREFIX} {} bytes, sha256 {}; extracting",
                 bytes.len(),

@@ -276,6 +276,65 @@ mod github_source {
     }
 
     #[tokio::test]
+    async fn a_token_of_the_job_alone_is_revoked_before_fetch_source_returns_even_on_failure() {
+        let gitlab = FakeGithub::start().await;
+        let tarball = github_tarball(&[("acme-infra-0123456/main.tf", "# hi\n")]);
+        let archive = "/api/v4/projects/acme%2Finfra/repository/archive.tar.gz";
+        let revoke = "/api/v4/personal_access_tokens/self";
+        gitlab.at(archive, Reply::Body(tarball));
+        gitlab.at(revoke, Reply::Status(204, String::new()));
+        let mut with = access(&gitlab.url(archive), "glpat-the-jobs-own");
+        with.revoke_url = Some(gitlab.url(revoke));
+        let (result, log, root) =
+            fetch(&github_spec("", Some(with.clone())), &Secrets::new()).await;
+        result.unwrap();
+        let calls: Vec<(String, String)> = gitlab
+            .seen()
+            .iter()
+            .map(|s| (s.method.clone(), s.path.clone()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("GET".to_string(), archive.to_string()),
+                ("DELETE".to_string(), revoke.to_string())
+            ],
+            "the token is revoked right after the download, before anything runs"
+        );
+        let log = String::from_utf8(log).unwrap();
+        assert!(log.contains("source token revoked"), "{log}");
+        let _ = std::fs::remove_dir_all(root.parent().unwrap());
+
+        // The download refused: the token is revoked all the same.
+        gitlab.at(
+            archive,
+            Reply::Status(404, r#"{"message":"404 Not Found"}"#.into()),
+        );
+        let before = gitlab.seen().len();
+        let (result, _, _) = fetch(&github_spec("", Some(with.clone())), &Secrets::new()).await;
+        assert!(result.is_err());
+        let seen = gitlab.seen();
+        assert_eq!(seen.last().map(|s| s.method.as_str()), Some("DELETE"));
+        assert_eq!(seen.len() - before, 2);
+
+        // A revocation that fails is said, and the job goes on: Sortie revokes at its end.
+        gitlab.at(
+            archive,
+            Reply::Body(github_tarball(&[("a-0123456/main.tf", "")])),
+        );
+        gitlab.at(
+            revoke,
+            Reply::Status(403, r#"{"message":"403 Forbidden"}"#.into()),
+        );
+        let (result, log, root) = fetch(&github_spec("", Some(with)), &Secrets::new()).await;
+        result.unwrap();
+        let log = String::from_utf8(log).unwrap();
+        assert!(log.contains("could not revoke the source token"), "{log}");
+        assert!(log.contains("Sortie revokes it when the job ends"), "{log}");
+        let _ = std::fs::remove_dir_all(root.parent().unwrap());
+    }
+
+    #[tokio::test]
     async fn a_missing_or_expired_access_fails_before_any_request() {
         let github = FakeGithub::start().await;
         let (result, _, _) = fetch(&github_spec("", None), &Secrets::new()).await;

@@ -46,7 +46,7 @@ model! {
 model! {
     /// The `vcs` block: the environment's binding to a repository directory.
     pub struct VcsModel ("The environment's binding to a repository: its pull requests are planned here, and applied as `apply` says.") {
-        provider: String [OptionalComputed] "The repository's host: `github` (the default).",
+        provider: String [OptionalComputed] "The repository's host: `github` (the default) or `gitlab`.",
         repository: String [Required] "The repository, `owner/name`. Its pull requests are planned once its owner has a connection (`sortie vcs connect`).",
         directory: String [Optional] "The environment's directory, relative to the repository root; unset for the root.",
         branch: String [OptionalComputed] "The base branch whose pull requests are planned (`main` when unset).",

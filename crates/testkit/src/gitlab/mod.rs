@@ -285,6 +285,27 @@ impl GitlabDouble {
         self.with_project(project, |p| p.access_tokens.clone())
     }
 
+    /// Mints a project access token on `project` as its owner would by hand (named `name`,
+    /// with `scopes`, the Reporter role, a year's life); its value.
+    pub fn add_access_token(&self, project: &str, name: &str, scopes: &[&str]) -> String {
+        let mut world = self.world();
+        let project_id = world
+            .project_id(project)
+            .unwrap_or_else(|| panic!("no project {project}"));
+        let expires_at = world.now().date_naive() + chrono::Days::new(365);
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        server::tokens::mint(
+            &mut world,
+            project_id,
+            name,
+            &scopes,
+            AccessLevel::Reporter,
+            expires_at,
+            "owner",
+        )
+        .token
+    }
+
     /// Every archive served so far, in order.
     pub fn downloads(&self) -> Vec<DownloadRecord> {
         self.world().downloads.clone()

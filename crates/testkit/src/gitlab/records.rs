@@ -243,6 +243,8 @@ pub struct AccessTokenRecord {
     pub bot_username: String,
     /// Its value.
     pub token: String,
+    /// When it was created.
+    pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Who made a request, as the double saw it.

@@ -113,6 +113,16 @@ pub const ARCHIVE_PAGE: &str = "https://docs.gitlab.com/api/repositories/#get-fi
 /// <https://docs.gitlab.com/api/project_access_tokens/>,
 /// <https://docs.gitlab.com/user/project/settings/project_access_tokens/>
 pub const MAX_TOKEN_LIFETIME_DAYS: i64 = 365;
+
+/// A token revokes itself with `DELETE /personal_access_tokens/self` whatever its scope
+/// (GitLab 15.4 and later: "Allow tokens with any scope to use the self-revocation API",
+/// gitlab-org/gitlab!94463); it answers 204, and the token is refused from then on. A project
+/// access token is its bot user's personal access token, so it may too. The project's
+/// tokens are listed (`GET /projects/:id/access_tokens`, never their values) by a
+/// Maintainer, `state=active|inactive` filtering from GitLab 17.2.
+/// <https://docs.gitlab.com/api/personal_access_tokens/#revoke-a-personal-access-token>,
+/// <https://docs.gitlab.com/api/project_access_tokens/#list-all-project-access-tokens>
+pub const SELF_REVOKE: &str = "DELETE /personal_access_tokens/self";
 /// The project access token scopes GitLab lists.
 pub const PROJECT_TOKEN_SCOPES: &[&str] = &[
     "api",

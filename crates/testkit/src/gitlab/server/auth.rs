@@ -13,6 +13,8 @@ pub(crate) struct Who {
     pub(crate) username: Option<String>,
     pub(crate) bot: bool,
     pub(crate) scopes: Vec<String>,
+    /// The token the request came with (a token revoking itself names no other).
+    pub(crate) credential: Option<String>,
 }
 
 impl Who {
@@ -102,6 +104,7 @@ pub(crate) fn authenticate(
             username: None,
             bot: false,
             scopes: Vec::new(),
+            credential: None,
         });
     };
     let refused = |reply: Reply, why: &str| (reply, Caller::Refused(why.to_string()));
@@ -125,6 +128,7 @@ pub(crate) fn authenticate(
         username: Some(token.username.clone()),
         bot: token.bot,
         scopes: token.scopes.clone(),
+        credential: Some(credential.trim().to_string()),
     })
 }
 

@@ -9,7 +9,7 @@ mod merge_requests;
 mod notes;
 mod paging;
 mod statuses;
-mod tokens;
+pub(crate) mod tokens;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -228,6 +228,9 @@ fn respond(
     if method == Method::GET && segments == ["user"] {
         return (auth::current_user(world, &who), caller);
     }
+    if method == Method::DELETE && segments == ["personal_access_tokens", "self"] {
+        return (tokens::revoke_self(world, &who), caller);
+    }
     let ["projects", id, rest @ ..] = segments.as_slice() else {
         return (Reply::no_route(), caller);
     };
@@ -278,6 +281,7 @@ fn route(
             archive::archive(world, who, id, params)
         }
         ("POST", ["access_tokens"]) => tokens::create(world, who, id, params),
+        ("GET", ["access_tokens"]) => tokens::list(world, who, id, path, params),
         ("DELETE", ["access_tokens", token_id]) => tokens::revoke(world, who, id, token_id),
         _ => Err(Reply::no_route()),
     }

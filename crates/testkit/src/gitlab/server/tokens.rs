@@ -1,11 +1,13 @@
-//! Project access tokens: creating one (a bot user that is a member of the one project) and
-//! revoking it, as GitLab's API documents (rules::MAX_TOKEN_LIFETIME_DAYS).
+//! Project access tokens: creating one (a bot user that is a member of the one project),
+//! listing them, revoking one, and a token revoking itself, as GitLab's API documents
+//! (rules::MAX_TOKEN_LIFETIME_DAYS, rules::SELF_REVOKE).
 
 use chrono::NaiveDate;
 use serde_json::json;
 
 use super::auth::{self, Need, Who};
 use super::json::timestamp;
+use super::paging::paged;
 use super::{Params, Reply};
 use crate::gitlab::records::{AccessLevel, AccessTokenRecord};
 use crate::gitlab::{rules, Token, World};
@@ -67,37 +69,17 @@ pub(crate) fn create(
             max.format("%Y-%m-%d")
         )));
     }
-    let token_id = world.id();
-    let mut suffix = [0u8; 4];
-    getrandom::fill(&mut suffix).expect("the OS random source");
-    let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
-    let bot = format!("project_{project_id}_bot_{suffix}");
-    let user_id = world.user_id(&bot);
-    let value = world.new_token();
-    world.tokens.insert(
-        value.clone(),
-        Token {
-            username: bot.clone(),
-            bot: true,
-            scopes: scopes.clone(),
-            expires_at: Some(expires_at),
-            revoked: false,
-        },
+    let minted = mint(
+        world,
+        project_id,
+        &name,
+        &scopes,
+        level,
+        expires_at,
+        who.name(),
     );
+    let (token_id, user_id, value) = (minted.id, minted.user_id, minted.token);
     let created_at = timestamp(world.now());
-    let project = world.projects.get_mut(&project_id).expect("found");
-    project.members.insert(bot.clone(), level);
-    project.access_tokens.push(AccessTokenRecord {
-        id: token_id,
-        name: name.clone(),
-        scopes: scopes.clone(),
-        access_level: level.value(),
-        expires_at: expires_at.format("%Y-%m-%d").to_string(),
-        revoked: false,
-        created_by: who.name().to_string(),
-        bot_username: bot,
-        token: value.clone(),
-    });
     Ok(Reply::json(
         201,
         &json!({
@@ -159,4 +141,142 @@ pub(crate) fn revoke(
         content_type: "application/json",
         headers: Vec::new(),
     })
+}
+
+/// A token just minted.
+pub(crate) struct Minted {
+    pub(crate) id: u64,
+    pub(crate) user_id: u64,
+    pub(crate) token: String,
+}
+
+/// Mints a project access token: a bot user of `project_id` alone, at `level`.
+pub(crate) fn mint(
+    world: &mut World,
+    project_id: u64,
+    name: &str,
+    scopes: &[String],
+    level: AccessLevel,
+    expires_at: NaiveDate,
+    created_by: &str,
+) -> Minted {
+    let token_id = world.id();
+    let mut suffix = [0u8; 4];
+    getrandom::fill(&mut suffix).expect("the OS random source");
+    let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+    let bot = format!("project_{project_id}_bot_{suffix}");
+    let user_id = world.user_id(&bot);
+    let value = world.new_token();
+    world.tokens.insert(
+        value.clone(),
+        Token {
+            username: bot.clone(),
+            bot: true,
+            scopes: scopes.to_vec(),
+            expires_at: Some(expires_at),
+            revoked: false,
+        },
+    );
+    let created_at = world.now();
+    let project = world.projects.get_mut(&project_id).expect("found");
+    project.members.insert(bot.clone(), level);
+    project.access_tokens.push(AccessTokenRecord {
+        id: token_id,
+        name: name.to_string(),
+        scopes: scopes.to_vec(),
+        access_level: level.value(),
+        expires_at: expires_at.format("%Y-%m-%d").to_string(),
+        revoked: false,
+        created_by: created_by.to_string(),
+        bot_username: bot,
+        token: value.clone(),
+        created_at,
+    });
+    Minted {
+        id: token_id,
+        user_id,
+        token: value,
+    }
+}
+
+/// `GET /projects/:id/access_tokens`: the project's tokens, never their values, paged;
+/// `state=active|inactive` filters (GitLab 17.2). Listing needs the Maintainer role
+/// (<https://docs.gitlab.com/api/project_access_tokens/#list-all-project-access-tokens>).
+pub(crate) fn list(
+    world: &World,
+    who: &Who,
+    id: &str,
+    path: &str,
+    params: &Params,
+) -> Result<Reply, Reply> {
+    let need = Need::read().authenticated();
+    let project_id = auth::project(world, who, id, need)?;
+    if who.bot || auth::level(world, who, project_id) < AccessLevel::Maintainer {
+        return Err(Reply::message(403, "403 Forbidden"));
+    }
+    let state = params.text("state");
+    if state
+        .as_deref()
+        .is_some_and(|s| s != "active" && s != "inactive")
+    {
+        return Err(Reply::error(400, "state does not have a valid value"));
+    }
+    let today = world.now().date_naive();
+    let items = world.projects[&project_id]
+        .access_tokens
+        .iter()
+        .filter_map(|t| {
+            let expired = NaiveDate::parse_from_str(&t.expires_at, "%Y-%m-%d")
+                .is_ok_and(|date| date <= today);
+            let active = !t.revoked && !expired;
+            let wanted = match state.as_deref() {
+                Some("active") => active,
+                Some(_) => !active,
+                None => true,
+            };
+            wanted.then(|| {
+                json!({
+                    "id": t.id,
+                    "name": t.name,
+                    "description": null,
+                    "revoked": t.revoked,
+                    "active": active,
+                    "created_at": timestamp(t.created_at),
+                    "last_used_at": null,
+                    "scopes": t.scopes,
+                    "user_id": world.users.get(&t.bot_username).copied(),
+                    "expires_at": t.expires_at,
+                    "access_level": t.access_level,
+                })
+            })
+        })
+        .collect();
+    paged(&world.base_url, path, params, items)
+}
+
+/// `DELETE /personal_access_tokens/self`: the request's own token revoked, whatever its
+/// scope (GitLab 15.4 and later; a project access token is its bot's personal access
+/// token). 204; no token 401 (rules::SELF_REVOKE).
+pub(crate) fn revoke_self(world: &mut World, who: &Who) -> Reply {
+    let Some(value) = who.credential.clone() else {
+        return Reply::message(401, rules::UNAUTHORIZED);
+    };
+    if let Some(token) = world.tokens.get_mut(&value) {
+        token.revoked = true;
+    }
+    for project in world.projects.values_mut() {
+        for record in project
+            .access_tokens
+            .iter_mut()
+            .filter(|t| t.token == value)
+        {
+            record.revoked = true;
+        }
+    }
+    Reply {
+        status: 204,
+        body: Vec::new(),
+        content_type: "application/json",
+        headers: Vec::new(),
+    }
 }

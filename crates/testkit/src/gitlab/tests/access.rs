@@ -196,6 +196,65 @@ async fn a_project_access_token_is_confined_to_its_project_and_scopes() {
 }
 
 #[tokio::test]
+async fn a_maintainer_lists_the_tokens_without_their_values_and_a_token_revokes_itself() {
+    let (double, token) = one_mr(MergeRequestSpec::new("alice", "h1")).await;
+    let bot = double.add_access_token(PROJECT, "sortie-source-01a", &["read_api"]);
+    let other = double.add_access_token(PROJECT, "sortie-source-01b", &["read_api"]);
+    let listed = get(&double, &api("/access_tokens?state=active"), &token).await;
+    assert_eq!(listed.status, 200);
+    let items = listed.json();
+    let names: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["sortie-source-01a", "sortie-source-01b"]);
+    assert!(items[0].get("token").is_none(), "values are never listed");
+    assert_eq!(items[0]["active"], true);
+    // A token of the Reporter role cannot list them; a bad state is a 400.
+    assert_eq!(get(&double, &api("/access_tokens"), &bot).await.status, 403);
+    assert_eq!(
+        get(&double, &api("/access_tokens?state=gone"), &token)
+            .await
+            .status,
+        400
+    );
+
+    // `read_api` alone may revoke itself, and only itself.
+    let url = "/api/v4/personal_access_tokens/self";
+    let own = call(
+        &double,
+        "DELETE",
+        url,
+        &[("authorization", &format!("Bearer {bot}"))],
+        None,
+    )
+    .await;
+    assert_eq!(own.status, 204);
+    assert_eq!(
+        get(&double, &api("/merge_requests/1"), &bot).await.status,
+        401
+    );
+    assert_eq!(
+        get(&double, &api("/merge_requests/1"), &other).await.status,
+        200
+    );
+    let again = call(&double, "DELETE", url, &[("private-token", &bot)], None).await;
+    assert_eq!(again.status, 401, "a revoked token is refused");
+    assert_eq!(call(&double, "DELETE", url, &[], None).await.status, 401);
+    let active = get(&double, &api("/access_tokens?state=active"), &token)
+        .await
+        .json();
+    assert_eq!(active.as_array().unwrap().len(), 1);
+    let inactive = get(&double, &api("/access_tokens?state=inactive"), &token)
+        .await
+        .json();
+    assert_eq!(inactive[0]["name"], "sortie-source-01a");
+    assert_eq!(inactive[0]["revoked"], true);
+}
+
+#[tokio::test]
 async fn faults_and_throttling_answer_as_gitlab_does() {
     let (double, token) = one_mr(MergeRequestSpec::new("alice", "h1")).await;
     double.fail_next(2, 502);
