@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sortie_core::vcs::report::COMMENT_MARKER;
 use sortie_testkit::gitlab::{
     AccessLevel, DiffChange, GitlabDouble, MergeRequestSpec, NoteRecord, StatusRecord,
 };
@@ -470,12 +471,31 @@ fn a_fork_merge_request_is_not_planned_until_a_deployer_comments() {
     // The fork's author cannot allow it; a deployer can.
     w.comment(iid, "mallory", "/sortie plan");
     w.comment(iid, "alice", "/sortie plan");
-    let statuses = w.wait_statuses("the plan's success", |s| {
-        s.iter()
-            .any(|s| s.status == "success" && s.target_url.is_some())
+    // GitLab takes no status for a fork's commit in the target project (the double refuses
+    // it as GitLab does): the note carries the plan instead.
+    let notes = w.wait_notes(iid, "the plan in the note", |n| {
+        n.iter()
+            .any(|n| n.author == BOT && n.body.contains("# terraform_data.api_dev will be created"))
     });
-    let planned = statuses.iter().find(|s| s.target_url.is_some()).unwrap();
-    assert_eq!(w.dev.job(&job_of(planned))["requested_by"], "gitlab:alice");
+    assert_eq!(
+        notes
+            .iter()
+            .filter(|n| n.body.contains(COMMENT_MARKER))
+            .count(),
+        1,
+        "one sticky note: {notes:#?}"
+    );
+    let plan = w
+        .jobs()
+        .into_iter()
+        .find(|j| j["operation"] == "plan")
+        .expect("the deployer's plan");
+    assert_eq!(plan["requested_by"], "gitlab:alice", "{plan}");
+    assert_eq!(plan["state"], "succeeded", "{plan}");
+    assert!(
+        w.gl.statuses(PROJECT, HEAD).is_empty(),
+        "no status was taken on the fork's commit"
+    );
     let replies = w.replies(iid);
     assert!(
         replies

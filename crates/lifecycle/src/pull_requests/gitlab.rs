@@ -15,10 +15,14 @@ use sortie_gitlab::{
     Gitlab, GitlabError, MergeRequest, ProjectPath, Secret, StatusBody, StatusOutcome,
 };
 use sortie_launch::JobSecrets;
+use tracing::warn;
 
 use super::host::HeldSource;
 use super::host::WarmClients;
 use super::{CodeHost, CodeHosts, HostError, PullInfo};
+
+/// What GitLab answers a status for a commit no branch of the project holds (a fork's).
+const NO_BRANCH_HOLDS_IT: &str = "References for commit Not Found";
 
 /// How long to wait before trying work again that GitLab failed without saying when.
 const RETRY_SECONDS: u64 = 30;
@@ -138,10 +142,25 @@ impl CodeHost for GitlabHost {
             .client
             .set_status(&project(repository)?, sha, &body)
             .await
-            .map_err(host_error)?
         {
-            StatusOutcome::Set { id, .. } => Ok(id),
-            StatusOutcome::Kept { .. } => Ok(id.unwrap_or_default()),
+            Ok(StatusOutcome::Set { id, .. }) => Ok(id),
+            Ok(StatusOutcome::Kept { .. }) => Ok(id.unwrap_or_default()),
+            // A fork's commit: no branch of the target project holds it, and GitLab takes
+            // its statuses only in the fork's project, from the fork's Developers
+            // (gitlab-org/gitlab#374133). The note carries the result instead; a refusal
+            // here must not keep the note from being written.
+            Err(GitlabError::Refused {
+                status: 404,
+                message,
+                ..
+            }) if message.contains(NO_BRANCH_HOLDS_IT) => {
+                warn!(
+                    repository,
+                    sha, "no status on a fork's commit: GitLab takes it only in the fork's project"
+                );
+                Ok(id.unwrap_or_default())
+            }
+            Err(e) => Err(host_error(e)),
         }
     }
 

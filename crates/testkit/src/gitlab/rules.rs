@@ -149,3 +149,12 @@ pub const RATE_LIMIT_NAME: &str = "throttle_authenticated_api";
 /// across webhook retries".
 /// <https://docs.gitlab.com/user/project/integrations/webhooks/#delivery-headers>
 pub const USER_AGENT: &str = "GitLab/18.6.0-double";
+
+/// A status is posted to a commit on a branch: with no `ref` given, GitLab takes the first
+/// branch of the project that contains the commit, and answers 404 `404 References for
+/// commit Not Found` when none does. A fork's merge request's commits are in the target
+/// project only under `refs/merge-requests/:iid/head`, so a status for them posted to the
+/// target project is refused; the fork's project takes it, from its Developers
+/// (gitlab-org/gitlab#374133, gitlab-org/gitlab#16491).
+/// <https://docs.gitlab.com/api/commits/#set-the-pipeline-status-of-a-commit>
+pub const FORK_STATUS: &str = "404 References for commit Not Found";

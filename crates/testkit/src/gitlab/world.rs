@@ -199,9 +199,12 @@ impl Project {
         if let Some((name, _)) = self.branches.iter().find(|(_, s)| *s == sha) {
             return Some(name.clone());
         }
+        // A fork's branch is not this project's: its commits are here only under the merge
+        // request's own ref, which no branch contains (rules::FORK_STATUS).
         self.merge_requests
             .values()
             .rev()
+            .filter(|m| m.spec.fork.is_none())
             .find(|m| m.heads().any(|h| h == sha))
             .map(|m| m.spec.source_branch.clone())
     }

@@ -113,7 +113,7 @@ pub(crate) fn create(
     let git_ref = params
         .text("ref")
         .or_else(|| project.branch_containing(sha))
-        .ok_or_else(|| Reply::message(404, "404 References for commit Not Found"))?;
+        .ok_or_else(|| Reply::message(404, rules::FORK_STATUS))?;
     let name = params
         .text("name")
         .or_else(|| params.text("context"))

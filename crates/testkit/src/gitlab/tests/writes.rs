@@ -117,6 +117,34 @@ async fn status_transitions_are_refused_as_gitlab_refuses_them() {
         no_ref.json()["message"],
         "404 References for commit Not Found"
     );
+    // A fork's merge request: its head is readable in the target project (under the merge
+    // request's ref), but no branch there holds it, so a status is refused there.
+    let iid = double.add_merge_request(
+        PROJECT,
+        MergeRequestSpec::new("mallory", "f0f0").from_fork("mallory/infra"),
+    );
+    assert_eq!(iid, 2);
+    let on_fork = send(
+        &double,
+        "POST",
+        &api("/statuses/f0f0"),
+        &token,
+        json!({"state": "pending", "name": "sortie: acme/web-dev"}),
+    )
+    .await;
+    assert_eq!(
+        (on_fork.status, on_fork.json()),
+        (
+            404,
+            json!({"message": "404 References for commit Not Found"})
+        )
+    );
+    assert_eq!(
+        get(&double, &api("/repository/commits/f0f0/statuses"), &token)
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
