@@ -360,8 +360,9 @@ pub enum VcsCommand {
         /// Manager.
         #[arg(long, value_name = "FILE", required_if_eq("provider", "github"))]
         private_key_file: Option<std::path::PathBuf>,
-        /// GitLab: a file holding a group or project access token (scope `api`, role
-        /// Maintainer), kept in Secrets Manager.
+        /// GitLab: a file holding a personal access token of a Maintainer of the projects
+        /// (scope `api`; GitLab lets no group or project access token mint a job's
+        /// read-only token), kept in Secrets Manager.
         #[arg(long, value_name = "FILE", required_if_eq("provider", "gitlab"))]
         token_file: Option<std::path::PathBuf>,
         /// A file holding the webhook's secret (GitHub) or secret token (GitLab), kept in

@@ -5,10 +5,8 @@
 
 use serde_json::{json, Number, Value};
 
-use super::{text, Resource};
-use crate::api::Api;
+use super::connection::{Calls, ConnectionResource, Host};
 use crate::checks;
-use crate::error::Error;
 use crate::model::{field, model};
 use sortie_client::endpoints;
 
@@ -22,78 +20,60 @@ model! {
         private_key: String [Required, sensitive] "The App's private key (PEM). Kept by Sortie in Secrets Manager, never shown again; the state holds the configuration's.",
         webhook_secret: String [Required, sensitive] "The App's webhook secret. Kept by Sortie in Secrets Manager, never shown again.",
         webhook_url: String [Computed] "Where GitHub must deliver the App's webhooks (the App's webhook URL).",
-        issuer: String [Computed] "The issuer of the App's users: a `sortie_membership` of this issuer and subject `<login>` gives a GitHub user a role.",
+        issuer: String [Computed, volatile] "The issuer of the App's users: a `sortie_membership` of this issuer and subject `<login>` gives a GitHub user a role.",
         created_by: String [Computed, volatile] "Who connected it last.",
     }
 }
 
 /// `sortie_github_connection`.
-pub struct GithubConnectionResource;
+pub type GithubConnectionResource = ConnectionResource<Github>;
+
+/// The Github host of [`ConnectionResource`].
+pub struct Github;
 
 type Model = GithubConnectionModel;
 
-/// The API's view as state; the key and the secret are `secrets`' (the API never shows
-/// them).
-fn state_of(view: &Value, secrets: &Model) -> Model {
-    Model {
-        id: field(&view["org"]),
-        org: field(&view["org"]),
-        app_id: field(&view["app_id"]),
-        api_url: field(&view["api_url"]),
-        private_key: secrets.private_key.clone(),
-        webhook_secret: secrets.webhook_secret.clone(),
-        webhook_url: field(&view["webhook_url"]),
-        issuer: field(&view["issuer"]),
-        created_by: field(&view["created_by"]),
-    }
-}
-
-/// Connects the organisation (replacing a connection it had: the API's `PUT`), storing
-/// the key and the secret anew.
-async fn put(api: &Api, planned: &Model) -> Result<Model, Error> {
-    let mut body = json!({
-        "app_id": planned.app_id,
-        "private_key": planned.private_key,
-        "webhook_secret": planned.webhook_secret,
-    });
-    if let Some(api_url) = &planned.api_url {
-        body["api_url"] = json!(api_url);
-    }
-    let org = sortie_client::group(text(&planned.org));
-    let answer = api
-        .send(&endpoints::connect_github(org), Some(&body), None)
-        .await?;
-    Ok(state_of(&answer.body, planned))
-}
-
-#[tonic::async_trait]
-impl Resource for GithubConnectionResource {
+impl Host for Github {
     type Model = Model;
+    const TYPE_NAME: &'static str = "sortie_github_connection";
 
-    fn type_name(&self) -> &'static str {
-        "sortie_github_connection"
+    const CALLS: Calls = Calls {
+        connect: endpoints::connect_github,
+        get: endpoints::get_github_connection,
+        delete: endpoints::delete_github_connection,
+    };
+
+    fn body(planned: &Model) -> Value {
+        let mut body = json!({
+            "app_id": planned.app_id,
+            "private_key": planned.private_key,
+            "webhook_secret": planned.webhook_secret,
+        });
+        if let Some(api_url) = &planned.api_url {
+            body["api_url"] = json!(api_url);
+        }
+        body
     }
 
-    async fn create(&self, api: &Api, planned: &Model) -> Result<Model, Error> {
-        put(api, planned).await
+    fn state_of(view: &Value, secrets: &Model) -> Model {
+        Model {
+            id: field(&view["org"]),
+            org: field(&view["org"]),
+            app_id: field(&view["app_id"]),
+            api_url: field(&view["api_url"]),
+            private_key: secrets.private_key.clone(),
+            webhook_secret: secrets.webhook_secret.clone(),
+            webhook_url: field(&view["webhook_url"]),
+            issuer: field(&view["issuer"]),
+            created_by: field(&view["created_by"]),
+        }
     }
 
-    /// Reads it; the key and the secret are the state's own.
-    async fn read(&self, api: &Api, state: &Model) -> Result<Model, Error> {
-        let org = sortie_client::group(text(&state.id));
-        let a = api.get(&endpoints::get_github_connection(org)).await?;
-        Ok(state_of(&a.body, state))
-    }
-
-    async fn update(&self, api: &Api, _prior: &Model, planned: &Model) -> Result<Model, Error> {
-        put(api, planned).await
-    }
-
-    /// Deletes it (its secrets go with it).
-    async fn delete(&self, api: &Api, state: &Model) -> Result<(), Error> {
-        let org = sortie_client::group(text(&state.id));
-        api.send(&endpoints::delete_github_connection(org), None, None)
-            .await?;
-        Ok(())
+    fn org(model: &Model, from_id: bool) -> &Option<String> {
+        if from_id {
+            &model.id
+        } else {
+            &model.org
+        }
     }
 }

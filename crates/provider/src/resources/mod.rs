@@ -4,8 +4,10 @@
 //! one [`registry`] the service looks a type name up in.
 
 mod agent_pool;
+mod connection;
 mod environment;
 mod github_connection;
+mod gitlab_connection;
 mod membership;
 mod notification_destination;
 mod policy_set;
@@ -153,6 +155,13 @@ impl<R: Resource> DynResource for R {
     }
 }
 
+/// `sortie_github_connection`.
+const GITHUB_CONNECTION: github_connection::GithubConnectionResource =
+    connection::ConnectionResource::new();
+/// `sortie_gitlab_connection`.
+const GITLAB_CONNECTION: gitlab_connection::GitlabConnectionResource =
+    connection::ConnectionResource::new();
+
 /// Every resource type, each once.
 pub fn registry() -> &'static [&'static dyn DynResource] {
     &[
@@ -162,7 +171,8 @@ pub fn registry() -> &'static [&'static dyn DynResource] {
         &agent_pool::AgentPoolResource,
         &membership::MembershipResource,
         &policy_set::PolicySetResource,
-        &github_connection::GithubConnectionResource,
+        &GITHUB_CONNECTION,
+        &GITLAB_CONNECTION,
         &notification_destination::NotificationDestinationResource,
     ]
 }

@@ -5,6 +5,7 @@ mod common;
 mod docs_examples;
 mod env_life;
 mod github_connection;
+mod gitlab_connection;
 mod lifecycle;
 mod membership;
 mod notification_destination;

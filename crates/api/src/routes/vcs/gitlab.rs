@@ -59,9 +59,9 @@ pub struct GitlabConnectionBody {
     /// The instance's URL; `https://gitlab.com` when absent.
     #[serde(default)]
     pub instance_url: Option<String>,
-    /// A group or project access token with the `api` scope and the Maintainer role (it
+    /// A personal access token of a Maintainer of the projects, with the `api` scope (it
     /// writes commit statuses and notes, and mints each job a token that can only read
-    /// its project).
+    /// its project: GitLab lets no group or project access token mint one).
     #[schema(format = Password, write_only)]
     pub token: String,
     /// The webhook's secret token (GitLab sends it as `X-Gitlab-Token`).
