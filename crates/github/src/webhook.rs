@@ -50,6 +50,9 @@ pub enum PullRequestAction {
     Reopened,
     /// Closed, merged or not (see [`PullRequestPayload::merged`]).
     Closed,
+    /// Retargeted: `edited` with a new base branch (`changes.base`); any other edit (title,
+    /// body) is not read.
+    Edited,
 }
 
 /// A repository as payloads carry it.
@@ -128,6 +131,22 @@ pub struct PullRequestEvent {
     /// The installation.
     #[serde(default)]
     pub installation: Option<InstallationRef>,
+    /// What an `edited` delivery changed (its keys only are read).
+    #[serde(default)]
+    pub changes: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl PullRequestEvent {
+    /// True for an `edited` delivery that moved the pull request to another base branch
+    /// (<https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request>:
+    /// `changes.base.ref.from`).
+    pub fn retargeted(&self) -> bool {
+        self.action == PullRequestAction::Edited
+            && self
+                .changes
+                .as_ref()
+                .is_some_and(|c| c.contains_key("base"))
+    }
 }
 
 /// The issue (or pull request) an `issue_comment` is on.
@@ -336,6 +355,15 @@ pub fn parse(event: &str, body: &[u8]) -> Result<Event, GithubError> {
         ("pull_request", Some("opened" | "synchronize" | "reopened" | "closed")) => {
             Event::PullRequest(serde_json::from_slice(body).map_err(typed)?)
         }
+        // Retitled, redescribed: nothing to do. Retargeted: the bound environments change.
+        ("pull_request", Some("edited")) => {
+            let e: PullRequestEvent = serde_json::from_slice(body).map_err(typed)?;
+            if e.retargeted() {
+                Event::PullRequest(e)
+            } else {
+                ignored()
+            }
+        }
         ("issue_comment", Some("created")) => {
             Event::IssueComment(serde_json::from_slice(body).map_err(typed)?)
         }
@@ -364,6 +392,41 @@ mod tests {
 
     fn branch(r: &str, sha: &str) -> serde_json::Value {
         json!({"ref": r, "sha": sha, "repo": repo(), "label": format!("octocat:{r}")})
+    }
+
+    #[test]
+    fn an_edit_is_read_only_when_it_moves_the_base() {
+        let edited = |changes: serde_json::Value| {
+            json!({
+                "action": "edited", "number": 7, "changes": changes,
+                "pull_request": {"number": 7, "state": "open", "draft": false,
+                    "head": branch("topic", "h1"), "base": branch("release", "b2"),
+                    "user": {"login": "octocat", "type": "User"}},
+                "repository": repo()
+            })
+            .to_string()
+        };
+        let moved = parse(
+            "pull_request",
+            edited(json!({"base": {"ref": {"from": "main"}, "sha": {"from": "b1"}}})).as_bytes(),
+        )
+        .unwrap();
+        let Event::PullRequest(e) = moved else {
+            panic!("a retarget is a pull request's work: {moved:?}")
+        };
+        assert!(e.retargeted());
+        assert_eq!(e.pull_request.base.ref_name, "release");
+        for changes in [
+            json!({"title": {"from": "old"}}),
+            json!({"body": {"from": ""}}),
+            json!({}),
+        ] {
+            let other = parse("pull_request", edited(changes.clone()).as_bytes()).unwrap();
+            assert!(
+                matches!(other, Event::Ignored { .. }),
+                "{changes}: {other:?}"
+            );
+        }
     }
 
     #[test]

@@ -125,6 +125,9 @@ struct CommitPayload {
 struct MergeRequestEvent {
     project: ProjectPayload,
     object_attributes: MergeRequestAttributes,
+    /// What an `update` changed (its keys only are read).
+    #[serde(default)]
+    changes: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -171,9 +174,10 @@ struct PushEvent {
 /// connection into the work it makes, `None` for one Sortie does not act on:
 ///
 /// - "Merge Request Hook": `open`, `reopen`, `close`, `merge`, and `update` with new commits
-///   (`oldrev` present) are [`PullWork::PullRequest`]; `approved`, `unapproved`, `approval`
-///   and `unapproval` are [`PullWork::Review`] (the requirements may hold now); any other
-///   update (title, labels, draft, target branch) is `None`.
+///   (`oldrev` present) or a new target branch (`changes.target_branch`) are
+///   [`PullWork::PullRequest`]; `approved`, `unapproved`, `approval` and `unapproval` are
+///   [`PullWork::Review`] (the requirements may hold now); any other update (title,
+///   labels, draft) is `None`.
 /// - "Note Hook" on a merge request, created (not edited), not a system note: its `/sortie`
 ///   commands as [`PullWork::Comment`]; `None` without any.
 /// - "Push Hook" to a branch, not deleting it: [`PullWork::Push`] (a merge request's target
@@ -217,9 +221,14 @@ pub fn parse(event: &str, body: &[u8], org: &str) -> Result<Option<PullWork>, Gi
             };
             let e: MergeRequestEvent = serde_json::from_slice(body).map_err(typed)?;
             let attributes = e.object_attributes;
-            // GitLab sends `oldrev` "only when there are actual code changes".
+            // GitLab sends `oldrev` "only when there are actual code changes"; a new target
+            // branch (`changes.target_branch`) changes which environments are bound.
             let new_commits = attributes.oldrev.as_deref().is_some_and(|r| !r.is_empty());
-            if pull_action == PullAction::Synchronize && !new_commits {
+            let retargeted = e
+                .changes
+                .as_ref()
+                .is_some_and(|c| c.contains_key("target_branch"));
+            if pull_action == PullAction::Synchronize && !new_commits && !retargeted {
                 return Ok(None);
             }
             let head_sha = match attributes.last_commit {

@@ -711,6 +711,17 @@ async fn the_doubles_deliveries_become_pull_work() {
         ),
         None
     );
+    // Retitled: nothing. Retargeted (GitLab's `changes.target_branch`): planned again.
+    let mut retitled = payloads.merge_request(PROJECT, iid, "update");
+    retitled["changes"] = serde_json::json!({"title": {"previous": "a", "current": "b"}});
+    assert_eq!(read(MERGE_REQUEST_HOOK, &retitled), None);
+    let mut retargeted = payloads.merge_request(PROJECT, iid, "update");
+    retargeted["changes"] =
+        serde_json::json!({"target_branch": {"previous": "main", "current": "release"}});
+    assert!(matches!(
+        read(MERGE_REQUEST_HOOK, &retargeted),
+        Some(PullWork::PullRequest { action: PullAction::Synchronize, head_sha, .. }) if head_sha == sha('a')
+    ));
     double.push(PROJECT, iid, &sha('b'), None);
     assert!(matches!(
         read(MERGE_REQUEST_HOOK, &payloads.merge_request_push(PROJECT, iid)),

@@ -336,7 +336,10 @@ pub fn work_of(org: &str, event: &Event) -> Option<PullWork> {
             number: e.number,
             action: match e.action {
                 PullRequestAction::Opened => PullAction::Opened,
-                PullRequestAction::Synchronize => PullAction::Synchronize,
+                // A new base is planned as a new head is: its bound environments, again.
+                PullRequestAction::Synchronize | PullRequestAction::Edited => {
+                    PullAction::Synchronize
+                }
                 PullRequestAction::Reopened => PullAction::Reopened,
                 PullRequestAction::Closed => PullAction::Closed,
             },

@@ -1714,3 +1714,41 @@ async fn a_report_revokes_the_source_tokens_of_ended_jobs_only_each_on_its_own()
         "a revoked token is not listed again; the unknown job's is left to expire"
     );
 }
+
+#[tokio::test]
+async fn a_retargeted_pull_request_is_planned_for_its_new_base_only() {
+    let s = setup().await;
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(7)).await.unwrap();
+    assert!(record(&s, 7).await.environments.contains_key("acme/web/dev"));
+
+    // Moved onto `release`, where no environment is bound: the report drops it; the same
+    // head is not planned again for `main`.
+    s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().base = "release".into();
+    let retargeted = PullWork::PullRequest {
+        org: "acme".into(),
+        provider: VcsProvider::Github,
+        repository: REPO.into(),
+        number: 7,
+        action: PullAction::Synchronize,
+        head_sha: HEAD.into(),
+        merged: false,
+    };
+    s.prs.handle(&retargeted).await.unwrap();
+    let moved = record(&s, 7).await;
+    assert_eq!(moved.base, "release");
+    assert!(moved.environments.is_empty(), "{:?}", moved.environments);
+
+    // And back onto `main`: planned there again.
+    s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().base = "main".into();
+    s.prs.handle(&retargeted).await.unwrap();
+    assert!(record(&s, 7).await.environments["acme/web/dev"].plan_job.is_some());
+}
