@@ -258,6 +258,21 @@ struct Setup {
     connection: VcsConnection,
 }
 
+/// octocat, a deployer of `acme`, opens pull request `number` touching `web/dev`, and its
+/// work is done.
+async fn deployer_opens(s: &Setup, number: u64) {
+    grant(
+        &s.w,
+        "octocat",
+        Some(&issuer_of(&s.connection)),
+        "acme",
+        Role::Deployer,
+    )
+    .await;
+    s.host.open_pull(number, "octocat", false, &["web/dev/main.tf"]);
+    s.prs.handle(&opened(number)).await.unwrap();
+}
+
 async fn setup() -> Setup {
     let w = World::new().await;
     let connection = VcsConnection {
@@ -459,16 +474,7 @@ async fn a_destroyed_environment_still_gets_the_pull_requests_plan_beside_the_ot
 #[tokio::test]
 async fn a_redelivered_event_submits_nothing_twice_and_edits_the_same_comment() {
     let s = setup().await;
-    grant(
-        &s.w,
-        "octocat",
-        Some(&issuer_of(&s.connection)),
-        "acme",
-        Role::Deployer,
-    )
-    .await;
-    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
-    s.prs.handle(&opened(7)).await.unwrap();
+    deployer_opens(&s, 7).await;
     s.prs.handle(&opened(7)).await.unwrap();
     let jobs =
         s.w.store
@@ -608,16 +614,7 @@ async fn another_organisations_binding_of_the_same_repository_is_never_planned()
 #[tokio::test]
 async fn a_new_head_plans_again_with_new_checks_and_a_job_end_reports_it() {
     let s = setup().await;
-    grant(
-        &s.w,
-        "octocat",
-        Some(&issuer_of(&s.connection)),
-        "acme",
-        Role::Deployer,
-    )
-    .await;
-    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
-    s.prs.handle(&opened(7)).await.unwrap();
+    deployer_opens(&s, 7).await;
     let first = record(&s, 7).await.environments["acme/web/dev"].clone();
 
     // The plan ends: the report shows it planned, on the same check and comment.
@@ -1058,16 +1055,7 @@ async fn the_reconcile_plans_a_pull_request_whose_webhook_was_lost_and_then_list
 #[tokio::test]
 async fn the_reconcile_closes_a_pull_request_whose_merge_was_not_heard_and_applies_it_once() {
     let s = setup().await;
-    grant(
-        &s.w,
-        "octocat",
-        Some(&issuer_of(&s.connection)),
-        "acme",
-        Role::Deployer,
-    )
-    .await;
-    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
-    s.prs.handle(&opened(7)).await.unwrap();
+    deployer_opens(&s, 7).await;
     assert_eq!(
         s.prs
             .reconcile("acme", VcsProvider::Github)
@@ -1645,16 +1633,7 @@ async fn a_persons_approval_of_a_pull_requests_apply_is_recorded_and_a_second_is
 #[tokio::test]
 async fn a_report_revokes_the_source_tokens_of_ended_jobs_only_each_on_its_own() {
     let s = setup().await;
-    grant(
-        &s.w,
-        "octocat",
-        Some(&issuer_of(&s.connection)),
-        "acme",
-        Role::Deployer,
-    )
-    .await;
-    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
-    s.prs.handle(&opened(7)).await.unwrap();
+    deployer_opens(&s, 7).await;
     let plan = record(&s, 7).await.environments["acme/web/dev"]
         .plan_job
         .clone()
@@ -1718,16 +1697,7 @@ async fn a_report_revokes_the_source_tokens_of_ended_jobs_only_each_on_its_own()
 #[tokio::test]
 async fn a_retargeted_pull_request_is_planned_for_its_new_base_only() {
     let s = setup().await;
-    grant(
-        &s.w,
-        "octocat",
-        Some(&issuer_of(&s.connection)),
-        "acme",
-        Role::Deployer,
-    )
-    .await;
-    s.host.open_pull(7, "octocat", false, &["web/dev/main.tf"]);
-    s.prs.handle(&opened(7)).await.unwrap();
+    deployer_opens(&s, 7).await;
     assert!(record(&s, 7).await.environments.contains_key("acme/web/dev"));
 
     // Moved onto `release`, where no environment is bound: the report drops it; the same
