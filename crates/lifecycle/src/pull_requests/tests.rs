@@ -269,7 +269,8 @@ async fn deployer_opens(s: &Setup, number: u64) {
         Role::Deployer,
     )
     .await;
-    s.host.open_pull(number, "octocat", false, &["web/dev/main.tf"]);
+    s.host
+        .open_pull(number, "octocat", false, &["web/dev/main.tf"]);
     s.prs.handle(&opened(number)).await.unwrap();
 }
 
@@ -1698,7 +1699,10 @@ async fn a_report_revokes_the_source_tokens_of_ended_jobs_only_each_on_its_own()
 async fn a_retargeted_pull_request_is_planned_for_its_new_base_only() {
     let s = setup().await;
     deployer_opens(&s, 7).await;
-    assert!(record(&s, 7).await.environments.contains_key("acme/web/dev"));
+    assert!(record(&s, 7)
+        .await
+        .environments
+        .contains_key("acme/web/dev"));
 
     // Moved onto `release`, where no environment is bound: the report drops it; the same
     // head is not planned again for `main`.
@@ -1720,5 +1724,7 @@ async fn a_retargeted_pull_request_is_planned_for_its_new_base_only() {
     // And back onto `main`: planned there again.
     s.host.0.lock().unwrap().pulls.get_mut(&7).unwrap().base = "main".into();
     s.prs.handle(&retargeted).await.unwrap();
-    assert!(record(&s, 7).await.environments["acme/web/dev"].plan_job.is_some());
+    assert!(record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .is_some());
 }
