@@ -130,6 +130,29 @@ def moved_meanwhile(b, c, admin):
     c.check("not behind its base branch" in card_text(b), "vcs card: says not behind its base branch")
 
 
+def a_gitlab_binding_stays_gitlabs(b, c, admin):
+    """A binding on GitLab, edited in the console: saved, it is still GitLab's (the API's
+    default host is GitHub), the card names the host, and the project is no github.com link."""
+    project = "acme/platform/infra"
+    admin.call("PATCH", f"/v1/environments/{ENV}", {"vcs": {"provider": "gitlab", "repository": project}})
+    b.open(f"/env/{ENV}", fresh=True)
+    b.loaded("env", path=ENV)
+    text = card_text(b)
+    c.check("GitLab" in text and project in text, f"vcs card: names GitLab and the project: {text[:300]!r}")
+    c.check(not b.has(css("vcs-repository-link")), "vcs card: a GitLab project is not linked to github.com")
+    b.find(css("vcs-edit")).click()
+    b.find(css("vcs-form"))
+    host = Select(b.find(css("vcs-provider")))
+    c.check(host.first_selected_option.get_attribute("value") == "gitlab", "vcs form: the host is GitLab")
+    b.find(css("vcs-undiverged")).click()
+    b.find(css("vcs-save")).click()
+    b.until("the GitLab binding saved", lambda d: not b.has(css("vcs-form")))
+    got = binding(admin) or {}
+    c.check(got.get("provider") == "gitlab" and got.get("repository") == project
+            and got.get("requirements", {}).get("undiverged") is True,
+            f"vcs: saved from the console, still GitLab's: {got!r}")
+
+
 def remove(b, c, admin):
     b.find(css("vcs-remove")).click()
     b.find(css("vcs-remove-ask"))
@@ -146,6 +169,7 @@ def remove(b, c, admin):
 def pull_requests(b, c, admin, users, shots, safety, sign_in, sign_out):
     bind_through_the_form(b, c, admin, shots)
     moved_meanwhile(b, c, admin)
+    a_gitlab_binding_stays_gitlabs(b, c, admin)
     remove(b, c, admin)
     safety(b, c, "env page (pull requests, bob)")
     # carol deploys but does not manage: the binding in words, and nothing to change it with.

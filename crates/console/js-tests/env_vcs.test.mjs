@@ -65,13 +65,13 @@ test("form -> JSON: trimmed, empty directory/branch/globs/approvals left out, gl
   assert.deepEqual(vcsBody({
     repository: "  acme/infra ", directory: "  ", branch: "", when_modified: "",
     apply: "after_merge", approved: "", mergeable: false, undiverged: false,
-  }), { repository: "acme/infra", apply: "after_merge" });
+  }), { provider: "github", repository: "acme/infra", apply: "after_merge" });
   assert.deepEqual(vcsBody({
     repository: "acme/infra", directory: " envs/prod ", branch: " release ",
     when_modified: "  envs/prod/**  \r\n\n modules/**\n   \n", apply: "before_merge",
     approved: " 2 ", mergeable: true, undiverged: true,
   }), {
-    repository: "acme/infra", directory: "envs/prod", branch: "release",
+    provider: "github", repository: "acme/infra", directory: "envs/prod", branch: "release",
     when_modified: ["envs/prod/**", "modules/**"], apply: "before_merge",
     requirements: { approved: 2, mergeable: true, undiverged: true },
   });
@@ -82,7 +82,7 @@ test("form -> JSON: trimmed, empty directory/branch/globs/approvals left out, gl
 
 test("JSON -> form -> JSON keeps a binding", () => {
   const b = {
-    repository: "acme/infra", directory: "envs/prod", branch: "release", when_modified: ["a/**", "b/*.tf"],
+    provider: "github", repository: "acme/infra", directory: "envs/prod", branch: "release", when_modified: ["a/**", "b/*.tf"],
     apply: "none", requirements: { approved: 1, undiverged: true },
   };
   const f = vcsForm(b);
@@ -91,7 +91,7 @@ test("JSON -> form -> JSON keeps a binding", () => {
   assert.equal(f.mergeable, false);
   assert.deepEqual(vcsBody(f), b);
   assert.deepEqual(vcsForm(null), {
-    repository: "", directory: "", branch: "main", when_modified: "", apply: "after_merge",
+    provider: "github", repository: "", directory: "", branch: "main", when_modified: "", apply: "after_merge",
     approved: "", mergeable: false, undiverged: false,
   });
 });
@@ -110,6 +110,24 @@ test("the API's problems go to the input they name; the rest to the banner", () 
   assert.deepEqual(p.when_modified, ["must not be empty"]);
   assert.deepEqual(p.approved, ["must be between 1 and 10 approvals"]);
   assert.deepEqual(p.branch, ["must not contain `..`"]);
-  assert.equal(p._.length, 3);
+  assert.deepEqual(p.provider, ["must be one of github"]);
+  assert.equal(p._.length, 2);
   assert.deepEqual(problemsByField(undefined), {});
+});
+
+test("a GitLab binding keeps its host through the form, says it, and links nowhere on GitHub", () => {
+  const b = {
+    provider: "gitlab", repository: "acme/platform/infra", directory: "web/dev", branch: "main",
+    apply: "before_merge", requirements: { approved: 1 },
+  };
+  // Edited in the console and saved: still GitLab's (the API's default host is GitHub).
+  assert.deepEqual(vcsBody(vcsForm(b)), b);
+  const w = byKey(vcsWords(b));
+  assert.equal(w.provider.text, "GitLab");
+  assert.equal(w.repository.href, null, "a GitLab project is not a github.com link");
+  const two = byKey(vcsWords({ provider: "gitlab", repository: "acme/infra" }));
+  assert.equal(two.repository.href, null);
+  const gh = byKey(vcsWords({ repository: "acme/infra" }));
+  assert.equal(gh.provider.text, "GitHub");
+  assert.equal(gh.repository.href, "https://github.com/acme/infra");
 });

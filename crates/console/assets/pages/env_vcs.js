@@ -59,8 +59,11 @@ export function vcsWords(vcs) {
   const { globs, byDefault } = effectiveGlobs(vcs);
   const req = requirementWords(vcs.requirements);
   const apply = String(vcs.apply || 'after_merge');
+  const provider = String(vcs.provider || 'github');
   return [
-    { key: 'repository', name: 'Repository', text: t(vcs.repository), href: repositoryHref(vcs.repository) },
+    { key: 'provider', name: 'Host', text: HOSTS[provider] || t(provider) },
+    // A GitLab project's instance is the connection's, not known here: no link.
+    { key: 'repository', name: 'Repository', text: t(vcs.repository), href: provider === 'github' ? repositoryHref(vcs.repository) : null },
     { key: 'directory', name: 'Directory', text: vcs.directory ? t(vcs.directory) : 'the repository root' },
     { key: 'branch', name: 'Base branch', text: t(vcs.branch || 'main') },
     { key: 'when_modified', name: 'Planned when', globs: globs.map(t), byDefault,
@@ -70,11 +73,15 @@ export function vcsWords(vcs) {
   ];
 }
 
+/** The hosts a binding may be on, by the API's name. */
+export const HOSTS = { github: 'GitHub', gitlab: 'GitLab' };
+
 /** The form's fields for a binding (or an empty form for none). */
 export function vcsForm(vcs) {
   const v = vcs || {};
   const r = v.requirements || {};
   return {
+    provider: String(v.provider || 'github'),
     repository: String(v.repository ?? ''),
     directory: String(v.directory ?? ''),
     branch: String(v.branch ?? 'main'),
@@ -94,7 +101,9 @@ export function vcsForm(vcs) {
  */
 export function vcsBody(form) {
   const f = form || {};
-  const body = { repository: String(f.repository ?? '').trim() };
+  // The host always goes: the API's default is GitHub, so a GitLab binding saved without
+  // it would move to GitHub.
+  const body = { provider: String(f.provider || 'github'), repository: String(f.repository ?? '').trim() };
   const directory = String(f.directory ?? '').trim();
   if (directory) body.directory = directory;
   const branch = String(f.branch ?? '').trim();
@@ -112,13 +121,13 @@ export function vcsBody(form) {
 }
 
 /** The form's inputs, in order: each API field path under `vcs.` belongs to one. */
-export const FIELDS = ['repository', 'directory', 'branch', 'when_modified', 'apply', 'approved', 'mergeable', 'undiverged'];
-const TOP = ['repository', 'directory', 'branch', 'when_modified', 'apply'];
+export const FIELDS = ['provider', 'repository', 'directory', 'branch', 'when_modified', 'apply', 'approved', 'mergeable', 'undiverged'];
+const TOP = ['provider', 'repository', 'directory', 'branch', 'when_modified', 'apply'];
 const REQUIRED = ['approved', 'mergeable', 'undiverged'];
 
 /**
  * The API's problems by form input: `{repository: ['must be ...'], ...}`, with `_` for those
- * no input holds (`vcs`, `vcs.provider`, `If-Match`, an unknown field). `vcs.when_modified[2]`
+ * no input holds (`vcs`, `If-Match`, an unknown field). `vcs.when_modified[2]`
  * is the globs' input, `vcs.requirements.approved` the approvals'.
  */
 export function problemsByField(fields) {
@@ -196,7 +205,15 @@ function VcsEdit({ env, onSaved, onMoved, onCancel }) {
     }
   };
   return html`<form class="vcs-form" data-test="vcs-form" onSubmit=${submit} onKeyDown=${escape} aria-labelledby="vcs-h" novalidate>
-    ${input('repository', 'Repository (owner/name)', { ref: first, placeholder: 'acme/infrastructure' })}
+    <div class="form-row">
+      <label for="vcs-provider">Host</label>
+      <select id="vcs-provider" name="provider" data-test="vcs-provider" value=${form.provider} onChange=${set('provider')}
+        aria-invalid=${problems.provider ? 'true' : undefined} aria-describedby=${problems.provider ? 'vcs-provider-error' : undefined}>
+        ${Object.entries(HOSTS).map(([v, words]) => html`<option value=${v} selected=${form.provider === v}>${words}</option>`)}
+      </select>
+      <${FieldError} name="provider" problems=${problems.provider} />
+    </div>
+    ${input('repository', form.provider === 'gitlab' ? "Project (its full path, group/…/project)" : 'Repository (owner/name)', { ref: first, placeholder: form.provider === 'gitlab' ? 'acme/platform/infrastructure' : 'acme/infrastructure' })}
     ${input('directory', 'Directory', { hint: 'relative to the repository root; empty for the root' })}
     ${input('branch', 'Base branch', { placeholder: 'main' })}
     <div class="form-row">
@@ -217,7 +234,7 @@ function VcsEdit({ env, onSaved, onMoved, onCancel }) {
     <fieldset class="form-group">
       <legend>An apply requires</legend>
       ${input('approved', 'Approvals by others than the author (1 to 10; empty for none)', { type: 'number', min: 1, max: 10 })}
-      ${check('mergeable', 'mergeable (GitHub can merge it and it is not a draft)')}
+      ${check('mergeable', 'mergeable (the host can merge it and it is not a draft)')}
       ${check('undiverged', 'not behind its base branch')}
     </fieldset>
     <${ErrorBanner} error=${error} />
