@@ -124,6 +124,12 @@ impl World {
             .into();
             assert_eq!(out.code, 0, "{out:?}");
         }
+        let out: common::Out = common::sortie(&dev, &["get", "env", "acme/web-dev"]).into();
+        assert!(
+            out.stdout
+                .contains(&format!("gitlab:{PROJECT} web/dev (base main")),
+            "get env names the binding's host: {out:?}"
+        );
         let issuer = connection["issuer"].as_str().unwrap().to_string();
         Self {
             rt,

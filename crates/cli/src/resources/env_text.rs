@@ -157,7 +157,8 @@ fn expiry_of(e: &EnvironmentView) -> String {
 }
 
 /// `acme/infra web/dev (base main, globs web/dev/**; apply after_merge; needs 2 approvals,
-/// mergeable)`: an environment's binding in one line.
+/// mergeable)`: an environment's binding in one line; a repository on another host than
+/// GitHub (the default) is named with it, `gitlab:acme/platform/infra`.
 pub(super) fn binding_text(b: &sortie_core::vcs::VcsBinding) -> String {
     let dir = if b.directory.is_empty() {
         "/"
@@ -174,9 +175,13 @@ pub(super) fn binding_text(b: &sortie_core::vcs::VcsBinding) -> String {
     if b.requirements.undiverged {
         needs.push("up to date with the base".to_string());
     }
+    let repository = match b.provider {
+        sortie_core::vcs::VcsProvider::Github => b.repository.clone(),
+        other => format!("{}:{}", other.as_str(), b.repository),
+    };
     let mut text = format!(
         "{} {dir} (base {}, changes {}; apply {}",
-        b.repository,
+        repository,
         b.branch,
         b.globs().join(","),
         b.apply.as_str()
@@ -338,6 +343,26 @@ pub(super) fn refresh_text(path: &str, a: &RefreshRunnerAnswer) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_binding_names_its_host_unless_it_is_github() {
+        let binding = |provider: &str, repository: &str| {
+            serde_json::from_value::<sortie_core::vcs::VcsBinding>(json!({
+                "provider": provider, "repository": repository, "directory": "web/dev",
+            }))
+            .unwrap()
+        };
+        let gitlab = binding_text(&binding("gitlab", "acme/platform/infra"));
+        assert!(
+            gitlab.starts_with("gitlab:acme/platform/infra web/dev (base main"),
+            "{gitlab}"
+        );
+        let github = binding_text(&binding("github", "acme/infra"));
+        assert!(
+            github.starts_with("acme/infra web/dev (base main"),
+            "{github}"
+        );
+    }
 
     #[test]
     fn outputs_are_compact_json_and_sensitive_ones_are_hidden() {
