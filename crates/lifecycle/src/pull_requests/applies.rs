@@ -12,10 +12,13 @@ use sortie_store::{IdempotencyKey, StoreError};
 use tracing::{info, warn};
 
 use super::{CodeHost, PullError, PullRequests, REQUIREMENTS_PRINCIPAL};
+use crate::{JobOrder, SubmitError};
 
 /// The most source tokens one report revokes; the next report takes the rest.
 pub const MAX_REVOKES_PER_REPORT: usize = 50;
-use crate::{JobOrder, SubmitError};
+/// The most source tokens one report looks up (their jobs read from the store): running
+/// jobs' tokens are passed over, so this is larger than [`MAX_REVOKES_PER_REPORT`].
+pub const MAX_LOOKUPS_PER_REPORT: usize = 500;
 
 impl PullRequests {
     /// Submits the apply of `sha` to `env` for `requested_by` (a host login), once per pull
@@ -101,9 +104,9 @@ impl PullRequests {
 
     /// Revokes each source token of `repository` still active whose job has ended (its
     /// pilot revokes it itself once the archive is downloaded, unless it died first). Best
-    /// effort and bounded: at most [`MAX_REVOKES_PER_REPORT`] tokens, each failure logged
-    /// and the rest tried; a token of a job this deployment does not know is left alone
-    /// (it expires within a day).
+    /// effort and bounded: at most [`MAX_LOOKUPS_PER_REPORT`] tokens looked up and
+    /// [`MAX_REVOKES_PER_REPORT`] revoked, each failure logged and the rest tried; a token
+    /// of a job this deployment does not know is left alone (it expires within a day).
     pub(super) async fn revoke_ended_sources(&self, host: &dyn CodeHost, repository: &str) {
         let held = match host.source_tokens(repository).await {
             Ok(held) => held,
@@ -112,7 +115,11 @@ impl PullRequests {
                 return;
             }
         };
-        for token in held.into_iter().take(MAX_REVOKES_PER_REPORT) {
+        let mut revokes = 0;
+        for token in held.into_iter().take(MAX_LOOKUPS_PER_REPORT) {
+            if revokes == MAX_REVOKES_PER_REPORT {
+                break;
+            }
             let job = JobId::new(token.job.clone());
             let ended = match self.store().get_job(&job).await {
                 Ok(record) => record.job.state.is_terminal(),
@@ -125,6 +132,7 @@ impl PullRequests {
             if !ended {
                 continue;
             }
+            revokes += 1;
             match host.revoke_source(repository, token.token_id).await {
                 Ok(()) => {
                     info!(job_id = %token.job, token_id = token.token_id, "revoked an ended job's source token")

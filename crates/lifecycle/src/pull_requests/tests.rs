@@ -1728,3 +1728,56 @@ async fn a_retargeted_pull_request_is_planned_for_its_new_base_only() {
         .plan_job
         .is_some());
 }
+
+#[tokio::test]
+async fn the_revocations_of_a_report_are_bounded_and_tokens_passed_over_do_not_starve_them() {
+    let s = setup().await;
+    deployer_opens(&s, 7).await;
+    let plan = record(&s, 7).await.environments["acme/web/dev"]
+        .plan_job
+        .clone()
+        .unwrap();
+    walk(
+        &s.w,
+        &JobId::from(plan.clone()),
+        &[
+            (JobState::Queued, JobState::Dispatching),
+            (JobState::Dispatching, JobState::Running),
+            (JobState::Running, JobState::Succeeded),
+        ],
+    )
+    .await;
+    // 60 tokens of jobs this deployment does not know come first (passed over), then 55
+    // of the ended plan's (its spec fetched again and again).
+    let mut sources: Vec<HeldSource> = (0..60)
+        .map(|n| HeldSource {
+            token_id: 1000 + n,
+            job: format!("01unknown{n}"),
+        })
+        .collect();
+    sources.extend((0..55).map(|n| HeldSource {
+        token_id: n,
+        job: plan.clone(),
+    }));
+    s.host.0.lock().unwrap().sources = sources;
+    let report = PullWork::Report {
+        org: "acme".into(),
+        provider: VcsProvider::Github,
+        repository: REPO.into(),
+        number: 7,
+    };
+    s.prs.handle(&report).await.unwrap();
+    let revoked = s.host.0.lock().unwrap().revoked_sources.clone();
+    assert_eq!(
+        revoked,
+        (0..50).collect::<Vec<u64>>(),
+        "at most 50 a report"
+    );
+    s.prs.handle(&report).await.unwrap();
+    let revoked = s.host.0.lock().unwrap().revoked_sources.clone();
+    assert_eq!(
+        revoked,
+        (0..55).collect::<Vec<u64>>(),
+        "the next report takes the rest"
+    );
+}
