@@ -130,6 +130,12 @@ doubles, and what they stand in for") says why it exists.
    with the issuer's JWKS (fetched through its discovery document), its exp be in the
    future, and the role's trust policy allow its provider with `:aud` and `:sub`
    conditions that hold; else AWS's error codes (scripts/moto_sts_web_identity.py).
+17. S3 Express One Zone (issue 47 item 14): stock moto has no directory buckets. A bucket
+   named `<base>--<zone id>--x-s3` is made only with its directory configuration, its
+   zonal calls need a live CreateSession token and the session's signature (a presigned
+   URL dies with its session, after 5 minutes), a ReadOnly session only reads, and its
+   listings are out of key order (scripts/moto_s3_express.py;
+   crates/store/tests/it/s3_express.rs proves it).
 """
 
 import collections
@@ -154,6 +160,7 @@ import moto_dynamo_fast  # patch 12: DynamoDB's attribute values written directl
 import moto_fair_queue  # patch 7: SQS fair queues (scripts/, beside this file)
 import moto_keep_alive  # patch 14: keep-alive connections
 import moto_memory  # patch 6 and /_sortie/moto-memory (scripts/, beside this file)
+import moto_s3_express  # patch 17: S3 Express One Zone's directory buckets and sessions
 import moto_s3_strict  # patches 8 and 9: S3's 403 without ListBucket, short list pages
 import moto_secrets_throttle  # patch 10: Secrets Manager's quotas (scripts/, beside this file)
 import moto_sts_web_identity  # patch 16: strict AssumeRoleWithWebIdentity
@@ -585,6 +592,7 @@ def patch():
     _patch_error_tables()
     moto_fair_queue.install()
     moto_s3_strict.install()
+    moto_s3_express.install()
     moto_secrets_throttle.install()
     if not os.environ.get("SORTIE_MOTO_LENIENT_WEB_IDENTITY"):
         # Set only to show a test failing on stock moto's AssumeRoleWithWebIdentity.

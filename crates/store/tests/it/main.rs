@@ -6,4 +6,5 @@ mod contract;
 mod dynamo;
 mod fair_queue;
 mod memory;
+mod s3_express;
 mod wedge;
