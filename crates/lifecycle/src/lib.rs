@@ -72,7 +72,7 @@ pub use job_artifacts::{read_outputs, JobArtifacts, OutputsError};
 pub use job_spec::{SpecParts, SpecRefusal};
 pub use jobs::{Cancellation, JobService, APPROVAL_TIMEOUT_PRINCIPAL};
 pub use locks::LockRefusal;
-pub use logs::{LogGrants, LogPage, Logs};
+pub use logs::{LiveUrl, LogGrants, LogPage, Logs};
 pub use memberships::{MembershipRefusal, Memberships};
 pub use notifications::{
     NotificationRefusal, Notifications, WithSecret, MAX_DESTINATIONS_PER_GROUP,

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use sortie_core::protocol::logs::{
-    follow_marker_key, list_start_after, page_cut, plan_page, FOLLOW_MARK_EVERY, PAGE_JSON_BYTES,
-    PAGE_READ_BYTES, PAGE_READ_CONCURRENCY, PAGE_TIME_BUDGET,
+    follow_marker_key, list_start_after, live_key, page_cut, plan_page, LiveLog, LiveRead,
+    FOLLOW_MARK_EVERY, PAGE_JSON_BYTES, PAGE_READ_BYTES, PAGE_READ_CONCURRENCY, PAGE_TIME_BUDGET,
 };
 use sortie_core::protocol::pilot::{log_chunk_key, log_chunk_offset, log_prefix, UploadKind};
 use sortie_core::JobId;
@@ -46,6 +46,19 @@ pub struct LogPage {
     pub data: String,
     /// Whether more may come: the job has not ended, or the page was full.
     pub more: bool,
+    /// A presigned GET of the job's live object, while the job runs and the log has a live
+    /// bucket: a follower reads it directly, between calls of this API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveUrl>,
+}
+
+/// A presigned GET of a job's live object ([`sortie_core::protocol::logs::LiveLog`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LiveUrl {
+    /// The URL.
+    pub url: String,
+    /// When it stops working (a directory bucket's URL dies with its session).
+    pub expires_at: DateTime<Utc>,
 }
 
 /// What the pilot uploads a flush with: one presigned PUT per chunk, and a presigned GET
@@ -58,6 +71,9 @@ pub struct LogGrants {
     pub follow_url: String,
     /// When the first of these URLs stops working.
     pub expires_at: DateTime<Utc>,
+    /// The live object's key and its presigned PUT, when the log has a live bucket: while
+    /// someone follows, the pilot rewrites it every second instead of shipping a chunk.
+    pub live: Option<(String, PresignedPut)>,
 }
 
 impl Logs {
@@ -69,19 +85,48 @@ impl Logs {
     /// One page of job `id`'s log from `offset`; `ended` when the job has ended (then a
     /// page that reaches the last byte written says no more may come). A read of a job
     /// that has not ended marks it followed first.
+    /// The live object, when it is read from the live bucket, joins the page where the
+    /// chunks end, and the answer carries its presigned GET for the follower.
     pub async fn page(&self, id: &JobId, offset: u64, ended: bool) -> Result<LogPage, StoreError> {
+        let live_store = self.artifacts.live();
         if !ended {
-            mark_followed(self.artifacts.as_ref(), id).await;
+            mark_followed(self.marker_store().as_ref(), id).await;
         }
         let deadline = Instant::now() + PAGE_TIME_BUDGET;
-        read_page(
+        let live_store = live_store.filter(|_| !ended);
+        let live = match &live_store {
+            Some(store) => read_live(store.as_ref(), id).await,
+            None => None,
+        };
+        let mut page = read_page_with_live(
             self.artifacts.as_ref(),
             &log_prefix(id),
             offset,
             ended,
             deadline,
+            live.as_ref(),
         )
-        .await
+        .await?;
+        if let Some(live_store) = live_store {
+            match live_store
+                .presign_get_until(&live_key(id), LIVE_URL_TTL)
+                .await
+            {
+                Ok((url, expires_at)) => page.live = Some(LiveUrl { url, expires_at }),
+                Err(e) => {
+                    tracing::warn!(job_id = %id, error = %e, "could not presign the live log")
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    /// Where the follow marker lives: the live bucket when there is one (its requests cost
+    /// a fraction), else the artifacts bucket.
+    fn marker_store(&self) -> Arc<dyn Artifacts> {
+        self.artifacts
+            .live()
+            .unwrap_or_else(|| self.artifacts.clone())
     }
 
     /// The offset just past job `id`'s log so far: its last chunk's start plus its size
@@ -117,15 +162,53 @@ impl Logs {
             expires_at = expires_at.min(signed.expires_at);
             chunks.push((key, signed));
         }
-        let follow_url = self
-            .artifacts
-            .presign_get(&follow_marker_key(id), ttl)
+        let (follow_url, follow_until) = self
+            .marker_store()
+            .presign_get_until(&follow_marker_key(id), ttl)
             .await?;
+        expires_at = expires_at.min(follow_until);
+        let live = match self.artifacts.live() {
+            Some(live_store) => {
+                let key = live_key(id);
+                let signed = live_store
+                    .presign_put(&key, UploadKind::Log.content_type(), ttl)
+                    .await?;
+                expires_at = expires_at.min(signed.expires_at);
+                Some((key, signed))
+            }
+            None => None,
+        };
         Ok(LogGrants {
             chunks,
             follow_url,
             expires_at,
+            live,
         })
+    }
+}
+
+/// How long a follower's presigned GET of the live object is asked to work (a directory
+/// bucket's ends sooner, with the session that signs it: at least four minutes).
+const LIVE_URL_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// The job's live object, read before the chunks: whatever it holds past the chunks'
+/// end joins the page (the chunks read after it may already hold part of it; the page
+/// takes each byte once, by offset). A missing or unreadable live object adds nothing, and
+/// the next read tries again.
+async fn read_live(live_store: &dyn Artifacts, id: &JobId) -> Option<LiveLog> {
+    match live_store.get(&live_key(id)).await {
+        Ok(body) => {
+            let live = LiveLog::decode(&body);
+            if live.is_none() {
+                tracing::warn!(job_id = %id, "the live log is not in the live format");
+            }
+            live
+        }
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => {
+            tracing::warn!(job_id = %id, error = %e, "could not read the live log");
+            None
+        }
     }
 }
 
@@ -294,12 +377,26 @@ async fn list_chunks(
 }
 
 /// One page of the log under `prefix` from `offset` (see the module's description).
+#[cfg(test)]
 pub(crate) async fn read_page(
     artifacts: &dyn Artifacts,
     prefix: &str,
     offset: u64,
     terminal: bool,
     deadline: Instant,
+) -> Result<LogPage, StoreError> {
+    read_page_with_live(artifacts, prefix, offset, terminal, deadline, None).await
+}
+
+/// [`read_page`], then, when the page reached the chunks' end without a gap and the job
+/// has not ended, what `live` holds past that end (within the page's budget).
+pub(crate) async fn read_page_with_live(
+    artifacts: &dyn Artifacts,
+    prefix: &str,
+    offset: u64,
+    terminal: bool,
+    deadline: Instant,
+    live: Option<&LiveLog>,
 ) -> Result<LogPage, StoreError> {
     let start_after = list_start_after(prefix, offset);
     let looked_back = start_after.is_some();
@@ -367,6 +464,12 @@ pub(crate) async fn read_page(
         .map(|r| r.len)
         .sum();
     let reached_end = listed.exhausted && !short && planned == contiguous;
+    if let (Some(live), true, false) = (live, reached_end, terminal) {
+        if let LiveRead::Bytes(more) = live.from_offset(offset + data.len() as u64) {
+            let room = PAGE_READ_BYTES.saturating_sub(data.len());
+            data.extend_from_slice(&more[..more.len().min(room)]);
+        }
+    }
     let cut = page_cut(&data, PAGE_JSON_BYTES, terminal && reached_end);
     let full = cut < data.len() || !reached_end;
     data.truncate(cut);
@@ -375,6 +478,7 @@ pub(crate) async fn read_page(
         next_offset: offset + cut as u64,
         data: String::from_utf8_lossy(&data).into_owned(),
         more: !terminal || full,
+        live: None,
     })
 }
 

@@ -17,6 +17,8 @@ struct Bucket {
     /// Listing pages hold at most this many keys, whatever was asked (S3 may answer
     /// short pages while more keys follow).
     short_pages: Option<usize>,
+    /// The live bucket, when the log has one.
+    live: Option<Arc<Bucket>>,
 }
 
 #[async_trait::async_trait]
@@ -86,7 +88,21 @@ impl Artifacts for Bucket {
         if let Some(d) = self.delay {
             tokio::time::sleep(d).await;
         }
-        Ok(self.objects.lock().unwrap()[key].clone())
+        self.objects
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                kind: "object",
+                id: key.into(),
+            })
+    }
+    async fn presign_get(&self, key: &str, _: std::time::Duration) -> Result<String, StoreError> {
+        Ok(format!("memory://{key}"))
+    }
+    fn live(&self) -> Option<Arc<dyn Artifacts>> {
+        self.live.clone().map(|l| l as Arc<dyn Artifacts>)
     }
 }
 
@@ -393,4 +409,90 @@ async fn a_chunk_bigger_than_the_cap_is_still_found() {
     want.extend_from_slice(b"tail");
     assert!(page.data.as_bytes() == want.as_slice());
     assert!(!page.more);
+}
+
+/// A running job's log with a live bucket: chunks `[0, 10)`, and `live` in the live bucket.
+fn with_live(id: &JobId, live: Option<LiveLog>) -> (Logs, Arc<Bucket>, Arc<Bucket>) {
+    let live_bucket = Arc::new(Bucket::default());
+    if let Some(live) = live {
+        live_bucket
+            .objects
+            .lock()
+            .unwrap()
+            .insert(live_key(id), live.encode());
+    }
+    let chunks = Bucket {
+        live: Some(live_bucket.clone()),
+        ..Bucket::default()
+    };
+    chunks.objects.lock().unwrap().insert(
+        sortie_core::protocol::pilot::log_chunk_key(&log_prefix(id), 0),
+        b"0123456789".to_vec(),
+    );
+    let chunks = Arc::new(chunks);
+    (Logs::new(chunks.clone()), chunks, live_bucket)
+}
+
+fn live(start: u64, bytes: &[u8]) -> LiveLog {
+    LiveLog {
+        start,
+        ended: false,
+        bytes: bytes.to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn a_running_jobs_page_joins_the_live_object_where_the_chunks_end_each_byte_once() {
+    let id = JobId::from("01JLIVEJOIN");
+    for (object, from, expect_data, expect_next) in [
+        // the live object starts where the chunks end
+        (Some(live(10, b"abc")), 0, "0123456789abc", 13),
+        // it overlaps them (a chunk was shipped after the live object was read)
+        (Some(live(5, b"56789abc")), 0, "0123456789abc", 13),
+        // read from inside the live part
+        (Some(live(10, b"abc")), 11, "bc", 13),
+        // a gap: it starts past the chunks (their next one is not listed yet)
+        (Some(live(12, b"cd")), 0, "0123456789", 10),
+        // nothing new past the reader
+        (Some(live(10, b"abc")), 13, "", 13),
+        // no live object yet
+        (None, 0, "0123456789", 10),
+    ] {
+        let (logs, _, _) = with_live(&id, object.clone());
+        let page = logs.page(&id, from, false).await.unwrap();
+        assert_eq!(
+            (page.data.as_str(), page.next_offset, page.more),
+            (expect_data, expect_next, true),
+            "{object:?} from {from}"
+        );
+        let url = page
+            .live
+            .expect("a running job's page hands out the live URL");
+        assert_eq!(url.url, format!("memory://{}", live_key(&id)));
+    }
+}
+
+#[tokio::test]
+async fn an_ended_jobs_page_reads_chunks_only_and_the_marker_lives_in_the_live_bucket() {
+    let id = JobId::from("01JLIVEENDED");
+    let (logs, chunks, live_bucket) = with_live(&id, Some(live(10, b"stale")));
+    let page = logs.page(&id, 0, true).await.unwrap();
+    assert_eq!((page.data.as_str(), page.more), ("0123456789", false));
+    assert_eq!(page.live, None, "no live URL once the job has ended");
+    assert_eq!(
+        live_bucket.gets.load(Ordering::SeqCst),
+        0,
+        "nor a read of it"
+    );
+
+    let running = JobId::from("01JLIVEMARK");
+    let (logs, chunks_running, live_running) = with_live(&running, None);
+    logs.page(&running, 0, false).await.unwrap();
+    assert!(live_running
+        .objects
+        .lock()
+        .unwrap()
+        .contains_key(&follow_marker_key(&running)));
+    assert_eq!(chunks_running.writes.load(Ordering::SeqCst), 0);
+    assert_eq!(chunks.writes.load(Ordering::SeqCst), 0);
 }

@@ -2,7 +2,8 @@
 //! the API presigns for it (with the API's own credentials), and the API reads them back.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_sdk_s3::error::ProvideErrorMetadata;
@@ -143,6 +144,26 @@ pub trait Artifacts: Send + Sync {
             id: key.to_string(),
         })
     }
+    /// [`Artifacts::presign_get`], with when the URL stops working (sooner than asked when
+    /// the credentials that sign it end sooner). The default says `expires_in` from now.
+    async fn presign_get_until(
+        &self,
+        key: &str,
+        expires_in: Duration,
+    ) -> Result<(String, DateTime<Utc>), StoreError> {
+        let url = self.presign_get(key, expires_in).await?;
+        Ok((
+            url,
+            Utc::now() + chrono::Duration::from_std(expires_in).unwrap_or(chrono::Duration::zero()),
+        ))
+    }
+    /// Where job logs live while someone follows them (the live object and the follow
+    /// marker), when that is a store of its own: an S3 Express One Zone directory bucket,
+    /// whose requests cost a fraction of a general purpose bucket's. `None`: there is none,
+    /// and the log ships as chunks at the followed pace.
+    fn live(&self) -> Option<Arc<dyn Artifacts>> {
+        None
+    }
 }
 
 /// S3's ListObjectsV2 answers at most this many keys a page.
@@ -156,16 +177,48 @@ pub struct S3Artifacts {
     /// The credentials presigned URLs are signed with, when known (their expiry bounds a
     /// URL's life); the client's own otherwise.
     signing: Option<aws_sdk_s3::config::SharedCredentialsProvider>,
+    /// For a directory bucket (S3 Express One Zone), the session its URLs are signed in.
+    sessions: Option<Arc<Mutex<Option<ExpressSession>>>>,
+    /// The live log's store, when it is a bucket of its own ([`Artifacts::live`]).
+    live: Option<Arc<S3Artifacts>>,
+}
+
+/// A session of a directory bucket (CreateSession): its credentials and when they end.
+#[derive(Debug, Clone)]
+struct ExpressSession {
+    credentials: aws_sdk_s3::config::Credentials,
+    expires: SystemTime,
+}
+
+/// How long a directory bucket's session is used to sign URLs: from its fifth minute on a
+/// new one is made, so a URL signed in it works at least four minutes (AWS ends a session
+/// after five: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_CreateSession.html>).
+/// The SDK's own session cache renews ten seconds before the end, too late for a URL that
+/// is handed out.
+const SESSION_SIGNS_FOR: Duration = Duration::from_secs(60);
+
+/// Whether `bucket` names a directory bucket (`<base>--<zone id>--x-s3`).
+pub fn is_directory_bucket(bucket: &str) -> bool {
+    bucket.ends_with("--x-s3")
 }
 
 impl S3Artifacts {
-    /// The bucket `bucket`.
+    /// The bucket `bucket` (a directory bucket's URLs are signed in a session of its own).
     pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        let bucket = bucket.into();
         Self {
+            sessions: is_directory_bucket(&bucket).then(|| Arc::new(Mutex::new(None))),
             client,
-            bucket: bucket.into(),
+            bucket,
             signing: None,
+            live: None,
         }
+    }
+
+    /// The live log in `live`, a directory bucket ([`Artifacts::live`]).
+    pub fn with_live(mut self, live: S3Artifacts) -> Self {
+        self.live = Some(Arc::new(live));
+        self
     }
 
     /// Presigned URLs signed with `credentials` (the client's, from its `SdkConfig`), and
@@ -200,6 +253,41 @@ impl S3Artifacts {
         {
             return Ok(());
         }
+        if let Some(zone) = self.directory_zone() {
+            use aws_sdk_s3::types::{
+                BucketInfo, BucketType, CreateBucketConfiguration, DataRedundancy, LocationInfo,
+                LocationType,
+            };
+            // CreateBucket is a regional call signed by IAM; against a custom endpoint the
+            // SDK would otherwise sign it in a session of the bucket it creates.
+            let control =
+                aws_sdk_s3::config::Builder::default().disable_s3_express_session_auth(true);
+            self.client
+                .create_bucket()
+                .bucket(&self.bucket)
+                .create_bucket_configuration(
+                    CreateBucketConfiguration::builder()
+                        .location(
+                            LocationInfo::builder()
+                                .r#type(LocationType::AvailabilityZone)
+                                .name(zone)
+                                .build(),
+                        )
+                        .bucket(
+                            BucketInfo::builder()
+                                .r#type(BucketType::Directory)
+                                .data_redundancy(DataRedundancy::SingleAvailabilityZone)
+                                .build(),
+                        )
+                        .build(),
+                )
+                .customize()
+                .config_override(control)
+                .send()
+                .await
+                .map_err(|e| s3_error(&e))?;
+            return Ok(());
+        }
         self.client
             .create_bucket()
             .bucket(&self.bucket)
@@ -207,6 +295,55 @@ impl S3Artifacts {
             .await
             .map_err(|e| s3_error(&e))?;
         Ok(())
+    }
+
+    /// The zone id a directory bucket is named for.
+    fn directory_zone(&self) -> Option<&str> {
+        let rest = self.bucket.strip_suffix("--x-s3")?;
+        rest.rsplit_once("--").map(|(_, zone)| zone)
+    }
+
+    /// A session of this directory bucket to sign a URL in, made when none has signed for
+    /// less than [`SESSION_SIGNS_FOR`].
+    async fn express_session(
+        &self,
+        sessions: &Mutex<Option<ExpressSession>>,
+    ) -> Result<ExpressSession, StoreError> {
+        let fresh = |s: &ExpressSession| {
+            s.expires
+                .duration_since(SystemTime::now())
+                .is_ok_and(|left| left + SESSION_SIGNS_FOR > Duration::from_secs(300))
+        };
+        if let Some(s) = sessions.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            if fresh(s) {
+                return Ok(s.clone());
+            }
+        }
+        let made = self
+            .client
+            .create_session()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map_err(|e| s3_error(&e))?;
+        let c = made.credentials.ok_or_else(|| StoreError::Aws {
+            service: "s3",
+            message: "CreateSession answered no credentials".to_string(),
+            retryable: true,
+        })?;
+        let expires = SystemTime::try_from(*c.expiration()).unwrap_or_else(|_| SystemTime::now());
+        let session = ExpressSession {
+            credentials: aws_sdk_s3::config::Credentials::new(
+                c.access_key_id(),
+                c.secret_access_key(),
+                Some(c.session_token().to_string()),
+                Some(expires),
+                "sortie-s3-express-session",
+            ),
+            expires,
+        };
+        *sessions.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.clone());
+        Ok(session)
     }
 }
 
@@ -314,10 +451,33 @@ fn signed_with(
 }
 
 impl S3Artifacts {
-    /// The credentials a presigned URL is signed with, and its life: `requested`, but no
-    /// longer than those credentials have left ([`sortie_core::presign::lifetime`]; a role
-    /// session's URL dies with the session).
+    /// How a presigned URL is signed, and its life: `requested`, but no longer than the
+    /// credentials that sign it have left ([`sortie_core::presign::lifetime`]; a role
+    /// session's URL dies with the session, and a directory bucket's with the bucket's
+    /// session, made for it: [`S3Artifacts::express_session`]).
     async fn signing(
+        &self,
+        requested: Duration,
+    ) -> Result<(aws_sdk_s3::config::Builder, Duration), StoreError> {
+        if let Some(sessions) = &self.sessions {
+            let session = self.express_session(sessions).await?;
+            let lifetime =
+                sortie_core::presign::lifetime(requested, SystemTime::now(), Some(session.expires))
+                    .map_err(|message| StoreError::Aws {
+                        service: "s3",
+                        message,
+                        retryable: true,
+                    })?;
+            let builder = aws_sdk_s3::config::Builder::default()
+                .express_credentials_provider(session.credentials);
+            return Ok((builder, lifetime));
+        }
+        let (credentials, lifetime) = self.iam_signing(requested).await?;
+        Ok((signed_with(credentials), lifetime))
+    }
+
+    /// The IAM credentials a presigned URL of a general purpose bucket is signed with.
+    async fn iam_signing(
         &self,
         requested: Duration,
     ) -> Result<(Option<aws_sdk_s3::config::Credentials>, Duration), StoreError> {
@@ -355,7 +515,7 @@ impl Artifacts for S3Artifacts {
         content_type: &str,
         expires_in: Duration,
     ) -> Result<PresignedPut, StoreError> {
-        let (credentials, lifetime) = self.signing(expires_in).await?;
+        let (signer, lifetime) = self.signing(expires_in).await?;
         let request = self
             .client
             .put_object()
@@ -363,7 +523,7 @@ impl Artifacts for S3Artifacts {
             .key(key)
             .content_type(content_type)
             .customize()
-            .config_override(signed_with(credentials))
+            .config_override(signer)
             .presigned(presigning(lifetime)?)
             .await
             .map_err(|e| s3_error(&e))?;
@@ -380,18 +540,33 @@ impl Artifacts for S3Artifacts {
     }
 
     async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StoreError> {
-        let (credentials, lifetime) = self.signing(expires_in).await?;
+        Ok(self.presign_get_until(key, expires_in).await?.0)
+    }
+
+    async fn presign_get_until(
+        &self,
+        key: &str,
+        expires_in: Duration,
+    ) -> Result<(String, DateTime<Utc>), StoreError> {
+        let (signer, lifetime) = self.signing(expires_in).await?;
         let request = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
             .customize()
-            .config_override(signed_with(credentials))
+            .config_override(signer)
             .presigned(presigning(lifetime)?)
             .await
             .map_err(|e| s3_error(&e))?;
-        Ok(request.uri().to_string())
+        Ok((
+            request.uri().to_string(),
+            Utc::now() + chrono::Duration::from_std(lifetime).unwrap_or(chrono::Duration::zero()),
+        ))
+    }
+
+    fn live(&self) -> Option<Arc<dyn Artifacts>> {
+        self.live.clone().map(|l| l as Arc<dyn Artifacts>)
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {

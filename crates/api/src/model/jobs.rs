@@ -146,4 +146,20 @@ pub struct LogsPage {
     pub data: String,
     /// Whether more may come: the job has not ended, or the page was full.
     pub more: bool,
+    /// While the job runs, and when the log has a live bucket (S3 Express One Zone): a
+    /// presigned GET of the job's live object, the log's bytes not yet in this API's
+    /// pages. A follower may read it directly between calls (`sortie logs -f` does); its
+    /// body is a line `sortie-live 1 <start offset> <ended 0|1>` and then those bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveLogUrl>,
+}
+
+/// A presigned GET of a job's live object.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct LiveLogUrl {
+    /// The URL, signature included.
+    pub url: String,
+    /// When it stops working: ask this API again for a fresh one (a directory bucket's URL
+    /// ends with the session that signed it, after four to five minutes).
+    pub expires_at: DateTime<Utc>,
 }

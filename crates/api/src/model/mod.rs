@@ -11,7 +11,7 @@ mod notifications;
 mod uploads;
 
 pub use audit::{AuditList, AuditRecordView};
-pub use jobs::{JobListPage, JobView, LogsPage, SensitiveVariables};
+pub use jobs::{JobListPage, JobView, LiveLogUrl, LogsPage, SensitiveVariables};
 pub use notifications::{
     DeliveryAttempt, DeliveryList, Destination, DestinationBody, DestinationList, DestinationType,
 };

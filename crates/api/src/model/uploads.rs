@@ -57,6 +57,12 @@ pub struct LogUploadGrants {
     pub follow_url: String,
     /// When every URL of this answer stops working.
     pub expires_at: DateTime<Utc>,
+    /// When the log has a live bucket: a presigned PUT of the job's live object
+    /// (`logs/<job id>/live`), which the pilot rewrites every second while someone follows
+    /// (a line `sortie-live 1 <start offset> <ended 0|1>`, then the bytes not shipped as
+    /// chunks yet) instead of shipping a chunk each second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<UploadGrant>,
 }
 
 /// The body of `PUT /v1/jobs/{id}/upload-problems`: what the runner could not upload.

@@ -94,10 +94,18 @@ pub(crate) async fn create_log_uploads(
         })
         .collect();
     let (follow_url, expires_at) = (signed.follow_url, signed.expires_at);
+    let live = signed.live.map(|(key, signed)| UploadGrant {
+        url: signed.url,
+        method: signed.method,
+        headers: signed.headers,
+        expires_at: signed.expires_at,
+        key,
+    });
     Ok(Reply::ok(LogUploadGrants {
         grants,
         follow_url,
         expires_at,
+        live,
     }))
 }
 

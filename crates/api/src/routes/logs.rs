@@ -11,7 +11,7 @@ use super::jobs::read_job_for;
 use super::Reply;
 use crate::error::ApiError;
 use crate::extract::{query_field, Caller, JobIdParam, QueryParams};
-use crate::model::LogsPage;
+use crate::model::{LiveLogUrl, LogsPage};
 use crate::openapi::errors::*;
 use crate::AppState;
 
@@ -53,6 +53,10 @@ pub(crate) async fn get_job_logs(
         next_offset: page.next_offset,
         data: page.data,
         more: page.more,
+        live: page.live.map(|l| LiveLogUrl {
+            url: l.url,
+            expires_at: l.expires_at,
+        }),
     }))
 }
 
@@ -69,12 +73,20 @@ mod tests {
             next_offset: 9,
             data: "a\"\\\n\u{1}→".into(),
             more: true,
+            live: Some(sortie_lifecycle::LiveUrl {
+                url: "https://b--use1-az4--x-s3.s3express-use1-az4.us-east-1.amazonaws.com/logs/j/live?X-Amz-S3session-Token=t".into(),
+                expires_at: chrono::Utc::now(),
+            }),
         };
         let answered = LogsPage {
             offset: page.offset,
             next_offset: page.next_offset,
             data: page.data.clone(),
             more: page.more,
+            live: page.live.clone().map(|l| LiveLogUrl {
+                url: l.url,
+                expires_at: l.expires_at,
+            }),
         };
         assert_eq!(
             serde_json::to_string(&answered).unwrap(),

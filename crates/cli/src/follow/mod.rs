@@ -167,6 +167,7 @@ pub async fn job(api: &Api, cmd: JobCommand, out: Output) -> Result<(), CliError
                 next_offset: offset,
                 data,
                 more,
+                live: None,
             };
             emit(&page, out, || page.data.clone())
         }

@@ -148,6 +148,92 @@ pub fn list_start_after(prefix: &str, offset: u64) -> Option<String> {
     (offset >= back).then(|| super::pilot::log_chunk_key(prefix, offset - back))
 }
 
+/// The most bytes the live object holds: while someone follows, the pilot rewrites it
+/// every [`FOLLOWED_FLUSH`] with everything not yet shipped as chunks, and ships the chunks
+/// once this much is pending (or at [`IDLE_FLUSH`]), so each rewrite stays a small PUT.
+pub const LIVE_MAX_BYTES: usize = 256 * 1024;
+
+/// How often a follower that reads the live object directly still asks the API: for the
+/// job's state, a fresh live URL, and to keep the follow marker fresh (it counts for
+/// [`FOLLOW_WINDOW`]).
+pub const FOLLOWER_API_EVERY: Duration = Duration::from_secs(10);
+
+/// `logs/<job id>/live` in the live bucket: the log's bytes not yet shipped as chunks,
+/// rewritten every [`FOLLOWED_FLUSH`] while someone follows ([`LiveLog`]). Its key is fixed,
+/// so one presigned PUT serves every rewrite while the URL lives, and one presigned GET
+/// serves every read.
+pub fn live_key(job_id: &crate::JobId) -> String {
+    format!("{}live", super::pilot::log_prefix(job_id))
+}
+
+/// The live object's first line names its format.
+const LIVE_MAGIC: &str = "sortie-live 1";
+
+/// The live object: the log's bytes from `start`, and whether the pilot has shipped its
+/// last byte (then `bytes` is empty and `start` is the log's end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveLog {
+    /// The log offset of `bytes[0]`.
+    pub start: u64,
+    /// Whether the log has ended (every byte is in its chunks).
+    pub ended: bool,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl LiveLog {
+    /// The object's body: a header line `sortie-live 1 <start> <0|1>`, then the bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let head = format!("{LIVE_MAGIC} {} {}\n", self.start, u8::from(self.ended));
+        let mut out = Vec::with_capacity(head.len() + self.bytes.len());
+        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(&self.bytes);
+        out
+    }
+
+    /// Reads a body written by [`LiveLog::encode`]; `None` for anything else.
+    pub fn decode(body: &[u8]) -> Option<Self> {
+        let end = body.iter().position(|b| *b == b'\n')?;
+        let head = std::str::from_utf8(&body[..end]).ok()?;
+        let rest = head.strip_prefix(LIVE_MAGIC)?.strip_prefix(' ')?;
+        let (start, ended) = rest.split_once(' ')?;
+        let ended = match ended {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
+        Some(Self {
+            start: start.parse().ok()?,
+            ended,
+            bytes: body[end + 1..].to_vec(),
+        })
+    }
+
+    /// What a reader at `offset` takes from it: the bytes from `offset` on, nothing new,
+    /// or a gap (the object starts past `offset`: the bytes between are in the chunks).
+    pub fn from_offset(&self, offset: u64) -> LiveRead<'_> {
+        if self.start > offset {
+            return LiveRead::Gap;
+        }
+        let skip = offset - self.start;
+        match usize::try_from(skip) {
+            Ok(skip) if skip < self.bytes.len() => LiveRead::Bytes(&self.bytes[skip..]),
+            _ => LiveRead::Nothing,
+        }
+    }
+}
+
+/// What a reader at an offset takes from the live object ([`LiveLog::from_offset`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveRead<'a> {
+    /// The bytes from the reader's offset on.
+    Bytes(&'a [u8]),
+    /// Nothing past the reader's offset.
+    Nothing,
+    /// The object starts past the reader's offset; read the chunks first.
+    Gap,
+}
+
 /// One read of a page: `len` bytes of chunk number `chunk` (in the listing given to
 /// [`plan_page`]) from byte `from` of that chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +347,37 @@ fn escaped_len(ch: &[u8]) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_live_object_reads_back_and_answers_bytes_nothing_or_a_gap() {
+        let live = LiveLog {
+            start: 100,
+            ended: false,
+            bytes: b"line one\nline\xfftwo\n".to_vec(),
+        };
+        assert_eq!(LiveLog::decode(&live.encode()), Some(live.clone()));
+        assert_eq!(live.from_offset(99), LiveRead::Gap);
+        assert_eq!(live.from_offset(100), LiveRead::Bytes(&live.bytes[..]));
+        assert_eq!(live.from_offset(109), LiveRead::Bytes(&live.bytes[9..]));
+        assert_eq!(live.from_offset(119), LiveRead::Nothing);
+        assert_eq!(live.from_offset(500), LiveRead::Nothing);
+        let ended = LiveLog {
+            start: 119,
+            ended: true,
+            bytes: Vec::new(),
+        };
+        assert_eq!(LiveLog::decode(&ended.encode()), Some(ended));
+        for bad in [
+            &b""[..],
+            b"sortie-live 1 100 0",
+            b"sortie-live 2 100 0\n",
+            b"sortie-live 1 x 0\n",
+            b"sortie-live 1 100 2\n",
+            b"{\"start\": 1}\n",
+        ] {
+            assert_eq!(LiveLog::decode(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_full_chunk_ships_at_once_and_otherwise_the_follow_state_sets_the_pace() {
@@ -382,6 +499,41 @@ mod tests {
     }
 
     proptest! {
+        /// A follower at any offset that takes what the live object gives, and reads the
+        /// chunks on a gap, ends with the log as written: never a byte twice, never one lost.
+        #[test]
+        fn a_follower_of_the_live_object_loses_and_repeats_nothing(
+            log in proptest::collection::vec(any::<u8>(), 0..200),
+            shipped_at in proptest::collection::vec(0usize..200, 0..6),
+            reader_at in proptest::collection::vec(0usize..200, 1..8),
+        ) {
+            // The pilot ships chunks at increasing points; the live object holds what
+            // follows the last shipment, up to what is written when the reader looks.
+            let mut cuts: Vec<usize> = shipped_at.into_iter().map(|c| c.min(log.len())).collect();
+            cuts.sort_unstable();
+            let mut got: Vec<u8> = Vec::new();
+            let mut seen = 0usize;
+            for (i, look) in reader_at.iter().enumerate() {
+                let written = (*look).min(log.len()).max(seen);
+                seen = written;
+                let shipped = cuts.get(i).copied().unwrap_or(0).min(written);
+                let live = LiveLog { start: shipped as u64, ended: false, bytes: log[shipped..written].to_vec() };
+                let at = got.len() as u64;
+                match LiveLog::decode(&live.encode()).unwrap().from_offset(at) {
+                    LiveRead::Bytes(b) => got.extend_from_slice(b),
+                    LiveRead::Nothing => {}
+                    // the chunks hold everything before the live object's start
+                    LiveRead::Gap => got.extend_from_slice(&log[got.len()..shipped]),
+                }
+                prop_assert_eq!(&got[..], &log[..got.len()]);
+            }
+            let end = LiveLog { start: log.len() as u64, ended: true, bytes: Vec::new() };
+            if end.from_offset(got.len() as u64) == LiveRead::Gap {
+                got.extend_from_slice(&log[got.len()..]);
+            }
+            prop_assert_eq!(got, log);
+        }
+
         /// Whatever the state, a pending byte waits at most the slow interval for a read,
         /// and a new one written while no one follows at most the fast one; nothing
         /// pending is never read for.
