@@ -427,8 +427,16 @@ pub struct UploadGrant {
 pub struct LogUploadGrants {
     /// One grant per offset asked, in order.
     pub grants: Vec<UploadGrant>,
-    /// A presigned GET of the job's follow marker (it works for ten minutes).
+    /// A presigned GET of the job's follow marker (it works until `expires_at`, at most
+    /// ten minutes).
     pub follow_url: String,
+    /// When the first URL of the answer stops working (an older API says nothing: ten
+    /// minutes).
+    #[serde(default)]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A presigned PUT of the job's live object, when the log has a live bucket.
+    #[serde(default)]
+    pub live: Option<UploadGrant>,
 }
 
 /// `url` without its query and fragment: what may be printed of a presigned URL.

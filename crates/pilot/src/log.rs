@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sortie_core::protocol::logs::{
-    flush_due, split_chunks, CheckPace, FOLLOWED_FLUSH, IDLE_FLUSH, MAX_CHUNKS_PER_GRANT,
-    MAX_CHUNK_BYTES,
+    flush_due, split_chunks, CheckPace, LiveLog, FOLLOWED_FLUSH, IDLE_FLUSH, LIVE_MAX_BYTES,
+    MAX_CHUNKS_PER_GRANT, MAX_CHUNK_BYTES,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -71,6 +71,13 @@ pub struct Pump {
     /// The log's end offset at the last read of the follow state.
     checked_up_to: u64,
     followed: bool,
+    /// Whether the log has a live bucket: `None` until a write says.
+    live_bucket: Option<bool>,
+    /// When the live object was last written, and the log's end it held.
+    last_live: Option<Duration>,
+    live_up_to: u64,
+    /// Whether the live object was ever written (its end is then written too).
+    live_used: bool,
 }
 
 impl Pump {
@@ -82,7 +89,16 @@ impl Pump {
             last_check: None,
             checked_up_to: 0,
             followed: false,
+            live_bucket: None,
+            last_live: None,
+            live_up_to: 0,
+            live_used: false,
         }
+    }
+
+    /// Whether the live object was ever written.
+    pub fn live_used(&self) -> bool {
+        self.live_used
     }
 
     /// Whether the log was followed at the last read.
@@ -111,6 +127,12 @@ impl Pump {
                 self.followed = followed;
             }
         }
+        if self.followed && self.live_bucket != Some(false) {
+            match self.step_live(now, sink, uploader).await {
+                Some(shipped) => return shipped,
+                None => {} // no live bucket, or it failed: chunks at the followed pace
+            }
+        }
         let interval = if self.followed {
             self.pace.followed
         } else {
@@ -120,11 +142,64 @@ impl Pump {
         if !flush_due(since, sink.pending_len(), interval) {
             return false;
         }
+        self.flush(now, sink, uploader).await;
+        true
+    }
+
+    async fn flush(&mut self, now: Duration, sink: &LogSink, uploader: &dyn Uploader) {
         self.last_flush = now;
         if let Err(e) = sink.flush_to(uploader).await {
             tracing::warn!(error = %e, "log upload failed; retrying with the next chunk");
         }
-        true
+    }
+
+    /// A followed step with the live object: chunks ship at the idle pace (or once
+    /// [`LIVE_MAX_BYTES`] are pending), and in between the live object is rewritten at the
+    /// followed pace with every byte not shipped yet. Returns whether anything shipped;
+    /// `None` when there is no live bucket or the write failed (the caller ships chunks).
+    async fn step_live(
+        &mut self,
+        now: Duration,
+        sink: &LogSink,
+        uploader: &dyn Uploader,
+    ) -> Option<bool> {
+        let pending = sink.pending_len();
+        let since_flush = now.saturating_sub(self.last_flush);
+        if pending >= LIVE_MAX_BYTES || flush_due(since_flush, pending, self.pace.idle) {
+            self.flush(now, sink, uploader).await;
+            return Some(true);
+        }
+        let end = sink.written_up_to();
+        let too_soon = self
+            .last_live
+            .is_some_and(|at| now.saturating_sub(at) < self.pace.followed);
+        if end <= self.live_up_to || too_soon {
+            return Some(false);
+        }
+        let (start, bytes) = sink.unshipped();
+        let body = LiveLog {
+            start,
+            ended: false,
+            bytes,
+        }
+        .encode();
+        match uploader.write_live(body).await {
+            Ok(true) => {
+                self.live_bucket = Some(true);
+                self.live_used = true;
+                self.last_live = Some(now);
+                self.live_up_to = end;
+                Some(true)
+            }
+            Ok(false) => {
+                self.live_bucket = Some(false);
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "live log write failed; shipping a chunk instead");
+                None
+            }
+        }
     }
 }
 
@@ -247,6 +322,13 @@ impl LogSink {
         Some((offset, bytes))
     }
 
+    /// The bytes not shipped yet, and the offset of the first (what the live object
+    /// holds).
+    pub fn unshipped(&self) -> (u64, Vec<u8>) {
+        let state = self.lock();
+        (state.offset, state.pending.clone())
+    }
+
     /// How many bytes wait to be shipped.
     pub fn pending_len(&self) -> usize {
         self.lock().pending.len()
@@ -356,7 +438,21 @@ impl LogShipper {
             let mut last = String::new();
             for attempt in 1..=4u32 {
                 match sink.flush_all(uploader.as_ref()).await {
-                    Ok(()) => return None,
+                    Ok(()) => {
+                        if pump.live_used() {
+                            // A follower reading the live object learns that every byte is
+                            // in the chunks (best effort: the API says so too).
+                            let ended = LiveLog {
+                                start: sink.shipped_up_to(),
+                                ended: true,
+                                bytes: Vec::new(),
+                            };
+                            if let Err(e) = uploader.write_live(ended.encode()).await {
+                                tracing::warn!(error = %e, "could not mark the live log ended");
+                            }
+                        }
+                        return None;
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, attempt, "final log upload failed");
                         last = e;

@@ -239,3 +239,131 @@ async fn a_ten_minute_job_nobody_follows_costs_ten_puts() {
     println!("log requests of a 10-minute unfollowed job: {puts} S3 PUTs, {calls} presigning calls, {checks} follow-marker GETs");
     assert_eq!((puts, calls, checks), (10, 10, 600));
 }
+
+/// A followed ten-minute job with a live bucket: the live object is rewritten every second
+/// and chunks ship at the idle pace, so a follower reading the live object between chunks
+/// sees every line within a second, and the job costs 10 chunk PUTs (and their 10
+/// presigning calls) plus 600 live PUTs on S3 Express One Zone.
+#[tokio::test]
+async fn a_followed_job_with_a_live_bucket_rewrites_the_live_object_and_ships_chunks_idly() {
+    let store = MemoryUploads::with_live();
+    let sink = LogSink::new(false);
+    let mut pump = Pump::new(Pace::default());
+    let mut worst = Duration::ZERO;
+    let mut written_at: Vec<(u64, Duration)> = Vec::new();
+    for t in 0..600u64 * 4 {
+        let now = Duration::from_millis(t * 250);
+        if t % 4 == 0 {
+            let before = sink.written_up_to();
+            sink.line(&format!("Still creating... [{}s elapsed]", t / 4));
+            written_at.push((before, now));
+        }
+        store.set_followed(true);
+        pump.step(now, &sink, &store).await;
+        // What a follower would read now: the chunks, then the live object past them.
+        let mut seen = store.log();
+        if let Some(live) = store.live().and_then(|b| LiveLog::decode(&b)) {
+            if let sortie_core::protocol::logs::LiveRead::Bytes(more) =
+                live.from_offset(seen.len() as u64)
+            {
+                seen.extend_from_slice(more);
+            }
+        }
+        for (at, when) in &written_at {
+            if (*at as usize) < seen.len() {
+                worst = worst.max(now - *when);
+            }
+        }
+        written_at.retain(|(at, _)| *at as usize >= seen.len());
+    }
+    sink.flush_all(&store).await.unwrap();
+    let (puts, calls, live_puts) = (
+        store.puts.load(Ordering::SeqCst),
+        store.log_batches.load(Ordering::SeqCst),
+        store.live_puts.load(Ordering::SeqCst),
+    );
+    println!(
+        "log requests of a 10-minute followed job with a live bucket: {puts} chunk PUTs, \
+         {calls} presigning calls, {live_puts} live PUTs, worst line-to-reader {worst:?}"
+    );
+    assert_eq!((puts, calls), (10, 10), "chunks at the idle pace");
+    assert!((590..=600).contains(&live_puts), "{live_puts} live PUTs");
+    assert!(worst <= Duration::from_secs(1), "a line waited {worst:?}");
+    assert!(store.log().ends_with(b"[599s elapsed]\n"));
+}
+
+#[tokio::test]
+async fn without_a_live_bucket_or_when_it_fails_a_followed_log_ships_chunks_every_second() {
+    // No live bucket: as before it existed.
+    let store = MemoryUploads::new();
+    let shipped = simulate(&store, 30, Some(0)).await;
+    assert!(shipped.len() >= 29, "{shipped:?}");
+    assert!(
+        shipped.windows(2).all(|w| w[1] - w[0] == 1000),
+        "{shipped:?}"
+    );
+    assert_eq!(store.live_puts.load(Ordering::SeqCst), 0);
+
+    // A live bucket whose write fails once: that second ships a chunk instead.
+    let store = MemoryUploads::with_live();
+    let sink = LogSink::new(false);
+    let mut pump = Pump::new(Pace::default());
+    store.set_followed(true);
+    sink.line("one");
+    assert!(pump.step(Duration::ZERO, &sink, &store).await);
+    assert_eq!(store.live_puts.load(Ordering::SeqCst), 1);
+    sink.line("two");
+    store.fail_next(1);
+    assert!(pump.step(Duration::from_secs(1), &sink, &store).await);
+    // the failed live write, then the chunk: the chunk holds both lines
+    assert_eq!(store.log(), b"one\ntwo\n");
+}
+
+#[tokio::test]
+async fn a_big_burst_while_followed_ships_as_chunks_and_the_live_object_stays_small() {
+    let store = MemoryUploads::with_live();
+    let sink = LogSink::new(false);
+    let mut pump = Pump::new(Pace::default());
+    store.set_followed(true);
+    let line = "x".repeat(1023);
+    let mut biggest = 0;
+    for t in 0..40u64 {
+        for _ in 0..100 {
+            sink.line(&line); // 100 KiB a second
+        }
+        pump.step(Duration::from_secs(t), &sink, &store).await;
+        biggest = biggest.max(store.live().map_or(0, |b| b.len()));
+    }
+    assert!(
+        biggest <= LIVE_MAX_BYTES + 200 * 1024,
+        "live object of {biggest} bytes"
+    );
+    assert!(
+        store.puts.load(Ordering::SeqCst) >= 10,
+        "chunks ship once 256 KiB are pending"
+    );
+}
+
+#[tokio::test]
+async fn the_shipper_marks_the_live_object_ended_after_its_last_chunk() {
+    let store = Arc::new(MemoryUploads::with_live());
+    store.set_followed(true);
+    let sink = LogSink::new(false);
+    let pace = Pace {
+        followed: Duration::from_millis(20),
+        idle: Duration::from_secs(60),
+        check: CheckPace {
+            fast: Duration::from_millis(10),
+            slow: Duration::from_millis(10),
+        },
+    };
+    let shipper = LogShipper::spawn(sink.clone(), store.clone(), pace);
+    sink.line("hello");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(store.live_puts.load(Ordering::SeqCst) >= 1);
+    sink.line("bye");
+    assert_eq!(shipper.finish().await, None);
+    assert_eq!(store.log(), b"hello\nbye\n");
+    let live = LiveLog::decode(&store.live().unwrap()).unwrap();
+    assert_eq!((live.start, live.ended, live.bytes.len()), (10, true, 0));
+}

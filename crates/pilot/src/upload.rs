@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use sortie_core::protocol::logs::is_followed;
 use sortie_core::protocol::pilot::UploadKind;
 
-use crate::api::ApiClient;
+use crate::api::{ApiClient, LogUploadGrants, UploadGrant};
 
 /// Writes one of the job's objects. Errors are one-line descriptions.
 #[async_trait]
@@ -45,10 +45,46 @@ pub trait Uploader: Send + Sync {
     async fn followed(&self) -> Option<bool> {
         None
     }
+
+    /// Rewrites the job's live object with `body` (a
+    /// [`sortie_core::protocol::logs::LiveLog`]). `Ok(false)`: the log has no live bucket,
+    /// so a followed log ships as chunks at the followed pace. The default has none.
+    async fn write_live(&self, body: Vec<u8>) -> Result<bool, String> {
+        let _ = body;
+        Ok(false)
+    }
 }
 
-/// How long a follow URL is used before a fresh one is asked for (they work 10 minutes).
+/// How long a follow URL is used before a fresh one is asked for (they work 10 minutes;
+/// a directory bucket's less: see [`use_until`]).
 const FOLLOW_URL_REUSE: Duration = Duration::from_secs(8 * 60);
+
+/// How long before its end a URL is no longer used.
+const URL_MARGIN: Duration = Duration::from_secs(30);
+
+/// Until when URLs of an answer that expires at `expires_at` are used: [`FOLLOW_URL_REUSE`],
+/// but no later than [`URL_MARGIN`] before they end (a directory bucket's URLs end with the
+/// session that signed them, after four to five minutes).
+fn use_until(expires_at: Option<chrono::DateTime<chrono::Utc>>) -> Instant {
+    let now = Instant::now();
+    let left = expires_at
+        .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
+        .map_or(FOLLOW_URL_REUSE, |left| {
+            left.saturating_sub(URL_MARGIN).min(FOLLOW_URL_REUSE)
+        });
+    now + left
+}
+
+/// Whether the API has a live bucket for this job's log, as far as it has said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LiveBucket {
+    /// Not asked yet.
+    Unknown,
+    /// It has one.
+    Yes,
+    /// It has none (or is older than the live object): chunks at the followed pace.
+    No,
+}
 
 /// How many times an upload is tried (each with a fresh URL) before it is given up.
 const ATTEMPTS: u32 = 3;
@@ -58,8 +94,12 @@ const ATTEMPTS: u32 = 3;
 pub struct ApiUploader {
     api: Arc<ApiClient>,
     first_delay: Duration,
-    /// The follow marker's URL and when it was issued.
+    /// The follow marker's URL and until when it is used.
     follow: Mutex<Option<(String, Instant)>>,
+    /// The live object's presigned PUT and until when it is used.
+    live: Mutex<Option<(UploadGrant, Instant)>>,
+    /// Whether the log has a live bucket.
+    live_bucket: Mutex<LiveBucket>,
     /// False once the API said it has no `log-uploads` route.
     batches: AtomicBool,
 }
@@ -71,12 +111,25 @@ impl ApiUploader {
             api,
             first_delay: Duration::from_millis(300),
             follow: Mutex::new(None),
+            live: Mutex::new(None),
+            live_bucket: Mutex::new(LiveBucket::Unknown),
             batches: AtomicBool::new(true),
         }
     }
 
-    fn remember_follow_url(&self, url: String) {
-        *self.follow.lock().unwrap_or_else(|p| p.into_inner()) = Some((url, Instant::now()));
+    /// Keeps an answer's follow URL and live grant, each used until shortly before the
+    /// answer's URLs end.
+    fn remember(&self, answer: &LogUploadGrants) {
+        let until = use_until(answer.expires_at);
+        *self.follow.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((answer.follow_url.clone(), until));
+        *self.live_bucket.lock().unwrap_or_else(|p| p.into_inner()) = if answer.live.is_some() {
+            LiveBucket::Yes
+        } else {
+            LiveBucket::No
+        };
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) =
+            answer.live.clone().map(|grant| (grant, until));
     }
 
     fn follow_url(&self) -> Option<String> {
@@ -84,8 +137,46 @@ impl ApiUploader {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .filter(|(_, at)| at.elapsed() < FOLLOW_URL_REUSE)
+            .filter(|(_, until)| Instant::now() < *until)
             .map(|(url, _)| url.clone())
+    }
+
+    fn forget_follow_url(&self) {
+        *self.follow.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn live_grant(&self) -> Option<UploadGrant> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|(grant, _)| grant.clone())
+    }
+
+    fn forget_live_grant(&self) {
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Fresh URLs (no chunk): the follow URL, and the live grant when there is a live
+    /// bucket. `Ok(false)` when the API has no batch route (an older API).
+    async fn renew(&self) -> Result<bool, String> {
+        match self
+            .api
+            .log_upload_grants(&[])
+            .await
+            .map_err(|e| e.reason())?
+        {
+            Some(answer) => {
+                self.remember(&answer);
+                Ok(true)
+            }
+            None => {
+                self.batches.store(false, Ordering::Relaxed);
+                *self.live_bucket.lock().unwrap_or_else(|p| p.into_inner()) = LiveBucket::No;
+                Ok(false)
+            }
+        }
     }
 
     /// One try of a batch: grants for every chunk, then each PUT. `Ok(false)` when the
@@ -100,7 +191,7 @@ impl ApiUploader {
         else {
             return Ok(false);
         };
-        self.remember_follow_url(answer.follow_url);
+        self.remember(&answer);
         if answer.grants.len() != chunks.len() {
             return Err(format!(
                 "the API answered {} log grants for {} chunks",
@@ -197,13 +288,11 @@ impl Uploader for ApiUploader {
             // always did, so its followers see lines within the pace they knew.
             None if !self.batches.load(Ordering::Relaxed) => return Some(true),
             None => {
-                let Some(answer) = self.api.log_upload_grants(&[]).await.ok()? else {
+                if !self.renew().await.ok()? {
                     // An older API: no follow marker, no batches.
-                    self.batches.store(false, Ordering::Relaxed);
                     return Some(true);
-                };
-                self.remember_follow_url(answer.follow_url.clone());
-                answer.follow_url
+                }
+                self.follow_url()?
             }
         };
         match self.api.peek_presigned(&url).await {
@@ -213,10 +302,43 @@ impl Uploader for ApiUploader {
                 Some(is_followed(marked, unix_millis()))
             }
             Err(e) => {
+                // An ended URL (a directory bucket's session ends after five minutes) is
+                // replaced at the next check.
                 tracing::debug!(error = %e, "could not read the follow marker");
+                self.forget_follow_url();
                 None
             }
         }
+    }
+
+    async fn write_live(&self, body: Vec<u8>) -> Result<bool, String> {
+        if *self.live_bucket.lock().unwrap_or_else(|p| p.into_inner()) == LiveBucket::No {
+            return Ok(false);
+        }
+        let mut last = String::new();
+        // Twice at most: with the grant kept, then with a fresh one.
+        for _ in 0..2 {
+            let grant = match self.live_grant() {
+                Some(grant) => grant,
+                None => {
+                    if !self.renew().await? {
+                        return Ok(false);
+                    }
+                    match self.live_grant() {
+                        Some(grant) => grant,
+                        None => return Ok(false),
+                    }
+                }
+            };
+            match self.api.send_upload(&grant, body.clone()).await {
+                Ok(()) => return Ok(true),
+                Err(e) => {
+                    self.forget_live_grant();
+                    last = e;
+                }
+            }
+        }
+        Err(format!("could not write the live log: {last}"))
     }
 }
 
@@ -240,12 +362,30 @@ pub struct MemoryUploads {
     pub log_batches: AtomicUsize,
     /// Calls of [`Uploader::followed`] (one S3 GET each).
     pub follow_checks: AtomicUsize,
+    /// Whether the log has a live bucket ([`MemoryUploads::with_live`]).
+    live_bucket: AtomicBool,
+    /// The live object as last written.
+    live: Mutex<Option<Vec<u8>>>,
+    /// Writes of the live object (one S3 Express PUT each).
+    pub live_puts: AtomicUsize,
 }
 
 impl MemoryUploads {
     /// Nothing uploaded yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Uploads whose log has a live bucket.
+    pub fn with_live() -> Self {
+        let uploads = Self::default();
+        uploads.live_bucket.store(true, Ordering::SeqCst);
+        uploads
+    }
+
+    /// The live object as last written, if it was.
+    pub fn live(&self) -> Option<Vec<u8>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// From now on [`Uploader::followed`] answers `followed`.
@@ -316,5 +456,21 @@ impl Uploader for MemoryUploads {
     async fn followed(&self) -> Option<bool> {
         self.follow_checks.fetch_add(1, Ordering::SeqCst);
         Some(self.followed.load(Ordering::SeqCst))
+    }
+
+    async fn write_live(&self, body: Vec<u8>) -> Result<bool, String> {
+        if !self.live_bucket.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if self
+            .failing
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err("could not write the live log: injected failure".into());
+        }
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(body);
+        self.live_puts.fetch_add(1, Ordering::SeqCst);
+        Ok(true)
     }
 }
