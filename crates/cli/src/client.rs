@@ -135,6 +135,24 @@ impl Api {
         }
     }
 
+    /// `GET url` of a presigned URL (a job's live log): `Ok(None)` for a 404 (nothing
+    /// written there yet); any other failure is one line naming the URL without its query.
+    pub async fn get_presigned(&self, url: &str) -> Result<Option<Bytes>, String> {
+        let reply = self
+            .transport
+            .get_url(url, std::time::Duration::from_secs(5))
+            .await
+            .map_err(|e| e.to_string())?;
+        match reply.status.as_u16() {
+            200 => Ok(Some(reply.body)),
+            404 => Ok(None),
+            status => Err(format!(
+                "GET {} answered {status}",
+                url.split('?').next().unwrap_or(url)
+            )),
+        }
+    }
+
     /// `GET`, decoded.
     pub async fn get<T: DeserializeOwned>(&self, call: &Call) -> Result<T, CliError> {
         let answer = self.send(call, None, &[]).await?;

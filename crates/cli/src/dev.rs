@@ -133,6 +133,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         jobs_queue_url: queue_url.clone(),
         bus_name: args.bus.clone(),
         bucket: Some(args.bucket.clone()),
+        live_bucket: (!args.live_bucket.is_empty()).then(|| args.live_bucket.clone()),
         audit_bucket: Some(args.audit_bucket.clone()),
         api_url: url.clone(),
         admin_subjects: vec![],

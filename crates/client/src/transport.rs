@@ -232,6 +232,53 @@ impl Transport {
         &self.client
     }
 
+    /// `GET url`, a URL that is not the API's (a presigned S3 URL): no token, no `Accept`;
+    /// the whole answer within `timeout`, whatever its status. An error names the URL
+    /// without its query (a presigned URL's signature is a credential).
+    pub async fn get_url(&self, url: &str, timeout: Duration) -> Result<Reply, TransportError> {
+        let shown = url.split(['?', '#']).next().unwrap_or(url).to_string();
+        let request = Request::builder()
+            .method(http::Method::GET)
+            .uri(url)
+            .header(USER_AGENT, self.user_agent)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| TransportError::Build {
+                url: shown.clone(),
+                detail: sortie_http::error_chain(&e),
+            })?;
+        let unreachable = |detail: String| TransportError::Unreachable {
+            url: shown.clone(),
+            detail,
+        };
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| unreachable(sortie_http::error_chain(&e)))?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| unreachable(sortie_http::error_chain(&e)))?
+                .to_bytes();
+            Ok(Reply {
+                status,
+                etag: None,
+                body,
+            })
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportError::Timeout {
+                    url: shown.clone(),
+                    seconds: timeout.as_secs(),
+                })
+            })
+    }
+
     /// Sends `call` and reads its whole answer, whatever its status.
     pub async fn send(&self, call: &Call, outgoing: Outgoing<'_>) -> Result<Reply, TransportError> {
         let url = format!("{}{}", self.base, call.path);

@@ -128,9 +128,9 @@ impl Pump {
             }
         }
         if self.followed && self.live_bucket != Some(false) {
-            match self.step_live(now, sink, uploader).await {
-                Some(shipped) => return shipped,
-                None => {} // no live bucket, or it failed: chunks at the followed pace
+            // `None`: no live bucket, or its write failed: chunks at the followed pace.
+            if let Some(shipped) = self.step_live(now, sink, uploader).await {
+                return shipped;
             }
         }
         let interval = if self.followed {

@@ -11,6 +11,11 @@ pub const JOBS_QUEUE_URL: &str = "SORTIE_JOBS_QUEUE_URL";
 pub const BUS_NAME: &str = "SORTIE_BUS_NAME";
 /// Artifacts and logs bucket.
 pub const BUCKET: &str = "SORTIE_BUCKET";
+/// The live log's bucket: an S3 Express One Zone directory bucket
+/// (`<name>--<zone id>--x-s3`) where a followed job's log is rewritten every second and
+/// its follow marker kept (optional; read by `api`: without it a followed log ships a
+/// chunk to [`BUCKET`] every second).
+pub const LIVE_BUCKET: &str = "SORTIE_LIVE_BUCKET";
 /// The public URL of the API, passed to runners so they can fetch their spec.
 pub const API_URL: &str = "SORTIE_API_URL";
 /// URL of the pull-request work queue (SQS): webhook work, job-end reports, reconciles.
@@ -70,6 +75,7 @@ pub const FUNCTIONS: &[FunctionEnv] = &[
         logical_id: "ApiFunction",
         required: &[TABLE, JOBS_QUEUE_URL, BUCKET],
         optional: &[
+            LIVE_BUCKET,
             ADMIN_SUBJECTS,
             CONSOLE_CLIENT_ID,
             CONSOLE_TOKEN_ENDPOINT,

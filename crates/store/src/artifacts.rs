@@ -241,8 +241,11 @@ impl S3Artifacts {
         &self.bucket
     }
 
-    /// Creates the bucket if it does not exist (local mode and tests).
+    /// Creates the bucket if it does not exist (local mode and tests), and the live log's.
     pub async fn ensure_bucket(&self) -> Result<(), StoreError> {
+        if let Some(live) = &self.live {
+            Box::pin(live.ensure_bucket()).await?;
+        }
         if self
             .client
             .head_bucket()

@@ -44,6 +44,8 @@ pub struct Resources {
     pub bus_name: String,
     /// The artifacts and logs bucket, for the functions that read or presign it.
     pub bucket: Option<String>,
+    /// The live log's directory bucket (S3 Express One Zone), when there is one.
+    pub live_bucket: Option<String>,
     /// The API's public URL, which runners call back (empty for functions that launch nothing).
     pub api_url: String,
     /// JWT subjects that are system administrators from configuration.
@@ -107,6 +109,7 @@ impl Resources {
             jobs_queue_url: read(sortie_settings::JOBS_QUEUE_URL).unwrap_or_default(),
             bus_name: read(sortie_settings::BUS_NAME).unwrap_or_else(|| "default".into()),
             bucket: read(sortie_settings::BUCKET),
+            live_bucket: read(sortie_settings::LIVE_BUCKET),
             api_url: read(sortie_settings::API_URL).unwrap_or_default(),
             admin_subjects: read(sortie_settings::ADMIN_SUBJECTS)
                 .unwrap_or_default()
@@ -316,10 +319,13 @@ pub fn aws_parts(
     let artifacts = resources.bucket.as_ref().map(|bucket| {
         let s3 = s3_client(config);
         // Presigned URLs live no longer than these credentials (a role session's die with it).
-        Arc::new(
-            S3Artifacts::new(s3, bucket.clone())
-                .with_signing_credentials(config.credentials_provider()),
-        )
+        let mut artifacts = S3Artifacts::new(s3.clone(), bucket.clone())
+            .with_signing_credentials(config.credentials_provider());
+        if let Some(live) = &resources.live_bucket {
+            // A directory bucket's URLs are signed in sessions of its own.
+            artifacts = artifacts.with_live(S3Artifacts::new(s3, live.clone()));
+        }
+        Arc::new(artifacts)
     });
     let parts = Parts {
         store: store.clone(),

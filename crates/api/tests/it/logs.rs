@@ -250,6 +250,179 @@ async fn a_followed_log_reaches_its_follower_at_the_followed_pace() {
     );
 }
 
+/// An AWS-tier API whose log has a live bucket: a directory bucket on the S3 Express
+/// double (scripts/moto_s3_express.py), put together as `sortie_wiring::aws_parts` does.
+async fn api_with_live(aws: &sortie_testkit::Aws) -> Api {
+    let config = aws.sdk_config().await;
+    let s3 = sortie_testkit::s3_client(&config);
+    let live = format!("{}--use1-az4--x-s3", sortie_testkit::unique("live"));
+    sortie_store::S3Artifacts::new(s3.clone(), live.clone())
+        .ensure_bucket()
+        .await
+        .unwrap();
+    let world = sortie_testkit::world::World::aws_with(aws, |setup, moto| {
+        setup.parts.artifacts = Some(Arc::new(
+            sortie_store::S3Artifacts::new(s3.clone(), moto.bucket.clone())
+                .with_signing_credentials(moto.config.credentials_provider())
+                .with_live(sortie_store::S3Artifacts::new(s3.clone(), live.clone())),
+        ));
+    })
+    .await;
+    Api::over(world).await
+}
+
+/// `GET` of a presigned URL on moto: (status, body).
+fn get_url(url: &str) -> (u16, String) {
+    let endpoint = sortie_testkit::endpoint();
+    let (status, body) = sortie_testkit::http::call(
+        &endpoint,
+        "GET",
+        url.strip_prefix(&endpoint).expect("a URL of moto"),
+        &[],
+        None,
+    );
+    let body = body.as_str().map(str::to_string).unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn with_a_live_bucket_a_direct_follower_sees_each_line_within_two_seconds_asking_the_api_rarely(
+) {
+    use sortie_core::protocol::logs::{LiveLog, LiveRead, FOLLOWER_API_EVERY};
+    let aws = sortie_testkit::require_aws!();
+    let api = api_with_live(&aws).await;
+    let (id, client) = launched_job(&api, "live-token").await;
+    let page = |offset: u64| {
+        api.admin(
+            endpoints::get_job_logs(&id).query([("offset", Some(offset.to_string().as_str()))]),
+            None,
+        )
+    };
+    // The follower's first read marks the log (in the live bucket) and hands out the URL.
+    let first = page(0).await;
+    assert_eq!(first.status, 200);
+    let mut live_url = first.body["live"]["url"]
+        .as_str()
+        .expect("a running job's page hands out the live URL")
+        .to_string();
+    assert!(
+        live_url.contains("X-Amz-S3session-Token="),
+        "signed in a session"
+    );
+    let uploader: Arc<dyn Uploader> = Arc::new(ApiUploader::new(client));
+    assert_eq!(
+        uploader.followed().await,
+        Some(true),
+        "the marker says followed"
+    );
+
+    // Chunks every 4 s (not 60), so the follower meets the live object's restarts: the
+    // bytes a chunk took are in the chunks only, read through the API.
+    let pace = Pace {
+        idle: Duration::from_secs(4),
+        ..Pace::default()
+    };
+    let sink = LogSink::new(false);
+    let shipper = LogShipper::spawn(sink.clone(), uploader, pace);
+    let origin = Instant::now();
+    let lines = 150usize;
+    let writer = {
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            for i in 0..lines {
+                sink.line(&format!("line {i} at {}", origin.elapsed().as_millis()));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    // Follow as `logs -f` does (crates/cli/src/follow/watch.rs): the live object every
+    // 500 ms, the API every 10 s or when the live object starts past the follower.
+    let (mut offset, mut text, mut seen) = (0u64, String::new(), Vec::new());
+    let (mut api_calls, mut live_gets, mut gaps) = (1usize, 0usize, 0usize);
+    let mut last_api = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < lines && Instant::now() < deadline {
+        let mut ask_api = last_api.elapsed() >= FOLLOWER_API_EVERY;
+        if !ask_api {
+            live_gets += 1;
+            let (status, body) = get_url(&live_url);
+            match (status, LiveLog::decode(body.as_bytes())) {
+                (200, Some(live)) => match live.from_offset(offset) {
+                    LiveRead::Bytes(bytes) => {
+                        text.push_str(std::str::from_utf8(bytes).unwrap());
+                        offset += bytes.len() as u64;
+                    }
+                    LiveRead::Nothing => {}
+                    LiveRead::Gap => {
+                        gaps += 1;
+                        ask_api = true;
+                    }
+                },
+                (404, _) => {}
+                (status, _) => panic!("the live URL answered {status}: {body}"),
+            }
+        }
+        if ask_api {
+            let r = page(offset).await;
+            api_calls += 1;
+            last_api = Instant::now();
+            offset = r.body["next_offset"].as_u64().unwrap();
+            text.push_str(r.body["data"].as_str().unwrap());
+            if let Some(url) = r.body["live"]["url"].as_str() {
+                live_url = url.to_string();
+            }
+        }
+        let now = origin.elapsed().as_millis() as u64;
+        while let Some(end) = text.find('\n') {
+            let line: String = text.drain(..=end).collect();
+            let written: u64 = line.trim_end().rsplit(' ').next().unwrap().parse().unwrap();
+            assert_eq!(
+                line,
+                format!("line {} at {written}\n", seen.len()),
+                "every line once, in order"
+            );
+            seen.push(now - written);
+        }
+        tokio::time::sleep(sortie_cli_poll()).await;
+    }
+    writer.await.unwrap();
+    assert_eq!(shipper.finish().await, None);
+    assert_eq!(seen.len(), lines, "every line arrived");
+    // The whole log, read back through the API from its chunks, is what was written.
+    let mut all = String::new();
+    let mut at = 0;
+    loop {
+        let r = page(at).await;
+        let data = r.body["data"].as_str().unwrap();
+        if data.is_empty() {
+            break;
+        }
+        all.push_str(data);
+        at = r.body["next_offset"].as_u64().unwrap();
+    }
+    assert_eq!(all.lines().count(), lines);
+    seen.sort_unstable();
+    println!(
+        "live follow latency (line written → seen by a follower reading the live object every {} ms): \
+         p50 {} ms, p99 {} ms, max {} ms; {api_calls} API calls, {live_gets} live GETs, {gaps} gaps \
+         in {} s",
+        sortie_cli_poll().as_millis(),
+        quantile(&seen, 0.5),
+        quantile(&seen, 0.99),
+        seen[seen.len() - 1],
+        origin.elapsed().as_secs()
+    );
+    assert!(
+        quantile(&seen, 0.99) <= 2000,
+        "p99 {} ms",
+        quantile(&seen, 0.99)
+    );
+    assert!(
+        api_calls * 3 < live_gets,
+        "{api_calls} API calls against {live_gets} live GETs: the follower reads the live object"
+    );
+}
+
 /// How often the CLI's `logs -f` polls (`crates/cli/src/follow/watch.rs`).
 fn sortie_cli_poll() -> Duration {
     Duration::from_millis(500)

@@ -23,6 +23,11 @@ pub struct DevArgs {
     /// S3 bucket for logs and artifacts.
     #[arg(long, default_value = "sortie-dev-artifacts")]
     pub(super) bucket: String,
+    /// S3 Express One Zone directory bucket (`<name>--<zone id>--x-s3`) where a followed
+    /// job's log is rewritten every second; empty: none (a followed log ships a chunk every
+    /// second to `--bucket`).
+    #[arg(long, default_value = "sortie-dev-live--use1-az4--x-s3")]
+    pub(super) live_bucket: String,
     /// EventBridge bus for `sortie.job.ended`.
     #[arg(long, default_value = "sortie-dev")]
     pub(super) bus: String,

@@ -2,13 +2,14 @@
 //! the log lines as they come, and the final answer.
 
 use std::io::{IsTerminal, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use sortie_api::model::{JobView, LogsPage};
+use sortie_api::model::{JobView, LiveLogUrl, LogsPage};
 use sortie_client::endpoints;
 use sortie_core::policy::PolicyStatus;
+use sortie_core::protocol::logs::{page_cut, LiveLog, LiveRead, FOLLOWER_API_EVERY};
 use sortie_core::JobState;
 
 use crate::args::Output;
@@ -16,13 +17,77 @@ use crate::client::Api;
 use crate::exit::CliError;
 use crate::output::{change_summary as summary, emit};
 
-/// How often a followed job and its log are polled: with the pilot shipping every second
-/// while followed, a line is seen within about 1.5 s (`docs/decisions/logs-and-artifacts.md`).
+/// How often a followed job's log is read: with the pilot writing every second while
+/// followed, a line is seen within about 1.5 s (`docs/decisions/logs-and-artifacts.md`).
+/// Between calls of the API ([`FOLLOWER_API_EVERY`]) the reads go straight to the live
+/// object, when the API hands out its URL.
 pub(super) const POLL: Duration = Duration::from_millis(500);
+
+/// How often the job itself is read while its log comes from the live object (the
+/// spinner's state; the log says when it ends, and the live object when the pilot did).
+const JOB_EVERY: Duration = Duration::from_secs(30);
 
 /// How many polls in a row may fail with a server or network error before following
 /// gives up (a restarting `sortie dev`, a throttled API).
 pub(super) const POLL_FAILURES: u32 = 5;
+
+/// The live object's URL, as the API last handed it out, and until when it is used.
+struct Live {
+    url: String,
+    until: Instant,
+}
+
+impl Live {
+    fn from(url: Option<LiveLogUrl>) -> Option<Self> {
+        let url = url?;
+        let left = (url.expires_at - Utc::now()).to_std().ok()?;
+        // A URL about to end is not used: the API's next answer brings a fresh one.
+        let left = left.checked_sub(Duration::from_secs(15))?;
+        Some(Self {
+            url: url.url,
+            until: Instant::now() + left,
+        })
+    }
+}
+
+/// What one read of the live object says.
+#[derive(Debug, PartialEq, Eq)]
+enum LiveStep {
+    /// Read (what was new is printed, or nothing was): the next read may go there too.
+    Read,
+    /// Ask the API: the bytes before the live object's start are in the chunks only, the
+    /// pilot has shipped its last byte, or the URL no longer works.
+    AskApi,
+    /// The URL does not work (ended, refused): ask the API for a fresh one.
+    Failed,
+}
+
+/// Reads the live object from `offset` and prints what it holds past it. A character
+/// split at the object's end waits for the next read.
+async fn read_live(api: &Api, live: &Live, offset: &mut u64, log: &mut LogPrinter<'_>) -> LiveStep {
+    let body = match api.get_presigned(&live.url).await {
+        Ok(Some(body)) => body,
+        // Not written yet: the pilot writes it within a second of seeing the follower.
+        Ok(None) => return LiveStep::Read,
+        Err(_) => return LiveStep::Failed,
+    };
+    let Some(object) = LiveLog::decode(&body) else {
+        return LiveStep::Failed;
+    };
+    if object.ended {
+        return LiveStep::AskApi;
+    }
+    match object.from_offset(*offset) {
+        LiveRead::Bytes(bytes) => {
+            let cut = page_cut(bytes, usize::MAX, false);
+            log.push(&String::from_utf8_lossy(&bytes[..cut]));
+            *offset += cut as u64;
+            LiveStep::Read
+        }
+        LiveRead::Nothing => LiveStep::Read,
+        LiveRead::Gap => LiveStep::AskApi,
+    }
+}
 
 /// Follows a job to its end: the spinner, the log as it grows. Returns the final job.
 pub(super) async fn follow(api: &Api, start: &JobView, out: Output) -> Result<JobView, CliError> {
@@ -40,40 +105,80 @@ pub(super) async fn follow(api: &Api, start: &JobView, out: Output) -> Result<Jo
     if bar.is_none() {
         print_waiting(start, &mut said);
     }
+    let mut live: Option<Live> = None;
+    let mut last_view = start.clone();
+    let mut last_api: Option<Instant> = None;
+    let mut last_job: Option<Instant> = None;
     // Ctrl-C stops following, not the job (crate::interrupt).
     let mut interrupts = crate::interrupt::Interrupts::listen();
     let fin = loop {
-        let polled = tokio::select! {
-            polled = poll(api, &id, &mut offset, &mut log) => polled,
-            () = interrupts.next() => Err(CliError::Interrupted),
-        };
-        match polled {
-            Ok((view, more)) => {
-                failures = 0;
-                match &bar {
-                    Some(bar) => bar.set_message(spinner_message(&view)),
-                    None if more => print_waiting(&view, &mut said),
-                    None => {}
-                }
-                if !more {
-                    break view;
+        // Between calls of the API, the live object; the API when it is due or needed.
+        let mut fresh_job = false;
+        let mut ask_api = true;
+        if let Some(current) = live.as_ref().filter(|l| Instant::now() < l.until) {
+            if last_api.is_some_and(|at| at.elapsed() < FOLLOWER_API_EVERY) {
+                let step = tokio::select! {
+                    step = read_live(api, current, &mut offset, &mut log) => step,
+                    () = interrupts.next() => {
+                        log.flush();
+                        if let Some(bar) = &bar {
+                            bar.finish_and_clear();
+                        }
+                        return Err(crate::interrupt::stop_following(api, &id, &mut interrupts).await);
+                    }
+                };
+                match step {
+                    LiveStep::Read => ask_api = false,
+                    LiveStep::AskApi => fresh_job = true,
+                    LiveStep::Failed => live = None,
                 }
             }
-            Err(CliError::Server(e)) if failures + 1 < POLL_FAILURES => {
-                failures += 1;
-                if let Some(bar) = &bar {
-                    bar.set_message(format!("{} (retrying: {e})", spinner_message(start)));
+        }
+        if ask_api {
+            let cached = (live.is_some()
+                && !fresh_job
+                && last_job.is_some_and(|at| at.elapsed() < JOB_EVERY))
+            .then(|| last_view.clone());
+            let polled = tokio::select! {
+                polled = poll(api, &id, &mut offset, &mut log, cached) => polled,
+                () = interrupts.next() => Err(CliError::Interrupted),
+            };
+            last_api = Some(Instant::now());
+            match polled {
+                Ok(polled) => {
+                    failures = 0;
+                    if polled.fetched_job {
+                        last_job = Some(Instant::now());
+                    }
+                    live = Live::from(polled.live);
+                    last_view = polled.view;
+                    match &bar {
+                        Some(bar) => bar.set_message(spinner_message(&last_view)),
+                        None if polled.more => print_waiting(&last_view, &mut said),
+                        None => {}
+                    }
+                    if !polled.more {
+                        break last_view;
+                    }
                 }
-            }
-            Err(e) => {
-                log.flush();
-                if let Some(bar) = &bar {
-                    bar.finish_and_clear();
+                Err(CliError::Server(e)) if failures + 1 < POLL_FAILURES => {
+                    failures += 1;
+                    if let Some(bar) = &bar {
+                        bar.set_message(format!("{} (retrying: {e})", spinner_message(start)));
+                    }
                 }
-                if e == CliError::Interrupted {
-                    return Err(crate::interrupt::stop_following(api, &id, &mut interrupts).await);
+                Err(e) => {
+                    log.flush();
+                    if let Some(bar) = &bar {
+                        bar.finish_and_clear();
+                    }
+                    if e == CliError::Interrupted {
+                        return Err(
+                            crate::interrupt::stop_following(api, &id, &mut interrupts).await
+                        );
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
         }
         tokio::select! {
@@ -94,15 +199,32 @@ pub(super) async fn follow(api: &Api, start: &JobView, out: Output) -> Result<Jo
     Ok(fin)
 }
 
-/// One poll: the job, then its log from `offset` to the first gap. Returns the job and
-/// whether more may come (the job had not ended when the log was read).
+/// What one poll of the API found.
+pub(super) struct Polled {
+    /// The job.
+    pub view: JobView,
+    /// Whether more may come (the job had not ended when the log was read).
+    pub more: bool,
+    /// The live object's URL, when the API handed one out.
+    pub live: Option<LiveLogUrl>,
+    /// Whether the job was read now (not taken from `cached`).
+    pub fetched_job: bool,
+}
+
+/// One poll: the job (unless `cached` stands in for it: read again when the log says it
+/// ended), then its log from `offset` to the first gap.
 pub(super) async fn poll(
     api: &Api,
     id: &str,
     offset: &mut u64,
     log: &mut LogPrinter<'_>,
-) -> Result<(JobView, bool), CliError> {
-    let mut view: JobView = api.get(&endpoints::get_job(id)).await?;
+    cached: Option<JobView>,
+) -> Result<Polled, CliError> {
+    let mut fetched_job = cached.is_none();
+    let mut view: JobView = match cached {
+        Some(view) => view,
+        None => api.get(&endpoints::get_job(id)).await?,
+    };
     loop {
         let from = offset.to_string();
         let page: LogsPage = api
@@ -112,15 +234,27 @@ pub(super) async fn poll(
         log.push(&page.data);
         if !page.more {
             if !view.job.state.is_terminal() {
-                // It ended between the two reads.
+                // It ended between the two reads (or the job was not read this time).
                 view = api.get(&endpoints::get_job(id)).await?;
+                fetched_job = true;
             }
-            return Ok((view, false));
+            return Ok(Polled {
+                view,
+                more: false,
+                live: None,
+                fetched_job,
+            });
         }
         if page.data.is_empty() {
             // A job awaiting a person's approval has a whole log (its plan task ended):
             // following stops there. One the policy gate is approving goes on.
-            return Ok((view.clone(), !awaits_a_person(&view)));
+            let more = !awaits_a_person(&view);
+            return Ok(Polled {
+                view,
+                more,
+                live: page.live,
+                fetched_job,
+            });
         }
     }
 }
