@@ -282,9 +282,11 @@ async fn a_followed_job_with_a_live_bucket_rewrites_the_live_object_and_ships_ch
         store.log_batches.load(Ordering::SeqCst),
         store.live_puts.load(Ordering::SeqCst),
     );
+    let checks = store.follow_checks.load(Ordering::SeqCst);
     println!(
         "log requests of a 10-minute followed job with a live bucket: {puts} chunk PUTs, \
-         {calls} presigning calls, {live_puts} live PUTs, worst line-to-reader {worst:?}"
+         {calls} presigning calls, {live_puts} live PUTs, {checks} follow-marker GETs, \
+         worst line-to-reader {worst:?}"
     );
     assert_eq!((puts, calls), (10, 10), "chunks at the idle pace");
     assert!((590..=600).contains(&live_puts), "{live_puts} live PUTs");
@@ -366,4 +368,16 @@ async fn the_shipper_marks_the_live_object_ended_after_its_last_chunk() {
     assert_eq!(store.log(), b"hello\nbye\n");
     let live = LiveLog::decode(&store.live().unwrap()).unwrap();
     assert_eq!((live.start, live.ended, live.bytes.len()), (10, true, 0));
+}
+
+#[tokio::test]
+async fn a_ten_minute_followed_job_without_a_live_bucket_ships_a_chunk_a_second() {
+    let store = MemoryUploads::new();
+    simulate(&store, 600, Some(0)).await;
+    let puts = store.puts.load(Ordering::SeqCst);
+    let calls = store.log_batches.load(Ordering::SeqCst);
+    let checks = store.follow_checks.load(Ordering::SeqCst);
+    println!("log requests of a 10-minute followed job without a live bucket: {puts} S3 PUTs, {calls} presigning calls, {checks} follow-marker GETs");
+    assert!((598..=601).contains(&puts), "{puts}");
+    assert_eq!(calls, puts, "a presigning call a chunk");
 }

@@ -336,7 +336,7 @@ async fn with_a_live_bucket_a_direct_follower_sees_each_line_within_two_seconds_
         })
     };
     // Follow as `logs -f` does (crates/cli/src/follow/watch.rs): the live object every
-    // 500 ms, the API every 10 s or when the live object starts past the follower.
+    // 500 ms, the API every 15 s or when the live object starts past the follower.
     let (mut offset, mut text, mut seen) = (0u64, String::new(), Vec::new());
     let (mut api_calls, mut live_gets, mut gaps) = (1usize, 0usize, 0usize);
     let mut last_api = Instant::now();

@@ -28,8 +28,10 @@ pub const FOLLOW_CHECK_FAST: Duration = Duration::from_secs(1);
 /// followed, or while nothing new was written since the last read).
 pub const FOLLOW_CHECK: Duration = Duration::from_secs(5);
 
-/// How long after a reader's last `GET /v1/jobs/{id}/logs` the log counts as followed.
-pub const FOLLOW_WINDOW: Duration = Duration::from_secs(20);
+/// How long after a reader's last `GET /v1/jobs/{id}/logs` the log counts as followed:
+/// twice [`FOLLOWER_API_EVERY`], so one late call of a follower that reads the live object
+/// does not stop the live writes it reads.
+pub const FOLLOW_WINDOW: Duration = Duration::from_secs(30);
 
 /// How often one API process rewrites a job's follow marker while it is being read.
 pub const FOLLOW_MARK_EVERY: Duration = Duration::from_secs(5);
@@ -156,7 +158,7 @@ pub const LIVE_MAX_BYTES: usize = 256 * 1024;
 /// How often a follower that reads the live object directly still asks the API: for the
 /// job's state, a fresh live URL, and to keep the follow marker fresh (it counts for
 /// [`FOLLOW_WINDOW`]).
-pub const FOLLOWER_API_EVERY: Duration = Duration::from_secs(10);
+pub const FOLLOWER_API_EVERY: Duration = Duration::from_secs(15);
 
 /// `logs/<job id>/live` in the live bucket: the log's bytes not yet shipped as chunks,
 /// rewritten every [`FOLLOWED_FLUSH`] while someone follows ([`LiveLog`]). Its key is fixed,
