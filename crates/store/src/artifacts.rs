@@ -288,7 +288,8 @@ impl S3Artifacts {
                 .config_override(control)
                 .send()
                 .await
-                .map_err(|e| s3_error(&e))?;
+                .map(|_| ())
+                .or_else(|e| made_meanwhile(&e))?;
             return Ok(());
         }
         self.client
@@ -296,8 +297,8 @@ impl S3Artifacts {
             .bucket(&self.bucket)
             .send()
             .await
-            .map_err(|e| s3_error(&e))?;
-        Ok(())
+            .map(|_| ())
+            .or_else(|e| made_meanwhile(&e))
     }
 
     /// The zone id a directory bucket is named for.
@@ -378,6 +379,22 @@ where
         service: "s3",
         message: aws_sdk_s3::error::DisplayErrorContext(e).to_string(),
         retryable,
+    }
+}
+
+/// A CreateBucket refused because this account made the bucket meanwhile (another
+/// process's `ensure_bucket` between the HeadBucket and the CreateBucket) is done.
+fn made_meanwhile<E>(e: &SdkError<E>) -> Result<(), StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match e {
+        aws_sdk_s3::error::SdkError::ServiceError(se)
+            if se.err().code() == Some("BucketAlreadyOwnedByYou") =>
+        {
+            Ok(())
+        }
+        _ => Err(s3_error(e)),
     }
 }
 

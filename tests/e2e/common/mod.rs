@@ -126,6 +126,10 @@ pub fn start_dev(options: DevOptions) -> Dev {
                 .args(["--table", table.as_str()])
                 .args(["--queue", &sortie_testkit::unique("jobs")])
                 .args(["--bucket", &sortie_testkit::unique("artifacts")])
+                .args([
+                    "--live-bucket",
+                    &format!("{}--use1-az4--x-s3", sortie_testkit::unique("live")),
+                ])
                 .args(["--audit-bucket", audit_bucket.as_str()])
                 .args(["--bus", bus.as_str()])
                 .arg("--work-dir")
