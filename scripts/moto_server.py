@@ -420,6 +420,12 @@ def _operation(environ):
             action = (form.get("Action") or [""])[0]
         action = action or environ.get("REQUEST_METHOD", "?")
     ids = sorted({m.decode() for m in _JOB_ID.findall(body)})[:8] if body else []
+    # An S3 request names its job in its key or its listing's prefix (a presigned URL has
+    # no other place to): `logs/<job id>/live`, `prefix=logs%2F<job id>%2F`.
+    where = (environ.get("PATH_INFO", "") + "?" + environ.get("QUERY_STRING", "")).encode()
+    for m in _JOB_ID.findall(where):
+        if m.decode() not in ids:
+            ids.append(m.decode())
     # `sortie dev` says which job a request is for (x-sortie-job), named in it or not.
     for_job = environ.get("HTTP_X_SORTIE_JOB", "")
     if _JOB_ID.fullmatch(for_job.encode()) and for_job not in ids:

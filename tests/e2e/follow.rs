@@ -654,3 +654,139 @@ fn a_reviewed_apply_stops_the_follow_awaiting_approval_then_approve_applies_and_
         ended.show()
     );
 }
+
+/// The moto requests made for job `id` since `since` (Unix seconds), by operation
+/// (`s3express.GET`, `unsigned.GET`, ...): moto's timing records (scripts/moto_server.py).
+fn moto_requests_for(id: &str, since: f64) -> std::collections::BTreeMap<String, usize> {
+    let (status, body) = call(
+        &sortie_testkit::endpoint(),
+        "GET",
+        &format!("/_sortie/moto-timing/events?since={since}"),
+        &[],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut counts = std::collections::BTreeMap::new();
+    for event in body["events"].as_array().unwrap() {
+        let names_job = event[3]
+            .as_array()
+            .is_some_and(|ids| ids.iter().any(|i| i.as_str() == Some(id)));
+        if names_job {
+            *counts
+                .entry(event[2].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// `run apply --wait` of a job that prints a line a second for 20 s, with `sortie dev`'s
+/// live bucket (a directory bucket on the S3 Express double): every line reaches the
+/// terminal within 2 s of Terraform printing it, read from the live object between the
+/// follower's rare calls of the API, and the log read afterwards is whole.
+#[test]
+fn a_followed_job_is_read_from_its_live_object_between_rare_api_calls() {
+    sortie_testkit::require_aws!();
+    let _ = sortie_testkit::terraform111_bin();
+    let dev = common::launch("live", 1, Some(&common::runner_binary()));
+    common::local_runner_on_s3(&dev, "tf111", ">= 1.5", &state_bucket());
+    dev.ok(
+        "POST",
+        "/v1/groups/acme/demo/-/environments",
+        &json!({"name": "ticks", "env_type": "development"}).to_string(),
+    );
+    let dir = sortie_testkit::scratch_dir("live-ticks").unwrap();
+    std::fs::write(
+        dir.join("main.tf"),
+        "resource \"terraform_data\" \"ticks\" {\n  provisioner \"local-exec\" {\n    command = \"for i in $(seq 1 20); do echo tick $i at $(date +%s%3N); sleep 1; done\"\n  }\n}\n",
+    )
+    .unwrap();
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let mut child = Command::new(sortie_tests::sortie())
+        .args(["run", "apply", "acme/demo/ticks", "--source"])
+        .arg(&dir)
+        .arg("--wait")
+        .envs(dev.env())
+        .env_remove("NO_COLOR")
+        .current_dir(sortie_testkit::repo_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each line as it arrives, with when (Unix ms).
+    let stdout = child.stdout.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            lines.push((at, line.unwrap()));
+        }
+        lines
+    });
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "sortie run did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lines = reading.join().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let shown: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    assert!(status.success(), "exit {status:?}\n{shown}\n{stderr}");
+    // `terraform_data.ticks (local-exec): tick 3 at 1796077831230`
+    let mut late: Vec<u64> = lines
+        .iter()
+        .filter_map(|(seen, line)| {
+            let printed: u64 = line.split(" at ").nth(1)?.trim().parse().ok()?;
+            line.contains("(local-exec): tick ")
+                .then(|| seen.saturating_sub(printed))
+        })
+        .collect();
+    assert_eq!(late.len(), 20, "every tick, once:\n{shown}");
+    late.sort_unstable();
+    let p99 = late[late.len() - 1];
+    let id = job_id(&shown);
+    let requests = moto_requests_for(&id, since);
+    println!(
+        "live follow through `sortie dev`: tick → terminal p50 {} ms, max {p99} ms; moto requests for the job: {requests:?}",
+        late[late.len() / 2]
+    );
+    assert!(p99 <= 2000, "a tick took {p99} ms to show:\n{shown}");
+    // The API read the live object for the follower (s3express.GET) once a call; the
+    // follower read it directly (unsigned.GET, with the pilot's follow-marker reads)
+    // every 500 ms in between.
+    let api_reads = requests.get("s3express.GET").copied().unwrap_or(0);
+    let direct = requests.get("unsigned.GET").copied().unwrap_or(0);
+    assert!(
+        (1..=8).contains(&api_reads),
+        "the follower's calls of the API that read the live object: {requests:?}"
+    );
+    assert!(direct >= 25, "reads of the live object's URL: {requests:?}");
+    // The log read afterwards, from the chunks alone, holds every tick.
+    let log = dev.sortie(&["job", "logs", &id]);
+    assert_eq!(log.code(), 0, "{}", log.show());
+    for i in 1..=20 {
+        assert!(
+            log.stdout()
+                .contains(&format!("(local-exec): tick {i} at ")),
+            "tick {i} is not in the log:\n{}",
+            log.stdout()
+        );
+    }
+}
