@@ -341,3 +341,61 @@ async fn a_directory_listing_is_out_of_key_order_and_takes_only_slash_prefixes()
         assert_eq!(code(&error), "InvalidArgument");
     }
 }
+
+/// The live log's store: `S3Artifacts` over a directory bucket makes it, writes and reads
+/// through the SDK's sessions, and presigns in a session of its own whose end each URL's
+/// `expires_at` says (at least four minutes, at most five).
+#[tokio::test]
+async fn artifacts_over_a_directory_bucket_presign_in_a_session_and_say_when_the_url_ends() {
+    use sortie_store::Artifacts;
+    sortie_testkit::require_aws!();
+    let name = format!("{}--{ZONE}--x-s3", sortie_testkit::unique("live"));
+    let live = sortie_store::S3Artifacts::new(s3().await, name.clone());
+    live.ensure_bucket().await.unwrap();
+    live.ensure_bucket()
+        .await
+        .expect("a second ensure finds it");
+    live.write("logs/j/following", b"1".to_vec(), "text/plain")
+        .await
+        .unwrap();
+    assert_eq!(live.get("logs/j/following").await.unwrap(), b"1");
+
+    let put = live
+        .presign_put("logs/j/live", "text/plain", Duration::from_secs(600))
+        .await
+        .unwrap();
+    let left = (put.expires_at - chrono::Utc::now()).num_seconds();
+    assert!(
+        (230..=300).contains(&left),
+        "the PUT works {left} s, not 600"
+    );
+    assert!(put.url.contains("X-Amz-S3session-Token="), "{}", put.url);
+    let path = put.url.strip_prefix(&sortie_testkit::endpoint()).unwrap();
+    let headers: Vec<(&str, &str)> = put
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let (status, body) = sortie_testkit::http::call(
+        &sortie_testkit::endpoint(),
+        "PUT",
+        path,
+        &headers,
+        Some("sortie-live 1 0 0\nhello\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (url, until) = live
+        .presign_get_until("logs/j/live", Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert!((until - chrono::Utc::now()).num_seconds() <= 300);
+    let path = url
+        .strip_prefix(&sortie_testkit::endpoint())
+        .unwrap()
+        .to_string();
+    assert_eq!(get(&path), (200, "sortie-live 1 0 0\nhello\n".to_string()));
+    assert!(
+        live.live().is_none(),
+        "a live store has no live store of its own"
+    );
+}
