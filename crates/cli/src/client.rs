@@ -135,16 +135,18 @@ impl Api {
         }
     }
 
-    /// `GET url` of a presigned URL (a job's live log): `Ok(None)` for a 404 (nothing
-    /// written there yet); any other failure is one line naming the URL without its query.
-    pub async fn get_presigned(&self, url: &str) -> Result<Option<Bytes>, String> {
+    /// `GET url` of a presigned URL (a job's live log), its first `max_bytes` at most:
+    /// `Ok(None)` for a 404 (nothing written there yet); any other failure is one line
+    /// naming the URL without its query.
+    pub async fn get_presigned(&self, url: &str, max_bytes: u64) -> Result<Option<Bytes>, String> {
         let reply = self
             .transport
-            .get_url(url, std::time::Duration::from_secs(5))
+            .get_url(url, std::time::Duration::from_secs(5), max_bytes)
             .await
             .map_err(|e| e.to_string())?;
         match reply.status.as_u16() {
-            200 => Ok(Some(reply.body)),
+            // 206: the range asked for; 200: a server that sent all of it (no longer).
+            200 | 206 => Ok(Some(reply.body)),
             404 => Ok(None),
             status => Err(format!(
                 "GET {} answered {status}",

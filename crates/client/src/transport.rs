@@ -233,14 +233,24 @@ impl Transport {
     }
 
     /// `GET url`, a URL that is not the API's (a presigned S3 URL): no token, no `Accept`;
-    /// the whole answer within `timeout`, whatever its status. An error names the URL
+    /// its first `max_bytes` bytes at most (a `Range`; an answer that says it is longer is
+    /// refused unread), within `timeout`, whatever its status. An error names the URL
     /// without its query (a presigned URL's signature is a credential).
-    pub async fn get_url(&self, url: &str, timeout: Duration) -> Result<Reply, TransportError> {
+    pub async fn get_url(
+        &self,
+        url: &str,
+        timeout: Duration,
+        max_bytes: u64,
+    ) -> Result<Reply, TransportError> {
         let shown = url.split(['?', '#']).next().unwrap_or(url).to_string();
         let request = Request::builder()
             .method(http::Method::GET)
             .uri(url)
             .header(USER_AGENT, self.user_agent)
+            .header(
+                http::header::RANGE,
+                format!("bytes=0-{}", max_bytes.saturating_sub(1)),
+            )
             .body(Full::new(Bytes::new()))
             .map_err(|e| TransportError::Build {
                 url: shown.clone(),
@@ -257,6 +267,17 @@ impl Transport {
                 .await
                 .map_err(|e| unreachable(sortie_http::error_chain(&e)))?;
             let status = response.status();
+            let length = response
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if length.is_some_and(|n| n > max_bytes) {
+                return Err(unreachable(format!(
+                    "the answer is {} bytes, more than the {max_bytes} asked for",
+                    length.unwrap_or_default()
+                )));
+            }
             let body = response
                 .into_body()
                 .collect()

@@ -18,7 +18,8 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use sortie_core::protocol::logs::{
     follow_marker_key, list_start_after, live_key, page_cut, plan_page, LiveLog, LiveRead,
-    FOLLOW_MARK_EVERY, PAGE_JSON_BYTES, PAGE_READ_BYTES, PAGE_READ_CONCURRENCY, PAGE_TIME_BUDGET,
+    FOLLOW_MARK_EVERY, LIVE_READ_BYTES, PAGE_JSON_BYTES, PAGE_READ_BYTES, PAGE_READ_CONCURRENCY,
+    PAGE_TIME_BUDGET,
 };
 use sortie_core::protocol::pilot::{log_chunk_key, log_chunk_offset, log_prefix, UploadKind};
 use sortie_core::JobId;
@@ -196,7 +197,11 @@ const LIVE_URL_TTL: Duration = Duration::from_secs(10 * 60);
 /// takes each byte once, by offset). A missing or unreadable live object adds nothing, and
 /// the next read tries again.
 async fn read_live(live_store: &dyn Artifacts, id: &JobId) -> Option<LiveLog> {
-    match live_store.get(&live_key(id)).await {
+    // A ranged read: the job's own code could write a huge object through the pilot's URL.
+    match live_store
+        .get_range(&live_key(id), 0, LIVE_READ_BYTES)
+        .await
+    {
         Ok(body) => {
             let live = LiveLog::decode(&body);
             if live.is_none() {

@@ -496,3 +496,21 @@ async fn an_ended_jobs_page_reads_chunks_only_and_the_marker_lives_in_the_live_b
     assert_eq!(chunks_running.writes.load(Ordering::SeqCst), 0);
     assert_eq!(chunks.writes.load(Ordering::SeqCst), 0);
 }
+
+/// The live object is written through a URL the job's own code could use too: a huge one
+/// is read no further than `LIVE_READ_BYTES`, and the page answers what that holds.
+#[tokio::test]
+async fn a_huge_live_object_is_read_no_further_than_its_cap() {
+    let id = JobId::from("01JLIVEHUGE");
+    let huge = live(10, &vec![b'x'; 20 * 1024 * 1024]);
+    let (logs, _, _) = with_live(&id, Some(huge));
+    let page = logs.page(&id, 0, false).await.unwrap();
+    let cap = LIVE_READ_BYTES as usize;
+    assert!(
+        page.data.len() > 10 && page.data.len() < cap,
+        "{}",
+        page.data.len()
+    );
+    assert_eq!(page.next_offset, page.data.len() as u64);
+    assert!(page.data.starts_with("0123456789xxx"));
+}

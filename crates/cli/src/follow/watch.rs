@@ -9,7 +9,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use sortie_api::model::{JobView, LiveLogUrl, LogsPage};
 use sortie_client::endpoints;
 use sortie_core::policy::PolicyStatus;
-use sortie_core::protocol::logs::{page_cut, LiveLog, LiveRead, FOLLOWER_API_EVERY};
+use sortie_core::protocol::logs::{
+    page_cut, LiveLog, LiveRead, FOLLOWER_API_EVERY, LIVE_READ_BYTES,
+};
 use sortie_core::JobState;
 
 use crate::args::Output;
@@ -65,7 +67,8 @@ enum LiveStep {
 /// Reads the live object from `offset` and prints what it holds past it. A character
 /// split at the object's end waits for the next read.
 async fn read_live(api: &Api, live: &Live, offset: &mut u64, log: &mut LogPrinter<'_>) -> LiveStep {
-    let body = match api.get_presigned(&live.url).await {
+    // The job's own code could write a huge object through the pilot's URL: a ranged read.
+    let body = match api.get_presigned(&live.url, LIVE_READ_BYTES).await {
         Ok(Some(body)) => body,
         // Not written yet: the pilot writes it within a second of seeing the follower.
         Ok(None) => return LiveStep::Read,

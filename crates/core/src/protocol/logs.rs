@@ -155,6 +155,11 @@ pub fn list_start_after(prefix: &str, offset: u64) -> Option<String> {
 /// once this much is pending (or at [`IDLE_FLUSH`]), so each rewrite stays a small PUT.
 pub const LIVE_MAX_BYTES: usize = 256 * 1024;
 
+/// The most bytes of the live object a reader reads: its header and [`LIVE_MAX_BYTES`],
+/// with room to spare. The pilot never writes more; the object is written through a URL
+/// that a job's own (hostile) code could use too, so a reader never reads it whole.
+pub const LIVE_READ_BYTES: u64 = LIVE_MAX_BYTES as u64 + 4096;
+
 /// How often a follower that reads the live object directly still asks the API: for the
 /// job's state, a fresh live URL, and to keep the follow marker fresh (it counts for
 /// [`FOLLOW_WINDOW`]).
