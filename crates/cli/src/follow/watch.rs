@@ -115,10 +115,16 @@ pub(super) async fn follow(api: &Api, start: &JobView, out: Output) -> Result<Jo
     // Ctrl-C stops following, not the job (crate::interrupt).
     let mut interrupts = crate::interrupt::Interrupts::listen();
     let fin = loop {
-        // Between calls of the API, the live object; the API when it is due or needed.
+        // Between calls of the API, the live object, while the job runs (queued, waiting
+        // or dispatching, its state is what the follower shows: the API every poll); the
+        // API when it is due or needed.
         let mut fresh_job = false;
         let mut ask_api = true;
-        if let Some(current) = live.as_ref().filter(|l| Instant::now() < l.until) {
+        let running = last_view.job.state == JobState::Running;
+        if let Some(current) = live
+            .as_ref()
+            .filter(|l| running && Instant::now() < l.until)
+        {
             if last_api.is_some_and(|at| at.elapsed() < FOLLOWER_API_EVERY) {
                 let step = tokio::select! {
                     step = read_live(api, current, &mut offset, &mut log) => step,
@@ -139,6 +145,7 @@ pub(super) async fn follow(api: &Api, start: &JobView, out: Output) -> Result<Jo
         }
         if ask_api {
             let cached = (live.is_some()
+                && running
                 && !fresh_job
                 && last_job.is_some_and(|at| at.elapsed() < JOB_EVERY))
             .then(|| last_view.clone());
@@ -510,7 +517,27 @@ mod tests {
     };
     use sortie_core::{EnvPath, RunnerId};
 
-    use super::{awaits_a_person, end_of_line};
+    use super::{awaits_a_person, end_of_line, Live};
+
+    #[test]
+    fn a_live_url_is_used_until_fifteen_seconds_before_it_ends() {
+        let url = |secs: i64| {
+            Live::from(Some(sortie_api::model::LiveLogUrl {
+                url: "http://127.0.0.1:1/b--use1-az4--x-s3/logs/j/live?X-Amz-S3session-Token=t"
+                    .into(),
+                expires_at: Utc::now() + chrono::Duration::seconds(secs),
+            }))
+        };
+        assert!(url(-5).is_none(), "an ended URL");
+        assert!(url(10).is_none(), "one about to end");
+        let live = url(240).expect("four minutes left");
+        let left = live.until - std::time::Instant::now();
+        assert!(
+            left > std::time::Duration::from_secs(220)
+                && left <= std::time::Duration::from_secs(225)
+        );
+        assert!(Live::from(None).is_none());
+    }
 
     /// A job awaiting approval: reviewed only for the gate when `policy_only`, with the
     /// gate's check as `policy` (`Some(true)`: a set warned), decided when `decided`.
