@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use http::header::{
-    HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, ETAG, USER_AGENT,
+    HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, ETAG, USER_AGENT,
 };
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -256,48 +256,8 @@ impl Transport {
                 url: shown.clone(),
                 detail: sortie_http::error_chain(&e),
             })?;
-        let unreachable = |detail: String| TransportError::Unreachable {
-            url: shown.clone(),
-            detail,
-        };
-        let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|e| unreachable(sortie_http::error_chain(&e)))?;
-            let status = response.status();
-            let length = response
-                .headers()
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            if length.is_some_and(|n| n > max_bytes) {
-                return Err(unreachable(format!(
-                    "the answer is {} bytes, more than the {max_bytes} asked for",
-                    length.unwrap_or_default()
-                )));
-            }
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| unreachable(sortie_http::error_chain(&e)))?
-                .to_bytes();
-            Ok(Reply {
-                status,
-                etag: None,
-                body,
-            })
-        };
-        tokio::time::timeout(timeout, exchange)
+        self.exchange(request, shown, timeout, Some(max_bytes))
             .await
-            .unwrap_or_else(|_| {
-                Err(TransportError::Timeout {
-                    url: shown.clone(),
-                    seconds: timeout.as_secs(),
-                })
-            })
     }
 
     /// Sends `call` and reads its whole answer, whatever its status.
@@ -333,6 +293,18 @@ impl Transport {
             .body(Full::new(body))
             .map_err(|e| build(sortie_http::error_chain(&e)))?;
         let timeout = outgoing.timeout.unwrap_or(self.timeout);
+        self.exchange(request, url, timeout, None).await
+    }
+
+    /// Sends `request` and reads its whole answer within `timeout`; with `max_bytes`, an
+    /// answer whose Content-Length says it is longer is refused unread. Errors name `url`.
+    async fn exchange(
+        &self,
+        request: Request<Full<Bytes>>,
+        url: String,
+        timeout: Duration,
+        max_bytes: Option<u64>,
+    ) -> Result<Reply, TransportError> {
         let unreachable = |detail: String| TransportError::Unreachable {
             url: url.clone(),
             detail,
@@ -344,11 +316,22 @@ impl Transport {
                 .await
                 .map_err(|e| unreachable(sortie_http::error_chain(&e)))?;
             let status = response.status();
-            let etag = response
-                .headers()
-                .get(ETAG)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let header = |name| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v: &HeaderValue| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let etag = header(ETAG);
+            let length = header(CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
+            if let (Some(length), Some(max)) = (length, max_bytes) {
+                if length > max {
+                    return Err(unreachable(format!(
+                        "the answer is {length} bytes, more than the {max} asked for"
+                    )));
+                }
+            }
             let body = response
                 .into_body()
                 .collect()

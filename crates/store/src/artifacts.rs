@@ -197,8 +197,31 @@ struct ExpressSession {
 /// is handed out.
 const SESSION_SIGNS_FOR: Duration = Duration::from_secs(60);
 
+/// The `CreateBucketConfiguration` of a directory bucket in zone `zone` (an AZ ID such as
+/// `use1-az4`): one Availability Zone, one zone's redundancy.
+pub fn directory_bucket_configuration(zone: &str) -> aws_sdk_s3::types::CreateBucketConfiguration {
+    use aws_sdk_s3::types::{
+        BucketInfo, BucketType, CreateBucketConfiguration, DataRedundancy, LocationInfo,
+        LocationType,
+    };
+    CreateBucketConfiguration::builder()
+        .location(
+            LocationInfo::builder()
+                .r#type(LocationType::AvailabilityZone)
+                .name(zone)
+                .build(),
+        )
+        .bucket(
+            BucketInfo::builder()
+                .r#type(BucketType::Directory)
+                .data_redundancy(DataRedundancy::SingleAvailabilityZone)
+                .build(),
+        )
+        .build()
+}
+
 /// Whether `bucket` names a directory bucket (`<base>--<zone id>--x-s3`).
-pub fn is_directory_bucket(bucket: &str) -> bool {
+fn is_directory_bucket(bucket: &str) -> bool {
     bucket.ends_with("--x-s3")
 }
 
@@ -257,10 +280,6 @@ impl S3Artifacts {
             return Ok(());
         }
         if let Some(zone) = self.directory_zone() {
-            use aws_sdk_s3::types::{
-                BucketInfo, BucketType, CreateBucketConfiguration, DataRedundancy, LocationInfo,
-                LocationType,
-            };
             // CreateBucket is a regional call signed by IAM; against a custom endpoint the
             // SDK would otherwise sign it in a session of the bucket it creates.
             let control =
@@ -268,22 +287,7 @@ impl S3Artifacts {
             self.client
                 .create_bucket()
                 .bucket(&self.bucket)
-                .create_bucket_configuration(
-                    CreateBucketConfiguration::builder()
-                        .location(
-                            LocationInfo::builder()
-                                .r#type(LocationType::AvailabilityZone)
-                                .name(zone)
-                                .build(),
-                        )
-                        .bucket(
-                            BucketInfo::builder()
-                                .r#type(BucketType::Directory)
-                                .data_redundancy(DataRedundancy::SingleAvailabilityZone)
-                                .build(),
-                        )
-                        .build(),
-                )
+                .create_bucket_configuration(directory_bucket_configuration(zone))
                 .customize()
                 .config_override(control)
                 .send()

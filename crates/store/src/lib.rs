@@ -39,7 +39,8 @@ use sortie_core::{
 };
 
 pub use artifacts::{
-    Artifacts, ObjectInfo, ObjectPage, PageFrom, PresignedPut, S3Artifacts, MAX_LIST_PAGE,
+    directory_bucket_configuration, Artifacts, ObjectInfo, ObjectPage, PageFrom, PresignedPut,
+    S3Artifacts, MAX_LIST_PAGE,
 };
 pub use audit::{
     AuditArchive, AuditPage, AuditRange, AuditRecord, AuditStore, Exported, MemoryAuditArchive,

@@ -7,10 +7,7 @@
 use aws_sdk_s3::config::Credentials;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{
-    BucketInfo, BucketType, CreateBucketConfiguration, DataRedundancy, LocationInfo, LocationType,
-    SessionMode,
-};
+use aws_sdk_s3::types::SessionMode;
 use std::time::Duration;
 
 /// The zone id the tests' directory buckets are named for.
@@ -38,24 +35,6 @@ async fn s3_control() -> aws_sdk_s3::Client {
     )
 }
 
-/// `CreateBucketConfiguration` of a directory bucket in `zone`.
-fn directory_config(zone: &str) -> CreateBucketConfiguration {
-    CreateBucketConfiguration::builder()
-        .location(
-            LocationInfo::builder()
-                .r#type(LocationType::AvailabilityZone)
-                .name(zone)
-                .build(),
-        )
-        .bucket(
-            BucketInfo::builder()
-                .r#type(BucketType::Directory)
-                .data_redundancy(DataRedundancy::SingleAvailabilityZone)
-                .build(),
-        )
-        .build()
-}
-
 /// A new directory bucket in [`ZONE`]; its name.
 async fn directory_bucket(prefix: &str) -> String {
     let name = format!("{}--{ZONE}--x-s3", sortie_testkit::unique(prefix));
@@ -63,11 +42,22 @@ async fn directory_bucket(prefix: &str) -> String {
         .await
         .create_bucket()
         .bucket(&name)
-        .create_bucket_configuration(directory_config(ZONE))
+        .create_bucket_configuration(sortie_store::directory_bucket_configuration(ZONE))
         .send()
         .await
         .unwrap_or_else(|e| panic!("CreateBucket {name}: {e:?}"));
     name
+}
+
+/// Writes `body` at `key` of `bucket` through the SDK (in the session it makes).
+async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &'static [u8]) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from_static(body))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutObject {key}: {e:?}"));
 }
 
 /// A presigned GET of `key`, valid an hour; the path and query to send to moto.
@@ -114,7 +104,7 @@ async fn a_directory_bucket_is_named_for_its_zone_and_made_with_its_configuratio
         // a directory name whose zone is not its Location's
         (
             format!("{base}-a--{ZONE}--x-s3"),
-            Some(directory_config("use1-az6")),
+            Some(sortie_store::directory_bucket_configuration("use1-az6")),
             "InvalidBucketName",
         ),
         // a directory name made as a general purpose bucket
@@ -153,13 +143,7 @@ async fn zonal_calls_need_a_session_the_sdk_makes_and_a_presigned_url_carries_it
     sortie_testkit::require_aws!();
     let s3 = s3().await;
     let bucket = directory_bucket("zonal").await;
-    s3.put_object()
-        .bucket(&bucket)
-        .key("logs/j/000000000001")
-        .body(ByteStream::from_static(b"one\n"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &bucket, "logs/j/000000000001", b"one\n").await;
     let read = s3
         .get_object()
         .bucket(&bucket)
@@ -198,13 +182,7 @@ async fn a_presigned_url_dies_with_the_session_that_signed_it() {
     sortie_testkit::require_aws!();
     let s3 = s3().await;
     let bucket = directory_bucket("expiry").await;
-    s3.put_object()
-        .bucket(&bucket)
-        .key("logs/j/000000000001")
-        .body(ByteStream::from_static(b"one\n"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &bucket, "logs/j/000000000001", b"one\n").await;
     let presigned = presigned_get(&s3, &bucket, "logs/j/000000000001").await;
     assert_eq!(get(&presigned).0, 200);
 
@@ -229,13 +207,7 @@ async fn a_read_only_session_reads_and_a_session_serves_its_own_bucket_only() {
     let s3 = s3().await;
     let bucket = directory_bucket("readonly").await;
     let other = directory_bucket("other").await;
-    s3.put_object()
-        .bucket(&bucket)
-        .key("logs/j/000000000001")
-        .body(ByteStream::from_static(b"one\n"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &bucket, "logs/j/000000000001", b"one\n").await;
     let session = s3
         .create_session()
         .bucket(&bucket)
@@ -298,13 +270,7 @@ async fn a_directory_listing_is_out_of_key_order_and_takes_only_slash_prefixes()
     let bucket = directory_bucket("listing").await;
     let keys: Vec<String> = (1..=5).map(|n| format!("logs/j/{n:012}")).collect();
     for key in &keys {
-        s3.put_object()
-            .bucket(&bucket)
-            .key(key)
-            .body(ByteStream::from_static(b"x"))
-            .send()
-            .await
-            .unwrap();
+        put(&s3, &bucket, key, b"x").await;
     }
     let listed: Vec<String> = s3
         .list_objects_v2()
