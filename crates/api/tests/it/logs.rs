@@ -201,15 +201,7 @@ async fn a_followed_log_reaches_its_follower_at_the_followed_pace() {
     let shipper = LogShipper::spawn(sink.clone(), uploader, Pace::default());
     let origin = Instant::now();
     let lines = 120usize;
-    let writer = {
-        let sink = sink.clone();
-        tokio::spawn(async move {
-            for i in 0..lines {
-                sink.line(&format!("line {i} at {}", origin.elapsed().as_millis()));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    let writer = write_timed_lines(&sink, origin, lines);
     // Poll as the CLI's `logs -f` does, noting when each line arrives.
     let mut seen = Vec::new();
     let (mut offset, mut text) = (0u64, String::new());
@@ -326,15 +318,7 @@ async fn with_a_live_bucket_a_direct_follower_sees_each_line_within_two_seconds_
     let shipper = LogShipper::spawn(sink.clone(), uploader, pace);
     let origin = Instant::now();
     let lines = 150usize;
-    let writer = {
-        let sink = sink.clone();
-        tokio::spawn(async move {
-            for i in 0..lines {
-                sink.line(&format!("line {i} at {}", origin.elapsed().as_millis()));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    let writer = write_timed_lines(&sink, origin, lines);
     // Follow as `logs -f` does (crates/cli/src/follow/watch.rs): the live object every
     // 500 ms, the API every 15 s or when the live object starts past the follower.
     let (mut offset, mut text, mut seen) = (0u64, String::new(), Vec::new());
@@ -421,6 +405,18 @@ async fn with_a_live_bucket_a_direct_follower_sees_each_line_within_two_seconds_
         api_calls * 3 < live_gets,
         "{api_calls} API calls against {live_gets} live GETs: the follower reads the live object"
     );
+}
+
+/// Writes `lines` lines to `sink`, one every 100 ms, each ending with the milliseconds
+/// since `origin` when it was written (`line 7 at 712`), so a follower can tell its latency.
+fn write_timed_lines(sink: &LogSink, origin: Instant, lines: usize) -> tokio::task::JoinHandle<()> {
+    let sink = sink.clone();
+    tokio::spawn(async move {
+        for i in 0..lines {
+            sink.line(&format!("line {i} at {}", origin.elapsed().as_millis()));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
 }
 
 /// How often the CLI's `logs -f` polls (`crates/cli/src/follow/watch.rs`).
