@@ -26,7 +26,7 @@ pub struct DevArgs {
     /// S3 Express One Zone directory bucket (`<name>--<zone id>--x-s3`) where a followed
     /// job's log is rewritten every second; empty: none (a followed log ships a chunk every
     /// second to `--bucket`).
-    #[arg(long, default_value = "sortie-dev-live--use1-az4--x-s3")]
+    #[arg(long, default_value = "sortie-dev-live--use1-az4--x-s3", value_parser = parse_live_bucket)]
     pub(super) live_bucket: String,
     /// EventBridge bus for `sortie.job.ended`.
     #[arg(long, default_value = "sortie-dev")]
@@ -108,6 +108,38 @@ pub struct DevArgs {
 }
 
 /// A `--resolve` pin: `NAME=ADDRESS`.
+/// A directory bucket's name (`<name>--<zone id>--x-s3`), or empty for none: a general
+/// purpose bucket would take the live log at a general purpose bucket's price, unsaid.
+fn parse_live_bucket(raw: &str) -> Result<String, String> {
+    let named = raw
+        .strip_suffix("--x-s3")
+        .and_then(|rest| rest.rsplit_once("--"))
+        .is_some_and(|(base, zone)| !base.is_empty() && zone.contains("-az"));
+    if raw.is_empty() || named {
+        return Ok(raw.to_string());
+    }
+    Err(format!(
+        "`{raw}` is not a directory bucket's name: `<name>--<zone id>--x-s3`, such as \
+         `sortie-dev-live--use1-az4--x-s3` (or \"\" for none)"
+    ))
+}
+
+#[test]
+fn a_live_bucket_is_a_directory_buckets_name_or_none() {
+    for ok in ["", "sortie-dev-live--use1-az4--x-s3", "a--usw2-az1--x-s3"] {
+        assert_eq!(parse_live_bucket(ok).as_deref(), Ok(ok));
+    }
+    for bad in [
+        "my-live-bucket",
+        "--use1-az4--x-s3",
+        "live--x-s3",
+        "live--us-east-1a--x-s3",
+    ] {
+        let e = parse_live_bucket(bad).unwrap_err();
+        assert!(e.contains("<name>--<zone id>--x-s3"), "{bad}: {e}");
+    }
+}
+
 fn parse_pin(raw: &str) -> Result<(String, std::net::IpAddr), String> {
     let (name, address) = raw
         .split_once('=')
