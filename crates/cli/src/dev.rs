@@ -8,6 +8,7 @@
 //!   across restarts ([`snapshot`], [`data_dir`]).
 
 mod agent;
+mod at_once;
 mod data_dir;
 mod dev_token;
 mod events;
@@ -175,12 +176,23 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 pins: args.resolve.clone(),
             }),
         ));
+    // Dispatch at once: each launch sent is handed to the dispatcher below as well.
+    let handed = Arc::new(at_once::Handed::default());
+    let (hand_tx, hand_rx) = mpsc::unbounded_channel();
+    let wrap_queue = (args.dispatch_at_once > 0).then(|| {
+        let (slots, handed) = (args.dispatch_at_once, handed.clone());
+        Box::new(move |sqs: Arc<sortie_store::SqsJobQueue>| {
+            Arc::new(at_once::AtOnceQueue::new(sqs, slots, handed, hand_tx))
+                as Arc<dyn sortie_store::JobQueue>
+        }) as sortie_wiring::WrapQueue
+    });
     let mut parts = compose_with_pulls(
         &config,
         resources,
         Some(local.clone()),
         Some(pull_parts),
         Some(notify_tx),
+        wrap_queue,
     );
     parts.plane.notify = Some(sortie_api::NotifyParts {
         sender: notify_sender.clone(),
@@ -311,11 +323,17 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // Lambda's event source mapping polls with several (each batch is one invocation). A
     // poller hands a batch on and receives again at once: a batch's launches never hold
     // up the next message (at most BATCHES_IN_FLIGHT batches at a time).
+    tokio::spawn(at_once::dispatch_handed(
+        engine.clone(),
+        hand_rx,
+        chaos.deliver_twice,
+        dirty.clone(),
+    ));
     let batches = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
     for _ in 0..POLLERS {
         let (sqs, queue_url) = (sqs.clone(), queue_url.clone());
         let (poll_engine, poll_queue) = (engine.clone(), queue.clone());
-        let (dirty, batches) = (dirty.clone(), batches.clone());
+        let (dirty, batches, handed) = (dirty.clone(), batches.clone(), handed.clone());
         tokio::spawn(async move {
             loop {
                 let Ok(slot) = batches.clone().acquire_owned().await else {
@@ -331,8 +349,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                     }
                 };
                 let (sqs, queue_url) = (sqs.clone(), queue_url.clone());
-                let (engine, queue, dirty) =
-                    (poll_engine.clone(), poll_queue.clone(), dirty.clone());
+                let (engine, queue, dirty, handed) = (
+                    poll_engine.clone(),
+                    poll_queue.clone(),
+                    dirty.clone(),
+                    handed.clone(),
+                );
                 tokio::spawn(async move {
                     let _slot = slot;
                     let handled = handle_batch(
@@ -340,6 +362,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                         &queue_url,
                         &engine,
                         &queue,
+                        &handed,
                         messages,
                         chaos.deliver_twice,
                     )

@@ -58,7 +58,7 @@ pub use notifications::{
 pub use plan_data::{read_plan_data, read_plan_data_within};
 pub use queue::{
     DeliveryQueue, JobMessage, JobQueue, MemoryDeliveryQueue, MemoryPullQueue, PullQueue,
-    SqsDeliveryQueue, SqsJobQueue, SqsPullQueue,
+    SqsDeliveryQueue, SqsJobQueue, SqsPullQueue, DISPATCHED_HERE_ATTRIBUTE,
 };
 pub use records::{
     AgentPoolRecord, EnvironmentRecord, IdempotencyKey, JobPage, JobRecord, JobUpdate, LastApply,

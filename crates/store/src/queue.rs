@@ -92,14 +92,35 @@ impl SqsJobQueue {
     }
 }
 
-#[async_trait]
-impl JobQueue for SqsJobQueue {
-    async fn send_message(
+/// The message attribute that names a launch message `sortie dev` also dispatched at once,
+/// in process, beside sending it (its value is that hand-over's tag): its dispatcher then
+/// settles the copy it receives by that hand-over's outcome instead of claiming again.
+pub const DISPATCHED_HERE_ATTRIBUTE: &str = "sortie-dispatched-here";
+
+impl SqsJobQueue {
+    /// Sends one message, optionally delayed, with `tag` as its
+    /// [`DISPATCHED_HERE_ATTRIBUTE`] when given (`sortie dev`; the functions send none).
+    pub async fn send_tagged(
         &self,
         message: &JobMessage,
         delay_seconds: i32,
+        tag: Option<&str>,
     ) -> Result<(), StoreError> {
         let body = serde_json::to_string(message).expect("serialisable");
+        let attribute = match tag {
+            Some(tag) => Some(
+                aws_sdk_sqs::types::MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(tag)
+                    .build()
+                    .map_err(|e| StoreError::Aws {
+                        service: "sqs",
+                        message: e.to_string(),
+                        retryable: false,
+                    })?,
+            ),
+            None => None,
+        };
         self.client
             .send_message()
             .queue_url(&self.url)
@@ -107,6 +128,9 @@ impl JobQueue for SqsJobQueue {
             // A standard queue with group ids is a fair queue; no deduplication id (FIFO only).
             .set_message_group_id((!message.tenant.is_empty()).then(|| message.tenant.clone()))
             .delay_seconds(delay_seconds.clamp(0, 900))
+            .set_message_attributes(
+                attribute.map(|a| [(DISPATCHED_HERE_ATTRIBUTE.to_string(), a)].into()),
+            )
             .send()
             .await
             .map_err(|e| {
@@ -119,6 +143,17 @@ impl JobQueue for SqsJobQueue {
                 StoreError::Aws { service: "sqs", message, retryable }
             })?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl JobQueue for SqsJobQueue {
+    async fn send_message(
+        &self,
+        message: &JobMessage,
+        delay_seconds: i32,
+    ) -> Result<(), StoreError> {
+        self.send_tagged(message, delay_seconds, None).await
     }
 }
 

@@ -403,8 +403,12 @@ pub fn compose(
     resources: Resources,
     local: Option<LocalLauncher>,
 ) -> AwsComposition {
-    compose_with_pulls(config, resources, local, None, None)
+    compose_with_pulls(config, resources, local, None, None, None)
 }
+
+/// Wraps the composition's SQS jobs queue in the queue every part sends through
+/// (`sortie dev`'s dispatch at once).
+pub type WrapQueue = Box<dyn FnOnce(Arc<SqsJobQueue>) -> Arc<dyn JobQueue> + Send>;
 
 /// [`compose`] with pull requests in process (`sortie dev`): the API takes webhooks into
 /// `pulls`' queue, and every pull-request job's end queues a report of its pull request
@@ -412,16 +416,21 @@ pub fn compose(
 /// function that reads `SORTIE_PULL_QUEUE_URL` gets pull requests on that SQS queue; there
 /// a job's end reaches the queue through the template's rule on `sortie.job.ended`.
 /// `events`, when given, gets every event published as well (`sortie dev`'s notification
-/// worker).
+/// worker). `wrap_queue`, when given, is the queue the parts send through instead of the
+/// SQS queue itself (which [`AwsComposition::queue`] still is).
 pub fn compose_with_pulls(
     config: &SdkConfig,
     resources: Resources,
     local: Option<LocalLauncher>,
     pulls: Option<sortie_api::PullParts>,
     events: Option<sortie_lifecycle::notify_worker::EventSink>,
+    wrap_queue: Option<WrapQueue>,
 ) -> AwsComposition {
     let has_local = local.is_some();
     let mut aws = aws_parts(config, &resources, local);
+    if let Some(wrap) = wrap_queue {
+        aws.parts.queue = wrap(aws.queue.clone());
+    }
     if let Some(events) = events {
         aws.parts.bus = Arc::new(sortie_lifecycle::notify_worker::TeeBus {
             inner: aws.parts.bus.clone(),

@@ -35,6 +35,13 @@ pub(crate) struct WaitReads {
 }
 
 impl WaitReads {
+    /// Reads that know `job` holds environment `env`'s lock (it just took it).
+    pub(crate) fn holding(env: &EnvPath, job: &JobId) -> Self {
+        let mut reads = Self::default();
+        reads.locks.insert(env.to_string(), Some(job.clone()));
+        reads
+    }
+
     /// The API's view of `record`, with why it waits when it does. A failed read leaves
     /// the reason less precise, never fails the answer.
     pub(crate) async fn view(&mut self, state: &AppState, record: JobRecord) -> JobView {

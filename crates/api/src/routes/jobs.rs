@@ -160,13 +160,12 @@ pub(crate) async fn submit_job(
         .submit_for(&env.item.environment, order)
         .await
         .map_err(submit_error)?;
-    let record = state.jobs.get(&submitted.job.id).await?;
     let status = if submitted.replayed {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    let view = super::job_views::job_view(&state, record).await;
+    let view = submitted_view(&state, &submitted).await?;
     let mut response = Reply::new(status, view).into_response();
     if submitted.replayed {
         response
@@ -174,6 +173,28 @@ pub(crate) async fn submit_job(
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
+}
+
+/// The answer's view of a submitted job. A new job that took its environment's lock is
+/// answered as written (`JobRecord::new`, the item the submit wrote) and known to hold
+/// the lock: no read, so the answer never waits behind (nor slows) the claim that
+/// dispatch makes at once. Any other is read again (a replay's job may have moved on) and
+/// explained as a list's job is.
+async fn submitted_view(
+    state: &AppState,
+    submitted: &sortie_store::Submitted,
+) -> Result<crate::model::JobView, ApiError> {
+    let job = &submitted.job;
+    if submitted.took_lock && !submitted.replayed {
+        let record = sortie_store::JobRecord::new(job);
+        return Ok(
+            super::job_views::WaitReads::holding(&job.environment, &job.id)
+                .view(state, record)
+                .await,
+        );
+    }
+    let record = state.jobs.get(&job.id).await?;
+    Ok(super::job_views::job_view(state, record).await)
 }
 
 /// The answer to a refused submit: a deleted runner is 409, Secrets Manager's failure 502.

@@ -12,6 +12,8 @@ use sortie_launch::LocalLauncher;
 use sortie_lifecycle::{EcsTaskStateChange, Engine};
 use sortie_store::SqsJobQueue;
 
+use super::at_once::{tag_of, Handed, Settled};
+
 /// Jobs-queue pollers running at once (Lambda's SQS event source mapping starts with 5).
 pub(super) const POLLERS: usize = 4;
 
@@ -153,6 +155,7 @@ pub(super) async fn receive(
         .message_system_attribute_names(
             aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
         )
+        .message_attribute_names(sortie_store::DISPATCHED_HERE_ATTRIBUTE)
         .send()
         .await?;
     let messages = got.messages.unwrap_or_default();
@@ -170,17 +173,38 @@ pub(super) async fn receive(
 /// Hands one received batch to dispatch (twice over under [`Chaos::deliver_twice`]), as
 /// one Lambda invocation, then deletes the messages it did not report as failed with one
 /// `DeleteMessageBatch` (a failed one comes back after its visibility timeout).
+///
+/// First each copy of a message dispatched here at once is settled by that hand-over
+/// ([`Handed::settle`]): deleted unclaimed when it was handled, delayed when it asked for
+/// a retry, and dispatched with the rest otherwise.
 pub(super) async fn handle_batch(
     sqs: &aws_sdk_sqs::Client,
     url: &str,
     engine: &Engine,
     queue: &SqsJobQueue,
-    messages: Vec<aws_sdk_sqs::types::Message>,
+    handed: &Handed,
+    received: Vec<aws_sdk_sqs::types::Message>,
     deliver_twice: bool,
 ) -> anyhow::Result<()> {
+    let (mut handled, mut messages) = (Vec::new(), Vec::new());
+    // One after another: the hand-overs run meanwhile, so the waits overlap.
+    for message in received {
+        match handed.settle(tag_of(&message)).await {
+            Settled::Handled => handled.push(message),
+            Settled::Dispatch => messages.push(message),
+            Settled::Retry(delay) => {
+                let handle = message.receipt_handle().unwrap_or_default();
+                if let Err(e) = queue.delay_redelivery(handle, delay).await {
+                    tracing::warn!(error = %e, "could not set the retry delay");
+                }
+            }
+        }
+    }
     let event = sqs_event(&messages);
     let mut failed: Vec<String> = Vec::new();
-    let responses = if deliver_twice {
+    let responses = if messages.is_empty() {
+        vec![]
+    } else if deliver_twice {
         let (a, b) = tokio::join!(
             sortie_lambda_adapters::dispatch_batch(engine, queue, event.clone()),
             sortie_lambda_adapters::dispatch_batch(engine, queue, event)
@@ -197,7 +221,8 @@ pub(super) async fn handle_batch(
                 .map(|f| f.item_identifier.clone()),
         );
     }
-    let done = done_entries(&messages, &failed);
+    handled.extend(messages);
+    let done = done_entries(&handled, &failed);
     if done.is_empty() {
         return Ok(());
     }

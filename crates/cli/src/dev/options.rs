@@ -61,6 +61,11 @@ pub struct DevArgs {
     /// adopts it, or launches again).
     #[arg(long, default_value_t = 120)]
     pub(super) dispatch_lease: i64,
+    /// Launches dispatched in process at the moment their job is sent to the jobs queue,
+    /// beside the queue's own message (a send that finds them all taken waits for the
+    /// queue); 0: every launch waits for the queue, as on AWS.
+    #[arg(long, default_value_t = super::at_once::SLOTS)]
+    pub(super) dispatch_at_once: usize,
     /// Write `{"url", "token", "users"}` here once ready (for scripts).
     #[arg(long)]
     pub(super) ready_file: Option<PathBuf>,

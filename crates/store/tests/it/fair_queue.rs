@@ -141,3 +141,55 @@ async fn a_cancel_and_a_send_carry_the_tenant_and_no_deduplication_id() {
         );
     }
 }
+
+/// `sortie dev`'s hand-over tag travels as a message attribute, which a receive gets only
+/// when it names it (as `sortie dev`'s poller does); an untagged send carries none.
+#[tokio::test]
+async fn a_tagged_send_carries_its_tag_as_a_message_attribute_beside_its_tenant() {
+    sortie_testkit::require_aws!();
+    let (sqs, url, queue) = fresh_queue().await;
+    let (tagged, plain) = (job_of("acme/web/a"), job_of("acme/web/b"));
+    let message = JobMessage::launch(&tagged);
+    queue
+        .send_tagged(&message, 0, Some("7f3a9c"))
+        .await
+        .unwrap();
+    queue.send(&plain, 0).await.unwrap();
+    let got = sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .message_attribute_names(sortie_store::DISPATCHED_HERE_ATTRIBUTE)
+        .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
+        .send()
+        .await
+        .unwrap();
+    let mut seen: Vec<(String, Option<String>, String)> = got
+        .messages()
+        .iter()
+        .map(|m| {
+            let body: JobMessage = serde_json::from_str(m.body().unwrap()).unwrap();
+            let tag = m
+                .message_attributes()
+                .and_then(|a| a.get(sortie_store::DISPATCHED_HERE_ATTRIBUTE))
+                .and_then(|v| v.string_value().map(str::to_string));
+            let group = m
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
+                .cloned()
+                .unwrap_or_default();
+            (body.job_id.to_string(), tag, group)
+        })
+        .collect();
+    seen.sort();
+    let mut want = vec![
+        (
+            tagged.id.to_string(),
+            Some("7f3a9c".to_string()),
+            "acme".to_string(),
+        ),
+        (plain.id.to_string(), None, "acme".to_string()),
+    ];
+    want.sort();
+    assert_eq!(seen, want);
+}
