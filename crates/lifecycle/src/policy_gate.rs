@@ -233,18 +233,30 @@ impl JobService {
     /// is applied. A job already
     /// reviewed (approval `required`) keeps its review; one with approval `auto` gets a
     /// policy-only review, approved by the gate itself when its plan passes.
+    ///
+    /// `read`, when given, is the sets in force already read for `env` (the submit reads
+    /// them beside the runner: one round trip, not two); `None` reads them when needed.
     pub(crate) async fn gate_at_submit(
         &self,
         env: &Environment,
         job: &mut sortie_core::Job,
+        read: Option<Result<Vec<SetInForce>, StoreError>>,
     ) -> Result<(), StoreError> {
         if !job.request.operation.writes_state() || job.review.is_some() || job.drift_check {
             return Ok(());
         }
         // A pull request's apply always runs in two phases: its requirements are checked
         // again between them ([`sortie_core::Job::checked_again_before_apply`]).
-        if !job.checked_again_before_apply() && self.sets_in_force(env).await?.is_empty() {
-            return Ok(());
+        if job.checked_again_before_apply() {
+            // Gated whatever the sets.
+        } else {
+            let sets = match read {
+                Some(read) => read?,
+                None => self.sets_in_force(env).await?,
+            };
+            if sets.is_empty() {
+                return Ok(());
+            }
         }
         job.review = Some(sortie_core::Review {
             four_eyes: false,

@@ -159,17 +159,22 @@ impl JobService {
         // A lock (or a freeze above) refuses new jobs: the write's own condition checks it,
         // and only a refused write reads the lock, to name it (`refusal_of`).
         let runner_id = &env.runner.runner_id;
-        let runner = self
-            .store
-            .get_runner(runner_id)
-            .await
-            .map_err(|e| match e {
-                StoreError::NotFound { .. } => SubmitError::RunnerMissing {
-                    environment: env.path.clone(),
-                    runner: runner_id.clone(),
-                },
-                other => other.into(),
-            })?;
+        // An apply or destroy reads the policy sets in force beside the runner: one round
+        // trip, not two, before the job's write.
+        let gated = order.request.operation.writes_state() && !order.drift_check;
+        let (runner, sets) = tokio::join!(self.store.get_runner(runner_id), async {
+            match gated {
+                true => Some(self.sets_in_force(env).await),
+                false => None,
+            }
+        });
+        let runner = runner.map_err(|e| match e {
+            StoreError::NotFound { .. } => SubmitError::RunnerMissing {
+                environment: env.path.clone(),
+                runner: runner_id.clone(),
+            },
+            other => other.into(),
+        })?;
         let id = JobId::from(sortie_core::tokens::new_id());
         let mut request = order.request;
         // Values go to Secrets Manager, one secret per job; the job records its ARN.
@@ -197,7 +202,7 @@ impl JobService {
             job.speculative = true;
         }
         // Policy sets apply: an apply or destroy runs in two phases, its plan gated.
-        if let Err(e) = self.gate_at_submit(env, &mut job).await {
+        if let Err(e) = self.gate_at_submit(env, &mut job, sets).await {
             self.forget_sensitive_variables(&job).await;
             return Err(e.into());
         }

@@ -69,10 +69,16 @@ pub(super) struct HandOver {
     _slot: OwnedSemaphorePermit,
 }
 
+/// Where a hand-over's outcome is seen: `None` while its dispatch runs.
+type Outcome = watch::Receiver<Option<MessageDisposition>>;
+
+/// Tag → when it was handed over, and its outcome.
+type Waiting = HashMap<String, (Instant, Outcome)>;
+
 /// The hand-overs whose SQS copy has not been received yet, by tag.
 #[derive(Default)]
 pub(super) struct Handed {
-    waiting: Mutex<HashMap<String, (Instant, watch::Receiver<Option<MessageDisposition>>)>>,
+    waiting: Mutex<Waiting>,
 }
 
 /// What the poller does with a received copy of a message.
@@ -87,17 +93,12 @@ pub(super) enum Settled {
 }
 
 impl Handed {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        HashMap<String, (Instant, watch::Receiver<Option<MessageDisposition>>)>,
-    > {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records a hand-over under `tag`; false (nothing recorded) when too many wait.
-    fn record(&self, tag: &str, outcome: watch::Receiver<Option<MessageDisposition>>) -> bool {
+    fn record(&self, tag: &str, outcome: Outcome) -> bool {
         let mut waiting = self.lock();
         let now = Instant::now();
         waiting.retain(|_, (at, _)| now.duration_since(*at) < KEEP);
