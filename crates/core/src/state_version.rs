@@ -435,6 +435,46 @@ pub fn match_writer(
     }
 }
 
+/// The writers of a page of state versions, each `(facts, stamped at)`: [`match_writer`]
+/// for each, except that one job's recorded end credits one version only.
+///
+/// A restore can end with the serial and lineage of the apply just before it (Terraform's
+/// `state push -force` writes the restored state at the current serial), and when both
+/// start within one second, time alone cannot tell their versions apart. So the versions
+/// are matched newest first, each among the jobs not yet credited with a version of the
+/// same serial and lineage: the newer version goes to the later job, the older to the
+/// earlier. A version whose every such job is already credited is matched as
+/// [`match_writer`] matches it.
+pub fn match_writers(
+    versions: &[(&StateFacts, DateTime<Utc>)],
+    jobs: &[JobWindow],
+) -> Vec<(Option<JobId>, MatchedBy)> {
+    let mut order: Vec<usize> = (0..versions.len()).collect();
+    // Newest first; a page lists versions newest first, which breaks ties in a second.
+    order.sort_by(|a, b| versions[*b].1.cmp(&versions[*a].1).then(a.cmp(b)));
+    let mut credited: Vec<JobId> = Vec::new();
+    let mut found = vec![(None, MatchedBy::None); versions.len()];
+    for i in order {
+        let (facts, at) = versions[i];
+        let stamp = StateStamp::of(facts);
+        let free: Vec<JobWindow> = jobs
+            .iter()
+            .filter(|j| !(stamp.is_some() && j.wrote == stamp && credited.contains(&j.id)))
+            .cloned()
+            .collect();
+        let matched = match match_writer(facts, at, &free) {
+            (Some(id), MatchedBy::Serial) => (Some(id), MatchedBy::Serial),
+            // Every job that ended with it is credited already: as if alone.
+            _ => match_writer(facts, at, jobs),
+        };
+        if let (Some(id), MatchedBy::Serial) = &matched {
+            credited.push(id.clone());
+        }
+        found[i] = matched;
+    }
+    found
+}
+
 /// The job that wrote a state version stamped `at`, by time alone: among `jobs` (those of
 /// the environment that write state: applies, destroys, restores), the latest to start at
 /// or before `at` whose end (plus [`WRITER_SLACK_SECONDS`]) is not before `at`. Jobs on one

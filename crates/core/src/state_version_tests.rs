@@ -420,3 +420,47 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_restore_ending_with_the_serial_of_the_apply_before_it_in_one_second_credits_each_its_own_version(
+) {
+    // Seen in e2e `env_life::two_applies_make_two_versions_and_a_restore_plans_the_difference`:
+    // the second apply wrote serial 2 at 03:34:39, the restore (started in that second)
+    // pushed the first state back, also as serial 2, at 03:34:40.
+    let t = |ms: i64| {
+        DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap() + Duration::milliseconds(ms)
+    };
+    let jobs = vec![
+        JobWindow {
+            id: "second".into(),
+            from: t(-600),
+            until: Some(t(300)),
+            wrote: Some(stamp(2, "l")),
+        },
+        JobWindow {
+            id: "restore".into(),
+            from: t(600),
+            until: Some(t(1_800)),
+            wrote: Some(stamp(2, "l")),
+        },
+    ];
+    let (apply_write, restore_write) = (facts_of(2, "l"), facts_of(2, "l"));
+    let page = [(&restore_write, t(1_000)), (&apply_write, t(0))];
+    // Each alone, both go to the later job: the stamp's second holds both starts.
+    assert_eq!(
+        match_writer(&apply_write, t(0), &jobs).0,
+        Some("restore".into())
+    );
+    assert_eq!(
+        match_writers(&page, &jobs),
+        vec![
+            (Some("restore".into()), MatchedBy::Serial),
+            (Some("second".into()), MatchedBy::Serial)
+        ]
+    );
+    // Alone on its page, the restore's version is still the restore's.
+    assert_eq!(
+        match_writers(&page[..1], &jobs),
+        vec![(Some("restore".into()), MatchedBy::Serial)]
+    );
+}

@@ -127,7 +127,7 @@ impl JobService {
         let page = history.list(at, after, limit).await?;
         let oldest = page.versions.last().map(|v| v.last_modified);
         let windows = self.writer_windows(&env.path, oldest).await?;
-        let mut versions = Vec::with_capacity(page.versions.len());
+        let mut read = Vec::with_capacity(page.versions.len());
         for object in page.versions {
             let facts = match history.get(at, &object.version_id).await? {
                 Some(bytes) if bytes.len() <= state_version::STATE_VERSION_MAX_BYTES => {
@@ -138,15 +138,23 @@ impl JobService {
                 }
                 _ => Default::default(),
             };
-            let (job_id, matched_by) =
-                state_version::match_writer(&facts, object.last_modified, &windows);
-            versions.push(StateVersionInfo {
+            read.push((object, facts));
+        }
+        let stamped: Vec<_> = read
+            .iter()
+            .map(|(object, facts)| (facts, object.last_modified))
+            .collect();
+        let writers = state_version::match_writers(&stamped, &windows);
+        let versions = read
+            .into_iter()
+            .zip(writers)
+            .map(|((object, facts), (job_id, matched_by))| StateVersionInfo {
                 object,
                 facts,
                 job_id,
                 matched_by,
-            });
-        }
+            })
+            .collect();
         Ok(StateVersionList {
             versions,
             next: page.next,
